@@ -1,0 +1,84 @@
+/* blob.h — the MILBlob storage file (weights/weight.bin), version 2.
+ *
+ * Layout (all little-endian, everything 64-byte aligned, gaps zero):
+ *   offset 0: header, 64 bytes: uint32 count, uint32 version (= 2), 56 zero bytes
+ *   per blob at a 64-aligned offset M: a 64-byte record
+ *     uint32 sentinel (0xDEADBEEF), uint32 dtype, uint64 size_in_bytes,
+ *     uint64 data_offset (= M + 64, absolute), uint64 padding_bits, 32 zero bytes
+ *   then size_in_bytes of data; the next record starts at round_up(end, 64).
+ * A BLOBFILE(offset = M) in MIL names the record at M, not the data.
+ *
+ * The reader treats the file as untrusted: every field is checked before use.
+ */
+#ifndef MILC_BLOB_H
+#define MILC_BLOB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "milc/diag.h"
+
+/* dtype codes of the record's dtype field. */
+typedef enum MilBlobDType {
+    MILBLOB_FP16 = 1, MILBLOB_FP32 = 2, MILBLOB_UINT8 = 3, MILBLOB_INT8 = 4,
+    MILBLOB_BF16 = 5, MILBLOB_INT16 = 6, MILBLOB_UINT16 = 7, MILBLOB_INT4 = 8,
+    MILBLOB_UINT1 = 9, MILBLOB_UINT2 = 10, MILBLOB_UINT4 = 11, MILBLOB_UINT3 = 12,
+    MILBLOB_UINT6 = 13, MILBLOB_INT32 = 14, MILBLOB_UINT32 = 15,
+    MILBLOB_FP8E4M3 = 16, MILBLOB_FP8E5M2 = 17,
+} MilBlobDType;
+
+enum { MILBLOB_VERSION = 2, MILBLOB_ALIGN = 64, MILBLOB_SENTINEL = 0xDEADBEEFu };
+
+/* Bits per element of a dtype code; 0 for an unknown code. */
+unsigned milblob_dtype_bits(uint32_t dtype);
+/* "fp16", "int32", ...; NULL for an unknown code. */
+const char *milblob_dtype_name(uint32_t dtype);
+
+typedef struct MilBlobRecord {
+    uint64_t offset;      /* of the 64-byte record (what BLOBFILE names) */
+    uint32_t dtype;       /* MilBlobDType */
+    uint64_t size;        /* bytes of data */
+    uint64_t data_offset; /* = offset + 64 */
+    uint64_t padding_bits;
+    const uint8_t *data;  /* into the file's bytes; valid until milblob_close */
+} MilBlobRecord;
+
+typedef struct MilBlobFile {
+    const char *name;          /* for diagnostics (owned by the DiagSink or caller) */
+    const uint8_t *bytes;      /* the whole file (mapped, or the caller's memory) */
+    size_t size;
+    uint32_t count;            /* blobs in the file */
+    MilBlobRecord *records;    /* count of them, in file order (malloc'd) */
+    bool mapped;               /* bytes is an mmap this struct owns */
+} MilBlobFile;
+
+/* Map and validate a weight file: header, every record's sentinel, dtype,
+ * alignment, bounds, size consistent with dtype, no overlaps.  On failure
+ * adds an error naming the file and byte offset, returns -1, and leaves f
+ * closed.  0 on success. */
+int milblob_open(MilBlobFile *f, const char *path, DiagSink *d);
+/* The same on memory the caller owns and keeps alive (fuzzing, tests). */
+int milblob_parse(MilBlobFile *f, const char *name, const void *bytes, size_t size, DiagSink *d);
+void milblob_close(MilBlobFile *f);
+/* The record whose metadata starts at offset, or NULL. */
+const MilBlobRecord *milblob_find(const MilBlobFile *f, uint64_t offset);
+
+/* Streaming writer.  Writes PATH.tmp.XXXXXX beside PATH and renames it over
+ * PATH on finish, so a crash or error never leaves a partial weight file. */
+typedef struct MilBlobWriter MilBlobWriter;
+
+/* NULL on failure (error added to d). */
+MilBlobWriter *milblob_writer_open(const char *path, DiagSink *d);
+/* Append a blob; returns the record offset to put in BLOBFILE(offset = ...). */
+uint64_t milblob_writer_add(MilBlobWriter *w, uint32_t dtype, const void *data, uint64_t size);
+/* Append a blob whose bytes the caller fills in place: returns a pointer to
+ * size writable bytes (valid until the next writer call) and the record
+ * offset in *offset.  Lets a generator produce weights without a copy. */
+void *milblob_writer_reserve(MilBlobWriter *w, uint32_t dtype, uint64_t size, uint64_t *offset);
+/* Write the header, flush, rename into place.  Frees w.  0 or -1. */
+int milblob_writer_finish(MilBlobWriter *w, DiagSink *d);
+/* Discard everything written; frees w. */
+void milblob_writer_abort(MilBlobWriter *w);
+
+#endif
