@@ -64,17 +64,27 @@ void milblob_close(MilBlobFile *f);
 /* The record whose metadata starts at offset, or NULL. */
 const MilBlobRecord *milblob_find(const MilBlobFile *f, uint64_t offset);
 
+/* XXH3-128 over (dtype, size, padding_bits, bytes) of every record in file
+ * order: the weights' part of a cache key.  Offsets are implied by the order,
+ * so two files with the same blobs have the same digest.  out is the hash in
+ * canonical (big-endian) byte order. */
+void milblob_file_digest(const MilBlobFile *f, uint8_t out[16]);
+
 /* Streaming writer.  Writes PATH.tmp.XXXXXX beside PATH and renames it over
  * PATH on finish, so a crash or error never leaves a partial weight file. */
 typedef struct MilBlobWriter MilBlobWriter;
 
 /* NULL on failure (error added to d). */
 MilBlobWriter *milblob_writer_open(const char *path, DiagSink *d);
-/* Append a blob; returns the record offset to put in BLOBFILE(offset = ...). */
+/* Append a blob; returns the record offset to put in BLOBFILE(offset = ...).
+ * Errors (bad dtype, size not a whole number of elements, I/O, OOM) are
+ * sticky: the call returns UINT64_MAX and milblob_writer_finish reports the
+ * first one.  Sub-byte dtypes are written with padding_bits = 0. */
 uint64_t milblob_writer_add(MilBlobWriter *w, uint32_t dtype, const void *data, uint64_t size);
 /* Append a blob whose bytes the caller fills in place: returns a pointer to
  * size writable bytes (valid until the next writer call) and the record
- * offset in *offset.  Lets a generator produce weights without a copy. */
+ * offset in *offset.  Lets a generator produce weights without a copy.
+ * NULL (and *offset = UINT64_MAX) after a sticky error. */
 void *milblob_writer_reserve(MilBlobWriter *w, uint32_t dtype, uint64_t size, uint64_t *offset);
 /* Write the header, flush, rename into place.  Frees w.  0 or -1. */
 int milblob_writer_finish(MilBlobWriter *w, DiagSink *d);

@@ -1,0 +1,101 @@
+/* util.c — the CLI's output, file and clock helpers. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+void cli_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("milc: error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+void cli_usage_error(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "milc %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\nTry 'milc help %s'.\n", cmd);
+    va_end(ap);
+}
+
+int cli_report(const Cli *cli, DiagSink *d) {
+    int rc = diag_failed(d) ? EXIT_INPUT : EXIT_OK;
+    if (d->count == 0 && !d->truncated) return rc;
+    if (cli->json) {
+        char *s = diag_render_json(d);
+        if (s) { fprintf(stdout, "{\"diagnostics\":%s}\n", s); free(s); }
+    } else if (!(cli->verbosity < 0 && rc == EXIT_OK)) {
+        char *s = diag_render(d);
+        if (s) { fputs(s, stderr); free(s); }
+    }
+    return rc;
+}
+
+char *cli_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { cli_error("cannot open '%s': %s", path, strerror(errno)); return NULL; }
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        cli_error("'%s' is not a regular file", path);
+        fclose(f);
+        return NULL;
+    }
+    char *buf = malloc((size_t)st.st_size + 1);
+    if (!buf) { cli_error("out of memory reading '%s'", path); fclose(f); return NULL; }
+    size_t n = fread(buf, 1, (size_t)st.st_size, f);
+    if (ferror(f)) { cli_error("cannot read '%s': %s", path, strerror(errno)); free(buf); fclose(f); return NULL; }
+    fclose(f);
+    buf[n] = 0;
+    if (len) *len = n;
+    return buf;
+}
+
+int cli_write_file(const char *path, const void *data, size_t len) {
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 16);
+    if (!tmp) { cli_error("out of memory"); return -1; }
+    snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) { cli_error("cannot create '%s': %s", tmp, strerror(errno)); free(tmp); return -1; }
+    const char *p = data;
+    size_t left = len;
+    while (left) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) {
+            cli_error("cannot write '%s': %s", path, strerror(errno));
+            close(fd); unlink(tmp); free(tmp);
+            return -1;
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    /* Readable like a file created with the default umask, not mkstemp's 0600. */
+    mode_t um = umask(0);
+    umask(um);
+    fchmod(fd, 0666 & ~um);
+    if (close(fd) != 0 || rename(tmp, path) != 0) {
+        cli_error("cannot write '%s': %s", path, strerror(errno));
+        unlink(tmp); free(tmp);
+        return -1;
+    }
+    free(tmp);
+    return 0;
+}
+
+long long cli_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}

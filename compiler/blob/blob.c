@@ -1,0 +1,507 @@
+/* blob.c — the MILBlob v2 weight file: a validating reader (mmap or memory)
+ * and a buffered streaming writer that renames a temp file into place.
+ * Every field of a file being read is untrusted; see milc/blob.h for the layout. */
+#include "milc/blob.h"
+#include "milc/assert.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+enum { HEADER_SIZE = 64, RECORD_SIZE = 64 };
+
+static const struct {
+    const char *name;
+    unsigned bits;
+} dtype_table[] = {
+    [MILBLOB_FP16] = {"fp16", 16},      [MILBLOB_FP32] = {"fp32", 32},
+    [MILBLOB_UINT8] = {"uint8", 8},     [MILBLOB_INT8] = {"int8", 8},
+    [MILBLOB_BF16] = {"bf16", 16},      [MILBLOB_INT16] = {"int16", 16},
+    [MILBLOB_UINT16] = {"uint16", 16},  [MILBLOB_INT4] = {"int4", 4},
+    [MILBLOB_UINT1] = {"uint1", 1},     [MILBLOB_UINT2] = {"uint2", 2},
+    [MILBLOB_UINT4] = {"uint4", 4},     [MILBLOB_UINT3] = {"uint3", 3},
+    [MILBLOB_UINT6] = {"uint6", 6},     [MILBLOB_INT32] = {"int32", 32},
+    [MILBLOB_UINT32] = {"uint32", 32},  [MILBLOB_FP8E4M3] = {"fp8e4m3", 8},
+    [MILBLOB_FP8E5M2] = {"fp8e5m2", 8},
+};
+enum { DTYPE_TABLE_LEN = sizeof dtype_table / sizeof dtype_table[0] };
+
+unsigned milblob_dtype_bits(uint32_t dtype) {
+    return dtype < DTYPE_TABLE_LEN ? dtype_table[dtype].bits : 0;
+}
+
+const char *milblob_dtype_name(uint32_t dtype) {
+    return dtype < DTYPE_TABLE_LEN ? dtype_table[dtype].name : NULL;
+}
+
+static uint32_t load_u32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t load_u64(const uint8_t *p) { return load_u32(p) | (uint64_t)load_u32(p + 4) << 32; }
+
+static void store_u32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void store_u64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t round_up64(uint64_t x) { return (x + (MILBLOB_ALIGN - 1)) & ~(uint64_t)(MILBLOB_ALIGN - 1); }
+
+/* Index of the first nonzero byte of p[0..n), or n. */
+static size_t first_nonzero(const uint8_t *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i]) return i;
+    return n;
+}
+
+/* ---------------------------------------------------------------- reader */
+
+/* Why the size check is per dtype: a record whose size is not a whole number
+ * of elements cannot match any MIL tensor type, and a later consumer that
+ * divides by the element size would silently drop the tail. */
+static bool check_size(const MilBlobRecord *r, char *why, size_t whylen) {
+    unsigned bits = milblob_dtype_bits(r->dtype);
+    const char *name = milblob_dtype_name(r->dtype);
+    if (bits % 8 == 0) {
+        if (r->padding_bits != 0) {
+            snprintf(why, whylen, "padding_bits %" PRIu64 " must be 0 for %s", r->padding_bits, name);
+            return false;
+        }
+        if (r->size % (bits / 8) != 0) {
+            snprintf(why, whylen, "size %" PRIu64 " is not a whole number of %s elements (%u bytes each)",
+                     r->size, name, bits / 8);
+            return false;
+        }
+        return true;
+    }
+    /* Sub-byte types pack elements into bytes; padding_bits says how many
+     * bits of the last byte are unused.  size <= file size, so size * 8 fits. */
+    if (r->padding_bits >= 8 || (r->size == 0 && r->padding_bits != 0)) {
+        snprintf(why, whylen, "padding_bits %" PRIu64 " invalid for %s (want 0..7, 0 when empty)",
+                 r->padding_bits, name);
+        return false;
+    }
+    if ((r->size * 8 - r->padding_bits) % bits != 0) {
+        snprintf(why, whylen,
+                 "size %" PRIu64 " bytes less padding_bits %" PRIu64 " is not a whole number of %s elements (%u bits each)",
+                 r->size, r->padding_bits, name, bits);
+        return false;
+    }
+    return true;
+}
+
+int milblob_parse(MilBlobFile *f, const char *name, const void *bytes, size_t size, DiagSink *d) {
+    memset(f, 0, sizeof *f);
+    SrcLoc loc = {name, 0, 0};
+    const uint8_t *p = bytes;
+    if (size == 0) {
+        diag_error(d, loc, "empty file (a weight file starts with a 64-byte header)");
+        return -1;
+    }
+    if (size < HEADER_SIZE) {
+        diag_error(d, loc, "offset 0: truncated header: %zu bytes (want 64)", size);
+        return -1;
+    }
+    uint32_t count = load_u32(p), version = load_u32(p + 4);
+    if (version != MILBLOB_VERSION) {
+        diag_error(d, loc, "offset 4: unsupported version %" PRIu32 " (want 2)", version);
+        return -1;
+    }
+    size_t nz = first_nonzero(p + 8, HEADER_SIZE - 8);
+    if (nz != HEADER_SIZE - 8) {
+        diag_error(d, loc, "offset %zu: nonzero reserved byte 0x%02x in header", nz + 8, p[8 + nz]);
+        return -1;
+    }
+    /* Every blob needs at least its 64-byte record, which bounds count before
+     * we allocate for it. */
+    if (count > (size - HEADER_SIZE) / RECORD_SIZE) {
+        diag_error(d, loc, "offset 0: header count %" PRIu32 " cannot fit in a %zu-byte file", count, size);
+        return -1;
+    }
+    MilBlobRecord *recs = count ? calloc(count, sizeof *recs) : NULL;
+    if (count && !recs) {
+        diag_error(d, loc, "out of memory for %" PRIu32 " blob records", count);
+        return -1;
+    }
+
+    char why[192];
+    uint64_t at = HEADER_SIZE; /* where the next record must start */
+    uint32_t i;
+    for (i = 0; i < count; i++) {
+        uint64_t m = at;
+        if (m >= size) {
+            diag_error(d, loc, "offset %" PRIu64 ": file ends after %" PRIu32 " blobs (header count %" PRIu32 ")",
+                       m, i, count);
+            goto fail;
+        }
+        if (size - m < RECORD_SIZE) {
+            diag_error(d, loc, "blob %" PRIu32 " at offset %" PRIu64 ": truncated record: file ends at %zu", i, m, size);
+            goto fail;
+        }
+        const uint8_t *rp = p + m;
+        MilBlobRecord *r = &recs[i];
+        uint32_t sentinel = load_u32(rp);
+        r->offset = m;
+        r->dtype = load_u32(rp + 4);
+        r->size = load_u64(rp + 8);
+        r->data_offset = load_u64(rp + 16);
+        r->padding_bits = load_u64(rp + 24);
+#define BLOB_ERR(fmt, ...) \
+    diag_error(d, loc, "blob %" PRIu32 " at offset %" PRIu64 ": " fmt, i, m, __VA_ARGS__)
+        if (sentinel != MILBLOB_SENTINEL) {
+            BLOB_ERR("bad sentinel 0x%08" PRIx32 " (want 0xdeadbeef)", sentinel);
+            goto fail;
+        }
+        if (milblob_dtype_bits(r->dtype) == 0) {
+            BLOB_ERR("unknown dtype %" PRIu32, r->dtype);
+            goto fail;
+        }
+        if (r->data_offset % MILBLOB_ALIGN != 0) {
+            BLOB_ERR("misaligned data_offset %" PRIu64 " (not a multiple of 64)", r->data_offset);
+            goto fail;
+        }
+        if (r->data_offset != m + RECORD_SIZE) {
+            BLOB_ERR("data_offset %" PRIu64 " does not follow its record (want %" PRIu64 ")", r->data_offset,
+                     m + RECORD_SIZE);
+            goto fail;
+        }
+        nz = first_nonzero(rp + 32, RECORD_SIZE - 32);
+        if (nz != RECORD_SIZE - 32) {
+            BLOB_ERR("nonzero reserved byte 0x%02x at offset %" PRIu64, rp[32 + nz], m + 32 + nz);
+            goto fail;
+        }
+        uint64_t avail = size - r->data_offset; /* data_offset <= size: record fits */
+        if (r->size > avail) {
+            BLOB_ERR("data of %" PRIu64 " bytes at offset %" PRIu64 " runs past the end of the file (%zu bytes)",
+                     r->size, r->data_offset, size);
+            goto fail;
+        }
+        if (!check_size(r, why, sizeof why)) {
+            BLOB_ERR("%s", why);
+            goto fail;
+        }
+        r->data = p + r->data_offset;
+        uint64_t end = r->data_offset + r->size;
+        /* The gap up to the next record (or the end of the file after the
+         * last blob) is padding and must be zero, so no bytes hide there. */
+        uint64_t next = round_up64(end);
+        uint64_t gap_end = next < size ? next : size;
+        nz = first_nonzero(p + end, (size_t)(gap_end - end));
+        if (nz != gap_end - end) {
+            if (i + 1 == count)
+                diag_error(d, loc, "offset %" PRIu64 ": data after the last blob (header count %" PRIu32 ")",
+                           end + nz, count);
+            else
+                BLOB_ERR("nonzero padding byte at offset %" PRIu64, end + nz);
+            goto fail;
+        }
+        at = next;
+#undef BLOB_ERR
+    }
+    if (at < size) {
+        diag_error(d, loc, "offset %" PRIu64 ": data after the last blob (header count %" PRIu32 ")", at, count);
+        goto fail;
+    }
+    f->name = name;
+    f->bytes = p;
+    f->size = size;
+    f->count = count;
+    f->records = recs;
+    return 0;
+fail:
+    free(recs);
+    return -1;
+}
+
+int milblob_open(MilBlobFile *f, const char *path, DiagSink *d) {
+    memset(f, 0, sizeof *f);
+    const char *name = diag_intern(d, path);
+    SrcLoc loc = {name, 0, 0};
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        diag_error(d, loc, "cannot open: %s", strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        diag_error(d, loc, "cannot stat: %s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        diag_error(d, loc, "not a regular file");
+        close(fd);
+        return -1;
+    }
+    size_t size = (size_t)st.st_size;
+    void *map = NULL;
+    if (size > 0) {
+        map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map == MAP_FAILED) {
+            diag_error(d, loc, "cannot map: %s", strerror(errno));
+            close(fd);
+            return -1;
+        }
+    }
+    close(fd); /* the mapping keeps the file alive */
+    if (milblob_parse(f, name, map, size, d) != 0) {
+        if (map) munmap(map, size);
+        return -1;
+    }
+    f->mapped = map != NULL;
+    return 0;
+}
+
+void milblob_close(MilBlobFile *f) {
+    if (f->mapped && f->bytes) munmap((void *)f->bytes, f->size);
+    free(f->records);
+    memset(f, 0, sizeof *f);
+}
+
+const MilBlobRecord *milblob_find(const MilBlobFile *f, uint64_t offset) {
+    size_t lo = 0, hi = f->count; /* records are in increasing offset order */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        uint64_t o = f->records[mid].offset;
+        if (o == offset) return &f->records[mid];
+        if (o < offset) lo = mid + 1;
+        else hi = mid;
+    }
+    return NULL;
+}
+
+void milblob_file_digest(const MilBlobFile *f, uint8_t out[16]) {
+    XXH3_state_t *st = XXH3_createState();
+    MILC_ASSERT(st != NULL);
+    XXH3_128bits_reset(st);
+    for (uint32_t i = 0; i < f->count; i++) {
+        const MilBlobRecord *r = &f->records[i];
+        uint8_t tag[20]; /* fixed-width fields, so no two blob lists hash the same bytes */
+        store_u32(tag, r->dtype);
+        store_u64(tag + 4, r->size);
+        store_u64(tag + 12, r->padding_bits);
+        XXH3_128bits_update(st, tag, sizeof tag);
+        XXH3_128bits_update(st, r->data, (size_t)r->size);
+    }
+    XXH128_hash_t h = XXH3_128bits_digest(st);
+    XXH3_freeState(st);
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, h);
+    memcpy(out, c.digest, 16);
+}
+
+/* ---------------------------------------------------------------- writer */
+
+/* Bytes are staged in buf and written when it passes FLUSH_AT; blobs larger
+ * than the buffer are written straight from the caller's memory, and
+ * reservations are handed out of buf itself, so weights are copied at most
+ * once on their way to the file. */
+enum { FLUSH_AT = 4u << 20 };
+
+struct MilBlobWriter {
+    char *path;     /* final name */
+    char *tmp;      /* temp file beside it */
+    int fd;
+    uint8_t *buf;   /* staged bytes, file offset pos - fill */
+    size_t cap, fill;
+    uint64_t pos;   /* logical end of file, staged bytes included */
+    uint32_t count;
+    bool failed;
+    char err[256];  /* first sticky error */
+};
+
+static void writer_fail(MilBlobWriter *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void writer_fail(MilBlobWriter *w, const char *fmt, ...) {
+    if (w->failed) return;
+    w->failed = true;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w->err, sizeof w->err, fmt, ap);
+    va_end(ap);
+}
+
+static bool write_all(MilBlobWriter *w, const void *data, size_t n) {
+    const uint8_t *p = data;
+    while (n > 0) {
+        ssize_t k = write(w->fd, p, n > (1u << 30) ? (1u << 30) : n);
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            writer_fail(w, "write failed: %s", strerror(errno));
+            return false;
+        }
+        p += k;
+        n -= (size_t)k;
+    }
+    return true;
+}
+
+static bool writer_flush(MilBlobWriter *w) {
+    if (w->failed) return false;
+    if (w->fill && !write_all(w, w->buf, w->fill)) return false;
+    w->fill = 0;
+    return true;
+}
+
+/* Make room for n more staged bytes, flushing and growing as needed. */
+static bool writer_room(MilBlobWriter *w, size_t n) {
+    if (w->cap - w->fill >= n) return true;
+    if (!writer_flush(w)) return false;
+    if (w->cap >= n) return true;
+    size_t cap = n > FLUSH_AT ? n : FLUSH_AT;
+    uint8_t *nb = realloc(w->buf, cap);
+    if (!nb) {
+        writer_fail(w, "out of memory staging %zu bytes", cap);
+        return false;
+    }
+    w->buf = nb;
+    w->cap = cap;
+    return true;
+}
+
+MilBlobWriter *milblob_writer_open(const char *path, DiagSink *d) {
+    SrcLoc loc = {diag_intern(d, path), 0, 0};
+    MilBlobWriter *w = calloc(1, sizeof *w);
+    size_t len = strlen(path);
+    if (!w || !(w->path = strdup(path)) || !(w->tmp = malloc(len + 32))) {
+        diag_error(d, loc, "out of memory");
+        goto fail;
+    }
+    /* A name of our own rather than mkstemp: open() with mode 0666 applies
+     * the umask, so the renamed file gets ordinary permissions. */
+    static unsigned seq;
+    w->fd = -1;
+    for (int attempt = 0; attempt < 100 && w->fd < 0; attempt++) {
+        snprintf(w->tmp, len + 32, "%s.tmp.%ld.%u", path, (long)getpid(), __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED));
+        w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (w->fd < 0 && errno != EEXIST) break;
+    }
+    if (w->fd < 0) {
+        diag_error(d, loc, "cannot create %s: %s", w->tmp, strerror(errno));
+        goto fail;
+    }
+    w->cap = FLUSH_AT;
+    w->buf = malloc(w->cap);
+    if (!w->buf) {
+        diag_error(d, loc, "out of memory");
+        close(w->fd);
+        unlink(w->tmp);
+        goto fail;
+    }
+    /* The header's count is patched in at finish. */
+    memset(w->buf, 0, HEADER_SIZE);
+    store_u32(w->buf + 4, MILBLOB_VERSION);
+    w->fill = HEADER_SIZE;
+    w->pos = HEADER_SIZE;
+    return w;
+fail:
+    if (w) {
+        free(w->path);
+        free(w->tmp);
+        free(w);
+    }
+    return NULL;
+}
+
+/* Stage padding and the record for a blob; the caller then supplies size
+ * bytes of data.  Returns the record offset or UINT64_MAX. */
+static uint64_t writer_begin(MilBlobWriter *w, uint32_t dtype, uint64_t size) {
+    if (w->failed) return UINT64_MAX;
+    unsigned bits = milblob_dtype_bits(dtype);
+    if (bits == 0) {
+        writer_fail(w, "blob %" PRIu32 ": unknown dtype %" PRIu32, w->count, dtype);
+        return UINT64_MAX;
+    }
+    if (bits % 8 == 0 && size % (bits / 8) != 0) {
+        writer_fail(w, "blob %" PRIu32 ": size %" PRIu64 " is not a whole number of %s elements", w->count, size,
+                    milblob_dtype_name(dtype));
+        return UINT64_MAX;
+    }
+    if (w->count == UINT32_MAX || size > SIZE_MAX - 2 * RECORD_SIZE) {
+        writer_fail(w, "blob %" PRIu32 ": too many or too large blobs", w->count);
+        return UINT64_MAX;
+    }
+    if (w->fill >= FLUSH_AT && !writer_flush(w)) return UINT64_MAX;
+    uint64_t m = round_up64(w->pos);
+    size_t pad = (size_t)(m - w->pos);
+    if (!writer_room(w, pad + RECORD_SIZE)) return UINT64_MAX;
+    uint8_t *r = w->buf + w->fill;
+    memset(r, 0, pad + RECORD_SIZE);
+    r += pad;
+    store_u32(r, MILBLOB_SENTINEL);
+    store_u32(r + 4, dtype);
+    store_u64(r + 8, size);
+    store_u64(r + 16, m + RECORD_SIZE);
+    w->fill += pad + RECORD_SIZE;
+    w->pos = m + RECORD_SIZE + size; /* the data follows in the caller */
+    w->count++;
+    return m;
+}
+
+uint64_t milblob_writer_add(MilBlobWriter *w, uint32_t dtype, const void *data, uint64_t size) {
+    uint64_t m = writer_begin(w, dtype, size);
+    if (m == UINT64_MAX) return m;
+    if (size <= w->cap - w->fill) {
+        memcpy(w->buf + w->fill, data, (size_t)size);
+        w->fill += (size_t)size;
+    } else if (!writer_flush(w) || !write_all(w, data, (size_t)size)) {
+        return UINT64_MAX;
+    }
+    return m;
+}
+
+void *milblob_writer_reserve(MilBlobWriter *w, uint32_t dtype, uint64_t size, uint64_t *offset) {
+    uint64_t m = writer_begin(w, dtype, size);
+    *offset = m;
+    if (m == UINT64_MAX) return NULL;
+    if (!writer_room(w, (size_t)size)) {
+        *offset = UINT64_MAX;
+        return NULL;
+    }
+    void *p = w->buf + w->fill;
+    w->fill += (size_t)size; /* written by the next flush, after the caller fills it */
+    return p;
+}
+
+static void writer_free(MilBlobWriter *w) {
+    free(w->buf);
+    free(w->path);
+    free(w->tmp);
+    free(w);
+}
+
+int milblob_writer_finish(MilBlobWriter *w, DiagSink *d) {
+    SrcLoc loc = {diag_intern(d, w->path), 0, 0};
+    uint8_t count[4];
+    store_u32(count, w->count);
+    if (writer_flush(w)) {
+        ssize_t k = pwrite(w->fd, count, sizeof count, 0);
+        if (k != (ssize_t)sizeof count) writer_fail(w, "write failed: %s", k < 0 ? strerror(errno) : "short write");
+    }
+    if (close(w->fd) != 0) writer_fail(w, "close failed: %s", strerror(errno));
+    if (!w->failed && rename(w->tmp, w->path) != 0) writer_fail(w, "cannot rename %s into place: %s", w->tmp, strerror(errno));
+    int rc = 0;
+    if (w->failed) {
+        unlink(w->tmp);
+        diag_error(d, loc, "%s", w->err);
+        rc = -1;
+    }
+    writer_free(w);
+    return rc;
+}
+
+void milblob_writer_abort(MilBlobWriter *w) {
+    if (!w) return;
+    close(w->fd);
+    unlink(w->tmp);
+    writer_free(w);
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs every Debian package milc's build, tests, fuzzers and benchmarks need.
+# Idempotent; run as root (or with sudo available).
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+PKGS=(
+  build-essential cmake pkg-config clang libclang-rt-dev   # toolchain, libFuzzer, sanitizers
+  libxml2-dev          # template XML
+  liblmdb-dev lmdb-utils   # the artifact cache
+  libxxhash-dev        # XXH3-128 keys and checksums
+  libjansson-dev       # JSON: safetensors headers, manifests, --json output parsing in tests
+  libopenblas-dev      # GEMM
+  python3 python3-numpy python3-torch   # numeric references in tests
+)
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${PKGS[@]}" >/dev/null
