@@ -140,8 +140,8 @@ int milblob_parse(MilBlobFile *f, const char *name, const void *bytes, size_t si
     for (i = 0; i < count; i++) {
         uint64_t m = at;
         if (m >= size) {
-            diag_error(d, loc, "offset %" PRIu64 ": file ends after %" PRIu32 " blobs (header count %" PRIu32 ")",
-                       m, i, count);
+            diag_error(d, loc, "offset %zu: file ends after %" PRIu32 " blobs (header count %" PRIu32 ")",
+                       size, i, count);
             goto fail;
         }
         if (size - m < RECORD_SIZE) {
@@ -450,6 +450,7 @@ static uint64_t writer_begin(MilBlobWriter *w, uint32_t dtype, uint64_t size) {
 uint64_t milblob_writer_add(MilBlobWriter *w, uint32_t dtype, const void *data, uint64_t size) {
     uint64_t m = writer_begin(w, dtype, size);
     if (m == UINT64_MAX) return m;
+    if (size == 0) return m; /* data may be NULL */
     if (size <= w->cap - w->fill) {
         memcpy(w->buf + w->fill, data, (size_t)size);
         w->fill += (size_t)size;
