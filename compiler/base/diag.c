@@ -167,11 +167,13 @@ char *diag_render(const DiagSink *s) {
         size_t ll;
         if (d->loc.file && source_line(find_source(s, d->loc.file), d->loc.line, &ls, &ll)) {
             /* Tabs kept as tabs so the caret lines up under them. */
-            buf_printf(&b, "    %.*s\n    ", (int)ll, ls);
-            for (int c = 1; c < d->loc.col && (size_t)(c - 1) < ll; c++)
-                buf_put(&b, ls[c - 1] == '\t' ? "\t" : " ", 1);
-            if (d->loc.col > 0) buf_put(&b, "^", 1);
-            buf_put(&b, "\n", 1);
+            buf_printf(&b, "    %.*s\n", (int)ll, ls);
+            if (d->loc.col > 0) {
+                buf_put(&b, "    ", 4);
+                for (int c = 1; c < d->loc.col && (size_t)(c - 1) < ll; c++)
+                    buf_put(&b, ls[c - 1] == '\t' ? "\t" : " ", 1);
+                buf_put(&b, "^\n", 2);
+            }
         }
     }
     if (s->truncated) {

@@ -1,0 +1,313 @@
+/* weights.c — produce the weight file: deterministic random values at a
+ * real model's initialization scale, computed tables (RoPE, causal mask), or
+ * tensors of a safetensors checkpoint mapped by the template's source and
+ * transform attributes.  Values are generated straight into the writer's
+ * buffer: generation must never be the slow step of emit. */
+#include "gen_internal.h"
+
+#include "milc/assert.h"
+#include "milc/blob.h"
+#include "milc/half.h"
+#include "milc/safetensors.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+/* ---- random ---- */
+
+static inline uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Counter-based: element i of a tensor is a pure function of (key, i), so
+ * the loop carries no state and vectorizes (32-bit lanes: AVX2 does 8 at a
+ * time).  Each 32-bit hash gives one approximately normal value: the sum of
+ * its four bytes (Irwin–Hall, n = 4) is bell-shaped with 1021 levels and
+ * bounded tails (±3.45 σ) — what an initializer needs, far cheaper than
+ * Box–Muller.  The hash is a bijection of the counter (xor-shift-multiply). */
+#define IH_MEAN 510.0f                 /* 4 * 255 / 2 */
+#define IH_INV_SD (1.0f / 147.7971f)   /* 1 / sqrt(4 * (256^2 - 1) / 12) */
+
+static inline uint32_t hash32(uint32_t x) {
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    x ^= x >> 16;
+    return x;
+}
+
+/* n values from element first on; first..first+n must not cross a multiple
+ * of 2^32 (chunks of CHUNK elements never do). */
+static void fill_normal(float *restrict dst, size_t n, uint64_t key, uint64_t first, float sd) {
+    uint32_t k = (uint32_t)mix64(key + (first >> 32));
+    uint32_t base = (uint32_t)first;
+    float scale = sd * IH_INV_SD;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t r = hash32((base + (uint32_t)i) ^ k);
+        uint32_t s = (r & 0xffu) + ((r >> 8) & 0xffu) + ((r >> 16) & 0xffu) + (r >> 24);
+        dst[i] = ((float)s - IH_MEAN) * scale;
+    }
+}
+
+/* ---- computed initializers ---- */
+
+enum { CHUNK = 4096 };
+
+/* Values of elements [first, first + n) of weight w (as floats). */
+static void init_chunk(const GenWeight *w, uint64_t seed, uint64_t first, size_t n, float *dst) {
+    const char *in = w->init;
+    if (!strcmp(in, "normal")) {
+        fill_normal(dst, n, mix64(seed ^ w->seed_key), first, (float)w->args[0]);
+        return;
+    }
+    float c = !strcmp(in, "ones") ? 1.0f : !strcmp(in, "fill") ? (float)w->args[0] : 0.0f;
+    bool rope = !strcmp(in, "rope_cos") || !strcmp(in, "rope_sin");
+    bool sign = !strcmp(in, "rope_sign"), mask = !strcmp(in, "causal_mask");
+    /* Tables index the last two dims: [.., hd, P] for RoPE, [.., Q, K] for the mask. */
+    int64_t rows = w->rank >= 2 ? w->shape[w->rank - 2] : 1, cols = w->rank >= 1 ? w->shape[w->rank - 1] : 1;
+    for (size_t k = 0; k < n; k++) {
+        uint64_t i = first + k;
+        int64_t r = (int64_t)((i / (uint64_t)cols) % (uint64_t)rows), col = (int64_t)(i % (uint64_t)cols);
+        if (rope) {
+            /* rotate-half convention (Hugging Face Llama): frequency index
+             * j mod hd/2; rope_sin carries the sign of rotate_half, -sin on
+             * the first half, so the graph needs one concat, no negation. */
+            int64_t half = rows / 2, j = half ? r % half : 0;
+            double inv = pow(w->args[0], -2.0 * (double)j / (double)rows), ang = (double)col * inv;
+            dst[k] = in[5] == 'c' ? (float)cos(ang) : (float)(r < half ? -sin(ang) : sin(ang));
+        } else if (sign) {
+            /* all dims 1 but hd: -1 on the first half */
+            dst[k] = i < w->count / 2 ? -1.0f : 1.0f;
+        } else if (mask) {
+            dst[k] = col <= r ? 0.0f : -1e4f;
+        } else {
+            dst[k] = c;
+        }
+    }
+}
+
+static void store(void *out, uint32_t dtype, uint64_t first, const float *v, size_t n) {
+    if (dtype == MILBLOB_FP16) float_to_half_n(v, (uint16_t *)out + first, n);
+    else memcpy((float *)out + first, v, n * sizeof(float));
+}
+
+static void init_weight(const GenWeight *w, uint64_t seed, void *out) {
+    float buf[CHUNK];
+    for (uint64_t i = 0; i < w->count; i += CHUNK) {
+        size_t n = (size_t)(w->count - i < CHUNK ? w->count - i : CHUNK);
+        init_chunk(w, seed, i, n, buf);
+        store(out, w->dtype, i, buf, n);
+    }
+}
+
+/* ---- safetensors (read by milc_blob's reader) ---- */
+
+/* The tensor named name, or the one whose name ends in ".name" (checkpoints
+ * saved from a wrapper add a "transformer." or "model." prefix); NULL when
+ * missing or ambiguous. */
+static const SafetensorsTensor *st_find(const SafetensorsFile *f, const char *name) {
+    const SafetensorsTensor *hit = safetensors_find(f, name);
+    if (hit) return hit;
+    size_t nl = strlen(name);
+    for (size_t i = 0; i < f->count; i++) {
+        const char *tn = f->tensors[i].name;
+        size_t l = strlen(tn);
+        if (l > nl && tn[l - nl - 1] == '.' && !strcmp(tn + l - nl, name)) {
+            if (hit) return NULL;
+            hit = &f->tensors[i];
+        }
+    }
+    return hit;
+}
+
+static inline float st_get(const SafetensorsTensor *t, uint64_t i) {
+    const uint8_t *p = (const uint8_t *)t->data + i * (t->dtype == ST_DTYPE_F32 ? 4 : 2);
+    if (t->dtype == ST_DTYPE_F32) { float f; memcpy(&f, p, 4); return f; }
+    uint16_t h = (uint16_t)(p[0] | p[1] << 8);
+    if (t->dtype == ST_DTYPE_F16) return half_to_float(h);
+    uint32_t u = (uint32_t)h << 16; /* bf16 is the top half of an fp32 */
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* A 2-D strided view of a source tensor after transforms. */
+typedef struct View {
+    int rank;       /* 1 or 2, for messages */
+    int64_t rows, cols, rs, cs;
+    uint64_t off;
+} View;
+
+static void shape_str(char *buf, size_t n, int rank, const int64_t *shape) {
+    int k = snprintf(buf, n, "[");
+    for (int i = 0; i < rank; i++) k += snprintf(buf + k, n - (size_t)k, "%s%" PRId64, i ? ", " : "", shape[i]);
+    snprintf(buf + k, n - (size_t)k, "]");
+}
+
+static int map_source(const GenWeight *w, const SafetensorsFile *f, void *out, DiagSink *d) {
+    const SafetensorsTensor *t = st_find(f, w->source);
+    char ws[128], ts[128];
+    shape_str(ws, sizeof ws, w->rank, w->shape);
+    if (!t) {
+        diag_error(d, w->loc, "weight '%s': tensor '%s' not found in %s", w->name, w->source, f->name);
+        return -1;
+    }
+    if (t->dtype != ST_DTYPE_F32 && t->dtype != ST_DTYPE_F16 && t->dtype != ST_DTYPE_BF16) {
+        diag_error(d, w->loc, "weight '%s': tensor '%s' has dtype %s; F32, F16 or BF16 expected", w->name, t->name,
+                   safetensors_dtype_name(t->dtype));
+        return -1;
+    }
+    shape_str(ts, sizeof ts, t->rank, t->dims);
+    if (t->rank > 2 || t->rank < 1) {
+        diag_error(d, w->loc, "weight '%s': tensor '%s' has shape %s; rank 1 or 2 expected", w->name, t->name, ts);
+        return -1;
+    }
+    View v = t->rank == 2 ? (View){2, t->dims[0], t->dims[1], t->dims[1], 1, 0}
+                          : (View){1, 1, t->dims[0], t->dims[0], 1, 0};
+    /* transforms: "split(axis, parts, index)" and "t", left to right */
+    const char *p = w->transform ? w->transform : "";
+    while (*p) {
+        while (*p == ' ' || *p == ',') p++;
+        if (!*p) break;
+        int axis, parts, index, used = 0;
+        if (sscanf(p, "split(%d ,%d ,%d )%n", &axis, &parts, &index, &used) == 3 && used > 0) {
+            int64_t *dim = (v.rank == 1 || axis == 1) ? &v.cols : &v.rows;
+            int64_t stride = (v.rank == 1 || axis == 1) ? v.cs : v.rs;
+            if (axis < 0 || axis >= v.rank || parts < 1 || index < 0 || index >= parts || *dim % parts != 0) {
+                diag_error(d, w->loc, "weight '%s': cannot split(%d, %d, %d) tensor '%s' of shape %s", w->name, axis,
+                           parts, index, t->name, ts);
+                return -1;
+            }
+            *dim /= parts;
+            v.off += (uint64_t)(*dim * index * stride);
+            p += used;
+        } else if (*p == 't' && (p[1] == 0 || p[1] == ' ' || p[1] == ',')) {
+            if (v.rank == 2) {
+                int64_t r = v.rows; v.rows = v.cols; v.cols = r;
+                int64_t s = v.rs; v.rs = v.cs; v.cs = s;
+            }
+            p++;
+        } else {
+            diag_error(d, w->loc, "weight '%s': unknown transform at '%s' (split(axis, parts, index), t)", w->name, p);
+            return -1;
+        }
+    }
+    /* The mapped tensor must be the weight's shape up to dims of size 1. */
+    int64_t a[8], b[2];
+    int na = 0, nb = 0;
+    for (int i = 0; i < w->rank; i++) if (w->shape[i] != 1) a[na++] = w->shape[i];
+    if (v.rank == 2 && v.rows != 1) b[nb++] = v.rows;
+    if (v.cols != 1) b[nb++] = v.cols;
+    bool ok = na == nb;
+    for (int i = 0; ok && i < na; i++) ok = a[i] == b[i];
+    if (!ok) {
+        char vs[64];
+        int64_t vsh[2] = {v.rows, v.cols};
+        shape_str(vs, sizeof vs, v.rank, v.rank == 2 ? vsh : vsh + 1);
+        diag_error(d, w->loc, "weight '%s': tensor '%s' has shape %s (%s after '%s'), the template needs %s", w->name,
+                   t->name, ts, vs, w->transform ? w->transform : "", ws);
+        return -1;
+    }
+    float buf[CHUNK];
+    uint64_t i = 0;
+    for (int64_t r = 0; r < v.rows; r++) {
+        for (int64_t c0 = 0; c0 < v.cols; c0 += CHUNK) {
+            int64_t n = v.cols - c0 < CHUNK ? v.cols - c0 : CHUNK;
+            uint64_t base = v.off + (uint64_t)(r * v.rs + c0 * v.cs);
+            if (v.cs == 1 && t->dtype == ST_DTYPE_F32) memcpy(buf, (const uint8_t *)t->data + base * 4, (size_t)n * 4);
+            else for (int64_t c = 0; c < n; c++) buf[c] = st_get(t, base + (uint64_t)(c * v.cs));
+            store(out, w->dtype, i, buf, (size_t)n);
+            i += (uint64_t)n;
+        }
+    }
+    return 0;
+}
+
+/* "random" / "random:SEED" → seed; -1 if the source is not random. */
+static int parse_random(const char *src, uint64_t *seed, bool *bad) {
+    *bad = false;
+    if (!src) { *seed = 0; return 0; }
+    if (strncmp(src, "random", 6) != 0 || (src[6] && src[6] != ':')) return -1;
+    *seed = 0;
+    if (!src[6]) return 0;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(src + 7, &end, 10);
+    if (end == src + 7 || *end || errno || src[7] == '-') { *bad = true; return 0; }
+    *seed = v;
+    return 0;
+}
+
+int gen_weights_write(const GenProgram *p, const char *source, const char *path, DiagSink *d) {
+    uint64_t seed = 0;
+    bool bad;
+    SafetensorsFile f;
+    memset(&f, 0, sizeof f);
+    bool random = parse_random(source, &seed, &bad) == 0;
+    if (bad) {
+        diag_error(d, (SrcLoc){0}, "bad weight source '%s': random:SEED takes a decimal unsigned seed", source);
+        return -1;
+    }
+    if (!random && safetensors_open(&f, source, d) != 0) return -1;
+    MilBlobWriter *wr = milblob_writer_open(path, d);
+    if (!wr) { if (!random) safetensors_close(&f); return -1; }
+    int rc = 0;
+    for (int i = 0; i < p->nweights && rc == 0; i++) {
+        const GenWeight *w = &p->weights[i];
+        uint64_t bytes = w->count * (w->dtype == MILBLOB_FP16 ? 2 : 4), off;
+        void *out = milblob_writer_reserve(wr, w->dtype, bytes, &off);
+        if (!out) { rc = -1; break; }
+        MILC_ASSERT(off == w->offset); /* expand.c laid out the same file */
+        if (!random && w->source) rc = map_source(w, &f, out, d);
+        else init_weight(w, seed, out);
+    }
+    if (!random) safetensors_close(&f);
+    if (rc) { milblob_writer_abort(wr); return -1; }
+    return milblob_writer_finish(wr, d);
+}
+
+int gen_weights_digest(const char *weights, uint8_t out[16], DiagSink *d) {
+    uint64_t seed;
+    bool bad;
+    XXH128_hash_t h;
+    if (parse_random(weights, &seed, &bad) == 0) {
+        if (bad) { diag_error(d, (SrcLoc){0}, "bad weight source '%s'", weights); return -1; }
+        char canon[40];
+        snprintf(canon, sizeof canon, "random:%" PRIu64, seed);
+        h = XXH3_128bits(canon, strlen(canon));
+    } else {
+        SrcLoc at = {diag_intern(d, weights), 0, 0};
+        int fd = open(weights, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) { diag_error(d, at, "cannot open weights: %s", strerror(errno)); return -1; }
+        XXH3_state_t *st = XXH3_createState();
+        MILC_ASSERT(st != NULL);
+        XXH3_128bits_reset(st);
+        static const char tag[] = "file:";
+        XXH3_128bits_update(st, tag, sizeof tag - 1);
+        char *buf = malloc(1 << 20);
+        MILC_ASSERT(buf != NULL);
+        ssize_t n;
+        while ((n = read(fd, buf, 1 << 20)) > 0) XXH3_128bits_update(st, buf, (size_t)n);
+        free(buf);
+        close(fd);
+        h = XXH3_128bits_digest(st);
+        XXH3_freeState(st);
+        if (n < 0) { diag_error(d, at, "read error: %s", strerror(errno)); return -1; }
+    }
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, h);
+    memcpy(out, c.digest, 16);
+    return 0;
+}

@@ -1,0 +1,180 @@
+/* gen.h — the template-driven chunk generator (compiler/gen).
+ *
+ * A template (mil-templates/NAME.xml, format in mil-templates/README.md) plus
+ * parameter values plus a weight source give a MIL program and its weights.
+ * Templates are data found on a search path; nothing here reads the
+ * environment or prints: the CLI builds the search path and renders the sink.
+ *
+ * Typical use (what `milc emit` does):
+ *
+ *     GenSearchPath sp = {dirs, ndirs};          // built-in dir first, then --template-dir, $MILC_TEMPLATE_PATH
+ *     GenConfig *c = gen_config_open(&sp, "gpt2-medium", d);   // a template or a preset name
+ *     gen_config_set(c, "--kv-heads", "4", d);   // once per option, in command-line order
+ *     if (gen_config_resolve(c, d) == 0)         // ranges, derived values, requirements
+ *         gen_emit(c, &(GenOptions){.weights = "random:0", .compile_mode = -1}, "out", d);
+ *     gen_config_free(c);
+ */
+#ifndef MILC_GEN_H
+#define MILC_GEN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "milc/diag.h"
+
+/* Directories searched in order; the first holding a name wins.  The
+ * strings are borrowed: keep them alive while any object made from the path
+ * lives. */
+typedef struct GenSearchPath {
+    const char *const *dirs;
+    int count;
+} GenSearchPath;
+
+typedef enum GenParamType { GEN_PARAM_INT, GEN_PARAM_FLOAT, GEN_PARAM_ENUM, GEN_PARAM_STRING } GenParamType;
+
+/* One declared template parameter.  Strings are owned by the template. */
+typedef struct GenParam {
+    const char *name;          /* e.g. "kv_heads" */
+    GenParamType type;
+    const char *default_value; /* as written in the template */
+    const char *doc;           /* one line, "" when absent */
+    bool has_min, has_max;     /* range for int/float, inclusive */
+    double min, max;
+    const char *const *choices; /* enum values */
+    int nchoices;
+} GenParam;
+
+/* ---- listing ------------------------------------------------------------ */
+
+typedef enum GenEntryKind { GEN_ENTRY_TEMPLATE, GEN_ENTRY_PRESET } GenEntryKind;
+typedef struct GenEntry {
+    GenEntryKind kind;
+    char *name;     /* what --template takes */
+    char *template_name; /* presets: the template it configures; templates: = name */
+    char *path;     /* file it was found in */
+    char *doc;      /* one line */
+} GenEntry;
+
+/* Every template (top-level *.xml with a <template> root) and every preset
+ * (presets.xml) on the path, sorted by name; a name shadowed by an earlier
+ * directory is listed once.  *out is malloc'd: free with gen_list_free.
+ * Unreadable or malformed files add a warning and are skipped.  Returns 0. */
+int gen_list(const GenSearchPath *sp, GenEntry **out, int *count, DiagSink *d);
+void gen_list_free(GenEntry *entries, int count);
+
+/* ---- templates ---------------------------------------------------------- */
+
+typedef struct GenTemplate GenTemplate;
+
+/* Load and validate template NAME (NAME.xml on the path) and every block it
+ * includes.  NULL on error (diagnostics at the template's file:line). */
+GenTemplate *gen_template_load(const GenSearchPath *sp, const char *name, DiagSink *d);
+void gen_template_free(GenTemplate *t);
+
+const char *gen_template_name(const GenTemplate *t);
+const char *gen_template_path(const GenTemplate *t);
+const char *gen_template_doc(const GenTemplate *t);
+int gen_template_param_count(const GenTemplate *t);
+const GenParam *gen_template_param(const GenTemplate *t, int i);
+/* Index of the parameter an option names, or -1.  Accepts "kv_heads",
+ * "kv-heads", "--kv-heads" and "--kv_heads" alike (see gen_name_matches). */
+int gen_template_find_param(const GenTemplate *t, const char *option);
+/* True when option names param: leading "--" dropped, '-' and '_' equal. */
+bool gen_name_matches(const char *param, const char *option);
+
+/* XXH3-128 over the template's bytes and those of every block it can include
+ * (all branches, in a fixed order), each prefixed by its name and length: a
+ * changed template or block changes the digest.  For the direct cache key. */
+void gen_template_digest(const GenTemplate *t, uint8_t out[16]);
+
+/* Human-readable description for `milc templates show`: doc, parameters
+ * (type, default, range, choices, doc), derived values, presets are not
+ * included.  malloc'd; the caller frees. */
+char *gen_template_describe(const GenTemplate *t);
+
+/* ---- configuration ------------------------------------------------------ */
+
+typedef struct GenConfig GenConfig;
+
+/* A configuration for NAME: a template name, or a preset name (presets.xml
+ * on the path) whose values are applied over the template's defaults.  The
+ * config owns its template.  NULL on error. */
+GenConfig *gen_config_open(const GenSearchPath *sp, const char *name, DiagSink *d);
+void gen_config_free(GenConfig *c);
+const GenTemplate *gen_config_template(const GenConfig *c);
+/* The preset applied, or NULL. */
+const char *gen_config_preset(const GenConfig *c);
+
+/* Set a parameter from an option (name matched by gen_name_matches).  The
+ * value is checked against type and range now; a later set wins.  0 or -1
+ * (unknown parameter, bad value: error added). */
+int gen_config_set(GenConfig *c, const char *option, const char *value, DiagSink *d);
+
+/* Evaluate the template's derived values and requirements with the current
+ * parameters (errors point at the template line).  Must succeed before
+ * canonical/generate.  0 or -1. */
+int gen_config_resolve(GenConfig *c, DiagSink *d);
+
+/* The resolved parameter set, one "name=value\n" per parameter sorted by
+ * name, preceded by "template=NAME\n": ints in decimal, floats as C99 hex,
+ * strings verbatim.  Equal strings mean equal programs (with the template
+ * digest and weight source).  malloc'd; NULL if not resolved. */
+char *gen_config_canonical(const GenConfig *c);
+
+/* The resolved value of a parameter or derived value, for the CLI (e.g. to
+ * print "seq padded to 16").  false when there is no such name. */
+bool gen_config_get_int(const GenConfig *c, const char *name, int64_t *out);
+bool gen_config_get_str(const GenConfig *c, const char *name, const char **out);
+
+/* ---- generation --------------------------------------------------------- */
+
+typedef struct GenOptions {
+    /* "random" or "random:SEED" (the default when NULL; SEED is a decimal
+     * uint64), or the path of a .safetensors checkpoint. */
+    const char *weights;
+    /* Recorded in buildInfo as {"milc-compile-mode", "N"}; -1 omits it. */
+    int compile_mode;
+    /* Skip mil_parse/mil_check/mil_print and keep the generated text as is
+     * (debugging templates).  Normally false. */
+    bool raw;
+} GenOptions;
+
+typedef struct GenIo {
+    char *name;
+    char *dtype;       /* "fp16", ... */
+    int rank;
+    int64_t shape[8];
+} GenIo;
+
+typedef struct GenResult {
+    char *mil;         /* canonical MIL text, NUL-terminated */
+    size_t mil_len;
+    char *manifest;    /* manifest.json text */
+    GenIo *inputs;     /* in function-signature order */
+    int ninputs;
+    GenIo *outputs;
+    int noutputs;
+    int nweights;
+    uint64_t weight_file_bytes; /* size of weights/weight.bin (0 when not written) */
+} GenResult;
+
+/* Generate the program of a resolved config.  With dir non-NULL, writes the
+ * weights to DIR/weights/weight.bin (DIR and DIR/weights created as needed);
+ * with dir NULL, no weights are produced (the MIL text still names them):
+ * enough to hash or check the program.  Errors in the generated program are
+ * reported at the generated line with a note at the template line that
+ * produced it.  r is filled on success (free with gen_result_free); 0 or -1. */
+int gen_generate(GenConfig *c, const GenOptions *o, const char *dir, GenResult *r, DiagSink *d);
+void gen_result_free(GenResult *r);
+
+/* gen_generate plus DIR/model.mil and DIR/manifest.json.  Byte-identical
+ * output for identical template, parameters and weights.  0 or -1. */
+int gen_emit(GenConfig *c, const GenOptions *o, const char *dir, DiagSink *d);
+
+/* XXH3-128 of a weight source for the direct key: of the string for
+ * "random:SEED", of the file's bytes for a checkpoint.  0 or -1 (I/O error
+ * added to d). */
+int gen_weights_digest(const char *weights, uint8_t out[16], DiagSink *d);
+
+#endif
