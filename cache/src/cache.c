@@ -1,0 +1,1195 @@
+/* cache.c — the LMDB store: open/validate, put, zero-copy get, direct keys,
+ * batched hit statistics, eviction, verify, gc with compaction.  The on-disk
+ * layout (named databases, value formats, locking) is described in
+ * cache/README.md; the comments here say why the code is the way it is. */
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <lmdb.h>
+
+#include "cache_impl.h"
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static void seterr(Cache *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void seterr(Cache *c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err, sizeof c->err, fmt, ap);
+    va_end(ap);
+}
+
+const char *cache_errmsg(const Cache *c) { return c ? c->err : ""; }
+
+uint64_t cache_now(Cache *c) {
+    if (c->opt.now_ns) return c->opt.now_ns(c->opt.now_ctx);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int is_lmdb_rc(int rc) { return rc > 0 || (rc >= MDB_KEYEXIST && rc <= MDB_LAST_ERRCODE); }
+
+/* Turn an LMDB/errno code into a CACHE_E* code with a message.  Damage found
+ * by LMDB gets the same cure as damage found by our own checks. */
+int cache_lmdb_err(Cache *c, int rc, const char *what) {
+    if (!is_lmdb_rc(rc)) return rc; /* already ours */
+    switch (rc) {
+    case MDB_CORRUPTED: case MDB_PAGE_NOTFOUND: case MDB_INVALID: case MDB_VERSION_MISMATCH:
+    case MDB_BAD_TXN:
+        seterr(c, "cache file %s is damaged (%s: %s); run `milc cache clear` or delete the directory %s",
+               c->datapath, what, mdb_strerror(rc), c->dir);
+        return CACHE_ECORRUPT;
+    case MDB_MAP_FULL:
+        seterr(c, "%s: cache map full", what);
+        return CACHE_EFULL;
+    case ENOMEM:
+        seterr(c, "%s: out of memory", what);
+        return CACHE_ENOMEM;
+    default:
+        seterr(c, "%s on %s: %s", what, c->datapath, mdb_strerror(rc));
+        return rc > 0 ? CACHE_EIO : CACHE_ELMDB;
+    }
+}
+
+static MDB_val mval(const void *p, size_t n) { return (MDB_val){.mv_size = n, .mv_data = (void *)p}; }
+
+/* ---- counters ----------------------------------------------------------- */
+
+static const char *const ctr_names[CTR_COUNT] = {
+    [CTR_HITS] = "hits", [CTR_DIRECT_HITS] = "direct_hits", [CTR_MISSES] = "misses",
+    [CTR_ERRORS] = "errors", [CTR_SAVED_NS] = "saved_ns", [CTR_ENTRIES] = "entries",
+    [CTR_BYTES] = "bytes", [CTR_MAX_BYTES] = "max_bytes",
+};
+
+static uint64_t ctr_get(Cache *c, MDB_txn *txn, int id) {
+    MDB_val k = mval(ctr_names[id], strlen(ctr_names[id])), v;
+    if (mdb_get(txn, c->db_count, &k, &v) != 0 || v.mv_size != 8) return 0;
+    return ld64(v.mv_data);
+}
+
+static int ctr_set(Cache *c, MDB_txn *txn, int id, uint64_t val) {
+    uint8_t le[8];
+    st64(le, val);
+    MDB_val k = mval(ctr_names[id], strlen(ctr_names[id])), v = mval(le, 8);
+    return mdb_put(txn, c->db_count, &k, &v, 0);
+}
+
+/* Counts that go below zero (after a lost update) clamp rather than wrap. */
+static int ctr_add(Cache *c, MDB_txn *txn, int id, int64_t delta) {
+    if (!delta) return 0;
+    uint64_t v = ctr_get(c, txn, id);
+    v = delta < 0 && (uint64_t)-delta > v ? 0 : v + (uint64_t)delta;
+    return ctr_set(c, txn, id, v);
+}
+
+/* ---- environment -------------------------------------------------------- */
+
+static int mkdirs(const char *dir, char *err, size_t errlen) {
+    char *p = strdup(dir);
+    if (!p) return CACHE_ENOMEM;
+    for (char *s = p + 1;; s++) {
+        if (*s != '/' && *s) continue;
+        char save = *s;
+        *s = 0;
+        if (mkdir(p, 0700) != 0 && errno != EEXIST) {
+            cache_fmt(err, errlen, "cannot create cache directory %s: %s", p, strerror(errno));
+            free(p);
+            return CACHE_EIO;
+        }
+        *s = save;
+        if (!save) break;
+    }
+    free(p);
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        cache_fmt(err, errlen, "cache directory %s is not a directory", dir);
+        return CACHE_EIO;
+    }
+    return 0;
+}
+
+static int flock_retry(int fd, int op) {
+    int rc;
+    while ((rc = flock(fd, op)) != 0 && errno == EINTR) {}
+    return rc;
+}
+
+static const char *const db_names[] = {"meta", "data", "usage", "direct", "counters"};
+
+static int open_dbs(Cache *c) {
+    MDB_dbi *dbis[] = {&c->db_meta, &c->db_data, &c->db_usage, &c->db_direct, &c->db_count};
+    /* Try read-only first: creating needs a write transaction (and an fsync),
+     * which would tax every open in the hit path. */
+    for (int create = 0; create < 2; create++) {
+        MDB_txn *txn;
+        int rc = mdb_txn_begin(c->env, NULL, create ? 0 : MDB_RDONLY, &txn);
+        if (rc) return cache_lmdb_err(c, rc, "mdb_txn_begin");
+        int missing = 0;
+        for (int i = 0; i < 5 && !rc; i++) {
+            rc = mdb_dbi_open(txn, db_names[i], create ? MDB_CREATE : 0, dbis[i]);
+            if (rc == MDB_NOTFOUND && !create) missing = 1, rc = 0;
+        }
+        if (rc || missing) {
+            mdb_txn_abort(txn);
+            if (rc) return cache_lmdb_err(c, rc, "mdb_dbi_open");
+            continue;
+        }
+        rc = mdb_txn_commit(txn);
+        return rc ? cache_lmdb_err(c, rc, "mdb_txn_commit") : 0;
+    }
+    return CACHE_ELMDB;
+}
+
+static void env_close(Cache *c) {
+    if (c->env) mdb_env_close(c->env);
+    c->env = NULL;
+}
+
+static int env_open(Cache *c) {
+    int rc = cache_envfile_check(c->datapath, c->dir, c->err, sizeof c->err);
+    if (rc) return rc;
+    if ((rc = mdb_env_create(&c->env)) != 0) return cache_lmdb_err(c, rc, "mdb_env_create");
+    mdb_env_set_maxdbs(c->env, 8);
+    mdb_env_set_maxreaders(c->env, 1024);
+    mdb_env_set_mapsize(c->env, (size_t)c->opt.map_size);
+    /* NOTLS: read transactions belong to CacheHits, not threads, so one thread
+     * may hold several hits. */
+    unsigned flags = MDB_NOTLS | (c->opt.no_sync ? MDB_NOSYNC : 0);
+    if ((rc = mdb_env_open(c->env, c->dir, flags, 0600)) != 0) {
+        rc = cache_lmdb_err(c, rc, "mdb_env_open");
+        env_close(c);
+        return rc;
+    }
+    int dead = 0;
+    mdb_reader_check(c->env, &dead); /* slots of killed processes pin old pages */
+    for (int tries = 0;; tries++) {
+        /* Walk the trees inside a read transaction, so writers in other
+         * processes cannot recycle the pages under the walk. */
+        MDB_txn *txn;
+        if ((rc = mdb_txn_begin(c->env, NULL, MDB_RDONLY, &txn)) != 0) {
+            rc = cache_lmdb_err(c, rc, "mdb_txn_begin");
+            break;
+        }
+        rc = cache_envfile_walk(c->datapath, c->dir, mdb_txn_id(txn), c->err, sizeof c->err);
+        mdb_txn_abort(txn);
+        if (rc != CACHE_EBUSY || tries == 8) break;
+    }
+    if (rc) {
+        env_close(c);
+        return rc;
+    }
+    MDB_envinfo info;
+    MDB_stat st;
+    mdb_env_info(c->env, &info);
+    mdb_env_stat(c->env, &st);
+    c->mapsize = info.me_mapsize;
+    c->psize = st.ms_psize;
+    if ((rc = open_dbs(c)) != 0) env_close(c);
+    return rc;
+}
+
+int cache_open(Cache **out, const char *dir, const CacheOptions *opt, char *err, size_t errlen) {
+    *out = NULL;
+    if (!dir || !*dir) {
+        cache_fmt(err, errlen, "no cache directory given");
+        return CACHE_EINVAL;
+    }
+    int rc = mkdirs(dir, err, errlen);
+    if (rc) return rc;
+    Cache *c = calloc(1, sizeof *c);
+    if (!c) return CACHE_ENOMEM;
+    c->lockfd = -1;
+    if (opt) c->opt = *opt;
+    if (!c->opt.map_size) c->opt.map_size = (uint64_t)1 << 30;
+    if (!c->opt.chunk_bytes) c->opt.chunk_bytes = (uint64_t)64 << 20;
+    if (c->opt.chunk_bytes > ((uint64_t)1 << 30)) c->opt.chunk_bytes = (uint64_t)1 << 30;
+    c->opt.chunk_bytes = (c->opt.chunk_bytes + 63) & ~(uint64_t)63;
+    c->dir = strdup(dir);
+    size_t n = strlen(dir) + 32;
+    c->datapath = malloc(n);
+    c->lockpath = malloc(n);
+    if (!c->dir || !c->datapath || !c->lockpath) {
+        cache_close(c);
+        return CACHE_ENOMEM;
+    }
+    snprintf(c->datapath, n, "%s/data.mdb", dir);
+    snprintf(c->lockpath, n, "%s/milc.lock", dir);
+    c->lockfd = open(c->lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (c->lockfd < 0 || flock_retry(c->lockfd, LOCK_SH) != 0) {
+        cache_fmt(err, errlen, "cannot lock %s: %s", c->lockpath, strerror(errno));
+        cache_close(c);
+        return CACHE_EIO;
+    }
+    if ((rc = env_open(c)) != 0) {
+        cache_fmt(err, errlen, "%s", c->err);
+        cache_close(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+void cache_close(Cache *c) {
+    if (!c) return;
+    CACHE_ASSERT(c->live_hits == 0);
+    if (c->env && c->npend) cache_flush(c);
+    env_close(c);
+    if (c->lockfd >= 0) close(c->lockfd);
+    free(c->dir);
+    free(c->datapath);
+    free(c->lockpath);
+    free(c);
+}
+
+int cache_destroy(const char *dir, char *err, size_t errlen) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/milc.lock", dir);
+    int fd = open(p, O_RDWR | O_CLOEXEC);
+    if (fd >= 0 && flock_retry(fd, LOCK_EX | LOCK_NB) != 0) {
+        cache_fmt(err, errlen, "cache %s is in use by another process", dir);
+        close(fd);
+        return CACHE_EBUSY;
+    }
+    static const char *const files[] = {"data.mdb", "lock.mdb", "data.mdb.compact", "milc.lock"};
+    int rc = 0;
+    for (int i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        if (unlink(p) != 0 && errno != ENOENT && !rc) {
+            cache_fmt(err, errlen, "cannot remove %s: %s", p, strerror(errno));
+            rc = CACHE_EIO;
+        }
+    }
+    if (fd >= 0) close(fd);
+    return rc;
+}
+
+/* ---- transactions ------------------------------------------------------- */
+
+/* Another process grew the file beyond our map: remap.  Remapping moves every
+ * pointer a live CacheHit handed out, so it is refused while one exists. */
+static int adopt_resize(Cache *c) {
+    if (c->live_hits) {
+        seterr(c, "another process grew the cache; release all hits of this handle first");
+        return CACHE_EFULL;
+    }
+    int rc = mdb_env_set_mapsize(c->env, 0);
+    if (rc) return cache_lmdb_err(c, rc, "mdb_env_set_mapsize");
+    MDB_envinfo info;
+    mdb_env_info(c->env, &info);
+    c->mapsize = info.me_mapsize;
+    return 0;
+}
+
+static int grow(Cache *c, uint64_t hint) {
+    if (c->live_hits) {
+        seterr(c, "cache map full (%llu bytes) and cannot grow while this handle holds a hit",
+               (unsigned long long)c->mapsize);
+        return CACHE_EFULL;
+    }
+    uint64_t want = c->mapsize * 2;
+    while (want < c->mapsize + hint + hint / 4) want *= 2;
+    int rc = mdb_env_set_mapsize(c->env, (size_t)want);
+    if (rc) return cache_lmdb_err(c, rc, "mdb_env_set_mapsize");
+    MDB_envinfo info;
+    mdb_env_info(c->env, &info);
+    c->mapsize = info.me_mapsize;
+    c->grows++;
+    return 0;
+}
+
+int cache_read_txn(Cache *c, MDB_txn **txn) {
+    for (int tries = 0; tries < 4; tries++) {
+        int rc = mdb_txn_begin(c->env, NULL, MDB_RDONLY, txn);
+        if (rc == MDB_MAP_RESIZED) {
+            if ((rc = adopt_resize(c)) != 0) return rc;
+            continue;
+        }
+        return rc ? cache_lmdb_err(c, rc, "mdb_txn_begin") : 0;
+    }
+    seterr(c, "map keeps changing size");
+    return CACHE_EBUSY;
+}
+
+/* Write the batched hit statistics inside txn. */
+static int flush_pending_in(Cache *c, MDB_txn *txn) {
+    int rc = 0;
+    for (int i = 0; i < c->npend && !rc; i++) {
+        Pending *p = &c->pend[i];
+        MDB_val k = mval(p->key.b, 16), v;
+        /* Only touch entries that still exist: an rm must not be undone. */
+        if (mdb_get(txn, c->db_usage, &k, &v) != 0 || v.mv_size != 16) continue;
+        uint8_t u[16];
+        uint64_t last = ld64(v.mv_data);
+        st64(u, p->last_used > last ? p->last_used : last);
+        st64(u + 8, ld64((uint8_t *)v.mv_data + 8) + p->hits);
+        v = mval(u, 16);
+        rc = mdb_put(txn, c->db_usage, &k, &v, 0);
+    }
+    for (int i = 0; i < CTR_COUNT && !rc; i++)
+        if (c->pctr[i]) rc = ctr_add(c, txn, i, (int64_t)c->pctr[i]);
+    return rc;
+}
+
+/* Run body in a write transaction, flushing pending statistics with it.
+ * Handles growth by other processes (MAP_RESIZED) and a full map (grow by at
+ * least grow_hint and rerun body from scratch, so bodies must not depend on
+ * state from a failed attempt). */
+int cache_write_txn(Cache *c, TxnBody body, void *arg, uint64_t grow_hint, const char *what) {
+    for (int attempt = 0; attempt < 16; attempt++) {
+        MDB_txn *txn;
+        int rc = mdb_txn_begin(c->env, NULL, 0, &txn);
+        if (rc == MDB_MAP_RESIZED) {
+            if ((rc = adopt_resize(c)) != 0) return rc;
+            continue;
+        }
+        if (rc) return cache_lmdb_err(c, rc, "mdb_txn_begin");
+        rc = flush_pending_in(c, txn);
+        if (!rc && body) rc = body(c, txn, arg);
+        if (!rc) {
+            rc = mdb_txn_commit(txn);
+        } else {
+            mdb_txn_abort(txn);
+        }
+        if (rc == MDB_MAP_FULL) {
+            if ((rc = grow(c, grow_hint)) != 0) return rc;
+            continue;
+        }
+        if (rc) return cache_lmdb_err(c, rc, what);
+        c->npend = 0;
+        memset(c->pctr, 0, sizeof c->pctr);
+        return 0;
+    }
+    seterr(c, "%s: map growth did not converge", what);
+    return CACHE_EFULL;
+}
+
+int cache_flush(Cache *c) { return cache_write_txn(c, NULL, NULL, 0, "flush statistics"); }
+
+static void pend_hit(Cache *c, const CacheKey *k, int direct, uint64_t compile_ns) {
+    c->pctr[direct ? CTR_DIRECT_HITS : CTR_HITS]++;
+    c->pctr[CTR_SAVED_NS] += compile_ns;
+    uint64_t now = cache_now(c);
+    for (int i = 0; i < c->npend; i++)
+        if (!memcmp(c->pend[i].key.b, k->b, 16)) {
+            c->pend[i].hits++, c->pend[i].last_used = now;
+            return;
+        }
+    if (c->npend == PENDING_MAX) return; /* flushed at release; losing a touch is harmless */
+    c->pend[c->npend++] = (Pending){.key = *k, .last_used = now, .hits = 1};
+}
+
+/* ---- entry values -------------------------------------------------------- */
+
+int cache_entry_parse(const void *data, size_t size, EntryView *e, char *why, size_t whylen) {
+    const uint8_t *p = data;
+    if (size < ENTRY_HDR || ld32(p) != ENTRY_MAGIC || ld32(p + 4) != ENTRY_VERSION) {
+        cache_fmt(why, whylen, "bad entry header");
+        return CACHE_ECORRUPT;
+    }
+    e->created = ld64(p + 8), e->compile_ns = ld64(p + 16), e->total = ld64(p + 24);
+    e->mode = (int32_t)ld32(p + 32), e->nsec = ld32(p + 36), e->nchunks = ld32(p + 40);
+    e->bound = ld32(p + 44), e->checksum = p + 48;
+    uint32_t rlen = ld32(p + 64), dlen = ld32(p + 68), blen = ld32(p + 72);
+    uint64_t want = ENTRY_HDR + (uint64_t)e->nsec * 16 + rlen + dlen + 1 + blen + 1;
+    /* nchunks bounds an allocation on every hit: no more values than sections
+     * plus the pieces of split ones. */
+    if (want != size || e->bound < 64 || e->bound % 64 || e->nchunks > e->nsec + e->total / e->bound + 1) {
+        cache_fmt(why, whylen, "entry header sizes do not add up");
+        return CACHE_ECORRUPT;
+    }
+    e->sectab = p + ENTRY_HDR;
+    e->record = e->sectab + (size_t)e->nsec * 16, e->rlen = rlen;
+    e->desc = (const char *)e->record + rlen;
+    e->backend = e->desc + dlen + 1;
+    if (e->desc[dlen] || e->backend[blen] || memchr(e->desc, 0, dlen) || memchr(e->backend, 0, blen)) {
+        cache_fmt(why, whylen, "entry strings not terminated");
+        return CACHE_ECORRUPT;
+    }
+    /* Every section must lie within the chunks the entry claims. */
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < e->nsec; i++) {
+        uint32_t ch = ld32(e->sectab + 16 * i), off = ld32(e->sectab + 16 * i + 4);
+        uint64_t sz = ld64(e->sectab + 16 * i + 8);
+        sum += sz;
+        if (sz == 0) continue;
+        uint64_t pieces = off == 0 ? (sz + e->bound - 1) / e->bound : 1;
+        if (sz > e->total || ch >= e->nchunks || pieces > e->nchunks - ch || off % 64 ||
+            (pieces == 1 && (uint64_t)off + sz > e->bound)) {
+            cache_fmt(why, whylen, "section %u out of bounds", i);
+            return CACHE_ECORRUPT;
+        }
+    }
+    if (sum != e->total) {
+        cache_fmt(why, whylen, "section sizes do not add up");
+        return CACHE_ECORRUPT;
+    }
+    return 0;
+}
+
+static void data_key(uint8_t dk[20], const CacheKey *k, uint32_t chunk) {
+    memcpy(dk, k->b, 16);
+    /* Big-endian so a key's chunks are adjacent and in order in the B-tree. */
+    dk[16] = (uint8_t)(chunk >> 24), dk[17] = (uint8_t)(chunk >> 16), dk[18] = (uint8_t)(chunk >> 8),
+    dk[19] = (uint8_t)chunk;
+}
+
+/* Bytes each chunk must hold, from the section table. */
+static void chunk_needs(const EntryView *e, uint64_t *need) {
+    memset(need, 0, sizeof *need * e->nchunks);
+    for (uint32_t i = 0; i < e->nsec; i++) {
+        uint32_t ch = ld32(e->sectab + 16 * i), off = ld32(e->sectab + 16 * i + 4);
+        uint64_t sz = ld64(e->sectab + 16 * i + 8);
+        if (!sz) continue;
+        if ((uint64_t)off + sz <= e->bound) {
+            if (need[ch] < off + sz) need[ch] = off + sz;
+            continue;
+        }
+        for (uint64_t done = 0; done < sz; done += e->bound, ch++) {
+            uint64_t piece = sz - done < e->bound ? sz - done : e->bound;
+            if (need[ch] < piece) need[ch] = piece;
+        }
+    }
+}
+
+static void fill_info(CacheEntryInfo *info, const CacheKey *k, const EntryView *e, const MDB_val *usage) {
+    memset(info, 0, sizeof *info);
+    info->key = *k;
+    info->description = e->desc, info->backend = e->backend;
+    info->mode = e->mode, info->nsections = e->nsec, info->bytes = e->total;
+    info->created_ns = e->created, info->compile_ns = e->compile_ns;
+    info->record = e->record, info->record_len = e->rlen;
+    memcpy(info->checksum, e->checksum, 16);
+    info->last_used_ns = e->created;
+    if (usage && usage->mv_size == 16) {
+        info->last_used_ns = ld64(usage->mv_data);
+        info->hits = ld64((uint8_t *)usage->mv_data + 8);
+    }
+}
+
+/* Empty sections point here so every section pointer is non-NULL and aligned. */
+static _Alignas(64) const uint8_t empty_section[64];
+
+void cache_hit_free(CacheHit *h) {
+    if (!h) return;
+    if (h->heap)
+        for (uint32_t i = 0; i < h->nsec; i++) free(h->heap[i]);
+    free(h->heap);
+    free(h->secs);
+    free(h->chunkp);
+    free(h->chunksz);
+    free(h);
+}
+
+/* Load entry k within txn into a new CacheHit (txn not owned by it yet). */
+int cache_load(Cache *c, MDB_txn *txn, const CacheKey *k, const void *rec, size_t rlen, unsigned flags,
+               CacheHit **out) {
+    *out = NULL;
+    MDB_val key = mval(k->b, 16), v, u;
+    int rc = mdb_get(txn, c->db_meta, &key, &v);
+    if (rc == MDB_NOTFOUND) return CACHE_ENOTFOUND;
+    if (rc) return cache_lmdb_err(c, rc, "mdb_get");
+    EntryView e;
+    char why[128];
+    if (cache_entry_parse(v.mv_data, v.mv_size, &e, why, sizeof why) != 0) {
+        seterr(c, "entry is damaged: %s", why);
+        return CACHE_ECORRUPT;
+    }
+    if (rec && (rlen != e.rlen || memcmp(rec, e.record, rlen) != 0)) {
+        seterr(c, "stored key record differs from the caller's (hash collision or an input missing from the key)");
+        return CACHE_EMISMATCH;
+    }
+    CacheHit *h = calloc(1, sizeof *h);
+    if (!h) return CACHE_ENOMEM;
+    h->c = c, h->nsec = e.nsec, h->nchunks = e.nchunks, h->bound = e.bound;
+    h->secs = calloc(e.nsec ? e.nsec : 1, sizeof *h->secs);
+    h->chunkp = calloc(e.nchunks ? e.nchunks : 1, sizeof *h->chunkp);
+    h->chunksz = calloc(e.nchunks ? e.nchunks : 1, sizeof *h->chunksz);
+    if (!h->secs || !h->chunkp || !h->chunksz) {
+        cache_hit_free(h);
+        return CACHE_ENOMEM;
+    }
+    chunk_needs(&e, h->chunksz);
+    for (uint32_t i = 0; i < e.nchunks; i++) {
+        uint8_t dk[20];
+        data_key(dk, k, i);
+        MDB_val dkv = mval(dk, 20), dv;
+        rc = mdb_get(txn, c->db_data, &dkv, &dv);
+        if (rc && rc != MDB_NOTFOUND) {
+            cache_hit_free(h);
+            return cache_lmdb_err(c, rc, "mdb_get");
+        }
+        /* Alignment is our promise; LMDB keeps it for values on overflow pages,
+         * which is why put pads every value past half a page. */
+        if (rc == MDB_NOTFOUND || dv.mv_size < h->chunksz[i] || ((uintptr_t)dv.mv_data & 15)) {
+            seterr(c, "entry is damaged: value %u %s", i, rc ? "missing" : "too short or misaligned");
+            cache_hit_free(h);
+            return CACHE_ECORRUPT;
+        }
+        h->chunkp[i] = dv.mv_data;
+        h->chunksz[i] = dv.mv_size;
+    }
+    for (uint32_t i = 0; i < e.nsec; i++) {
+        uint32_t ch = ld32(e.sectab + 16 * i), off = ld32(e.sectab + 16 * i + 4);
+        uint64_t sz = ld64(e.sectab + 16 * i + 8);
+        h->secs[i].size = sz;
+        if (!sz) h->secs[i].data = empty_section;
+        else if ((uint64_t)off + sz <= e.bound) h->secs[i].data = h->chunkp[ch] + off;
+        else h->split++; /* materialized by cache_hit_sections */
+    }
+    if (flags & CACHE_GET_VERIFY) {
+        uint8_t sum[16];
+        cache_hit_checksum(h, &e, sum);
+        if (memcmp(sum, e.checksum, 16) != 0) {
+            seterr(c, "entry checksum mismatch: stored bytes are damaged");
+            cache_hit_free(h);
+            return CACHE_ECORRUPT;
+        }
+    }
+    rc = mdb_get(txn, c->db_usage, &key, &u);
+    fill_info(&h->info, k, &e, rc == 0 ? &u : NULL);
+    h->sectab = e.sectab;
+    *out = h;
+    return 0;
+}
+
+/* The entry checksum computed over the stored pieces, without materializing
+ * split sections. */
+void cache_hit_checksum(const CacheHit *h, const EntryView *e, uint8_t out[16]) {
+    XXH3_state_t st;
+    XXH3_128bits_reset(&st);
+    for (uint32_t i = 0; i < h->nsec; i++) {
+        uint8_t le[8];
+        uint64_t sz = h->secs[i].size;
+        st64(le, sz);
+        XXH3_128bits_update(&st, le, 8);
+        if (!sz) continue;
+        if (h->secs[i].data) {
+            XXH3_128bits_update(&st, h->secs[i].data, (size_t)sz);
+            continue;
+        }
+        uint32_t ch = ld32(e->sectab + 16 * i);
+        for (uint64_t done = 0; done < sz; done += h->bound, ch++) {
+            uint64_t piece = sz - done < h->bound ? sz - done : h->bound;
+            XXH3_128bits_update(&st, h->chunkp[ch], (size_t)piece);
+        }
+    }
+    XXH128_canonical_t cn;
+    XXH128_canonicalFromHash(&cn, XXH3_128bits_digest(&st));
+    memcpy(out, cn.digest, 16);
+}
+
+int cache_hit_sections(CacheHit *h, const CacheSection **secs, int *nsecs) {
+    if (h->split) {
+        if (!h->heap && !(h->heap = calloc(h->nsec, sizeof *h->heap))) return CACHE_ENOMEM;
+        for (uint32_t i = 0; i < h->nsec; i++) {
+            if (h->secs[i].data) continue;
+            uint64_t sz = h->secs[i].size;
+            uint8_t *buf = aligned_alloc(64, (size_t)((sz + 63) & ~(uint64_t)63));
+            if (!buf) return CACHE_ENOMEM;
+            uint32_t ch = ld32(h->sectab + 16 * i);
+            for (uint64_t done = 0; done < sz; done += h->bound, ch++) {
+                uint64_t piece = sz - done < h->bound ? sz - done : h->bound;
+                memcpy(buf + done, h->chunkp[ch], (size_t)piece);
+            }
+            h->heap[i] = buf;
+            h->secs[i].data = buf;
+        }
+        h->split = 0;
+    }
+    *secs = h->secs;
+    *nsecs = (int)h->nsec;
+    return 0;
+}
+
+const CacheEntryInfo *cache_hit_info(const CacheHit *h) { return &h->info; }
+
+void cache_hit_release(CacheHit *h) {
+    if (!h) return;
+    Cache *c = h->c;
+    if (h->txn) {
+        mdb_txn_abort(h->txn);
+        c->live_hits--;
+    }
+    cache_hit_free(h);
+    /* Statistics are best-effort: a failed flush keeps them pending. */
+    if (c->npend >= FLUSH_EVERY && !c->live_hits) cache_flush(c);
+}
+
+static int get_common(Cache *c, const CacheKey *lookup, const void *rec, size_t rlen, unsigned flags,
+                      CacheHit **hit, int direct, CacheKey *akey_out) {
+    *hit = NULL;
+    if (!c || !lookup || (rlen && !rec)) return CACHE_EINVAL;
+    c->err[0] = 0;
+    MDB_txn *txn;
+    int rc = cache_read_txn(c, &txn);
+    if (rc) return rc;
+    CacheKey akey = *lookup;
+    if (direct) {
+        MDB_val k = mval(lookup->b, 16), v;
+        rc = mdb_get(txn, c->db_direct, &k, &v);
+        if (rc == 0 && (v.mv_size != 16 + rlen || (rec && memcmp((uint8_t *)v.mv_data + 16, rec, rlen))))
+            rc = CACHE_EMISMATCH, seterr(c, "stored direct record differs from the caller's");
+        else if (rc == MDB_NOTFOUND)
+            rc = CACHE_ENOTFOUND;
+        else if (rc == 0)
+            memcpy(akey.b, v.mv_data, 16);
+        if (rc == 0 && akey_out) *akey_out = akey;
+        if (rc == 0) rc = cache_load(c, txn, &akey, NULL, 0, flags, hit);
+    } else {
+        rc = cache_load(c, txn, &akey, rec, rlen, flags, hit);
+    }
+    if (rc) {
+        mdb_txn_abort(txn);
+        if (!(flags & CACHE_GET_NOTOUCH)) {
+            /* A direct miss is not a miss yet: the full lookup that follows decides. */
+            if (rc == CACHE_ECORRUPT) c->pctr[CTR_ERRORS]++;
+            else if (!direct && CACHE_IS_MISS(rc)) c->pctr[CTR_MISSES]++;
+        }
+        return rc;
+    }
+    (*hit)->txn = txn;
+    c->live_hits++;
+    if (!(flags & CACHE_GET_NOTOUCH)) pend_hit(c, &akey, direct, (*hit)->info.compile_ns);
+    return 0;
+}
+
+int cache_get(Cache *c, const CacheKey *k, const void *record, size_t record_len, unsigned flags,
+              CacheHit **hit) {
+    return get_common(c, k, record, record_len, flags, hit, 0, NULL);
+}
+
+int cache_get_direct(Cache *c, const CacheKey *dkey, const void *drecord, size_t drecord_len,
+                     unsigned flags, CacheHit **hit, CacheKey *akey) {
+    return get_common(c, dkey, drecord, drecord_len, flags, hit, 1, akey);
+}
+
+/* ---- put ----------------------------------------------------------------- */
+
+/* Remove key's entry (metadata, usage, every chunk) inside txn.  *bytes gets
+ * its artifact size.  MDB_NOTFOUND if there was no metadata. */
+int cache_del_entry(Cache *c, MDB_txn *txn, const CacheKey *k, uint64_t *bytes) {
+    MDB_val key = mval(k->b, 16), v;
+    uint64_t total = 0;
+    int rc = mdb_get(txn, c->db_meta, &key, &v), had = rc == 0;
+    if (rc && rc != MDB_NOTFOUND) return rc;
+    if (had) {
+        EntryView e;
+        if (cache_entry_parse(v.mv_data, v.mv_size, &e, NULL, 0) == 0) total = e.total;
+        if ((rc = mdb_del(txn, c->db_meta, &key, NULL)) != 0) return rc;
+    }
+    if ((rc = mdb_del(txn, c->db_usage, &key, NULL)) != 0 && rc != MDB_NOTFOUND) return rc;
+    MDB_cursor *cur;
+    if ((rc = mdb_cursor_open(txn, c->db_data, &cur)) != 0) return rc;
+    uint8_t dk[20];
+    data_key(dk, k, 0);
+    MDB_val ck = mval(dk, 20), cv;
+    /* Seek afresh after each delete rather than trust cursor state across it. */
+    while ((rc = mdb_cursor_get(cur, &ck, &cv, MDB_SET_RANGE)) == 0 && ck.mv_size == 20 &&
+           !memcmp(ck.mv_data, k->b, 16)) {
+        if ((rc = mdb_cursor_del(cur, 0)) != 0) break;
+        ck = mval(dk, 20);
+    }
+    mdb_cursor_close(cur);
+    if (rc && rc != MDB_NOTFOUND) return rc;
+    if (!had) return MDB_NOTFOUND;
+    if (bytes) *bytes = total;
+    if ((rc = ctr_add(c, txn, CTR_ENTRIES, -1)) != 0) return rc;
+    return ctr_add(c, txn, CTR_BYTES, -(int64_t)total);
+}
+
+typedef struct LruItem {
+    CacheKey key;
+    uint64_t last_used;
+} LruItem;
+
+static int lru_cmp(const void *a, const void *b) {
+    const LruItem *x = a, *y = b;
+    if (x->last_used != y->last_used) return x->last_used < y->last_used ? -1 : 1;
+    return memcmp(x->key.b, y->key.b, 16);
+}
+
+/* Evict entries last used before age_cut, then least-recently-used ones while
+ * artifact bytes exceed limit (0 = none); never keep (may be NULL). */
+int cache_evict_in(Cache *c, MDB_txn *txn, uint64_t limit, uint64_t age_cut, const CacheKey *keep,
+                   uint64_t *nev, uint64_t *bytes_ev) {
+    uint64_t bytes = ctr_get(c, txn, CTR_BYTES);
+    *nev = *bytes_ev = 0;
+    if ((!limit || bytes <= limit) && !age_cut) return 0;
+    MDB_cursor *cur;
+    int rc = mdb_cursor_open(txn, c->db_usage, &cur);
+    if (rc) return rc;
+    size_t n = 0, cap = 64;
+    LruItem *items = malloc(cap * sizeof *items);
+    MDB_val k, v;
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && items; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        if (k.mv_size != 16 || v.mv_size != 16 || (keep && !memcmp(k.mv_data, keep->b, 16))) continue;
+        if (n == cap) {
+            LruItem *ni = realloc(items, (cap *= 2) * sizeof *items);
+            if (!ni) break;
+            items = ni;
+        }
+        memcpy(items[n].key.b, k.mv_data, 16);
+        items[n++].last_used = ld64(v.mv_data);
+    }
+    mdb_cursor_close(cur);
+    if (!items) return ENOMEM;
+    if (rc != MDB_NOTFOUND && rc != 0) {
+        free(items);
+        return rc;
+    }
+    qsort(items, n, sizeof *items, lru_cmp);
+    rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        if (items[i].last_used >= age_cut && (!limit || bytes <= limit)) break;
+        uint64_t b = 0;
+        rc = cache_del_entry(c, txn, &items[i].key, &b);
+        if (rc == MDB_NOTFOUND) rc = 0;
+        bytes = b > bytes ? 0 : bytes - b;
+        ++*nev, *bytes_ev += b;
+    }
+    free(items);
+    return rc;
+}
+
+typedef struct PutJob {
+    const CacheKey *key;
+    const uint8_t *meta;
+    size_t meta_len;
+    const CacheSection *secs;
+    const EntryView *e;
+    const uint64_t *valsz; /* per chunk */
+    uint64_t limit;
+    uint64_t now;
+} PutJob;
+
+static int put_body(Cache *c, MDB_txn *txn, void *arg) {
+    PutJob *j = arg;
+    int rc = cache_del_entry(c, txn, j->key, NULL);
+    if (rc && rc != MDB_NOTFOUND) return rc;
+    /* Copy each section into values reserved in place (one copy, no staging
+     * buffer); zero the gaps so stored bytes never depend on heap garbage. */
+    uint8_t *val = NULL;
+    uint64_t pos = 0, vsz = 0;
+    uint32_t cur = UINT32_MAX;
+    for (uint32_t i = 0; i < j->e->nsec; i++) {
+        uint32_t ch = ld32(j->e->sectab + 16 * i), off = ld32(j->e->sectab + 16 * i + 4);
+        uint64_t sz = j->secs[i].size, done = 0;
+        if (!sz) continue;
+        while (done < sz) {
+            uint64_t piece = sz - done < j->e->bound ? sz - done : j->e->bound;
+            if (ch != cur) {
+                if (val) memset(val + pos, 0, vsz - pos);
+                uint8_t dk[20];
+                data_key(dk, j->key, ch);
+                MDB_val k = mval(dk, 20), v = mval(NULL, j->valsz[ch]);
+                if ((rc = mdb_put(txn, c->db_data, &k, &v, MDB_RESERVE)) != 0) return rc;
+                val = v.mv_data, vsz = j->valsz[ch], pos = 0, cur = ch;
+            }
+            uint64_t at = done ? 0 : off;
+            memset(val + pos, 0, at - pos);
+            memcpy(val + at, (const uint8_t *)j->secs[i].data + done, (size_t)piece);
+            pos = at + piece;
+            done += piece;
+            if (done < sz) ch++;
+        }
+    }
+    if (val) memset(val + pos, 0, vsz - pos);
+    MDB_val k = mval(j->key->b, 16), v = mval(j->meta, j->meta_len);
+    if ((rc = mdb_put(txn, c->db_meta, &k, &v, 0)) != 0) return rc;
+    uint8_t u[16];
+    st64(u, j->now), st64(u + 8, 0);
+    v = mval(u, 16);
+    if ((rc = mdb_put(txn, c->db_usage, &k, &v, 0)) != 0) return rc;
+    if ((rc = ctr_add(c, txn, CTR_ENTRIES, 1)) != 0) return rc;
+    if ((rc = ctr_add(c, txn, CTR_BYTES, (int64_t)j->e->total)) != 0) return rc;
+    uint64_t limit = j->limit ? j->limit : ctr_get(c, txn, CTR_MAX_BYTES), nev, bev;
+    return limit ? cache_evict_in(c, txn, limit, 0, j->key, &nev, &bev) : 0;
+}
+
+int cache_put_at(Cache *c, const CacheKey *k, const void *record, size_t rlen, const CacheEntryMeta *m,
+                 const CacheSection *secs, int nsecs, uint64_t created, const uint8_t *checksum) {
+    if (!c || !k || (rlen && !record) || nsecs < 0 || (nsecs && !secs) || rlen > UINT32_MAX) return CACHE_EINVAL;
+    c->err[0] = 0;
+    static const CacheEntryMeta none;
+    if (!m) m = &none;
+    const char *desc = m->description ? m->description : "", *backend = m->backend ? m->backend : "";
+    size_t dlen = strlen(desc), blen = strlen(backend);
+    uint64_t bound = c->opt.chunk_bytes, total = 0;
+    /* Lay sections out: each at a 64-byte offset in the current value while it
+     * fits, else in a fresh value; one larger than the bound gets values of
+     * its own (bound bytes each, the last shared with what follows). */
+    size_t mlen = ENTRY_HDR + (size_t)nsecs * 16 + rlen + dlen + 1 + blen + 1;
+    uint8_t *meta = calloc(1, mlen);
+    if (!meta) return CACHE_ENOMEM;
+    uint8_t *tab = meta + ENTRY_HDR;
+    uint32_t nchunks = 0;
+    uint64_t fill = 0;
+    for (int i = 0; i < nsecs; i++) {
+        uint64_t sz = secs[i].size, o = (fill + 63) & ~(uint64_t)63;
+        uint32_t ch = 0;
+        total += sz;
+        if (sz && !secs[i].data) {
+            free(meta);
+            return CACHE_EINVAL;
+        }
+        if (!sz) {
+            o = 0;
+        } else if (sz <= bound) {
+            if (!nchunks || o + sz > bound) ch = nchunks++, o = 0;
+            else ch = nchunks - 1;
+            fill = o + sz;
+        } else {
+            uint64_t pieces = (sz + bound - 1) / bound;
+            ch = nchunks, o = 0;
+            nchunks += (uint32_t)pieces;
+            fill = sz - (pieces - 1) * bound;
+        }
+        st32(tab + 16 * i, ch), st32(tab + 16 * i + 4, (uint32_t)o), st64(tab + 16 * i + 8, sz);
+    }
+    uint64_t now = cache_now(c);
+    st32(meta, ENTRY_MAGIC), st32(meta + 4, ENTRY_VERSION);
+    st64(meta + 8, created ? created : now), st64(meta + 16, m->compile_ns), st64(meta + 24, total);
+    st32(meta + 32, (uint32_t)m->mode), st32(meta + 36, (uint32_t)nsecs), st32(meta + 40, nchunks);
+    st32(meta + 44, (uint32_t)bound);
+    /* The checksum is computed here, before the write transaction opens, so
+     * other writers wait only for the copy. */
+    if (checksum) memcpy(meta + 48, checksum, 16);
+    else cache_sections_checksum(secs, nsecs, meta + 48);
+    st32(meta + 64, (uint32_t)rlen), st32(meta + 68, (uint32_t)dlen), st32(meta + 72, (uint32_t)blen);
+    uint8_t *p = tab + (size_t)nsecs * 16;
+    if (rlen) memcpy(p, record, rlen);
+    memcpy(p + rlen, desc, dlen + 1);
+    memcpy(p + rlen + dlen + 1, backend, blen + 1);
+
+    EntryView e;
+    int rc = cache_entry_parse(meta, mlen, &e, NULL, 0);
+    CACHE_ASSERT(rc == 0);
+    uint64_t *valsz = calloc(nchunks ? nchunks : 1, sizeof *valsz);
+    if (!valsz) {
+        free(meta);
+        return CACHE_ENOMEM;
+    }
+    chunk_needs(&e, valsz);
+    /* Values longer than half a page go to overflow pages, which LMDB starts
+     * 16 bytes past a page boundary: that is where the alignment comes from. */
+    for (uint32_t i = 0; i < nchunks; i++)
+        if (valsz[i] < c->psize / 2) valsz[i] = c->psize / 2;
+    PutJob job = {.key = k, .meta = meta, .meta_len = mlen, .secs = secs, .e = &e, .valsz = valsz,
+                  .limit = c->opt.max_bytes, .now = now};
+    rc = cache_write_txn(c, put_body, &job, total + mlen + (uint64_t)nchunks * c->psize, "store entry");
+    free(valsz);
+    free(meta);
+    return rc;
+}
+
+int cache_put(Cache *c, const CacheKey *k, const void *record, size_t record_len, const CacheEntryMeta *m,
+              const CacheSection *secs, int nsecs) {
+    return cache_put_at(c, k, record, record_len, m, secs, nsecs, 0, NULL);
+}
+
+typedef struct DirectJob {
+    const CacheKey *dkey;
+    const uint8_t *val;
+    size_t len;
+} DirectJob;
+
+static int direct_body(Cache *c, MDB_txn *txn, void *arg) {
+    DirectJob *j = arg;
+    MDB_val k = mval(j->dkey->b, 16), v = mval(j->val, j->len);
+    return mdb_put(txn, c->db_direct, &k, &v, 0);
+}
+
+int cache_direct_put(Cache *c, const CacheKey *dkey, const void *drecord, size_t drecord_len,
+                     const CacheKey *akey) {
+    if (!c || !dkey || !akey || (drecord_len && !drecord)) return CACHE_EINVAL;
+    uint8_t *val = malloc(16 + drecord_len);
+    if (!val) return CACHE_ENOMEM;
+    memcpy(val, akey->b, 16);
+    if (drecord_len) memcpy(val + 16, drecord, drecord_len);
+    DirectJob j = {dkey, val, 16 + drecord_len};
+    int rc = cache_write_txn(c, direct_body, &j, 16 + drecord_len + 4096, "store direct key");
+    free(val);
+    return rc;
+}
+
+static int limit_body(Cache *c, MDB_txn *txn, void *arg) {
+    return ctr_set(c, txn, CTR_MAX_BYTES, *(uint64_t *)arg);
+}
+
+int cache_set_limit(Cache *c, uint64_t max_bytes) {
+    return cache_write_txn(c, limit_body, &max_bytes, 4096, "set size limit");
+}
+
+/* ---- maintenance ----------------------------------------------------------- */
+
+static int ls_range(Cache *c, const CacheKey *only, CacheEntryFn fn, void *ctx) {
+    MDB_txn *txn;
+    int rc = cache_read_txn(c, &txn), stop = 0;
+    if (rc) return rc;
+    MDB_cursor *cur;
+    if ((rc = mdb_cursor_open(txn, c->db_meta, &cur)) != 0) {
+        mdb_txn_abort(txn);
+        return cache_lmdb_err(c, rc, "mdb_cursor_open");
+    }
+    MDB_val k = only ? mval(only->b, 16) : mval(NULL, 0), v;
+    int found = 0;
+    for (rc = mdb_cursor_get(cur, &k, &v, only ? MDB_SET_KEY : MDB_FIRST); rc == 0 && !stop;
+         rc = only ? MDB_NOTFOUND : mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        EntryView e;
+        if (k.mv_size != 16 || cache_entry_parse(v.mv_data, v.mv_size, &e, NULL, 0) != 0) continue;
+        CacheKey key;
+        memcpy(key.b, k.mv_data, 16);
+        MDB_val uk = mval(key.b, 16), u;
+        CacheEntryInfo info;
+        fill_info(&info, &key, &e, mdb_get(txn, c->db_usage, &uk, &u) == 0 ? &u : NULL);
+        found = 1;
+        stop = fn(ctx, &info);
+    }
+    mdb_cursor_close(cur);
+    mdb_txn_abort(txn);
+    if (stop) return stop;
+    if (rc != MDB_NOTFOUND && rc != 0) return cache_lmdb_err(c, rc, "mdb_cursor_get");
+    return only && !found ? CACHE_ENOTFOUND : 0;
+}
+
+int cache_ls(Cache *c, CacheEntryFn fn, void *ctx) { return ls_range(c, NULL, fn, ctx); }
+
+int cache_show(Cache *c, const CacheKey *k, CacheEntryFn fn, void *ctx) { return ls_range(c, k, fn, ctx); }
+
+int cache_stat(Cache *c, CacheStats *s) {
+    memset(s, 0, sizeof *s);
+    MDB_txn *txn;
+    int rc = cache_read_txn(c, &txn);
+    if (rc) return rc;
+    uint64_t v[CTR_COUNT];
+    for (int i = 0; i < CTR_COUNT; i++) v[i] = ctr_get(c, txn, i) + c->pctr[i];
+    mdb_txn_abort(txn);
+    s->hits = v[CTR_HITS], s->direct_hits = v[CTR_DIRECT_HITS], s->misses = v[CTR_MISSES];
+    s->errors = v[CTR_ERRORS], s->saved_ns = v[CTR_SAVED_NS], s->entries = v[CTR_ENTRIES];
+    s->bytes = v[CTR_BYTES];
+    s->max_bytes = c->opt.max_bytes ? c->opt.max_bytes : v[CTR_MAX_BYTES];
+    struct stat st;
+    s->file_bytes = stat(c->datapath, &st) == 0 ? (uint64_t)st.st_size : 0;
+    s->map_bytes = c->mapsize;
+    return 0;
+}
+
+static int zero_body(Cache *c, MDB_txn *txn, void *arg) {
+    static const int ids[] = {CTR_HITS, CTR_DIRECT_HITS, CTR_MISSES, CTR_ERRORS, CTR_SAVED_NS};
+    int rc = 0;
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0] && !rc; i++) rc = ctr_set(c, txn, ids[i], 0);
+    return rc;
+}
+
+int cache_zero_stats(Cache *c) { return cache_write_txn(c, zero_body, NULL, 4096, "zero statistics"); }
+
+static int rm_body(Cache *c, MDB_txn *txn, void *arg) {
+    int rc = cache_del_entry(c, txn, arg, NULL);
+    return rc == MDB_NOTFOUND ? CACHE_ENOTFOUND : rc;
+}
+
+int cache_rm(Cache *c, const CacheKey *k) { return cache_write_txn(c, rm_body, (void *)k, 1 << 20, "remove entry"); }
+
+static int clear_body(Cache *c, MDB_txn *txn, void *arg) {
+    MDB_dbi dbs[] = {c->db_meta, c->db_data, c->db_usage, c->db_direct};
+    int rc = 0;
+    for (int i = 0; i < 4 && !rc; i++) rc = mdb_drop(txn, dbs[i], 0);
+    /* Keep the configured limit; everything else starts from zero. */
+    uint64_t limit = ctr_get(c, txn, CTR_MAX_BYTES);
+    if (!rc) rc = mdb_drop(txn, c->db_count, 0);
+    if (!rc && limit) rc = ctr_set(c, txn, CTR_MAX_BYTES, limit);
+    return rc;
+}
+
+int cache_clear(Cache *c) {
+    c->npend = 0;
+    memset(c->pctr, 0, sizeof c->pctr);
+    return cache_write_txn(c, clear_body, NULL, 1 << 20, "clear cache");
+}
+
+typedef struct KeyList {
+    CacheKey *keys;
+    size_t n, cap;
+} KeyList;
+
+static int collect_key(void *ctx, const CacheEntryInfo *e) {
+    KeyList *l = ctx;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        CacheKey *nk = realloc(l->keys, cap * sizeof *nk);
+        if (!nk) return CACHE_ENOMEM;
+        l->keys = nk, l->cap = cap;
+    }
+    l->keys[l->n++] = e->key;
+    return 0;
+}
+
+/* All metadata keys, also of entries whose metadata does not parse. */
+static int all_keys(Cache *c, KeyList *l) {
+    MDB_txn *txn;
+    int rc = cache_read_txn(c, &txn);
+    if (rc) return rc;
+    MDB_cursor *cur;
+    if ((rc = mdb_cursor_open(txn, c->db_meta, &cur)) == 0) {
+        MDB_val k, v;
+        for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+            if (k.mv_size != 16) continue;
+            CacheEntryInfo info;
+            memcpy(info.key.b, k.mv_data, 16);
+            if ((rc = collect_key(l, &info)) != 0) break;
+        }
+        mdb_cursor_close(cur);
+    }
+    mdb_txn_abort(txn);
+    return rc == MDB_NOTFOUND ? 0 : cache_lmdb_err(c, rc, "scan entries");
+}
+
+typedef struct VerifyJob {
+    const CacheKey *bad;
+    size_t nbad;
+    uint64_t entries, bytes;
+} VerifyJob;
+
+static int verify_body(Cache *c, MDB_txn *txn, void *arg) {
+    VerifyJob *j = arg;
+    int rc = 0;
+    for (size_t i = 0; i < j->nbad && !rc; i++) {
+        uint64_t b;
+        rc = cache_del_entry(c, txn, &j->bad[i], &b);
+        if (rc == MDB_NOTFOUND) rc = 0;
+    }
+    if (!rc) rc = ctr_set(c, txn, CTR_ENTRIES, j->entries);
+    if (!rc) rc = ctr_set(c, txn, CTR_BYTES, j->bytes);
+    return rc;
+}
+
+int cache_verify(Cache *c, int repair, CacheBadFn fn, void *ctx) {
+    KeyList l = {0};
+    int rc = all_keys(c, &l);
+    CacheKey *bad = rc ? NULL : malloc((l.n ? l.n : 1) * sizeof *bad);
+    size_t nbad = 0;
+    uint64_t entries = 0, bytes = 0;
+    if (!rc && !bad) rc = CACHE_ENOMEM;
+    for (size_t i = 0; i < l.n && !rc; i++) {
+        /* One read transaction per entry, so a long verify never pins a
+         * snapshot of the whole cache. */
+        MDB_txn *txn;
+        if ((rc = cache_read_txn(c, &txn)) != 0) break;
+        CacheHit *h;
+        int lr = cache_load(c, txn, &l.keys[i], NULL, 0, CACHE_GET_VERIFY, &h);
+        if (lr == 0) {
+            entries++, bytes += h->info.bytes;
+            cache_hit_free(h);
+        } else if (lr == CACHE_ECORRUPT) {
+            bad[nbad++] = l.keys[i];
+            if (fn) fn(ctx, &l.keys[i], c->err);
+        } else if (lr != CACHE_ENOTFOUND) { /* removed meanwhile: fine */
+            rc = lr;
+        }
+        mdb_txn_abort(txn);
+    }
+    if (!rc) {
+        VerifyJob j = {bad, repair ? nbad : 0, entries, bytes};
+        if (!repair) j.entries += nbad; /* still there */
+        rc = cache_write_txn(c, verify_body, &j, 1 << 20, "verify");
+    }
+    free(bad);
+    free(l.keys);
+    return rc ? rc : (int)nbad;
+}
+
+/* ---- gc and compaction ----------------------------------------------------- */
+
+typedef struct GcJob {
+    uint64_t limit, age_cut, nev, bev;
+} GcJob;
+
+static int gc_body(Cache *c, MDB_txn *txn, void *arg) {
+    GcJob *j = arg;
+    uint64_t limit = j->limit ? j->limit : c->opt.max_bytes ? c->opt.max_bytes : ctr_get(c, txn, CTR_MAX_BYTES);
+    return cache_evict_in(c, txn, limit, j->age_cut, NULL, &j->nev, &j->bev);
+}
+
+static uint64_t file_size(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+/* Rewrite data.mdb without free pages.  We must be the only process with the
+ * environment open (exclusive flock), and we reopen afterwards; the lock file
+ * lock.mdb is removed too, so the next opener initializes it from the new file. */
+static int compact(Cache *c, int *done) {
+    *done = 0;
+    env_close(c);
+    int rc = 0;
+    if (flock_retry(c->lockfd, LOCK_EX | LOCK_NB) != 0) {
+        /* A failed conversion may have dropped our shared lock: take it again. */
+        if (flock_retry(c->lockfd, LOCK_SH) != 0) {
+            seterr(c, "cannot lock %s: %s", c->lockpath, strerror(errno));
+            return CACHE_EIO;
+        }
+        return env_open(c);
+    }
+    char tmp[4200], lockmdb[4200];
+    snprintf(tmp, sizeof tmp, "%s.compact", c->datapath);
+    snprintf(lockmdb, sizeof lockmdb, "%s/lock.mdb", c->dir);
+    if ((rc = env_open(c)) != 0) goto relock;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        seterr(c, "cannot create %s: %s", tmp, strerror(errno));
+        rc = CACHE_EIO;
+        goto relock;
+    }
+    rc = mdb_env_copyfd2(c->env, fd, MDB_CP_COMPACT);
+    if (!rc && fsync(fd) != 0) rc = errno;
+    close(fd);
+    env_close(c);
+    if (rc) {
+        rc = cache_lmdb_err(c, rc, "compact");
+        unlink(tmp);
+        goto relock;
+    }
+    if (rename(tmp, c->datapath) != 0) {
+        seterr(c, "cannot rename %s: %s", tmp, strerror(errno));
+        unlink(tmp);
+        rc = CACHE_EIO;
+        goto relock;
+    }
+    unlink(lockmdb);
+    int dfd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) fsync(dfd), close(dfd);
+    *done = 1;
+relock:
+    env_close(c);
+    if (flock_retry(c->lockfd, LOCK_SH) != 0) {
+        seterr(c, "cannot lock %s: %s", c->lockpath, strerror(errno));
+        return CACHE_EIO;
+    }
+    int orc = env_open(c);
+    return rc ? rc : orc;
+}
+
+int cache_gc(Cache *c, uint64_t max_bytes, uint64_t max_age_s, int compact_file, CacheGcReport *r) {
+    CacheGcReport tmp;
+    if (!r) r = &tmp;
+    memset(r, 0, sizeof *r);
+    if (c->live_hits) {
+        seterr(c, "gc needs every hit of this handle released");
+        return CACHE_EBUSY;
+    }
+    r->file_before = file_size(c->datapath);
+    uint64_t now = cache_now(c);
+    GcJob j = {.limit = max_bytes};
+    if (max_age_s) j.age_cut = now > max_age_s * 1000000000u ? now - max_age_s * 1000000000u : 0;
+    int rc = cache_write_txn(c, gc_body, &j, 1 << 20, "evict");
+    if (rc) return rc;
+    r->evicted = j.nev, r->evicted_bytes = j.bev;
+    if (compact_file && (rc = compact(c, &r->compacted)) != 0) return rc;
+    r->file_after = file_size(c->datapath);
+    return 0;
+}

@@ -1,0 +1,87 @@
+/* cache_impl.h — the Cache and CacheHit structs and the entry value format,
+ * shared by cache.c and bundle.c.  Private to the cache module. */
+#ifndef MILC_CACHE_IMPL_H
+#define MILC_CACHE_IMPL_H
+
+#include <stdarg.h>
+
+#include <lmdb.h>
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
+#include <xxhash.h>
+
+#include "internal.h"
+
+/* Entry value in the "meta" database (little-endian):
+ *    0 u32 magic 'MCE1'   4 u32 version      8 u64 created_ns
+ *   16 u64 compile_ns    24 u64 total bytes  32 i32 mode   36 u32 nsections
+ *   40 u32 nchunks       44 u32 chunk bound  48 u8[16] checksum
+ *   64 u32 record_len    68 u32 desc_len     72 u32 backend_len  76 u32 0
+ *   80 section table: per section u32 first chunk, u32 offset, u64 size
+ *      then the key record, description NUL, backend NUL. */
+enum { ENTRY_HDR = 80, ENTRY_VERSION = 1 };
+#define ENTRY_MAGIC 0x3145434Du /* "MCE1" */
+
+typedef struct EntryView {
+    uint64_t created, compile_ns, total;
+    int32_t mode;
+    uint32_t nsec, nchunks, bound, rlen;
+    const uint8_t *checksum, *sectab, *record;
+    const char *desc, *backend;
+} EntryView;
+
+enum { CTR_HITS, CTR_DIRECT_HITS, CTR_MISSES, CTR_ERRORS, CTR_SAVED_NS, CTR_ENTRIES, CTR_BYTES,
+       CTR_MAX_BYTES, CTR_COUNT };
+
+enum { PENDING_MAX = 64, FLUSH_EVERY = 16 };
+typedef struct Pending {
+    CacheKey key;
+    uint64_t last_used, hits;
+} Pending;
+
+struct Cache {
+    char *dir, *datapath, *lockpath; /* owned */
+    CacheOptions opt;
+    MDB_env *env;
+    MDB_dbi db_meta, db_data, db_usage, db_direct, db_count;
+    int lockfd;          /* milc.lock, shared flock held while open */
+    uint64_t mapsize, psize;
+    int live_hits;       /* CacheHits holding read transactions */
+    unsigned grows;      /* map growths by this handle (tests) */
+    Pending pend[PENDING_MAX];
+    int npend;
+    uint64_t pctr[CTR_COUNT]; /* counter deltas not yet written */
+    char err[512];
+};
+
+struct CacheHit {
+    Cache *c;
+    MDB_txn *txn;               /* owned; NULL while loading */
+    CacheEntryInfo info;
+    uint32_t nsec, nchunks, bound, split;
+    CacheSection *secs;         /* data NULL for a split section until materialized */
+    const uint8_t **chunkp;     /* per chunk: pointer into the map */
+    uint64_t *chunksz;
+    const uint8_t *sectab;      /* into the map */
+    void **heap;                /* per section: materialized copy or NULL */
+};
+
+typedef int (*TxnBody)(Cache *c, MDB_txn *txn, void *arg);
+
+uint64_t cache_now(Cache *c);
+int cache_lmdb_err(Cache *c, int rc, const char *what);
+int cache_read_txn(Cache *c, MDB_txn **txn);
+int cache_write_txn(Cache *c, TxnBody body, void *arg, uint64_t grow_hint, const char *what);
+int cache_entry_parse(const void *data, size_t size, EntryView *e, char *why, size_t whylen);
+int cache_load(Cache *c, MDB_txn *txn, const CacheKey *k, const void *rec, size_t rlen, unsigned flags,
+               CacheHit **out);
+void cache_hit_free(CacheHit *h);
+void cache_hit_checksum(const CacheHit *h, const EntryView *e, uint8_t out[16]);
+int cache_del_entry(Cache *c, MDB_txn *txn, const CacheKey *k, uint64_t *bytes);
+int cache_evict_in(Cache *c, MDB_txn *txn, uint64_t limit, uint64_t age_cut, const CacheKey *keep,
+                   uint64_t *nev, uint64_t *bytes_ev);
+/* cache_put with a given creation time (0 = now) and precomputed checksum
+ * (NULL = compute); import keeps the bundle's. */
+int cache_put_at(Cache *c, const CacheKey *k, const void *record, size_t rlen, const CacheEntryMeta *m,
+                 const CacheSection *secs, int nsecs, uint64_t created, const uint8_t *checksum);
+
+#endif

@@ -1,0 +1,280 @@
+/* test_cache_procs.c — many processes on one cache: concurrent writers of
+ * the same keys, readers checking every byte they are handed, eviction and
+ * a refused compaction running alongside; SIGKILL at random instants during
+ * big stores (MILC_CACHE_KILL_ITERS, default 30); growth of the map by
+ * another process while this one has it open. */
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "test.h"
+#include "util.h"
+
+/* Artifact `seed` has 1–4 sections whose sizes follow from the seed, so any
+ * process can check any entry it finds. */
+static int sizes_of(uint64_t seed, uint64_t max_section, uint64_t *sz) {
+    uint64_t r = mix64(seed);
+    int n = 1 + (int)(r % 4);
+    for (int i = 0; i < n; i++) sz[i] = (mix64(r + (uint64_t)i) % max_section) + (i == 0);
+    return n;
+}
+
+static Cache *open_or_die(const char *dir, int no_sync, uint64_t map) {
+    CacheOptions o = {.no_sync = no_sync, .map_size = map, .chunk_bytes = 1 << 20};
+    Cache *c = NULL;
+    char err[512];
+    int rc = cache_open(&c, dir, &o, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "[%d] cache_open: %s\n", (int)getpid(), err);
+        _exit(10);
+    }
+    return c;
+}
+
+static int put_seed(Cache *c, uint64_t seed, uint64_t max_section) {
+    uint64_t sz[4];
+    int n = sizes_of(seed, max_section, sz);
+    TestArt a;
+    art_make(&a, seed, sz, n);
+    char desc[64];
+    snprintf(desc, sizeof desc, "seed=%llu max=%llu", (unsigned long long)seed, (unsigned long long)max_section);
+    int rc = art_put(c, &a, desc);
+    art_free(&a);
+    return rc;
+}
+
+/* Look up seed; 1 = hit with the right bytes, 0 = miss, -1 = wrong bytes. */
+static int check_seed(Cache *c, uint64_t seed, uint64_t max_section, unsigned flags) {
+    uint64_t sz[4];
+    int n = sizes_of(seed, max_section, sz);
+    CacheKeyBuilder rec; /* the same record art_make builds */
+    ckey_init(&rec);
+    ckey_add_u64(&rec, 0x5645524Bu, 1);
+    ckey_add_u64(&rec, 0x44454553u, seed);
+    ckey_add_u64(&rec, 0x4E534543u, (uint64_t)n);
+    CacheKey k;
+    ckey_finish(&rec, &k);
+    CacheHit *h;
+    int rc = cache_get(c, &k, rec.buf, rec.len, flags, &h), out;
+    if (rc == 0) {
+        out = hit_matches(h, seed, sz, n) ? 1 : -1;
+        cache_hit_release(h);
+    } else {
+        out = CACHE_IS_MISS(rc) && rc != CACHE_ECORRUPT ? 0 : -1;
+        if (out < 0) fprintf(stderr, "[%d] get seed %llu: %s: %s\n", (int)getpid(), (unsigned long long)seed,
+                             cache_strerror(rc), cache_errmsg(c));
+    }
+    ckey_free(&rec);
+    return out;
+}
+
+enum { KEYS = 24, WRITERS = 3, READERS = 2 };
+
+/* Start line: each child reports that it has the cache open, then waits until
+ * the parent closes the go pipe, so all run at once. */
+static int ready_pipe[2], go_pipe[2];
+static void start_line(void) {
+    char b;
+    if (write(ready_pipe[1], "r", 1) != 1) _exit(20);
+    close(go_pipe[1]);
+    if (read(go_pipe[0], &b, 1) != 0) _exit(21);
+}
+#define MAXSEC (600u << 10)
+
+static void writer(const char *dir, int w) {
+    Cache *c = open_or_die(dir, 1, 4 << 20);
+    start_line();
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < KEYS; i++) {
+            int k = (i * (w + 1) * 7 + round) % KEYS; /* each writer its own order */
+            int rc = put_seed(c, 1000 + (uint64_t)k, MAXSEC);
+            if (rc) {
+                fprintf(stderr, "[writer %d] put: %s: %s\n", w, cache_strerror(rc), cache_errmsg(c));
+                _exit(1);
+            }
+        }
+    cache_close(c);
+    _exit(0);
+}
+
+static void reader(const char *dir, int r) {
+    Cache *c = open_or_die(dir, 1, 4 << 20);
+    start_line();
+    int hits = 0;
+    for (int i = 0; i < 3000 && hits < 100; i++) {
+        usleep(1000);
+        int res = check_seed(c, 1000 + mix64((uint64_t)(r * 1000 + i)) % KEYS, MAXSEC, i % 2 ? CACHE_GET_VERIFY : 0);
+        if (res < 0) _exit(1);
+        hits += res;
+    }
+    cache_close(c);
+    _exit(hits > 0 ? 0 : 2);
+}
+
+static void evictor(const char *dir) {
+    Cache *c = open_or_die(dir, 1, 4 << 20);
+    start_line();
+    for (int i = 0; i < 20; i++) {
+        CacheGcReport r;
+        int rc = cache_gc(c, 4u << 20, 0, 1, &r);
+        /* Others have the cache open: compaction must be skipped, not done. */
+        if (rc || r.compacted) {
+            fprintf(stderr, "[evictor] gc rc %d compacted %d: %s\n", rc, r.compacted, cache_errmsg(c));
+            _exit(1);
+        }
+        usleep(2000);
+    }
+    cache_close(c);
+    _exit(0);
+}
+
+static int wait_all(pid_t *pids, int n) {
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        int st;
+        waitpid(pids[i], &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            fprintf(stderr, "child %d: %s %d\n", i, WIFEXITED(st) ? "exit" : "signal",
+                    WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+            bad++;
+        }
+    }
+    return bad;
+}
+
+typedef struct Sum {
+    uint64_t n, bytes;
+} Sum;
+static int sum_cb(void *ctx, const CacheEntryInfo *e) {
+    Sum *s = ctx;
+    s->n++, s->bytes += e->bytes;
+    return 0;
+}
+
+TEST(writers_readers_evictor_at_once) {
+    char *dir = tmpdir_new("procs");
+    pid_t pids[WRITERS + READERS + 1];
+    int n = 0;
+    CHECK(pipe(ready_pipe) == 0 && pipe(go_pipe) == 0);
+    for (int w = 0; w < WRITERS; w++)
+        if ((pids[n++] = fork()) == 0) writer(dir, w);
+    for (int r = 0; r < READERS; r++)
+        if ((pids[n++] = fork()) == 0) reader(dir, r);
+    if ((pids[n++] = fork()) == 0) evictor(dir);
+    char b;
+    for (int i = 0; i < n; i++) CHECK(read(ready_pipe[0], &b, 1) == 1);
+    close(go_pipe[1]);
+    CHECK_EQ_INT(wait_all(pids, n), 0);
+    close(go_pipe[0]), close(ready_pipe[0]), close(ready_pipe[1]);
+    Cache *c = open_or_die(dir, 1, 0);
+    CHECK_EQ_INT(cache_verify(c, 0, NULL, NULL), 0);
+    Sum s = {0};
+    cache_ls(c, sum_cb, &s);
+    CacheStats st;
+    cache_stat(c, &st);
+    CHECK_EQ_INT(st.entries, s.n);
+    CHECK_EQ_INT(st.bytes, s.bytes);
+    CHECK(s.n > 0);
+    for (int i = 0; i < KEYS; i++) CHECK(check_seed(c, 1000 + (uint64_t)i, MAXSEC, CACHE_GET_VERIFY) >= 0);
+    /* Now alone: compaction goes ahead. */
+    CacheGcReport r;
+    CHECK_EQ_INT(cache_gc(c, 0, 0, 1, &r), 0);
+    CHECK_EQ_INT(r.compacted, 1);
+    cache_close(c);
+    tmpdir_rm(dir);
+}
+
+/* Every listed entry must carry a description put_seed wrote. */
+typedef struct Audit {
+    int bad, n;
+} Audit;
+static int audit_cb(void *ctx, const CacheEntryInfo *e) {
+    Audit *a = ctx;
+    unsigned long long seed, max;
+    if (sscanf(e->description, "seed=%llu max=%llu", &seed, &max) != 2) { a->bad++; return 0; }
+    a->n++;
+    return 0;
+}
+
+TEST(sigkill_during_stores_never_leaves_a_partial_entry) {
+    const char *env = getenv("MILC_CACHE_KILL_ITERS");
+    int iters = env ? atoi(env) : 30;
+    char *dir = tmpdir_new("kill");
+    {
+        Cache *c = open_or_die(dir, 1, 0);
+        cache_set_limit(c, 48u << 20);
+        cache_close(c);
+    }
+    srand((unsigned)time(NULL));
+    int total_seen = 0;
+    for (int it = 0; it < iters; it++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            Cache *c = open_or_die(dir, it % 2, 8 << 20);
+            for (uint64_t j = 0;; j++)
+                if (put_seed(c, (uint64_t)it * 1000 + j, 6u << 20) != 0) _exit(1);
+        }
+        usleep((useconds_t)(rand() % 150000));
+        kill(pid, SIGKILL);
+        int st;
+        waitpid(pid, &st, 0);
+        CHECK(WIFSIGNALED(st)); /* it died mid-work, not by failing */
+        Cache *c = open_or_die(dir, 1, 0);
+        int bad = cache_verify(c, 0, NULL, NULL);
+        CHECK_EQ_INT(bad, 0);
+        Audit a = {0, 0};
+        cache_ls(c, audit_cb, &a);
+        CHECK_EQ_INT(a.bad, 0);
+        total_seen += a.n;
+        /* Every entry present holds exactly the bytes its seed says. */
+        for (int back = 0; back <= it; back++)
+            for (uint64_t j = 0; j < 40; j++)
+                if (check_seed(c, (uint64_t)back * 1000 + j, 6u << 20, CACHE_GET_NOTOUCH) < 0) {
+                    CHECK(0);
+                    back = it + 1;
+                    break;
+                }
+        cache_close(c);
+        if (bad) break;
+    }
+    CHECK(total_seen > 0);
+    tmpdir_rm(dir);
+}
+
+TEST(growth_by_another_process_is_adopted) {
+    char *dir = tmpdir_new("resize");
+    int go[2], done[2];
+    CHECK(pipe(go) == 0 && pipe(done) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        char b;
+        if (read(go[0], &b, 1) != 1) _exit(3);
+        Cache *c = open_or_die(dir, 1, 1 << 20);
+        int rc = put_seed(c, 77, 8u << 20) || put_seed(c, 78, 8u << 20);
+        cache_close(c);
+        _exit(rc ? 1 : 0);
+    }
+    Cache *c = open_or_die(dir, 1, 1 << 20);
+    CHECK_EQ_INT(put_seed(c, 76, 1000), 0);
+    CacheStats before;
+    cache_stat(c, &before);
+    CHECK(write(go[1], "x", 1) == 1);
+    CHECK_EQ_INT(wait_all(&pid, 1), 0);
+    CHECK_EQ_INT(check_seed(c, 77, 8u << 20, CACHE_GET_VERIFY), 1);
+    CHECK_EQ_INT(check_seed(c, 78, 8u << 20, CACHE_GET_VERIFY), 1);
+    CHECK_EQ_INT(check_seed(c, 76, 1000, CACHE_GET_VERIFY), 1);
+    CacheStats after;
+    cache_stat(c, &after);
+    CHECK(after.map_bytes > before.map_bytes);
+    CHECK_EQ_INT(after.entries, 3);
+    cache_close(c);
+    close(go[0]), close(go[1]), close(done[0]), close(done[1]);
+    tmpdir_rm(dir);
+}
+
+int main(void) {
+    RUN(writers_readers_evictor_at_once);
+    RUN(sigkill_during_stores_never_leaves_a_partial_entry);
+    RUN(growth_by_another_process_is_adopted);
+    TEST_MAIN_END();
+}
