@@ -92,8 +92,10 @@ typedef struct Command {
     const char *summary;
     int (*run)(Cli *cli, int argc, char **argv); /* argv[0] is the command name */
     void (*help)(FILE *f);
+    bool own_help; /* the command handles --help itself (template-aware help) */
 } Command;
 
-extern const Command cmd_check, cmd_fmt;
+extern const Command cmd_check, cmd_fmt, cmd_emit, cmd_templates, cmd_compile, cmd_run, cmd_build, cmd_cache,
+    cmd_prewarm, cmd_bench;
 
 #endif

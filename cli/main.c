@@ -12,8 +12,8 @@
 #endif
 
 static const Command *const commands[] = {
-    &cmd_check,
-    &cmd_fmt,
+    &cmd_build, &cmd_emit, &cmd_check, &cmd_fmt, &cmd_compile, &cmd_run,
+    &cmd_bench, &cmd_prewarm, &cmd_cache, &cmd_templates,
 };
 enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
 
@@ -59,15 +59,33 @@ static char *resolve_cache_dir(const char *flag) {
     return strdup(buf);
 }
 
+/* The built-in templates: installed beside the binary (PREFIX/bin/milc ->
+ * PREFIX/share/milc/templates) or, in a build tree, the source directory. */
+static const char *builtin_template_dir(char *buf, size_t size) {
+    ssize_t n = readlink("/proc/self/exe", buf, size - 32);
+    if (n > 0) {
+        buf[n] = 0;
+        char *slash = strrchr(buf, '/');
+        if (slash) {
+            strcpy(slash, "/../share/milc/templates");
+            if (access(buf, R_OK) == 0) return buf;
+        }
+    }
+    return MILC_BUILTIN_TEMPLATE_DIR;
+}
+
 static char *resolve_template_dirs(const char *flag) {
-    /* Search order: --template-dir, $MILC_TEMPLATE_PATH, then the built-in
-     * directory, so a user's template of the same name wins. */
+    /* Search order (first match wins): the built-in directory, --template-dir,
+     * $MILC_TEMPLATE_PATH.  Built-ins come first so a name like "gpt2" always
+     * means milc's own template; a user's file adds new names. */
+    char exe[4096];
+    const char *builtin = builtin_template_dir(exe, sizeof exe);
     const char *env = getenv("MILC_TEMPLATE_PATH");
-    size_t n = strlen(MILC_BUILTIN_TEMPLATE_DIR) + (flag ? strlen(flag) : 0) + (env ? strlen(env) : 0) + 4;
+    if (env && !*env) env = NULL;
+    size_t n = strlen(builtin) + (flag ? strlen(flag) : 0) + (env ? strlen(env) : 0) + 4;
     char *s = malloc(n);
     if (!s) return NULL;
-    snprintf(s, n, "%s%s%s%s%s", flag ? flag : "", flag ? ":" : "", env && *env ? env : "",
-             env && *env ? ":" : "", MILC_BUILTIN_TEMPLATE_DIR);
+    snprintf(s, n, "%s%s%s%s%s", builtin, flag ? ":" : "", flag ? flag : "", env ? ":" : "", env ? env : "");
     return s;
 }
 
@@ -115,11 +133,11 @@ int main(int argc, char **argv) {
     }
     const Command *c = find_command(name);
     if (!c) { fprintf(stderr, "milc: no command '%s'\nTry 'milc --help'.\n", name); return EXIT_USAGE; }
-    for (int i = 2; i < argc; i++) {
+    for (int i = 2; i < argc && !c->own_help; i++) {
         if (strcmp(argv[i], "--") == 0) break;
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) { c->help(stdout); return EXIT_OK; }
     }
-    if (want_help) { c->help(stdout); return EXIT_OK; }
+    if (want_help && !c->own_help) { c->help(stdout); return EXIT_OK; }
     char *cache_dir = resolve_cache_dir(cache_flag);
     char *tmpl_dirs = resolve_template_dirs(tmpl_flag);
     if (!cache_dir || !tmpl_dirs) { cli_error("out of memory"); return EXIT_SYSTEM; }

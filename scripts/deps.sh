@@ -12,6 +12,7 @@ PKGS=(
   libjansson-dev       # JSON: safetensors headers, manifests, --json output parsing in tests
   libopenblas-dev      # GEMM
   python3 python3-numpy python3-torch   # numeric references in tests
+  python3-matplotlib   # examples/plot_bench.py
 )
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq

@@ -1,0 +1,351 @@
+/* cmd_cache.c — `milc cache ...`: inspect and maintain the artifact cache. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "milc/cache.h"
+
+static const OptSpec cache_opts[] = {
+    {"max-size", 0, OPT_VALUE, "SIZE", "gc: evict least-recently-used entries down to SIZE (e.g. 2G, 500M)"},
+    {"evict-older-than", 0, OPT_VALUE, "AGE", "gc: evict entries unused for AGE (e.g. 30d, 12h, 90m, 3600s)"},
+    {"no-compact", 0, OPT_FLAG, NULL, "gc: do not compact the file afterwards"},
+    {"repair", 0, OPT_FLAG, NULL, "verify: remove bad entries"},
+    {"set-limit", 0, OPT_VALUE, "SIZE", "stat: also set the cache's size limit (0 = none)"},
+    {"zero", 0, OPT_FLAG, NULL, "stat: zero the counters after printing"},
+    {0},
+};
+
+static void cache_help(FILE *f) {
+    fputs("usage: milc cache ls | stat | show KEY | rm KEY | gc | verify | clear\n"
+          "       milc cache export FILE [KEY...] | import FILE\n"
+          "\n"
+          "  ls        every entry: key, mode, size, created, last used, hits, description\n"
+          "  stat      hits (direct and full), misses, errors, entries, bytes, compile time saved\n"
+          "  show KEY  one entry with its key record\n"
+          "  rm KEY    remove one entry\n"
+          "  gc        evict (--max-size, --evict-older-than, the stored limit), then compact\n"
+          "  verify    check every entry's bytes against its checksum\n"
+          "  clear     remove every entry (also the cure for a damaged cache file)\n"
+          "  export    write entries (all, or the KEYs) to a bundle file for shipping\n"
+          "  import    verify a bundle completely, then add its entries\n"
+          "\noptions:\n", f);
+    print_options(f, cache_opts);
+}
+
+/* "500M", "2G", "1024" → bytes. */
+static bool parse_size(const char *s, uint64_t *out) {
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || v < 0) return false;
+    double mul = 1;
+    switch (*end) {
+    case 0: break;
+    case 'k': case 'K': mul = 1024.0; end++; break;
+    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
+    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
+    case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    default: return false;
+    }
+    if (*end == 'B' || *end == 'b') end++;
+    if (*end || v * mul > 1.8e19) return false;
+    *out = (uint64_t)(v * mul);
+    return true;
+}
+
+/* "30d", "12h", "90m", "3600s", "3600" → seconds. */
+static bool parse_age(const char *s, uint64_t *out) {
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || v < 0) return false;
+    double mul = 1;
+    switch (*end) {
+    case 0: case 's': break;
+    case 'm': mul = 60; break;
+    case 'h': mul = 3600; break;
+    case 'd': mul = 86400; break;
+    case 'w': mul = 7 * 86400; break;
+    default: return false;
+    }
+    if (*end && end[1]) return false;
+    *out = (uint64_t)(v * mul);
+    return true;
+}
+
+static void fmt_bytes(uint64_t b, char *buf, size_t n) {
+    if (b >= (1ull << 30)) snprintf(buf, n, "%.2f GB", (double)b / (1 << 30));
+    else if (b >= (1ull << 20)) snprintf(buf, n, "%.1f MB", (double)b / (1 << 20));
+    else if (b >= 1024) snprintf(buf, n, "%.1f kB", (double)b / 1024);
+    else snprintf(buf, n, "%" PRIu64 " B", b);
+}
+
+static void fmt_time(uint64_t ns, char *buf, size_t n) {
+    if (!ns) { snprintf(buf, n, "-"); return; }
+    time_t t = (time_t)(ns / 1000000000ull);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static void json_str(const char *s) {
+    putchar('"');
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c < 0x20) printf("\\u%04x", c);
+        else putchar(c);
+    }
+    putchar('"');
+}
+
+typedef struct { const Cli *cli; int n; } LsCtx;
+
+static int ls_entry(void *ctx, const CacheEntryInfo *e) {
+    LsCtx *lc = ctx;
+    char key[33], size[32], created[32], used[32];
+    cache_key_hex(&e->key, key);
+    fmt_bytes(e->bytes, size, sizeof size);
+    fmt_time(e->created_ns, created, sizeof created);
+    fmt_time(e->last_used_ns, used, sizeof used);
+    if (lc->cli->json) {
+        printf("%s{\"key\":\"%s\",\"description\":", lc->n ? "," : "", key);
+        json_str(e->description);
+        printf(",\"backend\":");
+        json_str(e->backend);
+        printf(",\"mode\":%d,\"bytes\":%" PRIu64 ",\"sections\":%u,\"created\":\"%s\",\"last_used\":\"%s\","
+               "\"hits\":%" PRIu64 ",\"compile_ms\":%.3f}",
+               e->mode, e->bytes, e->nsections, created, used, e->hits, (double)e->compile_ns / 1e6);
+    } else {
+        if (lc->n == 0) printf("%-32s %4s %10s %-20s %-20s %6s  %s\n", "KEY", "MODE", "SIZE", "CREATED", "LAST USED", "HITS", "DESCRIPTION");
+        printf("%s %4d %10s %-20s %-20s %6" PRIu64 "  %s\n", key, e->mode, size, created, used, e->hits, e->description);
+    }
+    lc->n++;
+    return 0;
+}
+
+static const char *tag_name(uint32_t tag, char buf[5]) {
+    for (int i = 0; i < 4; i++) {
+        char c = (char)(tag >> (8 * (3 - i)));
+        buf[i] = (c >= 32 && c < 127) ? c : '.';
+    }
+    buf[4] = 0;
+    return buf;
+}
+
+static int show_entry(void *ctx, const CacheEntryInfo *e) {
+    const Cli *cli = ctx;
+    LsCtx lc = {cli, 0};
+    if (cli->json) printf("{\"entry\":[");
+    ls_entry(&lc, e);
+    if (cli->json) printf("],\"record\":[");
+    else printf("\nkey record (%zu bytes):\n", e->record_len);
+    size_t pos = 0;
+    uint32_t tag;
+    const uint8_t *bytes;
+    uint64_t len;
+    int k = 0, r;
+    while ((r = ckey_record_next(e->record, e->record_len, &pos, &tag, &bytes, &len)) == 1) {
+        char tn[5];
+        bool text = true;
+        for (uint64_t i = 0; i < len; i++)
+            if ((bytes[i] < 32 && bytes[i] != '\n' && bytes[i] != '\t') || bytes[i] > 126) { text = false; break; }
+        if (cli->json) {
+            printf("%s{\"tag\":\"%s\",\"length\":%" PRIu64 ",\"%s\":\"", k ? "," : "", tag_name(tag, tn), len, text ? "text" : "hex");
+            for (uint64_t i = 0; i < len; i++) {
+                if (!text) printf("%02x", bytes[i]);
+                else if (bytes[i] == '"' || bytes[i] == '\\') printf("\\%c", bytes[i]);
+                else if (bytes[i] == '\n') printf("\\n");
+                else if (bytes[i] == '\t') printf("\\t");
+                else putchar(bytes[i]);
+            }
+            printf("\"}");
+        } else {
+            printf("  %s  %8" PRIu64 " bytes  ", tag_name(tag, tn), len);
+            if (text && len <= 80 && !memchr(bytes, '\n', len)) printf("%.*s\n", (int)len, (const char *)bytes);
+            else if (text) {
+                uint64_t lines = 0;
+                for (uint64_t i = 0; i < len; i++) lines += bytes[i] == '\n';
+                printf("(text, %" PRIu64 " lines; --json shows it)\n", lines);
+            }
+            else {
+                for (uint64_t i = 0; i < len && i < 32; i++) printf("%02x", bytes[i]);
+                printf("%s\n", len > 32 ? "..." : "");
+            }
+        }
+        k++;
+    }
+    if (cli->json) printf("]}\n");
+    if (r < 0) fprintf(stderr, "milc: warning: key record is malformed after %d items\n", k);
+    return 0;
+}
+
+typedef struct { const Cli *cli; int n; } BadCtx;
+static void bad_entry(void *ctx, const CacheKey *k, const char *why) {
+    BadCtx *b = ctx;
+    char key[33];
+    cache_key_hex(k, key);
+    if (!b->cli->json) fprintf(stderr, "%s: bad: %s\n", key, why);
+    b->n++;
+}
+
+static int cache_fail(Cache *c, const char *what, int rc) {
+    const char *msg = c ? cache_errmsg(c) : "";
+    cli_error("cache %s: %s%s%s", what, cache_strerror(rc), *msg ? ": " : "", msg);
+    return rc == CACHE_EINVAL || rc == CACHE_EBUNDLE || rc == CACHE_ENOTFOUND ? EXIT_INPUT : EXIT_SYSTEM;
+}
+
+static int cache_run(Cli *cli, int argc, char **argv) {
+    Args a;
+    if (!args_parse("cache", cache_opts, argc - 1, argv + 1, false, &a)) return EXIT_USAGE;
+    int rc = EXIT_USAGE;
+    Cache *c = NULL;
+    const char *sub = a.npos ? a.pos[0] : NULL;
+    static const char *const subs[] = {"ls", "stat", "show", "rm", "gc", "verify", "clear", "export", "import"};
+    static const int nargs_min[] = {0, 0, 1, 1, 0, 0, 0, 1, 1}, nargs_max[] = {0, 0, 1, 1, 0, 0, 0, 1 << 20, 1};
+    int si = -1;
+    for (int i = 0; sub && i < 9; i++)
+        if (strcmp(sub, subs[i]) == 0) si = i;
+    if (si < 0) { cli_usage_error("cache", sub ? "no subcommand '%s'" : "expected a subcommand%s", sub ? sub : ""); goto out; }
+    if (a.npos - 1 < nargs_min[si] || a.npos - 1 > nargs_max[si]) {
+        cli_usage_error("cache", "wrong number of arguments for '%s'", sub);
+        goto out;
+    }
+    CacheKey key;
+    if ((si == 2 || si == 3) && cache_key_parse(a.pos[1], &key) != 0) {
+        cli_usage_error("cache", "'%s' is not a key (32 hex digits)", a.pos[1]);
+        goto out;
+    }
+    uint64_t max_size = 0, max_age = 0, limit = 0;
+    if (args_get(&a, "max-size") && !parse_size(args_get(&a, "max-size"), &max_size)) {
+        cli_usage_error("cache", "--max-size: '%s' is not a size such as 500M or 2G", args_get(&a, "max-size"));
+        goto out;
+    }
+    if (args_get(&a, "evict-older-than") && !parse_age(args_get(&a, "evict-older-than"), &max_age)) {
+        cli_usage_error("cache", "--evict-older-than: '%s' is not an age such as 30d or 12h", args_get(&a, "evict-older-than"));
+        goto out;
+    }
+    if (args_get(&a, "set-limit") && !parse_size(args_get(&a, "set-limit"), &limit)) {
+        cli_usage_error("cache", "--set-limit: '%s' is not a size", args_get(&a, "set-limit"));
+        goto out;
+    }
+    char err[512] = "";
+    if (si == 6) { /* clear: must work on a damaged cache, so no open. */
+        int r = cache_destroy(cli->cache_dir, err, sizeof err);
+        if (r != 0) { cli_error("cache clear: %s", err[0] ? err : cache_strerror(r)); rc = EXIT_SYSTEM; goto out; }
+        if (cli->json) printf("{\"cleared\":true}\n");
+        else if (cli->verbosity >= 0) fprintf(stderr, "cleared %s\n", cli->cache_dir);
+        rc = EXIT_OK;
+        goto out;
+    }
+    int r = cache_open(&c, cli->cache_dir, NULL, err, sizeof err);
+    if (r != 0) { cli_error("%s", err[0] ? err : cache_strerror(r)); rc = EXIT_SYSTEM; goto out; }
+    rc = EXIT_OK;
+    switch (si) {
+    case 0: {
+        LsCtx lc = {cli, 0};
+        if (cli->json) printf("[");
+        r = cache_ls(c, ls_entry, &lc);
+        if (cli->json) printf("]\n");
+        if (r < 0) rc = cache_fail(c, "ls", r);
+        break;
+    }
+    case 1: {
+        if (args_get(&a, "set-limit") && (r = cache_set_limit(c, limit)) < 0) { rc = cache_fail(c, "stat", r); break; }
+        CacheStats s;
+        if ((r = cache_stat(c, &s)) < 0) { rc = cache_fail(c, "stat", r); break; }
+        uint64_t lookups = s.direct_hits + s.hits + s.misses;
+        if (cli->json) {
+            printf("{\"cache_dir\":\"%s\",\"direct_hits\":%" PRIu64 ",\"full_hits\":%" PRIu64 ",\"misses\":%" PRIu64
+                   ",\"errors\":%" PRIu64 ",\"entries\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"max_bytes\":%" PRIu64
+                   ",\"file_bytes\":%" PRIu64 ",\"saved_ms\":%.3f}\n",
+                   cli->cache_dir, s.direct_hits, s.hits, s.misses, s.errors, s.entries, s.bytes, s.max_bytes,
+                   s.file_bytes, (double)s.saved_ns / 1e6);
+        } else {
+            char b1[32], b2[32], b3[32];
+            fmt_bytes(s.bytes, b1, sizeof b1);
+            fmt_bytes(s.max_bytes, b2, sizeof b2);
+            fmt_bytes(s.file_bytes, b3, sizeof b3);
+            double pct = lookups ? 100.0 * (double)(s.direct_hits + s.hits) / (double)lookups : 0;
+            printf("cache directory      %s\n", cli->cache_dir);
+            printf("direct hits          %" PRIu64 "\n", s.direct_hits);
+            printf("full hits            %" PRIu64 "\n", s.hits);
+            printf("misses               %" PRIu64 "\n", s.misses);
+            printf("hit rate             %.1f %%\n", pct);
+            printf("errors               %" PRIu64 "\n", s.errors);
+            printf("entries              %" PRIu64 "\n", s.entries);
+            printf("artifact bytes       %s\n", b1);
+            printf("size limit           %s\n", s.max_bytes ? b2 : "none");
+            printf("file size            %s\n", b3);
+            printf("compile time saved   %.3f s\n", (double)s.saved_ns / 1e9);
+        }
+        if (args_flag(&a, "zero") && (r = cache_zero_stats(c)) < 0) rc = cache_fail(c, "stat", r);
+        break;
+    }
+    case 2:
+        r = cache_show(c, &key, show_entry, cli);
+        if (r < 0) rc = cache_fail(c, "show", r);
+        break;
+    case 3:
+        r = cache_rm(c, &key);
+        if (r < 0) rc = cache_fail(c, "rm", r);
+        else if (cli->json) printf("{\"removed\":\"%s\"}\n", a.pos[1]);
+        break;
+    case 4: {
+        CacheGcReport g;
+        r = cache_gc(c, max_size, max_age, !args_flag(&a, "no-compact"), &g);
+        if (r < 0) { rc = cache_fail(c, "gc", r); break; }
+        if (cli->json)
+            printf("{\"evicted\":%" PRIu64 ",\"evicted_bytes\":%" PRIu64 ",\"file_before\":%" PRIu64
+                   ",\"file_after\":%" PRIu64 ",\"compacted\":%s}\n",
+                   g.evicted, g.evicted_bytes, g.file_before, g.file_after, g.compacted ? "true" : "false");
+        else if (cli->verbosity >= 0) {
+            char b1[32], b2[32], b3[32];
+            fmt_bytes(g.evicted_bytes, b1, sizeof b1);
+            fmt_bytes(g.file_before, b2, sizeof b2);
+            fmt_bytes(g.file_after, b3, sizeof b3);
+            printf("evicted %" PRIu64 " entries (%s); file %s -> %s%s\n", g.evicted, b1, b2, b3,
+                   g.compacted ? "" : " (not compacted: cache in use by another process, or --no-compact)");
+        }
+        break;
+    }
+    case 5: {
+        BadCtx b = {cli, 0};
+        r = cache_verify(c, args_flag(&a, "repair"), bad_entry, &b);
+        if (r < 0) { rc = cache_fail(c, "verify", r); break; }
+        if (cli->json) printf("{\"bad\":%d,\"repaired\":%s}\n", r, args_flag(&a, "repair") && r ? "true" : "false");
+        else if (cli->verbosity >= 0) printf("%d bad entr%s%s\n", r, r == 1 ? "y" : "ies", r && args_flag(&a, "repair") ? " removed" : "");
+        if (r > 0 && !args_flag(&a, "repair")) rc = EXIT_INPUT;
+        break;
+    }
+    case 7: {
+        int nk = a.npos - 2;
+        CacheKey *keys = nk ? calloc((size_t)nk, sizeof *keys) : NULL;
+        for (int i = 0; i < nk; i++)
+            if (cache_key_parse(a.pos[2 + i], &keys[i]) != 0) {
+                cli_usage_error("cache", "'%s' is not a key (32 hex digits)", a.pos[2 + i]);
+                free(keys);
+                rc = EXIT_USAGE;
+                goto out;
+            }
+        r = cache_export(c, a.pos[1], keys, nk);
+        free(keys);
+        if (r < 0) { rc = cache_fail(c, "export", r); break; }
+        if (cli->json) printf("{\"exported\":%d,\"file\":\"%s\"}\n", r, a.pos[1]);
+        else if (cli->verbosity >= 0) fprintf(stderr, "exported %d entr%s to %s\n", r, r == 1 ? "y" : "ies", a.pos[1]);
+        break;
+    }
+    case 8:
+        r = cache_import(c, a.pos[1]);
+        if (r < 0) { rc = cache_fail(c, "import", r); break; }
+        if (cli->json) printf("{\"imported\":%d}\n", r);
+        else if (cli->verbosity >= 0) fprintf(stderr, "imported %d entr%s from %s\n", r, r == 1 ? "y" : "ies", a.pos[1]);
+        break;
+    }
+out:
+    if (c) cache_close(c);
+    args_free(&a);
+    return rc;
+}
+
+const Command cmd_cache = {"cache", "inspect and maintain the artifact cache", cache_run, cache_help, false};

@@ -1,0 +1,279 @@
+/* cmd_prewarm.c — `milc prewarm MANIFEST [-j N]`: build everything a manifest
+ * lists, in parallel worker processes, so that the first run after an install
+ * compiles nothing.  Idempotent (a second run is all cache hits) and
+ * resumable (killed, it keeps what it stored; a rerun finishes the rest).
+ *
+ * Manifest format: one build request per line, written as `milc build`
+ * options; '#' starts a comment; blank lines are ignored.
+ *
+ *     # GPT-2 124M, prefill chunks of 4 in both modes, decode buckets
+ *     --model gpt2 --chunk 4 --mode 0,2 --seq 128
+ *     --model gpt2 --chunk 4 --mode 2 --phase decode --seq 1,8,16
+ *
+ * Options: --template, --model, --weights, --mode (list), --chunk, and any
+ * template parameter (comma lists build every value).  Errors point at the
+ * manifest's file:line:col. */
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "jobs.h"
+
+static const OptSpec prewarm_opts[] = {
+    {"jobs", 'j', OPT_VALUE, "N", "worker processes (default: the number of CPUs)"},
+    {"no-verify", 0, OPT_FLAG, NULL, "on a hit, skip the artifact checksum"},
+    {0},
+};
+
+static void prewarm_help(FILE *f) {
+    fputs("usage: milc prewarm MANIFEST [-j N]\n"
+          "\n"
+          "Build every program a manifest lists into the cache, in parallel worker\n"
+          "processes, with a progress bar on a terminal.  Running it again compiles\n"
+          "nothing; if it is interrupted, a rerun builds only what is missing.\n"
+          "Exits non-zero if any build failed, after listing what and why.\n"
+          "\n"
+          "MANIFEST: one request per line in 'milc build' option syntax; '#' comments.\n"
+          "  --model gpt2 --chunk 4 --mode 0,2 --seq 128\n"
+          "  --model gpt2 --chunk 4 --phase decode --seq 1,8,16\n"
+          "Keys: --template --model --weights --mode --chunk and template parameters.\n"
+          "\noptions:\n", f);
+    print_options(f, prewarm_opts);
+}
+
+/* One request line, tokenized: options with their column. */
+typedef struct Line {
+    OptHit *extra;
+    int nextra;
+    const char *config, *weights, *modes;
+    long chunk;
+} Line;
+
+/* Parse one manifest line into spec; errors at file:line:col. */
+static int parse_line(char *text, SrcLoc loc, Line *ln, DiagSink *d) {
+    memset(ln, 0, sizeof *ln);
+    char *p = text;
+    int errors = d->errors;
+    while (*p) {
+        while (*p == ' ' || *p == '\t' || *p == '\r') p++;
+        if (!*p || *p == '#') break;
+        SrcLoc at = {loc.file, loc.line, (int)(p - text) + 1};
+        char *tok = p;
+        while (*p && *p != ' ' && *p != '\t' && *p != '\r') p++;
+        if (*p) *p++ = 0;
+        if (strncmp(tok, "--", 2) != 0 || !tok[2]) {
+            diag_error(d, at, "expected an option such as --model NAME, found '%s'", tok);
+            break;
+        }
+        char *name = tok + 2, *val = strchr(name, '=');
+        if (val) *val++ = 0;
+        else {
+            while (*p == ' ' || *p == '\t' || *p == '\r') p++;
+            if (!*p || *p == '#') { diag_error(d, at, "option '--%s' needs a value", name); break; }
+            val = p;
+            while (*p && *p != ' ' && *p != '\t' && *p != '\r') p++;
+            if (*p) *p++ = 0;
+        }
+        if (opt_name_eq(name, "model") || opt_name_eq(name, "template")) ln->config = val;
+        else if (opt_name_eq(name, "weights")) ln->weights = val;
+        else if (opt_name_eq(name, "mode")) ln->modes = val;
+        else if (opt_name_eq(name, "chunk")) {
+            char *end;
+            ln->chunk = strtol(val, &end, 10);
+            if (*end || ln->chunk < 1 || ln->chunk > 4096) diag_error(d, at, "--chunk wants a whole number >= 1, not '%s'", val);
+        } else {
+            ln->extra = realloc(ln->extra, sizeof(OptHit) * (size_t)(ln->nextra + 1));
+            ln->extra[ln->nextra++] = (OptHit){NULL, name, val};
+        }
+    }
+    return d->errors > errors ? -1 : 0;
+}
+
+/* A worker's report of one job; small enough for an atomic pipe write. */
+typedef struct Report {
+    int32_t job, rc, outcome;
+    double ms;
+    char key[33];
+    char msg[3000];
+} Report;
+
+static void worker(const Cli *cli, const TemplatePath *tp, const JobList *jobs, atomic_int *next, int fd, bool verify) {
+    signal(SIGINT, SIG_DFL);
+    Cache *c = NULL;
+    char err[512] = "";
+    int r = cache_open(&c, cli->cache_dir, NULL, err, sizeof err);
+    for (;;) {
+        int i = atomic_fetch_add(next, 1);
+        if (i >= jobs->n) break;
+        Report rep = {.job = i, .rc = EXIT_SYSTEM};
+        if (r != 0) {
+            snprintf(rep.msg, sizeof rep.msg, "%s", err[0] ? err : cache_strerror(r));
+        } else {
+            DiagSink d;
+            diag_init(&d);
+            GenConfig *cfg = job_config(tp, &jobs->v[i], &d);
+            BuildResult res;
+            /* A build error prints to stderr from inside the pipeline; keep
+             * diagnostics in the report so the parent lists them at the end. */
+            rep.rc = cfg ? pipeline_build(c, &(BuildRequest){.config = cfg, .weights = jobs->v[i].weights,
+                                                              .mode = jobs->v[i].mode, .tmp_root = cli->cache_dir,
+                                                              .verify_hits = verify},
+                                          &res, &d)
+                         : EXIT_INPUT;
+            gen_config_free(cfg);
+            if (rep.rc == EXIT_OK) {
+                rep.outcome = res.outcome;
+                rep.ms = res.ms_total;
+                cache_key_hex(&res.key, rep.key);
+            }
+            char *s = diag_render(&d);
+            if (s) { snprintf(rep.msg, sizeof rep.msg, "%s", s); free(s); }
+            diag_free(&d);
+        }
+        ssize_t w = write(fd, &rep, sizeof rep);
+        (void)w;
+    }
+    if (c) cache_close(c);
+}
+
+static void progress(const Cli *cli, int done, int total, int hits, int built, int failed, double elapsed) {
+    if (!cli->is_tty || cli->json || cli->verbosity < 0) return;
+    int width = 30, fill = total ? done * width / total : width;
+    char bar[64];
+    for (int i = 0; i < width; i++) bar[i] = i < fill ? '=' : i == fill ? '>' : ' ';
+    bar[width] = 0;
+    double eta = done ? elapsed / done * (total - done) : 0;
+    fprintf(stderr, "\r[%s] %d/%d  hit %d  built %d  failed %d  %.0fs left   ", bar, done, total, hits, built, failed, eta);
+    if (done == total) fputc('\n', stderr);
+}
+
+static int prewarm_run(Cli *cli, int argc, char **argv) {
+    Args a;
+    if (!args_parse("prewarm", prewarm_opts, argc - 1, argv + 1, false, &a)) return EXIT_USAGE;
+    int rc = EXIT_USAGE;
+    long nworkers = sysconf(_SC_NPROCESSORS_ONLN);
+    if (a.npos != 1) { cli_usage_error("prewarm", "expected one MANIFEST"); args_free(&a); return EXIT_USAGE; }
+    if (args_get(&a, "jobs") && !args_int("prewarm", "jobs", args_get(&a, "jobs"), 1, 256, &nworkers)) {
+        args_free(&a);
+        return EXIT_USAGE;
+    }
+    size_t len;
+    char *text = cli_read_file(a.pos[0], &len);
+    if (!text) { args_free(&a); return EXIT_SYSTEM; }
+    TemplatePath tp;
+    tpath_init(&tp, cli);
+    DiagSink d;
+    diag_init(&d);
+    const char *file = diag_add_source(&d, a.pos[0], text, len);
+    JobList jobs = {0};
+    Line *lines = NULL;
+    int nlines = 0;
+    int lineno = 0;
+    for (char *p = text, *next; p && *p; p = next) {
+        lineno++;
+        next = strchr(p, '\n');
+        if (next) *next++ = 0;
+        Line ln;
+        if (parse_line(p, (SrcLoc){file, lineno, 1}, &ln, &d) != 0) { free(ln.extra); continue; }
+        if (!ln.config && !ln.nextra && !ln.chunk && !ln.modes && !ln.weights) continue; /* blank or comment */
+        lines = realloc(lines, sizeof(Line) * (size_t)(nlines + 1));
+        lines[nlines++] = ln;
+        JobSpec spec = {.config = ln.config, .weights = ln.weights, .modes = ln.modes, .chunk = ln.chunk,
+                        .extra = ln.extra, .nextra = ln.nextra, .loc = {file, lineno, 1}};
+        jobs_expand(&tp, &spec, &jobs, &d);
+    }
+    if (diag_failed(&d)) { rc = cli_report(cli, &d); goto out; }
+    if (jobs.n == 0) { cli_error("%s: the manifest lists nothing to build", a.pos[0]); rc = EXIT_INPUT; goto out; }
+    if (nworkers > jobs.n) nworkers = jobs.n;
+
+    /* Workers take jobs from a shared counter and report through a pipe;
+     * each opens its own cache handle (LMDB handles do not survive fork). */
+    atomic_int *next = mmap(NULL, sizeof *next, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    int fds[2];
+    if (next == MAP_FAILED || pipe(fds) != 0) { cli_error("cannot start workers: %s", strerror(errno)); rc = EXIT_SYSTEM; goto out; }
+    atomic_init(next, 0);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t *pids = calloc((size_t)nworkers, sizeof *pids);
+    for (long w = 0; w < nworkers; w++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(fds[0]);
+            worker(cli, &tp, &jobs, next, fds[1], !args_flag(&a, "no-verify"));
+            _exit(0);
+        }
+        if (pid < 0) { cli_error("fork failed: %s", strerror(errno)); break; }
+        pids[w] = pid;
+    }
+    close(fds[1]);
+    long long t0 = cli_now_ns();
+    int done = 0, hits = 0, built = 0, failed = 0;
+    Report *reports = calloc((size_t)jobs.n, sizeof *reports);
+    bool *have = calloc((size_t)jobs.n, sizeof *have);
+    Report rep;
+    ssize_t got;
+    while ((got = read(fds[0], &rep, sizeof rep)) == (ssize_t)sizeof rep) {
+        if (rep.job < 0 || rep.job >= jobs.n || have[rep.job]) continue;
+        have[rep.job] = true;
+        reports[rep.job] = rep;
+        done++;
+        if (rep.rc != EXIT_OK) failed++;
+        else if (rep.outcome == BUILD_MISS) built++;
+        else hits++;
+        const BuildJob *j = &jobs.v[rep.job];
+        if (!cli->is_tty && !cli->json && cli->verbosity >= 0)
+            printf("[%d/%d] %-12s %s %s%s%s (%.0f ms)\n", done, jobs.n,
+                   rep.rc != EXIT_OK ? "FAILED" : rep.outcome == BUILD_MISS ? "built" : "hit", rep.key, j->config,
+                   j->label[0] ? " " : "", j->label, rep.ms);
+        progress(cli, done, jobs.n, hits, built, failed, (double)(cli_now_ns() - t0) / 1e9);
+    }
+    close(fds[0]);
+    int crashed = 0;
+    for (long w = 0; w < nworkers; w++) {
+        int st;
+        if (pids[w] > 0 && waitpid(pids[w], &st, 0) == pids[w] && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) crashed++;
+    }
+    double secs = (double)(cli_now_ns() - t0) / 1e9;
+    int missing = jobs.n - done;
+    rc = EXIT_OK;
+    for (int i = 0; i < jobs.n; i++) {
+        if (!have[i] || reports[i].rc == EXIT_OK) continue;
+        const BuildJob *j = &jobs.v[i];
+        fprintf(stderr, "%s:%d: error: build failed: %s %s (mode %d)\n%s", file, j->loc.line, j->config, j->label, j->mode,
+                reports[i].msg);
+        if (reports[i].rc == EXIT_SYSTEM || rc == EXIT_SYSTEM) rc = EXIT_SYSTEM;
+        else rc = EXIT_INPUT;
+    }
+    if (missing || crashed) {
+        cli_error("%d job%s not finished (%d worker%s died)", missing, missing == 1 ? "" : "s", crashed, crashed == 1 ? "" : "s");
+        rc = EXIT_SYSTEM;
+    }
+    if (cli->json)
+        printf("{\"jobs\":%d,\"built\":%d,\"hits\":%d,\"failed\":%d,\"unfinished\":%d,\"seconds\":%.3f}\n", jobs.n, built,
+               hits, failed, missing, secs);
+    else if (cli->verbosity >= 0)
+        fprintf(stderr, "prewarm: %d programs: %d built, %d already cached, %d failed in %.1f s (%ld workers)\n", jobs.n,
+                built, hits, failed + missing, secs, nworkers);
+    free(reports);
+    free(have);
+    free(pids);
+    munmap(next, sizeof *next);
+out:
+    for (int i = 0; i < nlines; i++) free(lines[i].extra);
+    free(lines);
+    jobs_free(&jobs);
+    diag_free(&d);
+    tpath_free(&tp);
+    free(text);
+    args_free(&a);
+    return rc;
+}
+
+const Command cmd_prewarm = {"prewarm", "build everything a manifest lists into the cache", prewarm_run, prewarm_help,
+                             false};

@@ -1,0 +1,65 @@
+/* genopts.c — what emit, build and bench share: choosing a template or preset,
+ * turning the template's own parameters into command-line options, and the
+ * template search path. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "genopts.h"
+
+int tpath_init(TemplatePath *tp, const Cli *cli) {
+    /* Split the ':'-separated list the CLI resolved at start-up. */
+    memset(tp, 0, sizeof *tp);
+    tp->buf = strdup(cli->template_dirs);
+    if (!tp->buf) return -1;
+    int n = 1;
+    for (const char *p = tp->buf; *p; p++) n += *p == ':';
+    tp->dirs = calloc((size_t)n, sizeof(char *));
+    if (!tp->dirs) { free(tp->buf); return -1; }
+    for (char *tok = strtok(tp->buf, ":"); tok; tok = strtok(NULL, ":")) tp->dirs[tp->sp.count++] = tok;
+    tp->sp.dirs = tp->dirs;
+    return 0;
+}
+
+void tpath_free(TemplatePath *tp) {
+    free(tp->buf);
+    free(tp->dirs);
+    memset(tp, 0, sizeof *tp);
+}
+
+const char *cli_config_name(const Args *a) {
+    const char *m = args_get(a, "model");
+    if (m) return m;
+    const char *t = args_get(a, "template");
+    return t ? t : "gpt2";
+}
+
+GenConfig *cli_gen_config(const GenSearchPath *sp, const Args *a, DiagSink *d) {
+    GenConfig *c = gen_config_open(sp, cli_config_name(a), d);
+    if (!c) return NULL;
+    for (int i = 0; i < a->nextra; i++)
+        if (gen_config_set(c, a->extra[i].name, a->extra[i].value, d) != 0) { gen_config_free(c); return NULL; }
+    if (gen_config_resolve(c, d) != 0) { gen_config_free(c); return NULL; }
+    return c;
+}
+
+void cli_template_help(const Cli *cli, FILE *f, const Args *a) {
+    TemplatePath tp;
+    if (tpath_init(&tp, cli) != 0) return;
+    DiagSink d;
+    diag_init(&d);
+    GenConfig *c = gen_config_open(&tp.sp, cli_config_name(a), &d);
+    if (c) {
+        char *desc = gen_template_describe(gen_config_template(c));
+        if (desc) {
+            fprintf(f, "\ntemplate '%s' (each parameter is an option: --NAME VALUE):\n%s", cli_config_name(a), desc);
+            free(desc);
+        }
+        gen_config_free(c);
+    } else {
+        char *s = diag_render(&d);
+        if (s) { fputs(s, stderr); free(s); }
+    }
+    diag_free(&d);
+    tpath_free(&tp);
+}

@@ -1,0 +1,45 @@
+/* jobs.h — expanding a build request (a config, template parameters with
+ * comma lists, a mode list, --chunk K) into one job per program, as
+ * `milc build` and each line of a prewarm manifest do. */
+#ifndef MILC_CLI_JOBS_H
+#define MILC_CLI_JOBS_H
+
+#include "cli.h"
+#include "genopts.h"
+#include "pipeline.h"
+
+typedef struct BuildJob {
+    char *config;  /* template or preset name */
+    char *weights; /* NULL = random:0 */
+    int mode;
+    int nparams;
+    char **names, **values; /* template parameters, applied in order */
+    char label[256];        /* what distinguishes this job, for output */
+    SrcLoc loc;             /* manifest line, or {0} */
+} BuildJob;
+
+typedef struct JobList {
+    BuildJob *v;
+    int n, cap;
+} JobList;
+
+typedef struct JobSpec {
+    const char *config;  /* NULL = gpt2 */
+    const char *weights;
+    const char *modes;   /* "2", "0,2"; NULL = "2" */
+    long chunk;          /* 0 = one program with the given layers */
+    const OptHit *extra; /* template parameters, values may be comma lists */
+    int nextra;
+    SrcLoc loc;          /* where errors point (a manifest line), or {0} */
+} JobSpec;
+
+/* Append the jobs of spec to out.  Checks every parameter name and value
+ * against the template now, so a bad request fails before any build.
+ * 0, or -1 with diagnostics in d. */
+int jobs_expand(const TemplatePath *tp, const JobSpec *spec, JobList *out, DiagSink *d);
+void jobs_free(JobList *jl);
+
+/* The job's resolved generator config (caller frees), NULL with diagnostics. */
+GenConfig *job_config(const TemplatePath *tp, const BuildJob *j, DiagSink *d);
+
+#endif

@@ -1,0 +1,199 @@
+/* pipeline.c — generate → parse → check → compile → store, behind two cache
+ * lookups.  The direct key (template digest + resolved parameters + weight
+ * source + mode) lets a repeated build skip generation and parsing; the full
+ * key (canonical MIL text + weight digest + mode) lets two different requests
+ * that produce the same program share one artifact.  Both key records are
+ * stored and compared on every hit, so a collision is a miss, never a wrong
+ * artifact. */
+#include <ftw.h>
+#include <stdio.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "pipeline.h"
+#include "milc/arena.h"
+#include "milc/backend.h"
+#include "milc/blob.h"
+#include "milc/mil.h"
+#include "milc/rt.h"
+
+#define TAG(a, b, c, d) ((uint32_t)(a) << 24 | (uint32_t)(b) << 16 | (uint32_t)(c) << 8 | (uint32_t)(d))
+
+static double ms_since(long long t0) { return (double)(cli_now_ns() - t0) / 1e6; }
+
+/* What every key shares: format, milc version, backend, mode. */
+static void key_common(CacheKeyBuilder *b, int mode) {
+    ckey_add_u64(b, TAG('K', 'F', 'M', 'T'), MILC_KEY_FORMAT);
+    ckey_add_str(b, TAG('M', 'V', 'E', 'R'), MILC_VERSION);
+    ckey_add_str(b, TAG('B', 'K', 'N', 'D'), "cpu");
+    ckey_add_u64(b, TAG('M', 'O', 'D', 'E'), (uint64_t)mode);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st; (void)flag; (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* The scratch directory holds only what the generator wrote; remove it all. */
+static void rm_tree(const char *dir) { nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink *d) {
+    long long t_all = cli_now_ns(), t0 = t_all;
+    memset(res, 0, sizeof *res);
+    const char *weights = req->weights ? req->weights : "random:0";
+    int rc = EXIT_SYSTEM;
+    char *params = gen_config_canonical(req->config);
+    if (!params) { cli_error("out of memory"); return EXIT_SYSTEM; }
+    snprintf(res->description, sizeof res->description, "%s", params);
+    /* One line for `cache ls`: the parameters, newline-separated, as k=v k=v. */
+    for (char *p = res->description; *p; p++)
+        if (*p == '\n') *p = ' ';
+
+    /* ---- direct key ---- */
+    CacheKeyBuilder db;
+    ckey_init(&db);
+    key_common(&db, req->mode);
+    uint8_t tdig[16], wdig[16];
+    gen_template_digest(gen_config_template(req->config), tdig);
+    if (gen_weights_digest(weights, wdig, d) != 0) { ckey_free(&db); free(params); return EXIT_INPUT; }
+    ckey_add(&db, TAG('T', 'M', 'P', 'L'), tdig, 16);
+    ckey_add_str(&db, TAG('P', 'A', 'R', 'M'), params);
+    ckey_add_str(&db, TAG('W', 'S', 'R', 'C'), weights);
+    ckey_add(&db, TAG('W', 'D', 'I', 'G'), wdig, 16);
+    CacheKey dkey;
+    if (ckey_finish(&db, &dkey) != 0) { ckey_free(&db); free(params); cli_error("out of memory"); return EXIT_SYSTEM; }
+    unsigned gflags = req->verify_hits ? CACHE_GET_VERIFY : 0;
+    CacheHit *hit = NULL;
+    int r = cache_get_direct(c, &dkey, db.buf, db.len, gflags, &hit, &res->key);
+    if (r == 0) {
+        const CacheEntryInfo *info = cache_hit_info(hit);
+        res->artifact_bytes = info->bytes;
+        /* The entry must also load: a structurally broken artifact whose
+         * checksum matches (a milc bug, or an old format) is rebuilt. */
+        const CacheSection *cs;
+        int n;
+        bool ok = cache_hit_sections(hit, &cs, &n) == 0 && n > 0;
+        RtArtifactInfo ai;
+        char err[256];
+        ok = ok && rt_artifact_info(&(RtSection){0, 0, cs[0].data, (size_t)cs[0].size}, &ai, err, sizeof err) == 0 &&
+             (int)ai.mode == req->mode;
+        cache_hit_release(hit);
+        if (ok) {
+            res->outcome = BUILD_HIT_DIRECT;
+            res->ms_lookup = ms_since(t0);
+            res->ms_total = ms_since(t_all);
+            ckey_free(&db);
+            free(params);
+            return EXIT_OK;
+        }
+    } else if (!CACHE_IS_MISS(r)) {
+        cli_error("cache lookup failed: %s: %s", cache_strerror(r), cache_errmsg(c));
+        ckey_free(&db);
+        free(params);
+        return EXIT_SYSTEM;
+    }
+    res->ms_lookup = ms_since(t0);
+
+    /* ---- generate into a scratch directory ---- */
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/tmp-build-XXXXXX", req->tmp_root);
+    if (!mkdtemp(dir)) {
+        cli_error("cannot create a scratch directory in '%s': %s", req->tmp_root, strerror(errno));
+        ckey_free(&db);
+        free(params);
+        return EXIT_SYSTEM;
+    }
+    Arena arena;
+    arena_init(&arena);
+    CacheKeyBuilder fb;
+    ckey_init(&fb);
+    RtArtifact *art = NULL;
+    GenResult gr = {0};
+    t0 = cli_now_ns();
+    if (gen_generate(req->config, &(GenOptions){.weights = weights, .compile_mode = req->mode}, dir, &gr, d) != 0) {
+        rc = EXIT_INPUT;
+        goto out;
+    }
+    res->ms_generate = ms_since(t0);
+
+    /* ---- full key: canonical text + weight digest ---- */
+    t0 = cli_now_ns();
+    char wpath[4200];
+    snprintf(wpath, sizeof wpath, "%s/weights/weight.bin", dir);
+    MilBlobFile wf;
+    uint8_t blobdig[16] = {0};
+    if (milblob_open(&wf, wpath, d) != 0) { rc = EXIT_INPUT; goto out; }
+    milblob_file_digest(&wf, blobdig);
+    milblob_close(&wf);
+    key_common(&fb, req->mode);
+    ckey_add(&fb, TAG('M', 'I', 'L', ' '), gr.mil, gr.mil_len);
+    ckey_add(&fb, TAG('W', 'B', 'L', 'B'), blobdig, 16);
+    if (ckey_finish(&fb, &res->key) != 0) { cli_error("out of memory"); goto out; }
+    r = cache_get(c, &res->key, fb.buf, fb.len, gflags, &hit);
+    if (r == 0) {
+        res->artifact_bytes = cache_hit_info(hit)->bytes;
+        cache_hit_release(hit);
+        res->outcome = BUILD_HIT_FULL;
+        res->ms_lookup += ms_since(t0);
+        if ((r = cache_direct_put(c, &dkey, db.buf, db.len, &res->key)) != 0) {
+            cli_error("cache store failed: %s: %s", cache_strerror(r), cache_errmsg(c));
+            goto out;
+        }
+        rc = EXIT_OK;
+        goto out;
+    }
+    if (!CACHE_IS_MISS(r)) { cli_error("cache lookup failed: %s: %s", cache_strerror(r), cache_errmsg(c)); goto out; }
+    res->ms_lookup += ms_since(t0);
+
+    /* ---- parse, check, compile ---- */
+    t0 = cli_now_ns();
+    char mpath[4200];
+    snprintf(mpath, sizeof mpath, "%s/model.mil", dir);
+    IrProgram *p = mil_parse(&arena, d, mpath, gr.mil, gr.mil_len);
+    if (!p || !mil_check(p, &(MilCheckOptions){.target = MIL_TARGET_CPU, .model_path = dir}, d)) { rc = EXIT_INPUT; goto out; }
+    res->ms_check = ms_since(t0);
+    BackendStats bs = {0};
+    if (backend_compile(p, &(BackendOptions){.mode = req->mode, .model_path = dir}, &art, &bs, d) != 0) {
+        rc = EXIT_INPUT;
+        goto out;
+    }
+    res->ms_passes = bs.ms_passes;
+    res->ms_lower = bs.ms_lower + bs.ms_pack;
+    res->dispatches = bs.dispatches;
+
+    /* ---- store: artifact, then the direct mapping ---- */
+    t0 = cli_now_ns();
+    const RtSection *secs;
+    int n;
+    rt_artifact_sections(art, &secs, &n);
+    CacheSection *cs = calloc((size_t)n, sizeof *cs);
+    if (!cs) { cli_error("out of memory"); goto out; }
+    for (int i = 0; i < n; i++) {
+        cs[i] = (CacheSection){secs[i].data, secs[i].size};
+        res->artifact_bytes += secs[i].size;
+    }
+    uint64_t compile_ns = (uint64_t)(cli_now_ns() - t_all);
+    CacheEntryMeta meta = {.description = res->description, .backend = "cpu", .mode = req->mode, .compile_ns = compile_ns};
+    r = cache_put(c, &res->key, fb.buf, fb.len, &meta, cs, n);
+    free(cs);
+    if (r == 0) r = cache_direct_put(c, &dkey, db.buf, db.len, &res->key);
+    if (r != 0) { cli_error("cache store failed: %s: %s", cache_strerror(r), cache_errmsg(c)); goto out; }
+    res->ms_store = ms_since(t0);
+    res->outcome = BUILD_MISS;
+    rc = EXIT_OK;
+out:
+    res->ms_total = ms_since(t_all);
+    if (art) rt_artifact_free(art);
+    gen_result_free(&gr);
+    arena_free(&arena);
+    ckey_free(&fb);
+    ckey_free(&db);
+    free(params);
+    rm_tree(dir);
+    return rc;
+}

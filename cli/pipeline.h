@@ -1,0 +1,36 @@
+/* pipeline.h — `milc build`'s path through generator, compiler and cache:
+ * the key records, the direct and full lookups, compile on a miss, store. */
+#ifndef MILC_CLI_PIPELINE_H
+#define MILC_CLI_PIPELINE_H
+
+#include "milc/cache.h"
+#include "milc/gen.h"
+
+/* Key-record layout version; bump when the set or meaning of fields changes. */
+#define MILC_KEY_FORMAT 1
+
+typedef enum { BUILD_MISS = 0, BUILD_HIT_DIRECT = 1, BUILD_HIT_FULL = 2 } BuildOutcome;
+
+typedef struct BuildResult {
+    CacheKey key;          /* the artifact key */
+    BuildOutcome outcome;
+    uint64_t artifact_bytes;
+    int dispatches;        /* per forward, from the compiler */
+    /* Timing breakdown in ms (0 where the stage did not run). */
+    double ms_lookup, ms_generate, ms_check, ms_passes, ms_lower, ms_store, ms_total;
+    char description[160];
+} BuildResult;
+
+typedef struct BuildRequest {
+    GenConfig *config;   /* resolved */
+    const char *weights; /* weight source, NULL = random:0 */
+    int mode;            /* 0, 1, 2 */
+    const char *tmp_root; /* where scratch directories go (the cache dir) */
+    int verify_hits;     /* checksum the artifact on a hit (default on) */
+} BuildRequest;
+
+/* Build one program or find it in the cache.  Returns EXIT_OK, or EXIT_INPUT
+ * with diagnostics in d, or EXIT_SYSTEM with a message printed. */
+int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink *d);
+
+#endif

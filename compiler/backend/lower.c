@@ -1,0 +1,1100 @@
+/* lower.c — lowering a checked (and, for the bonded program, fused) MIL
+ * function to plan ops.  Every value maps to a strided view of a plan buffer;
+ * in the bonded program reshape/transpose/slice/split only change the view
+ * and a copy is emitted when a kernel needs a dense buffer, in the non-bonded
+ * one every op is its own plan op and every intermediate is materialized. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_internal.h"
+#include "milc/assert.h"
+#include "milc/blob.h"
+#include "milc/half.h"
+
+enum { MAXR = RT_MAX_RANK };
+
+/* A strided window on a buffer, in elements. */
+typedef struct View {
+    int buf;
+    int rank;
+    int64_t dims[MAXR], strides[MAXR], offset;
+} View;
+
+/* What a value is in the program being lowered.  When pend is set the value
+ * is v's elements in row-major order, shaped pdims (a reshape the strides of
+ * v cannot express; resolved by a copy when needed). */
+typedef struct LVal {
+    bool has;
+    View v;
+    bool pend;
+    int prank;
+    int64_t pdims[MAXR];
+} LVal;
+
+typedef struct BufInfo {
+    int rank;
+    int64_t dims[MAXR];
+} BufInfo;
+
+typedef struct BlobOpen {
+    char *path;
+    MilBlobFile file;
+    bool ok;
+} BlobOpen;
+
+struct LowerShared {
+    RtPlanBuilder *b;
+    IrFunction *f;
+    DiagSink *d;
+    const char *model_dir;
+    int nvals;
+    IrValue **vals;  /* id -> value */
+    int *weight;     /* id -> weight buffer of a const (its own dims), -1 */
+    int *weight2d;   /* id -> the const as a GEMM W [N, K], -1 */
+    int *input_buf;  /* id -> input buffer, -1 */
+    int *out_buf;    /* output index -> its temp */
+    IrValue **reshaped; /* id -> the reshape that is the value's only use, or NULL */
+    bool *out_done;  /* output index -> written by the current program */
+    BufInfo *bi;
+    int nbi, capbi;
+    BlobOpen blobs[8];
+    int nblobs;
+    /* per program */
+    LVal *lv;
+    const FuseTable *fuse;
+    bool views;
+    IrOp *cur; /* the op being lowered, for diagnostics */
+    int nops, ncopies;
+    bool failed;
+};
+
+static int vid(const IrValue *v) { return (int)(intptr_t)v->aux - 1; }
+
+static bool fail_at(LowerShared *s, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool fail_at(LowerShared *s, SrcLoc loc, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    diag_vadd(s->d, DIAG_ERROR, loc, fmt, ap);
+    va_end(ap);
+    s->failed = true;
+    return false;
+}
+static int fail_int(bool unused) {
+    (void)unused;
+    return -1;
+}
+#define FAIL(...) fail_int(fail_at(s, s->cur ? s->cur->loc : s->f->loc, __VA_ARGS__))
+
+static RtDType rt_dt(IrDType t) {
+    if (ir_dtype_is_float(t)) return RT_F32;
+    if (t == IR_DT_BOOL) return RT_BOOL;
+    if (ir_dtype_is_int(t)) return RT_I32;
+    return 0;
+}
+
+static void note_buf(LowerShared *s, int id, int rank, const int64_t *dims) {
+    if (id < 0) return;
+    if (id >= s->capbi) {
+        int cap = s->capbi ? s->capbi : 256;
+        while (cap <= id) cap *= 2;
+        s->bi = realloc(s->bi, sizeof(BufInfo) * (size_t)cap);
+        MILC_ASSERT(s->bi);
+        s->capbi = cap;
+    }
+    if (id >= s->nbi) s->nbi = id + 1;
+    s->bi[id].rank = rank;
+    for (int i = 0; i < rank; i++) s->bi[id].dims[i] = dims[i];
+}
+
+/* Builder calls: a negative result becomes a diagnostic at the current op. */
+static int check_rc(LowerShared *s, int rc) {
+    if (rc < 0 && !s->failed) FAIL("CPU backend: %s", rtb_error(s->b));
+    return rc < 0 ? -1 : rc;
+}
+
+static int new_temp(LowerShared *s, RtDType dt, int rank, const int64_t *dims) {
+    int id = check_rc(s, rtb_temp(s->b, dt, rank, dims));
+    note_buf(s, id, rank, dims);
+    return id;
+}
+
+static int emit(LowerShared *s, RtOpKind k, const int *in, int nin, int out, const void *p, size_t plen) {
+    if (s->failed) return -1;
+    for (int i = 0; i < nin; i++)
+        if (in[i] < 0) return -1;
+    if (out < 0) return -1;
+    if (check_rc(s, rtb_op(s->b, k, in, nin, &out, 1, p, plen)) < 0) return -1;
+    s->nops++;
+    if (k == RT_OP_COPY) s->ncopies++;
+    return 0;
+}
+
+static void row_major(int rank, const int64_t *dims, int64_t *strides) {
+    int64_t st = 1;
+    for (int i = rank - 1; i >= 0; i--) strides[i] = st, st *= dims[i];
+}
+
+/* memcpy/memcmp of dims arrays that may be NULL at rank 0 */
+static void dims_copy(int64_t *dst, const int64_t *src, int rank) {
+    for (int i = 0; i < rank; i++) dst[i] = src[i];
+}
+static bool dims_same(int ra, const int64_t *a, int rb, const int64_t *b) {
+    if (ra != rb) return false;
+    for (int i = 0; i < ra; i++)
+        if (a[i] != b[i]) return false;
+    return true;
+}
+
+static void view_ident(View *v, int buf, int rank, const int64_t *dims) {
+    v->buf = buf;
+    v->rank = rank;
+    v->offset = 0;
+    dims_copy(v->dims, dims, rank);
+    row_major(rank, dims, v->strides);
+}
+
+static bool view_contiguous(const View *v) {
+    int64_t st = 1;
+    for (int i = v->rank - 1; i >= 0; i--) {
+        if (v->dims[i] != 1 && v->strides[i] != st) return false;
+        st *= v->dims[i];
+    }
+    return true;
+}
+
+/* The view is exactly buffer v->buf, as the buffer's own shape. */
+static bool view_is_buffer(const LowerShared *s, const View *v) {
+    const BufInfo *b = &s->bi[v->buf];
+    if (v->offset || b->rank != v->rank || !view_contiguous(v)) return false;
+    for (int i = 0; i < v->rank; i++)
+        if (b->dims[i] != v->dims[i]) return false;
+    return true;
+}
+
+/* Reshape a strided view without copying, if its strides allow (NumPy's rule:
+ * each group of old axes merged into new ones must be contiguous). */
+static bool view_reshape(const View *in, int rank, const int64_t *dims, View *out) {
+    if (rank > MAXR) return false;
+    int64_t od[MAXR], os[MAXR];
+    int on = 0;
+    for (int i = 0; i < in->rank; i++)
+        if (in->dims[i] != 1) od[on] = in->dims[i], os[on] = in->strides[i], on++;
+    View r = {.buf = in->buf, .rank = rank, .offset = in->offset};
+    dims_copy(r.dims, dims, rank);
+    int i = 0, j = 0;
+    while (j < rank) {
+        if (dims[j] == 1) {
+            r.strides[j++] = 0;
+            continue;
+        }
+        if (i >= on) return false;
+        int i0 = i, j0 = j;
+        int64_t po = od[i++], pn = dims[j++];
+        while (po != pn) {
+            if (po < pn) {
+                if (i >= on) return false;
+                po *= od[i++];
+            } else {
+                if (j >= rank) return false;
+                pn *= dims[j++];
+            }
+        }
+        for (int k = i0; k + 1 < i; k++)
+            if (os[k] != os[k + 1] * od[k + 1]) return false;
+        int64_t st = os[i - 1];
+        for (int k = j - 1; k >= j0; k--) r.strides[k] = st, st *= dims[k];
+    }
+    if (i != on) return false;
+    *out = r;
+    return true;
+}
+
+/* ---- weights ---- */
+
+static const MilBlobFile *blob_file(LowerShared *s, const char *written, SrcLoc loc) {
+    char path[4096];
+    const char *pre = "@model_path";
+    if (!strncmp(written, pre, strlen(pre)))
+        snprintf(path, sizeof path, "%s%s", s->model_dir, written + strlen(pre));
+    else if (written[0] == '/')
+        snprintf(path, sizeof path, "%s", written);
+    else
+        snprintf(path, sizeof path, "%s/%s", s->model_dir, written);
+    for (int i = 0; i < s->nblobs; i++)
+        if (!strcmp(s->blobs[i].path, path)) return s->blobs[i].ok ? &s->blobs[i].file : NULL;
+    if (s->nblobs == 8) {
+        fail_at(s, loc, "too many weight files (at most 8)");
+        return NULL;
+    }
+    BlobOpen *b = &s->blobs[s->nblobs++];
+    b->path = strdup(path);
+    MILC_ASSERT(b->path);
+    b->ok = milblob_open(&b->file, path, s->d) == 0;
+    if (!b->ok) s->failed = true;
+    return b->ok ? &b->file : NULL;
+}
+
+/* The data of constant v as an RtDType array (fp16 stays fp16, fp32 stays
+ * fp32, integers int32, bool bytes).  Returns malloc'd or borrowed bytes
+ * (*owned tells) or NULL after a diagnostic. */
+static const void *const_data(LowerShared *s, const IrValue *v, RtDType *dt, bool *owned) {
+    const IrLiteral *l = ir_value_const(v);
+    SrcLoc loc = v->def ? v->def->loc : v->loc;
+    *owned = false;
+    if (!l) return fail_at(s, loc, "'%s' is not a constant", v->name), NULL;
+    int64_t n = ir_type_numel(&v->type);
+    if (n < 0) return fail_at(s, loc, "constant '%s' has a dynamic shape", v->name), NULL;
+    IrDType t = v->type.dtype;
+    if (l->kind == IR_LIT_BLOBFILE) {
+        const MilBlobFile *f = blob_file(s, l->blob_path, loc);
+        if (!f) return NULL;
+        const MilBlobRecord *r = milblob_find(f, l->blob_offset);
+        if (!r) return fail_at(s, loc, "%s: no weight record at offset %llu", f->name, (unsigned long long)l->blob_offset), NULL;
+        uint32_t want = t == IR_DT_FP16 ? MILBLOB_FP16 : t == IR_DT_FP32 ? MILBLOB_FP32 : t == IR_DT_INT32 ? MILBLOB_INT32 : 0;
+        size_t es = t == IR_DT_FP16 ? 2 : 4;
+        if (!want) return fail_at(s, loc, "weight '%s': dtype %s is not supported by the CPU backend", v->name, ir_dtype_name(t)), NULL;
+        if (r->dtype != want || r->size != (uint64_t)n * es)
+            return fail_at(s, loc, "weight '%s': the record at offset %llu holds %llu bytes of %s, the type wants %lld %s",
+                           v->name, (unsigned long long)l->blob_offset, (unsigned long long)r->size,
+                           milblob_dtype_name(r->dtype) ? milblob_dtype_name(r->dtype) : "?", (long long)n, ir_dtype_name(t)),
+                   NULL;
+        *dt = t == IR_DT_FP16 ? RT_F16 : t == IR_DT_FP32 ? RT_F32 : RT_I32;
+        return r->data;
+    }
+    if (l->kind != IR_LIT_DATA || t == IR_DT_STRING)
+        return fail_at(s, loc, "constant '%s' of type %s cannot be a tensor operand", v->name, ir_dtype_name(t)), NULL;
+    *owned = true;
+    if (t == IR_DT_FP16) {
+        uint16_t *p = malloc((size_t)n * 2 + 1);
+        MILC_ASSERT(p);
+        memcpy(p, l->data.f16, (size_t)n * 2);
+        *dt = RT_F16;
+        return p;
+    }
+    if (t == IR_DT_BOOL) {
+        uint8_t *p = malloc((size_t)n + 1);
+        MILC_ASSERT(p);
+        memcpy(p, l->data.b, (size_t)n);
+        *dt = RT_BOOL;
+        return p;
+    }
+    if (ir_dtype_is_float(t)) {
+        float *p = malloc((size_t)n * 4 + 1);
+        MILC_ASSERT(p);
+        for (int64_t i = 0; i < n; i++) p[i] = (float)ir_lit_f64(l, (size_t)i);
+        *dt = RT_F32;
+        return p;
+    }
+    int32_t *p = malloc((size_t)n * 4 + 1);
+    MILC_ASSERT(p);
+    for (int64_t i = 0; i < n; i++) p[i] = (int32_t)ir_lit_i64(l, (size_t)i);
+    *dt = RT_I32;
+    return p;
+}
+
+static int make_weight(LowerShared *s, const IrValue *v, int rank, const int64_t *dims, bool gemm) {
+    RtDType dt;
+    bool owned;
+    const void *data = const_data(s, v, &dt, &owned);
+    if (!data) return -1;
+    if (gemm && dt != RT_F16 && dt != RT_F32) {
+        if (owned) free((void *)data);
+        return FAIL("weight '%s' of a projection must be fp16 or fp32", v->name);
+    }
+    char name[RT_NAME_MAX];
+    snprintf(name, sizeof name, "%s", v->name);
+    int id = check_rc(s, rtb_weight(s->b, name, dt, rank, dims, data));
+    if (owned) free((void *)data);
+    note_buf(s, id, rank, dims);
+    return id;
+}
+
+static int const_weight(LowerShared *s, const IrValue *v) {
+    int id = vid(v);
+    if (s->weight[id] < 0) s->weight[id] = make_weight(s, v, v->type.rank, v->type.dims, false);
+    return s->weight[id];
+}
+
+static int gemm_weight(LowerShared *s, const IrValue *w) {
+    int id = vid(w);
+    if (s->weight2d[id] < 0) {
+        int64_t dims[2] = {w->type.dims[0], 1};
+        for (int i = 1; i < w->type.rank; i++) dims[1] *= w->type.dims[i];
+        s->weight2d[id] = make_weight(s, w, 2, dims, true);
+    }
+    return s->weight2d[id];
+}
+
+/* ---- values ---- */
+
+static LVal *lval(LowerShared *s, const IrValue *v) {
+    LVal *L = &s->lv[vid(v)];
+    if (!L->has && !s->failed) {
+        if (!ir_value_const(v)) {
+            FAIL("internal: '%s' has no lowering", v->name);
+            return L;
+        }
+        int w = const_weight(s, v);
+        if (w < 0) return L;
+        view_ident(&L->v, w, v->type.rank, v->type.dims);
+        L->has = true;
+    }
+    return L;
+}
+
+/* Emit y[dst region] = src view, merging axes both sides walk contiguously. */
+static int emit_copy(LowerShared *s, const View *src, int dst, int64_t dst_offset, const int64_t *dst_strides) {
+    RtCopyParams p;
+    memset(&p, 0, sizeof p);
+    p.src_offset = src->offset, p.dst_offset = dst_offset;
+    int r = 0;
+    for (int i = 0; i < src->rank; i++) {
+        if (src->dims[i] == 1) continue;
+        if (r && p.src_stride[r - 1] == src->strides[i] * src->dims[i] &&
+            p.dst_stride[r - 1] == dst_strides[i] * src->dims[i]) {
+            p.dims[r - 1] *= src->dims[i];
+            p.src_stride[r - 1] = src->strides[i];
+            p.dst_stride[r - 1] = dst_strides[i];
+            continue;
+        }
+        p.dims[r] = src->dims[i], p.src_stride[r] = src->strides[i], p.dst_stride[r] = dst_strides[i];
+        r++;
+    }
+    if (!r) p.dims[0] = 1, p.src_stride[0] = p.dst_stride[0] = 1, r = 1;
+    p.rank = r;
+    return emit(s, RT_OP_COPY, &src->buf, 1, dst, &p, sizeof p);
+}
+
+/* The output buffer reserved for v (first not yet written), or -1. */
+static int output_slot(LowerShared *s, const IrValue *v) {
+    for (int i = 0; i < s->f->noutputs; i++)
+        if (s->f->outputs[i] == v && !s->out_done[i]) return i;
+    return -1;
+}
+
+/* Where an op producing v writes: v's output buffer when v is returned and
+ * the shape matches, else a new temp. */
+static int result_buf(LowerShared *s, const IrValue *v, int rank, const int64_t *dims) {
+    int i = output_slot(s, v);
+    bool same = dims_same(rank, dims, v->type.rank, v->type.dims);
+    if (i >= 0 && same) {
+        s->out_done[i] = true;
+        return s->out_buf[i];
+    }
+    return new_temp(s, rt_dt(v->type.dtype), rank, dims);
+}
+
+/* Where a copy producing v (concat, tile, a materialization) writes.  A copy
+ * does not care about its destination's shape, so in the bonded program the
+ * buffer takes the shape of the reshape chain v feeds, making the reshapes
+ * free and the buffer directly usable by the kernel after them. */
+static int copy_dest(LowerShared *s, const IrValue *v) {
+    if (output_slot(s, v) >= 0 || !s->views) return result_buf(s, v, v->type.rank, v->type.dims);
+    const IrValue *t = v;
+    while (s->reshaped[vid(t)] && output_slot(s, s->reshaped[vid(t)]) < 0) t = s->reshaped[vid(t)];
+    return new_temp(s, rt_dt(v->type.dtype), t->type.rank, t->type.dims);
+}
+
+static void set_buffer(LowerShared *s, const IrValue *v, int buf, int rank, const int64_t *dims) {
+    LVal *L = &s->lv[vid(v)];
+    memset(L, 0, sizeof *L);
+    if (buf < 0) return;
+    L->has = true;
+    view_ident(&L->v, buf, rank, dims);
+    if (!dims_same(rank, dims, v->type.rank, v->type.dims)) {
+        View r;
+        if (view_reshape(&L->v, v->type.rank, v->type.dims, &r)) L->v = r;
+        else L->pend = true, L->prank = v->type.rank, dims_copy(L->pdims, v->type.dims, v->type.rank);
+    }
+}
+
+/* A plain strided view of v (a pending reshape is resolved, by copy if needed). */
+static bool resolved_view(LowerShared *s, const IrValue *v, View *out);
+
+/* A buffer of shape dims (same element count) holding v in row-major order:
+ * v's own buffer when its view already is exactly that, else a copy into
+ * dest (dest < 0: a new temp). */
+static int buffer_as(LowerShared *s, const IrValue *v, int rank, const int64_t *dims, int dest) {
+    LVal *L = lval(s, v);
+    if (!L->has) return -1;
+    View w;
+    if (dest < 0 && view_reshape(&L->v, rank, dims, &w) && view_is_buffer(s, &w)) return w.buf;
+    bool own = dims_same(rank, dims, v->type.rank, v->type.dims);
+    bool mine = dest < 0;
+    if (dest < 0) dest = own ? copy_dest(s, v) : new_temp(s, rt_dt(v->type.dtype), rank, dims);
+    if (dest < 0) return -1;
+    int64_t st[MAXR];
+    row_major(L->v.rank, L->v.dims, st);
+    if (emit_copy(s, &L->v, dest, 0, st) < 0) return -1;
+    if (mine && own) {
+        set_buffer(s, v, dest, s->bi[dest].rank, s->bi[dest].dims); /* later users read the dense copy */
+        View w2;
+        /* the caller wants a buffer shaped dims: a reshaped destination is not one */
+        if (!view_reshape(&s->lv[vid(v)].v, rank, dims, &w2) || !view_is_buffer(s, &w2)) {
+            int t = new_temp(s, rt_dt(v->type.dtype), rank, dims);
+            if (t < 0 || emit_copy(s, &s->lv[vid(v)].v, t, 0, st) < 0) return -1;
+            return t;
+        }
+    }
+    return dest;
+}
+
+static int materialize(LowerShared *s, const IrValue *v) {
+    return buffer_as(s, v, v->type.rank, v->type.dims, -1);
+}
+
+static bool resolved_view(LowerShared *s, const IrValue *v, View *out) {
+    LVal *L = lval(s, v);
+    if (!L->has) return false;
+    if (L->pend) {
+        View r;
+        if (view_reshape(&L->v, L->prank, L->pdims, &r)) {
+            L->v = r;
+            L->pend = false;
+        } else if (materialize(s, v) < 0) return false;
+    }
+    *out = L->v;
+    return true;
+}
+
+/* A buffer of dims holding view w (w's dims in row-major order = dims). */
+static int buffer_of_view(LowerShared *s, const View *w, RtDType dt, int rank, const int64_t *dims) {
+    View r;
+    if (view_reshape(w, rank, dims, &r) && view_is_buffer(s, &r)) return r.buf;
+    int t = new_temp(s, dt, rank, dims);
+    if (t < 0) return -1;
+    int64_t st[MAXR];
+    row_major(w->rank, w->dims, st);
+    return emit_copy(s, w, t, 0, st) < 0 ? -1 : t;
+}
+
+/* Record a view result; the non-bonded program materializes it at once. */
+static int set_view(LowerShared *s, const IrValue *v, const View *w, bool pend) {
+    LVal *L = &s->lv[vid(v)];
+    memset(L, 0, sizeof *L);
+    L->has = true;
+    L->v = *w;
+    if (pend) L->pend = true, L->prank = v->type.rank, dims_copy(L->pdims, v->type.dims, v->type.rank);
+    if (!s->views) {
+        int out = result_buf(s, v, v->type.rank, v->type.dims);
+        if (out < 0 || buffer_as(s, v, v->type.rank, v->type.dims, out) < 0) return -1;
+        set_buffer(s, v, out, v->type.rank, v->type.dims);
+    }
+    return 0;
+}
+
+/* ---- op helpers ---- */
+
+static IrValue *arg_value(const IrOp *op, const char *name) {
+    IrArg *a = ir_op_arg(op, name);
+    return a && a->kind == IR_ARG_VALUE ? a->value : NULL;
+}
+
+static int normalize_axis(int64_t a, int rank) { return (int)(a < 0 ? a + rank : a); }
+
+static int const_ints(LowerShared *s, const IrOp *op, const char *name, int64_t *out, int max) {
+    const IrLiteral *l = ir_op_arg_const(op, name);
+    if (!l) return ir_op_arg(op, name) ? (FAIL("'%s' of %s must be a constant on the CPU backend", name, mil_op_name(op->kind))) : -2;
+    long n = ir_lit_to_i64(l, out, (size_t)max);
+    return n < 0 ? FAIL("'%s' of %s must be integers", name, mil_op_name(op->kind)) : (int)n;
+}
+
+static const IrType *rtype(const IrOp *op) { return &op->results[0]->type; }
+
+static int out_for(LowerShared *s, const IrOp *op) {
+    const IrType *t = rtype(op);
+    return result_buf(s, op->results[0], t->rank, t->dims);
+}
+
+static void done(LowerShared *s, const IrOp *op, int out) {
+    if (out >= 0) set_buffer(s, op->results[0], out, s->bi[out].rank, s->bi[out].dims);
+}
+
+static int lower_gemm(LowerShared *s, const IrOp *root, const IrValue *result, int layout, const IrValue *x,
+                      const IrValue *w, const IrValue *bias, int act, const IrValue *res) {
+    if (!ir_value_const(w)) return FAIL("the weight of %s must be a constant on the CPU backend", mil_op_name(root->kind));
+    if (bias && !ir_value_const(bias)) return FAIL("the bias of %s must be a constant", mil_op_name(root->kind));
+    int in[4], n = 0;
+    if (layout == RT_GEMM_ROWS && !res && s->views && x->type.rank == 2 && w->type.rank == 2) {
+        /* linear on the transpose of a [1, K, *spatial] buffer (the ANE layout
+         * read as rows): the channels GEMM reads that buffer as it is, and the
+         * result is the transposed view of its [1, N, *spatial] output, so the
+         * transposes around the linear cost nothing. */
+        View xv;
+        if (!resolved_view(s, x, &xv)) return -1;
+        const BufInfo *bi = &s->bi[xv.buf];
+        int64_t M = x->type.dims[0], K = x->type.dims[1], N = w->type.dims[0], cnt = 1;
+        for (int i = 0; i < bi->rank; i++) cnt *= bi->dims[i];
+        if (xv.offset == 0 && (xv.strides[0] == 1 || M == 1) && (xv.strides[1] == M || K == 1) && bi->rank >= 3 &&
+            bi->dims[0] == 1 && bi->dims[1] == K && cnt == K * M) {
+            int64_t od[MAXR];
+            dims_copy(od, bi->dims, bi->rank);
+            od[1] = N;
+            in[n++] = xv.buf;
+            in[n++] = gemm_weight(s, w);
+            if (bias) in[n++] = const_weight(s, bias);
+            RtGemmParams p = {.layout = RT_GEMM_CHANNELS, .act = act, .has_bias = bias != NULL};
+            int out = new_temp(s, RT_F32, bi->rank, od);
+            if (emit(s, RT_OP_GEMM, in, n, out, &p, sizeof p) < 0) return -1;
+            LVal *L = &s->lv[vid(result)];
+            memset(L, 0, sizeof *L);
+            L->has = true;
+            L->v = (View){.buf = out, .rank = 2, .dims = {M, N}, .strides = {1, M}};
+            return 0;
+        }
+    }
+    in[n++] = materialize(s, x);
+    in[n++] = gemm_weight(s, w);
+    if (bias) in[n++] = const_weight(s, bias);
+    if (res) in[n++] = materialize(s, res);
+    RtGemmParams p = {.layout = layout, .act = act, .has_bias = bias != NULL, .has_residual = res != NULL};
+    int out = result_buf(s, result, result->type.rank, result->type.dims);
+    if (emit(s, RT_OP_GEMM, in, n, out, &p, sizeof p) < 0) return -1;
+    set_buffer(s, result, out, result->type.rank, result->type.dims);
+    return 0;
+}
+
+static int lower_norm(LowerShared *s, const IrValue *result, int kind, const IrValue *x, int ab, int ae,
+                      const IrValue *gamma, const IrValue *beta, double eps) {
+    int in[3], n = 0;
+    in[n++] = materialize(s, x);
+    if (gamma) in[n++] = const_weight(s, gamma);
+    if (beta) in[n++] = const_weight(s, beta);
+    RtNormParams p = {.kind = kind, .axis_begin = ab, .axis_end = ae, .has_gamma = gamma != NULL,
+                      .has_beta = beta != NULL, .eps = (float)eps};
+    int out = result_buf(s, result, result->type.rank, result->type.dims);
+    if (emit(s, RT_OP_NORM, in, n, out, &p, sizeof p) < 0) return -1;
+    set_buffer(s, result, out, result->type.rank, result->type.dims);
+    return 0;
+}
+
+/* Is constant mask m (broadcast to [.., L, S]) exactly a causal mask: 0 where
+ * key j <= query i + (S - L), a large negative number elsewhere? */
+static bool mask_is_causal(LowerShared *s, const IrValue *m, int64_t L, int64_t S) {
+    const IrType *t = &m->type;
+    if (!ir_value_const(m) || t->rank < 2 || t->dims[t->rank - 2] != L || t->dims[t->rank - 1] != S) return false;
+    for (int i = 0; i + 2 < t->rank; i++)
+        if (t->dims[i] != 1) return false;
+    RtDType dt;
+    bool owned;
+    const void *data = const_data(s, m, &dt, &owned);
+    if (!data) return false;
+    bool ok = dt == RT_F16 || dt == RT_F32;
+    for (int64_t i = 0; ok && i < L; i++)
+        for (int64_t j = 0; ok && j < S; j++) {
+            float x = dt == RT_F16 ? half_to_float(((const uint16_t *)data)[i * S + j]) : ((const float *)data)[i * S + j];
+            ok = j <= i + (S - L) ? x == 0 : x <= -1e4f;
+        }
+    if (owned) free((void *)data);
+    return ok;
+}
+
+static void swap_last2(View *v) {
+    int a = v->rank - 2, b = v->rank - 1;
+    int64_t t = v->dims[a];
+    v->dims[a] = v->dims[b], v->dims[b] = t;
+    t = v->strides[a];
+    v->strides[a] = v->strides[b], v->strides[b] = t;
+}
+
+static int lower_attention(LowerShared *s, const FuseGroup *g) {
+    const int64_t B = g->frame[0], H = g->frame[1], L = g->frame[2], S = g->frame[3];
+    int64_t E = g->q->type.dims[3];
+    int64_t qd[4] = {B, H, L, E};
+    View kv, vv;
+    if (!resolved_view(s, g->k, &kv) || !resolved_view(s, g->v, &vv)) return -1;
+    if (g->k_t) swap_last2(&kv);
+    if (g->v_t) swap_last2(&vv);
+    int64_t kd[4] = {kv.dims[0], kv.dims[1], kv.dims[2], kv.dims[3]}, vd[4] = {vv.dims[0], vv.dims[1], vv.dims[2], vv.dims[3]};
+    int in[4];
+    in[0] = buffer_as(s, g->q, 4, qd, -1);
+    in[1] = buffer_of_view(s, &kv, RT_F32, 4, kd);
+    in[2] = buffer_of_view(s, &vv, RT_F32, 4, vd);
+    RtAttnParams p = {.scale = (float)g->scale, .causal = g->causal};
+    int n = 3;
+    if (g->mask) {
+        if (L <= S && mask_is_causal(s, g->mask, L, S)) p.causal = 1;
+        else in[n++] = materialize(s, g->mask), p.has_mask = 1;
+    }
+    int64_t od[4] = {B, H, L, vd[3]};
+    int out = result_buf(s, g->result, 4, od); /* the result's own buffer when the shapes agree */
+    if (emit(s, RT_OP_ATTENTION, in, n, out, &p, sizeof p) < 0) return -1;
+    set_buffer(s, g->result, out, 4, od);
+    return 0;
+}
+
+static int lower_group(LowerShared *s, const FuseGroup *g) {
+    switch (g->kind) {
+    case FUSE_GEMM: return lower_gemm(s, g->root, g->result, g->layout, g->x, g->w, g->bias, g->act, g->residual);
+    case FUSE_NORM: return lower_norm(s, g->result, g->norm_kind, g->x, g->axis_begin, g->axis_end, g->gamma, g->beta, g->eps);
+    case FUSE_ATTN: return lower_attention(s, g);
+    }
+    return FAIL("internal: bad fusion group");
+}
+
+static int lower_binary(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x"), *y = arg_value(op, "y");
+    const IrType *t = rtype(op);
+    RtDType dt = rt_dt(t->dtype);
+    if (dt != RT_F32 && dt != RT_I32) return FAIL("%s on %s is not supported by the CPU backend", mil_op_name(op->kind), ir_dtype_name(t->dtype));
+    /* x * c and x / c with a scalar constant: one pass, no weight buffer */
+    const IrLiteral *c = NULL;
+    IrValue *other = NULL;
+    if (dt == RT_F32 && (op->kind == OP_MUL || op->kind == OP_REAL_DIV)) {
+        const IrLiteral *ly = ir_value_const(y), *lx = ir_value_const(x);
+        if (ly && ly->kind == IR_LIT_DATA && ly->count == 1) c = ly, other = x;
+        else if (op->kind == OP_MUL && lx && lx->kind == IR_LIT_DATA && lx->count == 1) c = lx, other = y;
+        if (c && dims_same(other->type.rank, other->type.dims, t->rank, t->dims)) {
+            double k = ir_lit_f64(c, 0);
+            RtUnaryParams p = {.op = RT_UN_SCALE, .eps = (float)(op->kind == OP_MUL ? k : 1 / k)};
+            int in = materialize(s, other), out = out_for(s, op);
+            if (emit(s, RT_OP_UNARY, &in, 1, out, &p, sizeof p) < 0) return -1;
+            done(s, op, out);
+            return 0;
+        }
+    }
+    static const int map[OP_COUNT] = {[OP_ADD] = RT_BIN_ADD, [OP_SUB] = RT_BIN_SUB, [OP_MUL] = RT_BIN_MUL,
+                                      [OP_REAL_DIV] = RT_BIN_DIV, [OP_POW] = RT_BIN_POW};
+    RtBinaryParams p = {.op = map[op->kind]};
+    int in[2] = {materialize(s, x), materialize(s, y)}, out = out_for(s, op);
+    if (emit(s, RT_OP_BINARY, in, 2, out, &p, sizeof p) < 0) return -1;
+    done(s, op, out);
+    return 0;
+}
+
+static int lower_unary(LowerShared *s, const IrOp *op) {
+    RtUnaryParams p = {0};
+    switch (op->kind) {
+    case OP_RSQRT: {
+        double e = 1e-12;
+        ir_op_arg_f64(op, "epsilon", &e);
+        p.op = RT_UN_RSQRT, p.eps = (float)e;
+        break;
+    }
+    case OP_SQRT: p.op = RT_UN_SQRT; break;
+    case OP_EXP: p.op = RT_UN_EXP; break;
+    case OP_TANH: p.op = RT_UN_TANH; break;
+    case OP_SIGMOID: p.op = RT_UN_SIGMOID; break;
+    case OP_SILU: p.op = RT_UN_SILU; break;
+    case OP_GELU: {
+        const IrLiteral *m = ir_op_arg_const(op, "mode");
+        const char *mode = m ? ir_lit_str(m, 0) : "EXACT";
+        if (!mode) return FAIL("gelu: mode must be a constant string");
+        if (!strcmp(mode, "EXACT")) p.op = RT_UN_GELU_EXACT;
+        else if (!strcmp(mode, "TANH_APPROXIMATION")) p.op = RT_UN_GELU_TANH;
+        else if (!strcmp(mode, "SIGMOID_APPROXIMATION")) p.op = RT_UN_GELU_SIGMOID;
+        else return FAIL("gelu: unknown mode '%s'", mode);
+        break;
+    }
+    default: return FAIL("internal: not a unary op");
+    }
+    int in = materialize(s, arg_value(op, "x")), out = out_for(s, op);
+    if (emit(s, RT_OP_UNARY, &in, 1, out, &p, sizeof p) < 0) return -1;
+    done(s, op, out);
+    return 0;
+}
+
+static int lower_reduce(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    int64_t ax[MAXR];
+    int n = const_ints(s, op, "axes", ax, MAXR);
+    if (n == -1) return -1;
+    RtReduceParams p = {.op = op->kind == OP_REDUCE_SUM ? RT_RED_SUM : op->kind == OP_REDUCE_MEAN ? RT_RED_MEAN : RT_RED_MAX};
+    if (n == -2) p.axes = (1u << x->type.rank) - 1;
+    for (int i = 0; i < n; i++) p.axes |= 1u << normalize_axis(ax[i], x->type.rank);
+    if (rt_dt(x->type.dtype) != RT_F32) return FAIL("%s on %s is not supported by the CPU backend", mil_op_name(op->kind), ir_dtype_name(x->type.dtype));
+    int in = materialize(s, x), out = out_for(s, op);
+    if (emit(s, RT_OP_REDUCE, &in, 1, out, &p, sizeof p) < 0) return -1;
+    done(s, op, out);
+    return 0;
+}
+
+static int lower_layer_norm(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    int r = x->type.rank;
+    int64_t ax[MAXR];
+    int n = const_ints(s, op, "axes", ax, MAXR);
+    if (n == -1) return -1;
+    int ab = 0, ae = r;
+    if (n >= 0) {
+        for (int i = 0; i < n; i++) ax[i] = normalize_axis(ax[i], r);
+        for (int i = 1; i < n; i++)
+            if (ax[i] != ax[i - 1] + 1) return FAIL("layer_norm: the CPU backend needs consecutive axes");
+        ab = n ? (int)ax[0] : 0, ae = n ? (int)ax[n - 1] + 1 : r;
+    }
+    double eps = 1e-5;
+    ir_op_arg_f64(op, "epsilon", &eps);
+    IrValue *g = arg_value(op, "gamma"), *b = arg_value(op, "beta");
+    if (b && !g) return FAIL("layer_norm: beta without gamma is not supported by the CPU backend");
+    return lower_norm(s, op->results[0], RT_NORM_LAYER, x, ab, ae, g, b, eps);
+}
+
+static int lower_reshape(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x"), *y = op->results[0];
+    LVal *L = lval(s, x);
+    if (!L->has) return -1;
+    View w;
+    if (!L->pend && view_reshape(&L->v, y->type.rank, y->type.dims, &w)) return set_view(s, y, &w, false);
+    View r;
+    if (L->pend && view_reshape(&L->v, y->type.rank, y->type.dims, &r)) return set_view(s, y, &r, false);
+    return set_view(s, y, &L->v, true); /* still the same elements in the same order */
+}
+
+static int lower_transpose(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    int64_t perm[MAXR];
+    int n = const_ints(s, op, "perm", perm, MAXR);
+    View v, w;
+    if (n < 0 || !resolved_view(s, x, &v)) return -1;
+    w = v;
+    for (int i = 0; i < n; i++) w.dims[i] = v.dims[perm[i]], w.strides[i] = v.strides[perm[i]];
+    return set_view(s, op->results[0], &w, false);
+}
+
+/* Slice axis a of v: start, count, step. */
+static bool slice_axis(View *v, int a, int64_t start, int64_t count, int64_t step) {
+    if (step <= 0 || count < 1) return false;
+    v->offset += start * v->strides[a];
+    v->dims[a] = count;
+    v->strides[a] *= step;
+    return true;
+}
+
+static int lower_slice(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    int r = x->type.rank;
+    View v;
+    int64_t begin[MAXR], end[MAXR], size[MAXR], stride[MAXR], bm[MAXR] = {0}, em[MAXR] = {0}, sq[MAXR] = {0};
+    if (const_ints(s, op, "begin", begin, MAXR) != r) return s->failed ? -1 : FAIL("slice: 'begin' must be a constant of rank %d", r);
+    if (op->kind == OP_SLICE_BY_SIZE) {
+        if (const_ints(s, op, "size", size, MAXR) != r) return s->failed ? -1 : FAIL("slice_by_size: bad 'size'");
+    } else {
+        if (const_ints(s, op, "end", end, MAXR) != r) return s->failed ? -1 : FAIL("slice_by_index: 'end' must be a constant of rank %d", r);
+        for (int i = 0; i < r; i++) stride[i] = 1;
+        if (const_ints(s, op, "stride", stride, MAXR) == -1 || const_ints(s, op, "begin_mask", bm, MAXR) == -1 ||
+            const_ints(s, op, "end_mask", em, MAXR) == -1 || const_ints(s, op, "squeeze_mask", sq, MAXR) == -1)
+            return -1;
+    }
+    if (!resolved_view(s, x, &v)) return -1;
+    for (int i = 0; i < r; i++) {
+        int64_t d = x->type.dims[i], b = begin[i], c;
+        if (b < 0) b += d;
+        if (op->kind == OP_SLICE_BY_SIZE) {
+            c = size[i] < 0 ? d - b : size[i];
+            if (!slice_axis(&v, i, b, c, 1)) return FAIL("slice_by_size: axis %d out of range", i);
+            continue;
+        }
+        if (stride[i] <= 0) return FAIL("slice_by_index: negative strides are not supported by the CPU backend");
+        if (bm[i]) b = 0;
+        int64_t e = em[i] ? d : (end[i] < 0 ? end[i] + d : end[i]);
+        if (e > d) e = d;
+        if (b < 0) b = 0;
+        c = sq[i] ? 1 : (e - b + stride[i] - 1) / stride[i];
+        if (!slice_axis(&v, i, b, c, stride[i])) return FAIL("slice_by_index: empty slice on axis %d", i);
+    }
+    /* squeezed axes have extent 1: the result type simply drops them */
+    View w;
+    if (!view_reshape(&v, rtype(op)->rank, rtype(op)->dims, &w)) return FAIL("internal: slice result shape");
+    return set_view(s, op->results[0], &w, false);
+}
+
+static int lower_split(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    int64_t a = 0;
+    if (!ir_op_arg_i64(op, "axis", &a)) return FAIL("split: 'axis' must be a constant");
+    int ax = normalize_axis(a, x->type.rank);
+    View v;
+    if (!resolved_view(s, x, &v)) return -1;
+    int64_t off = 0;
+    for (int i = 0; i < op->nresults; i++) {
+        IrValue *y = op->results[i];
+        View w = v;
+        if (!slice_axis(&w, ax, off, y->type.dims[ax], 1)) return FAIL("internal: split");
+        off += y->type.dims[ax];
+        if (set_view(s, y, &w, false) < 0) return -1;
+    }
+    return 0;
+}
+
+static int lower_concat(LowerShared *s, const IrOp *op) {
+    IrArg *vals = ir_op_arg(op, "values");
+    int64_t a = 0, il = 0;
+    if (!ir_op_arg_i64(op, "axis", &a)) return FAIL("concat: 'axis' must be a constant");
+    if (ir_op_arg_i64(op, "interleave", &il) && il) return FAIL("concat: interleave is not supported by the CPU backend");
+    const IrType *t = rtype(op);
+    int ax = normalize_axis(a, t->rank);
+    int out = copy_dest(s, op->results[0]);
+    if (out < 0) return -1;
+    int64_t st[MAXR], off = 0;
+    row_major(t->rank, t->dims, st);
+    int n = vals->kind == IR_ARG_TUPLE ? vals->nitems : 1;
+    for (int i = 0; i < n; i++) {
+        IrValue *part = vals->kind == IR_ARG_TUPLE ? vals->items[i] : vals->value;
+        View v;
+        if (!resolved_view(s, part, &v) || emit_copy(s, &v, out, off * st[ax], st) < 0) return -1;
+        off += part->type.dims[ax];
+    }
+    done(s, op, out);
+    return 0;
+}
+
+static int lower_tile(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    int r = x->type.rank;
+    int64_t reps[MAXR];
+    if (const_ints(s, op, "reps", reps, MAXR) != r) return s->failed ? -1 : FAIL("tile: 'reps' must be a constant of rank %d", r);
+    if (2 * r > RT_COPY_MAX_RANK) return FAIL("tile: rank %d is too high for the CPU backend", r);
+    View v;
+    if (!resolved_view(s, x, &v)) return -1;
+    const IrType *t = rtype(op);
+    int out = copy_dest(s, op->results[0]);
+    int64_t ost[MAXR];
+    row_major(t->rank, t->dims, ost);
+    RtCopyParams p;
+    memset(&p, 0, sizeof p);
+    p.rank = 2 * r;
+    p.src_offset = v.offset;
+    for (int i = 0; i < r; i++) {
+        p.dims[2 * i] = reps[i], p.src_stride[2 * i] = 0, p.dst_stride[2 * i] = v.dims[i] * ost[i];
+        p.dims[2 * i + 1] = v.dims[i], p.src_stride[2 * i + 1] = v.strides[i], p.dst_stride[2 * i + 1] = ost[i];
+    }
+    if (!r) p.rank = 1, p.dims[0] = 1;
+    if (emit(s, RT_OP_COPY, &v.buf, 1, out, &p, sizeof p) < 0) return -1;
+    done(s, op, out);
+    return 0;
+}
+
+static int lower_cast(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    IrDType to = rtype(op)->dtype, from = x->type.dtype;
+    if (!rt_dt(to) || !rt_dt(from)) return FAIL("cast between %s and %s is not supported", ir_dtype_name(from), ir_dtype_name(to));
+    bool round = to == IR_DT_FP16 && from != IR_DT_FP16;
+    if (rt_dt(to) == rt_dt(from) && !round && s->views) { /* fp16 <-> fp32 share fp32 storage */
+        LVal *L = lval(s, x);
+        if (!L->has) return -1;
+        return set_view(s, op->results[0], &L->v, L->pend);
+    }
+    RtCastParams p = {.round_f16 = round};
+    int in = materialize(s, x), out = out_for(s, op);
+    if (emit(s, RT_OP_CAST, &in, 1, out, &p, sizeof p) < 0) return -1;
+    done(s, op, out);
+    return 0;
+}
+
+static int lower_sdpa(LowerShared *s, const IrOp *op) {
+    IrValue *q = arg_value(op, "query"), *k = arg_value(op, "key"), *v = arg_value(op, "value"), *m = arg_value(op, "attn_mask");
+    if (q->type.rank != 4 || k->type.rank != 4 || v->type.rank != 4)
+        return FAIL("scaled_dot_product_attention: the CPU backend needs rank-4 query, key and value");
+    if (m && !ir_dtype_is_float(m->type.dtype)) return FAIL("scaled_dot_product_attention: only additive float masks are supported");
+    RtAttnParams p = {.scale = (float)(1 / sqrt((double)q->type.dims[3])), .has_mask = m != NULL};
+    int in[4] = {materialize(s, q), materialize(s, k), materialize(s, v), m ? materialize(s, m) : 0};
+    int out = out_for(s, op);
+    if (emit(s, RT_OP_ATTENTION, in, m ? 4 : 3, out, &p, sizeof p) < 0) return -1;
+    done(s, op, out);
+    return 0;
+}
+
+static int lower_op(LowerShared *s, IrOp *op) {
+    s->cur = op;
+    if (s->fuse && op->aux) {
+        const FuseGroup *g = op->aux;
+        return g->root == op ? lower_group(s, g) : 0;
+    }
+    for (int r = 0; r < op->nresults; r++)
+        if (ir_value_numel(op->results[r]) < 0) return FAIL("'%s' has a dynamic shape; the CPU backend needs static shapes", op->results[r]->name);
+    switch (op->kind) {
+    case OP_CONST: return 0; /* a weight when first used as a tensor */
+    case OP_LINEAR:
+        return lower_gemm(s, op, op->results[0], RT_GEMM_ROWS, arg_value(op, "x"), arg_value(op, "weight"),
+                          arg_value(op, "bias"), RT_ACT_NONE, NULL);
+    case OP_CONV:
+        if (!backend_conv_is_1x1(op))
+            return FAIL("conv: the CPU backend supports 1x1 convolutions (constant weight, groups 1, stride 1, no padding) only");
+        return lower_gemm(s, op, op->results[0], RT_GEMM_CHANNELS, arg_value(op, "x"), arg_value(op, "weight"),
+                          arg_value(op, "bias"), RT_ACT_NONE, NULL);
+    case OP_MATMUL: {
+        IrValue *x = arg_value(op, "x"), *y = arg_value(op, "y");
+        if (x->type.rank < 2 || y->type.rank < 2) return FAIL("matmul: the CPU backend needs operands of rank >= 2");
+        int64_t tx = 0, ty = 0;
+        ir_op_arg_i64(op, "transpose_x", &tx);
+        ir_op_arg_i64(op, "transpose_y", &ty);
+        RtMatmulParams p = {.transpose_x = tx != 0, .transpose_y = ty != 0};
+        int in[2] = {materialize(s, x), materialize(s, y)}, out = out_for(s, op);
+        if (emit(s, RT_OP_MATMUL, in, 2, out, &p, sizeof p) < 0) return -1;
+        done(s, op, out);
+        return 0;
+    }
+    case OP_ADD: case OP_SUB: case OP_MUL: case OP_REAL_DIV: case OP_POW: return lower_binary(s, op);
+    case OP_RSQRT: case OP_SQRT: case OP_EXP: case OP_TANH: case OP_SIGMOID: case OP_SILU: case OP_GELU:
+        return lower_unary(s, op);
+    case OP_SOFTMAX: {
+        int64_t a = -1;
+        ir_op_arg_i64(op, "axis", &a);
+        RtAxisParams p = {.axis = normalize_axis(a, rtype(op)->rank)};
+        int in = materialize(s, arg_value(op, "x")), out = out_for(s, op);
+        if (emit(s, RT_OP_SOFTMAX, &in, 1, out, &p, sizeof p) < 0) return -1;
+        done(s, op, out);
+        return 0;
+    }
+    case OP_REDUCE_MEAN: case OP_REDUCE_SUM: case OP_REDUCE_MAX: return lower_reduce(s, op);
+    case OP_LAYER_NORM: return lower_layer_norm(s, op);
+    case OP_RESHAPE: case OP_EXPAND_DIMS: case OP_SQUEEZE: return lower_reshape(s, op);
+    case OP_TRANSPOSE: return lower_transpose(s, op);
+    case OP_CONCAT: return lower_concat(s, op);
+    case OP_SPLIT: return lower_split(s, op);
+    case OP_SLICE_BY_INDEX: case OP_SLICE_BY_SIZE: return lower_slice(s, op);
+    case OP_GATHER: {
+        int64_t a = 0, bd = 0;
+        ir_op_arg_i64(op, "axis", &a);
+        ir_op_arg_i64(op, "batch_dims", &bd);
+        if (bd) return FAIL("gather: batch_dims is not supported by the CPU backend");
+        IrValue *x = arg_value(op, "x");
+        RtAxisParams p = {.axis = normalize_axis(a, x->type.rank)};
+        int in[2] = {materialize(s, x), materialize(s, arg_value(op, "indices"))}, out = out_for(s, op);
+        if (emit(s, RT_OP_GATHER, in, 2, out, &p, sizeof p) < 0) return -1;
+        done(s, op, out);
+        return 0;
+    }
+    case OP_CAST: return lower_cast(s, op);
+    case OP_BAND_PART: {
+        int64_t lo = -1, up = -1;
+        ir_op_arg_i64(op, "lower", &lo);
+        ir_op_arg_i64(op, "upper", &up);
+        RtBandParams p = {.lower = (int32_t)lo, .upper = (int32_t)up};
+        int in = materialize(s, arg_value(op, "x")), out = out_for(s, op);
+        if (emit(s, RT_OP_BAND_PART, &in, 1, out, &p, sizeof p) < 0) return -1;
+        done(s, op, out);
+        return 0;
+    }
+    case OP_TILE: return lower_tile(s, op);
+    case OP_SELECT: {
+        int in[3] = {materialize(s, arg_value(op, "cond")), materialize(s, arg_value(op, "a")),
+                     materialize(s, arg_value(op, "b"))};
+        int out = out_for(s, op);
+        if (emit(s, RT_OP_SELECT, in, 3, out, NULL, 0) < 0) return -1;
+        done(s, op, out);
+        return 0;
+    }
+    case OP_SCALED_DOT_PRODUCT_ATTENTION: return lower_sdpa(s, op);
+    default: break;
+    }
+    return FAIL("%s: not supported by the CPU backend", mil_op_name(op->kind));
+}
+
+/* ---- entry points ---- */
+
+LowerShared *lower_shared_new(RtPlanBuilder *b, IrFunction *f, const char *model_dir, DiagSink *d) {
+    LowerShared *s = calloc(1, sizeof *s);
+    MILC_ASSERT(s);
+    s->b = b, s->f = f, s->d = d, s->model_dir = model_dir;
+    int n = f->ninputs;
+    IR_FOR_EACH_OP(op, f) n += op->nresults;
+    s->vals = calloc((size_t)n + 1, sizeof *s->vals);
+    s->weight = malloc(sizeof(int) * ((size_t)n + 1));
+    s->weight2d = malloc(sizeof(int) * ((size_t)n + 1));
+    s->input_buf = malloc(sizeof(int) * ((size_t)n + 1));
+    s->lv = calloc((size_t)n + 1, sizeof *s->lv);
+    s->out_buf = malloc(sizeof(int) * ((size_t)f->noutputs + 1));
+    s->out_done = calloc((size_t)f->noutputs + 1, 1);
+    MILC_ASSERT(s->vals && s->weight && s->weight2d && s->input_buf && s->lv && s->out_buf && s->out_done);
+    for (int i = 0; i < n; i++) s->weight[i] = s->weight2d[i] = s->input_buf[i] = -1;
+    int id = 0;
+    for (int i = 0; i < f->ninputs; i++) s->vals[id] = f->inputs[i], f->inputs[i]->aux = (void *)(intptr_t)(id + 1), id++;
+    IR_FOR_EACH_OP(op, f) for (int r = 0; r < op->nresults; r++) {
+        s->vals[id] = op->results[r];
+        op->results[r]->aux = (void *)(intptr_t)(id + 1);
+        id++;
+    }
+    s->nvals = id;
+    s->reshaped = calloc((size_t)n + 1, sizeof *s->reshaped);
+    MILC_ASSERT(s->reshaped);
+    ir_function_count_uses(f);
+    IR_FOR_EACH_OP(op, f) {
+        if (op->kind != OP_RESHAPE && op->kind != OP_EXPAND_DIMS && op->kind != OP_SQUEEZE) continue;
+        IrArg *x = ir_op_arg(op, "x");
+        if (x && x->kind == IR_ARG_VALUE && x->value->uses == 1) s->reshaped[vid(x->value)] = op->results[0];
+    }
+    return s;
+}
+
+void lower_shared_free(LowerShared *s) {
+    if (!s) return;
+    for (int i = 0; i < s->nblobs; i++) {
+        if (s->blobs[i].ok) milblob_close(&s->blobs[i].file);
+        free(s->blobs[i].path);
+    }
+    free(s->vals), free(s->reshaped), free(s->weight), free(s->weight2d), free(s->input_buf), free(s->lv);
+    free(s->out_buf), free(s->out_done), free(s->bi);
+    free(s);
+}
+
+static int io_dtype(LowerShared *s, const IrValue *v, SrcLoc loc, RtDType *out) {
+    switch (v->type.dtype) {
+    case IR_DT_FP16: *out = RT_F16; return 0;
+    case IR_DT_FP32: *out = RT_F32; return 0;
+    case IR_DT_INT32: *out = RT_I32; return 0;
+    case IR_DT_BOOL: *out = RT_BOOL; return 0;
+    default:
+        fail_at(s, loc, "'%s': %s inputs and outputs are not supported by the CPU backend (fp16, fp32, int32, bool)",
+                v->name, ir_dtype_name(v->type.dtype));
+        return -1;
+    }
+}
+
+int lower_inputs_outputs(LowerShared *s) {
+    IrFunction *f = s->f;
+    for (int i = 0; i < f->ninputs; i++) {
+        IrValue *v = f->inputs[i];
+        RtDType dt;
+        if (io_dtype(s, v, v->loc, &dt) < 0) return -1;
+        if (ir_value_numel(v) < 0) return fail_at(s, v->loc, "input '%s' has a dynamic shape", v->name), -1;
+        int id = check_rc(s, rtb_input(s->b, v->name, dt, v->type.rank, v->type.dims));
+        if (id < 0) return -1;
+        note_buf(s, id, v->type.rank, v->type.dims);
+        s->input_buf[vid(v)] = id;
+    }
+    for (int i = 0; i < f->noutputs; i++) {
+        IrValue *v = f->outputs[i];
+        RtDType dt;
+        if (io_dtype(s, v, f->output_locs ? f->output_locs[i] : f->loc, &dt) < 0) return -1;
+        s->out_buf[i] = new_temp(s, rt_dt(v->type.dtype), v->type.rank, v->type.dims);
+        if (s->out_buf[i] < 0) return -1;
+    }
+    return 0;
+}
+
+int lower_bind_outputs(LowerShared *s) {
+    for (int i = 0; i < s->f->noutputs; i++) {
+        IrValue *v = s->f->outputs[i];
+        RtDType dt;
+        io_dtype(s, v, s->f->loc, &dt);
+        if (check_rc(s, rtb_output(s->b, v->name, s->out_buf[i], dt)) < 0) return -1;
+    }
+    return 0;
+}
+
+int lower_program(LowerShared *s, const FuseTable *fuse, bool views, int *nops, int *ncopies) {
+    IrFunction *f = s->f;
+    s->fuse = fuse, s->views = views, s->nops = s->ncopies = 0, s->cur = NULL;
+    memset(s->lv, 0, sizeof(LVal) * (size_t)s->nvals);
+    memset(s->out_done, 0, (size_t)f->noutputs);
+    for (int i = 0; i < f->ninputs; i++) {
+        IrValue *v = f->inputs[i];
+        s->lv[vid(v)].has = true;
+        view_ident(&s->lv[vid(v)].v, s->input_buf[vid(v)], v->type.rank, v->type.dims);
+    }
+    IR_FOR_EACH_OP(op, f) {
+        if (lower_op(s, op) < 0 || s->failed) return -1;
+    }
+    s->cur = NULL;
+    for (int i = 0; i < f->noutputs; i++) {
+        if (s->out_done[i]) continue;
+        IrValue *v = f->outputs[i];
+        s->out_done[i] = true;
+        if (buffer_as(s, v, v->type.rank, v->type.dims, s->out_buf[i]) < 0) return -1;
+    }
+    *nops = s->nops, *ncopies = s->ncopies;
+    return s->failed ? -1 : 0;
+}

@@ -1,0 +1,54 @@
+/* mil.h — the MIL front end: parse model.mil text into the IR (ir.h), check
+ * and type it, print it back as canonical text.  The grammar and dialects are
+ * in docs/MIL.md; the op signatures in ops.h.
+ *
+ * Diagnostics go to a DiagSink as `file:line:col: error: message`; nothing
+ * here prints or exits.  The parser registers the text with diag_add_source
+ * so rendering shows the line and a caret.
+ */
+#ifndef MILC_MIL_H
+#define MILC_MIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "milc/arena.h"
+#include "milc/diag.h"
+#include "milc/ir.h"
+
+typedef enum MilTarget { MIL_TARGET_CPU, MIL_TARGET_ANE } MilTarget;
+
+typedef struct MilCheckOptions {
+    MilTarget target;
+    const char *model_path; /* the dir @model_path names; NULL: the MIL file's directory */
+} MilCheckOptions;
+
+/* Parse text; file is the name used in SrcLocs.  Returns the program
+ * (allocated in a, valid until arena_free(a)), or NULL when the text has
+ * errors (all reported to d, capped by d->max_errors; the parser recovers at
+ * the next ';').  Names are resolved here: undefined and redefined variables,
+ * unknown ops and outputs naming nothing are parse errors.  text need not be
+ * NUL-terminated. */
+IrProgram *mil_parse(Arena *a, DiagSink *d, const char *file, const char *text, size_t len);
+
+/* Type-check every op against the op table: argument names, presence, const
+ * requirements, dtype groups, ranks, broadcasting, the declared result types
+ * against the inferred ones (both reported), BLOBFILE records (dtype and byte
+ * size against the tensor type), and with target ANE the ANE path limits of
+ * MIL.md (see check.c for which are errors and which warnings).  Result
+ * dimensions the declaration leaves dynamic are not refined.  Safe to run
+ * again after passes (it is the IR verifier).  o may be NULL (CPU, file dir).
+ * false if any error was added. */
+bool mil_check(IrProgram *p, const MilCheckOptions *o, DiagSink *d);
+
+/* Canonical text, malloc'd (caller frees), NUL-terminated; *len gets its
+ * length (len may be NULL).  Arguments and attributes in alphabetical order,
+ * dict keys sorted, floats as C99 hex floats, 4-space indentation, scalar
+ * dialect by program version (ir.h).  print -> parse -> print is the identity. */
+char *mil_print(const IrProgram *p, size_t *len);
+
+/* Format v as a C99 hex float ("0x1.4p+3", "-0x0p+0", "inf", "nan"),
+ * deterministic and locale-independent.  buf of at least 32 bytes. */
+char *mil_format_hexfloat(double v, char *buf);
+
+#endif

@@ -1,0 +1,1215 @@
+/* check.c — the type checker and IR verifier: every op against its op-table
+ * signature (ops.h), then its shape rule, whose inferred result types must
+ * equal the declared ones; BLOBFILE weights against their files; and with
+ * target ANE the ANE path limits of docs/MIL.md.
+ *
+ * ANE policy: what the ANE path is known to reject, or to compute wrongly, is
+ * an error (I/O not [1, C, 1, S] fp16 with S a multiple of 16 and >= 16,
+ * dynamic dims, rank > 5, a dim > 65536, conv with bias, gelu without mode,
+ * concat without interleave, sdpa with attn_mask (ignored: wrong results),
+ * runtime matmul with an inner dim not a multiple of 32, unequal input or
+ * output allocation sizes, > 2 GB of weights).  What is only a risk is a
+ * warning: > 1 GB of weights (chunks under 1 GB are the safe choice) and I/O
+ * declared out of alphabetical order (they bind in alphabetical order).
+ */
+#include "milc/mil.h"
+#include "milc/assert.h"
+#include "milc/blob.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { DIM_UNKNOWN = -2, MAX_RANK = 64, MAX_RESULTS = 64 }; /* DIM_UNKNOWN: the rule cannot tell */
+
+typedef struct BlobEntry {
+    char *path;
+    MilBlobFile file;
+    bool ok;
+    char *error;
+} BlobEntry;
+
+typedef struct Checker {
+    DiagSink *d;
+    IrProgram *p;
+    MilTarget target;
+    char *model_dir; /* malloc'd */
+    BlobEntry *blobs;
+    int nblobs;
+    uint64_t weight_bytes;
+} Checker;
+
+/* One op being checked: its decoded signature and arguments by spec index. */
+typedef struct OpCtx {
+    Checker *c;
+    IrOp *op;
+    const char *opname;
+    MilArgSpec specs[MIL_MAX_OP_ARGS];
+    int nspecs;
+    IrArg *args[MIL_MAX_OP_ARGS];
+    IrType out[MAX_RESULTS];
+    int64_t out_dims[MAX_RESULTS][MAX_RANK];
+    int nout;
+    bool ok; /* false once the rule reported an error: no result comparison */
+} OpCtx;
+
+static void op_error(OpCtx *x, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void op_error(OpCtx *x, SrcLoc loc, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    diag_error(x->c->d, loc, "%s: %s", x->opname, msg);
+    x->ok = false;
+}
+#define ERR(...) op_error(x, x->op->loc, __VA_ARGS__)
+
+static char *fmt_dims(const int64_t *dims, int rank, char *buf, size_t size) {
+    return ir_dims_format(dims, rank, buf, size);
+}
+static char *fmt_type(const IrType *t, char *buf, size_t size) { return ir_type_format(t, buf, size); }
+
+/* ---- argument access ---- */
+
+static int spec_index(const OpCtx *x, const char *name) {
+    for (int i = 0; i < x->nspecs; i++)
+        if (strcmp(x->specs[i].name, name) == 0) return i;
+    MILC_ASSERT(!"shape rule asks for an argument its signature lacks");
+    return -1;
+}
+
+static IrArg *arg_of(const OpCtx *x, const char *name) { return x->args[spec_index(x, name)]; }
+
+/* The type of a non-tuple argument, NULL if absent. */
+static const IrType *type_of(const OpCtx *x, const char *name) {
+    IrArg *a = arg_of(x, name);
+    if (!a) return NULL;
+    if (a->kind == IR_ARG_VALUE) return &a->value->type;
+    if (a->kind == IR_ARG_LITERAL) return &a->lit->type;
+    return NULL;
+}
+
+static const IrLiteral *const_of(const OpCtx *x, const char *name) {
+    IrArg *a = arg_of(x, name);
+    if (!a) return NULL;
+    const IrLiteral *l = a->kind == IR_ARG_LITERAL ? a->lit : a->kind == IR_ARG_VALUE ? ir_value_const(a->value) : NULL;
+    return l && l->kind == IR_LIT_DATA ? l : NULL;
+}
+
+/* Constant integers of an argument into v[MAX_RANK]; returns the count, or -1
+ * if absent or not constant. */
+static int ints_of(const OpCtx *x, const char *name, int64_t *v) {
+    const IrLiteral *l = const_of(x, name);
+    if (!l || l->count > MAX_RANK) return -1;
+    return (int)ir_lit_to_i64(l, v, MAX_RANK);
+}
+
+static bool int_of(const OpCtx *x, const char *name, int64_t dflt, int64_t *out) {
+    int64_t v[MAX_RANK];
+    if (!arg_of(x, name)) { *out = dflt; return true; }
+    if (ints_of(x, name, v) != 1) return false;
+    *out = v[0];
+    return true;
+}
+
+static bool bool_of(const OpCtx *x, const char *name) {
+    int64_t v = 0;
+    return int_of(x, name, 0, &v) && v != 0;
+}
+
+/* A result type with dims storage inside x. */
+static IrType *set_out(OpCtx *x, int i, IrDType dt, int rank, const int64_t *dims) {
+    MILC_ASSERT(i < MAX_RESULTS && rank <= MAX_RANK);
+    if (i >= x->nout) x->nout = i + 1;
+    x->out[i] = (IrType){dt, rank, x->out_dims[i]};
+    if (dims && rank) memcpy(x->out_dims[i], dims, sizeof(int64_t) * (size_t)rank);
+    return &x->out[i];
+}
+
+static bool dim_known(int64_t d) { return d >= 0; }
+
+/* Shape arithmetic saturates: absurd parameters give an absurd (and then
+ * mismatching) shape, never signed overflow. */
+static int64_t sat_mul(int64_t a, int64_t b) {
+    int64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+static int64_t sat_add(int64_t a, int64_t b) {
+    int64_t r;
+    return __builtin_add_overflow(a, b, &r) ? (b > 0 ? INT64_MAX : INT64_MIN) : r;
+}
+
+/* Normalise axis against rank (negative counts from the end); false if out of range. */
+static bool norm_axis(OpCtx *x, const char *what, int64_t axis, int rank, int64_t *out) {
+    int64_t a = axis < 0 ? axis + rank : axis;
+    if (a < 0 || a >= rank) {
+        ERR("%s %lld is out of range for rank %d", what, (long long)axis, rank);
+        return false;
+    }
+    *out = a;
+    return true;
+}
+
+/* Broadcast two shapes NumPy style into out (rank max). */
+static bool broadcast(const int64_t *a, int ra, const int64_t *b, int rb, int64_t *out, int *rank) {
+    int r = ra > rb ? ra : rb;
+    for (int i = 0; i < r; i++) {
+        int64_t da = i < r - ra ? 1 : a[i - (r - ra)];
+        int64_t db = i < r - rb ? 1 : b[i - (r - rb)];
+        if (da == db) out[i] = da;
+        else if (da == 1) out[i] = db;
+        else if (db == 1) out[i] = da;
+        else if (!dim_known(da)) out[i] = db;
+        else if (!dim_known(db)) out[i] = da;
+        else return false;
+    }
+    *rank = r;
+    return true;
+}
+
+static bool rank_at_most(OpCtx *x, const char *arg, const IrType *t) {
+    if (t->rank <= MAX_RANK) return true;
+    ERR("'%s' has rank %d; milc supports at most %d", arg, t->rank, MAX_RANK);
+    return false;
+}
+
+/* ---- shape rules: infer_<rule>(x) fills x->out ---- */
+
+static void check_blobfile(Checker *c, const IrLiteral *l);
+
+static void infer_const(OpCtx *x) {
+    IrAttr *val = ir_op_attr(x->op, "val");
+    if (!val || !val->lit) {
+        ERR("missing attribute 'val'");
+        return;
+    }
+    const IrLiteral *l = val->lit;
+    if (l->kind == IR_LIT_DICT) {
+        ERR("'val' cannot be a dict");
+        return;
+    }
+    if (l->kind == IR_LIT_BLOBFILE) check_blobfile(x->c, l);
+    set_out(x, 0, l->type.dtype, l->type.rank, l->type.dims);
+}
+
+static void infer_same(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    if (rank_at_most(x, "x", t)) set_out(x, 0, t->dtype, t->rank, t->dims);
+}
+
+static void infer_broadcast(OpCtx *x) {
+    const IrType *a = type_of(x, "x"), *b = type_of(x, "y");
+    int64_t d[MAX_RANK];
+    int r;
+    if (!rank_at_most(x, "x", a) || !rank_at_most(x, "y", b)) return;
+    if (!broadcast(a->dims, a->rank, b->dims, b->rank, d, &r)) {
+        char s1[256], s2[256];
+        ERR("shapes %s and %s do not broadcast", fmt_dims(a->dims, a->rank, s1, sizeof s1),
+            fmt_dims(b->dims, b->rank, s2, sizeof s2));
+        return;
+    }
+    set_out(x, 0, a->dtype, r, d);
+}
+
+static void infer_select(OpCtx *x) {
+    const IrType *c = type_of(x, "cond"), *a = type_of(x, "a"), *b = type_of(x, "b");
+    int64_t d1[MAX_RANK], d2[MAX_RANK];
+    int r1, r2;
+    if (!rank_at_most(x, "cond", c) || !rank_at_most(x, "a", a) || !rank_at_most(x, "b", b)) return;
+    if (!broadcast(c->dims, c->rank, a->dims, a->rank, d1, &r1) || !broadcast(d1, r1, b->dims, b->rank, d2, &r2)) {
+        char s1[256], s2[256], s3[256];
+        ERR("shapes %s, %s and %s do not broadcast", fmt_dims(c->dims, c->rank, s1, sizeof s1),
+            fmt_dims(a->dims, a->rank, s2, sizeof s2), fmt_dims(b->dims, b->rank, s3, sizeof s3));
+        return;
+    }
+    set_out(x, 0, a->dtype, r2, d2);
+}
+
+static bool dims_match(int64_t a, int64_t b) { return a == b || !dim_known(a) || !dim_known(b); }
+
+static void infer_linear(OpCtx *x) {
+    const IrType *t = type_of(x, "x"), *w = type_of(x, "weight"), *b = type_of(x, "bias");
+    char s1[256], s2[256];
+    if (!rank_at_most(x, "x", t)) return;
+    if (t->rank < 1) { ERR("'x' must have rank >= 1, not 0"); return; }
+    if (w->rank != 2) { ERR("'weight' must have rank 2 [Dout, Din], not %d", w->rank); return; }
+    if (!dims_match(t->dims[t->rank - 1], w->dims[1])) {
+        ERR("'x' %s and 'weight' %s: Din differs (%lld vs %lld)", fmt_dims(t->dims, t->rank, s1, sizeof s1),
+            fmt_dims(w->dims, w->rank, s2, sizeof s2), (long long)t->dims[t->rank - 1], (long long)w->dims[1]);
+        return;
+    }
+    if (b && (b->rank != 1 || !dims_match(b->dims[0], w->dims[0]))) {
+        ERR("'bias' %s must be [%lld] to match 'weight' %s", fmt_dims(b->dims, b->rank, s1, sizeof s1),
+            (long long)w->dims[0], fmt_dims(w->dims, w->rank, s2, sizeof s2));
+        return;
+    }
+    IrType *o = set_out(x, 0, t->dtype, t->rank, t->dims);
+    o->dims[t->rank - 1] = w->dims[0];
+}
+
+static void infer_matmul(OpCtx *x) {
+    const IrType *a = type_of(x, "x"), *b = type_of(x, "y");
+    char s1[256], s2[256];
+    if (!rank_at_most(x, "x", a) || !rank_at_most(x, "y", b)) return;
+    if (a->rank < 1 || b->rank < 1) { ERR("'x' and 'y' must have rank >= 1"); return; }
+    /* NumPy: a vector x is [1, K] and a vector y is [K, 1], the padded dim dropped after. */
+    int64_t da[MAX_RANK + 1], db[MAX_RANK + 1];
+    int ra = a->rank, rb = b->rank;
+    memcpy(da, a->dims, sizeof(int64_t) * (size_t)ra);
+    memcpy(db, b->dims, sizeof(int64_t) * (size_t)rb);
+    bool tx = bool_of(x, "transpose_x"), ty = bool_of(x, "transpose_y");
+    if (ra >= 2 && tx) { int64_t t = da[ra - 1]; da[ra - 1] = da[ra - 2]; da[ra - 2] = t; }
+    if (rb >= 2 && ty) { int64_t t = db[rb - 1]; db[rb - 1] = db[rb - 2]; db[rb - 2] = t; }
+    bool xvec = ra == 1, yvec = rb == 1;
+    if (xvec) { da[1] = da[0]; da[0] = 1; ra = 2; }
+    if (yvec) { db[1] = 1; rb = 2; }
+    if (!dims_match(da[ra - 1], db[rb - 2])) {
+        ERR("inner dimensions differ: 'x' %s%s and 'y' %s%s (%lld vs %lld)",
+            fmt_dims(a->dims, a->rank, s1, sizeof s1), tx ? " transposed" : "",
+            fmt_dims(b->dims, b->rank, s2, sizeof s2), ty ? " transposed" : "", (long long)da[ra - 1],
+            (long long)db[rb - 2]);
+        return;
+    }
+    int64_t batch[MAX_RANK];
+    int rbatch;
+    if (!broadcast(da, ra - 2, db, rb - 2, batch, &rbatch)) {
+        ERR("batch dimensions of 'x' %s and 'y' %s do not broadcast", fmt_dims(a->dims, a->rank, s1, sizeof s1),
+            fmt_dims(b->dims, b->rank, s2, sizeof s2));
+        return;
+    }
+    int64_t d[MAX_RANK + 2];
+    int r = rbatch;
+    memcpy(d, batch, sizeof(int64_t) * (size_t)rbatch);
+    if (!xvec) d[r++] = da[ra - 2];
+    if (!yvec) d[r++] = db[rb - 1];
+    if (r > MAX_RANK) { ERR("result rank too large"); return; }
+    set_out(x, 0, a->dtype, r, d);
+}
+
+static void infer_conv(OpCtx *x) {
+    const IrType *t = type_of(x, "x"), *w = type_of(x, "weight"), *b = type_of(x, "bias");
+    char s1[256], s2[256];
+    if (!rank_at_most(x, "x", t)) return;
+    if (t->rank < 3) { ERR("'x' must be [N, Cin, *spatial] (rank >= 3), not rank %d", t->rank); return; }
+    if (w->rank != t->rank) {
+        ERR("'weight' %s must have the rank of 'x' %s", fmt_dims(w->dims, w->rank, s1, sizeof s1),
+            fmt_dims(t->dims, t->rank, s2, sizeof s2));
+        return;
+    }
+    int ns = t->rank - 2;
+    int64_t groups = 1;
+    if (!int_of(x, "groups", 1, &groups) || groups < 1) { ERR("'groups' must be a positive integer"); return; }
+    int64_t cin = t->dims[1], cout = w->dims[0];
+    if (dim_known(cin) && dim_known(w->dims[1]) && cin != w->dims[1] * groups) {
+        ERR("'x' has %lld input channels but 'weight' %s with groups = %lld expects %lld", (long long)cin,
+            fmt_dims(w->dims, w->rank, s1, sizeof s1), (long long)groups, (long long)(w->dims[1] * groups));
+        return;
+    }
+    if (dim_known(cout) && cout % groups != 0) {
+        ERR("%lld output channels are not divisible by groups = %lld", (long long)cout, (long long)groups);
+        return;
+    }
+    if (b && (b->rank != 1 || !dims_match(b->dims[0], cout))) {
+        ERR("'bias' %s must be [%lld]", fmt_dims(b->dims, b->rank, s1, sizeof s1), (long long)cout);
+        return;
+    }
+    int64_t strides[MAX_RANK], dil[MAX_RANK], pad[MAX_RANK];
+    for (int i = 0; i < ns; i++) strides[i] = dil[i] = 1, pad[2 * i] = pad[2 * i + 1] = 0;
+    struct { const char *name; int64_t *v; int n; } vecs[] = {{"strides", strides, ns}, {"dilations", dil, ns}, {"pad", pad, 2 * ns}};
+    for (int k = 0; k < 3; k++) {
+        if (!arg_of(x, vecs[k].name)) continue;
+        int64_t v[MAX_RANK];
+        int n = ints_of(x, vecs[k].name, v);
+        if (n != vecs[k].n) {
+            ERR("'%s' must have %d values, not %d", vecs[k].name, vecs[k].n, n);
+            return;
+        }
+        for (int i = 0; i < n; i++) {
+            if (v[i] < (k == 2 ? 0 : 1)) {
+                ERR("'%s' values must be %s", vecs[k].name, k == 2 ? ">= 0" : ">= 1");
+                return;
+            }
+            vecs[k].v[i] = v[i];
+        }
+    }
+    const IrLiteral *pt = const_of(x, "pad_type");
+    const char *mode = pt ? ir_lit_str(pt, 0) : "valid";
+    bool valid = strcmp(mode, "valid") == 0, custom = strcmp(mode, "custom") == 0;
+    bool same = strcmp(mode, "same") == 0 || strcmp(mode, "same_lower") == 0;
+    if (!valid && !custom && !same) {
+        ERR("unknown pad_type \"%s\" (valid, same, same_lower, custom)", mode);
+        return;
+    }
+    IrType *o = set_out(x, 0, t->dtype, t->rank, t->dims);
+    o->dims[1] = cout;
+    for (int i = 0; i < ns; i++) {
+        int64_t d = t->dims[2 + i], k = w->dims[2 + i];
+        if (!dim_known(d) || !dim_known(k)) { o->dims[2 + i] = IR_DIM_DYNAMIC; continue; }
+        int64_t ek = sat_add(sat_mul(dil[i], k - 1), 1);
+        int64_t p = custom ? sat_add(pad[2 * i], pad[2 * i + 1]) : 0;
+        int64_t dp = sat_add(d, p);
+        if (!same && dp < ek) {
+            ERR("kernel %lld (dilated %lld) is larger than the padded input %lld in spatial dim %d", (long long)k,
+                (long long)ek, (long long)dp, i);
+            return;
+        }
+        int64_t od = same ? d / strides[i] + (d % strides[i] != 0) : (dp - ek) / strides[i] + 1;
+        o->dims[2 + i] = od;
+    }
+}
+
+static void infer_gelu(OpCtx *x) {
+    const IrLiteral *m = const_of(x, "mode");
+    if (m) {
+        const char *s = ir_lit_str(m, 0);
+        if (strcmp(s, "EXACT") && strcmp(s, "TANH_APPROXIMATION") && strcmp(s, "SIGMOID_APPROXIMATION")) {
+            ERR("unknown mode \"%s\" (EXACT, TANH_APPROXIMATION, SIGMOID_APPROXIMATION)", s);
+            return;
+        }
+    }
+    infer_same(x);
+}
+
+static void infer_softmax(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    int64_t axis, a;
+    if (!int_of(x, "axis", -1, &axis)) return;
+    if (t->rank == 0) { ERR("'x' must have rank >= 1"); return; }
+    if (!norm_axis(x, "axis", axis, t->rank, &a)) return;
+    infer_same(x);
+}
+
+/* Normalised, duplicate-free axes of an `axes` argument; all axes when absent.
+ * Returns the count or -1 after an error. */
+static int axes_of(OpCtx *x, const char *name, int rank, int64_t *axes, bool *mask) {
+    int64_t v[MAX_RANK];
+    int n;
+    memset(mask, 0, sizeof(bool) * MAX_RANK);
+    if (!arg_of(x, name)) {
+        for (int i = 0; i < rank; i++) axes[i] = i, mask[i] = true;
+        return rank;
+    }
+    n = ints_of(x, name, v);
+    if (n < 0) return -1;
+    for (int i = 0; i < n; i++) {
+        if (!norm_axis(x, name, v[i], rank, &axes[i])) return -1;
+        if (mask[axes[i]]) {
+            ERR("'%s' names axis %lld twice", name, (long long)axes[i]);
+            return -1;
+        }
+        mask[axes[i]] = true;
+    }
+    return n;
+}
+
+static void infer_reduce(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    int64_t axes[MAX_RANK], d[MAX_RANK];
+    bool mask[MAX_RANK];
+    if (!rank_at_most(x, "x", t) || axes_of(x, "axes", t->rank, axes, mask) < 0) return;
+    bool keep = bool_of(x, "keep_dims");
+    int r = 0;
+    for (int i = 0; i < t->rank; i++) {
+        if (!mask[i]) d[r++] = t->dims[i];
+        else if (keep) d[r++] = 1;
+    }
+    set_out(x, 0, t->dtype, r, d);
+}
+
+static void infer_layer_norm(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    int64_t axes[MAX_RANK], want[MAX_RANK];
+    bool mask[MAX_RANK];
+    char s1[256], s2[256];
+    if (!rank_at_most(x, "x", t)) return;
+    int n = axes_of(x, "axes", t->rank, axes, mask);
+    if (n < 0) return;
+    for (int i = 0; i < n; i++) want[i] = t->dims[axes[i]];
+    const char *names[] = {"gamma", "beta"};
+    for (int k = 0; k < 2; k++) {
+        const IrType *g = type_of(x, names[k]);
+        if (!g) continue;
+        bool ok = g->rank == n;
+        for (int i = 0; ok && i < n; i++) ok = dims_match(g->dims[i], want[i]);
+        if (!ok) {
+            ERR("'%s' %s must have the shape of 'x' on axes, %s", names[k], fmt_dims(g->dims, g->rank, s1, sizeof s1),
+                fmt_dims(want, n, s2, sizeof s2));
+            return;
+        }
+    }
+    infer_same(x);
+}
+
+static void infer_reshape(OpCtx *x) {
+    const IrType *t = type_of(x, "x"), *st = type_of(x, "shape");
+    int64_t v[MAX_RANK];
+    char s1[256], s2[256];
+    if (!rank_at_most(x, "x", t)) return;
+    if (!dim_known(st->dims[0])) { x->nout = -1; return; } /* rank unknown: nothing to infer */
+    if (st->dims[0] > MAX_RANK) { ERR("'shape' has more than %d entries", MAX_RANK); return; }
+    int n = ints_of(x, "shape", v);
+    IrType *o = set_out(x, 0, t->dtype, (int)st->dims[0], NULL);
+    if (n < 0) {
+        for (int i = 0; i < o->rank; i++) o->dims[i] = DIM_UNKNOWN;
+        return;
+    }
+    int infer = -1;
+    int64_t known = 1;
+    bool dyn = false;
+    for (int i = 0; i < n; i++) {
+        int64_t d = v[i];
+        if (d == 0) {
+            if (i >= t->rank) { ERR("'shape' entry %d is 0 (copy) but 'x' has rank %d", i, t->rank); return; }
+            d = t->dims[i];
+        }
+        if (d == -1) {
+            if (infer >= 0) { ERR("'shape' has more than one -1"); return; }
+            infer = i;
+        } else if (d < -1) {
+            ERR("'shape' entry %lld is invalid", (long long)v[i]);
+            return;
+        } else if (!dim_known(d)) dyn = true;
+        else known = sat_mul(known, d);
+        o->dims[i] = d;
+    }
+    int64_t total = ir_type_numel(t);
+    if (total < 0 || dyn) {
+        if (infer >= 0) o->dims[infer] = DIM_UNKNOWN;
+        return;
+    }
+    if (infer >= 0) {
+        if (known == 0 || total % known) {
+            ERR("cannot reshape %s (%lld elements) to %s", fmt_dims(t->dims, t->rank, s1, sizeof s1),
+                (long long)total, fmt_dims(v, n, s2, sizeof s2));
+            return;
+        }
+        o->dims[infer] = total / known;
+    } else if (known != total) {
+        ERR("cannot reshape %s (%lld elements) to %s (%lld elements)", fmt_dims(t->dims, t->rank, s1, sizeof s1),
+            (long long)total, fmt_dims(v, n, s2, sizeof s2), (long long)known);
+    }
+}
+
+static void infer_transpose(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    int64_t v[MAX_RANK];
+    bool seen[MAX_RANK] = {0};
+    char s1[256];
+    if (!rank_at_most(x, "x", t)) return;
+    int n = ints_of(x, "perm", v);
+    if (n != t->rank) {
+        ERR("'perm' %s must have %d entries, one per dimension of 'x'", fmt_dims(v, n > 0 ? n : 0, s1, sizeof s1),
+            t->rank);
+        return;
+    }
+    IrType *o = set_out(x, 0, t->dtype, t->rank, NULL);
+    for (int i = 0; i < n; i++) {
+        int64_t a;
+        if (!norm_axis(x, "perm entry", v[i], t->rank, &a)) return;
+        if (seen[a]) { ERR("'perm' %s is not a permutation", fmt_dims(v, n, s1, sizeof s1)); return; }
+        seen[a] = true;
+        o->dims[i] = t->dims[a];
+    }
+}
+
+static void infer_concat(OpCtx *x) {
+    IrArg *vals = arg_of(x, "values");
+    char s1[256], s2[256];
+    if (vals->nitems < 1) { ERR("'values' is empty"); return; }
+    const IrType *t0 = &vals->items[0]->type;
+    int64_t axis, a;
+    if (!rank_at_most(x, "values", t0) || !int_of(x, "axis", 0, &axis)) return;
+    if (t0->rank == 0) { ERR("cannot concatenate scalars"); return; }
+    if (!norm_axis(x, "axis", axis, t0->rank, &a)) return;
+    IrType *o = set_out(x, 0, t0->dtype, t0->rank, t0->dims);
+    for (int i = 1; i < vals->nitems; i++) {
+        const IrType *t = &vals->items[i]->type;
+        bool ok = t->rank == t0->rank;
+        for (int k = 0; ok && k < t->rank; k++) ok = k == a || dims_match(t->dims[k], t0->dims[k]);
+        if (!ok) {
+            ERR("'%s' %s does not match '%s' %s outside axis %lld", vals->items[i]->name,
+                fmt_dims(t->dims, t->rank, s1, sizeof s1), vals->items[0]->name,
+                fmt_dims(t0->dims, t0->rank, s2, sizeof s2), (long long)a);
+            return;
+        }
+        o->dims[a] = dim_known(o->dims[a]) && dim_known(t->dims[a]) ? sat_add(o->dims[a], t->dims[a]) : IR_DIM_DYNAMIC;
+    }
+}
+
+static void infer_split(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    int64_t axis, a, sizes[MAX_RESULTS];
+    if (!rank_at_most(x, "x", t) || !int_of(x, "axis", 0, &axis)) return;
+    if (t->rank == 0) { ERR("cannot split a scalar"); return; }
+    if (!norm_axis(x, "axis", axis, t->rank, &a)) return;
+    bool has_n = arg_of(x, "num_splits") != NULL, has_s = arg_of(x, "split_sizes") != NULL;
+    if (has_n == has_s) { ERR("needs exactly one of 'num_splits' and 'split_sizes'"); return; }
+    int64_t d = t->dims[a];
+    int n;
+    if (has_n) {
+        int64_t ns;
+        if (!int_of(x, "num_splits", 1, &ns)) return;
+        if (ns < 1 || ns > MAX_RESULTS) { ERR("'num_splits' %lld must be in 1..%d", (long long)ns, MAX_RESULTS); return; }
+        if (dim_known(d) && d % ns) {
+            ERR("dimension %lld of size %lld is not divisible into %lld splits", (long long)a, (long long)d, (long long)ns);
+            return;
+        }
+        n = (int)ns;
+        for (int i = 0; i < n; i++) sizes[i] = dim_known(d) ? d / ns : IR_DIM_DYNAMIC;
+    } else {
+        int64_t v[MAX_RANK];
+        n = ints_of(x, "split_sizes", v);
+        if (n < 1) { ERR("'split_sizes' is empty"); return; }
+        int64_t sum = 0;
+        for (int i = 0; i < n; i++) {
+            if (v[i] < 0) { ERR("'split_sizes' entry %lld is negative", (long long)v[i]); return; }
+            sizes[i] = v[i];
+            sum = sat_add(sum, v[i]);
+        }
+        if (dim_known(d) && sum != d) {
+            ERR("'split_sizes' sum to %lld but dimension %lld has size %lld", (long long)sum, (long long)a, (long long)d);
+            return;
+        }
+    }
+    for (int i = 0; i < n; i++) set_out(x, i, t->dtype, t->rank, t->dims)->dims[a] = sizes[i];
+}
+
+static void infer_slice_by_index(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    int r = t->rank;
+    int64_t b[MAX_RANK], e[MAX_RANK], s[MAX_RANK], bm[MAX_RANK], em[MAX_RANK], sq[MAX_RANK];
+    if (!rank_at_most(x, "x", t)) return;
+    const char *names[] = {"begin", "end", "stride", "begin_mask", "end_mask", "squeeze_mask"};
+    int64_t *vecs[] = {b, e, s, bm, em, sq};
+    bool known[6];
+    for (int k = 0; k < 6; k++) {
+        known[k] = true;
+        if (!arg_of(x, names[k])) {
+            for (int i = 0; i < r; i++) vecs[k][i] = k == 2 ? 1 : 0;
+            continue;
+        }
+        const IrType *vt = type_of(x, names[k]);
+        if (dim_known(vt->dims[0]) && vt->dims[0] != r) {
+            ERR("'%s' has %lld entries but 'x' has rank %d", names[k], (long long)vt->dims[0], r);
+            return;
+        }
+        known[k] = ints_of(x, names[k], vecs[k]) == r;
+    }
+    int64_t d[MAX_RANK];
+    int n = 0;
+    for (int i = 0; i < r; i++) {
+        if (known[5] && sq[i]) continue;
+        int64_t dim = t->dims[i];
+        if (!known[0] || !known[1] || !known[2] || !dim_known(dim)) { d[n++] = DIM_UNKNOWN; continue; }
+        int64_t st = s[i];
+        if (st == 0) { ERR("'stride' entry %d is 0", i); return; }
+        int64_t lo = b[i], hi = e[i];
+        /* Python slice semantics, with masks selecting the full range. */
+        if (lo < 0) lo += dim;
+        if (hi < 0) hi += dim;
+        if (st > 0) {
+            if (known[3] && bm[i]) lo = 0;
+            if (known[4] && em[i]) hi = dim;
+            lo = lo < 0 ? 0 : lo > dim ? dim : lo;
+            hi = hi < 0 ? 0 : hi > dim ? dim : hi;
+            d[n++] = hi > lo ? (hi - lo + st - 1) / st : 0;
+        } else {
+            if (known[3] && bm[i]) lo = dim - 1;
+            if (known[4] && em[i]) hi = -1;
+            lo = lo < -1 ? -1 : lo > dim - 1 ? dim - 1 : lo;
+            hi = hi < -1 ? -1 : hi > dim - 1 ? dim - 1 : hi;
+            d[n++] = lo > hi ? (lo - hi + (-st) - 1) / (-st) : 0;
+        }
+    }
+    if (!known[5]) { x->nout = -1; return; } /* result rank unknown */
+    set_out(x, 0, t->dtype, n, d);
+}
+
+static void infer_slice_by_size(OpCtx *x) {
+    const IrType *t = type_of(x, "x"), *bt = type_of(x, "begin");
+    int64_t b[MAX_RANK], sz[MAX_RANK];
+    int r = t->rank;
+    if (!rank_at_most(x, "x", t)) return;
+    int ns = ints_of(x, "size", sz);
+    if (ns != r || (dim_known(bt->dims[0]) && bt->dims[0] != r)) {
+        ERR("'begin' and 'size' must have %d entries, one per dimension of 'x'", r);
+        return;
+    }
+    bool bk = ints_of(x, "begin", b) == r;
+    IrType *o = set_out(x, 0, t->dtype, r, NULL);
+    for (int i = 0; i < r; i++) {
+        if (sz[i] >= 0) {
+            if (bk && dim_known(t->dims[i]) && (b[i] < 0 || b[i] + sz[i] > t->dims[i])) {
+                ERR("slice [%lld, %lld) is outside dimension %d of size %lld", (long long)b[i], (long long)(b[i] + sz[i]),
+                    i, (long long)t->dims[i]);
+                return;
+            }
+            o->dims[i] = sz[i];
+        } else if (sz[i] == -1) {
+            o->dims[i] = bk && dim_known(t->dims[i]) ? t->dims[i] - b[i] : DIM_UNKNOWN;
+        } else {
+            ERR("'size' entry %lld is invalid", (long long)sz[i]);
+            return;
+        }
+    }
+}
+
+static void infer_gather(OpCtx *x) {
+    const IrType *t = type_of(x, "x"), *ix = type_of(x, "indices");
+    int64_t axis, a, bd;
+    if (!rank_at_most(x, "x", t) || !rank_at_most(x, "indices", ix)) return;
+    if (!int_of(x, "axis", 0, &axis) || !int_of(x, "batch_dims", 0, &bd)) return;
+    if (t->rank == 0) { ERR("'x' must have rank >= 1"); return; }
+    if (!norm_axis(x, "axis", axis, t->rank, &a)) return;
+    if (bd < 0 || bd > ix->rank || bd > a) {
+        ERR("'batch_dims' %lld must be in 0..min(rank of indices, axis)", (long long)bd);
+        return;
+    }
+    int64_t d[3 * MAX_RANK];
+    int n = 0;
+    for (int i = 0; i < a; i++) d[n++] = t->dims[i];
+    for (int i = (int)bd; i < ix->rank; i++) d[n++] = ix->dims[i];
+    for (int i = (int)a + 1; i < t->rank; i++) d[n++] = t->dims[i];
+    if (n > MAX_RANK) { ERR("result rank too large"); return; }
+    set_out(x, 0, t->dtype, n, d);
+}
+
+static void infer_cast(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    const IrLiteral *l = const_of(x, "dtype");
+    const char *s = l ? ir_lit_str(l, 0) : NULL;
+    IrDType dt;
+    if (!s || !ir_dtype_from_name(s, strlen(s), &dt) || dt == IR_DT_STRING) {
+        ERR("unknown dtype \"%s\"", s ? s : "");
+        return;
+    }
+    if (rank_at_most(x, "x", t)) set_out(x, 0, dt, t->rank, t->dims);
+}
+
+static void infer_band_part(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    if (t->rank < 2) { ERR("'x' must have rank >= 2, not %d", t->rank); return; }
+    infer_same(x);
+}
+
+static void infer_expand_dims(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    int64_t v[MAX_RANK], axes[MAX_RANK];
+    bool mask[MAX_RANK] = {0};
+    if (!rank_at_most(x, "x", t)) return;
+    int n = ints_of(x, "axes", v);
+    int r = t->rank + n;
+    if (n < 1 || r > MAX_RANK) { ERR("'axes' must have 1..%d entries", MAX_RANK - t->rank); return; }
+    for (int i = 0; i < n; i++) {
+        if (!norm_axis(x, "axes entry", v[i], r, &axes[i])) return;
+        if (mask[axes[i]]) { ERR("'axes' names axis %lld twice", (long long)axes[i]); return; }
+        mask[axes[i]] = true;
+    }
+    IrType *o = set_out(x, 0, t->dtype, r, NULL);
+    for (int i = 0, k = 0; i < r; i++) o->dims[i] = mask[i] ? 1 : t->dims[k++];
+}
+
+static void infer_squeeze(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    int64_t axes[MAX_RANK], d[MAX_RANK];
+    bool mask[MAX_RANK];
+    if (!rank_at_most(x, "x", t)) return;
+    bool given = arg_of(x, "axes") != NULL;
+    if (axes_of(x, "axes", t->rank, axes, mask) < 0) return;
+    int n = 0;
+    for (int i = 0; i < t->rank; i++) {
+        if (mask[i] && given && dim_known(t->dims[i]) && t->dims[i] != 1) {
+            ERR("dimension %d of 'x' has size %lld, not 1", i, (long long)t->dims[i]);
+            return;
+        }
+        if (mask[i] && !dim_known(t->dims[i]) && !given) { x->nout = -1; return; }
+        if (!(mask[i] && (given || t->dims[i] == 1))) d[n++] = t->dims[i];
+    }
+    set_out(x, 0, t->dtype, n, d);
+}
+
+static void infer_tile(OpCtx *x) {
+    const IrType *t = type_of(x, "x"), *rt = type_of(x, "reps");
+    int64_t v[MAX_RANK];
+    if (!rank_at_most(x, "x", t)) return;
+    if (dim_known(rt->dims[0]) && rt->dims[0] != t->rank) {
+        ERR("'reps' has %lld entries but 'x' has rank %d", (long long)rt->dims[0], t->rank);
+        return;
+    }
+    bool known = ints_of(x, "reps", v) == t->rank;
+    IrType *o = set_out(x, 0, t->dtype, t->rank, t->dims);
+    for (int i = 0; i < t->rank; i++) {
+        if (known && v[i] < 0) { ERR("'reps' entry %lld is negative", (long long)v[i]); return; }
+        o->dims[i] = !known ? DIM_UNKNOWN : dim_known(t->dims[i]) ? sat_mul(t->dims[i], v[i]) : IR_DIM_DYNAMIC;
+    }
+}
+
+static void infer_sdpa(OpCtx *x) {
+    const IrType *q = type_of(x, "query"), *k = type_of(x, "key"), *v = type_of(x, "value"), *m = type_of(x, "attn_mask");
+    char s1[256], s2[256], s3[256];
+    if (!rank_at_most(x, "query", q) || !rank_at_most(x, "key", k) || !rank_at_most(x, "value", v)) return;
+    if (q->rank < 3 || k->rank != q->rank || v->rank != q->rank) {
+        ERR("'query' %s, 'key' %s and 'value' %s must share one rank >= 3", fmt_dims(q->dims, q->rank, s1, sizeof s1),
+            fmt_dims(k->dims, k->rank, s2, sizeof s2), fmt_dims(v->dims, v->rank, s3, sizeof s3));
+        return;
+    }
+    int r = q->rank;
+    bool ok = dims_match(q->dims[r - 1], k->dims[r - 1]) && dims_match(k->dims[r - 2], v->dims[r - 2]);
+    for (int i = 0; ok && i < r - 2; i++) ok = dims_match(q->dims[i], k->dims[i]) && dims_match(q->dims[i], v->dims[i]);
+    if (!ok) {
+        ERR("'query' %s [B, *, L, E], 'key' %s [B, *, S, E] and 'value' %s [B, *, S, Ev] do not agree",
+            fmt_dims(q->dims, q->rank, s1, sizeof s1), fmt_dims(k->dims, k->rank, s2, sizeof s2),
+            fmt_dims(v->dims, v->rank, s3, sizeof s3));
+        return;
+    }
+    if (m) {
+        int64_t want[MAX_RANK], d[MAX_RANK];
+        int rr;
+        memcpy(want, q->dims, sizeof(int64_t) * (size_t)r);
+        want[r - 1] = k->dims[r - 2];
+        if (!rank_at_most(x, "attn_mask", m)) return;
+        if (m->dtype != IR_DT_BOOL && m->dtype != q->dtype) {
+            ERR("'attn_mask' must be bool or %s, not %s", ir_dtype_name(q->dtype), ir_dtype_name(m->dtype));
+            return;
+        }
+        if (!broadcast(m->dims, m->rank, want, r, d, &rr) || rr != r) {
+            ERR("'attn_mask' %s does not broadcast to [B, *, L, S] %s", fmt_dims(m->dims, m->rank, s1, sizeof s1),
+                fmt_dims(want, r, s2, sizeof s2));
+            return;
+        }
+    }
+    IrType *o = set_out(x, 0, q->dtype, r, q->dims);
+    o->dims[r - 1] = v->dims[r - 1];
+}
+
+typedef void (*InferFn)(OpCtx *);
+static const InferFn infer_fns[] = {
+#define X(e, n, sig, rule) infer_##rule,
+    MILC_OPS(X)
+#undef X
+};
+_Static_assert(sizeof infer_fns / sizeof *infer_fns == OP_COUNT, "a shape rule per op");
+
+/* ---- signature checks ---- */
+
+static const char *group_text(char g) {
+    return g == 'T' || g == 'U' ? "fp16 or fp32" : g == 'I' ? "an integer type" : "a numeric or bool dtype";
+}
+
+static bool group_allows(char g, IrDType dt) {
+    if (g == 'T' || g == 'U') return dt == IR_DT_FP16 || dt == IR_DT_FP32;
+    if (g == 'I') return ir_dtype_is_int(dt);
+    return dt != IR_DT_STRING; /* no op of the table takes string tensors as data */
+}
+
+static bool arg_is_const(const IrArg *a) {
+    if (a->kind == IR_ARG_LITERAL) return true;
+    if (a->kind == IR_ARG_VALUE) return a->value->def && a->value->def->kind == OP_CONST;
+    return false;
+}
+
+/* Check one argument's dtype and rank against its spec and group.  first[g]
+ * is the first argument seen of group g (its dtype rules the group). */
+static void check_arg_type(OpCtx *x, const MilArgSpec *s, const IrArg *a, const IrType *t, const char *what,
+                           const IrArg **first, const IrType **first_t) {
+    char tb[256];
+    if (s->dtype >= 0 && t->dtype != (IrDType)s->dtype) {
+        op_error(x, a->loc, "argument '%s' must be %s, not %s", what, ir_dtype_name((IrDType)s->dtype),
+                 ir_dtype_name(t->dtype));
+        return;
+    }
+    if (s->group) {
+        int g = s->group - 'A';
+        if (!group_allows(s->group, t->dtype)) {
+            op_error(x, a->loc, "argument '%s' must be %s, not %s", what, group_text(s->group), ir_dtype_name(t->dtype));
+            return;
+        }
+        if (!first[g]) {
+            first[g] = a;
+            first_t[g] = t;
+        } else if (first_t[g]->dtype != t->dtype) {
+            op_error(x, a->loc, "argument '%s' is %s but '%s' is %s; they must have the same dtype", what,
+                     ir_dtype_name(t->dtype), first[g]->name, ir_dtype_name(first_t[g]->dtype));
+            return;
+        }
+    }
+    if (s->rank >= 0 && t->rank != s->rank)
+        op_error(x, a->loc, "argument '%s' must be %s, not %s", what, s->rank == 0 ? "a scalar" : "rank 1",
+                 fmt_type(t, tb, sizeof tb));
+}
+
+static void check_op(Checker *c, IrOp *op) {
+    OpCtx x = {0};
+    x.c = c;
+    x.op = op;
+    x.ok = true;
+    x.opname = mil_op_name(op->kind);
+    x.nspecs = mil_op_args(op->kind, x.specs, MIL_MAX_OP_ARGS);
+    for (int i = 0; i < op->nargs; i++) {
+        IrArg *a = &op->args[i];
+        int k = -1;
+        for (int j = 0; j < x.nspecs; j++)
+            if (strcmp(x.specs[j].name, a->name) == 0) k = j;
+        if (k < 0) { op_error(&x, a->loc, "unknown argument '%s'", a->name); continue; }
+        if (x.args[k]) { op_error(&x, a->loc, "duplicate argument '%s'", a->name); continue; }
+        x.args[k] = a;
+        if (a->kind == IR_ARG_LITERAL && a->lit->kind == IR_LIT_BLOBFILE) check_blobfile(c, a->lit);
+        if (a->kind == IR_ARG_LITERAL && a->lit->kind == IR_LIT_DICT) {
+            op_error(&x, a->loc, "argument '%s' cannot be a dict", a->name);
+            x.args[k] = NULL;
+        }
+    }
+    for (int k = 0; k < x.nspecs; k++)
+        if (!x.args[k] && !x.specs[k].optional) op_error(&x, op->loc, "missing argument '%s'", x.specs[k].name);
+    if (op->kind == OP_CONST) {
+        for (int i = 0; i < op->nattrs; i++)
+            if (strcmp(op->attrs[i].name, "val") != 0)
+                op_error(&x, op->attrs[i].loc, "unknown attribute '%s'", op->attrs[i].name);
+    } else {
+        for (int i = 0; i < op->nattrs; i++) op_error(&x, op->attrs[i].loc, "unknown attribute '%s'", op->attrs[i].name);
+    }
+    const IrArg *first[26] = {0};
+    const IrType *first_t[26] = {0};
+    for (int k = 0; k < x.nspecs; k++) {
+        const MilArgSpec *s = &x.specs[k];
+        const IrArg *a = x.args[k];
+        if (!a) continue;
+        if (s->tuple != (a->kind == IR_ARG_TUPLE)) {
+            op_error(&x, a->loc, s->tuple ? "argument '%s' must be a tuple (a, b, ...)" : "argument '%s' cannot be a tuple",
+                     a->name);
+            continue;
+        }
+        if (s->is_const && !arg_is_const(a)) {
+            op_error(&x, a->loc, "argument '%s' must be a const, but '%s' is computed at run time", a->name,
+                     a->kind == IR_ARG_VALUE ? a->value->name : "?");
+            continue;
+        }
+        if (a->kind == IR_ARG_TUPLE) {
+            for (int j = 0; j < a->nitems; j++) {
+                char what[96];
+                snprintf(what, sizeof what, "%s' item '%s", a->name, a->items[j]->name);
+                check_arg_type(&x, s, a, &a->items[j]->type, what, first, first_t);
+            }
+        } else {
+            check_arg_type(&x, s, a, a->kind == IR_ARG_VALUE ? &a->value->type : &a->lit->type, a->name, first, first_t);
+        }
+    }
+    if (!x.ok) return;
+    infer_fns[op->kind](&x);
+    if (!x.ok || x.nout < 0) return;
+    if (x.nout != op->nresults) {
+        op_error(&x, op->loc, "gives %d result%s but %d %s declared", x.nout, x.nout == 1 ? "" : "s", op->nresults,
+                 op->nresults == 1 ? "is" : "are");
+        return;
+    }
+    for (int i = 0; i < x.nout; i++) {
+        const IrType *want = &op->results[i]->type, *got = &x.out[i];
+        bool ok = want->dtype == got->dtype && want->rank == got->rank;
+        for (int k = 0; ok && k < want->rank; k++) ok = dims_match(want->dims[k], got->dims[k]);
+        if (!ok) {
+            char s1[512], s2[512];
+            op_error(&x, op->results[i]->loc, "'%s' is declared %s but the op gives %s", op->results[i]->name,
+                     fmt_type(want, s1, sizeof s1), fmt_type(got, s2, sizeof s2));
+        }
+    }
+}
+
+/* ---- BLOBFILE ---- */
+
+static int blob_dtype(IrDType t) {
+    switch (t) {
+    case IR_DT_FP16: return MILBLOB_FP16;
+    case IR_DT_FP32: return MILBLOB_FP32;
+    case IR_DT_UINT8: return MILBLOB_UINT8;
+    case IR_DT_INT8: return MILBLOB_INT8;
+    case IR_DT_INT16: return MILBLOB_INT16;
+    case IR_DT_UINT16: return MILBLOB_UINT16;
+    case IR_DT_INT4: return MILBLOB_INT4;
+    case IR_DT_UINT1: return MILBLOB_UINT1;
+    case IR_DT_UINT2: return MILBLOB_UINT2;
+    case IR_DT_UINT3: return MILBLOB_UINT3;
+    case IR_DT_UINT4: return MILBLOB_UINT4;
+    case IR_DT_UINT6: return MILBLOB_UINT6;
+    case IR_DT_INT32: return MILBLOB_INT32;
+    case IR_DT_UINT32: return MILBLOB_UINT32;
+    default: return -1;
+    }
+}
+
+static BlobEntry *blob_get(Checker *c, const char *path) {
+    for (int i = 0; i < c->nblobs; i++)
+        if (strcmp(c->blobs[i].path, path) == 0) return &c->blobs[i];
+    c->blobs = realloc(c->blobs, sizeof(BlobEntry) * (size_t)(c->nblobs + 1));
+    MILC_ASSERT(c->blobs != NULL);
+    BlobEntry *e = &c->blobs[c->nblobs++];
+    memset(e, 0, sizeof *e);
+    e->path = strdup(path);
+    MILC_ASSERT(e->path != NULL);
+    /* The reader's own error (naming file and byte offset) is kept and
+     * reported at each BLOBFILE that needs the file. */
+    DiagSink tmp;
+    diag_init(&tmp);
+    e->ok = milblob_open(&e->file, path, &tmp) == 0;
+    if (!e->ok) {
+        e->error = strdup(tmp.count ? tmp.items[0].msg : "cannot read");
+        MILC_ASSERT(e->error != NULL);
+    }
+    diag_free(&tmp);
+    return e;
+}
+
+static void check_blobfile(Checker *c, const IrLiteral *l) {
+    char tb[256];
+    int64_t numel = ir_type_numel(&l->type);
+    int bdt = blob_dtype(l->type.dtype);
+    if (bdt < 0) {
+        diag_error(c->d, l->loc, "BLOBFILE: %s has no MILBlob dtype", ir_dtype_name(l->type.dtype));
+        return;
+    }
+    if (numel < 0) {
+        diag_error(c->d, l->loc, "BLOBFILE: %s has a dynamic dimension", fmt_type(&l->type, tb, sizeof tb));
+        return;
+    }
+    if ((uint64_t)numel > UINT64_MAX / 64) {
+        diag_error(c->d, l->loc, "BLOBFILE: %s is too large", fmt_type(&l->type, tb, sizeof tb));
+        return;
+    }
+    uint64_t need = ((uint64_t)numel * ir_dtype_bits(l->type.dtype) + 7) / 8;
+    c->weight_bytes += need;
+    /* Weights live inside the model dir, as in a compiled model: a program
+     * text cannot make the checker open an arbitrary file (or a FIFO). */
+    const char *rel = l->blob_path;
+    static const char prefix[] = "@model_path/";
+    size_t plen = sizeof prefix - 1;
+    if (strncmp(rel, prefix, plen) != 0 || strstr(rel, "/../") || strcmp(rel + strlen(rel) - 3, "/..") == 0) {
+        diag_error(c->d, l->loc, "BLOBFILE path \"%s\" must be @model_path/ followed by a path inside the model", rel);
+        return;
+    }
+    size_t n = strlen(c->model_dir) + strlen(rel) + 2;
+    char *path = malloc(n);
+    MILC_ASSERT(path != NULL);
+    snprintf(path, n, "%s/%s", c->model_dir, rel + plen);
+    BlobEntry *e = blob_get(c, path);
+    free(path);
+    if (!e->ok) {
+        diag_error(c->d, l->loc, "BLOBFILE '%s': %s", l->blob_path, e->error);
+        return;
+    }
+    const MilBlobRecord *r = milblob_find(&e->file, l->blob_offset);
+    if (!r) {
+        diag_error(c->d, l->loc, "BLOBFILE: no blob record at offset %llu in '%s'", (unsigned long long)l->blob_offset,
+                   l->blob_path);
+        return;
+    }
+    if ((int)r->dtype != bdt) {
+        const char *dname = milblob_dtype_name(r->dtype);
+        diag_error(c->d, l->loc, "BLOBFILE: the record at offset %llu holds %s but the tensor type is %s",
+                   (unsigned long long)l->blob_offset, dname ? dname : "an unknown dtype", ir_dtype_name(l->type.dtype));
+        return;
+    }
+    if (r->size != need)
+        diag_error(c->d, l->loc, "BLOBFILE: the record at offset %llu holds %llu bytes but %s needs %llu",
+                   (unsigned long long)l->blob_offset, (unsigned long long)r->size, fmt_type(&l->type, tb, sizeof tb),
+                   (unsigned long long)need);
+}
+
+/* ---- ANE path limits ---- */
+
+enum { ANE_MAX_RANK = 5, ANE_MAX_DIM = 65536 };
+
+static void ane_check_type(Checker *c, SrcLoc loc, const char *name, const IrType *t) {
+    char tb[256];
+    if (t->rank > ANE_MAX_RANK) {
+        diag_error(c->d, loc, "ane: '%s' has rank %d; the ANE path allows at most %d", name, t->rank, ANE_MAX_RANK);
+        return;
+    }
+    for (int i = 0; i < t->rank; i++) {
+        if (t->dims[i] < 0) {
+            diag_error(c->d, loc, "ane: '%s' %s has a dynamic dimension", name, fmt_type(t, tb, sizeof tb));
+            return;
+        }
+        if (t->dims[i] > ANE_MAX_DIM) {
+            diag_error(c->d, loc, "ane: '%s' %s has a dimension above %d", name, fmt_type(t, tb, sizeof tb), ANE_MAX_DIM);
+            return;
+        }
+    }
+}
+
+static void ane_check_io(Checker *c, IrValue **vals, const SrcLoc *locs, int n, const char *what) {
+    char tb[256];
+    int64_t size0 = -1;
+    for (int i = 0; i < n; i++) {
+        const IrType *t = &vals[i]->type;
+        SrcLoc loc = locs ? locs[i] : vals[i]->loc;
+        if (t->dtype != IR_DT_FP16 || t->rank != 4 || t->dims[0] != 1 || t->dims[2] != 1 || t->dims[3] < 16 ||
+            t->dims[3] % 16 != 0) {
+            diag_error(c->d, loc, "ane: %s '%s' is %s; the ANE path needs fp16 [1, C, 1, S] with S a multiple of 16 and >= 16",
+                       what, vals[i]->name, fmt_type(t, tb, sizeof tb));
+            continue;
+        }
+        int64_t size = ir_type_numel(t);
+        if (size0 < 0) size0 = size;
+        else if (size != size0)
+            diag_error(c->d, loc, "ane: %s '%s' has %lld elements but '%s' has %lld; ANE %ss need equal allocation sizes",
+                       what, vals[i]->name, (long long)size, vals[0]->name, (long long)size0, what);
+        if (i > 0 && strcmp(vals[i - 1]->name, vals[i]->name) > 0)
+            diag_warn(c->d, loc, "ane: %ss bind in alphabetical order of name, not declaration order ('%s' after '%s')",
+                      what, vals[i]->name, vals[i - 1]->name);
+    }
+}
+
+static void ane_check_op(Checker *c, const IrOp *op) {
+    const char *name = mil_op_name(op->kind);
+    for (int i = 0; i < op->nresults; i++) ane_check_type(c, op->results[i]->loc, op->results[i]->name, &op->results[i]->type);
+    switch (op->kind) {
+    case OP_CONV:
+        if (ir_op_arg(op, "bias"))
+            diag_error(c->d, ir_op_arg(op, "bias")->loc, "ane: conv with 'bias' fails on the ANE path; add the bias separately");
+        break;
+    case OP_GELU:
+        if (!ir_op_arg(op, "mode")) diag_error(c->d, op->loc, "ane: give gelu its 'mode' on the ANE path");
+        break;
+    case OP_CONCAT:
+        if (!ir_op_arg(op, "interleave")) diag_error(c->d, op->loc, "ane: give concat its 'interleave' on the ANE path");
+        break;
+    case OP_SCALED_DOT_PRODUCT_ATTENTION:
+        if (ir_op_arg(op, "attn_mask"))
+            diag_error(c->d, ir_op_arg(op, "attn_mask")->loc,
+                       "ane: the ANE path ignores the attn_mask of %s; decompose attention (matmul, scale, add mask, softmax, matmul)",
+                       name);
+        break;
+    case OP_MATMUL: {
+        IrArg *a = ir_op_arg(op, "x"), *b = ir_op_arg(op, "y");
+        if (!a || !b || a->kind != IR_ARG_VALUE || b->kind != IR_ARG_VALUE) break;
+        if (ir_value_const(a->value) && ir_value_const(b->value)) break;
+        const IrType *t = &a->value->type;
+        int64_t tx = 0;
+        ir_op_arg_i64(op, "transpose_x", &tx);
+        int64_t inner = t->rank >= 2 && tx ? t->dims[t->rank - 2] : t->rank ? t->dims[t->rank - 1] : 1;
+        if (inner >= 0 && inner % 32 != 0)
+            diag_error(c->d, op->loc, "ane: matmul with a runtime operand needs an inner dimension that is a multiple of 32, not %lld",
+                       (long long)inner);
+        break;
+    }
+    default: break;
+    }
+}
+
+static void ane_check(Checker *c) {
+    for (int f = 0; f < c->p->nfuncs; f++) {
+        IrFunction *fn = c->p->funcs[f];
+        ane_check_io(c, fn->inputs, NULL, fn->ninputs, "input");
+        ane_check_io(c, fn->outputs, fn->output_locs, fn->noutputs, "output");
+        IR_FOR_EACH_OP(op, fn) ane_check_op(c, op);
+    }
+    SrcLoc ploc = {c->p->file, 0, 0}; /* the program as a whole */
+    double gb = (double)c->weight_bytes / (1 << 30);
+    if (c->weight_bytes > (UINT64_C(2) << 30))
+        diag_error(c->d, ploc, "ane: %.2f GiB of weights; the ANE path takes about 2 GiB per program at most", gb);
+    else if (c->weight_bytes > (UINT64_C(1) << 30))
+        diag_warn(c->d, ploc, "ane: %.2f GiB of weights; chunks under 1 GiB are the safe choice", gb);
+}
+
+/* ---- SSA verification (passes may break what the parser guaranteed) ---- */
+
+typedef struct ValueSet {
+    const void **slots;
+    size_t cap, n;
+} ValueSet;
+
+static size_t ptr_hash(const void *p) { return (size_t)(((uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ull); }
+
+/* Insert; false if already present. */
+static bool set_add(ValueSet *s, const void *p) {
+    if ((s->n + 1) * 2 > s->cap) {
+        ValueSet g = {calloc(s->cap ? s->cap * 2 : 256, sizeof(void *)), s->cap ? s->cap * 2 : 256, 0};
+        MILC_ASSERT(g.slots != NULL);
+        for (size_t i = 0; i < s->cap; i++)
+            if (s->slots[i]) set_add(&g, s->slots[i]);
+        free(s->slots);
+        *s = g;
+    }
+    size_t i = ptr_hash(p) & (s->cap - 1);
+    while (s->slots[i]) {
+        if (s->slots[i] == p) return false;
+        i = (i + 1) & (s->cap - 1);
+    }
+    s->slots[i] = p;
+    s->n++;
+    return true;
+}
+
+static bool set_has(const ValueSet *s, const void *p) {
+    if (!s->cap) return false;
+    size_t i = ptr_hash(p) & (s->cap - 1);
+    while (s->slots[i]) {
+        if (s->slots[i] == p) return true;
+        i = (i + 1) & (s->cap - 1);
+    }
+    return false;
+}
+
+static void verify_use(Checker *c, const ValueSet *defined, const IrValue *v, SrcLoc loc) {
+    if (!set_has(defined, v)) diag_error(c->d, loc, "'%s' is used before its definition", v->name);
+}
+
+/* Every value defined once and before its uses; every output defined. */
+static void verify_function(Checker *c, IrFunction *fn) {
+    ValueSet defined = {0};
+    for (int i = 0; i < fn->ninputs; i++) set_add(&defined, fn->inputs[i]);
+    IR_FOR_EACH_OP(op, fn) {
+        for (int i = 0; i < op->nargs; i++) {
+            IrArg *a = &op->args[i];
+            if (a->kind == IR_ARG_VALUE) verify_use(c, &defined, a->value, a->loc);
+            else if (a->kind == IR_ARG_TUPLE)
+                for (int j = 0; j < a->nitems; j++) verify_use(c, &defined, a->items[j], a->loc);
+        }
+        for (int i = 0; i < op->nresults; i++)
+            if (!set_add(&defined, op->results[i]))
+                diag_error(c->d, op->results[i]->loc, "'%s' is defined twice", op->results[i]->name);
+    }
+    for (int i = 0; i < fn->noutputs; i++)
+        if (!set_has(&defined, fn->outputs[i]))
+            diag_error(c->d, fn->output_locs[i], "output '%s' is not defined in function '%s'", fn->outputs[i]->name,
+                       fn->name);
+    free(defined.slots);
+}
+
+/* ---- driver ---- */
+
+static char *dir_of(const char *file) {
+    const char *slash = file ? strrchr(file, '/') : NULL;
+    if (!slash) return strdup(".");
+    if (slash == file) return strdup("/");
+    return strndup(file, (size_t)(slash - file));
+}
+
+bool mil_check(IrProgram *p, const MilCheckOptions *o, DiagSink *d) {
+    int errors0 = d->errors;
+    Checker c = {0};
+    c.d = d;
+    c.p = p;
+    c.target = o ? o->target : MIL_TARGET_CPU;
+    c.model_dir = o && o->model_path ? strdup(o->model_path) : dir_of(p->file);
+    MILC_ASSERT(c.model_dir != NULL);
+    for (int f = 0; f < p->nfuncs; f++) {
+        IrFunction *fn = p->funcs[f];
+        verify_function(&c, fn);
+        IR_FOR_EACH_OP(op, fn) {
+            if (d->truncated) break;
+            check_op(&c, op);
+        }
+    }
+    if (c.target == MIL_TARGET_ANE && !d->truncated) ane_check(&c);
+    for (int i = 0; i < c.nblobs; i++) {
+        if (c.blobs[i].ok) milblob_close(&c.blobs[i].file);
+        free(c.blobs[i].path);
+        free(c.blobs[i].error);
+    }
+    free(c.blobs);
+    free(c.model_dir);
+    return d->errors == errors0;
+}

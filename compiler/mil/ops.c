@@ -1,0 +1,86 @@
+/* ops.c — names and signatures from the op table (ops.h), and the decoder of
+ * its small signature language. */
+#include "milc/ir.h"
+#include "milc/ops.h"
+
+#include <string.h>
+
+static const char *const op_names[] = {
+#define X(e, n, sig, rule) n,
+    MILC_OPS(X)
+#undef X
+};
+static const char *const op_sigs[] = {
+#define X(e, n, sig, rule) sig,
+    MILC_OPS(X)
+#undef X
+};
+_Static_assert(sizeof op_names / sizeof *op_names == OP_COUNT, "op table");
+
+const char *mil_op_name(IrOpKind k) { return (unsigned)k < OP_COUNT ? op_names[k] : "?"; }
+const char *mil_op_signature(IrOpKind k) { return (unsigned)k < OP_COUNT ? op_sigs[k] : ""; }
+
+bool mil_op_lookup(const char *name, size_t len, IrOpKind *out) {
+    for (int i = 0; i < OP_COUNT; i++)
+        if (len > 0 && op_names[i][0] == name[0] && strncmp(op_names[i], name, len) == 0 && op_names[i][len] == 0) {
+            *out = (IrOpKind)i;
+            return true;
+        }
+    return false;
+}
+
+/* Copy [s, e) into a fixed buffer; the table's words are short by construction. */
+static void copy_word(char *dst, size_t cap, const char *s, const char *e) {
+    size_t n = (size_t)(e - s);
+    if (n >= cap) n = cap - 1;
+    memcpy(dst, s, n);
+    dst[n] = 0;
+}
+
+int mil_op_args(IrOpKind k, MilArgSpec *out, int max) {
+    const char *p = mil_op_signature(k);
+    int n = 0;
+    while (*p && n < max) {
+        while (*p == ' ') p++;
+        if (!*p) break;
+        MilArgSpec *s = &out[n++];
+        memset(s, 0, sizeof *s);
+        s->dtype = -1;
+        s->rank = -1;
+        const char *q = strchr(p, ':');
+        copy_word(s->name, sizeof s->name, p, q);
+        p = q + 1;
+        const char *t = p;
+        while ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')) p++;
+        if (p - t == 1 && *t >= 'A' && *t <= 'Z') {
+            s->group = *t;
+        } else if (!(p - t == 3 && memcmp(t, "any", 3) == 0)) {
+            IrDType dt;
+            if (ir_dtype_from_name(t, (size_t)(p - t), &dt)) s->dtype = (int)dt;
+        }
+        for (; *p && *p != ' '; p++) {
+            if (*p == '#') s->rank = *++p - '0';
+            else if (*p == '!') s->is_const = true;
+            else if (*p == '?') s->optional = true;
+            else if (*p == '*') s->tuple = true;
+            else if (*p == '=') {
+                const char *d = ++p;
+                while (*p && *p != ' ') p++;
+                copy_word(s->def, sizeof s->def, d, p);
+                break;
+            }
+        }
+    }
+    return n;
+}
+
+bool mil_op_arg_spec(IrOpKind k, const char *name, MilArgSpec *out) {
+    MilArgSpec specs[MIL_MAX_OP_ARGS];
+    int n = mil_op_args(k, specs, MIL_MAX_OP_ARGS);
+    for (int i = 0; i < n; i++)
+        if (strcmp(specs[i].name, name) == 0) {
+            *out = specs[i];
+            return true;
+        }
+    return false;
+}

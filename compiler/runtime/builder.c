@@ -1,0 +1,451 @@
+/* builder.c — RtPlanBuilder: records buffers and ops for one or two programs,
+ * then rtb_finish packs GEMM weights for their kernels, plans each program's
+ * arena from buffer lifetimes, and serialises the artifact sections. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "milc/half.h"
+#include "rt_internal.h"
+
+typedef struct {
+    RtBufRec rec;
+    char name[RT_NAME_MAX];
+    void *data; /* weights: owned copy */
+} BBuf;
+
+typedef struct {
+    RtOpRec *ops;
+    uint32_t n, cap;
+} BProg;
+
+struct RtPlanBuilder {
+    int mode, cur;
+    BBuf *bufs;
+    RtBuf *rb; /* parallel to bufs: what the checkers read */
+    uint32_t nbuf, capbuf;
+    RtIoRec *inputs, *outputs;
+    uint32_t nin, nout, capin, capout;
+    BProg prog[2];
+    int rc;
+    char err[256];
+};
+
+static int fail(RtPlanBuilder *b, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(RtPlanBuilder *b, int code, const char *fmt, ...) {
+    if (b->rc) return b->rc;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b->err, sizeof b->err, fmt, ap);
+    va_end(ap);
+    b->rc = code;
+    return code;
+}
+
+static bool grow(void **p, uint32_t *cap, uint32_t need, size_t elem) {
+    if (need <= *cap) return true;
+    uint32_t nc = *cap ? *cap * 2 : 16;
+    while (nc < need) nc *= 2;
+    void *q = realloc(*p, nc * elem);
+    if (!q) return false;
+    *p = q;
+    *cap = nc;
+    return true;
+}
+
+RtPlanBuilder *rtb_new(int mode) {
+    if (mode < 0 || mode > 2) return NULL;
+    RtPlanBuilder *b = calloc(1, sizeof *b);
+    if (!b) return NULL;
+    b->mode = mode;
+    b->cur = mode == RT_MODE_NONBONDED ? RT_PROG_NONBONDED : RT_PROG_BONDED;
+    return b;
+}
+
+void rtb_free(RtPlanBuilder *b) {
+    if (!b) return;
+    for (uint32_t i = 0; i < b->nbuf; i++) free(b->bufs[i].data);
+    free(b->bufs);
+    free(b->rb);
+    free(b->inputs);
+    free(b->outputs);
+    free(b->prog[0].ops);
+    free(b->prog[1].ops);
+    free(b);
+}
+
+const char *rtb_error(const RtPlanBuilder *b) { return b->err; }
+
+static int add_buf(RtPlanBuilder *b, uint32_t kind, RtDType dt, int rank, const int64_t *dims, const char *name) {
+    if (b->rc) return b->rc;
+    if (rank < 0 || rank > RT_MAX_RANK || (rank && !dims)) return fail(b, RT_EINVAL, "buffer rank %d invalid", rank);
+    if (name && strlen(name) >= RT_NAME_MAX) return fail(b, RT_EINVAL, "name '%.40s...' longer than %d", name, RT_NAME_MAX - 1);
+    if (b->nbuf >= INT32_MAX / 2) return fail(b, RT_EINVAL, "too many buffers");
+    uint32_t cap = b->capbuf;
+    if (!grow((void **)&b->bufs, &cap, b->nbuf + 1, sizeof(BBuf)) ||
+        !grow((void **)&b->rb, &b->capbuf, b->nbuf + 1, sizeof(RtBuf)))
+        return fail(b, RT_ENOMEM, "out of memory");
+    b->capbuf = cap;
+    BBuf *bb = &b->bufs[b->nbuf];
+    memset(bb, 0, sizeof *bb);
+    bb->rec.kind = kind;
+    bb->rec.dtype = (uint32_t)dt;
+    bb->rec.rank = (uint32_t)rank;
+    for (int i = 0; i < rank; i++) bb->rec.dims[i] = dims[i];
+    if (name) snprintf(bb->name, sizeof bb->name, "%s", name);
+    char msg[160];
+    int rc = rt_buf_init(&b->rb[b->nbuf], &bb->rec, msg, sizeof msg);
+    if (rc) return fail(b, RT_EINVAL, "%s%s%s", name ? name : "", name ? ": " : "", msg);
+    return (int)b->nbuf++;
+}
+
+int rtb_input(RtPlanBuilder *b, const char *name, RtDType io, int rank, const int64_t *dims) {
+    if (!name || !*name) return fail(b, RT_EINVAL, "input needs a name");
+    RtDType in = io == RT_F16 ? RT_F32 : io;
+    if (io != RT_F16 && io != RT_F32 && io != RT_I32 && io != RT_BOOL) return fail(b, RT_EINVAL, "%s: bad dtype", name);
+    int id = add_buf(b, RT_BUF_INPUT, in, rank, dims, name);
+    if (id < 0) return id;
+    if (!grow((void **)&b->inputs, &b->capin, b->nin + 1, sizeof(RtIoRec))) return fail(b, RT_ENOMEM, "out of memory");
+    RtIoRec *r = &b->inputs[b->nin++];
+    memset(r, 0, sizeof *r);
+    r->buf = (uint32_t)id;
+    r->io_dtype = (uint32_t)io;
+    snprintf(r->name, sizeof r->name, "%s", name);
+    return id;
+}
+
+int rtb_weight(RtPlanBuilder *b, const char *name, RtDType dt, int rank, const int64_t *dims, const void *data) {
+    if (!data) return fail(b, RT_EINVAL, "weight %s: no data", name ? name : "");
+    int id = add_buf(b, RT_BUF_WEIGHT, dt, rank, dims, name);
+    if (id < 0) return id;
+    size_t bytes = (size_t)b->rb[id].bytes;
+    void *copy = malloc(bytes ? bytes : 1);
+    if (!copy) return fail(b, RT_ENOMEM, "out of memory copying weight");
+    memcpy(copy, data, bytes);
+    b->bufs[id].data = copy;
+    return id;
+}
+
+int rtb_temp(RtPlanBuilder *b, RtDType dt, int rank, const int64_t *dims) {
+    if (dt == RT_F16) return fail(b, RT_EINVAL, "temps are fp32, int32 or bool");
+    return add_buf(b, RT_BUF_TEMP, dt, rank, dims, NULL);
+}
+
+int rtb_program(RtPlanBuilder *b, RtProgram p) {
+    if (b->rc) return b->rc;
+    if (p != RT_PROG_BONDED && p != RT_PROG_NONBONDED) return fail(b, RT_EINVAL, "bad program %d", (int)p);
+    if ((b->mode == RT_MODE_BONDED && p != RT_PROG_BONDED) || (b->mode == RT_MODE_NONBONDED && p != RT_PROG_NONBONDED))
+        return fail(b, RT_EINVAL, "mode %d has no %s program", b->mode, p == RT_PROG_BONDED ? "bonded" : "non-bonded");
+    b->cur = (int)p;
+    return RT_OK;
+}
+
+/* An fp16 weight feeding anything but a GEMM's W becomes fp32 now: only GEMM
+ * kernels read fp16 storage. */
+static void widen_weight(RtPlanBuilder *b, int id) {
+    BBuf *bb = &b->bufs[id];
+    int64_t n = b->rb[id].numel;
+    float *f = malloc((size_t)n * 4);
+    if (!f) {
+        fail(b, RT_ENOMEM, "out of memory");
+        return;
+    }
+    half_to_float_n(bb->data, f, (size_t)n);
+    free(bb->data);
+    bb->data = f;
+    bb->rec.dtype = RT_F32;
+    rt_buf_init(&b->rb[id], &bb->rec, NULL, 0);
+}
+
+int rtb_op(RtPlanBuilder *b, RtOpKind kind, const int *in, int nin, const int *out, int nout, const void *params, size_t plen) {
+    if (b->rc) return b->rc;
+    const RtOpInfo *oi = rt_op_info((uint32_t)kind);
+    if (!oi) return fail(b, RT_EINVAL, "op kind %d unknown", (int)kind);
+    if (nin < 0 || nin > RT_MAX_IN || nout < 0 || nout > RT_MAX_OUT || plen > RT_PARAMS_MAX || (plen && !params))
+        return fail(b, RT_EINVAL, "%s: bad counts", oi->name);
+    RtOpRec op;
+    memset(&op, 0, sizeof op);
+    op.kind = (uint32_t)kind;
+    op.nin = (uint32_t)nin;
+    op.nout = (uint32_t)nout;
+    op.plen = (uint32_t)plen;
+    for (int i = 0; i < nin; i++) op.in[i] = in[i];
+    for (int i = 0; i < nout; i++) op.out[i] = out[i];
+    if (plen) memcpy(op.p.bytes, params, plen);
+    for (int i = 0; i < nin; i++) {
+        if (in[i] >= 0 && (uint32_t)in[i] < b->nbuf && b->rb[in[i]].dtype == RT_F16 && !(kind == RT_OP_GEMM && i == 1))
+            widen_weight(b, in[i]);
+    }
+    if (b->rc) return b->rc;
+    char msg[200];
+    int rc = rt_op_check(b->rb, b->nbuf, &op, false, msg, sizeof msg);
+    if (rc) return fail(b, rc, "op %u (%s): %s", b->prog[b->cur].n, oi->name, msg);
+    BProg *p = &b->prog[b->cur];
+    if (!grow((void **)&p->ops, &p->cap, p->n + 1, sizeof(RtOpRec))) return fail(b, RT_ENOMEM, "out of memory");
+    p->ops[p->n++] = op;
+    return RT_OK;
+}
+
+int rtb_output(RtPlanBuilder *b, const char *name, int buf, RtDType io) {
+    if (b->rc) return b->rc;
+    if (!name || !*name || strlen(name) >= RT_NAME_MAX) return fail(b, RT_EINVAL, "output needs a name shorter than %d", RT_NAME_MAX);
+    if (buf < 0 || (uint32_t)buf >= b->nbuf) return fail(b, RT_EINVAL, "output %s: buffer %d out of range", name, buf);
+    uint32_t dt = b->rb[buf].dtype;
+    bool ok = dt == RT_F32 ? (io == RT_F16 || io == RT_F32) : (dt == RT_F16 ? io == RT_F16 : (uint32_t)io == dt);
+    if (!ok) return fail(b, RT_EINVAL, "output %s: cannot return a %u buffer as dtype %d", name, dt, (int)io);
+    if (dt == RT_F16 || (b->rb[buf].flags & RT_BUFF_PACKED_P32)) return fail(b, RT_EINVAL, "output %s: fp16 weight storage", name);
+    if (!grow((void **)&b->outputs, &b->capout, b->nout + 1, sizeof(RtIoRec))) return fail(b, RT_ENOMEM, "out of memory");
+    RtIoRec *r = &b->outputs[b->nout++];
+    memset(r, 0, sizeof *r);
+    r->buf = (uint32_t)buf;
+    r->io_dtype = (uint32_t)io;
+    snprintf(r->name, sizeof r->name, "%s", name);
+    return RT_OK;
+}
+
+/* ---- finish ---- */
+
+void rt_pack_p32(const void *w, int64_t n, int64_t k, size_t elem, void *dst) {
+    const unsigned char *src = w;
+    unsigned char *d = dst;
+    int64_t panels = (n + RT_PANEL - 1) / RT_PANEL;
+    memset(dst, 0, (size_t)(panels * RT_PANEL * k) * elem);
+    for (int64_t p = 0; p < panels; p++)
+        for (int64_t j = 0; j < RT_PANEL && p * RT_PANEL + j < n; j++)
+            for (int64_t kk = 0; kk < k; kk++)
+                memcpy(d + ((p * k + kk) * RT_PANEL + j) * elem, src + ((p * RT_PANEL + j) * k + kk) * elem, elem);
+}
+
+static int64_t gemm_rows(const RtPlanBuilder *b, const RtOpRec *op) {
+    const RtBuf *x = &b->rb[op->in[0]], *w = &b->rb[op->in[1]];
+    if (op->p.gemm.layout == RT_GEMM_ROWS) return x->numel / w->dims[1];
+    return x->numel / (x->dims[0] * w->dims[1]); /* spatial size per batch */
+}
+
+/* Converts weight w to panels of dtype dt (widening fp16 first if asked). */
+static void pack_in_place(RtPlanBuilder *b, int w, RtDType dt) {
+    if (dt == RT_F32 && b->rb[w].dtype == RT_F16) widen_weight(b, w);
+    if (b->rc) return;
+    BBuf *bb = &b->bufs[w];
+    bb->rec.flags |= RT_BUFF_PACKED_P32;
+    void *packed = malloc((size_t)rt_buf_storage(&bb->rec));
+    if (!packed) {
+        fail(b, RT_ENOMEM, "out of memory packing weights");
+        return;
+    }
+    rt_pack_p32(bb->data, b->rb[w].dims[0], b->rb[w].dims[1], rt_dtype_size(dt), packed);
+    free(bb->data);
+    bb->data = packed;
+    rt_buf_init(&b->rb[w], &bb->rec, NULL, 0);
+}
+
+/* A copy of weight w as a new buffer (same name, dtype, data). */
+static int twin_weight(RtPlanBuilder *b, int w) {
+    char name[RT_NAME_MAX];
+    memcpy(name, b->bufs[w].name, sizeof name); /* rtb_weight may move b->bufs */
+    int64_t dims[2] = {b->rb[w].dims[0], b->rb[w].dims[1]};
+    return rtb_weight(b, name, (RtDType)b->rb[w].dtype, 2, dims, b->bufs[w].data);
+}
+
+enum { USE_SMALL = 1, USE_LARGE = 2, USE_ALL = 3 };
+static void rewire(RtPlanBuilder *b, int w, int to, int which) {
+    for (int p = 0; p < 2; p++)
+        for (uint32_t i = 0; i < b->prog[p].n; i++) {
+            RtOpRec *op = &b->prog[p].ops[i];
+            if (op->kind != RT_OP_GEMM || op->in[1] != w) continue;
+            if (which & (gemm_rows(b, op) <= RT_SMALL_M ? USE_SMALL : USE_LARGE)) op->in[1] = to;
+        }
+}
+
+/* Every GEMM weight becomes panels: fp16 for small-M GEMMs when given as
+ * fp16, fp32 otherwise; a weight also read by other ops keeps its plain
+ * form, and one wanted in two forms is split into two buffers. */
+static void pack_weights(RtPlanBuilder *b) {
+    int nb0 = (int)b->nbuf;
+    for (int w = 0; w < nb0 && !b->rc; w++) {
+        if (b->rb[w].kind != RT_BUF_WEIGHT) continue;
+        bool small = false, large = false, other = false;
+        for (int p = 0; p < 2; p++)
+            for (uint32_t i = 0; i < b->prog[p].n; i++) {
+                const RtOpRec *op = &b->prog[p].ops[i];
+                for (uint32_t j = 0; j < op->nin; j++) {
+                    if (op->in[j] != w) continue;
+                    if (op->kind == RT_OP_GEMM && j == 1) {
+                        if (gemm_rows(b, op) <= RT_SMALL_M) small = true;
+                        else large = true;
+                    } else other = true;
+                }
+            }
+        if (!small && !large) continue;
+        bool want16 = small && b->rb[w].dtype == RT_F16, want32 = large || (small && !want16);
+        if (other) { /* other uses made it fp32 already: panels go to a twin */
+            int t = twin_weight(b, w);
+            if (t < 0) return;
+            pack_in_place(b, t, RT_F32);
+            rewire(b, w, t, USE_ALL);
+        } else if (want16 && want32) {
+            int t = twin_weight(b, w);
+            if (t < 0) return;
+            pack_in_place(b, t, RT_F32);
+            rewire(b, w, t, USE_LARGE);
+            pack_in_place(b, w, RT_F16);
+        } else {
+            pack_in_place(b, w, want16 ? RT_F16 : RT_F32);
+        }
+    }
+}
+
+typedef struct {
+    uint32_t buf;
+    int64_t first, last;
+    uint64_t size, off;
+} Live;
+
+static int cmp_size_desc(const void *a, const void *b) {
+    const Live *x = a, *y = b;
+    if (x->size != y->size) return x->size < y->size ? 1 : -1;
+    return x->buf < y->buf ? -1 : 1;
+}
+static int cmp_off(const void *a, const void *b) {
+    const Live *const *x = a, *const *y = b;
+    return (*x)->off < (*y)->off ? -1 : (*x)->off > (*y)->off;
+}
+
+static uint64_t align_arena(uint64_t x) { return (x + RT_ARENA_ALIGN - 1) & ~(uint64_t)(RT_ARENA_ALIGN - 1); }
+
+/* Plans one program's arena.  offsets[nbuf] gets UINT64_MAX for buffers the
+ * program does not keep in the arena (weights, unused). */
+static int plan_arena(RtPlanBuilder *b, int pi, uint64_t *offsets, uint64_t *arena) {
+    BProg *p = &b->prog[pi];
+    int64_t *first = malloc(sizeof(int64_t) * b->nbuf), *last = malloc(sizeof(int64_t) * b->nbuf);
+    Live *lv = malloc(sizeof(Live) * (b->nbuf ? b->nbuf : 1));
+    Live **placed = malloc(sizeof(Live *) * (b->nbuf ? b->nbuf : 1));
+    if (!first || !last || !lv || !placed) {
+        free(first), free(last), free(lv), free(placed);
+        return fail(b, RT_ENOMEM, "out of memory");
+    }
+    for (uint32_t i = 0; i < b->nbuf; i++) first[i] = INT64_MAX, last[i] = -2;
+    for (uint32_t i = 0; i < b->nin; i++) first[b->inputs[i].buf] = -1, last[b->inputs[i].buf] = -1;
+    for (uint32_t i = 0; i < p->n; i++) {
+        const RtOpRec *op = &p->ops[i];
+        for (uint32_t j = 0; j < op->nin + op->nout; j++) {
+            int id = j < op->nin ? op->in[j] : op->out[j - op->nin];
+            if (b->rb[id].kind == RT_BUF_WEIGHT) continue;
+            if (first[id] > (int64_t)i) first[id] = i;
+            if (last[id] < (int64_t)i) last[id] = i;
+            if (j < op->nin && b->rb[id].kind == RT_BUF_TEMP && first[id] == (int64_t)i)
+                return free(first), free(last), free(lv), free(placed),
+                       fail(b, RT_EINVAL, "%s program: op %u (%s) reads buffer %d before any op writes it",
+                            pi ? "non-bonded" : "bonded", i, rt_op_name((RtOpKind)op->kind), id);
+        }
+    }
+    for (uint32_t i = 0; i < b->nout; i++) {
+        uint32_t id = b->outputs[i].buf;
+        if (b->rb[id].kind == RT_BUF_WEIGHT) continue;
+        if (last[id] == -2)
+            return free(first), free(last), free(lv), free(placed),
+                   fail(b, RT_EINVAL, "%s program never writes output %s", pi ? "non-bonded" : "bonded", b->outputs[i].name);
+        last[id] = p->n;
+    }
+    uint32_t nl = 0;
+    for (uint32_t i = 0; i < b->nbuf; i++) {
+        offsets[i] = UINT64_MAX;
+        if (last[i] != -2) lv[nl++] = (Live){.buf = i, .first = first[i], .last = last[i], .size = align_arena(b->rb[i].bytes)};
+    }
+    uint64_t top = 0;
+    if (pi == RT_PROG_NONBONDED) {
+        /* Every intermediate materialised in its own place, as a naive runtime would. */
+        for (uint32_t i = 0; i < nl; i++) lv[i].off = top, top += lv[i].size;
+    } else {
+        /* Greedy best-known heuristic: biggest first, lowest gap that no
+         * overlapping-lifetime buffer occupies. */
+        qsort(lv, nl, sizeof *lv, cmp_size_desc);
+        for (uint32_t i = 0; i < nl; i++) {
+            uint32_t np = 0;
+            for (uint32_t j = 0; j < i; j++)
+                if (lv[j].first <= lv[i].last && lv[i].first <= lv[j].last) placed[np++] = &lv[j];
+            qsort(placed, np, sizeof *placed, cmp_off);
+            uint64_t off = 0;
+            for (uint32_t j = 0; j < np; j++) {
+                if (placed[j]->off >= off + lv[i].size) break;
+                if (placed[j]->off + placed[j]->size > off) off = placed[j]->off + placed[j]->size;
+            }
+            lv[i].off = off;
+            if (off + lv[i].size > top) top = off + lv[i].size;
+        }
+    }
+    for (uint32_t i = 0; i < nl; i++) offsets[lv[i].buf] = lv[i].off;
+    *arena = top;
+    free(first), free(last), free(lv), free(placed);
+    return RT_OK;
+}
+
+int rtb_finish(RtPlanBuilder *b, const char *source_mil, size_t mlen, RtArtifact **out, char *err, size_t errlen) {
+    *out = NULL;
+    if (!b->rc && b->nout == 0) fail(b, RT_EINVAL, "plan has no outputs");
+    if (!b->rc) pack_weights(b);
+    int progs[2] = {b->mode != RT_MODE_NONBONDED, b->mode != RT_MODE_BONDED};
+    uint64_t *offs[2] = {NULL, NULL}, arena[2] = {0, 0};
+    for (int p = 0; p < 2 && !b->rc; p++) {
+        if (!progs[p]) {
+            if (b->prog[p].n) fail(b, RT_EINVAL, "ops recorded for a program mode %d does not have", b->mode);
+            continue;
+        }
+        offs[p] = malloc(sizeof(uint64_t) * (b->nbuf ? b->nbuf : 1));
+        if (!offs[p]) fail(b, RT_ENOMEM, "out of memory");
+        else plan_arena(b, p, offs[p], &arena[p]);
+    }
+    if (b->rc) {
+        free(offs[0]), free(offs[1]);
+        return rt_errf(err, errlen, b->rc, "%s", b->err);
+    }
+    uint32_t nweights = 0;
+    for (uint32_t i = 0; i < b->nbuf; i++) nweights += b->rb[i].kind == RT_BUF_WEIGHT;
+    int n = 1 + 1 + progs[0] + progs[1] + 1 + (int)nweights;
+    RtSection *secs = calloc((size_t)n, sizeof *secs);
+    int k = 1, rc = RT_OK;
+    if (!secs) goto nomem;
+
+    /* META: head, buffer records, input records, output records. */
+    size_t msize = sizeof(RtMetaHead) + b->nbuf * sizeof(RtBufRec) + (b->nin + b->nout) * sizeof(RtIoRec);
+    unsigned char *meta = calloc(1, msize);
+    if (!meta) goto nomem;
+    RtMetaHead mh = {b->nbuf, b->nin, b->nout, 0};
+    memcpy(meta, &mh, sizeof mh);
+    size_t o = sizeof mh;
+    for (uint32_t i = 0; i < b->nbuf; i++, o += sizeof(RtBufRec)) memcpy(meta + o, &b->bufs[i].rec, sizeof(RtBufRec));
+    memcpy(meta + o, b->inputs, b->nin * sizeof(RtIoRec));
+    o += b->nin * sizeof(RtIoRec);
+    memcpy(meta + o, b->outputs, b->nout * sizeof(RtIoRec));
+    secs[k++] = (RtSection){.kind = RT_SEC_META, .id = 0, .data = meta, .size = msize};
+
+    for (int p = 0; p < 2; p++) {
+        if (!progs[p]) continue;
+        size_t psize = sizeof(RtPlanHead) + b->nbuf * sizeof(uint64_t) + b->prog[p].n * sizeof(RtOpRec);
+        unsigned char *plan = calloc(1, psize);
+        if (!plan) goto nomem;
+        RtPlanHead ph = {(uint32_t)p, b->prog[p].n, arena[p]};
+        memcpy(plan, &ph, sizeof ph);
+        memcpy(plan + sizeof ph, offs[p], b->nbuf * sizeof(uint64_t));
+        if (b->prog[p].n) memcpy(plan + sizeof ph + b->nbuf * sizeof(uint64_t), b->prog[p].ops, b->prog[p].n * sizeof(RtOpRec));
+        secs[k++] = (RtSection){.kind = RT_SEC_PLAN, .id = (uint32_t)p, .data = plan, .size = psize};
+    }
+    void *src = malloc(mlen ? mlen : 1);
+    if (!src) goto nomem;
+    if (mlen) memcpy(src, source_mil, mlen);
+    secs[k++] = (RtSection){.kind = RT_SEC_SOURCE, .id = 0, .data = src, .size = mlen};
+    for (uint32_t i = 0; i < b->nbuf; i++) {
+        if (b->rb[i].kind != RT_BUF_WEIGHT) continue;
+        secs[k++] = (RtSection){.kind = RT_SEC_WEIGHT, .id = i, .data = b->bufs[i].data, .size = (size_t)b->rb[i].bytes};
+        b->bufs[i].data = NULL; /* now the artifact's */
+    }
+    free(offs[0]), free(offs[1]);
+    return rt_artifact_assemble(out, secs, n, b->mode, err, errlen);
+
+nomem:
+    rc = rt_errf(err, errlen, RT_ENOMEM, "out of memory serialising the plan");
+    if (secs)
+        for (int i = 1; i < k; i++) free((void *)secs[i].data);
+    free(secs);
+    free(offs[0]), free(offs[1]);
+    return rc;
+}

@@ -1,0 +1,229 @@
+/* plan.h — the CPU execution plan as the compiler backend builds it: numbered
+ * buffers (inputs, outputs, weights, temporaries) and ops over them, recorded
+ * through RtPlanBuilder and frozen into an artifact (milc/rt.h) by rtb_finish.
+ * This header and rt.h are the whole contract between compiler and runtime. */
+#ifndef MILC_PLAN_H
+#define MILC_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- error codes (shared with rt.h); rt_strerror() names them ---- */
+#define RT_OK 0
+#define RT_EINVAL (-1)    /* bad argument, shape or parameter */
+#define RT_ENOMEM (-2)    /* allocation failed */
+#define RT_EIO (-3)       /* file I/O failed (errno in the message) */
+#define RT_EFORMAT (-4)   /* artifact is malformed: bad magic, bounds, counts, indices */
+#define RT_EVERSION (-5)  /* artifact format version or backend not supported */
+#define RT_ECHECKSUM (-6) /* a checksum did not match */
+#define RT_EBIND (-7)     /* rt_run: tensors do not match the model's inputs/outputs */
+#define RT_EINDEX (-8)    /* rt_run: a gather index was out of range (rows zeroed) */
+#define RT_ESYS (-9)      /* thread creation or another system call failed */
+
+#define RT_MAX_RANK 6      /* buffers */
+#define RT_COPY_MAX_RANK 8 /* copy iteration space; tile doubles the rank */
+#define RT_MAX_IN 6
+#define RT_MAX_OUT 4
+#define RT_NAME_MAX 64 /* including the NUL */
+
+/* Element types.  Activations live as F32 / I32 / BOOL (1 byte, 0 or 1); F16 is
+ * only a boundary type (graph inputs/outputs are converted at rt_run) and a
+ * weight storage type (GEMM weights, converted on the fly). */
+typedef enum {
+    RT_F32 = 1,
+    RT_F16 = 2,
+    RT_I32 = 3,
+    RT_BOOL = 4,
+} RtDType;
+
+/* Compile modes, as in DESIGN.md. */
+enum { RT_MODE_BOTH = 0, RT_MODE_NONBONDED = 1, RT_MODE_BONDED = 2 };
+/* Programs inside a plan; mode 0 records both. */
+typedef enum { RT_PROG_BONDED = 0, RT_PROG_NONBONDED = 1 } RtProgram;
+
+/* ---- ops ----
+ * Each op reads in[0..nin) and writes out[0..nout) (buffer indices) and takes
+ * a parameter struct of the listed type (or none).  Shapes are those of the
+ * buffers; the loader checks every op's shapes and params before a run.      */
+typedef enum {
+    RT_OP_GEMM = 1,   /* RtGemmParams: x, W[, bias][, residual] -> y        */
+    RT_OP_MATMUL,     /* RtMatmulParams: x, y -> z (batch dims broadcast)    */
+    RT_OP_ATTENTION,  /* RtAttnParams: q, k, v[, mask] -> o                  */
+    RT_OP_NORM,       /* RtNormParams: x[, gamma][, beta] -> y               */
+    RT_OP_SOFTMAX,    /* RtAxisParams: x -> y                                */
+    RT_OP_BINARY,     /* RtBinaryParams: a, b -> c (N-d broadcast)           */
+    RT_OP_UNARY,      /* RtUnaryParams: x -> y                               */
+    RT_OP_REDUCE,     /* RtReduceParams: x -> y                              */
+    RT_OP_COPY,       /* RtCopyParams: x -> y (strided; y may be shared)     */
+    RT_OP_GATHER,     /* RtAxisParams: x, indices(I32) -> y                  */
+    RT_OP_BAND_PART,  /* RtBandParams: x -> y                                */
+    RT_OP_SELECT,     /* none: cond(BOOL), a, b -> y (N-d broadcast)         */
+    RT_OP_CAST,       /* RtCastParams: x -> y (F32/I32/BOOL)                 */
+    RT_OP_COUNT_
+} RtOpKind;
+
+typedef enum {
+    RT_ACT_NONE = 0,
+    RT_ACT_RELU,
+    RT_ACT_GELU_EXACT,   /* x/2 (1 + erf(x/sqrt 2)) */
+    RT_ACT_GELU_TANH,    /* x/2 (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))) */
+    RT_ACT_GELU_SIGMOID, /* x sigmoid(1.702 x) */
+    RT_ACT_SILU,
+} RtAct;
+
+/* GEMM with a weight operand W (a weight buffer of shape [N, K]).
+ *   layout RT_GEMM_ROWS:     x [..., K] (M = product of leading dims),
+ *                            y [..., N]            y = x Wᵀ (+ bias[N])
+ *   layout RT_GEMM_CHANNELS: x [B, K, *spatial] (S = product of spatial),
+ *                            y [B, N, *spatial]    y = W x  (+ bias[N] per channel)
+ *                            — the 1×1 conv on [1, C, 1, S].
+ * Then act, then + residual (same shape as y) if has_residual.  Inputs:
+ * x, W, then bias if has_bias, then residual if has_residual. */
+enum { RT_GEMM_ROWS = 0, RT_GEMM_CHANNELS = 1 };
+typedef struct {
+    int32_t layout, act, has_bias, has_residual;
+} RtGemmParams;
+
+/* NumPy matmul of two runtime tensors on their last two dims, batch dims
+ * broadcast; x [.., M, K] (or [.., K, M] transposed), y [.., K, N]. Rank >= 2. */
+typedef struct {
+    int32_t transpose_x, transpose_y;
+} RtMatmulParams;
+
+/* Fused attention per (batch, head): o = softmax(q kᵀ · scale + mask) v.
+ * q [B, H, L, E], k [B, Hk, S, E], v [B, Hk, S, Ev], o [B, H, L, Ev];
+ * H a multiple of Hk (grouped-query: head h uses kv head h / (H / Hk)).
+ * mask (optional, has_mask) is additive F32 broadcastable to [B, H, L, S].
+ * causal: query i sees key j only if j <= i + (S - L) (a KV cache of S - L
+ * earlier positions precedes the L new ones). */
+typedef struct {
+    float scale;
+    int32_t causal, has_mask, reserved;
+} RtAttnParams;
+
+/* layer_norm / rms_norm over the contiguous axes [axis_begin, axis_end) of x:
+ * x viewed as [outer, C, inner]; gamma/beta (optional) hold C elements. */
+enum { RT_NORM_LAYER = 0, RT_NORM_RMS = 1 };
+typedef struct {
+    int32_t kind, axis_begin, axis_end, has_gamma, has_beta;
+    float eps;
+} RtNormParams;
+
+typedef struct {
+    int32_t axis; /* non-negative, < rank of x */
+} RtAxisParams;
+
+typedef enum {
+    RT_BIN_ADD = 0, RT_BIN_SUB, RT_BIN_MUL, RT_BIN_DIV, RT_BIN_POW,
+    RT_BIN_MAX, RT_BIN_MIN, RT_BIN_COUNT_
+} RtBinaryOp;
+typedef struct {
+    int32_t op; /* RtBinaryOp; F32 or I32 operands (same dtype as output) */
+} RtBinaryParams;
+
+typedef enum {
+    RT_UN_RSQRT = 0, /* 1/sqrt(x + eps) */
+    RT_UN_SQRT, RT_UN_EXP, RT_UN_TANH, RT_UN_SIGMOID, RT_UN_SILU,
+    RT_UN_GELU_EXACT, RT_UN_GELU_TANH, RT_UN_GELU_SIGMOID, RT_UN_RELU,
+    RT_UN_NEG, RT_UN_ABS, RT_UN_LOG, RT_UN_SCALE, /* x * eps (a scalar multiply) */
+    RT_UN_COUNT_
+} RtUnaryOp;
+typedef struct {
+    int32_t op;
+    float eps;
+} RtUnaryParams;
+
+typedef enum { RT_RED_SUM = 0, RT_RED_MEAN, RT_RED_MAX, RT_RED_COUNT_ } RtReduceOp;
+typedef struct {
+    int32_t op;
+    uint32_t axes; /* bit i set: reduce axis i of x; y holds the kept dims in order */
+} RtReduceParams;
+
+/* Strided copy: for every index (i0..i{rank-1}) < dims,
+ *   y[dst_offset + Σ i_d dst_stride_d] = x[src_offset + Σ i_d src_stride_d]
+ * in elements.  Source strides may be 0 (tile / broadcast) or negative
+ * (reversed slice); destination strides are > 0 on every dim above 1, and
+ * the walk takes no more steps than y has elements.  Expresses
+ * transpose, slices, reshape, expand/squeeze, concat (one copy per part into a
+ * shared y), split (one copy per output) and tile.  x and y have the same dtype. */
+typedef struct {
+    int32_t rank, reserved;
+    int64_t dims[RT_COPY_MAX_RANK];
+    int64_t src_offset, src_stride[RT_COPY_MAX_RANK];
+    int64_t dst_offset, dst_stride[RT_COPY_MAX_RANK];
+} RtCopyParams;
+
+/* band_part on the last two dims: keep x[.., i, j] when (lower < 0 || i - j <= lower)
+ * and (upper < 0 || j - i <= upper), else 0. */
+typedef struct {
+    int32_t lower, upper;
+} RtBandParams;
+
+/* cast between F32, I32, BOOL; round_f16 rounds an F32 result to fp16
+ * precision (MIL's cast to fp16, kept in fp32 storage). */
+typedef struct {
+    int32_t round_f16;
+} RtCastParams;
+
+/* ---- the builder ---- */
+typedef struct RtPlanBuilder RtPlanBuilder;
+typedef struct RtArtifact RtArtifact; /* see rt.h */
+
+/* A new empty plan for compile mode 0, 1 or 2.  NULL when out of memory or
+ * mode is invalid.  Owned by the caller; free with rtb_free. */
+RtPlanBuilder *rtb_new(int mode);
+void rtb_free(RtPlanBuilder *b);
+
+/* Every rtb_* returning int gives a non-negative result (a buffer index or 0)
+ * or a negative RT_E* code; the first error sticks: later calls return it and
+ * rtb_finish reports it with its message.  Names are copied. */
+
+/* A graph input.  io_dtype is the type the caller passes at rt_run (F16, F32,
+ * I32 or BOOL); inside, F16 and F32 become an F32 buffer.  Returns its index. */
+int rtb_input(RtPlanBuilder *b, const char *name, RtDType io_dtype, int rank, const int64_t *dims);
+/* A constant: data (numel × element size bytes, dense row-major) is copied.
+ * dtype F32, F16, I32 or BOOL.  An F16 weight read by any op but a GEMM (as
+ * its W) becomes F32 at that rtb_op; rtb_finish repacks every GEMM W into
+ * 32-column panels: fp16 for GEMMs of <= 16 rows (decode is bandwidth-bound)
+ * when given as fp16, fp32 otherwise (a weight needed both ways is stored twice). */
+int rtb_weight(RtPlanBuilder *b, const char *name, RtDType dtype, int rank, const int64_t *dims,
+               const void *data);
+/* An intermediate of internal dtype F32, I32 or BOOL, used by one program only;
+ * rtb_finish places it in the arena. */
+int rtb_temp(RtPlanBuilder *b, RtDType dtype, int rank, const int64_t *dims);
+/* Selects the program later rtb_op calls append to (mode 0 records both;
+ * the default is the program of the builder's mode, bonded for mode 0). */
+int rtb_program(RtPlanBuilder *b, RtProgram p);
+/* Appends an op.  params points at the op's parameter struct (plen bytes,
+ * exactly its size) or is NULL with plen 0 for ops without one.  Shapes are
+ * checked here, so a bad op is reported at its call. */
+int rtb_op(RtPlanBuilder *b, RtOpKind kind, const int *in, int nin, const int *out, int nout,
+           const void *params, size_t plen);
+/* Marks buffer buf (an input, temp or weight) as the graph output `name`,
+ * returned to the caller as io_dtype (F16/F32 for F32 buffers). */
+int rtb_output(RtPlanBuilder *b, const char *name, int buf, RtDType io_dtype);
+/* Freezes the plan (call once): checks that every program writes every
+ * output, packs GEMM weights for their kernels, plans each program's arena (bonded: by liveness;
+ * non-bonded: every temp its own region) and serialises the artifact with
+ * source_mil (opaque bytes, may be NULL/0) embedded.  On success *out is a new
+ * artifact owned by the caller (rt_artifact_free); the builder stays owned by
+ * the caller and may only be freed afterwards.  On failure returns RT_E* and
+ * writes a message to err. */
+int rtb_finish(RtPlanBuilder *b, const char *source_mil, size_t mlen, RtArtifact **out, char *err,
+               size_t errlen);
+
+/* Message of the first error, or "" (valid until the builder is freed). */
+const char *rtb_error(const RtPlanBuilder *b);
+
+const char *rt_strerror(int code);
+const char *rt_op_name(RtOpKind kind);
+size_t rt_dtype_size(RtDType t); /* 0 for an unknown type */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

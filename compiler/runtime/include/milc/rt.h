@@ -1,0 +1,145 @@
+/* rt.h — CPU runtime: artifact bytes (file form and cache form), loading an
+ * untrusted artifact, and running it.  The format is described in
+ * compiler/runtime/ARTIFACT.md.  Errors are negative RT_E* codes (milc/plan.h)
+ * with a message written to the caller's buffer; nothing here prints or exits. */
+#ifndef MILC_RT_H
+#define MILC_RT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "milc/plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RT_FORMAT_VERSION 1
+#define RT_BACKEND_CPU 1
+
+/* Section kinds (the section table of ARTIFACT.md). */
+typedef enum {
+    RT_SEC_MANIFEST = 0, /* header + section table: always section 0 of the cache form */
+    RT_SEC_META = 1,     /* buffer table, input/output names, shapes, dtypes */
+    RT_SEC_PLAN = 2,     /* one program; id = RtProgram */
+    RT_SEC_SOURCE = 3,   /* canonical MIL text, opaque */
+    RT_SEC_WEIGHT = 4,   /* one weight tensor; id = its buffer index */
+} RtSectionKind;
+
+/* One section as bytes.  data is borrowed: its owner is whoever produced the
+ * array (the artifact, the file mapping, an LMDB read transaction). */
+typedef struct {
+    uint32_t kind, id; /* informative; the loader trusts only the manifest */
+    const void *data;
+    size_t size;
+} RtSection;
+
+/* ---- built artifacts (from rtb_finish) ---- */
+
+/* The artifact's sections: (*secs)[0] is the manifest, then the table's
+ * sections in order.  The array and its bytes belong to the artifact and live
+ * until rt_artifact_free.  Store each as its own value and hand the same
+ * list, in the same order, to rt_model_load. */
+int rt_artifact_sections(const RtArtifact *a, const RtSection **secs, int *n);
+/* Total bytes of the file form. */
+size_t rt_artifact_file_size(const RtArtifact *a);
+/* Writes the file form (64-byte aligned sections) to path atomically
+ * (path.tmp.PID then rename).  RT_EIO on failure. */
+int rt_artifact_write_file(const RtArtifact *a, const char *path, char *err, size_t errlen);
+/* Serialises the file form into buf (cap >= rt_artifact_file_size). */
+int rt_artifact_write_mem(const RtArtifact *a, void *buf, size_t cap, char *err, size_t errlen);
+void rt_artifact_free(RtArtifact *a);
+
+/* Cuts an untrusted file-form artifact into its sections without copying:
+ * secs[0..*n) point into bytes (valid while bytes is).  Checks the header,
+ * table, bounds, alignment and overlaps, not checksums.  max is secs' capacity;
+ * RT_EFORMAT if the artifact has more. */
+int rt_artifact_split(const void *bytes, size_t len, RtSection *secs, int max, int *n, char *err,
+                      size_t errlen);
+
+/* Header facts of a manifest (section 0), checked like rt_model_load does. */
+typedef struct {
+    uint32_t format_version, backend, mode, nsections;
+    char milc_version[32];
+} RtArtifactInfo;
+int rt_artifact_info(const RtSection *manifest, RtArtifactInfo *info, char *err, size_t errlen);
+/* Verifies every section's XXH3-64 checksum and the header checksum. */
+int rt_artifact_verify(const RtSection *secs, int n, char *err, size_t errlen);
+
+/* ---- loading and running ---- */
+typedef struct RtModel RtModel;
+
+enum {
+    RT_LOAD_VERIFY = 1, /* verify checksums (the cache may do it on its own schedule) */
+};
+typedef struct {
+    int nthreads; /* worker threads including the caller's; <= 0: online CPUs */
+    int flags;    /* RT_LOAD_* */
+    uint64_t max_arena; /* refuse plans needing a bigger arena (RT_ENOMEM); 0: no limit */
+} RtLoadOptions;
+
+/* Loads an artifact given as sections (secs[0] = manifest).  Everything is
+ * validated before use; all run-time memory (arena, per-thread scratch,
+ * thread pool) is allocated here.  Errors: RT_EFORMAT, RT_EVERSION,
+ * RT_ECHECKSUM (with RT_LOAD_VERIFY), RT_ENOMEM, RT_ESYS; err says what.  Weights are NOT copied: the section bytes must
+ * stay valid and unchanged until rt_model_free (e.g. keep the LMDB read
+ * transaction or the file mapping open), and must be 16-byte aligned.
+ * opts may be NULL.  On success *out is owned by the caller. */
+int rt_model_load(RtModel **out, const RtSection *secs, int n, const RtLoadOptions *opts, char *err,
+                  size_t errlen);
+void rt_model_free(RtModel *m);
+
+/* A dense tensor handed to rt_run; data is the caller's. */
+typedef struct {
+    RtDType dtype;
+    int rank;
+    int64_t dims[RT_MAX_RANK];
+    void *data;
+    size_t size; /* bytes available at data */
+} RtTensor;
+
+/* Input or output `i` of the model: name (valid until rt_model_free), the
+ * dtype the caller passes or receives, and the shape.  RT_EINVAL if out of range. */
+typedef struct {
+    const char *name;
+    RtDType dtype;
+    int rank;
+    int64_t dims[RT_MAX_RANK];
+} RtIoInfo;
+int rt_model_ninputs(const RtModel *m);
+int rt_model_noutputs(const RtModel *m);
+int rt_model_input(const RtModel *m, int i, RtIoInfo *info);
+int rt_model_output(const RtModel *m, int i, RtIoInfo *info);
+int rt_model_mode(const RtModel *m);
+
+typedef struct {
+    uint64_t dispatches; /* sub-program dispatches in this run */
+    uint64_t ops;        /* ops executed */
+    double seconds;      /* wall time of rt_run */
+} RtRunStats;
+
+enum {
+    RT_RUN_NONBONDED = 1, /* mode 0 only: run the non-bonded variant */
+};
+
+/* Runs the model: in[i] binds input i, out[i] receives output i (in the
+ * order of rt_model_input/output; dtype, rank, dims must match and size must
+ * suffice, else RT_EBIND).  No allocation, no system calls but futex wakes.
+ * One rt_run at a time per model (the model owns one arena and one thread
+ * pool); different models may run concurrently.  RT_EINDEX: a gather met an
+ * out-of-range index (its rows are zero; the outputs are still written).
+ * RT_EINVAL: RT_RUN_NONBONDED on a model without that variant.  stats may be NULL. */
+int rt_run(RtModel *m, const RtTensor *in, int nin, RtTensor *out, int nout, int flags,
+           RtRunStats *stats);
+
+/* Inspection after a run: the F32/I32/BOOL contents of buffer `buf` of the
+ * last program run (weights, inputs, temps).  *data is valid until the next
+ * rt_run or rt_model_free; temps of the bonded program may have been
+ * overwritten by later ops (arena reuse) — run non-bonded to inspect them. */
+int rt_model_buffer(const RtModel *m, int buf, const void **data, RtDType *dtype, int *rank,
+                    int64_t *dims);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

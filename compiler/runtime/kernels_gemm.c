@@ -1,0 +1,329 @@
+/* kernels_gemm.c — GEMM with a weight operand, batched matmul and fused
+ * attention, all on one AVX-512 register-blocked kernel: a 6×64 tile of C
+ * (24 accumulators) fed by broadcasts of A and vector loads of B, with B
+ * either build-time packed 32-column panels (fp32, or fp16 converted on the
+ * fly: half the bytes for bandwidth-bound decode) or a row-major runtime
+ * tensor.  The epilogue (scale, bias, activation, residual) runs on the
+ * tile while it is in registers.  No allocation: packing of runtime
+ * operands uses the per-thread scratch sized at load.  See the report for
+ * why this beat calling a BLAS here. */
+#include <float.h>
+#include <string.h>
+
+#include "milc/half.h"
+#include "rt_internal.h"
+#include "rt_math.h"
+
+enum { MR = 6, NR = 64 }; /* tile: rows of A × columns of B */
+
+/* Where a tile's results go: y(m, n) = act(alpha·acc + bias[n]) + res(m, n). */
+typedef struct {
+    float alpha;
+    const float *bias; /* per column, indexed by absolute n; or NULL */
+    int act;
+    const float *res; /* res[m·rm + n·rn] or NULL */
+    int64_t rm, rn;
+    float *y; /* y[m·ym + n·yn] */
+    int64_t ym, yn;
+} Epi;
+
+/* A(m, k) = a[m·am + k·ak].  B(k, n0 + j) for j < 64: columns 0..31 at
+ * b0[k·ldb + j], 32..63 at b1[k·ldb + j - 32] (two panels, or one row-major
+ * matrix with b1 = b0 + 32).  nc ≤ 64 valid columns. */
+typedef struct {
+    const float *a;
+    int64_t am, ak, k;
+    const void *b0, *b1;
+    int64_t ldb;
+    int f16;
+} Opnd;
+
+#ifndef RT_AVX512
+static void epi_scalar(const Epi *e, int64_t m, int64_t n, float v) {
+    v = v * e->alpha + (e->bias ? e->bias[n] : 0.0f);
+    v = rt_act1(v, e->act);
+    if (e->res) v += e->res[m * e->rm + n * e->rn];
+    e->y[m * e->ym + n * e->yn] = v;
+}
+#endif
+
+#ifdef RT_AVX512
+static inline __attribute__((always_inline)) __m512 load_b(const void *base, int64_t off, __mmask16 k, int f16) {
+    if (f16) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, (const uint16_t *)base + off));
+    return _mm512_maskz_loadu_ps(k, (const float *)base + off);
+}
+
+/* Epilogue for one row of a tile: four 16-column vectors. */
+static inline __attribute__((always_inline)) void store_row(const Epi *e, int64_t m, int64_t n0, const __mmask16 *msk,
+                                                            __m512 v0, __m512 v1, __m512 v2, __m512 v3) {
+    __m512 v[4] = {v0, v1, v2, v3}, alpha = _mm512_set1_ps(e->alpha);
+    for (int j = 0; j < 4; j++) {
+        if (!msk[j]) continue;
+        int64_t n = n0 + 16 * j;
+        __m512 bias = e->bias ? _mm512_maskz_loadu_ps(msk[j], e->bias + n) : _mm512_setzero_ps();
+        __m512 r = rt_act16(_mm512_fmadd_ps(v[j], alpha, bias), e->act);
+        if (e->yn == 1 && (!e->res || e->rn == 1)) {
+            if (e->res) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(msk[j], e->res + m * e->rm + n));
+            _mm512_mask_storeu_ps(e->y + m * e->ym + n, msk[j], r);
+        } else { /* transposed output (channels layout): scatter by hand */
+            float t[16];
+            _mm512_storeu_ps(t, r);
+            int cnt = __builtin_popcount(msk[j]);
+            for (int c = 0; c < cnt; c++)
+                e->y[m * e->ym + (n + c) * e->yn] = t[c] + (e->res ? e->res[m * e->rm + (n + c) * e->rn] : 0.0f);
+        }
+    }
+}
+
+/* One mr×64 tile.  The accumulators are named variables, not an array: GCC
+ * keeps an array of them in memory and stores it every iteration. */
+#define ACC_DECL(r) __m512 c##r##0 = z, c##r##1 = z, c##r##2 = z, c##r##3 = z
+#define ACC_FMA(r)                                          \
+    if (mr > r) {                                           \
+        __m512 av = _mm512_set1_ps(ap[r * am]);             \
+        c##r##0 = _mm512_fmadd_ps(av, b0, c##r##0);         \
+        c##r##1 = _mm512_fmadd_ps(av, b1, c##r##1);         \
+        c##r##2 = _mm512_fmadd_ps(av, b2, c##r##2);         \
+        c##r##3 = _mm512_fmadd_ps(av, b3, c##r##3);         \
+    }
+#define ACC_STORE(r) \
+    if (mr > r) store_row(e, m0 + r, n0, msk, c##r##0, c##r##1, c##r##2, c##r##3)
+
+static inline __attribute__((always_inline)) void tile(const Opnd *o, int64_t m0, int mr, int64_t n0, int nc, const Epi *e,
+                                                       int f16) {
+    __mmask16 msk[4];
+    for (int j = 0; j < 4; j++) {
+        int c = nc - 16 * j;
+        msk[j] = c >= 16 ? (__mmask16)0xFFFF : c <= 0 ? 0 : (__mmask16)((1u << c) - 1);
+    }
+    const __mmask16 k0 = msk[0], k1 = msk[1], k2 = msk[2], k3 = msk[3];
+    const __m512 z = _mm512_setzero_ps();
+    ACC_DECL(0); ACC_DECL(1); ACC_DECL(2); ACC_DECL(3); ACC_DECL(4); ACC_DECL(5);
+    const int64_t am = o->am, ak = o->ak, ldb = o->ldb, kn = o->k;
+    const void *pb0 = o->b0, *pb1 = o->b1;
+    const float *a = o->a + m0 * am;
+    for (int64_t kk = 0; kk < kn; kk++) {
+        int64_t bo = kk * ldb;
+        __m512 b0 = load_b(pb0, bo, k0, f16), b1 = load_b(pb0, bo + 16, k1, f16);
+        __m512 b2 = load_b(pb1, bo, k2, f16), b3 = load_b(pb1, bo + 16, k3, f16);
+        const float *ap = a + kk * ak;
+        ACC_FMA(0) ACC_FMA(1) ACC_FMA(2) ACC_FMA(3) ACC_FMA(4) ACC_FMA(5)
+    }
+    ACC_STORE(0); ACC_STORE(1); ACC_STORE(2); ACC_STORE(3); ACC_STORE(4); ACC_STORE(5);
+}
+
+#define TILE_CASES(F16)                                     \
+    switch (mr) {                                           \
+    case 6: tile(o, m0, 6, n0, nc, e, F16); break;          \
+    case 5: tile(o, m0, 5, n0, nc, e, F16); break;          \
+    case 4: tile(o, m0, 4, n0, nc, e, F16); break;          \
+    case 3: tile(o, m0, 3, n0, nc, e, F16); break;          \
+    case 2: tile(o, m0, 2, n0, nc, e, F16); break;          \
+    default: tile(o, m0, 1, n0, nc, e, F16); break;         \
+    }
+
+static void tile_any(const Opnd *o, int64_t m0, int mr, int64_t n0, int nc, const Epi *e) {
+    if (o->f16) TILE_CASES(1) else TILE_CASES(0)
+}
+#else
+static void tile_any(const Opnd *o, int64_t m0, int mr, int64_t n0, int nc, const Epi *e) {
+    for (int r = 0; r < mr; r++)
+        for (int c = 0; c < nc; c++) {
+            const void *base = c < 32 ? o->b0 : o->b1;
+            int64_t j = c < 32 ? c : c - 32;
+            float s = 0;
+            for (int64_t kk = 0; kk < o->k; kk++) {
+                int64_t off = kk * o->ldb + j;
+                float bv = o->f16 ? half_to_float(((const uint16_t *)base)[off]) : ((const float *)base)[off];
+                s += o->a[(m0 + r) * o->am + kk * o->ak] * bv;
+            }
+            epi_scalar(e, m0 + r, n0 + c, s);
+        }
+}
+#endif
+
+/* C[m0..m1) × [n0..n1) for B given as 32-column panels (b = panel 0, panel
+ * stride k·32) or row-major (panel_stride 0: columns at b + n, ldb = row). */
+static void gemm_range(const Opnd *base, const void *b, int64_t panel_stride, int64_t n_total, int64_t m0, int64_t m1,
+                       int64_t n0, int64_t n1, const Epi *e) {
+    size_t es = base->f16 ? 2 : 4;
+    for (int64_t n = n0; n < n1; n += NR) {
+        Opnd o = *base;
+        int nc = n1 - n < NR ? (int)(n1 - n) : NR;
+        if (panel_stride) {
+            o.b0 = (const char *)b + (size_t)(n / 32 * panel_stride) * es;
+            /* a missing second panel is never read (its masks are 0) */
+            o.b1 = n + 32 < n_total ? (const char *)b + (size_t)((n / 32 + 1) * panel_stride) * es : o.b0;
+        } else {
+            o.b0 = (const char *)b + (size_t)n * es;
+            o.b1 = (const char *)b + (size_t)(n + 32 < n_total ? n + 32 : n) * es;
+        }
+        for (int64_t m = m0; m < m1; m += MR) tile_any(&o, m, m1 - m < MR ? (int)(m1 - m) : MR, n, nc, e);
+    }
+}
+
+/* Splits an M×N product over threads: by 64-column blocks when there are
+ * enough of them, else by 6-row blocks. */
+static void split_mn(int64_t m, int64_t n, int ith, int nth, int64_t *m0, int64_t *m1, int64_t *n0, int64_t *n1) {
+    int64_t nb = (n + NR - 1) / NR, mb = (m + MR - 1) / MR;
+    *m0 = 0, *m1 = m, *n0 = 0, *n1 = n;
+    if (nb >= nth || nb >= mb) {
+        *n0 = nb * ith / nth * NR, *n1 = nb * (ith + 1) / nth * NR;
+        if (*n1 > n) *n1 = n;
+    } else {
+        *m0 = mb * ith / nth * MR, *m1 = mb * (ith + 1) / nth * MR;
+        if (*m1 > m) *m1 = m;
+    }
+}
+
+void rt_k_gemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+    const RtGemmParams *gp = &op->p.gemm;
+    const RtBuf *xb = &ex->bufs[op->in[0]], *wb = &ex->bufs[op->in[1]];
+    const float *x = ex->ptr[op->in[0]];
+    const void *w = ex->ptr[op->in[1]];
+    const float *bias = gp->has_bias ? ex->ptr[op->in[2]] : NULL;
+    const float *res = gp->has_residual ? ex->ptr[op->in[2 + gp->has_bias]] : NULL;
+    float *y = ex->ptr[op->out[0]];
+    int64_t n = wb->dims[0], k = wb->dims[1];
+    Opnd o = {.k = k, .ldb = RT_PANEL, .f16 = wb->dtype == RT_F16};
+    Epi e = {.alpha = 1.0f, .bias = bias, .act = gp->act, .res = res};
+    if (gp->layout == RT_GEMM_ROWS) {
+        int64_t m = xb->numel / k, m0, m1, n0, n1;
+        o.a = x, o.am = k, o.ak = 1;
+        e.rm = n, e.rn = 1, e.y = y, e.ym = n, e.yn = 1;
+        split_mn(m, n, ith, nth, &m0, &m1, &n0, &n1);
+        gemm_range(&o, w, k * RT_PANEL, n, m0, m1, n0, n1, &e);
+    } else {
+        /* y[b, n, s] = Σ_k W[n, k] x[b, k, s]: rows are positions s. */
+        int64_t nb = xb->dims[0], s = xb->numel / (nb * k), m0, m1, n0, n1;
+        split_mn(s, n, ith, nth, &m0, &m1, &n0, &n1);
+        for (int64_t bi = 0; bi < nb; bi++) {
+            o.a = x + bi * k * s, o.am = 1, o.ak = s;
+            e.res = res ? res + bi * n * s : NULL, e.rm = 1, e.rn = s;
+            e.y = y + bi * n * s, e.ym = 1, e.yn = s;
+            gemm_range(&o, w, k * RT_PANEL, n, m0, m1, n0, n1, &e);
+        }
+    }
+}
+
+/* ---- batched matmul ---- */
+size_t rt_s_matmul(const RtBuf *bufs, const RtOpRec *op) {
+    /* a transposed y is repacked row-major [K, N] per batch */
+    if (!op->p.matmul.transpose_y) return 0;
+    const RtBuf *y = &bufs[op->in[1]];
+    return (size_t)(y->dims[y->rank - 1] * y->dims[y->rank - 2]) * sizeof(float);
+}
+
+/* Element offset of z's batch `bi` in operand a (batch dims right-aligned,
+ * broadcast dims contribute 0). */
+static int64_t batch_offset(const RtBuf *z, const RtBuf *a, int64_t bi) {
+    int zr = (int)z->rank - 2, ar = (int)a->rank - 2;
+    int64_t off = 0, stride = a->dims[a->rank - 1] * a->dims[a->rank - 2];
+    for (int d = zr - 1; d >= 0; d--) {
+        int64_t idx = bi % z->dims[d];
+        bi /= z->dims[d];
+        int ad = d - (zr - ar);
+        if (ad < 0) break;
+        if (a->dims[ad] != 1) off += idx * stride;
+        stride *= a->dims[ad];
+    }
+    return off;
+}
+
+static void transpose_into(const float *src, int64_t rows, int64_t cols, float *dst) {
+    /* dst[c][r] = src[r][c] in 16×16 blocks to stay in cache */
+    for (int64_t r0 = 0; r0 < rows; r0 += 16)
+        for (int64_t c0 = 0; c0 < cols; c0 += 16)
+            for (int64_t r = r0; r < r0 + 16 && r < rows; r++)
+                for (int64_t c = c0; c < c0 + 16 && c < cols; c++) dst[c * rows + r] = src[r * cols + c];
+}
+
+void rt_k_matmul(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+    const RtMatmulParams *p = &op->p.matmul;
+    const RtBuf *xb = &ex->bufs[op->in[0]], *yb = &ex->bufs[op->in[1]], *zb = &ex->bufs[op->out[0]];
+    const float *x = ex->ptr[op->in[0]], *y = ex->ptr[op->in[1]];
+    float *z = ex->ptr[op->out[0]];
+    int64_t m = zb->dims[zb->rank - 2], n = zb->dims[zb->rank - 1];
+    int64_t k = xb->dims[xb->rank - 1 - p->transpose_x];
+    int64_t batches = zb->numel / (m * n), b0, b1;
+    float *pack = (float *)(ex->scratch + (size_t)ith * ex->scratch_per_thread);
+    Opnd o = {.k = k, .ldb = n, .f16 = 0};
+    Epi e = {.alpha = 1.0f, .ym = n, .yn = 1};
+    if (batches >= nth) { /* whole matrices per thread */
+        b0 = batches * ith / nth, b1 = batches * (ith + 1) / nth;
+    } else { /* few matrices: every thread takes part of each */
+        b0 = 0, b1 = batches;
+    }
+    for (int64_t bi = b0; bi < b1; bi++) {
+        int64_t m0 = 0, m1 = m, n0 = 0, n1 = n;
+        if (batches < nth) split_mn(m, n, ith, nth, &m0, &m1, &n0, &n1);
+        const float *xa = x + batch_offset(zb, xb, bi), *ya = y + batch_offset(zb, yb, bi);
+        if (p->transpose_y) { /* y stored [N, K]: make it [K, N] */
+            transpose_into(ya, n, k, pack);
+            ya = pack;
+        }
+        o.a = xa, o.am = p->transpose_x ? 1 : k, o.ak = p->transpose_x ? m : 1;
+        e.y = z + bi * m * n;
+        if (m1 > m0 && n1 > n0) gemm_range(&o, ya, 0, n, m0, m1, n0, n1, &e);
+    }
+}
+
+/* ---- fused attention ---- */
+enum { ATT_LB = 48 }; /* query rows per work unit: a multiple of the tile height */
+
+size_t rt_s_attention(const RtBuf *bufs, const RtOpRec *op) {
+    const RtBuf *k = &bufs[op->in[1]];
+    int64_t s = k->dims[2], e = k->dims[3];
+    return (size_t)(ATT_LB * s + e * s) * sizeof(float); /* scores + kᵀ */
+}
+
+void rt_k_attention(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+    const RtAttnParams *p = &op->p.attn;
+    const RtBuf *qb = &ex->bufs[op->in[0]], *kb = &ex->bufs[op->in[1]], *vb = &ex->bufs[op->in[2]];
+    const float *q = ex->ptr[op->in[0]], *k = ex->ptr[op->in[1]], *v = ex->ptr[op->in[2]];
+    const float *mask = p->has_mask ? ex->ptr[op->in[3]] : NULL;
+    float *o = ex->ptr[op->out[0]];
+    int64_t B = qb->dims[0], H = qb->dims[1], L = qb->dims[2], E = qb->dims[3];
+    int64_t Hk = kb->dims[1], S = kb->dims[2], Ev = vb->dims[3];
+    int64_t ms[4] = {0, 0, 0, 0}; /* mask strides over [B, H, L, S], 0 where it broadcasts */
+    if (mask) {
+        const RtBuf *mb = &ex->bufs[op->in[3]];
+        int64_t st = 1;
+        for (int d = 3, md = (int)mb->rank - 1; d >= 0 && md >= 0; d--, md--) {
+            ms[d] = mb->dims[md] == 1 ? 0 : st;
+            st *= mb->dims[md];
+        }
+    }
+    float *sc = (float *)(ex->scratch + (size_t)ith * ex->scratch_per_thread), *kt = sc + ATT_LB * S;
+    int64_t lblocks = (L + ATT_LB - 1) / ATT_LB, units = B * H * lblocks;
+    int64_t u0 = units * ith / nth, u1 = units * (ith + 1) / nth, packed = -1;
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t bh = u / lblocks, l0 = (u % lblocks) * ATT_LB, lb = L - l0 < ATT_LB ? L - l0 : ATT_LB;
+        int64_t b = bh / H, h = bh % H, hk = h / (H / Hk);
+        const float *qh = q + ((b * H + h) * L + l0) * E;
+        if (packed != b * Hk + hk) { /* kᵀ [E, S] of this kv head, reused across its query heads */
+            transpose_into(k + (b * Hk + hk) * S * E, S, E, kt);
+            packed = b * Hk + hk;
+        }
+        Opnd qk = {.a = qh, .am = E, .ak = 1, .k = E, .ldb = S};
+        Epi es = {.alpha = p->scale, .y = sc, .ym = S, .yn = 1};
+        gemm_range(&qk, kt, 0, S, 0, lb, 0, S, &es);
+        for (int64_t i = 0; i < lb; i++) {
+            float *row = sc + i * S;
+            int64_t li = l0 + i, lim = p->causal ? li + (S - L) + 1 : S;
+            if (mask) {
+                const float *mr = mask + b * ms[0] + h * ms[1] + li * ms[2];
+                for (int64_t j = 0; j < lim; j++) row[j] += mr[j * ms[3]];
+            }
+            float mx = -FLT_MAX;
+            for (int64_t j = 0; j < lim; j++) mx = row[j] > mx ? row[j] : mx;
+            float sum = rt_exp_row(row, row, lim, mx);
+            float inv = sum > 0 ? 1.0f / sum : 0.0f;
+            for (int64_t j = 0; j < lim; j++) row[j] *= inv;
+            for (int64_t j = lim; j < S; j++) row[j] = 0.0f;
+        }
+        Opnd pv = {.a = sc, .am = S, .ak = 1, .k = S, .ldb = Ev};
+        Epi eo = {.alpha = 1.0f, .y = o + ((b * H + h) * L + l0) * Ev, .ym = Ev, .yn = 1};
+        gemm_range(&pv, v + (b * Hk + hk) * S * Ev, 0, Ev, 0, lb, 0, Ev, &eo);
+    }
+}

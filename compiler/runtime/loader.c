@@ -1,0 +1,320 @@
+/* loader.c — rt_model_load: turns untrusted sections into a runnable model.
+ * Every count, size, index, shape, parameter, arena offset and overlap is
+ * checked before anything is used; then all run-time memory is allocated
+ * here so rt_run never allocates. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rt_internal.h"
+
+enum { RT_MAX_BUFS = 1 << 20, RT_MAX_OPS = 1 << 20 };
+#define RT_MAX_ARENA (UINT64_C(1) << 40)
+
+#define BAD(...) do { rc = rt_errf(err, errlen, RT_EFORMAT, __VA_ARGS__); goto fail; } while (0)
+
+static bool io_compatible(uint32_t buf_dtype, uint32_t io) {
+    if (buf_dtype == RT_F32) return io == RT_F16 || io == RT_F32;
+    return (buf_dtype == RT_I32 || buf_dtype == RT_BOOL) && io == buf_dtype;
+}
+
+static int parse_meta(RtModel *m, const RtSection *s, char *err, size_t errlen) {
+    int rc;
+    RtMetaHead mh;
+    if (s->size < sizeof mh) BAD("meta section too short");
+    memcpy(&mh, s->data, sizeof mh);
+    if (mh.nbuf > RT_MAX_BUFS || mh.ninputs > mh.nbuf || mh.noutputs > RT_MAX_BUFS || mh.noutputs == 0 || mh.reserved)
+        BAD("meta: counts %u/%u/%u invalid", mh.nbuf, mh.ninputs, mh.noutputs);
+    uint64_t want = sizeof mh + (uint64_t)mh.nbuf * sizeof(RtBufRec) + (uint64_t)(mh.ninputs + mh.noutputs) * sizeof(RtIoRec);
+    if (s->size != want) BAD("meta section is %zu bytes, its counts need %llu", s->size, (unsigned long long)want);
+    m->nbuf = mh.nbuf;
+    m->ninputs = mh.ninputs;
+    m->noutputs = mh.noutputs;
+    m->bufs = calloc(mh.nbuf ? mh.nbuf : 1, sizeof(RtBuf));
+    m->inputs = calloc(mh.ninputs ? mh.ninputs : 1, sizeof(RtIoRec));
+    m->outputs = calloc(mh.noutputs, sizeof(RtIoRec));
+    m->weight = calloc(mh.nbuf ? mh.nbuf : 1, sizeof(void *));
+    if (!m->bufs || !m->inputs || !m->outputs || !m->weight) return rt_errf(err, errlen, RT_ENOMEM, "out of memory");
+    const unsigned char *p = (const unsigned char *)s->data + sizeof mh;
+    for (uint32_t i = 0; i < mh.nbuf; i++, p += sizeof(RtBufRec)) {
+        RtBufRec r;
+        memcpy(&r, p, sizeof r);
+        char msg[160];
+        if (rt_buf_init(&m->bufs[i], &r, msg, sizeof msg)) BAD("buffer %u: %s", i, msg);
+    }
+    memcpy(m->inputs, p, mh.ninputs * sizeof(RtIoRec));
+    p += mh.ninputs * sizeof(RtIoRec);
+    memcpy(m->outputs, p, mh.noutputs * sizeof(RtIoRec));
+    uint32_t ninput_bufs = 0;
+    for (uint32_t i = 0; i < mh.nbuf; i++) ninput_bufs += m->bufs[i].kind == RT_BUF_INPUT;
+    if (ninput_bufs != mh.ninputs) BAD("meta: %u input buffers but %u input records", ninput_bufs, mh.ninputs);
+    for (uint32_t i = 0; i < mh.ninputs + mh.noutputs; i++) {
+        bool isin = i < mh.ninputs;
+        RtIoRec *r = isin ? &m->inputs[i] : &m->outputs[i - mh.ninputs];
+        if (!memchr(r->name, 0, RT_NAME_MAX) || !r->name[0]) BAD("%s %u: bad name", isin ? "input" : "output", i);
+        if (r->buf >= mh.nbuf) BAD("%s %s: buffer %u out of range", isin ? "input" : "output", r->name, r->buf);
+        const RtBuf *b = &m->bufs[r->buf];
+        if (isin && b->kind != RT_BUF_INPUT) BAD("input %s: buffer %u is not an input", r->name, r->buf);
+        if (!io_compatible(b->dtype, r->io_dtype) || b->flags) BAD("%s %s: dtype %u incompatible", isin ? "input" : "output", r->name, r->io_dtype);
+        if (isin)
+            for (uint32_t j = 0; j < i; j++)
+                if (m->inputs[j].buf == r->buf) BAD("input %s: buffer %u bound twice", r->name, r->buf);
+    }
+    return RT_OK;
+fail:
+    return rc;
+}
+
+typedef struct {
+    uint32_t buf;
+    int64_t first, last;
+    uint64_t off, end;
+} LiveRange;
+
+static int cmp_lr(const void *a, const void *b) {
+    const LiveRange *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+static int parse_plan(RtModel *m, int pi, const RtSection *s, char *err, size_t errlen) {
+    int rc = RT_OK;
+    RtPlanHead ph;
+    int64_t *first = NULL, *last = NULL;
+    LiveRange *lr = NULL;
+    if (s->size < sizeof ph) BAD("plan section too short");
+    memcpy(&ph, s->data, sizeof ph);
+    if (ph.program != (uint32_t)pi || ph.nops > RT_MAX_OPS || ph.arena_size > RT_MAX_ARENA) BAD("plan %d: header invalid", pi);
+    uint64_t want = sizeof ph + (uint64_t)m->nbuf * 8 + (uint64_t)ph.nops * sizeof(RtOpRec);
+    if (s->size != want) BAD("plan %d is %zu bytes, its counts need %llu", pi, s->size, (unsigned long long)want);
+    RtProg *pr = &m->prog[pi];
+    pr->nops = ph.nops;
+    pr->arena_size = ph.arena_size;
+    pr->offset = malloc(sizeof(uint64_t) * (m->nbuf ? m->nbuf : 1));
+    pr->ops = malloc(sizeof(RtOpRec) * (ph.nops ? ph.nops : 1));
+    first = malloc(sizeof(int64_t) * (m->nbuf ? m->nbuf : 1));
+    last = malloc(sizeof(int64_t) * (m->nbuf ? m->nbuf : 1));
+    lr = malloc(sizeof(LiveRange) * (m->nbuf ? m->nbuf : 1));
+    if (!pr->offset || !pr->ops || !first || !last || !lr) {
+        rc = rt_errf(err, errlen, RT_ENOMEM, "out of memory");
+        goto fail;
+    }
+    const unsigned char *p = (const unsigned char *)s->data + sizeof ph;
+    memcpy(pr->offset, p, m->nbuf * 8);
+    memcpy(pr->ops, p + m->nbuf * 8, ph.nops * sizeof(RtOpRec));
+    for (uint32_t i = 0; i < m->nbuf; i++) first[i] = INT64_MAX, last[i] = -2;
+    for (uint32_t i = 0; i < m->ninputs; i++) first[m->inputs[i].buf] = last[m->inputs[i].buf] = -1;
+    for (uint32_t i = 0; i < ph.nops; i++) {
+        const RtOpRec *op = &pr->ops[i];
+        char msg[200];
+        if (rt_op_check(m->bufs, m->nbuf, op, true, msg, sizeof msg)) BAD("plan %d op %u: %s", pi, i, msg);
+        for (uint32_t j = 0; j < op->nin + op->nout; j++) {
+            int id = j < op->nin ? op->in[j] : op->out[j - op->nin];
+            if (m->bufs[id].kind == RT_BUF_WEIGHT) continue;
+            if (first[id] > (int64_t)i) first[id] = i;
+            if (last[id] < (int64_t)i) last[id] = i;
+            if (j < op->nin && first[id] == (int64_t)i) BAD("plan %d op %u reads buffer %d before it is written", pi, i, id);
+        }
+    }
+    for (uint32_t i = 0; i < m->noutputs; i++) {
+        uint32_t id = m->outputs[i].buf;
+        if (m->bufs[id].kind == RT_BUF_WEIGHT) continue;
+        if (last[id] == -2) BAD("plan %d never writes output %s", pi, m->outputs[i].name);
+        last[id] = ph.nops;
+    }
+    /* Arena: every live buffer inside it, aligned; overlapping ones must not be live at once. */
+    uint32_t nl = 0;
+    for (uint32_t i = 0; i < m->nbuf; i++) {
+        if (last[i] == -2) {
+            pr->offset[i] = UINT64_MAX;
+            continue;
+        }
+        uint64_t off = pr->offset[i], bytes = m->bufs[i].bytes;
+        if (off % RT_ARENA_ALIGN || off > ph.arena_size || bytes > ph.arena_size - off)
+            BAD("plan %d: buffer %u at arena offset %llu (%llu bytes) outside the %llu-byte arena", pi, i,
+                (unsigned long long)off, (unsigned long long)bytes, (unsigned long long)ph.arena_size);
+        lr[nl++] = (LiveRange){i, first[i], last[i], off, off + bytes};
+    }
+    /* No plan needs more arena than all its buffers side by side; a bigger
+     * claim is corruption and must not make us allocate it. */
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < nl; i++) total += (m->bufs[lr[i].buf].bytes + RT_ARENA_ALIGN - 1) & ~(uint64_t)(RT_ARENA_ALIGN - 1);
+    if (ph.arena_size > total) BAD("plan %d: arena of %llu bytes exceeds its buffers' %llu", pi, (unsigned long long)ph.arena_size, (unsigned long long)total);
+    qsort(lr, nl, sizeof *lr, cmp_lr);
+    for (uint32_t i = 0; i < nl; i++)
+        for (uint32_t j = i + 1; j < nl && lr[j].off < lr[i].end; j++)
+            if (lr[i].first <= lr[j].last && lr[j].first <= lr[i].last)
+                BAD("plan %d: buffers %u and %u share arena bytes while both live", pi, lr[i].buf, lr[j].buf);
+fail:
+    free(first);
+    free(last);
+    free(lr);
+    return rc;
+}
+
+void rt_model_free(RtModel *m) {
+    if (!m) return;
+    rt_pool_free(m->pool);
+    free(m->bufs);
+    free(m->inputs);
+    free(m->outputs);
+    free(m->weight);
+    for (int p = 0; p < 2; p++) {
+        free(m->prog[p].offset);
+        free(m->prog[p].ops);
+        free(m->ptr[p]);
+    }
+    free(m->arena);
+    free(m->ex.scratch);
+    free(m);
+}
+
+int rt_model_load(RtModel **out, const RtSection *secs, int n, const RtLoadOptions *opts, char *err, size_t errlen) {
+    *out = NULL;
+    RtHeader h;
+    RtEntry *ent = NULL;
+    int rc;
+    if (!secs || n < 1) return rt_errf(err, errlen, RT_EINVAL, "no sections");
+    rc = rt_manifest_read(&secs[0], &h, &ent, err, errlen);
+    if (rc) return rc;
+    RtModel *m = calloc(1, sizeof *m);
+    if (!m) {
+        free(ent);
+        return rt_errf(err, errlen, RT_ENOMEM, "out of memory");
+    }
+    if ((uint64_t)n != h.nsections + 1ull) BAD("%d sections given, the manifest lists %u", n - 1, h.nsections);
+    for (uint32_t i = 0; i < h.nsections; i++)
+        if (secs[i + 1].size != ent[i].size || (!secs[i + 1].data && ent[i].size))
+            BAD("section %u: %zu bytes given, manifest says %llu", i, secs[i + 1].size, (unsigned long long)ent[i].size);
+    if (opts && (opts->flags & RT_LOAD_VERIFY) && (rc = rt_artifact_verify(secs, n, err, errlen))) goto fail;
+    m->mode = (int)h.mode;
+
+    /* Find the sections by kind; each at most once (weights once per id). */
+    int meta = -1, plan[2] = {-1, -1}, source = 0;
+    for (uint32_t i = 0; i < h.nsections; i++) {
+        switch (ent[i].kind) {
+        case RT_SEC_META:
+            if (meta >= 0 || ent[i].id) BAD("duplicate meta section");
+            meta = (int)i + 1;
+            break;
+        case RT_SEC_PLAN:
+            if (ent[i].id > 1 || plan[ent[i].id] >= 0) BAD("bad or duplicate plan section id %u", ent[i].id);
+            plan[ent[i].id] = (int)i + 1;
+            break;
+        case RT_SEC_SOURCE:
+            if (source) BAD("duplicate source section");
+            source = 1;
+            break;
+        case RT_SEC_WEIGHT: break;
+        default: BAD("section %u: unknown kind %u", i, ent[i].kind);
+        }
+    }
+    if (meta < 0) BAD("no meta section");
+    if ((rc = parse_meta(m, &secs[meta], err, errlen))) goto fail;
+    for (uint32_t i = 0; i < h.nsections; i++) {
+        if (ent[i].kind != RT_SEC_WEIGHT) continue;
+        uint32_t id = ent[i].id;
+        if (id >= m->nbuf || m->bufs[id].kind != RT_BUF_WEIGHT) BAD("weight section %u: buffer %u is not a weight", i, id);
+        if (m->weight[id]) BAD("weight %u given twice", id);
+        if (ent[i].size != m->bufs[id].bytes) BAD("weight %u: %llu bytes, its shape needs %llu", id, (unsigned long long)ent[i].size, (unsigned long long)m->bufs[id].bytes);
+        if ((uintptr_t)secs[i + 1].data % 16) BAD("weight %u is not 16-byte aligned", id);
+        m->weight[id] = secs[i + 1].data;
+    }
+    for (uint32_t i = 0; i < m->nbuf; i++)
+        if (m->bufs[i].kind == RT_BUF_WEIGHT && !m->weight[i]) BAD("weight %u has no section", i);
+    bool need[2] = {h.mode != RT_MODE_NONBONDED, h.mode != RT_MODE_BONDED};
+    for (int p = 0; p < 2; p++) {
+        if (need[p] != (plan[p] >= 0)) BAD("mode %u artifact %s a %s plan", h.mode, need[p] ? "lacks" : "has", p ? "non-bonded" : "bonded");
+        if (!need[p]) continue;
+        if ((rc = parse_plan(m, p, &secs[plan[p]], err, errlen))) goto fail;
+        m->has_prog[p] = 1;
+        if (m->prog[p].arena_size > m->arena_size) m->arena_size = m->prog[p].arena_size;
+    }
+
+    if (opts && opts->max_arena && m->arena_size > opts->max_arena) {
+        rc = rt_errf(err, errlen, RT_ENOMEM, "arena of %llu bytes exceeds the limit of %llu", (unsigned long long)m->arena_size,
+                     (unsigned long long)opts->max_arena);
+        goto fail;
+    }
+    /* Run-time memory, all of it now. */
+    m->nthreads = opts && opts->nthreads > 0 ? opts->nthreads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (m->nthreads < 1) m->nthreads = 1;
+    if (m->nthreads > 256) m->nthreads = 256;
+    size_t asz = (size_t)((m->arena_size + RT_ARENA_ALIGN - 1) & ~(uint64_t)(RT_ARENA_ALIGN - 1));
+    m->arena = aligned_alloc(RT_ARENA_ALIGN, asz ? asz : RT_ARENA_ALIGN);
+    size_t scratch = 0;
+    for (int p = 0; p < 2; p++)
+        for (uint32_t i = 0; m->has_prog[p] && i < m->prog[p].nops; i++) {
+            const RtOpInfo *oi = rt_op_info(m->prog[p].ops[i].kind);
+            if (oi->scratch) {
+                size_t s = oi->scratch(m->bufs, &m->prog[p].ops[i]);
+                if (s > scratch) scratch = s;
+            }
+        }
+    scratch = (scratch + 63) & ~(size_t)63;
+    m->ex.scratch_per_thread = scratch;
+    m->ex.scratch = aligned_alloc(64, scratch ? scratch * (size_t)m->nthreads : 64);
+    m->ptr[0] = calloc(m->nbuf ? m->nbuf : 1, sizeof(void *));
+    m->ptr[1] = calloc(m->nbuf ? m->nbuf : 1, sizeof(void *));
+    if (!m->arena || !m->ex.scratch || !m->ptr[0] || !m->ptr[1]) {
+        rc = rt_errf(err, errlen, RT_ENOMEM, "out of memory allocating a %llu-byte arena", (unsigned long long)m->arena_size);
+        goto fail;
+    }
+    memset(m->arena, 0, asz);
+    for (int p = 0; p < 2; p++) {
+        if (!m->has_prog[p]) continue;
+        for (uint32_t i = 0; i < m->nbuf; i++) {
+            if (m->bufs[i].kind == RT_BUF_WEIGHT) m->ptr[p][i] = (void *)m->weight[i];
+            else if (m->prog[p].offset[i] != UINT64_MAX) m->ptr[p][i] = m->arena + m->prog[p].offset[i];
+        }
+    }
+    m->ex.bufs = m->bufs;
+    m->last_prog = m->has_prog[0] ? 0 : 1;
+    if ((rc = rt_pool_new(&m->pool, m->nthreads))) {
+        rt_errf(err, errlen, rc, "cannot start %d worker threads", m->nthreads - 1);
+        goto fail;
+    }
+    free(ent);
+    *out = m;
+    return RT_OK;
+fail:
+    free(ent);
+    rt_model_free(m);
+    return rc;
+}
+
+int rt_model_ninputs(const RtModel *m) { return (int)m->ninputs; }
+int rt_model_noutputs(const RtModel *m) { return (int)m->noutputs; }
+int rt_model_mode(const RtModel *m) { return m->mode; }
+
+static int io_info(const RtModel *m, const RtIoRec *r, RtIoInfo *info) {
+    const RtBuf *b = &m->bufs[r->buf];
+    info->name = r->name;
+    info->dtype = (RtDType)r->io_dtype;
+    info->rank = (int)b->rank;
+    memset(info->dims, 0, sizeof info->dims);
+    for (uint32_t i = 0; i < b->rank; i++) info->dims[i] = b->dims[i];
+    return RT_OK;
+}
+
+int rt_model_input(const RtModel *m, int i, RtIoInfo *info) {
+    if (i < 0 || (uint32_t)i >= m->ninputs) return RT_EINVAL;
+    return io_info(m, &m->inputs[i], info);
+}
+
+int rt_model_output(const RtModel *m, int i, RtIoInfo *info) {
+    if (i < 0 || (uint32_t)i >= m->noutputs) return RT_EINVAL;
+    return io_info(m, &m->outputs[i], info);
+}
+
+int rt_model_buffer(const RtModel *m, int buf, const void **data, RtDType *dtype, int *rank, int64_t *dims) {
+    if (buf < 0 || (uint32_t)buf >= m->nbuf) return RT_EINVAL;
+    const RtBuf *b = &m->bufs[buf];
+    void *p = m->ptr[m->last_prog][buf];
+    if (!p || (b->flags & RT_BUFF_PACKED_P32)) return RT_EINVAL;
+    *data = p;
+    if (dtype) *dtype = (RtDType)b->dtype;
+    if (rank) *rank = (int)b->rank;
+    if (dims)
+        for (uint32_t i = 0; i < b->rank; i++) dims[i] = b->dims[i];
+    return RT_OK;
+}

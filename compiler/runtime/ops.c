@@ -1,0 +1,396 @@
+/* ops.c — the op table and every op's shape/parameter rules.  The builder
+ * runs these checks when an op is recorded and the loader runs them again on
+ * untrusted bytes, so a kernel only ever sees an op that passed them. */
+#include <math.h>
+#include <string.h>
+
+#include "rt_internal.h"
+
+/* kernels (kernels_*.c) */
+void rt_k_gemm(RtExec *, const RtOpRec *, int, int);
+void rt_k_matmul(RtExec *, const RtOpRec *, int, int);
+void rt_k_attention(RtExec *, const RtOpRec *, int, int);
+void rt_k_norm(RtExec *, const RtOpRec *, int, int);
+void rt_k_softmax(RtExec *, const RtOpRec *, int, int);
+void rt_k_binary(RtExec *, const RtOpRec *, int, int);
+void rt_k_unary(RtExec *, const RtOpRec *, int, int);
+void rt_k_reduce(RtExec *, const RtOpRec *, int, int);
+void rt_k_copy(RtExec *, const RtOpRec *, int, int);
+void rt_k_gather(RtExec *, const RtOpRec *, int, int);
+void rt_k_band(RtExec *, const RtOpRec *, int, int);
+void rt_k_select(RtExec *, const RtOpRec *, int, int);
+void rt_k_cast(RtExec *, const RtOpRec *, int, int);
+size_t rt_s_attention(const RtBuf *, const RtOpRec *);
+size_t rt_s_softmax(const RtBuf *, const RtOpRec *);
+size_t rt_s_matmul(const RtBuf *, const RtOpRec *);
+
+int rt_errf(char *err, size_t errlen, int code, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+size_t rt_dtype_size(RtDType t) {
+    switch (t) {
+    case RT_F32: case RT_I32: return 4;
+    case RT_F16: return 2;
+    case RT_BOOL: return 1;
+    }
+    return 0;
+}
+
+uint64_t rt_buf_storage(const RtBufRec *r) {
+    size_t es = rt_dtype_size((RtDType)r->dtype);
+    if (!es || r->rank > RT_MAX_RANK) return 0;
+    uint64_t n = 1;
+    for (uint32_t i = 0; i < r->rank; i++) {
+        /* 2^31 per dim and 2^40 elements keep every index product in int64. */
+        if (r->dims[i] < 1 || r->dims[i] > (INT64_C(1) << 31)) return 0;
+        n *= (uint64_t)r->dims[i];
+        if (n > (UINT64_C(1) << 40)) return 0;
+    }
+    if (r->flags & RT_BUFF_PACKED_P32) {
+        if (r->rank != 2 || (r->dtype != RT_F16 && r->dtype != RT_F32)) return 0;
+        uint64_t panels = ((uint64_t)r->dims[0] + RT_PANEL - 1) / RT_PANEL;
+        return panels * RT_PANEL * (uint64_t)r->dims[1] * es;
+    }
+    return n * es;
+}
+
+int rt_buf_init(RtBuf *b, const RtBufRec *r, char *err, size_t errlen) {
+    memset(b, 0, sizeof *b);
+    if (r->kind < RT_BUF_INPUT || r->kind > RT_BUF_TEMP)
+        return rt_errf(err, errlen, RT_EFORMAT, "buffer kind %u invalid", r->kind);
+    if (r->flags & ~(uint32_t)RT_BUFF_PACKED_P32)
+        return rt_errf(err, errlen, RT_EFORMAT, "buffer flags %#x invalid", r->flags);
+    if ((r->flags & RT_BUFF_PACKED_P32) && r->kind != RT_BUF_WEIGHT)
+        return rt_errf(err, errlen, RT_EFORMAT, "only weights can be packed");
+    if (r->kind != RT_BUF_WEIGHT && r->dtype == RT_F16)
+        return rt_errf(err, errlen, RT_EFORMAT, "fp16 is a weight or boundary type only");
+    uint64_t bytes = rt_buf_storage(r);
+    if (!bytes) return rt_errf(err, errlen, RT_EFORMAT, "buffer dtype %u / rank %u / dims invalid", r->dtype, r->rank);
+    b->kind = r->kind;
+    b->dtype = r->dtype;
+    b->rank = r->rank;
+    b->flags = r->flags;
+    b->numel = 1;
+    for (uint32_t i = 0; i < r->rank; i++) {
+        b->dims[i] = r->dims[i];
+        b->numel *= r->dims[i];
+    }
+    b->bytes = bytes;
+    return RT_OK;
+}
+
+const char *rt_strerror(int code) {
+    switch (code) {
+    case RT_OK: return "ok";
+    case RT_EINVAL: return "invalid argument";
+    case RT_ENOMEM: return "out of memory";
+    case RT_EIO: return "I/O error";
+    case RT_EFORMAT: return "malformed artifact";
+    case RT_EVERSION: return "unsupported artifact version or backend";
+    case RT_ECHECKSUM: return "checksum mismatch";
+    case RT_EBIND: return "tensors do not match the model";
+    case RT_EINDEX: return "gather index out of range";
+    case RT_ESYS: return "system error";
+    }
+    return "unknown error";
+}
+
+/* ---- shape helpers ---- */
+#define FAIL(...) return rt_errf(err, errlen, RT_EINVAL, __VA_ARGS__)
+#define B(i) (&bufs[op->in[i]])
+#define O(i) (&bufs[op->out[i]])
+
+static bool same_dims(const RtBuf *a, const RtBuf *b) {
+    if (a->rank != b->rank) return false;
+    for (uint32_t i = 0; i < a->rank; i++)
+        if (a->dims[i] != b->dims[i]) return false;
+    return true;
+}
+
+/* in broadcasts to out: right-aligned, each dim equal or 1. */
+static bool bcast_to(const RtBuf *in, const RtBuf *out) {
+    if (in->rank > out->rank) return false;
+    for (uint32_t i = 0; i < in->rank; i++) {
+        int64_t d = in->dims[in->rank - 1 - i], o = out->dims[out->rank - 1 - i];
+        if (d != o && d != 1) return false;
+    }
+    return true;
+}
+
+/* out is exactly the broadcast shape of ins. */
+static bool bcast_result(const RtBuf *const *ins, int n, const RtBuf *out) {
+    uint32_t r = 0;
+    for (int i = 0; i < n; i++) {
+        if (!bcast_to(ins[i], out)) return false;
+        if (ins[i]->rank > r) r = ins[i]->rank;
+    }
+    if (out->rank != r) return false;
+    for (uint32_t d = 0; d < r; d++) { /* out dim d must come from some input */
+        int64_t want = 1;
+        for (int i = 0; i < n; i++) {
+            int k = (int)d - (int)(r - ins[i]->rank);
+            if (k >= 0 && ins[i]->dims[k] != 1) want = ins[i]->dims[k];
+        }
+        if (out->dims[d] != want) return false;
+    }
+    return true;
+}
+
+static int check_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtGemmParams *p = &op->p.gemm;
+    if (p->layout != RT_GEMM_ROWS && p->layout != RT_GEMM_CHANNELS) FAIL("gemm: bad layout %d", p->layout);
+    if (p->act < RT_ACT_NONE || p->act > RT_ACT_SILU) FAIL("gemm: bad activation %d", p->act);
+    if ((p->has_bias != 0 && p->has_bias != 1) || (p->has_residual != 0 && p->has_residual != 1))
+        FAIL("gemm: bad flags");
+    if ((int)op->nin != 2 + p->has_bias + p->has_residual || op->nout != 1) FAIL("gemm: wrong input count");
+    const RtBuf *x = B(0), *w = B(1), *y = O(0);
+    if (w->kind != RT_BUF_WEIGHT || w->rank != 2) FAIL("gemm: W must be a rank-2 weight [N, K]");
+    if (w->dtype != RT_F32 && w->dtype != RT_F16) FAIL("gemm: W must be fp32 or fp16");
+    if (x->dtype != RT_F32 || y->dtype != RT_F32) FAIL("gemm: x and y must be fp32");
+    int64_t n = w->dims[0], k = w->dims[1];
+    uint32_t ax = p->layout == RT_GEMM_ROWS ? x->rank - 1 : 1;
+    if (x->rank < (p->layout == RT_GEMM_ROWS ? 1u : 2u) || x->rank != y->rank) FAIL("gemm: x/y rank");
+    for (uint32_t i = 0; i < x->rank; i++) {
+        if (i == ax) {
+            if (x->dims[i] != k || y->dims[i] != n) FAIL("gemm: x has %lld features, W [%lld, %lld]", (long long)x->dims[i], (long long)n, (long long)k);
+        } else if (x->dims[i] != y->dims[i]) FAIL("gemm: y shape does not match x");
+    }
+    int j = 2;
+    if (p->has_bias) {
+        const RtBuf *b = B(j++);
+        if (b->dtype != RT_F32 || b->numel != n) FAIL("gemm: bias must be fp32 with N elements");
+    }
+    if (p->has_residual) {
+        const RtBuf *r = B(j);
+        if (r->dtype != RT_F32 || !same_dims(r, y)) FAIL("gemm: residual must match y");
+    }
+    return RT_OK;
+}
+
+static int check_matmul(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtMatmulParams *p = &op->p.matmul;
+    const RtBuf *x = B(0), *y = B(1), *z = O(0);
+    if ((p->transpose_x | p->transpose_y) & ~1) FAIL("matmul: bad transpose flags");
+    if (x->dtype != RT_F32 || y->dtype != RT_F32 || z->dtype != RT_F32) FAIL("matmul: fp32 only");
+    if (x->rank < 2 || y->rank < 2) FAIL("matmul: operands need rank >= 2");
+    int64_t m = x->dims[x->rank - 2 + p->transpose_x], k = x->dims[x->rank - 1 - p->transpose_x];
+    int64_t k2 = y->dims[y->rank - 2 + p->transpose_y], n = y->dims[y->rank - 1 - p->transpose_y];
+    if (k != k2) FAIL("matmul: inner dims %lld and %lld differ", (long long)k, (long long)k2);
+    uint32_t r = x->rank > y->rank ? x->rank : y->rank;
+    if (z->rank != r || z->dims[r - 2] != m || z->dims[r - 1] != n) FAIL("matmul: result shape");
+    for (uint32_t i = 0; i + 2 < r; i++) {
+        int xi = (int)i - (int)(r - x->rank), yi = (int)i - (int)(r - y->rank);
+        int64_t xd = xi >= 0 ? x->dims[xi] : 1, yd = yi >= 0 ? y->dims[yi] : 1;
+        if (xd != yd && xd != 1 && yd != 1) FAIL("matmul: batch dims do not broadcast");
+        if (z->dims[i] != (xd > yd ? xd : yd)) FAIL("matmul: result batch shape");
+    }
+    return RT_OK;
+}
+
+static int check_attention(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtAttnParams *p = &op->p.attn;
+    if ((p->causal | p->has_mask) & ~1 || p->reserved) FAIL("attention: bad flags");
+    if ((int)op->nin != 3 + p->has_mask) FAIL("attention: wrong input count");
+    if (!isfinite(p->scale)) FAIL("attention: scale must be finite");
+    const RtBuf *q = B(0), *k = B(1), *v = B(2), *o = O(0);
+    for (int i = 0; i < 3; i++)
+        if (B(i)->dtype != RT_F32 || B(i)->rank != 4) FAIL("attention: q, k, v must be fp32 rank 4");
+    if (o->dtype != RT_F32 || o->rank != 4) FAIL("attention: output must be fp32 rank 4");
+    int64_t b = q->dims[0], h = q->dims[1], l = q->dims[2], e = q->dims[3];
+    int64_t hk = k->dims[1], s = k->dims[2];
+    if (k->dims[0] != b || v->dims[0] != b || v->dims[1] != hk || v->dims[2] != s || k->dims[3] != e)
+        FAIL("attention: q/k/v shapes disagree");
+    if (h % hk) FAIL("attention: %lld heads not a multiple of %lld kv heads", (long long)h, (long long)hk);
+    if (o->dims[0] != b || o->dims[1] != h || o->dims[2] != l || o->dims[3] != v->dims[3])
+        FAIL("attention: output shape");
+    if (p->causal && l > s) FAIL("attention: causal needs L <= S");
+    if (p->has_mask) {
+        const RtBuf *m = B(3);
+        RtBuf full = {.rank = 4, .dims = {b, h, l, s}};
+        if (m->dtype != RT_F32 || !bcast_to(m, &full)) FAIL("attention: mask must broadcast to [B, H, L, S]");
+    }
+    return RT_OK;
+}
+
+static int check_norm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtNormParams *p = &op->p.norm;
+    const RtBuf *x = B(0), *y = O(0);
+    if (p->kind != RT_NORM_LAYER && p->kind != RT_NORM_RMS) FAIL("norm: bad kind");
+    if ((p->has_gamma | p->has_beta) & ~1) FAIL("norm: bad flags");
+    if ((int)op->nin != 1 + p->has_gamma + p->has_beta) FAIL("norm: wrong input count");
+    if (!(p->eps >= 0 && isfinite(p->eps))) FAIL("norm: bad epsilon");
+    if (x->dtype != RT_F32 || !same_dims(x, y) || y->dtype != RT_F32) FAIL("norm: y must match x (fp32)");
+    if (p->axis_begin < 0 || p->axis_begin >= p->axis_end || p->axis_end > (int)x->rank) FAIL("norm: bad axes");
+    int64_t c = 1;
+    for (int i = p->axis_begin; i < p->axis_end; i++) c *= x->dims[i];
+    for (int i = 1; i < (int)op->nin; i++)
+        if (B(i)->dtype != RT_F32 || B(i)->numel != c) FAIL("norm: gamma/beta must hold %lld fp32", (long long)c);
+    return RT_OK;
+}
+
+static int check_softmax(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtBuf *x = B(0), *y = O(0);
+    if (x->dtype != RT_F32 || y->dtype != RT_F32 || !same_dims(x, y)) FAIL("softmax: y must match x (fp32)");
+    if (op->p.axis.axis < 0 || op->p.axis.axis >= (int)x->rank) FAIL("softmax: bad axis");
+    return RT_OK;
+}
+
+static int check_binary(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtBuf *ins[2] = {B(0), B(1)}, *c = O(0);
+    if (op->p.bin.op < 0 || op->p.bin.op >= RT_BIN_COUNT_) FAIL("binary: bad op");
+    if (c->dtype != RT_F32 && c->dtype != RT_I32) FAIL("binary: fp32 or int32 only");
+    if (ins[0]->dtype != c->dtype || ins[1]->dtype != c->dtype) FAIL("binary: dtypes differ");
+    if (c->dtype == RT_I32 && op->p.bin.op == RT_BIN_POW) FAIL("binary: pow is fp32 only");
+    if (!bcast_result(ins, 2, c)) FAIL("binary: result is not the broadcast shape");
+    return RT_OK;
+}
+
+static int check_unary(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtBuf *x = B(0), *y = O(0);
+    if (op->p.un.op < 0 || op->p.un.op >= RT_UN_COUNT_) FAIL("unary: bad op");
+    if (!isfinite(op->p.un.eps)) FAIL("unary: bad epsilon");
+    if (x->dtype != RT_F32 || y->dtype != RT_F32 || !same_dims(x, y)) FAIL("unary: y must match x (fp32)");
+    return RT_OK;
+}
+
+static int check_reduce(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtBuf *x = B(0), *y = O(0);
+    const RtReduceParams *p = &op->p.red;
+    if (p->op < 0 || p->op >= RT_RED_COUNT_) FAIL("reduce: bad op");
+    if (x->dtype != RT_F32 || y->dtype != RT_F32) FAIL("reduce: fp32 only");
+    if (x->rank < 32 && (p->axes >> x->rank)) FAIL("reduce: axis out of range");
+    int64_t kept = 1;
+    for (uint32_t i = 0; i < x->rank; i++)
+        if (!(p->axes >> i & 1)) kept *= x->dims[i];
+    if (y->numel != kept) FAIL("reduce: result must hold the %lld kept elements", (long long)kept);
+    return RT_OK;
+}
+
+/* Whether a strided walk stays inside [0, n); negative strides (reversed
+ * slices) allowed only when neg_ok.  Overflow counts as leaving. */
+static bool walk_inside(int rank, const int64_t *dims, int64_t off, const int64_t *stride, int64_t n, bool neg_ok) {
+    int64_t lo = off, hi = off;
+    for (int i = 0; i < rank; i++) {
+        int64_t t;
+        if ((stride[i] < 0 && !neg_ok) || __builtin_mul_overflow(dims[i] - 1, stride[i], &t)) return false;
+        if (t < 0 ? __builtin_add_overflow(lo, t, &lo) : __builtin_add_overflow(hi, t, &hi)) return false;
+    }
+    return lo >= 0 && hi < n;
+}
+
+static int check_copy(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtCopyParams *p = &op->p.copy;
+    const RtBuf *x = B(0), *y = O(0);
+    if (x->dtype != y->dtype) FAIL("copy: dtypes differ");
+    if (p->rank < 0 || p->rank > RT_COPY_MAX_RANK || p->reserved) FAIL("copy: bad rank");
+    int64_t n = 1;
+    for (int i = 0; i < p->rank; i++) {
+        if (p->dims[i] < 1 || p->dims[i] > (INT64_C(1) << 31)) FAIL("copy: bad dims");
+        if (__builtin_mul_overflow(n, p->dims[i], &n) || n > (INT64_C(1) << 40)) FAIL("copy: too many elements");
+    }
+    /* Every step writes y: more steps than y has elements, or a repeated
+     * destination, is a bad plan (and unbounded work on corrupt bytes). */
+    if (n > y->numel) FAIL("copy: %lld steps into %lld elements", (long long)n, (long long)y->numel);
+    for (int i = 0; i < p->rank; i++)
+        if (p->dims[i] > 1 && p->dst_stride[i] == 0) FAIL("copy: destination stride 0 on dim %d", i);
+    if (!walk_inside(p->rank, p->dims, p->src_offset, p->src_stride, x->numel, true)) FAIL("copy: source walk leaves x");
+    if (!walk_inside(p->rank, p->dims, p->dst_offset, p->dst_stride, y->numel, false)) FAIL("copy: destination walk leaves y");
+    return RT_OK;
+}
+
+static int check_gather(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtBuf *x = B(0), *idx = B(1), *y = O(0);
+    int a = op->p.axis.axis;
+    if (idx->dtype != RT_I32) FAIL("gather: indices must be int32");
+    if (x->dtype == RT_F16 || y->dtype != x->dtype) FAIL("gather: y dtype must match x");
+    if (a < 0 || a >= (int)x->rank) FAIL("gather: bad axis");
+    if (y->rank != x->rank - 1 + idx->rank) FAIL("gather: result rank");
+    uint32_t j = 0;
+    for (int i = 0; i < a; i++)
+        if (y->dims[j++] != x->dims[i]) FAIL("gather: result shape");
+    for (uint32_t i = 0; i < idx->rank; i++)
+        if (y->dims[j++] != idx->dims[i]) FAIL("gather: result shape");
+    for (uint32_t i = a + 1; i < x->rank; i++)
+        if (y->dims[j++] != x->dims[i]) FAIL("gather: result shape");
+    return RT_OK;
+}
+
+static int check_band(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtBuf *x = B(0), *y = O(0);
+    if (x->dtype != RT_F32 || y->dtype != RT_F32 || !same_dims(x, y) || x->rank < 2)
+        FAIL("band_part: y must match x (fp32, rank >= 2)");
+    return RT_OK;
+}
+
+static int check_select(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtBuf *ins[3] = {B(0), B(1), B(2)}, *y = O(0);
+    if (ins[0]->dtype != RT_BOOL) FAIL("select: cond must be bool");
+    if (ins[1]->dtype != y->dtype || ins[2]->dtype != y->dtype || y->dtype == RT_F16) FAIL("select: dtypes differ");
+    if (!bcast_result(ins, 3, y)) FAIL("select: result is not the broadcast shape");
+    return RT_OK;
+}
+
+static int check_cast(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtBuf *x = B(0), *y = O(0);
+    if (x->dtype == RT_F16 || y->dtype == RT_F16 || !same_dims(x, y)) FAIL("cast: y must match x");
+    if (op->p.cast.round_f16 & ~1 || (op->p.cast.round_f16 && y->dtype != RT_F32)) FAIL("cast: bad round_f16");
+    return RT_OK;
+}
+
+static const RtOpInfo op_table[RT_OP_COUNT_] = {
+    [RT_OP_GEMM] = {"gemm", sizeof(RtGemmParams), 2, 4, 1, 1, check_gemm, NULL, rt_k_gemm},
+    [RT_OP_MATMUL] = {"matmul", sizeof(RtMatmulParams), 2, 2, 1, 1, check_matmul, rt_s_matmul, rt_k_matmul},
+    [RT_OP_ATTENTION] = {"attention", sizeof(RtAttnParams), 3, 4, 1, 1, check_attention, rt_s_attention, rt_k_attention},
+    [RT_OP_NORM] = {"norm", sizeof(RtNormParams), 1, 3, 1, 1, check_norm, NULL, rt_k_norm},
+    [RT_OP_SOFTMAX] = {"softmax", sizeof(RtAxisParams), 1, 1, 1, 1, check_softmax, rt_s_softmax, rt_k_softmax},
+    [RT_OP_BINARY] = {"binary", sizeof(RtBinaryParams), 2, 2, 1, 1, check_binary, NULL, rt_k_binary},
+    [RT_OP_UNARY] = {"unary", sizeof(RtUnaryParams), 1, 1, 1, 1, check_unary, NULL, rt_k_unary},
+    [RT_OP_REDUCE] = {"reduce", sizeof(RtReduceParams), 1, 1, 1, 1, check_reduce, NULL, rt_k_reduce},
+    [RT_OP_COPY] = {"copy", sizeof(RtCopyParams), 1, 1, 1, 1, check_copy, NULL, rt_k_copy},
+    [RT_OP_GATHER] = {"gather", sizeof(RtAxisParams), 2, 2, 1, 1, check_gather, NULL, rt_k_gather},
+    [RT_OP_BAND_PART] = {"band_part", sizeof(RtBandParams), 1, 1, 1, 1, check_band, NULL, rt_k_band},
+    [RT_OP_SELECT] = {"select", 0, 3, 3, 1, 1, check_select, NULL, rt_k_select},
+    [RT_OP_CAST] = {"cast", sizeof(RtCastParams), 1, 1, 1, 1, check_cast, NULL, rt_k_cast},
+};
+
+const RtOpInfo *rt_op_info(uint32_t kind) {
+    if (kind < 1 || kind >= RT_OP_COUNT_) return NULL;
+    return &op_table[kind];
+}
+
+const char *rt_op_name(RtOpKind kind) {
+    const RtOpInfo *oi = rt_op_info((uint32_t)kind);
+    return oi ? oi->name : "?";
+}
+
+int rt_op_check(const RtBuf *bufs, uint32_t nbuf, const RtOpRec *op, bool loading, char *err, size_t errlen) {
+    const RtOpInfo *oi = rt_op_info(op->kind);
+    if (!oi) FAIL("op kind %u unknown", op->kind);
+    if ((int)op->nin < oi->min_in || (int)op->nin > oi->max_in || (int)op->nout < oi->min_out ||
+        (int)op->nout > oi->max_out)
+        FAIL("%s: %u inputs / %u outputs", oi->name, op->nin, op->nout);
+    if (op->plen != oi->plen) FAIL("%s: params are %u bytes, want %u", oi->name, op->plen, oi->plen);
+    for (uint32_t i = 0; i < op->nin; i++) {
+        if (op->in[i] < 0 || (uint32_t)op->in[i] >= nbuf) FAIL("%s: input %u: buffer %d out of range", oi->name, i, op->in[i]);
+        const RtBuf *b = &bufs[op->in[i]];
+        /* fp16 storage is only ever a GEMM's W (the kernel converts on the fly). */
+        bool is_w = op->kind == RT_OP_GEMM && i == 1;
+        if (b->dtype == RT_F16 && !is_w) FAIL("%s: input %u is fp16 storage", oi->name, i);
+        if ((b->flags & RT_BUFF_PACKED_P32) && !is_w) FAIL("%s: input %u is a packed weight", oi->name, i);
+        if (loading && is_w && !(b->flags & RT_BUFF_PACKED_P32)) FAIL("%s: W must be packed", oi->name);
+    }
+    for (uint32_t i = 0; i < op->nout; i++) {
+        if (op->out[i] < 0 || (uint32_t)op->out[i] >= nbuf) FAIL("%s: output %u: buffer %d out of range", oi->name, i, op->out[i]);
+        if (bufs[op->out[i]].kind != RT_BUF_TEMP) FAIL("%s: output %u is not a temp", oi->name, i);
+        for (uint32_t j = 0; j < op->nin; j++)
+            if (op->in[j] == op->out[i]) FAIL("%s: buffer %d is both input and output", oi->name, op->out[i]);
+    }
+    return oi->check(bufs, op, err, errlen);
+}

@@ -1,0 +1,199 @@
+/* rt_internal.h — private to the runtime: the on-disk records of ARTIFACT.md,
+ * the op table (one X-macro row per op: name, params, checker, kernel), the
+ * loaded model, and the helpers shared by builder, loader and kernels. */
+#ifndef MILC_RT_INTERNAL_H
+#define MILC_RT_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "milc/plan.h"
+#include "milc/rt.h"
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the artifact format is little-endian and read in place; port the readers first"
+/* Checks a manifest and returns its header and a malloc'd copy of its table. */
+int rt_manifest_read(const RtSection *ms, RtHeader *h, RtEntry **entries, char *err, size_t errlen);
+
+/* GEMMs with at most this many rows (tokens) keep fp16 weights (decode is
+ * bandwidth-bound: half the bytes); larger ones get fp32 panels, which spare
+ * the compute-bound kernel the conversions. */
+enum { RT_SMALL_M = 16 };
+
+#endif
+
+/* ---- on-disk records (little-endian, read by memcpy, never by pointer cast) ---- */
+#define RT_MAGIC "MILCART\0"
+enum { RT_HEADER_SIZE = 64, RT_ENTRY_SIZE = 32, RT_FILE_ALIGN = 64, RT_ARENA_ALIGN = 64 };
+
+typedef struct {
+    char magic[8];
+    uint32_t format_version, backend, mode, nsections;
+    uint64_t checksum; /* XXH3-64 of the manifest with this field zero */
+    char milc_version[32];
+} RtHeader;
+_Static_assert(sizeof(RtHeader) == RT_HEADER_SIZE, "header layout");
+
+typedef struct {
+    uint32_t kind, id;
+    uint64_t offset, size, checksum;
+} RtEntry;
+_Static_assert(sizeof(RtEntry) == RT_ENTRY_SIZE, "entry layout");
+
+enum { RT_BUF_INPUT = 1, RT_BUF_WEIGHT = 2, RT_BUF_TEMP = 3 };
+enum { RT_BUFF_PACKED_P32 = 1 }; /* GEMM weight [N, K] as 32-column panels [N/32][K][32] */
+enum { RT_PANEL = 32 };
+
+typedef struct {
+    uint32_t kind, dtype, rank, flags;
+    int64_t dims[RT_MAX_RANK];
+} RtBufRec;
+_Static_assert(sizeof(RtBufRec) == 64, "buffer record layout");
+
+typedef struct {
+    uint32_t buf, io_dtype;
+    char name[RT_NAME_MAX];
+} RtIoRec;
+_Static_assert(sizeof(RtIoRec) == 72, "io record layout");
+
+typedef struct {
+    uint32_t nbuf, ninputs, noutputs, reserved;
+} RtMetaHead;
+
+enum { RT_PARAMS_MAX = 216 };
+typedef struct {
+    uint32_t kind, nin, nout, plen;
+    int32_t in[RT_MAX_IN], out[RT_MAX_OUT];
+    union {
+        unsigned char bytes[RT_PARAMS_MAX];
+        RtGemmParams gemm;
+        RtMatmulParams matmul;
+        RtAttnParams attn;
+        RtNormParams norm;
+        RtAxisParams axis;
+        RtBinaryParams bin;
+        RtUnaryParams un;
+        RtReduceParams red;
+        RtCopyParams copy;
+        RtBandParams band;
+        RtCastParams cast;
+    } p;
+} RtOpRec;
+_Static_assert(sizeof(RtCopyParams) == RT_PARAMS_MAX, "copy params fill the record");
+_Static_assert(sizeof(RtOpRec) == 272, "op record layout");
+
+typedef struct {
+    uint32_t program, nops;
+    uint64_t arena_size;
+    /* then uint64 offset[nbuf] (UINT64_MAX: not in this program's arena), then RtOpRec[nops] */
+} RtPlanHead;
+
+/* ---- shared helpers ---- */
+
+/* A buffer as every checker and kernel sees it. */
+typedef struct {
+    uint32_t kind, dtype, rank, flags;
+    int64_t dims[RT_MAX_RANK];
+    int64_t numel;
+    uint64_t bytes; /* storage bytes (packed weights are padded) */
+} RtBuf;
+
+/* Fills derived fields; RT_EFORMAT with a message for bad dtype/rank/dims. */
+int rt_buf_init(RtBuf *b, const RtBufRec *r, char *err, size_t errlen);
+/* Storage bytes of a buffer given its record, or 0 if invalid. */
+uint64_t rt_buf_storage(const RtBufRec *r);
+
+int rt_errf(char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* ---- op table ---- */
+typedef struct RtExec RtExec;
+typedef int (*RtCheckFn)(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+typedef size_t (*RtScratchFn)(const RtBuf *bufs, const RtOpRec *op); /* bytes per thread */
+typedef void (*RtKernelFn)(RtExec *ex, const RtOpRec *op, int ith, int nth);
+
+typedef struct {
+    const char *name;
+    uint32_t plen;        /* exact parameter bytes */
+    int min_in, max_in, min_out, max_out;
+    RtCheckFn check;
+    RtScratchFn scratch;  /* NULL: none */
+    RtKernelFn kernel;
+} RtOpInfo;
+
+/* NULL for an out-of-range kind. */
+const RtOpInfo *rt_op_info(uint32_t kind);
+/* Full check of one op against the buffer table: counts, indices, writable
+ * outputs, param size, then the op's own shape rules.  loading: also the
+ * storage rules of packed weights (the builder packs them only at finish). */
+int rt_op_check(const RtBuf *bufs, uint32_t nbuf, const RtOpRec *op, bool loading, char *err,
+                size_t errlen);
+
+/* ---- the executor ---- */
+typedef struct RtPool RtPool;
+
+struct RtExec {
+    void **ptr;             /* per buffer: its bytes for the current program */
+    const RtBuf *bufs;
+    unsigned char *scratch; /* nth × scratch_per_thread */
+    size_t scratch_per_thread;
+    atomic_int index_error; /* a gather met an out-of-range index */
+};
+
+typedef struct {
+    uint32_t nops;
+    uint64_t arena_size;
+    uint64_t *offset; /* [nbuf] */
+    RtOpRec *ops;     /* copied at load so kernels read aligned structs */
+} RtProg;
+
+struct RtModel {
+    int mode, nthreads;
+    uint32_t nbuf, ninputs, noutputs;
+    RtBuf *bufs;
+    RtIoRec *inputs, *outputs;
+    const void **weight;      /* [nbuf]: section bytes of weights, else NULL */
+    RtProg prog[2];
+    int has_prog[2];
+    unsigned char *arena;     /* max arena of both programs */
+    uint64_t arena_size;
+    void **ptr[2];            /* [prog][nbuf] resolved pointers */
+    int last_prog;
+    RtExec ex;
+    RtPool *pool;
+};
+
+/* Thread pool: nth - 1 workers plus the caller.  rt_pool_run runs
+ * fn(arg, ith, nth) on every thread and returns when all are done. */
+int rt_pool_new(RtPool **out, int nth);
+void rt_pool_free(RtPool *p);
+typedef void (*RtPoolFn)(void *arg, int ith, int nth);
+void rt_pool_run(RtPool *p, RtPoolFn fn, void *arg);
+/* Inside fn: wait until all nth threads reach this point. */
+void rt_pool_barrier(RtPool *p);
+
+/* Packs W [N, K] row-major (elements of elem bytes) into ceil(N/32) panels
+ * of [K][32], zero padded. */
+void rt_pack_p32(const void *w, int64_t n, int64_t k, size_t elem, void *dst);
+
+/* Serialisation of a built plan (format.c). */
+struct RtArtifact {
+    RtSection *secs; /* [n]; secs[0] = manifest; every data pointer owned here */
+    int n;
+};
+/* Builds an artifact from owned section payloads (kinds/ids/data/size in
+ * secs[1..n), manifest slot empty); takes ownership of every data pointer. */
+int rt_artifact_assemble(RtArtifact **out, RtSection *secs, int n, int mode, char *err, size_t errlen);
+
+/* Checks a manifest and returns its header and a malloc'd copy of its table. */
+int rt_manifest_read(const RtSection *ms, RtHeader *h, RtEntry **entries, char *err, size_t errlen);
+
+/* GEMMs with at most this many rows (tokens) keep fp16 weights (decode is
+ * bandwidth-bound: half the bytes); larger ones get fp32 panels, which spare
+ * the compute-bound kernel the conversions. */
+enum { RT_SMALL_M = 16 };
+
+#endif

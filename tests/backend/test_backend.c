@@ -1,0 +1,515 @@
+/* test_backend.c — the backend's passes and lowering on small hand-written
+ * MIL: dead code, folding, what fuses and what must not, dumps that re-parse,
+ * the SSA verifier, diagnostics for what the CPU backend cannot lower, and
+ * fused vs unfused programs against a direct double-precision reference. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "milc/backend.h"
+#include "milc/half.h"
+#include "milc/mil.h"
+#include "test.h"
+
+typedef struct Compiled {
+    Arena a;
+    DiagSink d;
+    IrProgram *p;
+    RtArtifact *art;
+    BackendStats st;
+    char *dump;
+    int rc;
+} Compiled;
+
+static void compile_ex(Compiled *c, const char *text, int mode, const char *dump, bool no_fuse) {
+    memset(c, 0, sizeof *c);
+    arena_init(&c->a);
+    diag_init(&c->d);
+    c->rc = -1;
+    c->p = mil_parse(&c->a, &c->d, "t.mil", text, strlen(text));
+    if (!c->p || !mil_check(c->p, NULL, &c->d)) return;
+    BackendOptions o = {.mode = mode, .model_path = ".", .dump_stage = dump, .dump_out = &c->dump, .verify_ir = true,
+                        .no_fuse = no_fuse};
+    c->rc = backend_compile(c->p, &o, &c->art, &c->st, &c->d);
+}
+static void compile(Compiled *c, const char *text, int mode) { compile_ex(c, text, mode, NULL, false); }
+
+static void release(Compiled *c) {
+    if (c->art) rt_artifact_free(c->art);
+    free(c->dump);
+    diag_free(&c->d);
+    arena_free(&c->a);
+}
+
+static char *diags(const Compiled *c) { return diag_render(&c->d); }
+
+/* Run c's artifact: inputs fp32 arrays (converted to each input's io dtype),
+ * outputs written as fp32.  Returns RT_OK or an error. */
+static int run(const Compiled *c, const float *const *ins, float *const *outs, int flags) {
+    const RtSection *secs;
+    int n;
+    rt_artifact_sections(c->art, &secs, &n);
+    RtModel *m;
+    char err[256];
+    RtLoadOptions lo = {.nthreads = 2, .flags = RT_LOAD_VERIFY};
+    int rc = rt_model_load(&m, secs, n, &lo, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "load: %s\n", err);
+        return rc;
+    }
+    RtTensor in[8], out[8];
+    int nin = rt_model_ninputs(m), nout = rt_model_noutputs(m);
+    for (int i = 0; i < nin; i++) {
+        RtIoInfo io;
+        rt_model_input(m, i, &io);
+        int64_t k = 1;
+        for (int r = 0; r < io.rank; r++) k *= io.dims[r];
+        in[i] = (RtTensor){.dtype = io.dtype, .rank = io.rank, .size = (size_t)k * rt_dtype_size(io.dtype)};
+        memcpy(in[i].dims, io.dims, sizeof io.dims);
+        in[i].data = malloc(in[i].size + 1);
+        for (int64_t e = 0; e < k; e++) {
+            if (io.dtype == RT_F16) ((uint16_t *)in[i].data)[e] = float_to_half(ins[i][e]);
+            else if (io.dtype == RT_I32) ((int32_t *)in[i].data)[e] = (int32_t)ins[i][e];
+            else if (io.dtype == RT_BOOL) ((uint8_t *)in[i].data)[e] = ins[i][e] != 0;
+            else ((float *)in[i].data)[e] = ins[i][e];
+        }
+    }
+    for (int i = 0; i < nout; i++) {
+        RtIoInfo io;
+        rt_model_output(m, i, &io);
+        int64_t k = 1;
+        for (int r = 0; r < io.rank; r++) k *= io.dims[r];
+        out[i] = (RtTensor){.dtype = io.dtype, .rank = io.rank, .size = (size_t)k * rt_dtype_size(io.dtype)};
+        memcpy(out[i].dims, io.dims, sizeof io.dims);
+        out[i].data = malloc(out[i].size + 1);
+    }
+    rc = rt_run(m, in, nin, out, nout, flags, NULL);
+    for (int i = 0; i < nout; i++) {
+        size_t k = out[i].size / rt_dtype_size(out[i].dtype);
+        for (size_t e = 0; e < k; e++)
+            outs[i][e] = out[i].dtype == RT_F16 ? half_to_float(((uint16_t *)out[i].data)[e])
+                         : out[i].dtype == RT_I32 ? (float)((int32_t *)out[i].data)[e]
+                         : out[i].dtype == RT_BOOL ? (float)((uint8_t *)out[i].data)[e]
+                                                   : ((float *)out[i].data)[e];
+        free(out[i].data);
+    }
+    for (int i = 0; i < nin; i++) free(in[i].data);
+    rt_model_free(m);
+    return rc;
+}
+
+static double max_rel(const float *a, const double *b, int n) {
+    double m = 1e-9, e = 0;
+    for (int i = 0; i < n; i++) m = fmax(m, fabs(b[i]));
+    for (int i = 0; i < n; i++) e = fmax(e, fabs(a[i] - b[i]));
+    return e / m;
+}
+
+static uint32_t rng = 12345;
+static float frand(void) {
+    rng = rng * 1664525u + 1013904223u;
+    return (float)((rng >> 8) & 0xFFFF) / 32768.0f - 1.0f;
+}
+
+#define HDR "program(1.3)\n{\n    func main<ios18>("
+
+/* ---- passes ---- */
+
+TEST(dce_removes_dead_chains) {
+    const char *src = HDR "tensor<fp32, [4]> x) {\n"
+                      "        tensor<fp32, [4]> a = exp(x = x);\n"
+                      "        tensor<fp32, [4]> b = exp(x = a);\n"
+                      "        tensor<fp32, [4]> y = sigmoid(x = x);\n"
+                      "    } -> (y);\n}\n";
+    Arena a;
+    arena_init(&a);
+    DiagSink d;
+    diag_init(&d);
+    IrProgram *p = mil_parse(&a, &d, "t.mil", src, strlen(src));
+    CHECK(p && mil_check(p, NULL, &d));
+    if (p) {
+        IrFunction *f = ir_program_function(p, "main");
+        CHECK_EQ_INT(backend_dce(f), 2);
+        CHECK_EQ_INT(f->nops, 1);
+        CHECK(backend_verify(f, "dce", &d));
+        CHECK_EQ_INT(backend_dce(f), 0);
+    }
+    diag_free(&d);
+    arena_free(&a);
+}
+
+TEST(fold_constants) {
+    const char *src = HDR "tensor<fp32, [2, 3]> x) {\n"
+                      "        tensor<fp32, [3, 2]> c = const()[val = tensor<fp32, [3, 2]>([[1, 2], [3, 4], [5, 6]])];\n"
+                      "        tensor<int32, [2]> pm = const()[val = tensor<int32, [2]>([1, 0])];\n"
+                      "        tensor<fp32, [2, 3]> ct = transpose(x = c, perm = pm);\n"
+                      "        fp32 two = const()[val = fp32(2)];\n"
+                      "        tensor<fp32, [2, 3]> c2 = mul(x = ct, y = two);\n"
+                      "        tensor<int32, [2]> sh = const()[val = tensor<int32, [2]>([2, 3])];\n"
+                      "        tensor<fp32, [2, 3]> c3 = reshape(x = c2, shape = sh);\n"
+                      "        tensor<fp32, [2, 3]> y = add(x = x, y = c3);\n"
+                      "    } -> (y);\n}\n";
+    Compiled c;
+    compile_ex(&c, src, 2, "fold", false);
+    CHECK_EQ_INT(c.rc, 0);
+    /* the three const ops fold into one tensor; only the add stays */
+    CHECK(c.dump && strstr(c.dump, "tensor<fp32, [2, 3]> c3 = const()"));
+    CHECK(c.dump && strstr(c.dump, "[[0x1p+1, 0x1.8p+2, 0x1.4p+3], [0x1p+2, 0x1p+3, 0x1.8p+3]]"));
+    CHECK(c.dump && !strstr(c.dump, "transpose("));
+    CHECK_EQ_INT(c.st.ops_out, 1);
+    float x[6] = {1, 1, 1, 1, 1, 1}, y[6];
+    const float *in[1] = {x};
+    float *out[1] = {y};
+    if (c.art) CHECK_EQ_INT(run(&c, in, out, 0), RT_OK);
+    const float want[6] = {3, 7, 11, 5, 9, 13};
+    for (int i = 0; i < 6; i++) CHECK(y[i] == want[i]);
+    release(&c);
+}
+
+TEST(dumps_reparse) {
+    const char *src = HDR "tensor<fp16, [1, 8, 1, 4]> x) {\n"
+                      "        tensor<fp16, [1, 8, 1, 4]> sq = mul(x = x, y = x);\n"
+                      "        tensor<int32, [1]> ax = const()[val = tensor<int32, [1]>([1])];\n"
+                      "        bool kd = const()[val = bool(true)];\n"
+                      "        tensor<fp16, [1, 1, 1, 4]> ms = reduce_mean(x = sq, axes = ax, keep_dims = kd);\n"
+                      "        fp16 eps = const()[val = fp16(0x1p-10)];\n"
+                      "        tensor<fp16, [1, 1, 1, 4]> r = rsqrt(x = ms, epsilon = eps);\n"
+                      "        tensor<fp16, [1, 8, 1, 4]> y = mul(x = x, y = r);\n"
+                      "    } -> (y);\n}\n";
+    const char *const *stages = backend_stage_names();
+    int n = 0;
+    for (int i = 0; stages[i]; i++, n++) {
+        Compiled c;
+        compile_ex(&c, src, 2, stages[i], false);
+        CHECK_EQ_INT(c.rc, 0);
+        CHECK(c.dump != NULL);
+        if (c.dump) {
+            Arena a;
+            arena_init(&a);
+            DiagSink d;
+            diag_init(&d);
+            IrProgram *p = mil_parse(&a, &d, "dump.mil", c.dump, strlen(c.dump));
+            CHECK(p && mil_check(p, NULL, &d));
+            if (!strcmp(stages[i], "fuse")) CHECK(strstr(c.dump, "// fused: 0 gemm, 1 norm, 0 attention") != NULL);
+            diag_free(&d);
+            arena_free(&a);
+        }
+        release(&c);
+    }
+    CHECK_EQ_INT(n, 5);
+    Compiled c;
+    compile_ex(&c, src, 2, "lower", false);
+    char *s = diags(&c);
+    CHECK_STR(s, "t.mil: error: unknown dump stage 'lower' (stages: parse, check, dce, fold, fuse)\n");
+    free(s);
+    release(&c);
+}
+
+TEST(verifier_catches_use_before_def) {
+    const char *src = HDR "tensor<fp32, [4]> x) {\n"
+                      "        tensor<fp32, [4]> a = exp(x = x);\n"
+                      "        tensor<fp32, [4]> y = exp(x = a);\n"
+                      "    } -> (y);\n}\n";
+    Arena a;
+    arena_init(&a);
+    DiagSink d;
+    diag_init(&d);
+    IrProgram *p = mil_parse(&a, &d, "t.mil", src, strlen(src));
+    CHECK(p != NULL);
+    if (p) {
+        IrFunction *f = ir_program_function(p, "main");
+        IrOp *first = f->first, *second = first->next;
+        ir_op_remove(first);
+        ir_op_insert_after(second, first); /* y = exp(a) now precedes a's definition */
+        CHECK(!backend_verify(f, "test", &d));
+        char *s = diag_render(&d);
+        CHECK(strstr(s, "t.mil:5:35: error: IR verifier (after test): 'a' used by 'y' before its definition") != NULL);
+        if (!strstr(s, "t.mil:5:35")) fputs(s, stderr);
+        free(s);
+    }
+    diag_free(&d);
+    arena_free(&a);
+}
+
+/* ---- fusion ---- */
+
+/* y = gelu(W x + b) + x as 1x1 conv on [1, C, 1, S] */
+static const char *gemm_src(const char *extra_out) {
+    static char buf[4096];
+    snprintf(buf, sizeof buf,
+             HDR "tensor<fp32, [1, 4, 1, 3]> x) {\n"
+             "        tensor<fp32, [4, 4, 1, 1]> w = const()[val = tensor<fp32, [4, 4, 1, 1]>([[[[0.5]], [[-1]], [[0.25]], [[1]]], "
+             "[[[1]], [[0.5]], [[0]], [[-0.5]]], [[[0]], [[2]], [[1]], [[0.5]]], [[[-1]], [[0]], [[0.5]], [[1.5]]]])];\n"
+             "        string pt = const()[val = string(\"valid\")];\n"
+             "        tensor<fp32, [1, 4, 1, 3]> mm = conv(x = x, weight = w, pad_type = pt);\n"
+             "        tensor<fp32, [1, 4, 1, 1]> b = const()[val = tensor<fp32, [1, 4, 1, 1]>([[[[0.1]], [[0.2]], [[-0.3]], [[0.4]]]])];\n"
+             "        tensor<fp32, [1, 4, 1, 3]> mb = add(x = mm, y = b);\n"
+             "        string gm = const()[val = string(\"TANH_APPROXIMATION\")];\n"
+             "        tensor<fp32, [1, 4, 1, 3]> g = gelu(x = mb, mode = gm);\n"
+             "        tensor<fp32, [1, 4, 1, 3]> y = add(x = x, y = g);\n"
+             "    } -> (y%s);\n}\n",
+             extra_out);
+    return buf;
+}
+
+static void gemm_reference(const float *x, double *y) {
+    const double w[4][4] = {{0.5, -1, 0.25, 1}, {1, 0.5, 0, -0.5}, {0, 2, 1, 0.5}, {-1, 0, 0.5, 1.5}}, b[4] = {0.1, 0.2, -0.3, 0.4};
+    for (int o = 0; o < 4; o++)
+        for (int s = 0; s < 3; s++) {
+            double acc = b[o];
+            for (int i = 0; i < 4; i++) acc += w[o][i] * x[i * 3 + s];
+            double g = 0.5 * acc * (1 + tanh(sqrt(2 / M_PI) * (acc + 0.044715 * acc * acc * acc)));
+            y[o * 3 + s] = x[o * 3 + s] + g;
+        }
+}
+
+TEST(gemm_bias_act_residual_fuse) {
+    float x[12], y[12], y2[12];
+    for (int i = 0; i < 12; i++) x[i] = frand();
+    double ref[12];
+    gemm_reference(x, ref);
+    const float *in[1] = {x};
+    for (int mode = 0; mode <= 2; mode++) {
+        Compiled c;
+        compile(&c, gemm_src(""), mode);
+        CHECK_EQ_INT(c.rc, 0);
+        if (mode != 1) {
+            CHECK_EQ_INT(c.st.fused_gemm, 1);
+            CHECK_EQ_INT(c.st.ops_out, 1); /* one GEMM with bias, gelu and residual */
+        } else {
+            CHECK_EQ_INT(c.st.ops_out, 4);
+            CHECK_EQ_INT(c.st.dispatches, 4);
+        }
+        float *out[1] = {y};
+        if (c.art) CHECK_EQ_INT(run(&c, in, out, 0), RT_OK);
+        CHECK(max_rel(y, ref, 12) < 1e-5);
+        if (mode == 0) {
+            float *o2[1] = {y2};
+            CHECK_EQ_INT(run(&c, in, o2, RT_RUN_NONBONDED), RT_OK);
+            CHECK(max_rel(y2, ref, 12) < 1e-5);
+        }
+        release(&c);
+    }
+    /* the biased value is also returned: bias fuses, gelu and residual cannot */
+    Compiled c;
+    compile(&c, gemm_src(", mb"), 2);
+    CHECK_EQ_INT(c.rc, 0);
+    CHECK_EQ_INT(c.st.fused_gemm, 1);
+    CHECK_EQ_INT(c.st.ops_out, 3);
+    float mb[12];
+    float *out[2] = {y, mb};
+    if (c.art) CHECK_EQ_INT(run(&c, in, out, 0), RT_OK);
+    CHECK(max_rel(y, ref, 12) < 1e-5);
+    release(&c);
+}
+
+/* RMSNorm and LayerNorm chains, [1, 8, 1, 4] over channels, with gamma (and beta). */
+static const char *norm_src =
+    HDR "tensor<fp32, [1, 8, 1, 4]> x) {\n"
+    "        tensor<int32, [1]> ax = const()[val = tensor<int32, [1]>([1])];\n"
+    "        bool kd = const()[val = bool(true)];\n"
+    "        fp32 eps = const()[val = fp32(0x1p-10)];\n"
+    "        tensor<fp32, [1, 8, 1, 1]> g = const()[val = tensor<fp32, [1, 8, 1, 1]>([[[[1]], [[2]], [[0.5]], [[1]], [[-1]], [[1]], [[1.5]], [[1]]]])];\n"
+    "        tensor<fp32, [1, 8, 1, 1]> b = const()[val = tensor<fp32, [1, 8, 1, 1]>([[[[0]], [[0.5]], [[0]], [[1]], [[0]], [[0]], [[-2]], [[0]]]])];\n"
+    "        tensor<fp32, [1, 8, 1, 4]> sq = mul(x = x, y = x);\n"
+    "        tensor<fp32, [1, 1, 1, 4]> ms = reduce_mean(x = sq, axes = ax, keep_dims = kd);\n"
+    "        tensor<fp32, [1, 1, 1, 4]> r = rsqrt(x = ms, epsilon = eps);\n"
+    "        tensor<fp32, [1, 8, 1, 4]> n = mul(x = r, y = x);\n"
+    "        tensor<fp32, [1, 8, 1, 4]> rms = mul(x = n, y = g);\n"
+    "        tensor<fp32, [1, 1, 1, 4]> mu = reduce_mean(x = x, axes = ax, keep_dims = kd);\n"
+    "        tensor<fp32, [1, 8, 1, 4]> xc = sub(x = x, y = mu);\n"
+    "        tensor<fp32, [1, 8, 1, 4]> xc2 = mul(x = xc, y = xc);\n"
+    "        tensor<fp32, [1, 1, 1, 4]> var = reduce_mean(x = xc2, axes = ax, keep_dims = kd);\n"
+    "        tensor<fp32, [1, 1, 1, 4]> ve = add(x = var, y = eps);\n"
+    "        fp32 e0 = const()[val = fp32(0)];\n"
+    "        tensor<fp32, [1, 1, 1, 4]> rs = rsqrt(x = ve, epsilon = e0);\n"
+    "        tensor<fp32, [1, 8, 1, 4]> ln0 = mul(x = xc, y = rs);\n"
+    "        tensor<fp32, [1, 8, 1, 4]> ln1 = mul(x = ln0, y = g);\n"
+    "        tensor<fp32, [1, 8, 1, 4]> ln = add(x = ln1, y = b);\n"
+    "    } -> (rms, ln);\n}\n";
+
+TEST(norm_chains_fuse) {
+    float x[32], rms[32], ln[32];
+    for (int i = 0; i < 32; i++) x[i] = frand() * 3;
+    const double g[8] = {1, 2, 0.5, 1, -1, 1, 1.5, 1}, b[8] = {0, 0.5, 0, 1, 0, 0, -2, 0}, eps = 1.0 / 1024;
+    double rr[32], rl[32];
+    for (int s = 0; s < 4; s++) {
+        double ms = 0, mu = 0, var = 0;
+        for (int c = 0; c < 8; c++) ms += x[c * 4 + s] * x[c * 4 + s] / 8, mu += x[c * 4 + s] / 8.0;
+        for (int c = 0; c < 8; c++) var += (x[c * 4 + s] - mu) * (x[c * 4 + s] - mu) / 8;
+        for (int c = 0; c < 8; c++) {
+            rr[c * 4 + s] = x[c * 4 + s] / sqrt(ms + eps) * g[c];
+            rl[c * 4 + s] = (x[c * 4 + s] - mu) / sqrt(var + eps) * g[c] + b[c];
+        }
+    }
+    const float *in[1] = {x};
+    for (int mode = 1; mode <= 2; mode++) {
+        Compiled c;
+        compile(&c, norm_src, mode);
+        CHECK_EQ_INT(c.rc, 0);
+        CHECK_EQ_INT(c.st.fused_norm, mode == 2 ? 2 : 0);
+        if (mode == 2) CHECK_EQ_INT(c.st.ops_out, 2);
+        float *out[2] = {rms, ln};
+        if (c.art) CHECK_EQ_INT(run(&c, in, out, 0), RT_OK);
+        CHECK(max_rel(rms, rr, 32) < 1e-5);
+        CHECK(max_rel(ln, rl, 32) < 1e-5);
+        release(&c);
+    }
+}
+
+/* Decomposed attention on [1, H, L, E] with a real_div scale and an additive
+ * mask input: fused in mode 2, and not fused when the scores are returned. */
+static const char *attn_src(const char *extra) {
+    static char buf[4096];
+    snprintf(buf, sizeof buf,
+             HDR "tensor<fp32, [1, 2, 3, 4]> q, tensor<fp32, [1, 2, 5, 4]> k, tensor<fp32, [1, 2, 5, 4]> v, "
+             "tensor<fp32, [1, 1, 3, 5]> m) {\n"
+             "        bool f = const()[val = bool(false)];\n"
+             "        bool t = const()[val = bool(true)];\n"
+             "        tensor<fp32, [1, 2, 3, 5]> s = matmul(x = q, y = k, transpose_x = f, transpose_y = t);\n"
+             "        fp32 d = const()[val = fp32(2)];\n"
+             "        tensor<fp32, [1, 2, 3, 5]> sd = real_div(x = s, y = d);\n"
+             "        tensor<fp32, [1, 2, 3, 5]> sm = add(x = sd, y = m);\n"
+             "        int32 am = const()[val = int32(-1)];\n"
+             "        tensor<fp32, [1, 2, 3, 5]> p = softmax(x = sm, axis = am);\n"
+             "        tensor<fp32, [1, 2, 3, 4]> y = matmul(x = p, y = v, transpose_x = f, transpose_y = f);\n"
+             "    } -> (y%s);\n}\n",
+             extra);
+    return buf;
+}
+
+TEST(attention_fuses) {
+    float q[24], k[40], v[40], m[15], y[24], sd[30];
+    for (int i = 0; i < 24; i++) q[i] = frand() * 2;
+    for (int i = 0; i < 40; i++) k[i] = frand() * 2, v[i] = frand();
+    for (int i = 0; i < 15; i++) m[i] = (i % 5) > (i / 5) + 2 ? -1e4f : 0.1f * (float)i;
+    double ref[24];
+    for (int h = 0; h < 2; h++)
+        for (int l = 0; l < 3; l++) {
+            double s[5], mx = -1e300, sum = 0;
+            for (int j = 0; j < 5; j++) {
+                s[j] = 0;
+                for (int e = 0; e < 4; e++) s[j] += q[(h * 3 + l) * 4 + e] * k[(h * 5 + j) * 4 + e];
+                s[j] = s[j] / 2 + m[l * 5 + j];
+                mx = fmax(mx, s[j]);
+            }
+            for (int j = 0; j < 5; j++) sum += s[j] = exp(s[j] - mx);
+            for (int e = 0; e < 4; e++) {
+                double acc = 0;
+                for (int j = 0; j < 5; j++) acc += s[j] / sum * v[(h * 5 + j) * 4 + e];
+                ref[(h * 3 + l) * 4 + e] = acc;
+            }
+        }
+    const float *in[4] = {q, k, v, m};
+    for (int mode = 1; mode <= 2; mode++) {
+        Compiled c;
+        compile(&c, attn_src(""), mode);
+        CHECK_EQ_INT(c.rc, 0);
+        CHECK_EQ_INT(c.st.fused_attn, mode == 2);
+        if (mode == 2) CHECK_EQ_INT(c.st.ops_out, 1);
+        float *out[1] = {y};
+        if (c.art) CHECK_EQ_INT(run(&c, in, out, 0), RT_OK);
+        CHECK(max_rel(y, ref, 24) < 1e-5);
+        release(&c);
+    }
+    Compiled c;
+    compile(&c, attn_src(", sd"), 2);
+    CHECK_EQ_INT(c.rc, 0);
+    CHECK_EQ_INT(c.st.fused_attn, 0);
+    float *out[2] = {y, sd};
+    if (c.art) CHECK_EQ_INT(run(&c, in, out, 0), RT_OK);
+    CHECK(max_rel(y, ref, 24) < 1e-5);
+    release(&c);
+}
+
+/* ---- diagnostics ---- */
+
+TEST(unsupported_conv_is_diagnosed) {
+    const char *src = HDR "tensor<fp32, [1, 2, 4, 4]> x) {\n"
+                      "        tensor<fp32, [1, 2, 3, 3]> w = const()[val = tensor<fp32, [1, 2, 3, 3]>([[[[1, 1, 1], [1, 1, 1], [1, 1, 1]], [[1, 1, 1], [1, 1, 1], [1, 1, 1]]]])];\n"
+                      "        string pt = const()[val = string(\"valid\")];\n"
+                      "        tensor<fp32, [1, 1, 2, 2]> y = conv(x = x, weight = w, pad_type = pt);\n"
+                      "    } -> (y);\n}\n";
+    for (int mode = 1; mode <= 2; mode++) {
+        Compiled c;
+        compile(&c, src, mode);
+        CHECK_EQ_INT(c.rc, -1);
+        CHECK(c.art == NULL);
+        char *s = diags(&c);
+        CHECK(strstr(s, "t.mil:6:40: error: conv: the CPU backend supports 1x1 convolutions (constant weight, groups 1, "
+                        "stride 1, no padding) only\n") == s);
+        if (strstr(s, "t.mil:6:40") != s) fputs(s, stderr);
+        free(s);
+        release(&c);
+    }
+}
+
+TEST(missing_weight_file_is_diagnosed) {
+    const char *src = HDR "tensor<fp16, [1, 4]> x) {\n"
+                      "        tensor<fp16, [4, 4]> w = const()[val = tensor<fp16, [4, 4]>(BLOBFILE(path = "
+                      "string(\"@model_path/nowhere/weight.bin\"), offset = uint64(64)))];\n"
+                      "        tensor<fp16, [1, 4]> y = linear(x = x, weight = w);\n"
+                      "    } -> (y);\n}\n";
+    Arena a;
+    arena_init(&a);
+    DiagSink d;
+    diag_init(&d);
+    IrProgram *p = mil_parse(&a, &d, "t.mil", src, strlen(src));
+    CHECK(p != NULL);
+    RtArtifact *art = NULL;
+    BackendOptions o = {.mode = 2, .model_path = "/nonexistent-milc"};
+    if (p) CHECK_EQ_INT(backend_compile(p, &o, &art, NULL, &d), -1);
+    CHECK(art == NULL && d.errors >= 1);
+    char *s = diag_render(&d);
+    CHECK(strstr(s, "/nonexistent-milc/nowhere/weight.bin") != NULL);
+    free(s);
+    diag_free(&d);
+    arena_free(&a);
+}
+
+/* ---- views: reshape/transpose/slice/concat chains fold into copies ---- */
+
+TEST(view_chain_is_one_copy) {
+    const char *src = HDR "tensor<fp32, [1, 8, 1, 6]> x) {\n"
+                      "        tensor<int32, [5]> s5 = const()[val = tensor<int32, [5]>([1, 2, 4, 1, 6])];\n"
+                      "        tensor<fp32, [1, 2, 4, 1, 6]> a = reshape(x = x, shape = s5);\n"
+                      "        tensor<int32, [5]> pm = const()[val = tensor<int32, [5]>([0, 1, 3, 4, 2])];\n"
+                      "        tensor<fp32, [1, 2, 1, 6, 4]> b = transpose(x = a, perm = pm);\n"
+                      "        tensor<int32, [4]> s4 = const()[val = tensor<int32, [4]>([1, 2, 6, 4])];\n"
+                      "        tensor<fp32, [1, 2, 6, 4]> y = reshape(x = b, shape = s4);\n"
+                      "    } -> (y);\n}\n";
+    float x[48], y[48];
+    for (int i = 0; i < 48; i++) x[i] = (float)i;
+    const float *in[1] = {x};
+    for (int mode = 1; mode <= 2; mode++) {
+        Compiled c;
+        compile(&c, src, mode);
+        CHECK_EQ_INT(c.rc, 0);
+        CHECK_EQ_INT(c.st.ops_out, mode == 2 ? 1 : 3);
+        CHECK_EQ_INT(c.st.copies, c.st.ops_out);
+        float *out[1] = {y};
+        if (c.art) CHECK_EQ_INT(run(&c, in, out, 0), RT_OK);
+        /* y[0, h, s, d] = x[0, h * 4 + d, 0, s] */
+        int bad = 0;
+        for (int h = 0; h < 2; h++)
+            for (int s = 0; s < 6; s++)
+                for (int d = 0; d < 4; d++) bad += y[(h * 6 + s) * 4 + d] != x[(h * 4 + d) * 6 + s];
+        CHECK_EQ_INT(bad, 0);
+        release(&c);
+    }
+}
+
+int main(void) {
+    RUN(dce_removes_dead_chains);
+    RUN(fold_constants);
+    RUN(dumps_reparse);
+    RUN(verifier_catches_use_before_def);
+    RUN(gemm_bias_act_residual_fuse);
+    RUN(norm_chains_fuse);
+    RUN(attention_fuses);
+    RUN(unsupported_conv_is_diagnosed);
+    RUN(missing_weight_file_is_diagnosed);
+    RUN(view_chain_is_one_copy);
+    TEST_MAIN_END();
+}

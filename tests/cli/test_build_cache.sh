@@ -1,0 +1,91 @@
+# milc build against a real cache: miss then direct hit, keys that change
+# with parameters and mode, cache maintenance, bundles, damage.
+B=("$MILC" build --model tiny --json)
+key_of() { printf '%s' "$1" | "$PY" -c "import json,sys; print(json.load(sys.stdin)['builds'][0]['key'])"; }
+outcome_of() { printf '%s' "$1" | "$PY" -c "import json,sys; print(json.load(sys.stdin)['builds'][0]['outcome'])"; }
+
+expect_rc 0 "${B[@]}" --mode 2
+k2=$(key_of "$OUT"); expect_eq "$(outcome_of "$OUT")" miss
+expect_rc 0 "${B[@]}" --mode 2
+expect_eq "$(outcome_of "$OUT")" direct_hit
+expect_eq "$(key_of "$OUT")" "$k2"
+expect_json "$OUT" "j['builds'][0]['artifact_bytes'] > 0 and j['builds'][0]['ms']['total'] > 0"
+# The mode is part of the key.
+expect_rc 0 "${B[@]}" --mode 1
+k1=$(key_of "$OUT"); expect_eq "$(outcome_of "$OUT")" miss
+if [ "$k1" != "$k2" ]; then ok; else fail "mode 1 and mode 2 share a key"; fi
+# A changed parameter misses; changing it back hits.
+expect_rc 0 "${B[@]}" --mode 2 --seq 16
+expect_eq "$(outcome_of "$OUT")" miss
+expect_rc 0 "${B[@]}" --mode 2 --weights random:7
+expect_eq "$(outcome_of "$OUT")" miss
+expect_rc 0 "${B[@]}" --mode 2
+expect_eq "$(outcome_of "$OUT")" direct_hit
+# Human output names the outcome and the timing breakdown.
+expect_rc 0 "$MILC" build --model tiny --mode 0
+expect_in "$OUT" "miss"
+expect_in "$OUT" "parse+check"
+expect_rc 0 "$MILC" build --model tiny --mode 0
+expect_in "$OUT" "hit (direct)"
+# Whole model in chunks, parameter lists.
+expect_rc 0 "$MILC" build --model tiny --chunk 1 --seq 16,32 --json
+expect_json "$OUT" "len(j['builds']) == 4"
+
+# cache ls / stat / show / verify.
+expect_rc 0 "$MILC" cache ls --json
+expect_json "$OUT" "len(j) >= 6 and all(e['bytes'] > 0 for e in j)"
+expect_rc 0 "$MILC" cache stat --json
+expect_json "$OUT" "j['direct_hits'] >= 3 and j['misses'] >= 4 and j['entries'] >= 6"
+expect_rc 0 "$MILC" cache show "$k2"
+expect_in "$OUT" "MODE"
+expect_in "$OUT" "MIL "
+expect_rc 0 "$MILC" cache verify
+expect_rc 2 "$MILC" cache show not-a-key
+expect_rc 1 "$MILC" cache show 00000000000000000000000000000000
+
+# Run a cached artifact by key.
+"$PY" -c "import numpy as np; np.save('x.npy', (np.random.RandomState(0).randn(1,128,1,32)*0.5).astype(np.float16))"
+expect_rc 0 "$MILC" run "$k2" --input x=x.npy -o out2
+if [ -s out2/y.npy ]; then ok; else fail "run by key wrote no y.npy"; fi
+
+# Export, clear, import: the same entries come back and hit.
+expect_rc 0 "$MILC" cache export "$WORK/all.bundle"
+n_before=$("$MILC" cache ls --json | "$PY" -c "import json,sys; print(len(json.load(sys.stdin)))")
+expect_rc 0 "$MILC" cache clear
+expect_rc 0 "$MILC" cache ls --json
+expect_json "$OUT" "len(j) == 0"
+# A tampered bundle is rejected and leaves the cache untouched.
+cp "$WORK/all.bundle" "$WORK/bad.bundle"
+"$PY" -c "
+import sys; p='$WORK/bad.bundle'; b=bytearray(open(p,'rb').read()); b[len(b)//2] ^= 0x40; open(p,'wb').write(b)"
+expect_rc 1 "$MILC" cache import "$WORK/bad.bundle"
+expect_rc 0 "$MILC" cache ls --json
+expect_json "$OUT" "len(j) == 0"
+head -c 1000 "$WORK/all.bundle" > "$WORK/short.bundle"
+expect_rc 1 "$MILC" cache import "$WORK/short.bundle"
+expect_rc 0 "$MILC" cache import "$WORK/all.bundle"
+expect_rc 0 "$MILC" cache ls --json
+expect_json "$OUT" "len(j) == $n_before"
+expect_rc 0 "${B[@]}" --mode 2
+expect_in "$(outcome_of "$OUT")" "_hit"
+expect_rc 0 "${B[@]}" --mode 2
+expect_eq "$(outcome_of "$OUT")" direct_hit
+
+# rm and gc.
+expect_rc 0 "$MILC" cache rm "$k1"
+expect_rc 1 "$MILC" cache rm "$k1"
+expect_rc 0 "$MILC" cache gc --max-size 1 --json
+expect_json "$OUT" "j['evicted'] >= 1"
+expect_rc 0 "$MILC" cache ls --json
+expect_json "$OUT" "len(j) == 0"
+
+# A damaged environment file: a clear error naming the file and the cure.
+expect_rc 0 "${B[@]}" --mode 2
+"$PY" -c "
+p='$MILC_CACHE_DIR/data.mdb'; b=bytearray(open(p,'rb').read()); b[0:4096]=b'\xff'*4096; open(p,'wb').write(b)"
+expect_rc 3 "$MILC" cache ls
+expect_in "$ERR" "data.mdb"
+expect_in "$ERR" "milc cache clear"
+expect_rc 0 "$MILC" cache clear
+expect_rc 0 "${B[@]}" --mode 2
+expect_eq "$(outcome_of "$OUT")" miss

@@ -1,0 +1,235 @@
+/* Every op of the table: a good case whose declared result type is the
+ * inferred one, and bad cases (rank, dims, const-ness, dtype mixing) with
+ * their exact diagnostic text.  Each case is a function body around
+ * `func main<ios18>(INPUTS)` returning y. */
+#include "milc/mil.h"
+#include "test.h"
+
+typedef struct Case {
+    const char *inputs;
+    const char *body;
+    const char *want; /* "" = no diagnostics; else the messages, one per line */
+} Case;
+
+#define F16 "tensor<fp16, "
+static const Case cases[] = {
+    /* const */
+    {"", "tensor<fp16, [2]> y = const()[name = string(\"y\"), val = tensor<fp16, [2]>([1, -2.5])];", ""},
+    {"", "tensor<fp16, [3]> y = const()[name = string(\"y\"), val = tensor<fp16, [2]>([1, -2.5])];",
+     "const: 'y' is declared tensor<fp16, [3]> but the op gives tensor<fp16, [2]>"},
+    {"", "tensor<fp16, [2]> y = const(x = fp16(1))[val = tensor<fp16, [2]>([1, 2])];", "const: unknown argument 'x'"},
+    /* linear */
+    {F16 "[2, 3]> x", F16 "[2, 2]> y = linear(bias = " F16 "[2]>([1, 2]), weight = " F16 "[2, 3]>([[1, 0, 0], [0, 1, 0]]), x = x)[name = string(\"y\")];", ""},
+    {F16 "[2, 3]> x", F16 "[2, 2]> y = linear(weight = " F16 "[2, 4]>([[1, 0, 0, 0], [0, 1, 0, 0]]), x = x)[name = string(\"y\")];",
+     "linear: 'x' [2, 3] and 'weight' [2, 4]: Din differs (3 vs 4)"},
+    {F16 "[2, 3]> x, " F16 "[2, 3]> w", F16 "[2, 2]> y = linear(weight = w, x = x)[name = string(\"y\")];",
+     "linear: argument 'weight' must be a const, but 'w' is computed at run time"},
+    {F16 "[2, 3]> x", F16 "[2, 2]> y = linear(weight = tensor<fp32, [2, 3]>([[1, 0, 0], [0, 1, 0]]), x = x)[name = string(\"y\")];",
+     "linear: argument 'weight' is fp32 but 'x' is fp16; they must have the same dtype"},
+    {F16 "[2, 3]> x", F16 "[2, 2]> y = linear(weight = " F16 "[3]>([1, 0, 0]), x = x)[name = string(\"y\")];",
+     "linear: 'weight' must have rank 2 [Dout, Din], not 1"},
+    /* matmul */
+    {F16 "[2, 1, 3, 4]> a, " F16 "[5, 4, 6]> b", F16 "[2, 5, 3, 6]> y = matmul(x = a, y = b)[name = string(\"y\")];", ""},
+    {F16 "[4, 3]> a, " F16 "[6, 4]> b", F16 "[3, 6]> y = matmul(transpose_x = bool(true), transpose_y = bool(true), x = a, y = b)[name = string(\"y\")];", ""},
+    {F16 "[4]> a, " F16 "[4, 6]> b", F16 "[6]> y = matmul(x = a, y = b)[name = string(\"y\")];", ""},
+    {F16 "[2, 3]> a, " F16 "[4, 6]> b", F16 "[2, 6]> y = matmul(x = a, y = b)[name = string(\"y\")];",
+     "matmul: inner dimensions differ: 'x' [2, 3] and 'y' [4, 6] (3 vs 4)"},
+    {F16 "[2, 2, 3]> a, " F16 "[3, 3, 6]> b", F16 "[2, 2, 6]> y = matmul(x = a, y = b)[name = string(\"y\")];",
+     "matmul: batch dimensions of 'x' [2, 2, 3] and 'y' [3, 3, 6] do not broadcast"},
+    {F16 "[2, 3]> a, bool t, " F16 "[3, 6]> b", F16 "[2, 6]> y = matmul(transpose_x = t, x = a, y = b)[name = string(\"y\")];",
+     "matmul: argument 'transpose_x' must be a const, but 't' is computed at run time"},
+    {F16 "[2, 3]> a, tensor<fp32, [3, 6]> b", F16 "[2, 6]> y = matmul(x = a, y = b)[name = string(\"y\")];",
+     "matmul: argument 'y' is fp32 but 'x' is fp16; they must have the same dtype"},
+    /* conv */
+    {F16 "[1, 8, 1, 16]> x, " F16 "[4, 8, 1, 1]> w", F16 "[1, 4, 1, 16]> y = conv(weight = w, x = x)[name = string(\"y\")];", ""},
+    {F16 "[1, 2, 9, 9]> x, " F16 "[3, 2, 3, 3]> w",
+     F16 "[1, 3, 5, 5]> y = conv(pad_type = string(\"same\"), strides = tensor<int32, [2]>([2, 2]), weight = w, x = x)[name = string(\"y\")];", ""},
+    {F16 "[1, 2, 9, 9]> x, " F16 "[3, 2, 3, 3]> w",
+     F16 "[1, 3, 9, 7]> y = conv(pad = tensor<int32, [4]>([1, 1, 0, 0]), pad_type = string(\"custom\"), weight = w, x = x)[name = string(\"y\")];", ""},
+    {F16 "[1, 4, 6]> x, " F16 "[6, 2, 3]> w", F16 "[1, 6, 2]> y = conv(dilations = tensor<int32, [1]>([2]), groups = int32(2), weight = w, x = x)[name = string(\"y\")];", ""},
+    {F16 "[1, 8, 1, 16]> x, " F16 "[4, 6, 1, 1]> w", F16 "[1, 4, 1, 16]> y = conv(weight = w, x = x)[name = string(\"y\")];",
+     "conv: 'x' has 8 input channels but 'weight' [4, 6, 1, 1] with groups = 1 expects 6"},
+    {F16 "[1, 8, 1, 16]> x, " F16 "[4, 8, 1, 1]> w", F16 "[1, 4, 1, 16]> y = conv(strides = tensor<int32, [1]>([1]), weight = w, x = x)[name = string(\"y\")];",
+     "conv: 'strides' must have 2 values, not 1"},
+    {F16 "[1, 8, 1, 16]> x, " F16 "[4, 8, 1, 1]> w", F16 "[1, 4, 1, 16]> y = conv(pad_type = string(\"full\"), weight = w, x = x)[name = string(\"y\")];",
+     "conv: unknown pad_type \"full\" (valid, same, same_lower, custom)"},
+    {F16 "[1, 8, 16]> x, " F16 "[4, 8, 1, 1]> w", F16 "[1, 4, 16]> y = conv(weight = w, x = x)[name = string(\"y\")];",
+     "conv: 'weight' [4, 8, 1, 1] must have the rank of 'x' [1, 8, 16]"},
+    /* elementwise binary */
+    {F16 "[2, 1, 4]> a, " F16 "[3, 1]> b", F16 "[2, 3, 4]> y = add(x = a, y = b)[name = string(\"y\")];", ""},
+    {"tensor<int32, [3]> a", "tensor<int32, [3]> y = sub(x = a, y = int32(1))[name = string(\"y\")];", ""},
+    {F16 "[2, 3]> a", F16 "[2, 3]> y = real_div(x = a, y = fp16(0x1p+1))[name = string(\"y\")];", ""},
+    {F16 "[2, 3]> a, " F16 "[3, 2]> b", F16 "[2, 3]> y = mul(x = a, y = b)[name = string(\"y\")];",
+     "mul: shapes [2, 3] and [3, 2] do not broadcast"},
+    {"tensor<int32, [3]> a", "tensor<int32, [3]> y = pow(x = a, y = a)[name = string(\"y\")];",
+     "pow: argument 'x' must be fp16 or fp32, not int32\npow: argument 'y' must be fp16 or fp32, not int32"},
+    /* unary */
+    {F16 "[2, 3]> a", F16 "[2, 3]> y = rsqrt(epsilon = fp16(0x1p-10), x = a)[name = string(\"y\")];", ""},
+    {F16 "[2, 3]> a", F16 "[2, 3]> y = rsqrt(epsilon = " F16 "[1]>([1]), x = a)[name = string(\"y\")];",
+     "rsqrt: argument 'epsilon' must be a scalar, not tensor<fp16, [1]>"},
+    {F16 "[2, 3]> a", F16 "[3, 2]> y = sqrt(x = a)[name = string(\"y\")];",
+     "sqrt: 'y' is declared tensor<fp16, [3, 2]> but the op gives tensor<fp16, [2, 3]>"},
+    {"tensor<fp32, [2, 3]> a", "tensor<fp32, [2, 3]> y = silu(x = a)[name = string(\"y\")];", ""},
+    {F16 "[2, 3]> a", F16 "[2, 3]> y = gelu(mode = string(\"FAST\"), x = a)[name = string(\"y\")];",
+     "gelu: unknown mode \"FAST\" (EXACT, TANH_APPROXIMATION, SIGMOID_APPROXIMATION)"},
+    {F16 "[2, 3]> a", F16 "[2, 3]> y = softmax(axis = int32(-2), x = a)[name = string(\"y\")];", ""},
+    {F16 "[2, 3]> a", F16 "[2, 3]> y = softmax(axis = int32(2), x = a)[name = string(\"y\")];",
+     "softmax: axis 2 is out of range for rank 2"},
+    /* reductions */
+    {F16 "[2, 3, 4]> a", F16 "[3]> y = reduce_sum(axes = tensor<int32, [2]>([0, -1]), x = a)[name = string(\"y\")];", ""},
+    {F16 "[2, 3, 4]> a", F16 "[1, 1, 1]> y = reduce_max(keep_dims = bool(true), x = a)[name = string(\"y\")];", ""},
+    {F16 "[2, 3, 4]> a", F16 "[3]> y = reduce_mean(axes = tensor<int32, [2]>([0, -3]), x = a)[name = string(\"y\")];",
+     "reduce_mean: 'axes' names axis 0 twice"},
+    /* layer_norm */
+    {F16 "[2, 3, 4]> a", F16 "[2, 3, 4]> y = layer_norm(axes = tensor<int32, [1]>([-1]), epsilon = fp16(0x1p-10), gamma = " F16 "[4]>([1, 1, 1, 1]), x = a)[name = string(\"y\")];", ""},
+    {F16 "[2, 3, 4]> a", F16 "[2, 3, 4]> y = layer_norm(axes = tensor<int32, [2]>([1, 2]), beta = " F16 "[4]>([1, 1, 1, 1]), x = a)[name = string(\"y\")];",
+     "layer_norm: 'beta' [4] must have the shape of 'x' on axes, [3, 4]"},
+    {F16 "[2, 3, 4]> a, " F16 "[4]> g", F16 "[2, 3, 4]> y = layer_norm(gamma = g, x = a)[name = string(\"y\")];",
+     "layer_norm: argument 'gamma' must be a const, but 'g' is computed at run time"},
+    /* reshape */
+    {F16 "[2, 3, 4]> a", F16 "[2, 2, 6]> y = reshape(shape = tensor<int32, [3]>([0, -1, 6]), x = a)[name = string(\"y\")];", ""},
+    {F16 "[2, 3, 4]> a, tensor<int32, [2]> s", F16 "[4, 6]> y = reshape(shape = s, x = a)[name = string(\"y\")];", ""},
+    {F16 "[2, 3, 4]> a", F16 "[2, 12]> y = reshape(shape = tensor<int32, [2]>([-1, -1]), x = a)[name = string(\"y\")];",
+     "reshape: 'shape' has more than one -1"},
+    {F16 "[2, 3, 4]> a", F16 "[5, 5]> y = reshape(shape = tensor<int32, [2]>([5, 5]), x = a)[name = string(\"y\")];",
+     "reshape: cannot reshape [2, 3, 4] (24 elements) to [5, 5] (25 elements)"},
+    /* transpose */
+    {F16 "[2, 3, 4]> a", F16 "[4, 2, 3]> y = transpose(perm = tensor<int32, [3]>([2, 0, 1]), x = a)[name = string(\"y\")];", ""},
+    {F16 "[2, 3, 4]> a", F16 "[3, 2, 4]> y = transpose(perm = tensor<int32, [2]>([1, 0]), x = a)[name = string(\"y\")];",
+     "transpose: 'perm' [1, 0] must have 3 entries, one per dimension of 'x'"},
+    /* concat */
+    {F16 "[2, 3]> a, " F16 "[2, 5]> b", F16 "[2, 11]> y = concat(axis = int32(-1), interleave = bool(false), values = (a, b, a))[name = string(\"y\")];", ""},
+    {F16 "[2, 3]> a, " F16 "[3, 3]> b", F16 "[2, 6]> y = concat(axis = int32(1), values = (a, b))[name = string(\"y\")];",
+     "concat: 'b' [3, 3] does not match 'a' [2, 3] outside axis 1"},
+    {F16 "[2, 3]> a, int32 ax", F16 "[4, 3]> y = concat(axis = ax, values = (a, a))[name = string(\"y\")];",
+     "concat: argument 'axis' must be a const, but 'ax' is computed at run time"},
+    /* split */
+    {F16 "[2, 6]> a", F16 "[2, 2]> y, " F16 "[2, 4]> z = split(axis = int32(1), split_sizes = tensor<int32, [2]>([2, 4]), x = a)[name = string(\"y\")];", ""},
+    {F16 "[2, 6]> a", F16 "[2, 2]> y, " F16 "[2, 2]> z = split(axis = int32(1), num_splits = int32(4), x = a)[name = string(\"y\")];",
+     "split: dimension 1 of size 6 is not divisible into 4 splits"},
+    /* slice_by_index */
+    {F16 "[4, 10]> a", F16 "[2, 3]> y = slice_by_index(begin = tensor<int32, [2]>([1, 1]), end = tensor<int32, [2]>([3, -2]), stride = tensor<int32, [2]>([1, 3]), x = a)[name = string(\"y\")];", ""},
+    {F16 "[4, 10]> a", F16 "[10]> y = slice_by_index(begin = tensor<int32, [2]>([2, 5]), begin_mask = tensor<bool, [2]>([false, true]), end = tensor<int32, [2]>([3, 0]), end_mask = tensor<bool, [2]>([false, true]), squeeze_mask = tensor<bool, [2]>([true, false]), x = a)[name = string(\"y\")];", ""},
+    {F16 "[4, 10]> a", F16 "[4, 5]> y = slice_by_index(begin = tensor<int32, [2]>([0, 9]), end = tensor<int32, [2]>([4, 0]), stride = tensor<int32, [2]>([1, -2]), x = a)[name = string(\"y\")];", ""},
+    {F16 "[4, 10]> a", F16 "[4, 10]> y = slice_by_index(begin = tensor<int32, [1]>([0]), end = tensor<int32, [2]>([4, 10]), x = a)[name = string(\"y\")];",
+     "slice_by_index: 'begin' has 1 entries but 'x' has rank 2"},
+    /* slice_by_size */
+    {F16 "[4, 10]> a, tensor<int32, [2]> b", F16 "[2, 3]> y = slice_by_size(begin = b, size = tensor<int32, [2]>([2, 3]), x = a)[name = string(\"y\")];", ""},
+    {F16 "[4, 10]> a", F16 "[2, 3]> y = slice_by_size(begin = tensor<int32, [2]>([3, 0]), size = tensor<int32, [2]>([2, 3]), x = a)[name = string(\"y\")];",
+     "slice_by_size: slice [3, 5) is outside dimension 0 of size 4"},
+    /* gather */
+    {F16 "[4, 10, 3]> a, tensor<int32, [2, 5]> i", F16 "[4, 2, 5, 3]> y = gather(axis = int32(1), indices = i, x = a)[name = string(\"y\")];", ""},
+    {F16 "[4, 10, 3]> a, tensor<int32, [4, 5]> i", F16 "[4, 5, 3]> y = gather(axis = int32(1), batch_dims = int32(1), indices = i, x = a)[name = string(\"y\")];", ""},
+    {F16 "[4, 10]> a, tensor<int32, [5]> i", F16 "[5, 10]> y = gather(axis = int32(0), batch_dims = int32(1), indices = i, x = a)[name = string(\"y\")];",
+     "gather: 'batch_dims' 1 must be in 0..min(rank of indices, axis)"},
+    /* cast */
+    {F16 "[2, 3]> a", "tensor<fp32, [2, 3]> y = cast(dtype = string(\"fp32\"), x = a)[name = string(\"y\")];", ""},
+    {F16 "[2, 3]> a", "tensor<fp32, [2, 3]> y = cast(dtype = string(\"fp8\"), x = a)[name = string(\"y\")];", "cast: unknown dtype \"fp8\""},
+    {F16 "[2, 3]> a, string d", "tensor<fp32, [2, 3]> y = cast(dtype = d, x = a)[name = string(\"y\")];",
+     "cast: argument 'dtype' must be a const, but 'd' is computed at run time"},
+    /* band_part */
+    {F16 "[2, 3, 3]> a", F16 "[2, 3, 3]> y = band_part(lower = int32(-1), upper = int32(0), x = a)[name = string(\"y\")];", ""},
+    {F16 "[3]> a", F16 "[3]> y = band_part(x = a)[name = string(\"y\")];", "band_part: 'x' must have rank >= 2, not 1"},
+    /* expand_dims / squeeze */
+    {F16 "[2, 3]> a", F16 "[1, 2, 3, 1]> y = expand_dims(axes = tensor<int32, [2]>([0, -1]), x = a)[name = string(\"y\")];", ""},
+    {F16 "[2, 3]> a", F16 "[1, 2, 3]> y = expand_dims(axes = tensor<int32, [2]>([0, 0]), x = a)[name = string(\"y\")];",
+     "expand_dims: 'axes' names axis 0 twice"},
+    {F16 "[1, 2, 1, 3]> a", F16 "[2, 3]> y = squeeze(x = a)[name = string(\"y\")];", ""},
+    {F16 "[1, 2, 1, 3]> a", F16 "[1, 2, 3]> y = squeeze(axes = tensor<int32, [1]>([1]), x = a)[name = string(\"y\")];",
+     "squeeze: dimension 1 of 'x' has size 2, not 1"},
+    /* tile */
+    {F16 "[2, 3]> a", F16 "[4, 9]> y = tile(reps = tensor<int32, [2]>([2, 3]), x = a)[name = string(\"y\")];", ""},
+    {F16 "[2, 3]> a", F16 "[4, 3]> y = tile(reps = tensor<int32, [1]>([2]), x = a)[name = string(\"y\")];",
+     "tile: 'reps' has 1 entries but 'x' has rank 2"},
+    /* select */
+    {"tensor<bool, [2, 1]> c, " F16 "[3]> a", F16 "[2, 3]> y = select(a = a, b = fp16(0), cond = c)[name = string(\"y\")];", ""},
+    {F16 "[2, 1]> c, " F16 "[3]> a", F16 "[2, 3]> y = select(a = a, b = a, cond = c)[name = string(\"y\")];",
+     "select: argument 'cond' must be bool, not fp16"},
+    /* scaled_dot_product_attention */
+    {F16 "[1, 4, 8, 16]> q, " F16 "[1, 4, 12, 16]> k, " F16 "[1, 4, 12, 32]> v, tensor<bool, [8, 12]> m",
+     F16 "[1, 4, 8, 32]> y = scaled_dot_product_attention(attn_mask = m, key = k, query = q, value = v)[name = string(\"y\")];", ""},
+    {F16 "[1, 4, 8, 16]> q, " F16 "[1, 4, 12, 8]> k, " F16 "[1, 4, 12, 32]> v",
+     F16 "[1, 4, 8, 32]> y = scaled_dot_product_attention(key = k, query = q, value = v)[name = string(\"y\")];",
+     "scaled_dot_product_attention: 'query' [1, 4, 8, 16] [B, *, L, E], 'key' [1, 4, 12, 8] [B, *, S, E] and 'value' [1, 4, 12, 32] [B, *, S, Ev] do not agree"},
+    {F16 "[1, 4, 8, 16]> q, " F16 "[1, 4, 12, 16]> k, " F16 "[1, 4, 12, 32]> v, tensor<int32, [8, 12]> m",
+     F16 "[1, 4, 8, 32]> y = scaled_dot_product_attention(attn_mask = m, key = k, query = q, value = v)[name = string(\"y\")];",
+     "scaled_dot_product_attention: 'attn_mask' must be bool or fp16, not int32"},
+    /* the rest of the elementwise family */
+    {F16 "[2, 3]> a, " F16 "[1, 3]> b", F16 "[2, 3]> y = mul(x = a, y = b)[name = string(\"y\")];", ""},
+    {"tensor<fp32, [2, 3]> a", "tensor<fp32, [2, 3]> y = pow(x = a, y = fp32(0x1.8p+1))[name = string(\"y\")];", ""},
+    {F16 "[2, 3]> a", F16 "[2, 3]> y = sqrt(x = a)[name = string(\"y\")];", ""},
+    {F16 "[2, 3]> a", F16 "[2, 3]> y = exp(x = a)[name = string(\"y\")];", ""},
+    {F16 "[2, 3]> a", F16 "[2, 3]> y = tanh(x = a)[name = string(\"y\")];", ""},
+    {F16 "[2, 3]> a", F16 "[2, 3]> y = sigmoid(x = a)[name = string(\"y\")];", ""},
+    {F16 "[2, 3]> a", F16 "[2, 3]> y = gelu(mode = string(\"SIGMOID_APPROXIMATION\"), x = a)[name = string(\"y\")];", ""},
+    {F16 "[2, 3, 4]> a", F16 "[2, 1, 4]> y = reduce_mean(axes = tensor<int32, [1]>([1]), keep_dims = bool(true), x = a)[name = string(\"y\")];", ""},
+    /* dynamic dims flow through */
+    {F16 "[?, 3]> a, " F16 "[3, 5]> b", F16 "[?, 5]> y = matmul(x = a, y = b)[name = string(\"y\")];", ""},
+};
+
+/* Parse and check one case; returns the messages, one per line (caller frees). */
+static char *run_case(const Case *c) {
+    char text[4096];
+    snprintf(text, sizeof text, "program(1.3)\n{\n    func main<ios18>(%s) {\n        %s\n    } -> (y);\n}\n", c->inputs, c->body);
+    Arena a;
+    arena_init(&a);
+    DiagSink d;
+    diag_init(&d);
+    IrProgram *p = mil_parse(&a, &d, "case.mil", text, strlen(text));
+    if (p) {
+        mil_check(p, NULL, &d);
+        /* A checked program prints and reparses to the same text. */
+        char *s = mil_print(p, NULL);
+        Arena a2;
+        arena_init(&a2);
+        DiagSink d2;
+        diag_init(&d2);
+        IrProgram *q = mil_parse(&a2, &d2, "re.mil", s, strlen(s));
+        CHECK(q != NULL);
+        if (q) {
+            char *s2 = mil_print(q, NULL);
+            CHECK_STR(s2, s);
+            free(s2);
+        }
+        free(s);
+        arena_free(&a2);
+        diag_free(&d2);
+    }
+    size_t cap = 1, n = 0;
+    for (int i = 0; i < d.count; i++) cap += strlen(d.items[i].msg) + 1;
+    char *out = malloc(cap);
+    out[0] = 0;
+    for (int i = 0; i < d.count; i++) n += (size_t)sprintf(out + n, "%s%s", i ? "\n" : "", d.items[i].msg);
+    if (!p && d.count == 0) strcpy(out, "(parse failed)");
+    arena_free(&a);
+    diag_free(&d);
+    return out;
+}
+
+TEST(every_op_case) {
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *got = run_case(&cases[i]);
+        if (strcmp(got, cases[i].want) != 0) fprintf(stderr, "case %zu: %s\n", i, cases[i].body);
+        CHECK_STR(got, cases[i].want);
+        free(got);
+    }
+}
+
+/* Every op of the table has at least one good case above. */
+TEST(every_op_covered) {
+    for (int k = 0; k < OP_COUNT; k++) {
+        char needle[64];
+        snprintf(needle, sizeof needle, "= %s(", mil_op_name((IrOpKind)k));
+        bool found = false;
+        for (size_t i = 0; i < sizeof cases / sizeof *cases && !found; i++)
+            found = cases[i].want[0] == 0 && strstr(cases[i].body, needle) != NULL;
+        if (!found) fprintf(stderr, "no good case for %s\n", mil_op_name((IrOpKind)k));
+        CHECK(found);
+    }
+}
+
+int main(void) {
+    RUN(every_op_case);
+    RUN(every_op_covered);
+    TEST_MAIN_END();
+}

@@ -1,0 +1,317 @@
+/* test_rt_loader.c — the artifact is untrusted input: file and cache forms
+ * round-trip; every truncation is rejected; flipping any byte either fails
+ * to load or loads and runs cleanly (ASan/UBSan builds watch for the rest),
+ * and with checksums on every flip outside padding is caught; hand-made bad
+ * indices, offsets and overlaps give their exact messages. */
+#include <unistd.h>
+
+#include "rt_test_util.h"
+#include "test.h"
+
+static int g_out_buf, g_nbuf;
+
+/* A small mode-0 plan touching the ops with the richest parameters. */
+static RtArtifact *build_small(void) {
+    RtPlanBuilder *b = rtb_new(RT_MODE_BOTH);
+    int x = rtb_input(b, "x", RT_F16, 4, (const int64_t[]){1, 8, 1, 4});
+    int idx = rtb_input(b, "idx", RT_I32, 1, (const int64_t[]){3});
+    uint16_t w[16 * 8], bias[16];
+    for (int i = 0; i < 128; i++) w[i] = float_to_half(rng_f());
+    for (int i = 0; i < 16; i++) bias[i] = float_to_half(rng_f());
+    int W = rtb_weight(b, "W", RT_F16, 2, (const int64_t[]){16, 8}, w);
+    int B = rtb_weight(b, "b", RT_F16, 1, (const int64_t[]){16}, bias);
+    int out = rtb_temp(b, RT_F32, 3, (const int64_t[]){1, 2, 4});
+    for (int p = 0; p < 2; p++) {
+        rtb_program(b, (RtProgram)p);
+        int y = rtb_temp(b, RT_F32, 4, (const int64_t[]){1, 16, 1, 4});
+        int hd = rtb_temp(b, RT_F32, 4, (const int64_t[]){1, 2, 4, 8});
+        int at = rtb_temp(b, RT_F32, 4, (const int64_t[]){1, 2, 4, 8});
+        int sm = rtb_temp(b, RT_F32, 4, (const int64_t[]){1, 2, 4, 8});
+        int ga = rtb_temp(b, RT_F32, 4, (const int64_t[]){1, 2, 4, 3});
+        RtGemmParams gp = {.layout = RT_GEMM_CHANNELS, .act = RT_ACT_GELU_EXACT, .has_bias = 1};
+        rtb_op(b, RT_OP_GEMM, (const int[]){x, W, B}, 3, &y, 1, &gp, sizeof gp);
+        RtCopyParams cp = {.rank = 4, .dims = {1, 2, 4, 8}, .src_stride = {0, 32, 1, 4}, .dst_stride = {0, 32, 8, 1}};
+        rtb_op(b, RT_OP_COPY, &y, 1, &hd, 1, &cp, sizeof cp);
+        int src = hd;
+        if (p == 0) {
+            RtAttnParams ap = {.scale = 0.3f, .causal = 1};
+            rtb_op(b, RT_OP_ATTENTION, (const int[]){hd, hd, hd}, 3, &at, 1, &ap, sizeof ap);
+            src = at;
+        }
+        RtAxisParams ax = {3};
+        rtb_op(b, RT_OP_SOFTMAX, &src, 1, &sm, 1, &ax, sizeof ax);
+        rtb_op(b, RT_OP_GATHER, (const int[]){sm, idx}, 2, &ga, 1, &ax, sizeof ax);
+        RtReduceParams rp = {RT_RED_SUM, 1u << 3};
+        rtb_op(b, RT_OP_REDUCE, &ga, 1, &out, 1, &rp, sizeof rp);
+    }
+    rtb_output(b, "y", out, RT_F32);
+    RtArtifact *a = NULL;
+    char err[200];
+    if (rtb_finish(b, "program(1.3)", 12, &a, err, sizeof err)) fprintf(stderr, "build: %s\n", err);
+    g_out_buf = out;
+    rtb_free(b);
+    (void)g_nbuf;
+    return a;
+}
+
+/* Binds inputs the way the model describes them (so a flipped dtype or shape
+ * is honoured, not fought), runs, returns rt_run's code. */
+static int run_any(RtModel *m, int flags) {
+    RtTensor in[4], out[4];
+    void *mem[8] = {0};
+    int ni = rt_model_ninputs(m), no = rt_model_noutputs(m), k = 0;
+    if (ni > 4 || no > 4) return -100;
+    for (int i = 0; i < ni + no; i++) {
+        RtIoInfo io;
+        if (i < ni) rt_model_input(m, i, &io);
+        else rt_model_output(m, i - ni, &io);
+        RtTensor *t = i < ni ? &in[i] : &out[i - ni];
+        t->dtype = io.dtype;
+        t->rank = io.rank;
+        memcpy(t->dims, io.dims, sizeof t->dims);
+        t->size = (size_t)numel_of(io.rank, io.dims) * rt_dtype_size(io.dtype);
+        if (t->size > (64u << 20)) return -100;
+        t->data = mem[k++] = calloc(1, t->size ? t->size : 1);
+        if (i < ni && io.dtype == RT_I32)
+            for (size_t j = 0; j < t->size / 4; j++) ((int32_t *)t->data)[j] = (int32_t)(j % 3);
+    }
+    int rc = rt_run(m, in, ni, out, no, flags, NULL);
+    for (int i = 0; i < k; i++) free(mem[i]);
+    return rc;
+}
+
+static unsigned char *file_form(RtArtifact *a, size_t *len) {
+    *len = rt_artifact_file_size(a);
+    /* 64-aligned like a mapping, so the weights' 16-byte rule holds */
+    unsigned char *buf = aligned_alloc(64, (*len + 63) & ~(size_t)63);
+    CHECK_EQ_INT(rt_artifact_write_mem(a, buf, *len, NULL, 0), RT_OK);
+    return buf;
+}
+
+TEST(roundtrip) {
+    RtArtifact *a = build_small();
+    CHECK(a != NULL);
+    if (!a) return;
+    size_t len;
+    unsigned char *buf = file_form(a, &len);
+    RtSection secs[32];
+    int n;
+    char err[200];
+    CHECK_EQ_INT(rt_artifact_split(buf, len, secs, 32, &n, err, sizeof err), RT_OK);
+    const RtSection *cs;
+    int cn;
+    rt_artifact_sections(a, &cs, &cn);
+    CHECK_EQ_INT(n, cn);
+    for (int i = 0; i < n && i < cn; i++) CHECK(secs[i].size == cs[i].size && memcmp(secs[i].data, cs[i].data, cs[i].size) == 0);
+    CHECK_EQ_INT(rt_artifact_verify(secs, n, err, sizeof err), RT_OK);
+    RtArtifactInfo info;
+    CHECK_EQ_INT(rt_artifact_info(&secs[0], &info, err, sizeof err), RT_OK);
+    CHECK_EQ_INT(info.mode, 0);
+    CHECK_EQ_INT(info.format_version, RT_FORMAT_VERSION);
+    CHECK_STR(info.milc_version, MILC_VERSION);
+    /* the source MIL is kept verbatim */
+    int found = 0;
+    for (int i = 1; i < n; i++)
+        if (secs[i].kind == RT_SEC_SOURCE) found = secs[i].size == 12 && memcmp(secs[i].data, "program(1.3)", 12) == 0;
+    CHECK(found);
+
+    /* MILC_RT_WRITE_SEED=FILE saves this artifact: a fuzzing seed. */
+    if (getenv("MILC_RT_WRITE_SEED")) CHECK_EQ_INT(rt_artifact_write_file(a, getenv("MILC_RT_WRITE_SEED"), err, sizeof err), RT_OK);
+    /* file on disk, atomically written */
+    char path[] = "/tmp/milc_rt_test_XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    CHECK_EQ_INT(rt_artifact_write_file(a, path, err, sizeof err), RT_OK);
+    FILE *f = fopen(path, "rb");
+    unsigned char *fb = aligned_alloc(64, (len + 63) & ~(size_t)63);
+    CHECK(f && fread(fb, 1, len, f) == len && fgetc(f) == EOF);
+    if (f) fclose(f);
+    unlink(path);
+    CHECK(memcmp(fb, buf, len) == 0);
+    CHECK_EQ_INT(rt_artifact_write_file(a, "/nonexistent-dir/x.milc", err, sizeof err), RT_EIO);
+
+    /* both programs agree; bind errors are reported, not crashed on */
+    RtModel *m;
+    RtLoadOptions lo = {.nthreads = 2, .flags = RT_LOAD_VERIFY};
+    CHECK_EQ_INT(rt_model_load(&m, secs, n, &lo, err, sizeof err), RT_OK);
+    uint16_t x[32];
+    for (int i = 0; i < 32; i++) x[i] = float_to_half(rng_f());
+    int32_t idx[3] = {0, 7, -1};
+    float y0[8], y1[8];
+    RtTensor in[2] = {{RT_F16, 4, {1, 8, 1, 4}, x, sizeof x}, {RT_I32, 1, {3}, idx, sizeof idx}};
+    RtTensor out = {RT_F32, 3, {1, 2, 4}, y0, sizeof y0};
+    RtRunStats st;
+    CHECK_EQ_INT(rt_run(m, in, 2, &out, 1, 0, &st), RT_OK);
+    CHECK_EQ_INT(st.dispatches, 1);
+    out.data = y1;
+    CHECK_EQ_INT(rt_run(m, in, 2, &out, 1, RT_RUN_NONBONDED, &st), RT_OK);
+    CHECK_EQ_INT(st.dispatches, 5);
+    for (int i = 0; i < 8; i++) CHECK(y0[i] > 0 && y0[i] < 1 && y1[i] > 0 && y1[i] < 1);
+    in[0].dims[3] = 5;
+    CHECK_EQ_INT(rt_run(m, in, 2, &out, 1, 0, NULL), RT_EBIND);
+    in[0].dims[3] = 4;
+    out.size = 4;
+    CHECK_EQ_INT(rt_run(m, in, 2, &out, 1, 0, NULL), RT_EBIND);
+    out.size = sizeof y0;
+    in[1].dtype = RT_F32;
+    CHECK_EQ_INT(rt_run(m, in, 2, &out, 1, 0, NULL), RT_EBIND);
+    CHECK_EQ_INT(rt_run(m, in, 1, &out, 1, 0, NULL), RT_EBIND);
+    RtIoInfo io;
+    CHECK_EQ_INT(rt_model_input(m, 1, &io), RT_OK);
+    CHECK_STR(io.name, "idx");
+    CHECK_EQ_INT(rt_model_input(m, 2, &io), RT_EINVAL);
+    rt_model_free(m);
+
+    /* a misaligned weight is refused (LMDB promises 16 bytes, nothing more) */
+    unsigned char *shifted = malloc(len + 64);
+    memcpy(shifted + 8, buf, len);
+    RtSection s2[32];
+    CHECK_EQ_INT(rt_artifact_split(shifted + 8, len, s2, 32, &n, err, sizeof err), RT_OK);
+    CHECK_EQ_INT(rt_model_load(&m, s2, n, NULL, err, sizeof err), RT_EFORMAT);
+    CHECK(strstr(err, "is not 16-byte aligned") != NULL);
+    free(shifted);
+    free(fb);
+    free(buf);
+    rt_artifact_free(a);
+}
+
+TEST(truncated) {
+    RtArtifact *a = build_small();
+    size_t len;
+    unsigned char *buf = file_form(a, &len);
+    RtSection secs[32];
+    int n, bad = 0;
+    for (size_t l = 0; l < len; l++) {
+        unsigned char *t = malloc(l ? l : 1); /* exact size: ASan sees any overread */
+        memcpy(t, buf, l);
+        if (rt_artifact_split(t, l, secs, 32, &n, NULL, 0) == RT_OK) bad++;
+        free(t);
+    }
+    CHECK_EQ_INT(bad, 0);
+    /* a cache-form section list missing its last section */
+    const RtSection *cs;
+    int cn;
+    char err[200];
+    rt_artifact_sections(a, &cs, &cn);
+    RtModel *m;
+    CHECK_EQ_INT(rt_model_load(&m, cs, cn - 1, NULL, err, sizeof err), RT_EFORMAT);
+    char want[64];
+    snprintf(want, sizeof want, "%d sections given, the manifest lists %d", cn - 2, cn - 1);
+    CHECK_STR(err, want);
+    free(buf);
+    rt_artifact_free(a);
+}
+
+TEST(every_byte_flipped) {
+    RtArtifact *a = build_small();
+    size_t len;
+    unsigned char *buf = file_form(a, &len);
+    RtSection secs[32];
+    int n;
+    CHECK_EQ_INT(rt_artifact_split(buf, len, secs, 32, &n, NULL, 0), RT_OK);
+    /* bytes covered by a checksum: the manifest and every section */
+    unsigned char *covered = calloc(len, 1);
+    for (int i = 0; i < n; i++)
+        memset(covered + ((const unsigned char *)secs[i].data - buf), 1, secs[i].size);
+    unsigned char *t = aligned_alloc(64, (len + 63) & ~(size_t)63);
+    int loaded = 0, ran = 0, verify_missed = 0;
+    RtLoadOptions lo = {.nthreads = 1, .max_arena = 1 << 24};
+    RtLoadOptions lov = {.nthreads = 1, .flags = RT_LOAD_VERIFY};
+    for (size_t i = 0; i < len; i++) {
+        for (int pass = 0; pass < 2; pass++) {
+            memcpy(t, buf, len);
+            t[i] ^= pass ? 0x01 : 0xFF;
+            RtSection s[32];
+            int sn;
+            RtModel *m = NULL;
+            if (rt_artifact_split(t, len, s, 32, &sn, NULL, 0)) continue;
+            if (rt_model_load(&m, s, sn, &lo, NULL, 0) == RT_OK) {
+                loaded++;
+                ran += run_any(m, 0) == RT_OK;
+                if (rt_model_mode(m) == 0) run_any(m, RT_RUN_NONBONDED);
+                rt_model_free(m);
+            }
+            if (rt_model_load(&m, s, sn, &lov, NULL, 0) == RT_OK) {
+                verify_missed += covered[i];
+                rt_model_free(m);
+            }
+        }
+    }
+    fprintf(stderr, "every_byte_flipped: %zu bytes x 2 flips: %d loaded without checksums, %d ran\n", len, loaded, ran);
+    CHECK_EQ_INT(verify_missed, 0);
+    CHECK(loaded > 0); /* flips in weights and floats are legal artifacts */
+    free(covered);
+    free(t);
+    free(buf);
+    rt_artifact_free(a);
+}
+
+/* Corrupts one plan field in a cache-form copy and checks the message. */
+static void expect_plan_error(RtArtifact *a, size_t off, const void *val, size_t vlen, const char *msg_part) {
+    const RtSection *cs;
+    int cn;
+    rt_artifact_sections(a, &cs, &cn);
+    RtSection s[32];
+    memcpy(s, cs, sizeof(RtSection) * (size_t)cn);
+    int pi = -1;
+    for (int i = 0; i < cn; i++)
+        if (s[i].kind == RT_SEC_PLAN && s[i].id == 0) pi = i;
+    unsigned char *copy = malloc(s[pi].size);
+    memcpy(copy, s[pi].data, s[pi].size);
+    memcpy(copy + off, val, vlen);
+    s[pi].data = copy;
+    RtModel *m = NULL;
+    char err[256] = "";
+    int rc = rt_model_load(&m, s, cn, NULL, err, sizeof err);
+    CHECK_EQ_INT(rc, RT_EFORMAT);
+    if (!strstr(err, msg_part)) fprintf(stderr, "got '%s', want '%s'\n", err, msg_part);
+    CHECK(strstr(err, msg_part) != NULL);
+    /* and the checksum catches it too */
+    CHECK_EQ_INT(rt_artifact_verify(s, cn, err, sizeof err), RT_ECHECKSUM);
+    if (m) rt_model_free(m);
+    free(copy);
+}
+
+TEST(targeted_corruption) {
+    RtArtifact *a = build_small();
+    const RtSection *cs;
+    int cn;
+    rt_artifact_sections(a, &cs, &cn);
+    uint32_t nbuf;
+    memcpy(&nbuf, cs[1].data, 4); /* meta head */
+    size_t ops = 16 + (size_t)nbuf * 8, rec = 272;
+    int32_t big = 999, neg = -1;
+    uint32_t kind = 77, plen = 3;
+    expect_plan_error(a, ops + 16, &big, 4, "plan 0 op 0: gemm: input 0: buffer 999 out of range");
+    expect_plan_error(a, ops + 1 * rec + 40, &neg, 4, "plan 0 op 1: copy: output 0: buffer -1 out of range");
+    expect_plan_error(a, ops, &kind, 4, "plan 0 op 0: op kind 77 unknown");
+    expect_plan_error(a, ops + 12, &plen, 4, "plan 0 op 0: gemm: params are 3 bytes, want 16");
+    /* copy's source walk made to leave its input */
+    int64_t stride = 1000;
+    expect_plan_error(a, ops + 1 * rec + 56 + 8 + 64 + 8 + 8, &stride, 8, "copy: source walk leaves x");
+    /* attention made non-causal-compatible: L > S is not the point; scale NaN is */
+    float nan = NAN;
+    expect_plan_error(a, ops + 2 * rec + 56, &nan, 4, "attention: scale must be finite");
+    /* arena: an offset past the end, then two live buffers on the same bytes */
+    uint64_t arena;
+    memcpy(&arena, (const char *)cs[2].data + 8, 8);
+    uint64_t past = arena + 64;
+    uint32_t xbuf = 0; /* input x: live from the start */
+    expect_plan_error(a, 16 + xbuf * 8, &past, 8, "outside the");
+    uint64_t off_out; /* buffer 5: the gemm's output, live while x is read */
+    memcpy(&off_out, (const char *)cs[2].data + 16 + 5 * 8, 8);
+    expect_plan_error(a, 16 + xbuf * 8, &off_out, 8, "share arena bytes while both live");
+    uint64_t odd = 8;
+    expect_plan_error(a, 16 + xbuf * 8, &odd, 8, "arena offset 8");
+    uint64_t huge = UINT64_C(1) << 39;
+    expect_plan_error(a, 8, &huge, 8, "exceeds its buffers");
+    rt_artifact_free(a);
+}
+
+int main(void) {
+    RUN(roundtrip);
+    RUN(truncated);
+    RUN(every_byte_flipped);
+    RUN(targeted_corruption);
+    TEST_MAIN_END();
+}
