@@ -76,7 +76,7 @@ static int run_run(Cli *cli, int argc, char **argv) {
         rc = model_load_file(&lm, a.pos[0], (int)threads);
     }
     if (rc == EXIT_OK) {
-        rc = model_run_npy(&lm, inputs, ninputs, outdir, cli->json, (int)repeat);
+        rc = model_run_npy(&lm, inputs, ninputs, outdir, cli->json, (int)repeat, cli->verbosity < 0);
         model_free(&lm);
     }
     if (c) cache_close(c);

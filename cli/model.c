@@ -127,7 +127,8 @@ static NpyDType npy_of(RtDType t) {
     return t == RT_F16 ? NPY_DTYPE_F16 : t == RT_F32 ? NPY_DTYPE_F32 : t == RT_I32 ? NPY_DTYPE_I32 : NPY_DTYPE_BOOL;
 }
 
-int model_run_npy(LoadedModel *lm, const char *const *inputs, int ninputs, const char *outdir, int json, int repeat) {
+int model_run_npy(LoadedModel *lm, const char *const *inputs, int ninputs, const char *outdir, int json, int repeat,
+                  int quiet) {
     RtModel *m = lm->model;
     int nin = rt_model_ninputs(m), nout = rt_model_noutputs(m);
     RtTensor *in = calloc((size_t)nin + 1, sizeof *in), *out = calloc((size_t)nout + 1, sizeof *out);
@@ -198,10 +199,10 @@ int model_run_npy(LoadedModel *lm, const char *const *inputs, int ninputs, const
         }
         if (json) printf("%s{\"name\":\"%s\",\"file\":\"%s\",\"dtype\":\"%s\",\"shape\":%s}", i ? "," : "", io.name, path,
                          rt_dtype_str(io.dtype), shape);
-        else fprintf(stderr, "wrote %s (%s %s)\n", path, rt_dtype_str(io.dtype), shape);
+        else if (!quiet) fprintf(stderr, "wrote %s (%s %s)\n", path, rt_dtype_str(io.dtype), shape);
     }
     if (json) printf("]}\n");
-    else fprintf(stderr, "ran in %.3f ms, %llu dispatch%s, %llu ops\n", best * 1e3, (unsigned long long)st.dispatches,
+    else if (!quiet) fprintf(stderr, "ran in %.3f ms, %llu dispatch%s, %llu ops\n", best * 1e3, (unsigned long long)st.dispatches,
                  st.dispatches == 1 ? "" : "es", (unsigned long long)st.ops);
 done:
     for (int i = 0; in && i < nin; i++) free(in[i].data);

@@ -25,6 +25,6 @@ void model_free(LoadedModel *lm);
 /* Bind --input NAME=FILE.npy pairs to the model's inputs, allocate outputs,
  * run, write DIR/NAME.npy for every output.  Prints what it does. */
 int model_run_npy(LoadedModel *lm, const char *const *inputs, int ninputs, const char *outdir, int json,
-                  int repeat);
+                  int repeat, int quiet);
 
 #endif

@@ -93,21 +93,26 @@ int backend_compile(IrProgram *p, const BackendOptions *o, RtArtifact **out, Bac
     }
     Ctx c = {p, f, o, d};
     double t0 = now_ms();
+    /* The artifact embeds the program as given (canonical text), not as the
+     * passes left it: that is the text its cache key and users know. */
+    size_t mlen = 0;
+    char *mil = mil_print(p, &mlen);
     st->ops_in = count_ops(f);
 
     /* ---- passes ---- */
     FuseTable fuse = {0};
     bool fusing = o->mode != RT_MODE_NONBONDED && !o->no_fuse;
-    if (!stage_done(&c, "parse", NULL) || !stage_done(&c, "check", NULL)) return -1;
+    if (!stage_done(&c, "parse", NULL) || !stage_done(&c, "check", NULL)) goto fail;
+    backend_hoist_literals(f);
     backend_dce(f);
-    if (!stage_done(&c, "dce", NULL)) return -1;
+    if (!stage_done(&c, "dce", NULL)) goto fail;
     if (backend_fold(f)) backend_dce(f);
-    if (!stage_done(&c, "fold", NULL)) return -1;
+    if (!stage_done(&c, "fold", NULL)) goto fail;
     if (fusing) backend_fuse(f, p->arena, &fuse);
     char *desc = fusing ? backend_fuse_describe(&fuse) : NULL;
     bool ok = stage_done(&c, "fuse", desc);
     free(desc);
-    if (!ok) return -1;
+    if (!ok) goto fail;
     st->fused_gemm = fuse.ngemm, st->fused_norm = fuse.nnorm, st->fused_attn = fuse.nattn;
     double t1 = now_ms();
     st->ms_passes = t1 - t0;
@@ -119,7 +124,7 @@ int backend_compile(IrProgram *p, const BackendOptions *o, RtArtifact **out, Bac
         rtb_free(b);
         free(dir);
         diag_error(d, ploc, "out of memory");
-        return -1;
+        goto fail;
     }
     LowerShared *ls = lower_shared_new(b, f, dir, d);
     int rc = lower_inputs_outputs(ls);
@@ -138,11 +143,8 @@ int backend_compile(IrProgram *p, const BackendOptions *o, RtArtifact **out, Bac
     double t2 = now_ms();
     st->ms_lower = t2 - t1;
     if (rc == 0) {
-        size_t mlen = 0;
-        char *mil = mil_print(p, &mlen);
         char err[512];
         int frc = rtb_finish(b, mil, mil ? mlen : 0, out, err, sizeof err);
-        free(mil);
         if (frc < 0) {
             diag_error(d, ploc, "CPU backend: %s", err);
             rc = -1;
@@ -154,5 +156,9 @@ int backend_compile(IrProgram *p, const BackendOptions *o, RtArtifact **out, Bac
     lower_shared_free(ls);
     rtb_free(b);
     free(dir);
+    free(mil);
     return rc;
+fail:
+    free(mil);
+    return -1;
 }

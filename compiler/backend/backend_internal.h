@@ -27,6 +27,7 @@ typedef struct FuseGroup {
     int layout;          /* RT_GEMM_ROWS (linear) or RT_GEMM_CHANNELS (1x1 conv) */
     IrValue *x, *w, *bias, *residual; /* w, bias: consts */
     int act;             /* RtAct */
+    bool post_views;     /* linear [M, K] -> transpose -> reshape [1, N, 1.., M] before the epilogue */
     /* NORM */
     int norm_kind;       /* RT_NORM_LAYER / RT_NORM_RMS */
     int axis_begin, axis_end;

@@ -156,6 +156,23 @@ static void fuse_gemm(Builder *b, IrOp *op) {
     IrValue *cur = op->results[0];
     int ax = g.layout == RT_GEMM_CHANNELS ? 1 : cur->type.rank - 1;
     IrOp *u = sole_user(cur);
+    /* linear on [M, K] then transpose and reshape to [1, N, 1.., M]: the
+     * projection of the ANE layout written with linear.  The epilogue (bias,
+     * activation, residual) applies after the views, per channel. */
+    if (op->kind == OP_LINEAR && cur->type.rank == 2 && u && u->kind == OP_TRANSPOSE) {
+        const IrLiteral *pm = ir_op_arg_const(u, "perm");
+        IrOp *r = sole_user(u->results[0]);
+        const IrType *rt = r ? &r->results[0]->type : NULL;
+        bool ok = pm && pm->count == 2 && ir_lit_i64(pm, 0) == 1 && r && r->kind == OP_RESHAPE && rt->rank >= 3 &&
+                  rt->dims[0] == 1 && rt->dims[1] == cur->type.dims[1] && rt->dims[rt->rank - 1] == cur->type.dims[0];
+        for (int i = 2; ok && i + 1 < rt->rank; i++) ok = rt->dims[i] == 1;
+        if (ok && claim(b, u) && claim(b, r)) {
+            g.post_views = true;
+            cur = r->results[0];
+            ax = 1;
+            u = sole_user(cur);
+        }
+    }
     if (!g.bias && u && u->kind == OP_ADD) {
         IrValue *o = other_operand(u, cur);
         if (o && o != cur && is_const(o) && bias_along(o, &cur->type, ax) && dims_equal(&u->results[0]->type, &cur->type) &&

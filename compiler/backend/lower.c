@@ -433,8 +433,11 @@ static int buffer_as(LowerShared *s, const IrValue *v, int rank, const int64_t *
         View w2;
         /* the caller wants a buffer shaped dims: a reshaped destination is not one */
         if (!view_reshape(&s->lv[vid(v)].v, rank, dims, &w2) || !view_is_buffer(s, &w2)) {
+            const View *nv = &s->lv[vid(v)].v;
+            int64_t st2[MAXR];
+            row_major(nv->rank, nv->dims, st2);
             int t = new_temp(s, rt_dt(v->type.dtype), rank, dims);
-            if (t < 0 || emit_copy(s, &s->lv[vid(v)].v, t, 0, st) < 0) return -1;
+            if (t < 0 || emit_copy(s, nv, t, 0, st2) < 0) return -1;
             return t;
         }
     }
@@ -556,6 +559,55 @@ static int lower_gemm(LowerShared *s, const IrOp *root, const IrValue *result, i
     return 0;
 }
 
+/* A linear whose [M, N] result is transposed and reshaped to [1, N, 1.., M]
+ * before its epilogue (fuse.c, post_views).  When x is the transpose of a
+ * [1, K, *spatial] buffer the channels GEMM does it all in one op; otherwise
+ * a rows GEMM with bias and activation, the views, and the residual add. */
+static int lower_linear_post(LowerShared *s, const FuseGroup *g) {
+    const IrValue *x = g->x, *w = g->w, *res = g->residual, *r = g->result;
+    int64_t M = x->type.dims[0], N = w->type.dims[0];
+    View xv;
+    if (!resolved_view(s, x, &xv)) return -1;
+    const BufInfo *bi = &s->bi[xv.buf];
+    int64_t K = x->type.dims[1], cnt = 1;
+    for (int i = 0; i < bi->rank; i++) cnt *= bi->dims[i];
+    int in[4], n = 0;
+    if (xv.offset == 0 && (xv.strides[0] == 1 || M == 1) && (xv.strides[1] == M || K == 1) && bi->rank >= 3 &&
+        bi->dims[0] == 1 && bi->dims[1] == K && cnt == K * M) {
+        int64_t od[MAXR];
+        dims_copy(od, bi->dims, bi->rank);
+        od[1] = N;
+        in[n++] = xv.buf;
+        in[n++] = gemm_weight(s, w);
+        if (g->bias) in[n++] = const_weight(s, g->bias);
+        if (res) in[n++] = buffer_as(s, res, bi->rank, od, -1);
+        RtGemmParams p = {.layout = RT_GEMM_CHANNELS, .act = g->act, .has_bias = g->bias != NULL, .has_residual = res != NULL};
+        int out = result_buf(s, r, bi->rank, od);
+        if (emit(s, RT_OP_GEMM, in, n, out, &p, sizeof p) < 0) return -1;
+        set_buffer(s, r, out, bi->rank, od);
+        return 0;
+    }
+    in[n++] = materialize(s, x);
+    in[n++] = gemm_weight(s, w);
+    if (g->bias) in[n++] = const_weight(s, g->bias);
+    RtGemmParams p = {.layout = RT_GEMM_ROWS, .act = g->act, .has_bias = g->bias != NULL};
+    int64_t yd[2] = {M, N};
+    int y = new_temp(s, RT_F32, 2, yd);
+    if (emit(s, RT_OP_GEMM, in, n, y, &p, sizeof p) < 0) return -1;
+    View yt = {.buf = y, .rank = 2, .dims = {N, M}, .strides = {1, N}};
+    if (!res) {
+        View v;
+        if (view_reshape(&yt, r->type.rank, r->type.dims, &v)) return set_view(s, r, &v, false);
+        return set_view(s, r, &yt, true);
+    }
+    int b2[2] = {buffer_of_view(s, &yt, RT_F32, r->type.rank, r->type.dims), materialize(s, res)};
+    RtBinaryParams add = {.op = RT_BIN_ADD};
+    int out = result_buf(s, r, r->type.rank, r->type.dims);
+    if (emit(s, RT_OP_BINARY, b2, 2, out, &add, sizeof add) < 0) return -1;
+    set_buffer(s, r, out, r->type.rank, r->type.dims);
+    return 0;
+}
+
 static int lower_norm(LowerShared *s, const IrValue *result, int kind, const IrValue *x, int ab, int ae,
                       const IrValue *gamma, const IrValue *beta, double eps) {
     int in[3], n = 0;
@@ -627,7 +679,9 @@ static int lower_attention(LowerShared *s, const FuseGroup *g) {
 
 static int lower_group(LowerShared *s, const FuseGroup *g) {
     switch (g->kind) {
-    case FUSE_GEMM: return lower_gemm(s, g->root, g->result, g->layout, g->x, g->w, g->bias, g->act, g->residual);
+    case FUSE_GEMM:
+        if (g->post_views) return lower_linear_post(s, g);
+        return lower_gemm(s, g->root, g->result, g->layout, g->x, g->w, g->bias, g->act, g->residual);
     case FUSE_NORM: return lower_norm(s, g->result, g->norm_kind, g->x, g->axis_begin, g->axis_end, g->gamma, g->beta, g->eps);
     case FUSE_ATTN: return lower_attention(s, g);
     }

@@ -269,3 +269,26 @@ int backend_fold(IrFunction *f) {
     }
     return folded;
 }
+
+int backend_hoist_literals(IrFunction *f) {
+    /* Inline literal arguments (`axis = int32(1)`, `y = fp16(0.5)`) become
+     * const ops, so the passes and the lowering see one form: every argument
+     * is a value, and constants are values defined by a const op. */
+    int n = 0;
+    IR_FOR_EACH_OP(op, f) {
+        if (op->kind == OP_CONST) continue;
+        for (int i = 0; i < op->nargs; i++) {
+            IrArg *a = &op->args[i];
+            if (a->kind != IR_ARG_LITERAL) continue;
+            char *name = arena_printf(f->prog->arena, "%s__%s_lit%d", op->name ? op->name : "op", a->name, n);
+            IrOp *c = ir_op_new_const(f, name, a->lit);
+            c->loc = a->loc;
+            c->results[0]->loc = a->loc;
+            ir_op_insert_before(op, c);
+            a->kind = IR_ARG_VALUE;
+            a->value = c->results[0];
+            n++;
+        }
+    }
+    return n;
+}

@@ -49,7 +49,8 @@ typedef struct Chunk {
     RtModel *m;
     RtTensor in[16], out[16];
     int nin, nout;
-    double compile_ms;
+    double compile_ms, parse_ms, check_ms;
+    BackendStats st;
     int dispatches;
 } Chunk;
 
@@ -82,11 +83,16 @@ static int chunk_build(Chunk *k, const char *dir, int mode, int nth) {
     arena_init(&a);
     double t0 = now();
     IrProgram *p = mil_parse(&a, &d, path, text, len);
+    double t1 = now();
     MilCheckOptions co = {.model_path = dir};
     BackendOptions o = {.mode = mode, .model_path = dir, .same_ops = same_ops};
-    BackendStats st;
-    int rc = p && mil_check(p, &co, &d) && backend_compile(p, &o, &k->art, &st, &d) == 0 ? 0 : -1;
+    BackendStats st = {0};
+    bool ok = p && mil_check(p, &co, &d);
+    double t2 = now();
+    int rc = ok && backend_compile(p, &o, &k->art, &st, &d) == 0 ? 0 : -1;
     k->compile_ms = (now() - t0) * 1e3;
+    k->parse_ms = (t1 - t0) * 1e3, k->check_ms = (t2 - t1) * 1e3;
+    k->st = st;
     k->dispatches = st.dispatches;
     if (rc) {
         char *m = diag_render(&d);
@@ -183,6 +189,12 @@ int main(int argc, char **argv) {
     printf("prefill T=%d mode 2: %.2f ms, %.1f GFLOP/s effective = %.2f of peak (goal >= 0.55); dispatches %d\n", T,
            tp * 1e3, flops / tp / 1e9, flops / tp / peak, disp);
     printf("compile 12 layers (parse -> artifact, mode 2): %.1f ms = %.1f prefills\n", cms, cms / 1e3 / tp);
+    double ph[5] = {0};
+    for (int c = 0; c < CHUNKS; c++)
+        ph[0] += ks[c].parse_ms, ph[1] += ks[c].check_ms, ph[2] += ks[c].st.ms_passes, ph[3] += ks[c].st.ms_lower,
+            ph[4] += ks[c].st.ms_pack;
+    printf("  parse %.1f ms, check %.1f ms, passes %.1f ms, lower (weights read) %.1f ms, finish (pack, arena, "
+           "serialise) %.1f ms\n", ph[0], ph[1], ph[2], ph[3], ph[4]);
     for (int c = 0; c < CHUNKS; c++) chunk_free(&ks[c]);
 
     /* decode T=1 against a 1024-position cache: mode 2, then mode 1 */

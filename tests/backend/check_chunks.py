@@ -255,6 +255,7 @@ case("gpt2_decode", "gpt2", "tiny", phase="decode", seq=1)
 case("gpt2_linear", "gpt2", "tiny", proj="linear", seq=20)
 case("llama_prefill", "llama", "tiny-llama")
 case("llama_decode", "llama", "tiny-llama", phase="decode", seq=1)
+case("llama_linear", "llama", "tiny-llama", proj="linear", phase="decode", seq=1)
 chunk_split()
 if failures:
     print("\n".join(failures))

@@ -413,7 +413,21 @@ TEST(attention_fuses) {
         CHECK(max_rel(y, ref, 24) < 1e-5);
         release(&c);
     }
+    /* mode 0 with same_ops: both programs hold the one fused op */
     Compiled c;
+    memset(&c, 0, sizeof c);
+    arena_init(&c.a);
+    diag_init(&c.d);
+    c.p = mil_parse(&c.a, &c.d, "t.mil", attn_src(""), strlen(attn_src("")));
+    BackendOptions o = {.mode = 0, .same_ops = true, .verify_ir = true};
+    CHECK(c.p && mil_check(c.p, NULL, &c.d) && backend_compile(c.p, &o, &c.art, &c.st, &c.d) == 0);
+    for (int flags = 0; flags <= RT_RUN_NONBONDED; flags += RT_RUN_NONBONDED) {
+        float *out[1] = {y};
+        memset(y, 0, sizeof y);
+        if (c.art) CHECK_EQ_INT(run(&c, in, out, flags), RT_OK);
+        CHECK(max_rel(y, ref, 24) < 1e-5);
+    }
+    release(&c);
     compile(&c, attn_src(", sd"), 2);
     CHECK_EQ_INT(c.rc, 0);
     CHECK_EQ_INT(c.st.fused_attn, 0);
@@ -421,6 +435,46 @@ TEST(attention_fuses) {
     if (c.art) CHECK_EQ_INT(run(&c, in, out, 0), RT_OK);
     CHECK(max_rel(y, ref, 24) < 1e-5);
     release(&c);
+}
+
+/* linear -> transpose -> reshape [1, N, 1, M] -> + bias -> silu -> + residual,
+ * on an x that is not the transpose of a channels buffer: the rows-GEMM
+ * fallback of the fused group must equal the unfused program. */
+TEST(linear_post_views_fallback) {
+    const char *src = HDR "tensor<fp32, [3, 4]> x, tensor<fp32, [1, 2, 1, 3]> r) {\n"
+                      "        tensor<fp32, [2, 4]> w = const()[val = tensor<fp32, [2, 4]>([[1, -0.5, 0.25, 2], [0, 1, -1, 0.5]])];\n"
+                      "        tensor<fp32, [3, 2]> l = linear(x = x, weight = w);\n"
+                      "        tensor<int32, [2]> pm = const()[val = tensor<int32, [2]>([1, 0])];\n"
+                      "        tensor<fp32, [2, 3]> lt = transpose(x = l, perm = pm);\n"
+                      "        tensor<int32, [4]> s4 = const()[val = tensor<int32, [4]>([1, 2, 1, 3])];\n"
+                      "        tensor<fp32, [1, 2, 1, 3]> l4 = reshape(x = lt, shape = s4);\n"
+                      "        tensor<fp32, [1, 2, 1, 1]> b = const()[val = tensor<fp32, [1, 2, 1, 1]>([[[[0.5]], [[-1]]]])];\n"
+                      "        tensor<fp32, [1, 2, 1, 3]> lb = add(x = l4, y = b);\n"
+                      "        tensor<fp32, [1, 2, 1, 3]> ls = silu(x = lb);\n"
+                      "        tensor<fp32, [1, 2, 1, 3]> y = add(x = ls, y = r);\n"
+                      "    } -> (y);\n}\n";
+    float x[12], r[6], y[6];
+    for (int i = 0; i < 12; i++) x[i] = frand() * 2;
+    for (int i = 0; i < 6; i++) r[i] = frand();
+    const double W[2][4] = {{1, -0.5, 0.25, 2}, {0, 1, -1, 0.5}}, B[2] = {0.5, -1};
+    double ref[6];
+    for (int n = 0; n < 2; n++)
+        for (int m = 0; m < 3; m++) {
+            double a = B[n];
+            for (int k = 0; k < 4; k++) a += W[n][k] * x[m * 4 + k];
+            ref[n * 3 + m] = a / (1 + exp(-a)) + r[n * 3 + m];
+        }
+    const float *in[2] = {x, r};
+    for (int mode = 1; mode <= 2; mode++) {
+        Compiled c;
+        compile(&c, src, mode);
+        CHECK_EQ_INT(c.rc, 0);
+        CHECK_EQ_INT(c.st.fused_gemm, mode == 2);
+        float *out[1] = {y};
+        if (c.art) CHECK_EQ_INT(run(&c, in, out, 0), RT_OK);
+        CHECK(max_rel(y, ref, 6) < 1e-5);
+        release(&c);
+    }
 }
 
 /* ---- diagnostics ---- */
@@ -508,6 +562,7 @@ int main(void) {
     RUN(gemm_bias_act_residual_fuse);
     RUN(norm_chains_fuse);
     RUN(attention_fuses);
+    RUN(linear_post_views_fallback);
     RUN(unsupported_conv_is_diagnosed);
     RUN(missing_weight_file_is_diagnosed);
     RUN(view_chain_is_one_copy);

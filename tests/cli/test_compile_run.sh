@@ -45,3 +45,23 @@ for off in 8 100 300 $((size / 2)) $((size - 10)); do
   printf '\xa5' | dd of=flip.milc bs=1 seek=$off conv=notrunc 2>/dev/null
   expect_rc 1 "$MILC" run flip.milc --input x=x.npy -o o
 done
+
+# Hand-written programs: inline literal arguments, both multi-result
+# spellings, tuples (a regression: inline literals crashed the lowering), and
+# the program(1.0) dialect; every mode against numpy.
+"$PY" -c "import numpy as np; np.save('h.npy', np.arange(8, dtype=np.float16).reshape(2, 4)); np.save('s.npy', np.array([[1, 2, 3]], np.float32))"
+for mode in 0 1 2; do
+  expect_rc 0 "$MILC" compile "$SRC/tests/cli/data/inline_literals.mil" --mode $mode -o h$mode.milc
+  expect_rc 0 "$MILC" run h$mode.milc --input x=h.npy -o h$mode
+  "$PY" -c "
+import numpy as np
+x = np.arange(8, dtype=np.float32).reshape(2, 4)
+assert np.array_equal(np.load('h$mode/f.npy').astype(np.float32), x + 0.5)" && ok || fail "inline_literals mode $mode"
+  expect_rc 0 "$MILC" compile "$SRC/tests/cli/data/program10_softmax.mil" --mode $mode -o s$mode.milc
+  expect_rc 0 "$MILC" run s$mode.milc --input x=s.npy -o s$mode
+  "$PY" -c "
+import numpy as np
+x = np.array([[1, 2, 3]], np.float64); e = np.exp(x - x.max()); ref = e / e.sum() * float.fromhex('-0x1.388p+13')
+got = np.load('s$mode/z.npy').astype(np.float64)
+assert np.abs(got - ref).max() <= 1e-3 * np.abs(ref).max(), (got, ref)" && ok || fail "program10 softmax mode $mode"
+done

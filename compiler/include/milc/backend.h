@@ -46,7 +46,8 @@ typedef struct BackendStats {
 } BackendStats;
 
 /* Compiles function "main" of p (which must have passed mil_check; the passes
- * edit it in place, in p's arena) into a new artifact.  On success returns 0
+ * edit it in place, in p's arena) into a new artifact, which embeds p's
+ * canonical text as it was before the passes.  On success returns 0
  * and *out is owned by the caller (rt_artifact_free).  On failure returns -1
  * with errors in d (bad input: at the op's SrcLoc; an unknown dump stage;
  * a weight file that cannot be read).  st may be NULL.  When o->dump_stage
@@ -61,6 +62,10 @@ const char *const *backend_stage_names(void);
 
 /* ---- the passes, one function each (also used by tests) ---- */
 
+/* Turns every inline literal argument into a const op defining a value, so
+ * later passes and the lowering see arguments only as values.  Returns the
+ * number of literals hoisted. */
+int backend_hoist_literals(IrFunction *f);
 /* Removes ops none of whose results are used (function outputs count as
  * uses).  Returns the number of ops removed. */
 int backend_dce(IrFunction *f);
