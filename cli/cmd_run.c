@@ -6,9 +6,13 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "genopts.h"
+#include "jobs.h"
 #include "model.h"
 
 static const OptSpec run_opts[] = {
+    GEN_COMMON_OPTS,
+    {"mode", 0, OPT_VALUE, "N", "with build options: compile mode (default 2)"},
     {"input", 'i', OPT_VALUE, "NAME=FILE.npy", "bind an input (repeat for each)"},
     {"output", 'o', OPT_VALUE, "DIR", "write each output as DIR/NAME.npy (default .)"},
     {"threads", 'j', OPT_VALUE, "N", "worker threads (default: all CPUs)"},
@@ -17,10 +21,11 @@ static const OptSpec run_opts[] = {
 };
 
 static void run_help(FILE *f) {
-    fputs("usage: milc run (ARTIFACT.milc | KEY) --input NAME=FILE.npy ... [-o DIR]\n"
+    fputs("usage: milc run (ARTIFACT.milc | KEY | build options) --input NAME=FILE.npy ... [-o DIR]\n"
           "\n"
-          "Load a compiled artifact - a file from 'milc compile', or a cache entry by\n"
-          "its key (see 'milc cache ls') - validate it, bind every input from an .npy\n"
+          "Load a compiled artifact - a file from 'milc compile', a cache entry by its\n"
+          "key (see 'milc cache ls'), or the chunk that 'milc build' with the same\n"
+          "options makes (built now if not cached) - validate it, bind every input from an .npy\n"
           "file (fp16 inputs also take fp32 files), run it, and write each output as\n"
           "DIR/NAME.npy under its MIL name.  Outputs of one run are inputs of the\n"
           "next, so prefill and decode steps chain through files.\n\noptions:\n", f);
@@ -34,16 +39,63 @@ static bool is_key(const char *s) {
     return true;
 }
 
+/* Build options instead of an artifact: build (or find) the chunk, then
+ * load it from the cache. */
+static int run_build(Cli *cli, const Args *a, Cache **c, LoadedModel *lm, int threads) {
+    long mode = 2;
+    if (args_get(a, "mode") && !args_int("run", "mode", args_get(a, "mode"), 0, 2, &mode)) return EXIT_USAGE;
+    for (int i = 0; i < a->nextra; i++)
+        if (strchr(a->extra[i].value, ',')) {
+            cli_usage_error("run", "--%s: one value, not a list", a->extra[i].name);
+            return EXIT_USAGE;
+        }
+    TemplatePath tp;
+    if (tpath_init(&tp, cli) != 0) { cli_error("out of memory"); return EXIT_SYSTEM; }
+    DiagSink d;
+    diag_init(&d);
+    int rc = EXIT_SYSTEM;
+    GenConfig *cfg = cli_gen_config(&tp.sp, a, &d);
+    char err[512] = "";
+    int r;
+    if (!cfg) rc = EXIT_INPUT;
+    else if ((r = cache_open(c, cli->cache_dir, NULL, err, sizeof err)) != 0)
+        cli_error("%s", err[0] ? err : cache_strerror(r));
+    else {
+        CacheHit *hit = NULL;
+        BuildResult res;
+        rc = pipeline_build(*c, &(BuildRequest){.config = cfg, .weights = args_get(a, "weights"), .mode = (int)mode,
+                                                .tmp_root = cli->cache_dir, .verify_hits = 1, .hit_out = &hit},
+                            &res, &d);
+        if (rc == EXIT_OK) {
+            char key[33];
+            cache_key_hex(&res.key, key);
+            if (cli->verbosity > 0) fprintf(stderr, "%s %s\n", key, res.outcome == BUILD_MISS ? "built" : "cached");
+            rc = model_load_hit(lm, hit, threads, 0, key);
+        }
+    }
+    int drc = cli_report(cli, &d);
+    if (rc == EXIT_OK) rc = drc;
+    gen_config_free(cfg);
+    diag_free(&d);
+    tpath_free(&tp);
+    return rc;
+}
+
 static int run_run(Cli *cli, int argc, char **argv) {
     Args a;
-    if (!args_parse("run", run_opts, argc - 1, argv + 1, false, &a)) return EXIT_USAGE;
+    if (!args_parse("run", run_opts, argc - 1, argv + 1, true, &a)) return EXIT_USAGE;
     int rc = EXIT_USAGE;
     const char **inputs = calloc((size_t)a.nhits + 1, sizeof(char *));
     int ninputs = 0;
     for (int i = 0; i < a.nhits; i++)
         if (strcmp(a.hits[i].spec->name, "input") == 0) inputs[ninputs++] = a.hits[i].value;
     long threads = 0, repeat = 1;
-    if (a.npos != 1) { cli_usage_error("run", "expected one ARTIFACT or KEY"); goto out; }
+    bool from_build = a.npos == 0 && (a.nextra || args_get(&a, "model") || args_get(&a, "template"));
+    if (a.npos != 1 && !from_build) { cli_usage_error("run", "expected one ARTIFACT or KEY, or build options"); goto out; }
+    if (a.npos == 1 && (a.nextra || args_get(&a, "model") || args_get(&a, "template") || args_get(&a, "mode"))) {
+        cli_usage_error("run", "build options go without an ARTIFACT or KEY");
+        goto out;
+    }
     if (args_get(&a, "threads") && !args_int("run", "threads", args_get(&a, "threads"), 1, 256, &threads)) goto out;
     if (args_get(&a, "repeat") && !args_int("run", "repeat", args_get(&a, "repeat"), 1, 1000000, &repeat)) goto out;
     const char *outdir = args_get(&a, "output") ? args_get(&a, "output") : ".";
@@ -55,7 +107,9 @@ static int run_run(Cli *cli, int argc, char **argv) {
     LoadedModel lm;
     Cache *c = NULL;
     struct stat st;
-    if (is_key(a.pos[0]) && stat(a.pos[0], &st) != 0) {
+    if (from_build) {
+        rc = run_build(cli, &a, &c, &lm, (int)threads);
+    } else if (is_key(a.pos[0]) && stat(a.pos[0], &st) != 0) {
         CacheKey k;
         cache_key_parse(a.pos[0], &k);
         char err[512] = "";

@@ -82,7 +82,8 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
         char err[256];
         ok = ok && rt_artifact_info(&(RtSection){0, 0, cs[0].data, (size_t)cs[0].size}, &ai, err, sizeof err) == 0 &&
              (int)ai.mode == req->mode;
-        cache_hit_release(hit);
+        if (ok && req->hit_out) *req->hit_out = hit;
+        else cache_hit_release(hit);
         if (ok) {
             res->outcome = BUILD_HIT_DIRECT;
             res->ms_lookup = ms_since(t0);
@@ -137,7 +138,8 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     r = cache_get(c, &res->key, fb.buf, fb.len, gflags, &hit);
     if (r == 0) {
         res->artifact_bytes = cache_hit_info(hit)->bytes;
-        cache_hit_release(hit);
+        if (req->hit_out) *req->hit_out = hit;
+        else cache_hit_release(hit);
         res->outcome = BUILD_HIT_FULL;
         res->ms_lookup += ms_since(t0);
         if ((r = cache_direct_put(c, &dkey, db.buf, db.len, &res->key)) != 0) {
@@ -186,6 +188,10 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     res->ms_store = ms_since(t0);
     res->outcome = BUILD_MISS;
     rc = EXIT_OK;
+    if (req->hit_out && (r = cache_get(c, &res->key, fb.buf, fb.len, 0, req->hit_out)) != 0) {
+        cli_error("cannot read back what was stored: %s: %s", cache_strerror(r), cache_errmsg(c));
+        rc = EXIT_SYSTEM;
+    }
 out:
     res->ms_total = ms_since(t_all);
     if (art) rt_artifact_free(art);

@@ -27,6 +27,8 @@ typedef struct BuildRequest {
     int mode;            /* 0, 1, 2 */
     const char *tmp_root; /* where scratch directories go (the cache dir) */
     int verify_hits;     /* checksum the artifact on a hit (default on) */
+    CacheHit **hit_out;  /* non-NULL: on success, the stored artifact's hit
+                            (the caller releases it) */
 } BuildRequest;
 
 /* Build one program or find it in the cache.  Returns EXIT_OK, or EXIT_INPUT

@@ -47,6 +47,11 @@ expect_rc 1 "$MILC" cache show 00000000000000000000000000000000
 "$PY" -c "import numpy as np; np.save('x.npy', (np.random.RandomState(0).randn(1,128,1,32)*0.5).astype(np.float16))"
 expect_rc 0 "$MILC" run "$k2" --input x=x.npy -o out2
 if [ -s out2/y.npy ]; then ok; else fail "run by key wrote no y.npy"; fi
+# Run with build options: the same chunk, found in the cache, the same outputs.
+expect_rc 0 "$MILC" run --model tiny --mode 2 --input x=x.npy -o out3
+if cmp -s out2/y.npy out3/y.npy; then ok; else fail "run by build options differs from run by key"; fi
+expect_rc 2 "$MILC" run "$k2" --model tiny --input x=x.npy
+expect_rc 2 "$MILC" run --model tiny --seq 16,32 --input x=x.npy
 
 # Export, clear, import: the same entries come back and hit.
 expect_rc 0 "$MILC" cache export "$WORK/all.bundle"
