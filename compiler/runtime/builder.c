@@ -98,8 +98,16 @@ static int add_buf(RtPlanBuilder *b, uint32_t kind, RtDType dt, int rank, const 
     return (int)b->nbuf++;
 }
 
+/* Callers bind inputs and outputs by name: names must be unique among each. */
+static bool name_taken(const RtIoRec *recs, uint32_t n, const char *name) {
+    for (uint32_t i = 0; i < n; i++)
+        if (strcmp(recs[i].name, name) == 0) return true;
+    return false;
+}
+
 int rtb_input(RtPlanBuilder *b, const char *name, RtDType io, int rank, const int64_t *dims) {
     if (!name || !*name) return fail(b, RT_EINVAL, "input needs a name");
+    if (name_taken(b->inputs, b->nin, name)) return fail(b, RT_EINVAL, "input %s declared twice", name);
     RtDType in = io == RT_F16 ? RT_F32 : io;
     if (io != RT_F16 && io != RT_F32 && io != RT_I32 && io != RT_BOOL) return fail(b, RT_EINVAL, "%s: bad dtype", name);
     int id = add_buf(b, RT_BUF_INPUT, in, rank, dims, name);
@@ -189,6 +197,7 @@ int rtb_output(RtPlanBuilder *b, const char *name, int buf, RtDType io) {
     if (b->rc) return b->rc;
     if (!name || !*name || strlen(name) >= RT_NAME_MAX) return fail(b, RT_EINVAL, "output needs a name shorter than %d", RT_NAME_MAX);
     if (buf < 0 || (uint32_t)buf >= b->nbuf) return fail(b, RT_EINVAL, "output %s: buffer %d out of range", name, buf);
+    if (name_taken(b->outputs, b->nout, name)) return fail(b, RT_EINVAL, "output %s declared twice", name);
     uint32_t dt = b->rb[buf].dtype;
     bool ok = dt == RT_F32 ? (io == RT_F16 || io == RT_F32) : (dt == RT_F16 ? io == RT_F16 : (uint32_t)io == dt);
     if (!ok) return fail(b, RT_EINVAL, "output %s: cannot return a %u buffer as dtype %d", name, dt, (int)io);

@@ -175,6 +175,7 @@ int rt_artifact_write_file(const RtArtifact *a, const char *path, char *err, siz
 }
 
 int rt_artifact_split(const void *bytes, size_t len, RtSection *secs, int max, int *n, char *err, size_t errlen) {
+    if (!secs || max < 1) return rt_errf(err, errlen, RT_EINVAL, "no room for sections");
     if (!bytes || len < RT_HEADER_SIZE) return rt_errf(err, errlen, RT_EFORMAT, "artifact of %zu bytes is too short", len);
     RtHeader h;
     memcpy(&h, bytes, sizeof h);

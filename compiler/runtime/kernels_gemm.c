@@ -4,9 +4,9 @@
  * either build-time packed 32-column panels (fp32, or fp16 converted on the
  * fly: half the bytes for bandwidth-bound decode) or a row-major runtime
  * tensor.  The epilogue (scale, bias, activation, residual) runs on the
- * tile while it is in registers.  No allocation: packing of runtime
- * operands uses the per-thread scratch sized at load.  See the report for
- * why this beat calling a BLAS here. */
+ * tile.  No allocation: repacking of runtime operands uses the per-thread
+ * scratch sized at load.  README.md has the measurements against BLAS
+ * libraries that made us write it. */
 #include <float.h>
 #include <string.h>
 
@@ -53,24 +53,29 @@ static inline __attribute__((always_inline)) __m512 load_b(const void *base, int
     return _mm512_maskz_loadu_ps(k, (const float *)base + off);
 }
 
-/* Epilogue for one row of a tile: four 16-column vectors. */
-static inline __attribute__((always_inline)) void store_row(const Epi *e, int64_t m, int64_t n0, const __mmask16 *msk,
-                                                            __m512 v0, __m512 v1, __m512 v2, __m512 v3) {
-    __m512 v[4] = {v0, v1, v2, v3}, alpha = _mm512_set1_ps(e->alpha);
+/* The epilogue of a tile, out of line: it runs once per K-long loop, and
+ * inlining it (with every activation) into each tile variant only bloats
+ * the code.  t holds the mr×64 accumulators. */
+static __attribute__((noinline)) void tile_store(const Epi *e, int64_t m0, int mr, int64_t n0, const __mmask16 *msk,
+                                                 const float (*t)[NR]) {
+    __m512 alpha = _mm512_set1_ps(e->alpha);
     for (int j = 0; j < 4; j++) {
         if (!msk[j]) continue;
         int64_t n = n0 + 16 * j;
         __m512 bias = e->bias ? _mm512_maskz_loadu_ps(msk[j], e->bias + n) : _mm512_setzero_ps();
-        __m512 r = rt_act16(_mm512_fmadd_ps(v[j], alpha, bias), e->act);
-        if (e->yn == 1 && (!e->res || e->rn == 1)) {
-            if (e->res) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(msk[j], e->res + m * e->rm + n));
-            _mm512_mask_storeu_ps(e->y + m * e->ym + n, msk[j], r);
-        } else { /* transposed output (channels layout): scatter by hand */
-            float t[16];
-            _mm512_storeu_ps(t, r);
-            int cnt = __builtin_popcount(msk[j]);
-            for (int c = 0; c < cnt; c++)
-                e->y[m * e->ym + (n + c) * e->yn] = t[c] + (e->res ? e->res[m * e->rm + (n + c) * e->rn] : 0.0f);
+        for (int r = 0; r < mr; r++) {
+            int64_t m = m0 + r;
+            __m512 v = rt_act16(_mm512_fmadd_ps(_mm512_loadu_ps(t[r] + 16 * j), alpha, bias), e->act);
+            if (e->yn == 1 && (!e->res || e->rn == 1)) {
+                if (e->res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(msk[j], e->res + m * e->rm + n));
+                _mm512_mask_storeu_ps(e->y + m * e->ym + n, msk[j], v);
+            } else { /* transposed output (channels layout): scatter by hand */
+                float u[16];
+                _mm512_storeu_ps(u, v);
+                int cnt = __builtin_popcount(msk[j]);
+                for (int c = 0; c < cnt; c++)
+                    e->y[m * e->ym + (n + c) * e->yn] = u[c] + (e->res ? e->res[m * e->rm + (n + c) * e->rn] : 0.0f);
+            }
         }
     }
 }
@@ -86,8 +91,13 @@ static inline __attribute__((always_inline)) void store_row(const Epi *e, int64_
         c##r##2 = _mm512_fmadd_ps(av, b2, c##r##2);         \
         c##r##3 = _mm512_fmadd_ps(av, b3, c##r##3);         \
     }
-#define ACC_STORE(r) \
-    if (mr > r) store_row(e, m0 + r, n0, msk, c##r##0, c##r##1, c##r##2, c##r##3)
+#define ACC_STORE(r)                              \
+    if (mr > r) {                                 \
+        _mm512_storeu_ps(t[r], c##r##0);          \
+        _mm512_storeu_ps(t[r] + 16, c##r##1);     \
+        _mm512_storeu_ps(t[r] + 32, c##r##2);     \
+        _mm512_storeu_ps(t[r] + 48, c##r##3);     \
+    }
 
 static inline __attribute__((always_inline)) void tile(const Opnd *o, int64_t m0, int mr, int64_t n0, int nc, const Epi *e,
                                                        int f16) {
@@ -104,12 +114,18 @@ static inline __attribute__((always_inline)) void tile(const Opnd *o, int64_t m0
     const float *a = o->a + m0 * am;
     for (int64_t kk = 0; kk < kn; kk++) {
         int64_t bo = kk * ldb;
+        if (mr <= 2) { /* bandwidth-bound: ask for B well ahead of use */
+            _mm_prefetch((const char *)pb0 + (bo + 32 * ldb) * (f16 ? 2 : 4), _MM_HINT_T0);
+            _mm_prefetch((const char *)pb1 + (bo + 32 * ldb) * (f16 ? 2 : 4), _MM_HINT_T0);
+        }
         __m512 b0 = load_b(pb0, bo, k0, f16), b1 = load_b(pb0, bo + 16, k1, f16);
         __m512 b2 = load_b(pb1, bo, k2, f16), b3 = load_b(pb1, bo + 16, k3, f16);
         const float *ap = a + kk * ak;
         ACC_FMA(0) ACC_FMA(1) ACC_FMA(2) ACC_FMA(3) ACC_FMA(4) ACC_FMA(5)
     }
-    ACC_STORE(0); ACC_STORE(1); ACC_STORE(2); ACC_STORE(3); ACC_STORE(4); ACC_STORE(5);
+    float t[MR][NR];
+    ACC_STORE(0) ACC_STORE(1) ACC_STORE(2) ACC_STORE(3) ACC_STORE(4) ACC_STORE(5)
+    tile_store(e, m0, mr, n0, msk, (const float(*)[NR])t);
 }
 
 #define TILE_CASES(F16)                                     \
@@ -300,14 +316,19 @@ void rt_k_attention(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     for (int64_t u = u0; u < u1; u++) {
         int64_t bh = u / lblocks, l0 = (u % lblocks) * ATT_LB, lb = L - l0 < ATT_LB ? L - l0 : ATT_LB;
         int64_t b = bh / H, h = bh % H, hk = h / (H / Hk);
-        const float *qh = q + ((b * H + h) * L + l0) * E;
-        if (packed != b * Hk + hk) { /* kᵀ [E, S] of this kv head, reused across its query heads */
-            transpose_into(k + (b * Hk + hk) * S * E, S, E, kt);
-            packed = b * Hk + hk;
+        const float *qh = q + ((b * H + h) * L + l0) * E, *kh = k + (b * Hk + hk) * S * E;
+        if (lb < 8) { /* decode: a few rows of dot products beat transposing k */
+            for (int64_t i = 0; i < lb; i++)
+                for (int64_t j = 0; j < S; j++) sc[i * S + j] = p->scale * rt_dot(qh + i * E, kh + j * E, E);
+        } else {
+            if (packed != b * Hk + hk) { /* kᵀ [E, S] of this kv head, reused across its query heads */
+                transpose_into(kh, S, E, kt);
+                packed = b * Hk + hk;
+            }
+            Opnd qk = {.a = qh, .am = E, .ak = 1, .k = E, .ldb = S};
+            Epi es = {.alpha = p->scale, .y = sc, .ym = S, .yn = 1};
+            gemm_range(&qk, kt, 0, S, 0, lb, 0, S, &es);
         }
-        Opnd qk = {.a = qh, .am = E, .ak = 1, .k = E, .ldb = S};
-        Epi es = {.alpha = p->scale, .y = sc, .ym = S, .yn = 1};
-        gemm_range(&qk, kt, 0, S, 0, lb, 0, S, &es);
         for (int64_t i = 0; i < lb; i++) {
             float *row = sc + i * S;
             int64_t li = l0 + i, lim = p->causal ? li + (S - L) + 1 : S;

@@ -286,6 +286,14 @@ int rt_model_ninputs(const RtModel *m) { return (int)m->ninputs; }
 int rt_model_noutputs(const RtModel *m) { return (int)m->noutputs; }
 int rt_model_mode(const RtModel *m) { return m->mode; }
 
+int rt_model_find(const RtModel *m, const char *name, int output) {
+    const RtIoRec *r = output ? m->outputs : m->inputs;
+    uint32_t n = output ? m->noutputs : m->ninputs;
+    for (uint32_t i = 0; i < n; i++)
+        if (strcmp(r[i].name, name) == 0) return (int)i;
+    return RT_EINVAL;
+}
+
 static int io_info(const RtModel *m, const RtIoRec *r, RtIoInfo *info) {
     const RtBuf *b = &m->bufs[r->buf];
     info->name = r->name;

@@ -361,7 +361,8 @@ static const RtOpInfo op_table[RT_OP_COUNT_] = {
 };
 
 const RtOpInfo *rt_op_info(uint32_t kind) {
-    if (kind < 1 || kind >= RT_OP_COUNT_) return NULL;
+    /* a kind without a row (a new enum value someone forgot) is unknown, not a NULL call */
+    if (kind < 1 || kind >= RT_OP_COUNT_ || !op_table[kind].check) return NULL;
     return &op_table[kind];
 }
 

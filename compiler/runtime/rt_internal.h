@@ -1,5 +1,5 @@
 /* rt_internal.h — private to the runtime: the on-disk records of ARTIFACT.md,
- * the op table (one X-macro row per op: name, params, checker, kernel), the
+ * the op table (one row per op: name, params, checker, scratch, kernel), the
  * loaded model, and the helpers shared by builder, loader and kernels. */
 #ifndef MILC_RT_INTERNAL_H
 #define MILC_RT_INTERNAL_H

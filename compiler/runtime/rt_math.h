@@ -106,6 +106,26 @@ static inline void rt_act_row(float *y, int64_t n, int act) {
     for (; i < n; i++) y[i] = rt_act1(y[i], act);
 }
 
+/* Σ a[i] b[i] over n floats. */
+static inline float rt_dot(const float *a, const float *b, int64_t n) {
+    int64_t i = 0;
+    float s = 0;
+#ifdef RT_AVX512
+    __m512 v0 = _mm512_setzero_ps(), v1 = _mm512_setzero_ps();
+    for (; i + 32 <= n; i += 32) {
+        v0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), v0);
+        v1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), v1);
+    }
+    for (; i < n; i += 16) {
+        __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        v0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, a + i), _mm512_maskz_loadu_ps(k, b + i), v0);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(v0, v1));
+#endif
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
 /* y[i] = exp(x[i] - m); returns the sum of the y[i]. */
 static inline float rt_exp_row(const float *x, float *y, int64_t n, float m) {
     int64_t i = 0;

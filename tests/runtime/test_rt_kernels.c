@@ -501,6 +501,11 @@ TEST(builder_rejects) {
     CHECK_STR(err, "bonded program: op 0 (binary) reads buffer 2 before any op writes it");
     rtb_free(b);
     CHECK(rtb_new(3) == NULL);
+    b = rtb_new(RT_MODE_BONDED);
+    rtb_input(b, "x", RT_F32, 2, d1);
+    CHECK_EQ_INT(rtb_input(b, "x", RT_F32, 2, d1), RT_EINVAL);
+    CHECK_STR(rtb_error(b), "input x declared twice");
+    rtb_free(b);
 }
 
 int main(void) {

@@ -147,6 +147,13 @@ TEST(roundtrip) {
     CHECK_EQ_INT(rt_run(m, in, 2, &out, 1, RT_RUN_NONBONDED, &st), RT_OK);
     CHECK_EQ_INT(st.dispatches, 5);
     for (int i = 0; i < 8; i++) CHECK(y0[i] > 0 && y0[i] < 1 && y1[i] > 0 && y1[i] < 1);
+    /* idle long enough for the workers to sleep on the futex, then wake them */
+    usleep(3000);
+    float y2[8];
+    out.data = y2;
+    CHECK_EQ_INT(rt_run(m, in, 2, &out, 1, 0, NULL), RT_OK);
+    CHECK(memcmp(y0, y2, sizeof y0) == 0);
+    out.data = y1;
     in[0].dims[3] = 5;
     CHECK_EQ_INT(rt_run(m, in, 2, &out, 1, 0, NULL), RT_EBIND);
     in[0].dims[3] = 4;
@@ -160,6 +167,9 @@ TEST(roundtrip) {
     CHECK_EQ_INT(rt_model_input(m, 1, &io), RT_OK);
     CHECK_STR(io.name, "idx");
     CHECK_EQ_INT(rt_model_input(m, 2, &io), RT_EINVAL);
+    CHECK_EQ_INT(rt_model_find(m, "idx", 0), 1);
+    CHECK_EQ_INT(rt_model_find(m, "y", 1), 0);
+    CHECK_EQ_INT(rt_model_find(m, "y", 0), RT_EINVAL);
     rt_model_free(m);
 
     /* a misaligned weight is refused (LMDB promises 16 bytes, nothing more) */

@@ -192,8 +192,9 @@ int rtb_input(RtPlanBuilder *b, const char *name, RtDType io_dtype, int rank, co
  * when given as fp16, fp32 otherwise (a weight needed both ways is stored twice). */
 int rtb_weight(RtPlanBuilder *b, const char *name, RtDType dtype, int rank, const int64_t *dims,
                const void *data);
-/* An intermediate of internal dtype F32, I32 or BOOL, used by one program only;
- * rtb_finish places it in the arena. */
+/* An intermediate of internal dtype F32, I32 or BOOL.  rtb_finish places it
+ * in the arena of each program that uses it (both programs of mode 0 may
+ * write the same output buffer). */
 int rtb_temp(RtPlanBuilder *b, RtDType dtype, int rank, const int64_t *dims);
 /* Selects the program later rtb_op calls append to (mode 0 records both;
  * the default is the program of the builder's mode, bonded for mode 0). */

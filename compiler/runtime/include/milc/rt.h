@@ -111,6 +111,8 @@ int rt_model_noutputs(const RtModel *m);
 int rt_model_input(const RtModel *m, int i, RtIoInfo *info);
 int rt_model_output(const RtModel *m, int i, RtIoInfo *info);
 int rt_model_mode(const RtModel *m);
+/* Index of the input (output != 0: output) called name, or RT_EINVAL. */
+int rt_model_find(const RtModel *m, const char *name, int output);
 
 typedef struct {
     uint64_t dispatches; /* sub-program dispatches in this run */
