@@ -2,9 +2,11 @@
  * batched hit statistics, eviction, verify, gc with compaction.  The on-disk
  * layout (named databases, value formats, locking) is described in
  * cache/README.md; the comments here say why the code is the way it is. */
+/* _GNU_SOURCE (fallocate, F_OFD_SETLKW, MADV_POPULATE_*) comes from the build. */
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -57,6 +59,12 @@ int cache_lmdb_err(Cache *c, int rc, const char *what) {
 }
 
 static MDB_val mval(const void *p, size_t n) { return (MDB_val){.mv_size = n, .mv_data = (void *)p}; }
+
+/* Disk space a file takes: data.mdb is sparse with WRITEMAP (as long as the map). */
+static uint64_t file_size(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0;
+}
 
 /* ---- counters ----------------------------------------------------------- */
 
@@ -148,6 +156,103 @@ static int open_dbs(Cache *c) {
 static void env_close(Cache *c) {
     if (c->env) mdb_env_close(c->env);
     c->env = NULL;
+    c->mapaddr = NULL;
+}
+
+/* ---- the writable map ------------------------------------------------------
+ * With WRITEMAP, LMDB ftruncates data.mdb to the map size whenever it maps
+ * (open, growth, adopting another process's growth).  Each process picks its
+ * own size, so one that opens with a smaller map would cut the file under a
+ * writer that just grew it — and that writer's next store into the cut pages
+ * is a SIGBUS.  Hence the map lock, an OFD lock on a byte of milc.lock (apart
+ * from the flock that guards compaction): mapping takes it shared and never
+ * maps less than the file; growing takes it exclusively. */
+enum { MAPLOCK_BYTE = 1 << 20 };
+
+static int maplock(Cache *c, short type) {
+    if (!c->writemap) return 0;
+    struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = MAPLOCK_BYTE, .l_len = 1};
+    int rc;
+    while ((rc = fcntl(c->lockfd, F_OFD_SETLKW, &fl)) != 0 && errno == EINTR) {}
+    if (rc) seterr(c, "cannot lock %s: %s", c->lockpath, strerror(errno));
+    return rc ? CACHE_EIO : 0;
+}
+
+static uint64_t fd_size(int fd) {
+    struct stat st;
+    return fstat(fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+/* Where LMDB mapped the file (mdb_env_info tells only with FIXEDMAP): any
+ * value of the main database lies in a leaf page, and every page starts with
+ * its own page number, so base = page start - pgno * page size.  Checked
+ * against the two meta pages; NULL if anything does not fit. */
+static uint8_t *map_base(Cache *c) {
+    if (c->psize != (uint64_t)sysconf(_SC_PAGESIZE)) return NULL; /* page starts not map-aligned */
+    MDB_txn *txn;
+    MDB_dbi main_db;
+    MDB_val k = mval(db_names[0], strlen(db_names[0])), v;
+    uint8_t *base = NULL;
+    if (mdb_txn_begin(c->env, NULL, MDB_RDONLY, &txn) != 0) return NULL;
+    if (mdb_dbi_open(txn, NULL, 0, &main_db) == 0 && mdb_get(txn, main_db, &k, &v) == 0) {
+        uint8_t *page = (uint8_t *)((uintptr_t)v.mv_data & ~(uintptr_t)(c->psize - 1));
+        uint64_t pgno = ld64(page);
+        if (pgno >= 2 && pgno < c->mapsize / c->psize) {
+            base = page - pgno * c->psize;
+            if (ld64(base) != 0 || ld64(base + c->psize) != 1 || ld32(base + 16) != 0xBEEFC0DEu) base = NULL;
+        }
+    }
+    mdb_txn_abort(txn);
+    return base;
+}
+
+/* After LMDB (re)mapped: note where, and make the map read-only until the
+ * next write transaction, so a stray write through a hit pointer faults
+ * (as it would in LMDB's read-only map without WRITEMAP). */
+static void map_note(Cache *c) {
+    MDB_envinfo info;
+    mdb_env_info(c->env, &info);
+    c->mapsize = info.me_mapsize;
+    c->mapaddr = c->writemap ? map_base(c) : NULL;
+    if (c->mapaddr) mprotect(c->mapaddr, (size_t)c->mapsize, PROT_READ);
+}
+
+static void map_writable(Cache *c, int on) {
+    if (c->writemap && c->mapaddr)
+        mprotect(c->mapaddr, (size_t)c->mapsize, on ? PROT_READ | PROT_WRITE : PROT_READ);
+}
+
+/* Remap at newsize (0 = what the meta page records), never below the file
+ * (with WRITEMAP): under the map lock. */
+static int remap(Cache *c, uint64_t newsize, short locktype) {
+    int rc = maplock(c, locktype), fd;
+    if (rc) return rc;
+    if (c->writemap && mdb_env_get_fd(c->env, &fd) == 0 && fd_size(fd) > newsize) newsize = fd_size(fd);
+    rc = mdb_env_set_mapsize(c->env, (size_t)newsize);
+    maplock(c, F_UNLCK);
+    if (rc) return cache_lmdb_err(c, rc, "mdb_env_set_mapsize");
+    map_note(c);
+    return 0;
+}
+
+/* Reserve disk blocks for every page a write transaction may touch: the
+ * used part of the file plus room for `need` more bytes.  Pages written
+ * through a WRITEMAP map into a hole get their blocks at fault time, and a
+ * full disk there is a SIGBUS; fallocate turns it into ENOSPC here.  Blocks
+ * already allocated cost nothing; LMDB reuses free pages before it extends. */
+static int reserve_disk(Cache *c, uint64_t need) {
+    if (!c->writemap) return 0;
+    MDB_envinfo info;
+    int fd;
+    mdb_env_info(c->env, &info);
+    if (mdb_env_get_fd(c->env, &fd) != 0) return 0;
+    uint64_t end = ((uint64_t)info.me_last_pgno + 1) * c->psize + need + 16 * c->psize;
+    if (end > c->mapsize) end = c->mapsize;
+    if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)end) == 0) return 0;
+    if (errno == EOPNOTSUPP || errno == ENOSYS) return 0; /* no holes to fill there */
+    seterr(c, "cannot reserve %llu bytes of disk for %s: %s", (unsigned long long)end, c->datapath,
+           strerror(errno));
+    return CACHE_EIO;
 }
 
 static int env_open(Cache *c) {
@@ -156,11 +261,22 @@ static int env_open(Cache *c) {
     if ((rc = mdb_env_create(&c->env)) != 0) return cache_lmdb_err(c, rc, "mdb_env_create");
     mdb_env_set_maxdbs(c->env, 8);
     mdb_env_set_maxreaders(c->env, 1024);
-    mdb_env_set_mapsize(c->env, (size_t)c->opt.map_size);
     /* NOTLS: read transactions belong to CacheHits, not threads, so one thread
      * may hold several hits. */
-    unsigned flags = MDB_NOTLS | (c->opt.no_sync ? MDB_NOSYNC : 0);
-    if ((rc = mdb_env_open(c->env, c->dir, flags, 0600)) != 0) {
+    c->writemap = !c->opt.no_writemap;
+    unsigned flags = MDB_NOTLS | (c->opt.no_sync ? MDB_NOSYNC : 0) | (c->opt.meta_sync ? 0 : MDB_NOMETASYNC) |
+                     (c->writemap ? MDB_WRITEMAP : 0);
+    if ((rc = maplock(c, F_RDLCK)) != 0) {
+        env_close(c);
+        return rc;
+    }
+    struct stat st;
+    uint64_t map = c->opt.map_size;
+    if (c->writemap && stat(c->datapath, &st) == 0 && (uint64_t)st.st_size > map) map = (uint64_t)st.st_size;
+    mdb_env_set_mapsize(c->env, (size_t)map);
+    rc = mdb_env_open(c->env, c->dir, flags, 0600);
+    maplock(c, F_UNLCK);
+    if (rc) {
         rc = cache_lmdb_err(c, rc, "mdb_env_open");
         env_close(c);
         return rc;
@@ -183,14 +299,26 @@ static int env_open(Cache *c) {
         env_close(c);
         return rc;
     }
+    MDB_stat ms;
     MDB_envinfo info;
-    MDB_stat st;
+    mdb_env_stat(c->env, &ms);
     mdb_env_info(c->env, &info);
-    mdb_env_stat(c->env, &st);
+    c->psize = ms.ms_psize;
     c->mapsize = info.me_mapsize;
-    c->psize = st.ms_psize;
+    /* The map is still writable here, as creating the databases needs. */
     if ((rc = open_dbs(c)) != 0) env_close(c);
+    else map_note(c);
     return rc;
+}
+
+/* A tag for this boot of the machine (never 0), or 0 where the kernel does
+ * not say: CACHE_GET_VERIFY_ONCE then verifies every time. */
+static uint64_t boot_tag(void) {
+    char id[64];
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, id, sizeof id) : -1;
+    if (fd >= 0) close(fd);
+    return n >= 32 ? XXH3_64bits(id, (size_t)n) | 1 : 0;
 }
 
 int cache_open(Cache **out, const char *dir, const CacheOptions *opt, char *err, size_t errlen) {
@@ -225,6 +353,7 @@ int cache_open(Cache **out, const char *dir, const CacheOptions *opt, char *err,
         cache_close(c);
         return CACHE_EIO;
     }
+    c->boot = boot_tag();
     if ((rc = env_open(c)) != 0) {
         cache_fmt(err, errlen, "%s", c->err);
         cache_close(c);
@@ -277,12 +406,7 @@ static int adopt_resize(Cache *c) {
         seterr(c, "another process grew the cache; release all hits of this handle first");
         return CACHE_EFULL;
     }
-    int rc = mdb_env_set_mapsize(c->env, 0);
-    if (rc) return cache_lmdb_err(c, rc, "mdb_env_set_mapsize");
-    MDB_envinfo info;
-    mdb_env_info(c->env, &info);
-    c->mapsize = info.me_mapsize;
-    return 0;
+    return remap(c, 0, F_RDLCK); /* 0: the size the meta page records (or the file's, if larger) */
 }
 
 static int grow(Cache *c, uint64_t hint) {
@@ -293,13 +417,9 @@ static int grow(Cache *c, uint64_t hint) {
     }
     uint64_t want = c->mapsize * 2;
     while (want < c->mapsize + hint + hint / 4) want *= 2;
-    int rc = mdb_env_set_mapsize(c->env, (size_t)want);
-    if (rc) return cache_lmdb_err(c, rc, "mdb_env_set_mapsize");
-    MDB_envinfo info;
-    mdb_env_info(c->env, &info);
-    c->mapsize = info.me_mapsize;
-    c->grows++;
-    return 0;
+    int rc = remap(c, want, F_WRLCK);
+    if (!rc) c->grows++;
+    return rc;
 }
 
 int cache_read_txn(Cache *c, MDB_txn **txn) {
@@ -322,12 +442,13 @@ static int flush_pending_in(Cache *c, MDB_txn *txn) {
         Pending *p = &c->pend[i];
         MDB_val k = mval(p->key.b, 16), v;
         /* Only touch entries that still exist: an rm must not be undone. */
-        if (mdb_get(txn, c->db_usage, &k, &v) != 0 || v.mv_size != 16) continue;
-        uint8_t u[16];
-        uint64_t last = ld64(v.mv_data);
+        if (mdb_get(txn, c->db_usage, &k, &v) != 0 || v.mv_size < USAGE_MIN) continue;
+        uint8_t u[USAGE_LEN];
+        uint64_t last = ld64(v.mv_data), verified = v.mv_size >= USAGE_LEN ? ld64((uint8_t *)v.mv_data + 16) : 0;
         st64(u, p->last_used > last ? p->last_used : last);
         st64(u + 8, ld64((uint8_t *)v.mv_data + 8) + p->hits);
-        v = mval(u, 16);
+        st64(u + 16, p->verified ? p->verified : verified);
+        v = mval(u, USAGE_LEN);
         rc = mdb_put(txn, c->db_usage, &k, &v, 0);
     }
     for (int i = 0; i < CTR_COUNT && !rc; i++)
@@ -341,8 +462,21 @@ static int flush_pending_in(Cache *c, MDB_txn *txn) {
  * state from a failed attempt). */
 int cache_write_txn(Cache *c, TxnBody body, void *arg, uint64_t grow_hint, const char *what) {
     for (int attempt = 0; attempt < 16; attempt++) {
+        /* Grow before, not after: a body that hits MDB_MAP_FULL has copied
+         * its bytes for nothing and must copy them all again.  The free list
+         * may have had room, so this can grow early; the map is address
+         * space, and the file's unused tail a hole. */
+        MDB_envinfo info;
+        mdb_env_info(c->env, &info);
+        uint64_t need = grow_hint + grow_hint / 16 + 64 * c->psize;
+        int rc = 0;
+        if (!c->live_hits && ((uint64_t)info.me_last_pgno + 1) * c->psize + need > c->mapsize) rc = grow(c, need);
+        if (!rc) rc = reserve_disk(c, need);
+        if (rc) return rc;
         MDB_txn *txn;
-        int rc = mdb_txn_begin(c->env, NULL, 0, &txn);
+        map_writable(c, 1);
+        rc = mdb_txn_begin(c->env, NULL, 0, &txn);
+        if (rc) map_writable(c, 0);
         if (rc == MDB_MAP_RESIZED) {
             if ((rc = adopt_resize(c)) != 0) return rc;
             continue;
@@ -355,6 +489,7 @@ int cache_write_txn(Cache *c, TxnBody body, void *arg, uint64_t grow_hint, const
         } else {
             mdb_txn_abort(txn);
         }
+        map_writable(c, 0);
         if (rc == MDB_MAP_FULL) {
             if ((rc = grow(c, grow_hint)) != 0) return rc;
             continue;
@@ -370,17 +505,18 @@ int cache_write_txn(Cache *c, TxnBody body, void *arg, uint64_t grow_hint, const
 
 int cache_flush(Cache *c) { return cache_write_txn(c, NULL, NULL, 0, "flush statistics"); }
 
-static void pend_hit(Cache *c, const CacheKey *k, int direct, uint64_t compile_ns) {
+static void pend_hit(Cache *c, const CacheKey *k, int direct, uint64_t compile_ns, int verified) {
     c->pctr[direct ? CTR_DIRECT_HITS : CTR_HITS]++;
     c->pctr[CTR_SAVED_NS] += compile_ns;
-    uint64_t now = cache_now(c);
+    uint64_t now = cache_now(c), tag = verified ? c->boot : 0;
     for (int i = 0; i < c->npend; i++)
         if (!memcmp(c->pend[i].key.b, k->b, 16)) {
             c->pend[i].hits++, c->pend[i].last_used = now;
+            if (tag) c->pend[i].verified = tag;
             return;
         }
     if (c->npend == PENDING_MAX) return; /* flushed at release; losing a touch is harmless */
-    c->pend[c->npend++] = (Pending){.key = *k, .last_used = now, .hits = 1};
+    c->pend[c->npend++] = (Pending){.key = *k, .last_used = now, .hits = 1, .verified = tag};
 }
 
 /* ---- entry values -------------------------------------------------------- */
@@ -465,7 +601,7 @@ static void fill_info(CacheEntryInfo *info, const CacheKey *k, const EntryView *
     info->record = e->record, info->record_len = e->rlen;
     memcpy(info->checksum, e->checksum, 16);
     info->last_used_ns = e->created;
-    if (usage && usage->mv_size == 16) {
+    if (usage && usage->mv_size >= USAGE_MIN) {
         info->last_used_ns = ld64(usage->mv_data);
         info->hits = ld64((uint8_t *)usage->mv_data + 8);
     }
@@ -483,6 +619,22 @@ void cache_hit_free(CacheHit *h) {
     free(h->chunkp);
     free(h->chunksz);
     free(h);
+}
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14 */
+#endif
+
+/* Map every page of the artifact's values now: one call per value instead of
+ * a fault per page or folio on first touch.  The caller reads them all next
+ * (checksum, or the runtime), so nothing is wasted.  Best effort: a kernel
+ * without MADV_POPULATE_READ gets a readahead hint instead. */
+static void populate(const CacheHit *h, uint64_t psize) {
+    for (uint32_t i = 0; i < h->nchunks; i++) {
+        uintptr_t a = (uintptr_t)h->chunkp[i] & ~(uintptr_t)(psize - 1);
+        size_t n = (size_t)((uintptr_t)h->chunkp[i] + h->chunksz[i] - a);
+        if (madvise((void *)a, n, MADV_POPULATE_READ) != 0 && errno == EINVAL) madvise((void *)a, n, MADV_WILLNEED);
+    }
 }
 
 /* Load entry k within txn into a new CacheHit (txn not owned by it yet). */
@@ -541,7 +693,12 @@ int cache_load(Cache *c, MDB_txn *txn, const CacheKey *k, const void *rec, size_
         else if ((uint64_t)off + sz <= e.bound) h->secs[i].data = h->chunkp[ch] + off;
         else h->split++; /* materialized by cache_hit_sections */
     }
-    if (flags & CACHE_GET_VERIFY) {
+    rc = mdb_get(txn, c->db_usage, &key, &u);
+    int verify = (flags & CACHE_GET_VERIFY) != 0;
+    if ((flags & CACHE_GET_VERIFY_ONCE) && !verify) /* passed already in this boot? */
+        verify = !(c->boot && rc == 0 && u.mv_size >= USAGE_LEN && ld64((uint8_t *)u.mv_data + 16) == c->boot);
+    if (verify || (flags & CACHE_GET_POPULATE)) populate(h, c->psize);
+    if (verify) {
         uint8_t sum[16];
         cache_hit_checksum(h, &e, sum);
         if (memcmp(sum, e.checksum, 16) != 0) {
@@ -549,8 +706,8 @@ int cache_load(Cache *c, MDB_txn *txn, const CacheKey *k, const void *rec, size_
             cache_hit_free(h);
             return CACHE_ECORRUPT;
         }
+        h->verified = 1;
     }
-    rc = mdb_get(txn, c->db_usage, &key, &u);
     fill_info(&h->info, k, &e, rc == 0 ? &u : NULL);
     h->sectab = e.sectab;
     *out = h;
@@ -654,7 +811,7 @@ static int get_common(Cache *c, const CacheKey *lookup, const void *rec, size_t 
     }
     (*hit)->txn = txn;
     c->live_hits++;
-    if (!(flags & CACHE_GET_NOTOUCH)) pend_hit(c, &akey, direct, (*hit)->info.compile_ns);
+    if (!(flags & CACHE_GET_NOTOUCH)) pend_hit(c, &akey, direct, (*hit)->info.compile_ns, (*hit)->verified);
     return 0;
 }
 
@@ -727,7 +884,7 @@ int cache_evict_in(Cache *c, MDB_txn *txn, uint64_t limit, uint64_t age_cut, con
     LruItem *items = malloc(cap * sizeof *items);
     MDB_val k, v;
     for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && items; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-        if (k.mv_size != 16 || v.mv_size != 16 || (keep && !memcmp(k.mv_data, keep->b, 16))) continue;
+        if (k.mv_size != 16 || v.mv_size < USAGE_MIN || (keep && !memcmp(k.mv_data, keep->b, 16))) continue;
         if (n == cap) {
             LruItem *ni = realloc(items, (cap *= 2) * sizeof *items);
             if (!ni) break;
@@ -758,7 +915,8 @@ int cache_evict_in(Cache *c, MDB_txn *txn, uint64_t limit, uint64_t age_cut, con
 
 typedef struct PutJob {
     const CacheKey *key;
-    const uint8_t *meta;
+    uint8_t *meta;      /* its checksum is filled in by put_body unless have_sum */
+    int have_sum;
     size_t meta_len;
     const CacheSection *secs;
     const EntryView *e;
@@ -767,23 +925,69 @@ typedef struct PutJob {
     uint64_t now;
 } PutJob;
 
+/* Store n bytes at dst, a value reserved in the map (or, without WRITEMAP,
+ * in LMDB's staging page), folding them into the checksum while they are in
+ * cache: one pass over the caller's bytes.  src NULL writes zeros.
+ *
+ * With WRITEMAP the bytes go in with pwrite at dst's file offset, not memcpy
+ * through the map: a store into an unfilled page of a shared mapping first
+ * faults the page in for reading, and the kernel's readahead then zero-fills
+ * folios far past what is written (three quarters of a put's CPU time,
+ * measured).  pwrite of whole pages allocates page-cache folios without
+ * reading or zeroing them, and the map sees them (one page cache). */
+enum { COPY_BLOCK = 2 << 20 };
+static _Alignas(64) const uint8_t zeros[4096];
+
+static int put_bytes(Cache *c, uint8_t *dst, const uint8_t *src, uint64_t n, XXH3_state_t *st) {
+    int fd = -1;
+    if (c->mapaddr && mdb_env_get_fd(c->env, &fd) != 0) fd = -1;
+    for (uint64_t o = 0; o < n;) {
+        /* Blocks end on 2 MiB file offsets, so the page cache can use folios
+         * that large and a hit's map takes few faults (one per PMD). */
+        uint64_t room = COPY_BLOCK - ((uint64_t)(uintptr_t)(dst + o) & (COPY_BLOCK - 1));
+        size_t b = (size_t)(n - o < room ? n - o : room);
+        if (!src && b > sizeof zeros) b = sizeof zeros;
+        const uint8_t *from = src ? src + o : zeros;
+        if (fd < 0) {
+            memcpy(dst + o, from, b);
+        } else {
+            ssize_t w = pwrite(fd, from, b, (off_t)(dst + o - c->mapaddr));
+            if (w <= 0) {
+                if (w < 0 && errno == EINTR) continue;
+                return w < 0 ? errno : EIO;
+            }
+            b = (size_t)w;
+        }
+        if (st && src) XXH3_128bits_update(st, from, b);
+        o += b;
+    }
+    return 0;
+}
+
 static int put_body(Cache *c, MDB_txn *txn, void *arg) {
     PutJob *j = arg;
     int rc = cache_del_entry(c, txn, j->key, NULL);
     if (rc && rc != MDB_NOTFOUND) return rc;
     /* Copy each section into values reserved in place (one copy, no staging
-     * buffer); zero the gaps so stored bytes never depend on heap garbage. */
+     * buffer); zero the gaps so stored bytes never depend on heap garbage.
+     * The checksum (see cache_sections_checksum) is built on the way. */
+    XXH3_state_t sum, *st = j->have_sum ? NULL : &sum;
+    if (st) XXH3_128bits_reset(st);
     uint8_t *val = NULL;
     uint64_t pos = 0, vsz = 0;
     uint32_t cur = UINT32_MAX;
     for (uint32_t i = 0; i < j->e->nsec; i++) {
         uint32_t ch = ld32(j->e->sectab + 16 * i), off = ld32(j->e->sectab + 16 * i + 4);
         uint64_t sz = j->secs[i].size, done = 0;
-        if (!sz) continue;
+        if (st) {
+            uint8_t le[8];
+            st64(le, sz);
+            XXH3_128bits_update(st, le, 8);
+        }
         while (done < sz) {
             uint64_t piece = sz - done < j->e->bound ? sz - done : j->e->bound;
             if (ch != cur) {
-                if (val) memset(val + pos, 0, vsz - pos);
+                if (val && (rc = put_bytes(c, val + pos, NULL, vsz - pos, NULL)) != 0) return rc;
                 uint8_t dk[20];
                 data_key(dk, j->key, ch);
                 MDB_val k = mval(dk, 20), v = mval(NULL, j->valsz[ch]);
@@ -791,19 +995,27 @@ static int put_body(Cache *c, MDB_txn *txn, void *arg) {
                 val = v.mv_data, vsz = j->valsz[ch], pos = 0, cur = ch;
             }
             uint64_t at = done ? 0 : off;
-            memset(val + pos, 0, at - pos);
-            memcpy(val + at, (const uint8_t *)j->secs[i].data + done, (size_t)piece);
+            if ((rc = put_bytes(c, val + pos, NULL, at - pos, NULL)) != 0 ||
+                (rc = put_bytes(c, val + at, (const uint8_t *)j->secs[i].data + done, piece, st)) != 0)
+                return rc;
             pos = at + piece;
             done += piece;
             if (done < sz) ch++;
         }
     }
-    if (val) memset(val + pos, 0, vsz - pos);
+    if (val && (rc = put_bytes(c, val + pos, NULL, vsz - pos, NULL)) != 0) return rc;
+    if (st) {
+        XXH128_canonical_t cn;
+        XXH128_canonicalFromHash(&cn, XXH3_128bits_digest(st));
+        memcpy(j->meta + 48, cn.digest, 16);
+    }
     MDB_val k = mval(j->key->b, 16), v = mval(j->meta, j->meta_len);
     if ((rc = mdb_put(txn, c->db_meta, &k, &v, 0)) != 0) return rc;
-    uint8_t u[16];
-    st64(u, j->now), st64(u + 8, 0);
-    v = mval(u, 16);
+    /* A checksum built from the bytes as copied into place counts as a
+     * passed verification (for CACHE_GET_VERIFY_ONCE). */
+    uint8_t u[USAGE_LEN];
+    st64(u, j->now), st64(u + 8, 0), st64(u + 16, st ? c->boot : 0);
+    v = mval(u, USAGE_LEN);
     if ((rc = mdb_put(txn, c->db_usage, &k, &v, 0)) != 0) return rc;
     if ((rc = ctr_add(c, txn, CTR_ENTRIES, 1)) != 0) return rc;
     if ((rc = ctr_add(c, txn, CTR_BYTES, (int64_t)j->e->total)) != 0) return rc;
@@ -856,10 +1068,8 @@ int cache_put_at(Cache *c, const CacheKey *k, const void *record, size_t rlen, c
     st64(meta + 8, created ? created : now), st64(meta + 16, m->compile_ns), st64(meta + 24, total);
     st32(meta + 32, (uint32_t)m->mode), st32(meta + 36, (uint32_t)nsecs), st32(meta + 40, nchunks);
     st32(meta + 44, (uint32_t)bound);
-    /* The checksum is computed here, before the write transaction opens, so
-     * other writers wait only for the copy. */
+    /* Without a given checksum, put_body computes it while it copies. */
     if (checksum) memcpy(meta + 48, checksum, 16);
-    else cache_sections_checksum(secs, nsecs, meta + 48);
     st32(meta + 64, (uint32_t)rlen), st32(meta + 68, (uint32_t)dlen), st32(meta + 72, (uint32_t)blen);
     uint8_t *p = tab + (size_t)nsecs * 16;
     if (rlen) memcpy(p, record, rlen);
@@ -879,8 +1089,8 @@ int cache_put_at(Cache *c, const CacheKey *k, const void *record, size_t rlen, c
      * 16 bytes past a page boundary: that is where the alignment comes from. */
     for (uint32_t i = 0; i < nchunks; i++)
         if (valsz[i] < c->psize / 2) valsz[i] = c->psize / 2;
-    PutJob job = {.key = k, .meta = meta, .meta_len = mlen, .secs = secs, .e = &e, .valsz = valsz,
-                  .limit = c->opt.max_bytes, .now = now};
+    PutJob job = {.key = k, .meta = meta, .have_sum = checksum != NULL, .meta_len = mlen, .secs = secs, .e = &e,
+                  .valsz = valsz, .limit = c->opt.max_bytes, .now = now};
     rc = cache_write_txn(c, put_body, &job, total + mlen + (uint64_t)nchunks * c->psize, "store entry");
     free(valsz);
     free(meta);
@@ -973,8 +1183,7 @@ int cache_stat(Cache *c, CacheStats *s) {
     s->errors = v[CTR_ERRORS], s->saved_ns = v[CTR_SAVED_NS], s->entries = v[CTR_ENTRIES];
     s->bytes = v[CTR_BYTES];
     s->max_bytes = c->opt.max_bytes ? c->opt.max_bytes : v[CTR_MAX_BYTES];
-    struct stat st;
-    s->file_bytes = stat(c->datapath, &st) == 0 ? (uint64_t)st.st_size : 0;
+    s->file_bytes = file_size(c->datapath);
     s->map_bytes = c->mapsize;
     return 0;
 }
@@ -1115,10 +1324,6 @@ static int gc_body(Cache *c, MDB_txn *txn, void *arg) {
     return cache_evict_in(c, txn, limit, j->age_cut, NULL, &j->nev, &j->bev);
 }
 
-static uint64_t file_size(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
-}
 
 /* Rewrite data.mdb without free pages.  We must be the only process with the
  * environment open (exclusive flock), and we reopen afterwards; the lock file

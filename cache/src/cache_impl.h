@@ -36,7 +36,13 @@ enum { PENDING_MAX = 64, FLUSH_EVERY = 16 };
 typedef struct Pending {
     CacheKey key;
     uint64_t last_used, hits;
+    uint64_t verified; /* boot tag if a hit verified the checksum, else 0 */
 } Pending;
+
+/* Usage value in the "usage" database: u64 last-used ns, u64 hits, u64 boot
+ * tag of the last passed checksum (0 = none).  Entries written before the
+ * third field existed have 16 bytes; readers accept both. */
+enum { USAGE_MIN = 16, USAGE_LEN = 24 };
 
 struct Cache {
     char *dir, *datapath, *lockpath; /* owned */
@@ -45,6 +51,9 @@ struct Cache {
     MDB_dbi db_meta, db_data, db_usage, db_direct, db_count;
     int lockfd;          /* milc.lock, shared flock held while open */
     uint64_t mapsize, psize;
+    uint8_t *mapaddr;    /* LMDB's map (WRITEMAP: kept PROT_READ outside writes) */
+    int writemap;
+    uint64_t boot;       /* tag of this boot (hash of the kernel's boot_id), 0 = unknown */
     int live_hits;       /* CacheHits holding read transactions */
     unsigned grows;      /* map growths by this handle (tests) */
     Pending pend[PENDING_MAX];
@@ -63,6 +72,7 @@ struct CacheHit {
     uint64_t *chunksz;
     const uint8_t *sectab;      /* into the map */
     void **heap;                /* per section: materialized copy or NULL */
+    int verified;               /* this load recomputed the checksum and it matched */
 };
 
 typedef int (*TxnBody)(Cache *c, MDB_txn *txn, void *arg);

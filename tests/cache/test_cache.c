@@ -294,7 +294,10 @@ TEST(gc_by_age_then_compact_shrinks_file) {
     CHECK_EQ_INT(r.evicted, 3);
     CHECK_EQ_INT(r.compacted, 1);
     CHECK(r.file_after < r.file_before / 2 + 1024 * 1024);
-    CHECK_EQ_INT(file_bytes(dir, "data.mdb"), r.file_after);
+    CHECK_EQ_INT(disk_bytes(dir, "data.mdb"), r.file_after);
+    CacheStats st;
+    CHECK_EQ_INT(cache_stat(c, &st), 0);
+    CHECK_EQ_INT(st.file_bytes, r.file_after);
     for (int i = 0; i < 6; i++) CHECK_EQ_INT(present(c, &a[i]), i >= 3);
     /* The handle keeps working after compaction reopened it. */
     CacheHit *h;

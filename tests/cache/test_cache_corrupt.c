@@ -8,8 +8,9 @@
 #include "test.h"
 #include "util.h"
 
+/* A small map keeps data.mdb (as long as the map: sparse) small to copy. */
 static Cache *open_ok(const char *dir) {
-    CacheOptions o = {.no_sync = 1};
+    CacheOptions o = {.no_sync = 1, .map_size = 1 << 20};
     Cache *c = NULL;
     char err[512];
     int rc = cache_open(&c, dir, &o, err, sizeof err);
@@ -18,7 +19,7 @@ static Cache *open_ok(const char *dir) {
 }
 
 static int open_err(const char *dir, char *err, size_t errlen) {
-    CacheOptions o = {.no_sync = 1};
+    CacheOptions o = {.no_sync = 1, .map_size = 1 << 20};
     Cache *c = NULL;
     int rc = cache_open(&c, dir, &o, err, errlen);
     if (c) cache_close(c);
@@ -71,7 +72,9 @@ TEST(truncated_file_is_a_clear_error) {
         char *dir = tmpdir_new("trunc");
         TestArt a[3];
         fill_cache(dir, a, 3, sz, 2);
-        uint64_t full = file_bytes(dir, "data.mdb"), cut = cuts[i];
+        /* Cut into the pages in use (the file runs on, sparse, to the map's end). */
+        uint64_t full = used_bytes(dir), cut = cuts[i];
+        CHECK(full > 3 * 4096 && full <= file_bytes(dir, "data.mdb"));
         if (cut == 0) cut = full / 2;
         if (cut == 1) cut = full - 4096;
         char p[4200];
@@ -90,6 +93,31 @@ TEST(truncated_file_is_a_clear_error) {
         for (int j = 0; j < 3; j++) art_free(&a[j]);
         tmpdir_rm(dir);
     }
+}
+
+/* Past the pages in use the file is only the map's sparse tail: cutting it
+ * off loses nothing, and the next open maps (and extends) it again. */
+TEST(truncating_the_unused_tail_is_harmless) {
+    char *dir = tmpdir_new("tail");
+    uint64_t sz[] = {300000, 5000};
+    TestArt a[2];
+    fill_cache(dir, a, 2, sz, 2);
+    char p[4200];
+    snprintf(p, sizeof p, "%s/data.mdb", dir);
+    uint64_t used = used_bytes(dir);
+    CHECK(used > 0 && used < file_bytes(dir, "data.mdb"));
+    CHECK(truncate(p, (off_t)used) == 0);
+    Cache *c = open_ok(dir);
+    CHECK(c != NULL);
+    for (int i = 0; c && i < 2; i++) {
+        CacheHit *h;
+        CHECK_EQ_INT(cache_get(c, &a[i].key, a[i].rec.buf, a[i].rec.len, CACHE_GET_VERIFY, &h), 0);
+        CHECK(hit_matches(h, 200 + (uint64_t)i, sz, 2));
+        cache_hit_release(h);
+    }
+    if (c) cache_close(c);
+    for (int j = 0; j < 2; j++) art_free(&a[j]);
+    tmpdir_rm(dir);
 }
 
 TEST(overwritten_meta_page_is_a_clear_error) {
@@ -264,7 +292,7 @@ TEST(overwritten_tree_pages_never_crash) {
         if (pid == 0) {
             Cache *cc;
             char err[512];
-            CacheOptions o = {.no_sync = 1};
+            CacheOptions o = {.no_sync = 1, .map_size = 1 << 20};
             if (cache_open(&cc, dir, &o, err, sizeof err) != 0) _exit(strstr(err, "milc cache clear") ? 3 : 4);
             int n = 0;
             cache_ls(cc, count_cb, &n);
@@ -300,6 +328,7 @@ TEST(overwritten_tree_pages_never_crash) {
 
 int main(void) {
     RUN(truncated_file_is_a_clear_error);
+    RUN(truncating_the_unused_tail_is_harmless);
     RUN(overwritten_meta_page_is_a_clear_error);
     RUN(damaged_entry_bytes_are_a_counted_miss_and_heal);
     RUN(damaged_entry_metadata_is_a_miss_and_repair_removes_it);

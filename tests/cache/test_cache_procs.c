@@ -2,7 +2,8 @@
  * the same keys, readers checking every byte they are handed, eviction and
  * a refused compaction running alongside; SIGKILL at random instants during
  * big stores (MILC_CACHE_KILL_ITERS, default 30); growth of the map by
- * another process while this one has it open. */
+ * another process while this one has it open, and by several while others
+ * open it with a small map. */
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -272,9 +273,55 @@ TEST(growth_by_another_process_is_adopted) {
     tmpdir_rm(dir);
 }
 
+/* With WRITEMAP, LMDB ftruncates data.mdb to the map size of whoever maps
+ * it.  Processes that open with a small map while others grow it must never
+ * cut the file under a writer (that writer would die of SIGBUS mid-store). */
+static void grower(const char *dir, int g) {
+    start_line();
+    for (int i = 0; i < 6; i++) {
+        Cache *c = open_or_die(dir, 1, 1 << 20);
+        if (put_seed(c, 5000 + (uint64_t)(g * 100 + i), 3u << 20) != 0) _exit(1);
+        cache_close(c);
+    }
+    _exit(0);
+}
+
+static void small_opener(const char *dir) {
+    start_line();
+    for (int i = 0; i < 60; i++) {
+        Cache *c = open_or_die(dir, 1, 1 << 20);
+        if (check_seed(c, 5000 + (uint64_t)(i % 6), 3u << 20, 0) < 0) _exit(1);
+        cache_close(c);
+    }
+    _exit(0);
+}
+
+TEST(small_maps_never_cut_the_file_under_a_grower) {
+    char *dir = tmpdir_new("shrink");
+    pid_t pids[4];
+    int n = 0;
+    CHECK(pipe(ready_pipe) == 0 && pipe(go_pipe) == 0);
+    for (int g = 0; g < 2; g++)
+        if ((pids[n++] = fork()) == 0) grower(dir, g);
+    for (int o = 0; o < 2; o++)
+        if ((pids[n++] = fork()) == 0) small_opener(dir);
+    char b;
+    for (int i = 0; i < n; i++) CHECK(read(ready_pipe[0], &b, 1) == 1);
+    close(go_pipe[1]);
+    CHECK_EQ_INT(wait_all(pids, n), 0);
+    close(go_pipe[0]), close(ready_pipe[0]), close(ready_pipe[1]);
+    Cache *c = open_or_die(dir, 1, 1 << 20);
+    CHECK_EQ_INT(cache_verify(c, 0, NULL, NULL), 0);
+    for (int g = 0; g < 2; g++)
+        for (int i = 0; i < 6; i++) CHECK_EQ_INT(check_seed(c, 5000 + (uint64_t)(g * 100 + i), 3u << 20, 0), 1);
+    cache_close(c);
+    tmpdir_rm(dir);
+}
+
 int main(void) {
     RUN(writers_readers_evictor_at_once);
     RUN(sigkill_during_stores_never_leaves_a_partial_entry);
     RUN(growth_by_another_process_is_adopted);
+    RUN(small_maps_never_cut_the_file_under_a_grower);
     TEST_MAIN_END();
 }

@@ -110,10 +110,33 @@ static inline int hit_matches(CacheHit *h, uint64_t seed, const uint64_t *sizes,
 }
 
 static inline uint64_t file_bytes(const char *dir, const char *name) {
-    char p[4200];
+    char p[8400];
     snprintf(p, sizeof p, "%s/%s", dir, name);
     struct stat st;
     return stat(p, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+/* Disk space a file takes (data.mdb is sparse: as long as the map). */
+static inline uint64_t disk_bytes(const char *dir, const char *name) {
+    char p[8400];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    struct stat st;
+    return stat(p, &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0;
+}
+
+/* Bytes of data.mdb in use: pages up to last_pg of the newer meta page
+ * (LMDB 0.9 layout, 4 KiB pages: last_pg at 16 + 120, txnid at 16 + 128). */
+static inline uint64_t used_bytes(const char *dir) {
+    char p[4200 + 16];
+    snprintf(p, sizeof p, "%s/data.mdb", dir);
+    FILE *f = fopen(p, "rb");
+    uint8_t m[2][4096];
+    int ok = f && fread(m, 1, sizeof m, f) == sizeof m;
+    if (f) fclose(f);
+    if (!ok) return 0;
+    uint64_t last[2], txn[2];
+    for (int i = 0; i < 2; i++) memcpy(&last[i], m[i] + 136, 8), memcpy(&txn[i], m[i] + 144, 8);
+    return (last[txn[1] > txn[0]] + 1) * 4096;
 }
 
 #endif

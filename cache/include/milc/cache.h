@@ -94,11 +94,33 @@ typedef struct CacheOptions {
                              cache_set_limit (0 there = unlimited) */
     uint64_t chunk_bytes; /* largest LMDB value; 0 = 64 MiB (rounded to 64) */
     int no_sync;          /* 1: do not fsync commits (tests, benchmarks).  A process
-                             crash still loses nothing; an OS crash may. */
+                             crash still loses nothing; an OS crash may damage the
+                             file (then cache_open reports CACHE_ECORRUPT). */
+    int meta_sync;        /* 1: also fsync the meta page on each commit, so a put
+                             that returned survives an OS crash (see "Durability") */
+    int no_writemap;      /* 1: LMDB's copy-and-pwrite store path instead of writing
+                             values in place through the map (see "Stores") */
     /* Clock override for tests (ns since the epoch); NULL = CLOCK_REALTIME. */
     uint64_t (*now_ns)(void *ctx);
     void *now_ctx;
 } CacheOptions;
+
+/* Durability.  A put either commits whole or leaves no trace, also when the
+ * process is killed at any instant.  By default each commit fsyncs the data
+ * pages but not the meta page that names the new root (LMDB's NOMETASYNC):
+ * after an OS crash or power loss the file is intact, but the last puts may be
+ * gone — a cache miss, rebuilt by the next build.  meta_sync = 1 adds the
+ * second fsync per commit; no_sync = 1 drops both (an OS crash may then leave
+ * a damaged file: cache_open says so and `milc cache clear` cures it).
+ *
+ * Stores.  By default the map is opened writable (LMDB's WRITEMAP) and a put
+ * copies each section once, straight into the file's pages, hashing it while
+ * it is hot in cache.  Outside a write transaction the map is kept read-only
+ * (mprotect), so a stray write through a hit pointer faults as it would
+ * without WRITEMAP; during a put of this handle it is writable.  data.mdb is as
+ * large as the map but sparse: disk blocks are reserved (fallocate) before
+ * each write transaction, so a full disk is CACHE_EIO, never SIGBUS, and
+ * CacheStats.file_bytes counts allocated bytes. */
 
 /* Open (creating, mode 0700 with parents) the cache in directory dir: it holds
  * data.mdb, lock.mdb (LMDB) and milc.lock (see cache_gc).  opt may be NULL.
@@ -182,6 +204,19 @@ enum {
                                     pass over the artifact); the key record compare
                                     always happens */
     CACHE_GET_NOTOUCH = 1u << 1, /* do not count the hit or update last-used */
+    CACHE_GET_POPULATE = 1u << 2, /* map every page of the artifact now, in one call
+                                     per value (MADV_POPULATE_READ), rather than on
+                                     first touch; a checksum pass implies it */
+    CACHE_GET_VERIFY_ONCE = 1u << 3, /* CACHE_GET_VERIFY, unless the entry already
+                                     passed its checksum since the machine booted:
+                                     at its put (the checksum is built from the bytes
+                                     as copied into place) or at a verified hit that
+                                     was counted (not NOTOUCH).  Catches what happens
+                                     to the file across crashes and reboots (torn or
+                                     rotted pages); not a write into data.mdb by
+                                     another program during this boot, which only
+                                     CACHE_GET_VERIFY sees.  Where the kernel has no
+                                     boot id it verifies every time. */
 };
 
 /* Look up key k.  record/record_len is the caller's key record; it must equal
@@ -238,7 +273,8 @@ typedef struct CacheStats {
     uint64_t entries, bytes;                    /* artifact bytes stored */
     uint64_t saved_ns;   /* sum over hits of the entry's compile_ns */
     uint64_t max_bytes;  /* effective size limit, 0 = none */
-    uint64_t file_bytes; /* size of data.mdb */
+    uint64_t file_bytes; /* disk space data.mdb takes (allocated blocks; the file
+                            itself is sparse and as long as the map) */
     uint64_t map_bytes;  /* current map size */
 } CacheStats;
 int cache_stat(Cache *c, CacheStats *s);
@@ -259,7 +295,7 @@ int cache_verify(Cache *c, int repair, CacheBadFn fn, void *ctx);
 
 typedef struct CacheGcReport {
     uint64_t evicted, evicted_bytes;
-    uint64_t file_before, file_after;
+    uint64_t file_before, file_after; /* disk space of data.mdb, as file_bytes */
     int compacted; /* 0 if not asked for, or skipped because the cache was in use */
 } CacheGcReport;
 /* Evict entries unused for more than max_age_s seconds (0 = no age limit), then
