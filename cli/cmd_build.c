@@ -15,6 +15,7 @@ static const OptSpec build_opts[] = {
     {"mode", 0, OPT_VALUE, "N[,N]", "compile mode: 2 bonded (default), 1 non-bonded, 0 both"},
     {"chunk", 0, OPT_VALUE, "K", "build the whole model in chunks of K layers"},
     {"no-verify", 0, OPT_FLAG, NULL, "on a hit, skip the artifact checksum"},
+    {"verify-once", 0, OPT_FLAG, NULL, "on a hit, checksum only entries not verified since boot"},
     {"help", 'h', OPT_FLAG, NULL, "this help, with the template's parameters"},
     {0},
 };
@@ -104,7 +105,7 @@ static int build_run(Cli *cli, int argc, char **argv) {
         BuildResult res;
         int brc = cfg ? pipeline_build(c, &(BuildRequest){.config = cfg, .weights = jobs.v[i].weights,
                                                           .mode = jobs.v[i].mode, .tmp_root = cli->cache_dir,
-                                                          .verify_hits = !args_flag(&a, "no-verify")},
+                                                          .verify_hits = verify_policy(&a)},
                                        &res, &d)
                       : EXIT_INPUT;
         gen_config_free(cfg);

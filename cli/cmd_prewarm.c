@@ -28,6 +28,7 @@
 static const OptSpec prewarm_opts[] = {
     {"jobs", 'j', OPT_VALUE, "N", "worker processes (default: the number of CPUs)"},
     {"no-verify", 0, OPT_FLAG, NULL, "on a hit, skip the artifact checksum"},
+    {"verify-once", 0, OPT_FLAG, NULL, "on a hit, checksum only entries not verified since boot"},
     {0},
 };
 
@@ -103,7 +104,7 @@ typedef struct Report {
     char msg[3000];
 } Report;
 
-static void worker(const Cli *cli, const TemplatePath *tp, const JobList *jobs, atomic_int *next, int fd, bool verify) {
+static void worker(const Cli *cli, const TemplatePath *tp, const JobList *jobs, atomic_int *next, int fd, int verify) {
     signal(SIGINT, SIG_DFL);
     Cache *c = NULL;
     char err[512] = "";
@@ -205,7 +206,7 @@ static int prewarm_run(Cli *cli, int argc, char **argv) {
         pid_t pid = fork();
         if (pid == 0) {
             close(fds[0]);
-            worker(cli, &tp, &jobs, next, fds[1], !args_flag(&a, "no-verify"));
+            worker(cli, &tp, &jobs, next, fds[1], verify_policy(&a));
             _exit(0);
         }
         if (pid < 0) { cli_error("fork failed: %s", strerror(errno)); break; }

@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "genopts.h"
+#include "pipeline.h"
 
 int tpath_init(TemplatePath *tp, const Cli *cli) {
     /* Split the ':'-separated list the CLI resolved at start-up. */
@@ -62,4 +63,9 @@ void cli_template_help(const Cli *cli, FILE *f, const Args *a) {
     }
     diag_free(&d);
     tpath_free(&tp);
+}
+
+int verify_policy(const Args *a) {
+    if (args_flag(a, "no-verify")) return BUILD_VERIFY_NONE;
+    return args_flag(a, "verify-once") ? BUILD_VERIFY_ONCE : BUILD_VERIFY_FULL;
 }

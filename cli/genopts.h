@@ -29,4 +29,7 @@ GenConfig *cli_gen_config(const GenSearchPath *sp, const Args *a, DiagSink *d);
 /* The template's doc and parameters, for --help. */
 void cli_template_help(const Cli *cli, FILE *f, const Args *a);
 
+/* --no-verify / --verify-once as a BuildRequest.verify_hits value. */
+int verify_policy(const Args *a);
+
 #endif

@@ -67,7 +67,8 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     ckey_add(&db, TAG('W', 'D', 'I', 'G'), wdig, 16);
     CacheKey dkey;
     if (ckey_finish(&db, &dkey) != 0) { ckey_free(&db); free(params); cli_error("out of memory"); return EXIT_SYSTEM; }
-    unsigned gflags = req->verify_hits ? CACHE_GET_VERIFY : 0;
+    unsigned gflags = req->verify_hits == BUILD_VERIFY_ONCE ? CACHE_GET_VERIFY_ONCE
+                      : req->verify_hits ? CACHE_GET_VERIFY : 0;
     CacheHit *hit = NULL;
     int r = cache_get_direct(c, &dkey, db.buf, db.len, gflags, &hit, &res->key);
     if (r == 0) {

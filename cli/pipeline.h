@@ -9,6 +9,8 @@
 /* Key-record layout version; bump when the set or meaning of fields changes. */
 #define MILC_KEY_FORMAT 1
 
+enum { BUILD_VERIFY_NONE = 0, BUILD_VERIFY_FULL = 1, BUILD_VERIFY_ONCE = 2 };
+
 typedef enum { BUILD_MISS = 0, BUILD_HIT_DIRECT = 1, BUILD_HIT_FULL = 2 } BuildOutcome;
 
 typedef struct BuildResult {
@@ -26,7 +28,9 @@ typedef struct BuildRequest {
     const char *weights; /* weight source, NULL = random:0 */
     int mode;            /* 0, 1, 2 */
     const char *tmp_root; /* where scratch directories go (the cache dir) */
-    int verify_hits;     /* checksum the artifact on a hit (default on) */
+    int verify_hits;     /* on a hit: 0 no checksum, 1 (BUILD_VERIFY_FULL) checksum
+                            every byte, BUILD_VERIFY_ONCE only if not verified since
+                            boot (see CACHE_GET_VERIFY_ONCE) */
     CacheHit **hit_out;  /* non-NULL: on success, the stored artifact's hit
                             (the caller releases it) */
 } BuildRequest;
