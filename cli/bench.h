@@ -1,0 +1,140 @@
+/* bench.h — the pieces of `milc bench`: a program family's template
+ * parameters, building and loading a whole model's chunks as one chain that
+ * runs like a forward pass, the fresh-process child, and the statistics and
+ * reports (table, JSON, CSV; the schema is cli/BENCH.md). */
+#ifndef MILC_CLI_BENCH_H
+#define MILC_CLI_BENCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cli.h"
+#include "genopts.h"
+#include "model.h"
+#include "pipeline.h"
+
+/* ---- a program family --------------------------------------------------- */
+
+/* A config (template or preset) plus template parameters in the order they
+ * are applied: a later value of a name wins, so a variant (decode, a sweep
+ * point) is the base with a few more appended.  Strings are owned (strdup). */
+typedef struct BenchParams {
+    char *config;  /* template or preset name */
+    char *weights; /* NULL = random:0 */
+    OptHit *v;     /* name/value pairs; spec is NULL */
+    int n, cap;
+} BenchParams;
+
+int bparams_init(BenchParams *p, const char *config, const char *weights); /* 0 or -1 (ENOMEM) */
+int bparams_add(BenchParams *p, const char *name, const char *value);      /* 0 or -1 */
+int bparams_copy(BenchParams *dst, const BenchParams *src);                /* 0 or -1 */
+void bparams_free(BenchParams *p);
+
+/* ---- building and running a chain --------------------------------------- */
+
+/* The programs of one build request: the whole model cut into chunks of
+ * `chunk` layers (chunk > 0), or one program with the params' own layers. */
+typedef struct BenchBuilt {
+    CacheKey *keys; /* [n] in model order; owned */
+    int n;
+    int misses, hits;
+    double ms_total;         /* pipeline_build time summed: compile on a miss, lookup on a hit */
+    uint64_t artifact_bytes; /* summed over the programs */
+} BenchBuilt;
+
+/* Build (or find) every program of p at mode in c; verify_hits checksums
+ * an artifact found in the cache, as `milc build` does by default.  EXIT_OK,
+ * or EXIT_INPUT with diagnostics in d, or EXIT_SYSTEM with a message printed. */
+int bench_build(Cache *c, const TemplatePath *tp, const BenchParams *p, int mode, long chunk, int verify_hits,
+                const char *tmp_root, BenchBuilt *out, DiagSink *d);
+void bench_built_free(BenchBuilt *b);
+
+/* Loaded programs run in order as one forward pass: each program's input `x`
+ * is the previous program's output `y` when their shapes agree (the chunk
+ * I/O contract of mil-templates/README.md); every other input holds fixed
+ * data (`mask` zeros = attend everywhere; the rest small pseudo-random
+ * values).  Holds one cache hit (read transaction) per program until
+ * bench_chain_free: build nothing into the same cache meanwhile. */
+typedef struct BenchChain {
+    int n;
+    LoadedModel *lm;  /* [n] */
+    RtTensor **in;    /* [n][nin[i]] */
+    RtTensor **out;   /* [n][nout[i]] */
+    int *nin, *nout;
+    void **bufs;      /* every tensor buffer allocated here, freed at the end */
+    int nbufs;
+} BenchChain;
+
+/* Load every program of b from c.  EXIT_OK or EXIT_* with a message printed. */
+int bench_chain_load(Cache *c, const BenchBuilt *b, int nthreads, BenchChain *ch);
+/* One forward pass: wall ms of all programs and their dispatches summed. */
+int bench_chain_run(BenchChain *ch, double *ms, uint64_t *dispatches);
+void bench_chain_free(BenchChain *ch);
+
+/* The hidden fresh-process measurement: `milc bench --child ttft ...` (see
+ * cmd_bench.c).  Prints one JSON line on stdout. */
+int bench_child(Cli *cli, int argc, char **argv);
+
+/* ---- statistics --------------------------------------------------------- */
+
+typedef struct BenchStat {
+    double med, min, max; /* NAN when n == 0 */
+    int n;
+} BenchStat;
+BenchStat bench_stat(const double *v, int n);
+
+typedef struct BenchPoint {
+    double work;       /* layers or tokens per dispatch */
+    BenchStat ms;      /* time per forward of the program */
+    double dispatches; /* per forward */
+} BenchPoint;
+
+enum { BENCH_MAX_POINTS = 32 };
+
+/* time = a + b·work over the points' medians, by least squares. */
+typedef struct BenchSweep {
+    const char *work_name; /* "layers" or "tokens" */
+    int fixed;             /* the other dimension: seq of the depth sweep, layers of the token sweep */
+    BenchPoint pts[BENCH_MAX_POINTS];
+    int npts;
+    bool has_fit; /* at least two distinct work values */
+    double a_ms, b_ms, r2;
+} BenchSweep;
+void bench_fit(BenchSweep *s);
+
+/* ---- results ------------------------------------------------------------ */
+
+typedef struct BenchModeResult {
+    int mode;
+    BenchStat compile_ms;     /* cold: generate+check+compile+store of every chunk */
+    BenchStat load_ms;        /* fresh process, warm cache: rt_model_load of every chunk */
+    /* Where a cached ttft goes: spawn → command entry, cache open, lookup
+     * (+ checksum) of every chunk, and the first forward (load_ms above). */
+    BenchStat cached_start_ms, cached_open_ms, cached_lookup_ms, cached_run_ms;
+    BenchStat ttft_cold_ms;   /* spawn → first prefill output, empty cache */
+    BenchStat ttft_cached_ms; /* spawn → first prefill output, warm cache */
+    BenchStat prefill_ms;     /* steady state, in process */
+    BenchStat decode_ms;      /* one token through every chunk */
+    BenchStat build_warm_ms;  /* whole `milc build` process on the warm cache */
+    BenchStat rss_cached, rss_cold; /* peak RSS bytes of the fresh processes */
+    uint64_t artifact_bytes;
+    double prefill_dispatches, decode_dispatches; /* per forward / per token */
+    bool has_sweeps;
+    BenchSweep depth, tokens;
+} BenchModeResult;
+
+typedef struct BenchReport {
+    const char *config;
+    long layers, chunk, nchunks, seq, ctx, depth_seq;
+    int repeat, cold_repeat, threads;
+    bool verify; /* hits checksummed, as `milc build` does by default */
+    BenchModeResult modes[3];
+    int nmodes;
+} BenchReport;
+
+void bench_print_table(FILE *f, const BenchReport *r);
+void bench_write_json(FILE *f, const BenchReport *r);
+void bench_write_csv(FILE *f, const BenchReport *r);
+
+#endif

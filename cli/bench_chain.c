@@ -1,0 +1,321 @@
+/* bench_chain.c — what `milc bench` measures with: a program family's
+ * parameters, building a whole model's chunks through the normal pipeline,
+ * loading them from the cache and running them back to back as one forward
+ * pass, and the fresh-process child that times a first prefill. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "jobs.h"
+#include "milc/half.h"
+
+/* ---- parameters ---------------------------------------------------------- */
+
+int bparams_init(BenchParams *p, const char *config, const char *weights) {
+    memset(p, 0, sizeof *p);
+    p->config = strdup(config);
+    p->weights = weights ? strdup(weights) : NULL;
+    return p->config && (!weights || p->weights) ? 0 : -1;
+}
+
+int bparams_add(BenchParams *p, const char *name, const char *value) {
+    if (p->n == p->cap) {
+        int cap = p->cap ? p->cap * 2 : 16;
+        OptHit *v = realloc(p->v, sizeof *v * (size_t)cap);
+        if (!v) return -1;
+        p->v = v;
+        p->cap = cap;
+    }
+    char *n = strdup(name), *val = strdup(value);
+    if (!n || !val) { free(n); free(val); return -1; }
+    p->v[p->n++] = (OptHit){NULL, n, val};
+    return 0;
+}
+
+int bparams_copy(BenchParams *dst, const BenchParams *src) {
+    if (bparams_init(dst, src->config, src->weights) != 0) { bparams_free(dst); return -1; }
+    for (int i = 0; i < src->n; i++)
+        if (bparams_add(dst, src->v[i].name, src->v[i].value) != 0) { bparams_free(dst); return -1; }
+    return 0;
+}
+
+void bparams_free(BenchParams *p) {
+    for (int i = 0; i < p->n; i++) {
+        free((char *)p->v[i].name);
+        free((char *)p->v[i].value);
+    }
+    free(p->v);
+    free(p->config);
+    free(p->weights);
+    memset(p, 0, sizeof *p);
+}
+
+/* ---- building ------------------------------------------------------------ */
+
+int bench_build(Cache *c, const TemplatePath *tp, const BenchParams *p, int mode, long chunk, int verify_hits,
+                const char *tmp_root, BenchBuilt *out, DiagSink *d) {
+    memset(out, 0, sizeof *out);
+    char modes[2] = {(char)('0' + mode), 0};
+    JobSpec spec = {.config = p->config, .weights = p->weights, .modes = modes, .chunk = chunk, .extra = p->v,
+                    .nextra = p->n};
+    JobList jobs = {0};
+    if (jobs_expand(tp, &spec, &jobs, d) != 0) { jobs_free(&jobs); return EXIT_INPUT; }
+    int rc = EXIT_OK;
+    out->keys = calloc((size_t)jobs.n + 1, sizeof *out->keys);
+    if (!out->keys) { cli_error("out of memory"); jobs_free(&jobs); return EXIT_SYSTEM; }
+    for (int i = 0; i < jobs.n && rc == EXIT_OK; i++) {
+        GenConfig *cfg = job_config(tp, &jobs.v[i], d);
+        if (!cfg) { rc = EXIT_INPUT; break; }
+        BuildResult res;
+        rc = pipeline_build(c, &(BuildRequest){.config = cfg, .weights = p->weights, .mode = mode, .tmp_root = tmp_root,
+                                               .verify_hits = verify_hits},
+                            &res, d);
+        gen_config_free(cfg);
+        if (rc != EXIT_OK) break;
+        out->keys[out->n++] = res.key;
+        out->ms_total += res.ms_total;
+        out->artifact_bytes += res.artifact_bytes;
+        if (res.outcome == BUILD_MISS) out->misses++;
+        else out->hits++;
+    }
+    jobs_free(&jobs);
+    if (rc != EXIT_OK) bench_built_free(out);
+    return rc;
+}
+
+void bench_built_free(BenchBuilt *b) {
+    free(b->keys);
+    memset(b, 0, sizeof *b);
+}
+
+/* ---- loading and running -------------------------------------------------- */
+
+static void *chain_alloc(BenchChain *ch, size_t size) {
+    void **bufs = realloc(ch->bufs, sizeof *bufs * (size_t)(ch->nbufs + 1));
+    if (!bufs) return NULL;
+    ch->bufs = bufs;
+    void *p = calloc(1, size ? size : 1);
+    if (p) ch->bufs[ch->nbufs++] = p;
+    return p;
+}
+
+/* Inputs get fixed, moderate values: random hidden states keep LayerNorm and
+ * softmax on their ordinary paths (no NaN or denormal slow paths), and the
+ * same values every run keep the timings comparable. */
+static void fill_input(RtTensor *t, const char *name, uint64_t seed) {
+    size_t n = t->size / rt_dtype_size(t->dtype);
+    if (strcmp(name, "mask") == 0 || t->dtype == RT_I32 || t->dtype == RT_BOOL) return; /* zeros */
+    uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17; /* xorshift64 */
+        float v = ((float)(s >> 40) / (float)(1u << 24) - 0.5f);
+        if (t->dtype == RT_F16) ((uint16_t *)t->data)[i] = float_to_half(v);
+        else ((float *)t->data)[i] = v;
+    }
+}
+
+static int io_find(const RtModel *m, bool input, const char *name) {
+    int n = input ? rt_model_ninputs(m) : rt_model_noutputs(m);
+    for (int i = 0; i < n; i++) {
+        RtIoInfo io;
+        if ((input ? rt_model_input(m, i, &io) : rt_model_output(m, i, &io)) == 0 && strcmp(io.name, name) == 0) return i;
+    }
+    return -1;
+}
+
+static int tensor_for(BenchChain *ch, const RtIoInfo *io, RtTensor *t) {
+    *t = (RtTensor){.dtype = io->dtype, .rank = io->rank};
+    memcpy(t->dims, io->dims, sizeof t->dims);
+    size_t n = rt_dtype_size(io->dtype);
+    for (int d = 0; d < io->rank; d++) n *= (size_t)io->dims[d];
+    t->size = n;
+    t->data = chain_alloc(ch, n);
+    return t->data ? 0 : -1;
+}
+
+static bool same_shape(const RtTensor *a, const RtTensor *b) {
+    return a->dtype == b->dtype && a->rank == b->rank && memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank) == 0;
+}
+
+int bench_chain_load(Cache *c, const BenchBuilt *b, int nthreads, BenchChain *ch) {
+    memset(ch, 0, sizeof *ch);
+    ch->lm = calloc((size_t)b->n + 1, sizeof *ch->lm);
+    ch->in = calloc((size_t)b->n + 1, sizeof *ch->in);
+    ch->out = calloc((size_t)b->n + 1, sizeof *ch->out);
+    ch->nin = calloc((size_t)b->n + 1, sizeof *ch->nin);
+    ch->nout = calloc((size_t)b->n + 1, sizeof *ch->nout);
+    if (!ch->lm || !ch->in || !ch->out || !ch->nin || !ch->nout) goto nomem;
+    for (int i = 0; i < b->n; i++) {
+        char hex[33];
+        cache_key_hex(&b->keys[i], hex);
+        CacheHit *hit;
+        /* The pipeline just found or stored this key (and verified it on a
+         * hit), so the record compare and the checksum are not repeated. */
+        int r = cache_get(c, &b->keys[i], NULL, 0, CACHE_GET_NOTOUCH, &hit);
+        if (r != 0) {
+            cli_error("cache entry %s: %s", hex, cache_strerror(r));
+            bench_chain_free(ch);
+            return EXIT_SYSTEM;
+        }
+        int rc = model_load_hit(&ch->lm[i], hit, nthreads, 0, hex);
+        ch->n = i + 1;
+        if (rc != EXIT_OK) { bench_chain_free(ch); return rc; }
+        RtModel *m = ch->lm[i].model;
+        ch->nin[i] = rt_model_ninputs(m);
+        ch->nout[i] = rt_model_noutputs(m);
+        ch->in[i] = calloc((size_t)ch->nin[i] + 1, sizeof(RtTensor));
+        ch->out[i] = calloc((size_t)ch->nout[i] + 1, sizeof(RtTensor));
+        if (!ch->in[i] || !ch->out[i]) goto nomem;
+        for (int k = 0; k < ch->nout[i]; k++) {
+            RtIoInfo io;
+            rt_model_output(m, k, &io);
+            if (tensor_for(ch, &io, &ch->out[i][k]) != 0) goto nomem;
+        }
+        int px = i > 0 ? io_find(ch->lm[i - 1].model, false, "y") : -1;
+        for (int k = 0; k < ch->nin[i]; k++) {
+            RtIoInfo io;
+            rt_model_input(m, k, &io);
+            RtTensor t;
+            if (tensor_for(ch, &io, &t) != 0) goto nomem;
+            fill_input(&t, io.name, (uint64_t)(i * 131 + k + 1));
+            /* Chain the hidden states: this chunk reads what the last wrote. */
+            if (px >= 0 && strcmp(io.name, "x") == 0 && same_shape(&t, &ch->out[i - 1][px])) t.data = ch->out[i - 1][px].data;
+            ch->in[i][k] = t;
+        }
+    }
+    return EXIT_OK;
+nomem:
+    bench_chain_free(ch);
+    cli_error("out of memory");
+    return EXIT_SYSTEM;
+}
+
+int bench_chain_run(BenchChain *ch, double *ms, uint64_t *dispatches) {
+    long long t0 = cli_now_ns();
+    uint64_t nd = 0;
+    for (int i = 0; i < ch->n; i++) {
+        RtRunStats st = {0};
+        int r = rt_run(ch->lm[i].model, ch->in[i], ch->nin[i], ch->out[i], ch->nout[i], 0, &st);
+        if (r != 0) { cli_error("run failed: %s", rt_strerror(r)); return EXIT_SYSTEM; }
+        nd += st.dispatches;
+    }
+    *ms = (double)(cli_now_ns() - t0) / 1e6;
+    if (dispatches) *dispatches = nd;
+    return EXIT_OK;
+}
+
+void bench_chain_free(BenchChain *ch) {
+    for (int i = 0; i < ch->n; i++) model_free(&ch->lm[i]);
+    for (int i = 0; ch->in && ch->out && i < ch->n; i++) {
+        free(ch->in[i]);
+        free(ch->out[i]);
+    }
+    for (int i = 0; i < ch->nbufs; i++) free(ch->bufs[i]);
+    free(ch->bufs);
+    free(ch->lm);
+    free(ch->in);
+    free(ch->out);
+    free(ch->nin);
+    free(ch->nout);
+    memset(ch, 0, sizeof *ch);
+}
+
+/* ---- the fresh-process child --------------------------------------------- */
+
+static const OptSpec child_opts[] = {
+    GEN_COMMON_OPTS,
+    {"child", 0, OPT_VALUE, "WHAT", "ttft"},
+    {"t0", 0, OPT_VALUE, "NS", "CLOCK_MONOTONIC of the parent just before it spawned this process"},
+    {"mode", 0, OPT_VALUE, "N", "compile mode"},
+    {"chunk", 0, OPT_VALUE, "K", "layers per chunk"},
+    {"threads", 0, OPT_VALUE, "N", "runtime threads"},
+    {"no-verify", 0, OPT_FLAG, NULL, "on a hit, skip the artifact checksum"},
+    {0},
+};
+
+/* The peak resident set of this process's own address space (VmHWM), in
+ * bytes; 0 if unknown.  Not getrusage's ru_maxrss: on Linux that also counts
+ * the address space a spawned child shared with its parent until exec, so a
+ * child of a big parent would report the parent's peak. */
+static double peak_rss_bytes(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    double kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "VmHWM:", 6) == 0) kb = strtod(line + 6, NULL);
+    fclose(f);
+    return kb * 1024.0;
+}
+
+/* Everything a user's first prefill pays in a new process: open the cache,
+ * find (or compile and store) every chunk, load them, run the prefill once.
+ * The clock starts at the parent's spawn, so process start-up counts too. */
+int bench_child(Cli *cli, int argc, char **argv) {
+    long long t_entry = cli_now_ns();
+    Args a;
+    if (!args_parse("bench --child", child_opts, argc - 1, argv + 1, true, &a)) { args_free(&a); return EXIT_USAGE; }
+    int rc = EXIT_USAGE;
+    long mode = 2, chunk = 0, threads = 0;
+    const char *t0s = args_get(&a, "t0");
+    long long t0 = t0s ? strtoll(t0s, NULL, 10) : t_entry;
+    if (!args_get(&a, "child") || strcmp(args_get(&a, "child"), "ttft") != 0) {
+        cli_usage_error("bench", "--child: only 'ttft' exists");
+        goto out_args;
+    }
+    if ((args_get(&a, "mode") && !args_int("bench", "mode", args_get(&a, "mode"), 0, 2, &mode)) ||
+        (args_get(&a, "chunk") && !args_int("bench", "chunk", args_get(&a, "chunk"), 1, 4096, &chunk)) ||
+        (args_get(&a, "threads") && !args_int("bench", "threads", args_get(&a, "threads"), 0, 256, &threads)))
+        goto out_args;
+    BenchParams p;
+    if (bparams_init(&p, cli_config_name(&a), args_get(&a, "weights")) != 0) { rc = EXIT_SYSTEM; goto out_args; }
+    for (int i = 0; i < a.nextra; i++)
+        if (bparams_add(&p, a.extra[i].name, a.extra[i].value) != 0) { rc = EXIT_SYSTEM; goto out_p; }
+
+    TemplatePath tp;
+    if (tpath_init(&tp, cli) != 0) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out_p; }
+    DiagSink d;
+    diag_init(&d);
+    Cache *c = NULL;
+    BenchBuilt b = {0};
+    BenchChain ch = {0};
+    char err[512] = "";
+    long long t1 = cli_now_ns();
+    int r = cache_open(&c, cli->cache_dir, NULL, err, sizeof err);
+    if (r != 0) { cli_error("%s", err[0] ? err : cache_strerror(r)); rc = EXIT_SYSTEM; goto out; }
+    double open_ms = (double)(cli_now_ns() - t1) / 1e6;
+    rc = bench_build(c, &tp, &p, (int)mode, chunk, !args_flag(&a, "no-verify"), cli->cache_dir, &b, &d);
+    if (rc != EXIT_OK) { if (rc == EXIT_INPUT) cli_report(cli, &d); goto out; }
+    t1 = cli_now_ns();
+    if ((rc = bench_chain_load(c, &b, (int)threads, &ch)) != EXIT_OK) goto out;
+    double load_ms = (double)(cli_now_ns() - t1) / 1e6;
+    double run_ms;
+    uint64_t nd;
+    if ((rc = bench_chain_run(&ch, &run_ms, &nd)) != EXIT_OK) goto out;
+    long long t_done = cli_now_ns();
+    /* A ttft is only meaningful if the result is a number. */
+    int yi = ch.n ? io_find(ch.lm[ch.n - 1].model, false, "y") : -1;
+    const RtTensor *last = ch.n && ch.nout[ch.n - 1] ? &ch.out[ch.n - 1][yi >= 0 ? yi : 0] : NULL;
+    bool finite = true;
+    for (size_t i = 0; last && last->dtype == RT_F16 && i < last->size / 2; i++)
+        finite &= isfinite(half_to_float(((const uint16_t *)last->data)[i])) != 0;
+    printf("{\"ttft_ms\":%.4f,\"start_ms\":%.4f,\"open_ms\":%.4f,\"build_ms\":%.4f,\"misses\":%d,\"hits\":%d,"
+           "\"artifact_bytes\":%llu,\"load_ms\":%.4f,\"run_ms\":%.4f,\"dispatches\":%llu,\"programs\":%d,"
+           "\"peak_rss_bytes\":%.0f,\"finite\":%s}\n",
+           (double)(t_done - t0) / 1e6, (double)(t_entry - t0) / 1e6, open_ms, b.ms_total, b.misses, b.hits,
+           (unsigned long long)b.artifact_bytes, load_ms, run_ms, (unsigned long long)nd, b.n, peak_rss_bytes(),
+           finite ? "true" : "false");
+    rc = EXIT_OK;
+out:
+    bench_chain_free(&ch);
+    bench_built_free(&b);
+    if (c) cache_close(c);
+    diag_free(&d);
+    tpath_free(&tp);
+out_p:
+    bparams_free(&p);
+out_args:
+    args_free(&a);
+    return rc;
+}

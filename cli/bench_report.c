@@ -1,0 +1,337 @@
+/* bench_report.c — medians, the least-squares fits, and the three forms of
+ * `milc bench` results: the table on stdout, JSON and CSV.  The JSON and CSV
+ * layouts are a stable interface, documented in cli/BENCH.md: add fields, do
+ * not rename or remove them. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+BenchStat bench_stat(const double *v, int n) {
+    BenchStat s = {NAN, NAN, NAN, n};
+    if (n <= 0) return s;
+    double *t = malloc(sizeof *t * (size_t)n);
+    if (!t) return s;
+    memcpy(t, v, sizeof *t * (size_t)n);
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    s.min = t[0];
+    s.max = t[n - 1];
+    s.med = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+    free(t);
+    return s;
+}
+
+void bench_fit(BenchSweep *s) {
+    s->has_fit = false;
+    s->a_ms = s->b_ms = s->r2 = NAN;
+    int n = s->npts;
+    if (n < 2) return;
+    double mx = 0, my = 0;
+    for (int i = 0; i < n; i++) mx += s->pts[i].work, my += s->pts[i].ms.med;
+    mx /= n, my /= n;
+    double sxx = 0, sxy = 0, syy = 0;
+    for (int i = 0; i < n; i++) {
+        double dx = s->pts[i].work - mx, dy = s->pts[i].ms.med - my;
+        sxx += dx * dx, sxy += dx * dy, syy += dy * dy;
+    }
+    if (!(sxx > 0)) return; /* one distinct work value: no line */
+    s->b_ms = sxy / sxx;
+    s->a_ms = my - s->b_ms * mx;
+    double ssres = 0;
+    for (int i = 0; i < n; i++) {
+        double e = s->pts[i].ms.med - (s->a_ms + s->b_ms * s->pts[i].work);
+        ssres += e * e;
+    }
+    /* All times equal: the line explains them exactly. */
+    s->r2 = syy > 0 ? 1 - ssres / syy : 1;
+    s->has_fit = true;
+}
+
+/* The mode the summary ratios are about: 2 (bonded, the production mode)
+ * when measured, else the last one. */
+static const BenchModeResult *summary_mode(const BenchReport *r) {
+    for (int i = 0; i < r->nmodes; i++)
+        if (r->modes[i].mode == 2) return &r->modes[i];
+    return r->nmodes ? &r->modes[r->nmodes - 1] : NULL;
+}
+
+static double tok_s(long tokens, double ms) { return ms > 0 ? (double)tokens * 1000.0 / ms : NAN; }
+
+/* ---- table ----------------------------------------------------------------- */
+
+typedef double (*ModeValue)(const BenchReport *r, const BenchModeResult *m);
+static double v_compile(const BenchReport *r, const BenchModeResult *m) { (void)r; return m->compile_ms.med; }
+static double v_mb(const BenchReport *r, const BenchModeResult *m) { (void)r; return (double)m->artifact_bytes / 1048576.0; }
+static double v_load(const BenchReport *r, const BenchModeResult *m) { (void)r; return m->load_ms.med; }
+static double v_cold(const BenchReport *r, const BenchModeResult *m) { (void)r; return m->ttft_cold_ms.med; }
+static double v_cold_tps(const BenchReport *r, const BenchModeResult *m) { return tok_s(r->seq, m->ttft_cold_ms.med); }
+static double v_cached(const BenchReport *r, const BenchModeResult *m) { (void)r; return m->ttft_cached_ms.med; }
+static double v_cached_tps(const BenchReport *r, const BenchModeResult *m) { return tok_s(r->seq, m->ttft_cached_ms.med); }
+static double v_c_start(const BenchReport *r, const BenchModeResult *m) { (void)r; return m->cached_start_ms.med; }
+static double v_c_lookup(const BenchReport *r, const BenchModeResult *m) { (void)r; return m->cached_lookup_ms.med; }
+static double v_c_run(const BenchReport *r, const BenchModeResult *m) { (void)r; return m->cached_run_ms.med; }
+static double v_steady(const BenchReport *r, const BenchModeResult *m) { (void)r; return m->prefill_ms.med; }
+static double v_steady_tps(const BenchReport *r, const BenchModeResult *m) { return tok_s(r->seq, m->prefill_ms.med); }
+static double v_pdisp(const BenchReport *r, const BenchModeResult *m) { (void)r; return m->prefill_dispatches; }
+static double v_decode(const BenchReport *r, const BenchModeResult *m) { (void)r; return m->decode_ms.med; }
+static double v_ddisp(const BenchReport *r, const BenchModeResult *m) { (void)r; return m->decode_dispatches; }
+static double v_rss(const BenchReport *r, const BenchModeResult *m) { (void)r; return m->rss_cached.med / 1048576.0; }
+static double v_rss_cold(const BenchReport *r, const BenchModeResult *m) { (void)r; return m->rss_cold.med / 1048576.0; }
+static double v_build(const BenchReport *r, const BenchModeResult *m) { (void)r; return m->build_warm_ms.med; }
+
+void bench_print_table(FILE *f, const BenchReport *r) {
+    static const struct {
+        const char *label, *fmt;
+        ModeValue v;
+    } rows[] = {
+        {"compile, all chunks (ms)", "%.1f", v_compile},
+        {"artifact (MB)", "%.1f", v_mb},
+        {"cached load (ms)", "%.2f", v_load},
+        {"ttft cold (ms)", "%.1f", v_cold},
+        {"  prefill tok/s, cold", "%.1f", v_cold_tps},
+        {"ttft cached (ms)", "%.2f", v_cached},
+        {"  prefill tok/s, cached", "%.1f", v_cached_tps},
+        {"  process start (ms)", "%.2f", v_c_start},
+        {"  lookup+verify (ms)", "%.2f", v_c_lookup},
+        {"  first prefill run (ms)", "%.2f", v_c_run},
+        {"steady prefill (ms)", "%.2f", v_steady},
+        {"  prefill tok/s, steady", "%.1f", v_steady_tps},
+        {"  dispatches / prefill", "%.0f", v_pdisp},
+        {"decode (ms/token)", "%.3f", v_decode},
+        {"  dispatches / token", "%.0f", v_ddisp},
+        {"peak RSS, cached (MB)", "%.1f", v_rss},
+        {"peak RSS, cold (MB)", "%.1f", v_rss_cold},
+        {"warm `milc build` (ms)", "%.2f", v_build},
+    };
+    fprintf(f, "milc bench: %s, %ld layers in %ld chunk%s of %ld; prefill T=%ld, decode T=1 at ctx %ld\n", r->config,
+            r->layers, r->nchunks, r->nchunks == 1 ? "" : "s", r->chunk, r->seq, r->ctx);
+    fprintf(f, "medians of %d runs (cold: %d), %d thread%s%s; spreads in --json / --csv\n\n", r->repeat,
+            r->cold_repeat, r->threads, r->threads == 1 ? "" : "s", r->verify ? "" : ", hits not checksummed");
+    fprintf(f, "%-26s", "");
+    for (int i = 0; i < r->nmodes; i++) fprintf(f, "%14s %d", "mode", r->modes[i].mode);
+    fputc('\n', f);
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+        fprintf(f, "%-26s", rows[k].v == v_c_lookup && !r->verify ? "  lookup, no checksum (ms)" : rows[k].label);
+        for (int i = 0; i < r->nmodes; i++) {
+            char buf[64];
+            double v = rows[k].v(r, &r->modes[i]);
+            if (isfinite(v)) snprintf(buf, sizeof buf, rows[k].fmt, v);
+            else snprintf(buf, sizeof buf, "-");
+            fprintf(f, "%16s", buf);
+        }
+        fputc('\n', f);
+    }
+    for (int i = 0; i < r->nmodes; i++) {
+        const BenchModeResult *m = &r->modes[i];
+        if (!m->has_sweeps) continue;
+        const BenchSweep *sw[2] = {&m->depth, &m->tokens};
+        for (int k = 0; k < 2; k++) {
+            const BenchSweep *s = sw[k];
+            if (k == 0) fprintf(f, "\nmode %d, depth sweep (T=%d): time per forward vs layers per chunk\n", m->mode, s->fixed);
+            else fprintf(f, "mode %d, token sweep (%d layers): time per forward vs tokens per dispatch\n", m->mode, s->fixed);
+            fprintf(f, "  %-8s", s->work_name);
+            for (int p = 0; p < s->npts; p++) fprintf(f, "%10g", s->pts[p].work);
+            fprintf(f, "\n  %-8s", "ms");
+            for (int p = 0; p < s->npts; p++) fprintf(f, "%10.3f", s->pts[p].ms.med);
+            fprintf(f, "\n  %-8s", "dispatch");
+            for (int p = 0; p < s->npts; p++) fprintf(f, "%10.0f", s->pts[p].dispatches);
+            if (s->has_fit)
+                fprintf(f, "\n  fit: time = %.4f ms + %.4f ms/%s (R^2 = %.4f)\n", s->a_ms, s->b_ms,
+                        k == 0 ? "layer" : "token", s->r2);
+            else fprintf(f, "\n  fit: needs two distinct %s values\n", s->work_name);
+        }
+    }
+    const BenchModeResult *m = summary_mode(r);
+    if (!m) return;
+    fprintf(f, "\nsummary (%s, chunks of %ld, mode %d, T=%ld):\n", r->config, r->chunk, m->mode, r->seq);
+    fprintf(f, "  ttft cached / steady prefill   %.3f   (goal <= 1.10)\n", m->ttft_cached_ms.med / m->prefill_ms.med);
+    fprintf(f, "  ttft cold / ttft cached        %.2f\n", m->ttft_cold_ms.med / m->ttft_cached_ms.med);
+    if (m->has_sweeps && m->tokens.has_fit)
+        fprintf(f, "  fixed cost per dispatch        %.4f ms (token-sweep fit a); %.4f ms (depth-sweep fit a)\n",
+                m->tokens.a_ms, m->depth.a_ms);
+    fprintf(f, "  warm `milc build`, whole process, all %ld chunks   %.2f ms (goal <= 20)\n", r->nchunks,
+            m->build_warm_ms.med);
+}
+
+/* ---- JSON ------------------------------------------------------------------ */
+
+static void jnum(FILE *f, double v) {
+    if (isfinite(v)) fprintf(f, "%.6g", v);
+    else fputs("null", f);
+}
+
+static void jfield(FILE *f, const char *name, double v, bool comma) {
+    fprintf(f, "\"%s\":", name);
+    jnum(f, v);
+    if (comma) fputc(',', f);
+}
+
+static void jstr(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", *s);
+        else fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static void jspread(FILE *f, const char *name, BenchStat s, bool comma) {
+    fprintf(f, "\"%s\":{\"min\":", name);
+    jnum(f, s.min);
+    fputs(",\"max\":", f);
+    jnum(f, s.max);
+    fprintf(f, ",\"n\":%d}%s", s.n, comma ? "," : "");
+}
+
+static void jsweep(FILE *f, const BenchSweep *s, const char *fixed_name) {
+    fprintf(f, "{\"work\":\"%s\",\"%s\":%d,", s->work_name, fixed_name, s->fixed);
+    jfield(f, "a_ms", s->has_fit ? s->a_ms : NAN, true);
+    jfield(f, "b_ms", s->has_fit ? s->b_ms : NAN, true);
+    jfield(f, "r2", s->has_fit ? s->r2 : NAN, true);
+    fputs("\"points\":[", f);
+    for (int p = 0; p < s->npts; p++) {
+        const BenchPoint *pt = &s->pts[p];
+        fprintf(f, "%s{", p ? "," : "");
+        jfield(f, "work", pt->work, true);
+        jfield(f, "ms", pt->ms.med, true);
+        jfield(f, "min", pt->ms.min, true);
+        jfield(f, "max", pt->ms.max, true);
+        fprintf(f, "\"n\":%d,", pt->ms.n);
+        jfield(f, "dispatches", pt->dispatches, false);
+        fputc('}', f);
+    }
+    fputs("]}", f);
+}
+
+void bench_write_json(FILE *f, const BenchReport *r) {
+    fputs("{\"schema\":\"milc-bench/1\",\"milc_version\":", f);
+    jstr(f, MILC_VERSION);
+    fputs(",\"config\":", f);
+    jstr(f, r->config);
+    fprintf(f, ",\"layers\":%ld,\"layers_per_chunk\":%ld,\"chunks\":%ld,\"seq\":%ld,\"ctx\":%ld,\"repeat\":%d,"
+               "\"cold_repeat\":%d,\"threads\":%d,\"depth_seq\":%ld,\"verify_hits\":%s,\"modes\":[",
+            r->layers, r->chunk, r->nchunks, r->seq, r->ctx, r->repeat, r->cold_repeat, r->threads, r->depth_seq,
+            r->verify ? "true" : "false");
+    for (int i = 0; i < r->nmodes; i++) {
+        const BenchModeResult *m = &r->modes[i];
+        fprintf(f, "%s{\"mode\":%d,\"layers_per_chunk\":%ld,\"chunks\":%ld,\"seq\":%ld,", i ? "," : "", m->mode,
+                r->chunk, r->nchunks, r->seq);
+        jfield(f, "compile_ms", m->compile_ms.med, true);
+        fprintf(f, "\"artifact_bytes\":%llu,", (unsigned long long)m->artifact_bytes);
+        jfield(f, "load_ms", m->load_ms.med, true);
+        jfield(f, "ttft_cold_ms", m->ttft_cold_ms.med, true);
+        jfield(f, "ttft_cold_tok_s", tok_s(r->seq, m->ttft_cold_ms.med), true);
+        jfield(f, "ttft_cached_ms", m->ttft_cached_ms.med, true);
+        jfield(f, "ttft_cached_tok_s", tok_s(r->seq, m->ttft_cached_ms.med), true);
+        fputs("\"ttft_cached_breakdown\":{", f);
+        jfield(f, "start_ms", m->cached_start_ms.med, true);
+        jfield(f, "open_ms", m->cached_open_ms.med, true);
+        jfield(f, "lookup_ms", m->cached_lookup_ms.med, true);
+        jfield(f, "load_ms", m->load_ms.med, true);
+        jfield(f, "run_ms", m->cached_run_ms.med, false);
+        fputs("},", f);
+        jfield(f, "prefill_ms", m->prefill_ms.med, true);
+        jfield(f, "prefill_tok_s", tok_s(r->seq, m->prefill_ms.med), true);
+        jfield(f, "prefill_dispatches", m->prefill_dispatches, true);
+        jfield(f, "decode_ms_per_token", m->decode_ms.med, true);
+        jfield(f, "dispatches_per_token", m->decode_dispatches, true);
+        jfield(f, "peak_rss_bytes", m->rss_cached.med, true);
+        jfield(f, "peak_rss_cold_bytes", m->rss_cold.med, true);
+        jfield(f, "build_warm_ms", m->build_warm_ms.med, true);
+        fputs("\"spread\":{", f);
+        jspread(f, "compile_ms", m->compile_ms, true);
+        jspread(f, "load_ms", m->load_ms, true);
+        jspread(f, "ttft_cold_ms", m->ttft_cold_ms, true);
+        jspread(f, "ttft_cached_ms", m->ttft_cached_ms, true);
+        jspread(f, "prefill_ms", m->prefill_ms, true);
+        jspread(f, "decode_ms_per_token", m->decode_ms, true);
+        jspread(f, "peak_rss_bytes", m->rss_cached, true);
+        jspread(f, "peak_rss_cold_bytes", m->rss_cold, true);
+        jspread(f, "build_warm_ms", m->build_warm_ms, false);
+        fputs("},\"sweeps\":", f);
+        if (m->has_sweeps) {
+            fputs("{\"depth\":", f);
+            jsweep(f, &m->depth, "seq");
+            fputs(",\"tokens\":", f);
+            jsweep(f, &m->tokens, "layers");
+            fputc('}', f);
+        } else fputs("null", f);
+        fputc('}', f);
+    }
+    fputs("],\"summary\":", f);
+    const BenchModeResult *m = summary_mode(r);
+    if (m) {
+        fprintf(f, "{\"mode\":%d,", m->mode);
+        jfield(f, "ttft_cached_over_steady", m->ttft_cached_ms.med / m->prefill_ms.med, true);
+        jfield(f, "ttft_cold_over_cached", m->ttft_cold_ms.med / m->ttft_cached_ms.med, true);
+        jfield(f, "dispatch_overhead_ms", m->has_sweeps && m->tokens.has_fit ? m->tokens.a_ms : NAN, true);
+        jfield(f, "depth_overhead_ms", m->has_sweeps && m->depth.has_fit ? m->depth.a_ms : NAN, true);
+        jfield(f, "build_warm_ms", m->build_warm_ms.med, false);
+        fputc('}', f);
+    } else fputs("null", f);
+    fputs("}\n", f);
+}
+
+/* ---- CSV ------------------------------------------------------------------- */
+
+/* One tidy row per figure: mode,section,metric,work,median,min,max,n. */
+static void crow(FILE *f, int mode, const char *section, const char *metric, double work, BenchStat s) {
+    fprintf(f, "%d,%s,%s,", mode, section, metric);
+    if (isfinite(work)) fprintf(f, "%g", work);
+    double v[3] = {s.med, s.min, s.max};
+    for (int i = 0; i < 3; i++) {
+        fputc(',', f);
+        if (isfinite(v[i])) fprintf(f, "%.6g", v[i]);
+    }
+    fprintf(f, ",%d\n", s.n);
+}
+
+static BenchStat one(double v) { return (BenchStat){v, v, v, 1}; }
+
+void bench_write_csv(FILE *f, const BenchReport *r) {
+    fputs("mode,section,metric,work,median,min,max,n\n", f);
+    for (int i = 0; i < r->nmodes; i++) {
+        const BenchModeResult *m = &r->modes[i];
+        int md = m->mode;
+        crow(f, md, "headline", "layers_per_chunk", NAN, one((double)r->chunk));
+        crow(f, md, "headline", "chunks", NAN, one((double)r->nchunks));
+        crow(f, md, "headline", "seq", NAN, one((double)r->seq));
+        crow(f, md, "headline", "compile_ms", NAN, m->compile_ms);
+        crow(f, md, "headline", "artifact_bytes", NAN, one((double)m->artifact_bytes));
+        crow(f, md, "headline", "load_ms", NAN, m->load_ms);
+        crow(f, md, "headline", "ttft_cold_ms", NAN, m->ttft_cold_ms);
+        crow(f, md, "headline", "ttft_cached_ms", NAN, m->ttft_cached_ms);
+        crow(f, md, "ttft_cached", "start_ms", NAN, m->cached_start_ms);
+        crow(f, md, "ttft_cached", "open_ms", NAN, m->cached_open_ms);
+        crow(f, md, "ttft_cached", "lookup_ms", NAN, m->cached_lookup_ms);
+        crow(f, md, "ttft_cached", "run_ms", NAN, m->cached_run_ms);
+        crow(f, md, "headline", "prefill_ms", NAN, m->prefill_ms);
+        crow(f, md, "headline", "prefill_tok_s", NAN, one(tok_s(r->seq, m->prefill_ms.med)));
+        crow(f, md, "headline", "prefill_dispatches", NAN, one(m->prefill_dispatches));
+        crow(f, md, "headline", "decode_ms_per_token", NAN, m->decode_ms);
+        crow(f, md, "headline", "dispatches_per_token", NAN, one(m->decode_dispatches));
+        crow(f, md, "headline", "peak_rss_bytes", NAN, m->rss_cached);
+        crow(f, md, "headline", "peak_rss_cold_bytes", NAN, m->rss_cold);
+        crow(f, md, "headline", "build_warm_ms", NAN, m->build_warm_ms);
+        if (!m->has_sweeps) continue;
+        const BenchSweep *sw[2] = {&m->depth, &m->tokens};
+        const char *names[2] = {"depth", "tokens"}, *fits[2] = {"depth_fit", "tokens_fit"};
+        for (int k = 0; k < 2; k++) {
+            for (int p = 0; p < sw[k]->npts; p++) {
+                crow(f, md, names[k], "ms", sw[k]->pts[p].work, sw[k]->pts[p].ms);
+                crow(f, md, names[k], "dispatches", sw[k]->pts[p].work, one(sw[k]->pts[p].dispatches));
+            }
+            if (!sw[k]->has_fit) continue;
+            crow(f, md, fits[k], "a_ms", NAN, one(sw[k]->a_ms));
+            crow(f, md, fits[k], "b_ms", NAN, one(sw[k]->b_ms));
+            crow(f, md, fits[k], "r2", NAN, one(sw[k]->r2));
+        }
+    }
+}

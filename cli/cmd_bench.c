@@ -1,0 +1,601 @@
+/* cmd_bench.c — `milc bench`: cold vs cached first prefill, steady prefill
+ * and decode, mode against mode, and sweeps of chunk depth and tokens per
+ * dispatch with a fitted fixed cost.  Fresh-process figures come from
+ * re-executing this binary (`bench --child ttft`, bench_chain.c) and timing
+ * it from the spawn; cold ones in a new, empty cache directory each time. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <math.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "jobs.h"
+
+extern char **environ;
+
+static const OptSpec bench_opts[] = {
+    GEN_COMMON_OPTS,
+    {"modes", 0, OPT_VALUE, "N[,N]", "compile modes to compare (default 0,1,2)"},
+    {"chunk", 0, OPT_VALUE, "K", "layers per chunk of the headline figures (default 4)"},
+    {"ctx", 0, OPT_VALUE, "N", "KV-cache positions for decode (default 1024)"},
+    {"repeat", 0, OPT_VALUE, "N", "runs per figure, median reported (default 5)"},
+    {"cold-repeat", 0, OPT_VALUE, "N", "cold runs (compile everything) per mode (default 3, or --repeat if smaller)"},
+    {"depths", 0, OPT_VALUE, "LIST", "depth sweep, layers per chunk (default 1,2,4,6,12)"},
+    {"depth-seq", 0, OPT_VALUE, "T", "tokens per dispatch in the depth sweep (default 1)"},
+    {"seqs", 0, OPT_VALUE, "LIST", "token sweep, tokens per dispatch (default 1,8,16,32,64,128)"},
+    {"no-sweeps", 0, OPT_FLAG, NULL, "skip the sweeps"},
+    {"no-verify", 0, OPT_FLAG, NULL, "on a cache hit, skip the artifact checksum (as build --no-verify)"},
+    {"threads", 'j', OPT_VALUE, "N", "runtime threads (default: all CPUs)"},
+    {"json", 0, OPT_VALUE, "FILE", "also write the results as JSON (--json alone: JSON on stdout)"},
+    {"csv", 0, OPT_VALUE, "FILE", "also write the results as CSV"},
+    {"quick", 0, OPT_FLAG, NULL, "tiny preset, short sweeps, one run each (a smoke test)"},
+    {"help", 'h', OPT_FLAG, NULL, "this help, with the template's parameters"},
+    {0},
+};
+
+static void bench_usage(FILE *f) {
+    fputs("usage: milc bench [--model PRESET | --template NAME] [--modes 0,1,2] [--chunk K]\n"
+          "                  [--seqs LIST] [--depths LIST] [--json [FILE]] [--csv FILE] [--PARAM VALUE ...]\n"
+          "\n"
+          "Measure, per compile mode, a whole model cut into chunks: compile time, artifact\n"
+          "size, first prefill in a fresh process with an empty cache (ttft cold) and with\n"
+          "a warm one (ttft cached), load time, steady prefill and decode speed, dispatches,\n"
+          "peak RSS, and a warm `milc build`.  Then sweep chunk depth and tokens per\n"
+          "dispatch and fit time = a + b*work (a: the fixed cost per dispatch).  Results on\n"
+          "stdout, progress on stderr; the JSON and CSV layouts are in cli/BENCH.md.\n"
+          "Defaults: GPT-2 124M (--model gpt2), chunks of 4, prefill --seq 128, decode at\n"
+          "--ctx 1024, min_seq 1.  Everything is built in a scratch cache under $TMPDIR\n"
+          "(default /tmp), removed at the end; the user's cache is not touched.\n"
+          "  milc bench                              the full run (minutes)\n"
+          "  milc bench --modes 2 --no-sweeps --json out.json\n"
+          "  milc bench --quick --json               seconds; a smoke test\n"
+          "\noptions:\n", f);
+    print_options(f, bench_opts);
+}
+
+static void bench_help(FILE *f) { bench_usage(f); }
+
+/* ---- the run's settings ---------------------------------------------------- */
+
+enum { MAX_LIST = BENCH_MAX_POINTS };
+
+typedef struct Bench {
+    Cli *cli;
+    TemplatePath tp;
+    BenchParams base;   /* the headline prefill programs */
+    BenchParams decode; /* base + phase=decode, seq=1, ctx */
+    char exe[4096];     /* this binary, re-executed for fresh-process runs */
+    char root[4096];    /* scratch directory of every cache the run uses */
+    long chunk, layers, nchunks, seq, ctx, depth_seq;
+    int repeat, cold_repeat, threads;
+    bool verify; /* checksum cache hits, as `milc build` does by default */
+    long depths[MAX_LIST], seqs[MAX_LIST];
+    int ndepths, nseqs;
+    bool sweeps;
+} Bench;
+
+static void progress(const Bench *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void progress(const Bench *b, const char *fmt, ...) {
+    if (b->cli->verbosity < 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("bench: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* "1,2,4" into out[]: positive integers within [lo, hi], at most MAX_LIST. */
+static bool parse_list(const char *opt, const char *s, long lo, long hi, long *out, int *n) {
+    *n = 0;
+    const char *p = s;
+    for (;;) {
+        char item[32];
+        size_t len = strcspn(p, ",");
+        if (len == 0 || len >= sizeof item || *n == MAX_LIST) {
+            cli_usage_error("bench", "--%s: '%s' is not a list of at most %d numbers", opt, s, MAX_LIST);
+            return false;
+        }
+        memcpy(item, p, len);
+        item[len] = 0;
+        if (!args_int("bench", opt, item, lo, hi, &out[(*n)++])) return false;
+        if (!p[len]) return true;
+        p += len + 1;
+    }
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st; (void)flag; (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* Every directory removed here was created by this run under b->root. */
+static void rm_tree(const char *dir) { nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+/* ---- fresh processes -------------------------------------------------------- */
+
+typedef struct Argv {
+    char **v;
+    int n, cap;
+    bool oom;
+} Argv;
+
+static void av_push(Argv *a, const char *s) {
+    if (a->n + 2 > a->cap) {
+        int cap = a->cap ? a->cap * 2 : 32;
+        char **v = realloc(a->v, sizeof *v * (size_t)cap);
+        if (!v) { a->oom = true; return; }
+        a->v = v;
+        a->cap = cap;
+    }
+    char *d = strdup(s);
+    if (!d) { a->oom = true; return; }
+    a->v[a->n++] = d;
+    a->v[a->n] = NULL;
+}
+
+static void av_pushf(Argv *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void av_pushf(Argv *a, const char *fmt, ...) {
+    char buf[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    av_push(a, buf);
+}
+
+static void av_free(Argv *a) {
+    for (int i = 0; i < a->n; i++) free(a->v[i]);
+    free(a->v);
+    memset(a, 0, sizeof *a);
+}
+
+/* `milc --cache-dir DIR --template-dir ... CMD`, then the program family as
+ * options; --NAME=VALUE keeps a value that starts with '-' a value. */
+static void av_start(Argv *a, const Bench *b, const char *cache_dir, const char *cmd) {
+    av_push(a, "milc");
+    av_push(a, "--cache-dir");
+    av_push(a, cache_dir);
+    av_push(a, "--template-dir");
+    av_push(a, b->cli->template_dirs);
+    av_push(a, cmd);
+}
+
+static void av_params(Argv *a, const BenchParams *p) {
+    av_pushf(a, "--template=%s", p->config);
+    if (p->weights) av_pushf(a, "--weights=%s", p->weights);
+    for (int i = 0; i < p->n; i++) av_pushf(a, "--%s=%s", p->v[i].name, p->v[i].value);
+}
+
+typedef struct Spawned {
+    double wall_ms;   /* spawn → reaped */
+    double rss_bytes; /* wait4's ru_maxrss: see peak_rss_bytes() in bench_chain.c for its flaw */
+    char out[4096];   /* its stdout when captured (one JSON line) */
+} Spawned;
+
+/* Run argv (this binary) to completion; stdout captured or discarded, stderr
+ * shared.  EXIT_OK if it exited 0, else EXIT_SYSTEM with a message. */
+static int spawn_wait(const Bench *b, Argv *av, bool capture, Spawned *s) {
+    memset(s, 0, sizeof *s);
+    if (av->oom) { cli_error("out of memory"); return EXIT_SYSTEM; }
+    int fds[2] = {-1, -1};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    if (capture) {
+        if (pipe2(fds, O_CLOEXEC) != 0) {
+            cli_error("pipe: %s", strerror(errno));
+            posix_spawn_file_actions_destroy(&fa);
+            return EXIT_SYSTEM;
+        }
+        posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+    } else {
+        posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    }
+    fflush(stdout);
+    fflush(stderr);
+    long long t0 = cli_now_ns();
+    pid_t pid;
+    int r = posix_spawn(&pid, b->exe, &fa, NULL, av->v, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (capture) close(fds[1]);
+    if (r != 0) {
+        if (capture) close(fds[0]);
+        cli_error("cannot run %s: %s", b->exe, strerror(r));
+        return EXIT_SYSTEM;
+    }
+    size_t len = 0;
+    while (capture) {
+        ssize_t k = read(fds[0], s->out + len, sizeof s->out - 1 - len);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        len += (size_t)k;
+        if (len == sizeof s->out - 1) { /* drain: only the first line matters */
+            char sink[4096];
+            while (read(fds[0], sink, sizeof sink) > 0) {}
+            break;
+        }
+    }
+    s->out[len] = 0;
+    if (capture) close(fds[0]);
+    int status;
+    struct rusage ru;
+    pid_t w;
+    while ((w = wait4(pid, &status, 0, &ru)) < 0 && errno == EINTR) {}
+    s->wall_ms = (double)(cli_now_ns() - t0) / 1e6;
+    if (w < 0) { cli_error("wait4: %s", strerror(errno)); return EXIT_SYSTEM; }
+    s->rss_bytes = (double)ru.ru_maxrss * 1024.0; /* Linux reports KiB */
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        if (WIFSIGNALED(status)) cli_error("'milc %s' was killed by signal %d", av->v[5], WTERMSIG(status));
+        else cli_error("'milc %s' failed (exit %d)", av->v[5], WEXITSTATUS(status));
+        return EXIT_SYSTEM;
+    }
+    return EXIT_OK;
+}
+
+/* A number field of the child's flat JSON line (a format this file owns). */
+static bool json_num(const char *s, const char *key, double *v) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(s, pat);
+    if (!p) return false;
+    char *end;
+    *v = strtod(p + strlen(pat), &end);
+    return end != p + strlen(pat);
+}
+
+typedef struct Ttft {
+    double ttft_ms, start_ms, open_ms, build_ms, load_ms, run_ms, misses, hits, bytes, dispatches, rss;
+} Ttft;
+
+static int run_ttft(const Bench *b, const char *cache_dir, int mode, Ttft *t) {
+    Argv av = {0};
+    av_start(&av, b, cache_dir, "bench");
+    av_push(&av, "--child");
+    av_push(&av, "ttft");
+    long long t0 = cli_now_ns();
+    av_pushf(&av, "--t0=%lld", t0);
+    av_pushf(&av, "--mode=%d", mode);
+    av_pushf(&av, "--chunk=%ld", b->chunk);
+    av_pushf(&av, "--threads=%d", b->threads);
+    if (!b->verify) av_push(&av, "--no-verify");
+    av_params(&av, &b->base);
+    Spawned s;
+    int rc = spawn_wait(b, &av, true, &s);
+    av_free(&av);
+    if (rc != EXIT_OK) return rc;
+    bool ok = json_num(s.out, "ttft_ms", &t->ttft_ms) && json_num(s.out, "build_ms", &t->build_ms) &&
+              json_num(s.out, "load_ms", &t->load_ms) && json_num(s.out, "misses", &t->misses) &&
+              json_num(s.out, "hits", &t->hits) && json_num(s.out, "artifact_bytes", &t->bytes) &&
+              json_num(s.out, "dispatches", &t->dispatches) && json_num(s.out, "start_ms", &t->start_ms) &&
+              json_num(s.out, "open_ms", &t->open_ms) && json_num(s.out, "run_ms", &t->run_ms);
+    if (!ok) { cli_error("bench child printed no result: '%.200s'", s.out); return EXIT_SYSTEM; }
+    if (!strstr(s.out, "\"finite\":true")) progress(b, "warning: mode %d prefill produced non-finite values", mode);
+    double own;
+    t->rss = json_num(s.out, "peak_rss_bytes", &own) && own > 0 ? own : s.rss_bytes;
+    return EXIT_OK;
+}
+
+/* ---- in-process measurements ------------------------------------------------- */
+
+/* Build (quietly, if needed) and load p, run it once to warm up, then
+ * b->repeat timed forwards. */
+static int measure(const Bench *b, Cache *c, const char *cache_dir, const BenchParams *p, int mode, long chunk,
+                   BenchStat *ms, double *dispatches) {
+    DiagSink d;
+    diag_init(&d);
+    BenchBuilt built;
+    int rc = bench_build(c, &b->tp, p, mode, chunk, b->verify, cache_dir, &built, &d);
+    if (rc == EXIT_INPUT) cli_report(b->cli, &d);
+    diag_free(&d);
+    if (rc != EXIT_OK) return rc;
+    BenchChain ch;
+    rc = bench_chain_load(c, &built, b->threads, &ch);
+    bench_built_free(&built);
+    if (rc != EXIT_OK) return rc;
+    double v[1024], t;
+    uint64_t nd = 0;
+    int n = b->repeat < 1024 ? b->repeat : 1024;
+    rc = bench_chain_run(&ch, &t, &nd); /* warm-up: first touch of weights and arena */
+    for (int i = 0; i < n && rc == EXIT_OK; i++) rc = bench_chain_run(&ch, &v[i], &nd);
+    bench_chain_free(&ch);
+    if (rc != EXIT_OK) return rc;
+    *ms = bench_stat(v, n);
+    *dispatches = (double)nd;
+    return EXIT_OK;
+}
+
+static int sweep_point(const Bench *b, Cache *c, const char *dir, int mode, long layers, long seq, double work,
+                       BenchSweep *s) {
+    BenchParams p;
+    char lv[32], sv[32];
+    snprintf(lv, sizeof lv, "%ld", layers);
+    snprintf(sv, sizeof sv, "%ld", seq);
+    if (bparams_copy(&p, &b->base) != 0 || bparams_add(&p, "layers", lv) != 0 || bparams_add(&p, "first_layer", "0") != 0 ||
+        bparams_add(&p, "seq", sv) != 0) {
+        bparams_free(&p);
+        cli_error("out of memory");
+        return EXIT_SYSTEM;
+    }
+    BenchPoint *pt = &s->pts[s->npts];
+    pt->work = work;
+    int rc = measure(b, c, dir, &p, mode, 0, &pt->ms, &pt->dispatches);
+    bparams_free(&p);
+    if (rc == EXIT_OK) s->npts++;
+    return rc;
+}
+
+/* ---- one compile mode ---------------------------------------------------------- */
+
+static int bench_mode(const Bench *b, int mode, BenchModeResult *m) {
+    memset(m, 0, sizeof *m);
+    m->mode = mode;
+    char warm[4200], dir[4200];
+    snprintf(warm, sizeof warm, "%s/warm-%d", b->root, mode);
+    double v1[1024], v2[1024], v3[1024], v4[1024], v5[1024], v6[1024], v7[1024];
+    Ttft t;
+    int rc;
+
+    /* Cold: a directory that does not exist yet, so nothing can hit.  The
+     * first cold cache becomes this mode's warm one. */
+    for (int i = 0; i < b->cold_repeat; i++) {
+        progress(b, "mode %d: cold run %d/%d (compile %ld chunk%s, then prefill)", mode, i + 1, b->cold_repeat,
+                 b->nchunks, b->nchunks == 1 ? "" : "s");
+        if (i == 0) snprintf(dir, sizeof dir, "%s", warm);
+        else snprintf(dir, sizeof dir, "%s/cold-%d-%d", b->root, mode, i);
+        if ((rc = run_ttft(b, dir, mode, &t)) != EXIT_OK) return rc;
+        if (i > 0) rm_tree(dir);
+        if (t.misses != (double)b->nchunks || t.hits != 0) {
+            cli_error("cold run of mode %d found %g of %ld chunks in a new cache", mode, t.hits, b->nchunks);
+            return EXIT_SYSTEM;
+        }
+        v1[i] = t.ttft_ms, v2[i] = t.build_ms, v3[i] = t.rss;
+        m->artifact_bytes = (uint64_t)t.bytes;
+    }
+    m->ttft_cold_ms = bench_stat(v1, b->cold_repeat);
+    m->compile_ms = bench_stat(v2, b->cold_repeat);
+    m->rss_cold = bench_stat(v3, b->cold_repeat);
+
+    progress(b, "mode %d: %d cached run%s (fresh process, warm cache)", mode, b->repeat, b->repeat == 1 ? "" : "s");
+    for (int i = 0; i < b->repeat; i++) {
+        if ((rc = run_ttft(b, warm, mode, &t)) != EXIT_OK) return rc;
+        if (t.misses != 0) {
+            cli_error("cached run of mode %d compiled %g chunk(s): the warm cache missed", mode, t.misses);
+            return EXIT_SYSTEM;
+        }
+        v1[i] = t.ttft_ms, v2[i] = t.load_ms, v3[i] = t.rss;
+        v4[i] = t.start_ms, v5[i] = t.open_ms, v6[i] = t.build_ms, v7[i] = t.run_ms;
+        m->prefill_dispatches = t.dispatches;
+    }
+    m->cached_start_ms = bench_stat(v4, b->repeat);
+    m->cached_open_ms = bench_stat(v5, b->repeat);
+    m->cached_lookup_ms = bench_stat(v6, b->repeat);
+    m->cached_run_ms = bench_stat(v7, b->repeat);
+    m->ttft_cached_ms = bench_stat(v1, b->repeat);
+    m->load_ms = bench_stat(v2, b->repeat);
+    m->rss_cached = bench_stat(v3, b->repeat);
+
+    progress(b, "mode %d: %d warm `milc build` run%s", mode, b->repeat, b->repeat == 1 ? "" : "s");
+    for (int i = 0; i < b->repeat; i++) {
+        Argv av = {0};
+        av_start(&av, b, warm, "build");
+        av_pushf(&av, "--chunk=%ld", b->chunk);
+        av_pushf(&av, "--mode=%d", mode);
+        if (!b->verify) av_push(&av, "--no-verify");
+        av_params(&av, &b->base);
+        Spawned s;
+        rc = spawn_wait(b, &av, false, &s);
+        av_free(&av);
+        if (rc != EXIT_OK) return rc;
+        v1[i] = s.wall_ms;
+    }
+    m->build_warm_ms = bench_stat(v1, b->repeat);
+
+    /* In process, on the warm cache: this process opens it once. */
+    Cache *c = NULL;
+    char err[512] = "";
+    int r = cache_open(&c, warm, &(CacheOptions){.no_sync = 1}, err, sizeof err);
+    if (r != 0) { cli_error("%s", err[0] ? err : cache_strerror(r)); return EXIT_SYSTEM; }
+    progress(b, "mode %d: steady prefill, %d run%s", mode, b->repeat, b->repeat == 1 ? "" : "s");
+    double nd;
+    rc = measure(b, c, warm, &b->base, mode, b->chunk, &m->prefill_ms, &nd);
+    if (rc == EXIT_OK) {
+        progress(b, "mode %d: decode at ctx %ld (compiles the decode chunks)", mode, b->ctx);
+        rc = measure(b, c, warm, &b->decode, mode, b->chunk, &m->decode_ms, &m->decode_dispatches);
+    }
+    if (rc == EXIT_OK && b->sweeps) {
+        m->has_sweeps = true;
+        m->depth.work_name = "layers";
+        m->depth.fixed = (int)b->depth_seq;
+        for (int i = 0; i < b->ndepths && rc == EXIT_OK; i++) {
+            progress(b, "mode %d: depth sweep, %ld layer%s per chunk", mode, b->depths[i], b->depths[i] == 1 ? "" : "s");
+            rc = sweep_point(b, c, warm, mode, b->depths[i], b->depth_seq, (double)b->depths[i], &m->depth);
+        }
+        m->tokens.work_name = "tokens";
+        long k = b->chunk < b->layers ? b->chunk : b->layers;
+        m->tokens.fixed = (int)k;
+        for (int i = 0; i < b->nseqs && rc == EXIT_OK; i++) {
+            progress(b, "mode %d: token sweep, %ld token%s per dispatch", mode, b->seqs[i], b->seqs[i] == 1 ? "" : "s");
+            rc = sweep_point(b, c, warm, mode, k, b->seqs[i], (double)b->seqs[i], &m->tokens);
+        }
+        bench_fit(&m->depth);
+        bench_fit(&m->tokens);
+    }
+    cache_close(c);
+    rm_tree(warm);
+    return rc;
+}
+
+/* ---- the command -------------------------------------------------------------- */
+
+static bool opt_long(const Args *a, const char *name, long lo, long hi, long *v) {
+    const char *s = args_get(a, name);
+    return !s || args_int("bench", name, s, lo, hi, v);
+}
+
+static bool has_param(const Args *a, const char *name) {
+    for (int i = 0; i < a->nextra; i++)
+        if (gen_name_matches(name, a->extra[i].name)) return true;
+    return false;
+}
+
+/* Write what fn prints to path atomically.  0 or -1 (message printed). */
+static int write_report(const char *path, void (*fn)(FILE *, const BenchReport *), const BenchReport *r) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) { cli_error("out of memory"); return -1; }
+    fn(f, r);
+    if (fclose(f) != 0) { free(buf); cli_error("out of memory"); return -1; }
+    int rc = cli_write_file(path, buf, len);
+    free(buf);
+    return rc;
+}
+
+static int bench_run(Cli *cli, int argc, char **argv) {
+    if (argc > 1 && strncmp(argv[1], "--child", 7) == 0) return bench_child(cli, argc, argv);
+    Args a;
+    /* A failed parse leaves its partial arrays in a. */
+    if (!args_parse("bench", bench_opts, argc - 1, argv + 1, true, &a)) { args_free(&a); return EXIT_USAGE; }
+    int rc = EXIT_USAGE;
+    if (args_flag(&a, "help")) {
+        bench_usage(stdout);
+        cli_template_help(cli, stdout, &a);
+        args_free(&a);
+        return EXIT_OK;
+    }
+    bool quick = args_flag(&a, "quick");
+    /* The global --json is a flag (main takes it out of argv), so
+     * `--json FILE` arrives as --json plus a positional FILE. */
+    const char *json_file = args_get(&a, "json");
+    if (a.npos == 1 && cli->json && !json_file) json_file = a.pos[0];
+    else if (a.npos) { cli_usage_error("bench", "unexpected argument '%s'", a.pos[0]); goto out_args; }
+    bool json_stdout = cli->json && !json_file;
+
+    Bench b = {.cli = cli, .verify = true, .chunk = quick ? 1 : 4, .ctx = quick ? 64 : 1024, .depth_seq = 1, .sweeps = true};
+    long repeat = quick ? 1 : 5, cold = quick ? 1 : 3, threads = 0;
+    long modes[MAX_LIST];
+    int nmodes = 0;
+    if (!opt_long(&a, "chunk", 1, 4096, &b.chunk) || !opt_long(&a, "ctx", 1, 65536, &b.ctx) ||
+        !opt_long(&a, "repeat", 1, 1000, &repeat) || !opt_long(&a, "cold-repeat", 1, 1000, &cold) ||
+        !opt_long(&a, "depth-seq", 1, 65536, &b.depth_seq) || !opt_long(&a, "threads", 1, 256, &threads) ||
+        !parse_list("modes", args_get(&a, "modes") ? args_get(&a, "modes") : "0,1,2", 0, 2, modes, &nmodes) ||
+        !parse_list("depths", args_get(&a, "depths") ? args_get(&a, "depths") : quick ? "1,2" : "1,2,4,6,12", 1, 4096,
+                    b.depths, &b.ndepths) ||
+        !parse_list("seqs", args_get(&a, "seqs") ? args_get(&a, "seqs") : quick ? "1,8" : "1,8,16,32,64,128", 1, 65536,
+                    b.seqs, &b.nseqs))
+        goto out_args;
+    for (int i = 0; i < nmodes; i++)
+        for (int k = 0; k < i; k++)
+            if (modes[i] == modes[k]) { cli_usage_error("bench", "--modes: mode %ld twice", modes[i]); goto out_args; }
+    for (int i = 0; i < a.nextra; i++)
+        if (strchr(a.extra[i].value, ',')) {
+            cli_usage_error("bench", "--%s: one value per parameter (sweeps are --seqs and --depths)", a.extra[i].name);
+            goto out_args;
+        }
+    if (!args_get(&a, "cold-repeat") && cold > repeat) cold = repeat;
+    b.repeat = (int)repeat;
+    b.cold_repeat = (int)cold;
+    b.threads = (int)threads;
+    b.sweeps = !args_flag(&a, "no-sweeps");
+    b.verify = !args_flag(&a, "no-verify");
+    ssize_t n = readlink("/proc/self/exe", b.exe, sizeof b.exe - 1);
+    if (n <= 0) { cli_error("cannot find this executable: %s", strerror(errno)); rc = EXIT_SYSTEM; goto out_args; }
+    b.exe[n] = 0;
+
+    /* The program families: bench's defaults first, so the user's own
+     * --seq / --min-seq (applied later) win. */
+    const char *config = args_get(&a, "model") || args_get(&a, "template") ? cli_config_name(&a) : quick ? "tiny" : "gpt2";
+    char cv[32];
+    rc = EXIT_SYSTEM;
+    if (tpath_init(&b.tp, cli) != 0) { cli_error("out of memory"); goto out_args; }
+    bool oom = bparams_init(&b.base, config, args_get(&a, "weights")) != 0;
+    if (!has_param(&a, "seq")) oom |= bparams_add(&b.base, "seq", quick ? "32" : "128") != 0;
+    oom |= bparams_add(&b.base, "min_seq", "1") != 0; /* the CPU backend needs no padding */
+    for (int i = 0; i < a.nextra; i++) oom |= bparams_add(&b.base, a.extra[i].name, a.extra[i].value) != 0;
+    snprintf(cv, sizeof cv, "%ld", b.ctx);
+    oom |= bparams_copy(&b.decode, &b.base) != 0;
+    oom |= bparams_add(&b.decode, "phase", "decode") != 0 || bparams_add(&b.decode, "seq", "1") != 0 ||
+           bparams_add(&b.decode, "ctx", cv) != 0;
+    if (oom) { cli_error("out of memory"); goto out; }
+
+    /* Check the request against the template before spending minutes, and
+     * learn the model's depth and the prefill length from the resolved config. */
+    DiagSink d;
+    diag_init(&d);
+    JobList jobs = {0};
+    JobSpec spec = {.config = config, .weights = b.base.weights, .modes = "2", .chunk = b.chunk, .extra = b.base.v,
+                    .nextra = b.base.n};
+    int erc = jobs_expand(&b.tp, &spec, &jobs, &d);
+    b.nchunks = jobs.n;
+    spec.extra = b.decode.v, spec.nextra = b.decode.n;
+    if (erc == 0) erc = jobs_expand(&b.tp, &spec, &jobs, &d);
+    jobs_free(&jobs);
+    BuildJob whole = {.config = b.base.config, .nparams = b.base.n};
+    char **names = calloc((size_t)b.base.n + 1, sizeof *names), **values = calloc((size_t)b.base.n + 1, sizeof *values);
+    for (int i = 0; names && values && i < b.base.n; i++) {
+        names[i] = (char *)b.base.v[i].name;
+        values[i] = (char *)b.base.v[i].value;
+    }
+    whole.names = names, whole.values = values;
+    GenConfig *gc = erc == 0 && names && values ? job_config(&b.tp, &whole, &d) : NULL;
+    free(names);
+    free(values);
+    int64_t seq = 0, layers = 0;
+    bool known = gc && gen_config_get_int(gc, "seq", &seq) && gen_config_get_int(gc, "layers", &layers);
+    if (gc && !known) diag_error(&d, (SrcLoc){0}, "template '%s' has no 'seq' or 'layers' parameter: bench needs both", config);
+    gen_config_free(gc);
+    if (!known) {
+        rc = cli_report(cli, &d);
+        diag_free(&d);
+        if (rc == EXIT_OK) rc = EXIT_INPUT;
+        goto out;
+    }
+    diag_free(&d);
+    b.layers = (long)layers;
+    b.seq = (long)seq;
+    /* Sweep depths beyond the model do not exist. */
+    int nd = 0;
+    for (int i = 0; i < b.ndepths; i++)
+        if (b.depths[i] <= b.layers) b.depths[nd++] = b.depths[i];
+    b.ndepths = nd;
+
+    const char *tmp = getenv("TMPDIR");
+    snprintf(b.root, sizeof b.root, "%s/milc-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(b.root)) { cli_error("cannot create a scratch directory '%s': %s", b.root, strerror(errno)); goto out; }
+    BenchReport r = {.config = config, .layers = b.layers, .chunk = b.chunk, .nchunks = b.nchunks, .seq = b.seq,
+                     .ctx = b.ctx, .depth_seq = b.depth_seq, .verify = b.verify, .repeat = b.repeat,
+                     .cold_repeat = b.cold_repeat, .threads = b.threads ? b.threads : (int)sysconf(_SC_NPROCESSORS_ONLN)};
+    progress(&b, "%s: %ld layers in %ld chunk%s of %ld, T=%ld, modes %s; scratch %s", config, b.layers, b.nchunks,
+             b.nchunks == 1 ? "" : "s", b.chunk, b.seq, args_get(&a, "modes") ? args_get(&a, "modes") : "0,1,2", b.root);
+    rc = EXIT_OK;
+    for (int i = 0; i < nmodes && rc == EXIT_OK; i++) {
+        rc = bench_mode(&b, (int)modes[i], &r.modes[i]);
+        r.nmodes = i + 1;
+    }
+    rm_tree(b.root);
+    if (rc != EXIT_OK) goto out;
+    if (json_stdout) bench_write_json(stdout, &r);
+    else if (cli->verbosity >= 0) bench_print_table(stdout, &r);
+    if (json_file && write_report(json_file, bench_write_json, &r) != 0) rc = EXIT_SYSTEM;
+    if (args_get(&a, "csv") && write_report(args_get(&a, "csv"), bench_write_csv, &r) != 0) rc = EXIT_SYSTEM;
+
+out:
+    bparams_free(&b.base);
+    bparams_free(&b.decode);
+    tpath_free(&b.tp);
+out_args:
+    args_free(&a);
+    return rc;
+}
+
+const Command cmd_bench = {"bench", "measure compile modes: cold vs cached, prefill, decode, sweeps", bench_run, bench_help,
+                           true};
