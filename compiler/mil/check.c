@@ -19,6 +19,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -981,19 +982,13 @@ static void check_blobfile(Checker *c, const IrLiteral *l) {
     c->weight_bytes += need;
     /* Weights live inside the model dir, as in a compiled model: a program
      * text cannot make the checker open an arbitrary file (or a FIFO). */
-    const char *rel = l->blob_path;
-    static const char prefix[] = "@model_path/";
-    size_t plen = sizeof prefix - 1;
-    if (strncmp(rel, prefix, plen) != 0 || strstr(rel, "/../") || strcmp(rel + strlen(rel) - 3, "/..") == 0) {
-        diag_error(c->d, l->loc, "BLOBFILE path \"%s\" must be @model_path/ followed by a path inside the model", rel);
+    char path[4096];
+    const char *why;
+    if (mil_blob_path(c->model_dir, l->blob_path, path, sizeof path, &why) != 0) {
+        diag_error(c->d, l->loc, "BLOBFILE path \"%s\" %s", l->blob_path, why);
         return;
     }
-    size_t n = strlen(c->model_dir) + strlen(rel) + 2;
-    char *path = malloc(n);
-    MILC_ASSERT(path != NULL);
-    snprintf(path, n, "%s/%s", c->model_dir, rel + plen);
     BlobEntry *e = blob_get(c, path);
-    free(path);
     if (!e->ok) {
         diag_error(c->d, l->loc, "BLOBFILE '%s': %s", l->blob_path, e->error);
         return;
@@ -1212,4 +1207,31 @@ bool mil_check(IrProgram *p, const MilCheckOptions *o, DiagSink *d) {
     free(c.blobs);
     free(c.model_dir);
     return d->errors == errors0;
+}
+
+int mil_blob_path(const char *model_dir, const char *blob_path, char *out, size_t outlen, const char **why) {
+    static const char prefix[] = "@model_path/";
+    size_t plen = sizeof prefix - 1;
+    const char *rel = blob_path + plen;
+    *why = "must be @model_path/ followed by a path inside the model";
+    if (strncmp(blob_path, prefix, plen) != 0 || !*rel || rel[0] == '/') return -1;
+    for (const char *p = rel; *p;) { /* no ".." component */
+        size_t n = strcspn(p, "/");
+        if (n == 2 && p[0] == '.' && p[1] == '.') return -1;
+        p += n;
+        while (*p == '/') p++;
+    }
+    if ((size_t)snprintf(out, outlen, "%s/%s", model_dir, rel) >= outlen) {
+        *why = "is too long";
+        return -1;
+    }
+    /* Symlinks may rearrange a model folder but not leave it. */
+    char real_dir[PATH_MAX], real_file[PATH_MAX];
+    if (!realpath(model_dir, real_dir) || !realpath(out, real_file)) return 0; /* missing: opening reports it */
+    size_t dl = strlen(real_dir);
+    if (strncmp(real_file, real_dir, dl) != 0 || (real_file[dl] != '/' && !(dl == 1 && real_dir[0] == '/'))) {
+        *why = "resolves (through a symbolic link) to a file outside the model directory";
+        return -1;
+    }
+    return 0;
 }

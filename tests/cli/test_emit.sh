@@ -49,3 +49,16 @@ expect_in "$ERR" "no-such-param"
 expect_rc 2 "$MILC" emit --model tiny
 expect_in "$ERR" "missing -o DIR"
 if [ -e "$WORK/bad" ]; then fail "a failed emit left $WORK/bad behind"; else ok; fi
+# Weights cannot come from outside the model directory, not even through a
+# symbolic link (a regression: the link was followed).
+mkdir -p "$WORK/outside" "$WORK/linked"
+cp "$WORK/tiny-prefill/weights/weight.bin" "$WORK/outside/"
+cp "$WORK/tiny-prefill/model.mil" "$WORK/linked/"
+ln -s "$WORK/outside" "$WORK/linked/weights"
+expect_rc 1 "$MILC" check "$WORK/linked/model.mil"
+expect_in "$ERR" "resolves (through a symbolic link) to a file outside the model directory"
+expect_rc 1 "$MILC" compile "$WORK/linked/model.mil" -o "$WORK/linked.milc"
+# A link that stays inside the model is fine.
+mkdir -p "$WORK/inside/store"; cp "$WORK/tiny-prefill/weights/weight.bin" "$WORK/inside/store/"
+cp "$WORK/tiny-prefill/model.mil" "$WORK/inside/"; ln -s store "$WORK/inside/weights"
+expect_rc 0 "$MILC" check "$WORK/inside/model.mil"

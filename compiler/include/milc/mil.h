@@ -51,4 +51,11 @@ char *mil_print(const IrProgram *p, size_t *len);
  * deterministic and locale-independent.  buf of at least 32 bytes. */
 char *mil_format_hexfloat(double v, char *buf);
 
+/* Resolve a BLOBFILE path ("@model_path/weights/weight.bin") against the
+ * model directory into out.  The path must start with "@model_path/", have no
+ * ".." component, and — symlinks followed — name a file inside model_dir, so a
+ * program cannot make milc read (or embed in an artifact) a file outside its
+ * model.  Returns 0, or -1 with a reason in *why (a static string). */
+int mil_blob_path(const char *model_dir, const char *blob_path, char *out, size_t outlen, const char **why);
+
 #endif
