@@ -23,6 +23,9 @@
 
 #define TAG(a, b, c, d) ((uint32_t)(a) << 24 | (uint32_t)(b) << 16 | (uint32_t)(c) << 8 | (uint32_t)(d))
 
+/* A failed stage: the input's fault, unless the diagnostics say the system's. */
+static int failed_rc(const DiagSink *d) { return d->system_errors ? EXIT_SYSTEM : EXIT_INPUT; }
+
 static double ms_since(long long t0) { return (double)(cli_now_ns() - t0) / 1e6; }
 
 /* What every key shares: format, milc version, backend, mode. */
@@ -60,7 +63,7 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     key_common(&db, req->mode);
     uint8_t tdig[16], wdig[16];
     gen_template_digest(gen_config_template(req->config), tdig);
-    if (gen_weights_digest(weights, wdig, d) != 0) { ckey_free(&db); free(params); return EXIT_INPUT; }
+    if (gen_weights_digest(weights, wdig, d) != 0) { ckey_free(&db); free(params); return failed_rc(d); }
     ckey_add(&db, TAG('T', 'M', 'P', 'L'), tdig, 16);
     ckey_add_str(&db, TAG('P', 'A', 'R', 'M'), params);
     ckey_add_str(&db, TAG('W', 'S', 'R', 'C'), weights);
@@ -118,7 +121,7 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     GenResult gr = {0};
     t0 = cli_now_ns();
     if (gen_generate(req->config, &(GenOptions){.weights = weights, .compile_mode = req->mode}, dir, &gr, d) != 0) {
-        rc = EXIT_INPUT;
+        rc = failed_rc(d);
         goto out;
     }
     res->ms_generate = ms_since(t0);
@@ -129,7 +132,7 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     snprintf(wpath, sizeof wpath, "%s/weights/weight.bin", dir);
     MilBlobFile wf;
     uint8_t blobdig[16] = {0};
-    if (milblob_open(&wf, wpath, d) != 0) { rc = EXIT_INPUT; goto out; }
+    if (milblob_open(&wf, wpath, d) != 0) { rc = failed_rc(d); goto out; }
     milblob_file_digest(&wf, blobdig);
     milblob_close(&wf);
     key_common(&fb, req->mode);
@@ -158,11 +161,11 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     char mpath[4200];
     snprintf(mpath, sizeof mpath, "%s/model.mil", dir);
     IrProgram *p = mil_parse(&arena, d, mpath, gr.mil, gr.mil_len);
-    if (!p || !mil_check(p, &(MilCheckOptions){.target = MIL_TARGET_CPU, .model_path = dir}, d)) { rc = EXIT_INPUT; goto out; }
+    if (!p || !mil_check(p, &(MilCheckOptions){.target = MIL_TARGET_CPU, .model_path = dir}, d)) { rc = failed_rc(d); goto out; }
     res->ms_check = ms_since(t0);
     BackendStats bs = {0};
     if (backend_compile(p, &(BackendOptions){.mode = req->mode, .model_path = dir}, &art, &bs, d) != 0) {
-        rc = EXIT_INPUT;
+        rc = failed_rc(d);
         goto out;
     }
     res->ms_passes = bs.ms_passes;

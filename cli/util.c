@@ -30,7 +30,7 @@ void cli_usage_error(const char *cmd, const char *fmt, ...) {
 }
 
 int cli_report(const Cli *cli, DiagSink *d) {
-    int rc = diag_failed(d) ? EXIT_INPUT : EXIT_OK;
+    int rc = d->system_errors ? EXIT_SYSTEM : diag_failed(d) ? EXIT_INPUT : EXIT_OK;
     if (d->count == 0 && !d->truncated) return rc;
     if (cli->json) {
         char *s = diag_render_json(d);
