@@ -48,21 +48,21 @@ bool args_parse(const char *cmd, const OptSpec *specs, int argc, char **argv, bo
                 if (opt_name_eqn(name, nlen, p->name)) { s = p; break; }
             if (!s && !allow_extra) {
                 cli_usage_error(cmd, "unknown option '--%.*s'", (int)nlen, name);
-                return false;
+                goto fail;
             }
             const char *val = NULL;
             if (!s || s->kind == OPT_VALUE) {
                 if (eq) val = eq + 1;
                 else if (i + 1 < argc) val = argv[++i];
-                else { cli_usage_error(cmd, "option '--%.*s' needs a value", (int)nlen, name); return false; }
+                else { cli_usage_error(cmd, "option '--%.*s' needs a value", (int)nlen, name); goto fail; }
             } else if (eq) {
                 cli_usage_error(cmd, "option '--%s' takes no value", s->name);
-                return false;
+                goto fail;
             }
             if (s) push(&out->hits, &out->nhits, (OptHit){s, s->name, val});
             else {
                 char *nm = strndup(name, nlen);
-                if (!nm || nlen == 0) { cli_usage_error(cmd, "bad option '%s'", a); free(nm); return false; }
+                if (!nm || nlen == 0) { cli_usage_error(cmd, "bad option '%s'", a); free(nm); goto fail; }
                 push(&out->extra, &out->nextra, (OptHit){NULL, nm, val});
             }
             continue;
@@ -72,15 +72,19 @@ bool args_parse(const char *cmd, const OptSpec *specs, int argc, char **argv, bo
             const OptSpec *s = NULL;
             for (const OptSpec *p = specs; p && p->name; p++)
                 if (p->shortname == *c) { s = p; break; }
-            if (!s) { cli_usage_error(cmd, "unknown option '-%c'", *c); return false; }
+            if (!s) { cli_usage_error(cmd, "unknown option '-%c'", *c); goto fail; }
             if (s->kind == OPT_FLAG) { push(&out->hits, &out->nhits, (OptHit){s, s->name, NULL}); continue; }
             const char *val = c[1] ? c + 1 : (i + 1 < argc ? argv[++i] : NULL);
-            if (!val) { cli_usage_error(cmd, "option '-%c' needs a value", *c); return false; }
+            if (!val) { cli_usage_error(cmd, "option '-%c' needs a value", *c); goto fail; }
             push(&out->hits, &out->nhits, (OptHit){s, s->name, val});
             break;
         }
     }
     return true;
+fail:
+    /* Callers return at once on failure; leave nothing for them to free. */
+    args_free(out);
+    return false;
 }
 
 void args_free(Args *a) {
