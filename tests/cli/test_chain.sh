@@ -1,0 +1,9 @@
+# Prefill then decode through milc run, KV caches carried between runs: the
+# decoded tokens equal a single prefill of the whole sequence (causality), for
+# GPT-2 and Llama (RoPE, grouped-query), in every compile mode.
+for model in tiny tiny-llama; do
+  for mode in 0 1 2; do
+    run "$PY" "$SRC/examples/chain_decode.py" --milc "$MILC" --model $model --mode $mode --prompt 12 --steps 3
+    if [ "$RC" = 0 ]; then ok; else fail "chain $model mode $mode: $OUT $ERR"; fi
+  done
+done
