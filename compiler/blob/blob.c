@@ -227,7 +227,9 @@ int milblob_open(MilBlobFile *f, const char *path, DiagSink *d) {
     memset(f, 0, sizeof *f);
     const char *name = diag_intern(d, path);
     SrcLoc loc = {name, 0, 0};
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; the regular-file
+     * check below then refuses it (and the flag is moot for regular files). */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         diag_error(d, loc, "cannot open: %s", strerror(errno));
         return -1;

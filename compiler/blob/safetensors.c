@@ -290,7 +290,7 @@ int safetensors_open(SafetensorsFile *f, const char *path, DiagSink *d) {
     memset(f, 0, sizeof *f);
     const char *name = diag_intern(d, path);
     SrcLoc loc = {name, 0, 0};
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block: refused below */
     if (fd < 0) {
         diag_error(d, loc, "cannot open: %s", strerror(errno));
         return -1;

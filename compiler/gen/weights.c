@@ -268,7 +268,7 @@ int gen_weights_write(const GenProgram *p, const char *source, const char *path,
         const GenWeight *w = &p->weights[i];
         uint64_t bytes = w->count * (w->dtype == MILBLOB_FP16 ? 2 : 4), off;
         void *out = milblob_writer_reserve(wr, w->dtype, bytes, &off);
-        if (!out) { rc = -1; break; }
+        if (!out) break; /* a sticky writer error (disk full, ...): finish reports it */
         MILC_ASSERT(off == w->offset); /* expand.c laid out the same file */
         if (!random && w->source) rc = map_source(w, &f, out, d);
         else init_weight(w, seed, out);

@@ -239,11 +239,12 @@ int npy_read(const void *bytes, size_t n, NpyArray *out, char *err, size_t errle
 
 int npy_open(NpyFile *f, const char *path, char *err, size_t errlen) {
     memset(f, 0, sizeof *f);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block: refused below */
     if (fd < 0) return fail(NPY_EIO, err, errlen, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        int e = errno;
+    int sr = fstat(fd, &st);
+    if (sr != 0 || !S_ISREG(st.st_mode)) {
+        int e = sr != 0 ? errno : 0; /* errno is stale when fstat worked */
         close(fd);
         return fail(NPY_EIO, err, errlen, "%s: not a regular file%s%s", path, e ? ": " : "", e ? strerror(e) : "");
     }
