@@ -250,7 +250,7 @@ int milblob_open(MilBlobFile *f, const char *path, DiagSink *d) {
     if (size > 0) {
         map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (map == MAP_FAILED) {
-            diag_error(d, loc, "cannot map: %s", strerror(errno));
+            diag_syserror(d, loc, "cannot map: %s", strerror(errno));
             close(fd);
             return -1;
         }
@@ -375,7 +375,7 @@ MilBlobWriter *milblob_writer_open(const char *path, DiagSink *d) {
     MilBlobWriter *w = calloc(1, sizeof *w);
     size_t len = strlen(path);
     if (!w || !(w->path = strdup(path)) || !(w->tmp = malloc(len + 32))) {
-        diag_error(d, loc, "out of memory");
+        diag_syserror(d, loc, "out of memory");
         goto fail;
     }
     /* A name of our own rather than mkstemp: open() with mode 0666 applies
@@ -388,13 +388,13 @@ MilBlobWriter *milblob_writer_open(const char *path, DiagSink *d) {
         if (w->fd < 0 && errno != EEXIST) break;
     }
     if (w->fd < 0) {
-        diag_error(d, loc, "cannot create %s: %s", w->tmp, strerror(errno));
+        diag_syserror(d, loc, "cannot create %s: %s", w->tmp, strerror(errno));
         goto fail;
     }
     w->cap = FLUSH_AT;
     w->buf = malloc(w->cap);
     if (!w->buf) {
-        diag_error(d, loc, "out of memory");
+        diag_syserror(d, loc, "out of memory");
         close(w->fd);
         unlink(w->tmp);
         goto fail;
@@ -495,7 +495,7 @@ int milblob_writer_finish(MilBlobWriter *w, DiagSink *d) {
     int rc = 0;
     if (w->failed) {
         unlink(w->tmp);
-        diag_error(d, loc, "%s", w->err);
+        diag_syserror(d, loc, "%s", w->err);
         rc = -1;
     }
     writer_free(w);

@@ -254,7 +254,7 @@ static int mkdir_p(const char *dir, DiagSink *d) {
         *p = '/';
     }
     if (mkdir(tmp, 0777) != 0 && errno != EEXIST) {
-        diag_error(d, ((SrcLoc){diag_intern(d, dir), 0, 0}), "cannot create directory: %s", strerror(errno));
+        diag_syserror(d, ((SrcLoc){diag_intern(d, dir), 0, 0}), "cannot create directory: %s", strerror(errno));
         return -1;
     }
     return 0;
@@ -486,13 +486,13 @@ static int write_file(const char *path, const char *text, size_t len, DiagSink *
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");
     if (!f) {
-        diag_error(d, ((SrcLoc){diag_intern(d, path), 0, 0}), "cannot write: %s", strerror(errno));
+        diag_syserror(d, ((SrcLoc){diag_intern(d, path), 0, 0}), "cannot write: %s", strerror(errno));
         return -1;
     }
     bool ok = fwrite(text, 1, len, f) == len;
     ok &= fclose(f) == 0;
     if (!ok || rename(tmp, path) != 0) {
-        diag_error(d, ((SrcLoc){diag_intern(d, path), 0, 0}), "write failed: %s", strerror(errno));
+        diag_syserror(d, ((SrcLoc){diag_intern(d, path), 0, 0}), "write failed: %s", strerror(errno));
         remove(tmp);
         return -1;
     }

@@ -38,13 +38,12 @@ rm -rf "$WORK/symdir"; mkdir -p "$WORK/symdir"; cp "$WORK/good/model.mil" "$WORK
 ln -s "$SECRET" "$WORK/symdir/weights"
 rm -rf "$WORK/symfile"; mkdir -p "$WORK/symfile/weights"; cp "$WORK/good/model.mil" "$WORK/symfile/"
 ln -s "$SECRET/weight.bin" "$WORK/symfile/weights/weight.bin"
-# Routed (compiler/mil/check.c resolves the path textually, no realpath):
-# repro/blobfile-symlink.sh.
+# Fixed (mil_blob_path resolves symbolic links; was repro/blobfile-symlink.sh).
 for t in symdir symfile; do
   m check "$WORK/$t/model.mil"
-  [ "$RC" = 1 ] && ok || known "check reads BLOBFILE through a symlink ($t) out of the model dir (exit $RC)"
+  [ "$RC" = 1 ] && ok || fail "check reads BLOBFILE through a symlink ($t) out of the model dir (exit $RC)"
   m compile "$WORK/$t/model.mil" -o "$WORK/$t.milc"
-  [ "$RC" = 1 ] && ok || known "compile reads BLOBFILE through a symlink ($t) out of the model dir (exit $RC)"
+  [ "$RC" = 1 ] && ok || fail "compile reads BLOBFILE through a symlink ($t) out of the model dir (exit $RC)"
 done
 # A FIFO as the weight file must not block the checker.
 rm -rf "$WORK/fifo"; mkdir -p "$WORK/fifo/weights"; cp "$WORK/good/model.mil" "$WORK/fifo/"; mkfifo "$WORK/fifo/weights/weight.bin"
