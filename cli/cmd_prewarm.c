@@ -24,6 +24,7 @@
 
 #include "cli.h"
 #include "jobs.h"
+#include "manifest.h"
 
 static const OptSpec prewarm_opts[] = {
     {"jobs", 'j', OPT_VALUE, "N", "worker processes (default: the number of CPUs)"},
@@ -46,54 +47,6 @@ static void prewarm_help(FILE *f) {
           "Keys: --template --model --weights --mode --chunk and template parameters.\n"
           "\noptions:\n", f);
     print_options(f, prewarm_opts);
-}
-
-/* One request line, tokenized: options with their column. */
-typedef struct Line {
-    OptHit *extra;
-    int nextra;
-    const char *config, *weights, *modes;
-    long chunk;
-} Line;
-
-/* Parse one manifest line into spec; errors at file:line:col. */
-static int parse_line(char *text, SrcLoc loc, Line *ln, DiagSink *d) {
-    memset(ln, 0, sizeof *ln);
-    char *p = text;
-    int errors = d->errors;
-    while (*p) {
-        while (*p == ' ' || *p == '\t' || *p == '\r') p++;
-        if (!*p || *p == '#') break;
-        SrcLoc at = {loc.file, loc.line, (int)(p - text) + 1};
-        char *tok = p;
-        while (*p && *p != ' ' && *p != '\t' && *p != '\r') p++;
-        if (*p) *p++ = 0;
-        if (strncmp(tok, "--", 2) != 0 || !tok[2]) {
-            diag_error(d, at, "expected an option such as --model NAME, found '%s'", tok);
-            break;
-        }
-        char *name = tok + 2, *val = strchr(name, '=');
-        if (val) *val++ = 0;
-        else {
-            while (*p == ' ' || *p == '\t' || *p == '\r') p++;
-            if (!*p || *p == '#') { diag_error(d, at, "option '--%s' needs a value", name); break; }
-            val = p;
-            while (*p && *p != ' ' && *p != '\t' && *p != '\r') p++;
-            if (*p) *p++ = 0;
-        }
-        if (opt_name_eq(name, "model") || opt_name_eq(name, "template")) ln->config = val;
-        else if (opt_name_eq(name, "weights")) ln->weights = val;
-        else if (opt_name_eq(name, "mode")) ln->modes = val;
-        else if (opt_name_eq(name, "chunk")) {
-            char *end;
-            ln->chunk = strtol(val, &end, 10);
-            if (*end || ln->chunk < 1 || ln->chunk > 4096) diag_error(d, at, "--chunk wants a whole number >= 1, not '%s'", val);
-        } else {
-            ln->extra = realloc(ln->extra, sizeof(OptHit) * (size_t)(ln->nextra + 1));
-            ln->extra[ln->nextra++] = (OptHit){NULL, name, val};
-        }
-    }
-    return d->errors > errors ? -1 : 0;
 }
 
 /* A worker's report of one job; small enough for an atomic pipe write. */
@@ -173,17 +126,17 @@ static int prewarm_run(Cli *cli, int argc, char **argv) {
     diag_init(&d);
     const char *file = diag_add_source(&d, a.pos[0], text, len);
     JobList jobs = {0};
-    Line *lines = NULL;
+    ManifestLine *lines = NULL;
     int nlines = 0;
     int lineno = 0;
     for (char *p = text, *next; p && *p; p = next) {
         lineno++;
         next = strchr(p, '\n');
         if (next) *next++ = 0;
-        Line ln;
-        if (parse_line(p, (SrcLoc){file, lineno, 1}, &ln, &d) != 0) { free(ln.extra); continue; }
+        ManifestLine ln;
+        if (manifest_parse_line(p, (SrcLoc){file, lineno, 1}, &ln, &d) != 0) { manifest_line_free(&ln); continue; }
         if (!ln.config && !ln.nextra && !ln.chunk && !ln.modes && !ln.weights) continue; /* blank or comment */
-        lines = realloc(lines, sizeof(Line) * (size_t)(nlines + 1));
+        lines = realloc(lines, sizeof(ManifestLine) * (size_t)(nlines + 1));
         lines[nlines++] = ln;
         JobSpec spec = {.config = ln.config, .weights = ln.weights, .modes = ln.modes, .chunk = ln.chunk,
                         .extra = ln.extra, .nextra = ln.nextra, .loc = {file, lineno, 1}};
@@ -266,7 +219,7 @@ static int prewarm_run(Cli *cli, int argc, char **argv) {
     free(pids);
     munmap(next, sizeof *next);
 out:
-    for (int i = 0; i < nlines; i++) free(lines[i].extra);
+    for (int i = 0; i < nlines; i++) manifest_line_free(&lines[i]);
     free(lines);
     jobs_free(&jobs);
     diag_free(&d);
