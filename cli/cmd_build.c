@@ -110,7 +110,7 @@ static int build_run(Cli *cli, int argc, char **argv) {
                       : EXIT_INPUT;
         gen_config_free(cfg);
         if (brc != EXIT_OK) { rc = brc; break; }
-        print_result(cli, &res, i, jobs.v[i].label);
+        print_result(cli, &res, i, jobs.v[i].label[0] ? jobs.v[i].label : jobs.v[i].config);
     }
     if (cli->json) printf("]}\n");
     int drc = cli_report(cli, &d);
