@@ -33,6 +33,7 @@ static void key_common(CacheKeyBuilder *b, int mode) {
     ckey_add_u64(b, TAG('K', 'F', 'M', 'T'), MILC_KEY_FORMAT);
     ckey_add_str(b, TAG('M', 'V', 'E', 'R'), MILC_VERSION);
     ckey_add_str(b, TAG('B', 'K', 'N', 'D'), "cpu");
+    ckey_add_u64(b, TAG('A', 'F', 'M', 'T'), RT_FORMAT_VERSION);
     ckey_add_u64(b, TAG('M', 'O', 'D', 'E'), (uint64_t)mode);
 }
 
@@ -44,6 +45,19 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 
 /* The scratch directory holds only what the generator wrote; remove it all. */
 static void rm_tree(const char *dir) { nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+/* A hit is served only if its artifact is one this runtime reads, of the
+ * mode asked for: a checksum-clean entry of another format (an older milc
+ * that kept its version string) is rebuilt, not served. */
+static bool artifact_usable(CacheHit *hit, int mode) {
+    const CacheSection *cs;
+    int n;
+    RtArtifactInfo ai;
+    char err[256];
+    return cache_hit_sections(hit, &cs, &n) == 0 && n > 0 &&
+           rt_artifact_info(&(RtSection){0, 0, cs[0].data, (size_t)cs[0].size}, &ai, err, sizeof err) == 0 &&
+           (int)ai.mode == mode;
+}
 
 int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink *d) {
     long long t_all = cli_now_ns(), t0 = t_all;
@@ -77,15 +91,7 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     if (r == 0) {
         const CacheEntryInfo *info = cache_hit_info(hit);
         res->artifact_bytes = info->bytes;
-        /* The entry must also load: a structurally broken artifact whose
-         * checksum matches (a milc bug, or an old format) is rebuilt. */
-        const CacheSection *cs;
-        int n;
-        bool ok = cache_hit_sections(hit, &cs, &n) == 0 && n > 0;
-        RtArtifactInfo ai;
-        char err[256];
-        ok = ok && rt_artifact_info(&(RtSection){0, 0, cs[0].data, (size_t)cs[0].size}, &ai, err, sizeof err) == 0 &&
-             (int)ai.mode == req->mode;
+        bool ok = artifact_usable(hit, req->mode);
         if (ok && req->hit_out) *req->hit_out = hit;
         else cache_hit_release(hit);
         if (ok) {
@@ -140,6 +146,10 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     ckey_add(&fb, TAG('W', 'B', 'L', 'B'), blobdig, 16);
     if (ckey_finish(&fb, &res->key) != 0) { cli_error("out of memory"); goto out; }
     r = cache_get(c, &res->key, fb.buf, fb.len, gflags, &hit);
+    if (r == 0 && !artifact_usable(hit, req->mode)) {
+        cache_hit_release(hit);
+        r = CACHE_ENOTFOUND; /* compile and replace it */
+    }
     if (r == 0) {
         res->artifact_bytes = cache_hit_info(hit)->bytes;
         if (req->hit_out) *req->hit_out = hit;
