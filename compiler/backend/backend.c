@@ -127,7 +127,7 @@ int backend_compile(IrProgram *p, const BackendOptions *o, RtArtifact **out, Bac
         goto fail;
     }
     LowerShared *ls = lower_shared_new(b, f, dir, d);
-    int rc = lower_inputs_outputs(ls);
+    int rc = lower_inputs_outputs(ls, fusing && o->mode != RT_MODE_NONBONDED ? &fuse : NULL);
     int nops = 0, ncopies = 0;
     if (rc == 0 && o->mode != RT_MODE_NONBONDED) {
         rc = rtb_program(b, RT_PROG_BONDED) < 0 ? -1 : lower_program(ls, fusing ? &fuse : NULL, true, &nops, &ncopies);

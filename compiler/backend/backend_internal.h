@@ -37,6 +37,10 @@ typedef struct FuseGroup {
     IrValue *q, *k, *v, *mask; /* q as [.., M, E]; k as [.., E, S] if k_t else [.., S, E] */
     bool k_t, v_t;             /* v as [.., Ev, S] if v_t else [.., S, Ev] */
     bool causal;               /* the mask is a constant causal mask: use the flag */
+    bool in_place;             /* few query rows and K or V transposed: the kernel reads
+                                * them where they lie (RtAttnParams flags), no transpose */
+    bool split;                /* in_place, and K, V are concats along S of two parts each */
+    IrValue *k_parts[2], *v_parts[2]; /* split: the concat inputs, [B, C, 1.., S_i] */
     double scale;
     int64_t frame[4];          /* B, H, L, S of the softmax */
 } FuseGroup;
@@ -63,7 +67,9 @@ char *backend_fuse_describe(const FuseTable *t);
 typedef struct LowerShared LowerShared;
 LowerShared *lower_shared_new(RtPlanBuilder *b, IrFunction *f, const char *model_dir, DiagSink *d);
 void lower_shared_free(LowerShared *s);
-int lower_inputs_outputs(LowerShared *s);
+/* fuse (may be NULL) tells which fp16 inputs a fused attention reads in place:
+ * those become F16 buffers bound without conversion. */
+int lower_inputs_outputs(LowerShared *s, const FuseTable *fuse);
 int lower_program(LowerShared *s, const FuseTable *fuse, bool views, int *nops, int *ncopies);
 int lower_bind_outputs(LowerShared *s);
 

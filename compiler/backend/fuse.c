@@ -334,7 +334,30 @@ static bool bcasts_to(const IrType *m, const int64_t *frame) {
     return true;
 }
 
-enum { ATTN_MIN_ROWS = 32 }; /* query rows per KV head below which a transposed K is not fused */
+enum { ATTN_MIN_ROWS = 32 }; /* query rows per KV head below which a transposed K is read in place */
+
+/* v (K or V of an attention, [B, Hk, E, S]) as reshapes that keep the last
+ * dim of a concat of two parts along that last dim: claims them and returns
+ * the parts.  The kernel then reads cache and new positions where they lie. */
+static bool concat_parts(Builder *b, IrValue *v, IrValue **parts) {
+    IrValue *cur = v;
+    while (cur->def && cur->def->kind == OP_RESHAPE) {
+        if (cur->uses != 1 || !reshape_keeps_last(cur->def) || !claim(b, cur->def)) return false;
+        cur = argv_(cur->def, "x");
+    }
+    IrOp *c = cur->def;
+    int64_t ax = 0, il = 0;
+    if (!c || c->kind != OP_CONCAT || cur->uses != 1 || !ir_op_arg_i64(c, "axis", &ax)) return false;
+    if (ir_op_arg_i64(c, "interleave", &il) && il) return false;
+    int r = cur->type.rank;
+    IrArg *vals = ir_op_arg(c, "values");
+    if ((ax != -1 && ax != r - 1) || !vals || vals->kind != IR_ARG_TUPLE || vals->nitems != 2) return false;
+    for (int i = 0; i < 2; i++)
+        if (vals->items[i]->type.rank != r) return false;
+    if (!claim(b, c)) return false;
+    parts[0] = vals->items[0], parts[1] = vals->items[1];
+    return true;
+}
 
 static void fuse_attention(Builder *b, IrOp *sm) {
     if (sm->kind != OP_SOFTMAX) return;
@@ -437,7 +460,15 @@ static void fuse_attention(Builder *b, IrOp *sm) {
     /* The kernel reads K as [S, E] rows.  K given as [E, S] (the [1, C, 1, S]
      * layout) costs a transposing copy of the whole cache; with few queries
      * (decode) matmul + softmax + matmul reading K and V in place is cheaper. */
-    if ((g.k_t || g.v_t) && f[2] * (f[1] / Hk) < ATTN_MIN_ROWS) return;
+    if ((g.k_t || g.v_t) && f[2] * (f[1] / Hk) < ATTN_MIN_ROWS) {
+        g.in_place = true;
+        int n0 = b->n;
+        if (g.k_t && g.v_t && concat_parts(b, k, g.k_parts) && concat_parts(b, v, g.v_parts) &&
+            g.k_parts[0]->type.dims[g.k_parts[0]->type.rank - 1] == g.v_parts[0]->type.dims[g.v_parts[0]->type.rank - 1])
+            g.split = true;
+        else
+            b->n = n0; /* not both concats: K and V stay whole */
+    }
     g.q = q, g.k = k, g.v = v;
     commit(b, &g);
 }

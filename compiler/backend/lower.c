@@ -36,6 +36,7 @@ typedef struct LVal {
 typedef struct BufInfo {
     int rank;
     int64_t dims[MAXR];
+    bool f16; /* an fp16 input read in place: ops other than attention need a converting copy */
 } BufInfo;
 
 typedef struct BlobOpen {
@@ -105,6 +106,7 @@ static void note_buf(LowerShared *s, int id, int rank, const int64_t *dims) {
     }
     if (id >= s->nbi) s->nbi = id + 1;
     s->bi[id].rank = rank;
+    s->bi[id].f16 = false;
     for (int i = 0; i < rank; i++) s->bi[id].dims[i] = dims[i];
 }
 
@@ -162,6 +164,18 @@ static bool view_contiguous(const View *v) {
         st *= v->dims[i];
     }
     return true;
+}
+
+static int64_t view_numel(const View *v) {
+    int64_t n = 1;
+    for (int i = 0; i < v->rank; i++) n *= v->dims[i];
+    return n;
+}
+
+static int64_t buf_numel(const LowerShared *s, int buf) {
+    int64_t n = 1;
+    for (int i = 0; i < s->bi[buf].rank; i++) n *= s->bi[buf].dims[i];
+    return n;
 }
 
 /* The view is exactly buffer v->buf, as the buffer's own shape. */
@@ -305,7 +319,9 @@ static int make_weight(LowerShared *s, const IrValue *v, int rank, const int64_t
     }
     char name[RT_NAME_MAX];
     snprintf(name, sizeof name, "%s", v->name);
-    int id = check_rc(s, rtb_weight(s->b, name, dt, rank, dims, data));
+    /* Blob bytes stay mapped until after rtb_finish (lower_shared_free), so
+     * the builder may read them in place instead of copying every weight. */
+    int id = check_rc(s, (owned ? rtb_weight : rtb_weight_ref)(s->b, name, dt, rank, dims, data));
     if (owned) free((void *)data);
     note_buf(s, id, rank, dims);
     return id;
@@ -420,7 +436,7 @@ static int buffer_as(LowerShared *s, const IrValue *v, int rank, const int64_t *
     LVal *L = lval(s, v);
     if (!L->has) return -1;
     View w;
-    if (dest < 0 && view_reshape(&L->v, rank, dims, &w) && view_is_buffer(s, &w)) return w.buf;
+    if (dest < 0 && view_reshape(&L->v, rank, dims, &w) && view_is_buffer(s, &w) && !s->bi[w.buf].f16) return w.buf;
     bool own = dims_same(rank, dims, v->type.rank, v->type.dims);
     bool mine = dest < 0;
     if (dest < 0) dest = own ? copy_dest(s, v) : new_temp(s, rt_dt(v->type.dtype), rank, dims);
@@ -462,10 +478,11 @@ static bool resolved_view(LowerShared *s, const IrValue *v, View *out) {
     return true;
 }
 
-/* A buffer of dims holding view w (w's dims in row-major order = dims). */
+/* A buffer of dims holding view w (w's dims in row-major order = dims); an
+ * fp16 input is always copied (converted): only attention reads F16. */
 static int buffer_of_view(LowerShared *s, const View *w, RtDType dt, int rank, const int64_t *dims) {
     View r;
-    if (view_reshape(w, rank, dims, &r) && view_is_buffer(s, &r)) return r.buf;
+    if (view_reshape(w, rank, dims, &r) && view_is_buffer(s, &r) && !s->bi[r.buf].f16) return r.buf;
     int t = new_temp(s, dt, rank, dims);
     if (t < 0) return -1;
     int64_t st[MAXR];
@@ -651,7 +668,43 @@ static void swap_last2(View *v) {
     v->strides[a] = v->strides[b], v->strides[b] = t;
 }
 
+/* The decode form: K and V read in place, transposed, possibly fp16 inputs,
+ * possibly as cache ++ new without the concat (RtAttnParams flags). */
+static int lower_attention_in_place(LowerShared *s, const FuseGroup *g) {
+    const int64_t B = g->frame[0], H = g->frame[1], L = g->frame[2], S = g->frame[3];
+    int64_t E = g->q->type.dims[3], qd[4] = {B, H, L, E};
+    const int64_t *kd = g->k->type.dims, *vd = g->v->type.dims; /* [B, Hk, E, S] or [B, Hk, S, E] */
+    RtAttnParams p = {.scale = (float)g->scale, .causal = g->causal, .kv_heads = (int32_t)kd[1],
+                      .flags = (g->k_t ? RT_ATTN_K_T : 0) | (g->v_t ? RT_ATTN_V_T : 0) | (g->split ? RT_ATTN_SPLIT : 0)};
+    int in[6], n = 0;
+    in[n++] = buffer_as(s, g->q, 4, qd, -1);
+    for (int i = 0; i < (g->split ? 2 : 1); i++)
+        for (int kv = 0; kv < 2; kv++) {
+            const IrValue *val = g->split ? (kv ? g->v_parts[i] : g->k_parts[i]) : (kv ? g->v : g->k);
+            const int64_t *full = kv ? vd : kd;
+            int64_t d[4] = {full[0], full[1], full[2], full[3]};
+            if (g->split) d[3] = val->type.dims[val->type.rank - 1]; /* split implies both transposed: S is last */
+            View w;
+            if (!resolved_view(s, val, &w)) return -1;
+            /* the kernel reads elements in row-major order whatever the
+             * buffer's dims: a whole dense buffer (an fp16 cache input, a
+             * GEMM's [1, C, 1, S] result) is used as it is */
+            if (!w.offset && view_contiguous(&w) && view_numel(&w) == buf_numel(s, w.buf)) in[n++] = w.buf;
+            else in[n++] = buffer_of_view(s, &w, RT_F32, 4, d);
+        }
+    if (g->mask) {
+        if (L <= S && mask_is_causal(s, g->mask, L, S)) p.causal = 1;
+        else in[n++] = materialize(s, g->mask), p.has_mask = 1;
+    }
+    int64_t od[4] = {B, H, L, g->v_t ? vd[2] : vd[3]};
+    int out = result_buf(s, g->result, 4, od);
+    if (emit(s, RT_OP_ATTENTION, in, n, out, &p, sizeof p) < 0) return -1;
+    set_buffer(s, g->result, out, 4, od);
+    return 0;
+}
+
 static int lower_attention(LowerShared *s, const FuseGroup *g) {
+    if (g->in_place) return lower_attention_in_place(s, g);
     const int64_t B = g->frame[0], H = g->frame[1], L = g->frame[2], S = g->frame[3];
     int64_t E = g->q->type.dims[3];
     int64_t qd[4] = {B, H, L, E};
@@ -1097,16 +1150,32 @@ static int io_dtype(LowerShared *s, const IrValue *v, SrcLoc loc, RtDType *out) 
     }
 }
 
-int lower_inputs_outputs(LowerShared *s) {
+/* Is input v a part a fused attention reads in place (a KV cache)? */
+static bool read_in_place(const FuseTable *fuse, const IrValue *v) {
+    for (int i = 0; fuse && i < fuse->ngroups; i++) {
+        const FuseGroup *g = fuse->groups[i];
+        if (g->kind == FUSE_ATTN && g->split)
+            for (int j = 0; j < 2; j++)
+                if (g->k_parts[j] == v || g->v_parts[j] == v) return true;
+    }
+    return false;
+}
+
+int lower_inputs_outputs(LowerShared *s, const FuseTable *fuse) {
     IrFunction *f = s->f;
     for (int i = 0; i < f->ninputs; i++) {
         IrValue *v = f->inputs[i];
         RtDType dt;
         if (io_dtype(s, v, v->loc, &dt) < 0) return -1;
         if (ir_value_numel(v) < 0) return fail_at(s, v->loc, "input '%s' has a dynamic shape", v->name), -1;
-        int id = check_rc(s, rtb_input(s->b, v->name, dt, v->type.rank, v->type.dims));
+        /* A KV cache the attention kernel reads as fp16 stays fp16: no
+         * conversion pass at rt_run, half the bytes read. */
+        bool raw = dt == RT_F16 && read_in_place(fuse, v);
+        int id = check_rc(s, raw ? rtb_input_f16(s->b, v->name, v->type.rank, v->type.dims)
+                                 : rtb_input(s->b, v->name, dt, v->type.rank, v->type.dims));
         if (id < 0) return -1;
         note_buf(s, id, v->type.rank, v->type.dims);
+        s->bi[id].f16 = raw;
         s->input_buf[vid(v)] = id;
     }
     for (int i = 0; i < f->noutputs; i++) {
@@ -1123,7 +1192,7 @@ int lower_bind_outputs(LowerShared *s) {
     for (int i = 0; i < s->f->noutputs; i++) {
         IrValue *v = s->f->outputs[i];
         RtDType dt;
-        io_dtype(s, v, s->f->loc, &dt);
+        if (io_dtype(s, v, s->f->loc, &dt) < 0) return -1;
         if (check_rc(s, rtb_output(s->b, v->name, s->out_buf[i], dt)) < 0) return -1;
     }
     return 0;

@@ -1,8 +1,11 @@
 /* builder.c — RtPlanBuilder: records buffers and ops for one or two programs,
  * then rtb_finish packs GEMM weights for their kernels, plans each program's
  * arena from buffer lifetimes, and serialises the artifact sections. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "milc/half.h"
 #include "rt_internal.h"
@@ -10,13 +13,20 @@
 typedef struct {
     RtBufRec rec;
     char name[RT_NAME_MAX];
-    void *data; /* weights: owned copy */
+    void *data;    /* weights: owned copy, or the caller's bytes if borrowed */
+    bool borrowed; /* rtb_weight_ref: never freed here; copied or packed by rtb_finish */
 } BBuf;
 
 typedef struct {
     RtOpRec *ops;
     uint32_t n, cap;
 } BProg;
+
+typedef struct {
+    int w;
+    RtDType src;
+    int64_t n, k;
+} PackJob;
 
 struct RtPlanBuilder {
     int mode, cur;
@@ -26,6 +36,8 @@ struct RtPlanBuilder {
     RtIoRec *inputs, *outputs;
     uint32_t nin, nout, capin, capout;
     BProg prog[2];
+    PackJob *packs; /* queued by pack_weights, run by run_packs */
+    uint32_t npack, cappack;
     int rc;
     char err[256];
 };
@@ -63,13 +75,15 @@ RtPlanBuilder *rtb_new(int mode) {
 
 void rtb_free(RtPlanBuilder *b) {
     if (!b) return;
-    for (uint32_t i = 0; i < b->nbuf; i++) free(b->bufs[i].data);
+    for (uint32_t i = 0; i < b->nbuf; i++)
+        if (!b->bufs[i].borrowed) free(b->bufs[i].data);
     free(b->bufs);
     free(b->rb);
     free(b->inputs);
     free(b->outputs);
     free(b->prog[0].ops);
     free(b->prog[1].ops);
+    free(b->packs);
     free(b);
 }
 
@@ -121,6 +135,21 @@ int rtb_input(RtPlanBuilder *b, const char *name, RtDType io, int rank, const in
     return id;
 }
 
+int rtb_input_f16(RtPlanBuilder *b, const char *name, int rank, const int64_t *dims) {
+    if (b->rc) return b->rc;
+    if (!name || !*name || strlen(name) >= RT_NAME_MAX) return fail(b, RT_EINVAL, "input needs a name shorter than %d", RT_NAME_MAX);
+    if (name_taken(b->inputs, b->nin, name)) return fail(b, RT_EINVAL, "input %s declared twice", name);
+    int id = add_buf(b, RT_BUF_INPUT, RT_F16, rank, dims, name);
+    if (id < 0) return id;
+    if (!grow((void **)&b->inputs, &b->capin, b->nin + 1, sizeof(RtIoRec))) return fail(b, RT_ENOMEM, "out of memory");
+    RtIoRec *r = &b->inputs[b->nin++];
+    memset(r, 0, sizeof *r);
+    r->buf = (uint32_t)id;
+    r->io_dtype = RT_F16;
+    snprintf(r->name, sizeof r->name, "%s", name);
+    return id;
+}
+
 int rtb_weight(RtPlanBuilder *b, const char *name, RtDType dt, int rank, const int64_t *dims, const void *data) {
     if (!data) return fail(b, RT_EINVAL, "weight %s: no data", name ? name : "");
     int id = add_buf(b, RT_BUF_WEIGHT, dt, rank, dims, name);
@@ -130,6 +159,15 @@ int rtb_weight(RtPlanBuilder *b, const char *name, RtDType dt, int rank, const i
     if (!copy) return fail(b, RT_ENOMEM, "out of memory copying weight");
     memcpy(copy, data, bytes);
     b->bufs[id].data = copy;
+    return id;
+}
+
+int rtb_weight_ref(RtPlanBuilder *b, const char *name, RtDType dt, int rank, const int64_t *dims, const void *data) {
+    if (!data) return fail(b, RT_EINVAL, "weight %s: no data", name ? name : "");
+    int id = add_buf(b, RT_BUF_WEIGHT, dt, rank, dims, name);
+    if (id < 0) return id;
+    b->bufs[id].data = (void *)data; /* only read: packing and widening write new memory */
+    b->bufs[id].borrowed = true;
     return id;
 }
 
@@ -158,8 +196,9 @@ static void widen_weight(RtPlanBuilder *b, int id) {
         return;
     }
     half_to_float_n(bb->data, f, (size_t)n);
-    free(bb->data);
+    if (!bb->borrowed) free(bb->data);
     bb->data = f;
+    bb->borrowed = false;
     bb->rec.dtype = RT_F32;
     rt_buf_init(&b->rb[id], &bb->rec, NULL, 0);
 }
@@ -180,7 +219,8 @@ int rtb_op(RtPlanBuilder *b, RtOpKind kind, const int *in, int nin, const int *o
     for (int i = 0; i < nout; i++) op.out[i] = out[i];
     if (plen) memcpy(op.p.bytes, params, plen);
     for (int i = 0; i < nin; i++) {
-        if (in[i] >= 0 && (uint32_t)in[i] < b->nbuf && b->rb[in[i]].dtype == RT_F16 && !(kind == RT_OP_GEMM && i == 1))
+        if (in[i] >= 0 && (uint32_t)in[i] < b->nbuf && b->rb[in[i]].dtype == RT_F16 &&
+            b->rb[in[i]].kind == RT_BUF_WEIGHT && !(kind == RT_OP_GEMM && i == 1))
             widen_weight(b, in[i]);
     }
     if (b->rc) return b->rc;
@@ -213,15 +253,38 @@ int rtb_output(RtPlanBuilder *b, const char *name, int buf, RtDType io) {
 
 /* ---- finish ---- */
 
-void rt_pack_p32(const void *w, int64_t n, int64_t k, size_t elem, void *dst) {
-    const unsigned char *src = w;
-    unsigned char *d = dst;
+/* Panels are a 32-wide transpose: walk K in blocks so the 32 source rows and
+ * the destination block stay in L1 (one memcpy per element cost ~4x more). */
+enum { PACK_KB = 64 };
+void rt_pack_p32(const void *w, int64_t n, int64_t k, RtDType src, RtDType dst_dt, void *dst) {
+    /* pack_weights asks only for F32 -> F32, F16 -> F16 or F16 -> F32 */
     int64_t panels = (n + RT_PANEL - 1) / RT_PANEL;
-    memset(dst, 0, (size_t)(panels * RT_PANEL * k) * elem);
-    for (int64_t p = 0; p < panels; p++)
-        for (int64_t j = 0; j < RT_PANEL && p * RT_PANEL + j < n; j++)
-            for (int64_t kk = 0; kk < k; kk++)
-                memcpy(d + ((p * k + kk) * RT_PANEL + j) * elem, src + ((p * RT_PANEL + j) * k + kk) * elem, elem);
+    for (int64_t p = 0; p < panels; p++) {
+        int64_t rows = n - p * RT_PANEL < RT_PANEL ? n - p * RT_PANEL : RT_PANEL;
+        for (int64_t k0 = 0; k0 < k; k0 += PACK_KB) {
+            int64_t k1 = k0 + PACK_KB < k ? k0 + PACK_KB : k;
+            if (dst_dt == RT_F32) {
+                float *d = (float *)dst + p * k * RT_PANEL;
+                for (int64_t j = 0; j < rows; j++) {
+                    int64_t r = (p * RT_PANEL + j) * k;
+                    if (src == RT_F32)
+                        for (int64_t kk = k0; kk < k1; kk++) d[kk * RT_PANEL + j] = ((const float *)w)[r + kk];
+                    else
+                        for (int64_t kk = k0; kk < k1; kk++) d[kk * RT_PANEL + j] = half_to_float(((const uint16_t *)w)[r + kk]);
+                }
+                for (int64_t j = rows; j < RT_PANEL; j++)
+                    for (int64_t kk = k0; kk < k1; kk++) d[kk * RT_PANEL + j] = 0;
+            } else {
+                uint16_t *d = (uint16_t *)dst + p * k * RT_PANEL;
+                for (int64_t j = 0; j < rows; j++) {
+                    const uint16_t *r = (const uint16_t *)w + (p * RT_PANEL + j) * k;
+                    for (int64_t kk = k0; kk < k1; kk++) d[kk * RT_PANEL + j] = r[kk];
+                }
+                for (int64_t j = rows; j < RT_PANEL; j++)
+                    for (int64_t kk = k0; kk < k1; kk++) d[kk * RT_PANEL + j] = 0;
+            }
+        }
+    }
 }
 
 static int64_t gemm_rows(const RtPlanBuilder *b, const RtOpRec *op) {
@@ -230,21 +293,62 @@ static int64_t gemm_rows(const RtPlanBuilder *b, const RtOpRec *op) {
     return x->numel / (x->dims[0] * w->dims[1]); /* spatial size per batch */
 }
 
-/* Converts weight w to panels of dtype dt (widening fp16 first if asked). */
+/* Marks weight w as panels of dtype dt and queues the conversion (run by
+ * run_packs, in parallel: packing is most of rtb_finish).  fp16 -> fp32
+ * widening happens inside the pack, so the weight is read and written once. */
 static void pack_in_place(RtPlanBuilder *b, int w, RtDType dt) {
-    if (dt == RT_F32 && b->rb[w].dtype == RT_F16) widen_weight(b, w);
     if (b->rc) return;
-    BBuf *bb = &b->bufs[w];
-    bb->rec.flags |= RT_BUFF_PACKED_P32;
-    void *packed = malloc((size_t)rt_buf_storage(&bb->rec));
-    if (!packed) {
+    if (!grow((void **)&b->packs, &b->cappack, b->npack + 1, sizeof(PackJob))) {
         fail(b, RT_ENOMEM, "out of memory packing weights");
         return;
     }
-    rt_pack_p32(bb->data, b->rb[w].dims[0], b->rb[w].dims[1], rt_dtype_size(dt), packed);
-    free(bb->data);
-    bb->data = packed;
+    BBuf *bb = &b->bufs[w];
+    b->packs[b->npack++] = (PackJob){.w = w, .src = (RtDType)bb->rec.dtype, .n = b->rb[w].dims[0], .k = b->rb[w].dims[1]};
+    bb->rec.dtype = (uint32_t)dt;
+    bb->rec.flags |= RT_BUFF_PACKED_P32;
     rt_buf_init(&b->rb[w], &bb->rec, NULL, 0);
+}
+
+typedef struct {
+    RtPlanBuilder *b;
+    _Atomic uint32_t next;
+    atomic_int failed;
+} PackRun;
+
+static void *pack_thread(void *arg) {
+    PackRun *r = arg;
+    RtPlanBuilder *b = r->b;
+    for (uint32_t i; (i = atomic_fetch_add(&r->next, 1)) < b->npack;) {
+        PackJob *j = &b->packs[i];
+        BBuf *bb = &b->bufs[j->w];
+        void *packed = malloc((size_t)rt_buf_storage(&bb->rec));
+        if (!packed) {
+            atomic_store(&r->failed, 1);
+            continue;
+        }
+        rt_pack_p32(bb->data, j->n, j->k, j->src, (RtDType)bb->rec.dtype, packed);
+        if (!bb->borrowed) free(bb->data);
+        bb->data = packed;
+        bb->borrowed = false;
+    }
+    return NULL;
+}
+
+/* Runs the queued packs on up to PACK_THREADS threads (the caller's included). */
+enum { PACK_THREADS = 4 };
+static void run_packs(RtPlanBuilder *b) {
+    PackRun r = {.b = b};
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int nth = ncpu < 1 ? 1 : ncpu > PACK_THREADS ? PACK_THREADS : (int)ncpu;
+    if ((uint32_t)nth > b->npack) nth = b->npack ? (int)b->npack : 1;
+    pthread_t t[PACK_THREADS];
+    int started = 0;
+    for (int i = 1; i < nth; i++, started++)
+        if (pthread_create(&t[started], NULL, pack_thread, &r) != 0) break;
+    pack_thread(&r);
+    for (int i = 0; i < started; i++) pthread_join(t[i], NULL);
+    b->npack = 0;
+    if (atomic_load(&r.failed)) fail(b, RT_ENOMEM, "out of memory packing weights");
 }
 
 /* A copy of weight w as a new buffer (same name, dtype, data). */
@@ -252,7 +356,9 @@ static int twin_weight(RtPlanBuilder *b, int w) {
     char name[RT_NAME_MAX];
     memcpy(name, b->bufs[w].name, sizeof name); /* rtb_weight may move b->bufs */
     int64_t dims[2] = {b->rb[w].dims[0], b->rb[w].dims[1]};
-    return rtb_weight(b, name, (RtDType)b->rb[w].dtype, 2, dims, b->bufs[w].data);
+    /* a borrowed source is shared (both packs only read it); an owned one is
+     * copied, since w's own pack frees it */
+    return (b->bufs[w].borrowed ? rtb_weight_ref : rtb_weight)(b, name, (RtDType)b->rb[w].dtype, 2, dims, b->bufs[w].data);
 }
 
 enum { USE_SMALL = 1, USE_LARGE = 2, USE_ALL = 3 };
@@ -358,7 +464,7 @@ static int plan_arena(RtPlanBuilder *b, int pi, uint64_t *offsets, uint64_t *are
     uint32_t nl = 0;
     for (uint32_t i = 0; i < b->nbuf; i++) {
         offsets[i] = UINT64_MAX;
-        if (last[i] != -2) lv[nl++] = (Live){.buf = i, .first = first[i], .last = last[i], .size = align_arena(b->rb[i].bytes)};
+        if (last[i] != -2 && !rt_buf_external(&b->rb[i])) lv[nl++] = (Live){.buf = i, .first = first[i], .last = last[i], .size = align_arena(b->rb[i].bytes)};
     }
     uint64_t top = 0;
     if (pi == RT_PROG_NONBONDED) {
@@ -392,6 +498,7 @@ int rtb_finish(RtPlanBuilder *b, const char *source_mil, size_t mlen, RtArtifact
     *out = NULL;
     if (!b->rc && b->nout == 0) fail(b, RT_EINVAL, "plan has no outputs");
     if (!b->rc) pack_weights(b);
+    if (!b->rc) run_packs(b);
     int progs[2] = {b->mode != RT_MODE_NONBONDED, b->mode != RT_MODE_BONDED};
     uint64_t *offs[2] = {NULL, NULL}, arena[2] = {0, 0};
     for (int p = 0; p < 2 && !b->rc; p++) {
@@ -444,6 +551,13 @@ int rtb_finish(RtPlanBuilder *b, const char *source_mil, size_t mlen, RtArtifact
     secs[k++] = (RtSection){.kind = RT_SEC_SOURCE, .id = 0, .data = src, .size = mlen};
     for (uint32_t i = 0; i < b->nbuf; i++) {
         if (b->rb[i].kind != RT_BUF_WEIGHT) continue;
+        if (b->bufs[i].borrowed) { /* the artifact owns its sections */
+            void *copy = malloc(b->rb[i].bytes ? (size_t)b->rb[i].bytes : 1);
+            if (!copy) goto nomem;
+            memcpy(copy, b->bufs[i].data, (size_t)b->rb[i].bytes);
+            b->bufs[i].data = copy;
+            b->bufs[i].borrowed = false;
+        }
         secs[k++] = (RtSection){.kind = RT_SEC_WEIGHT, .id = i, .data = b->bufs[i].data, .size = (size_t)b->rb[i].bytes};
         b->bufs[i].data = NULL; /* now the artifact's */
     }

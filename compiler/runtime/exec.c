@@ -1,10 +1,9 @@
 /* exec.c — the persistent thread pool (spin, then futex sleep) and rt_run.
- * A dispatch wakes the pool, runs a range of ops with a barrier between ops,
- * and returns when every thread is done.  Bonded programs are one dispatch;
- * non-bonded ones pay the whole dispatch path once per op, on purpose. */
+ * A dispatch wakes the pool and runs a range of ops, each cut into parts the
+ * threads claim, one op complete before the next starts.  Bonded programs are
+ * one dispatch; non-bonded ones pay the whole dispatch path once per op. */
 #include <linux/futex.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -24,13 +23,19 @@
 /* How long an idle worker spins before sleeping: long enough that the next
  * dispatch of a decode loop or a non-bonded program finds it awake. */
 enum { SPIN_NS = 200000 };
+/* Pause iterations a thread spins waiting for an op's parts or a dispatch's end
+ * before it sleeps on a futex (~50 µs).  Sleeping rather than yielding matters
+ * when the machine is oversubscribed: the thread being waited for gets the
+ * core at once instead of after the yielding one's time slice. */
+enum { SPIN_WAIT = 1 << 11 };
 
 struct RtPool {
     int nth;
     pthread_t *threads;
-    _Atomic uint32_t gen; /* futex word: bumped once per dispatch */
-    atomic_int sleepers, stop, done;
-    _Atomic uint32_t bar_count, bar_gen;
+    _Atomic uint32_t gen;    /* futex word: bumped once per dispatch */
+    _Atomic uint32_t open;   /* the gen workers may still join; 0 once the work is done */
+    _Atomic uint32_t inside; /* futex word: workers inside the current dispatch */
+    atomic_int sleepers, stop, inside_waiting;
     RtPoolFn fn;
     void *arg;
 };
@@ -53,6 +58,9 @@ typedef struct {
     int ith;
 } WorkerArg;
 
+/* A worker joins a dispatch only while it is open: one that wakes late (it
+ * was descheduled; the machine is busy) finds the work done and the dispatch
+ * closed, and never holds the caller up. */
 static void *worker_main(void *arg) {
     RtPool *p = ((WorkerArg *)arg)->pool;
     int ith = ((WorkerArg *)arg)->ith;
@@ -74,8 +82,9 @@ static void *worker_main(void *arg) {
         }
         seen = g;
         if (atomic_load(&p->stop)) break;
-        p->fn(p->arg, ith, p->nth);
-        atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
+        atomic_fetch_add(&p->inside, 1); /* seq_cst: pairs with the caller closing */
+        if (atomic_load(&p->open) == g) p->fn(p->arg, ith, p->nth);
+        if (atomic_fetch_sub(&p->inside, 1) == 1 && atomic_load(&p->inside_waiting)) futex_wake(&p->inside);
     }
     return NULL;
 }
@@ -112,6 +121,11 @@ void rt_pool_free(RtPool *p) {
     free(p);
 }
 
+int rt_pool_threads(const RtPool *p) { return p->nth; }
+
+/* fn must return on the caller only when the dispatch's work is all done
+ * (run_job does: it waits for every op's last part); workers that joined are
+ * then waited for, late ones are shut out. */
 void rt_pool_run(RtPool *p, RtPoolFn fn, void *arg) {
     if (p->nth == 1) {
         fn(arg, 0, 1);
@@ -119,61 +133,108 @@ void rt_pool_run(RtPool *p, RtPoolFn fn, void *arg) {
     }
     p->fn = fn;
     p->arg = arg;
-    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
-    atomic_fetch_add(&p->gen, 1); /* seq_cst: pairs with the sleepers count */
+    uint32_t g = atomic_load(&p->gen) + 1;
+    if (g == 0) g = 1; /* 0 means closed */
+    atomic_store(&p->open, g);
+    atomic_store(&p->gen, g); /* seq_cst: pairs with the sleepers count */
     if (atomic_load(&p->sleepers)) futex_wake(&p->gen);
     fn(arg, 0, p->nth);
-    for (int i = 0; atomic_load_explicit(&p->done, memory_order_acquire) < p->nth - 1; i++) {
-        cpu_relax();
-        if (i > (1 << 11)) sched_yield(); /* a worker was descheduled: give it our core */
-    }
-}
-
-void rt_pool_barrier(RtPool *p) {
-    if (p->nth == 1) return;
-    uint32_t g = atomic_load_explicit(&p->bar_gen, memory_order_acquire);
-    if (atomic_fetch_add_explicit(&p->bar_count, 1, memory_order_acq_rel) == (uint32_t)p->nth - 1) {
-        atomic_store_explicit(&p->bar_count, 0, memory_order_relaxed);
-        atomic_fetch_add_explicit(&p->bar_gen, 1, memory_order_release);
-        return;
-    }
-    for (int i = 0; atomic_load_explicit(&p->bar_gen, memory_order_acquire) == g; i++) {
-        cpu_relax();
-        if (i > (1 << 11)) sched_yield();
+    atomic_store(&p->open, 0);
+    uint32_t n;
+    for (int i = 0; (n = atomic_load(&p->inside)) != 0; i++) {
+        if (i < SPIN_WAIT) {
+            cpu_relax();
+            continue;
+        }
+        atomic_store(&p->inside_waiting, 1);
+        if ((n = atomic_load(&p->inside)) != 0) futex_wait(&p->inside, n);
+        atomic_store(&p->inside_waiting, 0);
     }
 }
 
 /* ---- rt_run ---- */
 
+/* Elements an op touches, below which splitting it costs more (a hand-over
+ * between threads, or waking the pool) than it saves: ~16K elements is a few µs. */
+enum { SERIAL_WORK = 1 << 14 };
+
+bool rt_op_serial(const RtBuf *bufs, const RtOpRec *op) {
+    int64_t work = 0;
+    if (op->kind == RT_OP_COPY) { /* a part of a shared output: count the walk */
+        int64_t n = 1;
+        for (int i = 0; i < op->p.copy.rank; i++) n *= op->p.copy.dims[i];
+        return 2 * n < SERIAL_WORK;
+    }
+    for (uint32_t i = 0; i < op->nin; i++) work += bufs[op->in[i]].numel;
+    for (uint32_t i = 0; i < op->nout; i++) work += bufs[op->out[i]].numel;
+    return work < SERIAL_WORK;
+}
+
 typedef struct {
     RtModel *m;
     const RtOpRec *ops;
-    uint32_t begin, end;
+    const uint8_t *serial;
+    RtOpSync *sync;
+    uint32_t begin, end, parts;
 } Job;
 
+/* Waits until all `parts` parts of an op are done: spin, then sleep. */
+static void wait_parts(RtOpSync *s, uint32_t parts) {
+    uint32_t d;
+    for (int i = 0; (d = atomic_load_explicit(&s->done, memory_order_acquire)) < parts; i++) {
+        if (i < SPIN_WAIT) {
+            cpu_relax();
+            continue;
+        }
+        atomic_fetch_add(&s->waiters, 1);
+        if ((d = atomic_load(&s->done)) < parts) futex_wait(&s->done, d);
+        atomic_fetch_sub(&s->waiters, 1);
+    }
+}
+
+/* Every op is cut into parts (1 for a serial op, RT_PARTS_PER_THREAD per
+ * thread otherwise) that threads claim from a counter, and no thread starts
+ * an op before the previous one is complete.  Unlike a static split with a
+ * barrier, a thread the OS deschedules holds up at most the part it holds:
+ * the others take the rest. */
 static void run_job(void *arg, int ith, int nth) {
+    (void)ith, (void)nth;
     Job *j = arg;
     for (uint32_t i = j->begin; i < j->end; i++) {
         const RtOpRec *op = &j->ops[i];
-        rt_op_info(op->kind)->kernel(&j->m->ex, op, ith, nth);
-        if (i + 1 < j->end) rt_pool_barrier(j->m->pool);
+        RtOpSync *s = &j->sync[i];
+        uint32_t parts = j->serial[i] ? 1 : j->parts;
+        RtKernelFn kernel = rt_op_info(op->kind)->kernel;
+        for (uint32_t k; (k = atomic_fetch_add_explicit(&s->next, 1, memory_order_relaxed)) < parts;) {
+            kernel(&j->m->ex, op, (int)k, (int)parts);
+            atomic_fetch_add(&s->done, 1); /* seq_cst: pairs with waiters */
+            if (atomic_load(&s->waiters)) futex_wake(&s->done);
+        }
+        wait_parts(s, parts);
     }
 }
 
 /* One dispatch: bind the program's buffers, validate the sub-program's
- * operands are bound, run it on the pool, return. */
+ * operands are bound, run it on the pool (or, when every op is serial, on the
+ * caller alone: waking workers for a tiny op costs more than the op), return. */
 static int dispatch(RtModel *m, int prog, uint32_t begin, uint32_t end) {
     RtProg *pr = &m->prog[prog];
     m->ex.ptr = m->ptr[prog];
+    bool all_serial = true;
     for (uint32_t i = begin; i < end; i++) {
         const RtOpRec *op = &pr->ops[i];
         for (uint32_t k = 0; k < op->nin; k++)
             if (!m->ex.ptr[op->in[k]]) return RT_EINVAL;
         for (uint32_t k = 0; k < op->nout; k++)
             if (!m->ex.ptr[op->out[k]]) return RT_EINVAL;
+        all_serial &= pr->serial[i] != 0;
+        atomic_store_explicit(&pr->sync[i].next, 0, memory_order_relaxed);
+        atomic_store_explicit(&pr->sync[i].done, 0, memory_order_relaxed);
     }
-    Job j = {m, pr->ops, begin, end};
-    rt_pool_run(m->pool, run_job, &j);
+    int nth = rt_pool_threads(m->pool);
+    Job j = {m, pr->ops, pr->serial, pr->sync, begin, end, nth > 1 ? (uint32_t)(nth * RT_PARTS_PER_THREAD) : 1};
+    if (all_serial || nth == 1) run_job(&j, 0, 1);
+    else rt_pool_run(m->pool, run_job, &j); /* its seq_cst publication orders the resets above */
     return RT_OK;
 }
 
@@ -201,6 +262,10 @@ int rt_run(RtModel *m, const RtTensor *in, int nin, RtTensor *out, int nout, int
     void **ptr = m->ptr[prog];
     for (int i = 0; i < nin; i++) {
         const RtBuf *b = &m->bufs[m->inputs[i].buf];
+        if (b->dtype == RT_F16) { /* read in place by the kernels; unbound again below */
+            ptr[m->inputs[i].buf] = in[i].data;
+            continue;
+        }
         void *dst = ptr[m->inputs[i].buf];
         if (in[i].dtype == RT_F16) half_to_float_n(in[i].data, dst, (size_t)b->numel);
         else memcpy(dst, in[i].data, (size_t)b->numel * rt_dtype_size((RtDType)b->dtype));
@@ -215,6 +280,8 @@ int rt_run(RtModel *m, const RtTensor *in, int nin, RtTensor *out, int nout, int
     } else {
         for (uint32_t i = 0; i < pr->nops && !rc; i++, dispatches++) rc = dispatch(m, prog, i, i + 1);
     }
+    for (int i = 0; i < nin; i++) /* the caller's memory is only ours during the run */
+        if (m->bufs[m->inputs[i].buf].dtype == RT_F16) ptr[m->inputs[i].buf] = NULL;
     if (rc) return rc;
     for (int i = 0; i < nout; i++) {
         const RtBuf *b = &m->bufs[m->outputs[i].buf];

@@ -287,7 +287,160 @@ void rt_k_matmul(RtExec *ex, const RtOpRec *op, int ith, int nth) {
 /* ---- fused attention ---- */
 enum { ATT_LB = 48 }; /* query rows per work unit: a multiple of the tile height */
 
+/* ---- flagged attention: K/V transposed, fp16, in two parts (decode) ----
+ * One query row at a time: scores over every key, softmax, then the weighted
+ * sum of V.  Each K/V row is streamed once per query row straight from where
+ * it lies (an fp16 cache input included): decode is bound by those bytes. */
+
+/* y[0..n) += a * x[0..n), x fp32 or fp16 */
+static void axpy_any(float *y, float a, const void *x, bool f16, int64_t n) {
+    int64_t i = 0;
+#ifdef RT_AVX512
+    __m512 va = _mm512_set1_ps(a);
+    for (; i + 16 <= n; i += 16) {
+        __m512 xv = f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)x + i)))
+                        : _mm512_loadu_ps((const float *)x + i);
+        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, xv, _mm512_loadu_ps(y + i)));
+    }
+#endif
+    if (f16)
+        for (; i < n; i++) y[i] += a * half_to_float(((const uint16_t *)x)[i]);
+    else
+        for (; i < n; i++) y[i] += a * ((const float *)x)[i];
+}
+
+/* y[0..n) += Σ_r a[r] x_r[0..n) over 4 rows x_r = x + r·ld elements: a
+ * quarter of the loads and stores of y that four axpy_any calls make. */
+static void axpy4_any(float *y, const float *a, const void *x, int64_t ld, bool f16, int64_t n) {
+    size_t es = f16 ? 2 : 4;
+    const unsigned char *r0 = x, *r1 = r0 + (size_t)ld * es, *r2 = r1 + (size_t)ld * es, *r3 = r2 + (size_t)ld * es;
+    int64_t i = 0;
+#ifdef RT_AVX512
+    __m512 a0 = _mm512_set1_ps(a[0]), a1 = _mm512_set1_ps(a[1]), a2 = _mm512_set1_ps(a[2]), a3 = _mm512_set1_ps(a[3]);
+#define LD(r) (f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)(r) + i))) : _mm512_loadu_ps((const float *)(r) + i))
+    for (; i + 16 <= n; i += 16) {
+        __m512 acc = _mm512_loadu_ps(y + i);
+        acc = _mm512_fmadd_ps(a0, LD(r0), acc);
+        acc = _mm512_fmadd_ps(a1, LD(r1), acc);
+        acc = _mm512_fmadd_ps(a2, LD(r2), acc);
+        acc = _mm512_fmadd_ps(a3, LD(r3), acc);
+        _mm512_storeu_ps(y + i, acc);
+    }
+#undef LD
+#endif
+    if (i < n) {
+        axpy_any(y + i, a[0], r0 + (size_t)i * es, f16, n - i);
+        axpy_any(y + i, a[1], r1 + (size_t)i * es, f16, n - i);
+        axpy_any(y + i, a[2], r2 + (size_t)i * es, f16, n - i);
+        axpy_any(y + i, a[3], r3 + (size_t)i * es, f16, n - i);
+    }
+}
+
+/* Σ a[i] x[i], x fp32 or fp16 */
+static float dot_any(const float *a, const void *x, bool f16, int64_t n) {
+    if (!f16) return rt_dot(a, x, n);
+    int64_t i = 0;
+    float s = 0;
+#ifdef RT_AVX512
+    __m512 v0 = _mm512_setzero_ps(), v1 = _mm512_setzero_ps();
+    const uint16_t *h = x;
+    for (; i + 32 <= n; i += 32) {
+        v0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + i))), v0);
+        v1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + i + 16))), v1);
+    }
+    s = _mm512_reduce_add_ps(_mm512_add_ps(v0, v1));
+#endif
+    for (; i < n; i++) s += a[i] * half_to_float(((const uint16_t *)x)[i]);
+    return s;
+}
+
+typedef struct {
+    const unsigned char *k, *v;
+    bool kf16, vf16;
+    int64_t s, off; /* positions in this part, first position */
+} KvPart;
+
+static void attention_kv(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+    const RtAttnParams *p = &op->p.attn;
+    bool kt = p->flags & RT_ATTN_K_T, vt = p->flags & RT_ATTN_V_T;
+    int np = (p->flags & RT_ATTN_SPLIT) ? 2 : 1;
+    const RtBuf *qb = &ex->bufs[op->in[0]];
+    const float *q = ex->ptr[op->in[0]];
+    float *o = ex->ptr[op->out[0]];
+    int64_t B = qb->dims[0], H = qb->dims[1], L = qb->dims[2], E = qb->dims[3];
+    int64_t Hk = p->kv_heads, Ev = ex->bufs[op->out[0]].dims[3], S = 0;
+    KvPart part[2];
+    for (int i = 0; i < np; i++) {
+        const RtBuf *kb = &ex->bufs[op->in[1 + 2 * i]], *vb = &ex->bufs[op->in[2 + 2 * i]];
+        part[i] = (KvPart){.k = ex->ptr[op->in[1 + 2 * i]], .v = ex->ptr[op->in[2 + 2 * i]], .kf16 = kb->dtype == RT_F16,
+                           .vf16 = vb->dtype == RT_F16, .s = kb->numel / (B * Hk * E), .off = S};
+        S += part[i].s;
+    }
+    const float *mask = p->has_mask ? ex->ptr[op->in[1 + 2 * np]] : NULL;
+    int64_t ms[4] = {0, 0, 0, 0};
+    if (mask) {
+        const RtBuf *mb = &ex->bufs[op->in[1 + 2 * np]];
+        int64_t st = 1;
+        for (int d = 3, md = (int)mb->rank - 1; d >= 0 && md >= 0; d--, md--) {
+            ms[d] = mb->dims[md] == 1 ? 0 : st;
+            st *= mb->dims[md];
+        }
+    }
+    float *row = (float *)(ex->scratch + (size_t)ith * ex->scratch_per_thread), *qs = row + S;
+    int64_t units = B * H * L, u0 = units * ith / nth, u1 = units * (ith + 1) / nth;
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t b = u / (H * L), h = u / L % H, li = u % L, hk = h / (H / Hk);
+        const float *qr = q + u * E;
+        for (int64_t e = 0; e < E; e++) qs[e] = qr[e] * p->scale;
+        for (int i = 0; i < np; i++) {
+            const KvPart *pt = &part[i];
+            size_t es = pt->kf16 ? 2 : 4;
+            const unsigned char *kh = pt->k + (size_t)((b * Hk + hk) * E * pt->s) * es;
+            float *sr = row + pt->off;
+            if (kt) { /* K rows [E][s]: scores = Σ_e q[e] K[e][:] */
+                memset(sr, 0, (size_t)pt->s * sizeof *sr);
+                int64_t e = 0;
+                for (; e + 4 <= E; e += 4) axpy4_any(sr, qs + e, kh + (size_t)(e * pt->s) * es, pt->s, pt->kf16, pt->s);
+                for (; e < E; e++) axpy_any(sr, qs[e], kh + (size_t)(e * pt->s) * es, pt->kf16, pt->s);
+            } else {
+                for (int64_t j = 0; j < pt->s; j++) sr[j] = dot_any(qs, kh + (size_t)(j * E) * es, pt->kf16, E);
+            }
+        }
+        int64_t lim = p->causal ? li + (S - L) + 1 : S;
+        if (mask) {
+            const float *mr = mask + b * ms[0] + h * ms[1] + li * ms[2];
+            for (int64_t j = 0; j < lim; j++) row[j] += mr[j * ms[3]];
+        }
+        float mx = -FLT_MAX;
+        for (int64_t j = 0; j < lim; j++) mx = row[j] > mx ? row[j] : mx;
+        float sum = rt_exp_row(row, row, lim, mx);
+        float inv = sum > 0 ? 1.0f / sum : 0.0f;
+        for (int64_t j = 0; j < lim; j++) row[j] *= inv;
+        for (int64_t j = lim; j < S; j++) row[j] = 0.0f;
+        float *orow = o + u * Ev;
+        memset(orow, 0, (size_t)Ev * sizeof *orow);
+        for (int i = 0; i < np; i++) {
+            const KvPart *pt = &part[i];
+            size_t es = pt->vf16 ? 2 : 4;
+            const unsigned char *vh = pt->v + (size_t)((b * Hk + hk) * Ev * pt->s) * es;
+            const float *pr = row + pt->off;
+            if (vt) /* V rows [Ev][s]: o[e] = Σ_j p[j] V[e][j] */
+                for (int64_t e = 0; e < Ev; e++) orow[e] += dot_any(pr, vh + (size_t)(e * pt->s) * es, pt->vf16, pt->s);
+            else
+                for (int64_t j = 0; j < pt->s; j++) axpy_any(orow, pr[j], vh + (size_t)(j * Ev) * es, pt->vf16, Ev);
+        }
+    }
+}
+
 size_t rt_s_attention(const RtBuf *bufs, const RtOpRec *op) {
+    const RtAttnParams *p = &op->p.attn;
+    if (p->flags) { /* one score row of S plus the scaled query */
+        int np = (p->flags & RT_ATTN_SPLIT) ? 2 : 1;
+        int64_t s = 0;
+        const RtBuf *q = &bufs[op->in[0]];
+        for (int i = 0; i < np; i++) s += bufs[op->in[1 + 2 * i]].numel / (q->dims[0] * p->kv_heads * q->dims[3]);
+        return (size_t)(s + bufs[op->in[0]].dims[3]) * sizeof(float);
+    }
     const RtBuf *k = &bufs[op->in[1]];
     int64_t s = k->dims[2], e = k->dims[3];
     return (size_t)(ATT_LB * s + e * s) * sizeof(float); /* scores + kᵀ */
@@ -295,6 +448,10 @@ size_t rt_s_attention(const RtBuf *bufs, const RtOpRec *op) {
 
 void rt_k_attention(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     const RtAttnParams *p = &op->p.attn;
+    if (p->flags) {
+        attention_kv(ex, op, ith, nth);
+        return;
+    }
     const RtBuf *qb = &ex->bufs[op->in[0]], *kb = &ex->bufs[op->in[1]], *vb = &ex->bufs[op->in[2]];
     const float *q = ex->ptr[op->in[0]], *k = ex->ptr[op->in[1]], *v = ex->ptr[op->in[2]];
     const float *mask = p->has_mask ? ex->ptr[op->in[3]] : NULL;

@@ -297,6 +297,7 @@ void rt_k_reduce(RtExec *ex, const RtOpRec *op, int ith, int nth) {
 void rt_k_copy(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     const RtCopyParams *p = &op->p.copy;
     size_t es = rt_dtype_size((RtDType)BUF_IN(0)->dtype);
+    bool widen = BUF_IN(0)->dtype == RT_F16 && BUF_OUT(0)->dtype == RT_F32;
     const unsigned char *x = IN(0);
     unsigned char *y = OUT(0);
     int r = p->rank;
@@ -313,7 +314,13 @@ void rt_k_copy(RtExec *ex, const RtOpRec *op, int ith, int nth) {
             so += i * p->src_stride[d];
             dof += i * p->dst_stride[d];
         }
-        if (ss == 1 && ds == 1) {
+        if (widen) {
+            const uint16_t *xs = (const uint16_t *)x + so;
+            float *yd = (float *)y + dof;
+            if (ss == 1 && ds == 1) half_to_float_n(xs, yd, (size_t)w);
+            else
+                for (int64_t j = 0; j < w; j++) yd[j * ds] = half_to_float(xs[j * ss]);
+        } else if (ss == 1 && ds == 1) {
             memcpy(y + dof * es, x + so * es, (size_t)w * es);
         } else if (es == 4) {
             const uint32_t *xs = (const uint32_t *)(x + so * es);

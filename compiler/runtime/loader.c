@@ -15,6 +15,7 @@ enum { RT_MAX_BUFS = 1 << 20, RT_MAX_OPS = 1 << 20 };
 
 static bool io_compatible(uint32_t buf_dtype, uint32_t io) {
     if (buf_dtype == RT_F32) return io == RT_F16 || io == RT_F32;
+    if (buf_dtype == RT_F16) return io == RT_F16; /* bound in place */
     return (buf_dtype == RT_I32 || buf_dtype == RT_BOOL) && io == buf_dtype;
 }
 
@@ -124,7 +125,7 @@ static int parse_plan(RtModel *m, int pi, const RtSection *s, char *err, size_t 
     /* Arena: every live buffer inside it, aligned; overlapping ones must not be live at once. */
     uint32_t nl = 0;
     for (uint32_t i = 0; i < m->nbuf; i++) {
-        if (last[i] == -2) {
+        if (last[i] == -2 || rt_buf_external(&m->bufs[i])) {
             pr->offset[i] = UINT64_MAX;
             continue;
         }
@@ -161,6 +162,8 @@ void rt_model_free(RtModel *m) {
     for (int p = 0; p < 2; p++) {
         free(m->prog[p].offset);
         free(m->prog[p].ops);
+        free(m->prog[p].serial);
+        free(m->prog[p].sync);
         free(m->ptr[p]);
     }
     free(m->arena);
@@ -227,6 +230,15 @@ int rt_model_load(RtModel **out, const RtSection *secs, int n, const RtLoadOptio
         if (!need[p]) continue;
         if ((rc = parse_plan(m, p, &secs[plan[p]], err, errlen))) goto fail;
         m->has_prog[p] = 1;
+        RtProg *pr = &m->prog[p];
+        pr->serial = malloc(pr->nops ? pr->nops : 1);
+        pr->sync = aligned_alloc(64, sizeof(RtOpSync) * (pr->nops ? pr->nops : 1));
+        if (!pr->serial || !pr->sync) {
+            rc = rt_errf(err, errlen, RT_ENOMEM, "out of memory");
+            goto fail;
+        }
+        for (uint32_t i = 0; i < pr->nops; i++) pr->serial[i] = rt_op_serial(m->bufs, &pr->ops[i]);
+        memset(pr->sync, 0, sizeof(RtOpSync) * (pr->nops ? pr->nops : 1));
         if (m->prog[p].arena_size > m->arena_size) m->arena_size = m->prog[p].arena_size;
     }
 
@@ -252,7 +264,9 @@ int rt_model_load(RtModel **out, const RtSection *secs, int n, const RtLoadOptio
         }
     scratch = (scratch + 63) & ~(size_t)63;
     m->ex.scratch_per_thread = scratch;
-    m->ex.scratch = aligned_alloc(64, scratch ? scratch * (size_t)m->nthreads : 64);
+    /* kernels index scratch by part: up to RT_PARTS_PER_THREAD per thread */
+    size_t slots = m->nthreads > 1 ? (size_t)m->nthreads * RT_PARTS_PER_THREAD : 1;
+    m->ex.scratch = aligned_alloc(64, scratch ? scratch * slots : 64);
     m->ptr[0] = calloc(m->nbuf ? m->nbuf : 1, sizeof(void *));
     m->ptr[1] = calloc(m->nbuf ? m->nbuf : 1, sizeof(void *));
     if (!m->arena || !m->ex.scratch || !m->ptr[0] || !m->ptr[1]) {

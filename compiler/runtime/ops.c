@@ -69,8 +69,8 @@ int rt_buf_init(RtBuf *b, const RtBufRec *r, char *err, size_t errlen) {
         return rt_errf(err, errlen, RT_EFORMAT, "buffer flags %#x invalid", r->flags);
     if ((r->flags & RT_BUFF_PACKED_P32) && r->kind != RT_BUF_WEIGHT)
         return rt_errf(err, errlen, RT_EFORMAT, "only weights can be packed");
-    if (r->kind != RT_BUF_WEIGHT && r->dtype == RT_F16)
-        return rt_errf(err, errlen, RT_EFORMAT, "fp16 is a weight or boundary type only");
+    if (r->kind == RT_BUF_TEMP && r->dtype == RT_F16)
+        return rt_errf(err, errlen, RT_EFORMAT, "fp16 is a weight or input type only");
     uint64_t bytes = rt_buf_storage(r);
     if (!bytes) return rt_errf(err, errlen, RT_EFORMAT, "buffer dtype %u / rank %u / dims invalid", r->dtype, r->rank);
     b->kind = r->kind;
@@ -194,9 +194,44 @@ static int check_matmul(const RtBuf *bufs, const RtOpRec *op, char *err, size_t 
     return RT_OK;
 }
 
+/* The flagged form: K and V possibly transposed ([.., E, S]), possibly fp16,
+ * possibly in two parts along S (a cache and the new positions). */
+static int check_attention_kv(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtAttnParams *p = &op->p.attn;
+    int nparts = (p->flags & RT_ATTN_SPLIT) ? 2 : 1;
+    if ((int)op->nin != 1 + 2 * nparts + p->has_mask) FAIL("attention: wrong input count");
+    if (!isfinite(p->scale)) FAIL("attention: scale must be finite");
+    /* K_T / V_T only change the kernel's walk, not the sizes checked here */
+    const RtBuf *q = B(0), *o = O(0);
+    if (q->dtype != RT_F32 || q->rank != 4 || o->dtype != RT_F32 || o->rank != 4) FAIL("attention: q and output must be fp32 rank 4");
+    int64_t b = q->dims[0], h = q->dims[1], l = q->dims[2], e = q->dims[3], hk = p->kv_heads, ev = o->dims[3], s = 0;
+    if (hk < 1 || hk > h) FAIL("attention: bad kv_heads %lld", (long long)hk);
+    for (int i = 0; i < nparts; i++) {
+        const RtBuf *k = B(1 + 2 * i), *v = B(2 + 2 * i);
+        if ((k->dtype != RT_F32 && k->dtype != RT_F16) || (v->dtype != RT_F32 && v->dtype != RT_F16) ||
+            ((k->flags | v->flags) & RT_BUFF_PACKED_P32))
+            FAIL("attention: k and v must be fp32 or fp16");
+        int64_t ks = k->numel / (b * hk * e);
+        if (ks < 1 || k->numel != b * hk * e * ks || v->numel != b * hk * ev * ks)
+            FAIL("attention: q/k/v sizes disagree");
+        s += ks;
+    }
+    if (h % hk) FAIL("attention: %lld heads not a multiple of %lld kv heads", (long long)h, (long long)hk);
+    if (o->dims[0] != b || o->dims[1] != h || o->dims[2] != l || o->dims[3] != ev) FAIL("attention: output shape");
+    if (p->causal && l > s) FAIL("attention: causal needs L <= S");
+    if (p->has_mask) {
+        const RtBuf *m = B(1 + 2 * nparts);
+        RtBuf full = {.rank = 4, .dims = {b, h, l, s}};
+        if (m->dtype != RT_F32 || !bcast_to(m, &full)) FAIL("attention: mask must broadcast to [B, H, L, S]");
+    }
+    return RT_OK;
+}
+
 static int check_attention(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
     const RtAttnParams *p = &op->p.attn;
-    if ((p->causal | p->has_mask) & ~1 || p->reserved) FAIL("attention: bad flags");
+    if ((p->causal | p->has_mask) & ~1 || (uint32_t)p->flags & ~(uint32_t)RT_ATTN_FLAGS_ALL) FAIL("attention: bad flags");
+    if (p->flags) return check_attention_kv(bufs, op, err, errlen);
+    if (p->kv_heads) FAIL("attention: kv_heads is for the flagged form");
     if ((int)op->nin != 3 + p->has_mask) FAIL("attention: wrong input count");
     if (!isfinite(p->scale)) FAIL("attention: scale must be finite");
     const RtBuf *q = B(0), *k = B(1), *v = B(2), *o = O(0);
@@ -288,7 +323,7 @@ static bool walk_inside(int rank, const int64_t *dims, int64_t off, const int64_
 static int check_copy(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
     const RtCopyParams *p = &op->p.copy;
     const RtBuf *x = B(0), *y = O(0);
-    if (x->dtype != y->dtype) FAIL("copy: dtypes differ");
+    if (x->dtype != y->dtype && !(x->dtype == RT_F16 && y->dtype == RT_F32)) FAIL("copy: dtypes differ");
     if (p->rank < 0 || p->rank > RT_COPY_MAX_RANK || p->reserved) FAIL("copy: bad rank");
     int64_t n = 1;
     for (int i = 0; i < p->rank; i++) {
@@ -347,7 +382,7 @@ static int check_cast(const RtBuf *bufs, const RtOpRec *op, char *err, size_t er
 static const RtOpInfo op_table[RT_OP_COUNT_] = {
     [RT_OP_GEMM] = {"gemm", sizeof(RtGemmParams), 2, 4, 1, 1, check_gemm, NULL, rt_k_gemm},
     [RT_OP_MATMUL] = {"matmul", sizeof(RtMatmulParams), 2, 2, 1, 1, check_matmul, rt_s_matmul, rt_k_matmul},
-    [RT_OP_ATTENTION] = {"attention", sizeof(RtAttnParams), 3, 4, 1, 1, check_attention, rt_s_attention, rt_k_attention},
+    [RT_OP_ATTENTION] = {"attention", sizeof(RtAttnParams), 3, 6, 1, 1, check_attention, rt_s_attention, rt_k_attention},
     [RT_OP_NORM] = {"norm", sizeof(RtNormParams), 1, 3, 1, 1, check_norm, NULL, rt_k_norm},
     [RT_OP_SOFTMAX] = {"softmax", sizeof(RtAxisParams), 1, 1, 1, 1, check_softmax, rt_s_softmax, rt_k_softmax},
     [RT_OP_BINARY] = {"binary", sizeof(RtBinaryParams), 2, 2, 1, 1, check_binary, NULL, rt_k_binary},
@@ -381,9 +416,13 @@ int rt_op_check(const RtBuf *bufs, uint32_t nbuf, const RtOpRec *op, bool loadin
     for (uint32_t i = 0; i < op->nin; i++) {
         if (op->in[i] < 0 || (uint32_t)op->in[i] >= nbuf) FAIL("%s: input %u: buffer %d out of range", oi->name, i, op->in[i]);
         const RtBuf *b = &bufs[op->in[i]];
-        /* fp16 storage is only ever a GEMM's W (the kernel converts on the fly). */
+        /* fp16 storage is read only by a GEMM's W, a converting copy and
+         * the K/V operands of a flagged attention (the kernels convert on the fly). */
         bool is_w = op->kind == RT_OP_GEMM && i == 1;
-        if (b->dtype == RT_F16 && !is_w) FAIL("%s: input %u is fp16 storage", oi->name, i);
+        bool f16_ok = is_w || (op->kind == RT_OP_COPY && i == 0) ||
+                      (op->kind == RT_OP_ATTENTION && op->p.attn.flags && i >= 1 &&
+                       i <= ((op->p.attn.flags & RT_ATTN_SPLIT) ? 4u : 2u));
+        if (b->dtype == RT_F16 && !f16_ok) FAIL("%s: input %u is fp16 storage", oi->name, i);
         if ((b->flags & RT_BUFF_PACKED_P32) && !is_w) FAIL("%s: input %u is a packed weight", oi->name, i);
         if (loading && is_w && !(b->flags & RT_BUFF_PACKED_P32)) FAIL("%s: W must be packed", oi->name);
     }

@@ -101,6 +101,12 @@ typedef struct {
     uint64_t bytes; /* storage bytes (packed weights are padded) */
 } RtBuf;
 
+/* Buffers not in a program's arena: weights (section bytes) and fp16 inputs
+ * (the caller's tensor, bound at rt_run and read in place). */
+static inline bool rt_buf_external(const RtBuf *b) {
+    return b->kind == RT_BUF_WEIGHT || (b->kind == RT_BUF_INPUT && b->dtype == RT_F16);
+}
+
 /* Fills derived fields; RT_EFORMAT with a message for bad dtype/rank/dims. */
 int rt_buf_init(RtBuf *b, const RtBufRec *r, char *err, size_t errlen);
 /* Storage bytes of a buffer given its record, or 0 if invalid. */
@@ -143,11 +149,25 @@ struct RtExec {
     atomic_int index_error; /* a gather met an out-of-range index */
 };
 
+/* Parts a parallel op is cut into per thread (threads claim parts, so a
+ * descheduled thread delays only its part).  Kernels are called with
+ * (part, parts) as (ith, nth); per-part scratch is sized for that many. */
+enum { RT_PARTS_PER_THREAD = 4 };
+/* Per op of a program: the next unclaimed part, the parts done (a futex
+ * word) and sleepers on it.  One cache line each. */
+typedef struct {
+    _Atomic uint32_t next, done;
+    atomic_int waiters;
+    char pad[52];
+} RtOpSync;
+
 typedef struct {
     uint32_t nops;
     uint64_t arena_size;
     uint64_t *offset; /* [nbuf] */
     RtOpRec *ops;     /* copied at load so kernels read aligned structs */
+    uint8_t *serial;  /* [nops]: run on one thread (rt_op_serial), decided at load */
+    RtOpSync *sync;   /* [nops], 64-aligned */
 } RtProg;
 
 struct RtModel {
@@ -167,17 +187,22 @@ struct RtModel {
 };
 
 /* Thread pool: nth - 1 workers plus the caller.  rt_pool_run runs
- * fn(arg, ith, nth) on every thread and returns when all are done. */
+ * fn(arg, ith, nth) on the caller and on every worker that wakes while the
+ * dispatch is open; fn on the caller must return only when the work is done. */
 int rt_pool_new(RtPool **out, int nth);
 void rt_pool_free(RtPool *p);
 typedef void (*RtPoolFn)(void *arg, int ith, int nth);
 void rt_pool_run(RtPool *p, RtPoolFn fn, void *arg);
-/* Inside fn: wait until all nth threads reach this point. */
-void rt_pool_barrier(RtPool *p);
+int rt_pool_threads(const RtPool *p);
 
-/* Packs W [N, K] row-major (elements of elem bytes) into ceil(N/32) panels
- * of [K][32], zero padded. */
-void rt_pack_p32(const void *w, int64_t n, int64_t k, size_t elem, void *dst);
+/* Is op too small to split across threads?  Such an op runs on the calling
+ * thread alone: no barrier around runs of them in a bonded program, no pool
+ * wake-up when it is a non-bonded dispatch of its own. */
+bool rt_op_serial(const RtBuf *bufs, const RtOpRec *op);
+
+/* Packs W [N, K] row-major (dtype src) into ceil(N/32) panels of [K][32] of
+ * dtype dst (F32 -> F32, F16 -> F16, or F16 -> F32 widening), zero padded. */
+void rt_pack_p32(const void *w, int64_t n, int64_t k, RtDType src, RtDType dst, void *dst_data);
 
 /* Serialisation of a built plan (format.c). */
 struct RtArtifact {

@@ -1,11 +1,15 @@
 /* bench_backend.c — GPT-2 124M through the whole compiler, as 3 chunks of 4
- * layers, on this machine, in one run (not a test; figures for the report):
- *   - prefill T=128, mode 2: effective GFLOP/s / fp32 FMA peak (same run)
- *   - decode T=1 against a 1024-position KV cache, mode 2: ms/token / (fp16
- *     weight bytes per token / read bandwidth)
- *   - per-dispatch overhead: decode in mode 1 vs mode 2, time = a + b * dispatches
- *   - compile time of the 12 layers (parse -> artifact) next to one prefill
- * Usage: bench_backend [WORKDIR] [threads]   (WORKDIR default /tmp/milc-bench) */
+ * layers, on this machine (not a test; the four figures of the report, each a
+ * ratio to what this machine can do, measured next to it in the same round):
+ *   1. prefill T=128, mode 2: effective GFLOP/s / fp32 FMA peak
+ *   2. decode T=1 against a 1024-position KV cache, mode 2: ms/token / (fp16
+ *      weight bytes per token / read bandwidth)
+ *   3. per-dispatch overhead: the same fused decode ops as one dispatch per
+ *      chunk and as one dispatch per op (mode 0, same_ops); / the 2 us goal
+ *   4. compile of the 12 layers (parse -> artifact) / one prefill
+ * Usage: bench_backend [WORKDIR] [threads] [rounds] [decode|dispatch]   (WORKDIR default
+ *        /tmp/milc-bench; decode, dispatch: only run 200 decode steps, bonded or
+ *        one dispatch per op, for a profiler) */
 #include <sys/stat.h>
 
 /* The runtime benchmark's FMA-peak and bandwidth probes, reused as they are. */
@@ -136,19 +140,27 @@ static void chunk_free(Chunk *k) {
     rt_artifact_free(k->art);
 }
 
-/* Best-of-reps seconds of one forward through the 3 chunks (y feeds x). */
+/* Median seconds of reps forwards through the 3 chunks (y feeds x). */
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_dbl);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
 static double forward(Chunk *ks, int reps, int flags) {
-    double best = 1e30;
+    double t[64];
+    if (reps > 64) reps = 64;
     for (int r = 0; r < reps; r++) {
         double t0 = now();
         for (int c = 0; c < CHUNKS; c++) {
             if (c) memcpy(ks[c].in[0].data, ks[c - 1].out[ks[c - 1].nout - 1].data, ks[c].in[0].size);
             if (rt_run(ks[c].m, ks[c].in, ks[c].nin, ks[c].out, ks[c].nout, flags, NULL)) return -1;
         }
-        double t = now() - t0;
-        if (t < best) best = t;
+        t[r] = now() - t0;
     }
-    return best;
+    return median(t, reps);
 }
 
 static int build_all(Chunk *ks, const char *work, const char *phase, int mode, int nth, double *compile_ms, int *disp) {
@@ -163,9 +175,17 @@ static int build_all(Chunk *ks, const char *work, const char *phase, int mode, i
     return 0;
 }
 
+static void free_all(Chunk *ks) {
+    for (int c = 0; c < CHUNKS; c++) chunk_free(&ks[c]);
+}
+
+enum { ROUNDS = 5 };
+
 int main(int argc, char **argv) {
     const char *work = argc > 1 ? argv[1] : "/tmp/milc-bench";
     int nth = argc > 2 ? atoi(argv[2]) : 2, T = 128;
+    int rounds = argc > 3 ? atoi(argv[3]) : ROUNDS;
+    if (rounds < 1 || rounds > 64) rounds = ROUNDS;
     mkdir(work, 0755);
     for (int c = 0; c < CHUNKS; c++) {
         char dir[1024];
@@ -174,68 +194,68 @@ int main(int argc, char **argv) {
         snprintf(dir, sizeof dir, "%s/decode_%d", work, c);
         if (generate(dir, c * LAYERS, "decode", 1)) return 1;
     }
-    double peak = fma_peak(nth), bw = bandwidth((size_t)512 << 20, nth, 3);
-    printf("machine: fp32 FMA peak %.1f GFLOP/s (%d threads), read bandwidth %.1f GB/s\n", peak / 1e9, nth, bw / 1e9);
-
-    Chunk ks[CHUNKS];
-    double cms;
-    int disp;
-    /* prefill, mode 2 */
-    if (build_all(ks, work, "prefill", 2, nth, &cms, &disp)) return 1;
-    forward(ks, 2, 0);
-    double tp = forward(ks, 5, 0);
+    printf("GPT-2 124M as %d chunks of %d layers, %d threads; decode with min_seq=1 (the CPU needs no 16-padding),\n"
+           "ctx=%d; every figure is the median of %d rounds, each round measuring the machine (FMA peak, read\n"
+           "bandwidth) next to the runs it is compared with (shared machine: single runs vary up to 2x)\n",
+           CHUNKS, LAYERS, nth, CTX, rounds);
     double L = CHUNKS * LAYERS;
     double flops = L * (2.0 * T * (4.0 * C * C + 2.0 * C * FF) + 4.0 * T * T * C);
-    printf("prefill T=%d mode 2: %.2f ms, %.1f GFLOP/s effective = %.2f of peak (goal >= 0.55); dispatches %d\n", T,
-           tp * 1e3, flops / tp / 1e9, flops / tp / peak, disp);
-    printf("compile 12 layers (parse -> artifact, mode 2): %.1f ms = %.1f prefills\n", cms, cms / 1e3 / tp);
-    double ph[5] = {0};
-    for (int c = 0; c < CHUNKS; c++)
-        ph[0] += ks[c].parse_ms, ph[1] += ks[c].check_ms, ph[2] += ks[c].st.ms_passes, ph[3] += ks[c].st.ms_lower,
-            ph[4] += ks[c].st.ms_pack;
-    printf("  parse %.1f ms, check %.1f ms, passes %.1f ms, lower (weights read) %.1f ms, finish (pack, arena, "
-           "serialise) %.1f ms\n", ph[0], ph[1], ph[2], ph[3], ph[4]);
-    for (int c = 0; c < CHUNKS; c++) chunk_free(&ks[c]);
-
-    /* decode T=1 against a 1024-position cache: mode 2, then mode 1 */
-    double wbytes = L * (4.0 * C * C + 2.0 * C * FF) * 2, t2 = 0, t1 = 0;
-    int d2 = 0, d1 = 0;
-    double cms2 = 0, cms1 = 0;
-    if (build_all(ks, work, "decode", 2, nth, &cms2, &d2)) return 1;
-    forward(ks, 3, 0);
-    t2 = forward(ks, 20, 0);
-    for (int c = 0; c < CHUNKS; c++) chunk_free(&ks[c]);
-    double ideal = wbytes / bw;
-    printf("decode T=1 ctx=%d mode 2: %.3f ms/token; fp16 weights %.1f MB / bandwidth = %.3f ms; ratio %.2f (goal <= 1.3)\n",
-           CTX, t2 * 1e3, wbytes / 1e6, ideal * 1e3, t2 / ideal);
-    if (build_all(ks, work, "decode", 1, nth, &cms1, &d1)) return 1;
-    forward(ks, 3, 0);
-    t1 = forward(ks, 20, 0);
-    for (int c = 0; c < CHUNKS; c++) chunk_free(&ks[c]);
-    double b = (t1 - t2) / (d1 - d2), a = t2 - b * d2;
-    printf("decode mode 1: %.3f ms/token, %d dispatches vs %d; fit a = %.3f ms, b = %.2f us per dispatch "
-           "(includes the unfused ops' extra work)\n",
-           t1 * 1e3, d1, d2, a * 1e3, b * 1e6);
-    /* The same fused ops once as one program and once one dispatch per op
-     * (mode 0 with same_ops): the time difference is dispatch overhead only. */
-    same_ops = true;
-    double cms0;
-    int d0;
-    if (build_all(ks, work, "decode", 0, nth, &cms0, &d0)) return 1;
+    double wbytes = L * (4.0 * C * C + 2.0 * C * FF) * 2;
+    double r_pre[64], r_dec[64], r_disp[64], r_comp[64], ms_pre[64], ms_dec[64], us_disp[64], ms_comp[64], ms_fin[64];
+    double peaks[64], bws[64];
+    int ndisp = 0;
+    Chunk pre[CHUNKS], dec[CHUNKS], both[CHUNKS];
+    double cms, cms2, cms0;
+    int disp, d2, d0;
+    /* Models are built once (compile time measured per round below); runs interleave. */
+    if (build_all(pre, work, "prefill", 2, nth, &cms, &disp) || build_all(dec, work, "decode", 2, nth, &cms2, &d2))
+        return 1;
+    same_ops = true; /* the same fused ops once as one program, once one dispatch per op */
+    if (build_all(both, work, "decode", 0, nth, &cms0, &d0)) return 1;
     same_ops = false;
     RtRunStats rs;
-    rt_run(ks[0].m, ks[0].in, ks[0].nin, ks[0].out, ks[0].nout, RT_RUN_NONBONDED, &rs);
-    int per_chunk = (int)rs.dispatches;
-    forward(ks, 3, 0);
-    double tb = forward(ks, 20, 0);
-    forward(ks, 3, RT_RUN_NONBONDED);
-    double tn = forward(ks, 20, RT_RUN_NONBONDED);
-    for (int c = 0; c < CHUNKS; c++) chunk_free(&ks[c]);
-    int dn = CHUNKS * per_chunk;
-    b = (tn - tb) / (dn - CHUNKS), a = tb - b * CHUNKS;
-    printf("decode, same fused ops: %.3f ms bonded (%d dispatches), %.3f ms non-bonded (%d); fit a = %.3f ms, "
-           "b = %.2f us per dispatch (goal <= 2 us)\n",
-           tb * 1e3, CHUNKS, tn * 1e3, dn, a * 1e3, b * 1e6);
-    printf("compile 12 layers decode: mode 2 %.1f ms, mode 1 %.1f ms\n", cms2, cms1);
+    rt_run(both[0].m, both[0].in, both[0].nin, both[0].out, both[0].nout, RT_RUN_NONBONDED, &rs);
+    ndisp = CHUNKS * (int)rs.dispatches;
+    if (argc > 4 && !strcmp(argv[4], "decode")) { /* for a profiler: decode only */
+        for (int r = 0; r < 200; r++) forward(dec, 1, 0);
+        return 0;
+    }
+    if (argc > 4 && !strcmp(argv[4], "dispatch")) { /* for a profiler: one dispatch per op */
+        for (int r = 0; r < 200; r++) forward(both, 1, RT_RUN_NONBONDED);
+        return 0;
+    }
+    forward(pre, 1, 0), forward(dec, 3, 0), forward(both, 3, 0), forward(both, 3, RT_RUN_NONBONDED);
+    for (int r = 0; r < rounds; r++) {
+        double peak = fma_peak(nth), bw = bandwidth((size_t)256 << 20, nth, 3);
+        peaks[r] = peak, bws[r] = bw;
+        double tp = forward(pre, 3, 0);
+        r_pre[r] = flops / tp / peak, ms_pre[r] = tp * 1e3;
+        double td = forward(dec, 9, 0);
+        r_dec[r] = td / (wbytes / bw), ms_dec[r] = td * 1e3;
+        double tb = forward(both, 9, 0), tn = forward(both, 9, RT_RUN_NONBONDED);
+        us_disp[r] = (tn - tb) / (ndisp - CHUNKS) * 1e6;
+        r_disp[r] = us_disp[r] / 2.0;
+        Chunk tmp[CHUNKS];
+        double cm;
+        int dd;
+        if (build_all(tmp, work, "prefill", 2, nth, &cm, &dd)) return 1;
+        double fin = 0;
+        for (int c = 0; c < CHUNKS; c++) fin += tmp[c].st.ms_pack;
+        free_all(tmp);
+        ms_comp[r] = cm, ms_fin[r] = fin, r_comp[r] = cm / (tp * 1e3);
+    }
+    double peak = median(peaks, rounds), bw = median(bws, rounds);
+    printf("machine: fp32 FMA peak %.1f GFLOP/s, read bandwidth %.1f GB/s (medians)\n", peak / 1e9, bw / 1e9);
+    double mp = median(ms_pre, rounds), md = median(ms_dec, rounds);
+    printf("1. prefill T=%d mode 2: %.1f ms = %.1f GFLOP/s; effective / FMA peak = %.2f (goal >= 0.55)\n", T, mp,
+           flops / (mp * 1e-3) / 1e9, median(r_pre, rounds));
+    printf("2. decode T=1 mode 2: %.2f ms/token; / (%.1f MB fp16 weights / bandwidth = %.2f ms) = %.2f (goal <= 1.3)\n", md,
+           wbytes / 1e6, wbytes / bw * 1e3, median(r_dec, rounds));
+    printf("3. per-dispatch overhead, same fused decode ops bonded (%d dispatches) vs one dispatch per op (%d):\n"
+           "   %.2f us per dispatch = %.2f of the 2 us goal (goal <= 1)\n",
+           CHUNKS, ndisp, median(us_disp, rounds), median(r_disp, rounds));
+    printf("4. compile 12 layers (parse -> artifact, mode 2): %.1f ms (rtb_finish %.1f ms) = %.2f prefills\n",
+           median(ms_comp, rounds), median(ms_fin, rounds), median(r_comp, rounds));
+    free_all(pre), free_all(dec), free_all(both);
     return 0;
 }

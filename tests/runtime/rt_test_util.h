@@ -58,7 +58,8 @@ typedef struct {
     int rank;
     int64_t dims[RT_MAX_RANK];
     const void *data;
-    int weight; /* 1: a constant in the artifact */
+    int weight; /* 0: an input; 1: a constant in the artifact (copied); 2: an fp16
+                 * input read in place (rtb_input_f16); 3: a borrowed constant (rtb_weight_ref) */
 } TArg;
 
 /* Builds in -> op -> out, runs it on nth threads, copies the result to out.
@@ -73,9 +74,11 @@ static inline int run_op(RtOpKind kind, const void *params, size_t plen, const T
     for (int i = 0; i < nin; i++) {
         char name[16];
         snprintf(name, sizeof name, "in%d", i);
-        if (ins[i].weight) ids[i] = rtb_weight(b, name, ins[i].dtype, ins[i].rank, ins[i].dims, ins[i].data);
+        if (ins[i].weight == 1 || ins[i].weight == 3)
+            ids[i] = (ins[i].weight == 1 ? rtb_weight : rtb_weight_ref)(b, name, ins[i].dtype, ins[i].rank, ins[i].dims, ins[i].data);
         else {
-            ids[i] = rtb_input(b, name, ins[i].dtype, ins[i].rank, ins[i].dims);
+            ids[i] = ins[i].weight == 2 ? rtb_input_f16(b, name, ins[i].rank, ins[i].dims)
+                                        : rtb_input(b, name, ins[i].dtype, ins[i].rank, ins[i].dims);
             RtTensor t = {.dtype = ins[i].dtype, .rank = ins[i].rank, .data = (void *)ins[i].data,
                           .size = (size_t)numel_of(ins[i].rank, ins[i].dims) * rt_dtype_size(ins[i].dtype)};
             memcpy(t.dims, ins[i].dims, sizeof t.dims);

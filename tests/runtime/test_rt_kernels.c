@@ -132,6 +132,143 @@ TEST(attention) {
     }
 }
 
+/* The flagged (decode) attention: K and/or V transposed, fp16 cache inputs
+ * read in place, cache ++ new positions given as two parts, against the
+ * reference on the concatenation. */
+TEST(attention_kv) {
+    for (int it = 0; it < 40; it++) {
+        int kt = it & 1, vt = (it >> 1) & 1, split = (it >> 2) & 1, f16 = (it >> 3) & 1, nth = 1 + (it % 3 == 0);
+        if (!kt && !vt) kt = 1; /* with no layout flag only SPLIT/fp16 select this kernel */
+        int64_t B = rng_int(1, 2), Hk = rng_int(1, 3), G = rng_int(1, 2), H = Hk * G, L = rng_int(1, 4);
+        int64_t E = rng_int(1, 40), Ev = rng_int(1, 40), S0 = rng_int(1, 70), S1 = split ? rng_int(1, 3) : 0, S = S0 + S1;
+        int causal = L <= S && it % 5 == 1, has_mask = it % 4 == 2;
+        float scale = 0.3f;
+        /* logical K [B, Hk, S, E] and V [B, Hk, S, Ev]; fp16-rounded where stored as fp16 */
+        float *K = rand_f32(B * Hk * S * E), *V = rand_f32(B * Hk * S * Ev), *q = rand_f32(B * H * L * E);
+        float *mask = rand_f32(L * S);
+        int64_t np = split ? 2 : 1, ps[2] = {split ? S0 : S, S1}, po[2] = {0, S0};
+        void *kp[2], *vp[2];
+        for (int i = 0; i < np; i++) {
+            int half = f16 && i == 0; /* the cache part */
+            size_t es = half ? 2 : 4;
+            kp[i] = malloc((size_t)(B * Hk * E * ps[i]) * es), vp[i] = malloc((size_t)(B * Hk * Ev * ps[i]) * es);
+            for (int64_t b = 0; b < B * Hk; b++)
+                for (int64_t j = 0; j < ps[i]; j++) {
+                    for (int64_t e = 0; e < E; e++) {
+                        float *src = &K[(b * S + po[i] + j) * E + e];
+                        int64_t at = kt ? (b * E + e) * ps[i] + j : (b * ps[i] + j) * E + e;
+                        if (half) ((uint16_t *)kp[i])[at] = float_to_half(*src), *src = half_to_float(((uint16_t *)kp[i])[at]);
+                        else ((float *)kp[i])[at] = *src;
+                    }
+                    for (int64_t e = 0; e < Ev; e++) {
+                        float *src = &V[(b * S + po[i] + j) * Ev + e];
+                        int64_t at = vt ? (b * Ev + e) * ps[i] + j : (b * ps[i] + j) * Ev + e;
+                        if (half) ((uint16_t *)vp[i])[at] = float_to_half(*src), *src = half_to_float(((uint16_t *)vp[i])[at]);
+                        else ((float *)vp[i])[at] = *src;
+                    }
+                }
+        }
+        double *ref = malloc((size_t)(B * H * L * Ev) * 8), *sc = malloc((size_t)S * 8);
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t i = 0; i < L; i++) {
+                    int64_t hk = h / G;
+                    double mx = -1e300, sum = 0;
+                    for (int64_t j = 0; j < S; j++) {
+                        double s = 0;
+                        for (int64_t e = 0; e < E; e++) s += (double)q[((b * H + h) * L + i) * E + e] * K[((b * Hk + hk) * S + j) * E + e];
+                        s = s * scale + (has_mask ? mask[i * S + j] : 0);
+                        if (causal && j > i + S - L) s = -INFINITY;
+                        sc[j] = s;
+                        if (s > mx) mx = s;
+                    }
+                    for (int64_t j = 0; j < S; j++) sum += (sc[j] = exp(sc[j] - mx));
+                    for (int64_t e = 0; e < Ev; e++) {
+                        double acc = 0;
+                        for (int64_t j = 0; j < S; j++) acc += sc[j] / sum * V[((b * Hk + hk) * S + j) * Ev + e];
+                        ref[((b * H + h) * L + i) * Ev + e] = acc;
+                    }
+                }
+        RtAttnParams p = {.scale = scale, .causal = causal, .has_mask = has_mask, .kv_heads = (int32_t)Hk,
+                          .flags = (kt ? RT_ATTN_K_T : 0) | (vt ? RT_ATTN_V_T : 0) | (split ? RT_ATTN_SPLIT : 0)};
+        TArg in[6];
+        int n = 0;
+        in[n++] = (TArg){RT_F32, 4, {B, H, L, E}, q, 0};
+        for (int i = 0; i < np; i++) {
+            int half = f16 && i == 0;
+            /* transposed parts as [B, Hk·E, 1, S_i] (the cache layout): only element order counts */
+            if (kt) in[n++] = (TArg){half ? RT_F16 : RT_F32, 4, {B, Hk * E, 1, ps[i]}, kp[i], half ? 2 : 0};
+            else in[n++] = (TArg){half ? RT_F16 : RT_F32, 4, {B, Hk, ps[i], E}, kp[i], half ? 2 : 0};
+            if (vt) in[n++] = (TArg){half ? RT_F16 : RT_F32, 4, {B, Hk * Ev, 1, ps[i]}, vp[i], half ? 2 : 0};
+            else in[n++] = (TArg){half ? RT_F16 : RT_F32, 4, {B, Hk, ps[i], Ev}, vp[i], half ? 2 : 0};
+        }
+        if (has_mask) in[n++] = (TArg){RT_F32, 4, {1, 1, L, S}, mask, 1};
+        float *o = malloc((size_t)(B * H * L * Ev) * 4);
+        int64_t od[4] = {B, H, L, Ev};
+        CHECK_EQ_INT(run_op(RT_OP_ATTENTION, &p, sizeof p, in, n, RT_F32, 4, od, o, nth), RT_OK);
+        double e = rel_max_err(o, ref, B * H * L * Ev);
+        if (e > 1e-4) fprintf(stderr, "attention_kv it %d kt %d vt %d split %d f16 %d: err %g\n", it, kt, vt, split, f16, e);
+        CHECK(e <= 1e-4);
+        for (int i = 0; i < np; i++) free(kp[i]), free(vp[i]);
+        free(K), free(V), free(q), free(mask), free(o), free(ref), free(sc);
+    }
+    /* the checker: wrong kv_heads, sizes that do not divide, fp16 without a flag */
+    float z[64] = {0};
+    uint16_t h[64] = {0};
+    RtAttnParams bad = {.scale = 1, .flags = RT_ATTN_K_T, .kv_heads = 3};
+    TArg in[3] = {{RT_F32, 4, {1, 2, 1, 4}, z, 0}, {RT_F32, 4, {1, 8, 1, 4}, z, 0}, {RT_F32, 4, {1, 8, 1, 4}, z, 0}};
+    int64_t od[4] = {1, 2, 1, 4};
+    float o[8];
+    CHECK_EQ_INT(run_op(RT_OP_ATTENTION, &bad, sizeof bad, in, 3, RT_F32, 4, od, o, 1), RT_EINVAL);
+    bad.kv_heads = 2;
+    CHECK_EQ_INT(run_op(RT_OP_ATTENTION, &bad, sizeof bad, in, 3, RT_F32, 4, od, o, 1), RT_OK);
+    in[2].dims[3] = 3; /* V holds 24 elements, K 32: S disagrees */
+    CHECK_EQ_INT(run_op(RT_OP_ATTENTION, &bad, sizeof bad, in, 3, RT_F32, 4, od, o, 1), RT_EINVAL);
+    RtAttnParams plain = {.scale = 1};
+    TArg in16[3] = {{RT_F32, 4, {1, 2, 4, 4}, z, 0}, {RT_F16, 4, {1, 2, 4, 4}, h, 2}, {RT_F32, 4, {1, 2, 4, 4}, z, 0}};
+    int64_t od2[4] = {1, 2, 4, 4};
+    float o2[32];
+    CHECK_EQ_INT(run_op(RT_OP_ATTENTION, &plain, sizeof plain, in16, 3, RT_F32, 4, od2, o2, 1), RT_EINVAL);
+}
+
+/* An fp16 input read in place: a converting copy (strided), and a borrowed
+ * constant (rtb_weight_ref) packed for a GEMM; the borrowed bytes stay as given. */
+TEST(f16_input_and_borrowed_weight) {
+    int64_t r = 37, c = 29;
+    uint16_t *x = malloc((size_t)(r * c) * 2);
+    for (int64_t i = 0; i < r * c; i++) x[i] = float_to_half(rng_f() * 100);
+    RtCopyParams p = {.rank = 2, .dims = {c, r}, .src_stride = {1, c}, .dst_stride = {r, 1}}; /* transpose */
+    TArg in[1] = {{RT_F16, 2, {r, c}, x, 2}};
+    int64_t od[2] = {c, r};
+    float *y = malloc((size_t)(r * c) * 4);
+    CHECK_EQ_INT(run_op(RT_OP_COPY, &p, sizeof p, in, 1, RT_F32, 2, od, y, 2), RT_OK);
+    int bad = 0;
+    for (int64_t i = 0; i < r; i++)
+        for (int64_t j = 0; j < c; j++) bad += y[j * r + i] != half_to_float(x[i * c + j]);
+    CHECK_EQ_INT(bad, 0);
+    /* a unary op may not read fp16 storage */
+    RtUnaryParams up = {.op = RT_UN_NEG};
+    CHECK_EQ_INT(run_op(RT_OP_UNARY, &up, sizeof up, in, 1, RT_F32, 2, (int64_t[]){r, c}, y, 1), RT_EINVAL);
+    free(x), free(y);
+
+    int64_t m = 5, k = 70, n = 45;
+    float *a = rand_f32(m * k), *w = rand_f32(n * k), *w0 = malloc((size_t)(n * k) * 4), *out = malloc((size_t)(m * n) * 4);
+    memcpy(w0, w, (size_t)(n * k) * 4);
+    double *ref = malloc((size_t)(m * n) * 8);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double s = 0;
+            for (int64_t kk = 0; kk < k; kk++) s += (double)a[i * k + kk] * w[j * k + kk];
+            ref[i * n + j] = s;
+        }
+    RtGemmParams gp = {.layout = RT_GEMM_ROWS};
+    TArg gin[2] = {{RT_F32, 2, {m, k}, a, 0}, {RT_F32, 2, {n, k}, w, 3}};
+    CHECK_EQ_INT(run_op(RT_OP_GEMM, &gp, sizeof gp, gin, 2, RT_F32, 2, (int64_t[]){m, n}, out, 2), RT_OK);
+    CHECK(rel_max_err(out, ref, m * n) <= 1e-5);
+    CHECK(memcmp(w, w0, (size_t)(n * k) * 4) == 0);
+    free(a), free(w), free(w0), free(out), free(ref);
+}
+
 TEST(norm) {
     for (int it = 0; it < 16; it++) {
         int kind = it & 1, lastaxis = (it >> 1) & 1, nth = 1 + (it >> 2 & 1);
@@ -512,6 +649,8 @@ int main(void) {
     RUN(gemm);
     RUN(matmul);
     RUN(attention);
+    RUN(attention_kv);
+    RUN(f16_input_and_borrowed_weight);
     RUN(norm);
     RUN(softmax);
     RUN(binary_broadcast);

@@ -66,6 +66,9 @@ TEST(run_does_not_allocate) {
         int y = rtb_temp(b, RT_F32, 2, (const int64_t[]){m, n});
         int a = rtb_temp(b, RT_F32, 4, (const int64_t[]){1, 2, m, 40});
         int o = rtb_temp(b, RT_F32, 4, (const int64_t[]){1, 2, m, 40});
+        /* a KV cache bound in place (fp16) read by the decode attention, cache ++ new */
+        int kc = rtb_input_f16(b, "kc", 4, (const int64_t[]){1, 80, 1, 50});
+        int o2 = rtb_temp(b, RT_F32, 4, (const int64_t[]){1, 2, m, 40});
         for (int p = 0; p < 2; p++) {
             rtb_program(b, (RtProgram)p);
             RtGemmParams gp = {.layout = RT_GEMM_ROWS, .act = RT_ACT_GELU_TANH};
@@ -74,8 +77,11 @@ TEST(run_does_not_allocate) {
             rtb_op(b, RT_OP_COPY, &y, 1, &a, 1, &cp, sizeof cp);
             RtAttnParams ap = {.scale = 0.1f, .causal = 1};
             rtb_op(b, RT_OP_ATTENTION, (const int[]){a, a, a}, 3, &o, 1, &ap, sizeof ap);
+            RtAttnParams kp = {.scale = 0.1f, .flags = RT_ATTN_K_T | RT_ATTN_V_T | RT_ATTN_SPLIT, .kv_heads = 2};
+            rtb_op(b, RT_OP_ATTENTION, (const int[]){a, kc, kc, a, a}, 5, &o2, 1, &kp, sizeof kp);
         }
         rtb_output(b, "o", o, RT_F16);
+        rtb_output(b, "o2", o2, RT_F32);
         RtArtifact *art;
         char err[200];
         CHECK_EQ_INT(rtb_finish(b, NULL, 0, &art, err, sizeof err), RT_OK);
@@ -86,20 +92,22 @@ TEST(run_does_not_allocate) {
         RtModel *model;
         RtLoadOptions lo = {.nthreads = 2};
         CHECK_EQ_INT(rt_model_load(&model, s, ns, &lo, err, sizeof err), RT_OK);
-        uint16_t *xin = calloc((size_t)(m * k), 2), *out = calloc((size_t)(2 * m * 40), 2);
-        RtTensor in = {RT_F16, 2, {m, k}, xin, (size_t)(m * k) * 2}, ot = {RT_F16, 4, {1, 2, m, 40}, out, (size_t)(2 * m * 40) * 2};
-        CHECK_EQ_INT(rt_run(model, &in, 1, &ot, 1, 0, NULL), RT_OK); /* first run: thread-local setup in libraries */
+        uint16_t *xin = calloc((size_t)(m * k), 2), *out = calloc((size_t)(2 * m * 40), 2), *kin = calloc(80 * 50, 2);
+        float *out2 = calloc((size_t)(2 * m * 40), 4);
+        RtTensor in[2] = {{RT_F16, 2, {m, k}, xin, (size_t)(m * k) * 2}, {RT_F16, 4, {1, 80, 1, 50}, kin, 80 * 50 * 2}};
+        RtTensor ot[2] = {{RT_F16, 4, {1, 2, m, 40}, out, (size_t)(2 * m * 40) * 2}, {RT_F32, 4, {1, 2, m, 40}, out2, (size_t)(2 * m * 40) * 4}};
+        CHECK_EQ_INT(rt_run(model, in, 2, ot, 2, 0, NULL), RT_OK); /* first run: thread-local setup in libraries */
         atomic_store(&calls, 0);
         atomic_store(&counting, 1);
         for (int r = 0; r < 3; r++) {
-            CHECK_EQ_INT(rt_run(model, &in, 1, &ot, 1, 0, NULL), RT_OK);
-            CHECK_EQ_INT(rt_run(model, &in, 1, &ot, 1, RT_RUN_NONBONDED, NULL), RT_OK);
+            CHECK_EQ_INT(rt_run(model, in, 2, ot, 2, 0, NULL), RT_OK);
+            CHECK_EQ_INT(rt_run(model, in, 2, ot, 2, RT_RUN_NONBONDED, NULL), RT_OK);
         }
         atomic_store(&counting, 0);
         CHECK_EQ_INT(atomic_load(&calls), 0);
         rt_model_free(model);
         rt_artifact_free(art);
-        free(xin), free(out);
+        free(xin), free(out), free(kin), free(out2);
     }
 }
 

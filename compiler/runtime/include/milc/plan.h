@@ -58,7 +58,7 @@ typedef enum {
     RT_OP_BINARY,     /* RtBinaryParams: a, b -> c (N-d broadcast)           */
     RT_OP_UNARY,      /* RtUnaryParams: x -> y                               */
     RT_OP_REDUCE,     /* RtReduceParams: x -> y                              */
-    RT_OP_COPY,       /* RtCopyParams: x -> y (strided; y may be shared)     */
+    RT_OP_COPY,       /* RtCopyParams: x -> y (strided; y may be shared; F16 x -> F32 y converts) */
     RT_OP_GATHER,     /* RtAxisParams: x, indices(I32) -> y                  */
     RT_OP_BAND_PART,  /* RtBandParams: x -> y                                */
     RT_OP_SELECT,     /* none: cond(BOOL), a, b -> y (N-d broadcast)         */
@@ -99,10 +99,22 @@ typedef struct {
  * H a multiple of Hk (grouped-query: head h uses kv head h / (H / Hk)).
  * mask (optional, has_mask) is additive F32 broadcastable to [B, H, L, S].
  * causal: query i sees key j only if j <= i + (S - L) (a KV cache of S - L
- * earlier positions precedes the L new ones). */
+ * earlier positions precedes the L new ones).
+ * flags (the decode form, made to read a KV cache where it lies):
+ *   RT_ATTN_K_T   k is [B, Hk, E, S] (the [1, C, 1, S] cache layout)
+ *   RT_ATTN_V_T   v is [B, Hk, Ev, S]
+ *   RT_ATTN_SPLIT k and v come in two parts along S: inputs q, k0, v0, k1,
+ *                 v1[, mask]; S = S0 + S1 (cache ++ new positions, no concat)
+ * With any flag set, k and v may be F16 buffers (fp16 graph inputs, read in
+ * place), and their buffers' own dims do not matter, only their elements in
+ * row-major order: kv_heads gives Hk, q gives B and E, o gives Ev, and each
+ * part's S_i is its element count / (B Hk E).  So a [1, C, 1, S] cache input
+ * is read as [1, Hk, E, S] without a reshape.  Without flags, inputs are
+ * q, k, v[, mask], all F32 of the shapes above, and kv_heads is 0. */
+enum { RT_ATTN_K_T = 1, RT_ATTN_V_T = 2, RT_ATTN_SPLIT = 4, RT_ATTN_FLAGS_ALL = 7 };
 typedef struct {
     float scale;
-    int32_t causal, has_mask, reserved;
+    int32_t causal, has_mask, flags, kv_heads;
 } RtAttnParams;
 
 /* layer_norm / rms_norm over the contiguous axes [axis_begin, axis_end) of x:
@@ -149,7 +161,8 @@ typedef struct {
  * (reversed slice); destination strides are > 0 on every dim above 1, and
  * the walk takes no more steps than y has elements.  Expresses
  * transpose, slices, reshape, expand/squeeze, concat (one copy per part into a
- * shared y), split (one copy per output) and tile.  x and y have the same dtype. */
+ * shared y), split (one copy per output) and tile.  x and y have the same
+ * dtype, or x is F16 and y F32 (the copy converts). */
 typedef struct {
     int32_t rank, reserved;
     int64_t dims[RT_COPY_MAX_RANK];
@@ -185,6 +198,10 @@ void rtb_free(RtPlanBuilder *b);
 /* A graph input.  io_dtype is the type the caller passes at rt_run (F16, F32,
  * I32 or BOOL); inside, F16 and F32 become an F32 buffer.  Returns its index. */
 int rtb_input(RtPlanBuilder *b, const char *name, RtDType io_dtype, int rank, const int64_t *dims);
+/* An fp16 graph input kept as an F16 buffer: rt_run binds the caller's
+ * tensor in place (no conversion, no copy).  Only a COPY (converting to F32)
+ * and a flagged ATTENTION's K/V read F16 buffers.  Returns its index. */
+int rtb_input_f16(RtPlanBuilder *b, const char *name, int rank, const int64_t *dims);
 /* A constant: data (numel × element size bytes, dense row-major) is copied.
  * dtype F32, F16, I32 or BOOL.  An F16 weight read by any op but a GEMM (as
  * its W) becomes F32 at that rtb_op; rtb_finish repacks every GEMM W into
@@ -192,6 +209,11 @@ int rtb_input(RtPlanBuilder *b, const char *name, RtDType io_dtype, int rank, co
  * when given as fp16, fp32 otherwise (a weight needed both ways is stored twice). */
 int rtb_weight(RtPlanBuilder *b, const char *name, RtDType dtype, int rank, const int64_t *dims,
                const void *data);
+/* As rtb_weight, but data is borrowed, not copied: it must stay valid and
+ * unchanged until rtb_finish returns (or the builder is freed).  Saves a copy
+ * of every weight that rtb_finish repacks anyway (e.g. from a mapped file). */
+int rtb_weight_ref(RtPlanBuilder *b, const char *name, RtDType dtype, int rank, const int64_t *dims,
+                   const void *data);
 /* An intermediate of internal dtype F32, I32 or BOOL.  rtb_finish places it
  * in the arena of each program that uses it (both programs of mode 0 may
  * write the same output buffer). */

@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define RT_FORMAT_VERSION 1
+#define RT_FORMAT_VERSION 2
 #define RT_BACKEND_CPU 1
 
 /* Section kinds (the section table of ARTIFACT.md). */
@@ -126,7 +126,9 @@ enum {
 
 /* Runs the model: in[i] binds input i, out[i] receives output i (in the
  * order of rt_model_input/output; dtype, rank, dims must match and size must
- * suffice, else RT_EBIND).  No allocation, no system calls but futex wakes.
+ * suffice, else RT_EBIND).  An fp16 input the model reads in place
+ * (rtb_input_f16) is not copied: its bytes must not change until rt_run
+ * returns.  No allocation, no system calls but futex wakes.
  * One rt_run at a time per model (the model owns one arena and one thread
  * pool); different models may run concurrently.  RT_EINDEX: a gather met an
  * out-of-range index (its rows are zero; the outputs are still written).
@@ -137,7 +139,8 @@ int rt_run(RtModel *m, const RtTensor *in, int nin, RtTensor *out, int nout, int
 /* Inspection after a run: the F32/I32/BOOL contents of buffer `buf` of the
  * last program run (weights, inputs, temps).  *data is valid until the next
  * rt_run or rt_model_free; temps of the bonded program may have been
- * overwritten by later ops (arena reuse) — run non-bonded to inspect them. */
+ * overwritten by later ops (arena reuse) — run non-bonded to inspect them.
+ * fp16 inputs read in place (rtb_input_f16) are the caller's: RT_EINVAL. */
 int rt_model_buffer(const RtModel *m, int buf, const void **data, RtDType *dtype, int *rank,
                     int64_t *dims);
 
