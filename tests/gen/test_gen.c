@@ -360,7 +360,7 @@ TEST(result_io_contract) {
 /* ---- determinism and composition ---- */
 
 static bool same_file(const char *a, const char *b) {
-    size_t la, lb;
+    size_t la = 0, lb = 0;
     char *x = read_all(a, &la), *y = read_all(b, &lb);
     bool same = x && y && la == lb && memcmp(x, y, la) == 0;
     free(x);

@@ -95,7 +95,7 @@ static int compare_expected(const char *dir, const char *name, const char *got) 
         write_file(path, got);
         return 1;
     }
-    size_t len;
+    size_t len = 0;
     char *want = read_file(path, &len);
     int ok = want && strcmp(want, got) == 0;
     if (!ok) fprintf(stderr, "%s/%s: output differs from %s:\n--- got\n%s--- want\n%s", dir, name, path, got, want ? want : "(missing)\n");
@@ -110,7 +110,7 @@ TEST(golden) {
     for (int i = 0; i < n; i++) {
         char file[512];
         snprintf(file, sizeof file, "golden/%s.mil", names[i]);
-        size_t len;
+        size_t len = 0;
         char *text = read_file(file, &len);
         Arena a;
         arena_init(&a);
@@ -161,7 +161,7 @@ TEST(errors) {
     for (int i = 0; i < n; i++) {
         char file[512];
         snprintf(file, sizeof file, "errors/%s.mil", names[i]);
-        size_t len;
+        size_t len = 0;
         char *text = read_file(file, &len);
         Arena a;
         arena_init(&a);
