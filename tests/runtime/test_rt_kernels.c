@@ -18,11 +18,14 @@ static double act_ref(double x, int act) {
 }
 
 /* GEMM, both layouts, fp32 weights (library) and fp16 weights (panel kernel
- * for M <= 16), bias, every activation, residual. */
+ * for M <= 16), bias, every activation, residual.  The last 8 cases have a
+ * long K and many rows: the K-blocked path, with a K tail that is not a
+ * multiple of the block and more rows than one row block. */
 TEST(gemm) {
-    for (int it = 0; it < 24; it++) {
+    for (int it = 0; it < 32; it++) {
         int layout = it & 1, f16 = (it >> 1) & 1, act = (it / 4) % 6, nth = 1 + (it % 3 == 0);
         int64_t m = f16 && (it & 4) ? rng_int(1, 16) : rng_int(1, 70), k = rng_int(1, 100), n = rng_int(1, 130);
+        if (it >= 24) m = rng_int(7, 260), k = rng_int(193, 700);
         int64_t bt = layout ? rng_int(1, 2) : 1;
         float *x = rand_f32(bt * m * k), *w = rand_f32(n * k), *bias = rand_f32(n), *res = rand_f32(bt * m * n);
         uint16_t *wh = malloc((size_t)(n * k) * 2);
