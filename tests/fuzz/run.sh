@@ -7,7 +7,7 @@
 # turn each into a regression input under tests/fuzz/corpus/NAME/ (ctest
 # replays those through replay_main.c) plus a fix.
 # A summary line per target (executions, seconds, findings) goes to
-# BUILD_DIR/fuzz-findings/summary.txt for RELIABILITY.md's table.
+# BUILD_DIR/fuzz-findings/summary.txt for the README's Reliability section's table.
 set -euo pipefail
 build=${1:?usage: run.sh BUILD_DIR [SECONDS] [TARGET...]}
 secs=${2:-60}

@@ -16,12 +16,12 @@ ok() { PASSED=$((PASSED + 1)); }
 fail() { FAILED=$((FAILED + 1)); echo "FAIL: $*" >&2; }
 
 # known WHAT : a finding already routed to its module's owner (listed in
-# RELIABILITY.md with a reproducer under repro/).  Reported but not failed,
+# the README's Reliability section with a reproducer under repro/).  Reported but not failed,
 # so CI stays green until the fix lands; MILC_TORTURE_STRICT=1 fails it.
 KNOWN=0
 known() {
   KNOWN=$((KNOWN + 1))
-  if [ "${MILC_TORTURE_STRICT:-0}" = 1 ]; then fail "(known) $*"; else echo "KNOWN (routed, see RELIABILITY.md): $*" >&2; fi
+  if [ "${MILC_TORTURE_STRICT:-0}" = 1 ]; then fail "(known) $*"; else echo "KNOWN (routed, see the README's Reliability section): $*" >&2; fi
 }
 
 # m ARGS... : run milc; status in $RC, stderr in $ERR, stdout in $OUT.
