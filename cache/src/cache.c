@@ -129,14 +129,18 @@ static int flock_retry(int fd, int op) {
 
 static const char *const db_names[] = {"meta", "data", "usage", "direct", "counters"};
 
+static int txn_begin(Cache *c, unsigned flags, MDB_txn **txn);
+static int reserve_disk(Cache *c, uint64_t need);
+
 static int open_dbs(Cache *c) {
     MDB_dbi *dbis[] = {&c->db_meta, &c->db_data, &c->db_usage, &c->db_direct, &c->db_count};
     /* Try read-only first: creating needs a write transaction (and an fsync),
      * which would tax every open in the hit path. */
     for (int create = 0; create < 2; create++) {
         MDB_txn *txn;
-        int rc = mdb_txn_begin(c->env, NULL, create ? 0 : MDB_RDONLY, &txn);
-        if (rc) return cache_lmdb_err(c, rc, "mdb_txn_begin");
+        int rc = create ? reserve_disk(c, 64 * c->psize) : 0;
+        if (!rc) rc = txn_begin(c, create ? 0 : MDB_RDONLY, &txn);
+        if (rc) return rc;
         int missing = 0;
         for (int i = 0; i < 5 && !rc; i++) {
             rc = mdb_dbi_open(txn, db_names[i], create ? MDB_CREATE : 0, dbis[i]);
@@ -186,14 +190,18 @@ static uint64_t fd_size(int fd) {
 /* Where LMDB mapped the file (mdb_env_info tells only with FIXEDMAP): any
  * value of the main database lies in a leaf page, and every page starts with
  * its own page number, so base = page start - pgno * page size.  Checked
- * against the two meta pages; NULL if anything does not fit. */
-static uint8_t *map_base(Cache *c) {
+ * against the two meta pages; NULL if anything does not fit.  *resized is set
+ * if another process grew the file beyond the map meanwhile. */
+static uint8_t *map_base(Cache *c, int *resized) {
     if (c->psize != (uint64_t)sysconf(_SC_PAGESIZE)) return NULL; /* page starts not map-aligned */
     MDB_txn *txn;
     MDB_dbi main_db;
     MDB_val k = mval(db_names[0], strlen(db_names[0])), v;
     uint8_t *base = NULL;
-    if (mdb_txn_begin(c->env, NULL, MDB_RDONLY, &txn) != 0) return NULL;
+    /* Not txn_begin: adopting a resize remaps, which lands here again. */
+    int rc = mdb_txn_begin(c->env, NULL, MDB_RDONLY, &txn);
+    if (rc == MDB_MAP_RESIZED) *resized = 1;
+    if (rc) return NULL;
     if (mdb_dbi_open(txn, NULL, 0, &main_db) == 0 && mdb_get(txn, main_db, &k, &v) == 0) {
         uint8_t *page = (uint8_t *)((uintptr_t)v.mv_data & ~(uintptr_t)(c->psize - 1));
         uint64_t pgno = ld64(page);
@@ -208,13 +216,16 @@ static uint8_t *map_base(Cache *c) {
 
 /* After LMDB (re)mapped: note where, and make the map read-only until the
  * next write transaction, so a stray write through a hit pointer faults
- * (as it would in LMDB's read-only map without WRITEMAP). */
-static void map_note(Cache *c) {
+ * (as it would in LMDB's read-only map without WRITEMAP).  Returns 1 if the
+ * file already grew beyond the new map (remap again), else 0. */
+static int map_note(Cache *c) {
     MDB_envinfo info;
+    int resized = 0;
     mdb_env_info(c->env, &info);
     c->mapsize = info.me_mapsize;
-    c->mapaddr = c->writemap ? map_base(c) : NULL;
+    c->mapaddr = c->writemap ? map_base(c, &resized) : NULL;
     if (c->mapaddr) mprotect(c->mapaddr, (size_t)c->mapsize, PROT_READ);
+    return resized;
 }
 
 static void map_writable(Cache *c, int on) {
@@ -223,16 +234,21 @@ static void map_writable(Cache *c, int on) {
 }
 
 /* Remap at newsize (0 = what the meta page records), never below the file
- * (with WRITEMAP): under the map lock. */
+ * (with WRITEMAP): under the map lock.  No transaction of this handle may be
+ * live.  Growth by others between the remap and map_note is adopted too. */
 static int remap(Cache *c, uint64_t newsize, short locktype) {
-    int rc = maplock(c, locktype), fd;
-    if (rc) return rc;
-    if (c->writemap && mdb_env_get_fd(c->env, &fd) == 0 && fd_size(fd) > newsize) newsize = fd_size(fd);
-    rc = mdb_env_set_mapsize(c->env, (size_t)newsize);
-    maplock(c, F_UNLCK);
-    if (rc) return cache_lmdb_err(c, rc, "mdb_env_set_mapsize");
-    map_note(c);
-    return 0;
+    for (int tries = 0; tries < 16; tries++) {
+        int rc = maplock(c, locktype), fd;
+        if (rc) return rc;
+        if (c->writemap && mdb_env_get_fd(c->env, &fd) == 0 && fd_size(fd) > newsize) newsize = fd_size(fd);
+        rc = mdb_env_set_mapsize(c->env, (size_t)newsize);
+        maplock(c, F_UNLCK);
+        if (rc) return cache_lmdb_err(c, rc, "mdb_env_set_mapsize");
+        if (!map_note(c)) return 0;
+        newsize = 0, locktype = F_RDLCK;
+    }
+    seterr(c, "%s keeps growing under this process; try again", c->datapath);
+    return CACHE_EBUSY;
 }
 
 /* Reserve disk blocks for every page a write transaction may touch: the
@@ -255,8 +271,30 @@ static int reserve_disk(Cache *c, uint64_t need) {
     return CACHE_EIO;
 }
 
+/* LMDB creates lock.mdb sparse and writes its header and reader slots through
+ * a map: on a full disk that is a SIGBUS.  A lock file we create gets its
+ * blocks first (LMDB then truncates it to its size), or the open fails with
+ * CACHE_EIO.  An existing lock.mdb is never opened here: LMDB holds a POSIX
+ * (per-process) lock on it, and closing any descriptor of the file drops it;
+ * the next opener would think itself alone and reinitialize the mutexes under
+ * live transactions. */
+enum { LOCKFILE_BYTES = 128 << 10 }; /* LMDB needs 64 KiB for 1024 readers */
+
+static int lockfile_create(Cache *c) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/lock.mdb", c->dir);
+    int fd = open(p, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return 0; /* exists, or LMDB will say why it cannot create it */
+    int rc = fallocate(fd, 0, 0, LOCKFILE_BYTES) == 0 || errno == EOPNOTSUPP || errno == ENOSYS ? 0 : errno;
+    close(fd);
+    if (!rc) return 0;
+    seterr(c, "cannot create %s: %s", p, strerror(rc));
+    return CACHE_EIO;
+}
+
 static int env_open(Cache *c) {
     int rc = cache_envfile_check(c->datapath, c->dir, c->err, sizeof c->err);
+    if (!rc) rc = lockfile_create(c);
     if (rc) return rc;
     if ((rc = mdb_env_create(&c->env)) != 0) return cache_lmdb_err(c, rc, "mdb_env_create");
     mdb_env_set_maxdbs(c->env, 8);
@@ -283,14 +321,14 @@ static int env_open(Cache *c) {
     }
     int dead = 0;
     mdb_reader_check(c->env, &dead); /* slots of killed processes pin old pages */
+    MDB_stat ms;
+    mdb_env_stat(c->env, &ms);
+    c->psize = ms.ms_psize;
     for (int tries = 0;; tries++) {
         /* Walk the trees inside a read transaction, so writers in other
          * processes cannot recycle the pages under the walk. */
         MDB_txn *txn;
-        if ((rc = mdb_txn_begin(c->env, NULL, MDB_RDONLY, &txn)) != 0) {
-            rc = cache_lmdb_err(c, rc, "mdb_txn_begin");
-            break;
-        }
+        if ((rc = txn_begin(c, MDB_RDONLY, &txn)) != 0) break;
         rc = cache_envfile_walk(c->datapath, c->dir, mdb_txn_id(txn), c->err, sizeof c->err);
         mdb_txn_abort(txn);
         if (rc != CACHE_EBUSY || tries == 8) break;
@@ -299,15 +337,13 @@ static int env_open(Cache *c) {
         env_close(c);
         return rc;
     }
-    MDB_stat ms;
     MDB_envinfo info;
-    mdb_env_stat(c->env, &ms);
     mdb_env_info(c->env, &info);
-    c->psize = ms.ms_psize;
     c->mapsize = info.me_mapsize;
-    /* The map is still writable here, as creating the databases needs. */
-    if ((rc = open_dbs(c)) != 0) env_close(c);
-    else map_note(c);
+    /* The map is writable here (unless a resize was adopted: then txn_begin
+     * unprotects it for the write transaction that creates the databases). */
+    if ((rc = open_dbs(c)) == 0 && map_note(c)) rc = remap(c, 0, F_RDLCK);
+    if (rc) env_close(c);
     return rc;
 }
 
@@ -422,18 +458,26 @@ static int grow(Cache *c, uint64_t hint) {
     return rc;
 }
 
-int cache_read_txn(Cache *c, MDB_txn **txn) {
-    for (int tries = 0; tries < 4; tries++) {
-        int rc = mdb_txn_begin(c->env, NULL, MDB_RDONLY, txn);
-        if (rc == MDB_MAP_RESIZED) {
-            if ((rc = adopt_resize(c)) != 0) return rc;
-            continue;
-        }
-        return rc ? cache_lmdb_err(c, rc, "mdb_txn_begin") : 0;
+/* Every transaction of the module begins here (map_base excepted): when
+ * another process grew the file beyond our map, LMDB refuses any transaction
+ * with MDB_MAP_RESIZED until we adopt the new size, which needs no live
+ * transaction in this handle (true of every caller but a get beside a live
+ * hit, which gets CACHE_EFULL).  A write transaction gets a writable map. */
+static int txn_begin(Cache *c, unsigned flags, MDB_txn **txn) {
+    int write = !(flags & MDB_RDONLY);
+    for (int tries = 0; tries < 16; tries++) {
+        if (write) map_writable(c, 1);
+        int rc = mdb_txn_begin(c->env, NULL, flags, txn);
+        if (rc == 0) return 0;
+        if (write) map_writable(c, 0);
+        if (rc != MDB_MAP_RESIZED) return cache_lmdb_err(c, rc, "mdb_txn_begin");
+        if ((rc = adopt_resize(c)) != 0) return rc;
     }
-    seterr(c, "map keeps changing size");
+    seterr(c, "%s keeps growing under this process; try again", c->datapath);
     return CACHE_EBUSY;
 }
+
+int cache_read_txn(Cache *c, MDB_txn **txn) { return txn_begin(c, MDB_RDONLY, txn); }
 
 /* Write the batched hit statistics inside txn. */
 static int flush_pending_in(Cache *c, MDB_txn *txn) {
@@ -474,14 +518,15 @@ int cache_write_txn(Cache *c, TxnBody body, void *arg, uint64_t grow_hint, const
         if (!rc) rc = reserve_disk(c, need);
         if (rc) return rc;
         MDB_txn *txn;
-        map_writable(c, 1);
-        rc = mdb_txn_begin(c->env, NULL, 0, &txn);
-        if (rc) map_writable(c, 0);
-        if (rc == MDB_MAP_RESIZED) {
-            if ((rc = adopt_resize(c)) != 0) return rc;
+        uint64_t map0 = c->mapsize;
+        if ((rc = txn_begin(c, 0, &txn)) != 0) return rc;
+        if (c->mapsize != map0) {
+            /* Another process's growth was adopted: size and reserve again
+             * for the file as it is now. */
+            mdb_txn_abort(txn);
+            map_writable(c, 0);
             continue;
         }
-        if (rc) return cache_lmdb_err(c, rc, "mdb_txn_begin");
         rc = flush_pending_in(c, txn);
         if (!rc && body) rc = body(c, txn, arg);
         if (!rc) {
@@ -1302,9 +1347,10 @@ int cache_verify(Cache *c, int repair, CacheBadFn fn, void *ctx) {
         }
         mdb_txn_abort(txn);
     }
-    if (!rc) {
-        VerifyJob j = {bad, repair ? nbad : 0, entries, bytes};
-        if (!repair) j.entries += nbad; /* still there */
+    /* Only a repair writes: verify must run on a full disk, where a write
+     * transaction cannot reserve its pages, and on a cache others are using. */
+    if (!rc && repair) {
+        VerifyJob j = {bad, nbad, entries, bytes};
         rc = cache_write_txn(c, verify_body, &j, 1 << 20, "verify");
     }
     free(bad);

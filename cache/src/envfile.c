@@ -1,8 +1,8 @@
 /* envfile.c — sanity checks on data.mdb before LMDB maps it.  LMDB trusts its
  * meta pages: a truncated file makes it fault (SIGBUS) and a garbled meta page
  * can send it anywhere.  We read both meta pages with pread and check what can
- * be checked cheaply: magic, version, page size, last page vs. file size, and
- * the two B-tree roots.  Layout (LMDB 0.9, 64-bit), per meta page:
+ * be checked cheaply: magic, version, page size (equal in both), last page vs.
+ * file size, and the two database records (flags, depth, root).  Layout (LMDB 0.9, 64-bit), per meta page:
  *   page header 16 bytes, then MDB_meta: u32 magic 0xBEEFC0DE, u32 version 1,
  *   ptr address, size mapsize, MDB_db dbs[2] (48 bytes each: u32 pad (= page
  *   size in dbs[0]), u16 flags, u16 depth, 4 x u64 counts, u64 root),
@@ -16,11 +16,27 @@
 
 enum {
     META_OFF = 16, /* PAGEHDRSZ */
-    M_MAGIC = 0, M_VERSION = 4, M_DBS = 24, DB_SIZE = 48, DB_PAD = 0, DB_DEPTH = 6, DB_ROOT = 40,
+    M_MAGIC = 0, M_VERSION = 4, M_DBS = 24, DB_SIZE = 48, DB_PAD = 0, DB_FLAGS = 4, DB_DEPTH = 6, DB_ROOT = 40,
     M_LAST_PG = 120, M_TXNID = 128, META_SIZE = 136,
 };
 #define LMDB_MAGIC 0xBEEFC0DEu
 #define P_INVALID (~(uint64_t)0)
+enum { MDB_INTEGERKEY_FLAG = 0x08, MAX_DEPTH = 32 /* LMDB's cursor stack */ };
+
+/* An MDB_db record (in a meta page or a named database's node) as LMDB will
+ * trust it: persistent flags exactly what it or we create (a record claiming
+ * sorted duplicates makes LMDB assert in mdb_cursor_init), an empty tree with
+ * no depth, a depth LMDB's cursor stack holds, a root inside the used pages.
+ * NULL if sane, else why not. */
+static const char *db_record_bad(const uint8_t *db, unsigned want_flags, uint64_t last) {
+    unsigned flags = db[DB_FLAGS] | db[DB_FLAGS + 1] << 8, depth = db[DB_DEPTH] | db[DB_DEPTH + 1] << 8;
+    uint64_t root = ld64(db + DB_ROOT);
+    if (flags != want_flags) return "unexpected database flags";
+    if (root == P_INVALID) return depth ? "empty tree with a depth" : NULL;
+    if (root < 2 || root > last) return "root page out of range";
+    if (depth == 0 || depth > MAX_DEPTH) return "bad tree depth";
+    return NULL;
+}
 
 static int damaged(char *err, size_t errlen, const char *path, const char *dir, const char *why) {
     cache_fmt(err, errlen,
@@ -69,17 +85,19 @@ int cache_envfile_check(const char *path, const char *dir, char *err, size_t err
             snprintf(why, sizeof why, "bad magic in meta page %d", i);
         } else if (ld32(p + M_VERSION) != 1) {
             snprintf(why, sizeof why, "unknown LMDB format version %u in meta page %d", ld32(p + M_VERSION), i);
+        } else if (ld32(p + M_DBS + DB_PAD) != psize) {
+            /* LMDB takes the page size from the newer meta page. */
+            snprintf(why, sizeof why, "meta page %d: page size %u differs from meta page 0's", i,
+                     ld32(p + M_DBS + DB_PAD));
         } else if (last < 1 || last >= npages) {
             snprintf(why, sizeof why, "meta page %d says %llu pages, file has %llu (truncated?)", i,
                      (unsigned long long)(last + 1), (unsigned long long)npages);
         } else {
             why[0] = 0;
+            /* LMDB creates the free list with integer keys, the main DB plain. */
             for (int d = 0; d < 2 && !why[0]; d++) {
-                uint64_t root = ld64(p + M_DBS + d * DB_SIZE + DB_ROOT);
-                unsigned depth = (unsigned)p[M_DBS + d * DB_SIZE + DB_DEPTH] | (unsigned)p[M_DBS + d * DB_SIZE + DB_DEPTH + 1] << 8;
-                if (root != P_INVALID && (root < 2 || root > last || depth == 0 || depth > 64))
-                    snprintf(why, sizeof why, "meta page %d: tree %d has root %llu depth %u of %llu pages",
-                             i, d, (unsigned long long)root, depth, (unsigned long long)(last + 1));
+                const char *bad = db_record_bad(p + M_DBS + d * DB_SIZE, d ? 0 : MDB_INTEGERKEY_FLAG, last);
+                if (bad) snprintf(why, sizeof why, "meta page %d: %s tree: %s", i, d ? "main" : "free-list", bad);
             }
         }
         if (why[0]) {
@@ -201,7 +219,10 @@ static int walk_tree(Walk *w, uint64_t pgno, unsigned depth, unsigned level, int
         }
         uint64_t dsize = lo | hi << 16;
         const uint8_t *data = nd + NODEHDR + ksize;
-        if (nflags & ~(uint64_t)(F_BIGDATA | F_SUBDATA) || ((nflags & F_SUBDATA) && !main_db)) goto bad_node;
+        /* A database record on an overflow page would escape the checks below. */
+        if (nflags & ~(uint64_t)(F_BIGDATA | F_SUBDATA) || ((nflags & F_SUBDATA) && !main_db) ||
+            nflags == (F_BIGDATA | F_SUBDATA))
+            goto bad_node;
         if (nflags & F_BIGDATA) {
             if (off + NODEHDR + ksize + 8 > w->psize) goto bad_node;
             uint64_t ov = ld64(data);
@@ -226,6 +247,12 @@ static int walk_tree(Walk *w, uint64_t pgno, unsigned depth, unsigned level, int
         if (main_db < 0 && (ksize != 8 || walk_idl(w, data, dsize))) goto bad_node;
         if (nflags & F_SUBDATA) {
             if (dsize != DB_SIZE) goto bad_node;
+            /* Every named database is ours, created with no flags. */
+            const char *bad = db_record_bad(data, 0, w->last);
+            if (bad) {
+                snprintf(w->why, sizeof w->why, "database record on page %llu: %s", (unsigned long long)pgno, bad);
+                return -1;
+            }
             uint64_t root = ld64(data + DB_ROOT);
             unsigned d = data[DB_DEPTH] | data[DB_DEPTH + 1] << 8;
             /* A named database's tree: pages are walked into a fresh stack. */
@@ -287,7 +314,10 @@ int cache_envfile_walk(const char *path, const char *dir, uint64_t txnid, char *
         const uint8_t *db = meta + M_DBS + d * DB_SIZE;
         uint64_t root = ld64(db + DB_ROOT);
         unsigned depth = db[DB_DEPTH] | db[DB_DEPTH + 1] << 8;
-        if (root != P_INVALID && walk_tree(&w, root, depth, 0, d == 1 ? 1 : -1)) {
+        /* This snapshot's meta may be newer than the one open checked. */
+        const char *bad = db_record_bad(db, d ? 0 : MDB_INTEGERKEY_FLAG, w.last);
+        if (bad) snprintf(w.why, sizeof w.why, "%s", bad);
+        if (bad || (root != P_INVALID && walk_tree(&w, root, depth, 0, d == 1 ? 1 : -1))) {
             char why[200];
             snprintf(why, sizeof why, "%s tree: %s", d ? "main" : "free-list", w.why);
             rc = damaged(err, errlen, path, dir, why);

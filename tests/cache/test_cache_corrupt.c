@@ -2,7 +2,9 @@
  * give a clear error naming the file and the cure (never a crash); damaged
  * entry bytes are a counted miss that verify reports and the next put heals;
  * cache_destroy recovers a damaged directory. */
+#include <errno.h>
 #include <fcntl.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 
 #include "test.h"
@@ -132,7 +134,17 @@ TEST(overwritten_meta_page_is_a_clear_error) {
         {20, {9}, "unknown LMDB format version 9"},
         {16 + 120, {0xff, 0xff, 0xff, 0, 0, 0, 0, 0}, "truncated?"},       /* last_pg */
         {4096 + 16 + 120, {0x40, 0x42, 0x0f, 0, 0, 0, 0, 0}, "truncated?"}, /* last_pg */
-        {16 + 24 + 48 + 40, {0x77, 0x77, 0, 0, 0, 0, 0, 0}, "tree 1 has root"},
+        {16 + 24 + 48 + 40, {0x77, 0x77, 0, 0, 0, 0, 0, 0}, "main tree: root page out of range"},
+        /* Database records LMDB trusts: flags claiming sorted duplicates made
+         * it abort in mdb_cursor_init (tests/torture/repro/lmdb-abort.sh). */
+        {4096 + 16 + 24 + 4, {0xff, 0xff, 0xff, 0xff}, "meta page 1: free-list tree: unexpected database flags"},
+        {16 + 24 + 4, {0x04, 0}, "meta page 0: free-list tree: unexpected database flags"},
+        {16 + 24 + 48 + 4, {0x04, 0}, "meta page 0: main tree: unexpected database flags"},
+        {4096 + 16 + 24 + 48 + 6, {33, 0}, "meta page 1: main tree: bad tree depth"},
+        /* LMDB sized a buffer by the newer meta's page size (fuzz_cachefile: 4 GB calloc). */
+        {4096 + 16 + 24, {0, 0, 0xff, 0xfe, 8, 0, 0, 0}, "meta page 1: page size 4278124544 differs"},
+        /* ... and divided by it: SIGFPE (tests/torture/repro/lmdb-damage.sh, lmdb-fpe). */
+        {4096 + 16 + 24, {0, 0, 0, 0, 8, 0, 0, 0}, "meta page 1: page size 0 differs"},
         {16 + 24, {0x01, 0x30, 0, 0}, "bad page size"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -140,6 +152,51 @@ TEST(overwritten_meta_page_is_a_clear_error) {
         TestArt a[1];
         fill_cache(dir, a, 1, sz, 1);
         poke(dir, cases[i].off, cases[i].bytes, 8);
+        if (!expect_damaged(dir, cases[i].what)) {
+            fprintf(stderr, "case %zu\n", i);
+            CHECK(0);
+        }
+        art_free(&a[0]);
+        tmpdir_rm(dir);
+    }
+}
+
+/* The record of named database `name` in the main DB's leaf page(s): a node
+ * u16 lo=48, u16 hi=0, u16 flags=F_SUBDATA, u16 key size, key, then the
+ * 48-byte MDB_db (u32 pad, u16 flags, u16 depth, 4 x u64, u64 root).  Older
+ * copies of the page may match too; all are changed. */
+static int poke_db_record(const char *dir, const char *name, size_t field, const void *bytes, size_t n) {
+    size_t len, klen = strlen(name);
+    uint8_t *b = slurp(dir, &len), pat[8 + 16] = {48, 0, 0, 0, 2, 0, (uint8_t)klen, 0};
+    memcpy(pat + 8, name, klen);
+    int found = 0;
+    for (size_t o = 0; b && o + 8 + klen + 48 <= len; o++)
+        if (!memcmp(b + o, pat, 8 + klen)) poke(dir, o + 8 + klen + field, bytes, n), found++;
+    free(b);
+    return found;
+}
+
+TEST(damaged_database_records_are_a_clear_error) {
+    uint64_t sz[] = {10000};
+    struct {
+        const char *db;
+        size_t field;
+        uint8_t bytes[8];
+        size_t n;
+        const char *what;
+    } cases[] = {
+        {"data", 4, {0x04, 0}, 2, "unexpected database flags"}, /* MDB_DUPSORT */
+        {"meta", 4, {0xff, 0xff}, 2, "unexpected database flags"},
+        {"usage", 4, {0x08, 0}, 2, "unexpected database flags"}, /* MDB_INTEGERKEY */
+        {"data", 6, {0, 0}, 2, "bad tree depth"},
+        {"counters", 6, {40, 0}, 2, "bad tree depth"},
+        {"meta", 40, {0x00, 0x00, 0x10, 0, 0, 0, 0, 0}, 8, "root page out of range"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *dir = tmpdir_new("dbrec");
+        TestArt a[1];
+        fill_cache(dir, a, 1, sz, 1);
+        CHECK(poke_db_record(dir, cases[i].db, cases[i].field, cases[i].bytes, cases[i].n) > 0);
         if (!expect_damaged(dir, cases[i].what)) {
             fprintf(stderr, "case %zu\n", i);
             CHECK(0);
@@ -326,10 +383,126 @@ TEST(overwritten_tree_pages_never_crash) {
     tmpdir_rm(dir);
 }
 
+/* The txnids of both meta pages: any commit changes one of them. */
+static uint64_t meta_txnids(const char *dir) {
+    size_t len;
+    uint8_t *b = slurp(dir, &len);
+    uint64_t t0 = 0, t1 = 0;
+    if (b && len >= 8192) memcpy(&t0, b + 16 + 128, 8), memcpy(&t1, b + 4096 + 16 + 128, 8);
+    free(b);
+    return t0 * 1000003u + t1;
+}
+
+/* Verify without repair only reads (it must run on a full disk), even with
+ * statistics pending and a damaged entry; repair writes. */
+TEST(verify_without_repair_writes_nothing) {
+    char *dir = tmpdir_new("verro");
+    uint64_t sz[] = {20000, 3000};
+    TestArt a[3];
+    fill_cache(dir, a, 3, sz, 2);
+    /* Damage entry 1's bytes (a pattern run only its seed has). */
+    size_t len;
+    uint8_t *b = slurp(dir, &len), probe[64];
+    pattern_fill(probe, sizeof probe, 201 * 1000);
+    for (size_t o = 0; b && o + 64 <= len; o++)
+        if (!memcmp(b + o, probe, 64)) { poke(dir, o + 10, "\xff", 1); break; }
+    free(b);
+    Cache *c = open_ok(dir);
+    CacheHit *h;
+    CHECK_EQ_INT(cache_get(c, &a[0].key, a[0].rec.buf, a[0].rec.len, 0, &h), 0);
+    cache_hit_release(h); /* one hit pending */
+    uint64_t t = meta_txnids(dir);
+    nbad = 0;
+    CHECK_EQ_INT(cache_verify(c, 0, NULL, NULL), 1);
+    CHECK(meta_txnids(dir) == t);
+    CHECK_EQ_INT(cache_verify(c, 1, NULL, NULL), 1);
+    CHECK(meta_txnids(dir) != t);
+    CHECK_EQ_INT(cache_verify(c, 0, NULL, NULL), 0);
+    CacheStats st;
+    CHECK_EQ_INT(cache_stat(c, &st), 0);
+    CHECK_EQ_INT(st.entries, 2);
+    CHECK_EQ_INT(st.hits, 1);
+    cache_close(c);
+    for (int i = 0; i < 3; i++) art_free(&a[i]);
+    tmpdir_rm(dir);
+}
+
+static int fill_disk(const char *dir) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/fill", dir);
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    static uint8_t buf[1 << 16];
+    memset(buf, 1, sizeof buf);
+    ssize_t w;
+    while ((w = write(fd, buf, sizeof buf)) > 0) {}
+    while ((w = write(fd, buf, 512)) > 0) {}
+    int full = w < 0 && errno == ENOSPC;
+    close(fd);
+    return full;
+}
+
+/* On a full disk (a small tmpfs; needs root, else skipped) everything that
+ * only reads works: open, hits (whose statistics cannot be written), ls,
+ * show, stat, verify; a store fails cleanly with CACHE_EIO.  Runs in a child
+ * so a SIGBUS is a failure, not a crash of the test. */
+TEST(full_disk_reads_still_work) {
+    char *dir = tmpdir_new("full");
+    if (mount("tmpfs", dir, "tmpfs", 0, "size=8m") != 0) {
+        fprintf(stderr, "full_disk_reads_still_work: skipped (cannot mount tmpfs: %s)\n", strerror(errno));
+        tmpdir_rm(dir);
+        return;
+    }
+    char cdir[4200];
+    snprintf(cdir, sizeof cdir, "%s/c", dir);
+    uint64_t sz[] = {300000, 5000};
+    TestArt a[2];
+    fill_cache(cdir, a, 2, sz, 2);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!fill_disk(dir)) _exit(10);
+        for (int round = 0; round < 2; round++) {
+            Cache *c = open_ok(cdir);
+            if (!c) _exit(11);
+            for (int k = 0; k < 20; k++) /* past FLUSH_EVERY: flushes are attempted and fail */
+                for (int i = 0; i < 2; i++) {
+                    CacheHit *h;
+                    if (cache_get(c, &a[i].key, a[i].rec.buf, a[i].rec.len, CACHE_GET_VERIFY, &h)) _exit(12);
+                    if (!hit_matches(h, 200 + (uint64_t)i, sz, 2)) _exit(13);
+                    cache_hit_release(h);
+                }
+            int n = 0;
+            CacheStats st;
+            if (cache_ls(c, count_cb, &n) || n != 2) _exit(14);
+            if (cache_show(c, &a[0].key, count_cb, &n) || n != 3) _exit(15);
+            if (cache_stat(c, &st) || st.entries != 2 || st.hits < 40) _exit(16);
+            if (cache_verify(c, 0, NULL, NULL) != 0) _exit(17);
+            uint64_t big[] = {4u << 20};
+            TestArt b;
+            art_make(&b, 999, big, 1);
+            int rc = art_put(c, &b, "no room");
+            art_free(&b);
+            if (rc != CACHE_EIO && rc != CACHE_EFULL) _exit(18);
+            cache_close(c);
+        }
+        _exit(0);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fprintf(stderr, "child: %s %d\n", WIFEXITED(st) ? "exit" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    umount2(dir, MNT_DETACH);
+    for (int i = 0; i < 2; i++) art_free(&a[i]);
+    tmpdir_rm(dir);
+}
+
 int main(void) {
+    RUN(verify_without_repair_writes_nothing);
+    RUN(full_disk_reads_still_work);
     RUN(truncated_file_is_a_clear_error);
     RUN(truncating_the_unused_tail_is_harmless);
     RUN(overwritten_meta_page_is_a_clear_error);
+    RUN(damaged_database_records_are_a_clear_error);
     RUN(damaged_entry_bytes_are_a_counted_miss_and_heal);
     RUN(damaged_entry_metadata_is_a_miss_and_repair_removes_it);
     RUN(destroy_refuses_while_open);

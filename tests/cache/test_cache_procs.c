@@ -318,7 +318,89 @@ TEST(small_maps_never_cut_the_file_under_a_grower) {
     tmpdir_rm(dir);
 }
 
+/* Every operation adopts growth by another process (MDB_MAP_RESIZED from
+ * mdb_txn_begin): this handle maps 1 MiB, a child grows the file past it,
+ * then the operation runs.  Each op gets a fresh directory, so the file only
+ * has to grow once per op. */
+enum { OP_GET, OP_LS, OP_SHOW, OP_STAT, OP_VERIFY, OP_REPAIR, OP_EXPORT, OP_IMPORT, OP_FLUSH, OP_PUT,
+       OP_LIMIT, OP_ZERO, OP_GC, OP_COMPACT, OP_COUNT };
+
+static int run_op(Cache *c, int op, const char *dir) {
+    char bundle[4200];
+    snprintf(bundle, sizeof bundle, "%s.bndl", dir);
+    CacheStats st;
+    CacheGcReport r;
+    Sum sum = {0};
+    switch (op) {
+    case OP_GET: return check_seed(c, 76, 1000, CACHE_GET_VERIFY) == 1 ? 0 : -100;
+    case OP_LS: return cache_ls(c, sum_cb, &sum) ? -100 : sum.n == 2 ? 0 : -101;
+    case OP_SHOW: {
+        CacheKeyBuilder b;
+        ckey_init(&b);
+        ckey_add_u64(&b, 0x5645524Bu, 1), ckey_add_u64(&b, 0x44454553u, 76);
+        uint64_t sz[4];
+        ckey_add_u64(&b, 0x4E534543u, (uint64_t)sizes_of(76, 1000, sz));
+        CacheKey k;
+        ckey_finish(&b, &k);
+        ckey_free(&b);
+        return cache_show(c, &k, sum_cb, &sum) ? -100 : sum.n == 1 ? 0 : -101;
+    }
+    case OP_STAT: return cache_stat(c, &st) ? -100 : st.entries == 2 ? 0 : -101;
+    case OP_VERIFY: return cache_verify(c, 0, NULL, NULL);
+    case OP_REPAIR: return cache_verify(c, 1, NULL, NULL);
+    case OP_EXPORT: {
+        int rc = cache_export(c, bundle, NULL, 0); /* entries written */
+        unlink(bundle);
+        return rc == 2 ? 0 : rc < 0 ? rc : -101;
+    }
+    case OP_IMPORT: {
+        int rc = cache_import(c, bundle); /* written before the growth */
+        unlink(bundle);
+        return rc < 0 ? rc : 0;
+    }
+    case OP_FLUSH: return cache_flush(c);
+    case OP_PUT: return put_seed(c, 79, 1000);
+    case OP_LIMIT: return cache_set_limit(c, 1u << 30);
+    case OP_ZERO: return cache_zero_stats(c);
+    case OP_GC: return cache_gc(c, 1u << 30, 0, 0, &r);
+    case OP_COMPACT: return cache_gc(c, 1u << 30, 0, 1, &r) ? -100 : r.compacted == 1 ? 0 : -101;
+    }
+    return -1;
+}
+
+TEST(every_operation_adopts_growth_by_another_process) {
+    for (int op = 0; op < OP_COUNT; op++) {
+        char *dir = tmpdir_new("adopt");
+        Cache *c = open_or_die(dir, 1, 1 << 20);
+        CHECK_EQ_INT(put_seed(c, 76, 1000), 0);
+        check_seed(c, 76, 1000, 0); /* a pending hit for flush to write */
+        if (op == OP_IMPORT) {
+            char bundle[4200];
+            snprintf(bundle, sizeof bundle, "%s.bndl", dir);
+            CHECK_EQ_INT(cache_export(c, bundle, NULL, 0), 1);
+        }
+        CacheStats before;
+        cache_stat(c, &before);
+        pid_t pid = fork();
+        if (pid == 0) {
+            Cache *g = open_or_die(dir, 1, 1 << 20);
+            int rc = put_seed(g, 77, 8u << 20);
+            cache_close(g);
+            _exit(rc ? 1 : 0);
+        }
+        CHECK_EQ_INT(wait_all(&pid, 1), 0);
+        CHECK(file_bytes(dir, "data.mdb") > before.map_bytes);
+        int rc = run_op(c, op, dir);
+        if (rc) fprintf(stderr, "op %d: rc %d: %s\n", op, rc, cache_errmsg(c));
+        CHECK_EQ_INT(rc, 0);
+        CHECK_EQ_INT(check_seed(c, 77, 8u << 20, CACHE_GET_VERIFY), 1);
+        cache_close(c);
+        tmpdir_rm(dir);
+    }
+}
+
 int main(void) {
+    RUN(every_operation_adopts_growth_by_another_process);
     RUN(writers_readers_evictor_at_once);
     RUN(sigkill_during_stores_never_leaves_a_partial_entry);
     RUN(growth_by_another_process_is_adopted);

@@ -256,7 +256,9 @@ void cache_hit_release(CacheHit *h);
 
 /* Hit statistics (hits, last-used, time saved) are batched in the handle and
  * written in one small write transaction by the next put/rm/gc, every 16 hits,
- * at close, or now by cache_flush. */
+ * at close, or now by cache_flush.  Lookups never fail because statistics
+ * could not be written (e.g. a full disk): they stay pending, and only
+ * cache_flush reports the error. */
 int cache_flush(Cache *c);
 
 /* ---- maintenance (the CLI's `milc cache ...`) --------------------------- */
@@ -288,8 +290,9 @@ int cache_clear(Cache *c);
 
 /* Check every entry: metadata, all values present and sized, checksum.  Calls
  * fn(ctx, key, why) for each bad entry (fn may be NULL); with repair != 0 bad
- * entries are removed.  Also recounts entries/bytes.  Returns the number of
- * bad entries (>= 0) or an error. */
+ * entries are removed and the entries/bytes counters recounted.  Without
+ * repair it only reads (no write transaction, no disk reserved), so it works
+ * on a full disk.  Returns the number of bad entries (>= 0) or an error. */
 typedef void (*CacheBadFn)(void *ctx, const CacheKey *k, const char *why);
 int cache_verify(Cache *c, int repair, CacheBadFn fn, void *ctx);
 
