@@ -10,7 +10,6 @@ PKGS=(
   liblmdb-dev lmdb-utils   # the artifact cache
   libxxhash-dev        # XXH3-128 keys and checksums
   libjansson-dev       # JSON: safetensors headers, manifests, --json output parsing in tests
-  libopenblas-dev      # GEMM
   python3 python3-numpy python3-torch   # numeric references in tests
   python3-matplotlib   # examples/plot_bench.py
 )
