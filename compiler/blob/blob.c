@@ -2,6 +2,7 @@
  * and a buffered streaming writer that renames a temp file into place.
  * Every field of a file being read is untrusted; see milc/blob.h for the layout. */
 #include "milc/blob.h"
+#include "mapfile.h"
 #include "milc/assert.h"
 
 #include <errno.h>
@@ -227,35 +228,9 @@ int milblob_open(MilBlobFile *f, const char *path, DiagSink *d) {
     memset(f, 0, sizeof *f);
     const char *name = diag_intern(d, path);
     SrcLoc loc = {name, 0, 0};
-    /* O_NONBLOCK: opening a FIFO must not wait for a writer; the regular-file
-     * check below then refuses it (and the flag is moot for regular files). */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) {
-        diag_error(d, loc, "cannot open: %s", strerror(errno));
-        return -1;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        diag_error(d, loc, "cannot stat: %s", strerror(errno));
-        close(fd);
-        return -1;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        diag_error(d, loc, "not a regular file");
-        close(fd);
-        return -1;
-    }
-    size_t size = (size_t)st.st_size;
-    void *map = NULL;
-    if (size > 0) {
-        map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (map == MAP_FAILED) {
-            diag_syserror(d, loc, "cannot map: %s", strerror(errno));
-            close(fd);
-            return -1;
-        }
-    }
-    close(fd); /* the mapping keeps the file alive */
+    void *map;
+    size_t size;
+    if (blob_map_file(path, loc, d, &map, &size) != 0) return -1;
     if (milblob_parse(f, name, map, size, d) != 0) {
         if (map) munmap(map, size);
         return -1;

@@ -2,16 +2,14 @@
  * jansson parses the JSON header; everything it describes is checked against
  * the data section before a pointer into the file is handed out. */
 #include "milc/safetensors.h"
+#include "mapfile.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 static const struct {
     const char *name;
@@ -290,28 +288,9 @@ int safetensors_open(SafetensorsFile *f, const char *path, DiagSink *d) {
     memset(f, 0, sizeof *f);
     const char *name = diag_intern(d, path);
     SrcLoc loc = {name, 0, 0};
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block: refused below */
-    if (fd < 0) {
-        diag_error(d, loc, "cannot open: %s", strerror(errno));
-        return -1;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        diag_error(d, loc, "not a regular file");
-        close(fd);
-        return -1;
-    }
-    size_t size = (size_t)st.st_size;
-    void *map = NULL;
-    if (size > 0) {
-        map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (map == MAP_FAILED) {
-            diag_error(d, loc, "cannot map: %s", strerror(errno));
-            close(fd);
-            return -1;
-        }
-    }
-    close(fd);
+    void *map;
+    size_t size;
+    if (blob_map_file(path, loc, d, &map, &size) != 0) return -1;
     if (safetensors_parse(f, name, map, size, d) != 0) {
         if (map) munmap(map, size);
         return -1;
