@@ -8,7 +8,7 @@ PKGS=(
   build-essential cmake pkg-config clang libclang-rt-dev   # toolchain, libFuzzer, sanitizers
   libxml2-dev          # template XML
   liblmdb-dev lmdb-utils   # the artifact cache
-  libxxhash-dev        # XXH3-128 keys and checksums
+  libxxhash-dev xxhash # XXH3-128 keys and checksums; xxhsum is the tests' independent reference
   libjansson-dev       # JSON: safetensors headers, manifests, --json output parsing in tests
   python3 python3-numpy python3-torch   # numeric references in tests
   python3-matplotlib   # examples/plot_bench.py
