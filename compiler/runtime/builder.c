@@ -287,12 +287,6 @@ void rt_pack_p32(const void *w, int64_t n, int64_t k, RtDType src, RtDType dst_d
     }
 }
 
-static int64_t gemm_rows(const RtPlanBuilder *b, const RtOpRec *op) {
-    const RtBuf *x = &b->rb[op->in[0]], *w = &b->rb[op->in[1]];
-    if (op->p.gemm.layout == RT_GEMM_ROWS) return x->numel / w->dims[1];
-    return x->numel / (x->dims[0] * w->dims[1]); /* spatial size per batch */
-}
-
 /* Marks weight w as panels of dtype dt and queues the conversion (run by
  * run_packs, in parallel: packing is most of rtb_finish).  fp16 -> fp32
  * widening happens inside the pack, so the weight is read and written once. */
@@ -361,50 +355,41 @@ static int twin_weight(RtPlanBuilder *b, int w) {
     return (b->bufs[w].borrowed ? rtb_weight_ref : rtb_weight)(b, name, (RtDType)b->rb[w].dtype, 2, dims, b->bufs[w].data);
 }
 
-enum { USE_SMALL = 1, USE_LARGE = 2, USE_ALL = 3 };
-static void rewire(RtPlanBuilder *b, int w, int to, int which) {
+static void rewire(RtPlanBuilder *b, int w, int to) {
     for (int p = 0; p < 2; p++)
         for (uint32_t i = 0; i < b->prog[p].n; i++) {
             RtOpRec *op = &b->prog[p].ops[i];
-            if (op->kind != RT_OP_GEMM || op->in[1] != w) continue;
-            if (which & (gemm_rows(b, op) <= RT_SMALL_M ? USE_SMALL : USE_LARGE)) op->in[1] = to;
+            if (op->kind == RT_OP_GEMM && op->in[1] == w) op->in[1] = to;
         }
 }
 
-/* Every GEMM weight becomes panels: fp16 for small-M GEMMs when given as
- * fp16, fp32 otherwise; a weight also read by other ops keeps its plain
- * form, and one wanted in two forms is split into two buffers. */
+/* Every GEMM weight becomes panels of its own dtype: an fp16 weight stays
+ * fp16 (half the bytes to store, checksum, map and read; the kernel widens
+ * each K-block once per block of rows, so prefill loses nothing), an fp32
+ * one stays fp32.  A weight also read by other ops (which made it fp32)
+ * keeps that plain form and its panels go to a twin. */
 static void pack_weights(RtPlanBuilder *b) {
     int nb0 = (int)b->nbuf;
     for (int w = 0; w < nb0 && !b->rc; w++) {
         if (b->rb[w].kind != RT_BUF_WEIGHT) continue;
-        bool small = false, large = false, other = false;
+        bool gemm = false, other = false;
         for (int p = 0; p < 2; p++)
             for (uint32_t i = 0; i < b->prog[p].n; i++) {
                 const RtOpRec *op = &b->prog[p].ops[i];
                 for (uint32_t j = 0; j < op->nin; j++) {
                     if (op->in[j] != w) continue;
-                    if (op->kind == RT_OP_GEMM && j == 1) {
-                        if (gemm_rows(b, op) <= RT_SMALL_M) small = true;
-                        else large = true;
-                    } else other = true;
+                    if (op->kind == RT_OP_GEMM && j == 1) gemm = true;
+                    else other = true;
                 }
             }
-        if (!small && !large) continue;
-        bool want16 = small && b->rb[w].dtype == RT_F16, want32 = large || (small && !want16);
-        if (other) { /* other uses made it fp32 already: panels go to a twin */
+        if (!gemm) continue;
+        if (other) {
             int t = twin_weight(b, w);
             if (t < 0) return;
             pack_in_place(b, t, RT_F32);
-            rewire(b, w, t, USE_ALL);
-        } else if (want16 && want32) {
-            int t = twin_weight(b, w);
-            if (t < 0) return;
-            pack_in_place(b, t, RT_F32);
-            rewire(b, w, t, USE_LARGE);
-            pack_in_place(b, w, RT_F16);
+            rewire(b, w, t);
         } else {
-            pack_in_place(b, w, want16 ? RT_F16 : RT_F32);
+            pack_in_place(b, w, (RtDType)b->rb[w].dtype);
         }
     }
 }

@@ -182,6 +182,25 @@ static void tile_any(const Opnd *o, int64_t m0, int mr, int64_t n0, int nc, cons
 }
 #endif
 
+/* dst[k][0..64) = B(k, n0 + j) of o's fp16 operand, as fp32 (columns past
+ * nc are zero: their masks never read them, but the tile loads whole rows). */
+static void widen_block(const Opnd *o, int nc, float *dst) {
+    for (int64_t kk = 0; kk < o->k; kk++)
+        for (int h = 0; h < 2; h++) {
+            const uint16_t *src = (const uint16_t *)(h ? o->b1 : o->b0) + kk * o->ldb;
+            float *d = dst + kk * NR + 32 * h;
+            int valid = nc - 32 * h < 0 ? 0 : nc - 32 * h > 32 ? 32 : nc - 32 * h;
+#ifdef RT_AVX512
+            __mmask32 m = valid >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << valid) - 1);
+            __m512i v = _mm512_maskz_loadu_epi16(m, src);
+            _mm512_storeu_ps(d, _mm512_cvtph_ps(_mm512_castsi512_si256(v)));
+            _mm512_storeu_ps(d + 16, _mm512_cvtph_ps(_mm512_extracti64x4_epi64(v, 1)));
+#else
+            for (int j = 0; j < 32; j++) d[j] = j < valid ? half_to_float(src[j]) : 0.0f;
+#endif
+        }
+}
+
 /* C[m0..m1) × [n0..n1) for B given as 32-column panels (b = panel 0, panel
  * stride k·32) or row-major (panel_stride 0: columns at b + n, ldb = row). */
 static void gemm_range(const Opnd *base, const void *b, int64_t panel_stride, int64_t n_total, int64_t m0, int64_t m1,
@@ -203,6 +222,7 @@ static void gemm_range(const Opnd *base, const void *b, int64_t panel_stride, in
             continue;
         }
         float part[MB][NR];
+        float wide[(KC + KC / 2) * NR]; /* an fp16 K-block widened: once per MB rows, not per tile */
         for (int64_t mb = m0; mb < m1; mb += MB) {
             int64_t mbe = m1 - mb < MB ? m1 : mb + MB;
             for (int64_t k0 = 0; k0 < base->k; k0 += KC) {
@@ -213,6 +233,10 @@ static void gemm_range(const Opnd *base, const void *b, int64_t panel_stride, in
                 ok.a = o.a + k0 * o.ak;
                 ok.b0 = (const char *)o.b0 + (size_t)(k0 * o.ldb) * es;
                 ok.b1 = (const char *)o.b1 + (size_t)(k0 * o.ldb) * es;
+                if (o.f16 && mbe - mb > 2 * MR) {
+                    widen_block(&ok, nc, wide);
+                    ok.b0 = wide, ok.b1 = wide + 32, ok.ldb = NR, ok.f16 = 0;
+                }
                 bool last = k0 + kl >= base->k;
                 for (int64_t m = mb; m < mbe; m += MR) {
                     float(*pt)[NR] = part + (m - mb);

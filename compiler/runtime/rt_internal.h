@@ -15,13 +15,6 @@
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the artifact format is little-endian and read in place; port the readers first"
-/* Checks a manifest and returns its header and a malloc'd copy of its table. */
-int rt_manifest_read(const RtSection *ms, RtHeader *h, RtEntry **entries, char *err, size_t errlen);
-
-/* GEMMs with at most this many rows (tokens) keep fp16 weights (decode is
- * bandwidth-bound: half the bytes); larger ones get fp32 panels, which spare
- * the compute-bound kernel the conversions. */
-enum { RT_SMALL_M = 16 };
 
 #endif
 
@@ -215,10 +208,5 @@ int rt_artifact_assemble(RtArtifact **out, RtSection *secs, int n, int mode, cha
 
 /* Checks a manifest and returns its header and a malloc'd copy of its table. */
 int rt_manifest_read(const RtSection *ms, RtHeader *h, RtEntry **entries, char *err, size_t errlen);
-
-/* GEMMs with at most this many rows (tokens) keep fp16 weights (decode is
- * bandwidth-bound: half the bytes); larger ones get fp32 panels, which spare
- * the compute-bound kernel the conversions. */
-enum { RT_SMALL_M = 16 };
 
 #endif

@@ -264,14 +264,16 @@ int main(int argc, char **argv) {
     double bw_dram = bandwidth((size_t)1 << 30, nth, 5);
     printf("read bandwidth, 1 GiB buffer, %d threads: %.1f GB/s\n", nth, bw_dram * 1e-9);
 
-    /* prefill: T = 128 tokens through GPT-2's GEMM shapes, fp32 weights */
+    /* prefill: T = 128 tokens through GPT-2's GEMM shapes, fp32 and fp16 weights */
     static const int64_t shapes[3][2] = {{768, 768}, {768, 3072}, {3072, 768}};
     Chain c;
-    for (int s = 0; s < 3; s++) {
-        chain_build(&c, RT_MODE_BONDED, 128, &shapes[s], 1, 1, RT_F32, nth);
+    for (int s = 0; s < 6; s++) {
+        RtDType wdt = s < 3 ? RT_F32 : RT_F16;
+        chain_build(&c, RT_MODE_BONDED, 128, &shapes[s % 3], 1, 1, wdt, nth);
         double t = chain_time(&c, 50, NULL);
-        printf("prefill GEMM T=128 K=%ld -> N=%ld: %.3f ms, %.1f GFLOP/s = %.2f of %d-thread peak\n", (long)shapes[s][0],
-               (long)shapes[s][1], t * 1e3, c.flops / t * 1e-9, c.flops / t / peak, nth);
+        printf("prefill GEMM T=128 K=%ld -> N=%ld, %s weights: %.3f ms, %.1f GFLOP/s = %.2f of %d-thread peak\n",
+               (long)shapes[s % 3][0], (long)shapes[s % 3][1], wdt == RT_F32 ? "fp32" : "fp16", t * 1e3, c.flops / t * 1e-9,
+               c.flops / t / peak, nth);
         chain_free(&c);
     }
 
@@ -291,7 +293,7 @@ int main(int argc, char **argv) {
         chain_build(&c16, RT_MODE_BONDED, m, layer, 4, 1, RT_F16, nth);
         chain_build(&c32, RT_MODE_BONDED, m, layer, 4, 1, RT_F32, nth);
         double t16 = chain_time(&c16, 20, NULL), t32 = chain_time(&c32, 20, NULL);
-        printf("one layer's GEMMs at M=%ld: fp16-weight path %.3f ms, fp32-panel path %.3f ms\n", (long)m, t16 * 1e3, t32 * 1e3);
+        printf("one layer's GEMMs at M=%ld: fp16 weights %.3f ms, fp32 weights %.3f ms\n", (long)m, t16 * 1e3, t32 * 1e3);
         chain_free(&c16);
         chain_free(&c32);
     }
