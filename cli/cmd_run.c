@@ -118,7 +118,7 @@ static int run_run(Cli *cli, int argc, char **argv) {
         CacheHit *hit;
         /* A key typed by the user has no key record to compare, so verify
          * the bytes' checksum instead. */
-        r = cache_get(c, &k, NULL, 0, CACHE_GET_VERIFY, &hit);
+        r = cache_get(c, &k, NULL, 0, CACHE_GET_VERIFY | CACHE_GET_POPULATE, &hit);
         if (r != 0) {
             cli_error("cache entry %s: %s", a.pos[0], r == CACHE_ENOTFOUND ? "no such entry" : cache_strerror(r));
             cache_close(c);

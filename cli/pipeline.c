@@ -86,6 +86,7 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     if (ckey_finish(&db, &dkey) != 0) { ckey_free(&db); free(params); cli_error("out of memory"); return EXIT_SYSTEM; }
     unsigned gflags = req->verify_hits == BUILD_VERIFY_ONCE ? CACHE_GET_VERIFY_ONCE
                       : req->verify_hits ? CACHE_GET_VERIFY : 0;
+    if (req->hit_out) gflags |= CACHE_GET_POPULATE; /* the caller runs it next */
     CacheHit *hit = NULL;
     int r = cache_get_direct(c, &dkey, db.buf, db.len, gflags, &hit, &res->key);
     if (r == 0) {

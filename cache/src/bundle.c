@@ -30,7 +30,8 @@
 
 #include "cache_impl.h"
 
-enum { HDR_SIZE = 16, TRAILER_SIZE = 32, ENT_FIXED = 72, BUNDLE_VERSION = 1 };
+/* Version 2: entry checksums hash section digests (as entries of version 2). */
+enum { HDR_SIZE = 16, TRAILER_SIZE = 32, ENT_FIXED = 72, BUNDLE_VERSION = 2 };
 static const char bundle_magic[8] = {'M', 'I', 'L', 'C', 'B', 'N', 'D', 'L'};
 static const char trailer_magic[8] = {'M', 'I', 'L', 'C', 'E', 'N', 'D', '1'};
 

@@ -568,8 +568,12 @@ static void pend_hit(Cache *c, const CacheKey *k, int direct, uint64_t compile_n
 
 int cache_entry_parse(const void *data, size_t size, EntryView *e, char *why, size_t whylen) {
     const uint8_t *p = data;
-    if (size < ENTRY_HDR || ld32(p) != ENTRY_MAGIC || ld32(p + 4) != ENTRY_VERSION) {
+    if (size < ENTRY_HDR || ld32(p) != ENTRY_MAGIC) {
         cache_fmt(why, whylen, "bad entry header");
+        return CACHE_ECORRUPT;
+    }
+    if (ld32(p + 4) != ENTRY_VERSION) { /* an older milc's entry: a miss, rebuilt by the next put */
+        cache_fmt(why, whylen, "entry format version %u, this milc reads %u", ld32(p + 4), (unsigned)ENTRY_VERSION);
         return CACHE_ECORRUPT;
     }
     e->created = ld64(p + 8), e->compile_ns = ld64(p + 16), e->total = ld64(p + 24);
@@ -742,10 +746,10 @@ int cache_load(Cache *c, MDB_txn *txn, const CacheKey *k, const void *rec, size_
     int verify = (flags & CACHE_GET_VERIFY) != 0;
     if ((flags & CACHE_GET_VERIFY_ONCE) && !verify) /* passed already in this boot? */
         verify = !(c->boot && rc == 0 && u.mv_size >= USAGE_LEN && ld64((uint8_t *)u.mv_data + 16) == c->boot);
-    if (verify || (flags & CACHE_GET_POPULATE)) populate(h, c->psize);
+    if (!verify && (flags & CACHE_GET_POPULATE)) populate(h, c->psize);
     if (verify) {
         uint8_t sum[16];
-        cache_hit_checksum(h, &e, sum);
+        cache_hit_checksum(h, &e, (flags & CACHE_GET_POPULATE) != 0, sum);
         if (memcmp(sum, e.checksum, 16) != 0) {
             seterr(c, "entry checksum mismatch: stored bytes are damaged");
             cache_hit_free(h);
@@ -759,30 +763,54 @@ int cache_load(Cache *c, MDB_txn *txn, const CacheKey *k, const void *rec, size_
     return 0;
 }
 
+/* Where p lies in data.mdb, if this handle knows its map (WRITEMAP), else -1. */
+static int64_t file_offset(const Cache *c, const uint8_t *p, uint64_t n) {
+    if (!c->mapaddr || p < c->mapaddr || (uint64_t)(p - c->mapaddr) > c->mapsize - n) return -1;
+    return (int64_t)(p - c->mapaddr);
+}
+
 /* The entry checksum computed over the stored pieces, without materializing
- * split sections. */
-void cache_hit_checksum(const CacheHit *h, const EntryView *e, uint8_t out[16]) {
-    XXH3_state_t st;
-    XXH3_128bits_reset(&st);
+ * split sections; on every core (checksum.c).  populate: the caller reads
+ * the artifact next, so hash through the map and map its pages in one call
+ * each; otherwise read the file (no page-table work for bytes nobody maps). */
+void cache_hit_checksum(const CacheHit *h, const EntryView *e, int populate, uint8_t out[16]) {
+    uint32_t npieces = 0;
     for (uint32_t i = 0; i < h->nsec; i++) {
-        uint8_t le[8];
         uint64_t sz = h->secs[i].size;
-        st64(le, sz);
-        XXH3_128bits_update(&st, le, 8);
-        if (!sz) continue;
-        if (h->secs[i].data) {
-            XXH3_128bits_update(&st, h->secs[i].data, (size_t)sz);
+        npieces += h->secs[i].data || !sz ? 1 : (uint32_t)((sz + h->bound - 1) / h->bound);
+    }
+    CachePiece *pieces = malloc((npieces ? npieces : 1) * sizeof *pieces);
+    uint32_t *first = malloc((h->nsec + 1) * sizeof *first);
+    uint8_t(*dig)[16] = malloc((h->nsec ? h->nsec : 1) * 16);
+    if (!pieces || !first || !dig) { /* cannot compute it: a value no entry has */
+        memset(out, 0, 16);
+        out[0] = 1;
+        free(pieces), free(first), free(dig);
+        return;
+    }
+    uint32_t np = 0;
+    for (uint32_t i = 0; i < h->nsec; i++) {
+        uint64_t sz = h->secs[i].size;
+        first[i] = np;
+        if (h->secs[i].data || !sz) {
+            pieces[np++] = (CachePiece){h->secs[i].data, sz, file_offset(h->c, h->secs[i].data, sz)};
             continue;
         }
         uint32_t ch = ld32(e->sectab + 16 * i);
         for (uint64_t done = 0; done < sz; done += h->bound, ch++) {
             uint64_t piece = sz - done < h->bound ? sz - done : h->bound;
-            XXH3_128bits_update(&st, h->chunkp[ch], (size_t)piece);
+            pieces[np++] = (CachePiece){h->chunkp[ch], piece, file_offset(h->c, h->chunkp[ch], piece)};
         }
     }
-    XXH128_canonical_t cn;
-    XXH128_canonicalFromHash(&cn, XXH3_128bits_digest(&st));
-    memcpy(out, cn.digest, 16);
+    first[h->nsec] = np;
+    int fd = -1;
+    if (populate || mdb_env_get_fd(h->c->env, &fd) != 0) fd = -1;
+    cache_digest_sections(pieces, first, h->nsec, fd, populate, dig);
+    XXH3_state_t st;
+    XXH3_128bits_reset(&st);
+    for (uint32_t i = 0; i < h->nsec; i++) cache_checksum_add(&st, h->secs[i].size, dig[i]);
+    cache_checksum_digest(&st, out);
+    free(pieces), free(first), free(dig);
 }
 
 int cache_hit_sections(CacheHit *h, const CacheSection **secs, int *nsecs) {
@@ -1016,19 +1044,15 @@ static int put_body(Cache *c, MDB_txn *txn, void *arg) {
     /* Copy each section into values reserved in place (one copy, no staging
      * buffer); zero the gaps so stored bytes never depend on heap garbage.
      * The checksum (see cache_sections_checksum) is built on the way. */
-    XXH3_state_t sum, *st = j->have_sum ? NULL : &sum;
-    if (st) XXH3_128bits_reset(st);
+    XXH3_state_t sum, sec, *st = j->have_sum ? NULL : &sec;
+    if (st) XXH3_128bits_reset(&sum);
     uint8_t *val = NULL;
     uint64_t pos = 0, vsz = 0;
     uint32_t cur = UINT32_MAX;
     for (uint32_t i = 0; i < j->e->nsec; i++) {
         uint32_t ch = ld32(j->e->sectab + 16 * i), off = ld32(j->e->sectab + 16 * i + 4);
         uint64_t sz = j->secs[i].size, done = 0;
-        if (st) {
-            uint8_t le[8];
-            st64(le, sz);
-            XXH3_128bits_update(st, le, 8);
-        }
+        if (st) XXH3_128bits_reset(st);
         while (done < sz) {
             uint64_t piece = sz - done < j->e->bound ? sz - done : j->e->bound;
             if (ch != cur) {
@@ -1047,13 +1071,14 @@ static int put_body(Cache *c, MDB_txn *txn, void *arg) {
             done += piece;
             if (done < sz) ch++;
         }
+        if (st) {
+            uint8_t d[16];
+            cache_checksum_digest(st, d);
+            cache_checksum_add(&sum, sz, d);
+        }
     }
     if (val && (rc = put_bytes(c, val + pos, NULL, vsz - pos, NULL)) != 0) return rc;
-    if (st) {
-        XXH128_canonical_t cn;
-        XXH128_canonicalFromHash(&cn, XXH3_128bits_digest(st));
-        memcpy(j->meta + 48, cn.digest, 16);
-    }
+    if (st) cache_checksum_digest(&sum, j->meta + 48);
     MDB_val k = mval(j->key->b, 16), v = mval(j->meta, j->meta_len);
     if ((rc = mdb_put(txn, c->db_meta, &k, &v, 0)) != 0) return rc;
     /* A checksum built from the bytes as copied into place counts as a

@@ -18,7 +18,8 @@
  *   64 u32 record_len    68 u32 desc_len     72 u32 backend_len  76 u32 0
  *   80 section table: per section u32 first chunk, u32 offset, u64 size
  *      then the key record, description NUL, backend NUL. */
-enum { ENTRY_HDR = 80, ENTRY_VERSION = 1 };
+/* Version 2: the checksum hashes each section's digest, not its bytes. */
+enum { ENTRY_HDR = 80, ENTRY_VERSION = 2 };
 #define ENTRY_MAGIC 0x3145434Du /* "MCE1" */
 
 typedef struct EntryView {
@@ -85,7 +86,12 @@ int cache_entry_parse(const void *data, size_t size, EntryView *e, char *why, si
 int cache_load(Cache *c, MDB_txn *txn, const CacheKey *k, const void *rec, size_t rlen, unsigned flags,
                CacheHit **out);
 void cache_hit_free(CacheHit *h);
-void cache_hit_checksum(const CacheHit *h, const EntryView *e, uint8_t out[16]);
+void cache_hit_checksum(const CacheHit *h, const EntryView *e, int populate, uint8_t out[16]);
+
+/* The entry checksum built incrementally: add each section's size and
+ * digest in order to an XXH3-128 state, then take its canonical digest. */
+void cache_checksum_add(XXH3_state_t *outer, uint64_t size, const uint8_t digest[16]);
+void cache_checksum_digest(XXH3_state_t *st, uint8_t out[16]);
 int cache_del_entry(Cache *c, MDB_txn *txn, const CacheKey *k, uint64_t *bytes);
 int cache_evict_in(Cache *c, MDB_txn *txn, uint64_t limit, uint64_t age_cut, const CacheKey *keep,
                    uint64_t *nev, uint64_t *bytes_ev);

@@ -93,20 +93,6 @@ int ckey_record_next(const void *rec, size_t len, size_t *pos, uint32_t *tag, co
     return 1;
 }
 
-void cache_sections_checksum(const CacheSection *secs, int n, uint8_t out[16]) {
-    XXH3_state_t st;
-    XXH3_128bits_reset(&st);
-    for (int i = 0; i < n; i++) {
-        uint8_t le[8];
-        st64(le, secs[i].size);
-        XXH3_128bits_update(&st, le, 8);
-        if (secs[i].size) XXH3_128bits_update(&st, secs[i].data, (size_t)secs[i].size);
-    }
-    XXH128_canonical_t c;
-    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(&st));
-    memcpy(out, c.digest, 16);
-}
-
 void cache_fmt(char *buf, size_t len, const char *fmt, ...) {
     if (!buf || !len) return;
     va_list ap;

@@ -24,10 +24,12 @@ static void reference_checksum(const TestArt *a, uint8_t out[16]) {
     XXH3_state_t *st = XXH3_createState();
     XXH3_128bits_reset(st);
     for (int i = 0; i < a->n; i++) {
-        uint8_t le[8];
-        for (int b = 0; b < 8; b++) le[b] = (uint8_t)(a->secs[i].size >> (8 * b));
-        XXH3_128bits_update(st, le, 8);
-        XXH3_128bits_update(st, a->secs[i].data, (size_t)a->secs[i].size);
+        uint8_t rec[24];
+        for (int b = 0; b < 8; b++) rec[b] = (uint8_t)(a->secs[i].size >> (8 * b));
+        XXH128_canonical_t d;
+        XXH128_canonicalFromHash(&d, XXH3_128bits(a->secs[i].data, (size_t)a->secs[i].size));
+        memcpy(rec + 8, d.digest, 16);
+        XXH3_128bits_update(st, rec, sizeof rec);
     }
     XXH128_canonical_t cn;
     XXH128_canonicalFromHash(&cn, XXH3_128bits_digest(st));
