@@ -20,12 +20,6 @@
 /* A thread for every this many bytes, at most MAX_THREADS: below a few MB
  * starting a thread costs more than it saves. */
 enum { BYTES_PER_THREAD = 8 << 20, MAX_THREADS = 8, POPULATE_MIN = 64 << 10 };
-/* pread through a buffer that stays in L2: copying from the page cache and
- * hashing the copy costs less than building page-table entries for bytes
- * nobody will read through the map (measured: 160 MB in 7-9 ms on 2 threads
- * against 7 ms of MADV_POPULATE_READ plus 1.5 ms of teardown, before any
- * hashing). */
-enum { PREAD_BLOCK = 64 << 10 };
 
 void cache_checksum_add(XXH3_state_t *outer, uint64_t size, const uint8_t digest[16]) {
     uint8_t rec[24];
@@ -45,39 +39,18 @@ typedef struct {
     const uint32_t *first;
     uint8_t (*dig)[16];
     long psize; /* > 0: map the pages of large pieces in one call each first */
-    int fd;     /* >= 0: read pieces with a file offset from it instead */
     uint32_t s0, s1; /* this thread's sections */
 } DigestJob;
-
-/* Hashes n bytes of fd at off through a small buffer.  0, or -1 (the caller
- * then reads the map: the bytes are the same). */
-static int hash_pread(XXH3_state_t *st, int fd, uint64_t off, uint64_t n, uint8_t *buf) {
-    for (uint64_t d = 0; d < n;) {
-        size_t want = (size_t)(n - d < PREAD_BLOCK ? n - d : PREAD_BLOCK);
-        ssize_t got = pread(fd, buf, want, (off_t)(off + d));
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) return -1;
-        XXH3_128bits_update(st, buf, (size_t)got);
-        d += (uint64_t)got;
-    }
-    return 0;
-}
 
 /* Each thread takes a contiguous run of sections: two threads mapping pages
  * of the same 2 MB region contend for its page-table lock. */
 static void *digest_worker(void *arg) {
     DigestJob *j = arg;
-    uint8_t *buf = j->fd >= 0 ? malloc(PREAD_BLOCK) : NULL;
     for (uint32_t i = j->s0; i < j->s1; i++) {
         XXH3_state_t st;
         XXH3_128bits_reset(&st);
         for (uint32_t p = j->first[i]; p < j->first[i + 1]; p++) {
             const CachePiece *pc = &j->pieces[p];
-            if (buf && pc->off >= 0) {
-                XXH3_state_t save = st;
-                if (hash_pread(&st, j->fd, (uint64_t)pc->off, pc->size, buf) == 0) continue;
-                st = save;
-            }
             if (j->psize > 0 && pc->size >= POPULATE_MIN) {
                 /* A fault per page (or per 16) costs more than the hash of
                  * it; one call maps them all.  Best effort. */
@@ -92,11 +65,10 @@ static void *digest_worker(void *arg) {
         XXH128_canonicalFromHash(&cn, XXH3_128bits_digest(&st));
         memcpy(j->dig[i], cn.digest, 16);
     }
-    free(buf);
     return NULL;
 }
 
-void cache_digest_sections(const CachePiece *pieces, const uint32_t *first, uint32_t nsec, int fd, int populate,
+void cache_digest_sections(const CachePiece *pieces, const uint32_t *first, uint32_t nsec, int populate,
                            uint8_t (*digests)[16]) {
     uint64_t bytes = 0;
     for (uint32_t p = 0; p < first[nsec]; p++) bytes += pieces[p].size;
@@ -113,7 +85,7 @@ void cache_digest_sections(const CachePiece *pieces, const uint32_t *first, uint
     uint64_t acc = 0;
     uint32_t s = 0;
     for (int t = 0; t < nth; t++) {
-        jobs[t] = (DigestJob){pieces, first, digests, populate ? sysconf(_SC_PAGESIZE) : 0, fd, s, s};
+        jobs[t] = (DigestJob){pieces, first, digests, populate ? sysconf(_SC_PAGESIZE) : 0, s, s};
         uint64_t end = bytes / (uint64_t)nth * (uint64_t)(t + 1);
         while (s < nsec && (t == nth - 1 || acc < end)) {
             for (uint32_t p = first[s]; p < first[s + 1]; p++) acc += pieces[p].size;
@@ -138,9 +110,9 @@ void cache_sections_checksum(const CacheSection *secs, int n, uint8_t out[16]) {
     XXH3_state_t outer;
     XXH3_128bits_reset(&outer);
     if (pieces && first && dig) {
-        for (int i = 0; i < n; i++) pieces[i] = (CachePiece){secs[i].data, secs[i].size, -1}, first[i] = (uint32_t)i;
+        for (int i = 0; i < n; i++) pieces[i] = (CachePiece){secs[i].data, secs[i].size}, first[i] = (uint32_t)i;
         first[n] = (uint32_t)n;
-        cache_digest_sections(pieces, first, (uint32_t)n, -1, 0, dig);
+        cache_digest_sections(pieces, first, (uint32_t)n, 0, dig);
         for (int i = 0; i < n; i++) cache_checksum_add(&outer, secs[i].size, dig[i]);
     } else { /* out of memory: the same value, one section at a time */
         for (int i = 0; i < n; i++) {

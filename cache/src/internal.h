@@ -37,20 +37,16 @@ static inline void st64(uint8_t *p, uint64_t v) { st32(p, (uint32_t)v), st32(p +
  * parallel. */
 void cache_sections_checksum(const CacheSection *secs, int n, uint8_t out[16]);
 
-/* Bytes of a section, which may lie in several pieces (a split section);
- * off is where a piece lies in the data file, or -1 if unknown. */
+/* Bytes of a section, which may lie in several pieces (a split section). */
 typedef struct {
     const uint8_t *data;
     uint64_t size;
-    int64_t off;
 } CachePiece;
 
 /* digests[i] = canonical XXH3-128 of section i, whose bytes are pieces
  * [first[i], first[i + 1]), on as many threads as the bytes are worth.
- * fd >= 0: read pieces with an offset from that file (for a caller that
- * will not read the bytes itself: no page-table work); otherwise read the
- * map, and with populate map each large piece's pages in one call first. */
-void cache_digest_sections(const CachePiece *pieces, const uint32_t *first, uint32_t nsec, int fd, int populate,
+ * populate: map each large piece's pages in one call before reading it. */
+void cache_digest_sections(const CachePiece *pieces, const uint32_t *first, uint32_t nsec, int populate,
                            uint8_t (*digests)[16]);
 
 /* snprintf into a fixed message buffer; NULL-safe. */

@@ -204,13 +204,9 @@ enum {
                                     pass over the artifact, on every core); the
                                     key record compare always happens */
     CACHE_GET_NOTOUCH = 1u << 1, /* do not count the hit or update last-used */
-    CACHE_GET_POPULATE = 1u << 2, /* the caller reads the artifact next: map every
-                                     page of it now, in one call per value
-                                     (MADV_POPULATE_READ), rather than on first
-                                     touch.  With CACHE_GET_VERIFY the checksum
-                                     then reads the map; without, it reads the
-                                     file (no page-table work for a hit that is
-                                     only checked, as in `milc build`) */
+    CACHE_GET_POPULATE = 1u << 2, /* map every page of the artifact now, in one call
+                                     per value (MADV_POPULATE_READ), rather than on
+                                     first touch; a checksum pass implies it */
     CACHE_GET_VERIFY_ONCE = 1u << 3, /* CACHE_GET_VERIFY, unless the entry already
                                      passed its checksum since the machine booted:
                                      at its put (the checksum is built from the bytes
