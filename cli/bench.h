@@ -128,7 +128,7 @@ typedef struct BenchReport {
     const char *config;
     long layers, chunk, nchunks, seq, ctx, depth_seq;
     int repeat, cold_repeat, threads;
-    bool verify; /* hits checksummed, as `milc build` does by default */
+    int verify; /* how hits are checked: BUILD_VERIFY_* (pipeline.h), as `milc build` */
     BenchModeResult modes[3];
     int nmodes;
 } BenchReport;

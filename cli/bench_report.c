@@ -112,12 +112,15 @@ void bench_print_table(FILE *f, const BenchReport *r) {
     fprintf(f, "milc bench: %s, %ld layers in %ld chunk%s of %ld; prefill T=%ld, decode T=1 at ctx %ld\n", r->config,
             r->layers, r->nchunks, r->nchunks == 1 ? "" : "s", r->chunk, r->seq, r->ctx);
     fprintf(f, "medians of %d runs (cold: %d), %d thread%s%s; spreads in --json / --csv\n\n", r->repeat,
-            r->cold_repeat, r->threads, r->threads == 1 ? "" : "s", r->verify ? "" : ", hits not checksummed");
+            r->cold_repeat, r->threads, r->threads == 1 ? "" : "s",
+            r->verify == BUILD_VERIFY_NONE   ? ", hits not checksummed"
+            : r->verify == BUILD_VERIFY_FULL ? ", every hit checksummed"
+                                             : "");
     fprintf(f, "%-26s", "");
     for (int i = 0; i < r->nmodes; i++) fprintf(f, "%14s %d", "mode", r->modes[i].mode);
     fputc('\n', f);
     for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
-        fprintf(f, "%-26s", rows[k].v == v_c_lookup && !r->verify ? "  lookup, no checksum (ms)" : rows[k].label);
+        fprintf(f, "%-26s", rows[k].v == v_c_lookup && r->verify == BUILD_VERIFY_NONE ? "  lookup, no checksum (ms)" : rows[k].label);
         for (int i = 0; i < r->nmodes; i++) {
             char buf[64];
             double v = rows[k].v(r, &r->modes[i]);
@@ -216,9 +219,10 @@ void bench_write_json(FILE *f, const BenchReport *r) {
     fputs(",\"config\":", f);
     jstr(f, r->config);
     fprintf(f, ",\"layers\":%ld,\"layers_per_chunk\":%ld,\"chunks\":%ld,\"seq\":%ld,\"ctx\":%ld,\"repeat\":%d,"
-               "\"cold_repeat\":%d,\"threads\":%d,\"depth_seq\":%ld,\"verify_hits\":%s,\"modes\":[",
+               "\"cold_repeat\":%d,\"threads\":%d,\"depth_seq\":%ld,\"verify_hits\":%s,\"verify_policy\":\"%s\",\"modes\":[",
             r->layers, r->chunk, r->nchunks, r->seq, r->ctx, r->repeat, r->cold_repeat, r->threads, r->depth_seq,
-            r->verify ? "true" : "false");
+            r->verify != BUILD_VERIFY_NONE ? "true" : "false",
+            r->verify == BUILD_VERIFY_NONE ? "none" : r->verify == BUILD_VERIFY_FULL ? "full" : "once");
     for (int i = 0; i < r->nmodes; i++) {
         const BenchModeResult *m = &r->modes[i];
         fprintf(f, "%s{\"mode\":%d,\"layers_per_chunk\":%ld,\"chunks\":%ld,\"seq\":%ld,", i ? "," : "", m->mode,

@@ -32,7 +32,7 @@ static const OptSpec bench_opts[] = {
     {"depth-seq", 0, OPT_VALUE, "T", "tokens per dispatch in the depth sweep (default 1)"},
     {"seqs", 0, OPT_VALUE, "LIST", "token sweep, tokens per dispatch (default 1,8,16,32,64,128)"},
     {"no-sweeps", 0, OPT_FLAG, NULL, "skip the sweeps"},
-    {"no-verify", 0, OPT_FLAG, NULL, "on a cache hit, skip the artifact checksum (as build --no-verify)"},
+    VERIFY_OPTS,
     {"threads", 'j', OPT_VALUE, "N", "runtime threads (default: all CPUs)"},
     {"json", 0, OPT_VALUE, "FILE", "also write the results as JSON (--json alone: JSON on stdout)"},
     {"csv", 0, OPT_VALUE, "FILE", "also write the results as CSV"},
@@ -76,7 +76,7 @@ typedef struct Bench {
     char root[4096];    /* scratch directory of every cache the run uses */
     long chunk, layers, nchunks, seq, ctx, depth_seq;
     int repeat, cold_repeat, threads;
-    bool verify; /* checksum cache hits, as `milc build` does by default */
+    int verify; /* how hits are checked: BUILD_VERIFY_*, as `milc build` by default */
     long depths[MAX_LIST], seqs[MAX_LIST];
     int ndepths, nseqs;
     bool sweeps;
@@ -266,7 +266,7 @@ static int run_ttft(const Bench *b, const char *cache_dir, int mode, Ttft *t) {
     av_pushf(&av, "--mode=%d", mode);
     av_pushf(&av, "--chunk=%ld", b->chunk);
     av_pushf(&av, "--threads=%d", b->threads);
-    if (!b->verify) av_push(&av, "--no-verify");
+    if (verify_flag(b->verify)) av_push(&av, verify_flag(b->verify));
     av_params(&av, &b->base);
     Spawned s;
     int rc = spawn_wait(b, &av, true, &s);
@@ -389,7 +389,7 @@ static int bench_mode(const Bench *b, int mode, BenchModeResult *m) {
         av_start(&av, b, warm, "build");
         av_pushf(&av, "--chunk=%ld", b->chunk);
         av_pushf(&av, "--mode=%d", mode);
-        if (!b->verify) av_push(&av, "--no-verify");
+        if (verify_flag(b->verify)) av_push(&av, verify_flag(b->verify));
         av_params(&av, &b->base);
         Spawned s;
         rc = spawn_wait(b, &av, false, &s);
@@ -480,7 +480,7 @@ static int bench_run(Cli *cli, int argc, char **argv) {
     else if (a.npos) { cli_usage_error("bench", "unexpected argument '%s'", a.pos[0]); goto out_args; }
     bool json_stdout = cli->json && !json_file;
 
-    Bench b = {.cli = cli, .verify = true, .chunk = quick ? 1 : 4, .ctx = quick ? 64 : 1024, .depth_seq = 1, .sweeps = true};
+    Bench b = {.cli = cli, .verify = BUILD_VERIFY_ONCE, .chunk = quick ? 1 : 4, .ctx = quick ? 64 : 1024, .depth_seq = 1, .sweeps = true};
     long repeat = quick ? 1 : 5, cold = quick ? 1 : 3, threads = 0;
     long modes[MAX_LIST];
     int nmodes = 0;
@@ -506,7 +506,7 @@ static int bench_run(Cli *cli, int argc, char **argv) {
     b.cold_repeat = (int)cold;
     b.threads = (int)threads;
     b.sweeps = !args_flag(&a, "no-sweeps");
-    b.verify = !args_flag(&a, "no-verify");
+    b.verify = verify_policy(&a);
     ssize_t n = readlink("/proc/self/exe", b.exe, sizeof b.exe - 1);
     if (n <= 0) { cli_error("cannot find this executable: %s", strerror(errno)); rc = EXIT_SYSTEM; goto out_args; }
     b.exe[n] = 0;

@@ -14,8 +14,7 @@ static const OptSpec build_opts[] = {
     GEN_COMMON_OPTS,
     {"mode", 0, OPT_VALUE, "N[,N]", "compile mode: 2 bonded (default), 1 non-bonded, 0 both"},
     {"chunk", 0, OPT_VALUE, "K", "build the whole model in chunks of K layers"},
-    {"no-verify", 0, OPT_FLAG, NULL, "on a hit, skip the artifact checksum"},
-    {"verify-once", 0, OPT_FLAG, NULL, "on a hit, checksum only entries not verified since boot"},
+    VERIFY_OPTS,
     {"help", 'h', OPT_FLAG, NULL, "this help, with the template's parameters"},
     {0},
 };
@@ -45,11 +44,11 @@ static void print_result(const Cli *cli, const BuildResult *r, int idx, const ch
     char key[33];
     cache_key_hex(&r->key, key);
     if (cli->json) {
-        printf("%s{\"key\":\"%s\",\"outcome\":\"%s\",\"chunk\":\"%s\",\"artifact_bytes\":%llu,"
+        printf("%s{\"key\":\"%s\",\"outcome\":\"%s\",\"chunk\":\"%s\",\"artifact_bytes\":%llu,\"checksummed\":%s,"
                "\"ms\":{\"lookup\":%.3f,\"generate\":%.3f,\"check\":%.3f,\"passes\":%.3f,\"lower\":%.3f,"
                "\"store\":%.3f,\"total\":%.3f}}",
                idx ? "," : "", key, r->outcome == BUILD_MISS ? "miss" : r->outcome == BUILD_HIT_DIRECT ? "direct_hit" : "full_hit",
-               label, (unsigned long long)r->artifact_bytes, r->ms_lookup, r->ms_generate, r->ms_check, r->ms_passes,
+               label, (unsigned long long)r->artifact_bytes, r->checksummed ? "true" : "false", r->ms_lookup, r->ms_generate, r->ms_check, r->ms_passes,
                r->ms_lower, r->ms_store, r->ms_total);
         return;
     }
@@ -61,7 +60,7 @@ static void print_result(const Cli *cli, const BuildResult *r, int idx, const ch
                r->ms_generate, r->ms_check, r->ms_passes, r->ms_lower, r->ms_store, r->ms_total,
                (double)r->artifact_bytes / 1048576.0);
     else
-        printf("    lookup+verify %.2f ms%s, total %.2f ms, %.1f MB\n", r->ms_lookup,
+        printf("    %s %.2f ms%s, total %.2f ms, %.1f MB\n", r->checksummed ? "lookup+checksum" : "lookup", r->ms_lookup,
                r->outcome == BUILD_HIT_FULL ? " (generated to find the program)" : "", r->ms_total,
                (double)r->artifact_bytes / 1048576.0);
 }

@@ -28,8 +28,7 @@
 
 static const OptSpec prewarm_opts[] = {
     {"jobs", 'j', OPT_VALUE, "N", "worker processes (default: the number of CPUs)"},
-    {"no-verify", 0, OPT_FLAG, NULL, "on a hit, skip the artifact checksum"},
-    {"verify-once", 0, OPT_FLAG, NULL, "on a hit, checksum only entries not verified since boot"},
+    VERIFY_OPTS,
     {0},
 };
 

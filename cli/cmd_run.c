@@ -17,6 +17,7 @@ static const OptSpec run_opts[] = {
     {"output", 'o', OPT_VALUE, "DIR", "write each output as DIR/NAME.npy (default .)"},
     {"threads", 'j', OPT_VALUE, "N", "worker threads (default: all CPUs)"},
     {"repeat", 0, OPT_VALUE, "N", "run N times and report the fastest"},
+    VERIFY_OPTS,
     {0},
 };
 
@@ -64,7 +65,7 @@ static int run_build(Cli *cli, const Args *a, Cache **c, LoadedModel *lm, int th
         CacheHit *hit = NULL;
         BuildResult res;
         rc = pipeline_build(*c, &(BuildRequest){.config = cfg, .weights = args_get(a, "weights"), .mode = (int)mode,
-                                                .tmp_root = cli->cache_dir, .verify_hits = 1, .hit_out = &hit},
+                                                .tmp_root = cli->cache_dir, .verify_hits = verify_policy(a), .hit_out = &hit},
                             &res, &d);
         if (rc == EXIT_OK) {
             char key[33];
@@ -116,9 +117,11 @@ static int run_run(Cli *cli, int argc, char **argv) {
         int r = cache_open(&c, cli->cache_dir, NULL, err, sizeof err);
         if (r != 0) { cli_error("%s", err[0] ? err : cache_strerror(r)); rc = EXIT_SYSTEM; goto out; }
         CacheHit *hit;
-        /* A key typed by the user has no key record to compare, so verify
-         * the bytes' checksum instead. */
-        r = cache_get(c, &k, NULL, 0, CACHE_GET_VERIFY | CACHE_GET_POPULATE, &hit);
+        /* A key typed by the user has no key record to compare: the
+         * checksum is all that vouches for the bytes. */
+        int pol = verify_policy(&a);
+        unsigned vf = pol == BUILD_VERIFY_FULL ? CACHE_GET_VERIFY : pol == BUILD_VERIFY_ONCE ? CACHE_GET_VERIFY_ONCE : 0;
+        r = cache_get(c, &k, NULL, 0, vf | CACHE_GET_POPULATE, &hit);
         if (r != 0) {
             cli_error("cache entry %s: %s", a.pos[0], r == CACHE_ENOTFOUND ? "no such entry" : cache_strerror(r));
             cache_close(c);

@@ -67,5 +67,9 @@ void cli_template_help(const Cli *cli, FILE *f, const Args *a) {
 
 int verify_policy(const Args *a) {
     if (args_flag(a, "no-verify")) return BUILD_VERIFY_NONE;
-    return args_flag(a, "verify-once") ? BUILD_VERIFY_ONCE : BUILD_VERIFY_FULL;
+    return args_flag(a, "verify") ? BUILD_VERIFY_FULL : BUILD_VERIFY_ONCE;
+}
+
+const char *verify_flag(int policy) {
+    return policy == BUILD_VERIFY_NONE ? "--no-verify" : policy == BUILD_VERIFY_FULL ? "--verify" : NULL;
 }

@@ -29,7 +29,17 @@ GenConfig *cli_gen_config(const GenSearchPath *sp, const Args *a, DiagSink *d);
 /* The template's doc and parameters, for --help. */
 void cli_template_help(const Cli *cli, FILE *f, const Args *a);
 
-/* --no-verify / --verify-once as a BuildRequest.verify_hits value. */
+/* How a cache hit is checked, for every command that looks artifacts up.
+ * The default checksums a hit unless it passed in this boot and nothing but
+ * milc has written the cache file since (CACHE_GET_VERIFY_ONCE). */
+#define VERIFY_OPTS                                                                                      \
+    {"verify", 0, OPT_FLAG, NULL, "on a hit, always recompute the artifact checksum"},                   \
+    {"verify-once", 0, OPT_FLAG, NULL, "the default: checksum a hit unless it passed since boot and the cache file is unchanged"}, \
+    {"no-verify", 0, OPT_FLAG, NULL, "on a hit, skip the artifact checksum"}
+
+/* --verify / --verify-once / --no-verify as a BuildRequest.verify_hits value
+ * (BUILD_VERIFY_ONCE by default), and back to the flag (NULL for the default). */
 int verify_policy(const Args *a);
+const char *verify_flag(int policy);
 
 #endif

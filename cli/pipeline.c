@@ -92,6 +92,7 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     if (r == 0) {
         const CacheEntryInfo *info = cache_hit_info(hit);
         res->artifact_bytes = info->bytes;
+        res->checksummed = info->checked;
         bool ok = artifact_usable(hit, req->mode);
         if (ok && req->hit_out) *req->hit_out = hit;
         else cache_hit_release(hit);
@@ -153,6 +154,7 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     }
     if (r == 0) {
         res->artifact_bytes = cache_hit_info(hit)->bytes;
+        res->checksummed = cache_hit_info(hit)->checked;
         if (req->hit_out) *req->hit_out = hit;
         else cache_hit_release(hit);
         res->outcome = BUILD_HIT_FULL;

@@ -3,6 +3,7 @@
 #ifndef MILC_CLI_PIPELINE_H
 #define MILC_CLI_PIPELINE_H
 
+#include <stdbool.h>
 #include "milc/cache.h"
 #include "milc/gen.h"
 
@@ -18,6 +19,8 @@ typedef struct BuildResult {
     BuildOutcome outcome;
     uint64_t artifact_bytes;
     int dispatches;        /* per forward, from the compiler */
+    bool checksummed;      /* a hit: its checksum was recomputed now (else it had
+                              passed earlier, or --no-verify) */
     /* Timing breakdown in ms (0 where the stage did not run). */
     double ms_lookup, ms_generate, ms_check, ms_passes, ms_lower, ms_store, ms_total;
     char description[160];
@@ -28,9 +31,9 @@ typedef struct BuildRequest {
     const char *weights; /* weight source, NULL = random:0 */
     int mode;            /* 0, 1, 2 */
     const char *tmp_root; /* where scratch directories go (the cache dir) */
-    int verify_hits;     /* on a hit: 0 no checksum, 1 (BUILD_VERIFY_FULL) checksum
-                            every byte, BUILD_VERIFY_ONCE only if not verified since
-                            boot (see CACHE_GET_VERIFY_ONCE) */
+    int verify_hits;     /* on a hit: BUILD_VERIFY_NONE no checksum, _FULL checksum
+                            every byte, _ONCE unless it passed since boot and
+                            nothing but milc wrote the cache since (CACHE_GET_VERIFY_ONCE) */
     CacheHit **hit_out;  /* non-NULL: on success, the stored artifact's hit
                             (the caller releases it) */
 } BuildRequest;

@@ -247,7 +247,9 @@ static int remap(Cache *c, uint64_t newsize, short locktype) {
         int rc = maplock(c, locktype), fd;
         if (rc) return rc;
         if (c->writemap && mdb_env_get_fd(c->env, &fd) == 0 && fd_size(fd) > newsize) newsize = fd_size(fd);
+        int held = cache_stamp_hold(c);
         rc = mdb_env_set_mapsize(c->env, (size_t)newsize);
+        cache_stamp_release(c, held);
         maplock(c, F_UNLCK);
         if (rc) return cache_lmdb_err(c, rc, "mdb_env_set_mapsize");
         if (!map_note(c)) return 0;
@@ -318,7 +320,9 @@ static int env_open(Cache *c) {
     uint64_t map = c->opt.map_size;
     if (c->writemap && stat(c->datapath, &st) == 0 && (uint64_t)st.st_size > map) map = (uint64_t)st.st_size;
     mdb_env_set_mapsize(c->env, (size_t)map);
+    int held = cache_stamp_hold(c);
     rc = mdb_env_open(c->env, c->dir, flags, 0600);
+    cache_stamp_release(c, held);
     maplock(c, F_UNLCK);
     if (rc) {
         rc = cache_lmdb_err(c, rc, "mdb_env_open");
@@ -373,7 +377,7 @@ int cache_open(Cache **out, const char *dir, const CacheOptions *opt, char *err,
     if (rc) return rc;
     Cache *c = calloc(1, sizeof *c);
     if (!c) return CACHE_ENOMEM;
-    c->lockfd = -1;
+    c->lockfd = -1, c->stampfd = -1;
     if (opt) c->opt = *opt;
     if (!c->opt.map_size) c->opt.map_size = (uint64_t)1 << 30;
     if (!c->opt.chunk_bytes) c->opt.chunk_bytes = (uint64_t)64 << 20;
@@ -396,6 +400,12 @@ int cache_open(Cache **out, const char *dir, const CacheOptions *opt, char *err,
         return CACHE_EIO;
     }
     c->boot = boot_tag();
+    {
+        size_t sn = strlen(dir) + 16;
+        char *sp = malloc(sn);
+        if (sp) snprintf(sp, sn, "%s/milc.stamp", dir), c->stampfd = open(sp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        free(sp); /* without a stamp every hit is checksummed: correct, only slower */
+    }
     if ((rc = env_open(c)) != 0) {
         cache_fmt(err, errlen, "%s", c->err);
         cache_close(c);
@@ -411,6 +421,7 @@ void cache_close(Cache *c) {
     if (c->env && c->npend) cache_flush(c);
     env_close(c);
     if (c->lockfd >= 0) close(c->lockfd);
+    if (c->stampfd >= 0) close(c->stampfd);
     free(c->stage);
     free(c->dir);
     free(c->datapath);
@@ -427,9 +438,9 @@ int cache_destroy(const char *dir, char *err, size_t errlen) {
         close(fd);
         return CACHE_EBUSY;
     }
-    static const char *const files[] = {"data.mdb", "lock.mdb", "data.mdb.compact", "milc.lock"};
+    static const char *const files[] = {"data.mdb", "lock.mdb", "data.mdb.compact", "milc.stamp", "milc.lock"};
     int rc = 0;
-    for (int i = 0; i < 4; i++) {
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, files[i]);
         if (unlink(p) != 0 && errno != ENOENT && !rc) {
             cache_fmt(err, errlen, "cannot remove %s: %s", p, strerror(errno));
@@ -495,10 +506,13 @@ static int flush_pending_in(Cache *c, MDB_txn *txn) {
         /* Only touch entries that still exist: an rm must not be undone. */
         if (mdb_get(txn, c->db_usage, &k, &v) != 0 || v.mv_size < USAGE_MIN) continue;
         uint8_t u[USAGE_LEN];
-        uint64_t last = ld64(v.mv_data), verified = v.mv_size >= USAGE_LEN ? ld64((uint8_t *)v.mv_data + 16) : 0;
+        uint64_t last = ld64(v.mv_data), mark = v.mv_size >= USAGE_LEN ? ld64((uint8_t *)v.mv_data + 16) : 0;
+        /* A verification still speaks for the bytes if nothing wrote the
+         * file since it began (stamp.c). */
+        if (p->verified && c->wtag && p->vctime.sec == c->wctime.sec && p->vctime.nsec == c->wctime.nsec) mark = c->wtag;
         st64(u, p->last_used > last ? p->last_used : last);
         st64(u + 8, ld64((uint8_t *)v.mv_data + 8) + p->hits);
-        st64(u + 16, p->verified ? p->verified : verified);
+        st64(u + 16, mark);
         v = mval(u, USAGE_LEN);
         rc = mdb_put(txn, c->db_usage, &k, &v, 0);
     }
@@ -511,7 +525,16 @@ static int flush_pending_in(Cache *c, MDB_txn *txn) {
  * Handles growth by other processes (MAP_RESIZED) and a full map (grow by at
  * least grow_hint and rerun body from scratch, so bodies must not depend on
  * state from a failed attempt). */
+static int write_txn(Cache *c, TxnBody body, void *arg, uint64_t grow_hint, const char *what);
+
 int cache_write_txn(Cache *c, TxnBody body, void *arg, uint64_t grow_hint, const char *what) {
+    cache_stamp_begin(c);
+    int rc = write_txn(c, body, arg, grow_hint, what);
+    cache_stamp_end(c, rc == 0);
+    return rc;
+}
+
+static int write_txn(Cache *c, TxnBody body, void *arg, uint64_t grow_hint, const char *what) {
     for (int attempt = 0; attempt < 16; attempt++) {
         /* Grow before, not after: a body that hits MDB_MAP_FULL has copied
          * its bytes for nothing and must copy them all again.  The free list
@@ -557,18 +580,18 @@ int cache_write_txn(Cache *c, TxnBody body, void *arg, uint64_t grow_hint, const
 
 int cache_flush(Cache *c) { return cache_write_txn(c, NULL, NULL, 0, "flush statistics"); }
 
-static void pend_hit(Cache *c, const CacheKey *k, int direct, uint64_t compile_ns, int verified) {
+static void pend_hit(Cache *c, const CacheKey *k, int direct, uint64_t compile_ns, const CacheHit *h) {
     c->pctr[direct ? CTR_DIRECT_HITS : CTR_HITS]++;
     c->pctr[CTR_SAVED_NS] += compile_ns;
-    uint64_t now = cache_now(c), tag = verified ? c->boot : 0;
+    uint64_t now = cache_now(c);
     for (int i = 0; i < c->npend; i++)
         if (!memcmp(c->pend[i].key.b, k->b, 16)) {
             c->pend[i].hits++, c->pend[i].last_used = now;
-            if (tag) c->pend[i].verified = tag;
+            if (h->verified) c->pend[i].verified = 1, c->pend[i].vctime = h->vctime;
             return;
         }
     if (c->npend == PENDING_MAX) return; /* flushed at release; losing a touch is harmless */
-    c->pend[c->npend++] = (Pending){.key = *k, .last_used = now, .hits = 1, .verified = tag};
+    c->pend[c->npend++] = (Pending){.key = *k, .last_used = now, .hits = 1, .verified = h->verified, .vctime = h->vctime};
 }
 
 /* ---- entry values -------------------------------------------------------- */
@@ -750,11 +773,14 @@ int cache_load(Cache *c, MDB_txn *txn, const CacheKey *k, const void *rec, size_
         else h->split++; /* materialized by cache_hit_sections */
     }
     rc = mdb_get(txn, c->db_usage, &key, &u);
-    int verify = (flags & CACHE_GET_VERIFY) != 0;
-    if ((flags & CACHE_GET_VERIFY_ONCE) && !verify) /* passed already in this boot? */
-        verify = !(c->boot && rc == 0 && u.mv_size >= USAGE_LEN && ld64((uint8_t *)u.mv_data + 16) == c->boot);
+    int verify = (flags & (CACHE_GET_VERIFY | CACHE_GET_VERIFY_ONCE)) != 0;
+    CacheCtime ct = {0, 0};
+    uint64_t clean = verify ? cache_clean_tag(c, &ct) : 0;
+    if (verify && !(flags & CACHE_GET_VERIFY)) /* passed already, and nothing wrote the file since? */
+        verify = !(clean && rc == 0 && u.mv_size >= USAGE_LEN && ld64((uint8_t *)u.mv_data + 16) == clean);
     if (!verify && (flags & CACHE_GET_POPULATE)) populate(h, c->psize);
     if (verify) {
+        h->vctime = ct;
         uint8_t sum[16];
         cache_hit_checksum(h, &e, 1, sum);
         if (memcmp(sum, e.checksum, 16) != 0) {
@@ -765,6 +791,7 @@ int cache_load(Cache *c, MDB_txn *txn, const CacheKey *k, const void *rec, size_
         h->verified = 1;
     }
     fill_info(&h->info, k, &e, rc == 0 ? &u : NULL);
+    h->info.checked = h->verified;
     h->sectab = e.sectab;
     *out = h;
     return 0;
@@ -882,7 +909,7 @@ static int get_common(Cache *c, const CacheKey *lookup, const void *rec, size_t 
     }
     (*hit)->txn = txn;
     c->live_hits++;
-    if (!(flags & CACHE_GET_NOTOUCH)) pend_hit(c, &akey, direct, (*hit)->info.compile_ns, (*hit)->verified);
+    if (!(flags & CACHE_GET_NOTOUCH)) pend_hit(c, &akey, direct, (*hit)->info.compile_ns, *hit);
     return 0;
 }
 
@@ -1113,7 +1140,7 @@ static int put_body(Cache *c, MDB_txn *txn, void *arg) {
     /* A checksum built from the bytes as copied into place counts as a
      * passed verification (for CACHE_GET_VERIFY_ONCE). */
     uint8_t u[USAGE_LEN];
-    st64(u, j->now), st64(u + 8, 0), st64(u + 16, st ? c->boot : 0);
+    st64(u, j->now), st64(u + 8, 0), st64(u + 16, st ? c->wtag : 0);
     v = mval(u, USAGE_LEN);
     if ((rc = mdb_put(txn, c->db_usage, &k, &v, 0)) != 0) return rc;
     if ((rc = ctr_add(c, txn, CTR_ENTRIES, 1)) != 0) return rc;

@@ -33,16 +33,22 @@ typedef struct EntryView {
 enum { CTR_HITS, CTR_DIRECT_HITS, CTR_MISSES, CTR_ERRORS, CTR_SAVED_NS, CTR_ENTRIES, CTR_BYTES,
        CTR_MAX_BYTES, CTR_COUNT };
 
+/* data.mdb's ctime (stamp.c). */
+typedef struct {
+    uint64_t sec, nsec;
+} CacheCtime;
+
 enum { PENDING_MAX = 64, FLUSH_EVERY = 16 };
 typedef struct Pending {
     CacheKey key;
     uint64_t last_used, hits;
-    uint64_t verified; /* boot tag if a hit verified the checksum, else 0 */
+    int verified;       /* a hit recomputed the checksum and it matched ... */
+    CacheCtime vctime;  /* ... with data.mdb at this ctime when it began */
 } Pending;
 
-/* Usage value in the "usage" database: u64 last-used ns, u64 hits, u64 boot
- * tag of the last passed checksum (0 = none).  Entries written before the
- * third field existed have 16 bytes; readers accept both. */
+/* Usage value in the "usage" database: u64 last-used ns, u64 hits, u64 mark
+ * of the last passed checksum (stamp.c; 0 = none).  Entries written before
+ * the third field existed have 16 bytes; readers accept both. */
 enum { USAGE_MIN = 16, USAGE_LEN = 24 };
 
 struct Cache {
@@ -56,6 +62,11 @@ struct Cache {
     uint8_t *stage;      /* a put's 2 MB write-combining buffer (cache.c), lazily */
     int writemap;
     uint64_t boot;       /* tag of this boot (hash of the kernel's boot_id), 0 = unknown */
+    int stampfd;         /* milc.stamp (stamp.c), or -1 */
+    int stamp_locked;    /* a write transaction holds the stamp lock */
+    uint64_t wtag, wepoch; /* the write transaction's mark (0: none) and epoch */
+    uint64_t hepoch;     /* the epoch a cache_stamp_hold found */
+    CacheCtime wctime;   /* data.mdb's ctime when that transaction began */
     int live_hits;       /* CacheHits holding read transactions */
     unsigned grows;      /* map growths by this handle (tests) */
     Pending pend[PENDING_MAX];
@@ -75,9 +86,23 @@ struct CacheHit {
     const uint8_t *sectab;      /* into the map */
     void **heap;                /* per section: materialized copy or NULL */
     int verified;               /* this load recomputed the checksum and it matched */
+    CacheCtime vctime;          /* data.mdb's ctime before that */
 };
 
 typedef int (*TxnBody)(Cache *c, MDB_txn *txn, void *arg);
+
+/* stamp.c: the mark an entry verified now may carry, if data.mdb is as milc
+ * last left it (else 0); *now gets its ctime.  A write transaction brackets
+ * itself with begin (stamp lock; sets wtag, wepoch, wctime) and end (records
+ * the ctime its commit left, then unlocks). */
+uint64_t cache_clean_tag(Cache *c, CacheCtime *now);
+int cache_stamp_begin(Cache *c);
+void cache_stamp_end(Cache *c, int committed);
+/* Around milc's own changes to data.mdb's ctime that leave every entry's
+ * bytes alone (LMDB truncating the file to the map size as it maps it, at
+ * every open): if the stamp held before, it holds after. */
+int cache_stamp_hold(Cache *c);
+void cache_stamp_release(Cache *c, int held);
 
 uint64_t cache_now(Cache *c);
 int cache_lmdb_err(Cache *c, int rc, const char *what);

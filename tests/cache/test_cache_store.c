@@ -3,7 +3,8 @@
  * a put (a stray write through a hit pointer faults), LMDB's copy path
  * (no_writemap) and the in-place path share a directory, every durability
  * setting round-trips, CACHE_GET_POPULATE hands out the same bytes, and
- * CACHE_GET_VERIFY_ONCE checks an entry once per boot. */
+ * CACHE_GET_VERIFY_ONCE trusts a passed entry only while data.mdb is
+ * unchanged by anyone but milc. */
 #include <signal.h>
 #include <sys/wait.h>
 #include <xxhash.h>
@@ -195,54 +196,79 @@ static int damage_file(const char *dir, const uint8_t *needle) {
     return found;
 }
 
-static int get_rc(const char *dir, TestArt *a, unsigned flags) {
+/* cache_get on a fresh handle: the result code, and in *checked whether
+ * the checksum was recomputed. */
+static int get_rc2(const char *dir, TestArt *a, unsigned flags, int *checked) {
     Cache *c = open_with(dir, (CacheOptions){.no_sync = 1, .map_size = 1 << 20});
     CacheHit *h;
     int rc = c ? cache_get(c, &a->key, a->rec.buf, a->rec.len, flags, &h) : -100;
-    if (rc == 0) cache_hit_release(h);
+    *checked = -1;
+    if (rc == 0) *checked = cache_hit_info(h)->checked, cache_hit_release(h);
     if (c) cache_close(c);
     return rc;
 }
+static int get_rc(const char *dir, TestArt *a, unsigned flags) {
+    int checked;
+    return get_rc2(dir, a, flags, &checked);
+}
 
-/* VERIFY_ONCE skips the pass for bytes that passed it in this boot (at put,
- * or at a counted verified hit) and checks everything else. */
-TEST(verify_once_checks_each_entry_once_per_boot) {
-    char *src = tmpdir_new("once-src"), *dst = tmpdir_new("once-dst"), bundle[8400];
-    uint64_t sz[] = {150000, 9000};
-    TestArt a;
+/* VERIFY_ONCE trusts bytes that passed the checksum in this boot (at put,
+ * or at a counted verified hit) while nothing but milc has written the file
+ * since; any other write to data.mdb, or a lost stamp, makes it check again. */
+TEST(verify_once_trusts_only_an_unchanged_file) {
+    char *src = tmpdir_new("once-src"), *dst = tmpdir_new("once-dst"), bundle[8400], path[8400];
+    uint64_t sz[] = {150000, 9000}, sz2[] = {70000};
+    TestArt a, b;
     art_make(&a, 350, sz, 2);
+    art_make(&b, 351, sz2, 1);
+    int checked;
     Cache *c = open_with(src, (CacheOptions){.no_sync = 1, .map_size = 1 << 20});
     CHECK_EQ_INT(art_put(c, &a, "once"), 0);
     snprintf(bundle, sizeof bundle, "%s/a.milcbundle", dst);
     CHECK_EQ_INT(cache_export(c, bundle, &a.key, 1), 1);
     cache_close(c);
-    /* Stored by put: it passed then, so damage made afterwards in this boot
-     * is seen by VERIFY only. */
+    /* Stored by put: trusted, until another program writes the file. */
+    CHECK_EQ_INT(get_rc2(src, &a, CACHE_GET_VERIFY_ONCE, &checked), 0);
+    CHECK_EQ_INT(checked, 0);
+    CHECK_EQ_INT(get_rc2(src, &a, CACHE_GET_VERIFY, &checked), 0);
+    CHECK_EQ_INT(checked, 1);
     CHECK(damage_file(src, (const uint8_t *)a.secs[0].data + 5000));
-    CHECK_EQ_INT(get_rc(src, &a, CACHE_GET_VERIFY_ONCE), 0);
+    CHECK_EQ_INT(get_rc(src, &a, CACHE_GET_VERIFY_ONCE), CACHE_ECORRUPT);
     CHECK_EQ_INT(get_rc(src, &a, CACHE_GET_VERIFY), CACHE_ECORRUPT);
-    /* Imported with the bundle's checksum: never passed here, so checked. */
+    /* Imported with the bundle's checksum: never passed here, so checked;
+     * a counted pass is trusted next time, a NOTOUCH one is not recorded. */
     c = open_with(dst, (CacheOptions){.no_sync = 1, .map_size = 1 << 20});
     CHECK_EQ_INT(cache_import(c, bundle), 1);
     cache_close(c);
-    CHECK(damage_file(dst, (const uint8_t *)a.secs[1].data + 100));
-    CHECK_EQ_INT(get_rc(dst, &a, CACHE_GET_VERIFY_ONCE), CACHE_ECORRUPT);
-    /* Healed by a put from the bundle again, verified by a counted hit, then
-     * damaged: the pass is skipped.  A NOTOUCH hit would not have counted. */
+    CHECK_EQ_INT(get_rc2(dst, &a, CACHE_GET_VERIFY_ONCE | CACHE_GET_NOTOUCH, &checked), 0);
+    CHECK_EQ_INT(checked, 1);
+    CHECK_EQ_INT(get_rc2(dst, &a, CACHE_GET_VERIFY_ONCE, &checked), 0);
+    CHECK_EQ_INT(checked, 1);
+    CHECK_EQ_INT(get_rc2(dst, &a, CACHE_GET_VERIFY_ONCE, &checked), 0);
+    CHECK_EQ_INT(checked, 0);
+    /* milc's own writes (another entry stored) keep the marks... */
     c = open_with(dst, (CacheOptions){.no_sync = 1, .map_size = 1 << 20});
-    CHECK_EQ_INT(cache_import(c, bundle), 1);
+    CHECK_EQ_INT(art_put(c, &b, "other"), 0);
     cache_close(c);
-    CHECK_EQ_INT(get_rc(dst, &a, CACHE_GET_VERIFY_ONCE | CACHE_GET_NOTOUCH), 0);
-    CHECK(damage_file(dst, (const uint8_t *)a.secs[1].data + 200));
-    CHECK_EQ_INT(get_rc(dst, &a, CACHE_GET_VERIFY_ONCE), CACHE_ECORRUPT);
-    c = open_with(dst, (CacheOptions){.no_sync = 1, .map_size = 1 << 20});
-    CHECK_EQ_INT(cache_import(c, bundle), 1);
-    cache_close(c);
-    CHECK_EQ_INT(get_rc(dst, &a, CACHE_GET_VERIFY_ONCE), 0);
+    CHECK_EQ_INT(get_rc2(dst, &a, CACHE_GET_VERIFY_ONCE, &checked), 0);
+    CHECK_EQ_INT(checked, 0);
+    /* ... a lost stamp does not... */
+    snprintf(path, sizeof path, "%s/milc.stamp", dst);
+    CHECK(truncate(path, 0) == 0);
+    CHECK_EQ_INT(get_rc2(dst, &a, CACHE_GET_VERIFY_ONCE, &checked), 0);
+    CHECK_EQ_INT(checked, 1);
+    /* ... and damage anywhere, even in another entry, is seen. */
+    CHECK_EQ_INT(get_rc2(dst, &a, CACHE_GET_VERIFY_ONCE, &checked), 0);
+    CHECK_EQ_INT(get_rc2(dst, &a, CACHE_GET_VERIFY_ONCE, &checked), 0);
+    CHECK_EQ_INT(checked, 0);
+    CHECK(damage_file(dst, (const uint8_t *)b.secs[0].data + 100));
+    CHECK_EQ_INT(get_rc2(dst, &a, CACHE_GET_VERIFY_ONCE, &checked), 0);
+    CHECK_EQ_INT(checked, 1);
+    CHECK_EQ_INT(get_rc(dst, &b, CACHE_GET_VERIFY_ONCE), CACHE_ECORRUPT);
     CHECK(damage_file(dst, (const uint8_t *)a.secs[1].data + 300));
-    CHECK_EQ_INT(get_rc(dst, &a, CACHE_GET_VERIFY_ONCE), 0);
-    CHECK_EQ_INT(get_rc(dst, &a, CACHE_GET_VERIFY), CACHE_ECORRUPT);
+    CHECK_EQ_INT(get_rc(dst, &a, CACHE_GET_VERIFY_ONCE), CACHE_ECORRUPT);
     art_free(&a);
+    art_free(&b);
     tmpdir_rm(src);
     tmpdir_rm(dst);
 }
@@ -253,6 +279,6 @@ int main(void) {
     RUN(copy_path_and_in_place_path_share_a_directory);
     RUN(every_durability_setting_round_trips);
     RUN(populate_hands_out_the_same_bytes);
-    RUN(verify_once_checks_each_entry_once_per_boot);
+    RUN(verify_once_trusts_only_an_unchanged_file);
     TEST_MAIN_END();
 }

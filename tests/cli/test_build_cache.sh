@@ -21,6 +21,23 @@ expect_rc 0 "${B[@]}" --mode 2 --weights random:7
 expect_eq "$(outcome_of "$OUT")" miss
 expect_rc 0 "${B[@]}" --mode 2
 expect_eq "$(outcome_of "$OUT")" direct_hit
+# A hit is checksummed unless it passed before and nothing but milc has
+# written the cache file since; --verify always checksums, --no-verify never.
+expect_rc 0 "${B[@]}" --mode 2
+expect_json "$OUT" "j['builds'][0]['checksummed'] == False"
+expect_rc 0 "${B[@]}" --mode 2 --verify
+expect_json "$OUT" "j['builds'][0]['checksummed'] == True and j['builds'][0]['outcome'] == 'direct_hit'"
+expect_rc 0 "${B[@]}" --mode 2 --no-verify
+expect_json "$OUT" "j['builds'][0]['checksummed'] == False"
+# Another program writes into data.mdb (a byte of nothing milc reads): every
+# entry is checksummed again, once.
+"$PY" -c "
+import os
+p='$MILC_CACHE_DIR/data.mdb'; f=open(p,'r+b'); f.seek(os.path.getsize(p) - 1); b=f.read(1); f.seek(os.path.getsize(p) - 1); f.write(b); f.close()"
+expect_rc 0 "${B[@]}" --mode 2
+expect_json "$OUT" "j['builds'][0]['checksummed'] == True and j['builds'][0]['outcome'] == 'direct_hit'"
+expect_rc 0 "${B[@]}" --mode 2
+expect_json "$OUT" "j['builds'][0]['checksummed'] == False"
 # Human output names the outcome and the timing breakdown.
 expect_rc 0 "$MILC" build --model tiny --mode 0
 expect_in "$OUT" "miss"

@@ -19,8 +19,8 @@ static char dir[64], data[96];
 
 static void cleanup(void) {
     char p[128];
-    const char *files[] = {"data.mdb", "lock.mdb", "milc.lock", "data.mdb.compact"};
-    for (int i = 0; i < 4; i++) {
+    const char *files[] = {"data.mdb", "lock.mdb", "milc.lock", "data.mdb.compact", "milc.stamp"};
+    for (int i = 0; i < 5; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, files[i]);
         unlink(p);
     }

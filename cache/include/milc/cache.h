@@ -197,6 +197,8 @@ typedef struct CacheEntryInfo {
     const uint8_t *record; /* the key record */
     size_t record_len;
     uint8_t checksum[16];  /* XXH3-128 over the sections (see cache/README.md) */
+    int checked;           /* a hit: this lookup recomputed the checksum (and it
+                              matched); 0 if it was trusted or not asked for */
 } CacheEntryInfo;
 
 enum {
@@ -208,15 +210,16 @@ enum {
                                      per value (MADV_POPULATE_READ), rather than on
                                      first touch; a checksum pass implies it */
     CACHE_GET_VERIFY_ONCE = 1u << 3, /* CACHE_GET_VERIFY, unless the entry already
-                                     passed its checksum since the machine booted:
-                                     at its put (the checksum is built from the bytes
-                                     as copied into place) or at a verified hit that
-                                     was counted (not NOTOUCH).  Catches what happens
-                                     to the file across crashes and reboots (torn or
-                                     rotted pages); not a write into data.mdb by
-                                     another program during this boot, which only
-                                     CACHE_GET_VERIFY sees.  Where the kernel has no
-                                     boot id it verifies every time. */
+                                     passed its checksum (at its put, whose checksum
+                                     is built from the bytes as copied into place, or
+                                     at a counted verified hit) in this boot of the
+                                     machine and nothing but milc has written
+                                     data.mdb since: milc records the ctime its own
+                                     writes leave (milc.stamp), and any other write
+                                     changes it.  Blind to a change of the disk under
+                                     the page cache within one boot, and to another
+                                     program's write in the instant of a milc commit
+                                     (cache/README.md, "Checksums"). */
 };
 
 /* Look up key k.  record/record_len is the caller's key record; it must equal
