@@ -58,6 +58,9 @@ static int parse_meta(RtModel *m, const RtSection *s, char *err, size_t errlen) 
         const RtBuf *b = &m->bufs[r->buf];
         if (isin && b->kind != RT_BUF_INPUT) BAD("input %s: buffer %u is not an input", r->name, r->buf);
         if (!io_compatible(b->dtype, r->io_dtype) || b->flags) BAD("%s %s: dtype %u incompatible", isin ? "input" : "output", r->name, r->io_dtype);
+        /* fp16 is storage only: a weight, or an input the run binds in place
+         * and lets go of before it copies outputs out. */
+        if (!isin && b->dtype == RT_F16) BAD("output %s: buffer %u is fp16 storage", r->name, r->buf);
         if (isin)
             for (uint32_t j = 0; j < i; j++)
                 if (m->inputs[j].buf == r->buf) BAD("input %s: buffer %u bound twice", r->name, r->buf);

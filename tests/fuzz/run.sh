@@ -26,6 +26,10 @@ for bin in "$build"/tests/fuzz/fuzz_*; do
   fi
   work="$build/fuzz-corpus/$short"; mkdir -p "$work"
   seeds=(); [ -d "$here/corpus/$short" ] && seeds=("$here/corpus/$short")
+  # Artifacts are compiled fresh by this build's milc (seed_artifacts.sh).
+  if [ "$short" = artifact ] && [ -x "$build/cli/milc" ]; then
+    "$here/seed_artifacts.sh" "$build/cli/milc" "$build/fuzz-seeds/artifact" && seeds+=("$build/fuzz-seeds/artifact")
+  fi
   dict=(); [ -f "$here/$short.dict" ] && dict=(-dict="$here/$short.dict")
   echo "--- $name: ${secs}s"
   # Leaks count as findings (ASan's leak check runs at exit of each input set).
