@@ -58,6 +58,7 @@ void bench_built_free(BenchBuilt *b);
  * bench_chain_free: build nothing into the same cache meanwhile. */
 typedef struct BenchChain {
     int n;
+    RtPool *pool;     /* one thread pool for the whole chain: its chunks run in turn */
     LoadedModel *lm;  /* [n] */
     RtTensor **in;    /* [n][nin[i]] */
     RtTensor **out;   /* [n][nout[i]] */

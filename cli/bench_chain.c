@@ -146,6 +146,12 @@ int bench_chain_load(Cache *c, const BenchBuilt *b, int nthreads, BenchChain *ch
     ch->nin = calloc((size_t)b->n + 1, sizeof *ch->nin);
     ch->nout = calloc((size_t)b->n + 1, sizeof *ch->nout);
     if (!ch->lm || !ch->in || !ch->out || !ch->nin || !ch->nout) goto nomem;
+    int pr = rt_pool_new(&ch->pool, nthreads);
+    if (pr != RT_OK) {
+        cli_error("cannot start the runtime's threads: %s", rt_strerror(pr));
+        bench_chain_free(ch);
+        return EXIT_SYSTEM;
+    }
     for (int i = 0; i < b->n; i++) {
         char hex[33];
         cache_key_hex(&b->keys[i], hex);
@@ -158,7 +164,7 @@ int bench_chain_load(Cache *c, const BenchBuilt *b, int nthreads, BenchChain *ch
             bench_chain_free(ch);
             return EXIT_SYSTEM;
         }
-        int rc = model_load_hit(&ch->lm[i], hit, nthreads, 0, hex);
+        int rc = model_load_hit(&ch->lm[i], hit, nthreads, ch->pool, 0, hex);
         ch->n = i + 1;
         if (rc != EXIT_OK) { bench_chain_free(ch); return rc; }
         RtModel *m = ch->lm[i].model;
@@ -207,6 +213,7 @@ int bench_chain_run(BenchChain *ch, double *ms, uint64_t *dispatches) {
 
 void bench_chain_free(BenchChain *ch) {
     for (int i = 0; i < ch->n; i++) model_free(&ch->lm[i]);
+    rt_pool_free(ch->pool);
     for (int i = 0; ch->in && ch->out && i < ch->n; i++) {
         free(ch->in[i]);
         free(ch->out[i]);

@@ -71,7 +71,7 @@ static int run_build(Cli *cli, const Args *a, Cache **c, LoadedModel *lm, int th
             char key[33];
             cache_key_hex(&res.key, key);
             if (cli->verbosity > 0) fprintf(stderr, "%s %s\n", key, res.outcome == BUILD_MISS ? "built" : "cached");
-            rc = model_load_hit(lm, hit, threads, 0, key);
+            rc = model_load_hit(lm, hit, threads, NULL, 0, key);
         }
     }
     int drc = cli_report(cli, &d);
@@ -128,7 +128,7 @@ static int run_run(Cli *cli, int argc, char **argv) {
             rc = r == CACHE_ENOTFOUND || r == CACHE_ECORRUPT ? EXIT_INPUT : EXIT_SYSTEM;
             goto out;
         }
-        rc = model_load_hit(&lm, hit, (int)threads, 0, a.pos[0]);
+        rc = model_load_hit(&lm, hit, (int)threads, NULL, 0, a.pos[0]);
     } else {
         rc = model_load_file(&lm, a.pos[0], (int)threads);
     }

@@ -42,7 +42,7 @@ int model_load_file(LoadedModel *lm, const char *path, int nthreads) {
     return EXIT_OK;
 }
 
-int model_load_hit(LoadedModel *lm, CacheHit *hit, int nthreads, int verify, const char *what) {
+int model_load_hit(LoadedModel *lm, CacheHit *hit, int nthreads, RtPool *pool, int verify, const char *what) {
     memset(lm, 0, sizeof *lm);
     lm->hit = hit;
     const CacheSection *cs;
@@ -54,7 +54,8 @@ int model_load_hit(LoadedModel *lm, CacheHit *hit, int nthreads, int verify, con
     lm->nsecs = n;
     char err[512];
     int r = rt_model_load(&lm->model, lm->secs, n,
-                          &(RtLoadOptions){.nthreads = nthreads, .flags = verify ? RT_LOAD_VERIFY : 0}, err, sizeof err);
+                          &(RtLoadOptions){.nthreads = nthreads, .flags = verify ? RT_LOAD_VERIFY : 0, .pool = pool}, err,
+                          sizeof err);
     if (r != 0) {
         cli_error("cached artifact %s does not load: %s", what, err);
         model_free(lm);

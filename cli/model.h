@@ -18,8 +18,10 @@ typedef struct LoadedModel {
 /* Map an artifact file and load it (checksums verified).  0, or EXIT_* with a
  * message printed. */
 int model_load_file(LoadedModel *lm, const char *path, int nthreads);
-/* Load from a cache hit; lm takes ownership of hit (released by model_free). */
-int model_load_hit(LoadedModel *lm, CacheHit *hit, int nthreads, int verify, const char *what);
+/* Load from a cache hit; lm takes ownership of hit (released by model_free).
+ * pool: run on that thread pool (shared by a chain of models), NULL: its own
+ * of nthreads. */
+int model_load_hit(LoadedModel *lm, CacheHit *hit, int nthreads, RtPool *pool, int verify, const char *what);
 void model_free(LoadedModel *lm);
 
 /* Bind --input NAME=FILE.npy pairs to the model's inputs, allocate outputs,

@@ -158,7 +158,7 @@ fail:
 
 void rt_model_free(RtModel *m) {
     if (!m) return;
-    rt_pool_free(m->pool);
+    if (m->own_pool) rt_pool_free(m->pool);
     free(m->bufs);
     free(m->inputs);
     free(m->outputs);
@@ -283,9 +283,14 @@ int rt_model_load(RtModel **out, const RtSection *secs, int n, const RtLoadOptio
         goto fail;
     }
     /* Run-time memory, all of it now. */
-    m->nthreads = opts && opts->nthreads > 0 ? opts->nthreads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (m->nthreads < 1) m->nthreads = 1;
-    if (m->nthreads > 256) m->nthreads = 256;
+    if (opts && opts->pool) {
+        m->pool = opts->pool;
+        m->nthreads = rt_pool_threads(m->pool);
+    } else {
+        m->nthreads = opts && opts->nthreads > 0 ? opts->nthreads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+        if (m->nthreads < 1) m->nthreads = 1;
+        if (m->nthreads > 256) m->nthreads = 256;
+    }
     size_t asz = (size_t)((m->arena_size + RT_ARENA_ALIGN - 1) & ~(uint64_t)(RT_ARENA_ALIGN - 1));
     m->arena = arena_alloc(asz, &m->arena_mapped);
     size_t scratch = 0;
@@ -317,9 +322,12 @@ int rt_model_load(RtModel **out, const RtSection *secs, int n, const RtLoadOptio
     }
     m->ex.bufs = m->bufs;
     m->last_prog = m->has_prog[0] ? 0 : 1;
-    if ((rc = rt_pool_new(&m->pool, m->nthreads))) {
-        rt_errf(err, errlen, rc, "cannot start %d worker threads", m->nthreads - 1);
-        goto fail;
+    if (!m->pool) {
+        if ((rc = rt_pool_new(&m->pool, m->nthreads))) {
+            rt_errf(err, errlen, rc, "cannot start %d worker threads", m->nthreads - 1);
+            goto fail;
+        }
+        m->own_pool = true;
     }
     free(ent);
     *out = m;

@@ -132,7 +132,6 @@ int rt_op_check(const RtBuf *bufs, uint32_t nbuf, const RtOpRec *op, bool loadin
                 size_t errlen);
 
 /* ---- the executor ---- */
-typedef struct RtPool RtPool;
 
 struct RtExec {
     void **ptr;             /* per buffer: its bytes for the current program */
@@ -178,13 +177,12 @@ struct RtModel {
     int last_prog;
     RtExec ex;
     RtPool *pool;
+    bool own_pool;            /* started by this model (else borrowed: RtLoadOptions.pool) */
 };
 
 /* Thread pool: nth - 1 workers plus the caller.  rt_pool_run runs
  * fn(arg, ith, nth) on the caller and on every worker that wakes while the
  * dispatch is open; fn on the caller must return only when the work is done. */
-int rt_pool_new(RtPool **out, int nth);
-void rt_pool_free(RtPool *p);
 typedef void (*RtPoolFn)(void *arg, int ith, int nth);
 void rt_pool_run(RtPool *p, RtPoolFn fn, void *arg);
 int rt_pool_threads(const RtPool *p);

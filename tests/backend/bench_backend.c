@@ -72,6 +72,7 @@ static char *slurp(const char *path, size_t *len) {
 }
 
 static bool same_ops;
+static RtPool *shared_pool;
 
 /* Parse -> check -> backend -> artifact (timed), then load and bind random inputs. */
 static int chunk_build(Chunk *k, const char *dir, int mode, int nth) {
@@ -111,7 +112,7 @@ static int chunk_build(Chunk *k, const char *dir, int mode, int nth) {
     int n;
     rt_artifact_sections(k->art, &secs, &n);
     char err[256];
-    RtLoadOptions lo = {.nthreads = nth};
+    RtLoadOptions lo = {.nthreads = nth, .pool = shared_pool}; /* the chunks of a chain run in turn on one pool */ /* the chunks of a chain run in turn on one pool */
     if (rt_model_load(&k->m, secs, n, &lo, err, sizeof err)) {
         fprintf(stderr, "load: %s\n", err);
         return -1;
@@ -187,6 +188,7 @@ int main(int argc, char **argv) {
     int rounds = argc > 3 ? atoi(argv[3]) : ROUNDS;
     if (rounds < 1 || rounds > 64) rounds = ROUNDS;
     mkdir(work, 0755);
+    if (rt_pool_new(&shared_pool, nth) != RT_OK) return 1;
     for (int c = 0; c < CHUNKS; c++) {
         char dir[1024];
         snprintf(dir, sizeof dir, "%s/prefill_%d", work, c);
@@ -257,5 +259,6 @@ int main(int argc, char **argv) {
     printf("4. compile 12 layers (parse -> artifact, mode 2): %.1f ms (rtb_finish %.1f ms) = %.2f prefills\n",
            median(ms_comp, rounds), median(ms_fin, rounds), median(r_comp, rounds));
     free_all(pre), free_all(dec), free_all(both);
+    rt_pool_free(shared_pool);
     return 0;
 }

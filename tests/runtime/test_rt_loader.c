@@ -3,6 +3,7 @@
  * to load or loads and runs cleanly (ASan/UBSan builds watch for the rest),
  * and with checksums on every flip outside padding is caught; hand-made bad
  * indices, offsets and overlaps give their exact messages. */
+#include <math.h>
 #include <unistd.h>
 
 #include "rt_test_util.h"
@@ -318,10 +319,54 @@ TEST(targeted_corruption) {
     rt_artifact_free(a);
 }
 
+/* Runs m on fixed inputs; y (8 floats) gets the output. */
+static int run_fixed(RtModel *m, float *y) {
+    uint16_t x[32];
+    int32_t idx[3] = {2, 0, 1};
+    for (int i = 0; i < 32; i++) x[i] = float_to_half((float)(i % 7) * 0.25f - 0.7f);
+    RtTensor in[2] = {{RT_F16, 4, {1, 8, 1, 4}, x, sizeof x}, {RT_I32, 1, {3}, idx, sizeof idx}};
+    RtTensor out = {RT_F32, 3, {1, 2, 4}, y, 8 * sizeof *y};
+    return rt_run(m, in, 2, &out, 1, 0, NULL);
+}
+
+/* Models loaded on one pool (the chunks of a chain) run in turn with the
+ * results of models with pools of their own, and the pool outlives any one
+ * of them. */
+TEST(models_share_a_pool) {
+    RtArtifact *a = build_small();
+    CHECK(a != NULL);
+    if (!a) return;
+    const RtSection *secs;
+    int n;
+    rt_artifact_sections(a, &secs, &n);
+    char err[200];
+    RtModel *own = NULL, *m1 = NULL, *m2 = NULL;
+    RtPool *pool = NULL;
+    CHECK_EQ_INT(rt_pool_new(&pool, 2), RT_OK);
+    CHECK_EQ_INT(rt_model_load(&own, secs, n, &(RtLoadOptions){.nthreads = 2}, err, sizeof err), RT_OK);
+    CHECK_EQ_INT(rt_model_load(&m1, secs, n, &(RtLoadOptions){.pool = pool}, err, sizeof err), RT_OK);
+    CHECK_EQ_INT(rt_model_load(&m2, secs, n, &(RtLoadOptions){.nthreads = 7, .pool = pool}, err, sizeof err), RT_OK);
+    float want[8], y1[8], y2[8];
+    CHECK_EQ_INT(run_fixed(own, want), RT_OK);
+    for (int r = 0; r < 3; r++) {
+        CHECK_EQ_INT(run_fixed(m1, y1), RT_OK);
+        CHECK_EQ_INT(run_fixed(m2, y2), RT_OK);
+        for (int i = 0; i < 8; i++) CHECK(fabsf(y1[i] - want[i]) <= 1e-6f && fabsf(y2[i] - want[i]) <= 1e-6f);
+    }
+    rt_model_free(m1);
+    CHECK_EQ_INT(run_fixed(m2, y2), RT_OK);
+    for (int i = 0; i < 8; i++) CHECK(fabsf(y2[i] - want[i]) <= 1e-6f);
+    rt_model_free(m2);
+    rt_model_free(own);
+    rt_pool_free(pool);
+    rt_artifact_free(a);
+}
+
 int main(void) {
     RUN(roundtrip);
     RUN(truncated);
     RUN(every_byte_flipped);
     RUN(targeted_corruption);
+    RUN(models_share_a_pool);
     TEST_MAIN_END();
 }

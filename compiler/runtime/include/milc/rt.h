@@ -69,13 +69,24 @@ int rt_artifact_verify(const RtSection *secs, int n, char *err, size_t errlen);
 /* ---- loading and running ---- */
 typedef struct RtModel RtModel;
 
+/* A thread pool: nthreads - 1 workers plus the thread that calls rt_run.
+ * Models that run one after another (the chunks of one forward pass) should
+ * share one: each model's own pool keeps its workers spinning ~200 µs after
+ * its run, on the cores the next chunk's threads need.  Models sharing a
+ * pool must not run at the same time.  nthreads <= 0: the online CPUs.
+ * RT_OK, RT_ENOMEM or RT_ESYS. */
+typedef struct RtPool RtPool;
+int rt_pool_new(RtPool **out, int nthreads);
+void rt_pool_free(RtPool *p); /* after every model that uses it */
+
 enum {
     RT_LOAD_VERIFY = 1, /* verify checksums (the cache may do it on its own schedule) */
 };
 typedef struct {
-    int nthreads; /* worker threads including the caller's; <= 0: online CPUs */
+    int nthreads; /* worker threads including the caller's; <= 0: online CPUs (ignored with pool) */
     int flags;    /* RT_LOAD_* */
     uint64_t max_arena; /* refuse plans needing a bigger arena (RT_ENOMEM); 0: no limit */
+    RtPool *pool; /* run on this pool (borrowed); NULL: the model starts its own */
 } RtLoadOptions;
 
 /* Loads an artifact given as sections (secs[0] = manifest).  Everything is
