@@ -237,7 +237,7 @@ static const OptSpec child_opts[] = {
     {"mode", 0, OPT_VALUE, "N", "compile mode"},
     {"chunk", 0, OPT_VALUE, "K", "layers per chunk"},
     {"threads", 0, OPT_VALUE, "N", "runtime threads"},
-    {"no-verify", 0, OPT_FLAG, NULL, "on a hit, skip the artifact checksum"},
+    VERIFY_OPTS,
     {0},
 };
 
@@ -292,7 +292,7 @@ int bench_child(Cli *cli, int argc, char **argv) {
     int r = cache_open(&c, cli->cache_dir, NULL, err, sizeof err);
     if (r != 0) { cli_error("%s", err[0] ? err : cache_strerror(r)); rc = EXIT_SYSTEM; goto out; }
     double open_ms = (double)(cli_now_ns() - t1) / 1e6;
-    rc = bench_build(c, &tp, &p, (int)mode, chunk, !args_flag(&a, "no-verify"), cli->cache_dir, &b, &d);
+    rc = bench_build(c, &tp, &p, (int)mode, chunk, verify_policy(&a), cli->cache_dir, &b, &d);
     if (rc != EXIT_OK) { if (rc == EXIT_INPUT) cli_report(cli, &d); goto out; }
     t1 = cli_now_ns();
     if ((rc = bench_chain_load(c, &b, (int)threads, &ch)) != EXIT_OK) goto out;
