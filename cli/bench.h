@@ -39,12 +39,13 @@ typedef struct BenchBuilt {
     CacheKey *keys; /* [n] in model order; owned */
     int n;
     int misses, hits;
+    int checksummed;         /* hits whose checksum was recomputed */
     double ms_total;         /* pipeline_build time summed: compile on a miss, lookup on a hit */
     uint64_t artifact_bytes; /* summed over the programs */
 } BenchBuilt;
 
-/* Build (or find) every program of p at mode in c; verify_hits checksums
- * an artifact found in the cache, as `milc build` does by default.  EXIT_OK,
+/* Build (or find) every program of p at mode in c; verify_hits
+ * (BUILD_VERIFY_*) says how a hit is checked, as in `milc build`.  EXIT_OK,
  * or EXIT_INPUT with diagnostics in d, or EXIT_SYSTEM with a message printed. */
 int bench_build(Cache *c, const TemplatePath *tp, const BenchParams *p, int mode, long chunk, int verify_hits,
                 const char *tmp_root, BenchBuilt *out, DiagSink *d);

@@ -77,7 +77,7 @@ int bench_build(Cache *c, const TemplatePath *tp, const BenchParams *p, int mode
         out->ms_total += res.ms_total;
         out->artifact_bytes += res.artifact_bytes;
         if (res.outcome == BUILD_MISS) out->misses++;
-        else out->hits++;
+        else out->hits++, out->checksummed += res.checksummed;
     }
     jobs_free(&jobs);
     if (rc != EXIT_OK) bench_built_free(out);
@@ -307,10 +307,10 @@ int bench_child(Cli *cli, int argc, char **argv) {
     bool finite = true;
     for (size_t i = 0; last && last->dtype == RT_F16 && i < last->size / 2; i++)
         finite &= isfinite(half_to_float(((const uint16_t *)last->data)[i])) != 0;
-    printf("{\"ttft_ms\":%.4f,\"start_ms\":%.4f,\"open_ms\":%.4f,\"build_ms\":%.4f,\"misses\":%d,\"hits\":%d,"
+    printf("{\"ttft_ms\":%.4f,\"start_ms\":%.4f,\"open_ms\":%.4f,\"build_ms\":%.4f,\"misses\":%d,\"hits\":%d,\"checksummed\":%d,"
            "\"artifact_bytes\":%llu,\"load_ms\":%.4f,\"run_ms\":%.4f,\"dispatches\":%llu,\"programs\":%d,"
            "\"peak_rss_bytes\":%.0f,\"finite\":%s}\n",
-           (double)(t_done - t0) / 1e6, (double)(t_entry - t0) / 1e6, open_ms, b.ms_total, b.misses, b.hits,
+           (double)(t_done - t0) / 1e6, (double)(t_entry - t0) / 1e6, open_ms, b.ms_total, b.misses, b.hits, b.checksummed,
            (unsigned long long)b.artifact_bytes, load_ms, run_ms, (unsigned long long)nd, b.n, peak_rss_bytes(),
            finite ? "true" : "false");
     rc = EXIT_OK;

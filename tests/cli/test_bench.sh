@@ -3,6 +3,16 @@
 # least-squares fit, CSV rows matching the JSON), the output forms, and
 # usage errors.
 
+# The fresh-process child checks hits as build does: the second run on a
+# cache trusts what the first one stored; --verify checksums every hit.
+C=("$MILC" --cache-dir "$WORK/childcache" bench --child ttft --model tiny --mode 2 --chunk 1)
+expect_rc 0 "${C[@]}"
+expect_json "$OUT" "j['misses'] == 2 and j['hits'] == 0 and j['finite']"
+expect_rc 0 "${C[@]}"
+expect_json "$OUT" "j['hits'] == 2 and j['checksummed'] == 0"
+expect_rc 0 "${C[@]}" --verify
+expect_json "$OUT" "j['hits'] == 2 and j['checksummed'] == 2"
+
 # Every mode, sweeps on, JSON on stdout, CSV to a file.
 expect_rc 0 "$MILC" bench --quick --json --csv "$WORK/b.csv"
 J=$OUT
