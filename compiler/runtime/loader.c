@@ -172,7 +172,8 @@ void rt_model_free(RtModel *m) {
     }
     if (m->arena_mapped) munmap(m->arena, m->arena_mapped);
     else free(m->arena);
-    free(m->ex.scratch);
+    if (m->scratch_mapped) munmap(m->ex.scratch, m->scratch_mapped);
+    else free(m->ex.scratch);
     free(m);
 }
 
@@ -180,7 +181,7 @@ void rt_model_free(RtModel *m) {
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
 
-/* n zeroed bytes for activations.  A large arena is its own mapping on
+/* n zeroed bytes for activations (and kernels' scratch).  A large arena is its own mapping on
  * 2 MB boundaries with transparent huge pages asked for and every page
  * faulted in now: a fresh process otherwise takes a fault per 4 KB page
  * of it inside its first run (30 MB of GPT-2 prefill activations: 7.5k
@@ -306,7 +307,7 @@ int rt_model_load(RtModel **out, const RtSection *secs, int n, const RtLoadOptio
     m->ex.scratch_per_thread = scratch;
     /* kernels index scratch by part: up to RT_PARTS_PER_THREAD per thread */
     size_t slots = m->nthreads > 1 ? (size_t)m->nthreads * RT_PARTS_PER_THREAD : 1;
-    m->ex.scratch = aligned_alloc(64, scratch ? scratch * slots : 64);
+    m->ex.scratch = arena_alloc(scratch ? scratch * slots : 64, &m->scratch_mapped); /* touched now, not in the first run */
     m->ptr[0] = calloc(m->nbuf ? m->nbuf : 1, sizeof(void *));
     m->ptr[1] = calloc(m->nbuf ? m->nbuf : 1, sizeof(void *));
     if (!m->arena || !m->ex.scratch || !m->ptr[0] || !m->ptr[1]) {

@@ -171,7 +171,7 @@ struct RtModel {
     RtProg prog[2];
     int has_prog[2];
     unsigned char *arena;     /* max arena of both programs */
-    size_t arena_mapped;      /* > 0: arena is an mmap of this many bytes (else malloc) */
+    size_t arena_mapped, scratch_mapped; /* > 0: arena / ex.scratch is an mmap of this many bytes (else malloc) */
     uint64_t arena_size;
     void **ptr[2];            /* [prog][nbuf] resolved pointers */
     int last_prog;
