@@ -403,7 +403,7 @@ int cache_open(Cache **out, const char *dir, const CacheOptions *opt, char *err,
     {
         size_t sn = strlen(dir) + 16;
         char *sp = malloc(sn);
-        if (sp) snprintf(sp, sn, "%s/milc.stamp", dir), c->stampfd = open(sp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (sp) snprintf(sp, sn, "%s/milc.stamp", dir), c->stampfd = open(sp, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         free(sp); /* without a stamp every hit is checksummed: correct, only slower */
     }
     if ((rc = env_open(c)) != 0) {
