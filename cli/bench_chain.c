@@ -267,6 +267,7 @@ int bench_child(Cli *cli, int argc, char **argv) {
     long long t_entry = cli_now_ns();
     Args a;
     if (!args_parse("bench --child", child_opts, argc - 1, argv + 1, true, &a)) { args_free(&a); return EXIT_USAGE; }
+    if (!verify_flags_ok("bench", &a)) { args_free(&a); return EXIT_USAGE; }
     int rc = EXIT_USAGE;
     long mode = 2, chunk = 0, threads = 0;
     const char *t0s = args_get(&a, "t0");

@@ -465,6 +465,7 @@ static int bench_run(Cli *cli, int argc, char **argv) {
     Args a;
     /* A failed parse leaves its partial arrays in a. */
     if (!args_parse("bench", bench_opts, argc - 1, argv + 1, true, &a)) { args_free(&a); return EXIT_USAGE; }
+    if (!verify_flags_ok("bench", &a)) { args_free(&a); return EXIT_USAGE; }
     int rc = EXIT_USAGE;
     if (args_flag(&a, "help")) {
         bench_usage(stdout);

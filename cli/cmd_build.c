@@ -68,6 +68,7 @@ static void print_result(const Cli *cli, const BuildResult *r, int idx, const ch
 static int build_run(Cli *cli, int argc, char **argv) {
     Args a;
     if (!args_parse("build", build_opts, argc - 1, argv + 1, true, &a)) return EXIT_USAGE;
+    if (!verify_flags_ok("build", &a)) { args_free(&a); return EXIT_USAGE; }
     int rc = EXIT_USAGE;
     if (args_flag(&a, "help")) {
         build_usage(stdout);

@@ -109,6 +109,7 @@ static void progress(const Cli *cli, int done, int total, int hits, int built, i
 static int prewarm_run(Cli *cli, int argc, char **argv) {
     Args a;
     if (!args_parse("prewarm", prewarm_opts, argc - 1, argv + 1, false, &a)) return EXIT_USAGE;
+    if (!verify_flags_ok("prewarm", &a)) { args_free(&a); return EXIT_USAGE; }
     int rc = EXIT_USAGE;
     long nworkers = sysconf(_SC_NPROCESSORS_ONLN);
     if (a.npos != 1) { cli_usage_error("prewarm", "expected one MANIFEST"); args_free(&a); return EXIT_USAGE; }

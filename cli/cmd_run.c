@@ -85,6 +85,7 @@ static int run_build(Cli *cli, const Args *a, Cache **c, LoadedModel *lm, int th
 static int run_run(Cli *cli, int argc, char **argv) {
     Args a;
     if (!args_parse("run", run_opts, argc - 1, argv + 1, true, &a)) return EXIT_USAGE;
+    if (!verify_flags_ok("run", &a)) { args_free(&a); return EXIT_USAGE; }
     int rc = EXIT_USAGE;
     const char **inputs = calloc((size_t)a.nhits + 1, sizeof(char *));
     int ninputs = 0;

@@ -65,6 +65,12 @@ void cli_template_help(const Cli *cli, FILE *f, const Args *a) {
     tpath_free(&tp);
 }
 
+bool verify_flags_ok(const char *cmd, const Args *a) {
+    int n = args_flag(a, "verify") + args_flag(a, "verify-once") + args_flag(a, "no-verify");
+    if (n > 1) cli_usage_error(cmd, "--verify, --verify-once and --no-verify exclude each other");
+    return n <= 1;
+}
+
 int verify_policy(const Args *a) {
     if (args_flag(a, "no-verify")) return BUILD_VERIFY_NONE;
     return args_flag(a, "verify") ? BUILD_VERIFY_FULL : BUILD_VERIFY_ONCE;

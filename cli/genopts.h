@@ -40,6 +40,8 @@ void cli_template_help(const Cli *cli, FILE *f, const Args *a);
 /* --verify / --verify-once / --no-verify as a BuildRequest.verify_hits value
  * (BUILD_VERIFY_ONCE by default), and back to the flag (NULL for the default). */
 int verify_policy(const Args *a);
+/* At most one of them; else a usage error (printed) and false. */
+bool verify_flags_ok(const char *cmd, const Args *a);
 const char *verify_flag(int policy);
 
 #endif

@@ -29,6 +29,8 @@ expect_rc 0 "${B[@]}" --mode 2 --verify
 expect_json "$OUT" "j['builds'][0]['checksummed'] == True and j['builds'][0]['outcome'] == 'direct_hit'"
 expect_rc 0 "${B[@]}" --mode 2 --no-verify
 expect_json "$OUT" "j['builds'][0]['checksummed'] == False"
+expect_rc 2 "${B[@]}" --verify --no-verify
+expect_in "$ERR" "--verify, --verify-once and --no-verify exclude each other"
 # Another program writes into data.mdb (a byte of nothing milc reads): every
 # entry is checksummed again, once.
 "$PY" -c "
