@@ -1058,6 +1058,19 @@ static int stage_flush(Stage *s) {
     return 0;
 }
 
+/* Before a value's blocks are written: drop what the page cache already
+ * holds of its whole 2 MB blocks.  LMDB's own page writes through the map
+ * fault in pages nearby with readahead, small zero folios over megabytes
+ * of the hole a later value is reserved in; written into, they stay small
+ * (measured: ~4 MB after every value, ~30 MB of a 160 MB model).  Those
+ * pages are clean and unused (the value is reserved, nothing reads it). */
+static void stage_clear(Stage *s, const uint8_t *val, uint64_t n) {
+    if (s->fd < 0) return;
+    uint64_t lo = (uint64_t)(val - s->c->mapaddr), hi = lo + n;
+    lo = (lo + COPY_BLOCK - 1) & ~(uint64_t)(COPY_BLOCK - 1), hi &= ~(uint64_t)(COPY_BLOCK - 1);
+    if (hi > lo) posix_fadvise(s->fd, (off_t)lo, (off_t)(hi - lo), POSIX_FADV_DONTNEED);
+}
+
 /* Store n bytes at dst, a value reserved in the map (or, without WRITEMAP,
  * in LMDB's staging page), folding them into the checksum while they are in
  * cache: one pass over the caller's bytes.  src NULL writes zeros. */
@@ -1117,6 +1130,7 @@ static int put_body(Cache *c, MDB_txn *txn, void *arg) {
                 MDB_val k = mval(dk, 20), v = mval(NULL, j->valsz[ch]);
                 if ((rc = mdb_put(txn, c->db_data, &k, &v, MDB_RESERVE)) != 0) return rc;
                 val = v.mv_data, vsz = j->valsz[ch], pos = 0, cur = ch;
+                stage_clear(&sg, val, vsz);
             }
             uint64_t at = done ? 0 : off;
             if ((rc = put_bytes(&sg, val + pos, NULL, at - pos, NULL)) != 0 ||
