@@ -64,8 +64,8 @@ typedef struct BenchChain {
     RtTensor **in;    /* [n][nin[i]] */
     RtTensor **out;   /* [n][nout[i]] */
     int *nin, *nout;
-    void **bufs;      /* every tensor buffer allocated here, freed at the end */
-    int nbufs;
+    unsigned char *mem; /* every tensor, bump-allocated in one huge-page mapping */
+    size_t mem_len, mem_used;
 } BenchChain;
 
 /* Load every program of b from c.  EXIT_OK or EXIT_* with a message printed. */
