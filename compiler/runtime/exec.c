@@ -38,7 +38,37 @@ struct RtPool {
     atomic_int sleepers, stop, inside_waiting;
     RtPoolFn fn;
     void *arg;
+    /* the chain's shared run-time memory (rt_pool_memory) */
+    unsigned char *arena, *scratch;
+    size_t arena_size, arena_mapped, scratch_size, scratch_mapped;
+    uint32_t mem_gen;
 };
+
+int rt_pool_memory(RtPool *p, size_t arena, size_t scratch) {
+    if (arena <= p->arena_size && scratch <= p->scratch_size && p->arena && p->scratch) return RT_OK;
+    size_t an = arena > p->arena_size ? arena : p->arena_size, sn = scratch > p->scratch_size ? scratch : p->scratch_size;
+    size_t am, sm;
+    unsigned char *a = rt_mem_alloc(an, &am), *s = rt_mem_alloc(sn, &sm);
+    if (!a || !s) {
+        if (a) rt_mem_free(a, am);
+        if (s) rt_mem_free(s, sm);
+        return RT_ENOMEM;
+    }
+    /* No model of the pool is running (the pool's rule), and each rebinds
+     * to the new generation before its next run. */
+    if (p->arena) rt_mem_free(p->arena, p->arena_mapped);
+    if (p->scratch) rt_mem_free(p->scratch, p->scratch_mapped);
+    p->arena = a, p->arena_size = an, p->arena_mapped = am;
+    p->scratch = s, p->scratch_size = sn, p->scratch_mapped = sm;
+    p->mem_gen++;
+    return RT_OK;
+}
+
+void rt_pool_memory_get(const RtPool *p, unsigned char **arena, unsigned char **scratch, uint32_t *gen) {
+    *arena = p->arena, *scratch = p->scratch, *gen = p->mem_gen;
+}
+
+uint32_t rt_pool_memory_gen(const RtPool *p) { return p->mem_gen; }
 
 static void futex_wait(_Atomic uint32_t *addr, uint32_t val) {
     syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
@@ -121,6 +151,8 @@ void rt_pool_free(RtPool *p) {
     atomic_fetch_add(&p->gen, 1);
     futex_wake(&p->gen);
     for (int i = 1; i < p->nth; i++) pthread_join(p->threads[i], NULL);
+    if (p->arena) rt_mem_free(p->arena, p->arena_mapped);
+    if (p->scratch) rt_mem_free(p->scratch, p->scratch_mapped);
     free(p->threads);
     free(p);
 }
@@ -263,6 +295,7 @@ int rt_run(RtModel *m, const RtTensor *in, int nin, RtTensor *out, int nout, int
         if (bind_check(m, &m->inputs[i], &in[i])) return RT_EBIND;
     for (int i = 0; i < nout; i++)
         if (bind_check(m, &m->outputs[i], &out[i])) return RT_EBIND;
+    if (!m->own_mem && m->mem_gen != rt_pool_memory_gen(m->pool)) rt_model_bind_memory(m); /* the chain's arena grew */
     void **ptr = m->ptr[prog];
     for (int i = 0; i < nin; i++) {
         const RtBuf *b = &m->bufs[m->inputs[i].buf];

@@ -170,10 +170,8 @@ void rt_model_free(RtModel *m) {
         free(m->prog[p].sync);
         free(m->ptr[p]);
     }
-    if (m->arena_mapped) munmap(m->arena, m->arena_mapped);
-    else free(m->arena);
-    if (m->scratch_mapped) munmap(m->ex.scratch, m->scratch_mapped);
-    else free(m->ex.scratch);
+    if (m->own_mem) rt_mem_free(m->arena, m->arena_mapped);
+    if (m->own_mem) rt_mem_free(m->ex.scratch, m->scratch_mapped);
     free(m);
 }
 
@@ -188,7 +186,7 @@ void rt_model_free(RtModel *m) {
  * faults, ~8 ms of a 70 ms time to first token) and TLB misses in every
  * run.  *mapped gets the mapping's length (0: from malloc). */
 enum { HUGE = 2 << 20 };
-static void *arena_alloc(size_t n, size_t *mapped) {
+void *rt_mem_alloc(size_t n, size_t *mapped) {
     *mapped = 0;
     if (n < HUGE) {
         void *p = aligned_alloc(RT_ARENA_ALIGN, n ? n : RT_ARENA_ALIGN);
@@ -205,6 +203,26 @@ static void *arena_alloc(size_t n, size_t *mapped) {
     if (madvise(p, len, MADV_POPULATE_WRITE) != 0) memset(p, 0, len);
     *mapped = len;
     return p;
+}
+
+void rt_mem_free(void *p, size_t mapped) {
+    if (mapped) munmap(p, mapped);
+    else free(p);
+}
+
+/* Points the model's temps into the arena it runs on: its own, or its
+ * pool's as it is now (a later model of the chain may have grown it). */
+void rt_model_bind_memory(RtModel *m) {
+    if (!m->own_mem) {
+        rt_pool_memory_get(m->pool, &m->arena, &m->ex.scratch, &m->mem_gen);
+    }
+    for (int p = 0; p < 2; p++) {
+        if (!m->has_prog[p]) continue;
+        for (uint32_t i = 0; i < m->nbuf; i++) {
+            if (m->bufs[i].kind == RT_BUF_WEIGHT) m->ptr[p][i] = (void *)m->weight[i];
+            else if (m->prog[p].offset[i] != UINT64_MAX) m->ptr[p][i] = m->arena + m->prog[p].offset[i];
+        }
+    }
 }
 
 int rt_model_load(RtModel **out, const RtSection *secs, int n, const RtLoadOptions *opts, char *err, size_t errlen) {
@@ -293,7 +311,6 @@ int rt_model_load(RtModel **out, const RtSection *secs, int n, const RtLoadOptio
         if (m->nthreads > 256) m->nthreads = 256;
     }
     size_t asz = (size_t)((m->arena_size + RT_ARENA_ALIGN - 1) & ~(uint64_t)(RT_ARENA_ALIGN - 1));
-    m->arena = arena_alloc(asz, &m->arena_mapped);
     size_t scratch = 0;
     for (int p = 0; p < 2; p++)
         for (uint32_t i = 0; m->has_prog[p] && i < m->prog[p].nops; i++) {
@@ -307,19 +324,20 @@ int rt_model_load(RtModel **out, const RtSection *secs, int n, const RtLoadOptio
     m->ex.scratch_per_thread = scratch;
     /* kernels index scratch by part: up to RT_PARTS_PER_THREAD per thread */
     size_t slots = m->nthreads > 1 ? (size_t)m->nthreads * RT_PARTS_PER_THREAD : 1;
-    m->ex.scratch = arena_alloc(scratch ? scratch * slots : 64, &m->scratch_mapped); /* touched now, not in the first run */
+    size_t ssz = scratch ? scratch * slots : 64;
     m->ptr[0] = calloc(m->nbuf ? m->nbuf : 1, sizeof(void *));
     m->ptr[1] = calloc(m->nbuf ? m->nbuf : 1, sizeof(void *));
+    if (opts && opts->pool) { /* the chain's memory, grown to this model's need */
+        if (m->ptr[0] && m->ptr[1] && rt_pool_memory(m->pool, asz, ssz) == RT_OK) rt_model_bind_memory(m);
+    } else {
+        m->own_mem = true;
+        m->arena = rt_mem_alloc(asz, &m->arena_mapped);
+        m->ex.scratch = rt_mem_alloc(ssz, &m->scratch_mapped); /* touched now, not in the first run */
+        if (m->ptr[0] && m->ptr[1] && m->arena && m->ex.scratch) rt_model_bind_memory(m);
+    }
     if (!m->arena || !m->ex.scratch || !m->ptr[0] || !m->ptr[1]) {
         rc = rt_errf(err, errlen, RT_ENOMEM, "out of memory allocating a %llu-byte arena", (unsigned long long)m->arena_size);
         goto fail;
-    }
-    for (int p = 0; p < 2; p++) {
-        if (!m->has_prog[p]) continue;
-        for (uint32_t i = 0; i < m->nbuf; i++) {
-            if (m->bufs[i].kind == RT_BUF_WEIGHT) m->ptr[p][i] = (void *)m->weight[i];
-            else if (m->prog[p].offset[i] != UINT64_MAX) m->ptr[p][i] = m->arena + m->prog[p].offset[i];
-        }
     }
     m->ex.bufs = m->bufs;
     m->last_prog = m->has_prog[0] ? 0 : 1;

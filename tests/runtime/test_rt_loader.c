@@ -319,6 +319,28 @@ TEST(targeted_corruption) {
     rt_artifact_free(a);
 }
 
+/* y = x·Wᵀ, x [m, k] fp32, W [k, k] fp16, through a temp: an arena of
+ * m·k floats, bigger than build_small's. */
+static RtArtifact *build_gemm(int64_t m, int64_t k) {
+    RtPlanBuilder *b = rtb_new(RT_MODE_BONDED);
+    int x = rtb_input(b, "x", RT_F32, 2, (const int64_t[]){m, k});
+    uint16_t *w = malloc((size_t)(k * k) * sizeof *w);
+    for (int64_t i = 0; i < k * k; i++) w[i] = float_to_half(rng_f() * 0.05f);
+    int W = rtb_weight(b, "W", RT_F16, 2, (const int64_t[]){k, k}, w);
+    free(w);
+    int t = rtb_temp(b, RT_F32, 2, (const int64_t[]){m, k}), y = rtb_temp(b, RT_F32, 2, (const int64_t[]){m, k});
+    RtGemmParams gp = {.layout = RT_GEMM_ROWS, .act = RT_ACT_GELU_EXACT};
+    rtb_op(b, RT_OP_GEMM, (const int[]){x, W}, 2, &t, 1, &gp, sizeof gp);
+    gp.act = 0;
+    rtb_op(b, RT_OP_GEMM, (const int[]){t, W}, 2, &y, 1, &gp, sizeof gp);
+    rtb_output(b, "y", y, RT_F32);
+    RtArtifact *a = NULL;
+    char err[200];
+    if (rtb_finish(b, "program(1.3)", 12, &a, err, sizeof err)) fprintf(stderr, "build: %s\n", err);
+    rtb_free(b);
+    return a;
+}
+
 /* Runs m on fixed inputs; y (8 floats) gets the output. */
 static int run_fixed(RtModel *m, float *y) {
     uint16_t x[32];
@@ -352,6 +374,33 @@ TEST(models_share_a_pool) {
         CHECK_EQ_INT(run_fixed(m1, y1), RT_OK);
         CHECK_EQ_INT(run_fixed(m2, y2), RT_OK);
         for (int i = 0; i < 8; i++) CHECK(fabsf(y1[i] - want[i]) <= 1e-6f && fabsf(y2[i] - want[i]) <= 1e-6f);
+    }
+    /* A model with a bigger arena grows the chain's memory: the ones loaded
+     * before rebind to it, and everything still computes the same. */
+    RtArtifact *big = build_gemm(64, 256);
+    CHECK(big != NULL);
+    if (big) {
+        const RtSection *bs;
+        int bn;
+        rt_artifact_sections(big, &bs, &bn);
+        RtModel *mb = NULL, *mb_own = NULL;
+        CHECK_EQ_INT(rt_model_load(&mb, bs, bn, &(RtLoadOptions){.pool = pool}, err, sizeof err), RT_OK);
+        CHECK_EQ_INT(rt_model_load(&mb_own, bs, bn, &(RtLoadOptions){.nthreads = 2}, err, sizeof err), RT_OK);
+        float *x = malloc(64 * 256 * sizeof *x), *g1 = malloc(64 * 256 * sizeof *g1), *g2 = malloc(64 * 256 * sizeof *g2);
+        for (int i = 0; i < 64 * 256; i++) x[i] = (float)(i % 13) * 0.1f - 0.6f;
+        RtTensor in = {RT_F32, 2, {64, 256}, x, 64 * 256 * sizeof *x};
+        RtTensor o1 = {RT_F32, 2, {64, 256}, g1, 64 * 256 * sizeof *g1}, o2 = {RT_F32, 2, {64, 256}, g2, 64 * 256 * sizeof *g2};
+        for (int r = 0; r < 2; r++) {
+            CHECK_EQ_INT(run_fixed(m2, y2), RT_OK);
+            for (int i = 0; i < 8; i++) CHECK(fabsf(y2[i] - want[i]) <= 1e-6f);
+            CHECK_EQ_INT(rt_run(mb, &in, 1, &o1, 1, 0, NULL), RT_OK);
+        }
+        CHECK_EQ_INT(rt_run(mb_own, &in, 1, &o2, 1, 0, NULL), RT_OK);
+        CHECK(memcmp(g1, g2, 64 * 256 * sizeof *g1) == 0);
+        free(x), free(g1), free(g2);
+        rt_model_free(mb);
+        rt_model_free(mb_own);
+        rt_artifact_free(big);
     }
     rt_model_free(m1);
     CHECK_EQ_INT(run_fixed(m2, y2), RT_OK);

@@ -72,9 +72,12 @@ typedef struct RtModel RtModel;
 /* A thread pool: nthreads - 1 workers plus the thread that calls rt_run.
  * Models that run one after another (the chunks of one forward pass) should
  * share one: each model's own pool keeps its workers spinning ~200 µs after
- * its run, on the cores the next chunk's threads need.  Models sharing a
- * pool must not run at the same time.  nthreads <= 0: the online CPUs.
- * RT_OK, RT_ENOMEM or RT_ESYS. */
+ * its run, on the cores the next chunk's threads need, and models on one
+ * pool also share one arena and one kernel scratch, as big as the largest
+ * model's (allocated and touched when a model that needs more loads).  So
+ * models sharing a pool must not run at the same time, and a model's
+ * intermediates (rt_model_buffer) last only until another model of the pool
+ * runs.  nthreads <= 0: the online CPUs.  RT_OK, RT_ENOMEM or RT_ESYS. */
 typedef struct RtPool RtPool;
 int rt_pool_new(RtPool **out, int nthreads);
 void rt_pool_free(RtPool *p); /* after every model that uses it */
