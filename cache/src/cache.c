@@ -782,7 +782,10 @@ int cache_load(Cache *c, MDB_txn *txn, const CacheKey *k, const void *rec, size_
     if (verify) {
         h->vctime = ct;
         uint8_t sum[16];
-        cache_hit_checksum(h, &e, 1, sum);
+        if (cache_hit_checksum(h, &e, 1, sum) != 0) {
+            cache_hit_free(h);
+            return CACHE_ENOMEM;
+        }
         if (memcmp(sum, e.checksum, 16) != 0) {
             seterr(c, "entry checksum mismatch: stored bytes are damaged");
             cache_hit_free(h);
@@ -800,7 +803,7 @@ int cache_load(Cache *c, MDB_txn *txn, const CacheKey *k, const void *rec, size_
 /* The entry checksum computed over the stored pieces, without materializing
  * split sections; on every core (checksum.c), each thread mapping its
  * pieces' pages in one call each before it reads them (populate). */
-void cache_hit_checksum(const CacheHit *h, const EntryView *e, int populate, uint8_t out[16]) {
+int cache_hit_checksum(const CacheHit *h, const EntryView *e, int populate, uint8_t out[16]) {
     uint32_t npieces = 0;
     for (uint32_t i = 0; i < h->nsec; i++) {
         uint64_t sz = h->secs[i].size;
@@ -809,11 +812,9 @@ void cache_hit_checksum(const CacheHit *h, const EntryView *e, int populate, uin
     CachePiece *pieces = malloc((npieces ? npieces : 1) * sizeof *pieces);
     uint32_t *first = malloc((h->nsec + 1) * sizeof *first);
     uint8_t(*dig)[16] = malloc((h->nsec ? h->nsec : 1) * 16);
-    if (!pieces || !first || !dig) { /* cannot compute it: a value no entry has */
-        memset(out, 0, 16);
-        out[0] = 1;
+    if (!pieces || !first || !dig) {
         free(pieces), free(first), free(dig);
-        return;
+        return CACHE_ENOMEM;
     }
     uint32_t np = 0;
     for (uint32_t i = 0; i < h->nsec; i++) {
@@ -836,6 +837,7 @@ void cache_hit_checksum(const CacheHit *h, const EntryView *e, int populate, uin
     for (uint32_t i = 0; i < h->nsec; i++) cache_checksum_add(&st, h->secs[i].size, dig[i]);
     cache_checksum_digest(&st, out);
     free(pieces), free(first), free(dig);
+    return 0;
 }
 
 int cache_hit_sections(CacheHit *h, const CacheSection **secs, int *nsecs) {
