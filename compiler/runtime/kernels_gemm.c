@@ -380,33 +380,6 @@ static void axpy_any(float *y, float a, const void *x, bool f16, int64_t n) {
         for (; i < n; i++) y[i] += a * ((const float *)x)[i];
 }
 
-/* y[0..n) += Σ_r a[r] x_r[0..n) over 4 rows x_r = x + r·ld elements: a
- * quarter of the loads and stores of y that four axpy_any calls make. */
-static void axpy4_any(float *y, const float *a, const void *x, int64_t ld, bool f16, int64_t n) {
-    size_t es = f16 ? 2 : 4;
-    const unsigned char *r0 = x, *r1 = r0 + (size_t)ld * es, *r2 = r1 + (size_t)ld * es, *r3 = r2 + (size_t)ld * es;
-    int64_t i = 0;
-#ifdef RT_AVX512
-    __m512 a0 = _mm512_set1_ps(a[0]), a1 = _mm512_set1_ps(a[1]), a2 = _mm512_set1_ps(a[2]), a3 = _mm512_set1_ps(a[3]);
-#define LD(r) (f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)(r) + i))) : _mm512_loadu_ps((const float *)(r) + i))
-    for (; i + 16 <= n; i += 16) {
-        __m512 acc = _mm512_loadu_ps(y + i);
-        acc = _mm512_fmadd_ps(a0, LD(r0), acc);
-        acc = _mm512_fmadd_ps(a1, LD(r1), acc);
-        acc = _mm512_fmadd_ps(a2, LD(r2), acc);
-        acc = _mm512_fmadd_ps(a3, LD(r3), acc);
-        _mm512_storeu_ps(y + i, acc);
-    }
-#undef LD
-#endif
-    if (i < n) {
-        axpy_any(y + i, a[0], r0 + (size_t)i * es, f16, n - i);
-        axpy_any(y + i, a[1], r1 + (size_t)i * es, f16, n - i);
-        axpy_any(y + i, a[2], r2 + (size_t)i * es, f16, n - i);
-        axpy_any(y + i, a[3], r3 + (size_t)i * es, f16, n - i);
-    }
-}
-
 /* Σ a[i] x[i], x fp32 or fp16 */
 static float dot_any(const float *a, const void *x, bool f16, int64_t n) {
     if (!f16) return rt_dot(a, x, n);
@@ -468,11 +441,12 @@ static void attention_kv(RtExec *ex, const RtOpRec *op, int ith, int nth) {
             size_t es = pt->kf16 ? 2 : 4;
             const unsigned char *kh = pt->k + (size_t)((b * Hk + hk) * E * pt->s) * es;
             float *sr = row + pt->off;
-            if (kt) { /* K rows [E][s]: scores = Σ_e q[e] K[e][:] */
+            if (kt) { /* K rows [E][s]: scores = Σ_e q[e] K[e][:], one row per pass: the
+                         * scores stay in L1 either way, and one stream of K reads faster
+                         * than four at once (attention 10% faster on Zen 5, alternating
+                         * runs, than passes over four rows) */
                 memset(sr, 0, (size_t)pt->s * sizeof *sr);
-                int64_t e = 0;
-                for (; e + 4 <= E; e += 4) axpy4_any(sr, qs + e, kh + (size_t)(e * pt->s) * es, pt->s, pt->kf16, pt->s);
-                for (; e < E; e++) axpy_any(sr, qs[e], kh + (size_t)(e * pt->s) * es, pt->kf16, pt->s);
+                for (int64_t e = 0; e < E; e++) axpy_any(sr, qs[e], kh + (size_t)(e * pt->s) * es, pt->kf16, pt->s);
             } else {
                 for (int64_t j = 0; j < pt->s; j++) sr[j] = dot_any(qs, kh + (size_t)(j * E) * es, pt->kf16, E);
             }
