@@ -23,8 +23,9 @@ expect_rc() {
 }
 
 # expect_in HAYSTACK NEEDLE : a fixed string occurs.  A shell match, not
-# `printf | grep -q`: grep -q exits at the first match, and under pipefail
-# printf's SIGPIPE on the rest of a long text made a match a failure.
+# `printf | grep -q`: bash writes printf's output a line at a time, grep -q
+# exits at the first match, and under pipefail printf's SIGPIPE on a later
+# line made a match a failure (rarely: cli_test_basic, twice in a day).
 expect_in() {
   if [[ "$1" == *"$2"* ]]; then ok; else fail "expected '$2' in: $1"; fi
 }
