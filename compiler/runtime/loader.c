@@ -4,7 +4,6 @@
  * here so rt_run never allocates. */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "rt_internal.h"
@@ -170,52 +169,13 @@ void rt_model_free(RtModel *m) {
         free(m->prog[p].sync);
         free(m->ptr[p]);
     }
-    if (m->own_mem) rt_mem_free(m->arena, m->arena_mapped);
-    if (m->own_mem) rt_mem_free(m->ex.scratch, m->scratch_mapped);
     free(m);
 }
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
-#endif
-
-/* n zeroed bytes for activations (and kernels' scratch).  A large arena is its own mapping on
- * 2 MB boundaries with transparent huge pages asked for and every page
- * faulted in now: a fresh process otherwise takes a fault per 4 KB page
- * of it inside its first run (30 MB of GPT-2 prefill activations: 7.5k
- * faults, ~8 ms of a 70 ms time to first token) and TLB misses in every
- * run.  *mapped gets the mapping's length (0: from malloc). */
-enum { HUGE = 2 << 20 };
-void *rt_mem_alloc(size_t n, size_t *mapped) {
-    *mapped = 0;
-    if (n < HUGE) {
-        void *p = aligned_alloc(RT_ARENA_ALIGN, n ? n : RT_ARENA_ALIGN);
-        if (p) memset(p, 0, n);
-        return p;
-    }
-    size_t len = (n + HUGE - 1) & ~(size_t)(HUGE - 1);
-    unsigned char *raw = mmap(NULL, len + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (raw == MAP_FAILED) return NULL;
-    unsigned char *p = (unsigned char *)(((uintptr_t)raw + HUGE - 1) & ~(uintptr_t)(HUGE - 1));
-    if (p > raw) munmap(raw, (size_t)(p - raw));
-    if (raw + HUGE > p) munmap(p + len, (size_t)(raw + HUGE - p));
-    madvise(p, len, MADV_HUGEPAGE); /* best effort: a hint, as is the next */
-    if (madvise(p, len, MADV_POPULATE_WRITE) != 0) memset(p, 0, len);
-    *mapped = len;
-    return p;
-}
-
-void rt_mem_free(void *p, size_t mapped) {
-    if (mapped) munmap(p, mapped);
-    else free(p);
-}
-
-/* Points the model's temps into the arena it runs on: its own, or its
- * pool's as it is now (a later model of the chain may have grown it). */
+/* Points the model's temps into its pool's arena as it is now (a later
+ * model of a shared pool may have grown it). */
 void rt_model_bind_memory(RtModel *m) {
-    if (!m->own_mem) {
-        rt_pool_memory_get(m->pool, &m->arena, &m->ex.scratch, &m->mem_gen);
-    }
+    rt_pool_memory_get(m->pool, &m->arena, &m->ex.scratch, &m->mem_gen);
     for (int p = 0; p < 2; p++) {
         if (!m->has_prog[p]) continue;
         for (uint32_t i = 0; i < m->nbuf; i++) {
@@ -301,15 +261,17 @@ int rt_model_load(RtModel **out, const RtSection *secs, int n, const RtLoadOptio
                      (unsigned long long)opts->max_arena);
         goto fail;
     }
-    /* Run-time memory, all of it now. */
+    /* Run-time memory, all of it now: the threads, and the arena and scratch
+     * they run in, which belong to the pool (its own, or a chain's). */
     if (opts && opts->pool) {
         m->pool = opts->pool;
-        m->nthreads = rt_pool_threads(m->pool);
+    } else if ((rc = rt_pool_new(&m->pool, opts ? opts->nthreads : 0)) != RT_OK) {
+        rt_errf(err, errlen, rc, "cannot start the runtime's worker threads");
+        goto fail;
     } else {
-        m->nthreads = opts && opts->nthreads > 0 ? opts->nthreads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-        if (m->nthreads < 1) m->nthreads = 1;
-        if (m->nthreads > 256) m->nthreads = 256;
+        m->own_pool = true;
     }
+    m->nthreads = rt_pool_threads(m->pool);
     size_t asz = (size_t)((m->arena_size + RT_ARENA_ALIGN - 1) & ~(uint64_t)(RT_ARENA_ALIGN - 1));
     size_t scratch = 0;
     for (int p = 0; p < 2; p++)
@@ -327,27 +289,13 @@ int rt_model_load(RtModel **out, const RtSection *secs, int n, const RtLoadOptio
     size_t ssz = scratch ? scratch * slots : 64;
     m->ptr[0] = calloc(m->nbuf ? m->nbuf : 1, sizeof(void *));
     m->ptr[1] = calloc(m->nbuf ? m->nbuf : 1, sizeof(void *));
-    if (opts && opts->pool) { /* the chain's memory, grown to this model's need */
-        if (m->ptr[0] && m->ptr[1] && rt_pool_memory(m->pool, asz, ssz) == RT_OK) rt_model_bind_memory(m);
-    } else {
-        m->own_mem = true;
-        m->arena = rt_mem_alloc(asz, &m->arena_mapped);
-        m->ex.scratch = rt_mem_alloc(ssz, &m->scratch_mapped); /* touched now, not in the first run */
-        if (m->ptr[0] && m->ptr[1] && m->arena && m->ex.scratch) rt_model_bind_memory(m);
-    }
-    if (!m->arena || !m->ex.scratch || !m->ptr[0] || !m->ptr[1]) {
+    if (!m->ptr[0] || !m->ptr[1] || rt_pool_memory(m->pool, asz, ssz) != RT_OK) {
         rc = rt_errf(err, errlen, RT_ENOMEM, "out of memory allocating a %llu-byte arena", (unsigned long long)m->arena_size);
         goto fail;
     }
+    rt_model_bind_memory(m);
     m->ex.bufs = m->bufs;
     m->last_prog = m->has_prog[0] ? 0 : 1;
-    if (!m->pool) {
-        if ((rc = rt_pool_new(&m->pool, m->nthreads))) {
-            rt_errf(err, errlen, rc, "cannot start %d worker threads", m->nthreads - 1);
-            goto fail;
-        }
-        m->own_pool = true;
-    }
     free(ent);
     *out = m;
     return RT_OK;

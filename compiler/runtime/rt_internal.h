@@ -170,30 +170,28 @@ struct RtModel {
     const void **weight;      /* [nbuf]: section bytes of weights, else NULL */
     RtProg prog[2];
     int has_prog[2];
-    unsigned char *arena;     /* max arena of both programs */
-    size_t arena_mapped, scratch_mapped; /* own memory: > 0, an mmap of this many bytes (else malloc) */
-    bool own_mem;             /* arena and scratch are the model's own, else its pool's */
-    uint32_t mem_gen;         /* the pool memory's generation the pointers were bound to */
+    unsigned char *arena;     /* the pool's arena (the max of both programs, or more) */
+    uint32_t mem_gen;         /* the pool memory's generation arena and ptr were bound to */
     uint64_t arena_size;
     void **ptr[2];            /* [prog][nbuf] resolved pointers */
     int last_prog;
     RtExec ex;
     RtPool *pool;
-    bool own_pool;            /* started by this model (else borrowed: RtLoadOptions.pool) */
+    bool own_pool;            /* started by this model (else borrowed: RtLoadOptions.pool);
+                                 the arena and scratch are the pool's either way */
 };
 
 /* Thread pool: nth - 1 workers plus the caller.  rt_pool_run runs
  * fn(arg, ith, nth) on the caller and on every worker that wakes while the
  * dispatch is open; fn on the caller must return only when the work is done. */
 typedef void (*RtPoolFn)(void *arg, int ith, int nth);
-/* The models of a chain run one at a time, so they share one arena and one
- * scratch, each as big as the largest need: rt_pool_memory grows them
- * (a new generation: models bound to the old one rebind before they run). */
+/* A pool's run-time memory: one arena and one scratch, each as big as the
+ * largest need of its models (which run one at a time).  rt_pool_memory
+ * grows them (a new generation: models bound to the old one rebind before
+ * they run). */
 int rt_pool_memory(RtPool *p, size_t arena, size_t scratch);
 void rt_pool_memory_get(const RtPool *p, unsigned char **arena, unsigned char **scratch, uint32_t *gen);
 uint32_t rt_pool_memory_gen(const RtPool *p);
-void *rt_mem_alloc(size_t n, size_t *mapped); /* zeroed, touched; huge pages for large ones */
-void rt_mem_free(void *p, size_t mapped);
 void rt_model_bind_memory(RtModel *m);
 void rt_pool_run(RtPool *p, RtPoolFn fn, void *arg);
 int rt_pool_threads(const RtPool *p);
