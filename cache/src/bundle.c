@@ -113,7 +113,7 @@ static int bundle_walk(const uint8_t *buf, size_t len, char *err, size_t errlen,
             if (rc) break;
             if (pass == 0) {
                 uint8_t sum[16];
-                cache_sections_checksum(secs, (int)e.nsec, sum);
+                if ((rc = cache_sections_checksum(secs, (int)e.nsec, sum)) != 0) break;
                 if (memcmp(sum, e.checksum, 16) != 0) { rc = bad(err, errlen, "section checksum mismatch", pos); break; }
             } else if ((rc = fn(ctx, &e, secs)) != 0) {
                 break;

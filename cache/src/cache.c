@@ -811,33 +811,27 @@ int cache_hit_checksum(const CacheHit *h, const EntryView *e, int populate, uint
     }
     CachePiece *pieces = malloc((npieces ? npieces : 1) * sizeof *pieces);
     uint32_t *first = malloc((h->nsec + 1) * sizeof *first);
-    uint8_t(*dig)[16] = malloc((h->nsec ? h->nsec : 1) * 16);
-    if (!pieces || !first || !dig) {
-        free(pieces), free(first), free(dig);
-        return CACHE_ENOMEM;
-    }
-    uint32_t np = 0;
-    for (uint32_t i = 0; i < h->nsec; i++) {
-        uint64_t sz = h->secs[i].size;
-        first[i] = np;
-        if (h->secs[i].data || !sz) {
-            pieces[np++] = (CachePiece){h->secs[i].data, sz};
-            continue;
+    int rc = CACHE_ENOMEM;
+    if (pieces && first) {
+        uint32_t np = 0;
+        for (uint32_t i = 0; i < h->nsec; i++) {
+            uint64_t sz = h->secs[i].size;
+            first[i] = np;
+            if (h->secs[i].data || !sz) {
+                pieces[np++] = (CachePiece){h->secs[i].data, sz};
+                continue;
+            }
+            uint32_t ch = ld32(e->sectab + 16 * i);
+            for (uint64_t done = 0; done < sz; done += h->bound, ch++) {
+                uint64_t piece = sz - done < h->bound ? sz - done : h->bound;
+                pieces[np++] = (CachePiece){h->chunkp[ch], piece};
+            }
         }
-        uint32_t ch = ld32(e->sectab + 16 * i);
-        for (uint64_t done = 0; done < sz; done += h->bound, ch++) {
-            uint64_t piece = sz - done < h->bound ? sz - done : h->bound;
-            pieces[np++] = (CachePiece){h->chunkp[ch], piece};
-        }
+        first[h->nsec] = np;
+        rc = cache_pieces_checksum(pieces, first, h->nsec, populate, out);
     }
-    first[h->nsec] = np;
-    cache_digest_sections(pieces, first, h->nsec, populate, dig);
-    XXH3_state_t st;
-    XXH3_128bits_reset(&st);
-    for (uint32_t i = 0; i < h->nsec; i++) cache_checksum_add(&st, h->secs[i].size, dig[i]);
-    cache_checksum_digest(&st, out);
-    free(pieces), free(first), free(dig);
-    return 0;
+    free(pieces), free(first);
+    return rc;
 }
 
 int cache_hit_sections(CacheHit *h, const CacheSection **secs, int *nsecs) {
@@ -1107,9 +1101,10 @@ static int put_body(Cache *c, MDB_txn *txn, void *arg) {
     PutJob *j = arg;
     int rc = cache_del_entry(c, txn, j->key, NULL);
     if (rc && rc != MDB_NOTFOUND) return rc;
-    /* Copy each section into values reserved in place (one copy, no staging
-     * buffer); zero the gaps so stored bytes never depend on heap garbage.
-     * The checksum (see cache_sections_checksum) is built on the way. */
+    /* Copy each section into the values reserved for it (through the
+     * 2 MB write-combining Stage with WRITEMAP); zero the gaps so stored
+     * bytes never depend on heap garbage.  The checksum (checksum.c) is
+     * built on the way, one section digest at a time. */
     XXH3_state_t sum, sec, *st = j->have_sum ? NULL : &sec;
     if (st) XXH3_128bits_reset(&sum);
     uint8_t *val = NULL;

@@ -96,7 +96,7 @@ typedef int (*TxnBody)(Cache *c, MDB_txn *txn, void *arg);
  * itself with begin (stamp lock; sets wtag, wepoch, wctime) and end (records
  * the ctime its commit left, then unlocks). */
 uint64_t cache_clean_tag(Cache *c, CacheCtime *now);
-int cache_stamp_begin(Cache *c);
+void cache_stamp_begin(Cache *c);
 void cache_stamp_end(Cache *c, int committed);
 /* Around milc's own changes to data.mdb's ctime that leave every entry's
  * bytes alone (LMDB truncating the file to the map size as it maps it, at

@@ -68,8 +68,10 @@ static void *digest_worker(void *arg) {
     return NULL;
 }
 
-void cache_digest_sections(const CachePiece *pieces, const uint32_t *first, uint32_t nsec, int populate,
-                           uint8_t (*digests)[16]) {
+/* digests[i] = canonical XXH3-128 of section i, on as many threads as the
+ * bytes are worth. */
+static void digest_sections(const CachePiece *pieces, const uint32_t *first, uint32_t nsec, int populate,
+                            uint8_t (*digests)[16]) {
     uint64_t bytes = 0;
     for (uint32_t p = 0; p < first[nsec]; p++) bytes += pieces[p].size;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -81,11 +83,12 @@ void cache_digest_sections(const CachePiece *pieces, const uint32_t *first, uint
     DigestJob jobs[MAX_THREADS];
     pthread_t th[MAX_THREADS];
     bool started[MAX_THREADS] = {0};
+    long psize = populate ? sysconf(_SC_PAGESIZE) : 0;
     /* Cut the sections into nth runs of about equal bytes. */
     uint64_t acc = 0;
     uint32_t s = 0;
     for (int t = 0; t < nth; t++) {
-        jobs[t] = (DigestJob){pieces, first, digests, populate ? sysconf(_SC_PAGESIZE) : 0, s, s};
+        jobs[t] = (DigestJob){pieces, first, digests, psize, s, s};
         uint64_t end = bytes / (uint64_t)nth * (uint64_t)(t + 1);
         while (s < nsec && (t == nth - 1 || acc < end)) {
             for (uint32_t p = first[s]; p < first[s + 1]; p++) acc += pieces[p].size;
@@ -103,26 +106,32 @@ void cache_digest_sections(const CachePiece *pieces, const uint32_t *first, uint
     }
 }
 
-void cache_sections_checksum(const CacheSection *secs, int n, uint8_t out[16]) {
+int cache_pieces_checksum(const CachePiece *pieces, const uint32_t *first, uint32_t nsec, int populate,
+                          uint8_t out[16]) {
+    uint8_t(*dig)[16] = malloc((nsec ? nsec : 1) * 16);
+    if (!dig) return CACHE_ENOMEM;
+    digest_sections(pieces, first, nsec, populate, dig);
+    XXH3_state_t st;
+    XXH3_128bits_reset(&st);
+    for (uint32_t i = 0; i < nsec; i++) {
+        uint64_t size = 0;
+        for (uint32_t p = first[i]; p < first[i + 1]; p++) size += pieces[p].size;
+        cache_checksum_add(&st, size, dig[i]);
+    }
+    cache_checksum_digest(&st, out);
+    free(dig);
+    return 0;
+}
+
+int cache_sections_checksum(const CacheSection *secs, int n, uint8_t out[16]) {
     CachePiece *pieces = malloc((size_t)(n ? n : 1) * sizeof *pieces);
     uint32_t *first = malloc((size_t)(n + 1) * sizeof *first);
-    uint8_t(*dig)[16] = malloc((size_t)(n ? n : 1) * 16);
-    XXH3_state_t outer;
-    XXH3_128bits_reset(&outer);
-    if (pieces && first && dig) {
+    int rc = CACHE_ENOMEM;
+    if (pieces && first) {
         for (int i = 0; i < n; i++) pieces[i] = (CachePiece){secs[i].data, secs[i].size}, first[i] = (uint32_t)i;
         first[n] = (uint32_t)n;
-        cache_digest_sections(pieces, first, (uint32_t)n, 0, dig);
-        for (int i = 0; i < n; i++) cache_checksum_add(&outer, secs[i].size, dig[i]);
-    } else { /* out of memory: the same value, one section at a time */
-        for (int i = 0; i < n; i++) {
-            uint8_t d[16];
-            XXH128_canonical_t cn;
-            XXH128_canonicalFromHash(&cn, XXH3_128bits(secs[i].data ? secs[i].data : "", (size_t)secs[i].size));
-            memcpy(d, cn.digest, 16);
-            cache_checksum_add(&outer, secs[i].size, d);
-        }
+        rc = cache_pieces_checksum(pieces, first, (uint32_t)n, 0, out);
     }
-    cache_checksum_digest(&outer, out);
-    free(pieces), free(first), free(dig);
+    free(pieces), free(first);
+    return rc;
 }

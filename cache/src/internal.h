@@ -31,23 +31,21 @@ static inline void st32(uint8_t *p, uint32_t v) {
 }
 static inline void st64(uint8_t *p, uint64_t v) { st32(p, (uint32_t)v), st32(p + 4, (uint32_t)(v >> 32)); }
 
-/* The entry checksum of the sections, as stored per entry and per bundle
- * entry (checksum.c): XXH3-128 over each section's size (u64 LE) and its
- * own XXH3-128, so moving a boundary changes it and sections hash in
- * parallel. */
-void cache_sections_checksum(const CacheSection *secs, int n, uint8_t out[16]);
-
 /* Bytes of a section, which may lie in several pieces (a split section). */
 typedef struct {
     const uint8_t *data;
     uint64_t size;
 } CachePiece;
 
-/* digests[i] = canonical XXH3-128 of section i, whose bytes are pieces
- * [first[i], first[i + 1]), on as many threads as the bytes are worth.
- * populate: map each large piece's pages in one call before reading it. */
-void cache_digest_sections(const CachePiece *pieces, const uint32_t *first, uint32_t nsec, int populate,
-                           uint8_t (*digests)[16]);
+/* The entry checksum (checksum.c), as stored per entry and per bundle entry:
+ * XXH3-128 over each section's size (u64 LE) and its own XXH3-128, so moving
+ * a boundary changes it and sections hash in parallel.  Section i is pieces
+ * [first[i], first[i + 1]); populate: map each large piece's pages in one
+ * call before reading it.  0, or CACHE_ENOMEM (nothing computed). */
+int cache_pieces_checksum(const CachePiece *pieces, const uint32_t *first, uint32_t nsec, int populate,
+                          uint8_t out[16]);
+/* The same over whole sections. */
+int cache_sections_checksum(const CacheSection *secs, int n, uint8_t out[16]);
 
 /* snprintf into a fixed message buffer; NULL-safe. */
 void cache_fmt(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -64,6 +64,15 @@ static void stamp_write(Cache *c, const Stamp *s) {
     if (c->stampfd >= 0 && pwrite(c->stampfd, b, STAMP_LEN, 0) != STAMP_LEN) (void)ftruncate(c->stampfd, 0);
 }
 
+/* Record data.mdb as it is now, under epoch: the state milc just left it in. */
+static void stamp_record(Cache *c, uint64_t epoch) {
+    struct stat st;
+    if (!c->boot || data_stat(c, &st) != 0) return;
+    Stamp s = {c->boot, (uint64_t)st.st_dev, (uint64_t)st.st_ino, (uint64_t)st.st_ctim.tv_sec,
+               (uint64_t)st.st_ctim.tv_nsec, epoch};
+    stamp_write(c, &s);
+}
+
 static uint64_t tag_of(const Stamp *s) {
     uint64_t v[4] = {s->boot, s->dev, s->ino, s->epoch};
     return XXH3_64bits(v, sizeof v) | 1;
@@ -111,23 +120,18 @@ int cache_stamp_hold(Cache *c) {
 
 void cache_stamp_release(Cache *c, int held) {
     if (held != 1) return;
-    struct stat st;
-    if (data_stat(c, &st) == 0) {
-        Stamp s = {c->boot, (uint64_t)st.st_dev, (uint64_t)st.st_ino, (uint64_t)st.st_ctim.tv_sec,
-                   (uint64_t)st.st_ctim.tv_nsec, c->hepoch};
-        stamp_write(c, &s);
-    }
+    stamp_record(c, c->hepoch);
     stamp_lock(c, F_UNLCK, 0);
 }
 
-int cache_stamp_begin(Cache *c) {
+void cache_stamp_begin(Cache *c) {
     /* Serializes milc's writers from this check to their stamp, so one
      * writer's commit is not taken for a stranger's by another. */
     c->stamp_locked = stamp_lock(c, F_WRLCK, 1) == 0;
     struct stat st;
     Stamp s = {0};
     c->wtag = 0, c->wctime = (CacheCtime){0, 0};
-    if (data_stat(c, &st) != 0) return 0;
+    if (data_stat(c, &st) != 0) return;
     c->wctime = (CacheCtime){(uint64_t)st.st_ctim.tv_sec, (uint64_t)st.st_ctim.tv_nsec};
     if (stamp_read(c, &s) != 0 || !matches(c, &s, &st)) {
         /* Someone else wrote (or no stamp yet): a new epoch retires every mark. */
@@ -139,16 +143,10 @@ int cache_stamp_begin(Cache *c) {
     s.boot = c->boot, s.dev = (uint64_t)st.st_dev, s.ino = (uint64_t)st.st_ino;
     c->wepoch = s.epoch;
     c->wtag = c->boot && st.st_ctim.tv_nsec ? tag_of(&s) : 0;
-    return 0;
 }
 
 void cache_stamp_end(Cache *c, int committed) {
-    struct stat st;
-    if (committed && c->boot && data_stat(c, &st) == 0) {
-        Stamp s = {c->boot, (uint64_t)st.st_dev, (uint64_t)st.st_ino, (uint64_t)st.st_ctim.tv_sec,
-                   (uint64_t)st.st_ctim.tv_nsec, c->wepoch};
-        stamp_write(c, &s);
-    }
+    if (committed) stamp_record(c, c->wepoch);
     if (c->stamp_locked) stamp_lock(c, F_UNLCK, 0);
     c->stamp_locked = 0;
 }
