@@ -96,7 +96,7 @@ void bench_built_free(BenchBuilt *b) {
  * when handed out: a page fault per 4 KB of them otherwise lands in the
  * first prefill (~1,300 for GPT-2's k/v outputs), or in load as many faults
  * as pages.  The reservation is address space only (MAP_NORESERVE). */
-enum { CHAIN_MEM = 1u << 30, HUGE_PAGE = 2u << 20 };
+enum { CHAIN_MEM = 1u << 30 };
 static void *chain_alloc(BenchChain *ch, size_t size) {
     if (!ch->mem) {
         void *m = mmap(NULL, CHAIN_MEM, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);

@@ -120,9 +120,7 @@ static int run_run(Cli *cli, int argc, char **argv) {
         CacheHit *hit;
         /* A key typed by the user has no key record to compare: the
          * checksum is all that vouches for the bytes. */
-        int pol = verify_policy(&a);
-        unsigned vf = pol == BUILD_VERIFY_FULL ? CACHE_GET_VERIFY : pol == BUILD_VERIFY_ONCE ? CACHE_GET_VERIFY_ONCE : 0;
-        r = cache_get(c, &k, NULL, 0, vf | CACHE_GET_POPULATE, &hit);
+        r = cache_get(c, &k, NULL, 0, verify_get_flags(verify_policy(&a)) | CACHE_GET_POPULATE, &hit);
         if (r != 0) {
             cli_error("cache entry %s: %s", a.pos[0], r == CACHE_ENOTFOUND ? "no such entry" : cache_strerror(r));
             cache_close(c);

@@ -59,6 +59,10 @@ static bool artifact_usable(CacheHit *hit, int mode) {
            (int)ai.mode == mode;
 }
 
+unsigned verify_get_flags(int policy) {
+    return policy == BUILD_VERIFY_FULL ? CACHE_GET_VERIFY : policy == BUILD_VERIFY_ONCE ? CACHE_GET_VERIFY_ONCE : 0;
+}
+
 int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink *d) {
     long long t_all = cli_now_ns(), t0 = t_all;
     memset(res, 0, sizeof *res);
@@ -84,8 +88,7 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     ckey_add(&db, TAG('W', 'D', 'I', 'G'), wdig, 16);
     CacheKey dkey;
     if (ckey_finish(&db, &dkey) != 0) { ckey_free(&db); free(params); cli_error("out of memory"); return EXIT_SYSTEM; }
-    unsigned gflags = req->verify_hits == BUILD_VERIFY_ONCE ? CACHE_GET_VERIFY_ONCE
-                      : req->verify_hits ? CACHE_GET_VERIFY : 0;
+    unsigned gflags = verify_get_flags(req->verify_hits);
     if (req->hit_out) gflags |= CACHE_GET_POPULATE; /* the caller runs it next */
     CacheHit *hit = NULL;
     int r = cache_get_direct(c, &dkey, db.buf, db.len, gflags, &hit, &res->key);

@@ -38,6 +38,9 @@ typedef struct BuildRequest {
                             (the caller releases it) */
 } BuildRequest;
 
+/* The cache_get flags that check a hit under policy (BUILD_VERIFY_*). */
+unsigned verify_get_flags(int policy);
+
 /* Build one program or find it in the cache.  Returns EXIT_OK, or EXIT_INPUT
  * with diagnostics in d, or EXIT_SYSTEM with a message printed. */
 int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink *d);
