@@ -121,7 +121,12 @@ static int prewarm_run(Cli *cli, int argc, char **argv) {
     char *text = cli_read_file(a.pos[0], &len);
     if (!text) { args_free(&a); return EXIT_SYSTEM; }
     TemplatePath tp;
-    tpath_init(&tp, cli);
+    if (tpath_init(&tp, cli) != 0) {
+        cli_error("out of memory");
+        free(text);
+        args_free(&a);
+        return EXIT_SYSTEM;
+    }
     DiagSink d;
     diag_init(&d);
     const char *file = diag_add_source(&d, a.pos[0], text, len);

@@ -19,10 +19,12 @@ int tpath_init(TemplatePath *tp, const Cli *cli) {
     if (!tp->dirs) { free(tp->buf); return -1; }
     for (char *tok = strtok(tp->buf, ":"); tok; tok = strtok(NULL, ":")) tp->dirs[tp->sp.count++] = tok;
     tp->sp.dirs = tp->dirs;
+    if (!(tp->sp.loaded = gen_template_set_new())) { free(tp->buf); free(tp->dirs); return -1; }
     return 0;
 }
 
 void tpath_free(TemplatePath *tp) {
+    gen_template_set_free(tp->sp.loaded);
     free(tp->buf);
     free(tp->dirs);
     memset(tp, 0, sizeof *tp);

@@ -66,6 +66,7 @@ typedef struct GenBlock {
 } GenBlock;
 
 struct GenTemplate {
+    int refs;           /* loads not yet freed, the set's own included */
     Arena arena;
     GenSearchPath sp;   /* copy of the dirs (arena strings) */
     const char *name, *path, *doc;

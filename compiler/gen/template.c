@@ -278,7 +278,44 @@ static int parse_param(GenTemplate *t, xmlNode *n, GenParam *p, DiagSink *d) {
     return 0;
 }
 
+struct GenTemplateSet {
+    GenTemplate **v;
+    int n, cap;
+};
+
+GenTemplateSet *gen_template_set_new(void) { return calloc(1, sizeof(GenTemplateSet)); }
+
+void gen_template_set_free(GenTemplateSet *s) {
+    if (!s) return;
+    for (int i = 0; i < s->n; i++) gen_template_free(s->v[i]);
+    free(s->v);
+    free(s);
+}
+
+static GenTemplate *template_read(const GenSearchPath *sp, const char *name, DiagSink *d);
+
 GenTemplate *gen_template_load(const GenSearchPath *sp, const char *name, DiagSink *d) {
+    GenTemplateSet *s = sp->loaded;
+    for (int i = 0; s && i < s->n; i++)
+        if (strcmp(s->v[i]->name, name) == 0) {
+            s->v[i]->refs++;
+            return s->v[i];
+        }
+    GenTemplate *t = template_read(sp, name, d);
+    if (t && s && s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 4;
+        GenTemplate **v = realloc(s->v, sizeof *v * (size_t)cap);
+        if (!v) return t; /* not shared, still loaded */
+        s->v = v, s->cap = cap;
+    }
+    if (t && s) {
+        s->v[s->n++] = t;
+        t->refs++;
+    }
+    return t;
+}
+
+static GenTemplate *template_read(const GenSearchPath *sp, const char *name, DiagSink *d) {
     if (!name_ok(name)) {
         diag_error(d, (SrcLoc){0}, "bad template name '%s': use letters, digits, '_', '-' and '/'", name);
         return NULL;
@@ -290,6 +327,7 @@ GenTemplate *gen_template_load(const GenSearchPath *sp, const char *name, DiagSi
     }
     GenTemplate *t = calloc(1, sizeof *t);
     MILC_ASSERT(t != NULL);
+    t->refs = 1;
     arena_init(&t->arena);
     t->sp.count = sp->count;
     const char **dirs = ARENA_ARRAY(&t->arena, const char *, sp->count + 1);
@@ -353,7 +391,7 @@ fail:
 }
 
 void gen_template_free(GenTemplate *t) {
-    if (!t) return;
+    if (!t || --t->refs > 0) return;
     for (int i = 0; i < t->nblocks; i++) {
         xmlFreeDoc(t->blocks[i].doc);
         free(t->blocks[i].bytes);

@@ -28,7 +28,7 @@ enum { CHUNKS = 3, LAYERS = 4, C = 768, FF = 3072, CTX = 1024 };
 
 static int generate(const char *dir, int first, const char *phase, int seq) {
     const char *dirs[1] = {MILC_TEMPLATE_DIR};
-    GenSearchPath sp = {dirs, 1};
+    GenSearchPath sp = {dirs, 1, NULL};
     DiagSink d;
     diag_init(&d);
     GenConfig *c = gen_config_open(&sp, "gpt2", &d);

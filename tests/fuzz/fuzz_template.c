@@ -54,7 +54,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     else put("blocks/f.xml", (const uint8_t *)"<block/>", 8);
 
     const char *dirs[] = {dir};
-    GenSearchPath sp = {dirs, 1};
+    GenSearchPath sp = {dirs, 1, NULL};
     DiagSink d;
     diag_init(&d);
     GenConfig *c = gen_config_open(&sp, "t", &d);

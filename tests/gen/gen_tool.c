@@ -22,7 +22,7 @@ int main(int argc, char **argv) {
     const char *dirs[16] = {MILC_TEMPLATE_DIR};
     int ndirs = 1, i = 1;
     while (i + 1 < argc && !strcmp(argv[i], "-T") && ndirs < 16) { dirs[ndirs++] = argv[i + 1]; i += 2; }
-    GenSearchPath sp = {dirs, ndirs};
+    GenSearchPath sp = {dirs, ndirs, NULL};
     DiagSink d;
     diag_init(&d);
     if (i < argc && !strcmp(argv[i], "--list")) {

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 static const char *builtin[] = {MILC_TEMPLATE_DIR};
-static const GenSearchPath SP = {builtin, 1};
+static const GenSearchPath SP = {builtin, 1, NULL};
 
 TEST(weight_write_error_is_reported) {
     char dir[] = "/tmp/milc-gen-faults-XXXXXX";

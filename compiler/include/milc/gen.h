@@ -23,13 +23,23 @@
 
 #include "milc/diag.h"
 
+typedef struct GenTemplateSet GenTemplateSet;
+
 /* Directories searched in order; the first holding a name wins.  The
  * strings are borrowed: keep them alive while any object made from the path
- * lives. */
+ * lives.  With a set, a template is read and parsed once and shared by every
+ * config opened through the path (a whole model's chunks load it once, not
+ * once per chunk); the files are then read as they were at that first load. */
 typedef struct GenSearchPath {
     const char *const *dirs;
     int count;
+    GenTemplateSet *loaded; /* optional; NULL: every open reads the files */
 } GenSearchPath;
+
+/* The templates loaded through a path.  Free it after every config opened
+ * through that path. */
+GenTemplateSet *gen_template_set_new(void);
+void gen_template_set_free(GenTemplateSet *s);
 
 typedef enum GenParamType { GEN_PARAM_INT, GEN_PARAM_FLOAT, GEN_PARAM_ENUM, GEN_PARAM_STRING } GenParamType;
 
@@ -68,7 +78,9 @@ void gen_list_free(GenEntry *entries, int count);
 typedef struct GenTemplate GenTemplate;
 
 /* Load and validate template NAME (NAME.xml on the path) and every block it
- * includes.  NULL on error (diagnostics at the template's file:line). */
+ * includes, or take it from the path's set.  NULL on error (diagnostics at
+ * the template's file:line).  A loaded template is read-only; each load is
+ * paired with one gen_template_free. */
 GenTemplate *gen_template_load(const GenSearchPath *sp, const char *name, DiagSink *d);
 void gen_template_free(GenTemplate *t);
 
