@@ -77,18 +77,26 @@ static double fma_peak(int nth) {
 }
 
 /* ---- read bandwidth over `bytes`, nth threads ----
- * Each thread sums its slice `reps` times and keeps its best pass; thread
- * start-up is outside the timing, so small (cache-sized) sets measure too. */
+ * Every pass is timed as a whole: all threads start it together (a barrier)
+ * and it ends when the last thread is done (another), so the figure is what
+ * nth threads read at once.  Thread 0 keeps the time: a separate timing
+ * thread would be one thread more than cores and wake late.  (Each thread
+ * keeping its own best pass overstated the figure: a thread's best pass was
+ * often one it ran after the others had finished, alone with the memory
+ * system.)  The best pass counts; thread start-up is outside the timing, so
+ * cache-sized sets measure too. */
 typedef struct {
     const float *p;
     size_t n;
     int reps;
-    double t;
+    pthread_barrier_t *bar;
+    double t; /* thread 0: the best pass */
 } BwArg;
 static void *bw_thread(void *arg) {
     BwArg *a = arg;
     a->t = 1e9;
     for (int r = 0; r < a->reps; r++) {
+        pthread_barrier_wait(a->bar);
         double t0 = now();
         float s = 0;
 #ifdef __AVX512F__
@@ -104,6 +112,7 @@ static void *bw_thread(void *arg) {
         for (size_t i = 0; i < a->n; i++) s += a->p[i];
 #endif
         sink = s;
+        pthread_barrier_wait(a->bar);
         double t = now() - t0;
         if (t < a->t) a->t = t;
     }
@@ -116,17 +125,16 @@ static double bandwidth(size_t bytes, int nth, int reps) {
     for (size_t i = 0; i < n; i++) p[i] = 1.0f;
     pthread_t th[64];
     BwArg a[64];
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, (unsigned)nth);
     for (int i = 0; i < nth; i++) {
-        a[i] = (BwArg){p + n / nth * i, n / nth, reps, 0};
+        a[i] = (BwArg){p + n / nth * i, n / nth, reps, &bar, 0};
         pthread_create(&th[i], NULL, bw_thread, &a[i]);
     }
-    double worst = 0;
-    for (int i = 0; i < nth; i++) {
-        pthread_join(th[i], NULL);
-        if (a[i].t > worst) worst = a[i].t;
-    }
+    for (int i = 0; i < nth; i++) pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&bar);
     free(p);
-    return (double)bytes / worst;
+    return (double)bytes / a[0].t;
 }
 
 /* ---- a plan of `nl` GEMM layers [M, K] -> [M, N], loaded once ---- */
