@@ -117,6 +117,7 @@ typedef struct BenchModeResult {
     BenchStat ttft_cold_ms;   /* spawn → first prefill output, empty cache */
     BenchStat ttft_cached_ms; /* spawn → first prefill output, warm cache */
     BenchStat prefill_ms;     /* steady state, in process */
+    BenchStat ttft_pair;      /* each cached run ÷ the steady forward taken right after it */
     BenchStat decode_ms;      /* one token through every chunk */
     BenchStat build_warm_ms;  /* whole `milc build` process on the warm cache */
     BenchStat rss_cached, rss_cold; /* peak RSS bytes of the fresh processes */

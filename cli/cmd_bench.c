@@ -402,7 +402,7 @@ static int bench_mode(const Bench *b, int mode, BenchModeResult *m) {
     progress(b, "mode %d: %d cached run%s (fresh process, warm cache), each with a steady prefill", mode, b->repeat,
              b->repeat == 1 ? "" : "s");
     BenchChain ch;
-    double nd, v8[1024];
+    double nd, v8[1024], v9[1024];
     rc = chain_ready(b, c, warm, &b->base, mode, b->chunk, &ch, &nd);
     bool loaded = rc == EXIT_OK;
     for (int i = 0; i < b->repeat && rc == EXIT_OK; i++) {
@@ -416,6 +416,7 @@ static int bench_mode(const Bench *b, int mode, BenchModeResult *m) {
         v4[i] = t.start_ms, v5[i] = t.open_ms, v6[i] = t.build_ms, v7[i] = t.run_ms;
         m->prefill_dispatches = t.dispatches;
         rc = bench_chain_run(&ch, &v8[i], NULL);
+        v9[i] = t.ttft_ms / v8[i];
     }
     if (loaded) bench_chain_free(&ch);
     if (rc == EXIT_OK) {
@@ -427,6 +428,7 @@ static int bench_mode(const Bench *b, int mode, BenchModeResult *m) {
         m->load_ms = bench_stat(v2, b->repeat);
         m->rss_cached = bench_stat(v3, b->repeat);
         m->prefill_ms = bench_stat(v8, b->repeat);
+        m->ttft_pair = bench_stat(v9, b->repeat);
     }
     if (rc == EXIT_OK) {
         progress(b, "mode %d: decode at ctx %ld (compiles the decode chunks)", mode, b->ctx);
