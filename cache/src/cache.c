@@ -127,13 +127,14 @@ static int flock_retry(int fd, int op) {
     return rc;
 }
 
-static const char *const db_names[] = {"meta", "data", "usage", "direct", "counters"};
+static const char *const db_names[] = {"meta", "data", "usage", "direct", "counters", "notes"};
+enum { NDBS = sizeof db_names / sizeof db_names[0] };
 
 static int txn_begin(Cache *c, unsigned flags, MDB_txn **txn);
 static int reserve_disk(Cache *c, uint64_t need);
 
 static int open_dbs(Cache *c) {
-    MDB_dbi *dbis[] = {&c->db_meta, &c->db_data, &c->db_usage, &c->db_direct, &c->db_count};
+    MDB_dbi *dbis[NDBS] = {&c->db_meta, &c->db_data, &c->db_usage, &c->db_direct, &c->db_count, &c->db_notes};
     /* Try read-only first: creating needs a write transaction (and an fsync),
      * which would tax every open in the hit path. */
     for (int create = 0; create < 2; create++) {
@@ -142,7 +143,7 @@ static int open_dbs(Cache *c) {
         if (!rc) rc = txn_begin(c, create ? 0 : MDB_RDONLY, &txn);
         if (rc) return rc;
         int missing = 0;
-        for (int i = 0; i < 5 && !rc; i++) {
+        for (int i = 0; i < NDBS && !rc; i++) {
             rc = mdb_dbi_open(txn, db_names[i], create ? MDB_CREATE : 0, dbis[i]);
             if (rc == MDB_NOTFOUND && !create) missing = 1, rc = 0;
         }
@@ -1264,6 +1265,60 @@ int cache_direct_put(Cache *c, const CacheKey *dkey, const void *drecord, size_t
     return rc;
 }
 
+/* ---- notes ---------------------------------------------------------------
+ * Value: u32 LE record length ‖ record ‖ the caller's bytes. */
+
+static int note_body(Cache *c, MDB_txn *txn, void *arg) {
+    DirectJob *j = arg;
+    MDB_val k = mval(j->dkey->b, 16), v = mval(j->val, j->len);
+    return mdb_put(txn, c->db_notes, &k, &v, 0);
+}
+
+int cache_note_put(Cache *c, const CacheKey *k, const void *record, size_t record_len, const void *value,
+                   size_t value_len) {
+    if (!c || !k || (record_len && !record) || (value_len && !value) || record_len > CACHE_NOTE_MAX ||
+        value_len > CACHE_NOTE_MAX)
+        return CACHE_EINVAL;
+    uint8_t *v = malloc(4 + record_len + value_len + 1);
+    if (!v) return CACHE_ENOMEM;
+    st32(v, (uint32_t)record_len);
+    if (record_len) memcpy(v + 4, record, record_len);
+    if (value_len) memcpy(v + 4 + record_len, value, value_len);
+    DirectJob j = {k, v, 4 + record_len + value_len};
+    int rc = cache_write_txn(c, note_body, &j, j.len + 4096, "store note");
+    free(v);
+    return rc;
+}
+
+int cache_note_get(Cache *c, const CacheKey *k, const void *record, size_t record_len, void **value,
+                   size_t *value_len) {
+    *value = NULL, *value_len = 0;
+    if (!c || !k || (record_len && !record)) return CACHE_EINVAL;
+    c->err[0] = 0;
+    MDB_txn *txn;
+    int rc = cache_read_txn(c, &txn);
+    if (rc) return rc;
+    MDB_val key = mval(k->b, 16), v;
+    rc = mdb_get(txn, c->db_notes, &key, &v);
+    if (rc == MDB_NOTFOUND) {
+        rc = CACHE_ENOTFOUND;
+    } else if (rc) {
+        rc = cache_lmdb_err(c, rc, "mdb_get");
+    } else {
+        const uint8_t *p = v.mv_data;
+        if (v.mv_size < 4 || ld32(p) != record_len || v.mv_size - 4 < record_len ||
+            (record_len && memcmp(p + 4, record, record_len) != 0)) {
+            rc = CACHE_EMISMATCH, seterr(c, "stored note record differs from the caller's");
+        } else {
+            size_t n = v.mv_size - 4 - record_len;
+            if (!(*value = malloc(n + 1))) rc = CACHE_ENOMEM;
+            else memcpy(*value, p + 4 + record_len, n), *value_len = n;
+        }
+    }
+    mdb_txn_abort(txn);
+    return rc;
+}
+
 static int limit_body(Cache *c, MDB_txn *txn, void *arg) {
     return ctr_set(c, txn, CTR_MAX_BYTES, *(uint64_t *)arg);
 }
@@ -1342,9 +1397,9 @@ static int rm_body(Cache *c, MDB_txn *txn, void *arg) {
 int cache_rm(Cache *c, const CacheKey *k) { return cache_write_txn(c, rm_body, (void *)k, 1 << 20, "remove entry"); }
 
 static int clear_body(Cache *c, MDB_txn *txn, void *arg) {
-    MDB_dbi dbs[] = {c->db_meta, c->db_data, c->db_usage, c->db_direct};
+    MDB_dbi dbs[] = {c->db_meta, c->db_data, c->db_usage, c->db_direct, c->db_notes};
     int rc = 0;
-    for (int i = 0; i < 4 && !rc; i++) rc = mdb_drop(txn, dbs[i], 0);
+    for (int i = 0; i < 5 && !rc; i++) rc = mdb_drop(txn, dbs[i], 0);
     /* Keep the configured limit; everything else starts from zero. */
     uint64_t limit = ctr_get(c, txn, CTR_MAX_BYTES);
     if (!rc) rc = mdb_drop(txn, c->db_count, 0);

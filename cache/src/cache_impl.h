@@ -55,7 +55,7 @@ struct Cache {
     char *dir, *datapath, *lockpath; /* owned */
     CacheOptions opt;
     MDB_env *env;
-    MDB_dbi db_meta, db_data, db_usage, db_direct, db_count;
+    MDB_dbi db_meta, db_data, db_usage, db_direct, db_count, db_notes;
     int lockfd;          /* milc.lock, shared flock held while open */
     uint64_t mapsize, psize;
     uint8_t *mapaddr;    /* LMDB's map (WRITEMAP: kept PROT_READ outside writes) */

@@ -180,6 +180,46 @@ TEST(direct_keys_and_stats) {
     tmpdir_rm(dir);
 }
 
+TEST(notes) {
+    /* A note comes back byte for byte under its record; another record under
+     * the key is a mismatch; it is no entry (ls, stat) and clear drops it. */
+    char *dir = tmpdir_new("notes");
+    Cache *c = open_dir(dir, 0, 0, 0);
+    CacheKeyBuilder r;
+    ckey_init(&r);
+    ckey_add_str(&r, 7, "request");
+    CacheKey k;
+    ckey_finish(&r, &k);
+    void *v;
+    size_t n;
+    CHECK_EQ_INT(cache_note_get(c, &k, r.buf, r.len, &v, &n), CACHE_ENOTFOUND);
+    CHECK(v == NULL && n == 0);
+    static const char val[] = "three keys\0and labels";
+    CHECK_EQ_INT(cache_note_put(c, &k, r.buf, r.len, val, sizeof val), 0);
+    CHECK_EQ_INT(cache_note_get(c, &k, r.buf, r.len, &v, &n), 0);
+    CHECK(n == sizeof val && v && memcmp(v, val, n) == 0);
+    free(v);
+    CHECK_EQ_INT(cache_note_get(c, &k, r.buf, r.len - 1, &v, &n), CACHE_EMISMATCH);
+    CHECK(v == NULL);
+    CHECK_EQ_INT(cache_note_put(c, &k, r.buf, r.len, NULL, 0), 0); /* replaced; an empty value is a value */
+    CHECK_EQ_INT(cache_note_get(c, &k, r.buf, r.len, &v, &n), 0);
+    CHECK(n == 0 && v != NULL);
+    free(v);
+    CHECK_EQ_INT(cache_note_put(c, &k, r.buf, r.len, val, (size_t)CACHE_NOTE_MAX + 1), CACHE_EINVAL);
+    CacheStats st;
+    CHECK_EQ_INT(cache_stat(c, &st), 0);
+    CHECK_EQ_INT(st.entries, 0);
+    cache_close(c);
+    c = open_dir(dir, 0, 0, 0); /* it was committed */
+    CHECK_EQ_INT(cache_note_get(c, &k, r.buf, r.len, &v, &n), 0);
+    free(v);
+    CHECK_EQ_INT(cache_clear(c), 0);
+    CHECK_EQ_INT(cache_note_get(c, &k, r.buf, r.len, &v, &n), CACHE_ENOTFOUND);
+    ckey_free(&r);
+    cache_close(c);
+    tmpdir_rm(dir);
+}
+
 typedef struct LsAcc {
     int n;
     char desc[8][32];
@@ -378,6 +418,7 @@ TEST(bad_arguments) {
 int main(void) {
     RUN(open_creates_dir_0700_with_parents);
     RUN(round_trip_many_shapes);
+    RUN(notes);
     RUN(miss_mismatch_and_replace);
     RUN(direct_keys_and_stats);
     RUN(ls_show_rm_clear);

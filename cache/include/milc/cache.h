@@ -176,6 +176,21 @@ int cache_put(Cache *c, const CacheKey *k, const void *record, size_t record_len
 int cache_direct_put(Cache *c, const CacheKey *dkey, const void *drecord, size_t drecord_len,
                      const CacheKey *akey);
 
+/* Notes: a small value under a key, with the key's record stored beside it
+ * and compared on every get like an entry's, so a collision is a miss.  For
+ * what a caller remembers about its own requests (milc's request memo); a
+ * note is not an entry: ls, verify, export and the size limit do not see it,
+ * clear drops it.  Its bytes are the caller's to check: they are untrusted
+ * input like the rest of the file.  Record and value at most CACHE_NOTE_MAX. */
+enum { CACHE_NOTE_MAX = 1 << 20 };
+int cache_note_put(Cache *c, const CacheKey *k, const void *record, size_t record_len, const void *value,
+                   size_t value_len);
+/* *value: a malloc'd copy (the caller frees it).  0, CACHE_ENOTFOUND,
+ * CACHE_EMISMATCH (another record under k), CACHE_EINVAL, CACHE_ENOMEM,
+ * CACHE_ELMDB. */
+int cache_note_get(Cache *c, const CacheKey *k, const void *record, size_t record_len, void **value,
+                   size_t *value_len);
+
 /* Set the persistent size limit in bytes of artifact data (0 = unlimited),
  * shared by every process using the directory. */
 int cache_set_limit(Cache *c, uint64_t max_bytes);
