@@ -169,6 +169,85 @@ char *gen_resolve(const GenSearchPath *sp, const char *name) {
     return name_ok(name) ? resolve(sp, name) : NULL;
 }
 
+/* ---- the path's digest ---- */
+
+enum { DIGEST_MAX_FILES = 4096, DIGEST_MAX_DEPTH = 8 };
+#define DIGEST_MAX_BYTES ((off_t)64 << 20)
+
+typedef struct {
+    XXH3_state_t *st;
+    int files;
+    off_t bytes;
+} PathDigest;
+
+static void digest_item(PathDigest *pd, const char *what, const void *bytes, size_t len) {
+    uint64_t lens[2] = {strlen(what), len};
+    XXH3_128bits_update(pd->st, lens, sizeof lens);
+    XXH3_128bits_update(pd->st, what, lens[0]);
+    if (len) XXH3_128bits_update(pd->st, bytes, len);
+}
+
+static bool is_xml(const char *name) {
+    size_t n = strlen(name);
+    return n > 4 && strcmp(name + n - 4, ".xml") == 0;
+}
+
+/* Every *.xml under dir/rel, in name order: "rel/name" and the bytes.
+ * false when the tree is too big to be a template directory. */
+static bool digest_tree(PathDigest *pd, const char *dir, const char *rel, int depth) {
+    char path[PATH_MAX];
+    int lp = snprintf(path, sizeof path, "%s%s%s", dir, *rel ? "/" : "", rel);
+    if (lp < 0 || (size_t)lp >= sizeof path) return false;
+    struct dirent **ents;
+    int n = scandir(path, &ents, NULL, alphasort);
+    if (n < 0) {
+        digest_item(pd, errno == ENOENT ? "absent" : "unreadable", rel, strlen(rel));
+        return true;
+    }
+    bool ok = true;
+    for (int i = 0; i < n; i++) {
+        const char *nm = ents[i]->d_name;
+        char r[PATH_MAX], full[PATH_MAX];
+        int lr = snprintf(r, sizeof r, "%s%s%s", rel, *rel ? "/" : "", nm);
+        int lf = snprintf(full, sizeof full, "%s/%s", dir, r);
+        if (lr < 0 || lf < 0 || (size_t)lr >= sizeof r || (size_t)lf >= sizeof full) ok = false; /* no such template path */
+        struct stat st;
+        if (!ok || nm[0] == '.' || stat(full, &st) != 0) { free(ents[i]); continue; }
+        if (S_ISDIR(st.st_mode)) {
+            ok = depth < DIGEST_MAX_DEPTH && digest_tree(pd, dir, r, depth + 1);
+        } else if (S_ISREG(st.st_mode) && is_xml(nm)) {
+            ok = ++pd->files <= DIGEST_MAX_FILES && (pd->bytes += st.st_size) <= DIGEST_MAX_BYTES;
+            size_t len = 0;
+            DiagSink quiet; /* an unreadable file is digested as such; a load reports it */
+            diag_init(&quiet);
+            char *bytes = ok ? gen_read_file(full, &len, &quiet) : NULL;
+            diag_free(&quiet);
+            digest_item(pd, bytes ? "file" : "unreadable", r, strlen(r));
+            if (bytes) digest_item(pd, "bytes", bytes, len);
+            free(bytes);
+        }
+        free(ents[i]);
+    }
+    free(ents);
+    return ok;
+}
+
+int gen_path_digest(const GenSearchPath *sp, uint8_t out[16]) {
+    PathDigest pd = {XXH3_createState(), 0, 0};
+    if (!pd.st) return -1;
+    XXH3_128bits_reset(pd.st);
+    bool ok = true;
+    for (int i = 0; i < sp->count && ok; i++) {
+        digest_item(&pd, "dir", sp->dirs[i], strlen(sp->dirs[i]));
+        ok = digest_tree(&pd, sp->dirs[i], "", 0);
+    }
+    XXH128_canonical_t canon;
+    XXH128_canonicalFromHash(&canon, XXH3_128bits_digest(pd.st));
+    memcpy(out, canon.digest, 16);
+    XXH3_freeState(pd.st);
+    return ok ? 0 : -1;
+}
+
 /* ---- loading ---- */
 
 static GenBlock *load_block(GenTemplate *t, const char *name, SrcLoc at, DiagSink *d, int depth);

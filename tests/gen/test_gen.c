@@ -732,6 +732,41 @@ TEST(template_set_shares_one_load) {
     diag_free(&d);
 }
 
+TEST(path_digest_sees_every_template_file) {
+    /* The digest moves with any *.xml under a directory of the path (content,
+     * a new file, a nested one) and with the directories themselves; other
+     * files do not count. */
+    char dir[128], other[160], path[256];
+    snprintf(dir, sizeof dir, "%s/pd", tmpdir);
+    snprintf(other, sizeof other, "%s/pd-absent", tmpdir);
+    const char *dirs[] = {dir, other};
+    GenSearchPath sp = {dirs, 2, NULL};
+    uint8_t a[16], b[16];
+    snprintf(path, sizeof path, "mkdir -p '%s/blocks'", dir);
+    CHECK(system(path) == 0);
+    snprintf(path, sizeof path, "%s/t.xml", dir);
+    write_text(path, "<template/>");
+    CHECK_EQ_INT(gen_path_digest(&sp, a), 0);
+    CHECK_EQ_INT(gen_path_digest(&sp, b), 0);
+    CHECK(memcmp(a, b, 16) == 0);
+    snprintf(path, sizeof path, "%s/README.md", dir);
+    write_text(path, "not a template");
+    CHECK_EQ_INT(gen_path_digest(&sp, b), 0);
+    CHECK(memcmp(a, b, 16) == 0);
+    const char *steps[][2] = {{"t.xml", "<template/> "}, {"u.xml", "<template/>"}, {"blocks/x.xml", "<block/>"}};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, steps[i][0]);
+        write_text(path, steps[i][1]);
+        CHECK_EQ_INT(gen_path_digest(&sp, b), 0);
+        CHECK(memcmp(a, b, 16) != 0);
+        memcpy(a, b, 16);
+    }
+    snprintf(path, sizeof path, "mkdir -p '%s'", other);
+    CHECK(system(path) == 0);
+    CHECK_EQ_INT(gen_path_digest(&sp, b), 0);
+    CHECK(memcmp(a, b, 16) != 0);
+}
+
 TEST(user_dir_shadows_and_adds) {
     /* A template dropped into a later directory is usable by name; an earlier
      * directory's template of the same name wins. */
@@ -786,6 +821,7 @@ int main(void) {
     RUN(generated_error_points_at_template);
     RUN(digest_covers_blocks);
     RUN(template_set_shares_one_load);
+    RUN(path_digest_sees_every_template_file);
     RUN(user_dir_shadows_and_adds);
     nftw(tmpdir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
     TEST_MAIN_END();

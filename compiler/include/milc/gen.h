@@ -73,6 +73,14 @@ typedef struct GenEntry {
 int gen_list(const GenSearchPath *sp, GenEntry **out, int *count, DiagSink *d);
 void gen_list_free(GenEntry *entries, int count);
 
+/* A digest of everything the path can give a template, block or preset:
+ * each directory's name and every *.xml file under it (its name relative to
+ * the directory and its bytes), in order.  Files are read, not parsed, so a
+ * caller can tell the path is unchanged before it loads a template.  0, or -1
+ * when a directory is too big to be a template directory (more than 4096
+ * files or 64 MB of them). */
+int gen_path_digest(const GenSearchPath *sp, uint8_t out[16]);
+
 /* ---- templates ---------------------------------------------------------- */
 
 typedef struct GenTemplate GenTemplate;
