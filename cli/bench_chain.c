@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "bench.h"
-#include "jobs.h"
+#include "request.h"
 #include "milc/half.h"
 
 /* ---- parameters ---------------------------------------------------------- */
@@ -54,33 +54,35 @@ void bparams_free(BenchParams *p) {
 
 /* ---- building ------------------------------------------------------------ */
 
+typedef struct {
+    BenchBuilt *out;
+    bool oom;
+} Collect;
+
+static void collect(void *ctx, int idx, const char *label, const BuildResult *r) {
+    (void)idx, (void)label;
+    Collect *cl = ctx;
+    BenchBuilt *b = cl->out;
+    CacheKey *k = realloc(b->keys, sizeof *k * (size_t)(b->n + 1));
+    if (!k) { cl->oom = true; return; }
+    b->keys = k;
+    b->keys[b->n++] = r->key;
+    b->ms_total += r->ms_total;
+    b->artifact_bytes += r->artifact_bytes;
+    if (r->outcome == BUILD_MISS) b->misses++;
+    else b->hits++, b->checksummed += r->checksummed;
+}
+
 int bench_build(Cache *c, const TemplatePath *tp, const BenchParams *p, int mode, long chunk, int verify_hits,
                 const char *tmp_root, BenchBuilt *out, DiagSink *d) {
     memset(out, 0, sizeof *out);
     char modes[2] = {(char)('0' + mode), 0};
     JobSpec spec = {.config = p->config, .weights = p->weights, .modes = modes, .chunk = chunk, .extra = p->v,
                     .nextra = p->n};
-    JobList jobs = {0};
-    if (jobs_expand(tp, &spec, &jobs, d) != 0) { jobs_free(&jobs); return EXIT_INPUT; }
-    int rc = EXIT_OK;
-    out->keys = calloc((size_t)jobs.n + 1, sizeof *out->keys);
-    if (!out->keys) { cli_error("out of memory"); jobs_free(&jobs); return EXIT_SYSTEM; }
-    for (int i = 0; i < jobs.n && rc == EXIT_OK; i++) {
-        GenConfig *cfg = job_config(tp, &jobs.v[i], d);
-        if (!cfg) { rc = EXIT_INPUT; break; }
-        BuildResult res;
-        rc = pipeline_build(c, &(BuildRequest){.config = cfg, .weights = p->weights, .mode = mode, .tmp_root = tmp_root,
-                                               .verify_hits = verify_hits},
-                            &res, d);
-        gen_config_free(cfg);
-        if (rc != EXIT_OK) break;
-        out->keys[out->n++] = res.key;
-        out->ms_total += res.ms_total;
-        out->artifact_bytes += res.artifact_bytes;
-        if (res.outcome == BUILD_MISS) out->misses++;
-        else out->hits++, out->checksummed += res.checksummed;
-    }
-    jobs_free(&jobs);
+    Collect cl = {out, false};
+    int rc = build_request(c, tp, &spec, &(RequestOptions){.verify_hits = verify_hits, .tmp_root = tmp_root}, collect,
+                           &cl, d);
+    if (rc == EXIT_OK && cl.oom) cli_error("out of memory"), rc = EXIT_SYSTEM;
     if (rc != EXIT_OK) bench_built_free(out);
     return rc;
 }

@@ -7,8 +7,7 @@
 
 #include "cli.h"
 #include "genopts.h"
-#include "jobs.h"
-#include "pipeline.h"
+#include "request.h"
 
 static const OptSpec build_opts[] = {
     GEN_COMMON_OPTS,
@@ -40,9 +39,19 @@ static const char *outcome_name(BuildOutcome o) {
     return o == BUILD_HIT_DIRECT ? "hit (direct)" : o == BUILD_HIT_FULL ? "hit (full)" : "miss";
 }
 
-static void print_result(const Cli *cli, const BuildResult *r, int idx, const char *label) {
+typedef struct {
+    const Cli *cli;
+    int printed;
+} Printer;
+
+/* JSON: the builds array opens with the first result, so a request that
+ * fails before any prints its diagnostics alone. */
+static void print_result(void *ctx, int idx, const char *label, const BuildResult *r) {
+    Printer *pr = ctx;
+    const Cli *cli = pr->cli;
     char key[33];
     cache_key_hex(&r->key, key);
+    if (cli->json && !pr->printed++) printf("{\"builds\":[");
     if (cli->json) {
         printf("%s{\"key\":\"%s\",\"outcome\":\"%s\",\"chunk\":\"%s\",\"artifact_bytes\":%llu,\"checksummed\":%s,"
                "\"ms\":{\"lookup\":%.3f,\"generate\":%.3f,\"check\":%.3f,\"passes\":%.3f,\"lower\":%.3f,"
@@ -90,34 +99,20 @@ static int build_run(Cli *cli, int argc, char **argv) {
     if (tpath_init(&tp, cli) != 0) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out_args; }
     DiagSink d;
     diag_init(&d);
-    JobList jobs = {0};
     Cache *c = NULL;
     JobSpec spec = {.config = cli_config_name(&a), .weights = args_get(&a, "weights"), .modes = modes,
                     .chunk = chunk, .extra = a.extra, .nextra = a.nextra};
-    if (jobs_expand(&tp, &spec, &jobs, &d) != 0) { rc = cli_report(cli, &d); goto out; }
     char err[512] = "";
     int r = cache_open(&c, cli->cache_dir, NULL, err, sizeof err);
     if (r != 0) { cli_error("%s", err[0] ? err : cache_strerror(r)); rc = EXIT_SYSTEM; goto out; }
-    rc = EXIT_OK;
-    if (cli->json) printf("{\"builds\":[");
-    for (int i = 0; i < jobs.n; i++) {
-        GenConfig *cfg = job_config(&tp, &jobs.v[i], &d);
-        BuildResult res;
-        int brc = cfg ? pipeline_build(c, &(BuildRequest){.config = cfg, .weights = jobs.v[i].weights,
-                                                          .mode = jobs.v[i].mode, .tmp_root = cli->cache_dir,
-                                                          .verify_hits = verify_policy(&a)},
-                                       &res, &d)
-                      : EXIT_INPUT;
-        gen_config_free(cfg);
-        if (brc != EXIT_OK) { rc = brc; break; }
-        print_result(cli, &res, i, jobs.v[i].label[0] ? jobs.v[i].label : jobs.v[i].config);
-    }
-    if (cli->json) printf("]}\n");
+    Printer pr = {cli, 0};
+    rc = build_request(c, &tp, &spec, &(RequestOptions){.verify_hits = verify_policy(&a), .tmp_root = cli->cache_dir},
+                       print_result, &pr, &d);
+    if (cli->json && pr.printed) printf("]}\n");
     int drc = cli_report(cli, &d);
     if (rc == EXIT_OK) rc = drc;
 out:
     if (c) cache_close(c);
-    jobs_free(&jobs);
     diag_free(&d);
     tpath_free(&tp);
 out_args:

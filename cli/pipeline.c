@@ -28,12 +28,16 @@ static int failed_rc(const DiagSink *d) { return d->system_errors ? EXIT_SYSTEM 
 
 static double ms_since(long long t0) { return (double)(cli_now_ns() - t0) / 1e6; }
 
-/* What every key shares: format, milc version, backend, mode. */
-static void key_common(CacheKeyBuilder *b, int mode) {
+void pipeline_key_base(CacheKeyBuilder *b) {
     ckey_add_u64(b, TAG('K', 'F', 'M', 'T'), MILC_KEY_FORMAT);
     ckey_add_str(b, TAG('M', 'V', 'E', 'R'), MILC_VERSION);
     ckey_add_str(b, TAG('B', 'K', 'N', 'D'), "cpu");
     ckey_add_u64(b, TAG('A', 'F', 'M', 'T'), RT_FORMAT_VERSION);
+}
+
+/* What every program key shares: the base, then the mode. */
+static void key_common(CacheKeyBuilder *b, int mode) {
+    pipeline_key_base(b);
     ckey_add_u64(b, TAG('M', 'O', 'D', 'E'), (uint64_t)mode);
 }
 
@@ -49,7 +53,7 @@ static void rm_tree(const char *dir) { nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_P
 /* A hit is served only if its artifact is one this runtime reads, of the
  * mode asked for: a checksum-clean entry of another format (an older milc
  * that kept its version string) is rebuilt, not served. */
-static bool artifact_usable(CacheHit *hit, int mode) {
+bool pipeline_hit_usable(CacheHit *hit, int mode) {
     const CacheSection *cs;
     int n;
     RtArtifactInfo ai;
@@ -96,7 +100,7 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
         const CacheEntryInfo *info = cache_hit_info(hit);
         res->artifact_bytes = info->bytes;
         res->checksummed = info->checked;
-        bool ok = artifact_usable(hit, req->mode);
+        bool ok = pipeline_hit_usable(hit, req->mode);
         if (ok && req->hit_out) *req->hit_out = hit;
         else cache_hit_release(hit);
         if (ok) {
@@ -151,7 +155,7 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     ckey_add(&fb, TAG('W', 'B', 'L', 'B'), blobdig, 16);
     if (ckey_finish(&fb, &res->key) != 0) { cli_error("out of memory"); goto out; }
     r = cache_get(c, &res->key, fb.buf, fb.len, gflags, &hit);
-    if (r == 0 && !artifact_usable(hit, req->mode)) {
+    if (r == 0 && !pipeline_hit_usable(hit, req->mode)) {
         cache_hit_release(hit);
         r = CACHE_ENOTFOUND; /* compile and replace it */
     }

@@ -38,6 +38,14 @@ typedef struct BuildRequest {
                             (the caller releases it) */
 } BuildRequest;
 
+/* What every key record starts with: key format, milc version, backend,
+ * artifact format. */
+void pipeline_key_base(CacheKeyBuilder *b);
+
+/* A hit is served only if its artifact is one this runtime reads, of the
+ * mode asked for. */
+bool pipeline_hit_usable(CacheHit *hit, int mode);
+
 /* The cache_get flags that check a hit under policy (BUILD_VERIFY_*). */
 unsigned verify_get_flags(int policy);
 

@@ -900,13 +900,14 @@ static int get_common(Cache *c, const CacheKey *lookup, const void *rec, size_t 
         if (!(flags & CACHE_GET_NOTOUCH)) {
             /* A direct miss is not a miss yet: the full lookup that follows decides. */
             if (rc == CACHE_ECORRUPT) c->pctr[CTR_ERRORS]++;
-            else if (!direct && CACHE_IS_MISS(rc)) c->pctr[CTR_MISSES]++;
+            else if (!direct && !(flags & CACHE_GET_COUNT_DIRECT) && CACHE_IS_MISS(rc)) c->pctr[CTR_MISSES]++;
         }
         return rc;
     }
     (*hit)->txn = txn;
     c->live_hits++;
-    if (!(flags & CACHE_GET_NOTOUCH)) pend_hit(c, &akey, direct, (*hit)->info.compile_ns, *hit);
+    if (!(flags & CACHE_GET_NOTOUCH))
+        pend_hit(c, &akey, direct || (flags & CACHE_GET_COUNT_DIRECT), (*hit)->info.compile_ns, *hit);
     return 0;
 }
 

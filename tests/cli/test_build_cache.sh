@@ -113,3 +113,36 @@ expect_in "$ERR" "milc cache clear"
 expect_rc 0 "$MILC" cache clear
 expect_rc 0 "${B[@]}" --mode 2
 expect_eq "$(outcome_of "$OUT")" miss
+
+# The request note: a repeated request finds its keys without reading a
+# template, but only while every template file of the path is unchanged.  A
+# comment changes no program: after one, the request and its direct key miss
+# and the full key (the generated MIL) hits.  (Built-in names win over a
+# user directory's, so the test's template and block have names of their own.)
+mkdir -p "$WORK/tpl/myblocks"
+sed 's#blocks/layernorm#myblocks/layernorm#' "$SRC/mil-templates/gpt2.xml" > "$WORK/tpl/mygpt.xml"
+cp "$SRC/mil-templates/blocks/layernorm.xml" "$WORK/tpl/myblocks/layernorm.xml"
+T=("$MILC" build --template-dir "$WORK/tpl" --template mygpt --model_layers 2 --layers 2 --dim 128 --heads 4 --ffn 256 --seq 32
+   --chunk 1 --json)
+expect_rc 0 "${T[@]}"
+expect_json "$OUT" "[b['outcome'] for b in j['builds']] == ['miss'] * 2"
+expect_rc 0 "${T[@]}"
+expect_json "$OUT" "[b['outcome'] for b in j['builds']] == ['direct_hit'] * 2"
+printf '<!-- a comment -->\n' >> "$WORK/tpl/mygpt.xml"
+expect_rc 0 "${T[@]}"
+expect_json "$OUT" "[b['outcome'] for b in j['builds']] == ['full_hit'] * 2"
+expect_rc 0 "${T[@]}"
+expect_json "$OUT" "[b['outcome'] for b in j['builds']] == ['direct_hit'] * 2"
+printf '<!-- a comment -->\n' >> "$WORK/tpl/myblocks/layernorm.xml"
+expect_rc 0 "${T[@]}"
+expect_json "$OUT" "[b['outcome'] for b in j['builds']] == ['full_hit'] * 2"
+# A new file in a template directory is a change of the path too; the
+# direct keys still find the programs.
+printf '<template/>\n' > "$WORK/tpl/other.xml"
+expect_rc 0 "${T[@]}"
+expect_json "$OUT" "[b['outcome'] for b in j['builds']] == ['direct_hit'] * 2"
+# Entries gone behind the note's back: its keys miss and the request is
+# built again the ordinary way.
+expect_rc 0 "$MILC" cache clear
+expect_rc 0 "${T[@]}"
+expect_json "$OUT" "[b['outcome'] for b in j['builds']] == ['miss'] * 2"

@@ -235,11 +235,14 @@ enum {
                                      the page cache within one boot, and to another
                                      program's write in the instant of a milc commit
                                      (cache/README.md, "Checksums"). */
+    CACHE_GET_COUNT_DIRECT = 1u << 4, /* count the hit as a direct one: the caller
+                                     found the key without generating (in a note) */
 };
 
 /* Look up key k.  record/record_len is the caller's key record; it must equal
  * the stored one byte for byte, else CACHE_EMISMATCH.  record == NULL skips the
- * compare — only for a key the caller did not derive itself (`milc run KEY`).
+ * compare — only for a key the caller did not derive itself (`milc run KEY`,
+ * or a key its own note gave it, whose record was compared instead).
  * On a hit returns 0 and *hit, which owns a read transaction: every pointer it
  * hands out stays valid until cache_hit_release(*hit), and no longer.  Holding a
  * hit keeps the pages it sees from being reused, so release it when the
