@@ -103,14 +103,14 @@ GenConfig *gen_config_open(const GenSearchPath *sp, const char *name, DiagSink *
         preset = gen_find_preset(sp, name, &pdoc, &pbytes, &ppath, &quiet);
         diag_free(&quiet);
         if (preset) {
-            xmlChar *tn = xmlGetProp(preset, (const xmlChar *)"template");
+            xmlChar *tn = gx_prop(preset, "template");
             if (!tn) {
                 diag_error(d, gen_loc(d, ppath, preset), "preset '%s' has no template attribute", name);
-                xmlFreeDoc(pdoc); free(pbytes); free(ppath);
+                gx_free_doc(pdoc); free(pbytes); free(ppath);
                 return NULL;
             }
             tname = strdup((char *)tn);
-            xmlFree(tn);
+            gx_free(tn);
         }
     }
     free(tpath);
@@ -122,21 +122,21 @@ GenConfig *gen_config_open(const GenSearchPath *sp, const char *name, DiagSink *
         for (xmlAttr *a = preset->properties; a; a = a->next) {
             const char *an = (const char *)a->name;
             if (!strcmp(an, "name") || !strcmp(an, "template") || !strcmp(an, "doc")) continue;
-            xmlChar *v = xmlGetProp(preset, a->name);
+            xmlChar *v = gx_prop(preset, (const char *)a->name);
             SrcLoc at = gen_loc(d, ppath, preset);
             int i = gen_template_find_param(t, an);
             if (i < 0) diag_error(d, at, "preset '%s': template '%s' has no parameter '%s'", name, tname, an);
             if (i < 0 || set_value(c, i, (char *)v, at, d) != 0) {
-                xmlFree(v);
+                gx_free(v);
                 gen_config_free(c);
                 c = NULL;
                 break;
             }
-            xmlFree(v);
+            gx_free(v);
         }
     }
     if (preset) {
-        xmlFreeDoc(pdoc);
+        gx_free_doc(pdoc);
         free(pbytes);
         free(ppath);
         free((char *)tname);
@@ -355,7 +355,7 @@ int gen_generate(GenConfig *c, const GenOptions *o, const char *dir, GenResult *
     char *canon = NULL;
     if (gen_expand(c->t, &a, param_scope(c, &a), &p, d) != 0) goto done;
     if (p.noutputs == 0) {
-        diag_error(d, gen_loc(d, c->t->path, xmlDocGetRootElement(c->t->xml)), "the template declares no <output>");
+        diag_error(d, gen_loc(d, c->t->path, gx_root(c->t->xml)), "the template declares no <output>");
         goto done;
     }
 
@@ -368,7 +368,7 @@ int gen_generate(GenConfig *c, const GenOptions *o, const char *dir, GenResult *
     /* Assemble the text; map[k] is the template line of generated line k+1. */
     map = calloc((size_t)p.nlines + 16, sizeof *map);
     MILC_ASSERT(map != NULL);
-    SrcLoc root = gen_loc(d, c->t->path, xmlDocGetRootElement(c->t->xml));
+    SrcLoc root = gen_loc(d, c->t->path, gx_root(c->t->xml));
     bputs(&b, "program(1.3)\n");
     map[nmap++] = root;
     bputs(&b, "[buildInfo = dict<string, string>({{\"coremlc-component-MIL\", \"3510.2.1\"}, {\"coremlc-version\", "

@@ -164,7 +164,7 @@ static char *auto_name(Arena *a, const char *s) {
 }
 
 static int exec_mil(Exec *e, const char *path, xmlNode *n, Scope *s) {
-    int line = (int)xmlGetLineNo(n);
+    int line = (int)gx_line(n);
     const char *file = diag_intern(e->d, path);
     /* Join lines into statements (ended by ';'), remembering the line each
      * statement starts on: the line map's entries. */
@@ -371,7 +371,7 @@ static int exec_include(Exec *e, const char *path, xmlNode *n, Scope *s) {
     const GenBlock *b = bname ? gen_template_block(e->t, bname) : NULL;
     MILC_ASSERT(b != NULL); /* loaded at gen_template_load */
     if (e->depth >= 16) { diag_error(e->d, at, "includes nested too deeply (a block includes itself?)"); return -1; }
-    xmlNode *root = xmlDocGetRootElement(b->doc);
+    xmlNode *root = gx_root(b->doc);
     Scope *bs = scope_new(e->a, NULL); /* a block sees its arguments only */
     int rc = 0;
     for (xmlNode *c = root->children; c; c = c->next) {
@@ -396,9 +396,9 @@ static int exec_include(Exec *e, const char *path, xmlNode *n, Scope *s) {
         bool found = false;
         for (xmlNode *c = root->children; c && !found; c = c->next) {
             if (!is_elem(c, "arg")) continue;
-            xmlChar *cn = xmlGetProp(c, (const xmlChar *)"name");
+            xmlChar *cn = gx_prop(c, "name");
             found = cn && strcmp((char *)cn, an) == 0;
-            xmlFree(cn);
+            gx_free(cn);
         }
         if (!found) { diag_error(e->d, at, "block '%s' has no argument '%s'", bname, an); rc = -1; }
     }
@@ -427,7 +427,7 @@ static int exec_one(Exec *e, const char *path, xmlNode *n, Scope *s, int *if_sta
         return *if_state ? exec_list(e, path, n->children, s) : 0; /* no new scope: lets inside are seen after */
     }
     /* Any other statement may carry if="expr". */
-    if (xmlHasProp(n, (const xmlChar *)"if")) {
+    if (gx_has_prop(n, "if")) {
         Value v;
         if (!attr_eval(e, path, n, s, "if", &v)) return -1;
         if (!value_truthy(v)) return 0;
@@ -496,7 +496,7 @@ int gen_expand(const GenTemplate *t, Arena *a, Scope *globals, GenProgram *p, Di
     memset(p, 0, sizeof *p);
     p->blob_end = 64;
     Exec e = {t, a, d, p, 0, 0};
-    xmlNode *root = xmlDocGetRootElement(t->xml);
+    xmlNode *root = gx_root(t->xml);
     return exec_list(&e, t->path, root->children, globals);
 }
 
@@ -506,7 +506,7 @@ int gen_resolve_globals(const GenTemplate *t, Arena *a, Scope *globals, DiagSink
     GenProgram scratch;
     memset(&scratch, 0, sizeof scratch);
     Exec e = {t, a, d, &scratch, 0, 0};
-    xmlNode *root = xmlDocGetRootElement(t->xml);
+    xmlNode *root = gx_root(t->xml);
     int rc = 0, if_state = -1;
     for (xmlNode *n = root->children; n; n = n->next) {
         if (!is_elem(n, "let") && !is_elem(n, "require")) continue;

@@ -4,6 +4,7 @@
 #ifndef MILC_GEN_INTERNAL_H
 #define MILC_GEN_INTERNAL_H
 
+#include <libxml/parser.h>
 #include <libxml/tree.h>
 #include <stdint.h>
 
@@ -80,6 +81,21 @@ struct GenTemplate {
     int nblocks, cap_blocks;
     uint8_t digest[16];
 };
+
+/* libxml2, loaded on first use (xml.c).  gx_load: true once it is loaded,
+ * else false with a system error at file; every other call takes what a
+ * parse returned. */
+bool gx_load(DiagSink *d, const char *file);
+xmlParserCtxtPtr gx_new_ctxt(void);
+void gx_free_ctxt(xmlParserCtxtPtr c);
+xmlDoc *gx_read_memory(xmlParserCtxtPtr c, const char *buf, int len, const char *url, int opts);
+void gx_free_doc(xmlDoc *doc); /* NULL: nothing */
+xmlNode *gx_root(const xmlDoc *doc);
+xmlChar *gx_prop(const xmlNode *n, const char *name); /* gx_free it */
+bool gx_has_prop(const xmlNode *n, const char *name);
+long gx_line(const xmlNode *n);
+xmlChar *gx_content(const xmlNode *n); /* gx_free it */
+void gx_free(void *p);                 /* NULL: nothing */
 
 /* Parse an XML file's bytes without letting libxml2 print or fetch anything;
  * parse errors go to d at file:line.  NULL on error. */

@@ -69,37 +69,38 @@ static void xml_error(void *data, xmlErrorPtr e) {
 xmlDoc *gen_xml_parse(const char *path, const char *bytes, size_t len, DiagSink *d) {
     const char *file = diag_add_source(d, path, bytes, len);
     XmlErrCtx x = {d, file, 0};
-    xmlParserCtxtPtr ctxt = xmlNewParserCtxt();
+    if (!gx_load(d, file)) return NULL;
+    xmlParserCtxtPtr ctxt = gx_new_ctxt();
     MILC_ASSERT(ctxt != NULL);
     ctxt->_private = &x;
     ctxt->sax->serror = xml_error;
     /* No NOENT, no DTDLOAD: entities stay unexpanded and nothing external is
      * fetched; a DOCTYPE is rejected below anyway. */
     int opts = XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING;
-    xmlDoc *doc = xmlCtxtReadMemory(ctxt, bytes, (int)len, file, NULL, opts);
-    xmlFreeParserCtxt(ctxt);
+    xmlDoc *doc = gx_read_memory(ctxt, bytes, (int)len, file, opts);
+    gx_free_ctxt(ctxt);
     if (!doc || x.nerr) {
         if (!x.nerr) diag_error(d, ((SrcLoc){file, 0, 0}), "XML: cannot parse");
-        if (doc) xmlFreeDoc(doc);
+        if (doc) gx_free_doc(doc);
         return NULL;
     }
     if (doc->intSubset || doc->extSubset) {
         diag_error(d, ((SrcLoc){file, 1, 0}), "a DOCTYPE is not allowed in templates");
-        xmlFreeDoc(doc);
+        gx_free_doc(doc);
         return NULL;
     }
     return doc;
 }
 
 SrcLoc gen_loc(DiagSink *d, const char *path, xmlNode *n) {
-    return ((SrcLoc){diag_intern(d, path), n ? (int)xmlGetLineNo(n) : 0, 0});
+    return ((SrcLoc){diag_intern(d, path), n ? (int)gx_line(n) : 0, 0});
 }
 
 const char *gen_attr(Arena *a, xmlNode *n, const char *name) {
-    xmlChar *v = xmlGetProp(n, (const xmlChar *)name);
+    xmlChar *v = gx_prop(n, name);
     if (!v) return NULL;
     char *r = arena_strdup(a, (const char *)v);
-    xmlFree(v);
+    gx_free(v);
     return r;
 }
 
@@ -109,13 +110,13 @@ static bool is_elem(xmlNode *n, const char *name) {
 
 /* The element's text content, trimmed, arena copy ("" when empty). */
 static const char *elem_text(Arena *a, xmlNode *n) {
-    xmlChar *c = xmlNodeGetContent(n);
+    xmlChar *c = gx_content(n);
     const char *s = c ? (const char *)c : "";
     while (*s == ' ' || *s == '\n' || *s == '\t' || *s == '\r') s++;
     size_t len = strlen(s);
     while (len && (s[len - 1] == ' ' || s[len - 1] == '\n' || s[len - 1] == '\t' || s[len - 1] == '\r')) len--;
     char *r = arena_strndup(a, s, len);
-    if (c) xmlFree(c);
+    if (c) gx_free(c);
     return r;
 }
 
@@ -287,10 +288,10 @@ static GenBlock *load_block(GenTemplate *t, const char *name, SrcLoc at, DiagSin
     char *bytes = gen_read_file(path, &len, d);
     xmlDoc *doc = bytes ? gen_xml_parse(path, bytes, len, d) : NULL;
     if (!doc) { free(path); free(bytes); return NULL; }
-    xmlNode *root = xmlDocGetRootElement(doc);
+    xmlNode *root = gx_root(doc);
     if (!root || !is_elem(root, "block")) {
         diag_error(d, gen_loc(d, path, root), "'%s' is not a block (root element must be <block>)", name);
-        xmlFreeDoc(doc); free(path); free(bytes);
+        gx_free_doc(doc); free(path); free(bytes);
         return NULL;
     }
     if (t->nblocks == t->cap_blocks) {
@@ -416,7 +417,7 @@ static GenTemplate *template_read(const GenSearchPath *sp, const char *name, Dia
     free(path);
     t->bytes = gen_read_file(t->path, &t->len, d);
     if (!t->bytes || !(t->xml = gen_xml_parse(t->path, t->bytes, t->len, d))) goto fail;
-    xmlNode *root = xmlDocGetRootElement(t->xml);
+    xmlNode *root = gx_root(t->xml);
     if (!root || !is_elem(root, "template")) {
         diag_error(d, gen_loc(d, t->path, root), "'%s' is not a template (root element must be <template>)", name);
         goto fail;
@@ -441,7 +442,7 @@ static GenTemplate *template_read(const GenSearchPath *sp, const char *name, Dia
                 diag_error(d, gen_loc(d, t->path, n), "parameter '%s' declared twice", p->name);
                 rc = -1;
             }
-        lines[t->nparams++] = (int)xmlGetLineNo(n);
+        lines[t->nparams++] = (int)gx_line(n);
     }
     if (scan_includes(t, t->path, root->children, d, 0) != 0) rc = -1;
     if (rc) goto fail;
@@ -472,11 +473,11 @@ fail:
 void gen_template_free(GenTemplate *t) {
     if (!t || --t->refs > 0) return;
     for (int i = 0; i < t->nblocks; i++) {
-        xmlFreeDoc(t->blocks[i].doc);
+        gx_free_doc(t->blocks[i].doc);
         free(t->blocks[i].bytes);
     }
     free(t->blocks);
-    if (t->xml) xmlFreeDoc(t->xml);
+    if (t->xml) gx_free_doc(t->xml);
     free(t->bytes);
     arena_free(&t->arena);
     free(t);
@@ -549,18 +550,18 @@ char *gen_template_describe(const GenTemplate *t) {
         bprintf(&b, "\n");
         if (*p->doc) bprintf(&b, "      %s\n", p->doc);
     }
-    xmlNode *root = xmlDocGetRootElement(t->xml);
+    xmlNode *root = gx_root(t->xml);
     bool any = false;
     for (xmlNode *n = root->children; n; n = n->next) {
         if (!is_elem(n, "let") && !is_elem(n, "require")) continue;
-        xmlChar *nm = xmlGetProp(n, (const xmlChar *)"name");
-        xmlChar *v = xmlGetProp(n, (const xmlChar *)(is_elem(n, "let") ? "value" : "test"));
+        xmlChar *nm = gx_prop(n, "name");
+        xmlChar *v = gx_prop(n, (is_elem(n, "let") ? "value" : "test"));
         if (!any) bprintf(&b, "\nderived values and requirements:\n");
         any = true;
         if (is_elem(n, "let")) bprintf(&b, "  %s = %s\n", nm ? (char *)nm : "?", v ? (char *)v : "?");
         else bprintf(&b, "  require %s\n", v ? (char *)v : "?");
-        xmlFree(nm);
-        xmlFree(v);
+        gx_free(nm);
+        gx_free(v);
     }
     if (t->nblocks) {
         bprintf(&b, "\nblocks:");
@@ -617,18 +618,18 @@ static void list_presets(const char *path, GenEntry **v, int *n, int *cap, DiagS
         diag_warn(d, ((SrcLoc){diag_intern(d, path), quiet.items[0].loc.line, 0}), "skipped: %s", quiet.items[0].msg);
     diag_free(&quiet);
     if (!doc) { free(bytes); return; }
-    xmlNode *root = xmlDocGetRootElement(doc);
+    xmlNode *root = gx_root(doc);
     for (xmlNode *p = root ? root->children : NULL; p; p = p->next) {
         if (!is_elem(p, "preset")) continue;
-        xmlChar *nm = xmlGetProp(p, (const xmlChar *)"name"), *tn = xmlGetProp(p, (const xmlChar *)"template");
-        xmlChar *dc = xmlGetProp(p, (const xmlChar *)"doc");
+        xmlChar *nm = gx_prop(p, "name"), *tn = gx_prop(p, "template");
+        xmlChar *dc = gx_prop(p, "doc");
         if (nm && tn)
             add_entry(v, n, cap,
                       (GenEntry){GEN_ENTRY_PRESET, strdup((char *)nm), strdup((char *)tn), strdup(path),
                                  strdup(dc ? (char *)dc : "")});
-        xmlFree(nm); xmlFree(tn); xmlFree(dc);
+        gx_free(nm); gx_free(tn); gx_free(dc);
     }
-    xmlFreeDoc(doc);
+    gx_free_doc(doc);
     free(bytes);
 }
 
@@ -663,13 +664,13 @@ int gen_list(const GenSearchPath *sp, GenEntry **out, int *count, DiagSink *d) {
                     diag_warn(d, ((SrcLoc){diag_intern(d, path), quiet.items[0].loc.line, 0}), "skipped: %s",
                               quiet.items[0].msg);
                 diag_free(&quiet);
-                xmlNode *root = doc ? xmlDocGetRootElement(doc) : NULL;
+                xmlNode *root = doc ? gx_root(doc) : NULL;
                 if (root && is_elem(root, "template")) {
                     char *nm = strndup(names[k], strlen(names[k]) - 4);
                     add_entry(&v, &n, &cap,
                               (GenEntry){GEN_ENTRY_TEMPLATE, nm, strdup(nm), strdup(path), xml_doc_line(root)});
                 }
-                if (doc) xmlFreeDoc(doc);
+                if (doc) gx_free_doc(doc);
                 free(bytes);
             }
             free(names[k]);
@@ -698,12 +699,12 @@ xmlNode *gen_find_preset(const GenSearchPath *sp, const char *name, xmlDoc **doc
         size_t len;
         char *bytes = gen_read_file(path, &len, d);
         xmlDoc *doc = bytes ? gen_xml_parse(path, bytes, len, d) : NULL;
-        xmlNode *root = doc ? xmlDocGetRootElement(doc) : NULL;
+        xmlNode *root = doc ? gx_root(doc) : NULL;
         for (xmlNode *p = root ? root->children : NULL; p; p = p->next) {
             if (!is_elem(p, "preset")) continue;
-            xmlChar *nm = xmlGetProp(p, (const xmlChar *)"name");
+            xmlChar *nm = gx_prop(p, "name");
             bool hit = nm && strcmp((char *)nm, name) == 0;
-            xmlFree(nm);
+            gx_free(nm);
             if (hit) {
                 *docp = doc;
                 *bytesp = bytes;
@@ -711,7 +712,7 @@ xmlNode *gen_find_preset(const GenSearchPath *sp, const char *name, xmlDoc **doc
                 return p;
             }
         }
-        if (doc) xmlFreeDoc(doc);
+        if (doc) gx_free_doc(doc);
         free(bytes);
         free(path);
     }
