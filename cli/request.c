@@ -11,15 +11,16 @@
  * Any change to any template file, or any other word of the request, is a
  * miss: the ordinary path (direct key, full key, compile) runs and writes the
  * note anew. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "note.h"
 #include "request.h"
 
 #define TAG(a, b, c, d) ((uint32_t)(a) << 24 | (uint32_t)(b) << 16 | (uint32_t)(c) << 8 | (uint32_t)(d))
 
-enum { NOTE_VERSION = 1, MAX_NOTE_JOBS = 100000 };
-static const char note_magic[4] = {'M', 'R', 'Q', '1'};
+enum { NOTE_VERSION = 1 };
 
 typedef struct Request {
     CacheKeyBuilder rec;
@@ -56,61 +57,24 @@ static void request_init(Request *r, const TemplatePath *tp, const JobSpec *spec
     r->usable = ckey_finish(b, &r->key) == 0;
 }
 
-/* ---- the note: "MRQ1", u32 LE jobs, then per job: u8 mode, u16 LE label
- * length, the label, the 16-byte artifact key.  Read as untrusted. ---- */
-
-typedef struct NoteJob {
-    int mode;
-    char label[256];
-    CacheKey key;
-} NoteJob;
-
-static int note_parse(const uint8_t *p, size_t n, NoteJob **out) {
-    *out = NULL;
-    if (n < 8 || memcmp(p, note_magic, 4) != 0) return -1;
-    uint32_t nj = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
-    if (nj == 0 || nj > MAX_NOTE_JOBS) return -1;
-    NoteJob *v = calloc(nj, sizeof *v);
-    if (!v) return -1;
-    size_t at = 8;
-    for (uint32_t i = 0; i < nj; i++) {
-        if (n - at < 3) goto bad;
-        unsigned mode = p[at], len = (unsigned)p[at + 1] | (unsigned)p[at + 2] << 8;
-        at += 3;
-        if (mode > 2 || len >= sizeof v[i].label || n - at < (size_t)len + 16) goto bad;
-        v[i].mode = (int)mode;
-        memcpy(v[i].label, p + at, len);
-        memcpy(v[i].key.b, p + at + len, 16);
-        at += len + 16;
-    }
-    if (at != n) goto bad;
-    *out = v;
-    return (int)nj;
-bad:
-    free(v);
-    return -1;
-}
-
+/* The note lists the jobs with their artifact keys (note.c). */
 static void note_write(Cache *c, const Request *r, const JobList *jobs, const CacheKey *keys) {
-    size_t cap = 8;
-    for (int i = 0; i < jobs->n; i++) cap += 3 + strlen(jobs->v[i].label) + 16;
-    uint8_t *buf = malloc(cap), *p = buf;
-    if (!buf) return; /* the note is an optimisation */
-    memcpy(p, note_magic, 4);
-    for (int k = 0; k < 4; k++) p[4 + k] = (uint8_t)((uint32_t)jobs->n >> (8 * k));
-    p += 8;
-    for (int i = 0; i < jobs->n; i++) {
-        size_t len = strlen(jobs->v[i].label);
-        *p++ = (uint8_t)jobs->v[i].mode;
-        *p++ = (uint8_t)len, *p++ = (uint8_t)(len >> 8);
-        memcpy(p, jobs->v[i].label, len);
-        memcpy(p + len, keys[i].b, 16);
-        p += len + 16;
+    NoteJob *v = calloc((size_t)jobs->n, sizeof *v);
+    size_t len;
+    uint8_t *buf = NULL;
+    if (v) {
+        for (int i = 0; i < jobs->n; i++) {
+            v[i].mode = jobs->v[i].mode;
+            snprintf(v[i].label, sizeof v[i].label, "%s", jobs->v[i].label);
+            v[i].key = keys[i];
+        }
+        buf = note_encode(v, jobs->n, &len);
     }
     /* Best effort: a note that cannot be stored costs the next run its speed,
      * not its result. */
-    (void)cache_note_put(c, &r->key, r->rec.buf, r->rec.len, buf, (size_t)(p - buf));
+    if (buf) (void)cache_note_put(c, &r->key, r->rec.buf, r->rec.len, buf, len);
     free(buf);
+    free(v);
 }
 
 /* Every program of the note, found directly: 0 with results[], else -1
@@ -120,7 +84,7 @@ static int from_note(Cache *c, const Request *r, const RequestOptions *o, long l
     void *val;
     size_t len;
     if (cache_note_get(c, &r->key, r->rec.buf, r->rec.len, &val, &len) != 0) return -1;
-    int n = note_parse(val, len, jobs);
+    int n = note_decode(val, len, jobs);
     free(val);
     if (n < 0) return -1;
     BuildResult *res = calloc((size_t)n, sizeof *res);

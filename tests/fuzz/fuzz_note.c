@@ -1,0 +1,25 @@
+/* fuzz_note.c — libFuzzer target: arbitrary bytes as a request note (what a
+ * repeated `milc build` reads back from the cache).  Must never crash or
+ * over-read; what decodes must encode to exactly the same bytes (the format
+ * has one spelling per note, so a decoder that accepts a second one, or drops
+ * a byte, is caught). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "milc/assert.h"
+#include "note.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    NoteJob *jobs;
+    int n = note_decode(data, size, &jobs);
+    MILC_ASSERT(n == -1 ? jobs == NULL : n >= 1 && jobs != NULL);
+    if (n < 0) return 0;
+    for (int i = 0; i < n; i++) MILC_ASSERT(jobs[i].mode >= 0 && jobs[i].mode <= 2 && memchr(jobs[i].label, 0, NOTE_LABEL_MAX));
+    size_t len = 0;
+    uint8_t *again = note_encode(jobs, n, &len);
+    MILC_ASSERT(again != NULL && len == size && memcmp(again, data, size) == 0);
+    free(again);
+    free(jobs);
+    return 0;
+}
