@@ -54,10 +54,10 @@ static void print_result(void *ctx, int idx, const char *label, const BuildResul
     if (cli->json && !pr->printed++) printf("{\"builds\":[");
     if (cli->json) {
         printf("%s{\"key\":\"%s\",\"outcome\":\"%s\",\"chunk\":\"%s\",\"artifact_bytes\":%llu,\"checksummed\":%s,"
-               "\"ms\":{\"lookup\":%.3f,\"generate\":%.3f,\"check\":%.3f,\"passes\":%.3f,\"lower\":%.3f,"
+               "\"note\":%s,\"ms\":{\"lookup\":%.3f,\"generate\":%.3f,\"check\":%.3f,\"passes\":%.3f,\"lower\":%.3f,"
                "\"store\":%.3f,\"total\":%.3f}}",
                idx ? "," : "", key, r->outcome == BUILD_MISS ? "miss" : r->outcome == BUILD_HIT_DIRECT ? "direct_hit" : "full_hit",
-               label, (unsigned long long)r->artifact_bytes, r->checksummed ? "true" : "false", r->ms_lookup, r->ms_generate, r->ms_check, r->ms_passes,
+               label, (unsigned long long)r->artifact_bytes, r->checksummed ? "true" : "false", r->from_note ? "true" : "false", r->ms_lookup, r->ms_generate, r->ms_check, r->ms_passes,
                r->ms_lower, r->ms_store, r->ms_total);
         return;
     }
@@ -70,7 +70,8 @@ static void print_result(void *ctx, int idx, const char *label, const BuildResul
                (double)r->artifact_bytes / 1048576.0);
     else
         printf("    %s %.2f ms%s, total %.2f ms, %.1f MB\n", r->checksummed ? "lookup+checksum" : "lookup", r->ms_lookup,
-               r->outcome == BUILD_HIT_FULL ? " (generated to find the program)" : "", r->ms_total,
+               r->outcome == BUILD_HIT_FULL ? " (generated to find the program)" : r->from_note ? " (request note)" : "",
+               r->ms_total,
                (double)r->artifact_bytes / 1048576.0);
 }
 

@@ -23,8 +23,8 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "jobs.h"
 #include "manifest.h"
+#include "request.h"
 
 static const OptSpec prewarm_opts[] = {
     {"jobs", 'j', OPT_VALUE, "N", "worker processes (default: the number of CPUs)"},
@@ -55,6 +55,29 @@ typedef struct Report {
     char key[33];
     char msg[3000];
 } Report;
+
+/* Each line whose programs all built or hit gets its request note, so that
+ * `milc build` with the same options finds them without reading a template.
+ * Best effort: a line without a note is only slower to find. */
+static void remember_lines(const Cli *cli, const TemplatePath *tp, const ManifestLine *lines, int nlines,
+                           const int *line_first, const JobList *jobs, const Report *reports, const bool *have) {
+    Cache *c = NULL;
+    char err[512];
+    if (nlines == 0 || cache_open(&c, cli->cache_dir, NULL, err, sizeof err) != 0) return;
+    CacheKey *keys = calloc((size_t)jobs->n + 1, sizeof *keys);
+    for (int l = 0; keys && l < nlines; l++) {
+        int first = line_first[l], n = line_first[l + 1] - first;
+        bool ok = n > 0;
+        for (int i = first; ok && i < first + n; i++)
+            ok = have[i] && reports[i].rc == EXIT_OK && cache_key_parse(reports[i].key, &keys[i]) == 0;
+        const ManifestLine *ln = &lines[l];
+        JobSpec spec = {.config = ln->config, .weights = ln->weights, .modes = ln->modes, .chunk = ln->chunk,
+                        .extra = ln->extra, .nextra = ln->nextra};
+        if (ok) request_remember(c, tp, &spec, &jobs->v[first], n, &keys[first]);
+    }
+    free(keys);
+    cache_close(c);
+}
 
 static void worker(const Cli *cli, const TemplatePath *tp, const JobList *jobs, atomic_int *next, int fd, int verify) {
     signal(SIGINT, SIG_DFL);
@@ -132,7 +155,7 @@ static int prewarm_run(Cli *cli, int argc, char **argv) {
     const char *file = diag_add_source(&d, a.pos[0], text, len);
     JobList jobs = {0};
     ManifestLine *lines = NULL;
-    int nlines = 0;
+    int nlines = 0, *line_first = NULL; /* each line's first job */
     int lineno = 0;
     for (char *p = text, *next; p && *p; p = next) {
         lineno++;
@@ -141,12 +164,18 @@ static int prewarm_run(Cli *cli, int argc, char **argv) {
         ManifestLine ln;
         if (manifest_parse_line(p, (SrcLoc){file, lineno, 1}, &ln, &d) != 0) { manifest_line_free(&ln); continue; }
         if (!ln.config && !ln.nextra && !ln.chunk && !ln.modes && !ln.weights) continue; /* blank or comment */
-        lines = realloc(lines, sizeof(ManifestLine) * (size_t)(nlines + 1));
+        ManifestLine *nl = realloc(lines, sizeof(ManifestLine) * (size_t)(nlines + 1));
+        int *nf = realloc(line_first, sizeof(int) * (size_t)(nlines + 2));
+        if (nl) lines = nl;
+        if (nf) line_first = nf;
+        if (!nl || !nf) { manifest_line_free(&ln); cli_error("out of memory"); rc = EXIT_SYSTEM; goto out; }
+        line_first[nlines] = jobs.n;
         lines[nlines++] = ln;
         JobSpec spec = {.config = ln.config, .weights = ln.weights, .modes = ln.modes, .chunk = ln.chunk,
                         .extra = ln.extra, .nextra = ln.nextra, .loc = {file, lineno, 1}};
         jobs_expand(&tp, &spec, &jobs, &d);
     }
+    if (line_first) line_first[nlines] = jobs.n;
     if (diag_failed(&d)) { rc = cli_report(cli, &d); goto out; }
     if (jobs.n == 0) { cli_error("%s: the manifest lists nothing to build", a.pos[0]); rc = EXIT_INPUT; goto out; }
     if (nworkers > jobs.n) nworkers = jobs.n;
@@ -213,6 +242,7 @@ static int prewarm_run(Cli *cli, int argc, char **argv) {
         cli_error("%d job%s not finished (%d worker%s died)", missing, missing == 1 ? "" : "s", crashed, crashed == 1 ? "" : "s");
         rc = EXIT_SYSTEM;
     }
+    remember_lines(cli, &tp, lines, nlines, line_first, &jobs, reports, have);
     if (cli->json)
         printf("{\"jobs\":%d,\"built\":%d,\"hits\":%d,\"failed\":%d,\"unfinished\":%d,\"seconds\":%.3f}\n", jobs.n, built,
                hits, failed, missing, secs);
@@ -226,6 +256,7 @@ static int prewarm_run(Cli *cli, int argc, char **argv) {
 out:
     for (int i = 0; i < nlines; i++) manifest_line_free(&lines[i]);
     free(lines);
+    free(line_first);
     jobs_free(&jobs);
     diag_free(&d);
     tpath_free(&tp);

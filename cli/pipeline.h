@@ -21,6 +21,8 @@ typedef struct BuildResult {
     int dispatches;        /* per forward, from the compiler */
     bool checksummed;      /* a hit: its checksum was recomputed now (else it had
                               passed earlier, or --no-verify) */
+    bool from_note;        /* a direct hit whose key came from the request's note
+                              (request.c): no template was read */
     /* Timing breakdown in ms (0 where the stage did not run). */
     double ms_lookup, ms_generate, ms_check, ms_passes, ms_lower, ms_store, ms_total;
     char description[160];

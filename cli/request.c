@@ -58,17 +58,17 @@ static void request_init(Request *r, const TemplatePath *tp, const JobSpec *spec
 }
 
 /* The note lists the jobs with their artifact keys (note.c). */
-static void note_write(Cache *c, const Request *r, const JobList *jobs, const CacheKey *keys) {
-    NoteJob *v = calloc((size_t)jobs->n, sizeof *v);
+static void note_write(Cache *c, const Request *r, const BuildJob *jobs, int n, const CacheKey *keys) {
+    NoteJob *v = calloc((size_t)n, sizeof *v);
     size_t len;
     uint8_t *buf = NULL;
     if (v) {
-        for (int i = 0; i < jobs->n; i++) {
-            v[i].mode = jobs->v[i].mode;
-            snprintf(v[i].label, sizeof v[i].label, "%s", jobs->v[i].label);
+        for (int i = 0; i < n; i++) {
+            v[i].mode = jobs[i].mode;
+            snprintf(v[i].label, sizeof v[i].label, "%s", jobs[i].label);
             v[i].key = keys[i];
         }
-        buf = note_encode(v, jobs->n, &len);
+        buf = note_encode(v, n, &len);
     }
     /* Best effort: a note that cannot be stored costs the next run its speed,
      * not its result. */
@@ -98,7 +98,7 @@ static int from_note(Cache *c, const Request *r, const RequestOptions *o, long l
         bool ok = pipeline_hit_usable(hit, (*jobs)[i].mode);
         res[i] = (BuildResult){.key = (*jobs)[i].key, .outcome = BUILD_HIT_DIRECT,
                                .artifact_bytes = cache_hit_info(hit)->bytes,
-                               .checksummed = cache_hit_info(hit)->checked};
+                               .checksummed = cache_hit_info(hit)->checked, .from_note = true};
         cache_hit_release(hit);
         if (!ok) goto miss;
         res[i].ms_lookup = res[i].ms_total = ms_since(t1) + (i == 0 ? note_ms : 0);
@@ -144,9 +144,17 @@ int build_request(Cache *c, const TemplatePath *tp, const JobSpec *spec, const R
         keys[i] = br.key;
         fn(ctx, i, jobs.v[i].label[0] ? jobs.v[i].label : jobs.v[i].config, &br);
     }
-    if (rc == EXIT_OK && r.usable && jobs.n > 0) note_write(c, &r, &jobs, keys);
+    if (rc == EXIT_OK && r.usable && jobs.n > 0) note_write(c, &r, jobs.v, jobs.n, keys);
     free(keys);
     jobs_free(&jobs);
     ckey_free(&r.rec);
     return rc;
+}
+
+void request_remember(Cache *c, const TemplatePath *tp, const JobSpec *spec, const BuildJob *jobs, int n,
+                      const CacheKey *keys) {
+    Request r;
+    request_init(&r, tp, spec);
+    if (r.usable && n > 0) note_write(c, &r, jobs, n, keys);
+    ckey_free(&r.rec);
 }

@@ -26,4 +26,9 @@ typedef void (*RequestResultFn)(void *ctx, int idx, const char *label, const Bui
 int build_request(Cache *c, const TemplatePath *tp, const JobSpec *spec, const RequestOptions *o, RequestResultFn fn,
                   void *ctx, DiagSink *d);
 
+/* Write spec's note from its jobs (all n of them, in order) and their
+ * artifact keys, built elsewhere (prewarm's workers).  Best effort. */
+void request_remember(Cache *c, const TemplatePath *tp, const JobSpec *spec, const BuildJob *jobs, int n,
+                      const CacheKey *keys);
+
 #endif

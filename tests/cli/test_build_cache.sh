@@ -127,7 +127,7 @@ T=("$MILC" build --template-dir "$WORK/tpl" --template mygpt --model_layers 2 --
 expect_rc 0 "${T[@]}"
 expect_json "$OUT" "[b['outcome'] for b in j['builds']] == ['miss'] * 2"
 expect_rc 0 "${T[@]}"
-expect_json "$OUT" "[b['outcome'] for b in j['builds']] == ['direct_hit'] * 2"
+expect_json "$OUT" "[(b['outcome'], b['note']) for b in j['builds']] == [('direct_hit', True)] * 2"
 printf '<!-- a comment -->\n' >> "$WORK/tpl/mygpt.xml"
 expect_rc 0 "${T[@]}"
 expect_json "$OUT" "[b['outcome'] for b in j['builds']] == ['full_hit'] * 2"
@@ -140,7 +140,9 @@ expect_json "$OUT" "[b['outcome'] for b in j['builds']] == ['full_hit'] * 2"
 # direct keys still find the programs.
 printf '<template/>\n' > "$WORK/tpl/other.xml"
 expect_rc 0 "${T[@]}"
-expect_json "$OUT" "[b['outcome'] for b in j['builds']] == ['direct_hit'] * 2"
+expect_json "$OUT" "[(b['outcome'], b['note']) for b in j['builds']] == [('direct_hit', False)] * 2"
+expect_rc 0 "${T[@]}"
+expect_json "$OUT" "[(b['outcome'], b['note']) for b in j['builds']] == [('direct_hit', True)] * 2"
 # Entries gone behind the note's back: its keys miss and the request is
 # built again the ordinary way.
 expect_rc 0 "$MILC" cache clear

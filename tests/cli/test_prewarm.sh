@@ -12,6 +12,12 @@ expect_rc 0 "$MILC" prewarm tiny.manifest -j 2 --json
 expect_json "$OUT" "j['jobs'] == 6 and j['built'] == 0 and j['hits'] == 6"
 expect_rc 0 "$MILC" cache ls --json
 expect_json "$OUT" "len(j) == 6"
+# Each line leaves its request note: `milc build` with the line's options
+# finds every program without reading a template.
+expect_rc 0 "$MILC" build --model tiny-llama --chunk 1 --mode 2 --json
+expect_json "$OUT" "len(j['builds']) == 2 and all(b['outcome'] == 'direct_hit' and b['note'] for b in j['builds'])"
+expect_rc 0 "$MILC" build --model tiny --mode 0,2 --seq 16,32 --json
+expect_json "$OUT" "len(j['builds']) == 4 and all(b['note'] for b in j['builds'])"
 # Plain progress lines when not on a terminal.
 expect_rc 0 "$MILC" prewarm tiny.manifest -j 1
 expect_in "$OUT" "[6/6]"
