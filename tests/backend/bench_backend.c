@@ -185,6 +185,10 @@ enum { ROUNDS = 5 };
 int main(int argc, char **argv) {
     const char *work = argc > 1 ? argv[1] : "/tmp/milc-bench";
     int nth = argc > 2 ? atoi(argv[2]) : 2, T = 128;
+    if (work[0] == '-' || nth < 1 || nth > 64) {
+        fprintf(stderr, "usage: bench_backend [WORKDIR] [THREADS 1..64] [ROUNDS] [decode|dispatch]\n");
+        return 2;
+    }
     int rounds = argc > 3 ? atoi(argv[3]) : ROUNDS;
     if (rounds < 1 || rounds > 64) rounds = ROUNDS;
     mkdir(work, 0755);

@@ -259,6 +259,10 @@ static double dispatch_cost(int mode, int n, int nth, double *per_op) {
 
 int main(int argc, char **argv) {
     int nth = argc > 1 ? atoi(argv[1]) : 2;
+    if (nth < 1 || nth > 64) {
+        fprintf(stderr, "usage: bench_rt [THREADS (1..64, default 2)] [decode]\n");
+        return 2;
+    }
     if (argc > 2 && strcmp(argv[2], "decode") == 0) { /* just the 12-layer decode, for profiling */
         static const int64_t layer[][2] = {{768, 2304}, {2304, 768}, {768, 3072}, {3072, 768}};
         Chain c;
