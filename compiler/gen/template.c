@@ -172,12 +172,15 @@ char *gen_resolve(const GenSearchPath *sp, const char *name) {
 
 /* ---- the path's digest ---- */
 
-enum { DIGEST_MAX_FILES = 4096, DIGEST_MAX_DEPTH = 8 };
+/* A template directory is small; a path naming something else (a home
+ * directory) is given up on quickly rather than walked, and its requests
+ * simply get no note. */
+enum { DIGEST_MAX_FILES = 4096, DIGEST_MAX_ENTRIES = 16384, DIGEST_MAX_DEPTH = 8 };
 #define DIGEST_MAX_BYTES ((off_t)64 << 20)
 
 typedef struct {
     XXH3_state_t *st;
-    int files;
+    int files, entries;
     off_t bytes;
 } PathDigest;
 
@@ -201,6 +204,11 @@ static bool digest_tree(PathDigest *pd, const char *dir, const char *rel, int de
     if (lp < 0 || (size_t)lp >= sizeof path) return false;
     struct dirent **ents;
     int n = scandir(path, &ents, NULL, alphasort);
+    if (n > 0 && (pd->entries += n) > DIGEST_MAX_ENTRIES) {
+        for (int i = 0; i < n; i++) free(ents[i]);
+        free(ents);
+        return false;
+    }
     if (n < 0) {
         digest_item(pd, errno == ENOENT ? "absent" : "unreadable", rel, strlen(rel));
         return true;
@@ -234,7 +242,7 @@ static bool digest_tree(PathDigest *pd, const char *dir, const char *rel, int de
 }
 
 int gen_path_digest(const GenSearchPath *sp, uint8_t out[16]) {
-    PathDigest pd = {XXH3_createState(), 0, 0};
+    PathDigest pd = {XXH3_createState(), 0, 0, 0};
     if (!pd.st) return -1;
     XXH3_128bits_reset(pd.st);
     bool ok = true;

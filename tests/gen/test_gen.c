@@ -765,6 +765,14 @@ TEST(path_digest_sees_every_template_file) {
     CHECK(system(path) == 0);
     CHECK_EQ_INT(gen_path_digest(&sp, b), 0);
     CHECK(memcmp(a, b, 16) != 0);
+    /* A directory that is no template directory (thousands of entries, as a
+     * home directory has) is given up on, not walked. */
+    for (int i = 0; i < 16400; i++) {
+        snprintf(path, sizeof path, "%s/f%05d", other, i);
+        FILE *f = fopen(path, "w");
+        if (f) fclose(f);
+    }
+    CHECK_EQ_INT(gen_path_digest(&sp, b), -1);
 }
 
 TEST(user_dir_shadows_and_adds) {

@@ -77,8 +77,8 @@ void gen_list_free(GenEntry *entries, int count);
  * each directory's name and every *.xml file under it (its name relative to
  * the directory and its bytes), in order.  Files are read, not parsed, so a
  * caller can tell the path is unchanged before it loads a template.  0, or -1
- * when a directory is too big to be a template directory (more than 4096
- * files or 64 MB of them). */
+ * when a directory is too big to be a template directory (more than 16384
+ * entries, 4096 template files or 64 MB of them). */
 int gen_path_digest(const GenSearchPath *sp, uint8_t out[16]);
 
 /* ---- templates ---------------------------------------------------------- */
