@@ -89,6 +89,12 @@ int cache_envfile_check(const char *path, const char *dir, char *err, size_t err
             /* LMDB takes the page size from the newer meta page. */
             snprintf(why, sizeof why, "meta page %d: page size %u differs from meta page 0's", i,
                      ld32(p + M_DBS + DB_PAD));
+        } else if (ld64(p + M_TXNID) != 0 && (ld64(p + M_TXNID) & 1) != (uint64_t)i) {
+            /* LMDB writes transaction t's meta to page t & 1 and its readers
+             * look there; the newer meta on the other page would have them
+             * read a tree no check here has seen. */
+            snprintf(why, sizeof why, "meta page %d holds transaction %llu, which belongs on page %d", i,
+                     (unsigned long long)ld64(p + M_TXNID), (int)(ld64(p + M_TXNID) & 1));
         } else if (last < 1 || last >= npages) {
             snprintf(why, sizeof why, "meta page %d says %llu pages, file has %llu (truncated?)", i,
                      (unsigned long long)(last + 1), (unsigned long long)npages);
@@ -294,11 +300,12 @@ int cache_envfile_walk(const char *path, const char *dir, uint64_t txnid, char *
         rc = damaged(err, errlen, path, dir, "meta page unreadable");
         goto leave;
     }
-    /* The meta of our snapshot: metas alternate, so it is still on disk while
-     * our read transaction lives... unless two commits happened since; then
-     * the caller retries. */
-    const uint8_t *meta = ld64(m[0] + M_TXNID) == txnid ? m[0] : ld64(m[1] + M_TXNID) == txnid ? m[1] : NULL;
-    if (!meta) {
+    /* The meta of our snapshot, where LMDB's readers look for it: page
+     * txnid & 1.  Metas alternate, so it is still there while our read
+     * transaction lives... unless two commits happened since; then the caller
+     * retries. */
+    const uint8_t *meta = m[txnid & 1];
+    if (ld64(meta + M_TXNID) != txnid) {
         rc = CACHE_EBUSY;
         goto leave;
     }
