@@ -1515,7 +1515,8 @@ typedef struct GcJob {
 static int gc_body(Cache *c, MDB_txn *txn, void *arg) {
     GcJob *j = arg;
     uint64_t limit = j->limit ? j->limit : c->opt.max_bytes ? c->opt.max_bytes : ctr_get(c, txn, CTR_MAX_BYTES);
-    return cache_evict_in(c, txn, limit, j->age_cut, NULL, &j->nev, &j->bev);
+    int rc = cache_evict_in(c, txn, limit, j->age_cut, NULL, &j->nev, &j->bev);
+    return rc ? rc : mdb_drop(txn, c->db_notes, 0);
 }
 
 

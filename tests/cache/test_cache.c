@@ -215,6 +215,10 @@ TEST(notes) {
     free(v);
     CHECK_EQ_INT(cache_clear(c), 0);
     CHECK_EQ_INT(cache_note_get(c, &k, r.buf, r.len, &v, &n), CACHE_ENOTFOUND);
+    CHECK_EQ_INT(cache_note_put(c, &k, r.buf, r.len, val, sizeof val), 0);
+    CacheGcReport g;
+    CHECK_EQ_INT(cache_gc(c, 0, 0, 0, &g), 0); /* gc forgets notes too */
+    CHECK_EQ_INT(cache_note_get(c, &k, r.buf, r.len, &v, &n), CACHE_ENOTFOUND);
     ckey_free(&r);
     cache_close(c);
     tmpdir_rm(dir);

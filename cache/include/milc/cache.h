@@ -324,7 +324,9 @@ typedef struct CacheGcReport {
 } CacheGcReport;
 /* Evict entries unused for more than max_age_s seconds (0 = no age limit), then
  * least-recently-used entries until artifact bytes <= max_bytes (0 = use the
- * size limit), then, if compact != 0, rewrite data.mdb without free pages:
+ * size limit), and forget every note (a memo its caller writes again at the
+ * next use; one per request and template state, they would only pile up),
+ * then, if compact != 0, rewrite data.mdb without free pages:
  * LMDB never shrinks its file.  Compaction copies the environment to
  * data.mdb.compact and renames it over data.mdb, which is only safe while no
  * other process has it mapped.  Locking: every open handle holds a shared
