@@ -84,6 +84,8 @@ char *cli_read_file(const char *path, size_t *len);
 int cli_write_file(const char *path, const void *data, size_t len);
 /* Monotonic time in nanoseconds. */
 long long cli_now_ns(void);
+/* Milliseconds since t0 (a cli_now_ns value). */
+double cli_ms_since(long long t0);
 
 /* ---- commands ------------------------------------------------------------ */
 

@@ -47,8 +47,10 @@ GenConfig *job_config(const TemplatePath *tp, const BuildJob *j, DiagSink *d) {
     return c;
 }
 
+const char *jobs_config(const JobSpec *spec) { return spec->config ? spec->config : "gpt2"; }
+
 int jobs_expand(const TemplatePath *tp, const JobSpec *spec, JobList *out, DiagSink *d) {
-    const char *config = spec->config ? spec->config : "gpt2";
+    const char *config = jobs_config(spec);
     const char *modes = spec->modes ? spec->modes : "2";
     int nmodes = count_items(modes);
     for (int m = 0; m < nmodes; m++) {

@@ -33,6 +33,9 @@ typedef struct JobSpec {
     SrcLoc loc;          /* where errors point (a manifest line), or {0} */
 } JobSpec;
 
+/* The spec's template or preset name: its config, else "gpt2". */
+const char *jobs_config(const JobSpec *spec);
+
 /* Append the jobs of spec to out.  Checks every parameter name and value
  * against the template now, so a bad request fails before any build.
  * 0, or -1 with diagnostics in d. */

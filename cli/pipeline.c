@@ -21,24 +21,22 @@
 #include "milc/mil.h"
 #include "milc/rt.h"
 
-#define TAG(a, b, c, d) ((uint32_t)(a) << 24 | (uint32_t)(b) << 16 | (uint32_t)(c) << 8 | (uint32_t)(d))
 
 /* A failed stage: the input's fault, unless the diagnostics say the system's. */
 static int failed_rc(const DiagSink *d) { return d->system_errors ? EXIT_SYSTEM : EXIT_INPUT; }
 
-static double ms_since(long long t0) { return (double)(cli_now_ns() - t0) / 1e6; }
 
 void pipeline_key_base(CacheKeyBuilder *b) {
-    ckey_add_u64(b, TAG('K', 'F', 'M', 'T'), MILC_KEY_FORMAT);
-    ckey_add_str(b, TAG('M', 'V', 'E', 'R'), MILC_VERSION);
-    ckey_add_str(b, TAG('B', 'K', 'N', 'D'), "cpu");
-    ckey_add_u64(b, TAG('A', 'F', 'M', 'T'), RT_FORMAT_VERSION);
+    ckey_add_u64(b, KEY_TAG('K', 'F', 'M', 'T'), MILC_KEY_FORMAT);
+    ckey_add_str(b, KEY_TAG('M', 'V', 'E', 'R'), MILC_VERSION);
+    ckey_add_str(b, KEY_TAG('B', 'K', 'N', 'D'), "cpu");
+    ckey_add_u64(b, KEY_TAG('A', 'F', 'M', 'T'), RT_FORMAT_VERSION);
 }
 
 /* What every program key shares: the base, then the mode. */
 static void key_common(CacheKeyBuilder *b, int mode) {
     pipeline_key_base(b);
-    ckey_add_u64(b, TAG('M', 'O', 'D', 'E'), (uint64_t)mode);
+    ckey_add_u64(b, KEY_TAG('M', 'O', 'D', 'E'), (uint64_t)mode);
 }
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
@@ -86,10 +84,10 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     uint8_t tdig[16], wdig[16];
     gen_template_digest(gen_config_template(req->config), tdig);
     if (gen_weights_digest(weights, wdig, d) != 0) { ckey_free(&db); free(params); return failed_rc(d); }
-    ckey_add(&db, TAG('T', 'M', 'P', 'L'), tdig, 16);
-    ckey_add_str(&db, TAG('P', 'A', 'R', 'M'), params);
-    ckey_add_str(&db, TAG('W', 'S', 'R', 'C'), weights);
-    ckey_add(&db, TAG('W', 'D', 'I', 'G'), wdig, 16);
+    ckey_add(&db, KEY_TAG('T', 'M', 'P', 'L'), tdig, 16);
+    ckey_add_str(&db, KEY_TAG('P', 'A', 'R', 'M'), params);
+    ckey_add_str(&db, KEY_TAG('W', 'S', 'R', 'C'), weights);
+    ckey_add(&db, KEY_TAG('W', 'D', 'I', 'G'), wdig, 16);
     CacheKey dkey;
     if (ckey_finish(&db, &dkey) != 0) { ckey_free(&db); free(params); cli_error("out of memory"); return EXIT_SYSTEM; }
     unsigned gflags = verify_get_flags(req->verify_hits);
@@ -105,8 +103,8 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
         else cache_hit_release(hit);
         if (ok) {
             res->outcome = BUILD_HIT_DIRECT;
-            res->ms_lookup = ms_since(t0);
-            res->ms_total = ms_since(t_all);
+            res->ms_lookup = cli_ms_since(t0);
+            res->ms_total = cli_ms_since(t_all);
             ckey_free(&db);
             free(params);
             return EXIT_OK;
@@ -117,7 +115,7 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
         free(params);
         return EXIT_SYSTEM;
     }
-    res->ms_lookup = ms_since(t0);
+    res->ms_lookup = cli_ms_since(t0);
 
     /* ---- generate into a scratch directory ---- */
     char dir[4096];
@@ -139,7 +137,7 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
         rc = failed_rc(d);
         goto out;
     }
-    res->ms_generate = ms_since(t0);
+    res->ms_generate = cli_ms_since(t0);
 
     /* ---- full key: canonical text + weight digest ---- */
     t0 = cli_now_ns();
@@ -151,8 +149,8 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     milblob_file_digest(&wf, blobdig);
     milblob_close(&wf);
     key_common(&fb, req->mode);
-    ckey_add(&fb, TAG('M', 'I', 'L', ' '), gr.mil, gr.mil_len);
-    ckey_add(&fb, TAG('W', 'B', 'L', 'B'), blobdig, 16);
+    ckey_add(&fb, KEY_TAG('M', 'I', 'L', ' '), gr.mil, gr.mil_len);
+    ckey_add(&fb, KEY_TAG('W', 'B', 'L', 'B'), blobdig, 16);
     if (ckey_finish(&fb, &res->key) != 0) { cli_error("out of memory"); goto out; }
     r = cache_get(c, &res->key, fb.buf, fb.len, gflags, &hit);
     if (r == 0 && !pipeline_hit_usable(hit, req->mode)) {
@@ -165,7 +163,7 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
         if (req->hit_out) *req->hit_out = hit;
         else cache_hit_release(hit);
         res->outcome = BUILD_HIT_FULL;
-        res->ms_lookup += ms_since(t0);
+        res->ms_lookup += cli_ms_since(t0);
         if ((r = cache_direct_put(c, &dkey, db.buf, db.len, &res->key)) != 0) {
             cli_error("cache store failed: %s: %s", cache_strerror(r), cache_errmsg(c));
             goto out;
@@ -174,7 +172,7 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
         goto out;
     }
     if (!CACHE_IS_MISS(r)) { cli_error("cache lookup failed: %s: %s", cache_strerror(r), cache_errmsg(c)); goto out; }
-    res->ms_lookup += ms_since(t0);
+    res->ms_lookup += cli_ms_since(t0);
 
     /* ---- parse, check, compile ---- */
     t0 = cli_now_ns();
@@ -182,7 +180,7 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     snprintf(mpath, sizeof mpath, "%s/model.mil", dir);
     IrProgram *p = mil_parse(&arena, d, mpath, gr.mil, gr.mil_len);
     if (!p || !mil_check(p, &(MilCheckOptions){.target = MIL_TARGET_CPU, .model_path = dir}, d)) { rc = failed_rc(d); goto out; }
-    res->ms_check = ms_since(t0);
+    res->ms_check = cli_ms_since(t0);
     BackendStats bs = {0};
     if (backend_compile(p, &(BackendOptions){.mode = req->mode, .model_path = dir}, &art, &bs, d) != 0) {
         rc = failed_rc(d);
@@ -209,7 +207,7 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     free(cs);
     if (r == 0) r = cache_direct_put(c, &dkey, db.buf, db.len, &res->key);
     if (r != 0) { cli_error("cache store failed: %s: %s", cache_strerror(r), cache_errmsg(c)); goto out; }
-    res->ms_store = ms_since(t0);
+    res->ms_store = cli_ms_since(t0);
     res->outcome = BUILD_MISS;
     rc = EXIT_OK;
     if (req->hit_out && (r = cache_get(c, &res->key, fb.buf, fb.len, 0, req->hit_out)) != 0) {
@@ -217,7 +215,7 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
         rc = EXIT_SYSTEM;
     }
 out:
-    res->ms_total = ms_since(t_all);
+    res->ms_total = cli_ms_since(t_all);
     if (art) rt_artifact_free(art);
     gen_result_free(&gr);
     arena_free(&arena);

@@ -7,6 +7,9 @@
 #include "milc/cache.h"
 #include "milc/gen.h"
 
+/* A key-record item tag: four characters, big-endian. */
+#define KEY_TAG(a, b, c, d) ((uint32_t)(a) << 24 | (uint32_t)(b) << 16 | (uint32_t)(c) << 8 | (uint32_t)(d))
+
 /* Key-record layout version; bump when the set or meaning of fields changes. */
 #define MILC_KEY_FORMAT 1
 

@@ -18,7 +18,6 @@
 #include "note.h"
 #include "request.h"
 
-#define TAG(a, b, c, d) ((uint32_t)(a) << 24 | (uint32_t)(b) << 16 | (uint32_t)(c) << 8 | (uint32_t)(d))
 
 enum { NOTE_VERSION = 1 };
 
@@ -28,7 +27,6 @@ typedef struct Request {
     bool usable; /* the record could be made: the note may be read and written */
 } Request;
 
-static double ms_since(long long t0) { return (double)(cli_now_ns() - t0) / 1e6; }
 
 static void request_init(Request *r, const TemplatePath *tp, const JobSpec *spec) {
     memset(r, 0, sizeof *r);
@@ -42,17 +40,17 @@ static void request_init(Request *r, const TemplatePath *tp, const JobSpec *spec
     if (!ok) return;
     CacheKeyBuilder *b = &r->rec;
     pipeline_key_base(b);
-    ckey_add_u64(b, TAG('R', 'Q', 'S', 'T'), NOTE_VERSION);
-    for (int i = 0; i < tp->sp.count; i++) ckey_add_str(b, TAG('T', 'D', 'I', 'R'), tp->sp.dirs[i]);
-    ckey_add(b, TAG('T', 'D', 'I', 'G'), pdig, 16);
-    ckey_add_str(b, TAG('C', 'O', 'N', 'F'), spec->config ? spec->config : "gpt2");
-    ckey_add_str(b, TAG('W', 'S', 'R', 'C'), weights);
-    ckey_add(b, TAG('W', 'D', 'I', 'G'), wdig, 16);
-    ckey_add_str(b, TAG('M', 'O', 'D', 'S'), spec->modes ? spec->modes : "2");
-    ckey_add_u64(b, TAG('C', 'H', 'N', 'K'), (uint64_t)spec->chunk);
+    ckey_add_u64(b, KEY_TAG('R', 'Q', 'S', 'T'), NOTE_VERSION);
+    for (int i = 0; i < tp->sp.count; i++) ckey_add_str(b, KEY_TAG('T', 'D', 'I', 'R'), tp->sp.dirs[i]);
+    ckey_add(b, KEY_TAG('T', 'D', 'I', 'G'), pdig, 16);
+    ckey_add_str(b, KEY_TAG('C', 'O', 'N', 'F'), jobs_config(spec));
+    ckey_add_str(b, KEY_TAG('W', 'S', 'R', 'C'), weights);
+    ckey_add(b, KEY_TAG('W', 'D', 'I', 'G'), wdig, 16);
+    ckey_add_str(b, KEY_TAG('M', 'O', 'D', 'S'), spec->modes ? spec->modes : "2");
+    ckey_add_u64(b, KEY_TAG('C', 'H', 'N', 'K'), (uint64_t)spec->chunk);
     for (int i = 0; i < spec->nextra; i++) {
-        ckey_add_str(b, TAG('P', 'N', 'A', 'M'), spec->extra[i].name);
-        ckey_add_str(b, TAG('P', 'V', 'A', 'L'), spec->extra[i].value);
+        ckey_add_str(b, KEY_TAG('P', 'N', 'A', 'M'), spec->extra[i].name);
+        ckey_add_str(b, KEY_TAG('P', 'V', 'A', 'L'), spec->extra[i].value);
     }
     r->usable = ckey_finish(b, &r->key) == 0;
 }
@@ -89,7 +87,7 @@ static int from_note(Cache *c, const Request *r, const RequestOptions *o, long l
     if (n < 0) return -1;
     BuildResult *res = calloc((size_t)n, sizeof *res);
     if (!res) { free(*jobs); return -1; }
-    double note_ms = ms_since(t0);
+    double note_ms = cli_ms_since(t0);
     for (int i = 0; i < n; i++) {
         long long t1 = cli_now_ns();
         CacheHit *hit;
@@ -101,7 +99,7 @@ static int from_note(Cache *c, const Request *r, const RequestOptions *o, long l
                                .checksummed = cache_hit_info(hit)->checked, .from_note = true};
         cache_hit_release(hit);
         if (!ok) goto miss;
-        res[i].ms_lookup = res[i].ms_total = ms_since(t1) + (i == 0 ? note_ms : 0);
+        res[i].ms_lookup = res[i].ms_total = cli_ms_since(t1) + (i == 0 ? note_ms : 0);
     }
     *results = res, *njobs = n;
     return 0;
@@ -121,7 +119,7 @@ int build_request(Cache *c, const TemplatePath *tp, const JobSpec *spec, const R
     BuildResult *res;
     int n;
     if (r.usable && from_note(c, &r, o, t0, &nj, &res, &n) == 0) {
-        for (int i = 0; i < n; i++) fn(ctx, i, nj[i].label[0] ? nj[i].label : (spec->config ? spec->config : "gpt2"), &res[i]);
+        for (int i = 0; i < n; i++) fn(ctx, i, nj[i].label[0] ? nj[i].label : (jobs_config(spec)), &res[i]);
         free(nj);
         free(res);
         ckey_free(&r.rec);

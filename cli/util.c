@@ -99,3 +99,5 @@ long long cli_now_ns(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
+
+double cli_ms_since(long long t0) { return (double)(cli_now_ns() - t0) / 1e6; }
