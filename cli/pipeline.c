@@ -83,7 +83,8 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     key_common(&db, req->mode);
     uint8_t tdig[16], wdig[16];
     gen_template_digest(gen_config_template(req->config), tdig);
-    if (gen_weights_digest(weights, wdig, d) != 0) { ckey_free(&db); free(params); return failed_rc(d); }
+    if (req->weights_digest) memcpy(wdig, req->weights_digest, 16);
+    else if (gen_weights_digest(weights, wdig, d) != 0) { ckey_free(&db); free(params); return failed_rc(d); }
     ckey_add(&db, KEY_TAG('T', 'M', 'P', 'L'), tdig, 16);
     ckey_add_str(&db, KEY_TAG('P', 'A', 'R', 'M'), params);
     ckey_add_str(&db, KEY_TAG('W', 'S', 'R', 'C'), weights);

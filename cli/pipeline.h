@@ -34,6 +34,9 @@ typedef struct BuildResult {
 typedef struct BuildRequest {
     GenConfig *config;   /* resolved */
     const char *weights; /* weight source, NULL = random:0 */
+    const uint8_t *weights_digest; /* its gen_weights_digest, if the caller has it
+                                      (a checkpoint is read whole for it); NULL:
+                                      computed here */
     int mode;            /* 0, 1, 2 */
     const char *tmp_root; /* where scratch directories go (the cache dir) */
     int verify_hits;     /* on a hit: BUILD_VERIFY_NONE no checksum, _FULL checksum

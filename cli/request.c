@@ -24,6 +24,7 @@ enum { NOTE_VERSION = 1 };
 typedef struct Request {
     CacheKeyBuilder rec;
     CacheKey key;
+    uint8_t wdig[16]; /* the weight source's digest, shared with every job */
     bool usable; /* the record could be made: the note may be read and written */
 } Request;
 
@@ -31,7 +32,7 @@ typedef struct Request {
 static void request_init(Request *r, const TemplatePath *tp, const JobSpec *spec) {
     memset(r, 0, sizeof *r);
     ckey_init(&r->rec);
-    uint8_t pdig[16], wdig[16];
+    uint8_t pdig[16], *wdig = r->wdig;
     const char *weights = spec->weights ? spec->weights : "random:0";
     DiagSink quiet; /* a bad weight source is reported by the ordinary path */
     diag_init(&quiet);
@@ -135,6 +136,7 @@ int build_request(Cache *c, const TemplatePath *tp, const JobSpec *spec, const R
         if (!cfg) { rc = EXIT_INPUT; break; }
         BuildResult br;
         rc = pipeline_build(c, &(BuildRequest){.config = cfg, .weights = jobs.v[i].weights, .mode = jobs.v[i].mode,
+                                                .weights_digest = r.usable ? r.wdig : NULL,
                                                 .tmp_root = o->tmp_root, .verify_hits = o->verify_hits},
                             &br, d);
         gen_config_free(cfg);
