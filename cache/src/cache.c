@@ -1241,16 +1241,19 @@ int cache_put(Cache *c, const CacheKey *k, const void *record, size_t record_len
     return cache_put_at(c, k, record, record_len, m, secs, nsecs, 0, NULL);
 }
 
-typedef struct DirectJob {
-    const CacheKey *dkey;
+/* One value under a 16-byte key in a small-value database (direct, notes). */
+typedef struct KvJob {
+    MDB_dbi dbi;
+    const CacheKey *key;
     const uint8_t *val;
     size_t len;
-} DirectJob;
+} KvJob;
 
-static int direct_body(Cache *c, MDB_txn *txn, void *arg) {
-    DirectJob *j = arg;
-    MDB_val k = mval(j->dkey->b, 16), v = mval(j->val, j->len);
-    return mdb_put(txn, c->db_direct, &k, &v, 0);
+static int kv_body(Cache *c, MDB_txn *txn, void *arg) {
+    (void)c;
+    KvJob *j = arg;
+    MDB_val k = mval(j->key->b, 16), v = mval(j->val, j->len);
+    return mdb_put(txn, j->dbi, &k, &v, 0);
 }
 
 int cache_direct_put(Cache *c, const CacheKey *dkey, const void *drecord, size_t drecord_len,
@@ -1260,20 +1263,14 @@ int cache_direct_put(Cache *c, const CacheKey *dkey, const void *drecord, size_t
     if (!val) return CACHE_ENOMEM;
     memcpy(val, akey->b, 16);
     if (drecord_len) memcpy(val + 16, drecord, drecord_len);
-    DirectJob j = {dkey, val, 16 + drecord_len};
-    int rc = cache_write_txn(c, direct_body, &j, 16 + drecord_len + 4096, "store direct key");
+    KvJob j = {c->db_direct, dkey, val, 16 + drecord_len};
+    int rc = cache_write_txn(c, kv_body, &j, 16 + drecord_len + 4096, "store direct key");
     free(val);
     return rc;
 }
 
 /* ---- notes ---------------------------------------------------------------
  * Value: u32 LE record length ‖ record ‖ the caller's bytes. */
-
-static int note_body(Cache *c, MDB_txn *txn, void *arg) {
-    DirectJob *j = arg;
-    MDB_val k = mval(j->dkey->b, 16), v = mval(j->val, j->len);
-    return mdb_put(txn, c->db_notes, &k, &v, 0);
-}
 
 int cache_note_put(Cache *c, const CacheKey *k, const void *record, size_t record_len, const void *value,
                    size_t value_len) {
@@ -1285,8 +1282,8 @@ int cache_note_put(Cache *c, const CacheKey *k, const void *record, size_t recor
     st32(v, (uint32_t)record_len);
     if (record_len) memcpy(v + 4, record, record_len);
     if (value_len) memcpy(v + 4 + record_len, value, value_len);
-    DirectJob j = {k, v, 4 + record_len + value_len};
-    int rc = cache_write_txn(c, note_body, &j, j.len + 4096, "store note");
+    KvJob j = {c->db_notes, k, v, 4 + record_len + value_len};
+    int rc = cache_write_txn(c, kv_body, &j, j.len + 4096, "store note");
     free(v);
     return rc;
 }
