@@ -717,6 +717,41 @@ static void populate(const CacheHit *h, uint64_t psize) {
     }
 }
 
+/* The entry checksum computed over the stored pieces, without materializing
+ * split sections; on every core (checksum.c), each thread mapping its
+ * pieces' pages in one call each before it reads them.  0, or CACHE_ENOMEM
+ * (no checksum computed). */
+static int hit_checksum(const CacheHit *h, const EntryView *e, uint8_t out[16]) {
+    uint32_t npieces = 0;
+    for (uint32_t i = 0; i < h->nsec; i++) {
+        uint64_t sz = h->secs[i].size;
+        npieces += h->secs[i].data || !sz ? 1 : (uint32_t)((sz + h->bound - 1) / h->bound);
+    }
+    CachePiece *pieces = malloc((npieces ? npieces : 1) * sizeof *pieces);
+    uint32_t *first = malloc((h->nsec + 1) * sizeof *first);
+    int rc = CACHE_ENOMEM;
+    if (pieces && first) {
+        uint32_t np = 0;
+        for (uint32_t i = 0; i < h->nsec; i++) {
+            uint64_t sz = h->secs[i].size;
+            first[i] = np;
+            if (h->secs[i].data || !sz) {
+                pieces[np++] = (CachePiece){h->secs[i].data, sz};
+                continue;
+            }
+            uint32_t ch = ld32(e->sectab + 16 * i);
+            for (uint64_t done = 0; done < sz; done += h->bound, ch++) {
+                uint64_t piece = sz - done < h->bound ? sz - done : h->bound;
+                pieces[np++] = (CachePiece){h->chunkp[ch], piece};
+            }
+        }
+        first[h->nsec] = np;
+        rc = cache_pieces_checksum(pieces, first, h->nsec, 1, out);
+    }
+    free(pieces), free(first);
+    return rc;
+}
+
 /* Load entry k within txn into a new CacheHit (txn not owned by it yet). */
 int cache_load(Cache *c, MDB_txn *txn, const CacheKey *k, const void *rec, size_t rlen, unsigned flags,
                CacheHit **out) {
@@ -783,7 +818,7 @@ int cache_load(Cache *c, MDB_txn *txn, const CacheKey *k, const void *rec, size_
     if (verify) {
         h->vctime = ct;
         uint8_t sum[16];
-        if (cache_hit_checksum(h, &e, 1, sum) != 0) {
+        if (hit_checksum(h, &e, sum) != 0) {
             cache_hit_free(h);
             return CACHE_ENOMEM;
         }
@@ -801,39 +836,6 @@ int cache_load(Cache *c, MDB_txn *txn, const CacheKey *k, const void *rec, size_
     return 0;
 }
 
-/* The entry checksum computed over the stored pieces, without materializing
- * split sections; on every core (checksum.c), each thread mapping its
- * pieces' pages in one call each before it reads them (populate). */
-int cache_hit_checksum(const CacheHit *h, const EntryView *e, int populate, uint8_t out[16]) {
-    uint32_t npieces = 0;
-    for (uint32_t i = 0; i < h->nsec; i++) {
-        uint64_t sz = h->secs[i].size;
-        npieces += h->secs[i].data || !sz ? 1 : (uint32_t)((sz + h->bound - 1) / h->bound);
-    }
-    CachePiece *pieces = malloc((npieces ? npieces : 1) * sizeof *pieces);
-    uint32_t *first = malloc((h->nsec + 1) * sizeof *first);
-    int rc = CACHE_ENOMEM;
-    if (pieces && first) {
-        uint32_t np = 0;
-        for (uint32_t i = 0; i < h->nsec; i++) {
-            uint64_t sz = h->secs[i].size;
-            first[i] = np;
-            if (h->secs[i].data || !sz) {
-                pieces[np++] = (CachePiece){h->secs[i].data, sz};
-                continue;
-            }
-            uint32_t ch = ld32(e->sectab + 16 * i);
-            for (uint64_t done = 0; done < sz; done += h->bound, ch++) {
-                uint64_t piece = sz - done < h->bound ? sz - done : h->bound;
-                pieces[np++] = (CachePiece){h->chunkp[ch], piece};
-            }
-        }
-        first[h->nsec] = np;
-        rc = cache_pieces_checksum(pieces, first, h->nsec, populate, out);
-    }
-    free(pieces), free(first);
-    return rc;
-}
 
 int cache_hit_sections(CacheHit *h, const CacheSection **secs, int *nsecs) {
     if (h->split) {

@@ -112,8 +112,6 @@ int cache_entry_parse(const void *data, size_t size, EntryView *e, char *why, si
 int cache_load(Cache *c, MDB_txn *txn, const CacheKey *k, const void *rec, size_t rlen, unsigned flags,
                CacheHit **out);
 void cache_hit_free(CacheHit *h);
-/* 0, or CACHE_ENOMEM (no checksum computed). */
-int cache_hit_checksum(const CacheHit *h, const EntryView *e, int populate, uint8_t out[16]);
 
 /* The entry checksum built incrementally: add each section's size and
  * digest in order to an XXH3-128 state, then take its canonical digest. */
