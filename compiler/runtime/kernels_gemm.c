@@ -363,12 +363,20 @@ enum { ATT_LB = 48 }; /* query rows per work unit: a multiple of the tile height
  * sum of V.  Each K/V row is streamed once per query row straight from where
  * it lies (an fp16 cache input included): decode is bound by those bytes. */
 
+/* How far ahead of its reads the K/V loops ask for the cache's bytes.  A
+ * head's K or V rows are one 128 KB run (64 rows × 1024 positions of fp16);
+ * the hardware prefetcher alone kept a thread near the read loop's speed,
+ * and asking 8 KB (4 rows) ahead made decode 1.5-4% faster over 240 paired
+ * tokens on Zen 5 (2 KB: no better than none; 16 KB: worse). */
+enum { KV_AHEAD = 8192 };
+
 /* y[0..n) += a * x[0..n), x fp32 or fp16 */
 static void axpy_any(float *y, float a, const void *x, bool f16, int64_t n) {
     int64_t i = 0;
 #ifdef RT_AVX512
     __m512 va = _mm512_set1_ps(a);
     for (; i + 16 <= n; i += 16) {
+        if ((i * (f16 ? 2 : 4) & 63) == 0) _mm_prefetch((const char *)x + i * (f16 ? 2 : 4) + KV_AHEAD, _MM_HINT_T0);
         __m512 xv = f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)x + i)))
                         : _mm512_loadu_ps((const float *)x + i);
         _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, xv, _mm512_loadu_ps(y + i)));
@@ -389,6 +397,7 @@ static float dot_any(const float *a, const void *x, bool f16, int64_t n) {
     __m512 v0 = _mm512_setzero_ps(), v1 = _mm512_setzero_ps();
     const uint16_t *h = x;
     for (; i + 32 <= n; i += 32) {
+        _mm_prefetch((const char *)(h + i) + KV_AHEAD, _MM_HINT_T0);
         v0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + i))), v0);
         v1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + i + 16))), v1);
     }
