@@ -3,7 +3,8 @@
  * ratio to what this machine can do, measured next to it in the same round):
  *   1. prefill T=128, mode 2: effective GFLOP/s / fp32 FMA peak
  *   2. decode T=1 against a 1024-position KV cache, mode 2: ms/token / (fp16
- *      weight bytes per token / read bandwidth)
+ *      weight bytes per token / read bandwidth), each token paired with a
+ *      probe over its bytes (weights + KV) right after it
  *   3. per-dispatch overhead: the same fused decode ops as one dispatch per
  *      chunk and as one dispatch per op (mode 0, same_ops); / the 2 us goal
  *   4. compile of the 12 layers (parse -> artifact) / one prefill
@@ -180,7 +181,7 @@ static void free_all(Chunk *ks) {
     for (int c = 0; c < CHUNKS; c++) chunk_free(&ks[c]);
 }
 
-enum { ROUNDS = 5 };
+enum { ROUNDS = 5, DEC_PAIRS = 9 };
 
 int main(int argc, char **argv) {
     const char *work = argc > 1 ? argv[1] : "/tmp/milc-bench";
@@ -206,7 +207,7 @@ int main(int argc, char **argv) {
            CHUNKS, LAYERS, nth, CTX, rounds);
     double L = CHUNKS * LAYERS;
     double flops = L * (2.0 * T * (4.0 * C * C + 2.0 * C * FF) + 4.0 * T * T * C);
-    double wbytes = L * (4.0 * C * C + 2.0 * C * FF) * 2;
+    double wbytes = L * (4.0 * C * C + 2.0 * C * FF) * 2, kvbytes = L * 2.0 * C * CTX * 2;
     double r_pre[64], r_dec[64], r_disp[64], r_comp[64], ms_pre[64], ms_dec[64], us_disp[64], ms_comp[64], ms_fin[64];
     double peaks[64], bws[64];
     int ndisp = 0;
@@ -230,14 +231,25 @@ int main(int argc, char **argv) {
         for (int r = 0; r < 200; r++) forward(both, 1, RT_RUN_NONBONDED);
         return 0;
     }
+    /* the decode's own bytes: fp16 weights and KV cache */
+    size_t probe_bytes = ((size_t)(wbytes + kvbytes) + 255) & ~(size_t)255;
+    float *probe = aligned_alloc(64, probe_bytes);
+    for (size_t i = 0; i < probe_bytes / 4; i++) probe[i] = 1.0f;
     forward(pre, 1, 0), forward(dec, 3, 0), forward(both, 3, 0), forward(both, 3, RT_RUN_NONBONDED);
     for (int r = 0; r < rounds; r++) {
         double peak = fma_peak(nth), bw = bandwidth((size_t)256 << 20, nth, 3);
         peaks[r] = peak, bws[r] = bw;
         double tp = forward(pre, 3, 0);
         r_pre[r] = flops / tp / peak, ms_pre[r] = tp * 1e3;
-        double td = forward(dec, 9, 0);
-        r_dec[r] = td / (wbytes / bw), ms_dec[r] = td * 1e3;
+        /* Each token against a probe of its own bytes right after it: the
+         * VM's bandwidth moves by 2x within seconds, and a probe minutes
+         * (or one prefill) away measured another machine. */
+        double rt[DEC_PAIRS], tt[DEC_PAIRS];
+        for (int i = 0; i < DEC_PAIRS; i++) {
+            tt[i] = forward(dec, 1, 0);
+            rt[i] = tt[i] / (wbytes / bandwidth_over(probe, probe_bytes, nth, 1));
+        }
+        r_dec[r] = median(rt, DEC_PAIRS), ms_dec[r] = median(tt, DEC_PAIRS) * 1e3;
         double tb = forward(both, 9, 0), tn = forward(both, 9, RT_RUN_NONBONDED);
         us_disp[r] = (tn - tb) / (ndisp - CHUNKS) * 1e6;
         r_disp[r] = us_disp[r] / 2.0;
@@ -255,14 +267,16 @@ int main(int argc, char **argv) {
     double mp = median(ms_pre, rounds), md = median(ms_dec, rounds);
     printf("1. prefill T=%d mode 2: %.1f ms = %.1f GFLOP/s; effective / FMA peak = %.2f (goal >= 0.55)\n", T, mp,
            flops / (mp * 1e-3) / 1e9, median(r_pre, rounds));
-    printf("2. decode T=1 mode 2: %.2f ms/token; / (%.1f MB fp16 weights / bandwidth = %.2f ms) = %.2f (goal <= 1.3)\n", md,
-           wbytes / 1e6, wbytes / bw * 1e3, median(r_dec, rounds));
+    printf("2. decode T=1 mode 2: %.2f ms/token; / (%.1f MB fp16 weights / bandwidth read right after each token)\n"
+           "   = %.2f (goal <= 1.3; the %.1f MB KV cache it also reads puts the floor at %.2f)\n",
+           md, wbytes / 1e6, median(r_dec, rounds), kvbytes / 1e6, (wbytes + kvbytes) / wbytes);
     printf("3. per-dispatch overhead, same fused decode ops bonded (%d dispatches) vs one dispatch per op (%d):\n"
            "   %.2f us per dispatch = %.2f of the 2 us goal (goal <= 1)\n",
            CHUNKS, ndisp, median(us_disp, rounds), median(r_disp, rounds));
     printf("4. compile 12 layers (parse -> artifact, mode 2): %.1f ms (rtb_finish %.1f ms) = %.2f prefills\n",
            median(ms_comp, rounds), median(ms_fin, rounds), median(r_comp, rounds));
     free_all(pre), free_all(dec), free_all(both);
+    free(probe);
     rt_pool_free(shared_pool);
     return 0;
 }
