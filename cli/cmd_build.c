@@ -4,9 +4,11 @@
  * every value. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "genopts.h"
+#include "jobs.h"
 #include "request.h"
 
 static const OptSpec build_opts[] = {
@@ -105,6 +107,23 @@ static int build_run(Cli *cli, int argc, char **argv) {
     JobSpec spec = {.config = cli_config_name(&a), .weights = args_get(&a, "weights"), .modes = modes,
                     .chunk = chunk, .extra = a.extra, .nextra = a.nextra};
     char err[512] = "";
+    /* Where there is no cache yet there is no request note either: expand
+     * the request first, so one that cannot be built (an unknown parameter,
+     * a bad value) leaves no new, empty cache behind. */
+    struct stat st;
+    if (stat(cli->cache_dir, &st) != 0) {
+        JobList jobs = {0};
+        DiagSink pd; /* its own sink: the request expands again below, warnings and all */
+        diag_init(&pd);
+        int e = jobs_expand(&tp, &spec, &jobs, &pd);
+        jobs_free(&jobs);
+        if (e != 0) {
+            rc = cli_report(cli, &pd);
+            if (rc == EXIT_OK) rc = EXIT_INPUT;
+        }
+        diag_free(&pd);
+        if (e != 0) goto out;
+    }
     int r = cache_open(&c, cli->cache_dir, NULL, err, sizeof err);
     if (r != 0) { cli_error("%s", err[0] ? err : cache_strerror(r)); rc = EXIT_SYSTEM; goto out; }
     Printer pr = {cli, 0};

@@ -4,6 +4,14 @@ B=("$MILC" build --model tiny --json)
 key_of() { printf '%s' "$1" | "$PY" -c "import json,sys; print(json.load(sys.stdin)['builds'][0]['key'])"; }
 outcome_of() { printf '%s' "$1" | "$PY" -c "import json,sys; print(json.load(sys.stdin)['builds'][0]['outcome'])"; }
 
+# a request that cannot be built leaves no cache behind where there was none
+expect_rc 1 "${B[@]}" --layers 0
+expect_in "$OUT" '--layers: 0 is outside 1..1000'
+if [ -e "$MILC_CACHE_DIR" ]; then fail "a failed build created $MILC_CACHE_DIR"; else ok; fi
+expect_rc 1 "$MILC" build --model tiny --no-such-param 3
+expect_in "$ERR" "has no parameter 'no-such-param'"
+if [ -e "$MILC_CACHE_DIR" ]; then fail "a failed build created $MILC_CACHE_DIR"; else ok; fi
+
 expect_rc 0 "${B[@]}" --mode 2
 k2=$(key_of "$OUT"); expect_eq "$(outcome_of "$OUT")" miss
 expect_rc 0 "${B[@]}" --mode 2
