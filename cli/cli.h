@@ -82,6 +82,9 @@ void cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((forma
 char *cli_read_file(const char *path, size_t *len);
 /* Write bytes to path atomically (temp + rename).  0 or -1 with a message printed. */
 int cli_write_file(const char *path, const void *data, size_t len);
+/* Remove dir and everything under it, not following links; best effort.
+ * Only for directories this process made (a scratch or bench tree). */
+void cli_rm_tree(const char *dir);
 /* Monotonic time in nanoseconds. */
 long long cli_now_ns(void);
 /* Milliseconds since t0 (a cli_now_ns value). */

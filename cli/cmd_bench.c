@@ -5,7 +5,6 @@
  * it from the spawn; cold ones in a new, empty cache directory each time. */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <math.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -112,14 +111,6 @@ static bool parse_list(const char *opt, const char *s, long lo, long hi, long *o
     }
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st; (void)flag; (void)ftw;
-    remove(path);
-    return 0;
-}
-
-/* Every directory removed here was created by this run under b->root. */
-static void rm_tree(const char *dir) { nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
 /* ---- fresh processes -------------------------------------------------------- */
 
@@ -360,7 +351,7 @@ static int bench_mode(const Bench *b, int mode, BenchModeResult *m) {
         if (i == 0) snprintf(dir, sizeof dir, "%s", warm);
         else snprintf(dir, sizeof dir, "%s/cold-%d-%d", b->root, mode, i);
         if ((rc = run_ttft(b, dir, mode, &t)) != EXIT_OK) return rc;
-        if (i > 0) rm_tree(dir);
+        if (i > 0) cli_rm_tree(dir);
         if (t.misses != (double)b->nchunks || t.hits != 0) {
             cli_error("cold run of mode %d found %g of %ld chunks in a new cache", mode, t.hits, b->nchunks);
             return EXIT_SYSTEM;
@@ -453,7 +444,7 @@ static int bench_mode(const Bench *b, int mode, BenchModeResult *m) {
         bench_fit(&m->tokens);
     }
     cache_close(c);
-    rm_tree(warm);
+    cli_rm_tree(warm);
     return rc;
 }
 
@@ -605,7 +596,7 @@ static int bench_run(Cli *cli, int argc, char **argv) {
         rc = bench_mode(&b, (int)modes[i], &r.modes[i]);
         r.nmodes = i + 1;
     }
-    rm_tree(b.root);
+    cli_rm_tree(b.root);
     if (rc != EXIT_OK) goto out;
     if (json_stdout) bench_write_json(stdout, &r);
     else if (cli->verbosity >= 0) bench_print_table(stdout, &r);

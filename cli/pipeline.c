@@ -5,7 +5,6 @@
  * that produce the same program share one artifact.  Both key records are
  * stored and compared on every hit, so a collision is a miss, never a wrong
  * artifact. */
-#include <ftw.h>
 #include <stdio.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -39,14 +38,6 @@ static void key_common(CacheKeyBuilder *b, int mode) {
     ckey_add_u64(b, KEY_TAG('M', 'O', 'D', 'E'), (uint64_t)mode);
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st; (void)flag; (void)ftw;
-    remove(path);
-    return 0;
-}
-
-/* The scratch directory holds only what the generator wrote; remove it all. */
-static void rm_tree(const char *dir) { nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
 /* A hit is served only if its artifact is one this runtime reads, of the
  * mode asked for: a checksum-clean entry of another format (an older milc
@@ -223,6 +214,6 @@ out:
     ckey_free(&fb);
     ckey_free(&db);
     free(params);
-    rm_tree(dir);
+    cli_rm_tree(dir);
     return rc;
 }

@@ -1,6 +1,7 @@
 /* util.c — the CLI's output, file and clock helpers. */
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,3 +102,11 @@ long long cli_now_ns(void) {
 }
 
 double cli_ms_since(long long t0) { return (double)(cli_now_ns() - t0) / 1e6; }
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st, (void)flag, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+void cli_rm_tree(const char *dir) { nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
