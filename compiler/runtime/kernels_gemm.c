@@ -582,3 +582,21 @@ void rt_k_attention(RtExec *ex, const RtOpRec *op, int ith, int nth) {
         gemm_range(&pv, v + (b * Hk + hk) * S * Ev, 0, Ev, 0, lb, 0, Ev, &eo);
     }
 }
+
+/* The equal units of work rt_k_gemm and rt_k_attention deal out to parts
+ * (exec.c's rt_op_parts keeps them even). */
+int64_t rt_op_units(const RtBuf *bufs, const RtOpRec *op, int nth) {
+    if (op->kind == RT_OP_GEMM) { /* what split_mn deals out: 64-column or 6-row blocks */
+        const RtBuf *xb = &bufs[op->in[0]], *wb = &bufs[op->in[1]];
+        int64_t n = wb->dims[0], k = wb->dims[1];
+        int64_t m = op->p.gemm.layout == RT_GEMM_ROWS ? xb->numel / k : xb->numel / (xb->dims[0] * k);
+        int64_t nb = (n + NR - 1) / NR, mb = (m + MR - 1) / MR;
+        return nb >= nth || nb >= mb ? nb : mb;
+    }
+    if (op->kind == RT_OP_ATTENTION) { /* (batch, head, query rows) units */
+        const RtBuf *qb = &bufs[op->in[0]];
+        int64_t bh = qb->dims[0] * qb->dims[1], l = qb->dims[2];
+        return op->p.attn.flags ? bh * l : bh * ((l + ATT_LB - 1) / ATT_LB);
+    }
+    return 0;
+}

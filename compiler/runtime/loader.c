@@ -165,7 +165,7 @@ void rt_model_free(RtModel *m) {
     for (int p = 0; p < 2; p++) {
         free(m->prog[p].offset);
         free(m->prog[p].ops);
-        free(m->prog[p].serial);
+        free(m->prog[p].parts);
         free(m->prog[p].sync);
         free(m->ptr[p]);
     }
@@ -245,13 +245,12 @@ int rt_model_load(RtModel **out, const RtSection *secs, int n, const RtLoadOptio
         if ((rc = parse_plan(m, p, &secs[plan[p]], err, errlen))) goto fail;
         m->has_prog[p] = 1;
         RtProg *pr = &m->prog[p];
-        pr->serial = malloc(pr->nops ? pr->nops : 1);
+        pr->parts = malloc(sizeof(uint32_t) * (pr->nops ? pr->nops : 1));
         pr->sync = aligned_alloc(64, sizeof(RtOpSync) * (pr->nops ? pr->nops : 1));
-        if (!pr->serial || !pr->sync) {
+        if (!pr->parts || !pr->sync) {
             rc = rt_errf(err, errlen, RT_ENOMEM, "out of memory");
             goto fail;
         }
-        for (uint32_t i = 0; i < pr->nops; i++) pr->serial[i] = rt_op_serial(m->bufs, &pr->ops[i]);
         memset(pr->sync, 0, sizeof(RtOpSync) * (pr->nops ? pr->nops : 1));
         if (m->prog[p].arena_size > m->arena_size) m->arena_size = m->prog[p].arena_size;
     }
@@ -272,6 +271,9 @@ int rt_model_load(RtModel **out, const RtSection *secs, int n, const RtLoadOptio
         m->own_pool = true;
     }
     m->nthreads = rt_pool_threads(m->pool);
+    for (int p = 0; p < 2; p++)
+        for (uint32_t i = 0; m->has_prog[p] && i < m->prog[p].nops; i++)
+            m->prog[p].parts[i] = rt_op_parts(m->bufs, &m->prog[p].ops[i], m->nthreads);
     size_t asz = (size_t)((m->arena_size + RT_ARENA_ALIGN - 1) & ~(uint64_t)(RT_ARENA_ALIGN - 1));
     size_t scratch = 0;
     for (int p = 0; p < 2; p++)

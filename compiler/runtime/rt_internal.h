@@ -158,7 +158,7 @@ typedef struct {
     uint64_t arena_size;
     uint64_t *offset; /* [nbuf] */
     RtOpRec *ops;     /* copied at load so kernels read aligned structs */
-    uint8_t *serial;  /* [nops]: run on one thread (rt_op_serial), decided at load */
+    uint32_t *parts;  /* [nops]: parts the op is cut into (rt_op_parts), decided at load */
     RtOpSync *sync;   /* [nops], 64-aligned */
 } RtProg;
 
@@ -200,6 +200,10 @@ int rt_pool_threads(const RtPool *p);
  * thread alone: no barrier around runs of them in a bonded program, no pool
  * wake-up when it is a non-bonded dispatch of its own. */
 bool rt_op_serial(const RtBuf *bufs, const RtOpRec *op);
+/* Parts an op is cut into on nth threads (exec.c), and the equal units of
+ * work a GEMM or attention deals out to them (kernels_gemm.c; 0: any). */
+uint32_t rt_op_parts(const RtBuf *bufs, const RtOpRec *op, int nth);
+int64_t rt_op_units(const RtBuf *bufs, const RtOpRec *op, int nth);
 
 /* Packs W [N, K] row-major (dtype src) into ceil(N/32) panels of [K][32] of
  * dtype dst (F32 -> F32, F16 -> F16, or F16 -> F32 widening), zero padded. */

@@ -1,6 +1,7 @@
 /* test_rt_kernels.c — every kernel against a naive double-precision
  * reference written here, on random shapes (odd sizes, broadcasting), with 1
  * and 2 threads, each through a one-op plan built, loaded and run. */
+#include "rt_internal.h"
 #include "rt_test_util.h"
 #include "test.h"
 
@@ -63,6 +64,44 @@ TEST(gemm) {
         CHECK(e <= 1e-4);
         free(x), free(w), free(wh), free(bias), free(res), free(y), free(ref);
     }
+}
+
+/* How ops are cut into parts: work in few equal units is dealt out evenly
+ * (12 column blocks or heads: 6 parts on 2 threads, not 8 of 1 and 2),
+ * plenty of units or none that divide: 4 parts per thread; serial ops and
+ * one thread: 1. */
+static RtBuf tbuf(int64_t d0, int64_t d1, int64_t d2, int64_t d3) {
+    RtBuf b = {.kind = RT_BUF_TEMP, .dtype = RT_F32, .rank = 4, .dims = {d0, d1, d2, d3}, .numel = d0 * d1 * d2 * d3};
+    return b;
+}
+TEST(op_parts) {
+    static const struct { int64_t n, s; int nth, want; } g[] = {
+        {768, 1, 2, 6},    /* decode q: 12 blocks */
+        {3072, 1, 2, 8},   /* decode fc: 48 blocks */
+        {768, 128, 2, 6},  /* prefill q: 12 blocks */
+        {448, 1, 2, 8},    /* 7 blocks: no even split, the usual 8 */
+        {96, 1, 2, 2},     /* 2 blocks */
+        {768, 1, 3, 12},   /* 12 blocks on 3 threads: 12 parts of 1 */
+        {768, 1, 1, 1},    /* one thread */
+        {3072, 1, 64, 256}, /* many threads: more parts than a byte holds */
+    };
+    for (int i = 0; i < 8; i++) {
+        RtBuf b[3] = {tbuf(1, 768, 1, g[i].s), {.kind = RT_BUF_WEIGHT, .dtype = RT_F16, .rank = 2, .dims = {g[i].n, 768},
+                                                 .numel = g[i].n * 768},
+                      tbuf(1, g[i].n, 1, g[i].s)};
+        RtOpRec op = {.kind = RT_OP_GEMM, .nin = 2, .nout = 1, .in = {0, 1}, .out = {2}};
+        op.p.gemm.layout = RT_GEMM_CHANNELS;
+        if (rt_op_parts(b, &op, g[i].nth) != g[i].want)
+            fprintf(stderr, "op_parts gemm %d: %u, want %d\n", i, rt_op_parts(b, &op, g[i].nth), g[i].want);
+        CHECK_EQ_INT((int)rt_op_parts(b, &op, g[i].nth), g[i].want);
+    }
+    /* decode attention, 12 heads of one query row; a tiny op is serial */
+    RtBuf a[4] = {tbuf(1, 12, 1, 64), tbuf(1, 768, 1, 1024), tbuf(1, 768, 1, 1024), tbuf(1, 12, 1, 64)};
+    RtOpRec at = {.kind = RT_OP_ATTENTION, .nin = 3, .nout = 1, .in = {0, 1, 2}, .out = {3}};
+    at.p.attn.flags = RT_ATTN_K_T | RT_ATTN_V_T, at.p.attn.kv_heads = 12;
+    CHECK_EQ_INT((int)rt_op_parts(a, &at, 2), 6);
+    RtOpRec un = {.kind = RT_OP_UNARY, .nin = 1, .nout = 1, .in = {0}, .out = {3}};
+    CHECK_EQ_INT((int)rt_op_parts(a, &un, 2), 1);
 }
 
 TEST(matmul) {
@@ -650,6 +689,7 @@ TEST(builder_rejects) {
 
 int main(void) {
     RUN(gemm);
+    RUN(op_parts);
     RUN(matmul);
     RUN(attention);
     RUN(attention_kv);
