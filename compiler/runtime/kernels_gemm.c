@@ -32,6 +32,8 @@ typedef struct {
     int64_t rm, rn;
     float *y; /* y[m·ym + n·yn] */
     int64_t ym, yn;
+    /* Two shapes only: rows (yn = rn = 1) and the channels layout (ym =
+     * rm = 1, yn = rn = positions), which tile_store tells apart by yn. */
 } Epi;
 
 /* A(m, k) = a[m·am + k·ak].  B(k, n0 + j) for j < 64: columns 0..31 at
@@ -66,7 +68,7 @@ static inline __attribute__((always_inline)) __m512 load_b(const void *base, int
 static __attribute__((noinline)) void tile_store(const Epi *e, int64_t m0, int mr, int64_t n0, const __mmask16 *msk,
                                                  const float (*t)[NR]) {
     __m512 alpha = _mm512_set1_ps(e->alpha);
-    if (e->yn != 1 && e->ym == 1 && (!e->res || e->rm == 1)) {
+    if (e->yn != 1) {
         /* The channels layout, y[n·yn + m]: a column's mr rows lie side by
          * side in y (and in res), so each column is one gather from the tile
          * and one masked store instead of mr scalar stores (a GPT-2 prefill
@@ -96,16 +98,8 @@ static __attribute__((noinline)) void tile_store(const Epi *e, int64_t m0, int m
         for (int r = 0; r < mr; r++) {
             int64_t m = m0 + r;
             __m512 v = rt_act16(_mm512_fmadd_ps(_mm512_loadu_ps(t[r] + 16 * j), alpha, bias), e->act);
-            if (e->yn == 1 && (!e->res || e->rn == 1)) {
-                if (e->res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(msk[j], e->res + m * e->rm + n));
-                _mm512_mask_storeu_ps(e->y + m * e->ym + n, msk[j], v);
-            } else { /* transposed output (channels layout): scatter by hand */
-                float u[16];
-                _mm512_storeu_ps(u, v);
-                int cnt = __builtin_popcount(msk[j]);
-                for (int c = 0; c < cnt; c++)
-                    e->y[m * e->ym + (n + c) * e->yn] = u[c] + (e->res ? e->res[m * e->rm + (n + c) * e->rn] : 0.0f);
-            }
+            if (e->res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(msk[j], e->res + m * e->rm + n));
+            _mm512_mask_storeu_ps(e->y + m * e->ym + n, msk[j], v);
         }
     }
 }
@@ -274,16 +268,28 @@ static void gemm_range(const Opnd *base, const void *b, int64_t panel_stride, in
 
 /* Splits an M×N product over threads: by 64-column blocks when there are
  * enough of them, else by 6-row blocks. */
-static void split_mn(int64_t m, int64_t n, int ith, int nth, int64_t *m0, int64_t *m1, int64_t *n0, int64_t *n1) {
+static int64_t split_blocks(int64_t m, int64_t n, int nth, bool *cols) {
     int64_t nb = (n + NR - 1) / NR, mb = (m + MR - 1) / MR;
+    *cols = nb >= nth || nb >= mb;
+    return *cols ? nb : mb;
+}
+static void split_mn(int64_t m, int64_t n, int ith, int nth, int64_t *m0, int64_t *m1, int64_t *n0, int64_t *n1) {
+    bool cols;
+    int64_t b = split_blocks(m, n, nth, &cols);
     *m0 = 0, *m1 = m, *n0 = 0, *n1 = n;
-    if (nb >= nth || nb >= mb) {
-        *n0 = nb * ith / nth * NR, *n1 = nb * (ith + 1) / nth * NR;
+    if (cols) {
+        *n0 = b * ith / nth * NR, *n1 = b * (ith + 1) / nth * NR;
         if (*n1 > n) *n1 = n;
     } else {
-        *m0 = mb * ith / nth * MR, *m1 = mb * (ith + 1) / nth * MR;
+        *m0 = b * ith / nth * MR, *m1 = b * (ith + 1) / nth * MR;
         if (*m1 > m) *m1 = m;
     }
+}
+
+/* A GEMM's rows: every row of x, or in the channels layout the positions
+ * of one batch entry (the batch loops around them). */
+static int64_t gemm_rows(const RtBuf *xb, int64_t k, int layout) {
+    return layout == RT_GEMM_ROWS ? xb->numel / k : xb->numel / (xb->dims[0] * k);
 }
 
 void rt_k_gemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
@@ -298,14 +304,14 @@ void rt_k_gemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     Opnd o = {.k = k, .ldb = RT_PANEL, .f16 = wb->dtype == RT_F16};
     Epi e = {.alpha = 1.0f, .bias = bias, .act = gp->act, .res = res};
     if (gp->layout == RT_GEMM_ROWS) {
-        int64_t m = xb->numel / k, m0, m1, n0, n1;
+        int64_t m = gemm_rows(xb, k, gp->layout), m0, m1, n0, n1;
         o.a = x, o.am = k, o.ak = 1;
         e.rm = n, e.rn = 1, e.y = y, e.ym = n, e.yn = 1;
         split_mn(m, n, ith, nth, &m0, &m1, &n0, &n1);
         gemm_range(&o, w, k * RT_PANEL, n, m0, m1, n0, n1, &e);
     } else {
         /* y[b, n, s] = Σ_k W[n, k] x[b, k, s]: rows are positions s. */
-        int64_t nb = xb->dims[0], s = xb->numel / (nb * k), m0, m1, n0, n1;
+        int64_t nb = xb->dims[0], s = gemm_rows(xb, k, gp->layout), m0, m1, n0, n1;
         split_mn(s, n, ith, nth, &m0, &m1, &n0, &n1);
         for (int64_t bi = 0; bi < nb; bi++) {
             o.a = x + bi * k * s, o.am = 1, o.ak = s;
@@ -586,12 +592,10 @@ void rt_k_attention(RtExec *ex, const RtOpRec *op, int ith, int nth) {
 /* The equal units of work rt_k_gemm and rt_k_attention deal out to parts
  * (exec.c's rt_op_parts keeps them even). */
 int64_t rt_op_units(const RtBuf *bufs, const RtOpRec *op, int nth) {
-    if (op->kind == RT_OP_GEMM) { /* what split_mn deals out: 64-column or 6-row blocks */
-        const RtBuf *xb = &bufs[op->in[0]], *wb = &bufs[op->in[1]];
-        int64_t n = wb->dims[0], k = wb->dims[1];
-        int64_t m = op->p.gemm.layout == RT_GEMM_ROWS ? xb->numel / k : xb->numel / (xb->dims[0] * k);
-        int64_t nb = (n + NR - 1) / NR, mb = (m + MR - 1) / MR;
-        return nb >= nth || nb >= mb ? nb : mb;
+    if (op->kind == RT_OP_GEMM) { /* the blocks split_mn deals out */
+        const RtBuf *wb = &bufs[op->in[1]];
+        bool cols;
+        return split_blocks(gemm_rows(&bufs[op->in[0]], wb->dims[1], op->p.gemm.layout), wb->dims[0], nth, &cols);
     }
     if (op->kind == RT_OP_ATTENTION) { /* (batch, head, query rows) units */
         const RtBuf *qb = &bufs[op->in[0]];
