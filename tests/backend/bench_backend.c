@@ -238,7 +238,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < probe_bytes / 4; i++) probe[i] = 1.0f;
     forward(pre, 1, 0), forward(dec, 3, 0), forward(both, 3, 0), forward(both, 3, RT_RUN_NONBONDED);
     for (int r = 0; r < rounds; r++) {
-        double peak = fma_peak(nth), bw = bandwidth((size_t)256 << 20, nth, 3);
+        double peak = fma_peak(nth), bw = bandwidth_over(probe, probe_bytes, nth, 3);
         peaks[r] = peak, bws[r] = bw;
         double tp = forward(pre, 3, 0);
         r_pre[r] = flops / tp / peak, ms_pre[r] = tp * 1e3;
