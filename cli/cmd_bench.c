@@ -111,7 +111,6 @@ static bool parse_list(const char *opt, const char *s, long lo, long hi, long *o
     }
 }
 
-
 /* ---- fresh processes -------------------------------------------------------- */
 
 typedef struct Argv {

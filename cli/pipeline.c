@@ -20,10 +20,8 @@
 #include "milc/mil.h"
 #include "milc/rt.h"
 
-
 /* A failed stage: the input's fault, unless the diagnostics say the system's. */
 static int failed_rc(const DiagSink *d) { return d->system_errors ? EXIT_SYSTEM : EXIT_INPUT; }
-
 
 void pipeline_key_base(CacheKeyBuilder *b) {
     ckey_add_u64(b, KEY_TAG('K', 'F', 'M', 'T'), MILC_KEY_FORMAT);
@@ -37,7 +35,6 @@ static void key_common(CacheKeyBuilder *b, int mode) {
     pipeline_key_base(b);
     ckey_add_u64(b, KEY_TAG('M', 'O', 'D', 'E'), (uint64_t)mode);
 }
-
 
 /* A hit is served only if its artifact is one this runtime reads, of the
  * mode asked for: a checksum-clean entry of another format (an older milc
