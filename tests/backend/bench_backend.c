@@ -55,6 +55,7 @@ typedef struct Chunk {
     RtModel *m;
     RtTensor in[16], out[16];
     int nin, nout;
+    int x, y; /* input x, output y: a chunk's y feeds the next one's x */
     double compile_ms, parse_ms, check_ms;
     BackendStats st;
     int dispatches;
@@ -114,7 +115,7 @@ static int chunk_build(Chunk *k, const char *dir, int mode, int nth) {
     int n;
     rt_artifact_sections(k->art, &secs, &n);
     char err[256];
-    RtLoadOptions lo = {.nthreads = nth, .pool = shared_pool}; /* the chunks of a chain run in turn on one pool */ /* the chunks of a chain run in turn on one pool */
+    RtLoadOptions lo = {.nthreads = nth, .pool = shared_pool}; /* the chunks of a chain run in turn on one pool */
     if (rt_model_load(&k->m, secs, n, &lo, err, sizeof err)) {
         fprintf(stderr, "load: %s\n", err);
         return -1;
@@ -125,6 +126,8 @@ static int chunk_build(Chunk *k, const char *dir, int mode, int nth) {
             RtIoInfo info;
             (io ? rt_model_output : rt_model_input)(k->m, i, &info);
             RtTensor *t = io ? &k->out[i] : &k->in[i];
+            if (!io && !strcmp(info.name, "x")) k->x = i;
+            if (io && !strcmp(info.name, "y")) k->y = i;
             int64_t e = numel_of(info.rank, info.dims);
             *t = (RtTensor){.dtype = info.dtype, .rank = info.rank, .size = (size_t)e * rt_dtype_size(info.dtype)};
             memcpy(t->dims, info.dims, sizeof info.dims);
@@ -133,6 +136,10 @@ static int chunk_build(Chunk *k, const char *dir, int mode, int nth) {
                 for (int64_t j = 0; j < e; j++)
                     ((uint16_t *)t->data)[j] = float_to_half(strcmp(info.name, "mask") ? rng_f() : 0.0f);
         }
+    if (k->in[k->x].size != k->out[k->y].size) {
+        fprintf(stderr, "%s: no x and y of one size to chain chunks by\n", dir);
+        return -1;
+    }
     return 0;
 }
 
@@ -158,7 +165,7 @@ static double forward(Chunk *ks, int reps, int flags) {
     for (int r = 0; r < reps; r++) {
         double t0 = now();
         for (int c = 0; c < CHUNKS; c++) {
-            if (c) memcpy(ks[c].in[0].data, ks[c - 1].out[ks[c - 1].nout - 1].data, ks[c].in[0].size);
+            if (c) memcpy(ks[c].in[ks[c].x].data, ks[c - 1].out[ks[c - 1].y].data, ks[c].in[ks[c].x].size);
             if (rt_run(ks[c].m, ks[c].in, ks[c].nin, ks[c].out, ks[c].nout, flags, NULL)) return -1;
         }
         t[r] = now() - t0;
