@@ -241,7 +241,7 @@ int rtb_output(RtPlanBuilder *b, const char *name, int buf, RtDType io) {
     uint32_t dt = b->rb[buf].dtype;
     bool ok = dt == RT_F32 ? (io == RT_F16 || io == RT_F32) : (dt == RT_F16 ? io == RT_F16 : (uint32_t)io == dt);
     if (!ok) return fail(b, RT_EINVAL, "output %s: cannot return a %u buffer as dtype %d", name, dt, (int)io);
-    if (dt == RT_F16 || (b->rb[buf].flags & RT_BUFF_PACKED_P32)) return fail(b, RT_EINVAL, "output %s: fp16 weight storage", name);
+    if (dt == RT_F16 || (b->rb[buf].flags & RT_BUFF_PANELS)) return fail(b, RT_EINVAL, "output %s: fp16 weight storage", name);
     if (!grow((void **)&b->outputs, &b->capout, b->nout + 1, sizeof(RtIoRec))) return fail(b, RT_ENOMEM, "out of memory");
     RtIoRec *r = &b->outputs[b->nout++];
     memset(r, 0, sizeof *r);
@@ -253,10 +253,10 @@ int rtb_output(RtPlanBuilder *b, const char *name, int buf, RtDType io) {
 
 /* ---- finish ---- */
 
-/* Panels are a 32-wide transpose: walk K in blocks so the 32 source rows and
+/* Panels are a 64-wide transpose: walk K in blocks so the 64 source rows and
  * the destination block stay in L1 (one memcpy per element cost ~4x more). */
 enum { PACK_KB = 64 };
-void rt_pack_p32(const void *w, int64_t n, int64_t k, RtDType src, RtDType dst_dt, void *dst) {
+void rt_pack_panels(const void *w, int64_t n, int64_t k, RtDType src, RtDType dst_dt, void *dst) {
     /* pack_weights asks only for F32 -> F32, F16 -> F16 or F16 -> F32 */
     int64_t panels = (n + RT_PANEL - 1) / RT_PANEL;
     for (int64_t p = 0; p < panels; p++) {
@@ -299,7 +299,7 @@ static void pack_in_place(RtPlanBuilder *b, int w, RtDType dt) {
     BBuf *bb = &b->bufs[w];
     b->packs[b->npack++] = (PackJob){.w = w, .src = (RtDType)bb->rec.dtype, .n = b->rb[w].dims[0], .k = b->rb[w].dims[1]};
     bb->rec.dtype = (uint32_t)dt;
-    bb->rec.flags |= RT_BUFF_PACKED_P32;
+    bb->rec.flags |= RT_BUFF_PANELS;
     rt_buf_init(&b->rb[w], &bb->rec, NULL, 0);
 }
 
@@ -320,7 +320,7 @@ static void *pack_thread(void *arg) {
             atomic_store(&r->failed, 1);
             continue;
         }
-        rt_pack_p32(bb->data, j->n, j->k, j->src, (RtDType)bb->rec.dtype, packed);
+        rt_pack_panels(bb->data, j->n, j->k, j->src, (RtDType)bb->rec.dtype, packed);
         if (!bb->borrowed) free(bb->data);
         bb->data = packed;
         bb->borrowed = false;

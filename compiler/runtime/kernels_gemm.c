@@ -1,7 +1,7 @@
 /* kernels_gemm.c — GEMM with a weight operand, batched matmul and fused
  * attention, all on one AVX-512 register-blocked kernel: a 6×64 tile of C
  * (24 accumulators) fed by broadcasts of A and vector loads of B, with B
- * either build-time packed 32-column panels (fp32, or fp16 converted on the
+ * either build-time packed 64-column panels (fp32, or fp16 converted on the
  * fly: half the bytes for bandwidth-bound decode) or a row-major runtime
  * tensor.  The epilogue (scale, bias, activation, residual) runs on the
  * tile.  No allocation: repacking of runtime operands uses the per-thread
@@ -15,6 +15,7 @@
 #include "rt_math.h"
 
 enum { MR = 6, NR = 64 }; /* tile: rows of A × columns of B */
+_Static_assert((int)NR == (int)RT_PANEL, "a tile reads one weight panel");
 /* K-blocking for many rows: a KC×64 fp32 sub-panel of B (32 KB) stays in L1
  * while every tile of up to MB rows runs over it.  Without it each 6-row
  * tile streamed the whole K×64 panel (786 KB at K = 3072) from L2: that
@@ -218,18 +219,18 @@ static void widen_block(const Opnd *o, int nc, float *dst) {
         }
 }
 
-/* C[m0..m1) × [n0..n1) for B given as 32-column panels (b = panel 0, panel
- * stride k·32) or row-major (panel_stride 0: columns at b + n, ldb = row). */
+/* C[m0..m1) × [n0..n1) for B given as 64-column panels (b = panel 0, panel
+ * stride k·64, ldb 64) or row-major (panel_stride 0: columns at b + n, ldb =
+ * row). */
 static void gemm_range(const Opnd *base, const void *b, int64_t panel_stride, int64_t n_total, int64_t m0, int64_t m1,
                        int64_t n0, int64_t n1, const Epi *e) {
     size_t es = base->f16 ? 2 : 4;
     for (int64_t n = n0; n < n1; n += NR) {
         Opnd o = *base;
         int nc = n1 - n < NR ? (int)(n1 - n) : NR;
-        if (panel_stride) {
-            o.b0 = (const char *)b + (size_t)(n / 32 * panel_stride) * es;
-            /* a missing second panel is never read (its masks are 0) */
-            o.b1 = n + 32 < n_total ? (const char *)b + (size_t)((n / 32 + 1) * panel_stride) * es : o.b0;
+        if (panel_stride) { /* n is a multiple of NR = RT_PANEL: one panel per tile */
+            o.b0 = (const char *)b + (size_t)(n / RT_PANEL * panel_stride) * es;
+            o.b1 = (const char *)o.b0 + 32 * es;
         } else {
             o.b0 = (const char *)b + (size_t)n * es;
             o.b1 = (const char *)b + (size_t)(n + 32 < n_total ? n + 32 : n) * es;

@@ -343,7 +343,7 @@ int rt_model_buffer(const RtModel *m, int buf, const void **data, RtDType *dtype
     if (buf < 0 || (uint32_t)buf >= m->nbuf) return RT_EINVAL;
     const RtBuf *b = &m->bufs[buf];
     void *p = m->ptr[m->last_prog][buf];
-    if (!p || (b->flags & RT_BUFF_PACKED_P32)) return RT_EINVAL;
+    if (!p || (b->flags & RT_BUFF_PANELS)) return RT_EINVAL;
     *data = p;
     if (dtype) *dtype = (RtDType)b->dtype;
     if (rank) *rank = (int)b->rank;

@@ -53,7 +53,7 @@ uint64_t rt_buf_storage(const RtBufRec *r) {
         n *= (uint64_t)r->dims[i];
         if (n > (UINT64_C(1) << 40)) return 0;
     }
-    if (r->flags & RT_BUFF_PACKED_P32) {
+    if (r->flags & RT_BUFF_PANELS) {
         if (r->rank != 2 || (r->dtype != RT_F16 && r->dtype != RT_F32)) return 0;
         uint64_t panels = ((uint64_t)r->dims[0] + RT_PANEL - 1) / RT_PANEL;
         return panels * RT_PANEL * (uint64_t)r->dims[1] * es;
@@ -65,9 +65,9 @@ int rt_buf_init(RtBuf *b, const RtBufRec *r, char *err, size_t errlen) {
     memset(b, 0, sizeof *b);
     if (r->kind < RT_BUF_INPUT || r->kind > RT_BUF_TEMP)
         return rt_errf(err, errlen, RT_EFORMAT, "buffer kind %u invalid", r->kind);
-    if (r->flags & ~(uint32_t)RT_BUFF_PACKED_P32)
+    if (r->flags & ~(uint32_t)RT_BUFF_PANELS)
         return rt_errf(err, errlen, RT_EFORMAT, "buffer flags %#x invalid", r->flags);
-    if ((r->flags & RT_BUFF_PACKED_P32) && r->kind != RT_BUF_WEIGHT)
+    if ((r->flags & RT_BUFF_PANELS) && r->kind != RT_BUF_WEIGHT)
         return rt_errf(err, errlen, RT_EFORMAT, "only weights can be packed");
     if (r->kind == RT_BUF_TEMP && r->dtype == RT_F16)
         return rt_errf(err, errlen, RT_EFORMAT, "fp16 is a weight or input type only");
@@ -209,7 +209,7 @@ static int check_attention_kv(const RtBuf *bufs, const RtOpRec *op, char *err, s
     for (int i = 0; i < nparts; i++) {
         const RtBuf *k = B(1 + 2 * i), *v = B(2 + 2 * i);
         if ((k->dtype != RT_F32 && k->dtype != RT_F16) || (v->dtype != RT_F32 && v->dtype != RT_F16) ||
-            ((k->flags | v->flags) & RT_BUFF_PACKED_P32))
+            ((k->flags | v->flags) & RT_BUFF_PANELS))
             FAIL("attention: k and v must be fp32 or fp16");
         int64_t ks = k->numel / (b * hk * e);
         if (ks < 1 || k->numel != b * hk * e * ks || v->numel != b * hk * ev * ks)
@@ -423,8 +423,8 @@ int rt_op_check(const RtBuf *bufs, uint32_t nbuf, const RtOpRec *op, bool loadin
                       (op->kind == RT_OP_ATTENTION && op->p.attn.flags && i >= 1 &&
                        i <= ((op->p.attn.flags & RT_ATTN_SPLIT) ? 4u : 2u));
         if (b->dtype == RT_F16 && !f16_ok) FAIL("%s: input %u is fp16 storage", oi->name, i);
-        if ((b->flags & RT_BUFF_PACKED_P32) && !is_w) FAIL("%s: input %u is a packed weight", oi->name, i);
-        if (loading && is_w && !(b->flags & RT_BUFF_PACKED_P32)) FAIL("%s: W must be packed", oi->name);
+        if ((b->flags & RT_BUFF_PANELS) && !is_w) FAIL("%s: input %u is a packed weight", oi->name, i);
+        if (loading && is_w && !(b->flags & RT_BUFF_PANELS)) FAIL("%s: W must be packed", oi->name);
     }
     for (uint32_t i = 0; i < op->nout; i++) {
         if (op->out[i] < 0 || (uint32_t)op->out[i] >= nbuf) FAIL("%s: output %u: buffer %d out of range", oi->name, i, op->out[i]);

@@ -205,8 +205,8 @@ int rtb_input_f16(RtPlanBuilder *b, const char *name, int rank, const int64_t *d
 /* A constant: data (numel × element size bytes, dense row-major) is copied.
  * dtype F32, F16, I32 or BOOL.  An F16 weight read by any op but a GEMM (as
  * its W) becomes F32 at that rtb_op; rtb_finish repacks every GEMM W into
- * 32-column panels: fp16 for GEMMs of <= 16 rows (decode is bandwidth-bound)
- * when given as fp16, fp32 otherwise (a weight needed both ways is stored twice). */
+ * 64-column panels of its own dtype (a weight also read by another op, which
+ * made it F32, keeps that form and gets a packed twin). */
 int rtb_weight(RtPlanBuilder *b, const char *name, RtDType dtype, int rank, const int64_t *dims,
                const void *data);
 /* As rtb_weight, but data is borrowed, not copied: it must stay valid and

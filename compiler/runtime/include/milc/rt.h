@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define RT_FORMAT_VERSION 2
+#define RT_FORMAT_VERSION 3
 #define RT_BACKEND_CPU 1
 
 /* Section kinds (the section table of ARTIFACT.md). */
