@@ -150,13 +150,17 @@ struct RtExec {
  * descheduled thread delays only its part).  Kernels are called with
  * (part, parts) as (ith, nth); per-part scratch is sized for that many. */
 enum { RT_PARTS_PER_THREAD = 4 };
-/* Per op of a program: the next unclaimed part, the parts done (a futex
- * word) and sleepers on it.  One cache line each. */
+/* An op's parts are dealt into up to RT_REGIONS runs of consecutive parts,
+ * one per thread (threads past that share). */
+enum { RT_REGIONS = 14 };
+/* Per op of a program: the parts done (a futex word), sleepers on it, and
+ * the parts claimed so far from each region.  One cache line each. */
 typedef struct {
-    _Atomic uint32_t next, done;
+    _Atomic uint32_t done;
     atomic_int waiters;
-    char pad[52];
+    _Atomic uint32_t next[RT_REGIONS];
 } RtOpSync;
+_Static_assert(sizeof(RtOpSync) == 64, "one cache line per op");
 
 typedef struct {
     uint32_t nops;
@@ -208,6 +212,9 @@ bool rt_op_serial(const RtBuf *bufs, const RtOpRec *op);
 /* Parts an op is cut into on nth threads (exec.c), and the equal units of
  * work a GEMM or attention deals out to them (kernels_gemm.c; 0: any). */
 uint32_t rt_op_parts(const RtBuf *bufs, const RtOpRec *op, int nth);
+/* Thread ith of nth claims a part of an op cut into `parts`: false when none
+ * is left (exec.c says in what order). */
+bool rt_part_claim(RtOpSync *s, uint32_t parts, int ith, int nth, uint32_t *k);
 int64_t rt_op_units(const RtBuf *bufs, const RtOpRec *op, int nth);
 
 /* Packs W [N, K] row-major (dtype src) into ceil(N/64) panels of [K][64] of

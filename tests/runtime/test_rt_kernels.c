@@ -104,6 +104,60 @@ TEST(op_parts) {
     CHECK_EQ_INT((int)rt_op_parts(a, &un, 2), 1);
 }
 
+/* How threads claim parts: each takes its own region (a run of consecutive
+ * parts) in order first, then what is left of the others'; every part is
+ * claimed exactly once, also when some threads never come (descheduled) and
+ * when threads outnumber regions. */
+TEST(part_claim) {
+    static const int nths[] = {1, 2, 3, 5, 14, 20, 64};
+    for (int ti = 0; ti < 7; ti++)
+        for (uint32_t parts = 1; parts <= 300; parts += parts < 20 ? 1 : 37)
+            for (int absent = 0; absent < 2; absent++) { /* absent: only threads 0 and 1 come */
+                int nth = nths[ti], nr = nth < RT_REGIONS ? nth : RT_REGIONS, come = absent && nth > 2 ? 2 : nth;
+                RtOpSync s;
+                memset(&s, 0, sizeof s);
+                int seen[300] = {0}, last[64], claimed = 0;
+                bool ordered = true, more = true;
+                for (int t = 0; t < 64; t++) last[t] = -1;
+                while (more) { /* round robin: one claim per thread per turn */
+                    more = false;
+                    for (int t = 0; t < come; t++) {
+                        uint32_t k;
+                        if (!rt_part_claim(&s, parts, t, nth, &k)) continue;
+                        more = true;
+                        CHECK(k < parts);
+                        seen[k < parts ? k : 0]++, claimed++;
+                        /* a region's parts go out in order */
+                        uint32_t r = (uint32_t)(t % nr), lo = parts * r / (uint32_t)nr;
+                        if (k >= lo && k < parts * (r + 1) / (uint32_t)nr && last[t] >= (int)lo && k <= (uint32_t)last[t])
+                            ordered = false;
+                        last[t] = (int)k;
+                    }
+                }
+                CHECK_EQ_INT(claimed, (int)parts);
+                for (uint32_t k = 0; k < parts; k++) CHECK_EQ_INT(seen[k], 1);
+                CHECK(ordered);
+            }
+    /* two threads, 6 parts: 0 1 2 and 3 4 5 */
+    RtOpSync s;
+    memset(&s, 0, sizeof s);
+    uint32_t k;
+    for (uint32_t i = 0; i < 3; i++) {
+        CHECK(rt_part_claim(&s, 6, 0, 2, &k));
+        CHECK_EQ_INT((int)k, (int)i);
+        CHECK(rt_part_claim(&s, 6, 1, 2, &k));
+        CHECK_EQ_INT((int)k, (int)(3 + i));
+    }
+    CHECK(!rt_part_claim(&s, 6, 0, 2, &k));
+    /* thread 1 never comes: thread 0 takes its region after its own */
+    memset(&s, 0, sizeof s);
+    for (uint32_t i = 0; i < 6; i++) {
+        CHECK(rt_part_claim(&s, 6, 0, 2, &k));
+        CHECK_EQ_INT((int)k, (int)i);
+    }
+    CHECK(!rt_part_claim(&s, 6, 1, 2, &k));
+}
+
 TEST(matmul) {
     for (int it = 0; it < 16; it++) {
         int tx = it & 1, ty = (it >> 1) & 1, nth = 1 + (it >> 2 & 1);
@@ -690,6 +744,7 @@ TEST(builder_rejects) {
 int main(void) {
     RUN(gemm);
     RUN(op_parts);
+    RUN(part_claim);
     RUN(matmul);
     RUN(attention);
     RUN(attention_kv);
