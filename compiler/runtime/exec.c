@@ -286,12 +286,14 @@ static void wait_parts(RtOpSync *s, uint32_t parts) {
  * taking parts from one shared counter interleaved the threads: decode 4%
  * slower), and a thread the OS deschedules still holds up only the part it
  * holds: the others take the rest of its region. */
+static uint32_t region_first(uint32_t parts, int r, int nr) {
+    return (uint32_t)((uint64_t)parts * (uint64_t)r / (uint64_t)nr);
+}
 bool rt_part_claim(RtOpSync *s, uint32_t parts, int ith, int nth, uint32_t *k) {
     int nr = nth < RT_REGIONS ? nth : RT_REGIONS;
     for (int i = 0; i < nr; i++) {
         int r = (ith + i) % nr;
-        uint32_t lo = (uint32_t)((uint64_t)parts * (uint64_t)r / (uint64_t)nr),
-                 n = (uint32_t)((uint64_t)parts * (uint64_t)(r + 1) / (uint64_t)nr) - lo;
+        uint32_t lo = region_first(parts, r, nr), n = region_first(parts, r + 1, nr) - lo;
         if (atomic_load_explicit(&s->next[r], memory_order_relaxed) >= n) continue;
         uint32_t c = atomic_fetch_add_explicit(&s->next[r], 1, memory_order_relaxed);
         if (c < n) {
@@ -316,6 +318,15 @@ static void run_job(void *arg, int ith, int nth) {
             kernel(&j->m->ex, op, (int)k, (int)parts);
             atomic_fetch_add(&s->done, 1); /* seq_cst: pairs with waiters */
             if (atomic_load(&s->waiters)) futex_wake(&s->done);
+        }
+        /* Out of parts: start the stream of this thread's first part of the
+         * next parallel op (its region's first) while the others finish. */
+        for (uint32_t x = i + 1; x < j->end; x++) {
+            if (j->parts[x] <= 1) continue;
+            RtKernelFn pre = rt_op_info(j->ops[x].kind)->prefetch;
+            int nr = nth < RT_REGIONS ? nth : RT_REGIONS;
+            if (pre) pre(&j->m->ex, &j->ops[x], (int)region_first(j->parts[x], ith % nr, nr), (int)j->parts[x]);
+            break;
         }
         wait_parts(s, parts);
     }

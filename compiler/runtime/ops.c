@@ -20,6 +20,8 @@ void rt_k_gather(RtExec *, const RtOpRec *, int, int);
 void rt_k_band(RtExec *, const RtOpRec *, int, int);
 void rt_k_select(RtExec *, const RtOpRec *, int, int);
 void rt_k_cast(RtExec *, const RtOpRec *, int, int);
+void rt_p_gemm(RtExec *, const RtOpRec *, int, int);
+void rt_p_attention(RtExec *, const RtOpRec *, int, int);
 size_t rt_s_attention(const RtBuf *, const RtOpRec *);
 size_t rt_s_softmax(const RtBuf *, const RtOpRec *);
 size_t rt_s_matmul(const RtBuf *, const RtOpRec *);
@@ -380,9 +382,10 @@ static int check_cast(const RtBuf *bufs, const RtOpRec *op, char *err, size_t er
 }
 
 static const RtOpInfo op_table[RT_OP_COUNT_] = {
-    [RT_OP_GEMM] = {"gemm", sizeof(RtGemmParams), 2, 4, 1, 1, check_gemm, NULL, rt_k_gemm},
+    [RT_OP_GEMM] = {"gemm", sizeof(RtGemmParams), 2, 4, 1, 1, check_gemm, NULL, rt_k_gemm, rt_p_gemm},
     [RT_OP_MATMUL] = {"matmul", sizeof(RtMatmulParams), 2, 2, 1, 1, check_matmul, rt_s_matmul, rt_k_matmul},
-    [RT_OP_ATTENTION] = {"attention", sizeof(RtAttnParams), 3, 6, 1, 1, check_attention, rt_s_attention, rt_k_attention},
+    [RT_OP_ATTENTION] = {"attention", sizeof(RtAttnParams), 3, 6, 1, 1, check_attention, rt_s_attention, rt_k_attention,
+                         rt_p_attention},
     [RT_OP_NORM] = {"norm", sizeof(RtNormParams), 1, 3, 1, 1, check_norm, NULL, rt_k_norm},
     [RT_OP_SOFTMAX] = {"softmax", sizeof(RtAxisParams), 1, 1, 1, 1, check_softmax, rt_s_softmax, rt_k_softmax},
     [RT_OP_BINARY] = {"binary", sizeof(RtBinaryParams), 2, 2, 1, 1, check_binary, NULL, rt_k_binary},

@@ -126,6 +126,10 @@ typedef struct {
     RtCheckFn check;
     RtScratchFn scratch;  /* NULL: none */
     RtKernelFn kernel;
+    /* NULL, or asks for the first bytes part ith of nth will stream (called
+     * by a thread done with the op before, so the stream is under way when
+     * the part starts) */
+    RtKernelFn prefetch;
 } RtOpInfo;
 
 /* NULL for an out-of-range kind. */
