@@ -271,8 +271,20 @@ static void gemm_range(const Opnd *base, const void *b, int64_t panel_stride, in
                     ok.b0 = wide, ok.b1 = wide + 32, ok.ldb = NR, ok.f16 = 0;
                 }
                 bool last = k0 + kl >= base->k;
+                /* The next K-block of the panel (or the next panel's first),
+                 * asked for into L2 a slice per tile while this block's tiles
+                 * run: fetched on demand by the next widen_block, its first
+                 * touch stalled (GPT-2 prefill 8-10% faster, 4 x 30 paired
+                 * prefills; into L1 5.7%). */
+                const char *nx = NULL;
+                if (!last) nx = (const char *)o.b0 + (size_t)((k0 + kl) * o.ldb) * es;
+                else if (n + NR < n1 && panel_stride) nx = (const char *)o.b0 + (size_t)panel_stride * es;
+                size_t nlen = (size_t)(KC * o.ldb) * es, ntile = (size_t)((mbe - mb + MR - 1) / MR);
                 for (int64_t m = mb; m < mbe; m += MR) {
                     float(*pt)[NR] = part + (m - mb);
+                    size_t t = (size_t)((m - mb) / MR);
+                    for (size_t q = t * nlen / ntile & ~(size_t)63; nx && q < (t + 1) * nlen / ntile; q += 64)
+                        __builtin_prefetch(nx + q, 0, 2); /* into L2 (x86: prefetcht1) */
                     tile_any(&ok, m, mbe - m < MR ? (int)(mbe - m) : MR, n, nc, e, k0 ? (const float(*)[NR])pt : NULL,
                              last ? NULL : pt);
                 }
