@@ -9,9 +9,9 @@
  *      chunk and as one dispatch per op (mode 0, same_ops), alternated token
  *      by token; / the 2 us goal
  *   4. compile of the 12 layers (parse -> artifact) / one prefill
- * Usage: bench_backend [WORKDIR] [threads] [rounds] [decode|dispatch]   (WORKDIR default
- *        /tmp/milc-bench; decode, dispatch: only run 200 decode steps, bonded or
- *        one dispatch per op, for a profiler) */
+ * Usage: bench_backend [WORKDIR] [threads] [rounds] [decode|dispatch|prefill]   (WORKDIR
+ *        default /tmp/milc-bench; decode, dispatch, prefill: only run 200 decode steps,
+ *        bonded or one dispatch per op, or 200 prefills, for a profiler) */
 #include <sys/stat.h>
 
 /* The runtime benchmark's FMA-peak and bandwidth probes, reused as they are. */
@@ -233,6 +233,10 @@ int main(int argc, char **argv) {
     ndisp = CHUNKS * (int)rs.dispatches;
     if (argc > 4 && !strcmp(argv[4], "decode")) { /* for a profiler: decode only */
         for (int r = 0; r < 200; r++) forward(dec, 1, 0);
+        return 0;
+    }
+    if (argc > 4 && !strcmp(argv[4], "prefill")) { /* for a profiler: prefill only */
+        for (int r = 0; r < 200; r++) forward(pre, 1, 0);
         return 0;
     }
     if (argc > 4 && !strcmp(argv[4], "dispatch")) { /* for a profiler: one dispatch per op */
