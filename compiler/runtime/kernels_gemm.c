@@ -71,24 +71,42 @@ static __attribute__((noinline)) void tile_store(const Epi *e, int64_t m0, int m
     __m512 alpha = _mm512_set1_ps(e->alpha);
     if (e->yn != 1) {
         /* The channels layout, y[n·yn + m]: a column's mr rows lie side by
-         * side in y (and in res), so each column is one gather from the tile
-         * and one masked store instead of mr scalar stores (a GPT-2 prefill
-         * 1-2.5% faster, 7 paired runs). */
-        const __mmask8 km = (__mmask8)((1u << mr) - 1);
-        const __m256i idx = _mm256_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112);
+         * side in y (and in res).  The rows are transposed in registers, 16
+         * columns at a time, and each column stored as rows 0-3 and 4-5:
+         * one gather per column (7% of a GPT-2 prefill in perf) made prefill
+         * 2.2-3.2% slower (paired runs), mr scalar stores more. */
+        const __mmask8 klo = (__mmask8)((1u << (mr < 4 ? mr : 4)) - 1), khi = (__mmask8)((1u << (mr > 4 ? mr - 4 : 0)) - 1);
         for (int j = 0; j < 4; j++) {
             if (!msk[j]) continue;
             int64_t n = n0 + 16 * j;
             __m512 bias = e->bias ? _mm512_maskz_loadu_ps(msk[j], e->bias + n) : _mm512_setzero_ps();
-            float u[MR][16];
-            for (int r = 0; r < mr; r++)
-                _mm512_storeu_ps(u[r], rt_act16(_mm512_fmadd_ps(_mm512_loadu_ps(t[r] + 16 * j), alpha, bias), e->act));
-            int cnt = __builtin_popcount(msk[j]);
-            for (int c = 0; c < cnt; c++) {
-                __m256 col = _mm256_mmask_i32gather_ps(_mm256_setzero_ps(), km, idx, &u[0][c], 4);
-                if (e->res) col = _mm256_add_ps(col, _mm256_maskz_loadu_ps(km, e->res + m0 + (n + c) * e->rn));
-                _mm256_mask_storeu_ps(e->y + m0 + (n + c) * e->yn, km, col);
+            __m512 a[8];
+            for (int r = 0; r < 8; r++)
+                a[r] = r < mr ? rt_act16(_mm512_fmadd_ps(_mm512_loadu_ps(t[r] + 16 * j), alpha, bias), e->act)
+                              : _mm512_setzero_ps();
+            /* in each 128-bit lane L: q[i] = rows 0-3 and p[i] = rows 4-7 of column 4L + i */
+            __m512 q[4], p[4];
+            for (int h = 0; h < 2; h++) {
+                __m512 t0 = _mm512_unpacklo_ps(a[4 * h], a[4 * h + 1]), t1 = _mm512_unpackhi_ps(a[4 * h], a[4 * h + 1]);
+                __m512 t2 = _mm512_unpacklo_ps(a[4 * h + 2], a[4 * h + 3]), t3 = _mm512_unpackhi_ps(a[4 * h + 2], a[4 * h + 3]);
+                __m512 *d = h ? p : q;
+                d[0] = _mm512_shuffle_ps(t0, t2, 0x44), d[1] = _mm512_shuffle_ps(t0, t2, 0xEE);
+                d[2] = _mm512_shuffle_ps(t1, t3, 0x44), d[3] = _mm512_shuffle_ps(t1, t3, 0xEE);
             }
+            int cnt = __builtin_popcount(msk[j]);
+#define STORE_LANE(L)                                                                              \
+    for (int i = 0; i < 4 && 4 * (L) + i < cnt; i++) {                                             \
+        int64_t c = n + 4 * (L) + i;                                                               \
+        __m128 lo = _mm512_extractf32x4_ps(q[i], L), hi = _mm512_extractf32x4_ps(p[i], L);        \
+        if (e->res) {                                                                              \
+            lo = _mm_add_ps(lo, _mm_maskz_loadu_ps(klo, e->res + m0 + c * e->rn));                 \
+            hi = _mm_add_ps(hi, _mm_maskz_loadu_ps(khi, e->res + m0 + 4 + c * e->rn));             \
+        }                                                                                          \
+        _mm_mask_storeu_ps(e->y + m0 + c * e->yn, klo, lo);                                        \
+        _mm_mask_storeu_ps(e->y + m0 + 4 + c * e->yn, khi, hi);                                    \
+    }
+            STORE_LANE(0) STORE_LANE(1) STORE_LANE(2) STORE_LANE(3)
+#undef STORE_LANE
         }
         return;
     }
