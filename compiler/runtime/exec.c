@@ -280,17 +280,20 @@ static void wait_parts(RtOpSync *s, uint32_t parts) {
     }
 }
 
+/* Regions on nth threads, and the first part of region r of nr. */
+static int regions(int nth) { return nth < RT_REGIONS ? nth : RT_REGIONS; }
+static uint32_t region_first(uint32_t parts, int r, int nr) {
+    return (uint32_t)((uint64_t)parts * (uint64_t)r / (uint64_t)nr);
+}
+
 /* Claims part *k of an op: the next of the thread's own region while it
  * lasts, then whatever is left in the others'.  A thread's parts are then
  * one run of the op's work (a GEMV's weight bytes in one stream, where
  * taking parts from one shared counter interleaved the threads: decode 4%
  * slower), and a thread the OS deschedules still holds up only the part it
  * holds: the others take the rest of its region. */
-static uint32_t region_first(uint32_t parts, int r, int nr) {
-    return (uint32_t)((uint64_t)parts * (uint64_t)r / (uint64_t)nr);
-}
 bool rt_part_claim(RtOpSync *s, uint32_t parts, int ith, int nth, uint32_t *k) {
-    int nr = nth < RT_REGIONS ? nth : RT_REGIONS;
+    int nr = regions(nth);
     for (int i = 0; i < nr; i++) {
         int r = (ith + i) % nr;
         uint32_t lo = region_first(parts, r, nr), n = region_first(parts, r + 1, nr) - lo;
@@ -324,7 +327,7 @@ static void run_job(void *arg, int ith, int nth) {
         for (uint32_t x = i + 1; x < j->end; x++) {
             if (j->parts[x] <= 1) continue;
             RtKernelFn pre = rt_op_info(j->ops[x].kind)->prefetch;
-            int nr = nth < RT_REGIONS ? nth : RT_REGIONS;
+            int nr = regions(nth);
             if (pre) pre(&j->m->ex, &j->ops[x], (int)region_first(j->parts[x], ith % nr, nr), (int)j->parts[x]);
             break;
         }

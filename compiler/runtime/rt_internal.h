@@ -216,10 +216,10 @@ bool rt_op_serial(const RtBuf *bufs, const RtOpRec *op);
 /* Parts an op is cut into on nth threads (exec.c), and the equal units of
  * work a GEMM or attention deals out to them (kernels_gemm.c; 0: any). */
 uint32_t rt_op_parts(const RtBuf *bufs, const RtOpRec *op, int nth);
+int64_t rt_op_units(const RtBuf *bufs, const RtOpRec *op, int nth);
 /* Thread ith of nth claims a part of an op cut into `parts`: false when none
  * is left (exec.c says in what order). */
 bool rt_part_claim(RtOpSync *s, uint32_t parts, int ith, int nth, uint32_t *k);
-int64_t rt_op_units(const RtBuf *bufs, const RtOpRec *op, int nth);
 
 /* Packs W [N, K] row-major (dtype src) into ceil(N/64) panels of [K][64] of
  * dtype dst (F32 -> F32, F16 -> F16, or F16 -> F32 widening), zero padded. */
