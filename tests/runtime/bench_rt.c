@@ -104,7 +104,7 @@ typedef struct {
     pthread_barrier_t *bar;
     double t; /* thread 0: the best pass */
 } BwArg;
-static volatile int isink;
+static volatile uint32_t isink;
 
 /* The part of range r thread ith reads: whole 256-byte blocks. */
 static size_t bw_slice(const BwRange *r, int ith, int nth, const char **start) {
@@ -120,7 +120,7 @@ static void *bw_thread(void *arg) {
         bool ahead = rep & 1;
         pthread_barrier_wait(a->bar);
         double t0 = now();
-        int s = 0;
+        uint32_t s = 0; /* unsigned: the sums wrap */
         for (int k = 0; k < a->nr; k++) {
             const char *p;
             size_t n = bw_slice(&a->r[k], a->ith, a->nth, &p);
@@ -134,11 +134,13 @@ static void *bw_thread(void *arg) {
                 v2 = _mm512_add_epi32(v2, _mm512_loadu_si512(p + i + 128));
                 v3 = _mm512_add_epi32(v3, _mm512_loadu_si512(p + i + 192));
             }
-            s += _mm512_reduce_add_epi32(_mm512_add_epi32(_mm512_add_epi32(v0, v1), _mm512_add_epi32(v2, v3)));
+            uint32_t lane[16];
+            _mm512_storeu_si512(lane, _mm512_add_epi32(_mm512_add_epi32(v0, v1), _mm512_add_epi32(v2, v3)));
+            for (int l = 0; l < 16; l++) s += lane[l];
 #else
             (void)ahead;
             for (size_t i = 0; i < n; i += 4) {
-                int x;
+                uint32_t x;
                 memcpy(&x, p + i, 4);
                 s += x;
             }
