@@ -108,31 +108,31 @@ static int build_run(Cli *cli, int argc, char **argv) {
                     .chunk = chunk, .extra = a.extra, .nextra = a.nextra};
     char err[512] = "";
     /* Where there is no cache yet there is no request note either: expand
-     * the request first, so one that cannot be built (an unknown parameter,
-     * a bad value) leaves no new, empty cache behind. */
+     * the request before the cache is made, so one that cannot be built (an
+     * unknown parameter, a bad value) leaves no new, empty cache behind, and
+     * hand the jobs on rather than expand them twice. */
+    JobList jobs = {0};
+    const JobList *expanded = NULL;
     struct stat st;
     if (stat(cli->cache_dir, &st) != 0) {
-        JobList jobs = {0};
-        DiagSink pd; /* its own sink: the request expands again below, warnings and all */
-        diag_init(&pd);
-        int e = jobs_expand(&tp, &spec, &jobs, &pd);
-        jobs_free(&jobs);
-        if (e != 0) {
-            rc = cli_report(cli, &pd);
+        if (jobs_expand(&tp, &spec, &jobs, &d) != 0) {
+            rc = cli_report(cli, &d);
             if (rc == EXIT_OK) rc = EXIT_INPUT;
+            goto out;
         }
-        diag_free(&pd);
-        if (e != 0) goto out;
+        expanded = &jobs;
     }
     int r = cache_open(&c, cli->cache_dir, NULL, err, sizeof err);
     if (r != 0) { cli_error("%s", err[0] ? err : cache_strerror(r)); rc = EXIT_SYSTEM; goto out; }
     Printer pr = {cli, 0};
-    rc = build_request(c, &tp, &spec, &(RequestOptions){.verify_hits = verify_policy(&a), .tmp_root = cli->cache_dir},
+    rc = build_request(c, &tp, &spec,
+                       &(RequestOptions){.verify_hits = verify_policy(&a), .tmp_root = cli->cache_dir, .jobs = expanded},
                        print_result, &pr, &d);
     if (cli->json && pr.printed) printf("]}\n");
     int drc = cli_report(cli, &d);
     if (rc == EXIT_OK) rc = drc;
 out:
+    jobs_free(&jobs);
     if (c) cache_close(c);
     diag_free(&d);
     tpath_free(&tp);

@@ -126,27 +126,28 @@ int build_request(Cache *c, const TemplatePath *tp, const JobSpec *spec, const R
         ckey_free(&r.rec);
         return EXIT_OK;
     }
-    JobList jobs = {0};
+    JobList own = {0};
+    const JobList *jobs = o->jobs ? o->jobs : &own;
     CacheKey *keys = NULL;
     int rc = EXIT_OK;
-    if (jobs_expand(tp, spec, &jobs, d) != 0) rc = EXIT_INPUT;
-    else if (!(keys = calloc((size_t)jobs.n + 1, sizeof *keys))) cli_error("out of memory"), rc = EXIT_SYSTEM;
-    for (int i = 0; i < jobs.n && rc == EXIT_OK; i++) {
-        GenConfig *cfg = job_config(tp, &jobs.v[i], d);
+    if (!o->jobs && jobs_expand(tp, spec, &own, d) != 0) rc = EXIT_INPUT;
+    else if (!(keys = calloc((size_t)jobs->n + 1, sizeof *keys))) cli_error("out of memory"), rc = EXIT_SYSTEM;
+    for (int i = 0; i < jobs->n && rc == EXIT_OK; i++) {
+        GenConfig *cfg = job_config(tp, &jobs->v[i], d);
         if (!cfg) { rc = EXIT_INPUT; break; }
         BuildResult br;
-        rc = pipeline_build(c, &(BuildRequest){.config = cfg, .weights = jobs.v[i].weights, .mode = jobs.v[i].mode,
+        rc = pipeline_build(c, &(BuildRequest){.config = cfg, .weights = jobs->v[i].weights, .mode = jobs->v[i].mode,
                                                 .weights_digest = r.usable ? r.wdig : NULL,
                                                 .tmp_root = o->tmp_root, .verify_hits = o->verify_hits},
                             &br, d);
         gen_config_free(cfg);
         if (rc != EXIT_OK) break;
         keys[i] = br.key;
-        fn(ctx, i, jobs.v[i].label[0] ? jobs.v[i].label : jobs.v[i].config, &br);
+        fn(ctx, i, jobs->v[i].label[0] ? jobs->v[i].label : jobs->v[i].config, &br);
     }
-    if (rc == EXIT_OK && r.usable && jobs.n > 0) note_write(c, &r, jobs.v, jobs.n, keys);
+    if (rc == EXIT_OK && r.usable && jobs->n > 0) note_write(c, &r, jobs->v, jobs->n, keys);
     free(keys);
-    jobs_free(&jobs);
+    jobs_free(&own);
     ckey_free(&r.rec);
     return rc;
 }
