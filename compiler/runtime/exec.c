@@ -261,7 +261,7 @@ uint32_t rt_op_parts(const RtBuf *bufs, const RtOpRec *op, int nth) {
 typedef struct {
     RtModel *m;
     const RtOpRec *ops;
-    const uint32_t *parts;
+    const uint32_t *parts, *ahead;
     RtOpSync *sync;
     uint32_t begin, end;
 } Job;
@@ -324,13 +324,9 @@ static void run_job(void *arg, int ith, int nth) {
         }
         /* Out of parts: start the stream of this thread's first part of the
          * next parallel op (its region's first) while the others finish. */
-        for (uint32_t x = i + 1; x < j->end; x++) {
-            if (j->parts[x] <= 1) continue;
-            RtKernelFn pre = rt_op_info(j->ops[x].kind)->prefetch;
-            int nr = regions(nth);
-            if (pre) pre(&j->m->ex, &j->ops[x], (int)region_first(j->parts[x], ith % nr, nr), (int)j->parts[x]);
-            break;
-        }
+        uint32_t x = j->ahead[i];
+        RtKernelFn pre = x < j->end ? rt_op_info(j->ops[x].kind)->prefetch : NULL;
+        if (pre) pre(&j->m->ex, &j->ops[x], (int)region_first(j->parts[x], ith % regions(nth), regions(nth)), (int)j->parts[x]);
         wait_parts(s, parts);
     }
 }
@@ -353,7 +349,7 @@ static int dispatch(RtModel *m, int prog, uint32_t begin, uint32_t end) {
         atomic_store_explicit(&pr->sync[i].done, 0, memory_order_relaxed);
     }
     int nth = rt_pool_threads(m->pool);
-    Job j = {m, pr->ops, pr->parts, pr->sync, begin, end};
+    Job j = {m, pr->ops, pr->parts, pr->ahead, pr->sync, begin, end};
     if (all_serial || nth == 1) run_job(&j, 0, 1);
     else rt_pool_run(m->pool, run_job, &j); /* its seq_cst publication orders the resets above */
     return RT_OK;

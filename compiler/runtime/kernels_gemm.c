@@ -512,6 +512,14 @@ typedef struct {
     int64_t s, off; /* positions in this part, first position */
 } KvPart;
 
+/* Where the K or V rows (rows × s positions, es bytes each) of the query
+ * unit u's kv head begin: the kernel's and the prefetch's one mapping. */
+static const unsigned char *kv_rows(const unsigned char *base, int64_t u, int64_t H, int64_t L, int64_t Hk, int64_t rows,
+                                    int64_t s, size_t es) {
+    int64_t b = u / (H * L), hk = u / L % H / (H / Hk);
+    return base + (size_t)((b * Hk + hk) * rows * s) * es;
+}
+
 static void attention_kv(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     const RtAttnParams *p = &op->p.attn;
     bool kt = p->flags & RT_ATTN_K_T, vt = p->flags & RT_ATTN_V_T;
@@ -541,13 +549,13 @@ static void attention_kv(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     float *row = (float *)(ex->scratch + (size_t)ith * ex->scratch_per_thread), *qs = row + S;
     int64_t units = B * H * L, u0 = units * ith / nth, u1 = units * (ith + 1) / nth;
     for (int64_t u = u0; u < u1; u++) {
-        int64_t b = u / (H * L), h = u / L % H, li = u % L, hk = h / (H / Hk);
+        int64_t b = u / (H * L), h = u / L % H, li = u % L;
         const float *qr = q + u * E;
         for (int64_t e = 0; e < E; e++) qs[e] = qr[e] * p->scale;
         for (int i = 0; i < np; i++) {
             const KvPart *pt = &part[i];
             size_t es = pt->kf16 ? 2 : 4;
-            const unsigned char *kh = pt->k + (size_t)((b * Hk + hk) * E * pt->s) * es;
+            const unsigned char *kh = kv_rows(pt->k, u, H, L, Hk, E, pt->s, es);
             float *sr = row + pt->off;
             if (kt) { /* K rows [E][s]: scores = Σ_e q[e] K[e][:], one row per pass: the
                          * scores stay in L1 either way, and one stream of K reads faster
@@ -575,7 +583,7 @@ static void attention_kv(RtExec *ex, const RtOpRec *op, int ith, int nth) {
         for (int i = 0; i < np; i++) {
             const KvPart *pt = &part[i];
             size_t es = pt->vf16 ? 2 : 4;
-            const unsigned char *vh = pt->v + (size_t)((b * Hk + hk) * Ev * pt->s) * es;
+            const unsigned char *vh = kv_rows(pt->v, u, H, L, Hk, Ev, pt->s, es);
             const float *pr = row + pt->off;
             if (vt) /* V rows [Ev][s]: o[e] = Σ_j p[j] V[e][j] */
                 for (int64_t e = 0; e < Ev; e++) orow[e] += dot_any(pr, vh + (size_t)(e * pt->s) * es, pt->vf16, pt->s);
@@ -605,9 +613,9 @@ void rt_p_attention(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     if (!p->flags) return;
     const RtBuf *qb = &ex->bufs[op->in[0]], *kb = &ex->bufs[op->in[1]];
     int64_t B = qb->dims[0], H = qb->dims[1], L = qb->dims[2], E = qb->dims[3], Hk = p->kv_heads;
-    int64_t u = B * H * L * ith / nth, b = u / (H * L), hk = u / L % H / (H / Hk), s = kb->numel / (B * Hk * E);
+    int64_t s = kb->numel / (B * Hk * E);
     size_t es = rt_dtype_size((RtDType)kb->dtype);
-    prefetch_head((const char *)ex->ptr[op->in[1]] + (size_t)((b * Hk + hk) * E * s) * es, (size_t)(E * s) * es);
+    prefetch_head(kv_rows(ex->ptr[op->in[1]], B * H * L * ith / nth, H, L, Hk, E, s, es), (size_t)(E * s) * es);
 }
 
 void rt_k_attention(RtExec *ex, const RtOpRec *op, int ith, int nth) {

@@ -245,7 +245,8 @@ int rt_model_load(RtModel **out, const RtSection *secs, int n, const RtLoadOptio
         if ((rc = parse_plan(m, p, &secs[plan[p]], err, errlen))) goto fail;
         m->has_prog[p] = 1;
         RtProg *pr = &m->prog[p];
-        pr->parts = malloc(sizeof(uint32_t) * (pr->nops ? pr->nops : 1));
+        pr->parts = malloc(sizeof(uint32_t) * 2 * (pr->nops ? pr->nops : 1));
+        pr->ahead = pr->parts ? pr->parts + pr->nops : NULL;
         pr->sync = aligned_alloc(64, sizeof(RtOpSync) * (pr->nops ? pr->nops : 1));
         if (!pr->parts || !pr->sync) {
             rc = rt_errf(err, errlen, RT_ENOMEM, "out of memory");
@@ -271,9 +272,14 @@ int rt_model_load(RtModel **out, const RtSection *secs, int n, const RtLoadOptio
         m->own_pool = true;
     }
     m->nthreads = rt_pool_threads(m->pool);
-    for (int p = 0; p < 2; p++)
-        for (uint32_t i = 0; m->has_prog[p] && i < m->prog[p].nops; i++)
-            m->prog[p].parts[i] = rt_op_parts(m->bufs, &m->prog[p].ops[i], m->nthreads);
+    for (int p = 0; p < 2; p++) {
+        RtProg *pr = &m->prog[p];
+        for (uint32_t i = 0; m->has_prog[p] && i < pr->nops; i++) pr->parts[i] = rt_op_parts(m->bufs, &pr->ops[i], m->nthreads);
+        for (uint32_t i = m->has_prog[p] ? pr->nops : 0, next = i; i-- > 0;) {
+            pr->ahead[i] = next;
+            if (pr->parts[i] > 1) next = i;
+        }
+    }
     size_t asz = (size_t)((m->arena_size + RT_ARENA_ALIGN - 1) & ~(uint64_t)(RT_ARENA_ALIGN - 1));
     size_t scratch = 0;
     for (int p = 0; p < 2; p++)

@@ -172,6 +172,8 @@ typedef struct {
     uint64_t *offset; /* [nbuf] */
     RtOpRec *ops;     /* copied at load so kernels read aligned structs */
     uint32_t *parts;  /* [nops]: parts the op is cut into (rt_op_parts), decided at load */
+    uint32_t *ahead;  /* [nops]: the next op cut into more than one part (nops: none);
+                       * in parts' allocation, after it */
     RtOpSync *sync;   /* [nops], 64-aligned */
 } RtProg;
 
