@@ -12,6 +12,10 @@ PKGS=(
   libjansson-dev       # JSON: safetensors headers, manifests, --json output parsing in tests
   python3 python3-numpy python3-torch   # numeric references in tests
   python3-matplotlib   # examples/plot_bench.py
+  libprotobuf-c-dev protobuf-c-compiler   # Core ML packages: the Model protobuf
+  libhiredis-dev redis-server             # the shared remote cache tier and its tests
+  libsodium-dev        # keyed MACs over what comes back from a shared remote
+  clang-format         # the project's code style (.clang-format)
 )
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
