@@ -14,6 +14,7 @@
 #include <lmdb.h>
 
 #include "cache_impl.h"
+#include "milc/osfile.h"
 
 /* ---- small helpers ------------------------------------------------------ */
 
@@ -63,7 +64,7 @@ static MDB_val mval(const void *p, size_t n) { return (MDB_val){.mv_size = n, .m
 /* Disk space a file takes: data.mdb is sparse with WRITEMAP (as long as the map). */
 static uint64_t file_size(const char *path) {
     struct stat st;
-    return stat(path, &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0;
+    return lstat(path, &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0;
 }
 
 /* ---- counters ----------------------------------------------------------- */
@@ -96,30 +97,6 @@ static int ctr_add(Cache *c, MDB_txn *txn, int id, int64_t delta) {
 }
 
 /* ---- environment -------------------------------------------------------- */
-
-static int mkdirs(const char *dir, char *err, size_t errlen) {
-    char *p = strdup(dir);
-    if (!p) return CACHE_ENOMEM;
-    for (char *s = p + 1;; s++) {
-        if (*s != '/' && *s) continue;
-        char save = *s;
-        *s = 0;
-        if (mkdir(p, 0700) != 0 && errno != EEXIST) {
-            cache_fmt(err, errlen, "cannot create cache directory %s: %s", p, strerror(errno));
-            free(p);
-            return CACHE_EIO;
-        }
-        *s = save;
-        if (!save) break;
-    }
-    free(p);
-    struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        cache_fmt(err, errlen, "cache directory %s is not a directory", dir);
-        return CACHE_EIO;
-    }
-    return 0;
-}
 
 static int flock_retry(int fd, int op) {
     int rc;
@@ -290,19 +267,53 @@ static int reserve_disk(Cache *c, uint64_t need) {
 enum { LOCKFILE_BYTES = 128 << 10 }; /* LMDB needs 64 KiB for 1024 readers */
 
 static int lockfile_create(Cache *c) {
-    char p[4200];
-    snprintf(p, sizeof p, "%s/lock.mdb", c->dir);
-    int fd = open(p, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) return 0; /* exists, or LMDB will say why it cannot create it */
+    int fd = openat(c->dirfd, "lock.mdb", O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return 0; /* exists (checked by env_files_check), or LMDB will say why it cannot create it */
     int rc = fallocate(fd, 0, 0, LOCKFILE_BYTES) == 0 || errno == EOPNOTSUPP || errno == ENOSYS ? 0 : errno;
     close(fd);
     if (!rc) return 0;
-    seterr(c, "cannot create %s: %s", p, strerror(rc));
+    seterr(c, "cannot create %s/lock.mdb: %s", c->dir, strerror(rc));
     return CACHE_EIO;
 }
 
+/* LMDB opens data.mdb and lock.mdb by name and would follow a planted link
+ * (writing its lock header or a 1 GiB map into the target) or block on a
+ * FIFO.  Each must be absent or a regular file, checked without following. */
+static int env_files_check(Cache *c) {
+    static const char *const names[] = {"data.mdb", "lock.mdb"};
+    for (int i = 0; i < 2; i++)
+        if (os_check_regular_at(c->dirfd, c->dir, names[i], NULL, c->err, sizeof c->err) != 0) return CACHE_EIO;
+    return 0;
+}
+
+/* After LMDB's open: the data.mdb it holds is the regular file at that name
+ * (not something swapped in between the check and its open). */
+static int env_files_recheck(Cache *c) {
+    struct stat held, named;
+    int fd = -1;
+    if (env_files_check(c) != 0) return CACHE_EIO;
+    if (mdb_env_get_fd(c->env, &fd) != 0 || fstat(fd, &held) != 0 ||
+        fstatat(c->dirfd, "data.mdb", &named, AT_SYMLINK_NOFOLLOW) != 0 || held.st_ino != named.st_ino ||
+        held.st_dev != named.st_dev) {
+        seterr(c, "%s changed while it was opened; milc opens only the regular file in its directory", c->datapath);
+        return CACHE_EIO;
+    }
+    return 0;
+}
+
+/* The directory LMDB is given: the verified descriptor's /proc name where
+ * there is one, so LMDB opens its files in that directory even if a path
+ * component above it is renamed meanwhile. */
+static void env_dir(const Cache *c, char *buf, size_t n) {
+    snprintf(buf, n, "/proc/self/fd/%d", c->dirfd);
+    struct stat a, b;
+    if (stat(buf, &a) != 0 || fstat(c->dirfd, &b) != 0 || a.st_ino != b.st_ino || a.st_dev != b.st_dev)
+        snprintf(buf, n, "%s", c->dir);
+}
+
 static int env_open(Cache *c) {
-    int rc = cache_envfile_check(c->datapath, c->dir, c->err, sizeof c->err);
+    int rc = env_files_check(c);
+    if (!rc) rc = cache_envfile_check(c->datapath, c->dir, c->err, sizeof c->err);
     if (!rc) rc = lockfile_create(c);
     if (rc) return rc;
     if ((rc = mdb_env_create(&c->env)) != 0) return cache_lmdb_err(c, rc, "mdb_env_create");
@@ -322,11 +333,17 @@ static int env_open(Cache *c) {
     if (c->writemap && stat(c->datapath, &st) == 0 && (uint64_t)st.st_size > map) map = (uint64_t)st.st_size;
     mdb_env_set_mapsize(c->env, (size_t)map);
     int held = cache_stamp_hold(c);
-    rc = mdb_env_open(c->env, c->dir, flags, 0600);
+    char edir[64 + 4096];
+    env_dir(c, edir, sizeof edir);
+    rc = mdb_env_open(c->env, edir, flags, 0600);
     cache_stamp_release(c, held);
     maplock(c, F_UNLCK);
     if (rc) {
         rc = cache_lmdb_err(c, rc, "mdb_env_open");
+        env_close(c);
+        return rc;
+    }
+    if ((rc = env_files_recheck(c)) != 0) {
         env_close(c);
         return rc;
     }
@@ -374,11 +391,14 @@ int cache_open(Cache **out, const char *dir, const CacheOptions *opt, char *err,
         cache_fmt(err, errlen, "no cache directory given");
         return CACHE_EINVAL;
     }
-    int rc = mkdirs(dir, err, errlen);
-    if (rc) return rc;
+    int dirfd, rc = os_dir_open_private(dir, &dirfd, err, errlen);
+    if (rc) return rc == -ENOMEM ? CACHE_ENOMEM : CACHE_EIO;
     Cache *c = calloc(1, sizeof *c);
-    if (!c) return CACHE_ENOMEM;
-    c->lockfd = -1, c->stampfd = -1;
+    if (!c) {
+        close(dirfd);
+        return CACHE_ENOMEM;
+    }
+    c->dirfd = dirfd, c->lockfd = -1, c->stampfd = -1;
     if (opt) c->opt = *opt;
     if (!c->opt.map_size) c->opt.map_size = (uint64_t)1 << 30;
     if (!c->opt.chunk_bytes) c->opt.chunk_bytes = (uint64_t)64 << 20;
@@ -394,18 +414,21 @@ int cache_open(Cache **out, const char *dir, const CacheOptions *opt, char *err,
     }
     snprintf(c->datapath, n, "%s/data.mdb", dir);
     snprintf(c->lockpath, n, "%s/milc.lock", dir);
-    c->lockfd = open(c->lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (c->lockfd < 0 || flock_retry(c->lockfd, LOCK_SH) != 0) {
+    if (os_open_at(dirfd, dir, "milc.lock", O_RDWR | O_CREAT, 0600, &c->lockfd, err, errlen) != 0) {
+        cache_close(c);
+        return CACHE_EIO;
+    }
+    if (flock_retry(c->lockfd, LOCK_SH) != 0) {
         cache_fmt(err, errlen, "cannot lock %s: %s", c->lockpath, strerror(errno));
         cache_close(c);
         return CACHE_EIO;
     }
     c->boot = boot_tag();
-    {
-        size_t sn = strlen(dir) + 16;
-        char *sp = malloc(sn);
-        if (sp) snprintf(sp, sn, "%s/milc.stamp", dir), c->stampfd = open(sp, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-        free(sp); /* without a stamp every hit is checksummed: correct, only slower */
+    /* Without a stamp every hit is checksummed: correct, only slower; but
+     * something other than a file there is refused like any other. */
+    if (os_open_at(dirfd, dir, "milc.stamp", O_RDWR | O_CREAT, 0600, &c->stampfd, err, errlen) == -EINVAL) {
+        cache_close(c);
+        return CACHE_EIO;
     }
     if ((rc = env_open(c)) != 0) {
         cache_fmt(err, errlen, "%s", c->err);
@@ -423,6 +446,7 @@ void cache_close(Cache *c) {
     env_close(c);
     if (c->lockfd >= 0) close(c->lockfd);
     if (c->stampfd >= 0) close(c->stampfd);
+    if (c->dirfd >= 0) close(c->dirfd);
     free(c->stage);
     free(c->dir);
     free(c->datapath);
@@ -433,7 +457,7 @@ void cache_close(Cache *c) {
 int cache_destroy(const char *dir, char *err, size_t errlen) {
     char p[4096];
     snprintf(p, sizeof p, "%s/milc.lock", dir);
-    int fd = open(p, O_RDWR | O_CLOEXEC);
+    int fd = open(p, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd >= 0 && flock_retry(fd, LOCK_EX | LOCK_NB) != 0) {
         cache_fmt(err, errlen, "cache %s is in use by another process", dir);
         close(fd);
@@ -1534,34 +1558,28 @@ static int compact(Cache *c, int *done) {
         }
         return env_open(c);
     }
-    char tmp[4200], lockmdb[4200];
+    char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.compact", c->datapath);
-    snprintf(lockmdb, sizeof lockmdb, "%s/lock.mdb", c->dir);
     if ((rc = env_open(c)) != 0) goto relock;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        seterr(c, "cannot create %s: %s", tmp, strerror(errno));
+    /* A stale data.mdb.compact (a crash) or a link planted there is removed,
+     * not followed: the publish helper unlinks it and creates a fresh one. */
+    OsPublish pub;
+    if (os_publish_begin_as(&pub, c->datapath, tmp, 0600, c->err, sizeof c->err) != 0) {
         rc = CACHE_EIO;
         goto relock;
     }
-    rc = mdb_env_copyfd2(c->env, fd, MDB_CP_COMPACT);
-    if (!rc && fsync(fd) != 0) rc = errno;
-    close(fd);
+    rc = mdb_env_copyfd2(c->env, pub.fd, MDB_CP_COMPACT);
     env_close(c);
     if (rc) {
         rc = cache_lmdb_err(c, rc, "compact");
-        unlink(tmp);
+        os_publish_abort(&pub);
         goto relock;
     }
-    if (rename(tmp, c->datapath) != 0) {
-        seterr(c, "cannot rename %s: %s", tmp, strerror(errno));
-        unlink(tmp);
+    if (os_publish_commit(&pub, c->err, sizeof c->err) != 0) {
         rc = CACHE_EIO;
         goto relock;
     }
-    unlink(lockmdb);
-    int dfd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) fsync(dfd), close(dfd);
+    unlinkat(c->dirfd, "lock.mdb", 0);
     *done = 1;
 relock:
     env_close(c);

@@ -56,6 +56,7 @@ struct Cache {
     CacheOptions opt;
     MDB_env *env;
     MDB_dbi db_meta, db_data, db_usage, db_direct, db_count, db_notes;
+    int dirfd;           /* the verified cache directory (owned by us, writable by nobody else) */
     int lockfd;          /* milc.lock, shared flock held while open */
     uint64_t mapsize, psize;
     uint8_t *mapaddr;    /* LMDB's map (WRITEMAP: kept PROT_READ outside writes) */

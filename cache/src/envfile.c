@@ -46,7 +46,7 @@ static int damaged(char *err, size_t errlen, const char *path, const char *dir, 
 }
 
 int cache_envfile_check(const char *path, const char *dir, char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK); /* checked regular by the caller */
     if (fd < 0) {
         if (errno == ENOENT) return 0; /* a new cache */
         cache_fmt(err, errlen, "cannot open %s: %s", path, strerror(errno));
@@ -282,7 +282,7 @@ bad_node:
 }
 
 int cache_envfile_walk(const char *path, const char *dir, uint64_t txnid, char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK); /* checked regular by the caller */
     if (fd < 0) {
         cache_fmt(err, errlen, "cannot open %s: %s", path, strerror(errno));
         return CACHE_EIO;

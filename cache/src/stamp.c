@@ -43,7 +43,7 @@ typedef struct {
 static int data_stat(Cache *c, struct stat *st) {
     int fd;
     if (c->env && mdb_env_get_fd(c->env, &fd) == 0 && fd >= 0) return fstat(fd, st) == 0 ? 0 : -1;
-    return stat(c->datapath, st) == 0 ? 0 : -1;
+    return lstat(c->datapath, st) == 0 ? 0 : -1;
 }
 
 static int stamp_read(Cache *c, Stamp *s) {

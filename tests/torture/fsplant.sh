@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# fsplant.sh MILC — symlinks, FIFOs and foreign permissions planted in every
+# directory milc reads or writes: the cache directory (issue #14, item 2),
+# inputs and weight paths (item 6), output directories (item 4).  A planted
+# link must never be followed to write its target, a FIFO must never block
+# (every command runs under a timeout), and each refusal names the right file.
+. "$(dirname "$0")/lib.sh"
+BAIT="$WORK/bait"
+printf 'precious\n' > "$BAIT"
+
+# t SECS ARGS... : m under a timeout; a hang (124) is a failure of its own.
+t() {
+  local secs=$1; shift
+  timeout "$secs" "$MILC" "$@" > "$WORK/.out" 2> "$WORK/.err"
+  RC=$?
+  OUT=$(cat "$WORK/.out"); ERR=$(cat "$WORK/.err")
+  if [ "$RC" = 124 ]; then fail "milc $* hangs (killed after ${secs}s)"; return 1; fi
+  no_crash "milc $*"
+}
+# want CODE PATTERN WHAT : the last command exited CODE with PATTERN in stderr.
+want() {
+  if [ "$RC" = "$1" ] && { [ -z "$2" ] || printf '%s' "$ERR" | grep -qE -- "$2"; }; then ok
+  else fail "$3: exit $RC, want $1 and /$2/; stderr: $(printf '%s' "$ERR" | head -3)"; fi
+}
+bait_intact() {
+  if [ "$(cat "$BAIT" 2>/dev/null)" = precious ]; then ok; else fail "$1: the link target was written"; fi
+  printf 'precious\n' > "$BAIT"
+}
+fresh() { rm -rf "$WORK/c"; mkdir -m 700 "$WORK/c"; }
+
+# --- the cache directory (item 2) -----------------------------------------
+for f in lock.mdb data.mdb milc.lock milc.stamp; do
+  fresh; ln -s "$BAIT" "$WORK/c/$f"
+  t 20 --cache-dir "$WORK/c" cache ls; want 3 "c/$f is a symbolic link" "link $f -> file"
+  bait_intact "cache ls with $f -> file"
+  fresh; ln -s "$WORK/nowhere-$f" "$WORK/c/$f"
+  t 20 --cache-dir "$WORK/c" cache ls; want 3 "c/$f is a symbolic link" "dangling link $f"
+  [ -e "$WORK/nowhere-$f" ] && fail "a dangling $f link created its target" || ok
+  fresh; mkfifo "$WORK/c/$f"
+  t 20 --cache-dir "$WORK/c" cache stat; want 3 "c/$f is a FIFO" "FIFO $f"
+done
+# The compaction target: a planted link is replaced, never written through.
+fresh; t 20 --cache-dir "$WORK/c" cache ls; ln -s "$BAIT" "$WORK/c/data.mdb.compact"
+t 60 --cache-dir "$WORK/c" cache gc; want 0 "" "gc with data.mdb.compact -> file"
+bait_intact "gc with data.mdb.compact -> file"
+[ -f "$WORK/c/data.mdb" ] && [ ! -L "$WORK/c/data.mdb" ] && ok || fail "gc left data.mdb not a regular file"
+t 20 --cache-dir "$WORK/c" cache ls; want 0 "" "cache after gc over a planted compaction link"
+# A directory others can write to, or owned by someone else, is refused.
+fresh; chmod 0777 "$WORK/c"
+t 20 --cache-dir "$WORK/c" cache ls; want 3 "writable by other users.*chmod go-w" "0777 cache directory"
+chmod 0770 "$WORK/c"
+t 20 --cache-dir "$WORK/c" cache ls; want 3 "writable by its group" "0770 cache directory"
+if [ "$(id -u)" = 0 ]; then
+  fresh; chown 65534 "$WORK/c"
+  t 20 --cache-dir "$WORK/c" cache ls; want 3 "owned by uid 65534, not by you" "cache directory of another user"
+fi
+finish
