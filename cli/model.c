@@ -11,13 +11,15 @@
 #include "model.h"
 #include "milc/half.h"
 #include "milc/npy.h"
+#include "milc/osfile.h"
 
 enum { MAX_SECTIONS = 1 << 16 };
 
 int model_load_file(LoadedModel *lm, const char *path, int nthreads) {
     memset(lm, 0, sizeof *lm);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) { cli_error("cannot open '%s': %s", path, strerror(errno)); return EXIT_SYSTEM; }
+    int fd;
+    char oerr[600];
+    if (os_open_input(path, OS_REG, &fd, oerr, sizeof oerr) != 0) { cli_error("%s", oerr); return EXIT_SYSTEM; }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
         cli_error("'%s' is not a non-empty regular file", path);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "milc/osfile.h"
 
 void cli_error(const char *fmt, ...) {
     va_list ap;
@@ -44,20 +45,15 @@ int cli_report(const Cli *cli, DiagSink *d) {
 }
 
 char *cli_read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { cli_error("cannot open '%s': %s", path, strerror(errno)); return NULL; }
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        cli_error("'%s' is not a regular file", path);
-        fclose(f);
+    /* Never blocks on a FIFO, and reads into owned memory (a file truncated
+     * meanwhile is an error, not a SIGBUS). */
+    void *buf;
+    size_t n;
+    char err[600];
+    if (os_read_file(path, 0, &buf, &n, err, sizeof err) != 0) {
+        cli_error("%s", err);
         return NULL;
     }
-    char *buf = malloc((size_t)st.st_size + 1);
-    if (!buf) { cli_error("out of memory reading '%s'", path); fclose(f); return NULL; }
-    size_t n = fread(buf, 1, (size_t)st.st_size, f);
-    if (ferror(f)) { cli_error("cannot read '%s': %s", path, strerror(errno)); free(buf); fclose(f); return NULL; }
-    fclose(f);
-    buf[n] = 0;
     if (len) *len = n;
     return buf;
 }

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "cache_impl.h"
+#include "milc/osfile.h"
 
 /* Version 2: entry checksums hash section digests (as entries of version 2). */
 enum { HDR_SIZE = 16, TRAILER_SIZE = 32, ENT_FIXED = 72, BUNDLE_VERSION = 2 };
@@ -275,11 +276,14 @@ static int import_entry(void *ctx, const BundleEntry *e, const CacheSection *sec
 int cache_import(Cache *c, const char *path) {
     if (!c || !path) return CACHE_EINVAL;
     c->err[0] = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd;
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        snprintf(c->err, sizeof c->err, "cannot open %s: %s", path, strerror(errno));
-        if (fd >= 0) close(fd);
+    /* A pipe or FIFO is refused at once ("not a regular file"), not waited on. */
+    int orc = os_open_input(path, OS_REG, &fd, c->err, sizeof c->err);
+    if (orc) return orc == -EINVAL ? CACHE_EBUNDLE : CACHE_EIO;
+    if (fstat(fd, &st) != 0) {
+        snprintf(c->err, sizeof c->err, "cannot stat %s: %s", path, strerror(errno));
+        close(fd);
         return CACHE_EIO;
     }
     size_t len = (size_t)st.st_size;

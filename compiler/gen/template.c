@@ -5,6 +5,7 @@
 #include "gen_internal.h"
 
 #include "milc/assert.h"
+#include "milc/osfile.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -19,32 +20,15 @@
 /* ---- files and XML ---- */
 
 char *gen_read_file(const char *path, size_t *len, DiagSink *d) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        diag_error(d, ((SrcLoc){diag_intern(d, path), 0, 0}), "cannot open: %s", strerror(errno));
+    /* A FIFO or device named .xml must not block a listing: os_read_file
+     * opens without waiting and reads only regular files. */
+    void *buf;
+    char err[600];
+    int rc = os_read_file(path, 0, &buf, len, err, sizeof err);
+    if (rc) {
+        diag_error(d, ((SrcLoc){diag_intern(d, path), 0, 0}), "%s", err);
         return NULL;
     }
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    MILC_ASSERT(buf != NULL);
-    size_t got;
-    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
-        if (cap - n - 1 == 0) {
-            cap *= 2;
-            buf = realloc(buf, cap);
-            MILC_ASSERT(buf != NULL);
-        }
-    }
-    bool err = ferror(f);
-    fclose(f);
-    if (err) {
-        diag_error(d, ((SrcLoc){diag_intern(d, path), 0, 0}), "read error");
-        free(buf);
-        return NULL;
-    }
-    buf[n] = 0;
-    *len = n;
     return buf;
 }
 

@@ -8,6 +8,7 @@
 #include "milc/assert.h"
 #include "milc/blob.h"
 #include "milc/half.h"
+#include "milc/osfile.h"
 #include "milc/safetensors.h"
 
 #include <errno.h>
@@ -289,8 +290,9 @@ int gen_weights_digest(const char *weights, uint8_t out[16], DiagSink *d) {
         h = XXH3_128bits(canon, strlen(canon));
     } else {
         SrcLoc at = {diag_intern(d, weights), 0, 0};
-        int fd = open(weights, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) { diag_error(d, at, "cannot open weights: %s", strerror(errno)); return -1; }
+        int fd;
+        char err[600];
+        if (os_open_input(weights, OS_REG, &fd, err, sizeof err) != 0) { diag_error(d, at, "weights: %s", err); return -1; }
         XXH3_state_t *st = XXH3_createState();
         MILC_ASSERT(st != NULL);
         XXH3_128bits_reset(st);
