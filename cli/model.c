@@ -17,19 +17,16 @@ enum { MAX_SECTIONS = 1 << 16 };
 
 int model_load_file(LoadedModel *lm, const char *path, int nthreads) {
     memset(lm, 0, sizeof *lm);
-    int fd;
+    /* Read into owned memory, not mapped: an artifact truncated while it
+     * loads is an I/O error, never a SIGBUS. */
     char oerr[600];
-    if (os_open_input(path, OS_REG, &fd, oerr, sizeof oerr) != 0) { cli_error("%s", oerr); return EXIT_SYSTEM; }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
-        cli_error("'%s' is not a non-empty regular file", path);
-        close(fd);
+    int orc = os_read_file(path, 0, &lm->map, &lm->map_len, oerr, sizeof oerr);
+    if (orc) { cli_error("%s", oerr); return orc == -EINVAL ? EXIT_INPUT : EXIT_SYSTEM; }
+    if (lm->map_len == 0) {
+        cli_error("'%s' is empty, not an artifact", path);
+        model_free(lm);
         return EXIT_INPUT;
     }
-    lm->map_len = (size_t)st.st_size;
-    lm->map = mmap(NULL, lm->map_len, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (lm->map == MAP_FAILED) { lm->map = NULL; cli_error("cannot map '%s': %s", path, strerror(errno)); return EXIT_SYSTEM; }
     lm->secs = calloc(MAX_SECTIONS, sizeof(RtSection));
     if (!lm->secs) { model_free(lm); cli_error("out of memory"); return EXIT_SYSTEM; }
     char err[512];
@@ -69,7 +66,7 @@ int model_load_hit(LoadedModel *lm, CacheHit *hit, int nthreads, RtPool *pool, i
 void model_free(LoadedModel *lm) {
     if (lm->model) rt_model_free(lm->model);
     if (lm->hit) cache_hit_release(lm->hit);
-    if (lm->map) munmap(lm->map, lm->map_len);
+    free(lm->map);
     free(lm->secs);
     memset(lm, 0, sizeof *lm);
 }

@@ -8,7 +8,7 @@
 
 typedef struct LoadedModel {
     RtModel *model;
-    void *map; /* file form: the mapping */
+    void *map; /* file form: the file read into memory (owned) */
     size_t map_len;
     CacheHit *hit; /* cache form: the read transaction the sections live in */
     RtSection *secs;

@@ -50,7 +50,13 @@ char *cli_read_file(const char *path, size_t *len) {
     void *buf;
     size_t n;
     char err[600];
-    if (os_read_file(path, 0, &buf, &n, err, sizeof err) != 0) {
+    int fd, rc = os_open_input(path, OS_REG, &fd, err, sizeof err);
+    if (rc && rc != -EINVAL) cli_error("cannot open '%s': %s", path, strerror(-rc));
+    if (rc == -EINVAL) cli_error("%s", err);
+    if (rc) return NULL;
+    rc = os_read_fd(fd, path, 0, &buf, &n, err, sizeof err);
+    close(fd);
+    if (rc) {
         cli_error("%s", err);
         return NULL;
     }

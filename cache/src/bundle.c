@@ -276,29 +276,16 @@ static int import_entry(void *ctx, const BundleEntry *e, const CacheSection *sec
 int cache_import(Cache *c, const char *path) {
     if (!c || !path) return CACHE_EINVAL;
     c->err[0] = 0;
-    int fd;
-    struct stat st;
-    /* A pipe or FIFO is refused at once ("not a regular file"), not waited on. */
-    int orc = os_open_input(path, OS_REG, &fd, c->err, sizeof c->err);
-    if (orc) return orc == -EINVAL ? CACHE_EBUNDLE : CACHE_EIO;
-    if (fstat(fd, &st) != 0) {
-        snprintf(c->err, sizeof c->err, "cannot stat %s: %s", path, strerror(errno));
-        close(fd);
-        return CACHE_EIO;
-    }
-    size_t len = (size_t)st.st_size;
-    /* A private read-only mapping: sections go from the file into the cache
-     * with one copy. */
-    void *map = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
-    close(fd);
-    if (map == MAP_FAILED) {
-        if (!len) return bad(c->err, sizeof c->err, "too short", 0);
-        snprintf(c->err, sizeof c->err, "cannot map %s: %s", path, strerror(errno));
-        return CACHE_EIO;
-    }
+    /* Read into owned memory, not mapped: a bundle truncated while it is
+     * imported is an I/O error, never a SIGBUS.  A pipe or FIFO is refused at
+     * once ("not a regular file"), not waited on. */
+    void *map;
+    size_t len;
+    int orc = os_read_file(path, 0, &map, &len, c->err, sizeof c->err);
+    if (orc) return orc == -EINVAL ? CACHE_EBUNDLE : orc == -ENOMEM ? CACHE_ENOMEM : CACHE_EIO;
     char why[256];
     int rc = bundle_walk(map, len, why, sizeof why, import_entry, c);
     if (rc == CACHE_EBUNDLE) snprintf(c->err, sizeof c->err, "%s: %s", path, why);
-    munmap(map, len);
+    free(map);
     return rc;
 }

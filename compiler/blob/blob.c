@@ -2,7 +2,7 @@
  * and a buffered streaming writer that renames a temp file into place.
  * Every field of a file being read is untrusted; see milc/blob.h for the layout. */
 #include "milc/blob.h"
-#include "mapfile.h"
+#include "readfile.h"
 #include "milc/assert.h"
 
 #include <errno.h>
@@ -230,17 +230,17 @@ int milblob_open(MilBlobFile *f, const char *path, DiagSink *d) {
     SrcLoc loc = {name, 0, 0};
     void *map;
     size_t size;
-    if (blob_map_file(path, loc, d, &map, &size) != 0) return -1;
+    if (blob_read_file(path, loc, d, &map, &size) != 0) return -1;
     if (milblob_parse(f, name, map, size, d) != 0) {
-        if (map) munmap(map, size);
+        free(map);
         return -1;
     }
-    f->mapped = map != NULL;
+    f->mapped = true; /* the buffer is ours to free */
     return 0;
 }
 
 void milblob_close(MilBlobFile *f) {
-    if (f->mapped && f->bytes) munmap((void *)f->bytes, f->size);
+    if (f->mapped) free((void *)f->bytes);
     free(f->records);
     memset(f, 0, sizeof *f);
 }

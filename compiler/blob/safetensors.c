@@ -2,7 +2,7 @@
  * jansson parses the JSON header; everything it describes is checked against
  * the data section before a pointer into the file is handed out. */
 #include "milc/safetensors.h"
-#include "mapfile.h"
+#include "readfile.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -290,17 +290,17 @@ int safetensors_open(SafetensorsFile *f, const char *path, DiagSink *d) {
     SrcLoc loc = {name, 0, 0};
     void *map;
     size_t size;
-    if (blob_map_file(path, loc, d, &map, &size) != 0) return -1;
+    if (blob_read_file(path, loc, d, &map, &size) != 0) return -1;
     if (safetensors_parse(f, name, map, size, d) != 0) {
-        if (map) munmap(map, size);
+        free(map);
         return -1;
     }
-    f->mapped = map != NULL;
+    f->mapped = true; /* the buffer is ours to free */
     return 0;
 }
 
 void safetensors_close(SafetensorsFile *f) {
-    if (f->mapped && f->bytes) munmap((void *)f->bytes, f->size);
+    if (f->mapped) free((void *)f->bytes);
     free(f->tensors);
     free(f->meta);
     free(f->strings);

@@ -15,18 +15,25 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 /* ---- files and XML ---- */
 
 char *gen_read_file(const char *path, size_t *len, DiagSink *d) {
-    /* A FIFO or device named .xml must not block a listing: os_read_file
-     * opens without waiting and reads only regular files. */
+    /* A FIFO or device named .xml must not block a listing: opened without
+     * waiting, and only a regular file is read (with pread, into our memory). */
     void *buf;
     char err[600];
-    int rc = os_read_file(path, 0, &buf, len, err, sizeof err);
+    SrcLoc at = {diag_intern(d, path), 0, 0};
+    int fd, rc = os_open_input(path, OS_REG, &fd, err, sizeof err);
+    if (rc == -EINVAL) diag_error(d, at, "%s", err);
+    else if (rc) diag_error(d, at, "cannot open: %s", strerror(-rc));
+    if (rc) return NULL;
+    rc = os_read_fd(fd, path, 0, &buf, len, err, sizeof err);
+    close(fd);
     if (rc) {
-        diag_error(d, ((SrcLoc){diag_intern(d, path), 0, 0}), "%s", err);
+        diag_error(d, at, "%s", err);
         return NULL;
     }
     return buf;

@@ -3,6 +3,7 @@
  * (plus harmless spacing and quote variants) is accepted, so a hostile file
  * cannot steer the parser anywhere interesting. */
 #include "milc/npy.h"
+#include "milc/osfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -239,30 +240,21 @@ int npy_read(const void *bytes, size_t n, NpyArray *out, char *err, size_t errle
 
 int npy_open(NpyFile *f, const char *path, char *err, size_t errlen) {
     memset(f, 0, sizeof *f);
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block: refused below */
-    if (fd < 0) return fail(NPY_EIO, err, errlen, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    int sr = fstat(fd, &st);
-    if (sr != 0 || !S_ISREG(st.st_mode)) {
-        int e = sr != 0 ? errno : 0; /* errno is stale when fstat worked */
-        close(fd);
-        return fail(NPY_EIO, err, errlen, "%s: not a regular file%s%s", path, e ? ": " : "", e ? strerror(e) : "");
-    }
-    size_t size = (size_t)st.st_size;
-    void *map = NULL;
-    if (size > 0) {
-        map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (map == MAP_FAILED) {
-            int e = errno;
-            close(fd);
-            return fail(NPY_EIO, err, errlen, "%s: cannot map: %s", path, strerror(e));
-        }
-    }
+    /* Read, not mapped: an input truncated meanwhile is an error, not SIGBUS;
+     * a FIFO is refused without blocking. */
+    void *map;
+    size_t size;
+    char oerr[512];
+    int fd, orc = os_open_input(path, OS_REG, &fd, oerr, sizeof oerr);
+    if (orc == -EINVAL) return fail(NPY_EIO, err, errlen, "%s: not a regular file", path);
+    if (orc) return fail(NPY_EIO, err, errlen, "%s: cannot open: %s", path, strerror(-orc));
+    orc = os_read_fd(fd, path, 0, &map, &size, oerr, sizeof oerr);
     close(fd);
+    if (orc) return fail(orc == -ENOMEM ? NPY_ENOMEM : NPY_EIO, err, errlen, "%s", oerr);
     char msg[256];
     int rc = npy_read(map, size, &f->arr, msg, sizeof msg);
     if (rc != NPY_OK) {
-        if (map) munmap(map, size);
+        free(map);
         memset(f, 0, sizeof *f);
         return fail(rc, err, errlen, "%s: %s", path, msg);
     }
@@ -283,7 +275,7 @@ int npy_open(NpyFile *f, const char *path, char *err, size_t errlen) {
 }
 
 void npy_close(NpyFile *f) {
-    if (f->map) munmap(f->map, f->size);
+    free(f->map);
     free(f->copy);
     memset(f, 0, sizeof *f);
 }

@@ -50,7 +50,7 @@ typedef struct MilBlobFile {
     size_t size;
     uint32_t count;            /* blobs in the file */
     MilBlobRecord *records;    /* count of them, in file order (malloc'd) */
-    bool mapped;               /* bytes is an mmap this struct owns */
+    bool mapped;               /* bytes is a buffer this struct owns (read, not mapped) */
 } MilBlobFile;
 
 /* Map and validate a weight file: header, every record's sentinel, dtype,

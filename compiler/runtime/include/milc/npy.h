@@ -64,12 +64,12 @@ const char *npy_strerror(int status);
  * err[errlen] (err may be NULL). */
 int npy_read(const void *bytes, size_t n, NpyArray *out, char *err, size_t errlen);
 
-/* A .npy file mapped read-only.  arr.data points into the mapping, valid
+/* A .npy file read into memory.  arr.data points into that buffer, valid
  * until npy_close; always aligned for the dtype (copied when the header
  * length leaves it misaligned). */
 typedef struct NpyFile {
     NpyArray arr;
-    void *map;      /* owned mapping, or NULL */
+    void *map;      /* owned buffer (the whole file), or NULL */
     size_t size;
     void *copy;     /* owned aligned copy of the data, or NULL */
 } NpyFile;
