@@ -65,36 +65,10 @@ char *cli_read_file(const char *path, size_t *len) {
 }
 
 int cli_write_file(const char *path, const void *data, size_t len) {
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 16);
-    if (!tmp) { cli_error("out of memory"); return -1; }
-    snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) { cli_error("cannot create '%s': %s", tmp, strerror(errno)); free(tmp); return -1; }
-    const char *p = data;
-    size_t left = len;
-    while (left) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) {
-            cli_error("cannot write '%s': %s", path, strerror(errno));
-            close(fd); unlink(tmp); free(tmp);
-            return -1;
-        }
-        p += w;
-        left -= (size_t)w;
-    }
-    /* Readable like a file created with the default umask, not mkstemp's 0600. */
-    mode_t um = umask(0);
-    umask(um);
-    fchmod(fd, 0666 & ~um);
-    if (close(fd) != 0 || rename(tmp, path) != 0) {
-        cli_error("cannot write '%s': %s", path, strerror(errno));
-        unlink(tmp); free(tmp);
-        return -1;
-    }
-    free(tmp);
-    return 0;
+    char err[600];
+    if (os_publish_file(path, data, len, 0666, err, sizeof err) == 0) return 0;
+    cli_error("%s", err);
+    return -1;
 }
 
 long long cli_now_ns(void) {

@@ -202,16 +202,20 @@ int cache_export(Cache *c, const char *path, const CacheKey *keys, int nkeys) {
         }
         keys = all;
     }
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 16);
-    if (!tmp) { free(all); return CACHE_ENOMEM; }
-    snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    BundleWriter w = {.f = fd >= 0 ? fdopen(fd, "wb") : NULL};
+    /* Created through open() with 0666, so the umask applies as for any file
+     * the user creates (mkstemp's 0600 ignored it). */
+    OsPublish pub;
+    if (os_publish_begin(&pub, path, 0666, c->err, sizeof c->err) != 0) {
+        free(all);
+        return CACHE_EIO;
+    }
+    int wfd = dup(pub.fd); /* the FILE's own; pub.fd stays for the commit */
+    BundleWriter w = {.f = wfd >= 0 ? fdopen(wfd, "wb") : NULL};
     if (!w.f) {
-        snprintf(c->err, sizeof c->err, "cannot create %s: %s", tmp, strerror(errno));
-        if (fd >= 0) close(fd), unlink(tmp);
-        free(tmp), free(all);
+        snprintf(c->err, sizeof c->err, "cannot write %s: %s", path, strerror(errno));
+        if (wfd >= 0) close(wfd);
+        os_publish_abort(&pub);
+        free(all);
         return CACHE_EIO;
     }
     XXH3_128bits_reset(&w.hash);
@@ -244,18 +248,14 @@ int cache_export(Cache *c, const char *path, const CacheKey *keys, int nkeys) {
     XXH128_canonicalFromHash(&cn, XXH3_128bits_digest(&w.hash));
     memcpy(tr + 16, cn.digest, 16);
     if (!rc && !w.failed && fwrite(tr, 1, sizeof tr, w.f) != sizeof tr) w.failed = errno ? errno : EIO;
-    if (!rc && !w.failed && (fflush(w.f) != 0 || fsync(fileno(w.f)) != 0)) w.failed = errno;
     if (fclose(w.f) != 0 && !w.failed) w.failed = errno ? errno : EIO;
     if (!rc && w.failed) {
-        snprintf(c->err, sizeof c->err, "cannot write %s: %s", tmp, strerror(w.failed));
+        snprintf(c->err, sizeof c->err, "cannot write %s: %s", pub.tmp, strerror(w.failed));
         rc = CACHE_EIO;
     }
-    if (!rc && rename(tmp, path) != 0) {
-        snprintf(c->err, sizeof c->err, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
-        rc = CACHE_EIO;
-    }
-    if (rc) unlink(tmp);
-    free(tmp), free(all);
+    if (!rc && os_publish_commit(&pub, c->err, sizeof c->err) != 0) rc = CACHE_EIO;
+    os_publish_abort(&pub);
+    free(all);
     return rc ? rc : (int)n;
 }
 

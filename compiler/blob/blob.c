@@ -2,6 +2,7 @@
  * and a buffered streaming writer that renames a temp file into place.
  * Every field of a file being read is untrusted; see milc/blob.h for the layout. */
 #include "milc/blob.h"
+#include "milc/osfile.h"
 #include "readfile.h"
 #include "milc/assert.h"
 
@@ -286,9 +287,9 @@ void milblob_file_digest(const MilBlobFile *f, uint8_t out[16]) {
 enum { FLUSH_AT = 4u << 20 };
 
 struct MilBlobWriter {
-    char *path;     /* final name */
-    char *tmp;      /* temp file beside it */
-    int fd;
+    char *path;     /* final name (for messages) */
+    OsPublish pub;  /* the temp file beside it, published at finish */
+    int fd;         /* pub.fd */
     uint8_t *buf;   /* staged bytes, file offset pos - fill */
     size_t cap, fill;
     uint64_t pos;   /* logical end of file, staged bytes included */
@@ -348,30 +349,21 @@ static bool writer_room(MilBlobWriter *w, size_t n) {
 MilBlobWriter *milblob_writer_open(const char *path, DiagSink *d) {
     SrcLoc loc = {diag_intern(d, path), 0, 0};
     MilBlobWriter *w = calloc(1, sizeof *w);
-    size_t len = strlen(path);
-    if (!w || !(w->path = strdup(path)) || !(w->tmp = malloc(len + 32))) {
+    if (!w || !(w->path = strdup(path))) {
         diag_syserror(d, loc, "out of memory");
         goto fail;
     }
-    /* A name of our own rather than mkstemp: open() with mode 0666 applies
-     * the umask, so the renamed file gets ordinary permissions. */
-    static unsigned seq;
-    w->fd = -1;
-    for (int attempt = 0; attempt < 100 && w->fd < 0; attempt++) {
-        snprintf(w->tmp, len + 32, "%s.tmp.%ld.%u", path, (long)getpid(), __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED));
-        w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (w->fd < 0 && errno != EEXIST) break;
-    }
-    if (w->fd < 0) {
-        diag_syserror(d, loc, "cannot create %s: %s", w->tmp, strerror(errno));
+    char err[600];
+    if (os_publish_begin(&w->pub, path, 0666, err, sizeof err) != 0) {
+        diag_syserror(d, loc, "%s", err);
         goto fail;
     }
+    w->fd = w->pub.fd;
     w->cap = FLUSH_AT;
     w->buf = malloc(w->cap);
     if (!w->buf) {
         diag_syserror(d, loc, "out of memory");
-        close(w->fd);
-        unlink(w->tmp);
+        os_publish_abort(&w->pub);
         goto fail;
     }
     /* The header's count is patched in at finish. */
@@ -383,7 +375,6 @@ MilBlobWriter *milblob_writer_open(const char *path, DiagSink *d) {
 fail:
     if (w) {
         free(w->path);
-        free(w->tmp);
         free(w);
     }
     return NULL;
@@ -453,7 +444,6 @@ void *milblob_writer_reserve(MilBlobWriter *w, uint32_t dtype, uint64_t size, ui
 static void writer_free(MilBlobWriter *w) {
     free(w->buf);
     free(w->path);
-    free(w->tmp);
     free(w);
 }
 
@@ -465,11 +455,11 @@ int milblob_writer_finish(MilBlobWriter *w, DiagSink *d) {
         ssize_t k = pwrite(w->fd, count, sizeof count, 0);
         if (k != (ssize_t)sizeof count) writer_fail(w, "write failed: %s", k < 0 ? strerror(errno) : "short write");
     }
-    if (close(w->fd) != 0) writer_fail(w, "close failed: %s", strerror(errno));
-    if (!w->failed && rename(w->tmp, w->path) != 0) writer_fail(w, "cannot rename %s into place: %s", w->tmp, strerror(errno));
+    char err[600];
+    if (!w->failed && os_publish_commit(&w->pub, err, sizeof err) != 0) writer_fail(w, "%s", err);
+    os_publish_abort(&w->pub); /* nothing left after a commit */
     int rc = 0;
     if (w->failed) {
-        unlink(w->tmp);
         diag_syserror(d, loc, "%s", w->err);
         rc = -1;
     }
@@ -479,7 +469,6 @@ int milblob_writer_finish(MilBlobWriter *w, DiagSink *d) {
 
 void milblob_writer_abort(MilBlobWriter *w) {
     if (!w) return;
-    close(w->fd);
-    unlink(w->tmp);
+    os_publish_abort(&w->pub);
     writer_free(w);
 }

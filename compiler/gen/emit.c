@@ -7,6 +7,7 @@
 #include "milc/assert.h"
 #include "milc/blob.h"
 #include "milc/mil.h"
+#include "milc/osfile.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -414,7 +415,14 @@ int gen_generate(GenConfig *c, const GenOptions *o, const char *dir, GenResult *
         char wdir[PATH_MAX], wpath[PATH_MAX];
         snprintf(wdir, sizeof wdir, "%s/weights", dir);
         snprintf(wpath, sizeof wpath, "%s/weights/weight.bin", dir);
-        if (mkdir_p(wdir, d) != 0) goto done;
+        /* DIR is the user's; a weights entry in it that is a link (or a file)
+         * would redirect weight.bin elsewhere, so it must be a real directory. */
+        char err[600];
+        if (mkdir_p(dir, d) != 0) goto done;
+        if (os_mkdir_real(wdir, 0777, err, sizeof err) != 0) {
+            diag_syserror(d, ((SrcLoc){diag_intern(d, wdir), 0, 0}), "%s", err);
+            goto done;
+        }
         if (gen_weights_write(&p, o->weights, wpath, d) != 0) goto done;
         wbytes = 64; /* the header; no padding follows the last blob */
         if (p.nweights) {
@@ -482,21 +490,10 @@ void gen_result_free(GenResult *r) {
 }
 
 static int write_file(const char *path, const char *text, size_t len, DiagSink *d) {
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        diag_syserror(d, ((SrcLoc){diag_intern(d, path), 0, 0}), "cannot write: %s", strerror(errno));
-        return -1;
-    }
-    bool ok = fwrite(text, 1, len, f) == len;
-    ok &= fclose(f) == 0;
-    if (!ok || rename(tmp, path) != 0) {
-        diag_syserror(d, ((SrcLoc){diag_intern(d, path), 0, 0}), "write failed: %s", strerror(errno));
-        remove(tmp);
-        return -1;
-    }
-    return 0;
+    char err[600];
+    if (os_publish_file(path, text, len, 0666, err, sizeof err) == 0) return 0;
+    diag_syserror(d, ((SrcLoc){diag_intern(d, path), 0, 0}), "%s", err);
+    return -1;
 }
 
 int gen_emit(GenConfig *c, const GenOptions *o, const char *dir, DiagSink *d) {

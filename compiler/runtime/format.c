@@ -9,6 +9,7 @@
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
 #include <xxhash.h>
 
+#include "milc/osfile.h"
 #include "rt_internal.h"
 
 enum { RT_MAX_SECTIONS = 1 << 20 };
@@ -151,27 +152,11 @@ int rt_artifact_write_file(const RtArtifact *a, const char *path, char *err, siz
     unsigned char *buf = malloc(total ? total : 1);
     if (!buf) return rt_errf(err, errlen, RT_ENOMEM, "out of memory");
     rt_artifact_write_mem(a, buf, total, NULL, 0);
-    size_t plen = strlen(path) + 32;
-    char *tmp = malloc(plen);
-    if (!tmp) {
-        free(buf);
-        return rt_errf(err, errlen, RT_ENOMEM, "out of memory");
-    }
-    snprintf(tmp, plen, "%s.tmp.%ld", path, (long)getpid());
-    int rc = RT_OK;
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        rc = rt_errf(err, errlen, RT_EIO, "%s: %s", tmp, strerror(errno));
-    } else {
-        size_t wr = fwrite(buf, 1, total, f);
-        int e1 = ferror(f), e2 = fclose(f);
-        if (wr != total || e1 || e2) rc = rt_errf(err, errlen, RT_EIO, "%s: write failed: %s", tmp, strerror(errno));
-        else if (rename(tmp, path) != 0) rc = rt_errf(err, errlen, RT_EIO, "rename %s: %s", path, strerror(errno));
-        if (rc) unlink(tmp);
-    }
-    free(tmp);
+    char oerr[512];
+    int orc = os_publish_file(path, buf, total, 0666, oerr, sizeof oerr);
     free(buf);
-    return rc;
+    if (orc) return rt_errf(err, errlen, orc == -ENOMEM ? RT_ENOMEM : RT_EIO, "%s", oerr);
+    return RT_OK;
 }
 
 int rt_artifact_split(const void *bytes, size_t len, RtSection *secs, int max, int *n, char *err, size_t errlen) {

@@ -322,46 +322,14 @@ int npy_write_file(const char *path, NpyDType dtype, int rank, const int64_t *di
     if (count > SIZE_MAX / item) return fail(NPY_EINVAL, err, errlen, "%s: shape has too many elements", path);
     size_t nbytes = count * item;
 
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 32);
-    if (!tmp) return fail(NPY_ENOMEM, err, errlen, "%s: out of memory", path);
-    static unsigned seq;
-    int fd = -1;
-    for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
-        snprintf(tmp, plen + 32, "%s.tmp.%ld.%u", path, (long)getpid(), __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED));
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd < 0 && errno != EEXIST) break;
-    }
-    if (fd < 0) {
-        int rc = fail(NPY_EIO, err, errlen, "%s: cannot create %s: %s", path, tmp, strerror(errno));
-        free(tmp);
-        return rc;
-    }
-    const char *parts[2] = {hdr, data};
-    size_t lens[2] = {(size_t)hl, nbytes};
-    const char *what = NULL;
-    int e = 0;
-    for (int p = 0; p < 2 && !what; p++) {
-        const char *q = parts[p];
-        size_t left = lens[p];
-        while (left > 0) {
-            ssize_t w = write(fd, q, left > (1u << 30) ? (1u << 30) : left);
-            if (w < 0 && errno == EINTR) continue;
-            if (w < 0) {
-                what = "write failed", e = errno;
-                break;
-            }
-            q += w;
-            left -= (size_t)w;
-        }
-    }
-    if (close(fd) != 0 && !what) what = "close failed", e = errno;
-    if (!what && rename(tmp, path) != 0) what = "rename failed", e = errno;
-    int rc = NPY_OK;
-    if (what) {
-        unlink(tmp);
-        rc = fail(NPY_EIO, err, errlen, "%s: %s: %s", path, what, strerror(e));
-    }
-    free(tmp);
-    return rc;
+    /* Published whole or not at all; a planted link at path is replaced, not
+     * followed (os_publish_*). */
+    OsPublish pub;
+    char oerr[512];
+    int orc = os_publish_begin(&pub, path, 0666, oerr, sizeof oerr);
+    if (!orc) orc = os_publish_write(&pub, hdr, (size_t)hl, oerr, sizeof oerr);
+    if (!orc) orc = os_publish_write(&pub, data, nbytes, oerr, sizeof oerr);
+    if (!orc) return os_publish_commit(&pub, oerr, sizeof oerr) ? fail(NPY_EIO, err, errlen, "%s", oerr) : NPY_OK;
+    os_publish_abort(&pub);
+    return fail(orc == -ENOMEM ? NPY_ENOMEM : NPY_EIO, err, errlen, "%s", oerr);
 }

@@ -227,7 +227,7 @@ TEST(writer_errors_leave_no_file) {
     diag_init(&d);
     CHECK(milblob_writer_open("/nonexistent-dir/w.bin", &d) == NULL);
     out = diag_render(&d);
-    CHECK(out && strstr(out, "/nonexistent-dir/w.bin: error: cannot create /nonexistent-dir/w.bin.tmp.") == out);
+    CHECK(out && strstr(out, "/nonexistent-dir/w.bin: error: cannot create /nonexistent-dir/.w.bin.tmp-") == out);
     free(out);
     diag_free(&d);
 }

@@ -66,5 +66,25 @@ done
 printf 'llama --layers 1 --weights %s\n' "$WORK/fifo" > "$WORK/man"
 t 20 prewarm "$WORK/man"; [ "$RC" != 0 ] && ok || fail "prewarm of a FIFO weight source succeeded"
 t 20 --template-dir "$WORK/tpl" templates ls; want 0 "x.xml is a FIFO" "templates ls with a FIFO .xml"
+
+# --- output directories (item 4): links planted at the fixed temp names of
+# old and at the targets themselves are replaced, never written through ----
+E=(--template gpt2 --layers 1 --model_layers 1 --dim 16 --heads 2 --ffn 32 --seq 16)
+rm -rf "$WORK/e"; mkdir -p "$WORK/e/weights"
+for f in model.mil.tmp manifest.json.tmp model.mil manifest.json weights/weight.bin; do ln -s "$BAIT" "$WORK/e/$f"; done
+t 60 emit "${E[@]}" -o "$WORK/e"; want 0 "" "emit over planted links"
+bait_intact "emit -o with planted links"
+for f in model.mil manifest.json weights/weight.bin; do
+  [ -f "$WORK/e/$f" ] && [ ! -L "$WORK/e/$f" ] && ok || fail "emit left $f a link or missing"
+done
+rm -rf "$WORK/e2"; mkdir -p "$WORK/e2" "$WORK/elsewhere"; ln -s "$WORK/elsewhere" "$WORK/e2/weights"
+t 60 emit "${E[@]}" -o "$WORK/e2"; want 3 "weights is a symbolic link, not a directory" "emit with DIR/weights a link"
+[ -z "$(ls -A "$WORK/elsewhere")" ] && ok || fail "emit wrote weight.bin through a weights link"
+ln -s "$BAIT" "$WORK/o.milc"
+t 60 compile "$WORK/e/model.mil" -o "$WORK/o.milc"; want 0 "" "compile -o over a link"
+bait_intact "compile -o over a link"
+[ -f "$WORK/o.milc" ] && [ ! -L "$WORK/o.milc" ] && ok || fail "compile -o left the link in place"
+rm -f "$WORK/e/model.mil.tmp" "$WORK/e/manifest.json.tmp"
+ls -A "$WORK/e" "$WORK/e/weights" "$WORK" | grep -q '\.tmp-' && fail "temp files left behind" || ok
 unset MILC_CACHE_DIR
 finish
