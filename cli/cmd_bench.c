@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "scratch.h"
 #include "bench.h"
 #include "jobs.h"
 
@@ -197,6 +198,7 @@ static int spawn_wait(const Bench *b, Argv *av, bool capture, Spawned *s) {
     int r = posix_spawn(&pid, b->exe, &fa, NULL, av->v, environ);
     posix_spawn_file_actions_destroy(&fa);
     if (capture) close(fds[1]);
+    if (r == 0) scratch_child_add(pid); /* an interrupted bench stops it too */
     if (r != 0) {
         if (capture) close(fds[0]);
         cli_error("cannot run %s: %s", b->exe, strerror(r));
@@ -220,6 +222,7 @@ static int spawn_wait(const Bench *b, Argv *av, bool capture, Spawned *s) {
     struct rusage ru;
     pid_t w;
     while ((w = wait4(pid, &status, 0, &ru)) < 0 && errno == EINTR) {}
+    scratch_child_del(pid);
     s->wall_ms = (double)(cli_now_ns() - t0) / 1e6;
     if (w < 0) { cli_error("wait4: %s", strerror(errno)); return EXIT_SYSTEM; }
     s->rss_bytes = (double)ru.ru_maxrss * 1024.0; /* Linux reports KiB */
@@ -583,8 +586,12 @@ static int bench_run(Cli *cli, int argc, char **argv) {
     b.ndepths = nd;
 
     const char *tmp = getenv("TMPDIR");
-    snprintf(b.root, sizeof b.root, "%s/milc-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(b.root)) { cli_error("cannot create a scratch directory '%s': %s", b.root, strerror(errno)); goto out; }
+    ScratchUsage stale; /* what benches killed outright left behind */
+    scratch_sweep(tmp && *tmp ? tmp : "/tmp", "milc-bench", 1, &stale);
+    if (scratch_make(tmp && *tmp ? tmp : "/tmp", "milc-bench", b.root, sizeof b.root) != 0) {
+        cli_error("cannot create a scratch directory in '%s': %s", tmp && *tmp ? tmp : "/tmp", strerror(errno));
+        goto out;
+    }
     BenchReport r = {.config = config, .layers = b.layers, .chunk = b.chunk, .nchunks = b.nchunks, .seq = b.seq,
                      .ctx = b.ctx, .depth_seq = b.depth_seq, .verify = b.verify, .repeat = b.repeat,
                      .cold_repeat = b.cold_repeat, .threads = b.threads ? b.threads : (int)sysconf(_SC_NPROCESSORS_ONLN)};
@@ -595,7 +602,7 @@ static int bench_run(Cli *cli, int argc, char **argv) {
         rc = bench_mode(&b, (int)modes[i], &r.modes[i]);
         r.nmodes = i + 1;
     }
-    cli_rm_tree(b.root);
+    scratch_remove(b.root);
     if (rc != EXIT_OK) goto out;
     if (json_stdout) bench_write_json(stdout, &r);
     else if (cli->verbosity >= 0) bench_print_table(stdout, &r);

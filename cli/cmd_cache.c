@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "scratch.h"
 #include "cli.h"
 #include "milc/cache.h"
 
@@ -233,7 +234,9 @@ static int cache_run(Cli *cli, int argc, char **argv) {
     if (si == 6) { /* clear: must work on a damaged cache, so no open. */
         int r = cache_destroy(cli->cache_dir, err, sizeof err);
         if (r != 0) { cli_error("cache clear: %s", err[0] ? err : cache_strerror(r)); rc = EXIT_SYSTEM; goto out; }
-        if (cli->json) printf("{\"cleared\":true}\n");
+        ScratchUsage su; /* builds killed outright left these; live ones stay */
+        scratch_sweep(cli->cache_dir, "tmp-build", 1, &su);
+        if (cli->json) printf("{\"cleared\":true,\"scratch_removed\":%d}\n", su.dead_dirs);
         else if (cli->verbosity >= 0) fprintf(stderr, "cleared %s\n", cli->cache_dir);
         rc = EXIT_OK;
         goto out;
@@ -255,12 +258,15 @@ static int cache_run(Cli *cli, int argc, char **argv) {
         CacheStats s;
         if ((r = cache_stat(c, &s)) < 0) { rc = cache_fail(c, "stat", r); break; }
         uint64_t lookups = s.direct_hits + s.hits + s.misses;
+        ScratchUsage su;
+        scratch_sweep(cli->cache_dir, "tmp-build", 0, &su);
         if (cli->json) {
             printf("{\"cache_dir\":\"%s\",\"direct_hits\":%" PRIu64 ",\"full_hits\":%" PRIu64 ",\"misses\":%" PRIu64
                    ",\"errors\":%" PRIu64 ",\"entries\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"max_bytes\":%" PRIu64
-                   ",\"file_bytes\":%" PRIu64 ",\"saved_ms\":%.3f}\n",
+                   ",\"file_bytes\":%" PRIu64 ",\"saved_ms\":%.3f,\"scratch_dirs\":%d,\"scratch_bytes\":%" PRIu64
+                   ",\"stale_scratch_dirs\":%d}\n",
                    cli->cache_dir, s.direct_hits, s.hits, s.misses, s.errors, s.entries, s.bytes, s.max_bytes,
-                   s.file_bytes, (double)s.saved_ns / 1e6);
+                   s.file_bytes, (double)s.saved_ns / 1e6, su.dirs, su.bytes, su.dead_dirs);
         } else {
             char b1[32], b2[32], b3[32];
             fmt_bytes(s.bytes, b1, sizeof b1);
@@ -278,6 +284,10 @@ static int cache_run(Cli *cli, int argc, char **argv) {
             printf("size limit           %s\n", s.max_bytes ? b2 : "none");
             printf("file size            %s\n", b3);
             printf("compile time saved   %.3f s\n", (double)s.saved_ns / 1e9);
+            char b4[32];
+            fmt_bytes(su.bytes, b4, sizeof b4);
+            printf("scratch              %s in %d build director%s (%d of dead processes: `milc cache gc` removes them)\n",
+                   b4, su.dirs, su.dirs == 1 ? "y" : "ies", su.dead_dirs);
         }
         if (args_flag(&a, "zero") && (r = cache_zero_stats(c)) < 0) rc = cache_fail(c, "stat", r);
         break;
@@ -295,10 +305,14 @@ static int cache_run(Cli *cli, int argc, char **argv) {
         CacheGcReport g;
         r = cache_gc(c, max_size, max_age, !args_flag(&a, "no-compact"), &g);
         if (r < 0) { rc = cache_fail(c, "gc", r); break; }
+        ScratchUsage su;
+        scratch_sweep(cli->cache_dir, "tmp-build", 1, &su);
         if (cli->json)
             printf("{\"evicted\":%" PRIu64 ",\"evicted_bytes\":%" PRIu64 ",\"file_before\":%" PRIu64
-                   ",\"file_after\":%" PRIu64 ",\"compacted\":%s}\n",
-                   g.evicted, g.evicted_bytes, g.file_before, g.file_after, g.compacted ? "true" : "false");
+                   ",\"file_after\":%" PRIu64 ",\"compacted\":%s,\"scratch_removed\":%d,\"scratch_removed_bytes\":%" PRIu64
+                   "}\n",
+                   g.evicted, g.evicted_bytes, g.file_before, g.file_after, g.compacted ? "true" : "false", su.dead_dirs,
+                   su.dead_bytes);
         else if (cli->verbosity >= 0) {
             char b1[32], b2[32], b3[32];
             fmt_bytes(g.evicted_bytes, b1, sizeof b1);
@@ -306,6 +320,10 @@ static int cache_run(Cli *cli, int argc, char **argv) {
             fmt_bytes(g.file_after, b3, sizeof b3);
             printf("evicted %" PRIu64 " entries (%s); file %s -> %s%s\n", g.evicted, b1, b2, b3,
                    g.compacted ? "" : " (not compacted: cache in use by another process, or --no-compact)");
+            if (su.dead_dirs) {
+                fmt_bytes(su.dead_bytes, b1, sizeof b1);
+                printf("removed %d scratch director%s of dead builds (%s)\n", su.dead_dirs, su.dead_dirs == 1 ? "y" : "ies", b1);
+            }
         }
         break;
     }

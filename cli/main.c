@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "scratch.h"
 #include "cli.h"
 
 #ifndef MILC_BUILTIN_TEMPLATE_DIR
@@ -143,6 +144,7 @@ int main(int argc, char **argv) {
     if (!cache_dir || !tmpl_dirs) { cli_error("out of memory"); return EXIT_SYSTEM; }
     cli.cache_dir = cache_dir;
     cli.template_dirs = tmpl_dirs;
+    scratch_install_handlers();
     int rc = c->run(&cli, argc - 1, argv + 1);
     fflush(stdout);
     if (ferror(stdout)) { cli_error("cannot write output"); rc = EXIT_SYSTEM; }

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "scratch.h"
 #include "cli.h"
 #include "pipeline.h"
 #include "milc/arena.h"
@@ -108,8 +109,7 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
 
     /* ---- generate into a scratch directory ---- */
     char dir[4096];
-    snprintf(dir, sizeof dir, "%s/tmp-build-XXXXXX", req->tmp_root);
-    if (!mkdtemp(dir)) {
+    if (scratch_make(req->tmp_root, "tmp-build", dir, sizeof dir) != 0) {
         cli_error("cannot create a scratch directory in '%s': %s", req->tmp_root, strerror(errno));
         ckey_free(&db);
         free(params);
@@ -211,6 +211,6 @@ out:
     ckey_free(&fb);
     ckey_free(&db);
     free(params);
-    cli_rm_tree(dir);
+    scratch_remove(dir);
     return rc;
 }
