@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "scratch.h"
 #include "cli.h"
 #include "manifest.h"
 #include "request.h"
@@ -39,6 +40,8 @@ static void prewarm_help(FILE *f) {
           "processes, with a progress bar on a terminal.  Running it again compiles\n"
           "nothing; if it is interrupted, a rerun builds only what is missing.\n"
           "Exits non-zero if any build failed, after listing what and why.\n"
+          "SIGINT, SIGTERM or SIGHUP stops the workers (each removes its scratch);\n"
+          "prewarm waits for them, then dies of the signal (exit status 128+N).\n"
           "\n"
           "MANIFEST: one request per line in 'milc build' option syntax; '#' comments.\n"
           "  --model gpt2 --chunk 4 --mode 0,2 --seq 128\n"
@@ -80,7 +83,6 @@ static void remember_lines(const Cli *cli, const TemplatePath *tp, const Manifes
 }
 
 static void worker(const Cli *cli, const TemplatePath *tp, const JobList *jobs, atomic_int *next, int fd, int verify) {
-    signal(SIGINT, SIG_DFL);
     Cache *c = NULL;
     char err[512] = "";
     int r = cache_open(&c, cli->cache_dir, NULL, err, sizeof err);
@@ -192,12 +194,14 @@ static int prewarm_run(Cli *cli, int argc, char **argv) {
     for (long w = 0; w < nworkers; w++) {
         pid_t pid = fork();
         if (pid == 0) {
+            scratch_forget_all(); /* the parent's children and scratch are not ours */
             close(fds[0]);
             worker(cli, &tp, &jobs, next, fds[1], verify_policy(&a));
             _exit(0);
         }
         if (pid < 0) { cli_error("fork failed: %s", strerror(errno)); break; }
         pids[w] = pid;
+        scratch_child_add(pid); /* a signal to the parent stops the workers too */
     }
     close(fds[1]);
     long long t0 = cli_now_ns();
@@ -226,6 +230,7 @@ static int prewarm_run(Cli *cli, int argc, char **argv) {
     for (long w = 0; w < nworkers; w++) {
         int st;
         if (pids[w] > 0 && waitpid(pids[w], &st, 0) == pids[w] && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) crashed++;
+        scratch_child_del(pids[w]);
     }
     double secs = (double)(cli_now_ns() - t0) / 1e9;
     int missing = jobs.n - done;

@@ -65,4 +65,13 @@ for sig in INT TERM HUP; do
   else fail "bench never made its scratch directory"; kill -9 "$PID"; wait "$PID"; fi
 done
 
+# prewarm: the workers stop with the parent, which waits for them.
+printf -- '--model gpt2 --layers 4 --mode 0,1,2\n--model gpt2 --layers 2 --mode 0,1,2\n' > "$WORK/man"
+for sig in INT TERM HUP; do
+  rm -rf "$WORK/pw"; mkdir -m 700 "$WORK/pw"
+  launch --cache-dir "$WORK/pw" prewarm "$WORK/man" -j 2
+  if appear "$WORK/pw/tmp-build-*" 30; then
+    kill -s "$sig" "$PID"; stopped "prewarm, SIG$sig" "$sig"; leftovers "prewarm, SIG$sig" "$WORK/pw/tmp-build-*"
+  else fail "prewarm never started building"; kill -9 "$PID"; wait "$PID"; fi
+done
 finish
