@@ -85,6 +85,12 @@ int cli_write_file(const char *path, const void *data, size_t len);
 /* Remove dir and everything under it, not following links; best effort.
  * Only for directories this process made (a scratch or bench tree). */
 void cli_rm_tree(const char *dir);
+/* Print stored text (a description from a cache or a bundle) for a human on
+ * a terminal: control characters (C0, DEL, C1: \r, \n, ESC, OSC, CSI...) and
+ * bytes that are not UTF-8 come out as visible escapes (\n, \r, \t, \e,
+ * \xHH), and a backslash as \\, so no stored byte can move the cursor, set a
+ * title or forge a line. */
+void cli_print_text(FILE *f, const char *s);
 /* Monotonic time in nanoseconds. */
 long long cli_now_ns(void);
 /* Milliseconds since t0 (a cli_now_ns value). */

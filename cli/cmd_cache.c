@@ -119,7 +119,9 @@ static int ls_entry(void *ctx, const CacheEntryInfo *e) {
                e->mode, e->bytes, e->nsections, created, used, e->hits, (double)e->compile_ns / 1e6);
     } else {
         if (lc->n == 0) printf("%-32s %4s %10s %-20s %-20s %6s  %s\n", "KEY", "MODE", "SIZE", "CREATED", "LAST USED", "HITS", "DESCRIPTION");
-        printf("%s %4d %10s %-20s %-20s %6" PRIu64 "  %s\n", key, e->mode, size, created, used, e->hits, e->description);
+        printf("%s %4d %10s %-20s %-20s %6" PRIu64 "  ", key, e->mode, size, created, used, e->hits);
+        cli_print_text(stdout, e->description); /* stored text: a bundle's maker chose it */
+        putchar('\n');
     }
     lc->n++;
     return 0;
