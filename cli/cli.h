@@ -104,6 +104,7 @@ typedef struct Command {
     int (*run)(Cli *cli, int argc, char **argv); /* argv[0] is the command name */
     void (*help)(FILE *f);
     bool own_help; /* the command handles --help itself (template-aware help) */
+    bool uses_cache; /* needs a cache directory (refused when none can be found) */
 } Command;
 
 extern const Command cmd_check, cmd_fmt, cmd_emit, cmd_templates, cmd_compile, cmd_run, cmd_build, cmd_cache,

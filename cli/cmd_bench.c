@@ -619,4 +619,4 @@ out_args:
 }
 
 const Command cmd_bench = {"bench", "measure compile modes: cold vs cached, prefill, decode, sweeps", bench_run, bench_help,
-                           true};
+                           true, false};

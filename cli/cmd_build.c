@@ -141,4 +141,4 @@ out_args:
     return rc;
 }
 
-const Command cmd_build = {"build", "generate, compile and cache transformer chunks", build_run, build_help, true};
+const Command cmd_build = {"build", "generate, compile and cache transformer chunks", build_run, build_help, true, true};

@@ -368,4 +368,4 @@ out:
     return rc;
 }
 
-const Command cmd_cache = {"cache", "inspect and maintain the artifact cache", cache_run, cache_help, false};
+const Command cmd_cache = {"cache", "inspect and maintain the artifact cache", cache_run, cache_help, false, true};

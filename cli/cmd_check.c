@@ -67,7 +67,7 @@ out:
     return rc;
 }
 
-const Command cmd_check = {"check", "parse and type-check a MIL program", check_run, check_help, false};
+const Command cmd_check = {"check", "parse and type-check a MIL program", check_run, check_help, false, false};
 
 static const OptSpec fmt_opts[] = {
     {"output", 'o', OPT_VALUE, "FILE", "write here instead of stdout"},
@@ -118,4 +118,4 @@ out:
     return rc;
 }
 
-const Command cmd_fmt = {"fmt", "print a MIL program in canonical form", fmt_run, fmt_help, false};
+const Command cmd_fmt = {"fmt", "print a MIL program in canonical form", fmt_run, fmt_help, false, false};

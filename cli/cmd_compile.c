@@ -107,4 +107,4 @@ out_args:
     return rc;
 }
 
-const Command cmd_compile = {"compile", "compile a MIL file to an artifact file", compile_run, compile_help, false};
+const Command cmd_compile = {"compile", "compile a MIL file to an artifact file", compile_run, compile_help, false, false};

@@ -63,4 +63,4 @@ out:
     return rc;
 }
 
-const Command cmd_emit = {"emit", "generate a chunk's MIL program and weights", emit_run, emit_help, true};
+const Command cmd_emit = {"emit", "generate a chunk's MIL program and weights", emit_run, emit_help, true, false};

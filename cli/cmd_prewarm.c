@@ -271,4 +271,4 @@ out:
 }
 
 const Command cmd_prewarm = {"prewarm", "build everything a manifest lists into the cache", prewarm_run, prewarm_help,
-                             false};
+                             false, true};

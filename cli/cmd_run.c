@@ -142,4 +142,4 @@ out:
     return rc;
 }
 
-const Command cmd_run = {"run", "run an artifact on .npy inputs", run_run, run_help, false};
+const Command cmd_run = {"run", "run an artifact on .npy inputs", run_run, run_help, false, true};

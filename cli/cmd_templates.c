@@ -111,4 +111,4 @@ out:
     return rc;
 }
 
-const Command cmd_templates = {"templates", "list templates and presets, or show one", templates_run, templates_help, false};
+const Command cmd_templates = {"templates", "list templates and presets, or show one", templates_run, templates_help, false, false};

@@ -30,7 +30,8 @@ static void print_usage(FILE *f) {
           "\n"
           "global options (anywhere on the line):\n"
           "  --cache-dir DIR     cache directory (default $MILC_CACHE_DIR, else\n"
-          "                      $XDG_CACHE_HOME/milc, else ~/.cache/milc)\n"
+          "                      $XDG_CACHE_HOME/milc, else ~/.cache/milc; with none\n"
+          "                      of these, commands that use the cache refuse to run)\n"
           "  --template-dir DIR  extra template directory (also $MILC_TEMPLATE_PATH)\n"
           "  --json              machine-readable output on stdout\n"
           "  -q, --quiet         only errors\n"
@@ -56,7 +57,9 @@ static char *resolve_cache_dir(const char *flag) {
     e = getenv("XDG_CACHE_HOME");
     if (e && *e) { snprintf(buf, sizeof buf, "%s/milc", e); return strdup(buf); }
     e = getenv("HOME");
-    snprintf(buf, sizeof buf, "%s/.cache/milc", e && *e ? e : ".");
+    /* Without a home there is no per-user place: never the current directory. */
+    if (!e || !*e) return strdup("");
+    snprintf(buf, sizeof buf, "%s/.cache/milc", e);
     return strdup(buf);
 }
 
@@ -142,6 +145,11 @@ int main(int argc, char **argv) {
     char *cache_dir = resolve_cache_dir(cache_flag);
     char *tmpl_dirs = resolve_template_dirs(tmpl_flag);
     if (!cache_dir || !tmpl_dirs) { cli_error("out of memory"); return EXIT_SYSTEM; }
+    if (!*cache_dir && c->uses_cache) {
+        cli_error("no cache directory: HOME is not set, nor MILC_CACHE_DIR or XDG_CACHE_HOME; pass --cache-dir DIR");
+        free(cache_dir), free(tmpl_dirs);
+        return EXIT_USAGE;
+    }
     cli.cache_dir = cache_dir;
     cli.template_dirs = tmpl_dirs;
     scratch_install_handlers();

@@ -59,7 +59,11 @@ static int bundle_walk(const uint8_t *buf, size_t len, char *err, size_t errlen,
                        void *ctx) {
     if (len < HDR_SIZE + TRAILER_SIZE) return bad(err, errlen, "too short", len);
     if (memcmp(buf, bundle_magic, 8) != 0) return bad(err, errlen, "not a milc bundle", 0);
-    if (ld32(buf + 8) != BUNDLE_VERSION) return bad(err, errlen, "unsupported version", 8);
+    if (ld32(buf + 8) != BUNDLE_VERSION) {
+        char why[96];
+        snprintf(why, sizeof why, "unsupported version %u (this milc reads version %d)", ld32(buf + 8), BUNDLE_VERSION);
+        return bad(err, errlen, why, 8);
+    }
     if (ld32(buf + 12) != 0) return bad(err, errlen, "unknown flags", 12);
     const uint8_t *tr = buf + len - TRAILER_SIZE;
     if (memcmp(tr, trailer_magic, 8) != 0) return bad(err, errlen, "no trailer (truncated?)", len - TRAILER_SIZE);
@@ -285,7 +289,9 @@ int cache_import(Cache *c, const char *path) {
     if (orc) return orc == -EINVAL ? CACHE_EBUNDLE : orc == -ENOMEM ? CACHE_ENOMEM : CACHE_EIO;
     char why[256];
     int rc = bundle_walk(map, len, why, sizeof why, import_entry, c);
-    if (rc == CACHE_EBUNDLE) snprintf(c->err, sizeof c->err, "%s: %s", path, why);
+    /* The caller names the error class ("bad bundle"); the message says where and why. */
+    const char *w = strncmp(why, "bad bundle: ", 12) == 0 ? why + 12 : why;
+    if (rc == CACHE_EBUNDLE) snprintf(c->err, sizeof c->err, "%s: %s", path, w);
     free(map);
     return rc;
 }
