@@ -84,6 +84,15 @@ ln -s "$BAIT" "$WORK/o.milc"
 t 60 compile "$WORK/e/model.mil" -o "$WORK/o.milc"; want 0 "" "compile -o over a link"
 bait_intact "compile -o over a link"
 [ -f "$WORK/o.milc" ] && [ ! -L "$WORK/o.milc" ] && ok || fail "compile -o left the link in place"
+# run -o: an output name planted as a link is replaced, not written through.
+"$PY" -c "import numpy as np; np.save('$WORK/x.npy', np.zeros((1, 16, 1, 16), np.float32))"
+mkdir -p "$WORK/out"; for n in y y.npy hidden.npy; do ln -s "$BAIT" "$WORK/out/$n"; done
+t 60 run "$WORK/o.milc" --input x="$WORK/x.npy" -o "$WORK/out"; want 0 "" "run -o over planted links"
+bait_intact "run -o with planted links"
+[ -n "$(find "$WORK/out" -name '*.npy' -type f)" ] && ok || fail "run -o wrote no regular output file"
+# A template directory with a link to a FIFO and a dangling link: listed past, never blocked on.
+mkdir -p "$WORK/tpl2"; mkfifo "$WORK/tpl2/f"; ln -s "$WORK/tpl2/f" "$WORK/tpl2/y.xml"; ln -s "$WORK/nowhere" "$WORK/tpl2/z.xml"
+t 20 --template-dir "$WORK/tpl2" templates ls; want 0 "y.xml" "templates ls with a link to a FIFO"
 rm -f "$WORK/e/model.mil.tmp" "$WORK/e/manifest.json.tmp"
 ls -A "$WORK/e" "$WORK/e/weights" "$WORK" | grep -q '\.tmp-' && fail "temp files left behind" || ok
 unset MILC_CACHE_DIR
