@@ -122,7 +122,7 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     RtArtifact *art = NULL;
     GenResult gr = {0};
     t0 = cli_now_ns();
-    if (gen_generate(req->config, &(GenOptions){.weights = weights, .compile_mode = req->mode}, dir, &gr, d) != 0) {
+    if (gen_generate(req->config, &(GenOptions){.weights = weights, .compile_mode = req->mode, .scratch = true}, dir, &gr, d) != 0) {
         rc = failed_rc(d);
         goto out;
     }

@@ -467,6 +467,10 @@ int milblob_writer_finish(MilBlobWriter *w, DiagSink *d) {
     return rc;
 }
 
+void milblob_writer_scratch(MilBlobWriter *w) {
+    if (w) w->pub.nosync = 1;
+}
+
 void milblob_writer_abort(MilBlobWriter *w) {
     if (!w) return;
     os_publish_abort(&w->pub);

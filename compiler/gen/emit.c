@@ -345,7 +345,7 @@ static void sort_io(GenIo *io, SrcLoc *locs, int n) {
 int gen_generate(GenConfig *c, const GenOptions *o, const char *dir, GenResult *r, DiagSink *d) {
     memset(r, 0, sizeof *r);
     if (!c->resolved && gen_config_resolve(c, d) != 0) return -1;
-    GenOptions defaults = {NULL, -1, false};
+    GenOptions defaults = {NULL, -1, false, false};
     if (!o) o = &defaults;
     Arena a;
     arena_init(&a);
@@ -423,7 +423,7 @@ int gen_generate(GenConfig *c, const GenOptions *o, const char *dir, GenResult *
             diag_syserror(d, ((SrcLoc){diag_intern(d, wdir), 0, 0}), "%s", err);
             goto done;
         }
-        if (gen_weights_write(&p, o->weights, wpath, d) != 0) goto done;
+        if (gen_weights_write(&p, o->weights, wpath, o->scratch, d) != 0) goto done;
         wbytes = 64; /* the header; no padding follows the last blob */
         if (p.nweights) {
             const GenWeight *last = &p.weights[p.nweights - 1];

@@ -251,7 +251,7 @@ static int parse_random(const char *src, uint64_t *seed, bool *bad) {
     return 0;
 }
 
-int gen_weights_write(const GenProgram *p, const char *source, const char *path, DiagSink *d) {
+int gen_weights_write(const GenProgram *p, const char *source, const char *path, bool scratch, DiagSink *d) {
     uint64_t seed = 0;
     bool bad;
     SafetensorsFile f;
@@ -263,6 +263,7 @@ int gen_weights_write(const GenProgram *p, const char *source, const char *path,
     }
     if (!random && safetensors_open(&f, source, d) != 0) return -1;
     MilBlobWriter *wr = milblob_writer_open(path, d);
+    if (scratch) milblob_writer_scratch(wr);
     if (!wr) { if (!random) safetensors_close(&f); return -1; }
     int rc = 0;
     for (int i = 0; i < p->nweights && rc == 0; i++) {

@@ -76,6 +76,8 @@ typedef struct MilBlobWriter MilBlobWriter;
 
 /* NULL on failure (error added to d). */
 MilBlobWriter *milblob_writer_open(const char *path, DiagSink *d);
+/* The file is scratch (a build's): published whole but not fsynced. */
+void milblob_writer_scratch(MilBlobWriter *w);
 /* Append a blob; returns the record offset to put in BLOBFILE(offset = ...).
  * Errors (bad dtype, size not a whole number of elements, I/O, OOM) are
  * sticky: the call returns UINT64_MAX and milblob_writer_finish reports the

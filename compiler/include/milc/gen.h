@@ -158,6 +158,8 @@ typedef struct GenOptions {
     /* Skip mil_parse/mil_check/mil_print and keep the generated text as is
      * (debugging templates).  Normally false. */
     bool raw;
+    /* The output directory is scratch (a build's): files are not fsynced. */
+    bool scratch;
 } GenOptions;
 
 typedef struct GenIo {

@@ -38,6 +38,9 @@ int os_read_fd(int fd, const char *shown, size_t max, void **buf, size_t *len, c
 typedef struct OsPublish {
     int fd;
     char *path, *tmp;
+    /* Set before commit for scratch nobody needs after a crash: still
+     * renamed whole into place, but without the two fsyncs. */
+    int nosync;
 } OsPublish;
 
 int os_publish_begin(OsPublish *p, const char *path, mode_t mode, char *err, size_t errlen);
