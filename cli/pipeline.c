@@ -134,7 +134,7 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     snprintf(wpath, sizeof wpath, "%s/weights/weight.bin", dir);
     MilBlobFile wf;
     uint8_t blobdig[16] = {0};
-    if (milblob_open(&wf, wpath, d) != 0) { rc = failed_rc(d); goto out; }
+    if (milblob_open_own(&wf, wpath, d) != 0) { rc = failed_rc(d); goto out; } /* written just now, in our scratch */
     milblob_file_digest(&wf, blobdig);
     milblob_close(&wf);
     key_common(&fb, req->mode);
@@ -168,10 +168,10 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     char mpath[4200];
     snprintf(mpath, sizeof mpath, "%s/model.mil", dir);
     IrProgram *p = mil_parse(&arena, d, mpath, gr.mil, gr.mil_len);
-    if (!p || !mil_check(p, &(MilCheckOptions){.target = MIL_TARGET_CPU, .model_path = dir}, d)) { rc = failed_rc(d); goto out; }
+    if (!p || !mil_check(p, &(MilCheckOptions){.target = MIL_TARGET_CPU, .model_path = dir, .own_weights = true}, d)) { rc = failed_rc(d); goto out; }
     res->ms_check = cli_ms_since(t0);
     BackendStats bs = {0};
-    if (backend_compile(p, &(BackendOptions){.mode = req->mode, .model_path = dir}, &art, &bs, d) != 0) {
+    if (backend_compile(p, &(BackendOptions){.mode = req->mode, .model_path = dir, .own_weights = true}, &art, &bs, d) != 0) {
         rc = failed_rc(d);
         goto out;
     }

@@ -126,7 +126,7 @@ int backend_compile(IrProgram *p, const BackendOptions *o, RtArtifact **out, Bac
         diag_error(d, ploc, "out of memory");
         goto fail;
     }
-    LowerShared *ls = lower_shared_new(b, f, dir, d);
+    LowerShared *ls = lower_shared_new(b, f, dir, o && o->own_weights, d);
     int rc = lower_inputs_outputs(ls, fusing && o->mode != RT_MODE_NONBONDED ? &fuse : NULL);
     int nops = 0, ncopies = 0;
     if (rc == 0 && o->mode != RT_MODE_NONBONDED) {

@@ -225,23 +225,29 @@ fail:
     return -1;
 }
 
-int milblob_open(MilBlobFile *f, const char *path, DiagSink *d) {
+static int blob_open(MilBlobFile *f, const char *path, bool own, DiagSink *d) {
     memset(f, 0, sizeof *f);
     const char *name = diag_intern(d, path);
     SrcLoc loc = {name, 0, 0};
     void *map;
     size_t size;
-    if (blob_read_file(path, loc, d, &map, &size) != 0) return -1;
+    if ((own ? blob_map_own : blob_read_file)(path, loc, d, &map, &size) != 0) return -1;
     if (milblob_parse(f, name, map, size, d) != 0) {
-        free(map);
+        if (own && map) munmap(map, size);
+        else if (!own) free(map);
+        memset(f, 0, sizeof *f);
         return -1;
     }
-    f->mapped = true; /* the buffer is ours to free */
+    f->mapped = true, f->own_map = own; /* the memory is ours to release */
     return 0;
 }
 
+int milblob_open(MilBlobFile *f, const char *path, DiagSink *d) { return blob_open(f, path, false, d); }
+int milblob_open_own(MilBlobFile *f, const char *path, DiagSink *d) { return blob_open(f, path, true, d); }
+
 void milblob_close(MilBlobFile *f) {
-    if (f->mapped) free((void *)f->bytes);
+    if (f->mapped && f->own_map && f->bytes) munmap((void *)f->bytes, f->size);
+    else if (f->mapped) free((void *)f->bytes);
     free(f->records);
     memset(f, 0, sizeof *f);
 }

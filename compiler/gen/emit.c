@@ -445,7 +445,7 @@ int gen_generate(GenConfig *c, const GenOptions *o, const char *dir, GenResult *
         arena_init(&ia);
         diag_add_source(d, genfile, b.p, b.n);
         IrProgram *prog = mil_parse(&ia, &fe, genfile, b.p, b.n);
-        MilCheckOptions co = {MIL_TARGET_CPU, dir};
+        MilCheckOptions co = {MIL_TARGET_CPU, dir, o->scratch}; /* a build's scratch: our own files */
         if (prog && dir) mil_check(prog, &co, &fe);
         if (prog && !diag_failed(&fe)) canon = mil_print(prog, NULL);
         forward_diags(&fe, d, genfile, map, nmap);

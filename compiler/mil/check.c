@@ -36,6 +36,7 @@ typedef struct Checker {
     DiagSink *d;
     IrProgram *p;
     MilTarget target;
+    bool own_weights; /* MilCheckOptions.own_weights */
     char *model_dir; /* malloc'd */
     BlobEntry *blobs;
     int nblobs;
@@ -953,7 +954,7 @@ static BlobEntry *blob_get(Checker *c, const char *path) {
      * reported at each BLOBFILE that needs the file. */
     DiagSink tmp;
     diag_init(&tmp);
-    e->ok = milblob_open(&e->file, path, &tmp) == 0;
+    e->ok = (c->own_weights ? milblob_open_own : milblob_open)(&e->file, path, &tmp) == 0;
     if (!e->ok) {
         e->error = strdup(tmp.count ? tmp.items[0].msg : "cannot read");
         MILC_ASSERT(e->error != NULL);
@@ -1189,6 +1190,7 @@ bool mil_check(IrProgram *p, const MilCheckOptions *o, DiagSink *d) {
     c.p = p;
     c.target = o ? o->target : MIL_TARGET_CPU;
     c.model_dir = o && o->model_path ? strdup(o->model_path) : dir_of(p->file);
+    c.own_weights = o && o->own_weights;
     MILC_ASSERT(c.model_dir != NULL);
     for (int f = 0; f < p->nfuncs; f++) {
         IrFunction *fn = p->funcs[f];

@@ -27,6 +27,7 @@
 typedef struct BackendOptions {
     int mode;               /* 0, 1 or 2 (RT_MODE_*) */
     const char *model_path; /* directory @model_path names; NULL: the MIL file's directory */
+    bool own_weights;       /* weight files are milc's own scratch: mapped, not read (milblob_open_own) */
     const char *dump_stage; /* NULL, or one of backend_stage_names() */
     char **dump_out;        /* receives the malloc'd MIL text of dump_stage (caller frees) */
     int threads;            /* reserved: the thread count is a load option (RtLoadOptions) */

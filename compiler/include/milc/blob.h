@@ -50,7 +50,8 @@ typedef struct MilBlobFile {
     size_t size;
     uint32_t count;            /* blobs in the file */
     MilBlobRecord *records;    /* count of them, in file order (malloc'd) */
-    bool mapped;               /* bytes is a buffer this struct owns (read, not mapped) */
+    bool mapped;               /* bytes is memory this struct owns (read, or mapped by milblob_open_own) */
+    bool own_map;              /* that memory is a mapping (milblob_open_own), not a heap buffer */
 } MilBlobFile;
 
 /* Map and validate a weight file: header, every record's sentinel, dtype,
@@ -60,6 +61,10 @@ typedef struct MilBlobFile {
 int milblob_open(MilBlobFile *f, const char *path, DiagSink *d);
 /* The same on memory the caller owns and keeps alive (fuzzing, tests). */
 int milblob_parse(MilBlobFile *f, const char *name, const void *bytes, size_t size, DiagSink *d);
+/* milblob_open for a file milc wrote itself in its own scratch directory
+ * (a build's weight.bin): mapped, not read, since nobody else can truncate it
+ * there, and a check that reads only record headers then costs nothing. */
+int milblob_open_own(MilBlobFile *f, const char *path, DiagSink *d);
 void milblob_close(MilBlobFile *f);
 /* The record whose metadata starts at offset, or NULL. */
 const MilBlobRecord *milblob_find(const MilBlobFile *f, uint64_t offset);

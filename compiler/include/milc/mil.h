@@ -21,6 +21,7 @@ typedef enum MilTarget { MIL_TARGET_CPU, MIL_TARGET_ANE } MilTarget;
 typedef struct MilCheckOptions {
     MilTarget target;
     const char *model_path; /* the dir @model_path names; NULL: the MIL file's directory */
+    bool own_weights;       /* weight files are milc's own scratch: mapped, not read (milblob_open_own) */
 } MilCheckOptions;
 
 /* Parse text; file is the name used in SrcLocs.  Returns the program
