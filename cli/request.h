@@ -28,8 +28,9 @@ int build_request(Cache *c, const TemplatePath *tp, const JobSpec *spec, const R
                   void *ctx, DiagSink *d);
 
 /* Write spec's note from its jobs (all n of them, in order) and their
- * artifact keys, built elsewhere (prewarm's workers).  Best effort. */
+ * artifact keys, built elsewhere (prewarm's workers) from weights of digest
+ * wdig (BuildResult.wdig).  Best effort. */
 void request_remember(Cache *c, const TemplatePath *tp, const JobSpec *spec, const BuildJob *jobs, int n,
-                      const CacheKey *keys);
+                      const CacheKey *keys, const uint8_t wdig[16]);
 
 #endif

@@ -344,7 +344,7 @@ static void sort_io(GenIo *io, SrcLoc *locs, int n) {
 int gen_generate(GenConfig *c, const GenOptions *o, const char *dir, GenResult *r, DiagSink *d) {
     memset(r, 0, sizeof *r);
     if (!c->resolved && gen_config_resolve(c, d) != 0) return -1;
-    GenOptions defaults = {NULL, -1, false};
+    GenOptions defaults = {.weights = NULL, .compile_mode = -1};
     if (!o) o = &defaults;
     Arena a;
     arena_init(&a);
@@ -415,7 +415,12 @@ int gen_generate(GenConfig *c, const GenOptions *o, const char *dir, GenResult *
         snprintf(wdir, sizeof wdir, "%s/weights", dir);
         snprintf(wpath, sizeof wpath, "%s/weights/weight.bin", dir);
         if (mkdir_p(wdir, d) != 0) goto done;
-        if (gen_weights_write(&p, o->weights, wpath, d) != 0) goto done;
+        GenWeights *own = NULL;
+        const GenWeights *src = o->source;
+        if (!src && gen_weights_open(o->weights, &own, d) != 0) goto done;
+        int wrc = gen_weights_write(&p, src ? src : own, wpath, d);
+        gen_weights_close(own);
+        if (wrc != 0) goto done;
         wbytes = 64; /* the header; no padding follows the last blob */
         if (p.nweights) {
             const GenWeight *last = &p.weights[p.nweights - 1];

@@ -157,6 +157,6 @@ int gen_resolve_globals(const GenTemplate *t, Arena *a, Scope *globals, DiagSink
 /* ---- weights (weights.c) ---- */
 
 /* Fill every weight of p into DIR/weights/weight.bin from the source. */
-int gen_weights_write(const GenProgram *p, const char *source, const char *path, DiagSink *d);
+int gen_weights_write(const GenProgram *p, const GenWeights *src, const char *path, DiagSink *d);
 
 #endif
