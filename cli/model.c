@@ -192,6 +192,12 @@ int model_run_npy(LoadedModel *lm, const char *const *inputs, int ninputs, const
         rt_model_output(m, i, &io);
         char path[4096], err[512], shape[128];
         shape_str(io.dims, io.rank, shape, sizeof shape);
+        if (!rt_name_ok(io.name)) { /* the loader refused it already: a file name must never leave outdir */
+            rt_name_show(io.name, err, sizeof err);
+            cli_error("refusing to write output \"%s\": not an identifier", err);
+            rc = EXIT_INPUT;
+            goto done;
+        }
         snprintf(path, sizeof path, "%s/%s.npy", outdir, io.name);
         if (npy_write_file(path, npy_of(io.dtype), io.rank, io.dims, out[i].data, err, sizeof err) != 0) {
             cli_error("%s", err);

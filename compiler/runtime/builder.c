@@ -120,7 +120,7 @@ static bool name_taken(const RtIoRec *recs, uint32_t n, const char *name) {
 }
 
 int rtb_input(RtPlanBuilder *b, const char *name, RtDType io, int rank, const int64_t *dims) {
-    if (!name || !*name) return fail(b, RT_EINVAL, "input needs a name");
+    if (!name || !rt_name_ok(name)) return fail(b, RT_EINVAL, "input needs an identifier for a name");
     if (name_taken(b->inputs, b->nin, name)) return fail(b, RT_EINVAL, "input %s declared twice", name);
     RtDType in = io == RT_F16 ? RT_F32 : io;
     if (io != RT_F16 && io != RT_F32 && io != RT_I32 && io != RT_BOOL) return fail(b, RT_EINVAL, "%s: bad dtype", name);
@@ -137,7 +137,7 @@ int rtb_input(RtPlanBuilder *b, const char *name, RtDType io, int rank, const in
 
 int rtb_input_f16(RtPlanBuilder *b, const char *name, int rank, const int64_t *dims) {
     if (b->rc) return b->rc;
-    if (!name || !*name || strlen(name) >= RT_NAME_MAX) return fail(b, RT_EINVAL, "input needs a name shorter than %d", RT_NAME_MAX);
+    if (!name || !rt_name_ok(name)) return fail(b, RT_EINVAL, "input needs an identifier shorter than %d for a name", RT_NAME_MAX);
     if (name_taken(b->inputs, b->nin, name)) return fail(b, RT_EINVAL, "input %s declared twice", name);
     int id = add_buf(b, RT_BUF_INPUT, RT_F16, rank, dims, name);
     if (id < 0) return id;
@@ -235,7 +235,7 @@ int rtb_op(RtPlanBuilder *b, RtOpKind kind, const int *in, int nin, const int *o
 
 int rtb_output(RtPlanBuilder *b, const char *name, int buf, RtDType io) {
     if (b->rc) return b->rc;
-    if (!name || !*name || strlen(name) >= RT_NAME_MAX) return fail(b, RT_EINVAL, "output needs a name shorter than %d", RT_NAME_MAX);
+    if (!name || !rt_name_ok(name)) return fail(b, RT_EINVAL, "output needs an identifier shorter than %d for a name", RT_NAME_MAX);
     if (buf < 0 || (uint32_t)buf >= b->nbuf) return fail(b, RT_EINVAL, "output %s: buffer %d out of range", name, buf);
     if (name_taken(b->outputs, b->nout, name)) return fail(b, RT_EINVAL, "output %s declared twice", name);
     uint32_t dt = b->rb[buf].dtype;

@@ -53,6 +53,12 @@ static int parse_meta(RtModel *m, const RtSection *s, char *err, size_t errlen) 
         bool isin = i < mh.ninputs;
         RtIoRec *r = isin ? &m->inputs[i] : &m->outputs[i - mh.ninputs];
         if (!memchr(r->name, 0, RT_NAME_MAX) || !r->name[0]) BAD("%s %u: bad name", isin ? "input" : "output", i);
+        if (!rt_name_ok(r->name)) {
+            char shown[4 * RT_NAME_MAX];
+            rt_name_show(r->name, shown, sizeof shown);
+            BAD("%s %u: name \"%s\" is not an identifier ([A-Za-z_][A-Za-z0-9_]*)", isin ? "input" : "output",
+                isin ? i : i - mh.ninputs, shown);
+        }
         if (r->buf >= mh.nbuf) BAD("%s %s: buffer %u out of range", isin ? "input" : "output", r->name, r->buf);
         const RtBuf *b = &m->bufs[r->buf];
         if (isin && b->kind != RT_BUF_INPUT) BAD("input %s: buffer %u is not an input", r->name, r->buf);
@@ -316,6 +322,24 @@ fail:
 int rt_model_ninputs(const RtModel *m) { return (int)m->ninputs; }
 int rt_model_noutputs(const RtModel *m) { return (int)m->noutputs; }
 int rt_model_mode(const RtModel *m) { return m->mode; }
+
+bool rt_name_ok(const char *name) {
+    size_t n = 0;
+    for (; name[n]; n++) {
+        unsigned char c = (unsigned char)name[n];
+        bool alpha = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+        if (!alpha && !(n > 0 && c >= '0' && c <= '9')) return false;
+    }
+    return n > 0 && n < RT_NAME_MAX;
+}
+
+void rt_name_show(const char *name, char *out, size_t cap) {
+    size_t k = 0;
+    for (const unsigned char *p = (const unsigned char *)name; *p && k + 5 < cap; p++)
+        k += (size_t)(*p >= 0x20 && *p < 0x7f && *p != '"' && *p != '\\' ? snprintf(out + k, cap - k, "%c", *p)
+                                                                           : snprintf(out + k, cap - k, "\\x%02x", *p));
+    out[k < cap ? k : 0] = 0;
+}
 
 int rt_model_find(const RtModel *m, const char *name, int output) {
     const RtIoRec *r = output ? m->outputs : m->inputs;
