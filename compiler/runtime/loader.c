@@ -86,6 +86,77 @@ static int cmp_lr(const void *a, const void *b) {
     return x->off < y->off ? -1 : x->off > y->off;
 }
 
+/* The rightmost set leaf below q of a count tree over size leaves, or -1. */
+static int64_t tree_last_below(const uint32_t *cnt, uint32_t size, uint32_t q) {
+    if (q == 0) return -1;
+    uint32_t n = size + q - 1;
+    while (!cnt[n]) {
+        while (n > 1 && !((n & 1) && cnt[n - 1])) n >>= 1;
+        if (n == 1) return -1;
+        n--; /* the left sibling holds one: its rightmost leaf is the answer */
+        while (n < size) n = cnt[2 * n + 1] ? 2 * n + 1 : 2 * n;
+    }
+    return (int64_t)(n - size);
+}
+
+static void tree_add(uint32_t *cnt, uint32_t size, uint32_t leaf, int d) {
+    for (uint32_t n = size + leaf; n; n >>= 1) cnt[n] += (uint32_t)d;
+}
+
+typedef struct {
+    int64_t t;
+    uint32_t i;
+} TimeIdx;
+static int cmp_time(const void *a, const void *b) {
+    const TimeIdx *x = a, *y = b;
+    return x->t != y->t ? (x->t < y->t ? -1 : 1) : (x->i > y->i) - (x->i < y->i);
+}
+
+/* Two ranges of lr (sorted by offset) that share arena bytes while both
+ * live, into *a and *b: 1, else 0; -1 out of memory.  A sweep over time
+ * keeps the live ranges — disjoint, or the sweep has already stopped — in a
+ * count tree over the distinct offsets, and a new range can only meet the
+ * live one starting last before its end: O(n log n).  (Comparing each range
+ * with every one at a lower offset was quadratic in the op count, as a long
+ * chain reuses the same few offsets.) */
+static int find_shared(const LiveRange *lr, uint32_t nl, uint32_t *a, uint32_t *b) {
+    uint32_t *slot = malloc(sizeof(uint32_t) * (nl + 1)), *own = malloc(sizeof(uint32_t) * (nl + 1));
+    TimeIdx *byfirst = malloc(sizeof(TimeIdx) * (nl + 1)), *bylast = malloc(sizeof(TimeIdx) * (nl + 1));
+    uint64_t *offs = malloc(sizeof(uint64_t) * (nl + 1));
+    uint32_t size = 1, ns = 0, *cnt = NULL;
+    int found = -1;
+    while (size < nl) size *= 2;
+    if (!slot || !own || !byfirst || !bylast || !offs || !(cnt = calloc(2 * (size_t)size, sizeof *cnt))) goto out;
+    for (uint32_t i = 0; i < nl; i++) {
+        if (ns == 0 || offs[ns - 1] != lr[i].off) offs[ns++] = lr[i].off;
+        slot[i] = ns - 1;
+        byfirst[i] = (TimeIdx){lr[i].first, i};
+        bylast[i] = (TimeIdx){lr[i].last, i};
+    }
+    qsort(byfirst, nl, sizeof *byfirst, cmp_time);
+    qsort(bylast, nl, sizeof *bylast, cmp_time);
+    found = 0;
+    for (uint32_t i = 0, gone = 0; i < nl && !found; i++) {
+        uint32_t ri = byfirst[i].i;
+        const LiveRange *r = &lr[ri];
+        /* those no longer live; each was added, its first use being earlier */
+        for (; gone < nl && bylast[gone].t < r->first; gone++) tree_add(cnt, size, slot[bylast[gone].i], -1);
+        uint32_t lo = 0, hi = ns; /* slots starting before r's end */
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (offs[mid] < r->end) lo = mid + 1;
+            else hi = mid;
+        }
+        int64_t k = tree_last_below(cnt, size, lo);
+        if (k >= 0 && lr[own[k]].end > r->off) *a = lr[own[k]].buf, *b = r->buf, found = 1;
+        tree_add(cnt, size, slot[ri], 1);
+        own[slot[ri]] = ri;
+    }
+out:
+    free(slot), free(own), free(byfirst), free(bylast), free(offs), free(cnt);
+    return found;
+}
+
 static int parse_plan(RtModel *m, int pi, const RtSection *s, char *err, size_t errlen) {
     int rc = RT_OK;
     RtPlanHead ph;
@@ -150,10 +221,13 @@ static int parse_plan(RtModel *m, int pi, const RtSection *s, char *err, size_t 
     for (uint32_t i = 0; i < nl; i++) total += (m->bufs[lr[i].buf].bytes + RT_ARENA_ALIGN - 1) & ~(uint64_t)(RT_ARENA_ALIGN - 1);
     if (ph.arena_size > total) BAD("plan %d: arena of %llu bytes exceeds its buffers' %llu", pi, (unsigned long long)ph.arena_size, (unsigned long long)total);
     qsort(lr, nl, sizeof *lr, cmp_lr);
-    for (uint32_t i = 0; i < nl; i++)
-        for (uint32_t j = i + 1; j < nl && lr[j].off < lr[i].end; j++)
-            if (lr[i].first <= lr[j].last && lr[j].first <= lr[i].last)
-                BAD("plan %d: buffers %u and %u share arena bytes while both live", pi, lr[i].buf, lr[j].buf);
+    uint32_t ba, bb;
+    int shared = find_shared(lr, nl, &ba, &bb);
+    if (shared < 0) {
+        rc = rt_errf(err, errlen, RT_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (shared) BAD("plan %d: buffers %u and %u share arena bytes while both live", pi, ba, bb);
 fail:
     free(first);
     free(last);
