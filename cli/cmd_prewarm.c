@@ -103,7 +103,7 @@ static void worker(const Cli *cli, const TemplatePath *tp, const JobList *jobs, 
              * diagnostics in the report so the parent lists them at the end. */
             rep.rc = cfg ? pipeline_build(c, &(BuildRequest){.config = cfg, .weights = jobs->v[i].weights,
                                                               .mode = jobs->v[i].mode, .tmp_root = cli->cache_dir,
-                                                              .verify_hits = verify},
+                                                              .verify_hits = verify, .max_memory = cli->max_memory},
                                           &res, &d)
                          : EXIT_INPUT;
             gen_config_free(cfg);

@@ -161,7 +161,8 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     RtArtifact *art = NULL;
     GenResult gr = {0};
     t0 = cli_now_ns();
-    if (gen_generate(req->config, &(GenOptions){.weights = weights, .source = src, .compile_mode = req->mode}, dir, &gr,
+    if (gen_generate(req->config, &(GenOptions){.weights = weights, .source = src, .compile_mode = req->mode,
+                                                      .max_memory = req->max_memory}, dir, &gr,
                      d) != 0) {
         rc = failed_rc(d);
         goto out;

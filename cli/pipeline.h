@@ -49,6 +49,7 @@ typedef struct BuildRequest {
                             nothing but milc wrote the cache since (CACHE_GET_VERIFY_ONCE) */
     CacheHit **hit_out;  /* non-NULL: on success, the stored artifact's hit
                             (the caller releases it) */
+    uint64_t max_memory; /* --max-memory: GenOptions.max_memory; 0: no limit */
 } BuildRequest;
 
 /* What every key record starts with: key format, milc version, backend,

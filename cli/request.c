@@ -148,7 +148,8 @@ int build_request(Cache *c, const TemplatePath *tp, const JobSpec *spec, const R
         if (!cfg) { rc = EXIT_INPUT; break; }
         BuildResult br;
         rc = pipeline_build(c, &(BuildRequest){.config = cfg, .weights = jobs->v[i].weights, .mode = jobs->v[i].mode,
-                                                .source = src, .tmp_root = o->tmp_root, .verify_hits = o->verify_hits},
+                                                .source = src, .tmp_root = o->tmp_root, .verify_hits = o->verify_hits,
+                                                .max_memory = o->max_memory},
                             &br, d);
         gen_config_free(cfg);
         if (rc != EXIT_OK) break;

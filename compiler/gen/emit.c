@@ -353,7 +353,13 @@ int gen_generate(GenConfig *c, const GenOptions *o, const char *dir, GenResult *
     SrcLoc *map = NULL;
     int rc = -1, nmap = 0;
     char *canon = NULL;
-    if (gen_expand(c->t, &a, param_scope(c, &a), &p, d) != 0) goto done;
+    if (gen_expand(c->t, &a, param_scope(c, &a), o->max_memory / 32, &p, d) != 0) goto done;
+    if (o->max_memory && dir && p.blob_end > o->max_memory) {
+        diag_error(d, gen_loc(d, c->t->path, gx_root(c->t->xml)),
+                   "the program's weights take %llu bytes, more than the memory limit of %llu (--max-memory)",
+                   (unsigned long long)p.blob_end, (unsigned long long)o->max_memory);
+        goto done;
+    }
     if (p.noutputs == 0) {
         diag_error(d, gen_loc(d, c->t->path, gx_root(c->t->xml)), "the template declares no <output>");
         goto done;

@@ -336,6 +336,14 @@ int rt_model_load(RtModel **out, const RtSection *secs, int n, const RtLoadOptio
         if (m->prog[p].arena_size > m->arena_size) m->arena_size = m->prog[p].arena_size;
     }
 
+    /* Described only: everything checked, nothing allocated to run (the
+     * memory limit is checked when it is loaded to run). */
+    if (opts && (opts->flags & RT_LOAD_DESCRIBE)) {
+        free(ent);
+        *out = m;
+        return RT_OK;
+    }
+
     if (opts && opts->max_arena && m->arena_size > opts->max_arena) {
         rc = rt_errf(err, errlen, RT_ENOMEM, "arena of %llu bytes exceeds the limit of %llu", (unsigned long long)m->arena_size,
                      (unsigned long long)opts->max_arena);
@@ -375,6 +383,11 @@ int rt_model_load(RtModel **out, const RtSection *secs, int n, const RtLoadOptio
     /* kernels index scratch by part: up to RT_PARTS_PER_THREAD per thread */
     size_t slots = m->nthreads > 1 ? (size_t)m->nthreads * RT_PARTS_PER_THREAD : 1;
     size_t ssz = scratch ? scratch * slots : 64;
+    if (opts && opts->max_arena && (ssz > opts->max_arena || asz > opts->max_arena - ssz)) {
+        rc = rt_errf(err, errlen, RT_ENOMEM, "a %llu-byte arena and %llu bytes of scratch exceed the limit of %llu",
+                     (unsigned long long)asz, (unsigned long long)ssz, (unsigned long long)opts->max_arena);
+        goto fail;
+    }
     m->ptr[0] = calloc(m->nbuf ? m->nbuf : 1, sizeof(void *));
     m->ptr[1] = calloc(m->nbuf ? m->nbuf : 1, sizeof(void *));
     if (!m->ptr[0] || !m->ptr[1] || rt_pool_memory(m->pool, asz, ssz) != RT_OK) {

@@ -174,6 +174,10 @@ typedef struct GenOptions {
     /* The weights, already read (gen_weights_open of the same string), or
      * NULL: read here. */
     const GenWeights *source;
+    /* The most memory the program may need, checked before it is made: its
+     * weight file (staged in memory whole), and 1/32 of it for the MIL text
+     * (parsed, it takes ~30 times its size).  0: no limit. */
+    uint64_t max_memory;
 } GenOptions;
 
 typedef struct GenIo {

@@ -85,11 +85,16 @@ void rt_pool_free(RtPool *p); /* after every model that uses it */
 
 enum {
     RT_LOAD_VERIFY = 1, /* verify checksums (the cache may do it on its own schedule) */
+    RT_LOAD_DESCRIBE = 2, /* validate all, allocate nothing to run: the model
+                             describes its inputs and outputs (to check a
+                             caller's before a big arena is faulted in) but
+                             rt_run refuses it (RT_EINVAL) */
 };
 typedef struct {
     int nthreads; /* worker threads including the caller's; <= 0: online CPUs (ignored with pool) */
     int flags;    /* RT_LOAD_* */
-    uint64_t max_arena; /* refuse plans needing a bigger arena (RT_ENOMEM); 0: no limit */
+    uint64_t max_arena; /* refuse plans whose arena, or arena and scratch,
+                           exceed it (RT_ENOMEM, before allocating); 0: no limit */
     RtPool *pool; /* run on this pool (borrowed); NULL: the model starts its own */
 } RtLoadOptions;
 
