@@ -86,7 +86,7 @@ static bool is_ident_start(int c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' &
 static bool is_digit(int c) { return c >= '0' && c <= '9'; }
 static bool is_ident_char(int c) { return is_ident_start(c) || is_digit(c); }
 bool mil_is_identifier(const char *name) {
-    if (!is_ident_start((unsigned char)name[0])) return false;
+    if (!name || !is_ident_start((unsigned char)name[0])) return false;
     for (const char *p = name + 1; *p; p++)
         if (!is_ident_char((unsigned char)*p)) return false;
     return true;
