@@ -8,7 +8,7 @@
 cd "$WORK" || exit 2
 CAP_KB=3000000 # ~2.9 GiB of address space: default --max-memory ~1.4 GiB
 SAN=0
-grep -q "AddressSanitizer" "$MILC" && SAN=1
+grep -qE "__asan_init|AddressSanitizer" "$MILC" && SAN=1
 
 # capped ARGS... : milc under the cap (or, sanitized, with --max-memory
 # as the cap would give it); $RC, $OUT, $ERR as m() sets them.

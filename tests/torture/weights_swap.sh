@@ -4,10 +4,10 @@
 # key it stored must name the weights that were compiled: after the swapping
 # stops, each checkpoint put back at the path must run to exactly the outputs
 # a quiet cache gives for it, through `milc run` (direct key) and through
-# `milc build`'s request note.  MILC_TORTURE_SWAPS sets the rounds (default 4).
+# `milc build`'s request note.  MILC_TORTURE_SWAPS sets the rounds (default 3).
 . "$(dirname "$0")/lib.sh"
 cd "$WORK" || exit 2
-ROUNDS=${MILC_TORTURE_SWAPS:-4}
+ROUNDS=${MILC_TORTURE_SWAPS:-3}
 NW=3
 
 # Three tiny GPT-2 checkpoints (Hugging Face names), and an input.
