@@ -181,7 +181,7 @@ int bench_chain_load(Cache *c, const BenchBuilt *b, int nthreads, BenchChain *ch
             bench_chain_free(ch);
             return EXIT_SYSTEM;
         }
-        int rc = model_load_hit(&ch->lm[i], hit, nthreads, ch->pool, 0, hex);
+        int rc = model_load_hit(&ch->lm[i], hit, &(ModelLoad){.nthreads = nthreads, .pool = ch->pool}, hex);
         ch->n = i + 1;
         if (rc != EXIT_OK) { bench_chain_free(ch); return rc; }
         RtModel *m = ch->lm[i].model;

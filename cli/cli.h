@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "milc/diag.h"
@@ -25,6 +26,9 @@ typedef struct Cli {
     bool json;                 /* --json */
     int verbosity;             /* -q = -1, default 0, -v = 1 */
     bool is_tty;               /* stderr is a terminal: progress bars allowed */
+    uint64_t max_memory;       /* --max-memory: the most one program's weights, a
+                                  run's arena and scratch, or a template's
+                                  generated text may take (cli_default_max_memory) */
 } Cli;
 
 /* ---- option parsing ----------------------------------------------------- */

@@ -126,7 +126,8 @@ static int build_run(Cli *cli, int argc, char **argv) {
     if (r != 0) { cli_error("%s", err[0] ? err : cache_strerror(r)); rc = EXIT_SYSTEM; goto out; }
     Printer pr = {cli, 0};
     rc = build_request(c, &tp, &spec,
-                       &(RequestOptions){.verify_hits = verify_policy(&a), .tmp_root = cli->cache_dir, .jobs = expanded},
+                       &(RequestOptions){.verify_hits = verify_policy(&a), .tmp_root = cli->cache_dir, .jobs = expanded,
+                                         .max_memory = cli->max_memory},
                        print_result, &pr, &d);
     if (cli->json && pr.printed) printf("]}\n");
     int drc = cli_report(cli, &d);

@@ -46,7 +46,10 @@ static int emit_run(Cli *cli, int argc, char **argv) {
     diag_init(&d);
     long long t0 = cli_now_ns();
     GenConfig *c = cli_gen_config(&tp.sp, &a, &d);
-    int ok = c && gen_emit(c, &(GenOptions){.weights = args_get(&a, "weights"), .compile_mode = (int)mode}, dir, &d) == 0;
+    int ok = c && gen_emit(c,
+                            &(GenOptions){.weights = args_get(&a, "weights"), .compile_mode = (int)mode,
+                                          .max_memory = cli->max_memory},
+                            dir, &d) == 0;
     rc = cli_report(cli, &d);
     if (ok && rc == EXIT_OK) {
         double ms = (double)(cli_now_ns() - t0) / 1e6;

@@ -56,6 +56,7 @@ typedef struct Report {
     int32_t job, rc, outcome;
     double ms;
     char key[33];
+    uint8_t wdig[16]; /* the weights the key was made from */
     char msg[3000];
 } Report;
 
@@ -71,12 +72,15 @@ static void remember_lines(const Cli *cli, const TemplatePath *tp, const Manifes
     for (int l = 0; keys && l < nlines; l++) {
         int first = line_first[l], n = line_first[l + 1] - first;
         bool ok = n > 0;
+        /* The note names one weight digest: a checkpoint replaced between
+         * two of the line's jobs leaves the line without one. */
         for (int i = first; ok && i < first + n; i++)
-            ok = have[i] && reports[i].rc == EXIT_OK && cache_key_parse(reports[i].key, &keys[i]) == 0;
+            ok = have[i] && reports[i].rc == EXIT_OK && cache_key_parse(reports[i].key, &keys[i]) == 0 &&
+                 memcmp(reports[i].wdig, reports[first].wdig, 16) == 0;
         const ManifestLine *ln = &lines[l];
         JobSpec spec = {.config = ln->config, .weights = ln->weights, .modes = ln->modes, .chunk = ln->chunk,
                         .extra = ln->extra, .nextra = ln->nextra};
-        if (ok) request_remember(c, tp, &spec, &jobs->v[first], n, &keys[first]);
+        if (ok) request_remember(c, tp, &spec, &jobs->v[first], n, &keys[first], reports[first].wdig);
     }
     free(keys);
     cache_close(c);
@@ -101,7 +105,7 @@ static void worker(const Cli *cli, const TemplatePath *tp, const JobList *jobs, 
              * diagnostics in the report so the parent lists them at the end. */
             rep.rc = cfg ? pipeline_build(c, &(BuildRequest){.config = cfg, .weights = jobs->v[i].weights,
                                                               .mode = jobs->v[i].mode, .tmp_root = cli->cache_dir,
-                                                              .verify_hits = verify},
+                                                              .verify_hits = verify, .max_memory = cli->max_memory},
                                           &res, &d)
                          : EXIT_INPUT;
             gen_config_free(cfg);
@@ -109,6 +113,7 @@ static void worker(const Cli *cli, const TemplatePath *tp, const JobList *jobs, 
                 rep.outcome = res.outcome;
                 rep.ms = res.ms_total;
                 cache_key_hex(&res.key, rep.key);
+                memcpy(rep.wdig, res.wdig, 16);
             }
             char *s = diag_render(&d);
             if (s) { snprintf(rep.msg, sizeof rep.msg, "%s", s); free(s); }

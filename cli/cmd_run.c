@@ -65,13 +65,14 @@ static int run_build(Cli *cli, const Args *a, Cache **c, LoadedModel *lm, int th
         CacheHit *hit = NULL;
         BuildResult res;
         rc = pipeline_build(*c, &(BuildRequest){.config = cfg, .weights = args_get(a, "weights"), .mode = (int)mode,
-                                                .tmp_root = cli->cache_dir, .verify_hits = verify_policy(a), .hit_out = &hit},
+                                                .tmp_root = cli->cache_dir, .verify_hits = verify_policy(a), .hit_out = &hit,
+                                                .max_memory = cli->max_memory},
                             &res, &d);
         if (rc == EXIT_OK) {
             char key[33];
             cache_key_hex(&res.key, key);
             if (cli->verbosity > 0) fprintf(stderr, "%s %s\n", key, res.outcome == BUILD_MISS ? "built" : "cached");
-            rc = model_load_hit(lm, hit, threads, NULL, 0, key);
+            rc = model_load_hit(lm, hit, &(ModelLoad){.nthreads = threads, .describe = true, .max_memory = cli->max_memory}, key);
         }
     }
     int drc = cli_report(cli, &d);
@@ -108,6 +109,8 @@ static int run_run(Cli *cli, int argc, char **argv) {
     }
     LoadedModel lm;
     Cache *c = NULL;
+    /* Described first: the inputs are checked before the arena is allocated. */
+    ModelLoad how = {.nthreads = (int)threads, .describe = true, .max_memory = cli->max_memory};
     struct stat st;
     if (from_build) {
         rc = run_build(cli, &a, &c, &lm, (int)threads);
@@ -127,9 +130,9 @@ static int run_run(Cli *cli, int argc, char **argv) {
             rc = r == CACHE_ENOTFOUND || r == CACHE_ECORRUPT ? EXIT_INPUT : EXIT_SYSTEM;
             goto out;
         }
-        rc = model_load_hit(&lm, hit, (int)threads, NULL, 0, a.pos[0]);
+        rc = model_load_hit(&lm, hit, &how, a.pos[0]);
     } else {
-        rc = model_load_file(&lm, a.pos[0], (int)threads);
+        rc = model_load_file(&lm, a.pos[0], &how);
     }
     if (rc == EXIT_OK) {
         rc = model_run_npy(&lm, inputs, ninputs, outdir, cli->json, (int)repeat, cli->verbosity < 0);

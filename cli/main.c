@@ -1,8 +1,11 @@
 /* main.c — milc's entry point: global options, the command table, help,
  * and the resolution of the cache and template directories. */
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "scratch.h"
@@ -33,6 +36,10 @@ static void print_usage(FILE *f) {
           "                      $XDG_CACHE_HOME/milc, else ~/.cache/milc; with none\n"
           "                      of these, commands that use the cache refuse to run)\n"
           "  --template-dir DIR  extra template directory (also $MILC_TEMPLATE_PATH)\n"
+          "  --max-memory SIZE   the most memory one program may need: its weights\n"
+          "                      (emit, build), a run's arena and scratch (run), a\n"
+          "                      template's generated text x 32; K, M, G or T suffix\n"
+          "                      (default: half the RAM, or of `ulimit -v` if lower)\n"
           "  --json              machine-readable output on stdout\n"
           "  -q, --quiet         only errors\n"
           "  -v, --verbose       more detail\n"
@@ -93,8 +100,37 @@ static char *resolve_template_dirs(const char *flag) {
     return s;
 }
 
+/* Half of physical memory, or of the address-space limit (`ulimit -v`) when
+ * that is lower: a request needing more is refused before it allocates. */
+static uint64_t default_max_memory(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    uint64_t ram = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : (uint64_t)8 << 30;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && (uint64_t)rl.rlim_cur < ram)
+        ram = (uint64_t)rl.rlim_cur;
+    return ram / 2;
+}
+
+/* "123", "64M", "2G", "1T" → bytes; false if malformed or zero. */
+static bool parse_size(const char *s, uint64_t *out) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s || errno || s[0] == '-') return false;
+    int shift = 0;
+    if (*end) {
+        const char *units = "KMGT", *u = strchr(units, end[0] & ~0x20);
+        if (!u || end[1]) return false;
+        shift = 10 * (int)(u - units + 1);
+    }
+    if (v == 0 || v > (UINT64_MAX >> shift)) return false;
+    *out = (uint64_t)v << shift;
+    return true;
+}
+
 int main(int argc, char **argv) {
-    Cli cli = {.argv0 = argv[0], .is_tty = isatty(2)};
+    Cli cli = {.argv0 = argv[0], .is_tty = isatty(2), .max_memory = default_max_memory()};
+    const char *maxmem_flag = NULL;
     const char *cache_flag = NULL, *tmpl_flag = NULL;
     bool want_help = false;
     /* Pull global options out of argv wherever they stand (before a "--"),
@@ -109,7 +145,9 @@ int main(int argc, char **argv) {
         else if (strcmp(a, "--version") == 0) { printf("milc %s\n", MILC_VERSION); return EXIT_OK; }
         else if ((strcmp(a, "--cache-dir") == 0 || strcmp(a, "--template-dir") == 0) && i + 1 < argc) {
             if (a[2] == 'c') cache_flag = argv[++i]; else tmpl_flag = argv[++i];
-        } else if (strncmp(a, "--cache-dir=", 12) == 0) cache_flag = a + 12;
+        } else if (strcmp(a, "--max-memory") == 0 && i + 1 < argc) maxmem_flag = argv[++i];
+        else if (strncmp(a, "--max-memory=", 13) == 0) maxmem_flag = a + 13;
+        else if (strncmp(a, "--cache-dir=", 12) == 0) cache_flag = a + 12;
         else if (strncmp(a, "--template-dir=", 15) == 0) tmpl_flag = a + 15;
         else if ((strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) && cmd_at < 0) want_help = true;
         else {
@@ -118,6 +156,10 @@ int main(int argc, char **argv) {
         }
     }
     argc = n;
+    if (maxmem_flag && !parse_size(maxmem_flag, &cli.max_memory)) {
+        fprintf(stderr, "milc: --max-memory wants a size such as 4G, not '%s'\nTry 'milc --help'.\n", maxmem_flag);
+        return EXIT_USAGE;
+    }
     if (cmd_at < 0) {
         if (want_help) { print_usage(stdout); return EXIT_OK; }
         print_usage(stderr);

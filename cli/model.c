@@ -15,8 +15,29 @@
 
 enum { MAX_SECTIONS = 1 << 16 };
 
-int model_load_file(LoadedModel *lm, const char *path, int nthreads) {
+/* rt_model_load as lm->how says: EXIT_OK, or the exit code of its error
+ * (printed, naming lm->what). */
+static int load_sections(LoadedModel *lm, bool describe) {
+    char err[512];
+    const ModelLoad *h = &lm->how;
+    RtLoadOptions o = {.nthreads = h->nthreads, .pool = h->pool, .max_arena = h->max_memory,
+                       .flags = (h->verify ? RT_LOAD_VERIFY : 0) | (describe ? RT_LOAD_DESCRIBE : 0)};
+    int r = rt_model_load(&lm->model, lm->secs, lm->nsecs, &o, err, sizeof err);
+    if (r == 0) return EXIT_OK;
+    if (r == RT_ENOMEM && strstr(err, "the limit of")) {
+        cli_error("%s: %s (--max-memory)", lm->what, err);
+        return EXIT_INPUT;
+    }
+    if (lm->map) cli_error("%s: not a valid artifact: %s", lm->what, err);
+    else cli_error("cached artifact %s does not load: %s", lm->what, err);
+    return r == RT_ENOMEM || r == RT_ESYS || r == RT_EIO ? EXIT_SYSTEM : EXIT_INPUT;
+}
+
+int model_load_file(LoadedModel *lm, const char *path, const ModelLoad *how) {
     memset(lm, 0, sizeof *lm);
+    lm->how = *how;
+    lm->how.verify = true;
+    snprintf(lm->what, sizeof lm->what, "%s", path);
     /* Read into owned memory, not mapped: an artifact truncated while it
      * loads is an I/O error, never a SIGBUS. */
     char oerr[600];
@@ -30,20 +51,21 @@ int model_load_file(LoadedModel *lm, const char *path, int nthreads) {
     lm->secs = calloc(MAX_SECTIONS, sizeof(RtSection));
     if (!lm->secs) { model_free(lm); cli_error("out of memory"); return EXIT_SYSTEM; }
     char err[512];
-    int r = rt_artifact_split(lm->map, lm->map_len, lm->secs, MAX_SECTIONS, &lm->nsecs, err, sizeof err);
-    if (r == 0) r = rt_model_load(&lm->model, lm->secs, lm->nsecs,
-                                  &(RtLoadOptions){.nthreads = nthreads, .flags = RT_LOAD_VERIFY}, err, sizeof err);
-    if (r != 0) {
+    if (rt_artifact_split(lm->map, lm->map_len, lm->secs, MAX_SECTIONS, &lm->nsecs, err, sizeof err) != 0) {
         cli_error("%s: not a valid artifact: %s", path, err);
         model_free(lm);
-        return r == RT_ENOMEM || r == RT_ESYS || r == RT_EIO ? EXIT_SYSTEM : EXIT_INPUT;
+        return EXIT_INPUT;
     }
-    return EXIT_OK;
+    int rc = load_sections(lm, how->describe);
+    if (rc != EXIT_OK) model_free(lm);
+    return rc;
 }
 
-int model_load_hit(LoadedModel *lm, CacheHit *hit, int nthreads, RtPool *pool, int verify, const char *what) {
+int model_load_hit(LoadedModel *lm, CacheHit *hit, const ModelLoad *how, const char *what) {
     memset(lm, 0, sizeof *lm);
     lm->hit = hit;
+    lm->how = *how;
+    snprintf(lm->what, sizeof lm->what, "%s", what);
     const CacheSection *cs;
     int n;
     if (cache_hit_sections(hit, &cs, &n) != 0) { model_free(lm); cli_error("out of memory"); return EXIT_SYSTEM; }
@@ -51,16 +73,19 @@ int model_load_hit(LoadedModel *lm, CacheHit *hit, int nthreads, RtPool *pool, i
     if (!lm->secs) { model_free(lm); cli_error("out of memory"); return EXIT_SYSTEM; }
     for (int i = 0; i < n; i++) lm->secs[i] = (RtSection){0, 0, cs[i].data, (size_t)cs[i].size};
     lm->nsecs = n;
-    char err[512];
-    int r = rt_model_load(&lm->model, lm->secs, n,
-                          &(RtLoadOptions){.nthreads = nthreads, .flags = verify ? RT_LOAD_VERIFY : 0, .pool = pool}, err,
-                          sizeof err);
-    if (r != 0) {
-        cli_error("cached artifact %s does not load: %s", what, err);
-        model_free(lm);
-        return EXIT_INPUT;
-    }
-    return EXIT_OK;
+    int rc = load_sections(lm, how->describe);
+    if (rc == EXIT_SYSTEM) rc = EXIT_INPUT; /* a cached artifact that does not load is its bytes' fault */
+    if (rc != EXIT_OK) model_free(lm);
+    return rc;
+}
+
+int model_realize(LoadedModel *lm) {
+    if (!lm->how.describe) return EXIT_OK;
+    rt_model_free(lm->model);
+    lm->model = NULL;
+    lm->how.describe = false;
+    lm->how.verify = false; /* checked by the describing load */
+    return load_sections(lm, false);
 }
 
 void model_free(LoadedModel *lm) {
@@ -166,6 +191,9 @@ int model_run_npy(LoadedModel *lm, const char *const *inputs, int ninputs, const
         npy_close(&nf);
         if (rc) goto done;
     }
+    /* Inputs are right: now the arena and scratch (checked against --max-memory). */
+    if ((rc = model_realize(lm)) != EXIT_OK) goto done;
+    m = lm->model;
     for (int i = 0; i < nout; i++) {
         RtIoInfo io;
         rt_model_output(m, i, &io);
@@ -191,6 +219,12 @@ int model_run_npy(LoadedModel *lm, const char *const *inputs, int ninputs, const
         rt_model_output(m, i, &io);
         char path[4096], err[512], shape[128];
         shape_str(io.dims, io.rank, shape, sizeof shape);
+        if (!rt_name_ok(io.name)) { /* the loader refused it already: a file name must never leave outdir */
+            rt_name_show(io.name, err, sizeof err);
+            cli_error("refusing to write output \"%s\": not an identifier", err);
+            rc = EXIT_INPUT;
+            goto done;
+        }
         snprintf(path, sizeof path, "%s/%s.npy", outdir, io.name);
         if (npy_write_file(path, npy_of(io.dtype), io.rank, io.dims, out[i].data, err, sizeof err) != 0) {
             cli_error("%s", err);

@@ -54,6 +54,42 @@ unsigned verify_get_flags(int policy) {
     return policy == BUILD_VERIFY_FULL ? CACHE_GET_VERIFY : policy == BUILD_VERIFY_ONCE ? CACHE_GET_VERIFY_ONCE : 0;
 }
 
+/* The direct key record: template digest, resolved parameters, weight
+ * source and the digest of its bytes. */
+static int direct_key(const BuildRequest *req, const char *params, const uint8_t wdig[16], CacheKeyBuilder *db,
+                      CacheKey *dkey) {
+    uint8_t tdig[16];
+    ckey_init(db);
+    key_common(db, req->mode);
+    gen_template_digest(gen_config_template(req->config), tdig);
+    ckey_add(db, KEY_TAG('T', 'M', 'P', 'L'), tdig, 16);
+    ckey_add_str(db, KEY_TAG('P', 'A', 'R', 'M'), params);
+    ckey_add_str(db, KEY_TAG('W', 'S', 'R', 'C'), req->weights ? req->weights : "random:0");
+    ckey_add(db, KEY_TAG('W', 'D', 'I', 'G'), wdig, 16);
+    return ckey_finish(db, dkey);
+}
+
+/* A usable artifact under the direct key: 1 (res filled, the hit handed to
+ * req->hit_out or released), 0 a miss, -1 a cache failure (printed). */
+static int direct_hit(Cache *c, const BuildRequest *req, const CacheKeyBuilder *db, const CacheKey *dkey,
+                      unsigned gflags, BuildResult *res) {
+    CacheHit *hit = NULL;
+    int r = cache_get_direct(c, dkey, db->buf, db->len, gflags, &hit, &res->key);
+    if (r != 0 && !CACHE_IS_MISS(r)) {
+        cli_error("cache lookup failed: %s: %s", cache_strerror(r), cache_errmsg(c));
+        return -1;
+    }
+    if (r != 0) return 0;
+    const CacheEntryInfo *info = cache_hit_info(hit);
+    res->artifact_bytes = info->bytes;
+    res->checksummed = info->checked;
+    bool ok = pipeline_hit_usable(hit, req->mode);
+    if (ok && req->hit_out) *req->hit_out = hit;
+    else cache_hit_release(hit);
+    if (ok) res->outcome = BUILD_HIT_DIRECT;
+    return ok;
+}
+
 int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink *d) {
     long long t_all = cli_now_ns(), t0 = t_all;
     memset(res, 0, sizeof *res);
@@ -68,42 +104,44 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
 
     /* ---- direct key ---- */
     CacheKeyBuilder db;
-    ckey_init(&db);
-    key_common(&db, req->mode);
-    uint8_t tdig[16], wdig[16];
-    gen_template_digest(gen_config_template(req->config), tdig);
-    if (req->weights_digest) memcpy(wdig, req->weights_digest, 16);
-    else if (gen_weights_digest(weights, wdig, d) != 0) { ckey_free(&db); free(params); return failed_rc(d); }
-    ckey_add(&db, KEY_TAG('T', 'M', 'P', 'L'), tdig, 16);
-    ckey_add_str(&db, KEY_TAG('P', 'A', 'R', 'M'), params);
-    ckey_add_str(&db, KEY_TAG('W', 'S', 'R', 'C'), weights);
-    ckey_add(&db, KEY_TAG('W', 'D', 'I', 'G'), wdig, 16);
     CacheKey dkey;
-    if (ckey_finish(&db, &dkey) != 0) { ckey_free(&db); free(params); cli_error("out of memory"); return EXIT_SYSTEM; }
+    GenWeights *own = NULL;
+    const GenWeights *src = req->source;
+    uint8_t *wdig = res->wdig;
+    if (src) gen_weights_id(src, wdig);
+    else if (req->weights_digest) memcpy(wdig, req->weights_digest, 16);
+    else if (gen_weights_digest(weights, wdig, d) != 0) { free(params); return failed_rc(d); }
+    if (direct_key(req, params, wdig, &db, &dkey) != 0) {
+        ckey_free(&db);
+        free(params);
+        cli_error("out of memory");
+        return EXIT_SYSTEM;
+    }
     unsigned gflags = verify_get_flags(req->verify_hits);
     if (req->hit_out) gflags |= CACHE_GET_POPULATE; /* the caller runs it next */
     CacheHit *hit = NULL;
-    int r = cache_get_direct(c, &dkey, db.buf, db.len, gflags, &hit, &res->key);
-    if (r == 0) {
-        const CacheEntryInfo *info = cache_hit_info(hit);
-        res->artifact_bytes = info->bytes;
-        res->checksummed = info->checked;
-        bool ok = pipeline_hit_usable(hit, req->mode);
-        if (ok && req->hit_out) *req->hit_out = hit;
-        else cache_hit_release(hit);
-        if (ok) {
-            res->outcome = BUILD_HIT_DIRECT;
-            res->ms_lookup = cli_ms_since(t0);
-            res->ms_total = cli_ms_since(t_all);
+    int r = direct_hit(c, req, &db, &dkey, gflags, res);
+    if (r == 0 && !src) {
+        /* A miss compiles: read the weights once, and key what was read.  A
+         * checkpoint replaced since its digest was taken is looked up anew
+         * under the bytes it now holds. */
+        uint8_t looked[16];
+        memcpy(looked, wdig, 16);
+        if (gen_weights_open(weights, &own, d) != 0) r = -2;
+        else if (gen_weights_id(own, wdig), memcmp(wdig, looked, 16) != 0) {
             ckey_free(&db);
-            free(params);
-            return EXIT_OK;
+            if (direct_key(req, params, wdig, &db, &dkey) != 0) r = -1, cli_error("out of memory");
+            else r = direct_hit(c, req, &db, &dkey, gflags, res);
         }
-    } else if (!CACHE_IS_MISS(r)) {
-        cli_error("cache lookup failed: %s: %s", cache_strerror(r), cache_errmsg(c));
+        src = own;
+    }
+    if (r != 0) {
+        if (r == 1) res->ms_lookup = cli_ms_since(t0);
+        res->ms_total = cli_ms_since(t_all);
+        gen_weights_close(own);
         ckey_free(&db);
         free(params);
-        return EXIT_SYSTEM;
+        return r == 1 ? EXIT_OK : r == -2 ? failed_rc(d) : EXIT_SYSTEM;
     }
     res->ms_lookup = cli_ms_since(t0);
 
@@ -112,6 +150,7 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     if (scratch_make(req->tmp_root, "tmp-build", dir, sizeof dir) != 0) {
         cli_error("cannot create a scratch directory in '%s': %s", req->tmp_root, strerror(errno));
         ckey_free(&db);
+        gen_weights_close(own);
         free(params);
         return EXIT_SYSTEM;
     }
@@ -122,7 +161,9 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     RtArtifact *art = NULL;
     GenResult gr = {0};
     t0 = cli_now_ns();
-    if (gen_generate(req->config, &(GenOptions){.weights = weights, .compile_mode = req->mode, .scratch = true}, dir, &gr, d) != 0) {
+    if (gen_generate(req->config, &(GenOptions){.weights = weights, .source = src, .compile_mode = req->mode,
+                                                      .max_memory = req->max_memory, .scratch = true},
+                     dir, &gr, d) != 0) {
         rc = failed_rc(d);
         goto out;
     }
@@ -210,6 +251,7 @@ out:
     arena_free(&arena);
     ckey_free(&fb);
     ckey_free(&db);
+    gen_weights_close(own);
     free(params);
     scratch_remove(dir);
     return rc;

@@ -29,14 +29,19 @@ typedef struct BuildResult {
     /* Timing breakdown in ms (0 where the stage did not run). */
     double ms_lookup, ms_generate, ms_check, ms_passes, ms_lower, ms_store, ms_total;
     char description[160];
+    uint8_t wdig[16];      /* the weights' digest the keys were made with */
 } BuildResult;
 
 typedef struct BuildRequest {
     GenConfig *config;   /* resolved */
     const char *weights; /* weight source, NULL = random:0 */
-    const uint8_t *weights_digest; /* its gen_weights_digest, if the caller has it
-                                      (a checkpoint is read whole for it); NULL:
-                                      computed here */
+    const uint8_t *weights_digest; /* its gen_weights_digest, if the caller has it,
+                                      to look up; NULL: computed here */
+    const GenWeights *source; /* the weights read once (gen_weights_open of
+                                 weights), shared by a request's programs, or
+                                 NULL: read here on a miss.  Keys stored name
+                                 the digest of the bytes compiled, whatever
+                                 weights_digest said. */
     int mode;            /* 0, 1, 2 */
     const char *tmp_root; /* where scratch directories go (the cache dir) */
     int verify_hits;     /* on a hit: BUILD_VERIFY_NONE no checksum, _FULL checksum
@@ -44,6 +49,7 @@ typedef struct BuildRequest {
                             nothing but milc wrote the cache since (CACHE_GET_VERIFY_ONCE) */
     CacheHit **hit_out;  /* non-NULL: on success, the stored artifact's hit
                             (the caller releases it) */
+    uint64_t max_memory; /* --max-memory: GenOptions.max_memory; 0: no limit */
 } BuildRequest;
 
 /* What every key record starts with: key format, milc version, backend,

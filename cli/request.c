@@ -29,14 +29,17 @@ typedef struct Request {
 } Request;
 
 
-static void request_init(Request *r, const TemplatePath *tp, const JobSpec *spec) {
+/* wdig: the digest of the weights compiled, or NULL: of the file as it is
+ * now (to look the note up). */
+static void request_init(Request *r, const TemplatePath *tp, const JobSpec *spec, const uint8_t *wdig_of) {
     memset(r, 0, sizeof *r);
     ckey_init(&r->rec);
     uint8_t pdig[16], *wdig = r->wdig;
     const char *weights = spec->weights ? spec->weights : "random:0";
     DiagSink quiet; /* a bad weight source is reported by the ordinary path */
     diag_init(&quiet);
-    bool ok = gen_path_digest(&tp->sp, pdig) == 0 && gen_weights_digest(weights, wdig, &quiet) == 0;
+    if (wdig_of) memcpy(wdig, wdig_of, 16);
+    bool ok = gen_path_digest(&tp->sp, pdig) == 0 && (wdig_of || gen_weights_digest(weights, wdig, &quiet) == 0);
     diag_free(&quiet);
     if (!ok) return;
     CacheKeyBuilder *b = &r->rec;
@@ -115,10 +118,11 @@ int build_request(Cache *c, const TemplatePath *tp, const JobSpec *spec, const R
                   void *ctx, DiagSink *d) {
     long long t0 = cli_now_ns(); /* the template path's digest is part of the first lookup */
     Request r;
-    request_init(&r, tp, spec);
+    request_init(&r, tp, spec, NULL);
     NoteJob *nj;
     BuildResult *res;
     int n;
+    uint8_t wdig[16];
     if (r.usable && from_note(c, &r, o, t0, &nj, &res, &n) == 0) {
         for (int i = 0; i < n; i++) fn(ctx, i, nj[i].label[0] ? nj[i].label : (jobs_config(spec)), &res[i]);
         free(nj);
@@ -129,16 +133,23 @@ int build_request(Cache *c, const TemplatePath *tp, const JobSpec *spec, const R
     JobList own = {0};
     const JobList *jobs = o->jobs ? o->jobs : &own;
     CacheKey *keys = NULL;
+    GenWeights *src = NULL;
     int rc = EXIT_OK;
     if (!o->jobs && jobs_expand(tp, spec, &own, d) != 0) rc = EXIT_INPUT;
     else if (!(keys = calloc((size_t)jobs->n + 1, sizeof *keys))) cli_error("out of memory"), rc = EXIT_SYSTEM;
+    else if (gen_weights_open(spec->weights, &src, d) != 0) rc = d->system_errors ? EXIT_SYSTEM : EXIT_INPUT;
+    else if (r.usable && (gen_weights_id(src, wdig), memcmp(wdig, r.wdig, 16) != 0)) {
+        /* Replaced since the note was looked up: the note names what is compiled. */
+        ckey_free(&r.rec);
+        request_init(&r, tp, spec, wdig);
+    }
     for (int i = 0; i < jobs->n && rc == EXIT_OK; i++) {
         GenConfig *cfg = job_config(tp, &jobs->v[i], d);
         if (!cfg) { rc = EXIT_INPUT; break; }
         BuildResult br;
         rc = pipeline_build(c, &(BuildRequest){.config = cfg, .weights = jobs->v[i].weights, .mode = jobs->v[i].mode,
-                                                .weights_digest = r.usable ? r.wdig : NULL,
-                                                .tmp_root = o->tmp_root, .verify_hits = o->verify_hits},
+                                                .source = src, .tmp_root = o->tmp_root, .verify_hits = o->verify_hits,
+                                                .max_memory = o->max_memory},
                             &br, d);
         gen_config_free(cfg);
         if (rc != EXIT_OK) break;
@@ -146,6 +157,7 @@ int build_request(Cache *c, const TemplatePath *tp, const JobSpec *spec, const R
         fn(ctx, i, jobs->v[i].label[0] ? jobs->v[i].label : jobs->v[i].config, &br);
     }
     if (rc == EXIT_OK && r.usable && jobs->n > 0) note_write(c, &r, jobs->v, jobs->n, keys);
+    gen_weights_close(src);
     free(keys);
     jobs_free(&own);
     ckey_free(&r.rec);
@@ -153,9 +165,9 @@ int build_request(Cache *c, const TemplatePath *tp, const JobSpec *spec, const R
 }
 
 void request_remember(Cache *c, const TemplatePath *tp, const JobSpec *spec, const BuildJob *jobs, int n,
-                      const CacheKey *keys) {
+                      const CacheKey *keys, const uint8_t wdig[16]) {
     Request r;
-    request_init(&r, tp, spec);
+    request_init(&r, tp, spec, wdig);
     if (r.usable && n > 0) note_write(c, &r, jobs, n, keys);
     ckey_free(&r.rec);
 }

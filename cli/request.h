@@ -10,6 +10,7 @@ typedef struct RequestOptions {
     int verify_hits;      /* BUILD_VERIFY_* */
     const char *tmp_root; /* scratch directories (the cache directory) */
     const JobList *jobs;  /* spec already expanded by the caller, or NULL */
+    uint64_t max_memory;  /* --max-memory (BuildRequest.max_memory) */
 } RequestOptions;
 
 /* Called once per program, in job order, after every program is built or
@@ -28,8 +29,9 @@ int build_request(Cache *c, const TemplatePath *tp, const JobSpec *spec, const R
                   void *ctx, DiagSink *d);
 
 /* Write spec's note from its jobs (all n of them, in order) and their
- * artifact keys, built elsewhere (prewarm's workers).  Best effort. */
+ * artifact keys, built elsewhere (prewarm's workers) from weights of digest
+ * wdig (BuildResult.wdig).  Best effort. */
 void request_remember(Cache *c, const TemplatePath *tp, const JobSpec *spec, const BuildJob *jobs, int n,
-                      const CacheKey *keys);
+                      const CacheKey *keys, const uint8_t wdig[16]);
 
 #endif

@@ -345,7 +345,7 @@ static void sort_io(GenIo *io, SrcLoc *locs, int n) {
 int gen_generate(GenConfig *c, const GenOptions *o, const char *dir, GenResult *r, DiagSink *d) {
     memset(r, 0, sizeof *r);
     if (!c->resolved && gen_config_resolve(c, d) != 0) return -1;
-    GenOptions defaults = {NULL, -1, false, false};
+    GenOptions defaults = {.weights = NULL, .compile_mode = -1};
     if (!o) o = &defaults;
     Arena a;
     arena_init(&a);
@@ -354,7 +354,13 @@ int gen_generate(GenConfig *c, const GenOptions *o, const char *dir, GenResult *
     SrcLoc *map = NULL;
     int rc = -1, nmap = 0;
     char *canon = NULL;
-    if (gen_expand(c->t, &a, param_scope(c, &a), &p, d) != 0) goto done;
+    if (gen_expand(c->t, &a, param_scope(c, &a), o->max_memory / 32, &p, d) != 0) goto done;
+    if (o->max_memory && dir && p.blob_end > o->max_memory) {
+        diag_error(d, gen_loc(d, c->t->path, gx_root(c->t->xml)),
+                   "the program's weights take %llu bytes, more than the memory limit of %llu (--max-memory)",
+                   (unsigned long long)p.blob_end, (unsigned long long)o->max_memory);
+        goto done;
+    }
     if (p.noutputs == 0) {
         diag_error(d, gen_loc(d, c->t->path, gx_root(c->t->xml)), "the template declares no <output>");
         goto done;
@@ -423,7 +429,12 @@ int gen_generate(GenConfig *c, const GenOptions *o, const char *dir, GenResult *
             diag_syserror(d, ((SrcLoc){diag_intern(d, wdir), 0, 0}), "%s", err);
             goto done;
         }
-        if (gen_weights_write(&p, o->weights, wpath, o->scratch, d) != 0) goto done;
+        GenWeights *own = NULL;
+        const GenWeights *src = o->source;
+        if (!src && gen_weights_open(o->weights, &own, d) != 0) goto done;
+        int wrc = gen_weights_write(&p, src ? src : own, wpath, o->scratch, d);
+        gen_weights_close(own);
+        if (wrc != 0) goto done;
         wbytes = 64; /* the header; no padding follows the last blob */
         if (p.nweights) {
             const GenWeight *last = &p.weights[p.nweights - 1];

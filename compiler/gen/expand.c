@@ -116,6 +116,7 @@ static void add_line(Exec *e, char *text, SrcLoc loc) {
     GenProgram *p = e->p;
     GROW(p->lines, p->nlines, p->cap_lines);
     p->lines[p->nlines++] = (GenLine){text, loc};
+    p->text_bytes += strlen(text) + 9; /* the indent and newline it is printed with */
 }
 
 /* Give a statement `[name = string("VAR")]` when it has no name attribute,
@@ -488,13 +489,23 @@ static int exec_list(Exec *e, const char *path, xmlNode *n, Scope *s) {
         }
         if (exec_one(e, path, n, s, &if_state) != 0) return -1;
         if (e->d->errors > 0 && e->d->truncated) return -1;
+        if (e->p->max_text && e->p->text_bytes > e->p->max_text) {
+            /* Parsing and checking take ~30 bytes per byte of text: stop
+             * before the program outgrows the memory limit, not after. */
+            diag_error(e->d, gen_loc(e->d, path, n),
+                       "the template generates more than %llu bytes of MIL, the most the memory limit allows"
+                       " (--max-memory); is a count too large?",
+                       (unsigned long long)e->p->max_text);
+            return -1;
+        }
     }
     return 0;
 }
 
-int gen_expand(const GenTemplate *t, Arena *a, Scope *globals, GenProgram *p, DiagSink *d) {
+int gen_expand(const GenTemplate *t, Arena *a, Scope *globals, uint64_t max_text, GenProgram *p, DiagSink *d) {
     memset(p, 0, sizeof *p);
     p->blob_end = 64;
+    p->max_text = max_text;
     Exec e = {t, a, d, p, 0, 0};
     xmlNode *root = gx_root(t->xml);
     return exec_list(&e, t->path, root->children, globals);

@@ -145,11 +145,13 @@ typedef struct GenProgram {
     GenWeight *weights; int nweights, cap_weights;
     GenLine *lines; int nlines, cap_lines;
     uint64_t blob_end;     /* next record offset in weight.bin */
+    uint64_t text_bytes;   /* of lines so far */
+    uint64_t max_text;     /* the most text lines may hold; 0: no limit */
 } GenProgram;
 
 /* Run the template's body with the resolved parameters.  Arena-owned
  * program in *p.  0 or -1. */
-int gen_expand(const GenTemplate *t, Arena *a, Scope *globals, GenProgram *p, DiagSink *d);
+int gen_expand(const GenTemplate *t, Arena *a, Scope *globals, uint64_t max_text, GenProgram *p, DiagSink *d);
 /* Run only the template's top-level <let> and <require> elements (what
  * gen_config_resolve checks).  0 or -1. */
 int gen_resolve_globals(const GenTemplate *t, Arena *a, Scope *globals, DiagSink *d);
@@ -157,6 +159,6 @@ int gen_resolve_globals(const GenTemplate *t, Arena *a, Scope *globals, DiagSink
 /* ---- weights (weights.c) ---- */
 
 /* Fill every weight of p into DIR/weights/weight.bin from the source. */
-int gen_weights_write(const GenProgram *p, const char *source, const char *path, bool scratch, DiagSink *d);
+int gen_weights_write(const GenProgram *p, const GenWeights *src, const char *path, bool scratch, DiagSink *d);
 
 #endif

@@ -251,20 +251,111 @@ static int parse_random(const char *src, uint64_t *seed, bool *bad) {
     return 0;
 }
 
-int gen_weights_write(const GenProgram *p, const char *source, const char *path, bool scratch, DiagSink *d) {
-    uint64_t seed = 0;
+/* ---- a source read once ---- */
+
+struct GenWeights {
+    bool random;
+    uint64_t seed;
+    uint8_t digest[16];
+    uint8_t *bytes;     /* a checkpoint: its bytes, owned */
+    SafetensorsFile st; /* parsed over bytes */
+};
+
+static void digest_random(uint64_t seed, uint8_t out[16]) {
+    char canon[40];
+    snprintf(canon, sizeof canon, "random:%" PRIu64, seed);
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits(canon, strlen(canon)));
+    memcpy(out, c.digest, 16);
+}
+
+/* A checkpoint's digest: "file:" then its bytes, streamed or whole alike. */
+static XXH3_state_t *digest_file_begin(void) {
+    XXH3_state_t *st = XXH3_createState();
+    MILC_ASSERT(st != NULL);
+    XXH3_128bits_reset(st);
+    static const char tag[] = "file:";
+    XXH3_128bits_update(st, tag, sizeof tag - 1);
+    return st;
+}
+
+static void digest_file_end(XXH3_state_t *st, uint8_t out[16]) {
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
+    XXH3_freeState(st);
+    memcpy(out, c.digest, 16);
+}
+
+/* The whole file into owned memory, by pread: a checkpoint replaced or
+ * rewritten while milc works cannot change (or, truncated, fault) what was
+ * read, so the digest and the generated weights come from the same bytes. */
+static int read_whole(const char *path, SrcLoc at, uint8_t **out, size_t *size, DiagSink *d) {
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; the regular-file
+     * check refuses it. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) { diag_error(d, at, "cannot open weights: %s", strerror(errno)); return -1; }
+    struct stat sb;
+    int rc = -1;
+    uint8_t *buf = NULL;
+    if (fstat(fd, &sb) != 0) diag_syserror(d, at, "cannot stat weights: %s", strerror(errno));
+    else if (!S_ISREG(sb.st_mode)) diag_error(d, at, "weights: not a regular file");
+    else if (!(buf = malloc(sb.st_size > 0 ? (size_t)sb.st_size : 1)))
+        diag_syserror(d, at, "out of memory reading a %" PRIu64 "-byte checkpoint", (uint64_t)sb.st_size);
+    else {
+        size_t want = (size_t)sb.st_size, got = 0;
+        ssize_t n = 1;
+        while (got < want && (n = pread(fd, buf + got, want - got, (off_t)got)) > 0) got += (size_t)n;
+        if (n < 0) diag_syserror(d, at, "read error: %s", strerror(errno));
+        else if (got < want) diag_syserror(d, at, "weights: the file shrank while it was read");
+        else rc = 0;
+    }
+    close(fd);
+    if (rc != 0) { free(buf); return -1; }
+    *out = buf;
+    *size = (size_t)sb.st_size;
+    return 0;
+}
+
+int gen_weights_open(const char *source, GenWeights **out, DiagSink *d) {
+    *out = NULL;
+    GenWeights *w = calloc(1, sizeof *w);
+    if (!w) { diag_syserror(d, (SrcLoc){0}, "out of memory"); return -1; }
     bool bad;
-    SafetensorsFile f;
-    memset(&f, 0, sizeof f);
-    bool random = parse_random(source, &seed, &bad) == 0;
+    w->random = parse_random(source, &w->seed, &bad) == 0;
     if (bad) {
         diag_error(d, (SrcLoc){0}, "bad weight source '%s': random:SEED takes a decimal unsigned seed", source);
+        free(w);
         return -1;
     }
-    if (!random && safetensors_open(&f, source, d) != 0) return -1;
+    if (w->random) {
+        digest_random(w->seed, w->digest);
+        *out = w;
+        return 0;
+    }
+    const char *name = diag_intern(d, source);
+    size_t size;
+    if (read_whole(source, (SrcLoc){name, 0, 0}, &w->bytes, &size, d) != 0) { free(w); return -1; }
+    if (safetensors_parse(&w->st, name, w->bytes, size, d) != 0) { free(w->bytes); free(w); return -1; }
+    XXH3_state_t *st = digest_file_begin();
+    XXH3_128bits_update(st, w->bytes, size);
+    digest_file_end(st, w->digest);
+    *out = w;
+    return 0;
+}
+
+void gen_weights_id(const GenWeights *w, uint8_t out[16]) { memcpy(out, w->digest, 16); }
+
+void gen_weights_close(GenWeights *w) {
+    if (!w) return;
+    if (!w->random) safetensors_close(&w->st);
+    free(w->bytes);
+    free(w);
+}
+
+int gen_weights_write(const GenProgram *p, const GenWeights *src, const char *path, bool scratch, DiagSink *d) {
     MilBlobWriter *wr = milblob_writer_open(path, d);
+    if (!wr) return -1;
     if (scratch) milblob_writer_scratch(wr);
-    if (!wr) { if (!random) safetensors_close(&f); return -1; }
     int rc = 0;
     for (int i = 0; i < p->nweights && rc == 0; i++) {
         const GenWeight *w = &p->weights[i];
@@ -272,10 +363,9 @@ int gen_weights_write(const GenProgram *p, const char *source, const char *path,
         void *out = milblob_writer_reserve(wr, w->dtype, bytes, &off);
         if (!out) break; /* a sticky writer error (disk full, ...): finish reports it */
         MILC_ASSERT(off == w->offset); /* expand.c laid out the same file */
-        if (!random && w->source) rc = map_source(w, &f, out, d);
-        else init_weight(w, seed, out);
+        if (!src->random && w->source) rc = map_source(w, &src->st, out, d);
+        else init_weight(w, src->seed, out);
     }
-    if (!random) safetensors_close(&f);
     if (rc) { milblob_writer_abort(wr); return -1; }
     return milblob_writer_finish(wr, d);
 }
@@ -283,34 +373,29 @@ int gen_weights_write(const GenProgram *p, const char *source, const char *path,
 int gen_weights_digest(const char *weights, uint8_t out[16], DiagSink *d) {
     uint64_t seed;
     bool bad;
-    XXH128_hash_t h;
     if (parse_random(weights, &seed, &bad) == 0) {
         if (bad) { diag_error(d, (SrcLoc){0}, "bad weight source '%s'", weights); return -1; }
-        char canon[40];
-        snprintf(canon, sizeof canon, "random:%" PRIu64, seed);
-        h = XXH3_128bits(canon, strlen(canon));
-    } else {
-        SrcLoc at = {diag_intern(d, weights), 0, 0};
-        int fd;
-        char err[600];
-        if (os_open_input(weights, OS_REG, &fd, err, sizeof err) != 0) { diag_error(d, at, "weights: %s", err); return -1; }
-        XXH3_state_t *st = XXH3_createState();
-        MILC_ASSERT(st != NULL);
-        XXH3_128bits_reset(st);
-        static const char tag[] = "file:";
-        XXH3_128bits_update(st, tag, sizeof tag - 1);
-        char *buf = malloc(1 << 20);
-        MILC_ASSERT(buf != NULL);
-        ssize_t n;
-        while ((n = read(fd, buf, 1 << 20)) > 0) XXH3_128bits_update(st, buf, (size_t)n);
-        free(buf);
-        close(fd);
-        h = XXH3_128bits_digest(st);
-        XXH3_freeState(st);
-        if (n < 0) { diag_error(d, at, "read error: %s", strerror(errno)); return -1; }
+        digest_random(seed, out);
+        return 0;
     }
-    XXH128_canonical_t c;
-    XXH128_canonicalFromHash(&c, h);
-    memcpy(out, c.digest, 16);
+    SrcLoc at = {diag_intern(d, weights), 0, 0};
+    int fd = open(weights, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) { diag_error(d, at, "cannot open weights: %s", strerror(errno)); return -1; }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        diag_error(d, at, "weights: not a regular file");
+        close(fd);
+        return -1;
+    }
+    XXH3_state_t *st = digest_file_begin();
+    char *buf = malloc(1 << 20);
+    MILC_ASSERT(buf != NULL);
+    ssize_t n;
+    while ((n = read(fd, buf, 1 << 20)) > 0) XXH3_128bits_update(st, buf, (size_t)n);
+    int err = errno;
+    free(buf);
+    close(fd);
+    digest_file_end(st, out);
+    if (n < 0) { diag_error(d, at, "read error: %s", strerror(err)); return -1; }
     return 0;
 }

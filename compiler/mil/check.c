@@ -1155,7 +1155,16 @@ static void verify_use(Checker *c, const ValueSet *defined, const IrValue *v, Sr
 /* Every value defined once and before its uses; every output defined. */
 static void verify_function(Checker *c, IrFunction *fn) {
     ValueSet defined = {0};
-    for (int i = 0; i < fn->ninputs; i++) set_add(&defined, fn->inputs[i]);
+    for (int i = 0; i < fn->ninputs; i++) {
+        set_add(&defined, fn->inputs[i]);
+        if (!mil_is_identifier(fn->inputs[i]->name))
+            diag_error(c->d, fn->inputs[i]->loc, "input name '%s' of function '%s' is not an identifier",
+                       fn->inputs[i]->name, fn->name);
+    }
+    for (int i = 0; i < fn->noutputs; i++)
+        if (!mil_is_identifier(fn->outputs[i]->name))
+            diag_error(c->d, fn->output_locs[i], "output name '%s' of function '%s' is not an identifier",
+                       fn->outputs[i]->name, fn->name);
     IR_FOR_EACH_OP(op, fn) {
         for (int i = 0; i < op->nargs; i++) {
             IrArg *a = &op->args[i];

@@ -85,6 +85,13 @@ static void push_tok(Parser *P, TokKind k, const char *s, int len, int line, int
 static bool is_ident_start(int c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_'; }
 static bool is_digit(int c) { return c >= '0' && c <= '9'; }
 static bool is_ident_char(int c) { return is_ident_start(c) || is_digit(c); }
+bool mil_is_identifier(const char *name) {
+    if (!name || !is_ident_start((unsigned char)name[0])) return false;
+    for (const char *p = name + 1; *p; p++)
+        if (!is_ident_char((unsigned char)*p)) return false;
+    return true;
+}
+
 static bool is_hex(int c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
 /* Lex one more token (or EOF) into the token array. */

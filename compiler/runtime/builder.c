@@ -120,7 +120,7 @@ static bool name_taken(const RtIoRec *recs, uint32_t n, const char *name) {
 }
 
 int rtb_input(RtPlanBuilder *b, const char *name, RtDType io, int rank, const int64_t *dims) {
-    if (!name || !*name) return fail(b, RT_EINVAL, "input needs a name");
+    if (!name || !rt_name_ok(name)) return fail(b, RT_EINVAL, "input needs an identifier for a name");
     if (name_taken(b->inputs, b->nin, name)) return fail(b, RT_EINVAL, "input %s declared twice", name);
     RtDType in = io == RT_F16 ? RT_F32 : io;
     if (io != RT_F16 && io != RT_F32 && io != RT_I32 && io != RT_BOOL) return fail(b, RT_EINVAL, "%s: bad dtype", name);
@@ -137,7 +137,7 @@ int rtb_input(RtPlanBuilder *b, const char *name, RtDType io, int rank, const in
 
 int rtb_input_f16(RtPlanBuilder *b, const char *name, int rank, const int64_t *dims) {
     if (b->rc) return b->rc;
-    if (!name || !*name || strlen(name) >= RT_NAME_MAX) return fail(b, RT_EINVAL, "input needs a name shorter than %d", RT_NAME_MAX);
+    if (!name || !rt_name_ok(name)) return fail(b, RT_EINVAL, "input needs an identifier shorter than %d for a name", RT_NAME_MAX);
     if (name_taken(b->inputs, b->nin, name)) return fail(b, RT_EINVAL, "input %s declared twice", name);
     int id = add_buf(b, RT_BUF_INPUT, RT_F16, rank, dims, name);
     if (id < 0) return id;
@@ -235,7 +235,7 @@ int rtb_op(RtPlanBuilder *b, RtOpKind kind, const int *in, int nin, const int *o
 
 int rtb_output(RtPlanBuilder *b, const char *name, int buf, RtDType io) {
     if (b->rc) return b->rc;
-    if (!name || !*name || strlen(name) >= RT_NAME_MAX) return fail(b, RT_EINVAL, "output needs a name shorter than %d", RT_NAME_MAX);
+    if (!name || !rt_name_ok(name)) return fail(b, RT_EINVAL, "output needs an identifier shorter than %d for a name", RT_NAME_MAX);
     if (buf < 0 || (uint32_t)buf >= b->nbuf) return fail(b, RT_EINVAL, "output %s: buffer %d out of range", name, buf);
     if (name_taken(b->outputs, b->nout, name)) return fail(b, RT_EINVAL, "output %s declared twice", name);
     uint32_t dt = b->rb[buf].dtype;
@@ -410,6 +410,79 @@ static int cmp_off(const void *a, const void *b) {
     return (*x)->off < (*y)->off ? -1 : (*x)->off > (*y)->off;
 }
 
+/* The placed lifetimes, indexed by first use: a segment tree over first-use
+ * time keeps the latest last use under each node, so the placed buffers
+ * whose lifetime meets [f, l] are found in O((k + 1) log n) for k of them —
+ * not by a scan of all placed so far, which made placement quadratic in the
+ * op count.  Times run from -1 (inputs) to n (outputs); leaf = time + 1. */
+typedef struct {
+    uint32_t size;     /* leaves, a power of two */
+    int64_t *maxlast;  /* per node; INT64_MIN where nothing is placed */
+    uint32_t *head;    /* per leaf: first Live placed there + 1, 0 none */
+    uint32_t *next;    /* per Live: the next one in its leaf + 1 */
+} LiveIndex;
+
+static bool lix_init(LiveIndex *x, uint32_t nops, uint32_t nlive) {
+    x->size = 1;
+    while (x->size < (uint64_t)nops + 2) x->size *= 2;
+    x->maxlast = malloc(sizeof(int64_t) * 2 * x->size);
+    x->head = calloc(x->size, sizeof(uint32_t));
+    x->next = malloc(sizeof(uint32_t) * (nlive ? nlive : 1));
+    if (!x->maxlast || !x->head || !x->next) return false;
+    for (uint32_t i = 0; i < 2 * x->size; i++) x->maxlast[i] = INT64_MIN;
+    return true;
+}
+
+static void lix_free(LiveIndex *x) { free(x->maxlast), free(x->head), free(x->next); }
+
+static void lix_add(LiveIndex *x, const Live *lv, uint32_t i) {
+    uint32_t leaf = (uint32_t)(lv[i].first + 1);
+    x->next[i] = x->head[leaf];
+    x->head[leaf] = i + 1;
+    for (uint32_t n = x->size + leaf; n; n >>= 1)
+        if (x->maxlast[n] < lv[i].last) x->maxlast[n] = lv[i].last;
+}
+
+/* Appends to out every placed Live whose lifetime meets [f, l]. */
+static void lix_find(const LiveIndex *x, const Live *lv, uint32_t node, uint32_t lo, uint32_t hi, int64_t f,
+                     int64_t l, Live **out, uint32_t *n) {
+    if ((int64_t)lo - 1 > l || x->maxlast[node] < f) return;
+    if (node >= x->size) {
+        for (uint32_t j = x->head[lo]; j; j = x->next[j - 1])
+            if (lv[j - 1].last >= f) out[(*n)++] = (Live *)&lv[j - 1];
+        return;
+    }
+    uint32_t mid = lo + (hi - lo) / 2;
+    lix_find(x, lv, 2 * node, lo, mid, f, l, out, n);
+    lix_find(x, lv, 2 * node + 1, mid + 1, hi, f, l, out, n);
+}
+
+/* Greedy best-known heuristic: biggest first, lowest gap that no
+ * overlapping-lifetime buffer occupies. */
+static int place_greedy(RtPlanBuilder *b, Live *lv, uint32_t nl, Live **placed, uint32_t nops, uint64_t *top) {
+    LiveIndex x;
+    if (!lix_init(&x, nops, nl)) {
+        lix_free(&x);
+        return fail(b, RT_ENOMEM, "out of memory");
+    }
+    qsort(lv, nl, sizeof *lv, cmp_size_desc);
+    for (uint32_t i = 0; i < nl; i++) {
+        uint32_t np = 0;
+        lix_find(&x, lv, 1, 0, x.size - 1, lv[i].first, lv[i].last, placed, &np);
+        qsort(placed, np, sizeof *placed, cmp_off);
+        uint64_t off = 0;
+        for (uint32_t j = 0; j < np; j++) {
+            if (placed[j]->off >= off + lv[i].size) break;
+            if (placed[j]->off + placed[j]->size > off) off = placed[j]->off + placed[j]->size;
+        }
+        lv[i].off = off;
+        if (off + lv[i].size > *top) *top = off + lv[i].size;
+        lix_add(&x, lv, i);
+    }
+    lix_free(&x);
+    return RT_OK;
+}
+
 static uint64_t align_arena(uint64_t x) { return (x + RT_ARENA_ALIGN - 1) & ~(uint64_t)(RT_ARENA_ALIGN - 1); }
 
 /* Plans one program's arena.  offsets[nbuf] gets UINT64_MAX for buffers the
@@ -455,23 +528,9 @@ static int plan_arena(RtPlanBuilder *b, int pi, uint64_t *offsets, uint64_t *are
     if (pi == RT_PROG_NONBONDED) {
         /* Every intermediate materialised in its own place, as a naive runtime would. */
         for (uint32_t i = 0; i < nl; i++) lv[i].off = top, top += lv[i].size;
-    } else {
-        /* Greedy best-known heuristic: biggest first, lowest gap that no
-         * overlapping-lifetime buffer occupies. */
-        qsort(lv, nl, sizeof *lv, cmp_size_desc);
-        for (uint32_t i = 0; i < nl; i++) {
-            uint32_t np = 0;
-            for (uint32_t j = 0; j < i; j++)
-                if (lv[j].first <= lv[i].last && lv[i].first <= lv[j].last) placed[np++] = &lv[j];
-            qsort(placed, np, sizeof *placed, cmp_off);
-            uint64_t off = 0;
-            for (uint32_t j = 0; j < np; j++) {
-                if (placed[j]->off >= off + lv[i].size) break;
-                if (placed[j]->off + placed[j]->size > off) off = placed[j]->off + placed[j]->size;
-            }
-            lv[i].off = off;
-            if (off + lv[i].size > top) top = off + lv[i].size;
-        }
+    } else if (place_greedy(b, lv, nl, placed, p->n, &top) != RT_OK) {
+        free(first), free(last), free(lv), free(placed);
+        return b->rc;
     }
     for (uint32_t i = 0; i < nl; i++) offsets[lv[i].buf] = lv[i].off;
     *arena = top;

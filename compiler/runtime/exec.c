@@ -366,6 +366,7 @@ static int bind_check(const RtModel *m, const RtIoRec *r, const RtTensor *t) {
 
 int rt_run(RtModel *m, const RtTensor *in, int nin, RtTensor *out, int nout, int flags, RtRunStats *stats) {
     uint64_t t0 = now_ns();
+    if (!m->pool) return RT_EINVAL; /* loaded with RT_LOAD_DESCRIBE */
     if (nin != (int)m->ninputs || nout != (int)m->noutputs || (nin && !in) || !out) return RT_EBIND;
     int prog = m->has_prog[0] ? 0 : 1;
     if (flags & RT_RUN_NONBONDED) {

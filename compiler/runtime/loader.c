@@ -53,6 +53,12 @@ static int parse_meta(RtModel *m, const RtSection *s, char *err, size_t errlen) 
         bool isin = i < mh.ninputs;
         RtIoRec *r = isin ? &m->inputs[i] : &m->outputs[i - mh.ninputs];
         if (!memchr(r->name, 0, RT_NAME_MAX) || !r->name[0]) BAD("%s %u: bad name", isin ? "input" : "output", i);
+        if (!rt_name_ok(r->name)) {
+            char shown[4 * RT_NAME_MAX];
+            rt_name_show(r->name, shown, sizeof shown);
+            BAD("%s %u: name \"%s\" is not an identifier ([A-Za-z_][A-Za-z0-9_]*)", isin ? "input" : "output",
+                isin ? i : i - mh.ninputs, shown);
+        }
         if (r->buf >= mh.nbuf) BAD("%s %s: buffer %u out of range", isin ? "input" : "output", r->name, r->buf);
         const RtBuf *b = &m->bufs[r->buf];
         if (isin && b->kind != RT_BUF_INPUT) BAD("input %s: buffer %u is not an input", r->name, r->buf);
@@ -78,6 +84,77 @@ typedef struct {
 static int cmp_lr(const void *a, const void *b) {
     const LiveRange *x = a, *y = b;
     return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* The rightmost set leaf below q of a count tree over size leaves, or -1. */
+static int64_t tree_last_below(const uint32_t *cnt, uint32_t size, uint32_t q) {
+    if (q == 0) return -1;
+    uint32_t n = size + q - 1;
+    while (!cnt[n]) {
+        while (n > 1 && !((n & 1) && cnt[n - 1])) n >>= 1;
+        if (n == 1) return -1;
+        n--; /* the left sibling holds one: its rightmost leaf is the answer */
+        while (n < size) n = cnt[2 * n + 1] ? 2 * n + 1 : 2 * n;
+    }
+    return (int64_t)(n - size);
+}
+
+static void tree_add(uint32_t *cnt, uint32_t size, uint32_t leaf, int d) {
+    for (uint32_t n = size + leaf; n; n >>= 1) cnt[n] += (uint32_t)d;
+}
+
+typedef struct {
+    int64_t t;
+    uint32_t i;
+} TimeIdx;
+static int cmp_time(const void *a, const void *b) {
+    const TimeIdx *x = a, *y = b;
+    return x->t != y->t ? (x->t < y->t ? -1 : 1) : (x->i > y->i) - (x->i < y->i);
+}
+
+/* Two ranges of lr (sorted by offset) that share arena bytes while both
+ * live, into *a and *b: 1, else 0; -1 out of memory.  A sweep over time
+ * keeps the live ranges — disjoint, or the sweep has already stopped — in a
+ * count tree over the distinct offsets, and a new range can only meet the
+ * live one starting last before its end: O(n log n).  (Comparing each range
+ * with every one at a lower offset was quadratic in the op count, as a long
+ * chain reuses the same few offsets.) */
+static int find_shared(const LiveRange *lr, uint32_t nl, uint32_t *a, uint32_t *b) {
+    uint32_t *slot = malloc(sizeof(uint32_t) * (nl + 1)), *own = malloc(sizeof(uint32_t) * (nl + 1));
+    TimeIdx *byfirst = malloc(sizeof(TimeIdx) * (nl + 1)), *bylast = malloc(sizeof(TimeIdx) * (nl + 1));
+    uint64_t *offs = malloc(sizeof(uint64_t) * (nl + 1));
+    uint32_t size = 1, ns = 0, *cnt = NULL;
+    int found = -1;
+    while (size < nl) size *= 2;
+    if (!slot || !own || !byfirst || !bylast || !offs || !(cnt = calloc(2 * (size_t)size, sizeof *cnt))) goto out;
+    for (uint32_t i = 0; i < nl; i++) {
+        if (ns == 0 || offs[ns - 1] != lr[i].off) offs[ns++] = lr[i].off;
+        slot[i] = ns - 1;
+        byfirst[i] = (TimeIdx){lr[i].first, i};
+        bylast[i] = (TimeIdx){lr[i].last, i};
+    }
+    qsort(byfirst, nl, sizeof *byfirst, cmp_time);
+    qsort(bylast, nl, sizeof *bylast, cmp_time);
+    found = 0;
+    for (uint32_t i = 0, gone = 0; i < nl && !found; i++) {
+        uint32_t ri = byfirst[i].i;
+        const LiveRange *r = &lr[ri];
+        /* those no longer live; each was added, its first use being earlier */
+        for (; gone < nl && bylast[gone].t < r->first; gone++) tree_add(cnt, size, slot[bylast[gone].i], -1);
+        uint32_t lo = 0, hi = ns; /* slots starting before r's end */
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (offs[mid] < r->end) lo = mid + 1;
+            else hi = mid;
+        }
+        int64_t k = tree_last_below(cnt, size, lo);
+        if (k >= 0 && lr[own[k]].end > r->off) *a = lr[own[k]].buf, *b = r->buf, found = 1;
+        tree_add(cnt, size, slot[ri], 1);
+        own[slot[ri]] = ri;
+    }
+out:
+    free(slot), free(own), free(byfirst), free(bylast), free(offs), free(cnt);
+    return found;
 }
 
 static int parse_plan(RtModel *m, int pi, const RtSection *s, char *err, size_t errlen) {
@@ -144,10 +221,13 @@ static int parse_plan(RtModel *m, int pi, const RtSection *s, char *err, size_t 
     for (uint32_t i = 0; i < nl; i++) total += (m->bufs[lr[i].buf].bytes + RT_ARENA_ALIGN - 1) & ~(uint64_t)(RT_ARENA_ALIGN - 1);
     if (ph.arena_size > total) BAD("plan %d: arena of %llu bytes exceeds its buffers' %llu", pi, (unsigned long long)ph.arena_size, (unsigned long long)total);
     qsort(lr, nl, sizeof *lr, cmp_lr);
-    for (uint32_t i = 0; i < nl; i++)
-        for (uint32_t j = i + 1; j < nl && lr[j].off < lr[i].end; j++)
-            if (lr[i].first <= lr[j].last && lr[j].first <= lr[i].last)
-                BAD("plan %d: buffers %u and %u share arena bytes while both live", pi, lr[i].buf, lr[j].buf);
+    uint32_t ba, bb;
+    int shared = find_shared(lr, nl, &ba, &bb);
+    if (shared < 0) {
+        rc = rt_errf(err, errlen, RT_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (shared) BAD("plan %d: buffers %u and %u share arena bytes while both live", pi, ba, bb);
 fail:
     free(first);
     free(last);
@@ -256,6 +336,14 @@ int rt_model_load(RtModel **out, const RtSection *secs, int n, const RtLoadOptio
         if (m->prog[p].arena_size > m->arena_size) m->arena_size = m->prog[p].arena_size;
     }
 
+    /* Described only: everything checked, nothing allocated to run (the
+     * memory limit is checked when it is loaded to run). */
+    if (opts && (opts->flags & RT_LOAD_DESCRIBE)) {
+        free(ent);
+        *out = m;
+        return RT_OK;
+    }
+
     if (opts && opts->max_arena && m->arena_size > opts->max_arena) {
         rc = rt_errf(err, errlen, RT_ENOMEM, "arena of %llu bytes exceeds the limit of %llu", (unsigned long long)m->arena_size,
                      (unsigned long long)opts->max_arena);
@@ -295,6 +383,11 @@ int rt_model_load(RtModel **out, const RtSection *secs, int n, const RtLoadOptio
     /* kernels index scratch by part: up to RT_PARTS_PER_THREAD per thread */
     size_t slots = m->nthreads > 1 ? (size_t)m->nthreads * RT_PARTS_PER_THREAD : 1;
     size_t ssz = scratch ? scratch * slots : 64;
+    if (opts && opts->max_arena && (ssz > opts->max_arena || asz > opts->max_arena - ssz)) {
+        rc = rt_errf(err, errlen, RT_ENOMEM, "a %llu-byte arena and %llu bytes of scratch exceed the limit of %llu",
+                     (unsigned long long)asz, (unsigned long long)ssz, (unsigned long long)opts->max_arena);
+        goto fail;
+    }
     m->ptr[0] = calloc(m->nbuf ? m->nbuf : 1, sizeof(void *));
     m->ptr[1] = calloc(m->nbuf ? m->nbuf : 1, sizeof(void *));
     if (!m->ptr[0] || !m->ptr[1] || rt_pool_memory(m->pool, asz, ssz) != RT_OK) {
@@ -316,6 +409,24 @@ fail:
 int rt_model_ninputs(const RtModel *m) { return (int)m->ninputs; }
 int rt_model_noutputs(const RtModel *m) { return (int)m->noutputs; }
 int rt_model_mode(const RtModel *m) { return m->mode; }
+
+bool rt_name_ok(const char *name) {
+    size_t n = 0;
+    for (; name[n]; n++) {
+        unsigned char c = (unsigned char)name[n];
+        bool alpha = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+        if (!alpha && !(n > 0 && c >= '0' && c <= '9')) return false;
+    }
+    return n > 0 && n < RT_NAME_MAX;
+}
+
+void rt_name_show(const char *name, char *out, size_t cap) {
+    size_t k = 0;
+    for (const unsigned char *p = (const unsigned char *)name; *p && k + 5 < cap; p++)
+        k += (size_t)(*p >= 0x20 && *p < 0x7f && *p != '"' && *p != '\\' ? snprintf(out + k, cap - k, "%c", *p)
+                                                                           : snprintf(out + k, cap - k, "\\x%02x", *p));
+    out[k < cap ? k : 0] = 0;
+}
 
 int rt_model_find(const RtModel *m, const char *name, int output) {
     const RtIoRec *r = output ? m->outputs : m->inputs;

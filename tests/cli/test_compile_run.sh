@@ -65,3 +65,34 @@ x = np.array([[1, 2, 3]], np.float64); e = np.exp(x - x.max()); ref = e / e.sum(
 got = np.load('s$mode/z.npy').astype(np.float64)
 assert np.abs(got - ref).max() <= 1e-3 * np.abs(ref).max(), (got, ref)" && ok || fail "program10 softmax mode $mode"
 done
+
+# Output names are identifiers: an artifact resealed (the checksums are not
+# keyed) with its output named "../../x" or "a/b" is refused at load, and
+# nothing is written outside -o DIR.
+for name in ../../x a/b .. $'x\e[2J'; do
+  "$PY" - m2.milc reseal.milc "$name" <<'PYEOF' || { fail "reseal $name"; continue; }
+import ctypes, struct, sys
+xxh = ctypes.CDLL("libxxhash.so.0")
+xxh.XXH3_64bits.restype = ctypes.c_uint64
+xxh.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+h64 = lambda b: xxh.XXH3_64bits(bytes(b), len(b))
+a = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack_from("<I", a, 20)[0]
+ents = [list(struct.unpack_from("<IIQQQ", a, 64 + 32 * i)) for i in range(n)]
+kind, _, off, size, _ = next(e for e in ents if e[0] == 1)  # the meta section
+nbuf, nin, nout, _ = struct.unpack_from("<IIII", a, off)
+rec = off + 16 + 64 * nbuf + 72 * nin + 8  # output 0's name
+a[rec:rec + 64] = sys.argv[3].encode().ljust(64, b"\0")
+for i, e in enumerate(ents):
+    struct.pack_into("<Q", a, 64 + 32 * i + 24, h64(a[e[2]:e[2] + e[3]]))
+struct.pack_into("<Q", a, 24, 0)
+struct.pack_into("<Q", a, 24, h64(a[:64 + 32 * n]))
+open(sys.argv[2], "wb").write(a)
+PYEOF
+  rm -rf esc && mkdir -p esc/out/sub
+  expect_rc 1 "$MILC" run reseal.milc --input x=x.npy -o esc/out/sub
+  expect_in "$ERR" "output 0: name"
+  expect_in "$ERR" "is not an identifier"
+  expect_not_in "$ERR" $'\e'
+  if [ -z "$(find esc -type f)" ]; then ok; else fail "run of an artifact with output '$name' wrote $(find esc -type f)"; fi
+done

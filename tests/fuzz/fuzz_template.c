@@ -63,7 +63,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         MILC_ASSERT(canon != NULL);
         free(canon);
         GenResult r;
-        if (gen_generate(c, &(GenOptions){NULL, -1, false, false}, NULL, &r, &d) == 0) {
+        if (gen_generate(c, &(GenOptions){.compile_mode = -1}, NULL, &r, &d) == 0) {
             MILC_ASSERT(r.mil != NULL && r.noutputs > 0);
             gen_result_free(&r);
         } else {

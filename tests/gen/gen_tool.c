@@ -50,7 +50,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *name = argv[i++], *out = canonical ? NULL : argv[i++];
-    GenOptions o = {NULL, -1, false, false};
+    GenOptions o = {.compile_mode = -1};
     GenConfig *c = gen_config_open(&sp, name, &d);
     if (!c) return finish(&d, 1);
     for (; i < argc; i++) {

@@ -88,7 +88,7 @@ static char *errors_of(const GenSearchPath *sp, const char *name, const char *co
     if (c) {
         char dir[128];
         snprintf(dir, sizeof dir, "%s/out-err", tmpdir);
-        gen_emit(c, &(GenOptions){NULL, -1, false, false}, dir, &d);
+        gen_emit(c, &(GenOptions){.compile_mode = -1}, dir, &d);
         gen_config_free(c);
     }
     char *s = headlines(&d);
@@ -296,7 +296,7 @@ static void golden(const char *name, const char *file, const char *const *kv) {
     char dir[128];
     snprintf(dir, sizeof dir, "%s/g-%s", tmpdir, file);
     GenResult r;
-    int rc = c ? gen_generate(c, &(GenOptions){"random:0", -1, false, false}, dir, &r, &d) : -1;
+    int rc = c ? gen_generate(c, &(GenOptions){.weights = "random:0", .compile_mode = -1}, dir, &r, &d) : -1;
     CHECK_EQ_INT(rc, 0);
     if (rc) {
         char *s = render(&d);
@@ -374,7 +374,7 @@ static int emit(const char *name, const char *const *kv, const char *weights, co
     GenConfig *c = config(&SP, name, kv, &d);
     char dir[128];
     snprintf(dir, sizeof dir, "%s/%s", tmpdir, sub);
-    int rc = c ? gen_emit(c, &(GenOptions){weights, 2, false, false}, dir, &d) : -1;
+    int rc = c ? gen_emit(c, &(GenOptions){.weights = weights, .compile_mode = 2}, dir, &d) : -1;
     if (rc) {
         char *s = render(&d);
         fprintf(stderr, "%s", s);

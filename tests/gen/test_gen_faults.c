@@ -36,7 +36,7 @@ TEST(weight_write_error_is_reported) {
     lim.rlim_max = old.rlim_max;
     CHECK_EQ_INT(setrlimit(RLIMIT_FSIZE, &lim), 0);
     GenResult r;
-    int rc = c ? gen_generate(c, &(GenOptions){"random:0", -1, false, false}, dir, &r, &d) : 0;
+    int rc = c ? gen_generate(c, &(GenOptions){.weights = "random:0", .compile_mode = -1}, dir, &r, &d) : 0;
     setrlimit(RLIMIT_FSIZE, &old);
     CHECK_EQ_INT(rc, -1);
     CHECK(d.errors >= 1);

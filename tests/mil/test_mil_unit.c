@@ -153,6 +153,34 @@ TEST(op_table) {
     }
 }
 
+/* A function's input and output names become file names in the runtime:
+ * an IR built through the API with other names fails the check. */
+TEST(io_names_are_identifiers) {
+    static const char *const bad[] = {"../../x", "a/b", "", "x\x01", "9x"};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++)
+        for (int out = 0; out < 2; out++) {
+            Arena a;
+            arena_init(&a);
+            IrProgram *p = ir_program_new(&a, 1, 3);
+            IrFunction *f = ir_function_new(p, "main", "ios18");
+            int64_t dims[] = {1, 4};
+            IrValue *x = ir_function_add_input(f, out ? "x" : bad[k], ir_type_make(&a, IR_DT_FP32, 2, dims));
+            IrOp *r = ir_op_new(f, OP_GELU, NULL, 1);
+            ir_op_add_value(r, "x", x);
+            ir_function_add_output(f, ir_op_set_result(r, 0, out ? bad[k] : "y", x->type));
+            ir_op_append(f, r);
+            DiagSink d;
+            diag_init(&d);
+            CHECK(!mil_check(p, NULL, &d));
+            char *msg = diag_render(&d);
+            CHECK(msg && strstr(msg, out ? "output name" : "input name") && strstr(msg, "is not an identifier"));
+            free(msg);
+            diag_free(&d);
+            arena_free(&a);
+        }
+    CHECK(mil_is_identifier("x_1") && mil_is_identifier("_") && !mil_is_identifier("1x"));
+}
+
 /* Build a program through the API, the way the generator and passes do. */
 TEST(build_print_edit) {
     Arena a;
@@ -254,6 +282,7 @@ int main(void) {
     RUN(decimal_half_rounding);
     RUN(op_table);
     RUN(build_print_edit);
+    RUN(io_names_are_identifiers);
     RUN(length_bounded_input);
     RUN(literal_accessors);
     TEST_MAIN_END();

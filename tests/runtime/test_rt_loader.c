@@ -5,6 +5,8 @@
  * indices, offsets and overlaps give their exact messages. */
 #include <math.h>
 #include <unistd.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include "rt_test_util.h"
 #include "test.h"
@@ -354,6 +356,72 @@ static int run_fixed(RtModel *m, float *y) {
 /* Models loaded on one pool (the chunks of a chain) run in turn with the
  * results of models with pools of their own, and the pool outlives any one
  * of them. */
+/* Rewrites the checksums of a cache-form copy, as anyone can: they are not
+ * keyed, so they catch damage, never intent. */
+static void reseal(RtSection *s, int n, unsigned char *manifest) {
+    for (int i = 1; i < n; i++) {
+        uint64_t h = XXH3_64bits(s[i].data, s[i].size);
+        memcpy(manifest + 64 + 32 * (size_t)(i - 1) + 24, &h, 8);
+    }
+    memset(manifest + 24, 0, 8);
+    uint64_t h = XXH3_64bits(manifest, s[0].size);
+    memcpy(manifest + 24, &h, 8);
+}
+
+/* Output names become file names (`milc run -o DIR` writes DIR/NAME.npy):
+ * a resealed artifact naming its output "../../x" must not load. */
+TEST(io_names_are_identifiers) {
+    RtArtifact *a = build_small();
+    const RtSection *cs;
+    int cn;
+    rt_artifact_sections(a, &cs, &cn);
+    static const char *const bad[] = {"../../x", "a/b", "..", "x\x1b[2J", "/etc/passwd", "9lives"};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        RtSection s[32];
+        memcpy(s, cs, sizeof(RtSection) * (size_t)cn);
+        unsigned char *man = malloc(s[0].size), *meta = NULL;
+        memcpy(man, s[0].data, s[0].size);
+        s[0].data = man;
+        for (int i = 1; i < cn; i++)
+            if (s[i].kind == RT_SEC_META) {
+                meta = malloc(s[i].size);
+                memcpy(meta, s[i].data, s[i].size);
+                s[i].data = meta;
+            }
+        uint32_t head[4];
+        memcpy(head, meta, sizeof head);
+        size_t out_rec = 16 + (size_t)head[0] * 64 + (size_t)head[1] * 72;
+        memset(meta + out_rec + 8, 0, RT_NAME_MAX);
+        memcpy(meta + out_rec + 8, bad[k], strlen(bad[k]));
+        reseal(s, cn, man);
+        char err[256] = "";
+        CHECK_EQ_INT(rt_artifact_verify(s, cn, err, sizeof err), RT_OK); /* the checksums pass */
+        RtModel *m = NULL;
+        CHECK_EQ_INT(rt_model_load(&m, s, cn, &(RtLoadOptions){.nthreads = 1, .flags = RT_LOAD_VERIFY}, err, sizeof err),
+                     RT_EFORMAT);
+        if (!strstr(err, "output 0: name")) fprintf(stderr, "%s: got '%s'\n", bad[k], err);
+        CHECK(strstr(err, "output 0: name") && strstr(err, "is not an identifier"));
+        CHECK(!strchr(err, 0x1b)); /* shown escaped */
+        CHECK(!rt_name_ok(bad[k]));
+        if (m) rt_model_free(m);
+        free(man);
+        free(meta);
+    }
+    CHECK(rt_name_ok("y") && rt_name_ok("_x9") && !rt_name_ok(""));
+    char longname[RT_NAME_MAX + 1];
+    memset(longname, 'a', RT_NAME_MAX);
+    longname[RT_NAME_MAX] = 0;
+    CHECK(!rt_name_ok(longname));
+    longname[RT_NAME_MAX - 1] = 0;
+    CHECK(rt_name_ok(longname));
+    /* the builder refuses them too */
+    RtPlanBuilder *b = rtb_new(RT_MODE_BOTH);
+    int x = rtb_input(b, "x", RT_F32, 1, (const int64_t[]){4});
+    CHECK_EQ_INT(rtb_output(b, "../y", x, RT_F32), RT_EINVAL);
+    rtb_free(b);
+    rt_artifact_free(a);
+}
+
 TEST(models_share_a_pool) {
     RtArtifact *a = build_small();
     CHECK(a != NULL);
@@ -416,6 +484,7 @@ int main(void) {
     RUN(truncated);
     RUN(every_byte_flipped);
     RUN(targeted_corruption);
+    RUN(io_names_are_identifiers);
     RUN(models_share_a_pool);
     TEST_MAIN_END();
 }

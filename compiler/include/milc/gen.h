@@ -149,9 +149,22 @@ bool gen_config_get_str(const GenConfig *c, const char *name, const char **out);
 
 /* ---- generation --------------------------------------------------------- */
 
+/* A weight source, read once: "random" or "random:SEED" (SEED a decimal
+ * uint64; NULL means random:0), or a .safetensors checkpoint read whole
+ * into memory and validated.  Its digest and every program generated from it
+ * come from the same bytes, whatever happens to the file meanwhile: a key
+ * made from the digest names exactly the weights compiled.  0, or -1 with an
+ * error in d (a missing, unreadable or malformed checkpoint). */
+typedef struct GenWeights GenWeights;
+int gen_weights_open(const char *weights, GenWeights **out, DiagSink *d);
+/* The source's digest, as gen_weights_digest gives for the same bytes. */
+void gen_weights_id(const GenWeights *w, uint8_t out[16]);
+void gen_weights_close(GenWeights *w);
+
 typedef struct GenOptions {
     /* "random" or "random:SEED" (the default when NULL; SEED is a decimal
-     * uint64), or the path of a .safetensors checkpoint. */
+     * uint64), or the path of a .safetensors checkpoint: named in the
+     * manifest, and read for the weights unless source is given. */
     const char *weights;
     /* Recorded in buildInfo as {"milc-compile-mode", "N"}; -1 omits it. */
     int compile_mode;
@@ -160,6 +173,13 @@ typedef struct GenOptions {
     bool raw;
     /* The output directory is scratch (a build's): files are not fsynced. */
     bool scratch;
+    /* The weights, already read (gen_weights_open of the same string), or
+     * NULL: read here. */
+    const GenWeights *source;
+    /* The most memory the program may need, checked before it is made: its
+     * weight file (staged in memory whole), and 1/32 of it for the MIL text
+     * (parsed, it takes ~30 times its size).  0: no limit. */
+    uint64_t max_memory;
 } GenOptions;
 
 typedef struct GenIo {
@@ -195,8 +215,10 @@ void gen_result_free(GenResult *r);
 int gen_emit(GenConfig *c, const GenOptions *o, const char *dir, DiagSink *d);
 
 /* XXH3-128 of a weight source for the direct key: of the string for
- * "random:SEED", of the file's bytes for a checkpoint.  0 or -1 (I/O error
- * added to d). */
+ * "random:SEED", of the file's bytes for a checkpoint (streamed, not kept:
+ * to look a key up; a key stored for compiled weights takes
+ * gen_weights_id of the source they were generated from).  0 or -1 (I/O
+ * error added to d). */
 int gen_weights_digest(const char *weights, uint8_t out[16], DiagSink *d);
 
 #endif

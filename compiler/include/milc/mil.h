@@ -42,6 +42,11 @@ IrProgram *mil_parse(Arena *a, DiagSink *d, const char *file, const char *text, 
  * false if any error was added. */
 bool mil_check(IrProgram *p, const MilCheckOptions *o, DiagSink *d);
 
+/* True when name is a MIL identifier ([A-Za-z_][A-Za-z0-9_]*), as the lexer
+ * reads them.  A function's inputs and outputs must be: the runtime names
+ * files after them. */
+bool mil_is_identifier(const char *name);
+
 /* Canonical text, malloc'd (caller frees), NUL-terminated; *len gets its
  * length (len may be NULL).  Arguments and attributes in alphabetical order,
  * dict keys sorted, floats as C99 hex floats, 4-space indentation, scalar

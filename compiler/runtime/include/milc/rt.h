@@ -5,6 +5,7 @@
 #ifndef MILC_RT_H
 #define MILC_RT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -84,11 +85,16 @@ void rt_pool_free(RtPool *p); /* after every model that uses it */
 
 enum {
     RT_LOAD_VERIFY = 1, /* verify checksums (the cache may do it on its own schedule) */
+    RT_LOAD_DESCRIBE = 2, /* validate all, allocate nothing to run: the model
+                             describes its inputs and outputs (to check a
+                             caller's before a big arena is faulted in) but
+                             rt_run refuses it (RT_EINVAL) */
 };
 typedef struct {
     int nthreads; /* worker threads including the caller's; <= 0: online CPUs (ignored with pool) */
     int flags;    /* RT_LOAD_* */
-    uint64_t max_arena; /* refuse plans needing a bigger arena (RT_ENOMEM); 0: no limit */
+    uint64_t max_arena; /* refuse plans whose arena, or arena and scratch,
+                           exceed it (RT_ENOMEM, before allocating); 0: no limit */
     RtPool *pool; /* run on this pool (borrowed); NULL: the model starts its own */
 } RtLoadOptions;
 
@@ -127,6 +133,16 @@ int rt_model_output(const RtModel *m, int i, RtIoInfo *info);
 int rt_model_mode(const RtModel *m);
 /* Index of the input (output != 0: output) called name, or RT_EINVAL. */
 int rt_model_find(const RtModel *m, const char *name, int output);
+
+/* True when name may name an input or output: a MIL identifier
+ * ([A-Za-z_][A-Za-z0-9_]*) shorter than RT_NAME_MAX.  Callers make file
+ * names of them (`milc run -o DIR` writes DIR/NAME.npy), so a '/', "..", a
+ * control character or an empty name must never get this far: the builder
+ * and the loader refuse such artifacts. */
+bool rt_name_ok(const char *name);
+/* name for a message: printable ASCII as is, other bytes (and '"', '\\') as
+ * \xHH, cut to fit cap (> 0). */
+void rt_name_show(const char *name, char *out, size_t cap);
 
 typedef struct {
     uint64_t dispatches; /* sub-program dispatches in this run */
