@@ -297,15 +297,27 @@ static int chain_ready(const Bench *b, Cache *c, const char *cache_dir, const Be
     return rc;
 }
 
-/* chain_ready, then b->repeat timed forwards. */
+/* What measure() learns besides the times. */
+typedef struct Measured {
+    double dispatches, ops, weight_bytes, gbs;
+} Measured;
+
+/* chain_ready, then b->repeat timed forwards, then the read bandwidth of the
+ * chain's own weights (GB/s, 0 if unknown). */
 static int measure(const Bench *b, Cache *c, const char *cache_dir, const BenchParams *p, int mode, long chunk,
-                   BenchStat *ms, double *dispatches) {
+                   BenchStat *ms, Measured *mx) {
     BenchChain ch;
-    int rc = chain_ready(b, c, cache_dir, p, mode, chunk, &ch, dispatches);
+    int rc = chain_ready(b, c, cache_dir, p, mode, chunk, &ch, &mx->dispatches);
     if (rc != EXIT_OK) return rc;
     double v[1024];
     int n = b->repeat < 1024 ? b->repeat : 1024;
     for (int i = 0; i < n && rc == EXIT_OK; i++) rc = bench_chain_run(&ch, &v[i], NULL);
+    mx->ops = (double)ch.last_ops;
+    BenchRange r[512];
+    int nr;
+    mx->weight_bytes = bench_chain_weight_bytes(&ch, r, &nr, 512);
+    int nth = b->threads ? b->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    mx->gbs = rc == EXIT_OK ? bench_bandwidth(r, nr, nth, 3) / 1e9 : 0;
     bench_chain_free(&ch);
     if (rc == EXIT_OK) *ms = bench_stat(v, n);
     return rc;
@@ -325,8 +337,12 @@ static int sweep_point(const Bench *b, Cache *c, const char *dir, int mode, long
     }
     BenchPoint *pt = &s->pts[s->npts];
     pt->work = work;
-    int rc = measure(b, c, dir, &p, mode, 0, &pt->ms, &pt->dispatches);
+    Measured mx;
+    int rc = measure(b, c, dir, &p, mode, 0, &pt->ms, &mx);
     bparams_free(&p);
+    pt->dispatches = mx.dispatches;
+    pt->weight_bytes = mx.weight_bytes;
+    pt->stream_ms = mx.gbs > 0 ? mx.weight_bytes / (mx.gbs * 1e9) * 1e3 : NAN;
     if (rc == EXIT_OK) s->npts++;
     return rc;
 }
@@ -422,7 +438,10 @@ static int bench_mode(const Bench *b, int mode, BenchModeResult *m) {
     }
     if (rc == EXIT_OK) {
         progress(b, "mode %d: decode at ctx %ld (compiles the decode chunks)", mode, b->ctx);
-        rc = measure(b, c, warm, &b->decode, mode, b->chunk, &m->decode_ms, &m->decode_dispatches);
+        Measured mx;
+        rc = measure(b, c, warm, &b->decode, mode, b->chunk, &m->decode_ms, &mx);
+        m->decode_dispatches = mx.dispatches, m->decode_ops = mx.ops;
+        m->decode_weight_bytes = mx.weight_bytes, m->decode_gbs = mx.gbs;
     }
     if (rc == EXIT_OK && b->sweeps) {
         m->has_sweeps = true;
@@ -444,6 +463,24 @@ static int bench_mode(const Bench *b, int mode, BenchModeResult *m) {
     }
     cache_close(c);
     cli_rm_tree(warm);
+    return rc;
+}
+
+/* ---- the per-dispatch overhead ------------------------------------------------- */
+
+/* Once per run: the decode chunks, bonded vs one dispatch per op. */
+static int measure_dispatch(const Bench *b, BenchReport *r) {
+    int pairs = b->repeat < 5 ? 5 : b->repeat < 21 ? 21 : b->repeat;
+    progress(b, "per-dispatch overhead: decode chunks bonded vs one dispatch per op, %d alternated pairs", pairs);
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/dispatch", b->root);
+    DiagSink d;
+    diag_init(&d);
+    int rc = bench_dispatch(&b->tp, &b->decode, b->chunk, b->threads, dir, pairs, &r->dispatch, &d);
+    if (rc == EXIT_INPUT) cli_report(b->cli, &d);
+    diag_free(&d);
+    cli_rm_tree(dir);
+    r->has_dispatch = rc == EXIT_OK && r->dispatch.us.n > 0;
     return rc;
 }
 
@@ -590,7 +627,7 @@ static int bench_run(Cli *cli, int argc, char **argv) {
                      .cold_repeat = b.cold_repeat, .threads = b.threads ? b.threads : (int)sysconf(_SC_NPROCESSORS_ONLN)};
     progress(&b, "%s: %ld layers in %ld chunk%s of %ld, T=%ld, modes %s; scratch %s", config, b.layers, b.nchunks,
              b.nchunks == 1 ? "" : "s", b.chunk, b.seq, args_get(&a, "modes") ? args_get(&a, "modes") : "0,1,2", b.root);
-    rc = EXIT_OK;
+    rc = measure_dispatch(&b, &r);
     for (int i = 0; i < nmodes && rc == EXIT_OK; i++) {
         rc = bench_mode(&b, (int)modes[i], &r.modes[i]);
         r.nmodes = i + 1;
