@@ -10,6 +10,8 @@
 #include <stdio.h>
 
 #include "cli.h"
+#include "jobs.h"
+#include "milc/backend.h"
 #include "milc/estimate.h"
 #include "genopts.h"
 #include "model.h"
@@ -94,6 +96,10 @@ void bench_chain_free(BenchChain *ch);
  * cmd_bench.c).  Prints one JSON line on stdout. */
 int bench_child(Cli *cli, int argc, char **argv);
 
+/* "1,2,4" into out[]: integers within [lo, hi], at most BENCH_MAX_POINTS;
+ * a usage error (printed) otherwise.  opt names the option in the message. */
+bool bench_parse_list(const char *opt, const char *s, long lo, long hi, long *out, int *n);
+
 /* ---- statistics --------------------------------------------------------- */
 
 typedef struct BenchStat {
@@ -125,6 +131,12 @@ typedef struct BenchDispatch {
  * diagnostics in d, or EXIT_SYSTEM with a message printed. */
 int bench_dispatch(const TemplatePath *tp, const BenchParams *p, long chunk, int nthreads, const char *dir, int pairs,
                    BenchDispatch *out, DiagSink *d);
+
+/* Generate one job's program (weights under dir), check it and compile it
+ * with bo (model_path set to dir) into *art; st may be NULL.  0, or -1 with
+ * diagnostics in d. */
+int bench_compile_job(const TemplatePath *tp, const BuildJob *j, const char *dir, const BackendOptions *bo,
+                      RtArtifact **art, BackendStats *st, DiagSink *d);
 
 /* Bytes per second nthreads threads read from the ranges together (the best
  * of reps passes); 0 if it cannot be measured. */
@@ -174,7 +186,36 @@ typedef struct BenchReport {
     int nmodes;
     bool has_dispatch;
     BenchDispatch dispatch; /* measured directly, once per run */
+    const struct BenchProjection *projection; /* --project: the ANE estimate, or NULL */
 } BenchReport;
+
+/* ---- the ANE projection (an ESTIMATE; bench_project.c) ------------------ */
+
+typedef struct BenchProjection {
+    EstChip chip;
+    char chip_path[4096];
+    EstModel model;
+    int prompt, ctx;
+    int modes[3], nmodes;
+    int depths[BENCH_MAX_POINTS], ndepths;
+    EstPlan plan[3][BENCH_MAX_POINTS];       /* [mode][depth] */
+    EstResult res[3][BENCH_MAX_POINTS][2]; /* [mode][depth][EST_DIRECT, EST_COREML] */
+} BenchProjection;
+
+/* The chip file a --chip argument names: a bare NAME is milc's
+ * data/ane/NAME.json (NULL: m4-max), anything with '/' or ".json" a path. */
+const char *bench_chip_path(const char *arg, char *buf, size_t len);
+/* Read and check a chip file.  EXIT_OK, or EXIT_INPUT / EXIT_SYSTEM with a
+ * message printed that names the file and the field. */
+int bench_chip_load(const char *path, EstChip *c);
+/* The per-layer plan of decode's family: one decode layer compiled in mode 1
+ * (weights under dir): its MIL ops, weight bytes, and dim for attention.
+ * EXIT_OK, EXIT_INPUT with diagnostics in d, or EXIT_SYSTEM. */
+int bench_project_model(const TemplatePath *tp, const BenchParams *decode, const char *dir, EstModel *m, DiagSink *d);
+/* Fill plan and res for every mode and depth (depths above the model's are skipped). */
+void bench_project_run(BenchProjection *p);
+void bench_project_table(FILE *f, const BenchProjection *p);
+void bench_project_json(FILE *f, const BenchProjection *p); /* one JSON object */
 
 void bench_print_table(FILE *f, const BenchReport *r);
 void bench_write_json(FILE *f, const BenchReport *r);

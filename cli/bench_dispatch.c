@@ -9,25 +9,22 @@
 
 #include "bench.h"
 #include "jobs.h"
-#include "milc/backend.h"
 #include "milc/mil.h"
 
-/* Generate, check and compile one job in mode 0 with same_ops into *art;
- * its weights go to dir.  0 or -1 with diagnostics in d. */
-static int compile_same_ops(const TemplatePath *tp, const BuildJob *j, const char *dir, RtArtifact **art, DiagSink *d) {
+int bench_compile_job(const TemplatePath *tp, const BuildJob *j, const char *dir, const BackendOptions *bo,
+                      RtArtifact **art, BackendStats *st, DiagSink *d) {
     GenConfig *gc = job_config(tp, j, d);
     if (!gc) return -1;
     GenResult gr;
-    int rc = gen_generate(gc, &(GenOptions){.weights = j->weights, .compile_mode = 0}, dir, &gr, d);
+    int rc = gen_generate(gc, &(GenOptions){.weights = j->weights, .compile_mode = bo->mode}, dir, &gr, d);
     gen_config_free(gc);
     if (rc != 0) return -1;
     Arena a;
     arena_init(&a);
     IrProgram *p = mil_parse(&a, d, "model.mil", gr.mil, gr.mil_len);
-    rc = p && mil_check(p, &(MilCheckOptions){.model_path = dir}, d) &&
-                 backend_compile(p, &(BackendOptions){.mode = 0, .model_path = dir, .same_ops = true}, art, NULL, d) == 0
-             ? 0
-             : -1;
+    BackendOptions o = *bo;
+    o.model_path = dir;
+    rc = p && mil_check(p, &(MilCheckOptions){.model_path = dir}, d) && backend_compile(p, &o, art, st, d) == 0 ? 0 : -1;
     arena_free(&a);
     gen_result_free(&gr);
     return rc;
@@ -44,7 +41,9 @@ static int compile_all(const TemplatePath *tp, const BenchParams *p, long chunk,
     for (int i = 0; i < jobs.n && rc == EXIT_OK; i++) {
         char sub[4200];
         snprintf(sub, sizeof sub, "%s/dispatch-%d", dir, i);
-        if (compile_same_ops(tp, &jobs.v[i], sub, &(*arts)[i], d) != 0) rc = diag_failed(d) ? EXIT_INPUT : EXIT_SYSTEM;
+        BackendOptions bo = {.mode = 0, .same_ops = true};
+        if (bench_compile_job(tp, &jobs.v[i], sub, &bo, &(*arts)[i], NULL, d) != 0)
+            rc = diag_failed(d) ? EXIT_INPUT : EXIT_SYSTEM;
         else *n = i + 1;
     }
     jobs_free(&jobs);

@@ -204,6 +204,7 @@ void bench_print_table(FILE *f, const BenchReport *r) {
     }
     fprintf(f, "  warm `milc build`, whole process, all %ld chunks   %.2f ms (goal <= 20)\n", r->nchunks,
             m->build_warm_ms.med);
+    if (r->projection) bench_project_table(f, r->projection);
 }
 
 /* ---- JSON ------------------------------------------------------------------ */
@@ -352,7 +353,10 @@ void bench_write_json(FILE *f, const BenchReport *r) {
         } else fputs("null", f);
         fputc('}', f);
     }
-    fputs("],\"summary\":", f);
+    fputs("],\"projection\":", f); /* --project: an ESTIMATE, not a measurement */
+    if (r->projection) bench_project_json(f, r->projection);
+    else fputs("null", f);
+    fputs(",\"summary\":", f);
     const BenchModeResult *m = summary_mode(r);
     if (m) {
         fprintf(f, "{\"mode\":%d,", m->mode);

@@ -36,6 +36,8 @@ static const OptSpec bench_opts[] = {
     {"json", 0, OPT_VALUE, "FILE", "also write the results as JSON (--json alone: JSON on stdout)"},
     {"csv", 0, OPT_VALUE, "FILE", "also write the results as CSV"},
     {"quick", 0, OPT_FLAG, NULL, "tiny preset, short sweeps, one run each (a smoke test)"},
+    {"project", 0, OPT_VALUE, "ane", "also ESTIMATE the run's chunkings on the ANE (docs/ANE-ESTIMATE.md)"},
+    {"chip", 0, OPT_VALUE, "NAME|FILE", "chip parameters of --project: data/ane/NAME.json or a file (default m4-max)"},
     {"help", 'h', OPT_FLAG, NULL, "this help, with the template's parameters"},
     {0},
 };
@@ -56,6 +58,7 @@ static void bench_usage(FILE *f) {
           "  milc bench                              the full run (minutes)\n"
           "  milc bench --modes 2 --no-sweeps --json out.json\n"
           "  milc bench --quick --json               seconds; a smoke test\n"
+          "  milc bench --modes 2 --project ane      and an ESTIMATE of the same chunkings on the ANE\n"
           "\noptions:\n", f);
     print_options(f, bench_opts);
 }
@@ -92,8 +95,7 @@ static void progress(const Bench *b, const char *fmt, ...) {
     va_end(ap);
 }
 
-/* "1,2,4" into out[]: positive integers within [lo, hi], at most MAX_LIST. */
-static bool parse_list(const char *opt, const char *s, long lo, long hi, long *out, int *n) {
+bool bench_parse_list(const char *opt, const char *s, long lo, long hi, long *out, int *n) {
     *n = 0;
     const char *p = s;
     for (;;) {
@@ -470,7 +472,7 @@ static int bench_mode(const Bench *b, int mode, BenchModeResult *m) {
 
 /* Once per run: the decode chunks, bonded vs one dispatch per op. */
 static int measure_dispatch(const Bench *b, BenchReport *r) {
-    int pairs = b->repeat < 5 ? 5 : b->repeat < 21 ? 21 : b->repeat;
+    int pairs = b->repeat <= 1 ? 5 : b->repeat < 21 ? 21 : b->repeat;
     progress(b, "per-dispatch overhead: decode chunks bonded vs one dispatch per op, %d alternated pairs", pairs);
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/dispatch", b->root);
@@ -482,6 +484,34 @@ static int measure_dispatch(const Bench *b, BenchReport *r) {
     cli_rm_tree(dir);
     r->has_dispatch = rc == EXIT_OK && r->dispatch.us.n > 0;
     return rc;
+}
+
+/* ---- the ANE projection ----------------------------------------------------------- */
+
+/* --project: the measured modes at the sweep's depths and the headline one,
+ * for the run's prompt and context.  The chip file was read already. */
+static int project(const Bench *b, const BenchReport *r, BenchProjection *pr) {
+    progress(b, "ANE estimate: one decode layer compiled in mode 1 to count its ops");
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/project", b->root);
+    DiagSink d;
+    diag_init(&d);
+    int rc = bench_project_model(&b->tp, &b->decode, dir, &pr->model, &d);
+    if (rc == EXIT_INPUT) cli_report(b->cli, &d);
+    diag_free(&d);
+    cli_rm_tree(dir);
+    if (rc != EXIT_OK) return rc;
+    pr->prompt = (int)b->seq, pr->ctx = (int)b->ctx;
+    pr->nmodes = r->nmodes;
+    for (int i = 0; i < r->nmodes; i++) pr->modes[i] = r->modes[i].mode;
+    pr->ndepths = 0;
+    for (long dd = 1; dd <= b->layers && pr->ndepths < BENCH_MAX_POINTS; dd++) {
+        bool want = dd == b->chunk;
+        for (int i = 0; i < b->ndepths; i++) want |= b->depths[i] == dd;
+        if (want) pr->depths[pr->ndepths++] = (int)dd;
+    }
+    bench_project_run(pr);
+    return EXIT_OK;
 }
 
 /* ---- the command -------------------------------------------------------------- */
@@ -517,6 +547,7 @@ static int bench_run(Cli *cli, int argc, char **argv) {
     if (!args_parse("bench", bench_opts, argc - 1, argv + 1, true, &a)) { args_free(&a); return EXIT_USAGE; }
     if (!verify_flags_ok("bench", &a)) { args_free(&a); return EXIT_USAGE; }
     int rc = EXIT_USAGE;
+    BenchProjection *pr = NULL; /* --project */
     if (args_flag(&a, "help")) {
         bench_usage(stdout);
         cli_template_help(cli, stdout, &a);
@@ -538,10 +569,10 @@ static int bench_run(Cli *cli, int argc, char **argv) {
     if (!opt_long(&a, "chunk", 1, 4096, &b.chunk) || !opt_long(&a, "ctx", 1, 65536, &b.ctx) ||
         !opt_long(&a, "repeat", 1, 1000, &repeat) || !opt_long(&a, "cold-repeat", 1, 1000, &cold) ||
         !opt_long(&a, "depth-seq", 1, 65536, &b.depth_seq) || !opt_long(&a, "threads", 1, 256, &threads) ||
-        !parse_list("modes", args_get(&a, "modes") ? args_get(&a, "modes") : "0,1,2", 0, 2, modes, &nmodes) ||
-        !parse_list("depths", args_get(&a, "depths") ? args_get(&a, "depths") : quick ? "1,2" : "1,2,4,6,12", 1, 4096,
+        !bench_parse_list("modes", args_get(&a, "modes") ? args_get(&a, "modes") : "0,1,2", 0, 2, modes, &nmodes) ||
+        !bench_parse_list("depths", args_get(&a, "depths") ? args_get(&a, "depths") : quick ? "1,2" : "1,2,4,6,12", 1, 4096,
                     b.depths, &b.ndepths) ||
-        !parse_list("seqs", args_get(&a, "seqs") ? args_get(&a, "seqs") : quick ? "1,8" : "1,8,16,32,64,128", 1, 65536,
+        !bench_parse_list("seqs", args_get(&a, "seqs") ? args_get(&a, "seqs") : quick ? "1,8" : "1,8,16,32,64,128", 1, 65536,
                     b.seqs, &b.nseqs))
         goto out_args;
     for (int i = 0; i < nmodes; i++)
@@ -552,6 +583,15 @@ static int bench_run(Cli *cli, int argc, char **argv) {
             cli_usage_error("bench", "--%s: one value per parameter (sweeps are --seqs and --depths)", a.extra[i].name);
             goto out_args;
         }
+    const char *proj = args_get(&a, "project");
+    if (proj && strcmp(proj, "ane") != 0) { cli_usage_error("bench", "--project: only 'ane' exists"); goto out_args; }
+    if (args_get(&a, "chip") && !proj) { cli_usage_error("bench", "--chip needs --project ane"); goto out_args; }
+    if (proj) { /* the chip file first: a bad one fails before minutes of measuring */
+        char buf[4096];
+        if (!(pr = calloc(1, sizeof *pr))) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out_args; }
+        snprintf(pr->chip_path, sizeof pr->chip_path, "%s", bench_chip_path(args_get(&a, "chip"), buf, sizeof buf));
+        if ((rc = bench_chip_load(pr->chip_path, &pr->chip)) != EXIT_OK) goto out_args;
+    }
     if (!args_get(&a, "cold-repeat") && cold > repeat) cold = repeat;
     b.repeat = (int)repeat;
     b.cold_repeat = (int)cold;
@@ -632,6 +672,7 @@ static int bench_run(Cli *cli, int argc, char **argv) {
         rc = bench_mode(&b, (int)modes[i], &r.modes[i]);
         r.nmodes = i + 1;
     }
+    if (rc == EXIT_OK && pr && (rc = project(&b, &r, pr)) == EXIT_OK) r.projection = pr;
     cli_rm_tree(b.root);
     if (rc != EXIT_OK) goto out;
     if (json_stdout) bench_write_json(stdout, &r);
@@ -644,6 +685,7 @@ out:
     bparams_free(&b.decode);
     tpath_free(&b.tp);
 out_args:
+    free(pr);
     args_free(&a);
     return rc;
 }

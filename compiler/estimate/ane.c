@@ -21,6 +21,7 @@ int est_plan_depth(const EstModel *m, int depth, int mode, EstPlan *out) {
     out->flops_per_pos = m->layer_flops_per_pos * m->layers;
     out->attn_flops_per_pos_ctx = m->layer_attn_flops_per_pos_ctx * m->layers;
     out->io_bytes_per_pos = m->io_bytes_per_pos;
+    out->kv_bytes_per_ctx = m->layer_kv_bytes_per_ctx * m->layers;
     return 0;
 }
 
@@ -35,7 +36,7 @@ double est_utilization(const EstChip *c, double ops) {
     return c->util[c->nutil - 1];
 }
 
-/* The fixed cost of one dispatch of a program holding `bytes` of weights:
+/* The fixed cost of one dispatch whose program part holds `bytes` of weights:
  * the small-program figure up to small_bytes, the production one from
  * production_bytes, log-interpolated between. */
 static double fixed_ms(const EstChip *c, double bytes, int path) {
@@ -54,13 +55,13 @@ void est_forward(const EstChip *c, const EstPlan *p, int tokens, int ctx, int pa
     int q = c->min_seq > 0 ? c->min_seq : 1;
     out->positions = tokens < 1 ? q : (tokens + q - 1) / q * q;
     double per_dispatch = p->dispatches > 0 ? p->weight_bytes / p->dispatches : 0;
-    double per_program = p->programs > 0 ? p->weight_bytes / p->programs : 0;
-    out->fixed_ms = p->dispatches * fixed_ms(c, per_program, path);
+    out->fixed_ms = p->dispatches * fixed_ms(c, per_dispatch, path);
     double flops = out->positions * (p->flops_per_pos + p->attn_flops_per_pos_ctx * (ctx > 0 ? ctx : 0));
     double rate = c->fp16_tflops * 1e12 * est_utilization(c, p->ops_per_dispatch);
     if (c->sram_bytes > 0 && per_dispatch > c->sram_bytes) rate *= 1 - c->sram_cliff;
     out->compute_ms = rate > 0 ? flops / rate * 1e3 : 0;
-    double bytes = p->weight_bytes + p->io_bytes_per_pos * out->positions * p->dispatches;
+    double bytes = p->weight_bytes + p->io_bytes_per_pos * out->positions * p->dispatches +
+                   p->kv_bytes_per_ctx * (ctx > 0 ? ctx : 0);
     out->stream_ms = c->memory_gbs > 0 ? bytes / (c->memory_gbs * 1e9) * 1e3 : 0;
     out->ms = out->fixed_ms + fmax(out->compute_ms, out->stream_ms);
 }

@@ -73,6 +73,7 @@ typedef struct EstPlan {
     double flops_per_pos;     /* FLOPs per token position of one forward (weight matmuls) */
     double attn_flops_per_pos_ctx; /* FLOPs per position per attended position */
     double io_bytes_per_pos;  /* activations in and out of one dispatch, per position */
+    double kv_bytes_per_ctx;  /* K and V cache read per attended position (every layer) */
 } EstPlan;
 
 /* A model from which plans of any depth are cut. */
@@ -81,6 +82,7 @@ typedef struct EstModel {
     double layer_weight_bytes, layer_flops_per_pos, layer_attn_flops_per_pos_ctx;
     double layer_ops;        /* ops per layer of a bonded program */
     double io_bytes_per_pos; /* one program's activations in and out, per position */
+    double layer_kv_bytes_per_ctx; /* K and V read per attended position */
 } EstModel;
 
 enum { EST_DIRECT = 0, EST_COREML = 1 };
