@@ -146,7 +146,8 @@ static EstModel gpt2(double ops_per_layer) {
                       .layer_flops_per_pos = 2 * (4.0 * C * C + 2.0 * C * FF),
                       .layer_attn_flops_per_pos_ctx = 4.0 * C,
                       .layer_ops = ops_per_layer,
-                      .io_bytes_per_pos = 2.0 * C * 2};
+                      .io_bytes_per_pos = 2.0 * C * 2,
+                      .layer_kv_bytes_per_ctx = 2.0 * C * 2};
 }
 
 static double err_pct(double got, double want) { return (got - want) / want * 100; }
