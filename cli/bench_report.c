@@ -108,7 +108,9 @@ static void print_sweep(FILE *f, int mode, const BenchSweep *s, bool depth) {
     fprintf(f, "\n  %-8s", "ms");
     for (int p = 0; p < s->npts; p++) fprintf(f, "%10.3f", s->pts[p].ms.med);
     fprintf(f, "\n  %-8s", "stream");
-    for (int p = 0; p < s->npts; p++) fprintf(f, "%10.3f", s->pts[p].stream_ms);
+    for (int p = 0; p < s->npts; p++)
+        if (isfinite(s->pts[p].stream_ms)) fprintf(f, "%10.3f", s->pts[p].stream_ms);
+        else fprintf(f, "%10s", "-");
     fprintf(f, "\n  %-8s", "dispatch");
     for (int p = 0; p < s->npts; p++) fprintf(f, "%10.0f", s->pts[p].dispatches);
     fputc('\n', f);

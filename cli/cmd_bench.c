@@ -1,6 +1,7 @@
 /* cmd_bench.c — `milc bench`: cold vs cached first prefill, steady prefill
- * and decode, mode against mode, and sweeps of chunk depth and tokens per
- * dispatch with a fitted fixed cost.  Fresh-process figures come from
+ * and decode, mode against mode, the per-dispatch overhead measured directly,
+ * and sweeps of chunk depth and tokens per dispatch with fits that say what
+ * their intercept is (or why it is no cost).  Fresh-process figures come from
  * re-executing this binary (`bench --child ttft`, bench_chain.c) and timing
  * it from the spawn; cold ones in a new, empty cache directory each time. */
 #include <errno.h>
@@ -44,14 +45,20 @@ static const OptSpec bench_opts[] = {
 
 static void bench_usage(FILE *f) {
     fputs("usage: milc bench [--model PRESET | --template NAME] [--modes 0,1,2] [--chunk K]\n"
-          "                  [--seqs LIST] [--depths LIST] [--json [FILE]] [--csv FILE] [--PARAM VALUE ...]\n"
+          "                  [--seqs LIST] [--depths LIST] [--json [FILE]] [--csv FILE] [--project ane]\n"
+          "                  [--PARAM VALUE ...]\n"
           "\n"
           "Measure, per compile mode, a whole model cut into chunks: compile time, artifact\n"
           "size, first prefill in a fresh process with an empty cache (ttft cold) and with\n"
           "a warm one (ttft cached), load time, steady prefill and decode speed, dispatches,\n"
-          "peak RSS, and a warm `milc build`.  Then sweep chunk depth and tokens per\n"
-          "dispatch and fit time = a + b*work (a: the fixed cost per dispatch).  Results on\n"
-          "stdout, progress on stderr; the JSON and CSV layouts are in cli/BENCH.md.\n"
+          "peak RSS, and a warm `milc build`.  The per-dispatch overhead is measured\n"
+          "directly: the same decode ops bonded vs one dispatch per op, in alternated pairs.\n"
+          "Then sweep chunk depth and tokens per dispatch and fit time = a + b*work: a is\n"
+          "time independent of the work (shown beside the time to stream the weights once),\n"
+          "not a dispatch cost; a negative, poorly fitting or bending fit is flagged (a\n"
+          "bend: a cache cliff, fitted with two slopes).  --project ane adds an ESTIMATE\n"
+          "of the same chunkings on the ANE (docs/ANE-ESTIMATE.md).  Results on stdout,\n"
+          "progress on stderr; the JSON and CSV layouts are in cli/BENCH.md.\n"
           "Defaults: GPT-2 124M (--model gpt2), chunks of 4, prefill --seq 128, decode at\n"
           "--ctx 1024, min_seq 1.  Everything is built in a scratch cache under $TMPDIR\n"
           "(default /tmp), removed at the end; the user's cache is not touched.\n"
