@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "milc/rt.h"
 
 #ifndef MILC_BUILTIN_TEMPLATE_DIR
 #define MILC_BUILTIN_TEMPLATE_DIR "mil-templates"
@@ -89,6 +90,22 @@ static char *resolve_template_dirs(const char *flag) {
     return s;
 }
 
+int cli_cpu = RT_CPU_SCALAR;
+
+/* $MILC_CPU picks the kernel variant; one this CPU lacks (or this build does
+ * not carry) is refused here, before anything runs, not met as a SIGILL. */
+static int resolve_cpu(void) {
+    const char *e = getenv("MILC_CPU");
+    RtCpu v = RT_CPU_AUTO;
+    char err[256];
+    if (e && *e && (rt_cpu_parse(e, &v, err, sizeof err) || rt_cpu_check(v, err, sizeof err))) {
+        fprintf(stderr, "milc: MILC_CPU=%s: %s\n", e, err);
+        return -1;
+    }
+    cli_cpu = (int)(v == RT_CPU_AUTO ? rt_cpu_best() : v);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     Cli cli = {.argv0 = argv[0], .is_tty = isatty(2)};
     const char *cache_flag = NULL, *tmpl_flag = NULL;
@@ -133,6 +150,7 @@ int main(int argc, char **argv) {
     }
     const Command *c = find_command(name);
     if (!c) { fprintf(stderr, "milc: no command '%s'\nTry 'milc --help'.\n", name); return EXIT_USAGE; }
+    if (resolve_cpu() != 0) return EXIT_USAGE;
     for (int i = 2; i < argc && !c->own_help; i++) {
         if (strcmp(argv[i], "--") == 0) break;
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) { c->help(stdout); return EXIT_OK; }

@@ -242,6 +242,22 @@ bool rt_op_serial(const RtBuf *bufs, const RtOpRec *op) {
     return work < SERIAL_WORK;
 }
 
+/* The equal units of work the GEMM and attention kernels deal out to parts
+ * (rt_op_parts keeps them even). */
+int64_t rt_op_units(const RtBuf *bufs, const RtOpRec *op, int nth) {
+    if (op->kind == RT_OP_GEMM) { /* the blocks the kernel's split deals out */
+        const RtBuf *wb = &bufs[op->in[1]];
+        bool cols;
+        return rt_split_blocks(rt_gemm_rows(&bufs[op->in[0]], wb->dims[1], op->p.gemm.layout), wb->dims[0], nth, &cols);
+    }
+    if (op->kind == RT_OP_ATTENTION) { /* (batch, head, query rows) units */
+        const RtBuf *qb = &bufs[op->in[0]];
+        int64_t bh = qb->dims[0] * qb->dims[1], l = qb->dims[2];
+        return op->p.attn.flags ? bh * l : bh * ((l + RT_ATT_LB - 1) / RT_ATT_LB);
+    }
+    return 0;
+}
+
 /* Parts: 1 for a serial op (or one thread); else RT_PARTS_PER_THREAD per
  * thread, unless the op's work comes in few equal units that so many parts
  * would deal out unevenly.  12 heads or 64-column blocks in 8 parts are
@@ -316,7 +332,7 @@ static void run_job(void *arg, int ith, int nth) {
         const RtOpRec *op = &j->ops[i];
         RtOpSync *s = &j->sync[i];
         uint32_t parts = j->parts[i];
-        RtKernelFn kernel = rt_op_info(op->kind)->kernel;
+        RtKernelFn kernel = j->m->kern->kernel[op->kind];
         for (uint32_t k; rt_part_claim(s, parts, ith, nth, &k);) {
             kernel(&j->m->ex, op, (int)k, (int)parts);
             atomic_fetch_add(&s->done, 1); /* seq_cst: pairs with waiters */
@@ -325,7 +341,7 @@ static void run_job(void *arg, int ith, int nth) {
         /* Out of parts: start the stream of this thread's first part of the
          * next parallel op (its region's first) while the others finish. */
         uint32_t x = j->ahead[i];
-        RtKernelFn pre = x < j->end ? rt_op_info(j->ops[x].kind)->prefetch : NULL;
+        RtKernelFn pre = x < j->end ? j->m->kern->prefetch[j->ops[x].kind] : NULL;
         if (pre) pre(&j->m->ex, &j->ops[x], (int)region_first(j->parts[x], ith % regions(nth), regions(nth)), (int)j->parts[x]);
         wait_parts(s, parts);
     }
