@@ -2,9 +2,15 @@
  * (with the OS's XSAVE state: a CPU with AVX under an OS that does not save
  * the wide registers cannot run them) on x86-64; NEON is baseline on AArch64.
  * A variant the CPU lacks is refused with a message, never run to a SIGILL. */
+#include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rt_internal.h"
+
+#ifdef __APPLE__
+#include <sys/sysctl.h>
+#endif
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -114,7 +120,67 @@ int rt_cpu_check(RtCpu v, char *err, size_t errlen) {
     return RT_OK;
 }
 
+/* ---- cache sizes and the blocking they give ---- */
+
+RtBlocking rt_block = {.kc = 64, .mb = 120};
+
+#ifdef RT_X86
+/* L1 data and L2 sizes from CPUID's cache descriptors: leaf 4 (Intel) or
+ * 0x8000001D (AMD), one subleaf per cache, in one format. */
+static void cpuid_caches(size_t *l1d, size_t *l2) {
+    unsigned a, b, c, d, leaf = 4, max = __get_cpuid_max(0x80000000u, NULL);
+    if (max >= 0x8000001Du && __get_cpuid(0x80000001u, &a, &b, &c, &d) && (c >> 22 & 1)) leaf = 0x8000001Du;
+    for (unsigned i = 0; i < 16 && __get_cpuid_count(leaf, i, &a, &b, &c, &d); i++) {
+        unsigned type = a & 31, level = a >> 5 & 7;
+        if (type == 0) break;
+        size_t size = (size_t)((b >> 22) + 1) * ((b >> 12 & 0x3ff) + 1) * ((b & 0xfff) + 1) * ((size_t)c + 1);
+        if (level == 1 && type == 1 && !*l1d) *l1d = size;
+        if (level == 2 && (type == 3 || type == 2) && !*l2) *l2 = size;
+    }
+}
+#endif
+
+#ifdef __APPLE__
+static size_t sysctl_size(const char *name) {
+    uint64_t v = 0;
+    size_t len = sizeof v;
+    return sysctlbyname(name, &v, &len, NULL, 0) == 0 ? (size_t)v : 0;
+}
+#endif
+
+/* The sizes where the OS says them (glibc's sysconf, macOS's sysctl, with
+ * the performance cores' on Apple Silicon), else CPUID; 0 when unknown. */
+static void cache_sizes(size_t *l1d, size_t *l2) {
+    *l1d = *l2 = 0;
+#if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE)
+    long s1 = sysconf(_SC_LEVEL1_DCACHE_SIZE), s2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    *l1d = s1 > 0 ? (size_t)s1 : 0, *l2 = s2 > 0 ? (size_t)s2 : 0;
+#elif defined(__APPLE__)
+    *l1d = sysctl_size("hw.perflevel0.l1dcachesize"), *l2 = sysctl_size("hw.perflevel0.l2cachesize");
+    if (!*l1d) *l1d = sysctl_size("hw.l1dcachesize");
+    if (!*l2) *l2 = sysctl_size("hw.l2cachesize");
+#endif
+#ifdef RT_X86
+    if (!*l1d || !*l2) cpuid_caches(l1d, l2);
+#endif
+}
+
+static int64_t clamp_down(int64_t v, int64_t lo, int64_t hi, int64_t step) {
+    v = v < lo ? lo : v > hi ? hi : v;
+    return v / step * step;
+}
+
+static void blocking_init(void) {
+    size_t l1d, l2;
+    cache_sizes(&l1d, &l2);
+    rt_block.l1d = l1d, rt_block.l2 = l2;
+    if (l1d) rt_block.kc = clamp_down((int64_t)(l1d * 2 / 3 / (RT_PANEL * sizeof(float))), 32, RT_KC_MAX, 16);
+    if (l2) rt_block.mb = clamp_down((int64_t)(l2 / 4 / ((size_t)rt_block.kc * sizeof(float))), 24, RT_MB_MAX, RT_TILE_M);
+}
+
 int rt_cpu_kernels(RtCpu v, const RtKernels **out, char *err, size_t errlen) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, blocking_init);
     if (v == RT_CPU_AUTO) v = rt_cpu_best();
     int rc = rt_cpu_check(v, err, errlen);
     *out = rc ? NULL : table(v);

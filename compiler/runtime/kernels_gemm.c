@@ -17,13 +17,15 @@
 #include "rt_math.h"
 
 enum { MR = RT_TILE_M, NR = RT_PANEL }; /* tile: rows of A × columns of B */
-/* K-blocking for many rows: a KC×64 fp32 sub-panel of B (32 KB) stays in L1
- * while every tile of up to MB rows runs over it.  Without it each 6-row
- * tile streamed the whole K×64 panel (786 KB at K = 3072) from L2: that
- * GEMM ran at 0.45 of 1-thread peak, 0.63 with it.  Partial sums live in a
- * stack block of MB×64 floats (30 KB), so rt_run still allocates nothing
- * (gemm declares no per-thread scratch). */
-enum { KC = 128, MB = 120 };
+/* K-blocking for many rows: a KC×64 fp32 sub-panel of B stays in L1 while
+ * every tile of up to MB rows runs over it.  Without it each 6-row tile
+ * streamed the whole K×64 panel (786 KB at K = 3072) from L2: that GEMM ran
+ * at 0.45 of 1-thread peak, 0.63 with it.  KC and MB come from this CPU's
+ * cache sizes (rt_blocking: half of L1 for the sub-panel; with a 32 KB L1
+ * the 32 KB sub-panel of KC = 128 thrashed it, 0.50 of peak against 0.63 at
+ * KC = 64).  Partial sums live in a stack block of up to MB_MAX×64 floats, so
+ * rt_run still allocates nothing (gemm declares no per-thread scratch). */
+enum { KC_MAX = RT_KC_MAX, MB_MAX = RT_MB_MAX };
 
 /* Where a tile's results go: y(m, n) = act(alpha·acc + bias[n]) + res(m, n). */
 typedef struct {
@@ -405,6 +407,7 @@ static void widen_block(const Opnd *o, int nc, float *dst) {
 static void gemm_range(const Opnd *base, const void *b, int64_t panel_stride, int64_t n_total, int64_t m0, int64_t m1,
                        int64_t n0, int64_t n1, const Epi *e) {
     size_t es = base->f16 ? 2 : 4;
+    const int64_t KC = rt_block.kc, MB = rt_block.mb;
     for (int64_t n = n0; n < n1; n += NR) {
         Opnd o = *base;
         int nc = n1 - n < NR ? (int)(n1 - n) : NR;
@@ -419,10 +422,13 @@ static void gemm_range(const Opnd *base, const void *b, int64_t panel_stride, in
             for (int64_t m = m0; m < m1; m += MR) tile_any(&o, m, m1 - m < MR ? (int)(m1 - m) : MR, n, nc, e, NULL, NULL);
             continue;
         }
-        float part[MB][NR];
-        float wide[(KC + KC / 2) * NR]; /* an fp16 K-block widened: once per MB rows, not per tile */
-        for (int64_t mb = m0; mb < m1; mb += MB) {
-            int64_t mbe = m1 - mb < MB ? m1 : mb + MB;
+        float part[MB_MAX][NR];
+        float wide[(KC_MAX + KC_MAX / 2) * NR]; /* an fp16 K-block widened: once per MB rows, not per tile */
+        /* Row blocks of equal size: 128 rows as 120 + 8 streamed the panel
+         * a second time for 8 rows. */
+        int64_t nmb = (m1 - m0 + MB - 1) / MB, mbs = ((m1 - m0 + nmb - 1) / nmb + MR - 1) / MR * MR;
+        for (int64_t mb = m0; mb < m1; mb += mbs) {
+            int64_t mbe = m1 - mb < mbs ? m1 : mb + mbs;
             for (int64_t k0 = 0; k0 < base->k; k0 += KC) {
                 Opnd ok = o;
                 /* a short tail joins the last block rather than run alone */

@@ -140,6 +140,18 @@ typedef struct {
  * or build lacks (cpu.c).  RT_CPU_AUTO: the best this CPU runs. */
 int rt_cpu_kernels(RtCpu v, const RtKernels **out, char *err, size_t errlen);
 
+/* The GEMM's cache blocking from this CPU's caches (cpu.c: set once, when
+ * the first model loads; the defaults before that suit a 32 KB L1): kc rows
+ * of a 64-column fp32 sub-panel fill about 2/3 of L1, mb rows of A per
+ * K-block sit in a quarter of L2.  l1d and l2 are the sizes found (0:
+ * unknown).  The kernels' stack blocks are sized for the maxima. */
+enum { RT_KC_MAX = 256, RT_MB_MAX = 240 };
+typedef struct {
+    int64_t kc, mb;
+    size_t l1d, l2;
+} RtBlocking;
+extern RtBlocking rt_block;
+
 /* The scratch per part that matmul and attention need (ops.c). */
 size_t rt_s_matmul(const RtBuf *bufs, const RtOpRec *op);
 size_t rt_s_attention(const RtBuf *bufs, const RtOpRec *op);
