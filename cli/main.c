@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "milc/ossys.h"
 #include "milc/rt.h"
 
 #ifndef MILC_BUILTIN_TEMPLATE_DIR
@@ -63,9 +64,7 @@ static char *resolve_cache_dir(const char *flag) {
 /* The built-in templates: installed beside the binary (PREFIX/bin/milc ->
  * PREFIX/share/milc/templates) or, in a build tree, the source directory. */
 static const char *builtin_template_dir(char *buf, size_t size) {
-    ssize_t n = readlink("/proc/self/exe", buf, size - 32);
-    if (n > 0) {
-        buf[n] = 0;
+    if (os_exe_path(buf, size - 32) == 0) {
         char *slash = strrchr(buf, '/');
         if (slash) {
             strcpy(slash, "/../share/milc/templates");
