@@ -39,6 +39,9 @@ static void print_usage(FILE *f) {
           "  -h, --help          this help, or a command's with 'milc help COMMAND'\n"
           "  --version           print the version\n"
           "\n"
+          "environment: MILC_CPU=avx512|avx2|neon|scalar forces a kernel variant\n"
+          "             (default: the best this CPU runs; one it lacks is a usage error)\n"
+          "\n"
           "exit codes: 0 success, 1 invalid input (diagnostics printed),\n"
           "            2 usage error, 3 I/O, cache or system failure\n", f);
 }
