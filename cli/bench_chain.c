@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "milc/ossys.h"
 #include "bench.h"
 #include "request.h"
 #include "milc/half.h"
@@ -103,7 +104,7 @@ static void *chain_alloc(BenchChain *ch, size_t size) {
     if (!ch->mem) {
         void *m = mmap(NULL, CHAIN_MEM, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (m == MAP_FAILED) return NULL;
-        madvise(m, CHAIN_MEM, MADV_HUGEPAGE); /* a hint */
+        os_huge_hint(m, CHAIN_MEM);
         ch->mem = m, ch->mem_len = CHAIN_MEM, ch->mem_used = 0;
     }
     size_t at = (ch->mem_used + 63) & ~(size_t)63, n = size ? size : 1;

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "milc/ossys.h"
 #include "bench.h"
 #include "jobs.h"
 
@@ -605,9 +606,11 @@ static int bench_run(Cli *cli, int argc, char **argv) {
     b.threads = (int)threads;
     b.sweeps = !args_flag(&a, "no-sweeps");
     b.verify = verify_policy(&a);
-    ssize_t n = readlink("/proc/self/exe", b.exe, sizeof b.exe - 1);
-    if (n <= 0) { cli_error("cannot find this executable: %s", strerror(errno)); rc = EXIT_SYSTEM; goto out_args; }
-    b.exe[n] = 0;
+    if (os_exe_path(b.exe, sizeof b.exe) != 0) {
+        cli_error("cannot find this executable's path (the OS does not say)");
+        rc = EXIT_SYSTEM;
+        goto out_args;
+    }
 
     /* The program families: bench's defaults first, so the user's own
      * --seq / --min-seq (applied later) win. */

@@ -33,7 +33,7 @@ int model_load_file(LoadedModel *lm, const char *path, int nthreads) {
     char err[512];
     int r = rt_artifact_split(lm->map, lm->map_len, lm->secs, MAX_SECTIONS, &lm->nsecs, err, sizeof err);
     if (r == 0) r = rt_model_load(&lm->model, lm->secs, lm->nsecs,
-                                  &(RtLoadOptions){.nthreads = nthreads, .flags = RT_LOAD_VERIFY}, err, sizeof err);
+                                  &(RtLoadOptions){.nthreads = nthreads, .flags = RT_LOAD_VERIFY, .cpu = (RtCpu)cli_cpu}, err, sizeof err);
     if (r != 0) {
         cli_error("%s: not a valid artifact: %s", path, err);
         model_free(lm);
@@ -54,7 +54,7 @@ int model_load_hit(LoadedModel *lm, CacheHit *hit, int nthreads, RtPool *pool, i
     lm->nsecs = n;
     char err[512];
     int r = rt_model_load(&lm->model, lm->secs, n,
-                          &(RtLoadOptions){.nthreads = nthreads, .flags = verify ? RT_LOAD_VERIFY : 0, .pool = pool}, err,
+                          &(RtLoadOptions){.nthreads = nthreads, .flags = verify ? RT_LOAD_VERIFY : 0, .pool = pool, .cpu = (RtCpu)cli_cpu}, err,
                           sizeof err);
     if (r != 0) {
         cli_error("cached artifact %s does not load: %s", what, err);
