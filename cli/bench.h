@@ -10,6 +10,9 @@
 #include <stdio.h>
 
 #include "cli.h"
+#include "jobs.h"
+#include "milc/backend.h"
+#include "milc/estimate.h"
 #include "genopts.h"
 #include "model.h"
 #include "pipeline.h"
@@ -66,10 +69,25 @@ typedef struct BenchChain {
     int *nin, *nout;
     unsigned char *mem; /* every tensor, bump-allocated in one huge-page mapping */
     size_t mem_len, mem_used;
+    RtArtifact **arts;  /* bench_chain_adopt: the artifacts the models run on; owned */
+    int narts;
+    int run_flags;      /* rt_run flags of every program (RT_RUN_NONBONDED: mode 0's per-op variant) */
+    uint64_t last_ops;  /* plan ops the last forward ran */
 } BenchChain;
+
+typedef struct BenchRange {
+    const void *p;
+    size_t bytes;
+} BenchRange;
 
 /* Load every program of b from c.  EXIT_OK or EXIT_* with a message printed. */
 int bench_chain_load(Cache *c, const BenchBuilt *b, int nthreads, BenchChain *ch);
+/* Load artifacts compiled in this process (not from a cache); the chain
+ * takes arts and every artifact in it, also on failure. */
+int bench_chain_adopt(RtArtifact **arts, int n, int nthreads, BenchChain *ch);
+/* Weight bytes of a cache-loaded chain's programs; with r, their ranges where
+ * they lie (at most max, count in *nr). */
+double bench_chain_weight_bytes(const BenchChain *ch, BenchRange *r, int *nr, int max);
 /* One forward pass: wall ms of all programs and their dispatches summed. */
 int bench_chain_run(BenchChain *ch, double *ms, uint64_t *dispatches);
 void bench_chain_free(BenchChain *ch);
@@ -77,6 +95,10 @@ void bench_chain_free(BenchChain *ch);
 /* The hidden fresh-process measurement: `milc bench --child ttft ...` (see
  * cmd_bench.c).  Prints one JSON line on stdout. */
 int bench_child(Cli *cli, int argc, char **argv);
+
+/* "1,2,4" into out[]: integers within [lo, hi], at most BENCH_MAX_POINTS;
+ * a usage error (printed) otherwise.  opt names the option in the message. */
+bool bench_parse_list(const char *opt, const char *s, long lo, long hi, long *out, int *n);
 
 /* ---- statistics --------------------------------------------------------- */
 
@@ -90,9 +112,35 @@ typedef struct BenchPoint {
     double work;       /* layers or tokens per dispatch */
     BenchStat ms;      /* time per forward of the program */
     double dispatches; /* per forward */
+    double weight_bytes; /* the program's weights */
+    double stream_ms;  /* weight_bytes ÷ the bandwidth of those bytes, read right after: the floor of a forward */
 } BenchPoint;
 
 enum { BENCH_MAX_POINTS = 32 };
+
+/* The per-dispatch overhead measured directly (bench_dispatch.c). */
+typedef struct BenchDispatch {
+    BenchStat us;    /* µs per dispatch: (per-op forward - bonded forward) / extra dispatches, per pair */
+    int bonded, per_op; /* dispatches of one forward each way */
+    int pairs;
+} BenchDispatch;
+
+/* The decode chunks of p (chunks of `chunk` layers) compiled in mode 0 with
+ * the same ops in both variants, weights written under dir, timed bonded vs
+ * one dispatch per op in `pairs` alternated pairs.  EXIT_OK, EXIT_INPUT with
+ * diagnostics in d, or EXIT_SYSTEM with a message printed. */
+int bench_dispatch(const TemplatePath *tp, const BenchParams *p, long chunk, int nthreads, const char *dir, int pairs,
+                   BenchDispatch *out, DiagSink *d);
+
+/* Generate one job's program (weights under dir), check it and compile it
+ * with bo (model_path set to dir) into *art; st may be NULL.  0, or -1 with
+ * diagnostics in d. */
+int bench_compile_job(const TemplatePath *tp, const BuildJob *j, const char *dir, const BackendOptions *bo,
+                      RtArtifact **art, BackendStats *st, DiagSink *d);
+
+/* Bytes per second nthreads threads read from the ranges together (the best
+ * of reps passes); 0 if it cannot be measured. */
+double bench_bandwidth(const BenchRange *r, int nr, int nthreads, int reps);
 
 /* time = a + b·work over the points' medians, by least squares. */
 typedef struct BenchSweep {
@@ -101,7 +149,8 @@ typedef struct BenchSweep {
     BenchPoint pts[BENCH_MAX_POINTS];
     int npts;
     bool has_fit; /* at least two distinct work values */
-    double a_ms, b_ms, r2;
+    double a_ms, b_ms, r2; /* the line (= fit.a, fit.b, fit.r2) */
+    EstFit fit;   /* with the flags that say when a_ms is not a cost, and the hinge */
 } BenchSweep;
 void bench_fit(BenchSweep *s);
 
@@ -123,6 +172,7 @@ typedef struct BenchModeResult {
     BenchStat rss_cached, rss_cold; /* peak RSS bytes of the fresh processes */
     uint64_t artifact_bytes;
     double prefill_dispatches, decode_dispatches; /* per forward / per token */
+    double decode_ops, decode_weight_bytes, decode_gbs; /* plan ops per token; weights; their read bandwidth */
     bool has_sweeps;
     BenchSweep depth, tokens;
 } BenchModeResult;
@@ -134,7 +184,38 @@ typedef struct BenchReport {
     int verify; /* how hits are checked: BUILD_VERIFY_* (pipeline.h), as `milc build` */
     BenchModeResult modes[3];
     int nmodes;
+    bool has_dispatch;
+    BenchDispatch dispatch; /* measured directly, once per run */
+    const struct BenchProjection *projection; /* --project: the ANE estimate, or NULL */
 } BenchReport;
+
+/* ---- the ANE projection (an ESTIMATE; bench_project.c) ------------------ */
+
+typedef struct BenchProjection {
+    EstChip chip;
+    char chip_path[4096];
+    EstModel model;
+    int prompt, ctx;
+    int modes[3], nmodes;
+    int depths[BENCH_MAX_POINTS], ndepths;
+    EstPlan plan[3][BENCH_MAX_POINTS];       /* [mode][depth] */
+    EstResult res[3][BENCH_MAX_POINTS][2]; /* [mode][depth][EST_DIRECT, EST_COREML] */
+} BenchProjection;
+
+/* The chip file a --chip argument names: a bare NAME is milc's
+ * data/ane/NAME.json (NULL: m4-max), anything with '/' or ".json" a path. */
+const char *bench_chip_path(const char *arg, char *buf, size_t len);
+/* Read and check a chip file.  EXIT_OK, or EXIT_INPUT / EXIT_SYSTEM with a
+ * message printed that names the file and the field. */
+int bench_chip_load(const char *path, EstChip *c);
+/* The per-layer plan of decode's family: one decode layer compiled in mode 1
+ * (weights under dir): its MIL ops, weight bytes, and dim for attention.
+ * EXIT_OK, EXIT_INPUT with diagnostics in d, or EXIT_SYSTEM. */
+int bench_project_model(const TemplatePath *tp, const BenchParams *decode, const char *dir, EstModel *m, DiagSink *d);
+/* Fill plan and res for every mode and depth (depths above the model's are skipped). */
+void bench_project_run(BenchProjection *p);
+void bench_project_table(FILE *f, const BenchProjection *p);
+void bench_project_json(FILE *f, const BenchProjection *p); /* one JSON object */
 
 void bench_print_table(FILE *f, const BenchReport *r);
 void bench_write_json(FILE *f, const BenchReport *r);

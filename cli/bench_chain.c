@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "milc/ossys.h"
 #include "bench.h"
 #include "request.h"
 #include "milc/half.h"
@@ -103,7 +104,7 @@ static void *chain_alloc(BenchChain *ch, size_t size) {
     if (!ch->mem) {
         void *m = mmap(NULL, CHAIN_MEM, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (m == MAP_FAILED) return NULL;
-        madvise(m, CHAIN_MEM, MADV_HUGEPAGE); /* a hint */
+        os_huge_hint(m, CHAIN_MEM);
         ch->mem = m, ch->mem_len = CHAIN_MEM, ch->mem_used = 0;
     }
     size_t at = (ch->mem_used + 63) & ~(size_t)63, n = size ? size : 1;
@@ -153,20 +154,60 @@ static bool same_shape(const RtTensor *a, const RtTensor *b) {
     return a->dtype == b->dtype && a->rank == b->rank && memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank) == 0;
 }
 
-int bench_chain_load(Cache *c, const BenchBuilt *b, int nthreads, BenchChain *ch) {
+/* The chain's arrays for n programs and its thread pool.  EXIT_OK or EXIT_*
+ * with a message printed (ch freed). */
+static int chain_start(BenchChain *ch, int n, int nthreads) {
     memset(ch, 0, sizeof *ch);
-    ch->lm = calloc((size_t)b->n + 1, sizeof *ch->lm);
-    ch->in = calloc((size_t)b->n + 1, sizeof *ch->in);
-    ch->out = calloc((size_t)b->n + 1, sizeof *ch->out);
-    ch->nin = calloc((size_t)b->n + 1, sizeof *ch->nin);
-    ch->nout = calloc((size_t)b->n + 1, sizeof *ch->nout);
-    if (!ch->lm || !ch->in || !ch->out || !ch->nin || !ch->nout) goto nomem;
+    ch->lm = calloc((size_t)n + 1, sizeof *ch->lm);
+    ch->in = calloc((size_t)n + 1, sizeof *ch->in);
+    ch->out = calloc((size_t)n + 1, sizeof *ch->out);
+    ch->nin = calloc((size_t)n + 1, sizeof *ch->nin);
+    ch->nout = calloc((size_t)n + 1, sizeof *ch->nout);
+    if (!ch->lm || !ch->in || !ch->out || !ch->nin || !ch->nout) {
+        bench_chain_free(ch);
+        cli_error("out of memory");
+        return EXIT_SYSTEM;
+    }
     int pr = rt_pool_new(&ch->pool, nthreads);
     if (pr != RT_OK) {
         cli_error("cannot start the runtime's threads: %s", rt_strerror(pr));
         bench_chain_free(ch);
         return EXIT_SYSTEM;
     }
+    return EXIT_OK;
+}
+
+/* Tensors for program i, whose model is loaded: outputs, then inputs, the
+ * hidden state x reading what program i-1 wrote to y.  0 or -1 (ENOMEM). */
+static int chain_bind(BenchChain *ch, int i) {
+    RtModel *m = ch->lm[i].model;
+    ch->nin[i] = rt_model_ninputs(m);
+    ch->nout[i] = rt_model_noutputs(m);
+    ch->in[i] = calloc((size_t)ch->nin[i] + 1, sizeof(RtTensor));
+    ch->out[i] = calloc((size_t)ch->nout[i] + 1, sizeof(RtTensor));
+    if (!ch->in[i] || !ch->out[i]) return -1;
+    for (int k = 0; k < ch->nout[i]; k++) {
+        RtIoInfo io;
+        rt_model_output(m, k, &io);
+        if (tensor_for(ch, &io, &ch->out[i][k]) != 0) return -1;
+    }
+    int px = i > 0 ? io_find(ch->lm[i - 1].model, false, "y") : -1;
+    for (int k = 0; k < ch->nin[i]; k++) {
+        RtIoInfo io;
+        rt_model_input(m, k, &io);
+        RtTensor t;
+        if (tensor_for(ch, &io, &t) != 0) return -1;
+        fill_input(&t, io.name, (uint64_t)(i * 131 + k + 1));
+        /* Chain the hidden states: this chunk reads what the last wrote. */
+        if (px >= 0 && strcmp(io.name, "x") == 0 && same_shape(&t, &ch->out[i - 1][px])) t.data = ch->out[i - 1][px].data;
+        ch->in[i][k] = t;
+    }
+    return 0;
+}
+
+int bench_chain_load(Cache *c, const BenchBuilt *b, int nthreads, BenchChain *ch) {
+    int rc = chain_start(ch, b->n, nthreads);
+    if (rc != EXIT_OK) return rc;
     for (int i = 0; i < b->n; i++) {
         char hex[33];
         cache_key_hex(&b->keys[i], hex);
@@ -181,31 +222,10 @@ int bench_chain_load(Cache *c, const BenchBuilt *b, int nthreads, BenchChain *ch
             bench_chain_free(ch);
             return EXIT_SYSTEM;
         }
-        int rc = model_load_hit(&ch->lm[i], hit, &(ModelLoad){.nthreads = nthreads, .pool = ch->pool}, hex);
+        rc = model_load_hit(&ch->lm[i], hit, &(ModelLoad){.nthreads = nthreads, .pool = ch->pool}, hex);
         ch->n = i + 1;
         if (rc != EXIT_OK) { bench_chain_free(ch); return rc; }
-        RtModel *m = ch->lm[i].model;
-        ch->nin[i] = rt_model_ninputs(m);
-        ch->nout[i] = rt_model_noutputs(m);
-        ch->in[i] = calloc((size_t)ch->nin[i] + 1, sizeof(RtTensor));
-        ch->out[i] = calloc((size_t)ch->nout[i] + 1, sizeof(RtTensor));
-        if (!ch->in[i] || !ch->out[i]) goto nomem;
-        for (int k = 0; k < ch->nout[i]; k++) {
-            RtIoInfo io;
-            rt_model_output(m, k, &io);
-            if (tensor_for(ch, &io, &ch->out[i][k]) != 0) goto nomem;
-        }
-        int px = i > 0 ? io_find(ch->lm[i - 1].model, false, "y") : -1;
-        for (int k = 0; k < ch->nin[i]; k++) {
-            RtIoInfo io;
-            rt_model_input(m, k, &io);
-            RtTensor t;
-            if (tensor_for(ch, &io, &t) != 0) goto nomem;
-            fill_input(&t, io.name, (uint64_t)(i * 131 + k + 1));
-            /* Chain the hidden states: this chunk reads what the last wrote. */
-            if (px >= 0 && strcmp(io.name, "x") == 0 && same_shape(&t, &ch->out[i - 1][px])) t.data = ch->out[i - 1][px].data;
-            ch->in[i][k] = t;
-        }
+        if (chain_bind(ch, i) != 0) goto nomem;
     }
     return EXIT_OK;
 nomem:
@@ -214,15 +234,72 @@ nomem:
     return EXIT_SYSTEM;
 }
 
+int bench_chain_adopt(RtArtifact **arts, int n, int nthreads, BenchChain *ch) {
+    int rc = chain_start(ch, n, nthreads);
+    if (rc != EXIT_OK) {
+        for (int i = 0; i < n; i++) rt_artifact_free(arts[i]);
+        free(arts);
+        return rc;
+    }
+    ch->arts = arts, ch->narts = n;
+    for (int i = 0; i < n; i++) {
+        const RtSection *secs;
+        int ns;
+        char err[512];
+        rt_artifact_sections(arts[i], &secs, &ns);
+        int r = rt_model_load(&ch->lm[i].model, secs, ns, &(RtLoadOptions){.nthreads = nthreads, .pool = ch->pool}, err,
+                              sizeof err);
+        if (r != 0) {
+            cli_error("a compiled program does not load: %s", err);
+            bench_chain_free(ch);
+            return EXIT_SYSTEM;
+        }
+        ch->n = i + 1;
+        if (chain_bind(ch, i) != 0) {
+            bench_chain_free(ch);
+            cli_error("out of memory");
+            return EXIT_SYSTEM;
+        }
+    }
+    return EXIT_OK;
+}
+
+/* Section i's kind from the manifest's table (compiler/runtime/ARTIFACT.md:
+ * 64-byte header, then 32-byte entries, kind first; entry k is section k+1).
+ * A cache hit's sections carry no kind of their own; the model loaded, so
+ * the table is valid. */
+static uint32_t section_kind(const RtSection *secs, int i) {
+    const RtSection *m = &secs[0];
+    size_t at = 64 + 32 * (size_t)(i - 1);
+    uint32_t kind = 0;
+    if (i >= 1 && at + 4 <= m->size) memcpy(&kind, (const unsigned char *)m->data + at, 4);
+    return kind;
+}
+
+double bench_chain_weight_bytes(const BenchChain *ch, BenchRange *r, int *nr, int max) {
+    double sum = 0;
+    int n = 0;
+    for (int i = 0; i < ch->n; i++)
+        for (int k = 1; k < ch->lm[i].nsecs; k++)
+            if (section_kind(ch->lm[i].secs, k) == RT_SEC_WEIGHT) {
+                sum += (double)ch->lm[i].secs[k].size;
+                if (r && n < max) r[n++] = (BenchRange){ch->lm[i].secs[k].data, ch->lm[i].secs[k].size};
+            }
+    if (nr) *nr = n;
+    return sum;
+}
+
 int bench_chain_run(BenchChain *ch, double *ms, uint64_t *dispatches) {
     long long t0 = cli_now_ns();
-    uint64_t nd = 0;
+    uint64_t nd = 0, ops = 0;
     for (int i = 0; i < ch->n; i++) {
         RtRunStats st = {0};
-        int r = rt_run(ch->lm[i].model, ch->in[i], ch->nin[i], ch->out[i], ch->nout[i], 0, &st);
+        int r = rt_run(ch->lm[i].model, ch->in[i], ch->nin[i], ch->out[i], ch->nout[i], ch->run_flags, &st);
         if (r != 0) { cli_error("run failed: %s", rt_strerror(r)); return EXIT_SYSTEM; }
         nd += st.dispatches;
+        ops += st.ops;
     }
+    ch->last_ops = ops;
     *ms = (double)(cli_now_ns() - t0) / 1e6;
     if (dispatches) *dispatches = nd;
     return EXIT_OK;
@@ -236,6 +313,8 @@ void bench_chain_free(BenchChain *ch) {
         free(ch->out[i]);
     }
     if (ch->mem) munmap(ch->mem, ch->mem_len);
+    for (int i = 0; i < ch->narts; i++) rt_artifact_free(ch->arts[i]); /* after the models that ran on them */
+    free(ch->arts);
     free(ch->lm);
     free(ch->in);
     free(ch->out);

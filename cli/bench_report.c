@@ -28,29 +28,20 @@ BenchStat bench_stat(const double *v, int n) {
 }
 
 void bench_fit(BenchSweep *s) {
-    s->has_fit = false;
-    s->a_ms = s->b_ms = s->r2 = NAN;
-    int n = s->npts;
-    if (n < 2) return;
-    double mx = 0, my = 0;
-    for (int i = 0; i < n; i++) mx += s->pts[i].work, my += s->pts[i].ms.med;
-    mx /= n, my /= n;
-    double sxx = 0, sxy = 0, syy = 0;
-    for (int i = 0; i < n; i++) {
-        double dx = s->pts[i].work - mx, dy = s->pts[i].ms.med - my;
-        sxx += dx * dx, sxy += dx * dy, syy += dy * dy;
-    }
-    if (!(sxx > 0)) return; /* one distinct work value: no line */
-    s->b_ms = sxy / sxx;
-    s->a_ms = my - s->b_ms * mx;
-    double ssres = 0;
-    for (int i = 0; i < n; i++) {
-        double e = s->pts[i].ms.med - (s->a_ms + s->b_ms * s->pts[i].work);
-        ssres += e * e;
-    }
-    /* All times equal: the line explains them exactly. */
-    s->r2 = syy > 0 ? 1 - ssres / syy : 1;
-    s->has_fit = true;
+    double x[BENCH_MAX_POINTS], y[BENCH_MAX_POINTS];
+    for (int i = 0; i < s->npts; i++) x[i] = s->pts[i].work, y[i] = s->pts[i].ms.med;
+    est_fit(x, y, s->npts, &s->fit);
+    s->has_fit = s->fit.ok;
+    s->a_ms = s->fit.a, s->b_ms = s->fit.b, s->r2 = s->fit.r2;
+}
+
+/* The median over the points of what streaming each one's weights takes. */
+static double sweep_stream_ms(const BenchSweep *s, bool per_work) {
+    double v[BENCH_MAX_POINTS];
+    int n = 0;
+    for (int i = 0; i < s->npts; i++)
+        if (isfinite(s->pts[i].stream_ms)) v[n++] = s->pts[i].stream_ms / (per_work ? s->pts[i].work : 1);
+    return bench_stat(v, n).med;
 }
 
 /* The mode the summary ratios are about: 2 (bonded, the production mode)
@@ -84,6 +75,70 @@ static double v_ddisp(const BenchReport *r, const BenchModeResult *m) { (void)r;
 static double v_rss(const BenchReport *r, const BenchModeResult *m) { (void)r; return m->rss_cached.med / 1048576.0; }
 static double v_rss_cold(const BenchReport *r, const BenchModeResult *m) { (void)r; return m->rss_cold.med / 1048576.0; }
 static double v_build(const BenchReport *r, const BenchModeResult *m) { (void)r; return m->build_warm_ms.med; }
+
+/* The flags of a fit, as words; "" when none. */
+static void flag_words(unsigned flags, char *buf, size_t len) {
+    buf[0] = 0;
+    for (unsigned bit = 1; bit <= EST_FIT_BENDS; bit <<= 1)
+        if (flags & bit) {
+            size_t at = strlen(buf);
+            snprintf(buf + at, len - at, "%s%s", at ? ", " : "", est_fit_flag_name(bit));
+        }
+}
+
+/* What a line's intercept is: time independent of the work, beside the time
+ * it takes to stream the program's weights once; or why it is no cost. */
+static void print_intercept(FILE *f, const BenchSweep *s, const char *work) {
+    char fl[128];
+    flag_words(s->fit.flags, fl, sizeof fl);
+    if (s->fit.flags) {
+        fprintf(f, "%.4f ms, FLAGGED (%s): not a cost", s->a_ms, fl);
+        return;
+    }
+    fprintf(f, "%.4f ms = time independent of %s (not a dispatch cost)", s->a_ms, work);
+    double st = sweep_stream_ms(s, false);
+    if (s->work_name[0] == 't' && isfinite(st)) fprintf(f, "; streaming the chunk's weights once takes %.4f ms", st);
+}
+
+static void print_sweep(FILE *f, int mode, const BenchSweep *s, bool depth) {
+    if (depth) fprintf(f, "\nmode %d, depth sweep (T=%d): time per forward vs layers per chunk\n", mode, s->fixed);
+    else fprintf(f, "mode %d, token sweep (%d layers): time per forward vs tokens per dispatch\n", mode, s->fixed);
+    fprintf(f, "  %-8s", s->work_name);
+    for (int p = 0; p < s->npts; p++) fprintf(f, "%10g", s->pts[p].work);
+    fprintf(f, "\n  %-8s", "ms");
+    for (int p = 0; p < s->npts; p++) fprintf(f, "%10.3f", s->pts[p].ms.med);
+    fprintf(f, "\n  %-8s", "stream");
+    for (int p = 0; p < s->npts; p++)
+        if (isfinite(s->pts[p].stream_ms)) fprintf(f, "%10.3f", s->pts[p].stream_ms);
+        else fprintf(f, "%10s", "-");
+    fprintf(f, "\n  %-8s", "dispatch");
+    for (int p = 0; p < s->npts; p++) fprintf(f, "%10.0f", s->pts[p].dispatches);
+    fputc('\n', f);
+    if (!s->has_fit) { fprintf(f, "  fit: needs two distinct %s values\n", s->work_name); return; }
+    const char *unit = depth ? "layer" : "token";
+    fprintf(f, "  line: time = %.4f ms + %.4f ms/%s (R^2 = %.4f)\n  intercept: ", s->a_ms, s->b_ms, unit, s->r2);
+    print_intercept(f, s, depth ? "layers per chunk" : "tokens per dispatch");
+    fputc('\n', f);
+    if (s->fit.flags & EST_FIT_NEGATIVE_INTERCEPT)
+        fprintf(f, "  negative intercept: no fixed cost is negative; the line is pulled by points it does not fit\n");
+    if (s->fit.flags & EST_FIT_POOR) fprintf(f, "  poor fit: R^2 below %.2f, the points are not on a line\n", EST_FIT_MIN_R2);
+    if (s->fit.flags & EST_FIT_BENDS)
+        fprintf(f, "  bends at %g %ss: %.4f ms/%s up to it, %.4f after (R^2 = %.4f): past it the weights no longer fit in a"
+                   " cache, so the straight line is the wrong model\n",
+                s->fit.knot, unit, s->fit.hb, unit, s->fit.hb + s->fit.hc, s->fit.hr2);
+    if (depth && isfinite(sweep_stream_ms(s, true)))
+        fprintf(f, "  streaming one layer's weights once takes %.4f ms (the slope's floor)\n", sweep_stream_ms(s, true));
+}
+
+static void print_dispatch(FILE *f, const BenchReport *r) {
+    if (!r->has_dispatch) return;
+    const BenchDispatch *d = &r->dispatch;
+    fprintf(f, "  per-dispatch overhead          %.3f us (measured: the decode chunks bonded, %d dispatches, vs one per op,"
+               " %d; median of %d alternated pairs, %.3f..%.3f)\n",
+            d->us.med, d->bonded, d->per_op, d->pairs, d->us.min, d->us.max);
+    if (!(d->us.med > 0))
+        fprintf(f, "                                 (not above this run's noise: more pairs with --repeat)\n");
+}
 
 void bench_print_table(FILE *f, const BenchReport *r) {
     static const struct {
@@ -130,37 +185,28 @@ void bench_print_table(FILE *f, const BenchReport *r) {
         }
         fputc('\n', f);
     }
-    for (int i = 0; i < r->nmodes; i++) {
-        const BenchModeResult *m = &r->modes[i];
-        if (!m->has_sweeps) continue;
-        const BenchSweep *sw[2] = {&m->depth, &m->tokens};
-        for (int k = 0; k < 2; k++) {
-            const BenchSweep *s = sw[k];
-            if (k == 0) fprintf(f, "\nmode %d, depth sweep (T=%d): time per forward vs layers per chunk\n", m->mode, s->fixed);
-            else fprintf(f, "mode %d, token sweep (%d layers): time per forward vs tokens per dispatch\n", m->mode, s->fixed);
-            fprintf(f, "  %-8s", s->work_name);
-            for (int p = 0; p < s->npts; p++) fprintf(f, "%10g", s->pts[p].work);
-            fprintf(f, "\n  %-8s", "ms");
-            for (int p = 0; p < s->npts; p++) fprintf(f, "%10.3f", s->pts[p].ms.med);
-            fprintf(f, "\n  %-8s", "dispatch");
-            for (int p = 0; p < s->npts; p++) fprintf(f, "%10.0f", s->pts[p].dispatches);
-            if (s->has_fit)
-                fprintf(f, "\n  fit: time = %.4f ms + %.4f ms/%s (R^2 = %.4f)\n", s->a_ms, s->b_ms,
-                        k == 0 ? "layer" : "token", s->r2);
-            else fprintf(f, "\n  fit: needs two distinct %s values\n", s->work_name);
+    for (int i = 0; i < r->nmodes; i++)
+        if (r->modes[i].has_sweeps) {
+            print_sweep(f, r->modes[i].mode, &r->modes[i].depth, true);
+            print_sweep(f, r->modes[i].mode, &r->modes[i].tokens, false);
         }
-    }
     const BenchModeResult *m = summary_mode(r);
     if (!m) return;
     fprintf(f, "\nsummary (%s, chunks of %ld, mode %d, T=%ld):\n", r->config, r->chunk, m->mode, r->seq);
     fprintf(f, "  ttft cached / steady prefill   %.3f   (goal <= 1.10); run by run: median %.3f, %.3f-%.3f\n",
             m->ttft_cached_ms.med / m->prefill_ms.med, m->ttft_pair.med, m->ttft_pair.min, m->ttft_pair.max);
     fprintf(f, "  ttft cold / ttft cached        %.2f\n", m->ttft_cold_ms.med / m->ttft_cached_ms.med);
-    if (m->has_sweeps && m->tokens.has_fit)
-        fprintf(f, "  fixed cost per dispatch        %.4f ms (token-sweep fit a); %.4f ms (depth-sweep fit a)\n",
-                m->tokens.a_ms, m->depth.a_ms);
+    print_dispatch(f, r);
+    if (m->has_sweeps && m->tokens.has_fit) {
+        fprintf(f, "  token-sweep intercept          ");
+        print_intercept(f, &m->tokens, "tokens per dispatch");
+        fprintf(f, "\n  depth-sweep intercept          ");
+        print_intercept(f, &m->depth, "layers per chunk");
+        fputc('\n', f);
+    }
     fprintf(f, "  warm `milc build`, whole process, all %ld chunks   %.2f ms (goal <= 20)\n", r->nchunks,
             m->build_warm_ms.med);
+    if (r->projection) bench_project_table(f, r->projection);
 }
 
 /* ---- JSON ------------------------------------------------------------------ */
@@ -194,11 +240,32 @@ static void jspread(FILE *f, const char *name, BenchStat s, bool comma) {
     fprintf(f, ",\"n\":%d}%s", s.n, comma ? "," : "");
 }
 
+static void jflags(FILE *f, const char *name, unsigned flags) {
+    fprintf(f, "\"%s\":[", name);
+    int k = 0;
+    for (unsigned bit = 1; bit <= EST_FIT_BENDS; bit <<= 1)
+        if (flags & bit) fprintf(f, "%s\"%s\"", k++ ? "," : "", est_fit_flag_name(bit));
+    fputs("],", f);
+}
+
 static void jsweep(FILE *f, const BenchSweep *s, const char *fixed_name) {
     fprintf(f, "{\"work\":\"%s\",\"%s\":%d,", s->work_name, fixed_name, s->fixed);
     jfield(f, "a_ms", s->has_fit ? s->a_ms : NAN, true);
     jfield(f, "b_ms", s->has_fit ? s->b_ms : NAN, true);
     jfield(f, "r2", s->has_fit ? s->r2 : NAN, true);
+    fputs("\"a_means\":\"time independent of work\",", f);
+    jflags(f, "flags", s->has_fit ? s->fit.flags : 0);
+    jfield(f, "stream_ms", sweep_stream_ms(s, false), true);
+    fputs("\"hinge\":", f);
+    if (s->has_fit && (s->fit.flags & EST_FIT_BENDS)) {
+        fputc('{', f);
+        jfield(f, "knot", s->fit.knot, true);
+        jfield(f, "a_ms", s->fit.ha, true);
+        jfield(f, "b_ms", s->fit.hb, true);
+        jfield(f, "b_after_ms", s->fit.hb + s->fit.hc, true);
+        jfield(f, "r2", s->fit.hr2, false);
+        fputs("},", f);
+    } else fputs("null,", f);
     fputs("\"points\":[", f);
     for (int p = 0; p < s->npts; p++) {
         const BenchPoint *pt = &s->pts[p];
@@ -208,22 +275,37 @@ static void jsweep(FILE *f, const BenchSweep *s, const char *fixed_name) {
         jfield(f, "min", pt->ms.min, true);
         jfield(f, "max", pt->ms.max, true);
         fprintf(f, "\"n\":%d,", pt->ms.n);
-        jfield(f, "dispatches", pt->dispatches, false);
+        jfield(f, "dispatches", pt->dispatches, true);
+        jfield(f, "weight_bytes", pt->weight_bytes, true);
+        jfield(f, "stream_ms", pt->stream_ms, false);
         fputc('}', f);
     }
     fputs("]}", f);
 }
 
+static void jdispatch(FILE *f, const BenchReport *r) {
+    fputs("\"dispatch\":", f);
+    if (!r->has_dispatch) { fputs("null,", f); return; }
+    const BenchDispatch *d = &r->dispatch;
+    fputc('{', f);
+    jfield(f, "us", d->us.med, true);
+    jfield(f, "min", d->us.min, true);
+    jfield(f, "max", d->us.max, true);
+    fprintf(f, "\"n\":%d,\"bonded_dispatches\":%d,\"per_op_dispatches\":%d},", d->us.n, d->bonded, d->per_op);
+}
+
 void bench_write_json(FILE *f, const BenchReport *r) {
-    fputs("{\"schema\":\"milc-bench/1\",\"milc_version\":", f);
+    fputs("{\"schema\":\"milc-bench/2\",\"milc_version\":", f);
     jstr(f, MILC_VERSION);
     fputs(",\"config\":", f);
     jstr(f, r->config);
     fprintf(f, ",\"layers\":%ld,\"layers_per_chunk\":%ld,\"chunks\":%ld,\"seq\":%ld,\"ctx\":%ld,\"repeat\":%d,"
-               "\"cold_repeat\":%d,\"threads\":%d,\"depth_seq\":%ld,\"verify_hits\":%s,\"verify_policy\":\"%s\",\"modes\":[",
+               "\"cold_repeat\":%d,\"threads\":%d,\"depth_seq\":%ld,\"verify_hits\":%s,\"verify_policy\":\"%s\",",
             r->layers, r->chunk, r->nchunks, r->seq, r->ctx, r->repeat, r->cold_repeat, r->threads, r->depth_seq,
             r->verify != BUILD_VERIFY_NONE ? "true" : "false",
             r->verify == BUILD_VERIFY_NONE ? "none" : r->verify == BUILD_VERIFY_FULL ? "full" : "once");
+    jdispatch(f, r);
+    fputs("\"modes\":[", f);
     for (int i = 0; i < r->nmodes; i++) {
         const BenchModeResult *m = &r->modes[i];
         fprintf(f, "%s{\"mode\":%d,\"layers_per_chunk\":%ld,\"chunks\":%ld,\"seq\":%ld,", i ? "," : "", m->mode,
@@ -247,6 +329,9 @@ void bench_write_json(FILE *f, const BenchReport *r) {
         jfield(f, "prefill_dispatches", m->prefill_dispatches, true);
         jfield(f, "decode_ms_per_token", m->decode_ms.med, true);
         jfield(f, "dispatches_per_token", m->decode_dispatches, true);
+        jfield(f, "decode_ops", m->decode_ops, true);
+        jfield(f, "decode_weight_bytes", m->decode_weight_bytes, true);
+        jfield(f, "decode_read_gbs", m->decode_gbs > 0 ? m->decode_gbs : NAN, true);
         jfield(f, "peak_rss_bytes", m->rss_cached.med, true);
         jfield(f, "peak_rss_cold_bytes", m->rss_cold.med, true);
         jfield(f, "build_warm_ms", m->build_warm_ms.med, true);
@@ -270,15 +355,23 @@ void bench_write_json(FILE *f, const BenchReport *r) {
         } else fputs("null", f);
         fputc('}', f);
     }
-    fputs("],\"summary\":", f);
+    fputs("],\"projection\":", f); /* --project: an ESTIMATE, not a measurement */
+    if (r->projection) bench_project_json(f, r->projection);
+    else fputs("null", f);
+    fputs(",\"summary\":", f);
     const BenchModeResult *m = summary_mode(r);
     if (m) {
         fprintf(f, "{\"mode\":%d,", m->mode);
         jfield(f, "ttft_cached_over_steady", m->ttft_cached_ms.med / m->prefill_ms.med, true);
         jfield(f, "ttft_cached_over_steady_paired", m->ttft_pair.med, true);
         jfield(f, "ttft_cold_over_cached", m->ttft_cold_ms.med / m->ttft_cached_ms.med, true);
-        jfield(f, "dispatch_overhead_ms", m->has_sweeps && m->tokens.has_fit ? m->tokens.a_ms : NAN, true);
-        jfield(f, "depth_overhead_ms", m->has_sweeps && m->depth.has_fit ? m->depth.a_ms : NAN, true);
+        jfield(f, "dispatch_overhead_ms", r->has_dispatch ? r->dispatch.us.med / 1e3 : NAN, true);
+        bool tf = m->has_sweeps && m->tokens.has_fit, df = m->has_sweeps && m->depth.has_fit;
+        jfield(f, "tokens_intercept_ms", tf ? m->tokens.a_ms : NAN, true);
+        jfield(f, "tokens_stream_ms", tf ? sweep_stream_ms(&m->tokens, false) : NAN, true);
+        jfield(f, "depth_intercept_ms", df ? m->depth.a_ms : NAN, true);
+        jflags(f, "tokens_flags", tf ? m->tokens.fit.flags : 0);
+        jflags(f, "depth_flags", df ? m->depth.fit.flags : 0);
         jfield(f, "build_warm_ms", m->build_warm_ms.med, false);
         fputc('}', f);
     } else fputs("null", f);
@@ -301,8 +394,26 @@ static void crow(FILE *f, int mode, const char *section, const char *metric, dou
 
 static BenchStat one(double v) { return (BenchStat){v, v, v, 1}; }
 
+/* A fit's flags and hinge as rows: 1 when flagged. */
+static void csv_fit_extra(FILE *f, int md, const char *section, const BenchSweep *s) {
+    for (unsigned bit = 1; bit <= EST_FIT_BENDS; bit <<= 1)
+        crow(f, md, section, est_fit_flag_name(bit), NAN, one((s->fit.flags & bit) ? 1 : 0));
+    crow(f, md, section, "stream_ms", NAN, one(sweep_stream_ms(s, false)));
+    if (!(s->fit.flags & EST_FIT_BENDS)) return;
+    crow(f, md, section, "hinge_knot", NAN, one(s->fit.knot));
+    crow(f, md, section, "hinge_b_ms", NAN, one(s->fit.hb));
+    crow(f, md, section, "hinge_b_after_ms", NAN, one(s->fit.hb + s->fit.hc));
+    crow(f, md, section, "hinge_r2", NAN, one(s->fit.hr2));
+}
+
 void bench_write_csv(FILE *f, const BenchReport *r) {
     fputs("mode,section,metric,work,median,min,max,n\n", f);
+    /* The run-wide figure is about every mode: mode -1. */
+    if (r->has_dispatch) {
+        crow(f, -1, "dispatch", "us", NAN, r->dispatch.us);
+        crow(f, -1, "dispatch", "bonded_dispatches", NAN, one(r->dispatch.bonded));
+        crow(f, -1, "dispatch", "per_op_dispatches", NAN, one(r->dispatch.per_op));
+    }
     for (int i = 0; i < r->nmodes; i++) {
         const BenchModeResult *m = &r->modes[i];
         int md = m->mode;
@@ -323,6 +434,9 @@ void bench_write_csv(FILE *f, const BenchReport *r) {
         crow(f, md, "headline", "prefill_dispatches", NAN, one(m->prefill_dispatches));
         crow(f, md, "headline", "decode_ms_per_token", NAN, m->decode_ms);
         crow(f, md, "headline", "dispatches_per_token", NAN, one(m->decode_dispatches));
+        crow(f, md, "headline", "decode_ops", NAN, one(m->decode_ops));
+        crow(f, md, "headline", "decode_weight_bytes", NAN, one(m->decode_weight_bytes));
+        crow(f, md, "headline", "decode_read_gbs", NAN, one(m->decode_gbs > 0 ? m->decode_gbs : NAN));
         crow(f, md, "headline", "peak_rss_bytes", NAN, m->rss_cached);
         crow(f, md, "headline", "peak_rss_cold_bytes", NAN, m->rss_cold);
         crow(f, md, "headline", "build_warm_ms", NAN, m->build_warm_ms);
@@ -333,11 +447,14 @@ void bench_write_csv(FILE *f, const BenchReport *r) {
             for (int p = 0; p < sw[k]->npts; p++) {
                 crow(f, md, names[k], "ms", sw[k]->pts[p].work, sw[k]->pts[p].ms);
                 crow(f, md, names[k], "dispatches", sw[k]->pts[p].work, one(sw[k]->pts[p].dispatches));
+                crow(f, md, names[k], "weight_bytes", sw[k]->pts[p].work, one(sw[k]->pts[p].weight_bytes));
+                crow(f, md, names[k], "stream_ms", sw[k]->pts[p].work, one(sw[k]->pts[p].stream_ms));
             }
             if (!sw[k]->has_fit) continue;
             crow(f, md, fits[k], "a_ms", NAN, one(sw[k]->a_ms));
             crow(f, md, fits[k], "b_ms", NAN, one(sw[k]->b_ms));
             crow(f, md, fits[k], "r2", NAN, one(sw[k]->r2));
+            csv_fit_extra(f, md, fits[k], sw[k]);
         }
     }
 }

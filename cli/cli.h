@@ -19,6 +19,11 @@ enum {
     EXIT_SYSTEM = 3, /* I/O, cache or system failure */
 };
 
+/* The kernel variant (RtCpu) every model of this process loads with: set by
+ * main from $MILC_CPU (checked: the CPU runs it), else the best this CPU
+ * runs, before any command.  It is part of every cache key. */
+extern int cli_cpu;
+
 typedef struct Cli {
     const char *argv0;
     const char *cache_dir;     /* resolved from --cache-dir / env / home */
@@ -112,6 +117,6 @@ typedef struct Command {
 } Command;
 
 extern const Command cmd_check, cmd_fmt, cmd_emit, cmd_templates, cmd_compile, cmd_run, cmd_build, cmd_cache,
-    cmd_prewarm, cmd_bench;
+    cmd_prewarm, cmd_bench, cmd_estimate;
 
 #endif

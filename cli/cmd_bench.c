@@ -1,6 +1,7 @@
 /* cmd_bench.c — `milc bench`: cold vs cached first prefill, steady prefill
- * and decode, mode against mode, and sweeps of chunk depth and tokens per
- * dispatch with a fitted fixed cost.  Fresh-process figures come from
+ * and decode, mode against mode, the per-dispatch overhead measured directly,
+ * and sweeps of chunk depth and tokens per dispatch with fits that say what
+ * their intercept is (or why it is no cost).  Fresh-process figures come from
  * re-executing this binary (`bench --child ttft`, bench_chain.c) and timing
  * it from the spawn; cold ones in a new, empty cache directory each time. */
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "scratch.h"
+#include "milc/ossys.h"
 #include "bench.h"
 #include "jobs.h"
 
@@ -37,26 +39,35 @@ static const OptSpec bench_opts[] = {
     {"json", 0, OPT_VALUE, "FILE", "also write the results as JSON (--json alone: JSON on stdout)"},
     {"csv", 0, OPT_VALUE, "FILE", "also write the results as CSV"},
     {"quick", 0, OPT_FLAG, NULL, "tiny preset, short sweeps, one run each (a smoke test)"},
+    {"project", 0, OPT_VALUE, "ane", "also ESTIMATE the run's chunkings on the ANE (docs/ANE-ESTIMATE.md)"},
+    {"chip", 0, OPT_VALUE, "NAME|FILE", "chip parameters of --project: data/ane/NAME.json or a file (default m4-max)"},
     {"help", 'h', OPT_FLAG, NULL, "this help, with the template's parameters"},
     {0},
 };
 
 static void bench_usage(FILE *f) {
     fputs("usage: milc bench [--model PRESET | --template NAME] [--modes 0,1,2] [--chunk K]\n"
-          "                  [--seqs LIST] [--depths LIST] [--json [FILE]] [--csv FILE] [--PARAM VALUE ...]\n"
+          "                  [--seqs LIST] [--depths LIST] [--json [FILE]] [--csv FILE] [--project ane]\n"
+          "                  [--PARAM VALUE ...]\n"
           "\n"
           "Measure, per compile mode, a whole model cut into chunks: compile time, artifact\n"
           "size, first prefill in a fresh process with an empty cache (ttft cold) and with\n"
           "a warm one (ttft cached), load time, steady prefill and decode speed, dispatches,\n"
-          "peak RSS, and a warm `milc build`.  Then sweep chunk depth and tokens per\n"
-          "dispatch and fit time = a + b*work (a: the fixed cost per dispatch).  Results on\n"
-          "stdout, progress on stderr; the JSON and CSV layouts are in cli/BENCH.md.\n"
+          "peak RSS, and a warm `milc build`.  The per-dispatch overhead is measured\n"
+          "directly: the same decode ops bonded vs one dispatch per op, in alternated pairs.\n"
+          "Then sweep chunk depth and tokens per dispatch and fit time = a + b*work: a is\n"
+          "time independent of the work (shown beside the time to stream the weights once),\n"
+          "not a dispatch cost; a negative, poorly fitting or bending fit is flagged (a\n"
+          "bend: a cache cliff, fitted with two slopes).  --project ane adds an ESTIMATE\n"
+          "of the same chunkings on the ANE (docs/ANE-ESTIMATE.md).  Results on stdout,\n"
+          "progress on stderr; the JSON and CSV layouts are in cli/BENCH.md.\n"
           "Defaults: GPT-2 124M (--model gpt2), chunks of 4, prefill --seq 128, decode at\n"
           "--ctx 1024, min_seq 1.  Everything is built in a scratch cache under $TMPDIR\n"
           "(default /tmp), removed at the end; the user's cache is not touched.\n"
           "  milc bench                              the full run (minutes)\n"
           "  milc bench --modes 2 --no-sweeps --json out.json\n"
           "  milc bench --quick --json               seconds; a smoke test\n"
+          "  milc bench --modes 2 --project ane      and an ESTIMATE of the same chunkings on the ANE\n"
           "\noptions:\n", f);
     print_options(f, bench_opts);
 }
@@ -93,8 +104,7 @@ static void progress(const Bench *b, const char *fmt, ...) {
     va_end(ap);
 }
 
-/* "1,2,4" into out[]: positive integers within [lo, hi], at most MAX_LIST. */
-static bool parse_list(const char *opt, const char *s, long lo, long hi, long *out, int *n) {
+bool bench_parse_list(const char *opt, const char *s, long lo, long hi, long *out, int *n) {
     *n = 0;
     const char *p = s;
     for (;;) {
@@ -300,15 +310,27 @@ static int chain_ready(const Bench *b, Cache *c, const char *cache_dir, const Be
     return rc;
 }
 
-/* chain_ready, then b->repeat timed forwards. */
+/* What measure() learns besides the times. */
+typedef struct Measured {
+    double dispatches, ops, weight_bytes, gbs;
+} Measured;
+
+/* chain_ready, then b->repeat timed forwards, then the read bandwidth of the
+ * chain's own weights (GB/s, 0 if unknown). */
 static int measure(const Bench *b, Cache *c, const char *cache_dir, const BenchParams *p, int mode, long chunk,
-                   BenchStat *ms, double *dispatches) {
+                   BenchStat *ms, Measured *mx) {
     BenchChain ch;
-    int rc = chain_ready(b, c, cache_dir, p, mode, chunk, &ch, dispatches);
+    int rc = chain_ready(b, c, cache_dir, p, mode, chunk, &ch, &mx->dispatches);
     if (rc != EXIT_OK) return rc;
     double v[1024];
     int n = b->repeat < 1024 ? b->repeat : 1024;
     for (int i = 0; i < n && rc == EXIT_OK; i++) rc = bench_chain_run(&ch, &v[i], NULL);
+    mx->ops = (double)ch.last_ops;
+    BenchRange r[512];
+    int nr;
+    mx->weight_bytes = bench_chain_weight_bytes(&ch, r, &nr, 512);
+    int nth = b->threads ? b->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    mx->gbs = rc == EXIT_OK ? bench_bandwidth(r, nr, nth, 3) / 1e9 : 0;
     bench_chain_free(&ch);
     if (rc == EXIT_OK) *ms = bench_stat(v, n);
     return rc;
@@ -328,8 +350,12 @@ static int sweep_point(const Bench *b, Cache *c, const char *dir, int mode, long
     }
     BenchPoint *pt = &s->pts[s->npts];
     pt->work = work;
-    int rc = measure(b, c, dir, &p, mode, 0, &pt->ms, &pt->dispatches);
+    Measured mx;
+    int rc = measure(b, c, dir, &p, mode, 0, &pt->ms, &mx);
     bparams_free(&p);
+    pt->dispatches = mx.dispatches;
+    pt->weight_bytes = mx.weight_bytes;
+    pt->stream_ms = mx.gbs > 0 ? mx.weight_bytes / (mx.gbs * 1e9) * 1e3 : NAN;
     if (rc == EXIT_OK) s->npts++;
     return rc;
 }
@@ -425,7 +451,10 @@ static int bench_mode(const Bench *b, int mode, BenchModeResult *m) {
     }
     if (rc == EXIT_OK) {
         progress(b, "mode %d: decode at ctx %ld (compiles the decode chunks)", mode, b->ctx);
-        rc = measure(b, c, warm, &b->decode, mode, b->chunk, &m->decode_ms, &m->decode_dispatches);
+        Measured mx;
+        rc = measure(b, c, warm, &b->decode, mode, b->chunk, &m->decode_ms, &mx);
+        m->decode_dispatches = mx.dispatches, m->decode_ops = mx.ops;
+        m->decode_weight_bytes = mx.weight_bytes, m->decode_gbs = mx.gbs;
     }
     if (rc == EXIT_OK && b->sweeps) {
         m->has_sweeps = true;
@@ -448,6 +477,52 @@ static int bench_mode(const Bench *b, int mode, BenchModeResult *m) {
     cache_close(c);
     cli_rm_tree(warm);
     return rc;
+}
+
+/* ---- the per-dispatch overhead ------------------------------------------------- */
+
+/* Once per run: the decode chunks, bonded vs one dispatch per op. */
+static int measure_dispatch(const Bench *b, BenchReport *r) {
+    int pairs = b->repeat <= 1 ? 5 : b->repeat < 21 ? 21 : b->repeat;
+    progress(b, "per-dispatch overhead: decode chunks bonded vs one dispatch per op, %d alternated pairs", pairs);
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/dispatch", b->root);
+    DiagSink d;
+    diag_init(&d);
+    int rc = bench_dispatch(&b->tp, &b->decode, b->chunk, b->threads, dir, pairs, &r->dispatch, &d);
+    if (rc == EXIT_INPUT) cli_report(b->cli, &d);
+    diag_free(&d);
+    cli_rm_tree(dir);
+    r->has_dispatch = rc == EXIT_OK && r->dispatch.us.n > 0;
+    return rc;
+}
+
+/* ---- the ANE projection ----------------------------------------------------------- */
+
+/* --project: the measured modes at the sweep's depths and the headline one,
+ * for the run's prompt and context.  The chip file was read already. */
+static int project(const Bench *b, const BenchReport *r, BenchProjection *pr) {
+    progress(b, "ANE estimate: one decode layer compiled in mode 1 to count its ops");
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/project", b->root);
+    DiagSink d;
+    diag_init(&d);
+    int rc = bench_project_model(&b->tp, &b->decode, dir, &pr->model, &d);
+    if (rc == EXIT_INPUT) cli_report(b->cli, &d);
+    diag_free(&d);
+    cli_rm_tree(dir);
+    if (rc != EXIT_OK) return rc;
+    pr->prompt = (int)b->seq, pr->ctx = (int)b->ctx;
+    pr->nmodes = r->nmodes;
+    for (int i = 0; i < r->nmodes; i++) pr->modes[i] = r->modes[i].mode;
+    pr->ndepths = 0;
+    for (long dd = 1; dd <= b->layers && pr->ndepths < BENCH_MAX_POINTS; dd++) {
+        bool want = dd == b->chunk;
+        for (int i = 0; i < b->ndepths; i++) want |= b->depths[i] == dd;
+        if (want) pr->depths[pr->ndepths++] = (int)dd;
+    }
+    bench_project_run(pr);
+    return EXIT_OK;
 }
 
 /* ---- the command -------------------------------------------------------------- */
@@ -483,6 +558,7 @@ static int bench_run(Cli *cli, int argc, char **argv) {
     if (!args_parse("bench", bench_opts, argc - 1, argv + 1, true, &a)) { args_free(&a); return EXIT_USAGE; }
     if (!verify_flags_ok("bench", &a)) { args_free(&a); return EXIT_USAGE; }
     int rc = EXIT_USAGE;
+    BenchProjection *pr = NULL; /* --project */
     if (args_flag(&a, "help")) {
         bench_usage(stdout);
         cli_template_help(cli, stdout, &a);
@@ -504,10 +580,10 @@ static int bench_run(Cli *cli, int argc, char **argv) {
     if (!opt_long(&a, "chunk", 1, 4096, &b.chunk) || !opt_long(&a, "ctx", 1, 65536, &b.ctx) ||
         !opt_long(&a, "repeat", 1, 1000, &repeat) || !opt_long(&a, "cold-repeat", 1, 1000, &cold) ||
         !opt_long(&a, "depth-seq", 1, 65536, &b.depth_seq) || !opt_long(&a, "threads", 1, 256, &threads) ||
-        !parse_list("modes", args_get(&a, "modes") ? args_get(&a, "modes") : "0,1,2", 0, 2, modes, &nmodes) ||
-        !parse_list("depths", args_get(&a, "depths") ? args_get(&a, "depths") : quick ? "1,2" : "1,2,4,6,12", 1, 4096,
+        !bench_parse_list("modes", args_get(&a, "modes") ? args_get(&a, "modes") : "0,1,2", 0, 2, modes, &nmodes) ||
+        !bench_parse_list("depths", args_get(&a, "depths") ? args_get(&a, "depths") : quick ? "1,2" : "1,2,4,6,12", 1, 4096,
                     b.depths, &b.ndepths) ||
-        !parse_list("seqs", args_get(&a, "seqs") ? args_get(&a, "seqs") : quick ? "1,8" : "1,8,16,32,64,128", 1, 65536,
+        !bench_parse_list("seqs", args_get(&a, "seqs") ? args_get(&a, "seqs") : quick ? "1,8" : "1,8,16,32,64,128", 1, 65536,
                     b.seqs, &b.nseqs))
         goto out_args;
     for (int i = 0; i < nmodes; i++)
@@ -518,15 +594,26 @@ static int bench_run(Cli *cli, int argc, char **argv) {
             cli_usage_error("bench", "--%s: one value per parameter (sweeps are --seqs and --depths)", a.extra[i].name);
             goto out_args;
         }
+    const char *proj = args_get(&a, "project");
+    if (proj && strcmp(proj, "ane") != 0) { cli_usage_error("bench", "--project: only 'ane' exists"); goto out_args; }
+    if (args_get(&a, "chip") && !proj) { cli_usage_error("bench", "--chip needs --project ane"); goto out_args; }
+    if (proj) { /* the chip file first: a bad one fails before minutes of measuring */
+        char buf[4096];
+        if (!(pr = calloc(1, sizeof *pr))) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out_args; }
+        snprintf(pr->chip_path, sizeof pr->chip_path, "%s", bench_chip_path(args_get(&a, "chip"), buf, sizeof buf));
+        if ((rc = bench_chip_load(pr->chip_path, &pr->chip)) != EXIT_OK) goto out_args;
+    }
     if (!args_get(&a, "cold-repeat") && cold > repeat) cold = repeat;
     b.repeat = (int)repeat;
     b.cold_repeat = (int)cold;
     b.threads = (int)threads;
     b.sweeps = !args_flag(&a, "no-sweeps");
     b.verify = verify_policy(&a);
-    ssize_t n = readlink("/proc/self/exe", b.exe, sizeof b.exe - 1);
-    if (n <= 0) { cli_error("cannot find this executable: %s", strerror(errno)); rc = EXIT_SYSTEM; goto out_args; }
-    b.exe[n] = 0;
+    if (os_exe_path(b.exe, sizeof b.exe) != 0) {
+        cli_error("cannot find this executable's path (the OS does not say)");
+        rc = EXIT_SYSTEM;
+        goto out_args;
+    }
 
     /* The program families: bench's defaults first, so the user's own
      * --seq / --min-seq (applied later) win. */
@@ -597,11 +684,12 @@ static int bench_run(Cli *cli, int argc, char **argv) {
                      .cold_repeat = b.cold_repeat, .threads = b.threads ? b.threads : (int)sysconf(_SC_NPROCESSORS_ONLN)};
     progress(&b, "%s: %ld layers in %ld chunk%s of %ld, T=%ld, modes %s; scratch %s", config, b.layers, b.nchunks,
              b.nchunks == 1 ? "" : "s", b.chunk, b.seq, args_get(&a, "modes") ? args_get(&a, "modes") : "0,1,2", b.root);
-    rc = EXIT_OK;
+    rc = measure_dispatch(&b, &r);
     for (int i = 0; i < nmodes && rc == EXIT_OK; i++) {
         rc = bench_mode(&b, (int)modes[i], &r.modes[i]);
         r.nmodes = i + 1;
     }
+    if (rc == EXIT_OK && pr && (rc = project(&b, &r, pr)) == EXIT_OK) r.projection = pr;
     scratch_remove(b.root);
     if (rc != EXIT_OK) goto out;
     if (json_stdout) bench_write_json(stdout, &r);
@@ -614,6 +702,7 @@ out:
     bparams_free(&b.decode);
     tpath_free(&b.tp);
 out_args:
+    free(pr);
     args_free(&a);
     return rc;
 }

@@ -10,6 +10,8 @@
 
 #include "scratch.h"
 #include "cli.h"
+#include "milc/ossys.h"
+#include "milc/rt.h"
 
 #ifndef MILC_BUILTIN_TEMPLATE_DIR
 #define MILC_BUILTIN_TEMPLATE_DIR "mil-templates"
@@ -17,7 +19,7 @@
 
 static const Command *const commands[] = {
     &cmd_build, &cmd_emit, &cmd_check, &cmd_fmt, &cmd_compile, &cmd_run,
-    &cmd_bench, &cmd_prewarm, &cmd_cache, &cmd_templates,
+    &cmd_bench, &cmd_estimate, &cmd_prewarm, &cmd_cache, &cmd_templates,
 };
 enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
 
@@ -46,6 +48,9 @@ static void print_usage(FILE *f) {
           "  -h, --help          this help, or a command's with 'milc help COMMAND'\n"
           "  --version           print the version\n"
           "\n"
+          "environment: MILC_CPU=avx512|avx2|neon|scalar forces a kernel variant\n"
+          "             (default: the best this CPU runs; one it lacks is a usage error)\n"
+          "\n"
           "exit codes: 0 success, 1 invalid input (diagnostics printed),\n"
           "            2 usage error, 3 I/O, cache or system failure\n", f);
 }
@@ -73,9 +78,7 @@ static char *resolve_cache_dir(const char *flag) {
 /* The built-in templates: installed beside the binary (PREFIX/bin/milc ->
  * PREFIX/share/milc/templates) or, in a build tree, the source directory. */
 static const char *builtin_template_dir(char *buf, size_t size) {
-    ssize_t n = readlink("/proc/self/exe", buf, size - 32);
-    if (n > 0) {
-        buf[n] = 0;
+    if (os_exe_path(buf, size - 32) == 0) {
         char *slash = strrchr(buf, '/');
         if (slash) {
             strcpy(slash, "/../share/milc/templates");
@@ -126,6 +129,22 @@ static bool parse_size(const char *s, uint64_t *out) {
     if (v == 0 || v > (UINT64_MAX >> shift)) return false;
     *out = (uint64_t)v << shift;
     return true;
+}
+
+int cli_cpu = RT_CPU_SCALAR;
+
+/* $MILC_CPU picks the kernel variant; one this CPU lacks (or this build does
+ * not carry) is refused here, before anything runs, not met as a SIGILL. */
+static int resolve_cpu(void) {
+    const char *e = getenv("MILC_CPU");
+    RtCpu v = RT_CPU_AUTO;
+    char err[256];
+    if (e && *e && (rt_cpu_parse(e, &v, err, sizeof err) || rt_cpu_check(v, err, sizeof err))) {
+        fprintf(stderr, "milc: MILC_CPU=%s: %s\n", e, err);
+        return -1;
+    }
+    cli_cpu = (int)(v == RT_CPU_AUTO ? rt_cpu_best() : v);
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -179,6 +198,7 @@ int main(int argc, char **argv) {
     }
     const Command *c = find_command(name);
     if (!c) { fprintf(stderr, "milc: no command '%s'\nTry 'milc --help'.\n", name); return EXIT_USAGE; }
+    if (resolve_cpu() != 0) return EXIT_USAGE;
     for (int i = 2; i < argc && !c->own_help; i++) {
         if (strcmp(argv[i], "--") == 0) break;
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) { c->help(stdout); return EXIT_OK; }

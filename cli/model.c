@@ -20,7 +20,7 @@ enum { MAX_SECTIONS = 1 << 16 };
 static int load_sections(LoadedModel *lm, bool describe) {
     char err[512];
     const ModelLoad *h = &lm->how;
-    RtLoadOptions o = {.nthreads = h->nthreads, .pool = h->pool, .max_arena = h->max_memory,
+    RtLoadOptions o = {.nthreads = h->nthreads, .pool = h->pool, .max_arena = h->max_memory, .cpu = (RtCpu)cli_cpu,
                        .flags = (h->verify ? RT_LOAD_VERIFY : 0) | (describe ? RT_LOAD_DESCRIBE : 0)};
     int r = rt_model_load(&lm->model, lm->secs, lm->nsecs, &o, err, sizeof err);
     if (r == 0) return EXIT_OK;

@@ -11,7 +11,7 @@
 #define KEY_TAG(a, b, c, d) ((uint32_t)(a) << 24 | (uint32_t)(b) << 16 | (uint32_t)(c) << 8 | (uint32_t)(d))
 
 /* Key-record layout version; bump when the set or meaning of fields changes. */
-#define MILC_KEY_FORMAT 1
+#define MILC_KEY_FORMAT 2
 
 enum { BUILD_VERIFY_NONE = 0, BUILD_VERIFY_FULL = 1, BUILD_VERIFY_ONCE = 2 };
 

@@ -13,6 +13,7 @@
 
 #include <lmdb.h>
 
+#include "milc/ossys.h"
 #include "cache_impl.h"
 #include "milc/osfile.h"
 
@@ -207,7 +208,7 @@ static int map_note(Cache *c) {
         /* Pages read in through the map (after a reboot, say) then come as
          * 2 MB folios mapped by one PMD each, as a put leaves them (see
          * Stage).  A hint: without transparent huge pages nothing changes. */
-        madvise(c->mapaddr, (size_t)c->mapsize, MADV_HUGEPAGE);
+        os_huge_hint(c->mapaddr, (size_t)c->mapsize);
     }
     return resized;
 }
@@ -378,11 +379,8 @@ static int env_open(Cache *c) {
 /* A tag for this boot of the machine (never 0), or 0 where the kernel does
  * not say: CACHE_GET_VERIFY_ONCE then verifies every time. */
 static uint64_t boot_tag(void) {
-    char id[64];
-    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, id, sizeof id) : -1;
-    if (fd >= 0) close(fd);
-    return n >= 32 ? XXH3_64bits(id, (size_t)n) | 1 : 0;
+    char id[128];
+    return os_boot_id(id, sizeof id) == 0 ? XXH3_64bits(id, strlen(id)) | 1 : 0;
 }
 
 int cache_open(Cache **out, const char *dir, const CacheOptions *opt, char *err, size_t errlen) {

@@ -120,6 +120,23 @@ static void print_literal(Out *o, const IrLiteral *l);
 
 static int cmp_dict(const void *a, const void *b, void *ctx);
 
+/* Sorts v[0..n) with cmp(&v[i], &v[j], ctx): a merge sort, since qsort_r
+ * is not C11 nor POSIX.1-2008, and BSD libcs order its arguments otherwise. */
+static void sort_ctx(size_t *v, size_t n, int (*cmp)(const void *, const void *, void *), void *ctx) {
+    size_t *t = malloc(sizeof(size_t) * (n ? n : 1));
+    MILC_ASSERT(t != NULL);
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n, i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) t[k++] = cmp(&v[j], &v[i], ctx) < 0 ? v[j++] : v[i++];
+            while (i < mid) t[k++] = v[i++];
+            while (j < hi) t[k++] = v[j++];
+        }
+        memcpy(v, t, sizeof(size_t) * n);
+    }
+    free(t);
+}
+
 /* Sort the dict's pair indices by key (strings bytewise, numbers by value). */
 static void print_dict(Out *o, const IrLiteral *l) {
     IrType kt = {l->keys->type.dtype, 0, NULL}, vt = {l->values->type.dtype, 0, NULL};
@@ -132,7 +149,7 @@ static void print_dict(Out *o, const IrLiteral *l) {
     size_t *order = malloc(sizeof(size_t) * (n ? n : 1));
     MILC_ASSERT(order != NULL);
     for (size_t i = 0; i < n; i++) order[i] = i;
-    qsort_r(order, n, sizeof *order, cmp_dict, (void *)l->keys);
+    sort_ctx(order, n, cmp_dict, (void *)l->keys);
     for (size_t i = 0; i < n; i++) {
         puts_(o, i ? ", {" : "{");
         print_elem(o, l->keys, order[i]);

@@ -2,16 +2,14 @@
  * A dispatch wakes the pool and runs a range of ops, each cut into parts the
  * threads claim, one op complete before the next starts.  Bonded programs are
  * one dispatch; non-bonded ones pay the whole dispatch path once per op. */
-#include <linux/futex.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "milc/half.h"
+#include "milc/ossys.h"
 #include "rt_internal.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -25,7 +23,7 @@
  * dispatch of a decode loop or a non-bonded program finds it awake. */
 enum { SPIN_NS = 200000 };
 /* Pause iterations a thread spins waiting for an op's parts or a dispatch's end
- * before it sleeps on a futex (~50 µs).  Sleeping rather than yielding matters
+ * before it sleeps on a futex (os_wait: ~50 µs).  Sleeping rather than yielding matters
  * when the machine is oversubscribed: the thread being waited for gets the
  * core at once instead of after the yielding one's time slice. */
 enum { SPIN_WAIT = 1 << 11 };
@@ -45,16 +43,13 @@ struct RtPool {
     uint32_t mem_gen;
 };
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
-#endif
-
 /* n zeroed bytes for activations (and kernels' scratch).  A large arena is
  * its own mapping on 2 MB boundaries with transparent huge pages asked for
- * and every page faulted in now: a fresh process otherwise takes a fault per 4 KB page
- * of it inside its first run (30 MB of GPT-2 prefill activations: 7.5k
- * faults, ~8 ms of a 70 ms time to first token) and TLB misses in every
- * run.  *mapped gets the mapping's length (0: from malloc). */
+ * and every page faulted in now (os_huge_alloc): a fresh process otherwise
+ * takes a fault per 4 KB page of it inside its first run (30 MB of GPT-2
+ * prefill activations: 7.5k faults, ~8 ms of a 70 ms time to first token)
+ * and TLB misses in every run.  *mapped gets the mapping's length (0: from
+ * malloc). */
 enum { HUGE = 2 << 20 };
 static void *mem_alloc(size_t n, size_t *mapped) {
     *mapped = 0;
@@ -63,20 +58,11 @@ static void *mem_alloc(size_t n, size_t *mapped) {
         if (p) memset(p, 0, n);
         return p;
     }
-    size_t len = (n + HUGE - 1) & ~(size_t)(HUGE - 1);
-    unsigned char *raw = mmap(NULL, len + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (raw == MAP_FAILED) return NULL;
-    unsigned char *p = (unsigned char *)(((uintptr_t)raw + HUGE - 1) & ~(uintptr_t)(HUGE - 1));
-    if (p > raw) munmap(raw, (size_t)(p - raw));
-    if (raw + HUGE > p) munmap(p + len, (size_t)(raw + HUGE - p));
-    madvise(p, len, MADV_HUGEPAGE); /* best effort: a hint, as is the next */
-    if (madvise(p, len, MADV_POPULATE_WRITE) != 0) memset(p, 0, len);
-    *mapped = len;
-    return p;
+    return os_huge_alloc(n, mapped);
 }
 
 static void mem_free(void *p, size_t mapped) {
-    if (mapped) munmap(p, mapped);
+    if (mapped) os_huge_free(p, mapped);
     else free(p);
 }
 
@@ -106,13 +92,6 @@ void rt_pool_memory_get(const RtPool *p, unsigned char **arena, unsigned char **
 
 uint32_t rt_pool_memory_gen(const RtPool *p) { return p->mem_gen; }
 
-static void futex_wait(_Atomic uint32_t *addr, uint32_t val) {
-    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
-}
-static void futex_wake(_Atomic uint32_t *addr) {
-    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
-}
-
 static uint64_t now_ns(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -140,7 +119,7 @@ static void *worker_main(void *arg) {
                 cpu_relax();
                 if ((i & 255) == 255 && now_ns() - t0 > SPIN_NS) {
                     atomic_fetch_add(&p->sleepers, 1);
-                    futex_wait(&p->gen, seen); /* returns at once if gen moved on */
+                    os_wait(&p->gen, seen); /* returns at once if gen moved on */
                     atomic_fetch_sub(&p->sleepers, 1);
                     t0 = now_ns();
                 }
@@ -150,7 +129,7 @@ static void *worker_main(void *arg) {
         if (atomic_load(&p->stop)) break;
         atomic_fetch_add(&p->inside, 1); /* seq_cst: pairs with the caller closing */
         if (atomic_load(&p->open) == g) p->fn(p->arg, ith, p->nth);
-        if (atomic_fetch_sub(&p->inside, 1) == 1 && atomic_load(&p->inside_waiting)) futex_wake(&p->inside);
+        if (atomic_fetch_sub(&p->inside, 1) == 1 && atomic_load(&p->inside_waiting)) os_wake_all(&p->inside);
     }
     return NULL;
 }
@@ -185,7 +164,7 @@ void rt_pool_free(RtPool *p) {
     if (!p) return;
     atomic_store(&p->stop, 1);
     atomic_fetch_add(&p->gen, 1);
-    futex_wake(&p->gen);
+    os_wake_all(&p->gen);
     for (int i = 1; i < p->nth; i++) pthread_join(p->threads[i], NULL);
     if (p->arena) mem_free(p->arena, p->arena_mapped);
     if (p->scratch) mem_free(p->scratch, p->scratch_mapped);
@@ -209,7 +188,7 @@ void rt_pool_run(RtPool *p, RtPoolFn fn, void *arg) {
     if (g == 0) g = 1; /* 0 means closed */
     atomic_store(&p->open, g);
     atomic_store(&p->gen, g); /* seq_cst: pairs with the sleepers count */
-    if (atomic_load(&p->sleepers)) futex_wake(&p->gen);
+    if (atomic_load(&p->sleepers)) os_wake_all(&p->gen);
     fn(arg, 0, p->nth);
     atomic_store(&p->open, 0);
     uint32_t n;
@@ -219,7 +198,7 @@ void rt_pool_run(RtPool *p, RtPoolFn fn, void *arg) {
             continue;
         }
         atomic_store(&p->inside_waiting, 1);
-        if ((n = atomic_load(&p->inside)) != 0) futex_wait(&p->inside, n);
+        if ((n = atomic_load(&p->inside)) != 0) os_wait(&p->inside, n);
         atomic_store(&p->inside_waiting, 0);
     }
 }
@@ -240,6 +219,22 @@ bool rt_op_serial(const RtBuf *bufs, const RtOpRec *op) {
     for (uint32_t i = 0; i < op->nin; i++) work += bufs[op->in[i]].numel;
     for (uint32_t i = 0; i < op->nout; i++) work += bufs[op->out[i]].numel;
     return work < SERIAL_WORK;
+}
+
+/* The equal units of work the GEMM and attention kernels deal out to parts
+ * (rt_op_parts keeps them even). */
+int64_t rt_op_units(const RtBuf *bufs, const RtOpRec *op, int nth) {
+    if (op->kind == RT_OP_GEMM) { /* the blocks the kernel's split deals out */
+        const RtBuf *wb = &bufs[op->in[1]];
+        bool cols;
+        return rt_split_blocks(rt_gemm_rows(&bufs[op->in[0]], wb->dims[1], op->p.gemm.layout), wb->dims[0], nth, &cols);
+    }
+    if (op->kind == RT_OP_ATTENTION) { /* (batch, head, query rows) units */
+        const RtBuf *qb = &bufs[op->in[0]];
+        int64_t bh = qb->dims[0] * qb->dims[1], l = qb->dims[2];
+        return op->p.attn.flags ? bh * l : bh * ((l + RT_ATT_LB - 1) / RT_ATT_LB);
+    }
+    return 0;
 }
 
 /* Parts: 1 for a serial op (or one thread); else RT_PARTS_PER_THREAD per
@@ -275,7 +270,7 @@ static void wait_parts(RtOpSync *s, uint32_t parts) {
             continue;
         }
         atomic_fetch_add(&s->waiters, 1);
-        if ((d = atomic_load(&s->done)) < parts) futex_wait(&s->done, d);
+        if ((d = atomic_load(&s->done)) < parts) os_wait(&s->done, d);
         atomic_fetch_sub(&s->waiters, 1);
     }
 }
@@ -316,16 +311,16 @@ static void run_job(void *arg, int ith, int nth) {
         const RtOpRec *op = &j->ops[i];
         RtOpSync *s = &j->sync[i];
         uint32_t parts = j->parts[i];
-        RtKernelFn kernel = rt_op_info(op->kind)->kernel;
+        RtKernelFn kernel = j->m->kern->kernel[op->kind];
         for (uint32_t k; rt_part_claim(s, parts, ith, nth, &k);) {
             kernel(&j->m->ex, op, (int)k, (int)parts);
             atomic_fetch_add(&s->done, 1); /* seq_cst: pairs with waiters */
-            if (atomic_load(&s->waiters)) futex_wake(&s->done);
+            if (atomic_load(&s->waiters)) os_wake_all(&s->done);
         }
         /* Out of parts: start the stream of this thread's first part of the
          * next parallel op (its region's first) while the others finish. */
         uint32_t x = j->ahead[i];
-        RtKernelFn pre = x < j->end ? rt_op_info(j->ops[x].kind)->prefetch : NULL;
+        RtKernelFn pre = x < j->end ? j->m->kern->prefetch[j->ops[x].kind] : NULL;
         if (pre) pre(&j->m->ex, &j->ops[x], (int)region_first(j->parts[x], ith % regions(nth), regions(nth)), (int)j->parts[x]);
         wait_parts(s, parts);
     }

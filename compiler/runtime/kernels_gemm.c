@@ -1,12 +1,14 @@
 /* kernels_gemm.c — GEMM with a weight operand, batched matmul and fused
- * attention, all on one AVX-512 register-blocked kernel: a 6×64 tile of C
- * (24 accumulators) fed by broadcasts of A and vector loads of B, with B
+ * attention, all on one register-blocked kernel: a 6×64 tile of C (AVX-512:
+ * 24 accumulators; AVX2 and NEON: four 6×16 groups of 12 or 24, and one
+ * 1×64 row for a GEMV) fed by broadcasts of A and vector loads of B, with B
  * either build-time packed 64-column panels (fp32, or fp16 converted on the
  * fly: half the bytes for bandwidth-bound decode) or a row-major runtime
  * tensor.  The epilogue (scale, bias, activation, residual) runs on the
  * tile.  No allocation: repacking of runtime operands uses the per-thread
  * scratch sized at load.  README.md has the measurements against BLAS
- * libraries that made us write it. */
+ * libraries that made us write it.  Compiled once per kernel variant, inside
+ * kernels_variant.c: every function here is static. */
 #include <float.h>
 #include <string.h>
 
@@ -14,15 +16,16 @@
 #include "rt_internal.h"
 #include "rt_math.h"
 
-enum { MR = 6, NR = 64 }; /* tile: rows of A × columns of B */
-_Static_assert((int)NR == (int)RT_PANEL, "a tile reads one weight panel");
-/* K-blocking for many rows: a KC×64 fp32 sub-panel of B (32 KB) stays in L1
- * while every tile of up to MB rows runs over it.  Without it each 6-row
- * tile streamed the whole K×64 panel (786 KB at K = 3072) from L2: that
- * GEMM ran at 0.45 of 1-thread peak, 0.63 with it.  Partial sums live in a
- * stack block of MB×64 floats (30 KB), so rt_run still allocates nothing
- * (gemm declares no per-thread scratch). */
-enum { KC = 128, MB = 120 };
+enum { MR = RT_TILE_M, NR = RT_PANEL }; /* tile: rows of A × columns of B */
+/* K-blocking for many rows: a KC×64 fp32 sub-panel of B stays in L1 while
+ * every tile of up to MB rows runs over it.  Without it each 6-row tile
+ * streamed the whole K×64 panel (786 KB at K = 3072) from L2: that GEMM ran
+ * at 0.45 of 1-thread peak, 0.63 with it.  KC and MB come from this CPU's
+ * cache sizes (rt_blocking: half of L1 for the sub-panel; with a 32 KB L1
+ * the 32 KB sub-panel of KC = 128 thrashed it, 0.50 of peak against 0.63 at
+ * KC = 64).  Partial sums live in a stack block of up to MB_MAX×64 floats, so
+ * rt_run still allocates nothing (gemm declares no per-thread scratch). */
+enum { KC_MAX = RT_KC_MAX, MB_MAX = RT_MB_MAX };
 
 /* Where a tile's results go: y(m, n) = act(alpha·acc + bias[n]) + res(m, n). */
 typedef struct {
@@ -48,14 +51,14 @@ typedef struct {
     int f16;
 } Opnd;
 
-#ifndef RT_AVX512
-static void epi_scalar(const Epi *e, int64_t m, int64_t n, float v) {
-    v = v * e->alpha + (e->bias ? e->bias[n] : 0.0f);
-    v = rt_act1(v, e->act);
-    if (e->res) v += e->res[m * e->rm + n * e->rn];
-    e->y[m * e->ym + n * e->yn] = v;
-}
-#endif
+/* Rows of B a tile of 1-2 rows asks for ahead of its reads: 6 KB of fp16
+ * panel.  A thread reads at most the bytes it has in flight per memory
+ * latency (~200 ns on this VM): 4 KB ahead holds a thread near 20 GB/s.
+ * This VM's 2-thread read probe swings between ~40 and 60-78 GB/s.  In
+ * paired decode tokens, 48 rows beat 32 by 0.7-1.3% in the ~40 GB/s
+ * minutes and by 0.6-6% in the fast ones; 64 rows gained up to 12% in fast
+ * minutes but lost 0.6-1.5% in slow ones. */
+enum { B_AHEAD = 48 };
 
 #ifdef RT_AVX512
 static inline __attribute__((always_inline)) __m512 load_b(const void *base, int64_t off, __mmask16 k, int f16) {
@@ -149,14 +152,6 @@ static __attribute__((noinline)) void tile_store(const Epi *e, int64_t m0, int m
         _mm512_storeu_ps(t[r] + 48, c##r##3);     \
     }
 
-/* Rows of B a tile of 1-2 rows asks for ahead of its reads: 6 KB of fp16
- * panel.  A thread reads at most the bytes it has in flight per memory
- * latency (~200 ns on this VM): 4 KB ahead holds a thread near 20 GB/s.
- * This VM's 2-thread read probe swings between ~40 and 60-78 GB/s.  In
- * paired decode tokens, 48 rows beat 32 by 0.7-1.3% in the ~40 GB/s
- * minutes and by 0.6-6% in the fast ones; 64 rows gained up to 12% in fast
- * minutes but lost 0.6-1.5% in slow ones. */
-enum { B_AHEAD = 48 };
 
 /* pin: partial sums to start from (NULL: zero); pout: where to leave the
  * sums for the next k-block (NULL: this is the last, run the epilogue). */
@@ -213,10 +208,15 @@ static void tile_any(const Opnd *o, int64_t m0, int mr, int64_t n0, int nc, cons
     if (o->f16) TILE_CASES(1) else TILE_CASES(0)
 }
 #else
-static void tile_any(const Opnd *o, int64_t m0, int mr, int64_t n0, int nc, const Epi *e, const float (*pin)[NR],
-                     float (*pout)[NR]) {
+/* ---- AVX2, NEON and scalar: the tile's sums land in t[mr][64], then one
+ * epilogue in C (its activation through rt_act_row, vectorised per variant) ---- */
+
+/* t[r][c] for columns [c0, c1) by plain loops: the scalar variant's whole
+ * tile, and a vector variant's columns past the last full group (a B that
+ * is not a padded panel must not be read past its nc columns). */
+static void sums_scalar(const Opnd *o, int64_t m0, int mr, int c0, int c1, const float (*pin)[NR], float (*t)[NR]) {
     for (int r = 0; r < mr; r++)
-        for (int c = 0; c < nc; c++) {
+        for (int c = c0; c < c1; c++) {
             const void *base = c < 32 ? o->b0 : o->b1;
             int64_t j = c < 32 ? c : c - 32;
             float s = pin ? pin[r][c] : 0.0f;
@@ -225,11 +225,155 @@ static void tile_any(const Opnd *o, int64_t m0, int mr, int64_t n0, int nc, cons
                 float bv = o->f16 ? half_to_float(((const uint16_t *)base)[off]) : ((const float *)base)[off];
                 s += o->a[(m0 + r) * o->am + kk * o->ak] * bv;
             }
-            if (pout)
-                pout[r][c] = s;
-            else
-                epi_scalar(e, m0 + r, n0 + c, s);
+            t[r][c] = s;
         }
+}
+
+/* y = act(alpha·t + bias) + res over the tile's mr × nc sums. */
+static __attribute__((noinline)) void tile_store(const Epi *e, int64_t m0, int mr, int64_t n0, int nc, float (*t)[NR]) {
+    for (int r = 0; r < mr; r++) {
+        float *row = t[r];
+        for (int c = 0; c < nc; c++) row[c] = row[c] * e->alpha + (e->bias ? e->bias[n0 + c] : 0.0f);
+        rt_act_row(row, nc, e->act);
+    }
+    if (e->yn == 1) {
+        for (int r = 0; r < mr; r++) {
+            float *y = e->y + (m0 + r) * e->ym + n0;
+            const float *res = e->res ? e->res + (m0 + r) * e->rm + n0 : NULL;
+            for (int c = 0; c < nc; c++) y[c] = res ? t[r][c] + res[c] : t[r][c];
+        }
+        return;
+    }
+    /* the channels layout: a column's mr rows lie side by side in y */
+    for (int c = 0; c < nc; c++) {
+        float *y = e->y + m0 + (n0 + c) * e->yn;
+        const float *res = e->res ? e->res + m0 + (n0 + c) * e->rn : NULL;
+        for (int r = 0; r < mr; r++) y[r] = res ? t[r][c] + res[r] : t[r][c];
+    }
+}
+
+#ifdef RT_VL
+/* A group: 16 columns of the tile, GV vectors per row.  6×16 is 12 AVX2 or
+ * 24 NEON accumulators with the B vectors beside them in the register file
+ * (16 ymm, 32 q registers); a 64-column panel is four groups, each reading
+ * its K-block's sub-panel from L1. */
+enum { GW = 16, GV = GW / RT_VL, RV = NR / RT_VL };
+
+static inline __attribute__((always_inline)) RtV load_bv(const void *base, int64_t off, int f16) {
+    return f16 ? v_load_h((const uint16_t *)base + off) : v_load((const float *)base + off);
+}
+
+#define GACC_DECL(r) RtV c##r##0 = z, c##r##1 = z, c##r##2 = z, c##r##3 = z
+#define GACC_IO(r, OP)                                         \
+    if (mr > r) {                                              \
+        OP(c##r##0, 0, r);                                     \
+        if (GV > 1) OP(c##r##1, 1, r);                         \
+        if (GV > 2) OP(c##r##2, 2, r), OP(c##r##3, 3, r);      \
+    }
+#define GLOAD(acc, j, r) (acc = v_load(pin[r] + c0 + (j) * RT_VL))
+#define GSTORE(acc, j, r) v_store(t[r] + c0 + (j) * RT_VL, acc)
+#define GACC_FMA(r)                                                          \
+    if (mr > r) {                                                            \
+        RtV av = v_set1(ap[r * am]);                                         \
+        c##r##0 = v_fma(av, b0, c##r##0);                                    \
+        if (GV > 1) c##r##1 = v_fma(av, b1, c##r##1);                        \
+        if (GV > 2) c##r##2 = v_fma(av, b2, c##r##2), c##r##3 = v_fma(av, b3, c##r##3); \
+    }
+
+static inline __attribute__((always_inline)) void group(const Opnd *o, int64_t m0, int mr, int c0, int f16,
+                                                        const float (*pin)[NR], float (*t)[NR]) {
+    const RtV z = v_zero();
+    GACC_DECL(0); GACC_DECL(1); GACC_DECL(2); GACC_DECL(3); GACC_DECL(4); GACC_DECL(5);
+    if (pin) {
+        GACC_IO(0, GLOAD) GACC_IO(1, GLOAD) GACC_IO(2, GLOAD) GACC_IO(3, GLOAD) GACC_IO(4, GLOAD) GACC_IO(5, GLOAD)
+    }
+    const void *pb = c0 < 32 ? o->b0 : o->b1;
+    const int64_t am = o->am, ak = o->ak, ldb = o->ldb, kn = o->k, j0 = c0 & 31;
+    const float *a = o->a + m0 * am;
+    size_t es = f16 ? 2 : 4;
+    for (int64_t kk = 0; kk < kn; kk++) {
+        int64_t bo = kk * ldb + j0;
+        if (mr <= 2 && c0 == 0) { /* bandwidth-bound: the first group asks for whole rows ahead */
+            __builtin_prefetch((const char *)o->b0 + (size_t)(kk * ldb + B_AHEAD * ldb) * es);
+            __builtin_prefetch((const char *)o->b1 + (size_t)(kk * ldb + B_AHEAD * ldb) * es);
+        }
+        RtV b0 = load_bv(pb, bo, f16), b1 = z, b2 = z, b3 = z;
+        if (GV > 1) b1 = load_bv(pb, bo + RT_VL, f16);
+        if (GV > 2) b2 = load_bv(pb, bo + 2 * RT_VL, f16), b3 = load_bv(pb, bo + 3 * RT_VL, f16);
+        const float *ap = a + kk * ak;
+        GACC_FMA(0) GACC_FMA(1) GACC_FMA(2) GACC_FMA(3) GACC_FMA(4) GACC_FMA(5)
+    }
+    GACC_IO(0, GSTORE) GACC_IO(1, GSTORE) GACC_IO(2, GSTORE) GACC_IO(3, GSTORE) GACC_IO(4, GSTORE) GACC_IO(5, GSTORE)
+}
+
+/* One row across the whole 64-column panel (a GEMV, decode's case): one
+ * pass over each K row's bytes, RV accumulators. */
+#define R_DECL(j) RtV s##j = pin ? v_load(pin[0] + (j) * RT_VL) : z
+#define R_FMA(j)                                                                                                     \
+    if (RV > j) s##j = v_fma(av, load_bv((j) * RT_VL < 32 ? o->b0 : o->b1, bo + ((j) * RT_VL & 31), f16), s##j)
+#define R_STORE(j) \
+    if (RV > j) v_store(t[0] + (j) * RT_VL, s##j)
+static inline __attribute__((always_inline)) void row64(const Opnd *o, int64_t m0, int f16, const float (*pin)[NR],
+                                                        float (*t)[NR]) {
+    const RtV z = v_zero();
+    R_DECL(0); R_DECL(1); R_DECL(2); R_DECL(3); R_DECL(4); R_DECL(5); R_DECL(6); R_DECL(7);
+    RtV s8 = z, s9 = z, s10 = z, s11 = z, s12 = z, s13 = z, s14 = z, s15 = z;
+    if (RV > 8 && pin) {
+        s8 = v_load(pin[0] + 8 * RT_VL), s9 = v_load(pin[0] + 9 * RT_VL), s10 = v_load(pin[0] + 10 * RT_VL);
+        s11 = v_load(pin[0] + 11 * RT_VL), s12 = v_load(pin[0] + 12 * RT_VL), s13 = v_load(pin[0] + 13 * RT_VL);
+        s14 = v_load(pin[0] + 14 * RT_VL), s15 = v_load(pin[0] + 15 * RT_VL);
+    }
+    const int64_t ak = o->ak, ldb = o->ldb, kn = o->k;
+    const float *a = o->a + m0 * o->am;
+    size_t es = f16 ? 2 : 4;
+    for (int64_t kk = 0; kk < kn; kk++) {
+        int64_t bo = kk * ldb;
+        __builtin_prefetch((const char *)o->b0 + (size_t)(bo + B_AHEAD * ldb) * es);
+        __builtin_prefetch((const char *)o->b1 + (size_t)(bo + B_AHEAD * ldb) * es);
+        RtV av = v_set1(a[kk * ak]);
+        R_FMA(0); R_FMA(1); R_FMA(2); R_FMA(3); R_FMA(4); R_FMA(5); R_FMA(6); R_FMA(7);
+        R_FMA(8); R_FMA(9); R_FMA(10); R_FMA(11); R_FMA(12); R_FMA(13); R_FMA(14); R_FMA(15);
+    }
+    R_STORE(0); R_STORE(1); R_STORE(2); R_STORE(3); R_STORE(4); R_STORE(5); R_STORE(6); R_STORE(7);
+    R_STORE(8); R_STORE(9); R_STORE(10); R_STORE(11); R_STORE(12); R_STORE(13); R_STORE(14); R_STORE(15);
+}
+
+#define GROUP_CASES(F16)                                         \
+    switch (mr) {                                                \
+    case 6: group(o, m0, 6, c0, F16, pin, t); break;             \
+    case 5: group(o, m0, 5, c0, F16, pin, t); break;             \
+    case 4: group(o, m0, 4, c0, F16, pin, t); break;             \
+    case 3: group(o, m0, 3, c0, F16, pin, t); break;             \
+    case 2: group(o, m0, 2, c0, F16, pin, t); break;             \
+    default: group(o, m0, 1, c0, F16, pin, t); break;            \
+    }
+
+/* The tile's sums in vector groups; columns past the last full group, plain. */
+static void sums(const Opnd *o, int64_t m0, int mr, int nc, const float (*pin)[NR], float (*t)[NR]) {
+    if (mr == 1 && nc == NR) {
+        if (o->f16) row64(o, m0, 1, pin, t);
+        else row64(o, m0, 0, pin, t);
+        return;
+    }
+    int c0 = 0;
+    for (; c0 + GW <= nc; c0 += GW)
+        if (o->f16) GROUP_CASES(1) else GROUP_CASES(0)
+    if (c0 < nc) sums_scalar(o, m0, mr, c0, nc, pin, t);
+}
+#else
+static void sums(const Opnd *o, int64_t m0, int mr, int nc, const float (*pin)[NR], float (*t)[NR]) {
+    sums_scalar(o, m0, mr, 0, nc, pin, t);
+}
+#endif
+
+static void tile_any(const Opnd *o, int64_t m0, int mr, int64_t n0, int nc, const Epi *e, const float (*pin)[NR],
+                     float (*pout)[NR]) {
+    /* the bias is cold by the epilogue: asked for now (see the AVX-512 tile) */
+    if (!pout && e->bias)
+        for (int j = 0; j < nc; j += 16) __builtin_prefetch(e->bias + n0 + j);
+    float tl[MR][NR], (*t)[NR] = pout ? pout : tl;
+    sums(o, m0, mr, nc, pin, t);
+    if (!pout) tile_store(e, m0, mr, n0, nc, t);
 }
 #endif
 
@@ -246,6 +390,11 @@ static void widen_block(const Opnd *o, int nc, float *dst) {
             __m512i v = _mm512_maskz_loadu_epi16(m, src);
             _mm512_storeu_ps(d, _mm512_cvtph_ps(_mm512_castsi512_si256(v)));
             _mm512_storeu_ps(d + 16, _mm512_cvtph_ps(_mm512_extracti64x4_epi64(v, 1)));
+#elif defined(RT_VL)
+            if (valid == 32)
+                for (int j = 0; j < 32; j += RT_VL) v_store(d + j, v_load_h(src + j));
+            else
+                for (int j = 0; j < 32; j++) d[j] = j < valid ? half_to_float(src[j]) : 0.0f;
 #else
             for (int j = 0; j < 32; j++) d[j] = j < valid ? half_to_float(src[j]) : 0.0f;
 #endif
@@ -258,6 +407,7 @@ static void widen_block(const Opnd *o, int nc, float *dst) {
 static void gemm_range(const Opnd *base, const void *b, int64_t panel_stride, int64_t n_total, int64_t m0, int64_t m1,
                        int64_t n0, int64_t n1, const Epi *e) {
     size_t es = base->f16 ? 2 : 4;
+    const int64_t KC = rt_block.kc, MB = rt_block.mb;
     for (int64_t n = n0; n < n1; n += NR) {
         Opnd o = *base;
         int nc = n1 - n < NR ? (int)(n1 - n) : NR;
@@ -272,10 +422,13 @@ static void gemm_range(const Opnd *base, const void *b, int64_t panel_stride, in
             for (int64_t m = m0; m < m1; m += MR) tile_any(&o, m, m1 - m < MR ? (int)(m1 - m) : MR, n, nc, e, NULL, NULL);
             continue;
         }
-        float part[MB][NR];
-        float wide[(KC + KC / 2) * NR]; /* an fp16 K-block widened: once per MB rows, not per tile */
-        for (int64_t mb = m0; mb < m1; mb += MB) {
-            int64_t mbe = m1 - mb < MB ? m1 : mb + MB;
+        float part[MB_MAX][NR];
+        float wide[(KC_MAX + KC_MAX / 2) * NR]; /* an fp16 K-block widened: once per MB rows, not per tile */
+        /* Row blocks of equal size: 128 rows as 120 + 8 streamed the panel
+         * a second time for 8 rows. */
+        int64_t nmb = (m1 - m0 + MB - 1) / MB, mbs = ((m1 - m0 + nmb - 1) / nmb + MR - 1) / MR * MR;
+        for (int64_t mb = m0; mb < m1; mb += mbs) {
+            int64_t mbe = m1 - mb < mbs ? m1 : mb + mbs;
             for (int64_t k0 = 0; k0 < base->k; k0 += KC) {
                 Opnd ok = o;
                 /* a short tail joins the last block rather than run alone */
@@ -312,16 +465,10 @@ static void gemm_range(const Opnd *base, const void *b, int64_t panel_stride, in
     }
 }
 
-/* Splits an M×N product over threads: by 64-column blocks when there are
- * enough of them, else by 6-row blocks. */
-static int64_t split_blocks(int64_t m, int64_t n, int nth, bool *cols) {
-    int64_t nb = (n + NR - 1) / NR, mb = (m + MR - 1) / MR;
-    *cols = nb >= nth || nb >= mb;
-    return *cols ? nb : mb;
-}
+/* Splits an M×N product over threads (rt_split_blocks says how). */
 static void split_mn(int64_t m, int64_t n, int ith, int nth, int64_t *m0, int64_t *m1, int64_t *n0, int64_t *n1) {
     bool cols;
-    int64_t b = split_blocks(m, n, nth, &cols);
+    int64_t b = rt_split_blocks(m, n, nth, &cols);
     *m0 = 0, *m1 = m, *n0 = 0, *n1 = n;
     if (cols) {
         *n0 = b * ith / nth * NR, *n1 = b * (ith + 1) / nth * NR;
@@ -332,13 +479,7 @@ static void split_mn(int64_t m, int64_t n, int ith, int nth, int64_t *m0, int64_
     }
 }
 
-/* A GEMM's rows: every row of x, or in the channels layout the positions
- * of one batch entry (the batch loops around them). */
-static int64_t gemm_rows(const RtBuf *xb, int64_t k, int layout) {
-    return layout == RT_GEMM_ROWS ? xb->numel / k : xb->numel / (xb->dims[0] * k);
-}
-
-void rt_k_gemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+static void rt_k_gemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     const RtGemmParams *gp = &op->p.gemm;
     const RtBuf *xb = &ex->bufs[op->in[0]], *wb = &ex->bufs[op->in[1]];
     const float *x = ex->ptr[op->in[0]];
@@ -350,14 +491,14 @@ void rt_k_gemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     Opnd o = {.k = k, .ldb = RT_PANEL, .f16 = wb->dtype == RT_F16};
     Epi e = {.alpha = 1.0f, .bias = bias, .act = gp->act, .res = res};
     if (gp->layout == RT_GEMM_ROWS) {
-        int64_t m = gemm_rows(xb, k, gp->layout), m0, m1, n0, n1;
+        int64_t m = rt_gemm_rows(xb, k, gp->layout), m0, m1, n0, n1;
         o.a = x, o.am = k, o.ak = 1;
         e.rm = n, e.rn = 1, e.y = y, e.ym = n, e.yn = 1;
         split_mn(m, n, ith, nth, &m0, &m1, &n0, &n1);
         gemm_range(&o, w, k * RT_PANEL, n, m0, m1, n0, n1, &e);
     } else {
         /* y[b, n, s] = Σ_k W[n, k] x[b, k, s]: rows are positions s. */
-        int64_t nb = xb->dims[0], s = gemm_rows(xb, k, gp->layout), m0, m1, n0, n1;
+        int64_t nb = xb->dims[0], s = rt_gemm_rows(xb, k, gp->layout), m0, m1, n0, n1;
         split_mn(s, n, ith, nth, &m0, &m1, &n0, &n1);
         for (int64_t bi = 0; bi < nb; bi++) {
             o.a = x + bi * k * s, o.am = 1, o.ak = s;
@@ -376,30 +517,19 @@ void rt_k_gemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
  * KB (into L1), or 32-64 KB into L2, gained nothing. */
 enum { HEAD_BYTES = 8192 };
 static void prefetch_head(const void *p, size_t len) {
-#ifdef RT_AVX512
-    for (size_t b = 0; b < len && b < HEAD_BYTES; b += 64) _mm_prefetch((const char *)p + b, _MM_HINT_T0);
-#else
-    (void)p, (void)len;
-#endif
+    for (size_t b = 0; b < len && b < HEAD_BYTES; b += 64) __builtin_prefetch((const char *)p + b);
 }
 
-void rt_p_gemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+static void rt_p_gemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     const RtBuf *xb = &ex->bufs[op->in[0]], *wb = &ex->bufs[op->in[1]];
     int64_t n = wb->dims[0], k = wb->dims[1], m0, m1, n0, n1;
-    split_mn(gemm_rows(xb, k, op->p.gemm.layout), n, ith, nth, &m0, &m1, &n0, &n1);
+    split_mn(rt_gemm_rows(xb, k, op->p.gemm.layout), n, ith, nth, &m0, &m1, &n0, &n1);
     if (m1 <= m0 || n1 <= n0) return;
     size_t panel = (size_t)(k * RT_PANEL) * rt_dtype_size((RtDType)wb->dtype);
     prefetch_head((const char *)ex->ptr[op->in[1]] + (size_t)(n0 / RT_PANEL) * panel, panel);
 }
 
 /* ---- batched matmul ---- */
-size_t rt_s_matmul(const RtBuf *bufs, const RtOpRec *op) {
-    /* a transposed y is repacked row-major [K, N] per batch */
-    if (!op->p.matmul.transpose_y) return 0;
-    const RtBuf *y = &bufs[op->in[1]];
-    return (size_t)(y->dims[y->rank - 1] * y->dims[y->rank - 2]) * sizeof(float);
-}
-
 /* Element offset of z's batch `bi` in operand a (batch dims right-aligned,
  * broadcast dims contribute 0). */
 static int64_t batch_offset(const RtBuf *z, const RtBuf *a, int64_t bi) {
@@ -424,7 +554,7 @@ static void transpose_into(const float *src, int64_t rows, int64_t cols, float *
                 for (int64_t c = c0; c < c0 + 16 && c < cols; c++) dst[c * rows + r] = src[r * cols + c];
 }
 
-void rt_k_matmul(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+static void rt_k_matmul(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     const RtMatmulParams *p = &op->p.matmul;
     const RtBuf *xb = &ex->bufs[op->in[0]], *yb = &ex->bufs[op->in[1]], *zb = &ex->bufs[op->out[0]];
     const float *x = ex->ptr[op->in[0]], *y = ex->ptr[op->in[1]];
@@ -455,7 +585,6 @@ void rt_k_matmul(RtExec *ex, const RtOpRec *op, int ith, int nth) {
 }
 
 /* ---- fused attention ---- */
-enum { ATT_LB = 48 }; /* query rows per work unit: a multiple of the tile height */
 
 /* ---- flagged attention: K/V transposed, fp16, in two parts (decode) ----
  * One query row at a time: scores over every key, softmax, then the weighted
@@ -480,6 +609,14 @@ static void axpy_any(float *y, float a, const void *x, bool f16, int64_t n) {
                         : _mm512_loadu_ps((const float *)x + i);
         _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, xv, _mm512_loadu_ps(y + i)));
     }
+#elif defined(RT_VL)
+    RtV va = v_set1(a);
+    size_t es = f16 ? 2 : 4;
+    for (; i + RT_VL <= n; i += RT_VL) {
+        if ((i * (int64_t)es & 63) == 0) __builtin_prefetch((const char *)x + i * (int64_t)es + KV_AHEAD);
+        RtV xv = f16 ? v_load_h((const uint16_t *)x + i) : v_load((const float *)x + i);
+        v_store(y + i, v_fma(va, xv, v_load(y + i)));
+    }
 #endif
     if (f16)
         for (; i < n; i++) y[i] += a * half_to_float(((const uint16_t *)x)[i]);
@@ -501,6 +638,15 @@ static float dot_any(const float *a, const void *x, bool f16, int64_t n) {
         v1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + i + 16))), v1);
     }
     s = _mm512_reduce_add_ps(_mm512_add_ps(v0, v1));
+#elif defined(RT_VL)
+    RtV v0 = v_zero(), v1 = v_zero();
+    const uint16_t *h = x;
+    for (; i + 2 * RT_VL <= n; i += 2 * RT_VL) {
+        if ((i * 2 & 63) == 0) __builtin_prefetch((const char *)(h + i) + KV_AHEAD);
+        v0 = v_fma(v_load(a + i), v_load_h(h + i), v0);
+        v1 = v_fma(v_load(a + i + RT_VL), v_load_h(h + i + RT_VL), v1);
+    }
+    s = v_sum(v_add(v0, v1));
 #endif
     for (; i < n; i++) s += a[i] * half_to_float(((const uint16_t *)x)[i]);
     return s;
@@ -593,22 +739,8 @@ static void attention_kv(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     }
 }
 
-size_t rt_s_attention(const RtBuf *bufs, const RtOpRec *op) {
-    const RtAttnParams *p = &op->p.attn;
-    if (p->flags) { /* one score row of S plus the scaled query */
-        int np = (p->flags & RT_ATTN_SPLIT) ? 2 : 1;
-        int64_t s = 0;
-        const RtBuf *q = &bufs[op->in[0]];
-        for (int i = 0; i < np; i++) s += bufs[op->in[1 + 2 * i]].numel / (q->dims[0] * p->kv_heads * q->dims[3]);
-        return (size_t)(s + bufs[op->in[0]].dims[3]) * sizeof(float);
-    }
-    const RtBuf *k = &bufs[op->in[1]];
-    int64_t s = k->dims[2], e = k->dims[3];
-    return (size_t)(ATT_LB * s + e * s) * sizeof(float); /* scores + kᵀ */
-}
-
 /* Decode attention's part starts with its first head's K rows. */
-void rt_p_attention(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+static void rt_p_attention(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     const RtAttnParams *p = &op->p.attn;
     if (!p->flags) return;
     const RtBuf *qb = &ex->bufs[op->in[0]], *kb = &ex->bufs[op->in[1]];
@@ -618,7 +750,7 @@ void rt_p_attention(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     prefetch_head(kv_rows(ex->ptr[op->in[1]], B * H * L * ith / nth, H, L, Hk, E, s, es), (size_t)(E * s) * es);
 }
 
-void rt_k_attention(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+static void rt_k_attention(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     const RtAttnParams *p = &op->p.attn;
     if (p->flags) {
         attention_kv(ex, op, ith, nth);
@@ -639,11 +771,11 @@ void rt_k_attention(RtExec *ex, const RtOpRec *op, int ith, int nth) {
             st *= mb->dims[md];
         }
     }
-    float *sc = (float *)(ex->scratch + (size_t)ith * ex->scratch_per_thread), *kt = sc + ATT_LB * S;
-    int64_t lblocks = (L + ATT_LB - 1) / ATT_LB, units = B * H * lblocks;
+    float *sc = (float *)(ex->scratch + (size_t)ith * ex->scratch_per_thread), *kt = sc + RT_ATT_LB * S;
+    int64_t lblocks = (L + RT_ATT_LB - 1) / RT_ATT_LB, units = B * H * lblocks;
     int64_t u0 = units * ith / nth, u1 = units * (ith + 1) / nth, packed = -1;
     for (int64_t u = u0; u < u1; u++) {
-        int64_t bh = u / lblocks, l0 = (u % lblocks) * ATT_LB, lb = L - l0 < ATT_LB ? L - l0 : ATT_LB;
+        int64_t bh = u / lblocks, l0 = (u % lblocks) * RT_ATT_LB, lb = L - l0 < RT_ATT_LB ? L - l0 : RT_ATT_LB;
         int64_t b = bh / H, h = bh % H, hk = h / (H / Hk);
         const float *qh = q + ((b * H + h) * L + l0) * E, *kh = k + (b * Hk + hk) * S * E;
         if (lb < 8) { /* decode: a few rows of dot products beat transposing k */
@@ -678,18 +810,3 @@ void rt_k_attention(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     }
 }
 
-/* The equal units of work rt_k_gemm and rt_k_attention deal out to parts
- * (exec.c's rt_op_parts keeps them even). */
-int64_t rt_op_units(const RtBuf *bufs, const RtOpRec *op, int nth) {
-    if (op->kind == RT_OP_GEMM) { /* the blocks split_mn deals out */
-        const RtBuf *wb = &bufs[op->in[1]];
-        bool cols;
-        return split_blocks(gemm_rows(&bufs[op->in[0]], wb->dims[1], op->p.gemm.layout), wb->dims[0], nth, &cols);
-    }
-    if (op->kind == RT_OP_ATTENTION) { /* (batch, head, query rows) units */
-        const RtBuf *qb = &bufs[op->in[0]];
-        int64_t bh = qb->dims[0] * qb->dims[1], l = qb->dims[2];
-        return op->p.attn.flags ? bh * l : bh * ((l + ATT_LB - 1) / ATT_LB);
-    }
-    return 0;
-}

@@ -1,7 +1,8 @@
 /* kernels_misc.c — every kernel but the GEMM family: norms, softmax,
  * elementwise (N-d broadcast), reductions, the strided copy behind all data
  * movement ops, gather, band_part, select and cast.  Each splits its work by
- * thread index (ith of nth) and touches only its own slice of the output. */
+ * thread index (ith of nth) and touches only its own slice of the output.
+ * Compiled once per kernel variant, inside kernels_variant.c. */
 #include <float.h>
 #include <limits.h>
 #include <string.h>
@@ -33,7 +34,7 @@ static void view3(const RtBuf *x, int a0, int a1, int64_t *outer, int64_t *c, in
 enum { COLS = 256 }; /* columns per chunk when reducing over a strided axis */
 
 /* ---- layer_norm / rms_norm ---- */
-void rt_k_norm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+static void rt_k_norm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     const RtNormParams *p = &op->p.norm;
     const float *x = IN(0);
     const float *g = p->has_gamma ? IN(1) : NULL, *bt = p->has_beta ? IN(1 + p->has_gamma) : NULL;
@@ -90,9 +91,7 @@ void rt_k_norm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
 }
 
 /* ---- softmax ---- */
-size_t rt_s_softmax(const RtBuf *bufs, const RtOpRec *op) { return 0; }
-
-void rt_k_softmax(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+static void rt_k_softmax(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     const float *x = IN(0);
     float *y = OUT(0);
     int a = op->p.axis.axis;
@@ -192,7 +191,7 @@ static void bin_row_i32(int op, const int32_t *a, int64_t sa, const int32_t *b, 
     }
 }
 
-void rt_k_binary(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+static void rt_k_binary(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     const RtBuf *ins[2] = {BUF_IN(0), BUF_IN(1)}, *cb = BUF_OUT(0);
     Bcast bc;
     bcast_init(&bc, cb, ins, 2);
@@ -209,7 +208,7 @@ void rt_k_binary(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     }
 }
 
-void rt_k_select(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+static void rt_k_select(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     const RtBuf *ins[3] = {BUF_IN(0), BUF_IN(1), BUF_IN(2)}, *yb = BUF_OUT(0);
     Bcast bc;
     bcast_init(&bc, yb, ins, 3);
@@ -230,7 +229,7 @@ void rt_k_select(RtExec *ex, const RtOpRec *op, int ith, int nth) {
 }
 
 /* ---- unary ---- */
-void rt_k_unary(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+static void rt_k_unary(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     const float *x = IN(0);
     float *y = OUT(0);
     int64_t lo, hi;
@@ -260,7 +259,7 @@ void rt_k_unary(RtExec *ex, const RtOpRec *op, int ith, int nth) {
 }
 
 /* ---- reductions ---- */
-void rt_k_reduce(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+static void rt_k_reduce(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     const RtBuf *xb = BUF_IN(0);
     const float *x = IN(0);
     float *y = OUT(0);
@@ -294,7 +293,7 @@ void rt_k_reduce(RtExec *ex, const RtOpRec *op, int ith, int nth) {
 }
 
 /* ---- strided copy ---- */
-void rt_k_copy(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+static void rt_k_copy(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     const RtCopyParams *p = &op->p.copy;
     size_t es = rt_dtype_size((RtDType)BUF_IN(0)->dtype);
     bool widen = BUF_IN(0)->dtype == RT_F16 && BUF_OUT(0)->dtype == RT_F32;
@@ -333,7 +332,7 @@ void rt_k_copy(RtExec *ex, const RtOpRec *op, int ith, int nth) {
 }
 
 /* ---- gather ---- */
-void rt_k_gather(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+static void rt_k_gather(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     const RtBuf *xb = BUF_IN(0), *ib = BUF_IN(1);
     int a = op->p.axis.axis;
     int64_t pre, dim, post;
@@ -357,7 +356,7 @@ void rt_k_gather(RtExec *ex, const RtOpRec *op, int ith, int nth) {
 }
 
 /* ---- band_part ---- */
-void rt_k_band(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+static void rt_k_band(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     const RtBuf *xb = BUF_IN(0);
     const float *x = IN(0);
     float *y = OUT(0);
@@ -382,7 +381,7 @@ static int32_t f2i(float v) {
     return (int32_t)v;
 }
 
-void rt_k_cast(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+static void rt_k_cast(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     uint32_t from = BUF_IN(0)->dtype, to = BUF_OUT(0)->dtype;
     int64_t lo, hi;
     split(BUF_IN(0)->numel, ith, nth, &lo, &hi);

@@ -278,6 +278,7 @@ int rt_model_load(RtModel **out, const RtSection *secs, int n, const RtLoadOptio
         free(ent);
         return rt_errf(err, errlen, RT_ENOMEM, "out of memory");
     }
+    if ((rc = rt_cpu_kernels(opts ? opts->cpu : RT_CPU_AUTO, &m->kern, err, errlen))) goto fail;
     if ((uint64_t)n != h.nsections + 1ull) BAD("%d sections given, the manifest lists %u", n - 1, h.nsections);
     for (uint32_t i = 0; i < h.nsections; i++)
         if (secs[i + 1].size != ent[i].size || (!secs[i + 1].data && ent[i].size))

@@ -6,26 +6,6 @@
 
 #include "rt_internal.h"
 
-/* kernels (kernels_*.c) */
-void rt_k_gemm(RtExec *, const RtOpRec *, int, int);
-void rt_k_matmul(RtExec *, const RtOpRec *, int, int);
-void rt_k_attention(RtExec *, const RtOpRec *, int, int);
-void rt_k_norm(RtExec *, const RtOpRec *, int, int);
-void rt_k_softmax(RtExec *, const RtOpRec *, int, int);
-void rt_k_binary(RtExec *, const RtOpRec *, int, int);
-void rt_k_unary(RtExec *, const RtOpRec *, int, int);
-void rt_k_reduce(RtExec *, const RtOpRec *, int, int);
-void rt_k_copy(RtExec *, const RtOpRec *, int, int);
-void rt_k_gather(RtExec *, const RtOpRec *, int, int);
-void rt_k_band(RtExec *, const RtOpRec *, int, int);
-void rt_k_select(RtExec *, const RtOpRec *, int, int);
-void rt_k_cast(RtExec *, const RtOpRec *, int, int);
-void rt_p_gemm(RtExec *, const RtOpRec *, int, int);
-void rt_p_attention(RtExec *, const RtOpRec *, int, int);
-size_t rt_s_attention(const RtBuf *, const RtOpRec *);
-size_t rt_s_softmax(const RtBuf *, const RtOpRec *);
-size_t rt_s_matmul(const RtBuf *, const RtOpRec *);
-
 int rt_errf(char *err, size_t errlen, int code, const char *fmt, ...) {
     if (err && errlen) {
         va_list ap;
@@ -381,21 +361,42 @@ static int check_cast(const RtBuf *bufs, const RtOpRec *op, char *err, size_t er
     return RT_OK;
 }
 
+/* ---- per-part scratch of the kernels that need one ---- */
+size_t rt_s_matmul(const RtBuf *bufs, const RtOpRec *op) {
+    /* a transposed y is repacked row-major [K, N] per batch */
+    if (!op->p.matmul.transpose_y) return 0;
+    const RtBuf *y = &bufs[op->in[1]];
+    return (size_t)(y->dims[y->rank - 1] * y->dims[y->rank - 2]) * sizeof(float);
+}
+
+size_t rt_s_attention(const RtBuf *bufs, const RtOpRec *op) {
+    const RtAttnParams *p = &op->p.attn;
+    if (p->flags) { /* one score row of S plus the scaled query */
+        int np = (p->flags & RT_ATTN_SPLIT) ? 2 : 1;
+        int64_t s = 0;
+        const RtBuf *q = &bufs[op->in[0]];
+        for (int i = 0; i < np; i++) s += bufs[op->in[1 + 2 * i]].numel / (q->dims[0] * p->kv_heads * q->dims[3]);
+        return (size_t)(s + bufs[op->in[0]].dims[3]) * sizeof(float);
+    }
+    const RtBuf *k = &bufs[op->in[1]];
+    int64_t s = k->dims[2], e = k->dims[3];
+    return (size_t)(RT_ATT_LB * s + e * s) * sizeof(float); /* scores + kᵀ */
+}
+
 static const RtOpInfo op_table[RT_OP_COUNT_] = {
-    [RT_OP_GEMM] = {"gemm", sizeof(RtGemmParams), 2, 4, 1, 1, check_gemm, NULL, rt_k_gemm, rt_p_gemm},
-    [RT_OP_MATMUL] = {"matmul", sizeof(RtMatmulParams), 2, 2, 1, 1, check_matmul, rt_s_matmul, rt_k_matmul},
-    [RT_OP_ATTENTION] = {"attention", sizeof(RtAttnParams), 3, 6, 1, 1, check_attention, rt_s_attention, rt_k_attention,
-                         rt_p_attention},
-    [RT_OP_NORM] = {"norm", sizeof(RtNormParams), 1, 3, 1, 1, check_norm, NULL, rt_k_norm},
-    [RT_OP_SOFTMAX] = {"softmax", sizeof(RtAxisParams), 1, 1, 1, 1, check_softmax, rt_s_softmax, rt_k_softmax},
-    [RT_OP_BINARY] = {"binary", sizeof(RtBinaryParams), 2, 2, 1, 1, check_binary, NULL, rt_k_binary},
-    [RT_OP_UNARY] = {"unary", sizeof(RtUnaryParams), 1, 1, 1, 1, check_unary, NULL, rt_k_unary},
-    [RT_OP_REDUCE] = {"reduce", sizeof(RtReduceParams), 1, 1, 1, 1, check_reduce, NULL, rt_k_reduce},
-    [RT_OP_COPY] = {"copy", sizeof(RtCopyParams), 1, 1, 1, 1, check_copy, NULL, rt_k_copy},
-    [RT_OP_GATHER] = {"gather", sizeof(RtAxisParams), 2, 2, 1, 1, check_gather, NULL, rt_k_gather},
-    [RT_OP_BAND_PART] = {"band_part", sizeof(RtBandParams), 1, 1, 1, 1, check_band, NULL, rt_k_band},
-    [RT_OP_SELECT] = {"select", 0, 3, 3, 1, 1, check_select, NULL, rt_k_select},
-    [RT_OP_CAST] = {"cast", sizeof(RtCastParams), 1, 1, 1, 1, check_cast, NULL, rt_k_cast},
+    [RT_OP_GEMM] = {"gemm", sizeof(RtGemmParams), 2, 4, 1, 1, check_gemm, NULL},
+    [RT_OP_MATMUL] = {"matmul", sizeof(RtMatmulParams), 2, 2, 1, 1, check_matmul, rt_s_matmul},
+    [RT_OP_ATTENTION] = {"attention", sizeof(RtAttnParams), 3, 6, 1, 1, check_attention, rt_s_attention},
+    [RT_OP_NORM] = {"norm", sizeof(RtNormParams), 1, 3, 1, 1, check_norm, NULL},
+    [RT_OP_SOFTMAX] = {"softmax", sizeof(RtAxisParams), 1, 1, 1, 1, check_softmax, NULL},
+    [RT_OP_BINARY] = {"binary", sizeof(RtBinaryParams), 2, 2, 1, 1, check_binary, NULL},
+    [RT_OP_UNARY] = {"unary", sizeof(RtUnaryParams), 1, 1, 1, 1, check_unary, NULL},
+    [RT_OP_REDUCE] = {"reduce", sizeof(RtReduceParams), 1, 1, 1, 1, check_reduce, NULL},
+    [RT_OP_COPY] = {"copy", sizeof(RtCopyParams), 1, 1, 1, 1, check_copy, NULL},
+    [RT_OP_GATHER] = {"gather", sizeof(RtAxisParams), 2, 2, 1, 1, check_gather, NULL},
+    [RT_OP_BAND_PART] = {"band_part", sizeof(RtBandParams), 1, 1, 1, 1, check_band, NULL},
+    [RT_OP_SELECT] = {"select", 0, 3, 3, 1, 1, check_select, NULL},
+    [RT_OP_CAST] = {"cast", sizeof(RtCastParams), 1, 1, 1, 1, check_cast, NULL},
 };
 
 const RtOpInfo *rt_op_info(uint32_t kind) {

@@ -125,12 +125,53 @@ typedef struct {
     int min_in, max_in, min_out, max_out;
     RtCheckFn check;
     RtScratchFn scratch;  /* NULL: none */
-    RtKernelFn kernel;
-    /* NULL, or asks for the first bytes part ith of nth will stream (called
-     * by a thread done with the op before, so the stream is under way when
-     * the part starts) */
-    RtKernelFn prefetch;
 } RtOpInfo;
+
+/* One kernel variant (kernels_variant.c, compiled once per instruction set
+ * with its own flags): every op's kernel, and for some ops a prefetch that
+ * asks for the first bytes part ith of nth will stream (called by a thread
+ * done with the op before, so the stream is under way when the part starts). */
+typedef struct {
+    RtCpu cpu;
+    RtKernelFn kernel[RT_OP_COUNT_];
+    RtKernelFn prefetch[RT_OP_COUNT_]; /* NULL: none */
+} RtKernels;
+/* The kernels of variant v, or RT_ECPU with a message naming what this CPU
+ * or build lacks (cpu.c).  RT_CPU_AUTO: the best this CPU runs. */
+int rt_cpu_kernels(RtCpu v, const RtKernels **out, char *err, size_t errlen);
+
+/* The GEMM's cache blocking from this CPU's caches (cpu.c: set once, when
+ * the first model loads; the defaults before that suit a 32 KB L1): kc rows
+ * of a 64-column fp32 sub-panel fill about 2/3 of L1, mb rows of A per
+ * K-block sit in a quarter of L2.  l1d and l2 are the sizes found (0:
+ * unknown).  The kernels' stack blocks are sized for the maxima. */
+enum { RT_KC_MAX = 256, RT_MB_MAX = 240 };
+typedef struct {
+    int64_t kc, mb;
+    size_t l1d, l2;
+} RtBlocking;
+extern RtBlocking rt_block;
+
+/* The scratch per part that matmul and attention need (ops.c). */
+size_t rt_s_matmul(const RtBuf *bufs, const RtOpRec *op);
+size_t rt_s_attention(const RtBuf *bufs, const RtOpRec *op);
+
+/* Work split shared by the kernels and rt_op_units: tiles of RT_TILE_M rows
+ * × RT_PANEL columns, attention's query rows in blocks of RT_ATT_LB (a
+ * multiple of the tile height). */
+enum { RT_TILE_M = 6, RT_ATT_LB = 48 };
+/* An M×N product splits over threads by 64-column blocks when there are
+ * enough of them, else by 6-row blocks: how many, and which (*cols). */
+static inline int64_t rt_split_blocks(int64_t m, int64_t n, int nth, bool *cols) {
+    int64_t nb = (n + RT_PANEL - 1) / RT_PANEL, mb = (m + RT_TILE_M - 1) / RT_TILE_M;
+    *cols = nb >= nth || nb >= mb;
+    return *cols ? nb : mb;
+}
+/* A GEMM's rows: every row of x, or in the channels layout the positions
+ * of one batch entry (the batch loops around them). */
+static inline int64_t rt_gemm_rows(const RtBuf *xb, int64_t k, int layout) {
+    return layout == RT_GEMM_ROWS ? xb->numel / k : xb->numel / (xb->dims[0] * k);
+}
 
 /* NULL for an out-of-range kind. */
 const RtOpInfo *rt_op_info(uint32_t kind);
@@ -192,6 +233,7 @@ struct RtModel {
     int last_prog;
     RtExec ex;
     RtPool *pool;
+    const RtKernels *kern;    /* the kernel variant chosen at load */
     bool own_pool;            /* started by this model (else borrowed: RtLoadOptions.pool);
                                  the arena and scratch are the pool's either way */
 };

@@ -82,7 +82,13 @@ int main(int argc, char **argv) {
     rt_artifact_sections(art, &secs, &nsec);
     RtModel *m;
     char err[512];
-    RtLoadOptions lo = {.nthreads = threads, .flags = RT_LOAD_VERIFY};
+    RtCpu cpu = RT_CPU_AUTO; /* MILC_CPU: ctest runs the op checks per kernel variant */
+    const char *ce = getenv("MILC_CPU");
+    if (ce && *ce && (rt_cpu_parse(ce, &cpu, err, sizeof err) || rt_cpu_check(cpu, err, sizeof err))) {
+        fprintf(stderr, "MILC_CPU: %s\n", err);
+        return 2;
+    }
+    RtLoadOptions lo = {.nthreads = threads, .flags = RT_LOAD_VERIFY, .cpu = cpu};
     if (rt_model_load(&m, secs, nsec, &lo, err, sizeof err)) {
         fprintf(stderr, "load: %s\n", err);
         return 3;

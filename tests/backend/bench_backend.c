@@ -115,7 +115,7 @@ static int chunk_build(Chunk *k, const char *dir, int mode, int nth) {
     int n;
     rt_artifact_sections(k->art, &secs, &n);
     char err[256];
-    RtLoadOptions lo = {.nthreads = nth, .pool = shared_pool}; /* the chunks of a chain run in turn on one pool */
+    RtLoadOptions lo = {.nthreads = nth, .pool = shared_pool, .cpu = test_cpu()}; /* the chunks of a chain run in turn on one pool */
     if (rt_model_load(&k->m, secs, n, &lo, err, sizeof err)) {
         fprintf(stderr, "load: %s\n", err);
         return -1;

@@ -17,7 +17,7 @@ expect_json "$OUT" "j['hits'] == 2 and j['checksummed'] == 2"
 expect_rc 0 "$MILC" bench --quick --json --csv "$WORK/b.csv"
 J=$OUT
 expect_in "$ERR" "bench: mode 2: cold run 1/1"
-expect_json "$J" "j['schema'] == 'milc-bench/1' and j['config'] == 'tiny' and j['layers'] == 2 and j['chunks'] == 2"
+expect_json "$J" "j['schema'] == 'milc-bench/2' and j['config'] == 'tiny' and j['layers'] == 2 and j['chunks'] == 2"
 expect_json "$J" "[m['mode'] for m in j['modes']] == [0, 1, 2]"
 # Every headline figure is there and positive.
 expect_json "$J" "all(isinstance(m[k], (int, float)) and m[k] > 0 for m in j['modes'] for k in
@@ -37,6 +37,22 @@ expect_json "$J" "all(m['dispatches_per_token'] == j['chunks'] and m['prefill_di
 expect_json "$J" "[m for m in j['modes'] if m['mode'] == 1][0]['dispatches_per_token'] > 10 * j['chunks']"
 # Mode 0 holds both variants, so its artifact is the larger.
 expect_json "$J" "j['modes'][0]['artifact_bytes'] > j['modes'][2]['artifact_bytes']"
+# The per-dispatch overhead is measured directly: the decode chunks bonded
+# (one dispatch each) against one dispatch per op, in alternated pairs.
+expect_json "$J" "j['dispatch']['bonded_dispatches'] == j['chunks'] and j['dispatch']['per_op_dispatches'] > 10 * j['chunks']
+  and j['dispatch']['n'] == 5 and j['dispatch']['min'] <= j['dispatch']['us'] <= j['dispatch']['max']"
+expect_json "$J" "abs(j['summary']['dispatch_overhead_ms'] * 1000 - j['dispatch']['us']) < 1e-6"
+expect_in "$ERR" "per-dispatch overhead: decode chunks bonded vs one dispatch per op"
+# Decode's plan: ops, weights and their read bandwidth.
+expect_json "$J" "all(m['decode_ops'] >= m['dispatches_per_token'] and m['decode_weight_bytes'] > 0 and m['decode_read_gbs'] > 0 for m in j['modes'])"
+# Each sweep point: its weights and the time to stream them once; the
+# intercept says what it is, and its flags follow from the fit.
+expect_json "$J" "all(p['weight_bytes'] > 0 and p['stream_ms'] > 0 for m in j['modes'] for s in m['sweeps'].values() for p in s['points'])"
+expect_json "$J" "all(s['a_means'] == 'time independent of work' and
+  (('negative_intercept' in s['flags']) == (s['a_ms'] < 0)) and (('poor_fit' in s['flags']) == (s['r2'] < 0.98)) and
+  (s['hinge'] is None) == ('bends' not in s['flags']) for m in j['modes'] for s in m['sweeps'].values())"
+expect_json "$J" "j['summary']['tokens_intercept_ms'] == [m for m in j['modes'] if m['mode'] == 2][0]['sweeps']['tokens']['a_ms']
+  and isinstance(j['summary']['depth_flags'], list) and 'depth_overhead_ms' not in j['summary']"
 # Sweeps: the quick lists, and fits equal to numpy's least squares over the points.
 expect_json "$J" "all([p['work'] for p in m['sweeps']['depth']['points']] == [1, 2] and
   [p['work'] for p in m['sweeps']['tokens']['points']] == [1, 8] for m in j['modes'])"
@@ -75,15 +91,29 @@ for m in j['modes']:
     (r,) = get('tokens_fit', 'a_ms')
     assert abs(float(r['median']) - m['sweeps']['tokens']['a_ms']) <= 1e-4 * max(1, abs(m['sweeps']['tokens']['a_ms']))
     assert len(get('depth', 'ms', '2')) == 1 and len(get('tokens', 'ms', '8')) == 1
+    (r,) = get('tokens', 'stream_ms', '8')
+    assert abs(float(r['median']) - m['sweeps']['tokens']['points'][1]['stream_ms']) <= 1e-4 * float(r['median'])
+    (r,) = get('depth_fit', 'negative_intercept')
+    assert float(r['median']) == (1 if m['sweeps']['depth']['a_ms'] < 0 else 0)
+(r,) = [r for r in rows if r['mode'] == '-1' and r['section'] == 'dispatch' and r['metric'] == 'us']
+assert abs(float(r['median']) - j['dispatch']['us']) <= 1e-4 * max(1, abs(j['dispatch']['us'])) and r['n'] == '5'
 print('csv ok')"
 expect_eq "$OUT" "csv ok"
+
+# The plot draws what the JSON says (when matplotlib is there).
+if "$PY" -c "import matplotlib" 2>/dev/null; then
+  expect_rc 0 "$PY" "$SRC/examples/plot_bench.py" "$WORK/b.json" -o "$WORK/b.png"
+  if [ -s "$WORK/b.png" ]; then ok; else fail "no plot written"; fi
+fi
 
 # The table on stdout, JSON to a file (both spellings), no sweeps.
 expect_rc 0 "$MILC" bench --quick --modes 2 --no-sweeps --json "$WORK/one.json"
 expect_in "$OUT" "ttft cached / steady prefill"
 expect_in "$OUT" "mode 2"
+expect_in "$OUT" "per-dispatch overhead"
+expect_not_in "$OUT" "fixed cost per dispatch"
 expect_not_in "$OUT" "depth sweep"
-expect_json "$(cat "$WORK/one.json")" "len(j['modes']) == 1 and j['modes'][0]['sweeps'] is None and j['summary']['dispatch_overhead_ms'] is None"
+expect_json "$(cat "$WORK/one.json")" "len(j['modes']) == 1 and j['modes'][0]['sweeps'] is None and j['summary']['tokens_intercept_ms'] is None and j['dispatch']['n'] == 5"
 expect_rc 0 "$MILC" bench --quick --modes 1 --no-sweeps -q --json="$WORK/two.json"
 expect_eq "$OUT" ""
 expect_json "$(cat "$WORK/two.json")" "j['modes'][0]['mode'] == 1 and j['summary']['mode'] == 1"

@@ -9,7 +9,7 @@
 
 #include "rt_test_util.h"
 
-#ifdef __AVX512F__
+#if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
@@ -19,52 +19,87 @@ static double now(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* ---- peak: 16 independent FMA chains per thread, 0.3 s ---- */
-static volatile float sink;
-static void *fma_thread(void *arg) {
-    double *flops = arg, t0 = now();
-    int64_t iters = 0;
-#if defined(__AVX512F__) && defined(__x86_64__)
-    /* Written in asm so no compiler can spill or fold the 16 chains:
-     * acc += 1 * 1e-7 never reaches a denormal or an assist. */
-    /* The machine is shared: take the best of many 1 ms bursts, like the
-     * best-of-N timings below, so both see the same quiet moments. */
+/* ---- peak: 16 independent FMA chains per thread, 0.5 s ----
+ * At the width of the kernel variant the run measures (test_cpu()):
+ * 512-bit for avx512, 256-bit for avx2 (on Zen 5 the two differ 2x), and
+ * for the scalar variant the widest vector the CPU has (its ratio says how
+ * far the correctness reference is from the machine).  Written in asm so no
+ * compiler can spill or fold the 16 chains: acc += 1 * 1e-7 never reaches a
+ * denormal or an assist.  The machine is shared: take the best of many 1 ms
+ * bursts, like the best-of-N timings below, so both see the same quiet
+ * moments. */
+#if defined(__x86_64__)
+/* n iterations of 16 FMAs of 16 lanes */
+__attribute__((target("avx512f"))) static void fma_burst512(int64_t n) {
     static const float one = 1.0f, tiny = 1e-7f;
-    double best = 0;
-    while (now() - t0 < 0.5) {
-        int64_t n = 10000;
+    __asm__ volatile("vbroadcastss %[one], %%zmm16\n\tvbroadcastss %[tiny], %%zmm17\n\t"
+                     "vxorps %%xmm0, %%xmm0, %%xmm0\n\tvmovaps %%zmm0, %%zmm1\n\tvmovaps %%zmm0, %%zmm2\n\t"
+                     "vmovaps %%zmm0, %%zmm3\n\tvmovaps %%zmm0, %%zmm4\n\tvmovaps %%zmm0, %%zmm5\n\t"
+                     "vmovaps %%zmm0, %%zmm6\n\tvmovaps %%zmm0, %%zmm7\n\tvmovaps %%zmm0, %%zmm8\n\t"
+                     "vmovaps %%zmm0, %%zmm9\n\tvmovaps %%zmm0, %%zmm10\n\tvmovaps %%zmm0, %%zmm11\n\t"
+                     "vmovaps %%zmm0, %%zmm12\n\tvmovaps %%zmm0, %%zmm13\n\tvmovaps %%zmm0, %%zmm14\n\t"
+                     "vmovaps %%zmm0, %%zmm15\n"
+                     "1:\n\t"
+                     "vfmadd231ps %%zmm16, %%zmm17, %%zmm0\n\tvfmadd231ps %%zmm16, %%zmm17, %%zmm1\n\t"
+                     "vfmadd231ps %%zmm16, %%zmm17, %%zmm2\n\tvfmadd231ps %%zmm16, %%zmm17, %%zmm3\n\t"
+                     "vfmadd231ps %%zmm16, %%zmm17, %%zmm4\n\tvfmadd231ps %%zmm16, %%zmm17, %%zmm5\n\t"
+                     "vfmadd231ps %%zmm16, %%zmm17, %%zmm6\n\tvfmadd231ps %%zmm16, %%zmm17, %%zmm7\n\t"
+                     "vfmadd231ps %%zmm16, %%zmm17, %%zmm8\n\tvfmadd231ps %%zmm16, %%zmm17, %%zmm9\n\t"
+                     "vfmadd231ps %%zmm16, %%zmm17, %%zmm10\n\tvfmadd231ps %%zmm16, %%zmm17, %%zmm11\n\t"
+                     "vfmadd231ps %%zmm16, %%zmm17, %%zmm12\n\tvfmadd231ps %%zmm16, %%zmm17, %%zmm13\n\t"
+                     "vfmadd231ps %%zmm16, %%zmm17, %%zmm14\n\tvfmadd231ps %%zmm16, %%zmm17, %%zmm15\n\t"
+                     "dec %[n]\n\tjnz 1b\n"
+                     : [n] "+r"(n)
+                     : [one] "m"(one), [tiny] "m"(tiny)
+                     : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
+                       "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "cc");
+}
+/* The same at 256 bits: AVX2 has 16 ymm registers, so 14 chains + 2 operands
+ * would be the most; 12 chains keep two FMA pipes of latency 4 busy. */
+__attribute__((target("avx2,fma"))) static void fma_burst256(int64_t n) {
+    static const float one = 1.0f, tiny = 1e-7f;
+    __asm__ volatile("vbroadcastss %[one], %%ymm14\n\tvbroadcastss %[tiny], %%ymm15\n\t"
+                     "vxorps %%xmm0, %%xmm0, %%xmm0\n\tvmovaps %%ymm0, %%ymm1\n\tvmovaps %%ymm0, %%ymm2\n\t"
+                     "vmovaps %%ymm0, %%ymm3\n\tvmovaps %%ymm0, %%ymm4\n\tvmovaps %%ymm0, %%ymm5\n\t"
+                     "vmovaps %%ymm0, %%ymm6\n\tvmovaps %%ymm0, %%ymm7\n\tvmovaps %%ymm0, %%ymm8\n\t"
+                     "vmovaps %%ymm0, %%ymm9\n\tvmovaps %%ymm0, %%ymm10\n\tvmovaps %%ymm0, %%ymm11\n"
+                     "1:\n\t"
+                     "vfmadd231ps %%ymm14, %%ymm15, %%ymm0\n\tvfmadd231ps %%ymm14, %%ymm15, %%ymm1\n\t"
+                     "vfmadd231ps %%ymm14, %%ymm15, %%ymm2\n\tvfmadd231ps %%ymm14, %%ymm15, %%ymm3\n\t"
+                     "vfmadd231ps %%ymm14, %%ymm15, %%ymm4\n\tvfmadd231ps %%ymm14, %%ymm15, %%ymm5\n\t"
+                     "vfmadd231ps %%ymm14, %%ymm15, %%ymm6\n\tvfmadd231ps %%ymm14, %%ymm15, %%ymm7\n\t"
+                     "vfmadd231ps %%ymm14, %%ymm15, %%ymm8\n\tvfmadd231ps %%ymm14, %%ymm15, %%ymm9\n\t"
+                     "vfmadd231ps %%ymm14, %%ymm15, %%ymm10\n\tvfmadd231ps %%ymm14, %%ymm15, %%ymm11\n\t"
+                     "dec %[n]\n\tjnz 1b\n"
+                     : [n] "+r"(n)
+                     : [one] "m"(one), [tiny] "m"(tiny)
+                     : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
+                       "xmm14", "xmm15", "cc");
+}
+#endif
+
+/* FLOPs of one burst iteration at the probe's width (0: no probe here). */
+static double fma_probe_flops(void) {
+#if defined(__x86_64__)
+    RtCpu v = test_cpu();
+    if (v == RT_CPU_AVX512) return 16.0 * 16 * 2;
+    if (v == RT_CPU_AVX2 || rt_cpu_check(RT_CPU_AVX2, NULL, 0) == RT_OK) return 12.0 * 8 * 2;
+#endif
+    return 0;
+}
+
+static void *fma_thread(void *arg) {
+    double *flops = arg, t0 = now(), per = fma_probe_flops(), best = 0;
+    while (per > 0 && now() - t0 < 0.5) {
         double tb = now();
-        __asm__ volatile(
-            "vbroadcastss %[one], %%zmm16\n\tvbroadcastss %[tiny], %%zmm17\n\t"
-            "vxorps %%zmm0, %%zmm0, %%zmm0\n\tvmovaps %%zmm0, %%zmm1\n\tvmovaps %%zmm0, %%zmm2\n\t"
-            "vmovaps %%zmm0, %%zmm3\n\tvmovaps %%zmm0, %%zmm4\n\tvmovaps %%zmm0, %%zmm5\n\t"
-            "vmovaps %%zmm0, %%zmm6\n\tvmovaps %%zmm0, %%zmm7\n\tvmovaps %%zmm0, %%zmm8\n\t"
-            "vmovaps %%zmm0, %%zmm9\n\tvmovaps %%zmm0, %%zmm10\n\tvmovaps %%zmm0, %%zmm11\n\t"
-            "vmovaps %%zmm0, %%zmm12\n\tvmovaps %%zmm0, %%zmm13\n\tvmovaps %%zmm0, %%zmm14\n\t"
-            "vmovaps %%zmm0, %%zmm15\n"
-            "1:\n\t"
-            "vfmadd231ps %%zmm16, %%zmm17, %%zmm0\n\tvfmadd231ps %%zmm16, %%zmm17, %%zmm1\n\t"
-            "vfmadd231ps %%zmm16, %%zmm17, %%zmm2\n\tvfmadd231ps %%zmm16, %%zmm17, %%zmm3\n\t"
-            "vfmadd231ps %%zmm16, %%zmm17, %%zmm4\n\tvfmadd231ps %%zmm16, %%zmm17, %%zmm5\n\t"
-            "vfmadd231ps %%zmm16, %%zmm17, %%zmm6\n\tvfmadd231ps %%zmm16, %%zmm17, %%zmm7\n\t"
-            "vfmadd231ps %%zmm16, %%zmm17, %%zmm8\n\tvfmadd231ps %%zmm16, %%zmm17, %%zmm9\n\t"
-            "vfmadd231ps %%zmm16, %%zmm17, %%zmm10\n\tvfmadd231ps %%zmm16, %%zmm17, %%zmm11\n\t"
-            "vfmadd231ps %%zmm16, %%zmm17, %%zmm12\n\tvfmadd231ps %%zmm16, %%zmm17, %%zmm13\n\t"
-            "vfmadd231ps %%zmm16, %%zmm17, %%zmm14\n\tvfmadd231ps %%zmm16, %%zmm17, %%zmm15\n\t"
-            "dec %[n]\n\tjnz 1b\n"
-            : [n] "+r"(n)
-            : [one] "m"(one), [tiny] "m"(tiny)
-            : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
-              "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "cc");
-        double r = 10000.0 * 16 * 16 * 2 / (now() - tb);
+#if defined(__x86_64__)
+        if (per == 16.0 * 16 * 2) fma_burst512(10000);
+        else fma_burst256(10000);
+#endif
+        double r = 10000.0 * per / (now() - tb);
         if (r > best) best = r;
-        iters += 10000;
     }
     *flops = best;
-#else
-    *flops = 0;
-    (void)t0, (void)iters;
-#endif
     return NULL;
 }
 
@@ -113,6 +148,45 @@ static size_t bw_slice(const BwRange *r, int ith, int nth, const char **start) {
     return blk * 256;
 }
 
+/* The 32-bit sum of n bytes (a multiple of 256) at p, 256 bits at a time
+ * where the CPU has AVX2, asking 8 KB ahead when `ahead`. */
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) static uint32_t bw_sum256(const char *p, size_t n, bool ahead) {
+    __m256i v0 = _mm256_setzero_si256(), v1 = v0, v2 = v0, v3 = v0, v4 = v0, v5 = v0, v6 = v0, v7 = v0;
+    for (size_t i = 0; i < n; i += 256) {
+        if (ahead)
+            for (int l = 0; l < 4; l++) _mm_prefetch(p + i + 64 * l + BW_AHEAD, _MM_HINT_T0);
+        v0 = _mm256_add_epi32(v0, _mm256_loadu_si256((const __m256i *)(p + i)));
+        v1 = _mm256_add_epi32(v1, _mm256_loadu_si256((const __m256i *)(p + i + 32)));
+        v2 = _mm256_add_epi32(v2, _mm256_loadu_si256((const __m256i *)(p + i + 64)));
+        v3 = _mm256_add_epi32(v3, _mm256_loadu_si256((const __m256i *)(p + i + 96)));
+        v4 = _mm256_add_epi32(v4, _mm256_loadu_si256((const __m256i *)(p + i + 128)));
+        v5 = _mm256_add_epi32(v5, _mm256_loadu_si256((const __m256i *)(p + i + 160)));
+        v6 = _mm256_add_epi32(v6, _mm256_loadu_si256((const __m256i *)(p + i + 192)));
+        v7 = _mm256_add_epi32(v7, _mm256_loadu_si256((const __m256i *)(p + i + 224)));
+    }
+    v0 = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(v0, v1), _mm256_add_epi32(v2, v3)),
+                          _mm256_add_epi32(_mm256_add_epi32(v4, v5), _mm256_add_epi32(v6, v7)));
+    uint32_t lane[8], s = 0;
+    _mm256_storeu_si256((__m256i *)lane, v0);
+    for (int l = 0; l < 8; l++) s += lane[l];
+    return s;
+}
+#endif
+static uint32_t bw_sum(const char *p, size_t n, bool ahead) {
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx2")) return bw_sum256(p, n, ahead);
+#endif
+    uint32_t s = 0;
+    for (size_t i = 0; i < n; i += 4) {
+        if (ahead && (i & 255) == 0) __builtin_prefetch(p + i + BW_AHEAD);
+        uint32_t x;
+        memcpy(&x, p + i, 4);
+        s += x;
+    }
+    return s;
+}
+
 static void *bw_thread(void *arg) {
     BwArg *a = arg;
     a->t = 1e9;
@@ -124,27 +198,7 @@ static void *bw_thread(void *arg) {
         for (int k = 0; k < a->nr; k++) {
             const char *p;
             size_t n = bw_slice(&a->r[k], a->ith, a->nth, &p);
-#ifdef __AVX512F__
-            __m512i v0 = _mm512_setzero_si512(), v1 = v0, v2 = v0, v3 = v0;
-            for (size_t i = 0; i < n; i += 256) {
-                if (ahead)
-                    for (int l = 0; l < 4; l++) _mm_prefetch(p + i + 64 * l + BW_AHEAD, _MM_HINT_T0);
-                v0 = _mm512_add_epi32(v0, _mm512_loadu_si512(p + i));
-                v1 = _mm512_add_epi32(v1, _mm512_loadu_si512(p + i + 64));
-                v2 = _mm512_add_epi32(v2, _mm512_loadu_si512(p + i + 128));
-                v3 = _mm512_add_epi32(v3, _mm512_loadu_si512(p + i + 192));
-            }
-            uint32_t lane[16];
-            _mm512_storeu_si512(lane, _mm512_add_epi32(_mm512_add_epi32(v0, v1), _mm512_add_epi32(v2, v3)));
-            for (int l = 0; l < 16; l++) s += lane[l];
-#else
-            (void)ahead;
-            for (size_t i = 0; i < n; i += 4) {
-                uint32_t x;
-                memcpy(&x, p + i, 4);
-                s += x;
-            }
-#endif
+            s += bw_sum(p, n, ahead);
         }
         isink = s;
         pthread_barrier_wait(a->bar);
@@ -251,7 +305,7 @@ static int chain_build(Chain *c, int mode, int64_t m, const int64_t (*kn)[2], in
     const RtSection *s;
     int n;
     rt_artifact_sections(c->a, &s, &n);
-    RtLoadOptions lo = {.nthreads = nth};
+    RtLoadOptions lo = {.nthreads = nth, .cpu = test_cpu()};
     if ((rc = rt_model_load(&c->m, s, n, &lo, err, sizeof err))) {
         fprintf(stderr, "chain load: %s\n", err);
         return rc;
@@ -306,7 +360,7 @@ static double dispatch_cost(int mode, int n, int nth, double *per_op) {
     int ns;
     rt_artifact_sections(a, &s, &ns);
     RtModel *m;
-    RtLoadOptions lo = {.nthreads = nth};
+    RtLoadOptions lo = {.nthreads = nth, .cpu = test_cpu()};
     rt_model_load(&m, s, ns, &lo, NULL, 0);
     float x[16] = {0}, y[16];
     RtTensor in = {RT_F32, 1, {16}, x, sizeof x}, out = {RT_F32, 1, {16}, y, sizeof y};
@@ -339,7 +393,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     double peak1 = fma_peak(1), peak = fma_peak(nth);
-    printf("fp32 FMA peak: %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d threads\n", peak1 * 1e-9, peak * 1e-9, nth);
+    printf("kernel variant %s (MILC_CPU); fp32 FMA peak at its width: %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d threads\n",
+           rt_cpu_name(test_cpu()), peak1 * 1e-9, peak * 1e-9, nth);
     double bw_dram = bandwidth((size_t)1 << 30, nth, 5);
     printf("read bandwidth, 1 GiB buffer, %d threads: %.1f GB/s\n", nth, bw_dram * 1e-9);
 
@@ -396,7 +451,7 @@ int main(int argc, char **argv) {
         int ns;
         rt_artifact_sections(a, &s, &ns);
         RtModel *m;
-        RtLoadOptions lo = {.nthreads = nth};
+        RtLoadOptions lo = {.nthreads = nth, .cpu = test_cpu()};
         rt_model_load(&m, s, ns, &lo, NULL, 0);
         float *qd = rand_f32(12 * L * 64), *kd = rand_f32(12 * S * 64), *vd = rand_f32(12 * S * 64), *od = malloc((size_t)(12 * L * 64) * 4);
         RtTensor in[3] = {{RT_F32, 4, {1, 12, L, 64}, qd, (size_t)(12 * L * 64) * 4}, {RT_F32, 4, {1, 12, S, 64}, kd, (size_t)(12 * S * 64) * 4},

@@ -232,7 +232,7 @@ static int run(RtArtifact *a, int nth, int flags, const uint16_t *x, uint16_t *y
     rt_artifact_sections(a, &secs, &n);
     RtModel *m;
     char err[256];
-    RtLoadOptions lo = {.nthreads = nth, .flags = RT_LOAD_VERIFY};
+    RtLoadOptions lo = {.nthreads = nth, .flags = RT_LOAD_VERIFY, .cpu = test_cpu()};
     int rc = rt_model_load(&m, secs, n, &lo, err, sizeof err);
     if (rc) {
         fprintf(stderr, "load: %s\n", err);

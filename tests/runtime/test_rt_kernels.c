@@ -616,7 +616,7 @@ TEST(concat_split) {
     int n;
     rt_artifact_sections(art, &secs, &n);
     RtModel *m;
-    CHECK_EQ_INT(rt_model_load(&m, secs, n, NULL, err, sizeof err), RT_OK);
+    CHECK_EQ_INT(rt_model_load(&m, secs, n, &(RtLoadOptions){.cpu = test_cpu()}, err, sizeof err), RT_OK);
     float av[6] = {1, 2, 3, 4, 5, 6}, cv[2] = {7, 8}, yv[8], sv[4];
     RtTensor in[2] = {{RT_F32, 2, {2, 3}, av, sizeof av}, {RT_F32, 2, {2, 1}, cv, sizeof cv}};
     RtTensor out[2] = {{RT_F32, 2, {2, 4}, yv, sizeof yv}, {RT_F32, 2, {2, 2}, sv, sizeof sv}};
@@ -741,7 +741,53 @@ TEST(builder_rejects) {
     rtb_free(b);
 }
 
+/* Kernel variants by name; one this build lacks (or this CPU) is refused at
+ * load with RT_ECPU and a message, never run. */
+TEST(kernel_variants) {
+    char err[256];
+    RtCpu v;
+    CHECK_EQ_INT(rt_cpu_parse("avx2", &v, err, sizeof err), RT_OK);
+    CHECK(v == RT_CPU_AVX2 && !strcmp(rt_cpu_name(v), "avx2"));
+    CHECK_EQ_INT(rt_cpu_parse("sse9", &v, err, sizeof err), RT_EINVAL);
+    CHECK(strstr(err, "unknown kernel variant 'sse9'") != NULL);
+    CHECK_EQ_INT(rt_cpu_check(rt_cpu_best(), err, sizeof err), RT_OK);
+    CHECK_EQ_INT(rt_cpu_check(RT_CPU_SCALAR, err, sizeof err), RT_OK);
+#if defined(__x86_64__)
+    RtCpu absent = RT_CPU_NEON;
+#else
+    RtCpu absent = RT_CPU_AVX2;
+#endif
+    CHECK_EQ_INT(rt_cpu_check(absent, err, sizeof err), RT_ECPU);
+    CHECK(strstr(err, "is not built into this milc") != NULL);
+    RtPlanBuilder *b = rtb_new(RT_MODE_BONDED);
+    int x = rtb_input(b, "x", RT_F32, 1, (const int64_t[]){4}), y = rtb_temp(b, RT_F32, 1, (const int64_t[]){4});
+    RtUnaryParams up = {.op = RT_UN_NEG};
+    CHECK_EQ_INT(rtb_op(b, RT_OP_UNARY, &x, 1, &y, 1, &up, sizeof up), RT_OK);
+    rtb_output(b, "y", y, RT_F32);
+    RtArtifact *art;
+    CHECK_EQ_INT(rtb_finish(b, NULL, 0, &art, err, sizeof err), RT_OK);
+    rtb_free(b);
+    const RtSection *secs;
+    int n;
+    rt_artifact_sections(art, &secs, &n);
+    RtModel *m = NULL;
+    CHECK_EQ_INT(rt_model_load(&m, secs, n, &(RtLoadOptions){.cpu = absent}, err, sizeof err), RT_ECPU);
+    CHECK(m == NULL && strstr(err, rt_cpu_name(absent)) != NULL);
+    /* every variant this CPU runs gives the same answer */
+    for (int c = RT_CPU_SCALAR; c < RT_CPU_COUNT_; c++) {
+        if (rt_cpu_check((RtCpu)c, NULL, 0)) continue;
+        CHECK_EQ_INT(rt_model_load(&m, secs, n, &(RtLoadOptions){.cpu = (RtCpu)c}, err, sizeof err), RT_OK);
+        float xv[4] = {1, -2, 3, -4}, yv[4];
+        RtTensor in = {RT_F32, 1, {4}, xv, sizeof xv}, out = {RT_F32, 1, {4}, yv, sizeof yv};
+        CHECK_EQ_INT(rt_run(m, &in, 1, &out, 1, 0, NULL), RT_OK);
+        CHECK(yv[0] == -1 && yv[3] == 4);
+        rt_model_free(m);
+    }
+    rt_artifact_free(art);
+}
+
 int main(void) {
+    RUN(kernel_variants);
     RUN(gemm);
     RUN(op_parts);
     RUN(part_claim);

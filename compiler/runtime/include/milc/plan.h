@@ -23,6 +23,7 @@ extern "C" {
 #define RT_EBIND (-7)     /* rt_run: tensors do not match the model's inputs/outputs */
 #define RT_EINDEX (-8)    /* rt_run: a gather index was out of range (rows zeroed) */
 #define RT_ESYS (-9)      /* thread creation or another system call failed */
+#define RT_ECPU (-10)     /* the kernel variant asked for is not built in or this CPU lacks it */
 
 #define RT_MAX_RANK 6      /* buffers */
 #define RT_COPY_MAX_RANK 8 /* copy iteration space; tile doubles the rank */

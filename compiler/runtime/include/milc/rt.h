@@ -83,6 +83,27 @@ typedef struct RtPool RtPool;
 int rt_pool_new(RtPool **out, int nthreads);
 void rt_pool_free(RtPool *p); /* after every model that uses it */
 
+/* Kernel variants: one build carries every variant of its architecture
+ * (x86-64: avx512, avx2, scalar; aarch64: neon, scalar) and picks one per
+ * model at load.  The scalar variant is a correctness reference. */
+typedef enum {
+    RT_CPU_AUTO = 0, /* the best variant this CPU runs */
+    RT_CPU_SCALAR,   /* plain C, any CPU */
+    RT_CPU_AVX2,     /* AVX2 + FMA + F16C, 256-bit */
+    RT_CPU_AVX512,   /* AVX-512 F/BW/DQ/VL + F16C, 512-bit */
+    RT_CPU_NEON,     /* AArch64 Advanced SIMD with fp16 conversions */
+    RT_CPU_COUNT_
+} RtCpu;
+/* "scalar", "avx2", "avx512", "neon" ("auto" for RT_CPU_AUTO). */
+const char *rt_cpu_name(RtCpu v);
+/* The variant called name; RT_EINVAL (message names the known ones) otherwise. */
+int rt_cpu_parse(const char *name, RtCpu *out, char *err, size_t errlen);
+/* The best variant this CPU and build run. */
+RtCpu rt_cpu_best(void);
+/* RT_OK if this build has variant v and this CPU runs it; else RT_ECPU and
+ * a message saying what is missing and which variants would run. */
+int rt_cpu_check(RtCpu v, char *err, size_t errlen);
+
 enum {
     RT_LOAD_VERIFY = 1, /* verify checksums (the cache may do it on its own schedule) */
     RT_LOAD_DESCRIBE = 2, /* validate all, allocate nothing to run: the model
@@ -96,12 +117,13 @@ typedef struct {
     uint64_t max_arena; /* refuse plans whose arena, or arena and scratch,
                            exceed it (RT_ENOMEM, before allocating); 0: no limit */
     RtPool *pool; /* run on this pool (borrowed); NULL: the model starts its own */
+    RtCpu cpu;    /* kernel variant; RT_CPU_AUTO: the best this CPU runs (RT_ECPU if it lacks cpu) */
 } RtLoadOptions;
 
 /* Loads an artifact given as sections (secs[0] = manifest).  Everything is
  * validated before use; all run-time memory (arena, per-thread scratch,
  * thread pool) is allocated here.  Errors: RT_EFORMAT, RT_EVERSION,
- * RT_ECHECKSUM (with RT_LOAD_VERIFY), RT_ENOMEM, RT_ESYS; err says what.  Weights are NOT copied: the section bytes must
+ * RT_ECHECKSUM (with RT_LOAD_VERIFY), RT_ENOMEM, RT_ESYS, RT_ECPU; err says what.  Weights are NOT copied: the section bytes must
  * stay valid and unchanged until rt_model_free (e.g. keep the LMDB read
  * transaction or the file mapping open), and must be 16-byte aligned.
  * opts may be NULL.  On success *out is owned by the caller. */

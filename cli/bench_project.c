@@ -1,0 +1,190 @@
+/* bench_project.c — the ANE projection of `milc estimate` and `milc bench
+ * --project`: the model's per-layer plan read from a real compiled program
+ * (one decode layer in mode 1: one plan op per MIL op, and its weights), cut
+ * at every depth and mode, projected with a chip's parameters
+ * (milc_estimate), and printed — labelled an ESTIMATE everywhere. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "bench.h"
+
+const char *bench_chip_path(const char *arg, char *buf, size_t len) {
+    /* A bare name is one of milc's chip files; anything else is a path. */
+    if (arg && (strchr(arg, '/') || strstr(arg, ".json"))) return arg;
+    snprintf(buf, len, "%s/ane/%s.json", MILC_DATA_DIR, arg ? arg : "m4-max");
+    return buf;
+}
+
+int bench_chip_load(const char *path, EstChip *c) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { cli_error("chip file '%s': %s", path, strerror(errno)); return EXIT_INPUT; }
+    char *text = malloc(1 << 20);
+    size_t n = text ? fread(text, 1, 1 << 20, f) : 0;
+    bool err = text && ferror(f), big = text && n == 1 << 20;
+    fclose(f);
+    if (!text) { cli_error("out of memory"); return EXIT_SYSTEM; }
+    if (err || big) {
+        free(text);
+        cli_error("chip file '%s': %s", path, err ? "read error" : "larger than 1 MB");
+        return err ? EXIT_SYSTEM : EXIT_INPUT;
+    }
+    char msg[512];
+    int rc = est_chip_parse(text, n, path, c, msg, sizeof msg);
+    free(text);
+    if (rc != 0) { cli_error("%s", msg); return EXIT_INPUT; }
+    return EXIT_OK;
+}
+
+static double weight_bytes_of(const RtArtifact *a) {
+    const RtSection *s;
+    int n;
+    double sum = 0;
+    rt_artifact_sections(a, &s, &n);
+    for (int i = 0; i < n; i++)
+        if (s[i].kind == RT_SEC_WEIGHT) sum += (double)s[i].size;
+    return sum;
+}
+
+int bench_project_model(const TemplatePath *tp, const BenchParams *decode, const char *dir, EstModel *m, DiagSink *d) {
+    memset(m, 0, sizeof *m);
+    JobList jobs = {0};
+    JobSpec spec = {.config = decode->config, .weights = decode->weights, .modes = "1", .chunk = 1, .extra = decode->v,
+                    .nextra = decode->n};
+    if (jobs_expand(tp, &spec, &jobs, d) != 0 || jobs.n < 1) { jobs_free(&jobs); return EXIT_INPUT; }
+    GenConfig *gc = job_config(tp, &jobs.v[0], d);
+    int64_t dim = 0;
+    bool have = gc != NULL;
+    if (gc) gen_config_get_int(gc, "dim", &dim);
+    gen_config_free(gc);
+    RtArtifact *a = NULL;
+    BackendStats st = {0};
+    int rc = have && bench_compile_job(tp, &jobs.v[0], dir, &(BackendOptions){.mode = 1}, &a, &st, d) == 0 ? EXIT_OK
+             : diag_failed(d)                                                                       ? EXIT_INPUT
+                                                                                                    : EXIT_SYSTEM;
+    if (rc == EXIT_OK) {
+        /* fp16 weights: 2 bytes and 2 FLOPs (a multiply-add) per parameter;
+         * fp16 hidden states in and out, and K and V rows, of dim each. */
+        double wb = weight_bytes_of(a);
+        *m = (EstModel){.layers = jobs.n, .layer_weight_bytes = wb, .layer_flops_per_pos = wb,
+                        .layer_attn_flops_per_pos_ctx = 4.0 * (double)dim, .layer_ops = st.dispatches,
+                        .io_bytes_per_pos = 4.0 * (double)dim, .layer_kv_bytes_per_ctx = 4.0 * (double)dim};
+    } else if (rc == EXIT_SYSTEM) cli_error("cannot compile a layer of '%s' to count its ops", decode->config);
+    rt_artifact_free(a);
+    jobs_free(&jobs);
+    return rc;
+}
+
+void bench_project_run(BenchProjection *p) {
+    for (int mi = 0; mi < p->nmodes; mi++)
+        for (int di = 0; di < p->ndepths; di++) {
+            EstPlan *pl = &p->plan[mi][di];
+            if (est_plan_depth(&p->model, p->depths[di], p->modes[mi], pl) != 0) continue;
+            for (int path = 0; path < 2; path++) {
+                EstScenario s = {.prompt_tokens = p->prompt, .prefill_chunk = p->prompt, .ctx = p->ctx, .path = path,
+                                 .compile_factor = p->modes[mi] == 0 ? p->chip.mode0_compile_factor : 1};
+                est_project(&p->chip, pl, &s, &p->res[mi][di][path]);
+            }
+        }
+}
+
+/* The depth with the least decode time per token among programs of a stable
+ * size; -1 if none. */
+static int best_depth(const BenchProjection *p, int mi, int path) {
+    int best = -1;
+    for (int di = 0; di < p->ndepths; di++) {
+        const EstResult *r = &p->res[mi][di][path];
+        if (r->over_max_program || !(r->decode_ms > 0)) continue;
+        if (best < 0 || r->decode_ms < p->res[mi][best][path].decode_ms) best = di;
+    }
+    return best;
+}
+
+static const char *path_name(int path) { return path == EST_COREML ? "coreml" : "direct"; }
+
+void bench_project_table(FILE *f, const BenchProjection *p) {
+    fprintf(f, "\nANE ESTIMATE (projected from published figures, NOT measured): %s, chip file %s\n", p->chip.name,
+            p->chip_path);
+    fprintf(f, "%d layers; per layer %.1f MB of weights, %.0f MIL ops; prompt %d tokens, decode at ctx %d;"
+               " positions padded to %d. How: docs/ANE-ESTIMATE.md\n",
+            p->model.layers, p->model.layer_weight_bytes / 1e6, p->model.layer_ops, p->prompt, p->ctx, p->chip.min_seq);
+    for (int path = 0; path < 2; path++) {
+        fprintf(f, "\n  %s path%s\n", path_name(path),
+                path == EST_COREML ? " (fixed cost per dispatch x the chip's Core ML factor)" : " (the private client)");
+        fprintf(f, "  %4s %5s %8s %9s %11s %10s %11s %10s %11s\n", "mode", "depth", "programs", "dispatch",
+                "decode ms", "decode t/s", "prefill t/s", "compile ms", "cold t/s");
+        for (int mi = 0; mi < p->nmodes; mi++)
+            for (int di = 0; di < p->ndepths; di++) {
+                const EstResult *r = &p->res[mi][di][path];
+                const EstPlan *pl = &p->plan[mi][di];
+                if (!pl->programs) continue;
+                fprintf(f, "  %4d %5d %8d %9d %11.3f %10.1f %11.1f %10.0f %11.1f%s\n", p->modes[mi], p->depths[di],
+                        pl->programs, pl->dispatches, r->decode_ms, r->decode_tok_s, r->prefill_tok_s, r->compile_ms,
+                        r->cold_tok_s, r->over_max_program ? "  (program above the chip's stable size)" : "");
+            }
+        for (int mi = 0; mi < p->nmodes; mi++) {
+            int b = best_depth(p, mi, path);
+            if (b >= 0)
+                fprintf(f, "  mode %d: least time per token at depth %d (%.3f ms/token, estimate)\n", p->modes[mi],
+                        p->depths[b], p->res[mi][b][path].decode_ms);
+        }
+    }
+}
+
+static void jnum(FILE *f, const char *name, double v, bool comma) {
+    fprintf(f, "\"%s\":", name);
+    if (isfinite(v)) fprintf(f, "%.6g", v);
+    else fputs("null", f);
+    if (comma) fputc(',', f);
+}
+
+static void json_row(FILE *f, const BenchProjection *p, int mi, int di, int path) {
+    const EstResult *r = &p->res[mi][di][path];
+    const EstPlan *pl = &p->plan[mi][di];
+    fprintf(f, "{\"mode\":%d,\"depth\":%d,\"path\":\"%s\",\"programs\":%d,\"dispatches_per_token\":%d,", p->modes[mi],
+            p->depths[di], path_name(path), pl->programs, pl->dispatches);
+    jnum(f, "ops_per_dispatch", pl->ops_per_dispatch, true);
+    jnum(f, "decode_ms", r->decode_ms, true);
+    jnum(f, "decode_tok_s", r->decode_tok_s, true);
+    jnum(f, "decode_fixed_ms", r->decode.fixed_ms, true);
+    jnum(f, "decode_compute_ms", r->decode.compute_ms, true);
+    jnum(f, "decode_stream_ms", r->decode.stream_ms, true);
+    jnum(f, "prefill_ms", r->prefill_ms, true);
+    jnum(f, "prefill_tok_s", r->prefill_tok_s, true);
+    jnum(f, "compile_ms", r->compile_ms, true);
+    jnum(f, "cold_ms", r->cold_ms, true);
+    jnum(f, "cold_tok_s", r->cold_tok_s, true);
+    fprintf(f, "\"over_max_program\":%s}", r->over_max_program ? "true" : "false");
+}
+
+void bench_project_json(FILE *f, const BenchProjection *p) {
+    fputs("{\"estimate\":true,\"note\":\"projected from published figures, not measured: docs/ANE-ESTIMATE.md\",\"chip\":", f);
+    fprintf(f, "\"%s\",\"chip_file\":\"", p->chip.name);
+    for (const char *c = p->chip_path; *c; c++) fprintf(f, *c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
+    fprintf(f, "\",\"layers\":%d,", p->model.layers);
+    jnum(f, "layer_weight_bytes", p->model.layer_weight_bytes, true);
+    jnum(f, "layer_ops", p->model.layer_ops, true);
+    fprintf(f, "\"prompt\":%d,\"ctx\":%d,\"min_seq\":%d,\"rows\":[", p->prompt, p->ctx, p->chip.min_seq);
+    int k = 0;
+    for (int path = 0; path < 2; path++)
+        for (int mi = 0; mi < p->nmodes; mi++)
+            for (int di = 0; di < p->ndepths; di++)
+                if (p->plan[mi][di].programs) {
+                    if (k++) fputc(',', f);
+                    json_row(f, p, mi, di, path);
+                }
+    fputs("],\"best\":[", f);
+    k = 0;
+    for (int path = 0; path < 2; path++)
+        for (int mi = 0; mi < p->nmodes; mi++) {
+            int b = best_depth(p, mi, path);
+            if (b < 0) continue;
+            fprintf(f, "%s{\"mode\":%d,\"path\":\"%s\",\"depth\":%d,", k++ ? "," : "", p->modes[mi], path_name(path),
+                    p->depths[b]);
+            jnum(f, "decode_ms", p->res[mi][b][path].decode_ms, false);
+            fputc('}', f);
+        }
+    fputs("]}", f);
+}

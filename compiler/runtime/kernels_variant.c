@@ -1,0 +1,39 @@
+/* kernels_variant.c — one kernel variant: the kernels of kernels_gemm.c and
+ * kernels_misc.c compiled with one instruction set's flags (CMake builds this
+ * file once per variant, defining RT_KERNELS, the table's name, and
+ * RT_KERNELS_CPU), collected into the table cpu.c picks from at load. */
+#include "kernels_gemm.c"
+#include "kernels_misc.c"
+
+/* Each variant must get the vector code it is named for, or it would run
+ * another variant's instructions (or plain C) under its name. */
+#if defined(RT_VARIANT_AVX512) && !defined(RT_AVX512)
+#error "the avx512 variant needs -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma -mf16c"
+#elif defined(RT_VARIANT_AVX2) && (defined(RT_AVX512) || RT_VL != 8)
+#error "the avx2 variant needs -mavx2 -mfma -mf16c and no AVX-512"
+#elif defined(RT_VARIANT_NEON) && RT_VL != 4
+#error "the neon variant needs an AArch64 target"
+#elif defined(RT_VARIANT_SCALAR) && (defined(RT_AVX512) || defined(RT_VL))
+#error "the scalar variant must not see vector code"
+#endif
+
+const RtKernels RT_KERNELS = {
+    .cpu = RT_KERNELS_CPU,
+    .kernel =
+        {
+            [RT_OP_GEMM] = rt_k_gemm,
+            [RT_OP_MATMUL] = rt_k_matmul,
+            [RT_OP_ATTENTION] = rt_k_attention,
+            [RT_OP_NORM] = rt_k_norm,
+            [RT_OP_SOFTMAX] = rt_k_softmax,
+            [RT_OP_BINARY] = rt_k_binary,
+            [RT_OP_UNARY] = rt_k_unary,
+            [RT_OP_REDUCE] = rt_k_reduce,
+            [RT_OP_COPY] = rt_k_copy,
+            [RT_OP_GATHER] = rt_k_gather,
+            [RT_OP_BAND_PART] = rt_k_band,
+            [RT_OP_SELECT] = rt_k_select,
+            [RT_OP_CAST] = rt_k_cast,
+        },
+    .prefetch = {[RT_OP_GEMM] = rt_p_gemm, [RT_OP_ATTENTION] = rt_p_attention},
+};

@@ -1,0 +1,97 @@
+/* sys.c — executable path, boot identity and huge-page memory, per OS, each
+ * with a POSIX fallback (taken everywhere under MILC_OS_PORTABLE). */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "os_internal.h"
+
+#if OS_MACOS
+#include <mach-o/dyld.h>
+#include <sys/sysctl.h>
+#include <sys/time.h>
+#endif
+
+#if !defined(MAP_ANONYMOUS) && defined(MAP_ANON)
+#define MAP_ANONYMOUS MAP_ANON
+#endif
+
+const char *os_flavour(void) { return OS_LINUX ? "linux" : OS_MACOS ? "macos" : "posix"; }
+
+int os_exe_path(char *buf, size_t size) {
+    if (!size) return -1;
+#if OS_LINUX
+    ssize_t n = readlink("/proc/self/exe", buf, size - 1);
+    if (n <= 0 || (size_t)n >= size - 1) return -1;
+    buf[n] = 0;
+    return 0;
+#elif OS_MACOS
+    char raw[4096], real[PATH_MAX];
+    uint32_t n = sizeof raw;
+    if (_NSGetExecutablePath(raw, &n) != 0 || !realpath(raw, real) || strlen(real) >= size) return -1;
+    memcpy(buf, real, strlen(real) + 1);
+    return 0;
+#else
+    /* POSIX has no such call: the caller falls back to what it knows */
+    (void)buf;
+    return -1;
+#endif
+}
+
+int os_boot_id(char *buf, size_t size) {
+#if OS_LINUX
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (!f) return -1;
+    int ok = fgets(buf, (int)size, f) != NULL && strlen(buf) >= 32;
+    fclose(f);
+    return ok ? 0 : -1;
+#elif OS_MACOS
+    struct timeval tv;
+    size_t len = sizeof tv;
+    if (sysctlbyname("kern.boottime", &tv, &len, NULL, 0) != 0) return -1;
+    return snprintf(buf, size, "boottime %lld.%06ld", (long long)tv.tv_sec, (long)tv.tv_usec) < (int)size ? 0 : -1;
+#else
+    (void)buf, (void)size;
+    return -1;
+#endif
+}
+
+void os_huge_hint(void *p, size_t len) {
+#if OS_LINUX && defined(MADV_HUGEPAGE)
+    madvise(p, len, MADV_HUGEPAGE); /* a hint: refusal changes nothing */
+#else
+    (void)p, (void)len;
+#endif
+}
+
+enum { HUGE = 2 << 20 };
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+void *os_huge_alloc(size_t n, size_t *len) {
+    size_t l = (n + HUGE - 1) & ~(size_t)(HUGE - 1);
+    unsigned char *raw = mmap(NULL, l + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return NULL;
+    /* on a 2 MB boundary, so every page of it can be a huge page */
+    unsigned char *p = (unsigned char *)(((uintptr_t)raw + HUGE - 1) & ~(uintptr_t)(HUGE - 1));
+    if (p > raw) munmap(raw, (size_t)(p - raw));
+    if (raw + HUGE > p) munmap(p + l, (size_t)(raw + HUGE - p));
+    os_huge_hint(p, l);
+#if OS_LINUX
+    if (madvise(p, l, MADV_POPULATE_WRITE) == 0) {
+        *len = l;
+        return p;
+    }
+#endif
+    memset(p, 0, l); /* faults every page in now, not in the first run */
+    *len = l;
+    return p;
+}
+
+void os_huge_free(void *p, size_t len) {
+    if (p) munmap(p, len);
+}
