@@ -25,6 +25,9 @@ typedef struct Cli {
     bool json;                 /* --json */
     int verbosity;             /* -q = -1, default 0, -v = 1 */
     bool is_tty;               /* stderr is a terminal: progress bars allowed */
+    const char *remote;        /* --remote URL, else $MILC_REMOTE; NULL = no remote tier */
+    const char *remote_key;    /* --remote-key-file F, else $MILC_REMOTE_KEY_FILE */
+    bool remote_readonly;      /* --remote-readonly */
 } Cli;
 
 /* ---- option parsing ----------------------------------------------------- */

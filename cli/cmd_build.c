@@ -10,6 +10,7 @@
 #include "genopts.h"
 #include "jobs.h"
 #include "request.h"
+#include "tier.h"
 
 static const OptSpec build_opts[] = {
     GEN_COMMON_OPTS,
@@ -57,15 +58,15 @@ static void print_result(void *ctx, int idx, const char *label, const BuildResul
     if (cli->json && !pr->printed++) printf("{\"builds\":[");
     if (cli->json) {
         printf("%s{\"key\":\"%s\",\"outcome\":\"%s\",\"chunk\":\"%s\",\"artifact_bytes\":%llu,\"checksummed\":%s,"
-               "\"note\":%s,\"ms\":{\"lookup\":%.3f,\"generate\":%.3f,\"check\":%.3f,\"passes\":%.3f,\"lower\":%.3f,"
+               "\"note\":%s,\"remote\":%s,\"ms\":{\"lookup\":%.3f,\"generate\":%.3f,\"check\":%.3f,\"passes\":%.3f,\"lower\":%.3f,"
                "\"store\":%.3f,\"total\":%.3f}}",
                idx ? "," : "", key, r->outcome == BUILD_MISS ? "miss" : r->outcome == BUILD_HIT_DIRECT ? "direct_hit" : "full_hit",
-               label, (unsigned long long)r->artifact_bytes, r->checksummed ? "true" : "false", r->from_note ? "true" : "false", r->ms_lookup, r->ms_generate, r->ms_check, r->ms_passes,
+               label, (unsigned long long)r->artifact_bytes, r->checksummed ? "true" : "false", r->from_note ? "true" : "false", r->from_remote ? "true" : "false", r->ms_lookup, r->ms_generate, r->ms_check, r->ms_passes,
                r->ms_lower, r->ms_store, r->ms_total);
         return;
     }
     if (cli->verbosity < 0) return;
-    printf("%s  %-12s %s\n", key, outcome_name(r->outcome), label);
+    printf("%s  %-12s %s\n", key, r->from_remote ? "hit (remote)" : outcome_name(r->outcome), label);
     if (r->outcome == BUILD_MISS)
         printf("    generate %.1f ms, parse+check %.1f ms, passes %.1f ms, lower+pack %.1f ms, store %.1f ms; "
                "total %.1f ms, %.1f MB\n",
@@ -90,6 +91,7 @@ static int build_run(Cli *cli, int argc, char **argv) {
         return EXIT_OK;
     }
     long chunk = 0;
+    Remote *remote = NULL;
     if (a.npos) { cli_usage_error("build", "unexpected argument '%s'", a.pos[0]); goto out_args; }
     if (args_get(&a, "chunk") && !args_int("build", "chunk", args_get(&a, "chunk"), 1, 4096, &chunk)) goto out_args;
     const char *modes = args_get(&a, "mode");
@@ -99,6 +101,8 @@ static int build_run(Cli *cli, int argc, char **argv) {
             goto out_args;
         }
 
+    if ((rc = tier_open(cli, "build", true, &remote)) != EXIT_OK) goto out_args;
+    rc = EXIT_USAGE;
     TemplatePath tp;
     if (tpath_init(&tp, cli) != 0) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out_args; }
     DiagSink d;
@@ -126,7 +130,8 @@ static int build_run(Cli *cli, int argc, char **argv) {
     if (r != 0) { cli_error("%s", err[0] ? err : cache_strerror(r)); rc = EXIT_SYSTEM; goto out; }
     Printer pr = {cli, 0};
     rc = build_request(c, &tp, &spec,
-                       &(RequestOptions){.verify_hits = verify_policy(&a), .tmp_root = cli->cache_dir, .jobs = expanded},
+                       &(RequestOptions){.verify_hits = verify_policy(&a), .tmp_root = cli->cache_dir, .jobs = expanded,
+                                         .remote = remote},
                        print_result, &pr, &d);
     if (cli->json && pr.printed) printf("]}\n");
     int drc = cli_report(cli, &d);
@@ -137,6 +142,7 @@ out:
     diag_free(&d);
     tpath_free(&tp);
 out_args:
+    tier_close(remote);
     args_free(&a);
     return rc;
 }

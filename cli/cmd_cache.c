@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "milc/cache.h"
+#include "tier.h"
 
 static const OptSpec cache_opts[] = {
     {"max-size", 0, OPT_VALUE, "SIZE", "gc: evict least-recently-used entries down to SIZE (e.g. 2G, 500M)"},
@@ -14,12 +15,14 @@ static const OptSpec cache_opts[] = {
     {"repair", 0, OPT_FLAG, NULL, "verify: remove bad entries"},
     {"set-limit", 0, OPT_VALUE, "SIZE", "stat: also set the cache's size limit (0 = none)"},
     {"zero", 0, OPT_FLAG, NULL, "stat: zero the counters after printing"},
+    {"remote", 0, OPT_FLAG, NULL, "stat: the remote tier's figures instead (needs --remote URL or $MILC_REMOTE)"},
     {0},
 };
 
 static void cache_help(FILE *f) {
     fputs("usage: milc cache ls | stat | show KEY | rm KEY | gc | verify | clear\n"
           "       milc cache export FILE [KEY...] | import FILE\n"
+          "       milc [--remote URL] cache push [KEY...] | pull [KEY...] | stat --remote\n"
           "\n"
           "  ls        every entry: key, mode, size, created, last used, hits, description\n"
           "  stat      hits (direct and full), misses, errors, entries, bytes, compile time saved\n"
@@ -30,6 +33,9 @@ static void cache_help(FILE *f) {
           "  clear     remove every entry (also the cure for a damaged cache file)\n"
           "  export    write entries (all, or the KEYs) to a bundle file for shipping\n"
           "  import    verify a bundle completely, then add its entries\n"
+          "  push      copy entries (all, or the KEYs) to the remote tier (needs the team key)\n"
+          "  pull      copy entries (all on the remote, or the KEYs) into the local cache,\n"
+          "            each authenticated (MAC) before it is stored\n"
           "\noptions:\n", f);
     print_options(f, cache_opts);
 }
@@ -201,10 +207,12 @@ static int cache_run(Cli *cli, int argc, char **argv) {
     int rc = EXIT_USAGE;
     Cache *c = NULL;
     const char *sub = a.npos ? a.pos[0] : NULL;
-    static const char *const subs[] = {"ls", "stat", "show", "rm", "gc", "verify", "clear", "export", "import"};
-    static const int nargs_min[] = {0, 0, 1, 1, 0, 0, 0, 1, 1}, nargs_max[] = {0, 0, 1, 1, 0, 0, 0, 1 << 20, 1};
+    static const char *const subs[] = {"ls", "stat", "show", "rm", "gc", "verify", "clear", "export", "import", "push", "pull"};
+    static const int nargs_min[] = {0, 0, 1, 1, 0, 0, 0, 1, 1, 0, 0},
+                     nargs_max[] = {0, 0, 1, 1, 0, 0, 0, 1 << 20, 1, 1 << 20, 1 << 20};
+    Remote *remote = NULL;
     int si = -1;
-    for (int i = 0; sub && i < 9; i++)
+    for (int i = 0; sub && i < 11; i++)
         if (strcmp(sub, subs[i]) == 0) si = i;
     if (si < 0) { cli_usage_error("cache", sub ? "no subcommand '%s'" : "expected a subcommand%s", sub ? sub : ""); goto out; }
     if (a.npos - 1 < nargs_min[si] || a.npos - 1 > nargs_max[si]) {
@@ -229,6 +237,10 @@ static int cache_run(Cli *cli, int argc, char **argv) {
         cli_usage_error("cache", "--set-limit: '%s' is not a size", args_get(&a, "set-limit"));
         goto out;
     }
+    bool want_remote = si >= 9 || (si == 1 && args_flag(&a, "remote"));
+    if (want_remote && (rc = tier_open(cli, "cache", si >= 9, &remote)) != EXIT_OK) goto out;
+    if (si == 1 && want_remote) { rc = tier_cmd_stat(cli, remote); goto out; }
+    rc = EXIT_USAGE;
     char err[512] = "";
     if (si == 6) { /* clear: must work on a damaged cache, so no open. */
         int r = cache_destroy(cli->cache_dir, err, sizeof err);
@@ -341,9 +353,16 @@ static int cache_run(Cli *cli, int argc, char **argv) {
         if (cli->json) printf("{\"imported\":%d}\n", r);
         else if (cli->verbosity >= 0) fprintf(stderr, "imported %d entr%s from %s\n", r, r == 1 ? "y" : "ies", a.pos[1]);
         break;
+    case 9:
+        rc = tier_cmd_push(cli, c, remote, a.pos + 1, a.npos - 1);
+        break;
+    case 10:
+        rc = tier_cmd_pull(cli, c, remote, a.pos + 1, a.npos - 1);
+        break;
     }
 out:
     if (c) cache_close(c);
+    tier_close(remote);
     args_free(&a);
     return rc;
 }

@@ -9,6 +9,7 @@
 #include "genopts.h"
 #include "jobs.h"
 #include "model.h"
+#include "tier.h"
 
 static const OptSpec run_opts[] = {
     GEN_COMMON_OPTS,
@@ -50,8 +51,11 @@ static int run_build(Cli *cli, const Args *a, Cache **c, LoadedModel *lm, int th
             cli_usage_error("run", "--%s: one value, not a list", a->extra[i].name);
             return EXIT_USAGE;
         }
+    Remote *remote;
+    int trc = tier_open(cli, "run", true, &remote);
+    if (trc != EXIT_OK) return trc;
     TemplatePath tp;
-    if (tpath_init(&tp, cli) != 0) { cli_error("out of memory"); return EXIT_SYSTEM; }
+    if (tpath_init(&tp, cli) != 0) { cli_error("out of memory"); tier_close(remote); return EXIT_SYSTEM; }
     DiagSink d;
     diag_init(&d);
     int rc = EXIT_SYSTEM;
@@ -65,7 +69,8 @@ static int run_build(Cli *cli, const Args *a, Cache **c, LoadedModel *lm, int th
         CacheHit *hit = NULL;
         BuildResult res;
         rc = pipeline_build(*c, &(BuildRequest){.config = cfg, .weights = args_get(a, "weights"), .mode = (int)mode,
-                                                .tmp_root = cli->cache_dir, .verify_hits = verify_policy(a), .hit_out = &hit},
+                                                .tmp_root = cli->cache_dir, .verify_hits = verify_policy(a), .hit_out = &hit,
+                                                .remote = remote},
                             &res, &d);
         if (rc == EXIT_OK) {
             char key[33];
@@ -79,6 +84,7 @@ static int run_build(Cli *cli, const Args *a, Cache **c, LoadedModel *lm, int th
     gen_config_free(cfg);
     diag_free(&d);
     tpath_free(&tp);
+    tier_close(remote);
     return rc;
 }
 

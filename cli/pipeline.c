@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "pipeline.h"
+#include "tier.h"
 #include "milc/arena.h"
 #include "milc/backend.h"
 #include "milc/blob.h"
@@ -83,6 +84,8 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     if (req->hit_out) gflags |= CACHE_GET_POPULATE; /* the caller runs it next */
     CacheHit *hit = NULL;
     int r = cache_get_direct(c, &dkey, db.buf, db.len, gflags, &hit, &res->key);
+    if (CACHE_IS_MISS(r) && (res->from_remote = tier_pull_direct(req->remote, c, &dkey, db.buf, db.len)))
+        r = cache_get_direct(c, &dkey, db.buf, db.len, gflags, &hit, &res->key);
     if (r == 0) {
         const CacheEntryInfo *info = cache_hit_info(hit);
         res->artifact_bytes = info->bytes;
@@ -142,6 +145,8 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     ckey_add(&fb, KEY_TAG('W', 'B', 'L', 'B'), blobdig, 16);
     if (ckey_finish(&fb, &res->key) != 0) { cli_error("out of memory"); goto out; }
     r = cache_get(c, &res->key, fb.buf, fb.len, gflags, &hit);
+    if (CACHE_IS_MISS(r) && (res->from_remote = tier_pull(req->remote, c, &res->key, fb.buf, fb.len)))
+        r = cache_get(c, &res->key, fb.buf, fb.len, gflags, &hit);
     if (r == 0 && !pipeline_hit_usable(hit, req->mode)) {
         cache_hit_release(hit);
         r = CACHE_ENOTFOUND; /* compile and replace it */
@@ -197,6 +202,8 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     if (r == 0) r = cache_direct_put(c, &dkey, db.buf, db.len, &res->key);
     if (r != 0) { cli_error("cache store failed: %s: %s", cache_strerror(r), cache_errmsg(c)); goto out; }
     res->ms_store = cli_ms_since(t0);
+    res->from_remote = false;
+    tier_push(req->remote, c, &res->key, &dkey, db.buf, db.len);
     res->outcome = BUILD_MISS;
     rc = EXIT_OK;
     if (req->hit_out && (r = cache_get(c, &res->key, fb.buf, fb.len, 0, req->hit_out)) != 0) {

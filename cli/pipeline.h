@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include "milc/cache.h"
 #include "milc/gen.h"
+#include "milc/remote.h"
 
 /* A key-record item tag: four characters, big-endian. */
 #define KEY_TAG(a, b, c, d) ((uint32_t)(a) << 24 | (uint32_t)(b) << 16 | (uint32_t)(c) << 8 | (uint32_t)(d))
@@ -26,6 +27,7 @@ typedef struct BuildResult {
                               passed earlier, or --no-verify) */
     bool from_note;        /* a direct hit whose key came from the request's note
                               (request.c): no template was read */
+    bool from_remote;      /* a hit the remote tier brought into the local cache */
     /* Timing breakdown in ms (0 where the stage did not run). */
     double ms_lookup, ms_generate, ms_check, ms_passes, ms_lower, ms_store, ms_total;
     char description[160];
@@ -44,6 +46,8 @@ typedef struct BuildRequest {
                             nothing but milc wrote the cache since (CACHE_GET_VERIFY_ONCE) */
     CacheHit **hit_out;  /* non-NULL: on success, the stored artifact's hit
                             (the caller releases it) */
+    Remote *remote;      /* the shared tier (tier.h), or NULL: read-through on a
+                            local miss, write-back after a store */
 } BuildRequest;
 
 /* What every key record starts with: key format, milc version, backend,

@@ -138,7 +138,8 @@ int build_request(Cache *c, const TemplatePath *tp, const JobSpec *spec, const R
         BuildResult br;
         rc = pipeline_build(c, &(BuildRequest){.config = cfg, .weights = jobs->v[i].weights, .mode = jobs->v[i].mode,
                                                 .weights_digest = r.usable ? r.wdig : NULL,
-                                                .tmp_root = o->tmp_root, .verify_hits = o->verify_hits},
+                                                .tmp_root = o->tmp_root, .verify_hits = o->verify_hits,
+                                                .remote = o->remote},
                             &br, d);
         gen_config_free(cfg);
         if (rc != EXIT_OK) break;

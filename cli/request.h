@@ -10,6 +10,7 @@ typedef struct RequestOptions {
     int verify_hits;      /* BUILD_VERIFY_* */
     const char *tmp_root; /* scratch directories (the cache directory) */
     const JobList *jobs;  /* spec already expanded by the caller, or NULL */
+    Remote *remote;       /* the shared tier for the builds, or NULL */
 } RequestOptions;
 
 /* Called once per program, in job order, after every program is built or
