@@ -29,8 +29,11 @@ int tier_open(const Cli *cli, const char *cmd, bool need_key, Remote **out) {
     }
     const char *ms = getenv("MILC_REMOTE_TIMEOUT_MS"); /* tests and slow links */
     int io = ms && *ms ? atoi(ms) : 0;
+    const char *cb = getenv("MILC_REMOTE_CHUNK"); /* bytes per chunk pushed */
+    long chunk = cb && *cb ? atol(cb) : 0;
     RemoteOptions o = {.url = cli->remote, .secret = have ? secret : NULL, .readonly = cli->remote_readonly,
-                       .io_timeout_ms = io > 0 ? io : 0, .connect_timeout_ms = io > 0 ? io : 0};
+                       .io_timeout_ms = io > 0 ? io : 0, .connect_timeout_ms = io > 0 ? io : 0,
+                       .chunk_bytes = chunk > 0 && chunk <= REMOTE_CHUNK_MAX ? (uint32_t)chunk : 0};
     r = remote_open(out, &o, err, sizeof err);
     memset(secret, 0, sizeof secret);
     if (r != 0) { cli_usage_error(cmd, "%s", err); return EXIT_USAGE; }

@@ -42,6 +42,8 @@ struct Remote {
     int has_secret;
     redisContext *ctx;
     int down, warned;
+    CacheKey refused; /* the last entry a pull refused: its push replaces it */
+    int has_refused;
     char warning[1024], err[512];
 };
 
@@ -559,6 +561,7 @@ int remote_pull(Remote *r, Cache *c, const CacheKey *k, const void *record, size
     if (!(buf = aligned_alloc(64, (m.total + 64) & ~(uint64_t)63))) { rc = fail(r, CACHE_ENOMEM, "out of memory"); goto out; }
     if ((rc = chunks_fetch(r, &m, buf)) == 0) rc = store_local(r, c, &m, buf);
 out:
+    if (rc == CACHE_ECORRUPT) r->refused = *k, r->has_refused = 1;
     free(buf);
     freeReplyObject(rep);
     return rc;
@@ -746,7 +749,8 @@ int remote_push(Remote *r, Cache *c, const CacheKey *k) {
     redisReply *old = NULL;
     if ((rc = cache_hit_sections(hit, &secs, &nsec)) != 0) fail(r, rc, "out of memory");
     else if ((rc = manifest_get(r, k, &old)) == CACHE_ENOTFOUND || rc == 0) {
-        int whole = rc == 0 ? entry_whole(r, e, old) : 0;
+        int refused = r->has_refused && memcmp(r->refused.b, k->b, 16) == 0;
+        int whole = rc == 0 && !refused ? entry_whole(r, e, old) : 0;
         rc = whole == 1 ? 1 : r->down ? CACHE_EIO : push_entry(r, e, secs, old);
     }
     if (old) freeReplyObject(old);
