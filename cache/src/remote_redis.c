@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
@@ -464,16 +465,57 @@ static int manifest_decode(Remote *r, const CacheKey *k, const uint8_t *p, size_
 
 static size_t window_cap(uint32_t chunk) { return (size_t)WINDOW * ((size_t)chunk + 64) + (1u << 16); }
 
-/* One chunk reply of a pull: copied to dst and checked.  0, 1 missing, 2 bad. */
-static int chunk_take(Remote *r, const Manifest *m, uint32_t j, const redisReply *rep, uint8_t *dst) {
-    uint64_t want = m->total - (uint64_t)j * m->chunk < m->chunk ? m->total - (uint64_t)j * m->chunk : m->chunk;
-    if (rep->type == REDIS_REPLY_NIL) return 1;
-    if (rep->type != REDIS_REPLY_STRING || (uint64_t)rep->len != want) return 2;
+/* A chunk reply goes straight from hiredis's read buffer to its place in the
+ * entry's buffer: while a pull reads chunks the reader builds no reply
+ * objects (a malloc and a copy of each megabyte) but calls these, which copy
+ * a string of the expected size to dst and note what else came. */
+enum { SINK_NONE, SINK_OK, SINK_SIZE, SINK_NIL, SINK_ERROR, SINK_OTHER };
+typedef struct Sink {
+    uint8_t *dst;
+    uint64_t want;
+    int state;
+    char msg[200];
+} Sink;
+static char sink_marker;
+
+static void *sink_string(const redisReadTask *t, char *str, size_t len) {
+    Sink *s = t->privdata;
+    if (t->parent) s->state = SINK_OTHER;
+    else if (t->type == REDIS_REPLY_ERROR) s->state = SINK_ERROR, snprintf(s->msg, sizeof s->msg, "%.*s", (int)(len < 199 ? len : 199), str);
+    else if (t->type != REDIS_REPLY_STRING) s->state = SINK_OTHER;
+    else if ((uint64_t)len != s->want) s->state = SINK_SIZE;
+    else memcpy(s->dst, str, len), s->state = SINK_OK;
+    return &sink_marker;
+}
+static void *sink_array(const redisReadTask *t, int n) {
+    (void)n;
+    ((Sink *)t->privdata)->state = SINK_OTHER;
+    return &sink_marker;
+}
+static void *sink_integer(const redisReadTask *t, long long v) {
+    (void)v;
+    ((Sink *)t->privdata)->state = SINK_OTHER;
+    return &sink_marker;
+}
+static void *sink_nil(const redisReadTask *t) {
+    ((Sink *)t->privdata)->state = SINK_NIL;
+    return &sink_marker;
+}
+static void sink_free(void *p) { (void)p; }
+static redisReplyObjectFunctions sink_fns = {sink_string, sink_array, sink_integer, sink_nil, sink_free};
+
+/* Read chunk j's reply into buf and check it: 0, 1 missing, 2 bad, or
+ * CACHE_EIO (the breaker tripped). */
+static int chunk_read(Remote *r, const Manifest *m, uint32_t j, uint8_t *buf, Sink *s) {
+    uint64_t at = (uint64_t)j * m->chunk;
+    *s = (Sink){.dst = buf + at, .want = m->total - at < m->chunk ? m->total - at : m->chunk};
+    if (!get_reply(r, window_cap(m->chunk))) return CACHE_EIO;
+    if (s->state == SINK_ERROR) return trip(r, "reading a chunk: the server answered: %s", s->msg);
+    if (s->state == SINK_NIL) return 1;
+    if (s->state != SINK_OK) return 2;
     uint8_t tag[TAG_BYTES];
-    chunk_tag(r, &m->key, m->upload, j, (const uint8_t *)rep->str, (size_t)want, tag);
-    if (sodium_memcmp(tag, m->tags + (size_t)TAG_BYTES * j, TAG_BYTES) != 0) return 2;
-    memcpy(dst, rep->str, (size_t)want);
-    return 0;
+    chunk_tag(r, &m->key, m->upload, j, s->dst, (size_t)s->want, tag);
+    return sodium_memcmp(tag, m->tags + (size_t)TAG_BYTES * j, TAG_BYTES) != 0 ? 2 : 0;
 }
 
 /* Every chunk into buf, WINDOW requests in flight.  0, CACHE_ENOTFOUND (a
@@ -481,6 +523,10 @@ static int chunk_take(Remote *r, const Manifest *m, uint32_t j, const redisReply
 static int chunks_fetch(Remote *r, const Manifest *m, uint8_t *buf) {
     char name[160], hex[33];
     int64_t missing = -1, bad = -1;
+    Sink sink;
+    redisReader *rd = r->ctx->reader;
+    redisReplyObjectFunctions *fns = rd->fn;
+    rd->fn = &sink_fns, rd->privdata = &sink, rd->maxbuf = 0; /* keep the read buffer's megabyte between chunks */
     for (uint32_t j0 = 0; j0 < m->nchunks; j0 += WINDOW) {
         uint32_t w = m->nchunks - j0 < WINDOW ? m->nchunks - j0 : WINDOW;
         for (uint32_t i = 0; i < w; i++) {
@@ -488,15 +534,13 @@ static int chunks_fetch(Remote *r, const Manifest *m, uint8_t *buf) {
             if (redisAppendCommand(r->ctx, "GET %s", name) != REDIS_OK) return trip(r, "%s", r->ctx->errstr);
         }
         for (uint32_t i = 0; i < w; i++) {
-            redisReply *rep = get_reply(r, window_cap(m->chunk));
-            if (!rep) return CACHE_EIO;
-            if (rep->type == REDIS_REPLY_ERROR) { expect_ok(r, rep, "reading a chunk"); return CACHE_EIO; }
-            int s = chunk_take(r, m, j0 + i, rep, buf + (size_t)(j0 + i) * m->chunk);
-            freeReplyObject(rep);
+            int s = chunk_read(r, m, j0 + i, buf, &sink);
+            if (s < 0) return s; /* the connection is gone with the reader */
             if (s == 1 && missing < 0) missing = j0 + i;
             if (s == 2 && bad < 0) bad = j0 + i;
         }
     }
+    rd->fn = fns, rd->privdata = NULL;
     cache_key_hex(&m->key, hex);
     if (bad >= 0)
         return fail(r, CACHE_ECORRUPT, "remote entry %s: chunk %lld has the wrong size or fails its MAC (tampered or damaged); refused",
@@ -527,43 +571,83 @@ static int usable(Remote *r, int writing) {
     return connect_now(r);
 }
 
-/* Store a fetched entry locally: the sections lie back to back in buf. */
-static int store_local(Remote *r, Cache *c, const Manifest *m, const uint8_t *buf) {
-    CacheSection *secs = calloc(m->nsec ? m->nsec : 1, sizeof *secs);
-    if (!secs) return fail(r, CACHE_ENOMEM, "out of memory");
+struct RemoteGot {
+    RemoteEntry e;
+    redisReply *manifest; /* e's strings and record point into it */
+    uint8_t *buf;         /* the sections, back to back */
+    CacheSection *secs;
+};
+
+void remote_entry_free(RemoteEntry *e) {
+    if (!e) return;
+    struct RemoteGot *g = e->priv;
+    free(g->buf);
+    free(g->secs);
+    if (g->manifest) freeReplyObject(g->manifest);
+    free(g);
+}
+
+/* The entry's public view over its manifest and fetched bytes. */
+static int entry_view(Remote *r, struct RemoteGot *g, const Manifest *m) {
+    if (!(g->secs = calloc(m->nsec ? m->nsec : 1, sizeof *g->secs))) return fail(r, CACHE_ENOMEM, "out of memory");
     uint64_t off = 0;
     for (uint32_t i = 0; i < m->nsec; i++) {
-        secs[i] = (CacheSection){buf + off, ld64(m->sizes + 8ull * i)};
-        off += secs[i].size;
+        g->secs[i] = (CacheSection){g->buf + off, ld64(m->sizes + 8ull * i)};
+        off += g->secs[i].size;
     }
-    CacheEntryMeta meta = {.description = m->desc, .backend = m->backend, .mode = m->mode, .compile_ns = m->compile_ns};
-    int rc = cache_put(c, &m->key, m->record, m->rlen, &meta, secs, (int)m->nsec);
-    free(secs);
-    if (rc != 0) fail(r, rc, "storing the pulled entry locally: %s: %s", cache_strerror(rc), cache_errmsg(c));
-    return rc;
+    g->e = (RemoteEntry){.key = m->key, .record = m->record, .record_len = m->rlen, .description = m->desc,
+                         .backend = m->backend, .mode = m->mode, .created_ns = m->created, .compile_ns = m->compile_ns,
+                         .bytes = m->total, .secs = g->secs, .nsecs = (int)m->nsec, .priv = g};
+    return 0;
+}
+
+/* An entry's bytes land in memory faulted in 2 MB at a time where the kernel
+ * allows: a fresh 54 MB buffer in 4 KB pages costs 13k faults per pull. */
+static uint8_t *entry_buffer(uint64_t size) {
+    size_t huge = 2u << 20, n = (size_t)((size + huge) & ~(uint64_t)(huge - 1));
+    uint8_t *p = aligned_alloc(huge, n);
+    if (p) (void)madvise(p, n, MADV_HUGEPAGE);
+    return p;
+}
+
+static int get_into(Remote *r, const CacheKey *k, const void *record, size_t record_len, struct RemoteGot *g) {
+    int rc = manifest_get(r, k, &g->manifest);
+    if (rc == CACHE_ENOTFOUND) return fail(r, rc, "not on the remote");
+    if (rc != 0) return rc;
+    Manifest m;
+    if ((rc = manifest_decode(r, k, (const uint8_t *)g->manifest->str, g->manifest->len, &m)) != 0) return rc;
+    if (record && (record_len != m.rlen || memcmp(record, m.record, record_len) != 0))
+        return fail(r, CACHE_EMISMATCH, "the remote entry has another key record");
+    if (!(g->buf = entry_buffer(m.total))) return fail(r, CACHE_ENOMEM, "out of memory");
+    if ((rc = chunks_fetch(r, &m, g->buf)) != 0) return rc;
+    return entry_view(r, g, &m);
+}
+
+int remote_get(Remote *r, const CacheKey *k, const void *record, size_t record_len, RemoteEntry **out) {
+    *out = NULL;
+    int rc = usable(r, 0);
+    if (rc != 0) return rc;
+    struct RemoteGot *g = calloc(1, sizeof *g);
+    if (!g) return fail(r, CACHE_ENOMEM, "out of memory");
+    g->e.priv = g;
+    if ((rc = get_into(r, k, record, record_len, g)) != 0) {
+        if (rc == CACHE_ECORRUPT) r->refused = *k, r->has_refused = 1;
+        remote_entry_free(&g->e);
+        return rc;
+    }
+    *out = &g->e;
+    return 0;
 }
 
 int remote_pull(Remote *r, Cache *c, const CacheKey *k, const void *record, size_t record_len) {
-    int rc = usable(r, 0);
+    RemoteEntry *e;
+    int rc = remote_get(r, k, record, record_len, &e);
     if (rc != 0) return rc;
-    redisReply *rep;
-    if ((rc = manifest_get(r, k, &rep)) != 0) {
-        if (rc == CACHE_ENOTFOUND) freeReplyObject(rep), fail(r, rc, "not on the remote");
-        return rc;
-    }
-    Manifest m;
-    uint8_t *buf = NULL;
-    if ((rc = manifest_decode(r, k, (const uint8_t *)rep->str, rep->len, &m)) != 0) goto out;
-    if (record && (record_len != m.rlen || memcmp(record, m.record, record_len) != 0)) {
-        rc = fail(r, CACHE_EMISMATCH, "the remote entry has another key record");
-        goto out;
-    }
-    if (!(buf = aligned_alloc(64, (m.total + 64) & ~(uint64_t)63))) { rc = fail(r, CACHE_ENOMEM, "out of memory"); goto out; }
-    if ((rc = chunks_fetch(r, &m, buf)) == 0) rc = store_local(r, c, &m, buf);
-out:
-    if (rc == CACHE_ECORRUPT) r->refused = *k, r->has_refused = 1;
-    free(buf);
-    freeReplyObject(rep);
+    CacheEntryMeta meta = {.description = e->description, .backend = e->backend, .mode = e->mode,
+                           .compile_ns = e->compile_ns};
+    if ((rc = cache_put(c, k, e->record, e->record_len, &meta, e->secs, e->nsecs)) != 0)
+        fail(r, rc, "storing the pulled entry locally: %s: %s", cache_strerror(rc), cache_errmsg(c));
+    remote_entry_free(e);
     return rc;
 }
 

@@ -68,7 +68,25 @@ int remote_readonly(const Remote *r);
 /* 0 if the server answers (connecting now if need be), else CACHE_EIO. */
 int remote_ping(Remote *r);
 
-/* Pull entry k into the local cache c.  record (may be NULL: only for a key the
+/* An entry fetched and checked (remote_get): metadata and sections in memory,
+ * owned by it until remote_entry_free. */
+typedef struct RemoteEntry {
+    CacheKey key;
+    const uint8_t *record;
+    size_t record_len;
+    const char *description, *backend;
+    int32_t mode;
+    uint64_t created_ns, compile_ns, bytes;
+    const CacheSection *secs; /* back to back in one 64-byte-aligned buffer */
+    int nsecs;
+    void *priv;
+} RemoteEntry;
+/* Fetch entry k and check it as remote_pull does, without storing it.
+ * Codes as remote_pull; *out only on 0. */
+int remote_get(Remote *r, const CacheKey *k, const void *record, size_t record_len, RemoteEntry **out);
+void remote_entry_free(RemoteEntry *e);
+
+/* Pull entry k into the local cache c (remote_get, then cache_put).  record (may be NULL: only for a key the
  * caller did not derive, as `milc cache pull KEY`) must equal the entry's key
  * record.  The manifest's MAC, the key (XXH3-128 of the record), every chunk's
  * size and MAC are checked before cache_put; nothing is stored otherwise.
