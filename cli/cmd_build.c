@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "genopts.h"
+#include "explain.h"
 #include "jobs.h"
 #include "request.h"
 #include "tier.h"
@@ -17,6 +18,7 @@ static const OptSpec build_opts[] = {
     {"mode", 0, OPT_VALUE, "N[,N]", "compile mode: 2 bonded (default), 1 non-bonded, 0 both"},
     {"chunk", 0, OPT_VALUE, "K", "build the whole model in chunks of K layers"},
     VERIFY_OPTS,
+    {"explain", 0, OPT_FLAG, NULL, "for each program not in the cache, first show the nearest stored entries and the key fields that differ"},
     {"help", 'h', OPT_FLAG, NULL, "this help, with the template's parameters"},
     {0},
 };
@@ -79,6 +81,17 @@ static void print_result(void *ctx, int idx, const char *label, const BuildResul
                (double)r->artifact_bytes / 1048576.0);
 }
 
+/* --explain: the jobs' explanations before they are built (on stderr with
+ * --json, whose stdout is the builds' document). */
+static int build_explain(Cache *c, const TemplatePath *tp, const JobSpec *spec, const JobList *expanded, bool json,
+                         DiagSink *d) {
+    JobList own = {0};
+    int rc = expanded || jobs_expand(tp, spec, &own, d) == 0 ? EXIT_OK : EXIT_INPUT;
+    if (rc == EXIT_OK) rc = explain_jobs(c, tp, expanded ? expanded : &own, false, json ? stderr : stdout, d);
+    jobs_free(&own);
+    return rc;
+}
+
 static int build_run(Cli *cli, int argc, char **argv) {
     Args a;
     if (!args_parse("build", build_opts, argc - 1, argv + 1, true, &a)) return EXIT_USAGE;
@@ -128,6 +141,10 @@ static int build_run(Cli *cli, int argc, char **argv) {
     }
     int r = cache_open(&c, cli->cache_dir, NULL, err, sizeof err);
     if (r != 0) { cli_error("%s", err[0] ? err : cache_strerror(r)); rc = EXIT_SYSTEM; goto out; }
+    if (args_flag(&a, "explain") && (rc = build_explain(c, &tp, &spec, expanded, cli->json, &d)) != EXIT_OK) {
+        (void)cli_report(cli, &d);
+        goto out;
+    }
     Printer pr = {cli, 0};
     rc = build_request(c, &tp, &spec,
                        &(RequestOptions){.verify_hits = verify_policy(&a), .tmp_root = cli->cache_dir, .jobs = expanded,

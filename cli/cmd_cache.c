@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "milc/cache.h"
+#include "explain.h"
 #include "tier.h"
 
 static const OptSpec cache_opts[] = {
@@ -23,6 +24,7 @@ static void cache_help(FILE *f) {
     fputs("usage: milc cache ls | stat | show KEY | rm KEY | gc | verify | clear\n"
           "       milc cache export FILE [KEY...] | import FILE\n"
           "       milc [--remote URL] cache push [KEY...] | pull [KEY...] | stat --remote\n"
+          "       milc cache why BUILD-OPTIONS\n"
           "\n"
           "  ls        every entry: key, mode, size, created, last used, hits, description\n"
           "  stat      hits (direct and full), misses, errors, entries, bytes, compile time saved\n"
@@ -33,6 +35,9 @@ static void cache_help(FILE *f) {
           "  clear     remove every entry (also the cure for a damaged cache file)\n"
           "  export    write entries (all, or the KEYs) to a bundle file for shipping\n"
           "  import    verify a bundle completely, then add its entries\n"
+          "  why       for a build's programs (same options as 'milc build'): in the cache,\n"
+          "            or the nearest stored entries of the template and the key fields\n"
+          "            that differ (milc version, mode, CPU features, a parameter, ...)\n"
           "  push      copy entries (all, or the KEYs) to the remote tier (needs the team key)\n"
           "  pull      copy entries (all on the remote, or the KEYs) into the local cache,\n"
           "            each authenticated (MAC) before it is stored\n"
@@ -202,6 +207,7 @@ static int cache_fail(Cache *c, const char *what, int rc) {
 }
 
 static int cache_run(Cli *cli, int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "why") == 0) return explain_cmd(cli, argc - 1, argv + 1);
     Args a;
     if (!args_parse("cache", cache_opts, argc - 1, argv + 1, false, &a)) return EXIT_USAGE;
     int rc = EXIT_USAGE;

@@ -29,6 +29,7 @@ void pipeline_key_base(CacheKeyBuilder *b) {
     ckey_add_str(b, KEY_TAG('M', 'V', 'E', 'R'), MILC_VERSION);
     ckey_add_str(b, KEY_TAG('B', 'K', 'N', 'D'), "cpu");
     ckey_add_u64(b, KEY_TAG('A', 'F', 'M', 'T'), RT_FORMAT_VERSION);
+    ckey_add_str(b, KEY_TAG('C', 'P', 'U', 'F'), pipeline_cpu_features());
 }
 
 /* What every program key shares: the base, then the mode. */
@@ -50,6 +51,23 @@ bool pipeline_hit_usable(CacheHit *hit, int mode) {
            (int)ai.mode == mode;
 }
 
+int pipeline_direct_record(const BuildRequest *req, const char *params, CacheKeyBuilder *db, CacheKey *dkey,
+                           DiagSink *d) {
+    const char *weights = req->weights ? req->weights : "random:0";
+    ckey_init(db);
+    key_common(db, req->mode);
+    uint8_t tdig[16], wdig[16];
+    gen_template_digest(gen_config_template(req->config), tdig);
+    if (req->weights_digest) memcpy(wdig, req->weights_digest, 16);
+    else if (gen_weights_digest(weights, wdig, d) != 0) { ckey_free(db); return failed_rc(d); }
+    ckey_add(db, KEY_TAG('T', 'M', 'P', 'L'), tdig, 16);
+    ckey_add_str(db, KEY_TAG('P', 'A', 'R', 'M'), params);
+    ckey_add_str(db, KEY_TAG('W', 'S', 'R', 'C'), weights);
+    ckey_add(db, KEY_TAG('W', 'D', 'I', 'G'), wdig, 16);
+    if (ckey_finish(db, dkey) != 0) { ckey_free(db); cli_error("out of memory"); return EXIT_SYSTEM; }
+    return EXIT_OK;
+}
+
 unsigned verify_get_flags(int policy) {
     return policy == BUILD_VERIFY_FULL ? CACHE_GET_VERIFY : policy == BUILD_VERIFY_ONCE ? CACHE_GET_VERIFY_ONCE : 0;
 }
@@ -68,18 +86,9 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
 
     /* ---- direct key ---- */
     CacheKeyBuilder db;
-    ckey_init(&db);
-    key_common(&db, req->mode);
-    uint8_t tdig[16], wdig[16];
-    gen_template_digest(gen_config_template(req->config), tdig);
-    if (req->weights_digest) memcpy(wdig, req->weights_digest, 16);
-    else if (gen_weights_digest(weights, wdig, d) != 0) { ckey_free(&db); free(params); return failed_rc(d); }
-    ckey_add(&db, KEY_TAG('T', 'M', 'P', 'L'), tdig, 16);
-    ckey_add_str(&db, KEY_TAG('P', 'A', 'R', 'M'), params);
-    ckey_add_str(&db, KEY_TAG('W', 'S', 'R', 'C'), weights);
-    ckey_add(&db, KEY_TAG('W', 'D', 'I', 'G'), wdig, 16);
     CacheKey dkey;
-    if (ckey_finish(&db, &dkey) != 0) { ckey_free(&db); free(params); cli_error("out of memory"); return EXIT_SYSTEM; }
+    if ((rc = pipeline_direct_record(req, params, &db, &dkey, d)) != EXIT_OK) { free(params); return rc; }
+    rc = EXIT_SYSTEM;
     unsigned gflags = verify_get_flags(req->verify_hits);
     if (req->hit_out) gflags |= CACHE_GET_POPULATE; /* the caller runs it next */
     CacheHit *hit = NULL;

@@ -54,6 +54,18 @@ typedef struct BuildRequest {
  * artifact format. */
 void pipeline_key_base(CacheKeyBuilder *b);
 
+/* The instruction-set features this milc was compiled for ("x86_64 avx2 fma
+ * avx512f ..."): a key field, since the compiler's own arithmetic (constant
+ * folding, packing) runs with them (cpufeat.c). */
+const char *pipeline_cpu_features(void);
+
+/* The direct key's record of req (key base, mode, template digest, the
+ * canonical parameters params, weight source and digest) in *db (the caller
+ * frees it) and its key.  EXIT_OK, or EXIT_INPUT / EXIT_SYSTEM (a weight
+ * source that cannot be read: diagnostics in d). */
+int pipeline_direct_record(const BuildRequest *req, const char *params, CacheKeyBuilder *db, CacheKey *dkey,
+                           DiagSink *d);
+
 /* A hit is served only if its artifact is one this runtime reads, of the
  * mode asked for. */
 bool pipeline_hit_usable(CacheHit *hit, int mode);

@@ -191,6 +191,14 @@ int cache_note_put(Cache *c, const CacheKey *k, const void *record, size_t recor
 int cache_note_get(Cache *c, const CacheKey *k, const void *record, size_t record_len, void **value,
                    size_t *value_len);
 
+/* Call fn for every direct key, in key order, with its stored record and the
+ * artifact key it maps to (the artifact may be gone: evicted or removed).
+ * record is valid only during the call; a nonzero return stops (and is
+ * returned).  For explaining a miss: the records are the caller's to read. */
+typedef int (*CacheDirectFn)(void *ctx, const CacheKey *dkey, const uint8_t *record, size_t record_len,
+                             const CacheKey *akey);
+int cache_direct_ls(Cache *c, CacheDirectFn fn, void *ctx);
+
 /* Set the persistent size limit in bytes of artifact data (0 = unlimited),
  * shared by every process using the directory. */
 int cache_set_limit(Cache *c, uint64_t max_bytes);
