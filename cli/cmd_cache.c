@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "milc/cache.h"
+#include "drift.h"
 #include "explain.h"
 #include "tier.h"
 
@@ -13,7 +14,8 @@ static const OptSpec cache_opts[] = {
     {"max-size", 0, OPT_VALUE, "SIZE", "gc: evict least-recently-used entries down to SIZE (e.g. 2G, 500M)"},
     {"evict-older-than", 0, OPT_VALUE, "AGE", "gc: evict entries unused for AGE (e.g. 30d, 12h, 90m, 3600s)"},
     {"no-compact", 0, OPT_FLAG, NULL, "gc: do not compact the file afterwards"},
-    {"repair", 0, OPT_FLAG, NULL, "verify: remove bad entries"},
+    {"repair", 0, OPT_FLAG, NULL, "verify: remove bad entries (with --stale: stale ones)"},
+    {"stale", 0, OPT_FLAG, NULL, "verify: list entries another milc made (version, formats, backend, CPU features)"},
     {"set-limit", 0, OPT_VALUE, "SIZE", "stat: also set the cache's size limit (0 = none)"},
     {"zero", 0, OPT_FLAG, NULL, "stat: zero the counters after printing"},
     {"remote", 0, OPT_FLAG, NULL, "stat: the remote tier's figures instead (needs --remote URL or $MILC_REMOTE)"},
@@ -328,6 +330,7 @@ static int cache_run(Cli *cli, int argc, char **argv) {
         break;
     }
     case 5: {
+        if (args_flag(&a, "stale")) { rc = drift_verify(cli, c, args_flag(&a, "repair")); break; }
         BadCtx b = {cli, 0};
         r = cache_verify(c, args_flag(&a, "repair"), bad_entry, &b);
         if (r < 0) { rc = cache_fail(c, "verify", r); break; }

@@ -23,17 +23,20 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "drift.h"
 #include "manifest.h"
 #include "request.h"
 
 static const OptSpec prewarm_opts[] = {
     {"jobs", 'j', OPT_VALUE, "N", "worker processes (default: the number of CPUs)"},
+    {"stale", 0, OPT_FLAG, NULL, "instead of a manifest: rebuild every entry another milc made (cache verify --stale) from its stored recipe, costliest first"},
     VERIFY_OPTS,
     {0},
 };
 
 static void prewarm_help(FILE *f) {
     fputs("usage: milc prewarm MANIFEST [-j N]\n"
+          "       milc prewarm --stale [-j N]\n"
           "\n"
           "Build every program a manifest lists into the cache, in parallel worker\n"
           "processes, with a progress bar on a terminal.  Running it again compiles\n"
@@ -129,19 +132,34 @@ static void progress(const Cli *cli, int done, int total, int hits, int built, i
     if (done == total) fputc('\n', stderr);
 }
 
+/* --stale: the recipes of the entries another milc made. */
+static int stale_recipes(const Cli *cli, JobList *jobs) {
+    Cache *c;
+    char err[512] = "";
+    if (cache_open(&c, cli->cache_dir, NULL, err, sizeof err) != 0) { cli_error("%s", err); return EXIT_SYSTEM; }
+    int r = drift_jobs(c, jobs);
+    cache_close(c);
+    return r == 0 ? EXIT_OK : EXIT_SYSTEM;
+}
+
 static int prewarm_run(Cli *cli, int argc, char **argv) {
     Args a;
     if (!args_parse("prewarm", prewarm_opts, argc - 1, argv + 1, false, &a)) return EXIT_USAGE;
     if (!verify_flags_ok("prewarm", &a)) { args_free(&a); return EXIT_USAGE; }
     int rc = EXIT_USAGE;
     long nworkers = sysconf(_SC_NPROCESSORS_ONLN);
-    if (a.npos != 1) { cli_usage_error("prewarm", "expected one MANIFEST"); args_free(&a); return EXIT_USAGE; }
+    bool stale = args_flag(&a, "stale");
+    if (a.npos != (stale ? 0 : 1)) {
+        cli_usage_error("prewarm", stale ? "--stale takes no MANIFEST" : "expected one MANIFEST");
+        args_free(&a);
+        return EXIT_USAGE;
+    }
     if (args_get(&a, "jobs") && !args_int("prewarm", "jobs", args_get(&a, "jobs"), 1, 256, &nworkers)) {
         args_free(&a);
         return EXIT_USAGE;
     }
-    size_t len;
-    char *text = cli_read_file(a.pos[0], &len);
+    size_t len = 0;
+    char *text = stale ? strdup("") : cli_read_file(a.pos[0], &len);
     if (!text) { args_free(&a); return EXIT_SYSTEM; }
     TemplatePath tp;
     if (tpath_init(&tp, cli) != 0) {
@@ -152,7 +170,7 @@ static int prewarm_run(Cli *cli, int argc, char **argv) {
     }
     DiagSink d;
     diag_init(&d);
-    const char *file = diag_add_source(&d, a.pos[0], text, len);
+    const char *file = stale ? "(stale entries)" : diag_add_source(&d, a.pos[0], text, len);
     JobList jobs = {0};
     ManifestLine *lines = NULL;
     int nlines = 0, *line_first = NULL; /* each line's first job */
@@ -177,6 +195,12 @@ static int prewarm_run(Cli *cli, int argc, char **argv) {
     }
     if (line_first) line_first[nlines] = jobs.n;
     if (diag_failed(&d)) { rc = cli_report(cli, &d); goto out; }
+    if (stale && (rc = stale_recipes(cli, &jobs)) != EXIT_OK) goto out;
+    if (stale && jobs.n == 0) {
+        if (cli->verbosity >= 0) fprintf(stderr, "prewarm: no stale entries\n");
+        rc = EXIT_OK;
+        goto out;
+    }
     if (jobs.n == 0) { cli_error("%s: the manifest lists nothing to build", a.pos[0]); rc = EXIT_INPUT; goto out; }
     if (nworkers > jobs.n) nworkers = jobs.n;
 

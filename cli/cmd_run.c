@@ -9,6 +9,7 @@
 #include "genopts.h"
 #include "jobs.h"
 #include "model.h"
+#include "drift.h"
 #include "tier.h"
 
 static const OptSpec run_opts[] = {
@@ -131,6 +132,15 @@ static int run_run(Cli *cli, int argc, char **argv) {
             cli_error("cache entry %s: %s", a.pos[0], r == CACHE_ENOTFOUND ? "no such entry" : cache_strerror(r));
             cache_close(c);
             rc = r == CACHE_ENOTFOUND || r == CACHE_ECORRUPT ? EXIT_INPUT : EXIT_SYSTEM;
+            goto out;
+        }
+        char why[512];
+        const CacheEntryInfo *info = cache_hit_info(hit);
+        if (drift_why(info->record, info->record_len, why, sizeof why)) { /* never served: rebuild it */
+            cli_error("cache entry %s was made by another milc (%s): 'milc prewarm --stale' rebuilds it", a.pos[0], why);
+            cache_hit_release(hit);
+            cache_close(c);
+            rc = EXIT_INPUT;
             goto out;
         }
         rc = model_load_hit(&lm, hit, (int)threads, NULL, 0, a.pos[0]);

@@ -8,36 +8,25 @@
 
 #include "explain.h"
 
-enum { MAX_FIELDS = 32, NEAREST = 3 };
+enum { NEAREST = 3 };
 
-typedef struct Field {
-    uint32_t tag;
-    const uint8_t *p;
-    uint64_t n;
-} Field;
-
-typedef struct Record {
-    Field f[MAX_FIELDS];
-    int n;
-} Record;
-
-static int record_parse(const uint8_t *rec, size_t len, Record *r) {
+int keyrec_parse(const uint8_t *rec, size_t len, KeyRecord *r) {
     size_t pos = 0;
     int k;
     r->n = 0;
-    while (r->n < MAX_FIELDS && (k = ckey_record_next(rec, len, &pos, &r->f[r->n].tag, &r->f[r->n].p, &r->f[r->n].n)) == 1)
+    while (r->n < KEYREC_MAX_FIELDS && (k = ckey_record_next(rec, len, &pos, &r->f[r->n].tag, &r->f[r->n].p, &r->f[r->n].n)) == 1)
         r->n++;
     return r->n > 0 ? 0 : -1;
 }
 
-static const Field *field(const Record *r, uint32_t tag) {
+const KeyField *keyrec_field(const KeyRecord *r, uint32_t tag) {
     for (int i = 0; i < r->n; i++)
         if (r->f[i].tag == tag) return &r->f[i];
     return NULL;
 }
 
 /* The value of "name=" in a PARM field ("k=v\n..."), as a pointer and length. */
-static bool param(const Field *pf, const char *name, size_t nl, const char **v, size_t *vl) {
+bool keyrec_param(const KeyField *pf, const char *name, size_t nl, const char **v, size_t *vl) {
     const char *p = pf ? (const char *)pf->p : NULL, *end = p ? p + pf->n : NULL;
     while (p && p < end) {
         const char *eol = memchr(p, '\n', (size_t)(end - p));
@@ -51,7 +40,7 @@ static bool param(const Field *pf, const char *name, size_t nl, const char **v, 
     return false;
 }
 
-static const char *tag_label(uint32_t tag) {
+const char *keyrec_label(uint32_t tag) {
     switch (tag) {
     case KEY_TAG('K', 'F', 'M', 'T'): return "key format";
     case KEY_TAG('M', 'V', 'E', 'R'): return "milc version";
@@ -68,7 +57,7 @@ static const char *tag_label(uint32_t tag) {
 
 /* A field's value for display: text as is, 8-byte numbers in decimal, digests
  * as their first 8 hex digits. */
-static void show(const Field *f, uint32_t tag, char *out, size_t n) {
+void keyrec_show(const KeyField *f, uint32_t tag, char *out, size_t n) {
     if (!f) { snprintf(out, n, "(none)"); return; }
     bool num = tag == KEY_TAG('K', 'F', 'M', 'T') || tag == KEY_TAG('A', 'F', 'M', 'T') || tag == KEY_TAG('M', 'O', 'D', 'E');
     if (num && f->n == 8) {
@@ -96,10 +85,10 @@ static void diff_add(Diff *d, const char *what, const char *stored, const char *
 }
 
 /* Each parameter of either side that the other lacks or sets differently. */
-static void diff_params(const Field *s, const Field *a, Diff *d) {
-    const Field *sides[2] = {a, s};
+static void diff_params(const KeyField *s, const KeyField *a, Diff *d) {
+    const KeyField *sides[2] = {a, s};
     for (int side = 0; side < 2; side++) {
-        const Field *f = sides[side], *o = sides[1 - side];
+        const KeyField *f = sides[side], *o = sides[1 - side];
         const char *p = f ? (const char *)f->p : NULL, *end = p ? p + f->n : NULL;
         while (p && p < end) {
             const char *eol = memchr(p, '\n', (size_t)(end - p)), *eq;
@@ -107,7 +96,7 @@ static void diff_params(const Field *s, const Field *a, Diff *d) {
             if ((eq = memchr(p, '=', (size_t)(eol - p))) != NULL) {
                 const char *ov;
                 size_t ol, nl = (size_t)(eq - p), vl = (size_t)(eol - eq - 1);
-                bool has = param(o, p, nl, &ov, &ol);
+                bool has = keyrec_param(o, p, nl, &ov, &ol);
                 if (!has || ((side == 0) && (ol != vl || memcmp(ov, eq + 1, vl) != 0))) {
                     char name[64], v1[80], v2[80];
                     snprintf(name, sizeof name, "%.*s", (int)nl, p);
@@ -122,16 +111,16 @@ static void diff_params(const Field *s, const Field *a, Diff *d) {
     }
 }
 
-static void diff_records(const Record *s, const Record *a, Diff *d) {
+static void diff_records(const KeyRecord *s, const KeyRecord *a, Diff *d) {
     memset(d, 0, sizeof *d);
     for (int i = 0; i < a->n; i++) {
         uint32_t tag = a->f[i].tag;
-        const Field *sf = field(s, tag);
+        const KeyField *sf = keyrec_field(s, tag);
         if (tag == KEY_TAG('P', 'A', 'R', 'M')) { diff_params(sf, &a->f[i], d); continue; }
         if (sf && sf->n == a->f[i].n && memcmp(sf->p, a->f[i].p, sf->n) == 0) continue;
         char v1[80], v2[80];
-        show(sf, tag, v1, sizeof v1), show(&a->f[i], tag, v2, sizeof v2);
-        diff_add(d, tag_label(tag), v1, v2);
+        keyrec_show(sf, tag, v1, sizeof v1), keyrec_show(&a->f[i], tag, v2, sizeof v2);
+        diff_add(d, keyrec_label(tag), v1, v2);
     }
 }
 
@@ -143,7 +132,7 @@ typedef struct Near {
 
 typedef struct Scan {
     Cache *c;
-    const Record *asked;
+    const KeyRecord *asked;
     const char *tmpl;
     size_t tl;
     Near best[NEAREST];
@@ -153,10 +142,10 @@ typedef struct Scan {
 static int scan_one(void *ctx, const CacheKey *dkey, const uint8_t *rec, size_t len, const CacheKey *akey) {
     (void)dkey;
     Scan *s = ctx;
-    Record r;
+    KeyRecord r;
     const char *v;
     size_t vl;
-    if (record_parse(rec, len, &r) != 0 || !param(field(&r, KEY_TAG('P', 'A', 'R', 'M')), "template", 8, &v, &vl) ||
+    if (keyrec_parse(rec, len, &r) != 0 || !keyrec_param(keyrec_field(&r, KEY_TAG('P', 'A', 'R', 'M')), "template", 8, &v, &vl) ||
         vl != s->tl || memcmp(v, s->tmpl, vl) != 0)
         return 0;
     Near n = {.akey = *akey};
@@ -211,11 +200,11 @@ static int explain_job(Cache *c, const TemplatePath *tp, const BuildJob *j, bool
     int rc = params ? pipeline_direct_record(&(BuildRequest){.config = cfg, .weights = j->weights, .mode = j->mode},
                                              params, &db, &dkey, d)
                     : EXIT_SYSTEM;
-    Record asked;
-    if (rc == EXIT_OK && record_parse(db.buf, db.len, &asked) == 0) {
+    KeyRecord asked;
+    if (rc == EXIT_OK && keyrec_parse(db.buf, db.len, &asked) == 0) {
         Scan s = {.c = c, .asked = &asked};
         const char *v;
-        if (!param(field(&asked, KEY_TAG('P', 'A', 'R', 'M')), "template", 8, &v, &s.tl)) v = "?", s.tl = 1;
+        if (!keyrec_param(keyrec_field(&asked, KEY_TAG('P', 'A', 'R', 'M')), "template", 8, &v, &s.tl)) v = "?", s.tl = 1;
         s.tmpl = v;
         CacheHit *h;
         bool hit = cache_get_direct(c, &dkey, db.buf, db.len, CACHE_GET_NOTOUCH, &h, NULL) == 0;

@@ -8,6 +8,26 @@
 
 #include "jobs.h"
 
+/* A key record's items, as ckey_record_next gives them (explain.c). */
+enum { KEYREC_MAX_FIELDS = 32 };
+typedef struct KeyField {
+    uint32_t tag;
+    const uint8_t *p;
+    uint64_t n;
+} KeyField;
+typedef struct KeyRecord {
+    KeyField f[KEYREC_MAX_FIELDS];
+    int n;
+} KeyRecord;
+/* 0, or -1 if rec holds no well-formed item. */
+int keyrec_parse(const uint8_t *rec, size_t len, KeyRecord *r);
+const KeyField *keyrec_field(const KeyRecord *r, uint32_t tag);
+/* The value of NAME (nl bytes) in a parameters item ("k=v\n..."). */
+bool keyrec_param(const KeyField *parm, const char *name, size_t nl, const char **v, size_t *vl);
+/* What a field is called ("milc version") and its value for display. */
+const char *keyrec_label(uint32_t tag);
+void keyrec_show(const KeyField *f, uint32_t tag, char *out, size_t n);
+
 /* For every job of spec: whether its direct key is in the cache and, if not,
  * the (at most 3) nearest stored direct keys of the same template with the
  * key fields that differ (stored → asked).  Text on f, or JSON on stdout
