@@ -77,7 +77,9 @@ static int run_build(Cli *cli, const Args *a, Cache **c, LoadedModel *lm, int th
             char key[33];
             cache_key_hex(&res.key, key);
             if (cli->verbosity > 0) fprintf(stderr, "%s %s\n", key, res.outcome == BUILD_MISS ? "built" : "cached");
+            long long t0 = cli_now_ns();
             rc = model_load_hit(lm, hit, threads, NULL, 0, key);
+            if (rc == EXIT_OK) cache_record_load(*c, &res.key, (uint64_t)(cli_now_ns() - t0));
         }
     }
     int drc = cli_report(cli, &d);
@@ -143,7 +145,9 @@ static int run_run(Cli *cli, int argc, char **argv) {
             rc = EXIT_INPUT;
             goto out;
         }
+        long long t0 = cli_now_ns();
         rc = model_load_hit(&lm, hit, (int)threads, NULL, 0, a.pos[0]);
+        if (rc == EXIT_OK) cache_record_load(c, &k, (uint64_t)(cli_now_ns() - t0)); /* the cost ledger */
     } else {
         rc = model_load_file(&lm, a.pos[0], (int)threads);
     }

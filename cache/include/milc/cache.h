@@ -222,6 +222,7 @@ typedef struct CacheEntryInfo {
     uint8_t checksum[16];  /* XXH3-128 over the sections (see cache/README.md) */
     int checked;           /* a hit: this lookup recomputed the checksum (and it
                               matched); 0 if it was trusted or not asked for */
+    uint64_t load_ns;      /* the last load time recorded by cache_record_load, 0 = none */
 } CacheEntryInfo;
 
 enum {
@@ -282,6 +283,12 @@ int cache_hit_sections(CacheHit *h, const CacheSection **secs, int *nsecs);
 const CacheEntryInfo *cache_hit_info(const CacheHit *h);
 /* End the read transaction: every pointer from this hit dies here. */
 void cache_hit_release(CacheHit *h);
+
+/* The cost ledger: what loading entry k took the caller (mapping it and
+ * making it runnable), kept with its hit statistics (batched the same way)
+ * and shown as CacheEntryInfo.load_ns.  The compile time, bytes and hits are
+ * the others; time saved is hits x compile time. */
+void cache_record_load(Cache *c, const CacheKey *k, uint64_t load_ns);
 
 /* Hit statistics (hits, last-used, time saved) are batched in the handle and
  * written in one small write transaction by the next put/rm/gc, every 16 hits,
