@@ -24,6 +24,7 @@
 
 #include "cli.h"
 #include "drift.h"
+#include "ledger.h"
 #include "manifest.h"
 #include "request.h"
 
@@ -82,14 +83,16 @@ static void remember_lines(const Cli *cli, const TemplatePath *tp, const Manifes
     cache_close(c);
 }
 
-static void worker(const Cli *cli, const TemplatePath *tp, const JobList *jobs, atomic_int *next, int fd, int verify) {
+static void worker(const Cli *cli, const TemplatePath *tp, const JobList *jobs, const int *order, atomic_int *next,
+                   int fd, int verify) {
     signal(SIGINT, SIG_DFL);
     Cache *c = NULL;
     char err[512] = "";
     int r = cache_open(&c, cli->cache_dir, NULL, err, sizeof err);
     for (;;) {
-        int i = atomic_fetch_add(next, 1);
-        if (i >= jobs->n) break;
+        int n = atomic_fetch_add(next, 1);
+        if (n >= jobs->n) break;
+        int i = order[n];
         Report rep = {.job = i, .rc = EXIT_SYSTEM};
         if (r != 0) {
             snprintf(rep.msg, sizeof rep.msg, "%s", err[0] ? err : cache_strerror(r));
@@ -132,6 +135,18 @@ static void progress(const Cli *cli, int done, int total, int hits, int built, i
     if (done == total) fputc('\n', stderr);
 }
 
+/* Costliest first, by the cache's ledger (ledger_order); --stale jobs come
+ * sorted already, and any order is valid if the cache cannot be read. */
+static int build_order(const Cli *cli, const TemplatePath *tp, const JobList *jobs, int *order) {
+    Cache *c;
+    char err[512] = "";
+    for (int i = 0; i < jobs->n; i++) order[i] = i;
+    if (cache_open(&c, cli->cache_dir, NULL, err, sizeof err) != 0) { cli_error("%s", err); return EXIT_SYSTEM; }
+    ledger_order(c, tp, jobs, order);
+    cache_close(c);
+    return EXIT_OK;
+}
+
 /* --stale: the recipes of the entries another milc made. */
 static int stale_recipes(const Cli *cli, JobList *jobs) {
     Cache *c;
@@ -172,6 +187,7 @@ static int prewarm_run(Cli *cli, int argc, char **argv) {
     diag_init(&d);
     const char *file = stale ? "(stale entries)" : diag_add_source(&d, a.pos[0], text, len);
     JobList jobs = {0};
+    int *order = NULL; /* the jobs in the order workers take them */
     ManifestLine *lines = NULL;
     int nlines = 0, *line_first = NULL; /* each line's first job */
     int lineno = 0;
@@ -203,6 +219,10 @@ static int prewarm_run(Cli *cli, int argc, char **argv) {
     }
     if (jobs.n == 0) { cli_error("%s: the manifest lists nothing to build", a.pos[0]); rc = EXIT_INPUT; goto out; }
     if (nworkers > jobs.n) nworkers = jobs.n;
+    if (!(order = calloc((size_t)jobs.n, sizeof *order)) || (rc = build_order(cli, &tp, &jobs, order)) != EXIT_OK) {
+        if (!order) cli_error("out of memory"), rc = EXIT_SYSTEM;
+        goto out;
+    }
 
     /* Workers take jobs from a shared counter and report through a pipe;
      * each opens its own cache handle (LMDB handles do not survive fork). */
@@ -217,7 +237,7 @@ static int prewarm_run(Cli *cli, int argc, char **argv) {
         pid_t pid = fork();
         if (pid == 0) {
             close(fds[0]);
-            worker(cli, &tp, &jobs, next, fds[1], verify_policy(&a));
+            worker(cli, &tp, &jobs, order, next, fds[1], verify_policy(&a));
             _exit(0);
         }
         if (pid < 0) { cli_error("fork failed: %s", strerror(errno)); break; }
@@ -278,6 +298,7 @@ static int prewarm_run(Cli *cli, int argc, char **argv) {
     free(pids);
     munmap(next, sizeof *next);
 out:
+    free(order);
     for (int i = 0; i < nlines; i++) manifest_line_free(&lines[i]);
     free(lines);
     free(line_first);

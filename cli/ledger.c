@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ledger.h"
+#include "pipeline.h"
 
 /* What keeping an entry is worth per byte: the compile time it saves each
  * time it is used, weighted by how often it was (once more for the build
@@ -80,4 +81,79 @@ int ledger_evict_by_value(Cache *c, uint64_t max_bytes, uint64_t *evicted, uint6
     }
     free(it.v);
     return rc;
+}
+
+/* ---- prewarm order ---- */
+
+typedef struct {
+    const char *desc;
+    int mode;
+    uint64_t compile_ns;
+} Known;
+
+typedef struct {
+    Known *v;
+    int n, cap;
+    char **descs;
+} KnownList;
+
+static int know(void *ctx, const CacheEntryInfo *e) {
+    KnownList *k = ctx;
+    if (k->n == k->cap) {
+        k->cap = k->cap ? 2 * k->cap : 64;
+        Known *v = realloc(k->v, (size_t)k->cap * sizeof *v);
+        char **d = realloc(k->descs, (size_t)k->cap * sizeof *d);
+        if (v) k->v = v;
+        if (d) k->descs = d;
+        if (!v || !d) return CACHE_ENOMEM;
+    }
+    k->descs[k->n] = strdup(e->description);
+    if (!k->descs[k->n]) return CACHE_ENOMEM;
+    k->v[k->n] = (Known){k->descs[k->n], e->mode, e->compile_ns};
+    k->n++;
+    return 0;
+}
+
+/* What job j will cost: 0 if its direct key hits; else the compile time the
+ * ledger holds for the same parameters and mode (another milc's build, or
+ * an evicted entry's), else unknown (UINT64_MAX: never built, so assume it is
+ * the expensive kind). */
+static uint64_t job_cost(Cache *c, const TemplatePath *tp, const BuildJob *j, const KnownList *k) {
+    DiagSink quiet;
+    diag_init(&quiet);
+    GenConfig *cfg = job_config(tp, j, &quiet);
+    char *params = cfg ? gen_config_canonical(cfg) : NULL;
+    uint64_t cost = UINT64_MAX;
+    CacheKeyBuilder db;
+    CacheKey dkey;
+    if (params && pipeline_direct_record(&(BuildRequest){.config = cfg, .weights = j->weights, .mode = j->mode}, params,
+                                         &db, &dkey, &quiet) == EXIT_OK) {
+        CacheHit *h;
+        if (cache_get_direct(c, &dkey, db.buf, db.len, CACHE_GET_NOTOUCH, &h, NULL) == 0) cache_hit_release(h), cost = 0;
+        ckey_free(&db);
+        for (char *p = params; *p; p++)
+            if (*p == '\n') *p = ' ';
+        for (int i = 0; cost && i < k->n; i++)
+            if (k->v[i].mode == j->mode && strcmp(k->v[i].desc, params) == 0) cost = k->v[i].compile_ns;
+    }
+    free(params);
+    gen_config_free(cfg);
+    diag_free(&quiet);
+    return cost;
+}
+
+void ledger_order(Cache *c, const TemplatePath *tp, const JobList *jobs, int *order) {
+    KnownList k = {0};
+    uint64_t *cost = calloc((size_t)jobs->n + 1, sizeof *cost);
+    for (int i = 0; i < jobs->n; i++) order[i] = i;
+    if (cost && cache_ls(c, know, &k) == 0) {
+        for (int i = 0; i < jobs->n; i++) cost[i] = job_cost(c, tp, &jobs->v[i], &k);
+        for (int i = 1; i < jobs->n; i++) /* stable: equal costs keep the manifest's order */
+            for (int m = i; m > 0 && cost[order[m]] > cost[order[m - 1]]; m--) {
+                int t = order[m];
+                order[m] = order[m - 1], order[m - 1] = t;
+            }
+    }
+    for (int i = 0; i < k.n; i++) free(k.descs[i]);
+    free(k.descs), free(k.v), free(cost);
 }

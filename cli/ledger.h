@@ -5,6 +5,7 @@
 #define MILC_CLI_LEDGER_H
 
 #include "cli.h"
+#include "jobs.h"
 #include "milc/cache.h"
 
 typedef struct LedgerTotals {
@@ -22,5 +23,10 @@ int ledger_totals(Cache *c, LedgerTotals *t);
  * artifact bytes are at most max_bytes.  Counts what went into *evicted and
  * *evicted_bytes.  0 or a CACHE_E* code. */
 int ledger_evict_by_value(Cache *c, uint64_t max_bytes, uint64_t *evicted, uint64_t *evicted_bytes);
+
+/* The order prewarm builds jobs in: costliest first (so with N workers the
+ * long compiles start first and the run ends sooner), by job_cost in
+ * ledger.c.  order[] gets a permutation of 0..jobs->n-1. */
+void ledger_order(Cache *c, const TemplatePath *tp, const JobList *jobs, int *order);
 
 #endif

@@ -35,3 +35,22 @@ expect_in "$OUT" "0 stale entries"
 expect_rc 0 "$MILC" prewarm --stale
 expect_in "$ERR" "no stale entries"
 expect_rc 2 "$MILC" prewarm --stale some.manifest
+
+# prewarm takes the costliest first: a never-built job before one that hits,
+# and among jobs the ledger knows (here: another version's builds), the
+# longest compile first
+rm -rf "$MILC_CACHE_DIR"
+expect_rc 0 "$MILC" build --model tiny --seq 16
+printf -- '--model tiny --seq 16\n--model tiny --seq 48\n' > m1
+expect_rc 0 "$MILC" prewarm m1 -j 1
+expect_in "$OUT" "[1/2] built"
+expect_in "$OUT" "[2/2] hit"
+rm -rf "$MILC_CACHE_DIR"
+expect_rc 0 "$MILC" build --model tiny --seq 16
+expect_rc 0 "$MILC" build --layers 1
+expect_rc 0 "$AGE" "$MILC_CACHE_DIR" 0.0-old
+printf -- '--model tiny --seq 16\n--layers 1\n' > m2
+expect_rc 0 "$MILC" prewarm m2 -j 1
+first=$(printf '%s\n' "$OUT" | grep '^\[1/2\]')
+expect_in "$first" "gpt2"
+expect_not_in "$first" "tiny"
