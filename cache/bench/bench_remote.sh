@@ -17,7 +17,7 @@ PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --daemonize no --dir "$WORK" \
   --logfile "$WORK/redis.log" &
 RPID=$!
-trap 'kill -9 $RPID 2>/dev/null; wait $RPID 2>/dev/null; rm -rf "$WORK"' EXIT
+trap 'kill -9 $RPID 2>/dev/null || true; wait $RPID 2>/dev/null || true; rm -rf "$WORK"' EXIT
 for _ in $(seq 100); do redis-cli -p "$PORT" ping 2>/dev/null | grep -q PONG && break; sleep 0.05; done
 head -c 32 /dev/urandom > "$WORK/key"; chmod 600 "$WORK/key"
 R=(--remote "redis://127.0.0.1:$PORT" --remote-key-file "$WORK/key")
