@@ -178,7 +178,10 @@ for i in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$GP) 2>/dev/null && break; sl
 t0=$(date +%s%N)
 expect_rc 0 "$MILC" --cache-dir "$(fresh g1)" --remote "redis://127.0.0.1:$GP" --remote-key-file "$KEY" "${B[@]}"
 expect_eq "$(nwarn "$ERR")" 1
-expect_in "$ERR" "an answer larger than"   # connection 1 (0 was the probe): the endless reply
+# connection 1 (0 was the probe): the endless reply, cut at its size bound
+# or at the reply timeout, whichever comes first (a slow, sanitized build)
+if [[ "$ERR" == *"an answer larger than"* || "$ERR" == *"answer not complete within"* ]]; then ok
+else fail "an endless reply was not cut: $ERR"; fi
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 if [ "$ms" -lt 5000 ]; then ok; else fail "an endless reply held the build $ms ms"; fi
 expect_rc 3 "$MILC" --cache-dir "$WORK/g1" --remote "redis://127.0.0.1:$GP" --remote-key-file "$KEY" cache pull
