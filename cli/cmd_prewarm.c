@@ -25,6 +25,7 @@
 #include "cli.h"
 #include "drift.h"
 #include "ledger.h"
+#include "tier.h"
 #include "manifest.h"
 #include "request.h"
 
@@ -84,11 +85,13 @@ static void remember_lines(const Cli *cli, const TemplatePath *tp, const Manifes
 }
 
 static void worker(const Cli *cli, const TemplatePath *tp, const JobList *jobs, const int *order, atomic_int *next,
-                   int fd, int verify) {
+                   int fd, int verify, bool use_remote) {
     signal(SIGINT, SIG_DFL);
     Cache *c = NULL;
+    Remote *remote = NULL; /* each worker its own connection; the parent checked the options */
     char err[512] = "";
     int r = cache_open(&c, cli->cache_dir, NULL, err, sizeof err);
+    if (use_remote) (void)tier_open(cli, "prewarm", true, &remote);
     for (;;) {
         int n = atomic_fetch_add(next, 1);
         if (n >= jobs->n) break;
@@ -105,7 +108,7 @@ static void worker(const Cli *cli, const TemplatePath *tp, const JobList *jobs, 
              * diagnostics in the report so the parent lists them at the end. */
             rep.rc = cfg ? pipeline_build(c, &(BuildRequest){.config = cfg, .weights = jobs->v[i].weights,
                                                               .mode = jobs->v[i].mode, .tmp_root = cli->cache_dir,
-                                                              .verify_hits = verify},
+                                                              .verify_hits = verify, .remote = remote},
                                           &res, &d)
                          : EXIT_INPUT;
             gen_config_free(cfg);
@@ -121,7 +124,18 @@ static void worker(const Cli *cli, const TemplatePath *tp, const JobList *jobs, 
         ssize_t w = write(fd, &rep, sizeof rep);
         (void)w;
     }
+    tier_close(remote);
     if (c) cache_close(c);
+}
+
+/* The remote tier for the workers: the options checked and the server asked
+ * once here, so a dead one costs one warning, not one per worker. */
+static int remote_for_workers(const Cli *cli, bool *use) {
+    Remote *r;
+    int rc = tier_open(cli, "prewarm", true, &r);
+    *use = rc == EXIT_OK && r && remote_ping(r) == 0;
+    tier_close(r);
+    return rc;
 }
 
 static void progress(const Cli *cli, int done, int total, int hits, int built, int failed, double elapsed) {
@@ -219,6 +233,8 @@ static int prewarm_run(Cli *cli, int argc, char **argv) {
     }
     if (jobs.n == 0) { cli_error("%s: the manifest lists nothing to build", a.pos[0]); rc = EXIT_INPUT; goto out; }
     if (nworkers > jobs.n) nworkers = jobs.n;
+    bool use_remote = false;
+    if ((rc = remote_for_workers(cli, &use_remote)) != EXIT_OK) goto out;
     if (!(order = calloc((size_t)jobs.n, sizeof *order)) || (rc = build_order(cli, &tp, &jobs, order)) != EXIT_OK) {
         if (!order) cli_error("out of memory"), rc = EXIT_SYSTEM;
         goto out;
@@ -237,7 +253,7 @@ static int prewarm_run(Cli *cli, int argc, char **argv) {
         pid_t pid = fork();
         if (pid == 0) {
             close(fds[0]);
-            worker(cli, &tp, &jobs, order, next, fds[1], verify_policy(&a));
+            worker(cli, &tp, &jobs, order, next, fds[1], verify_policy(&a), use_remote);
             _exit(0);
         }
         if (pid < 0) { cli_error("fork failed: %s", strerror(errno)); break; }

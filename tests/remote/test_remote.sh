@@ -72,6 +72,15 @@ expect_rc 0 "$MILC" --cache-dir "$WORK/c" "${R[@]}" cache push
 expect_in "$OUT" "pushed 1, already there 1"
 expect_eq "$(rcli exists "milc:e:$K8")" 1
 
+# ---- prewarm: the workers read through and write back ----
+printf -- '--model tiny --seq 16,32,48\n' > "$WORK/m"
+expect_rc 0 "$MILC" --cache-dir "$(fresh pw1)" "${R[@]}" --json prewarm "$WORK/m" -j 2
+expect_json "$OUT" "j['built'] + j['hits'] == 3 and j['failed'] == 0"
+expect_rc 0 "$MILC" --cache-dir "$(fresh pw2)" "${R[@]}" --json prewarm "$WORK/m" -j 2
+expect_json "$OUT" "j['built'] == 0 and j['hits'] == 3"
+expect_rc 0 "$MILC" --cache-dir "$WORK/pw2" cache verify
+expect_in "$OUT" "0 bad entries"
+
 # ---- a read-only consumer never writes ----
 before=$(rcli dbsize)
 expect_rc 0 "$MILC" --cache-dir "$(fresh ro)" "${R[@]}" --remote-readonly "${B[@]}" --seq 24
@@ -126,6 +135,8 @@ expect_eq "$(nwarn "$ERR")" 1
 expect_in "$ERR" "continuing with the local cache only"
 expect_rc 3 "$MILC" --cache-dir "$WORK/d1" "${R[@]}" cache pull
 expect_eq "$(nwarn "$ERR")" 0
+expect_rc 0 "$MILC" --cache-dir "$(fresh d2)" "${R[@]}" prewarm "$WORK/m" -j 2
+expect_eq "$(nwarn "$ERR")" 1
 
 # ---- a frozen server (SIGSTOP): timeouts hold ----
 redis_start "$P"
