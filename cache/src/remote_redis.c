@@ -992,3 +992,18 @@ int remote_stat(Remote *r, RemoteStats *s) {
     freeReplyObject(rep);
     return 0;
 }
+
+/* ---- for fuzzing ----------------------------------------------------------- */
+
+int remote_manifest_check(const uint8_t secret[REMOTE_SECRET_BYTES], const void *buf, size_t len, char *err,
+                          size_t errlen) {
+    Remote r = {.o = {.max_entry_bytes = 16ull << 30}};
+    memcpy(r.secret, secret, REMOTE_SECRET_BYTES);
+    CacheKey k;
+    Manifest m;
+    if (len < 32) { cache_fmt(err, errlen, "too short"); return CACHE_ECORRUPT; }
+    memcpy(k.b, (const uint8_t *)buf + 16, 16);
+    int rc = manifest_decode(&r, &k, buf, len, &m);
+    cache_fmt(err, errlen, "%s", rc ? r.err : "");
+    return rc;
+}

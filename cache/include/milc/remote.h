@@ -126,4 +126,10 @@ typedef struct RemoteStats {
 } RemoteStats;
 int remote_stat(Remote *r, RemoteStats *s);
 
+/* Check a manifest held in memory as a pull does (MAC under secret first,
+ * then every field and bound; the key is the one it names): 0 or
+ * CACHE_ECORRUPT with a reason in err.  For fuzzing. */
+int remote_manifest_check(const uint8_t secret[REMOTE_SECRET_BYTES], const void *buf, size_t len, char *err,
+                          size_t errlen);
+
 #endif
