@@ -34,6 +34,9 @@ typedef struct Cli {
     uint64_t max_memory;       /* --max-memory: the most one program's weights, a
                                   run's arena and scratch, or a template's
                                   generated text may take (cli_default_max_memory) */
+    const char *remote;        /* --remote URL, else $MILC_REMOTE; NULL = no remote tier */
+    const char *remote_key;    /* --remote-key-file F, else $MILC_REMOTE_KEY_FILE */
+    bool remote_readonly;      /* --remote-readonly */
 } Cli;
 
 /* ---- option parsing ----------------------------------------------------- */

@@ -8,14 +8,17 @@
 
 #include "cli.h"
 #include "genopts.h"
+#include "explain.h"
 #include "jobs.h"
 #include "request.h"
+#include "tier.h"
 
 static const OptSpec build_opts[] = {
     GEN_COMMON_OPTS,
     {"mode", 0, OPT_VALUE, "N[,N]", "compile mode: 2 bonded (default), 1 non-bonded, 0 both"},
     {"chunk", 0, OPT_VALUE, "K", "build the whole model in chunks of K layers"},
     VERIFY_OPTS,
+    {"explain", 0, OPT_FLAG, NULL, "for each program not in the cache, first show the nearest stored entries and the key fields that differ"},
     {"help", 'h', OPT_FLAG, NULL, "this help, with the template's parameters"},
     {0},
 };
@@ -57,15 +60,15 @@ static void print_result(void *ctx, int idx, const char *label, const BuildResul
     if (cli->json && !pr->printed++) printf("{\"builds\":[");
     if (cli->json) {
         printf("%s{\"key\":\"%s\",\"outcome\":\"%s\",\"chunk\":\"%s\",\"artifact_bytes\":%llu,\"checksummed\":%s,"
-               "\"note\":%s,\"ms\":{\"lookup\":%.3f,\"generate\":%.3f,\"check\":%.3f,\"passes\":%.3f,\"lower\":%.3f,"
+               "\"note\":%s,\"remote\":%s,\"ms\":{\"lookup\":%.3f,\"generate\":%.3f,\"check\":%.3f,\"passes\":%.3f,\"lower\":%.3f,"
                "\"store\":%.3f,\"total\":%.3f}}",
                idx ? "," : "", key, r->outcome == BUILD_MISS ? "miss" : r->outcome == BUILD_HIT_DIRECT ? "direct_hit" : "full_hit",
-               label, (unsigned long long)r->artifact_bytes, r->checksummed ? "true" : "false", r->from_note ? "true" : "false", r->ms_lookup, r->ms_generate, r->ms_check, r->ms_passes,
+               label, (unsigned long long)r->artifact_bytes, r->checksummed ? "true" : "false", r->from_note ? "true" : "false", r->from_remote ? "true" : "false", r->ms_lookup, r->ms_generate, r->ms_check, r->ms_passes,
                r->ms_lower, r->ms_store, r->ms_total);
         return;
     }
     if (cli->verbosity < 0) return;
-    printf("%s  %-12s %s\n", key, outcome_name(r->outcome), label);
+    printf("%s  %-12s %s\n", key, r->from_remote ? "hit (remote)" : outcome_name(r->outcome), label);
     if (r->outcome == BUILD_MISS)
         printf("    generate %.1f ms, parse+check %.1f ms, passes %.1f ms, lower+pack %.1f ms, store %.1f ms; "
                "total %.1f ms, %.1f MB\n",
@@ -76,6 +79,17 @@ static void print_result(void *ctx, int idx, const char *label, const BuildResul
                r->outcome == BUILD_HIT_FULL ? " (generated to find the program)" : r->from_note ? " (request note)" : "",
                r->ms_total,
                (double)r->artifact_bytes / 1048576.0);
+}
+
+/* --explain: the jobs' explanations before they are built (on stderr with
+ * --json, whose stdout is the builds' document). */
+static int build_explain(Cache *c, const TemplatePath *tp, const JobSpec *spec, const JobList *expanded, bool json,
+                         DiagSink *d) {
+    JobList own = {0};
+    int rc = expanded || jobs_expand(tp, spec, &own, d) == 0 ? EXIT_OK : EXIT_INPUT;
+    if (rc == EXIT_OK) rc = explain_jobs(c, tp, expanded ? expanded : &own, false, json ? stderr : stdout, d);
+    jobs_free(&own);
+    return rc;
 }
 
 static int build_run(Cli *cli, int argc, char **argv) {
@@ -90,6 +104,7 @@ static int build_run(Cli *cli, int argc, char **argv) {
         return EXIT_OK;
     }
     long chunk = 0;
+    Remote *remote = NULL;
     if (a.npos) { cli_usage_error("build", "unexpected argument '%s'", a.pos[0]); goto out_args; }
     if (args_get(&a, "chunk") && !args_int("build", "chunk", args_get(&a, "chunk"), 1, 4096, &chunk)) goto out_args;
     const char *modes = args_get(&a, "mode");
@@ -99,6 +114,8 @@ static int build_run(Cli *cli, int argc, char **argv) {
             goto out_args;
         }
 
+    if ((rc = tier_open(cli, "build", true, &remote)) != EXIT_OK) goto out_args;
+    rc = EXIT_USAGE;
     TemplatePath tp;
     if (tpath_init(&tp, cli) != 0) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out_args; }
     DiagSink d;
@@ -124,10 +141,14 @@ static int build_run(Cli *cli, int argc, char **argv) {
     }
     int r = cache_open(&c, cli->cache_dir, NULL, err, sizeof err);
     if (r != 0) { cli_error("%s", err[0] ? err : cache_strerror(r)); rc = EXIT_SYSTEM; goto out; }
+    if (args_flag(&a, "explain") && (rc = build_explain(c, &tp, &spec, expanded, cli->json, &d)) != EXIT_OK) {
+        (void)cli_report(cli, &d);
+        goto out;
+    }
     Printer pr = {cli, 0};
     rc = build_request(c, &tp, &spec,
                        &(RequestOptions){.verify_hits = verify_policy(&a), .tmp_root = cli->cache_dir, .jobs = expanded,
-                                         .max_memory = cli->max_memory},
+                                         .max_memory = cli->max_memory, .remote = remote},
                        print_result, &pr, &d);
     if (cli->json && pr.printed) printf("]}\n");
     int drc = cli_report(cli, &d);
@@ -138,6 +159,7 @@ out:
     diag_free(&d);
     tpath_free(&tp);
 out_args:
+    tier_close(remote);
     args_free(&a);
     return rc;
 }

@@ -7,30 +7,48 @@
 #include "scratch.h"
 #include "cli.h"
 #include "milc/cache.h"
+#include "drift.h"
+#include "explain.h"
+#include "ledger.h"
+#include "tier.h"
 
 static const OptSpec cache_opts[] = {
     {"max-size", 0, OPT_VALUE, "SIZE", "gc: evict least-recently-used entries down to SIZE (e.g. 2G, 500M)"},
     {"evict-older-than", 0, OPT_VALUE, "AGE", "gc: evict entries unused for AGE (e.g. 30d, 12h, 90m, 3600s)"},
     {"no-compact", 0, OPT_FLAG, NULL, "gc: do not compact the file afterwards"},
-    {"repair", 0, OPT_FLAG, NULL, "verify: remove bad entries"},
+    {"policy", 0, OPT_VALUE, "age|value", "gc: evict the least recently used first (age, the default) or the least compile time saved per byte first (value)"},
+    {"repair", 0, OPT_FLAG, NULL, "verify: remove bad entries (with --stale: stale ones)"},
+    {"stale", 0, OPT_FLAG, NULL, "verify: list entries another milc made (version, formats, backend, CPU features)"},
     {"set-limit", 0, OPT_VALUE, "SIZE", "stat: also set the cache's size limit (0 = none)"},
     {"zero", 0, OPT_FLAG, NULL, "stat: zero the counters after printing"},
+    {"remote", 0, OPT_FLAG, NULL, "stat: the remote tier's figures instead (needs --remote URL or $MILC_REMOTE)"},
     {0},
 };
 
 static void cache_help(FILE *f) {
     fputs("usage: milc cache ls | stat | show KEY | rm KEY | gc | verify | clear\n"
           "       milc cache export FILE [KEY...] | import FILE\n"
+          "       milc [--remote URL] cache push [KEY...] | pull [KEY...] | stat --remote\n"
+          "       milc cache why BUILD-OPTIONS\n"
           "\n"
-          "  ls        every entry: key, mode, size, created, last used, hits, description\n"
+          "  ls        every entry: key, mode, size, created, last used, hits, and its cost\n"
+          "            ledger (compile ms, last load ms, compile time saved), description\n"
           "  stat      hits (direct and full), misses, errors, entries, bytes, compile time saved\n"
           "  show KEY  one entry with its key record\n"
           "  rm KEY    remove one entry\n"
-          "  gc        evict (--max-size, --evict-older-than, the stored limit), then compact\n"
+          "  gc        evict (--max-size, --evict-older-than, the stored limit; least recently\n"
+          "            used first, or by --policy value the least compile time saved per byte),\n"
+          "            then compact\n"
           "  verify    check every entry's bytes against its checksum\n"
           "  clear     remove every entry (also the cure for a damaged cache file)\n"
           "  export    write entries (all, or the KEYs) to a bundle file for shipping\n"
           "  import    verify a bundle completely, then add its entries\n"
+          "  why       for a build's programs (same options as 'milc build'): in the cache,\n"
+          "            or the nearest stored entries of the template and the key fields\n"
+          "            that differ (milc version, mode, CPU features, a parameter, ...)\n"
+          "  push      copy entries (all, or the KEYs) to the remote tier (needs the team key)\n"
+          "  pull      copy entries (all on the remote, or the KEYs) into the local cache,\n"
+          "            each authenticated (MAC) before it is stored\n"
           "\noptions:\n", f);
     print_options(f, cache_opts);
 }
@@ -115,11 +133,17 @@ static int ls_entry(void *ctx, const CacheEntryInfo *e) {
         printf(",\"backend\":");
         json_str(e->backend);
         printf(",\"mode\":%d,\"bytes\":%" PRIu64 ",\"sections\":%u,\"created\":\"%s\",\"last_used\":\"%s\","
-               "\"hits\":%" PRIu64 ",\"compile_ms\":%.3f}",
-               e->mode, e->bytes, e->nsections, created, used, e->hits, (double)e->compile_ns / 1e6);
+               "\"hits\":%" PRIu64 ",\"compile_ms\":%.3f,\"load_ms\":%.3f,\"saved_ms\":%.3f}",
+               e->mode, e->bytes, e->nsections, created, used, e->hits, (double)e->compile_ns / 1e6,
+               (double)e->load_ns / 1e6, (double)e->compile_ns * (double)e->hits / 1e6);
     } else {
-        if (lc->n == 0) printf("%-32s %4s %10s %-20s %-20s %6s  %s\n", "KEY", "MODE", "SIZE", "CREATED", "LAST USED", "HITS", "DESCRIPTION");
-        printf("%s %4d %10s %-20s %-20s %6" PRIu64 "  ", key, e->mode, size, created, used, e->hits);
+        char load[16];
+        snprintf(load, sizeof load, e->load_ns ? "%.1f" : "-", (double)e->load_ns / 1e6);
+        if (lc->n == 0)
+            printf("%-32s %4s %10s %-20s %-20s %6s %9s %8s %9s  %s\n", "KEY", "MODE", "SIZE", "CREATED", "LAST USED", "HITS",
+                   "COMPILEms", "LOADms", "SAVED s", "DESCRIPTION");
+        printf("%s %4d %10s %-20s %-20s %6" PRIu64 " %9.1f %8s %9.2f  ", key, e->mode, size, created, used, e->hits,
+               (double)e->compile_ns / 1e6, load, (double)e->compile_ns * (double)e->hits / 1e9);
         cli_print_text(stdout, e->description); /* stored text: a bundle's maker chose it */
         putchar('\n');
     }
@@ -198,16 +222,29 @@ static int cache_fail(Cache *c, const char *what, int rc) {
     return rc == CACHE_EINVAL || rc == CACHE_EBUNDLE || rc == CACHE_ENOTFOUND ? EXIT_INPUT : EXIT_SYSTEM;
 }
 
+/* gc --policy value: down to max_size (else the stored limit) by value first;
+ * cache_gc then only compacts (and applies --evict-older-than). */
+static int gc_by_value(Cache *c, uint64_t max_size, uint64_t *ev, uint64_t *bytes) {
+    CacheStats s;
+    int r = cache_stat(c, &s);
+    uint64_t limit = max_size ? max_size : s.max_bytes;
+    if (r < 0 || !limit) return r < 0 ? r : 0; /* no size to get under: nothing to evict by value */
+    return ledger_evict_by_value(c, limit, ev, bytes);
+}
+
 static int cache_run(Cli *cli, int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "why") == 0) return explain_cmd(cli, argc - 1, argv + 1);
     Args a;
     if (!args_parse("cache", cache_opts, argc - 1, argv + 1, false, &a)) return EXIT_USAGE;
     int rc = EXIT_USAGE;
     Cache *c = NULL;
     const char *sub = a.npos ? a.pos[0] : NULL;
-    static const char *const subs[] = {"ls", "stat", "show", "rm", "gc", "verify", "clear", "export", "import"};
-    static const int nargs_min[] = {0, 0, 1, 1, 0, 0, 0, 1, 1}, nargs_max[] = {0, 0, 1, 1, 0, 0, 0, 1 << 20, 1};
+    static const char *const subs[] = {"ls", "stat", "show", "rm", "gc", "verify", "clear", "export", "import", "push", "pull"};
+    static const int nargs_min[] = {0, 0, 1, 1, 0, 0, 0, 1, 1, 0, 0},
+                     nargs_max[] = {0, 0, 1, 1, 0, 0, 0, 1 << 20, 1, 1 << 20, 1 << 20};
+    Remote *remote = NULL;
     int si = -1;
-    for (int i = 0; sub && i < 9; i++)
+    for (int i = 0; sub && i < 11; i++)
         if (strcmp(sub, subs[i]) == 0) si = i;
     if (si < 0) { cli_usage_error("cache", sub ? "no subcommand '%s'" : "expected a subcommand%s", sub ? sub : ""); goto out; }
     if (a.npos - 1 < nargs_min[si] || a.npos - 1 > nargs_max[si]) {
@@ -228,10 +265,20 @@ static int cache_run(Cli *cli, int argc, char **argv) {
         cli_usage_error("cache", "--evict-older-than: '%s' is not an age such as 30d or 12h", args_get(&a, "evict-older-than"));
         goto out;
     }
+    const char *policy = args_get(&a, "policy");
+    bool by_value = policy && strcmp(policy, "value") == 0;
+    if (policy && !by_value && strcmp(policy, "age") != 0) {
+        cli_usage_error("cache", "--policy: '%s' is not age or value", policy);
+        goto out;
+    }
     if (args_get(&a, "set-limit") && !parse_size(args_get(&a, "set-limit"), &limit)) {
         cli_usage_error("cache", "--set-limit: '%s' is not a size", args_get(&a, "set-limit"));
         goto out;
     }
+    bool want_remote = si >= 9 || (si == 1 && args_flag(&a, "remote"));
+    if (want_remote && (rc = tier_open(cli, "cache", si >= 9, &remote)) != EXIT_OK) goto out;
+    if (si == 1 && want_remote) { rc = tier_cmd_stat(cli, remote); goto out; }
+    rc = EXIT_USAGE;
     char err[512] = "";
     if (si == 6) { /* clear: must work on a damaged cache, so no open. */
         int r = cache_destroy(cli->cache_dir, err, sizeof err);
@@ -262,13 +309,21 @@ static int cache_run(Cli *cli, int argc, char **argv) {
         uint64_t lookups = s.direct_hits + s.hits + s.misses;
         ScratchUsage su;
         scratch_sweep(cli->cache_dir, "tmp-build", 0, &su);
+        LedgerTotals lt;
+        if ((r = ledger_totals(c, &lt)) < 0) { rc = cache_fail(c, "stat", r); break; }
+        char top[3][33];
+        for (int i = 0; i < lt.ntop; i++) cache_key_hex(&lt.top[i], top[i]);
         if (cli->json) {
             printf("{\"cache_dir\":\"%s\",\"direct_hits\":%" PRIu64 ",\"full_hits\":%" PRIu64 ",\"misses\":%" PRIu64
                    ",\"errors\":%" PRIu64 ",\"entries\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"max_bytes\":%" PRIu64
                    ",\"file_bytes\":%" PRIu64 ",\"saved_ms\":%.3f,\"scratch_dirs\":%d,\"scratch_bytes\":%" PRIu64
-                   ",\"stale_scratch_dirs\":%d}\n",
+                   ",\"stale_scratch_dirs\":%d,\"compile_ms_held\":%.3f,\"saved_ms_held\":%.3f"
+                   ",\"loads_recorded\":%" PRIu64 ",\"load_ms_mean\":%.3f,\"most_saved_per_byte\":[",
                    cli->cache_dir, s.direct_hits, s.hits, s.misses, s.errors, s.entries, s.bytes, s.max_bytes,
-                   s.file_bytes, (double)s.saved_ns / 1e6, su.dirs, su.bytes, su.dead_dirs);
+                   s.file_bytes, (double)s.saved_ns / 1e6, su.dirs, su.bytes, su.dead_dirs, (double)lt.compile_ns / 1e6,
+                   (double)lt.saved_ns / 1e6, lt.loads, lt.loads ? (double)lt.load_ns / 1e6 / (double)lt.loads : 0.0);
+            for (int i = 0; i < lt.ntop; i++) printf("%s\"%s\"", i ? "," : "", top[i]);
+            printf("]}\n");
         } else {
             char b1[32], b2[32], b3[32];
             fmt_bytes(s.bytes, b1, sizeof b1);
@@ -290,6 +345,10 @@ static int cache_run(Cli *cli, int argc, char **argv) {
             fmt_bytes(su.bytes, b4, sizeof b4);
             printf("scratch              %s in %d build director%s (%d of dead processes: `milc cache gc` removes them)\n",
                    b4, su.dirs, su.dirs == 1 ? "y" : "ies", su.dead_dirs);
+            printf("compile time held    %.3f s (rebuilding every entry; %.3f s saved by them so far)\n",
+                   (double)lt.compile_ns / 1e9, (double)lt.saved_ns / 1e9);
+            if (lt.loads) printf("load time            %.2f ms mean over %" PRIu64 " entries run\n", (double)lt.load_ns / 1e6 / (double)lt.loads, lt.loads);
+            for (int i = 0; i < lt.ntop; i++) printf("%-20s %s\n", i ? "" : "most saved per byte", top[i]);
         }
         if (args_flag(&a, "zero") && (r = cache_zero_stats(c)) < 0) rc = cache_fail(c, "stat", r);
         break;
@@ -305,8 +364,11 @@ static int cache_run(Cli *cli, int argc, char **argv) {
         break;
     case 4: {
         CacheGcReport g;
+        uint64_t vev = 0, vbytes = 0;
+        if (by_value && (r = gc_by_value(c, max_size, &vev, &vbytes)) < 0) { rc = cache_fail(c, "gc", r); break; }
         r = cache_gc(c, max_size, max_age, !args_flag(&a, "no-compact"), &g);
         if (r < 0) { rc = cache_fail(c, "gc", r); break; }
+        g.evicted += vev, g.evicted_bytes += vbytes;
         ScratchUsage su;
         scratch_sweep(cli->cache_dir, "tmp-build", 1, &su);
         if (cli->json)
@@ -330,6 +392,7 @@ static int cache_run(Cli *cli, int argc, char **argv) {
         break;
     }
     case 5: {
+        if (args_flag(&a, "stale")) { rc = drift_verify(cli, c, args_flag(&a, "repair")); break; }
         BadCtx b = {cli, 0};
         r = cache_verify(c, args_flag(&a, "repair"), bad_entry, &b);
         if (r < 0) { rc = cache_fail(c, "verify", r); break; }
@@ -361,9 +424,16 @@ static int cache_run(Cli *cli, int argc, char **argv) {
         if (cli->json) printf("{\"imported\":%d}\n", r);
         else if (cli->verbosity >= 0) fprintf(stderr, "imported %d entr%s from %s\n", r, r == 1 ? "y" : "ies", a.pos[1]);
         break;
+    case 9:
+        rc = tier_cmd_push(cli, c, remote, a.pos + 1, a.npos - 1);
+        break;
+    case 10:
+        rc = tier_cmd_pull(cli, c, remote, a.pos + 1, a.npos - 1);
+        break;
     }
 out:
     if (c) cache_close(c);
+    tier_close(remote);
     args_free(&a);
     return rc;
 }

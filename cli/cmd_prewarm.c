@@ -24,17 +24,22 @@
 
 #include "scratch.h"
 #include "cli.h"
+#include "drift.h"
+#include "ledger.h"
+#include "tier.h"
 #include "manifest.h"
 #include "request.h"
 
 static const OptSpec prewarm_opts[] = {
     {"jobs", 'j', OPT_VALUE, "N", "worker processes (default: the number of CPUs)"},
+    {"stale", 0, OPT_FLAG, NULL, "instead of a manifest: rebuild every entry another milc made (cache verify --stale) from its stored recipe, costliest first"},
     VERIFY_OPTS,
     {0},
 };
 
 static void prewarm_help(FILE *f) {
     fputs("usage: milc prewarm MANIFEST [-j N]\n"
+          "       milc prewarm --stale [-j N]\n"
           "\n"
           "Build every program a manifest lists into the cache, in parallel worker\n"
           "processes, with a progress bar on a terminal.  Running it again compiles\n"
@@ -86,13 +91,17 @@ static void remember_lines(const Cli *cli, const TemplatePath *tp, const Manifes
     cache_close(c);
 }
 
-static void worker(const Cli *cli, const TemplatePath *tp, const JobList *jobs, atomic_int *next, int fd, int verify) {
+static void worker(const Cli *cli, const TemplatePath *tp, const JobList *jobs, const int *order, atomic_int *next,
+                   int fd, int verify, bool use_remote) {
     Cache *c = NULL;
+    Remote *remote = NULL; /* each worker its own connection; the parent checked the options */
     char err[512] = "";
     int r = cache_open(&c, cli->cache_dir, NULL, err, sizeof err);
+    if (use_remote) (void)tier_open(cli, "prewarm", true, &remote);
     for (;;) {
-        int i = atomic_fetch_add(next, 1);
-        if (i >= jobs->n) break;
+        int n = atomic_fetch_add(next, 1);
+        if (n >= jobs->n) break;
+        int i = order[n];
         Report rep = {.job = i, .rc = EXIT_SYSTEM};
         if (r != 0) {
             snprintf(rep.msg, sizeof rep.msg, "%s", err[0] ? err : cache_strerror(r));
@@ -105,7 +114,8 @@ static void worker(const Cli *cli, const TemplatePath *tp, const JobList *jobs, 
              * diagnostics in the report so the parent lists them at the end. */
             rep.rc = cfg ? pipeline_build(c, &(BuildRequest){.config = cfg, .weights = jobs->v[i].weights,
                                                               .mode = jobs->v[i].mode, .tmp_root = cli->cache_dir,
-                                                              .verify_hits = verify, .max_memory = cli->max_memory},
+                                                              .verify_hits = verify, .max_memory = cli->max_memory,
+                                                              .remote = remote},
                                           &res, &d)
                          : EXIT_INPUT;
             gen_config_free(cfg);
@@ -122,7 +132,18 @@ static void worker(const Cli *cli, const TemplatePath *tp, const JobList *jobs, 
         ssize_t w = write(fd, &rep, sizeof rep);
         (void)w;
     }
+    tier_close(remote);
     if (c) cache_close(c);
+}
+
+/* The remote tier for the workers: the options checked and the server asked
+ * once here, so a dead one costs one warning, not one per worker. */
+static int remote_for_workers(const Cli *cli, bool *use) {
+    Remote *r;
+    int rc = tier_open(cli, "prewarm", true, &r);
+    *use = rc == EXIT_OK && r && remote_ping(r) == 0;
+    tier_close(r);
+    return rc;
 }
 
 static void progress(const Cli *cli, int done, int total, int hits, int built, int failed, double elapsed) {
@@ -136,19 +157,46 @@ static void progress(const Cli *cli, int done, int total, int hits, int built, i
     if (done == total) fputc('\n', stderr);
 }
 
+/* Costliest first, by the cache's ledger (ledger_order); --stale jobs come
+ * sorted already, and any order is valid if the cache cannot be read. */
+static int build_order(const Cli *cli, const TemplatePath *tp, const JobList *jobs, int *order) {
+    Cache *c;
+    char err[512] = "";
+    for (int i = 0; i < jobs->n; i++) order[i] = i;
+    if (cache_open(&c, cli->cache_dir, NULL, err, sizeof err) != 0) { cli_error("%s", err); return EXIT_SYSTEM; }
+    ledger_order(c, tp, jobs, order);
+    cache_close(c);
+    return EXIT_OK;
+}
+
+/* --stale: the recipes of the entries another milc made. */
+static int stale_recipes(const Cli *cli, JobList *jobs) {
+    Cache *c;
+    char err[512] = "";
+    if (cache_open(&c, cli->cache_dir, NULL, err, sizeof err) != 0) { cli_error("%s", err); return EXIT_SYSTEM; }
+    int r = drift_jobs(c, jobs);
+    cache_close(c);
+    return r == 0 ? EXIT_OK : EXIT_SYSTEM;
+}
+
 static int prewarm_run(Cli *cli, int argc, char **argv) {
     Args a;
     if (!args_parse("prewarm", prewarm_opts, argc - 1, argv + 1, false, &a)) return EXIT_USAGE;
     if (!verify_flags_ok("prewarm", &a)) { args_free(&a); return EXIT_USAGE; }
     int rc = EXIT_USAGE;
     long nworkers = sysconf(_SC_NPROCESSORS_ONLN);
-    if (a.npos != 1) { cli_usage_error("prewarm", "expected one MANIFEST"); args_free(&a); return EXIT_USAGE; }
+    bool stale = args_flag(&a, "stale");
+    if (a.npos != (stale ? 0 : 1)) {
+        cli_usage_error("prewarm", stale ? "--stale takes no MANIFEST" : "expected one MANIFEST");
+        args_free(&a);
+        return EXIT_USAGE;
+    }
     if (args_get(&a, "jobs") && !args_int("prewarm", "jobs", args_get(&a, "jobs"), 1, 256, &nworkers)) {
         args_free(&a);
         return EXIT_USAGE;
     }
-    size_t len;
-    char *text = cli_read_file(a.pos[0], &len);
+    size_t len = 0;
+    char *text = stale ? strdup("") : cli_read_file(a.pos[0], &len);
     if (!text) { args_free(&a); return EXIT_SYSTEM; }
     TemplatePath tp;
     if (tpath_init(&tp, cli) != 0) {
@@ -159,8 +207,9 @@ static int prewarm_run(Cli *cli, int argc, char **argv) {
     }
     DiagSink d;
     diag_init(&d);
-    const char *file = diag_add_source(&d, a.pos[0], text, len);
+    const char *file = stale ? "(stale entries)" : diag_add_source(&d, a.pos[0], text, len);
     JobList jobs = {0};
+    int *order = NULL; /* the jobs in the order workers take them */
     ManifestLine *lines = NULL;
     int nlines = 0, *line_first = NULL; /* each line's first job */
     int lineno = 0;
@@ -184,8 +233,20 @@ static int prewarm_run(Cli *cli, int argc, char **argv) {
     }
     if (line_first) line_first[nlines] = jobs.n;
     if (diag_failed(&d)) { rc = cli_report(cli, &d); goto out; }
+    if (stale && (rc = stale_recipes(cli, &jobs)) != EXIT_OK) goto out;
+    if (stale && jobs.n == 0) {
+        if (cli->verbosity >= 0) fprintf(stderr, "prewarm: no stale entries\n");
+        rc = EXIT_OK;
+        goto out;
+    }
     if (jobs.n == 0) { cli_error("%s: the manifest lists nothing to build", a.pos[0]); rc = EXIT_INPUT; goto out; }
     if (nworkers > jobs.n) nworkers = jobs.n;
+    bool use_remote = false;
+    if ((rc = remote_for_workers(cli, &use_remote)) != EXIT_OK) goto out;
+    if (!(order = calloc((size_t)jobs.n, sizeof *order)) || (rc = build_order(cli, &tp, &jobs, order)) != EXIT_OK) {
+        if (!order) cli_error("out of memory"), rc = EXIT_SYSTEM;
+        goto out;
+    }
 
     /* Workers take jobs from a shared counter and report through a pipe;
      * each opens its own cache handle (LMDB handles do not survive fork). */
@@ -201,7 +262,7 @@ static int prewarm_run(Cli *cli, int argc, char **argv) {
         if (pid == 0) {
             scratch_forget_all(); /* the parent's children and scratch are not ours */
             close(fds[0]);
-            worker(cli, &tp, &jobs, next, fds[1], verify_policy(&a));
+            worker(cli, &tp, &jobs, order, next, fds[1], verify_policy(&a), use_remote);
             _exit(0);
         }
         if (pid < 0) { cli_error("fork failed: %s", strerror(errno)); break; }
@@ -264,6 +325,7 @@ static int prewarm_run(Cli *cli, int argc, char **argv) {
     free(pids);
     munmap(next, sizeof *next);
 out:
+    free(order);
     for (int i = 0; i < nlines; i++) manifest_line_free(&lines[i]);
     free(lines);
     free(line_first);

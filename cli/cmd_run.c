@@ -9,6 +9,8 @@
 #include "genopts.h"
 #include "jobs.h"
 #include "model.h"
+#include "drift.h"
+#include "tier.h"
 
 static const OptSpec run_opts[] = {
     GEN_COMMON_OPTS,
@@ -50,8 +52,11 @@ static int run_build(Cli *cli, const Args *a, Cache **c, LoadedModel *lm, int th
             cli_usage_error("run", "--%s: one value, not a list", a->extra[i].name);
             return EXIT_USAGE;
         }
+    Remote *remote;
+    int trc = tier_open(cli, "run", true, &remote);
+    if (trc != EXIT_OK) return trc;
     TemplatePath tp;
-    if (tpath_init(&tp, cli) != 0) { cli_error("out of memory"); return EXIT_SYSTEM; }
+    if (tpath_init(&tp, cli) != 0) { cli_error("out of memory"); tier_close(remote); return EXIT_SYSTEM; }
     DiagSink d;
     diag_init(&d);
     int rc = EXIT_SYSTEM;
@@ -66,13 +71,15 @@ static int run_build(Cli *cli, const Args *a, Cache **c, LoadedModel *lm, int th
         BuildResult res;
         rc = pipeline_build(*c, &(BuildRequest){.config = cfg, .weights = args_get(a, "weights"), .mode = (int)mode,
                                                 .tmp_root = cli->cache_dir, .verify_hits = verify_policy(a), .hit_out = &hit,
-                                                .max_memory = cli->max_memory},
+                                                .max_memory = cli->max_memory, .remote = remote},
                             &res, &d);
         if (rc == EXIT_OK) {
             char key[33];
             cache_key_hex(&res.key, key);
             if (cli->verbosity > 0) fprintf(stderr, "%s %s\n", key, res.outcome == BUILD_MISS ? "built" : "cached");
+            long long t0 = cli_now_ns();
             rc = model_load_hit(lm, hit, &(ModelLoad){.nthreads = threads, .describe = true, .max_memory = cli->max_memory}, key);
+            if (rc == EXIT_OK) cache_record_load(*c, &res.key, (uint64_t)(cli_now_ns() - t0));
         }
     }
     int drc = cli_report(cli, &d);
@@ -80,6 +87,7 @@ static int run_build(Cli *cli, const Args *a, Cache **c, LoadedModel *lm, int th
     gen_config_free(cfg);
     diag_free(&d);
     tpath_free(&tp);
+    tier_close(remote);
     return rc;
 }
 
@@ -130,7 +138,18 @@ static int run_run(Cli *cli, int argc, char **argv) {
             rc = r == CACHE_ENOTFOUND || r == CACHE_ECORRUPT ? EXIT_INPUT : EXIT_SYSTEM;
             goto out;
         }
+        char why[512];
+        const CacheEntryInfo *info = cache_hit_info(hit);
+        if (drift_why(info->record, info->record_len, why, sizeof why)) { /* never served: rebuild it */
+            cli_error("cache entry %s was made by another milc (%s): 'milc prewarm --stale' rebuilds it", a.pos[0], why);
+            cache_hit_release(hit);
+            cache_close(c);
+            rc = EXIT_INPUT;
+            goto out;
+        }
+        long long t0 = cli_now_ns();
         rc = model_load_hit(&lm, hit, &how, a.pos[0]);
+        if (rc == EXIT_OK) cache_record_load(c, &k, (uint64_t)(cli_now_ns() - t0)); /* the cost ledger */
     } else {
         rc = model_load_file(&lm, a.pos[0], &how);
     }

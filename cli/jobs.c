@@ -30,12 +30,19 @@ static BuildJob *push_job(JobList *jl) {
     return j;
 }
 
-static void job_param(BuildJob *j, const char *name, const char *value) {
+void jobs_param(BuildJob *j, const char *name, const char *value) {
     j->names = realloc(j->names, sizeof(char *) * (size_t)(j->nparams + 1));
     j->values = realloc(j->values, sizeof(char *) * (size_t)(j->nparams + 1));
     j->names[j->nparams] = strdup(name);
     j->values[j->nparams] = strdup(value);
     j->nparams++;
+}
+
+BuildJob *jobs_push(JobList *jl, const char *config, const char *weights, int mode) {
+    BuildJob *j = push_job(jl);
+    if (!j) return NULL;
+    j->config = xstrdup(config), j->weights = xstrdup(weights), j->mode = mode;
+    return j;
 }
 
 GenConfig *job_config(const TemplatePath *tp, const BuildJob *j, DiagSink *d) {
@@ -104,7 +111,7 @@ int jobs_expand(const TemplatePath *tp, const JobSpec *spec, JobList *out, DiagS
                     rem /= k;
                     if (spec->chunk && (gen_name_matches("layers", h->name) || gen_name_matches("first_layer", h->name)))
                         continue;
-                    job_param(j, h->name, val);
+                    jobs_param(j, h->name, val);
                     if (k > 1 && ll < sizeof j->label)
                         ll += (size_t)snprintf(j->label + ll, sizeof j->label - ll, "%s%s=%s", ll ? " " : "", h->name, val);
                 }
@@ -114,8 +121,8 @@ int jobs_expand(const TemplatePath *tp, const JobSpec *spec, JobList *out, DiagS
                     long n = model_layers - first < spec->chunk ? model_layers - first : spec->chunk;
                     snprintf(v1, sizeof v1, "%ld", n);
                     snprintf(v2, sizeof v2, "%ld", first);
-                    job_param(j, "layers", v1);
-                    job_param(j, "first_layer", v2);
+                    jobs_param(j, "layers", v1);
+                    jobs_param(j, "first_layer", v2);
                     if (ll < sizeof j->label)
                         ll += (size_t)snprintf(j->label + ll, sizeof j->label - ll, "%slayers %ld-%ld", ll ? " " : "",
                                                first, first + n - 1);

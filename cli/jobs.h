@@ -42,6 +42,11 @@ const char *jobs_config(const JobSpec *spec);
 int jobs_expand(const TemplatePath *tp, const JobSpec *spec, JobList *out, DiagSink *d);
 void jobs_free(JobList *jl);
 
+/* Append a job by hand (a stored recipe): the strings are copied.  NULL if
+ * out of memory.  Then jobs_param for each parameter, in order. */
+BuildJob *jobs_push(JobList *jl, const char *config, const char *weights, int mode);
+void jobs_param(BuildJob *j, const char *name, const char *value);
+
 /* The job's resolved generator config (caller frees), NULL with diagnostics. */
 GenConfig *job_config(const TemplatePath *tp, const BuildJob *j, DiagSink *d);
 

@@ -42,6 +42,11 @@ static void print_usage(FILE *f) {
           "                      (emit, build), a run's arena and scratch (run), a\n"
           "                      template's generated text x 32; K, M, G or T suffix\n"
           "                      (default: half the RAM, or of `ulimit -v` if lower)\n"
+          "  --remote URL        shared cache tier behind the local one (also $MILC_REMOTE):\n"
+          "                      redis://[user:password@]host:port[/db]\n"
+          "  --remote-key-file F the team secret that authenticates remote entries\n"
+          "                      (also $MILC_REMOTE_KEY_FILE; mode 600, 32+ bytes)\n"
+          "  --remote-readonly   read from the remote tier, never write to it\n"
           "  --json              machine-readable output on stdout\n"
           "  -q, --quiet         only errors\n"
           "  -v, --verbose       more detail\n"
@@ -162,6 +167,12 @@ int main(int argc, char **argv) {
         else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) cli.verbosity = -1;
         else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) cli.verbosity = 1;
         else if (strcmp(a, "--version") == 0) { printf("milc %s\n", MILC_VERSION); return EXIT_OK; }
+        else if (strcmp(a, "--remote-readonly") == 0) cli.remote_readonly = true;
+        /* Bare `--remote` (no URL after it) is `cache stat --remote`'s flag. */
+        else if (strcmp(a, "--remote") == 0 && i + 1 < argc && argv[i + 1][0] != '-') cli.remote = argv[++i];
+        else if (strncmp(a, "--remote=", 9) == 0) cli.remote = a + 9;
+        else if (strcmp(a, "--remote-key-file") == 0 && i + 1 < argc) cli.remote_key = argv[++i];
+        else if (strncmp(a, "--remote-key-file=", 18) == 0) cli.remote_key = a + 18;
         else if ((strcmp(a, "--cache-dir") == 0 || strcmp(a, "--template-dir") == 0) && i + 1 < argc) {
             if (a[2] == 'c') cache_flag = argv[++i]; else tmpl_flag = argv[++i];
         } else if (strcmp(a, "--max-memory") == 0 && i + 1 < argc) maxmem_flag = argv[++i];
@@ -213,6 +224,9 @@ int main(int argc, char **argv) {
         return EXIT_USAGE;
     }
     cli.cache_dir = cache_dir;
+    if (!cli.remote && getenv("MILC_REMOTE") && *getenv("MILC_REMOTE")) cli.remote = getenv("MILC_REMOTE");
+    if (!cli.remote_key && getenv("MILC_REMOTE_KEY_FILE") && *getenv("MILC_REMOTE_KEY_FILE"))
+        cli.remote_key = getenv("MILC_REMOTE_KEY_FILE");
     cli.template_dirs = tmpl_dirs;
     scratch_install_handlers();
     int rc = c->run(&cli, argc - 1, argv + 1);

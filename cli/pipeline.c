@@ -15,6 +15,7 @@
 #include "scratch.h"
 #include "cli.h"
 #include "pipeline.h"
+#include "tier.h"
 #include "milc/arena.h"
 #include "milc/backend.h"
 #include "milc/blob.h"
@@ -34,6 +35,7 @@ void pipeline_key_base(CacheKeyBuilder *b) {
      * artifact laid out for one (a wider panel, AVX512-FP16 weights) must not
      * meet another CPU as a hit, so entries are per variant from the start. */
     ckey_add_str(b, KEY_TAG('K', 'V', 'A', 'R'), rt_cpu_name((RtCpu)cli_cpu));
+    ckey_add_str(b, KEY_TAG('C', 'P', 'U', 'F'), pipeline_cpu_features());
 }
 
 /* What every program key shares: the base, then the mode. */
@@ -74,12 +76,25 @@ static int direct_key(const BuildRequest *req, const char *params, const uint8_t
     return ckey_finish(db, dkey);
 }
 
+int pipeline_direct_record(const BuildRequest *req, const char *params, CacheKeyBuilder *db, CacheKey *dkey,
+                           DiagSink *d) {
+    const char *weights = req->weights ? req->weights : "random:0";
+    uint8_t wdig[16];
+    if (req->source) gen_weights_id(req->source, wdig);
+    else if (req->weights_digest) memcpy(wdig, req->weights_digest, 16);
+    else if (gen_weights_digest(weights, wdig, d) != 0) { ckey_init(db); ckey_free(db); return failed_rc(d); }
+    if (direct_key(req, params, wdig, db, dkey) != 0) { ckey_free(db); cli_error("out of memory"); return EXIT_SYSTEM; }
+    return EXIT_OK;
+}
+
 /* A usable artifact under the direct key: 1 (res filled, the hit handed to
  * req->hit_out or released), 0 a miss, -1 a cache failure (printed). */
 static int direct_hit(Cache *c, const BuildRequest *req, const CacheKeyBuilder *db, const CacheKey *dkey,
                       unsigned gflags, BuildResult *res) {
     CacheHit *hit = NULL;
     int r = cache_get_direct(c, dkey, db->buf, db->len, gflags, &hit, &res->key);
+    if (CACHE_IS_MISS(r) && (res->from_remote = tier_pull_direct(req->remote, c, dkey, db->buf, db->len)))
+        r = cache_get_direct(c, dkey, db->buf, db->len, gflags, &hit, &res->key);
     if (r != 0 && !CACHE_IS_MISS(r)) {
         cli_error("cache lookup failed: %s: %s", cache_strerror(r), cache_errmsg(c));
         return -1;
@@ -188,6 +203,8 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     ckey_add(&fb, KEY_TAG('W', 'B', 'L', 'B'), blobdig, 16);
     if (ckey_finish(&fb, &res->key) != 0) { cli_error("out of memory"); goto out; }
     r = cache_get(c, &res->key, fb.buf, fb.len, gflags, &hit);
+    if (CACHE_IS_MISS(r) && (res->from_remote = tier_pull(req->remote, c, &res->key, fb.buf, fb.len)))
+        r = cache_get(c, &res->key, fb.buf, fb.len, gflags, &hit);
     if (r == 0 && !pipeline_hit_usable(hit, req->mode)) {
         cache_hit_release(hit);
         r = CACHE_ENOTFOUND; /* compile and replace it */
@@ -243,6 +260,8 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     if (r == 0) r = cache_direct_put(c, &dkey, db.buf, db.len, &res->key);
     if (r != 0) { cli_error("cache store failed: %s: %s", cache_strerror(r), cache_errmsg(c)); goto out; }
     res->ms_store = cli_ms_since(t0);
+    res->from_remote = false;
+    tier_push(req->remote, c, &res->key, &dkey, db.buf, db.len);
     res->outcome = BUILD_MISS;
     rc = EXIT_OK;
     if (req->hit_out && (r = cache_get(c, &res->key, fb.buf, fb.len, 0, req->hit_out)) != 0) {

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include "milc/cache.h"
 #include "milc/gen.h"
+#include "milc/remote.h"
 
 /* A key-record item tag: four characters, big-endian. */
 #define KEY_TAG(a, b, c, d) ((uint32_t)(a) << 24 | (uint32_t)(b) << 16 | (uint32_t)(c) << 8 | (uint32_t)(d))
@@ -26,6 +27,7 @@ typedef struct BuildResult {
                               passed earlier, or --no-verify) */
     bool from_note;        /* a direct hit whose key came from the request's note
                               (request.c): no template was read */
+    bool from_remote;      /* a hit the remote tier brought into the local cache */
     /* Timing breakdown in ms (0 where the stage did not run). */
     double ms_lookup, ms_generate, ms_check, ms_passes, ms_lower, ms_store, ms_total;
     char description[160];
@@ -50,11 +52,25 @@ typedef struct BuildRequest {
     CacheHit **hit_out;  /* non-NULL: on success, the stored artifact's hit
                             (the caller releases it) */
     uint64_t max_memory; /* --max-memory: GenOptions.max_memory; 0: no limit */
+    Remote *remote;      /* the shared tier (tier.h), or NULL: read-through on a
+                            local miss, write-back after a store */
 } BuildRequest;
 
 /* What every key record starts with: key format, milc version, backend,
  * artifact format. */
 void pipeline_key_base(CacheKeyBuilder *b);
+
+/* The instruction-set features this milc was compiled for ("x86_64 avx2 fma
+ * avx512f ..."): a key field, since the compiler's own arithmetic (constant
+ * folding, packing) runs with them (cpufeat.c). */
+const char *pipeline_cpu_features(void);
+
+/* The direct key's record of req (key base, mode, template digest, the
+ * canonical parameters params, weight source and digest) in *db (the caller
+ * frees it) and its key.  EXIT_OK, or EXIT_INPUT / EXIT_SYSTEM (a weight
+ * source that cannot be read: diagnostics in d). */
+int pipeline_direct_record(const BuildRequest *req, const char *params, CacheKeyBuilder *db, CacheKey *dkey,
+                           DiagSink *d);
 
 /* A hit is served only if its artifact is one this runtime reads, of the
  * mode asked for. */

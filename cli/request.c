@@ -149,7 +149,7 @@ int build_request(Cache *c, const TemplatePath *tp, const JobSpec *spec, const R
         BuildResult br;
         rc = pipeline_build(c, &(BuildRequest){.config = cfg, .weights = jobs->v[i].weights, .mode = jobs->v[i].mode,
                                                 .source = src, .tmp_root = o->tmp_root, .verify_hits = o->verify_hits,
-                                                .max_memory = o->max_memory},
+                                                .max_memory = o->max_memory, .remote = o->remote},
                             &br, d);
         gen_config_free(cfg);
         if (rc != EXIT_OK) break;

@@ -11,6 +11,7 @@ typedef struct RequestOptions {
     const char *tmp_root; /* scratch directories (the cache directory) */
     const JobList *jobs;  /* spec already expanded by the caller, or NULL */
     uint64_t max_memory;  /* --max-memory (BuildRequest.max_memory) */
+    Remote *remote;       /* the shared tier for the builds, or NULL */
 } RequestOptions;
 
 /* Called once per program, in job order, after every program is built or

@@ -529,13 +529,15 @@ static int flush_pending_in(Cache *c, MDB_txn *txn) {
         /* Only touch entries that still exist: an rm must not be undone. */
         if (mdb_get(txn, c->db_usage, &k, &v) != 0 || v.mv_size < USAGE_MIN) continue;
         uint8_t u[USAGE_LEN];
-        uint64_t last = ld64(v.mv_data), mark = v.mv_size >= USAGE_LEN ? ld64((uint8_t *)v.mv_data + 16) : 0;
+        uint64_t last = ld64(v.mv_data), mark = v.mv_size >= USAGE_MARK ? ld64((uint8_t *)v.mv_data + 16) : 0;
+        uint64_t load = p->load_ns ? p->load_ns : v.mv_size >= USAGE_LEN ? ld64((uint8_t *)v.mv_data + 24) : 0;
         /* A verification still speaks for the bytes if nothing wrote the
          * file since it began (stamp.c). */
         if (p->verified && c->wtag && p->vctime.sec == c->wctime.sec && p->vctime.nsec == c->wctime.nsec) mark = c->wtag;
         st64(u, p->last_used > last ? p->last_used : last);
         st64(u + 8, ld64((uint8_t *)v.mv_data + 8) + p->hits);
         st64(u + 16, mark);
+        st64(u + 24, load);
         v = mval(u, USAGE_LEN);
         rc = mdb_put(txn, c->db_usage, &k, &v, 0);
     }
@@ -615,6 +617,12 @@ static void pend_hit(Cache *c, const CacheKey *k, int direct, uint64_t compile_n
         }
     if (c->npend == PENDING_MAX) return; /* flushed at release; losing a touch is harmless */
     c->pend[c->npend++] = (Pending){.key = *k, .last_used = now, .hits = 1, .verified = h->verified, .vctime = h->vctime};
+}
+
+void cache_record_load(Cache *c, const CacheKey *k, uint64_t load_ns) {
+    for (int i = 0; i < c->npend; i++)
+        if (!memcmp(c->pend[i].key.b, k->b, 16)) { c->pend[i].load_ns = load_ns ? load_ns : 1; return; }
+    if (c->npend < PENDING_MAX) c->pend[c->npend++] = (Pending){.key = *k, .load_ns = load_ns ? load_ns : 1};
 }
 
 /* ---- entry values -------------------------------------------------------- */
@@ -706,6 +714,7 @@ static void fill_info(CacheEntryInfo *info, const CacheKey *k, const EntryView *
     if (usage && usage->mv_size >= USAGE_MIN) {
         info->last_used_ns = ld64(usage->mv_data);
         info->hits = ld64((uint8_t *)usage->mv_data + 8);
+        info->load_ns = usage->mv_size >= USAGE_LEN ? ld64((uint8_t *)usage->mv_data + 24) : 0;
     }
 }
 
@@ -835,7 +844,7 @@ int cache_load(Cache *c, MDB_txn *txn, const CacheKey *k, const void *rec, size_
     CacheCtime ct = {0, 0};
     uint64_t clean = verify ? cache_clean_tag(c, &ct) : 0;
     if (verify && !(flags & CACHE_GET_VERIFY)) /* passed already, and nothing wrote the file since? */
-        verify = !(clean && rc == 0 && u.mv_size >= USAGE_LEN && ld64((uint8_t *)u.mv_data + 16) == clean);
+        verify = !(clean && rc == 0 && u.mv_size >= USAGE_MARK && ld64((uint8_t *)u.mv_data + 16) == clean);
     if (!verify && (flags & CACHE_GET_POPULATE)) populate(h, c->psize);
     if (verify) {
         h->vctime = ct;
@@ -1177,7 +1186,7 @@ static int put_body(Cache *c, MDB_txn *txn, void *arg) {
     /* A checksum built from the bytes as copied into place counts as a
      * passed verification (for CACHE_GET_VERIFY_ONCE). */
     uint8_t u[USAGE_LEN];
-    st64(u, j->now), st64(u + 8, 0), st64(u + 16, st ? c->wtag : 0);
+    st64(u, j->now), st64(u + 8, 0), st64(u + 16, st ? c->wtag : 0), st64(u + 24, 0);
     v = mval(u, USAGE_LEN);
     if ((rc = mdb_put(txn, c->db_usage, &k, &v, 0)) != 0) return rc;
     if ((rc = ctr_add(c, txn, CTR_ENTRIES, 1)) != 0) return rc;

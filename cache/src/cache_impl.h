@@ -44,12 +44,14 @@ typedef struct Pending {
     uint64_t last_used, hits;
     int verified;       /* a hit recomputed the checksum and it matched ... */
     CacheCtime vctime;  /* ... with data.mdb at this ctime when it began */
+    uint64_t load_ns;   /* cache_record_load: the caller's load time, 0 = none */
 } Pending;
 
 /* Usage value in the "usage" database: u64 last-used ns, u64 hits, u64 mark
- * of the last passed checksum (stamp.c; 0 = none).  Entries written before
- * the third field existed have 16 bytes; readers accept both. */
-enum { USAGE_MIN = 16, USAGE_LEN = 24 };
+ * of the last passed checksum (stamp.c; 0 = none), u64 the last load time a
+ * caller recorded (cache_record_load; 0 = none).  Older milcs wrote 16 or 24
+ * bytes; readers accept all three lengths. */
+enum { USAGE_MIN = 16, USAGE_MARK = 24, USAGE_LEN = 32 };
 
 struct Cache {
     char *dir, *datapath, *lockpath; /* owned */

@@ -6,7 +6,7 @@ test=$1
 export MILC=$2 SRC=$3
 export WORK=$(mktemp -d "${TMPDIR:-/tmp}/milc-cli.XXXXXX")
 export MILC_CACHE_DIR=$WORK/cache
-unset MILC_TEMPLATE_PATH XDG_CACHE_HOME MILC_CPU
+unset MILC_TEMPLATE_PATH XDG_CACHE_HOME MILC_CPU MILC_REMOTE MILC_REMOTE_KEY_FILE
 export PY=/usr/bin/python3
 cd "$WORK"
 source "$(dirname "$0")/lib.sh"

@@ -191,6 +191,14 @@ int cache_note_put(Cache *c, const CacheKey *k, const void *record, size_t recor
 int cache_note_get(Cache *c, const CacheKey *k, const void *record, size_t record_len, void **value,
                    size_t *value_len);
 
+/* Call fn for every direct key, in key order, with its stored record and the
+ * artifact key it maps to (the artifact may be gone: evicted or removed).
+ * record is valid only during the call; a nonzero return stops (and is
+ * returned).  For explaining a miss: the records are the caller's to read. */
+typedef int (*CacheDirectFn)(void *ctx, const CacheKey *dkey, const uint8_t *record, size_t record_len,
+                             const CacheKey *akey);
+int cache_direct_ls(Cache *c, CacheDirectFn fn, void *ctx);
+
 /* Set the persistent size limit in bytes of artifact data (0 = unlimited),
  * shared by every process using the directory. */
 int cache_set_limit(Cache *c, uint64_t max_bytes);
@@ -214,6 +222,7 @@ typedef struct CacheEntryInfo {
     uint8_t checksum[16];  /* XXH3-128 over the sections (see cache/README.md) */
     int checked;           /* a hit: this lookup recomputed the checksum (and it
                               matched); 0 if it was trusted or not asked for */
+    uint64_t load_ns;      /* the last load time recorded by cache_record_load, 0 = none */
 } CacheEntryInfo;
 
 enum {
@@ -274,6 +283,12 @@ int cache_hit_sections(CacheHit *h, const CacheSection **secs, int *nsecs);
 const CacheEntryInfo *cache_hit_info(const CacheHit *h);
 /* End the read transaction: every pointer from this hit dies here. */
 void cache_hit_release(CacheHit *h);
+
+/* The cost ledger: what loading entry k took the caller (mapping it and
+ * making it runnable), kept with its hit statistics (batched the same way)
+ * and shown as CacheEntryInfo.load_ns.  The compile time, bytes and hits are
+ * the others; time saved is hits x compile time. */
+void cache_record_load(Cache *c, const CacheKey *k, uint64_t load_ns);
 
 /* Hit statistics (hits, last-used, time saved) are batched in the handle and
  * written in one small write transaction by the next put/rm/gc, every 16 hits,

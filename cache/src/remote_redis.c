@@ -1,0 +1,1009 @@
+/* remote_redis.c — the shared tier on a Redis server (remote.h): URL and key
+ * file, a connection with timeouts and a breaker, and entries stored as an
+ * authenticated manifest over authenticated chunks.  Everything that comes
+ * back from the server is untrusted until its MAC has been checked. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+#include <sodium.h>
+
+#include "internal.h"
+#include "milc/remote.h"
+
+/* Server layout (cache/README.md, "Remote tier"). */
+#define PREFIX_ENTRY "milc:e:"
+#define PREFIX_DIRECT "milc:d:"
+#define PREFIX_CHUNK "milc:c:"
+static const char MAGIC_ENTRY[8] = {'M', 'I', 'L', 'C', 'R', 'M', '0', '1'};
+static const char MAGIC_DIRECT[8] = {'M', 'I', 'L', 'C', 'R', 'D', '0', '1'};
+static const char MAGIC_CHUNK[8] = {'M', 'I', 'L', 'C', 'R', 'C', '0', '1'};
+
+enum {
+    MAN_HDR = 112,          /* fixed part of a manifest */
+    MAC_BYTES = 16,
+    TAG_BYTES = 16,         /* crypto_onetimeauth_BYTES */
+    WINDOW = 8,             /* chunks in flight per round trip */
+    MANIFEST_MAX = 64 << 20,
+    STAGE_TTL_S = 3600,     /* unpublished chunks of a killed push expire */
+    MAX_SECTIONS = 1 << 20,
+    MAX_STRING = 1 << 24,   /* record, description, backend */
+};
+
+struct Remote {
+    RemoteOptions o;
+    RemoteUrl u;
+    uint8_t secret[REMOTE_SECRET_BYTES];
+    int has_secret;
+    redisContext *ctx;
+    int down, warned;
+    CacheKey refused; /* the last entry a pull refused: its push replaces it */
+    int has_refused;
+    char warning[1024], err[512];
+};
+
+/* ---- messages and the breaker --------------------------------------------- */
+
+static int fail(Remote *r, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(Remote *r, int rc, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->err, sizeof r->err, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* A failure of the server or the link: the handle goes down for good. */
+static int trip(Remote *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int trip(Remote *r, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->err, sizeof r->err, fmt, ap);
+    va_end(ap);
+    if (!r->down)
+        snprintf(r->warning, sizeof r->warning,
+                 "remote cache %s:%d/%d is unusable, continuing with the local cache only: %s", r->u.host, r->u.port,
+                 r->u.db, r->err);
+    r->down = 1;
+    if (r->ctx) redisFree(r->ctx);
+    r->ctx = NULL;
+    return CACHE_EIO;
+}
+
+const char *remote_errmsg(const Remote *r) { return r->err; }
+int remote_up(const Remote *r) { return !r->down; }
+int remote_readonly(const Remote *r) { return r->o.readonly; }
+
+const char *remote_warning(Remote *r) {
+    if (!r->down || r->warned) return NULL;
+    r->warned = 1;
+    return r->warning;
+}
+
+/* ---- URL ----------------------------------------------------------------- */
+
+static int hexval(char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* Percent-decode s[0..n) into out; control characters are refused. */
+static int pct_decode(const char *s, size_t n, char *out, size_t cap) {
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        int c = (unsigned char)s[i];
+        if (c == '%') {
+            if (i + 2 >= n) return -1;
+            int h = hexval(s[i + 1]), l = hexval(s[i + 2]);
+            if (h < 0 || l < 0) return -1;
+            c = h * 16 + l;
+            i += 2;
+        }
+        if (c < 0x20 || c == 0x7f || o + 1 >= cap) return -1;
+        out[o++] = (char)c;
+    }
+    out[o] = 0;
+    return 0;
+}
+
+static int parse_uint(const char *s, size_t n, long max, int *out) {
+    if (n == 0 || n > 5) return -1;
+    long v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    if (v > max) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int url_err(char *err, size_t errlen, const char *url, const char *why) {
+    cache_fmt(err, errlen, "malformed remote URL '%s': %s (expected redis://[user:password@]host:port[/db])", url, why);
+    return CACHE_EINVAL;
+}
+
+static int parse_userinfo(const char *s, size_t n, RemoteUrl *u, const char *url, char *err, size_t errlen) {
+    const char *colon = memchr(s, ':', n);
+    if (!colon) return url_err(err, errlen, url, "the part before '@' must be user:password");
+    if (pct_decode(s, (size_t)(colon - s), u->user, sizeof u->user) != 0 ||
+        pct_decode(colon + 1, n - (size_t)(colon - s) - 1, u->pass, sizeof u->pass) != 0)
+        return url_err(err, errlen, url, "bad user or password (control character, bad %XX escape, or too long)");
+    if (!u->pass[0]) return url_err(err, errlen, url, "empty password");
+    return 0;
+}
+
+static int parse_host(const char *s, size_t n, RemoteUrl *u, const char *url, char *err, size_t errlen) {
+    int v6 = n >= 2 && s[0] == '[' && s[n - 1] == ']';
+    if (v6) s++, n -= 2;
+    if (n == 0 || n >= sizeof u->host) return url_err(err, errlen, url, "missing or overlong host");
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        int ok = (c >= '0' && c <= '9') || (v6 ? (hexval(c) >= 0 || c == ':' || c == '.')
+                                                : ((c | 32) >= 'a' && (c | 32) <= 'z') || c == '.' || c == '-');
+        if (!ok) return url_err(err, errlen, url, "bad character in host");
+    }
+    memcpy(u->host, s, n);
+    u->host[n] = 0;
+    return 0;
+}
+
+int remote_url_parse(const char *url, RemoteUrl *u, char *err, size_t errlen) {
+    memset(u, 0, sizeof *u);
+    if (!url || strncmp(url, "redis://", 8) != 0) return url_err(err, errlen, url ? url : "", "not a redis:// URL");
+    const char *p = url + 8, *slash = strchr(p, '/'), *end = slash ? slash : p + strlen(p);
+    const char *at = memchr(p, '@', (size_t)(end - p));
+    if (at && memchr(at + 1, '@', (size_t)(end - at - 1))) return url_err(err, errlen, url, "'@' in a password must be written %40");
+    if (at && parse_userinfo(p, (size_t)(at - p), u, url, err, errlen) != 0) return CACHE_EINVAL;
+    const char *h = at ? at + 1 : p, *colon = NULL;
+    for (const char *q = end; q > h; q--)
+        if (q[-1] == ':') { colon = q - 1; break; }
+        else if (q[-1] == ']') break;
+    if (!colon) return url_err(err, errlen, url, "missing :port");
+    if (parse_host(h, (size_t)(colon - h), u, url, err, errlen) != 0) return CACHE_EINVAL;
+    if (parse_uint(colon + 1, (size_t)(end - colon - 1), 65535, &u->port) != 0 || u->port == 0)
+        return url_err(err, errlen, url, "port is not a number 1-65535");
+    if (slash && parse_uint(slash + 1, strlen(slash + 1), 65535, &u->db) != 0)
+        return url_err(err, errlen, url, "database is not a number 0-65535 (nothing may follow it)");
+    return 0;
+}
+
+/* ---- key file ------------------------------------------------------------ */
+
+int remote_key_load(const char *path, uint8_t secret[REMOTE_SECRET_BYTES], char *err, size_t errlen) {
+    if (sodium_init() < 0) { cache_fmt(err, errlen, "libsodium failed to initialize"); return CACHE_EIO; }
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        cache_fmt(err, errlen, "remote key file '%s': %s", path,
+                  errno == ELOOP ? "is a symbolic link (give the file itself)" : strerror(errno));
+        return errno == ENOENT || errno == ELOOP ? CACHE_EINVAL : CACHE_EIO;
+    }
+    struct stat st;
+    int rc = CACHE_EINVAL;
+    uint8_t buf[65536];
+    if (fstat(fd, &st) != 0) { cache_fmt(err, errlen, "remote key file '%s': %s", path, strerror(errno)); rc = CACHE_EIO; }
+    else if (!S_ISREG(st.st_mode)) cache_fmt(err, errlen, "remote key file '%s' is not a regular file", path);
+    else if (st.st_uid != geteuid() && st.st_uid != 0)
+        cache_fmt(err, errlen, "remote key file '%s' is owned by another user (uid %u)", path, (unsigned)st.st_uid);
+    else if (st.st_mode & 077)
+        cache_fmt(err, errlen, "permissions %04o for remote key file '%s' are too open: it must be accessible by its owner only (chmod 600)",
+                  (unsigned)(st.st_mode & 07777), path);
+    else if (st.st_size < REMOTE_SECRET_BYTES || st.st_size > (off_t)sizeof buf)
+        cache_fmt(err, errlen, "remote key file '%s' holds %lld bytes: a team secret is 32 bytes to 64 KiB (e.g. head -c 32 /dev/urandom)",
+                  path, (long long)st.st_size);
+    else {
+        ssize_t n = pread(fd, buf, (size_t)st.st_size, 0);
+        if (n != st.st_size) { cache_fmt(err, errlen, "remote key file '%s': short read", path); rc = CACHE_EIO; }
+        else {
+            crypto_generichash_state h;
+            crypto_generichash_init(&h, NULL, 0, REMOTE_SECRET_BYTES);
+            crypto_generichash_update(&h, (const uint8_t *)"milc remote secret v1", 21);
+            crypto_generichash_update(&h, buf, (size_t)n);
+            crypto_generichash_final(&h, secret, REMOTE_SECRET_BYTES);
+            rc = 0;
+        }
+        sodium_memzero(buf, sizeof buf);
+    }
+    close(fd);
+    return rc;
+}
+
+/* ---- open / close -------------------------------------------------------- */
+
+int remote_open(Remote **out, const RemoteOptions *o, char *err, size_t errlen) {
+    *out = NULL;
+    if (sodium_init() < 0) { cache_fmt(err, errlen, "libsodium failed to initialize"); return CACHE_EIO; }
+    Remote *r = calloc(1, sizeof *r);
+    if (!r) { cache_fmt(err, errlen, "out of memory"); return CACHE_ENOMEM; }
+    int rc = remote_url_parse(o->url, &r->u, err, errlen);
+    if (rc != 0) { free(r); return rc; }
+    r->o = *o;
+    r->o.url = NULL; /* not kept: it may hold the password */
+    if (!r->o.connect_timeout_ms) r->o.connect_timeout_ms = 1000;
+    if (!r->o.io_timeout_ms) r->o.io_timeout_ms = 2000;
+    if (!r->o.chunk_bytes) r->o.chunk_bytes = REMOTE_CHUNK_DEFAULT;
+    if (!r->o.max_entry_bytes) r->o.max_entry_bytes = 16ull << 30;
+    if (r->o.chunk_bytes < 64 || r->o.chunk_bytes > REMOTE_CHUNK_MAX) {
+        cache_fmt(err, errlen, "remote chunk size %u is outside 64 B to 64 MiB", r->o.chunk_bytes);
+        free(r);
+        return CACHE_EINVAL;
+    }
+    if (o->secret) memcpy(r->secret, o->secret, REMOTE_SECRET_BYTES), r->has_secret = 1;
+    r->o.secret = NULL;
+    *out = r;
+    return 0;
+}
+
+void remote_close(Remote *r) {
+    if (!r) return;
+    if (r->ctx) redisFree(r->ctx);
+    sodium_memzero(r->secret, sizeof r->secret);
+    free(r);
+}
+
+/* ---- the connection ------------------------------------------------------ */
+
+static long long mono_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static struct timeval tv_ms(int ms) { return (struct timeval){ms / 1000, (ms % 1000) * 1000}; }
+
+/* Send what is queued, then read one reply: it must arrive whole within the
+ * I/O timeout and fit in cap bytes of buffered input; else the breaker trips
+ * (a frozen server, a trickle, or something that is not Redis). */
+static redisReply *get_reply(Remote *r, size_t cap) {
+    redisContext *c = r->ctx;
+    long long deadline = mono_ms() + r->o.io_timeout_ms;
+    int done = 0;
+    while (!done)
+        if (redisBufferWrite(c, &done) != REDIS_OK || mono_ms() > deadline) {
+            trip(r, "sending failed: %s", c->err ? c->errstr : "no progress within the I/O timeout");
+            return NULL;
+        }
+    void *rep = NULL;
+    if (redisGetReplyFromReader(c, &rep) != REDIS_OK) goto proto;
+    while (!rep) {
+        if (redisBufferRead(c) != REDIS_OK) {
+            if (c->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK))
+                trip(r, "no answer within %d ms", r->o.io_timeout_ms);
+            else trip(r, "%s", c->errstr[0] ? c->errstr : "connection lost");
+            return NULL;
+        }
+        if (c->reader->len - c->reader->pos > cap) {
+            trip(r, "an answer larger than %zu bytes: not a milc remote, or not Redis", cap);
+            return NULL;
+        }
+        if (mono_ms() > deadline) {
+            trip(r, "answer not complete within %d ms", r->o.io_timeout_ms);
+            return NULL;
+        }
+        if (redisGetReplyFromReader(c, &rep) != REDIS_OK) goto proto;
+    }
+    return rep;
+proto:
+    trip(r, "protocol error (is it a Redis server?): %s", c->errstr);
+    return NULL;
+}
+
+static redisReply *command(Remote *r, size_t cap, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int ok = redisvAppendCommand(r->ctx, fmt, ap) == REDIS_OK;
+    va_end(ap);
+    if (!ok) { trip(r, "cannot format a command: %s", r->ctx->errstr); return NULL; }
+    return get_reply(r, cap);
+}
+
+/* An error reply trips the breaker too: a server that refuses (no auth, out
+ * of memory under noeviction, a read-only replica) will refuse again. */
+static int expect_ok(Remote *r, redisReply *rep, const char *what) {
+    if (!rep) return CACHE_EIO;
+    int ok = rep->type != REDIS_REPLY_ERROR;
+    if (!ok) trip(r, "%s: the server answered: %.300s", what, rep->str);
+    freeReplyObject(rep);
+    return ok ? 0 : CACHE_EIO;
+}
+
+static int connect_now(Remote *r) {
+    if (r->down) return CACHE_EIO;
+    if (r->ctx) return 0;
+    redisContext *c = redisConnectWithTimeout(r->u.host, r->u.port, tv_ms(r->o.connect_timeout_ms));
+    if (!c) return trip(r, "out of memory");
+    r->ctx = c;
+    if (c->err) return trip(r, "cannot connect: %s", c->errstr);
+    if (redisSetTimeout(c, tv_ms(r->o.io_timeout_ms)) != REDIS_OK) return trip(r, "cannot set timeouts: %s", c->errstr);
+    int rc = 0;
+    if (r->u.pass[0] && r->u.user[0]) rc = expect_ok(r, command(r, 4096, "AUTH %s %s", r->u.user, r->u.pass), "authentication");
+    else if (r->u.pass[0]) rc = expect_ok(r, command(r, 4096, "AUTH %s", r->u.pass), "authentication");
+    if (rc == 0 && r->u.db) rc = expect_ok(r, command(r, 4096, "SELECT %d", r->u.db), "selecting the database");
+    return rc;
+}
+
+int remote_ping(Remote *r) {
+    if (connect_now(r) != 0) return CACHE_EIO;
+    redisReply *rep = command(r, 4096, "PING");
+    if (!rep) return CACHE_EIO;
+    int ok = rep->type == REDIS_REPLY_STATUS && strcmp(rep->str, "PONG") == 0;
+    freeReplyObject(rep);
+    return ok ? 0 : trip(r, "PING was not answered with PONG: not a Redis server?");
+}
+
+/* ---- names and MACs ------------------------------------------------------ */
+
+static void name_of(char *out, size_t n, const char *prefix, const CacheKey *k) {
+    char hex[33];
+    cache_key_hex(k, hex);
+    snprintf(out, n, "%s%s", prefix, hex);
+}
+
+static void chunk_name(char *out, size_t n, const CacheKey *k, const uint8_t upload[16], uint32_t i) {
+    char hex[33], up[33];
+    cache_key_hex(k, hex);
+    cache_key_hex((const CacheKey *)upload, up);
+    snprintf(out, n, PREFIX_CHUNK "%s:%s:%u", hex, up, i);
+}
+
+static void mac_of(const Remote *r, const uint8_t *p, size_t n, uint8_t mac[MAC_BYTES]) {
+    crypto_generichash(mac, MAC_BYTES, p, n, r->secret, REMOTE_SECRET_BYTES);
+}
+
+/* Chunk i of an upload is authenticated with Poly1305 under a key of its own,
+ * derived from the secret, the entry key, the upload's random id and i: each
+ * one-time key authenticates exactly one message, as Poly1305 requires, and a
+ * chunk cannot be moved to another entry, upload or position. */
+static void chunk_tag(const Remote *r, const CacheKey *k, const uint8_t upload[16], uint32_t i, const uint8_t *p,
+                      size_t n, uint8_t tag[TAG_BYTES]) {
+    uint8_t in[8 + 16 + 16 + 4], otk[crypto_onetimeauth_KEYBYTES];
+    memcpy(in, MAGIC_CHUNK, 8);
+    memcpy(in + 8, k->b, 16);
+    memcpy(in + 24, upload, 16);
+    st32(in + 40, i);
+    crypto_generichash(otk, sizeof otk, in, sizeof in, r->secret, REMOTE_SECRET_BYTES);
+    crypto_onetimeauth(tag, p, n, otk);
+    sodium_memzero(otk, sizeof otk);
+}
+
+/* ---- the manifest -------------------------------------------------------- */
+
+/* An entry's manifest (all integers little-endian; strings carry their NUL):
+ *     0 "MILCRM01"   8 u32 version 1   12 u32 nsections
+ *    16 key[16]     32 upload id[16]  48 u64 created_ns  56 u64 compile_ns
+ *    64 i32 mode    68 u32 record_len 72 u32 desc_len    76 u32 backend_len
+ *    80 u32 nchunks 84 u32 chunk_bytes 88 u64 total bytes 96 checksum[16]
+ *   112 u64 size per section, record, description, backend, a Poly1305 tag
+ *       per chunk, then the MAC: keyed BLAKE2b-128 of everything before it.
+ * The chunks are the sections' bytes back to back, cut every chunk_bytes. */
+typedef struct Manifest {
+    CacheKey key;
+    const uint8_t *upload, *checksum, *sizes, *record, *tags;
+    const char *desc, *backend;
+    uint64_t created, compile_ns, total;
+    int32_t mode;
+    uint32_t nsec, rlen, dlen, blen, nchunks, chunk;
+} Manifest;
+
+static uint64_t manifest_len(uint32_t nsec, uint32_t rlen, uint32_t dlen, uint32_t blen, uint32_t nchunks) {
+    return MAN_HDR + 8ull * nsec + rlen + dlen + blen + (uint64_t)TAG_BYTES * nchunks + MAC_BYTES;
+}
+
+static uint32_t chunks_of(uint64_t total, uint32_t chunk) { return (uint32_t)((total + chunk - 1) / chunk); }
+
+static uint8_t *manifest_encode(const Remote *r, const CacheEntryInfo *e, const CacheSection *secs,
+                                const uint8_t upload[16], const uint8_t *tags, size_t *len) {
+    uint32_t dlen = (uint32_t)strlen(e->description) + 1, blen = (uint32_t)strlen(e->backend) + 1;
+    uint32_t nch = chunks_of(e->bytes, r->o.chunk_bytes);
+    *len = manifest_len(e->nsections, (uint32_t)e->record_len, dlen, blen, nch);
+    uint8_t *m = malloc(*len), *p = m + MAN_HDR;
+    if (!m) return NULL;
+    memcpy(m, MAGIC_ENTRY, 8);
+    st32(m + 8, 1), st32(m + 12, e->nsections);
+    memcpy(m + 16, e->key.b, 16), memcpy(m + 32, upload, 16);
+    st64(m + 48, e->created_ns), st64(m + 56, e->compile_ns);
+    st32(m + 64, (uint32_t)e->mode), st32(m + 68, (uint32_t)e->record_len), st32(m + 72, dlen), st32(m + 76, blen);
+    st32(m + 80, nch), st32(m + 84, r->o.chunk_bytes), st64(m + 88, e->bytes);
+    memcpy(m + 96, e->checksum, 16);
+    for (uint32_t i = 0; i < e->nsections; i++, p += 8) st64(p, secs[i].size);
+    memcpy(p, e->record, e->record_len), p += e->record_len;
+    memcpy(p, e->description, dlen), p += dlen;
+    memcpy(p, e->backend, blen), p += blen;
+    memcpy(p, tags, (size_t)TAG_BYTES * nch), p += (size_t)TAG_BYTES * nch;
+    mac_of(r, m, (size_t)(p - m), p);
+    return m;
+}
+
+static int text_ok(const uint8_t *s, uint32_t n) { return n >= 1 && s[n - 1] == 0 && !memchr(s, 0, n - 1); }
+
+/* Check a manifest read from the server for key k: the MAC first, then every
+ * count and length against the bytes and the limits.  0, or CACHE_ECORRUPT
+ * with a message. */
+static int manifest_decode(Remote *r, const CacheKey *k, const uint8_t *p, size_t n, Manifest *m) {
+    char hex[33];
+    cache_key_hex(k, hex);
+    uint8_t mac[MAC_BYTES];
+    if (n < MAN_HDR + MAC_BYTES || memcmp(p, MAGIC_ENTRY, 8) != 0 || ld32(p + 8) != 1)
+        return fail(r, CACHE_ECORRUPT, "remote entry %s is not a milc manifest of this version", hex);
+    mac_of(r, p, n - MAC_BYTES, mac);
+    if (sodium_memcmp(mac, p + n - MAC_BYTES, MAC_BYTES) != 0)
+        return fail(r, CACHE_ECORRUPT, "remote entry %s fails its MAC: tampered with, or written under another team key; refused", hex);
+    memset(m, 0, sizeof *m);
+    memcpy(m->key.b, p + 16, 16);
+    m->upload = p + 32, m->checksum = p + 96, m->sizes = p + MAN_HDR;
+    m->created = ld64(p + 48), m->compile_ns = ld64(p + 56), m->mode = (int32_t)ld32(p + 64);
+    m->nsec = ld32(p + 12), m->rlen = ld32(p + 68), m->dlen = ld32(p + 72), m->blen = ld32(p + 76);
+    m->nchunks = ld32(p + 80), m->chunk = ld32(p + 84), m->total = ld64(p + 88);
+    if (memcmp(m->key.b, k->b, 16) != 0 || m->nsec > MAX_SECTIONS || m->rlen > MAX_STRING || m->dlen > MAX_STRING ||
+        m->blen > MAX_STRING || m->chunk < 64 || m->chunk > REMOTE_CHUNK_MAX || m->total > r->o.max_entry_bytes ||
+        m->nchunks != chunks_of(m->total, m->chunk) || manifest_len(m->nsec, m->rlen, m->dlen, m->blen, m->nchunks) != n)
+        return fail(r, CACHE_ECORRUPT, "remote entry %s: manifest fields out of bounds", hex);
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < m->nsec; i++) {
+        uint64_t s = ld64(m->sizes + 8ull * i);
+        if (s > m->total - sum) return fail(r, CACHE_ECORRUPT, "remote entry %s: section sizes exceed the total", hex);
+        sum += s;
+    }
+    m->record = m->sizes + 8ull * m->nsec;
+    m->desc = (const char *)m->record + m->rlen;
+    m->backend = m->desc + m->dlen;
+    m->tags = (const uint8_t *)m->backend + m->blen;
+    CacheKey rk;
+    cache_key_of(m->record, m->rlen, &rk);
+    if (sum != m->total || !text_ok((const uint8_t *)m->desc, m->dlen) || !text_ok((const uint8_t *)m->backend, m->blen) ||
+        memcmp(rk.b, k->b, 16) != 0)
+        return fail(r, CACHE_ECORRUPT, "remote entry %s: sizes, strings or key record inconsistent", hex);
+    return 0;
+}
+
+/* ---- pull ---------------------------------------------------------------- */
+
+static size_t window_cap(uint32_t chunk) { return (size_t)WINDOW * ((size_t)chunk + 64) + (1u << 16); }
+
+/* A chunk reply goes straight from hiredis's read buffer to its place in the
+ * entry's buffer: while a pull reads chunks the reader builds no reply
+ * objects (a malloc and a copy of each megabyte) but calls these, which copy
+ * a string of the expected size to dst and note what else came. */
+enum { SINK_NONE, SINK_OK, SINK_SIZE, SINK_NIL, SINK_ERROR, SINK_OTHER };
+typedef struct Sink {
+    uint8_t *dst;
+    uint64_t want;
+    int state;
+    char msg[200];
+} Sink;
+static char sink_marker;
+
+static void *sink_string(const redisReadTask *t, char *str, size_t len) {
+    Sink *s = t->privdata;
+    if (t->parent) s->state = SINK_OTHER;
+    else if (t->type == REDIS_REPLY_ERROR) s->state = SINK_ERROR, snprintf(s->msg, sizeof s->msg, "%.*s", (int)(len < 199 ? len : 199), str);
+    else if (t->type != REDIS_REPLY_STRING) s->state = SINK_OTHER;
+    else if ((uint64_t)len != s->want) s->state = SINK_SIZE;
+    else memcpy(s->dst, str, len), s->state = SINK_OK;
+    return &sink_marker;
+}
+static void *sink_array(const redisReadTask *t, int n) {
+    (void)n;
+    ((Sink *)t->privdata)->state = SINK_OTHER;
+    return &sink_marker;
+}
+static void *sink_integer(const redisReadTask *t, long long v) {
+    (void)v;
+    ((Sink *)t->privdata)->state = SINK_OTHER;
+    return &sink_marker;
+}
+static void *sink_nil(const redisReadTask *t) {
+    ((Sink *)t->privdata)->state = SINK_NIL;
+    return &sink_marker;
+}
+static void sink_free(void *p) { (void)p; }
+static redisReplyObjectFunctions sink_fns = {sink_string, sink_array, sink_integer, sink_nil, sink_free};
+
+/* Read chunk j's reply into buf and check it: 0, 1 missing, 2 bad, or
+ * CACHE_EIO (the breaker tripped). */
+static int chunk_read(Remote *r, const Manifest *m, uint32_t j, uint8_t *buf, Sink *s) {
+    uint64_t at = (uint64_t)j * m->chunk;
+    *s = (Sink){.dst = buf + at, .want = m->total - at < m->chunk ? m->total - at : m->chunk};
+    if (!get_reply(r, window_cap(m->chunk))) return CACHE_EIO;
+    if (s->state == SINK_ERROR) return trip(r, "reading a chunk: the server answered: %s", s->msg);
+    if (s->state == SINK_NIL) return 1;
+    if (s->state != SINK_OK) return 2;
+    uint8_t tag[TAG_BYTES];
+    chunk_tag(r, &m->key, m->upload, j, s->dst, (size_t)s->want, tag);
+    return sodium_memcmp(tag, m->tags + (size_t)TAG_BYTES * j, TAG_BYTES) != 0 ? 2 : 0;
+}
+
+/* Every chunk into buf, WINDOW requests in flight.  0, CACHE_ENOTFOUND (a
+ * chunk is gone), CACHE_ECORRUPT (one has the wrong size or tag), CACHE_EIO. */
+static int chunks_fetch(Remote *r, const Manifest *m, uint8_t *buf) {
+    char name[160], hex[33];
+    int64_t missing = -1, bad = -1;
+    Sink sink;
+    redisReader *rd = r->ctx->reader;
+    redisReplyObjectFunctions *fns = rd->fn;
+    rd->fn = &sink_fns, rd->privdata = &sink, rd->maxbuf = 0; /* keep the read buffer's megabyte between chunks */
+    for (uint32_t j0 = 0; j0 < m->nchunks; j0 += WINDOW) {
+        uint32_t w = m->nchunks - j0 < WINDOW ? m->nchunks - j0 : WINDOW;
+        for (uint32_t i = 0; i < w; i++) {
+            chunk_name(name, sizeof name, &m->key, m->upload, j0 + i);
+            if (redisAppendCommand(r->ctx, "GET %s", name) != REDIS_OK) return trip(r, "%s", r->ctx->errstr);
+        }
+        for (uint32_t i = 0; i < w; i++) {
+            int s = chunk_read(r, m, j0 + i, buf, &sink);
+            if (s < 0) return s; /* the connection is gone with the reader */
+            if (s == 1 && missing < 0) missing = j0 + i;
+            if (s == 2 && bad < 0) bad = j0 + i;
+        }
+    }
+    rd->fn = fns, rd->privdata = NULL;
+    cache_key_hex(&m->key, hex);
+    if (bad >= 0)
+        return fail(r, CACHE_ECORRUPT, "remote entry %s: chunk %lld has the wrong size or fails its MAC (tampered or damaged); refused",
+                    hex, (long long)bad);
+    if (missing >= 0)
+        return fail(r, CACHE_ENOTFOUND, "remote entry %s is not whole: chunk %lld is gone (evicted or lost)", hex, (long long)missing);
+    return 0;
+}
+
+static int manifest_get(Remote *r, const CacheKey *k, redisReply **out) {
+    char name[64];
+    name_of(name, sizeof name, PREFIX_ENTRY, k);
+    redisReply *rep = command(r, MANIFEST_MAX, "GET %s", name);
+    *out = rep;
+    if (!rep) return CACHE_EIO;
+    if (rep->type == REDIS_REPLY_NIL) return CACHE_ENOTFOUND;
+    if (rep->type == REDIS_REPLY_STRING) return 0;
+    *out = NULL;
+    if (rep->type == REDIS_REPLY_ERROR) return expect_ok(r, rep, "reading a manifest");
+    freeReplyObject(rep);
+    return trip(r, "a GET was answered with something other than a string");
+}
+
+static int usable(Remote *r, int writing) {
+    if (!r->has_secret)
+        return fail(r, CACHE_EINVAL, "no team key (--remote-key-file): entries on a shared server are not read or written unauthenticated");
+    if (writing && r->o.readonly) return fail(r, CACHE_EINVAL, "the remote cache is read-only (--remote-readonly)");
+    return connect_now(r);
+}
+
+struct RemoteGot {
+    RemoteEntry e;
+    redisReply *manifest; /* e's strings and record point into it */
+    uint8_t *buf;         /* the sections, back to back */
+    CacheSection *secs;
+};
+
+void remote_entry_free(RemoteEntry *e) {
+    if (!e) return;
+    struct RemoteGot *g = e->priv;
+    free(g->buf);
+    free(g->secs);
+    if (g->manifest) freeReplyObject(g->manifest);
+    free(g);
+}
+
+/* The entry's public view over its manifest and fetched bytes. */
+static int entry_view(Remote *r, struct RemoteGot *g, const Manifest *m) {
+    if (!(g->secs = calloc(m->nsec ? m->nsec : 1, sizeof *g->secs))) return fail(r, CACHE_ENOMEM, "out of memory");
+    uint64_t off = 0;
+    for (uint32_t i = 0; i < m->nsec; i++) {
+        g->secs[i] = (CacheSection){g->buf + off, ld64(m->sizes + 8ull * i)};
+        off += g->secs[i].size;
+    }
+    g->e = (RemoteEntry){.key = m->key, .record = m->record, .record_len = m->rlen, .description = m->desc,
+                         .backend = m->backend, .mode = m->mode, .created_ns = m->created, .compile_ns = m->compile_ns,
+                         .bytes = m->total, .secs = g->secs, .nsecs = (int)m->nsec, .priv = g};
+    return 0;
+}
+
+/* An entry's bytes land in memory faulted in 2 MB at a time where the kernel
+ * allows: a fresh 54 MB buffer in 4 KB pages costs 13k faults per pull. */
+static uint8_t *entry_buffer(uint64_t size) {
+    size_t huge = 2u << 20, n = (size_t)((size + huge) & ~(uint64_t)(huge - 1));
+    uint8_t *p = aligned_alloc(huge, n);
+    if (p) (void)madvise(p, n, MADV_HUGEPAGE);
+    return p;
+}
+
+static int get_into(Remote *r, const CacheKey *k, const void *record, size_t record_len, struct RemoteGot *g) {
+    int rc = manifest_get(r, k, &g->manifest);
+    if (rc == CACHE_ENOTFOUND) return fail(r, rc, "not on the remote");
+    if (rc != 0) return rc;
+    Manifest m;
+    if ((rc = manifest_decode(r, k, (const uint8_t *)g->manifest->str, g->manifest->len, &m)) != 0) return rc;
+    if (record && (record_len != m.rlen || memcmp(record, m.record, record_len) != 0))
+        return fail(r, CACHE_EMISMATCH, "the remote entry has another key record");
+    if (!(g->buf = entry_buffer(m.total))) return fail(r, CACHE_ENOMEM, "out of memory");
+    if ((rc = chunks_fetch(r, &m, g->buf)) != 0) return rc;
+    return entry_view(r, g, &m);
+}
+
+int remote_get(Remote *r, const CacheKey *k, const void *record, size_t record_len, RemoteEntry **out) {
+    *out = NULL;
+    int rc = usable(r, 0);
+    if (rc != 0) return rc;
+    struct RemoteGot *g = calloc(1, sizeof *g);
+    if (!g) return fail(r, CACHE_ENOMEM, "out of memory");
+    g->e.priv = g;
+    if ((rc = get_into(r, k, record, record_len, g)) != 0) {
+        if (rc == CACHE_ECORRUPT) r->refused = *k, r->has_refused = 1;
+        remote_entry_free(&g->e);
+        return rc;
+    }
+    *out = &g->e;
+    return 0;
+}
+
+int remote_pull(Remote *r, Cache *c, const CacheKey *k, const void *record, size_t record_len) {
+    RemoteEntry *e;
+    int rc = remote_get(r, k, record, record_len, &e);
+    if (rc != 0) return rc;
+    CacheEntryMeta meta = {.description = e->description, .backend = e->backend, .mode = e->mode,
+                           .compile_ns = e->compile_ns};
+    if ((rc = cache_put(c, k, e->record, e->record_len, &meta, e->secs, e->nsecs)) != 0)
+        fail(r, rc, "storing the pulled entry locally: %s: %s", cache_strerror(rc), cache_errmsg(c));
+    remote_entry_free(e);
+    return rc;
+}
+
+/* ---- push ---------------------------------------------------------------- */
+
+/* The server holds entry e whole and authentic: its manifest passes and every
+ * chunk has its length (a pull checks the bytes). */
+static int entry_whole(Remote *r, const CacheEntryInfo *e, const redisReply *old) {
+    Manifest m;
+    if (manifest_decode(r, &e->key, (const uint8_t *)old->str, old->len, &m) != 0 || m.rlen != e->record_len ||
+        memcmp(m.record, e->record, m.rlen) != 0)
+        return 0;
+    char name[160];
+    int whole = 1;
+    for (uint32_t j = 0; j < m.nchunks; j++) {
+        chunk_name(name, sizeof name, &m.key, m.upload, j);
+        if (redisAppendCommand(r->ctx, "STRLEN %s", name) != REDIS_OK) return trip(r, "%s", r->ctx->errstr);
+    }
+    for (uint32_t j = 0; j < m.nchunks; j++) {
+        redisReply *rep = get_reply(r, 4096);
+        if (!rep) return CACHE_EIO;
+        uint64_t want = m.total - (uint64_t)j * m.chunk < m.chunk ? m.total - (uint64_t)j * m.chunk : m.chunk;
+        if (rep->type != REDIS_REPLY_INTEGER || (uint64_t)rep->integer != want) whole = 0;
+        freeReplyObject(rep);
+    }
+    return whole;
+}
+
+/* Chunk j's bytes: a pointer into a section when it lies in one, else
+ * gathered into stage.  *si / *off walk the sections. */
+static const uint8_t *chunk_bytes_at(const CacheSection *secs, int nsec, int *si, uint64_t *off, uint64_t want,
+                                     uint8_t *stage) {
+    while (*si < nsec && *off == secs[*si].size) (*si)++, *off = 0;
+    if (*si < nsec && secs[*si].size - *off >= want) {
+        const uint8_t *p = (const uint8_t *)secs[*si].data + *off;
+        *off += want;
+        return p;
+    }
+    for (uint64_t got = 0; got < want;) {
+        while (*off == secs[*si].size) (*si)++, *off = 0;
+        uint64_t n = secs[*si].size - *off < want - got ? secs[*si].size - *off : want - got;
+        memcpy(stage + got, (const uint8_t *)secs[*si].data + *off, n);
+        got += n, *off += n;
+    }
+    return stage;
+}
+
+/* Send every chunk under the upload's staging names, expiring, WINDOW at a
+ * time, tagging each.  0 or CACHE_EIO. */
+static int chunks_send(Remote *r, const CacheEntryInfo *e, const CacheSection *secs, const uint8_t upload[16],
+                       uint8_t *tags) {
+    uint32_t cb = r->o.chunk_bytes, nch = chunks_of(e->bytes, cb);
+    uint8_t *stage = malloc(cb);
+    if (!stage) return fail(r, CACHE_ENOMEM, "out of memory");
+    int si = 0, rc = 0;
+    uint64_t off = 0;
+    char name[160];
+    for (uint32_t j = 0; j < nch && rc == 0; j++) {
+        uint64_t want = e->bytes - (uint64_t)j * cb < cb ? e->bytes - (uint64_t)j * cb : cb;
+        const uint8_t *p = chunk_bytes_at(secs, (int)e->nsections, &si, &off, want, stage);
+        chunk_tag(r, &e->key, upload, j, p, (size_t)want, tags + (size_t)TAG_BYTES * j);
+        chunk_name(name, sizeof name, &e->key, upload, j);
+        if (redisAppendCommand(r->ctx, "SET %s %b EX %d", name, p, (size_t)want, STAGE_TTL_S) != REDIS_OK)
+            rc = trip(r, "%s", r->ctx->errstr);
+        if (rc == 0 && (j % WINDOW == WINDOW - 1 || j + 1 == nch))
+            for (uint32_t i = 0; i <= j % WINDOW && rc == 0; i++) rc = expect_ok(r, get_reply(r, 4096), "storing a chunk");
+    }
+    free(stage);
+    return rc;
+}
+
+/* Publish atomically: only if the manifest is still what this push saw
+ * (ARGV[1], "" for none) and every staged chunk still exists, make the chunks
+ * permanent, set the manifest and drop the replaced entry's chunks.
+ * 1 published, 0 another push won, -1 a staged chunk was evicted. */
+static const char PUBLISH_LUA[] =
+    "local cur = redis.call('GET', KEYS[1]) or ''\n"
+    "if cur ~= ARGV[1] then return 0 end\n"
+    "local n = tonumber(ARGV[3])\n"
+    "for i = 2, n + 1 do if redis.call('EXISTS', KEYS[i]) == 0 then return -1 end end\n"
+    "for i = 2, n + 1 do redis.call('PERSIST', KEYS[i]) end\n"
+    "redis.call('SET', KEYS[1], ARGV[2])\n"
+    "for i = n + 2, #KEYS do redis.call('DEL', KEYS[i]) end\n"
+    "return 1\n";
+
+typedef struct {
+    const char **argv;
+    size_t *lens;
+    char *names;
+    int argc;
+} Argv;
+
+static int argv_init(Argv *a, int n) {
+    a->argv = calloc((size_t)n, sizeof *a->argv);
+    a->lens = calloc((size_t)n, sizeof *a->lens);
+    a->names = malloc((size_t)n * 160);
+    a->argc = 0;
+    return a->argv && a->lens && a->names ? 0 : CACHE_ENOMEM;
+}
+static void argv_add(Argv *a, const void *p, size_t n) { a->argv[a->argc] = p, a->lens[a->argc++] = n; }
+static char *argv_name(Argv *a) { return a->names + (size_t)a->argc * 160; }
+static void argv_free(Argv *a) { free(a->argv), free(a->lens), free(a->names); }
+
+/* The chunk names of a manifest (the old one being replaced), if it is ours. */
+static void add_old_chunks(Remote *r, Argv *a, const CacheKey *k, const redisReply *old) {
+    Manifest m;
+    if (!old || old->type != REDIS_REPLY_STRING || manifest_decode(r, k, (const uint8_t *)old->str, old->len, &m) != 0) return;
+    for (uint32_t j = 0; j < m.nchunks; j++) {
+        char *nm = argv_name(a);
+        chunk_name(nm, 160, k, m.upload, j);
+        argv_add(a, nm, strlen(nm));
+    }
+}
+
+static int publish(Remote *r, const CacheKey *k, const uint8_t upload[16], uint32_t nch, const uint8_t *man,
+                   size_t manlen, const redisReply *old, uint32_t old_nch) {
+    Argv a;
+    int rc = argv_init(&a, 8 + (int)nch + (int)old_nch);
+    char mname[64], nkeys[16], nnew[16];
+    if (rc != 0) { argv_free(&a); return fail(r, rc, "out of memory"); }
+    name_of(mname, sizeof mname, PREFIX_ENTRY, k);
+    argv_add(&a, "EVAL", 4), argv_add(&a, PUBLISH_LUA, sizeof PUBLISH_LUA - 1), argv_add(&a, nkeys, 0);
+    argv_add(&a, mname, strlen(mname));
+    for (uint32_t j = 0; j < nch; j++) {
+        char *nm = argv_name(&a);
+        chunk_name(nm, 160, k, upload, j);
+        argv_add(&a, nm, strlen(nm));
+    }
+    add_old_chunks(r, &a, k, old);
+    snprintf(nkeys, sizeof nkeys, "%d", a.argc - 3), a.lens[2] = strlen(nkeys);
+    snprintf(nnew, sizeof nnew, "%u", nch);
+    int have_old = old && old->type == REDIS_REPLY_STRING;
+    argv_add(&a, have_old ? old->str : "", have_old ? (size_t)old->len : 0);
+    argv_add(&a, man, manlen), argv_add(&a, nnew, strlen(nnew));
+    redisReply *rep = NULL;
+    if (redisAppendCommandArgv(r->ctx, a.argc, a.argv, a.lens) != REDIS_OK) rc = trip(r, "%s", r->ctx->errstr);
+    else if (!(rep = get_reply(r, 4096))) rc = CACHE_EIO;
+    else if (rep->type != REDIS_REPLY_INTEGER) { rc = expect_ok(r, rep, "publishing"); rep = NULL; if (!rc) rc = trip(r, "publishing: unexpected answer"); }
+    else rc = rep->integer == 1 ? 0 : rep->integer == 0 ? 1 : fail(r, CACHE_EFULL, "a chunk was evicted before the entry was published: the server is short of memory");
+    if (rep) freeReplyObject(rep);
+    argv_free(&a);
+    return rc;
+}
+
+/* Drop this upload's staged chunks (another push won).  Best effort. */
+static void unstage(Remote *r, const CacheKey *k, const uint8_t upload[16], uint32_t nch) {
+    char name[160];
+    for (uint32_t j = 0; j < nch && !r->down; j++) {
+        chunk_name(name, sizeof name, k, upload, j);
+        redisReply *rep = command(r, 4096, "DEL %s", name);
+        if (rep) freeReplyObject(rep);
+    }
+}
+
+static int push_entry(Remote *r, const CacheEntryInfo *e, const CacheSection *secs, const redisReply *old) {
+    if (e->bytes > r->o.max_entry_bytes) return fail(r, CACHE_EINVAL, "entry larger than the remote's entry limit");
+    uint32_t nch = chunks_of(e->bytes, r->o.chunk_bytes), old_nch = 0;
+    uint8_t upload[16], *tags = malloc((size_t)TAG_BYTES * nch + 1), *man = NULL;
+    Manifest om;
+    if (old && old->type == REDIS_REPLY_STRING && manifest_decode(r, &e->key, (const uint8_t *)old->str, old->len, &om) == 0)
+        old_nch = om.nchunks;
+    if (!tags) return fail(r, CACHE_ENOMEM, "out of memory");
+    randombytes_buf(upload, sizeof upload);
+    size_t manlen;
+    int rc = chunks_send(r, e, secs, upload, tags);
+    if (rc == 0 && !(man = manifest_encode(r, e, secs, upload, tags, &manlen))) rc = fail(r, CACHE_ENOMEM, "out of memory");
+    if (rc == 0) rc = publish(r, &e->key, upload, nch, man, manlen, old, old_nch);
+    if (rc == 1 || rc == CACHE_EFULL) unstage(r, &e->key, upload, nch);
+    free(man);
+    free(tags);
+    return rc;
+}
+
+int remote_push(Remote *r, Cache *c, const CacheKey *k) {
+    int rc = usable(r, 1);
+    if (rc != 0) return rc;
+    CacheHit *hit;
+    if ((rc = cache_get(c, k, NULL, 0, CACHE_GET_NOTOUCH | CACHE_GET_VERIFY_ONCE, &hit)) != 0)
+        return fail(r, rc, "the local entry cannot be read: %s", cache_strerror(rc));
+    const CacheSection *secs;
+    int nsec;
+    const CacheEntryInfo *e = cache_hit_info(hit);
+    redisReply *old = NULL;
+    if ((rc = cache_hit_sections(hit, &secs, &nsec)) != 0) fail(r, rc, "out of memory");
+    else if ((rc = manifest_get(r, k, &old)) == CACHE_ENOTFOUND || rc == 0) {
+        int refused = r->has_refused && memcmp(r->refused.b, k->b, 16) == 0;
+        int whole = rc == 0 && !refused ? entry_whole(r, e, old) : 0;
+        rc = whole == 1 ? 1 : r->down ? CACHE_EIO : push_entry(r, e, secs, old);
+    }
+    if (old) freeReplyObject(old);
+    cache_hit_release(hit);
+    return rc;
+}
+
+/* ---- direct keys --------------------------------------------------------- */
+
+/* "MILCRD01", direct key, artifact key, u32 record length, record, MAC. */
+int remote_push_direct(Remote *r, const CacheKey *dkey, const void *drecord, size_t drecord_len,
+                       const CacheKey *akey) {
+    int rc = usable(r, 1);
+    if (rc != 0) return rc;
+    if (drecord_len > MAX_STRING) return fail(r, CACHE_EINVAL, "direct record too long");
+    size_t n = 44 + drecord_len + MAC_BYTES;
+    uint8_t *v = malloc(n);
+    if (!v) return fail(r, CACHE_ENOMEM, "out of memory");
+    memcpy(v, MAGIC_DIRECT, 8), memcpy(v + 8, dkey->b, 16), memcpy(v + 24, akey->b, 16);
+    st32(v + 40, (uint32_t)drecord_len);
+    memcpy(v + 44, drecord, drecord_len);
+    mac_of(r, v, n - MAC_BYTES, v + n - MAC_BYTES);
+    char name[64];
+    name_of(name, sizeof name, PREFIX_DIRECT, dkey);
+    rc = expect_ok(r, command(r, 4096, "SET %s %b", name, v, n), "storing a direct key");
+    free(v);
+    return rc;
+}
+
+static int direct_decode(Remote *r, const CacheKey *dkey, const redisReply *rep, const void *drec, size_t dlen,
+                         CacheKey *akey) {
+    const uint8_t *v = (const uint8_t *)rep->str;
+    size_t n = rep->len;
+    uint8_t mac[MAC_BYTES];
+    if (n < 44 + MAC_BYTES || memcmp(v, MAGIC_DIRECT, 8) != 0)
+        return fail(r, CACHE_ECORRUPT, "a remote direct key is not in milc's format; refused");
+    mac_of(r, v, n - MAC_BYTES, mac);
+    if (sodium_memcmp(mac, v + n - MAC_BYTES, MAC_BYTES) != 0)
+        return fail(r, CACHE_ECORRUPT, "a remote direct key fails its MAC (tampered, or another team key); refused");
+    if (memcmp(v + 8, dkey->b, 16) != 0 || ld32(v + 40) != n - 44 - MAC_BYTES)
+        return fail(r, CACHE_ECORRUPT, "a remote direct key is inconsistent; refused");
+    if (ld32(v + 40) != dlen || memcmp(v + 44, drec, dlen) != 0)
+        return fail(r, CACHE_EMISMATCH, "the remote direct key has another record");
+    memcpy(akey->b, v + 24, 16);
+    return 0;
+}
+
+int remote_pull_direct(Remote *r, Cache *c, const CacheKey *dkey, const void *drecord, size_t drecord_len,
+                       CacheKey *akey) {
+    int rc = usable(r, 0);
+    if (rc != 0) return rc;
+    char name[64];
+    name_of(name, sizeof name, PREFIX_DIRECT, dkey);
+    redisReply *rep = command(r, 1u << 26, "GET %s", name);
+    if (!rep) return CACHE_EIO;
+    CacheKey ak;
+    if (rep->type == REDIS_REPLY_NIL) rc = fail(r, CACHE_ENOTFOUND, "not on the remote");
+    else if (rep->type != REDIS_REPLY_STRING) { rc = expect_ok(r, rep, "reading a direct key"); rep = NULL; if (!rc) rc = trip(r, "unexpected answer"); }
+    else rc = direct_decode(r, dkey, rep, drecord, drecord_len, &ak);
+    if (rep) freeReplyObject(rep);
+    if (rc != 0) return rc;
+    if (akey) *akey = ak;
+    CacheHit *hit;
+    int have = cache_get(c, &ak, NULL, 0, CACHE_GET_NOTOUCH, &hit) == 0;
+    if (have) cache_hit_release(hit);
+    else if ((rc = remote_pull(r, c, &ak, NULL, 0)) != 0) return rc;
+    if ((rc = cache_direct_put(c, dkey, drecord, drecord_len, &ak)) != 0)
+        return fail(r, rc, "storing the pulled direct key locally: %s", cache_errmsg(c));
+    return 0;
+}
+
+/* ---- listing and statistics ---------------------------------------------- */
+
+/* One SCAN pass over pattern; fn per key name. */
+static int scan(Remote *r, const char *pattern, int (*fn)(void *ctx, const char *name, size_t len), void *ctx) {
+    char cursor[32] = "0";
+    do {
+        redisReply *rep = command(r, 1u << 24, "SCAN %s MATCH %s COUNT 1000", cursor, pattern);
+        if (!rep) return CACHE_EIO;
+        if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 || rep->element[0]->type != REDIS_REPLY_STRING ||
+            rep->element[0]->len >= sizeof cursor || rep->element[1]->type != REDIS_REPLY_ARRAY) {
+            if (rep->type == REDIS_REPLY_ERROR) return expect_ok(r, rep, "SCAN");
+            freeReplyObject(rep);
+            return trip(r, "SCAN answered in an unexpected shape");
+        }
+        memcpy(cursor, rep->element[0]->str, rep->element[0]->len + 1);
+        int stop = 0;
+        for (size_t i = 0; i < rep->element[1]->elements && !stop; i++) {
+            const redisReply *e = rep->element[1]->element[i];
+            if (e->type == REDIS_REPLY_STRING) stop = fn(ctx, e->str, e->len);
+        }
+        freeReplyObject(rep);
+        if (stop) return stop;
+    } while (strcmp(cursor, "0") != 0);
+    return 0;
+}
+
+typedef struct {
+    int (*fn)(void *ctx, const CacheKey *k);
+    void *ctx;
+} ListCtx;
+
+static int list_one(void *ctx, const char *name, size_t len) {
+    ListCtx *l = ctx;
+    CacheKey k;
+    char hex[33];
+    size_t pl = sizeof PREFIX_ENTRY - 1;
+    if (len != pl + 32) return 0;
+    memcpy(hex, name + pl, 32), hex[32] = 0;
+    return cache_key_parse(hex, &k) == 0 ? l->fn(l->ctx, &k) : 0;
+}
+
+int remote_list(Remote *r, int (*fn)(void *ctx, const CacheKey *k), void *ctx) {
+    int rc = connect_now(r);
+    return rc != 0 ? rc : scan(r, PREFIX_ENTRY "*", list_one, &(ListCtx){fn, ctx});
+}
+
+static int count_one(void *ctx, const char *name, size_t len) {
+    RemoteStats *s = ctx;
+    if (len > 7 && memcmp(name, PREFIX_ENTRY, 7) == 0) s->entries++;
+    else if (len > 7 && memcmp(name, PREFIX_DIRECT, 7) == 0) s->directs++;
+    else if (len > 7 && memcmp(name, PREFIX_CHUNK, 7) == 0) s->chunks++;
+    else s->other_keys++;
+    return 0;
+}
+
+/* "name:value\r\n" in an INFO text. */
+static void info_field(const char *info, const char *name, char *out, size_t n) {
+    size_t l = strlen(name);
+    out[0] = 0;
+    for (const char *p = info; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (strncmp(p, name, l) == 0 && p[l] == ':') {
+            size_t k = strcspn(p + l + 1, "\r\n");
+            snprintf(out, n, "%.*s", (int)(k < n ? k : n - 1), p + l + 1);
+            return;
+        }
+}
+
+int remote_stat(Remote *r, RemoteStats *s) {
+    memset(s, 0, sizeof *s);
+    int rc = connect_now(r);
+    if (rc != 0 || (rc = scan(r, "*", count_one, s)) != 0) return rc;
+    redisReply *rep = command(r, 1u << 20, "INFO");
+    if (!rep) return CACHE_EIO;
+    if (rep->type != REDIS_REPLY_STRING) {
+        int e = expect_ok(r, rep, "INFO");
+        return e ? e : trip(r, "INFO: unexpected answer");
+    }
+    char v[64];
+    info_field(rep->str, "used_memory", v, sizeof v), s->used_memory = strtoull(v, NULL, 10);
+    info_field(rep->str, "maxmemory", v, sizeof v), s->maxmemory = strtoull(v, NULL, 10);
+    info_field(rep->str, "evicted_keys", v, sizeof v), s->evicted_keys = strtoull(v, NULL, 10);
+    info_field(rep->str, "redis_version", s->version, sizeof s->version);
+    info_field(rep->str, "maxmemory_policy", s->policy, sizeof s->policy);
+    freeReplyObject(rep);
+    return 0;
+}
+
+/* ---- for fuzzing ----------------------------------------------------------- */
+
+int remote_manifest_check(const uint8_t secret[REMOTE_SECRET_BYTES], const void *buf, size_t len, char *err,
+                          size_t errlen) {
+    Remote r = {.o = {.max_entry_bytes = 16ull << 30}};
+    memcpy(r.secret, secret, REMOTE_SECRET_BYTES);
+    CacheKey k;
+    Manifest m;
+    if (len < 32) { cache_fmt(err, errlen, "too short"); return CACHE_ECORRUPT; }
+    memcpy(k.b, (const uint8_t *)buf + 16, 16);
+    int rc = manifest_decode(&r, &k, buf, len, &m);
+    cache_fmt(err, errlen, "%s", rc ? r.err : "");
+    return rc;
+}
