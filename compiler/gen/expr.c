@@ -117,6 +117,31 @@ static bool accept(P *p, const char *tok) {
 }
 
 static Value v_int(int64_t i) { return (Value){.kind = VAL_INT, .i = i}; }
+
+/* Integer a op b, checked: a result outside int64 (INT64_MIN / -1 among
+ * them, which traps on x86) is an error in the template, not a wrapped
+ * shape.  Division and modulo by zero are refused before this.  false with
+ * the error reported. */
+static bool int_op(P *p, int op, int64_t a, int64_t b, int64_t *r) {
+    bool over;
+    switch (op) {
+    case '+': over = __builtin_add_overflow(a, b, r); break;
+    case '-': over = __builtin_sub_overflow(a, b, r); break;
+    case '*': over = __builtin_mul_overflow(a, b, r); break;
+    default: /* '/', '%', 'f' (floor division): only INT64_MIN by -1 overflows */
+        if (a == INT64_MIN && b == -1) {
+            over = op != '%';
+            *r = 0;
+            break;
+        }
+        over = false;
+        *r = op == '%' ? a % b : op == 'f' ? a / b - ((a % b != 0) && ((a < 0) != (b < 0))) : a / b;
+        break;
+    }
+    const char *name = op == 'f' ? "//" : op == '+' ? "+" : op == '-' ? "-" : op == '*' ? "*" : op == '/' ? "/" : "%";
+    if (over) perr(p, "integer overflow in %" PRId64 " %s %" PRId64, a, name, b);
+    return !over;
+}
 static Value v_float(double f) { return (Value){.kind = VAL_FLOAT, .f = f}; }
 static double as_f(Value v) { return v.kind == VAL_INT ? (double)v.i : v.f; }
 
@@ -168,13 +193,24 @@ static Value call(P *p, const char *fn, Value *args, int n) {
             perr(p, "align() takes two integers, the second positive");
             return v_int(0);
         }
-        return v_int((args[0].i + args[1].i - 1) / args[1].i * args[1].i);
+        int64_t r;
+        if (!int_op(p, '+', args[0].i, args[1].i - 1, &r)) return v_int(0);
+        return v_int(r / args[1].i * args[1].i);
     }
     if (!strcmp(fn, "sqrt")) { NEED(1); return v_float(sqrt(as_f(args[0]))); }
     if (!strcmp(fn, "rsqrt")) { NEED(1); return v_float(1.0 / sqrt(as_f(args[0]))); }
     if (!strcmp(fn, "f16")) { NEED(1); return v_float(round_f16(as_f(args[0]))); }
     if (!strcmp(fn, "float")) { NEED(1); return v_float(as_f(args[0])); }
-    if (!strcmp(fn, "int")) { NEED(1); return v_int(args[0].kind == VAL_INT ? args[0].i : (int64_t)args[0].f); }
+    if (!strcmp(fn, "int")) {
+        NEED(1);
+        if (args[0].kind == VAL_INT) return args[0];
+        /* A float outside int64 (or NaN) has no integer: converting it is undefined. */
+        if (!(args[0].f > -9223372036854775808.0 && args[0].f < 9223372036854775808.0)) {
+            perr(p, "int(%g): out of the integer range", args[0].f);
+            return v_int(0);
+        }
+        return v_int((int64_t)args[0].f);
+    }
     perr(p, "unknown function '%s'", fn);
     return v_int(0);
 #undef NEED
@@ -243,7 +279,8 @@ static Value unary(P *p) {
     if (accept(p, "-")) {
         Value v = unary(p);
         if (v.kind == VAL_STR) { perr(p, "cannot negate a string"); return v; }
-        return v.kind == VAL_INT ? v_int(-v.i) : v_float(-v.f);
+        if (v.kind == VAL_INT && !int_op(p, '-', 0, v.i, &v.i)) return v;
+        return v.kind == VAL_INT ? v : v_float(-v.f);
     }
     if (accept(p, "not") || accept(p, "!")) return v_int(!value_truthy(unary(p)));
     return primary(p);
@@ -262,17 +299,14 @@ static Value mul(P *p) {
         if (p->failed) return a;
         if (a.kind == VAL_STR || b.kind == VAL_STR) { perr(p, "arithmetic on a string"); return a; }
         if (a.kind == VAL_INT && b.kind == VAL_INT) {
-            if (op == '*') { a.i *= b.i; continue; }
-            if (b.i == 0) { perr(p, "division by zero"); return a; }
-            if (op == '/' && a.i % b.i != 0) {
+            if (op != '*' && b.i == 0) { perr(p, "division by zero"); return a; }
+            if (op == '/' && b.i != -1 && a.i % b.i != 0) {
                 /* Exact division is what shapes need; a silent floor would
                  * produce a program with the wrong shapes. */
                 perr(p, "%" PRId64 " is not divisible by %" PRId64, a.i, b.i);
                 return a;
             }
-            if (op == '%') a.i %= b.i;
-            else if (op == 'f') a.i = (a.i / b.i) - ((a.i % b.i != 0) && ((a.i < 0) != (b.i < 0)));
-            else a.i /= b.i;
+            if (!int_op(p, op, a.i, b.i, &a.i)) return a;
         } else {
             double x = as_f(a), y = as_f(b);
             if (op == '*') a = v_float(x * y);
@@ -298,8 +332,9 @@ static Value add(P *p) {
             continue;
         }
         if (a.kind == VAL_STR || b.kind == VAL_STR) { perr(p, "arithmetic on a string"); return a; }
-        if (a.kind == VAL_INT && b.kind == VAL_INT) a.i = op == '+' ? a.i + b.i : a.i - b.i;
-        else a = v_float(op == '+' ? as_f(a) + as_f(b) : as_f(a) - as_f(b));
+        if (a.kind == VAL_INT && b.kind == VAL_INT) {
+            if (!int_op(p, op, a.i, b.i, &a.i)) return a;
+        } else a = v_float(op == '+' ? as_f(a) + as_f(b) : as_f(a) - as_f(b));
     }
 }
 

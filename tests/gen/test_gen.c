@@ -196,6 +196,40 @@ TEST(expr_errors) {
     CHECK_STR(s = ev_err("phase == 1"), "t.xml:7: error: cannot compare string with int (in 'phase == 1')\n"); free(s);
 }
 
+/* Integer arithmetic is checked: a result outside int64 is a clear error,
+ * never a wrapped value or a SIGFPE (INT64_MIN / -1 traps on x86). */
+TEST(expr_overflow) {
+    char *s;
+    CHECK_STR(s = ev_err("(-9223372036854775807 - 1) / -1"),
+              "t.xml:7: error: integer overflow in -9223372036854775808 / -1 (in '(-9223372036854775807 - 1) / -1')\n");
+    free(s);
+    CHECK_STR(s = ev_err("(-9223372036854775807 - 1) // -1"),
+              "t.xml:7: error: integer overflow in -9223372036854775808 // -1 (in '(-9223372036854775807 - 1) // -1')\n");
+    free(s);
+    CHECK_STR(s = ev_err("9223372036854775807 + 1"),
+              "t.xml:7: error: integer overflow in 9223372036854775807 + 1 (in '9223372036854775807 + 1')\n");
+    free(s);
+    CHECK_STR(s = ev_err("-9223372036854775807 - 2"),
+              "t.xml:7: error: integer overflow in -9223372036854775807 - 2 (in '-9223372036854775807 - 2')\n");
+    free(s);
+    CHECK_STR(s = ev_err("4294967296 * 4294967296"),
+              "t.xml:7: error: integer overflow in 4294967296 * 4294967296 (in '4294967296 * 4294967296')\n");
+    free(s);
+    CHECK_STR(s = ev_err("-(-9223372036854775807 - 1)"),
+              "t.xml:7: error: integer overflow in 0 - -9223372036854775808 (in '-(-9223372036854775807 - 1)')\n");
+    free(s);
+    CHECK_STR(s = ev_err("align(9223372036854775807, 16)"),
+              "t.xml:7: error: integer overflow in 9223372036854775807 + 15 (in 'align(9223372036854775807, 16)')\n");
+    free(s);
+    CHECK_STR(s = ev_err("int(1e300)"), "t.xml:7: error: int(1e+300): out of the integer range (in 'int(1e300)')\n");
+    free(s);
+    /* The edges themselves are fine. */
+    CHECK_EQ_INT(ev_int("(-9223372036854775807 - 1) % -1"), 0);
+    CHECK_EQ_INT(ev_int("9223372036854775806 + 1"), INT64_MAX);
+    CHECK_EQ_INT(ev_int("(-9223372036854775807 - 1) / 1"), INT64_MIN);
+    CHECK_EQ_INT(ev_int("-9 / -1"), 9);
+}
+
 /* ---- API: names, listing, describe, canonical ---- */
 
 TEST(name_matching) {
@@ -815,6 +849,7 @@ int main(void) {
     RUN(expr_arithmetic);
     RUN(expr_values);
     RUN(expr_errors);
+    RUN(expr_overflow);
     RUN(name_matching);
     RUN(listing);
     RUN(describe);
