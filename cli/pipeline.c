@@ -113,6 +113,7 @@ static int direct_hit(Cache *c, const BuildRequest *req, const CacheKeyBuilder *
 int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink *d) {
     long long t_all = cli_now_ns(), t0 = t_all;
     memset(res, 0, sizeof *res);
+    if (req->hit_out) *req->hit_out = NULL;
     const char *weights = req->weights ? req->weights : "random:0";
     int rc = EXIT_SYSTEM;
     char *params = gen_config_canonical(req->config);
@@ -210,10 +211,12 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
         r = CACHE_ENOTFOUND; /* compile and replace it */
     }
     if (r == 0) {
+        /* The direct key is written with no hit held (a live hit stops the
+         * map from growing), and the caller gets a hit only on success:
+         * on any failure nothing is handed out, so nothing leaks. */
         res->artifact_bytes = cache_hit_info(hit)->bytes;
         res->checksummed = cache_hit_info(hit)->checked;
-        if (req->hit_out) *req->hit_out = hit;
-        else cache_hit_release(hit);
+        cache_hit_release(hit);
         res->outcome = BUILD_HIT_FULL;
         res->ms_lookup += cli_ms_since(t0);
         if ((r = cache_direct_put(c, &dkey, db.buf, db.len, &res->key)) != 0) {
@@ -221,7 +224,7 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
             goto out;
         }
         rc = EXIT_OK;
-        goto out;
+        goto read_back;
     }
     if (!CACHE_IS_MISS(r)) { cli_error("cache lookup failed: %s: %s", cache_strerror(r), cache_errmsg(c)); goto out; }
     res->ms_lookup += cli_ms_since(t0);
@@ -264,7 +267,9 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     tier_push(req->remote, c, &res->key, &dkey, db.buf, db.len);
     res->outcome = BUILD_MISS;
     rc = EXIT_OK;
-    if (req->hit_out && (r = cache_get(c, &res->key, fb.buf, fb.len, 0, req->hit_out)) != 0) {
+read_back: /* checked above (a hit) or just written (a miss): no checksum again */
+    if (req->hit_out && (r = cache_get(c, &res->key, fb.buf, fb.len, CACHE_GET_POPULATE, req->hit_out)) != 0) {
+        *req->hit_out = NULL;
         cli_error("cannot read back what was stored: %s: %s", cache_strerror(r), cache_errmsg(c));
         rc = EXIT_SYSTEM;
     }
