@@ -210,8 +210,7 @@ int npy_read(const void *bytes, size_t n, NpyArray *out, char *err, size_t errle
             return fail(NPY_EUNSUPPORTED, err, errlen, "big-endian dtype '%s' is not supported", descr);
         return fail(NPY_EUNSUPPORTED, err, errlen, "unsupported dtype '%s'", descr);
     }
-    if (fortran && out->rank > 1)
-        return fail(NPY_EUNSUPPORTED, err, errlen, "Fortran-order arrays are not supported (save with C order)");
+    out->fortran_order = fortran && out->rank > 1; /* rank 0 and 1: both orders are the same bytes */
     out->dtype = (NpyDType)dt;
 
     size_t count = 1, item = dtypes[dt].size;
@@ -261,17 +260,41 @@ int npy_open(NpyFile *f, const char *path, char *err, size_t errlen) {
     f->map = map;
     f->size = size;
     size_t item = npy_dtype_size(f->arr.dtype);
-    if ((uintptr_t)f->arr.data % item != 0) {
-        /* Legal but odd header padding: give consumers aligned data. */
+    if ((uintptr_t)f->arr.data % item != 0 || f->arr.fortran_order) {
+        /* Legal but odd header padding, or a Fortran-order array (np.save of
+         * a transposed array): give consumers aligned data in C order. */
         f->copy = malloc(f->arr.nbytes ? f->arr.nbytes : 1);
         if (!f->copy) {
             npy_close(f);
             return fail(NPY_ENOMEM, err, errlen, "%s: out of memory", path);
         }
-        memcpy(f->copy, f->arr.data, f->arr.nbytes);
+        npy_to_c_order(&f->arr, f->copy);
         f->arr.data = f->copy;
+        f->arr.fortran_order = false;
     }
     return NPY_OK;
+}
+
+void npy_to_c_order(const NpyArray *a, void *dst) {
+    size_t item = npy_dtype_size(a->dtype);
+    if (!a->fortran_order) { memcpy(dst, a->data, a->nbytes); return; }
+    if (a->count == 0) return;
+    /* Walk the C-order positions with an odometer over the indices; the
+     * element's Fortran offset moves by the stride of the index that ticks
+     * (the first index is the fastest in Fortran order). */
+    int64_t idx[NPY_MAX_RANK] = {0};
+    size_t fstride[NPY_MAX_RANK], off = 0;
+    for (int k = 0; k < a->rank; k++) fstride[k] = k ? fstride[k - 1] * (size_t)a->dims[k - 1] : 1;
+    const uint8_t *src = a->data;
+    uint8_t *out = dst;
+    for (size_t i = 0; i < a->count; i++) {
+        memcpy(out + i * item, src + off * item, item);
+        for (int k = a->rank - 1; k >= 0; k--) {
+            if (++idx[k] < a->dims[k]) { off += fstride[k]; break; }
+            off -= fstride[k] * (size_t)(a->dims[k] - 1);
+            idx[k] = 0;
+        }
+    }
 }
 
 void npy_close(NpyFile *f) {

@@ -11,6 +11,11 @@ for mode in 0 1 2; do
   expect_rc 0 "$MILC" run m$mode.milc --input x=x.npy -o out$mode --json
   expect_json "$OUT" "len(j['outputs']) >= 1"
 done
+# The same input saved in Fortran order (np.save of a transposed array) runs
+# to the same outputs.
+"$PY" -c "import numpy as np; x = np.load('x.npy'); np.save('xf.npy', np.asfortranarray(x)); assert np.load('xf.npy').flags.f_contiguous"
+expect_rc 0 "$MILC" run m2.milc --input x=xf.npy -o outf
+for f in out2/*.npy; do cmp -s "$f" "outf/${f#out2/}" && ok || fail "Fortran-order input: $f differs"; done
 "$PY" - <<'PYEOF' && ok || fail "modes disagree"
 import numpy as np, os
 names = sorted(os.listdir('out2'))

@@ -2,8 +2,9 @@
  *
  * The reader takes untrusted bytes: magic, version 1.0/2.0/3.0, the header
  * dict ('descr', 'fortran_order', 'shape'), sizes without overflow, and a
- * data section exactly shape-product × itemsize long.  Little-endian, C order
- * only.  The writer produces the same bytes as numpy.save.
+ * data section exactly shape-product × itemsize long.  Little-endian; C or
+ * Fortran order (npy_open hands out C order).  The writer produces the same
+ * bytes as numpy.save.
  * Errors are negative NpyStatus codes plus a message in the caller's buffer
  * (the runtime does not use the compiler's DiagSink). */
 #ifndef MILC_NPY_H
@@ -43,7 +44,8 @@ enum { NPY_MAX_RANK = 16 };
 typedef struct NpyArray {
     NpyDType dtype;
     int rank;                    /* 0 for a scalar */
-    int64_t dims[NPY_MAX_RANK];  /* [rank], C order */
+    int64_t dims[NPY_MAX_RANK];  /* [rank], outermost first (as numpy's shape) */
+    bool fortran_order;          /* data is in Fortran (column-major) order; only for rank >= 2 */
     size_t count;                /* product of dims (1 for rank 0) */
     size_t nbytes;               /* count * itemsize */
     const void *data;            /* nbytes, borrowed: see npy_read / npy_open */
@@ -64,9 +66,13 @@ const char *npy_strerror(int status);
  * err[errlen] (err may be NULL). */
 int npy_read(const void *bytes, size_t n, NpyArray *out, char *err, size_t errlen);
 
+/* a's elements in C (row-major) order into dst (a->nbytes): a copy when a is
+ * already in C order, else the transposition of its Fortran-order data. */
+void npy_to_c_order(const NpyArray *a, void *dst);
+
 /* A .npy file read into memory.  arr.data points into that buffer, valid
- * until npy_close; always aligned for the dtype (copied when the header
- * length leaves it misaligned). */
+ * until npy_close; always aligned for the dtype and in C order (copied when
+ * the header length leaves it misaligned, or the file is in Fortran order). */
 typedef struct NpyFile {
     NpyArray arr;
     void *map;      /* owned buffer (the whole file), or NULL */
