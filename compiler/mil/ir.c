@@ -273,6 +273,7 @@ IrFunction *ir_function_new(IrProgram *p, const char *name, const char *opset) {
     IrFunction *f = ARENA_NEW(p->arena, IrFunction);
     f->name = arena_strdup(p->arena, name);
     f->opset = arena_strdup(p->arena, opset);
+    f->opset_version = mil_opset_version(opset, strlen(opset));
     f->prog = p;
     p->funcs = grow(p->arena, p->funcs, &p->cap_funcs, p->nfuncs, sizeof(IrFunction *));
     p->funcs[p->nfuncs++] = f;

@@ -17,6 +17,27 @@ static const char *const op_sigs[] = {
 };
 _Static_assert(sizeof op_names / sizeof *op_names == OP_COUNT, "op table");
 
+int mil_opset_version(const char *s, size_t len) {
+    static const struct { const char *prefix; int offset; } forms[] = {{"ios", 0}, {"CoreML", 10}};
+    for (size_t f = 0; f < sizeof forms / sizeof *forms; f++) {
+        size_t n = strlen(forms[f].prefix);
+        if (len <= n || len > n + 2 || memcmp(s, forms[f].prefix, n) != 0) continue;
+        int v = 0;
+        for (size_t i = n; i < len; i++) {
+            if (s[i] < '0' || s[i] > '9') return 0;
+            v = v * 10 + (s[i] - '0');
+        }
+        v += forms[f].offset;
+        return v >= 15 && v <= 18 ? v : 0;
+    }
+    return 0;
+}
+
+const char *mil_opset_name(int version) {
+    static const char *const names[] = {"ios15", "ios16", "ios17", "ios18"};
+    return version >= 15 && version <= 18 ? names[version - 15] : "?";
+}
+
 const char *mil_op_name(IrOpKind k) { return (unsigned)k < OP_COUNT ? op_names[k] : "?"; }
 const char *mil_op_signature(IrOpKind k) { return (unsigned)k < OP_COUNT ? op_sigs[k] : ""; }
 

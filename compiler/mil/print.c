@@ -262,7 +262,12 @@ static void print_function(Out *o, const IrFunction *f) {
         puts_(o, " ");
         puts_(o, f->inputs[i]->name);
     }
-    puts_(o, ") {\n");
+    puts_(o, ")");
+    if (f->attr_text) {
+        puts_(o, " ");
+        puts_(o, f->attr_text);
+    }
+    puts_(o, " {\n");
     IR_FOR_EACH_OP(op, f) print_op(o, op);
     puts_(o, "    } -> (");
     for (int i = 0; i < f->noutputs; i++) {

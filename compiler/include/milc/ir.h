@@ -204,7 +204,9 @@ struct IrOp {
 
 struct IrFunction {
     const char *name;
-    const char *opset; /* "ios18" */
+    const char *opset; /* "ios18" (CoreML8 is read as ios18) */
+    int opset_version; /* 15..18, 0 if the opset is unknown */
+    const char *attr_text; /* "[FlexibleShapeInformation = ...]" as written, or NULL */
     SrcLoc loc;
     IrValue **inputs;
     int ninputs, cap_inputs;

@@ -95,6 +95,11 @@ typedef struct MilArgSpec {
     char def[MIL_ARG_DEFAULT_MAX]; /* default as text, "" if none */
 } MilArgSpec;
 
+/* The opset a function tag names: "ios15".."ios18" or "CoreML5".."CoreML8"
+ * (the same opsets) give 15..18; anything else 0. */
+int mil_opset_version(const char *s, size_t len);
+const char *mil_opset_name(int version); /* 15 -> "ios15" */
+
 const char *mil_op_name(IrOpKind k);
 const char *mil_op_signature(IrOpKind k);
 /* The op called name (len bytes); false if no such op. */
