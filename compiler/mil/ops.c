@@ -84,6 +84,7 @@ int mil_op_args(IrOpKind k, MilArgSpec *out, int max) {
             else if (*p == '!') s->is_const = true;
             else if (*p == '?') s->optional = true;
             else if (*p == '*') s->tuple = true;
+            else if (*p == '@') s->axis = p[1] == '+' || p[1] == '^' ? *++p : '@';
             else if (*p == '=') {
                 const char *d = ++p;
                 while (*p && *p != ' ') p++;

@@ -1148,5 +1148,7 @@ IrProgram *mil_parse(Arena *a, DiagSink *d, const char *file, const char *text, 
     free(P.chunks);
     free(P.scope);
     freelocale(P.c_locale);
-    return P.failed ? NULL : P.prog;
+    if (P.failed) return NULL;
+    mil_normalize_axes(P.prog);
+    return P.prog;
 }

@@ -12,6 +12,10 @@
  *   FLAGS  ! must be constant (a const value or an inline literal)
  *          ? optional (otherwise required)
  *          * a tuple of values, e.g. concat's values = (a, b, c)
+ *          @ an axis (or axes, or a permutation) of the first argument: -k
+ *            means rank - k and is made non-negative when the IR is built
+ *            (axes.c); @+ counts against rank + 1 (stack), @^ against rank +
+ *            the number of axes given (expand_dims)
  *   =DEFAULT the value when absent, as text: a number, false, a mode string,
  *          or a word: zeros, ones (per-dim 1s), all (every axis).
  * Arguments come from coremltools' op definitions (iOS15..iOS18).
@@ -24,7 +28,7 @@
 
 #define MILC_UNARY_FLOAT "x:T"
 #define MILC_BINARY "x:A y:A"
-#define MILC_REDUCE "x:A axes:int32#1!?=all keep_dims:bool#0!?=false"
+#define MILC_REDUCE "x:A axes:int32#1!@?=all keep_dims:bool#0!?=false"
 
 /* X(ENUM, "mil name", "signature", shape rule) */
 #define MILC_OPS(X)                                                                            \
@@ -47,28 +51,28 @@
     X(SIGMOID, "sigmoid", MILC_UNARY_FLOAT, same)                                              \
     X(SILU, "silu", MILC_UNARY_FLOAT, same)                                                    \
     X(GELU, "gelu", "x:T mode:string#0!?=EXACT", gelu)                                         \
-    X(SOFTMAX, "softmax", "x:T axis:int32#0!?=-1", softmax)                                    \
+    X(SOFTMAX, "softmax", "x:T axis:int32#0!@?=-1", softmax)                                    \
     X(REDUCE_MEAN, "reduce_mean", MILC_REDUCE, reduce)                                         \
     X(REDUCE_SUM, "reduce_sum", MILC_REDUCE, reduce)                                           \
     X(REDUCE_MAX, "reduce_max", MILC_REDUCE, reduce)                                           \
     X(LAYER_NORM, "layer_norm",                                                                \
-      "x:T axes:int32#1!?=all gamma:T!? beta:T!? epsilon:T#0!?=1e-5", layer_norm)              \
+      "x:T axes:int32#1!@?=all gamma:T!? beta:T!? epsilon:T#0!?=1e-5", layer_norm)              \
     X(RESHAPE, "reshape", "x:A shape:int32#1", reshape)                                        \
-    X(TRANSPOSE, "transpose", "x:A perm:int32#1!", transpose)                                  \
-    X(CONCAT, "concat", "values:A* axis:int32#0! interleave:bool#0!?=false", concat)           \
-    X(SPLIT, "split", "x:A num_splits:int32#0!? split_sizes:int32#1!? axis:int32#0!", split)   \
+    X(TRANSPOSE, "transpose", "x:A perm:int32#1!@", transpose)                                  \
+    X(CONCAT, "concat", "values:A* axis:int32#0!@ interleave:bool#0!?=false", concat)           \
+    X(SPLIT, "split", "x:A num_splits:int32#0!? split_sizes:int32#1!? axis:int32#0!@", split)   \
     X(SLICE_BY_INDEX, "slice_by_index",                                                        \
       "x:A begin:int32#1 end:int32#1 stride:int32#1!?=ones begin_mask:bool#1!?=false "         \
       "end_mask:bool#1!?=false squeeze_mask:bool#1!?=false",                                   \
       slice_by_index)                                                                          \
     X(SLICE_BY_SIZE, "slice_by_size", "x:A begin:int32#1 size:int32#1!", slice_by_size)        \
     X(GATHER, "gather",                                                                        \
-      "x:A indices:I axis:int32#0!?=0 batch_dims:int32#0!?=0 validate_indices:bool#0!?=false", \
+      "x:A indices:I axis:int32#0!@?=0 batch_dims:int32#0!?=0 validate_indices:bool#0!?=false", \
       gather)                                                                                  \
     X(CAST, "cast", "x:A dtype:string#0!", cast)                                               \
     X(BAND_PART, "band_part", "x:A lower:int32#0!?=-1 upper:int32#0!?=-1", band_part)          \
-    X(EXPAND_DIMS, "expand_dims", "x:A axes:int32#1!", expand_dims)                            \
-    X(SQUEEZE, "squeeze", "x:A axes:int32#1!?=all", squeeze)                                   \
+    X(EXPAND_DIMS, "expand_dims", "x:A axes:int32#1!@^", expand_dims)                            \
+    X(SQUEEZE, "squeeze", "x:A axes:int32#1!@?=all", squeeze)                                   \
     X(TILE, "tile", "x:A reps:int32#1", tile)                                                  \
     X(SELECT, "select", "cond:bool a:A b:A", select)                                           \
     X(SCALED_DOT_PRODUCT_ATTENTION, "scaled_dot_product_attention",                            \
@@ -92,6 +96,7 @@ typedef struct MilArgSpec {
     bool is_const; /* must be a const value or an inline literal */
     bool optional;
     bool tuple;
+    char axis; /* 0, or '@' '+' '^': an axis argument and what its rank is */
     char def[MIL_ARG_DEFAULT_MAX]; /* default as text, "" if none */
 } MilArgSpec;
 
