@@ -786,6 +786,159 @@ static void infer_sdpa(OpCtx *x) {
     o->dims[r - 1] = v->dims[r - 1];
 }
 
+/* Comparisons and logical ops: broadcast, then bool. */
+static void infer_compare(OpCtx *x) {
+    infer_broadcast(x);
+    if (x->ok && x->nout == 1) x->out[0].dtype = IR_DT_BOOL;
+}
+
+/* prelu, softplus_parametric: one alpha (and beta) per channel of [B, C, *]. */
+static void infer_prelu(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    char s1[256];
+    if (t->rank < 3) { ERR("'x' must be [B, C, *] (rank >= 3), not rank %d", t->rank); return; }
+    for (int i = 1; i < x->nspecs; i++) {
+        const IrType *a = x->args[i] ? type_of(x, x->specs[i].name) : NULL;
+        if (a && !dims_match(a->dims[0], t->dims[1])) {
+            ERR("'%s' %s must have one value per channel of 'x' (%lld)", x->specs[i].name,
+                fmt_dims(a->dims, a->rank, s1, sizeof s1), (long long)t->dims[1]);
+            return;
+        }
+        const IrLiteral *l = x->op->kind == OP_PRELU && (t->rank == 3 || t->rank == 5) ? const_of(x, x->specs[i].name) : NULL;
+        for (size_t k = 1; l && k < l->count; k++)
+            if (ir_lit_f64(l, k) != ir_lit_f64(l, 0)) {
+                ERR("'alpha' must hold one value repeated when 'x' has rank %d (per-channel alphas need rank 4)", t->rank);
+                return;
+            }
+    }
+    infer_same(x);
+}
+
+/* reduce_argmax / reduce_argmin: one axis, integer indices. */
+static void infer_reduce_arg(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    int64_t axis, a, d[MAX_RANK];
+    IrDType dt = IR_DT_INT32;
+    if (!rank_at_most(x, "x", t) || !int_of(x, "axis", -1, &axis)) return;
+    if (t->rank == 0) { ERR("'x' must have rank >= 1"); return; }
+    if (!norm_axis(x, "axis", axis, t->rank, &a)) return;
+    const IrLiteral *od = const_of(x, "output_dtype");
+    if (od) {
+        const char *s = ir_lit_str(od, 0);
+        if (!s || !ir_dtype_from_name(s, strlen(s), &dt) || (dt != IR_DT_INT32 && dt != IR_DT_UINT16)) {
+            ERR("'output_dtype' must be \"int32\" or \"uint16\", not \"%s\"", s ? s : "");
+            return;
+        }
+    }
+    bool keep = bool_of(x, "keep_dims");
+    int r = 0;
+    for (int i = 0; i < t->rank; i++)
+        if (i != a) d[r++] = t->dims[i];
+        else if (keep) d[r++] = 1;
+    set_out(x, 0, dt, r, d);
+}
+
+/* l2_norm: normalises over every dim but the batch; x needs rank >= 3. */
+static void infer_l2_norm(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    if (t->rank < 3) { ERR("'x' must have rank >= 3, not %d", t->rank); return; }
+    infer_same(x);
+}
+
+/* Constant int vector argument name with n entries into v (dflt when absent). */
+static bool spatial_vec(OpCtx *x, const char *name, int n, int64_t dflt, int64_t min, int64_t *v) {
+    for (int i = 0; i < n; i++) v[i] = dflt;
+    if (!arg_of(x, name)) return true;
+    int64_t w[MAX_RANK];
+    int got = ints_of(x, name, w);
+    if (got != n) {
+        ERR("'%s' must have %d values, not %d", name, n, got);
+        return false;
+    }
+    for (int i = 0; i < n; i++) {
+        if (w[i] < min) { ERR("'%s' values must be >= %lld", name, (long long)min); return false; }
+        v[i] = w[i];
+    }
+    return true;
+}
+
+/* max_pool, avg_pool, l2_pool: x [N, C, *spatial] with 1 to 3 spatial dims. */
+static void infer_pool(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    int64_t k[MAX_RANK], st[MAX_RANK], pad[MAX_RANK];
+    if (t->rank < 3 || t->rank > 5) { ERR("'x' must be [N, C, *spatial] with 1 to 3 spatial dims (rank 3 to 5), not rank %d", t->rank); return; }
+    int ns = t->rank - 2;
+    if (!spatial_vec(x, "kernel_sizes", ns, 1, 1, k) || !spatial_vec(x, "strides", ns, 1, 1, st) ||
+        !spatial_vec(x, "pad", 2 * ns, 0, 0, pad))
+        return;
+    const IrLiteral *pt = const_of(x, "pad_type");
+    const char *mode = pt ? ir_lit_str(pt, 0) : "valid";
+    bool custom = strcmp(mode, "custom") == 0, same = strcmp(mode, "same") == 0 || strcmp(mode, "same_lower") == 0;
+    if (!custom && !same && strcmp(mode, "valid") != 0) {
+        ERR("unknown pad_type \"%s\" (valid, same, same_lower, custom)", mode);
+        return;
+    }
+    bool ceil_mode = bool_of(x, "ceil_mode");
+    int opset = x->op->fn ? x->op->fn->opset_version : 0;
+    if (opset == 15 && strcmp(mode, "same_lower") == 0) { ERR("pad_type \"same_lower\" needs opset ios16 or later"); return; }
+    if (strcmp(x->opname, "l2_pool") == 0 && ns > 2) { ERR("l2_pool pools 1 or 2 spatial dims, not %d", ns); return; }
+    if (ceil_mode) {
+        if (ns > 2) { ERR("'ceil_mode' works for 1-D and 2-D pooling only, not 3-D"); return; }
+        if (strcmp(mode, "same") == 0) { ERR("'ceil_mode' must be false with pad_type \"same\""); return; }
+        for (int i = 0; arg_of(x, "pad") && i < ns; i++)
+            if (pad[2 * i] != pad[2 * i + 1]) { ERR("'pad' must be symmetric when 'ceil_mode' is true"); return; }
+    }
+    IrType *o = set_out(x, 0, t->dtype, t->rank, t->dims);
+    for (int i = 0; i < ns; i++) {
+        int64_t d = t->dims[2 + i], s = st[i], od;
+        if (!dim_known(d)) continue;
+        /* Total padding: what "same" needs to give ceil(d / s) windows, the custom pads, or none. */
+        int64_t p = same ? sat_add(sat_mul(s, d / s + (d % s != 0)) - d, k[i] - s) : custom ? sat_add(pad[2 * i], pad[2 * i + 1]) : 0;
+        if (p < 0) p = 0;
+        int64_t span = sat_add(d, p) - k[i];
+        if (!ceil_mode) od = span >= 0 ? span / s + 1 : -((-span + s - 1) / s) + 1;
+        else {
+            od = (span + s - 1 >= 0 ? (span + s - 1) / s : -((-(span + s - 1) + s - 1) / s)) + 1;
+            if (p > 0 && (od - 1) * s >= d + p / 2) od--; /* the last window would start in the padding */
+        }
+        if (od <= 0) {
+            ERR("kernel %lld is larger than the padded input %lld in spatial dim %d", (long long)k[i], (long long)sat_add(d, p), i);
+            return;
+        }
+        o->dims[2 + i] = od;
+    }
+}
+
+static void infer_shape(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    int64_t r = t->rank;
+    set_out(x, 0, IR_DT_INT32, 1, &r);
+}
+
+/* stack: every value the same shape; a new axis of length count. */
+static void infer_stack(OpCtx *x) {
+    IrArg *vals = arg_of(x, "values");
+    char s1[256], s2[256];
+    if (vals->nitems < 1) { ERR("'values' is empty"); return; }
+    const IrType *t0 = &vals->items[0]->type;
+    int64_t axis, a, d[MAX_RANK];
+    if (!rank_at_most(x, "values", t0) || !int_of(x, "axis", 0, &axis)) return;
+    if (t0->rank + 1 > MAX_RANK) { ERR("result rank too large"); return; }
+    if (!norm_axis(x, "axis", axis, t0->rank + 1, &a)) return;
+    for (int i = 1; i < vals->nitems; i++) {
+        const IrType *t = &vals->items[i]->type;
+        bool ok = t->rank == t0->rank;
+        for (int k = 0; ok && k < t->rank; k++) ok = dims_match(t->dims[k], t0->dims[k]);
+        if (!ok) {
+            ERR("'%s' %s and '%s' %s must have the same shape", vals->items[i]->name, fmt_dims(t->dims, t->rank, s1, sizeof s1),
+                vals->items[0]->name, fmt_dims(t0->dims, t0->rank, s2, sizeof s2));
+            return;
+        }
+    }
+    for (int i = 0, k = 0; i <= t0->rank; i++) d[i] = i == a ? vals->nitems : t0->dims[k++];
+    set_out(x, 0, t0->dtype, t0->rank + 1, d);
+}
+
 typedef void (*InferFn)(OpCtx *);
 static const InferFn infer_fns[] = {
 #define X(e, n, sig, rule) infer_##rule,
@@ -796,14 +949,29 @@ _Static_assert(sizeof infer_fns / sizeof *infer_fns == OP_COUNT, "a shape rule p
 
 /* ---- signature checks ---- */
 
-static const char *group_text(char g) {
-    return g == 'T' || g == 'U' ? "fp16 or fp32" : g == 'I' ? "an integer type" : "a numeric or bool dtype";
+/* "fp16 or fp32", "fp16, fp32 or int32": the dtypes a domain mask allows. */
+static const char *domain_text(unsigned m, char *buf, size_t size) {
+    int n = 0, total = __builtin_popcount(m);
+    buf[0] = 0;
+    if (!m) return "a numeric or bool dtype";
+    for (int d = 0; d < IR_DT_COUNT; d++) {
+        if (!(m & 1u << d)) continue;
+        size_t len = strlen(buf);
+        snprintf(buf + len, size - len, "%s%s", n == 0 ? "" : n == total - 1 ? " or " : ", ", ir_dtype_name((IrDType)d));
+        n++;
+    }
+    return buf;
 }
 
-static bool group_allows(char g, IrDType dt) {
-    if (g == 'T' || g == 'U') return dt == IR_DT_FP16 || dt == IR_DT_FP32;
-    if (g == 'I') return ir_dtype_is_int(dt);
-    return dt != IR_DT_STRING; /* no op of the table takes string tensors as data */
+static bool domain_allows(unsigned m, IrDType dt) {
+    if (!m) return dt != IR_DT_STRING; /* no op of the table takes string tensors as data */
+    return (m & 1u << dt) != 0;
+}
+
+/* The domain of spec s in the opset of x's function (ios18 when unknown). */
+static unsigned domain_of(const OpCtx *x, const MilArgSpec *s) {
+    int v = x->op->fn ? x->op->fn->opset_version : 0;
+    return s->domain[v >= 15 && v <= 18 ? v - 15 : 3];
 }
 
 static bool arg_is_const(const IrArg *a) {
@@ -823,9 +991,13 @@ static void check_arg_type(OpCtx *x, const MilArgSpec *s, const IrArg *a, const 
         return;
     }
     if (s->group) {
-        int g = s->group - 'A';
-        if (!group_allows(s->group, t->dtype)) {
-            op_error(x, a->loc, "argument '%s' must be %s, not %s", what, group_text(s->group), ir_dtype_name(t->dtype));
+        int opset = x->op->fn ? x->op->fn->opset_version : 0;
+        int g = (s->old_group && opset && opset < s->old_until ? s->old_group : s->group) - 'A';
+        unsigned dom = domain_of(x, s);
+        if (!domain_allows(dom, t->dtype)) {
+            char db[160];
+            op_error(x, a->loc, "argument '%s' must be %s, not %s", what, domain_text(dom, db, sizeof db),
+                     ir_dtype_name(t->dtype));
             return;
         }
         if (!first[g]) {
@@ -849,12 +1021,23 @@ static void check_op(Checker *c, IrOp *op) {
     x.ok = true;
     x.opname = mil_op_name(op->kind);
     x.nspecs = mil_op_args(op->kind, x.specs, MIL_MAX_OP_ARGS);
+    int opset = op->fn ? op->fn->opset_version : 0;
+    if (opset && opset < mil_op_since(op->kind)) {
+        op_error(&x, op->loc, "needs opset ios%d or later; function '%s' is %s", mil_op_since(op->kind), op->fn->name,
+                 op->fn->opset);
+        return;
+    }
     for (int i = 0; i < op->nargs; i++) {
         IrArg *a = &op->args[i];
         int k = -1;
         for (int j = 0; j < x.nspecs; j++)
             if (strcmp(x.specs[j].name, a->name) == 0) k = j;
         if (k < 0) { op_error(&x, a->loc, "unknown argument '%s'", a->name); continue; }
+        if (opset && opset < x.specs[k].since) {
+            op_error(&x, a->loc, "argument '%s' needs opset ios%d or later; function '%s' is %s", a->name,
+                     x.specs[k].since, op->fn->name, op->fn->opset);
+            continue;
+        }
         if (x.args[k]) { op_error(&x, a->loc, "duplicate argument '%s'", a->name); continue; }
         x.args[k] = a;
         if (a->kind == IR_ARG_LITERAL && a->lit->kind == IR_LIT_BLOBFILE) check_blobfile(c, a->lit);

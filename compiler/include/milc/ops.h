@@ -8,6 +8,8 @@
  *          have the same dtype.  T, U: fp16 or fp32.  A, B: any dtype.
  *          I: any integer dtype.  Or a fixed dtype (int32, bool, string), or
  *          `any` (no constraint, no group).
+ *          A letter may carry its dtypes in braces, with dtypes an opset adds
+ *          after ';': T{fp16,fp32,int32;17:int8,uint8} (the DOM_* macros).
  *   #RANK  #0 scalar, #1 rank 1 (otherwise any rank; the shape rule checks).
  *   FLAGS  ! must be constant (a const value or an inline literal)
  *          ? optional (otherwise required)
@@ -16,8 +18,11 @@
  *            means rank - k and is made non-negative when the IR is built
  *            (axes.c); @+ counts against rank + 1 (stack), @^ against rank +
  *            the number of axes given (expand_dims)
+ *          >NN the argument exists from opset iosNN on
+ *          %GNN before opset iosNN the argument is in group G instead
  *   =DEFAULT the value when absent, as text: a number, false, a mode string,
  *          or a word: zeros, ones (per-dim 1s), all (every axis).
+ * A signature may start with >NN: the op exists from opset iosNN on.
  * Arguments come from coremltools' op definitions (iOS15..iOS18).
  */
 #ifndef MILC_OPS_H
@@ -26,9 +31,28 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* Dtype domains (coremltools' type domains; `;17:` adds dtypes from ios17 on). */
+#define DOM_N "{fp16,fp32,int32}"
+#define DOM_DATA "{bool,fp16,fp32,int32;17:int8,int16,uint8,uint16}"
+#define DOM_DATA15 "{bool,fp16,fp32,int32}"
+#define DOM_GATHER "{fp16,fp32,int32;17:int8,int16,uint8,uint16}"
+#define DOM_INDEX "{int32;16:int16,uint16;17:int8,uint8}"
+#define DOM_Q "{int8,uint8}"
+
 #define MILC_UNARY_FLOAT "x:T"
-#define MILC_BINARY "x:A y:A"
-#define MILC_REDUCE "x:A axes:int32#1!@?=all keep_dims:bool#0!?=false"
+#define MILC_UNARY_NUM "x:T" DOM_N
+#define MILC_BINARY "x:A" DOM_N " y:A" DOM_N
+#define MILC_COMPARE "x:A" DOM_N " y:A" DOM_N
+#define MILC_LOGICAL "x:L{bool} y:L{bool}"
+#define MILC_ACT1 "x:T alpha:U#0!%T17"
+#define MILC_ACT2 "x:T alpha:U#0!%T17 beta:U#0!%T17"
+#define MILC_REDUCE "x:A" DOM_N " axes:int32#1!@?=all keep_dims:bool#0!?=false"
+#define MILC_REDUCE_ARG "x:A" DOM_N " axis:int32#0!@?=-1 keep_dims:bool#0!?=false output_dtype:string#0!?>17=int32"
+#define MILC_POOL                                                                              \
+    "x:T kernel_sizes:int32#1! strides:int32#1!?=ones pad_type:string#0! pad:int32#1!?=zeros " \
+    "ceil_mode:bool#0!?=false"
+#define MILC_RANDOM_SHAPE "shape:int32#1 seed:int32#0!?=-1"
+#define MILC_SCATTER_MODE "mode:string#0!?=add validate_indices:bool#0!?>17=false"
 
 /* X(ENUM, "mil name", "signature", shape rule) */
 #define MILC_OPS(X)                                                                            \
@@ -43,8 +67,8 @@
     X(SUB, "sub", MILC_BINARY, broadcast)                                                      \
     X(MUL, "mul", MILC_BINARY, broadcast)                                                      \
     X(REAL_DIV, "real_div", MILC_BINARY, broadcast)                                            \
-    X(POW, "pow", "x:T y:T", broadcast)                                                        \
-    X(RSQRT, "rsqrt", "x:T epsilon:T#0!?=1e-12", same)                                         \
+    X(POW, "pow", MILC_BINARY, broadcast)                                                      \
+    X(RSQRT, "rsqrt", "x:T epsilon:U#0!?%T17=1e-12", same)                                         \
     X(SQRT, "sqrt", MILC_UNARY_FLOAT, same)                                                    \
     X(EXP, "exp", MILC_UNARY_FLOAT, same)                                                      \
     X(TANH, "tanh", MILC_UNARY_FLOAT, same)                                                    \
@@ -67,7 +91,8 @@
       slice_by_index)                                                                          \
     X(SLICE_BY_SIZE, "slice_by_size", "x:A begin:int32#1 size:int32#1!", slice_by_size)        \
     X(GATHER, "gather",                                                                        \
-      "x:A indices:I axis:int32#0!@?=0 batch_dims:int32#0!?=0 validate_indices:bool#0!?=false", \
+      "x:A" DOM_GATHER " indices:I" DOM_INDEX " axis:int32#0!@?=0 batch_dims:int32#0!?>16=0 "   \
+      "validate_indices:bool#0!?>17=false",                                                    \
       gather)                                                                                  \
     X(CAST, "cast", "x:A dtype:string#0!", cast)                                               \
     X(BAND_PART, "band_part", "x:A lower:int32#0!?=-1 upper:int32#0!?=-1", band_part)          \
@@ -76,7 +101,78 @@
     X(TILE, "tile", "x:A reps:int32#1", tile)                                                  \
     X(SELECT, "select", "cond:bool a:A b:A", select)                                           \
     X(SCALED_DOT_PRODUCT_ATTENTION, "scaled_dot_product_attention",                            \
-      "query:T key:T value:T attn_mask:any?", sdpa)
+      ">18 query:T key:T value:T attn_mask:any?", sdpa)                                        \
+    MILC_OPS_MORE(X)
+
+/* Elementwise unary, activations, binary, comparison and logical ops. */
+#define MILC_OPS_ELEMENTWISE(X)                                                                \
+    X(ABS, "abs", MILC_UNARY_NUM, same)                                                        \
+    X(ACOS, "acos", MILC_UNARY_FLOAT, same)                                                    \
+    X(ASIN, "asin", MILC_UNARY_FLOAT, same)                                                    \
+    X(ATAN, "atan", MILC_UNARY_FLOAT, same)                                                    \
+    X(ATANH, "atanh", MILC_UNARY_FLOAT, same)                                                  \
+    X(CEIL, "ceil", MILC_UNARY_FLOAT, same)                                                    \
+    X(COS, "cos", MILC_UNARY_FLOAT, same)                                                      \
+    X(COSH, "cosh", MILC_UNARY_FLOAT, same)                                                    \
+    X(ERF, "erf", MILC_UNARY_FLOAT, same)                                                      \
+    X(EXP2, "exp2", MILC_UNARY_NUM, same)                                                      \
+    X(FLOOR, "floor", MILC_UNARY_FLOAT, same)                                                  \
+    X(INVERSE, "inverse", "x:T epsilon:U#0!?%T17=1e-4", same)                                      \
+    X(LOG, "log", "x:T epsilon:U#0!?%T17=1e-45", same)                                             \
+    X(ROUND, "round", MILC_UNARY_FLOAT, same)                                                  \
+    X(SIGN, "sign", MILC_UNARY_NUM, same)                                                      \
+    X(SIN, "sin", MILC_UNARY_FLOAT, same)                                                      \
+    X(SINH, "sinh", MILC_UNARY_FLOAT, same)                                                    \
+    X(SQUARE, "square", MILC_UNARY_NUM, same)                                                  \
+    X(TAN, "tan", MILC_UNARY_FLOAT, same)                                                      \
+    X(RELU, "relu", MILC_UNARY_FLOAT, same)                                                    \
+    X(RELU6, "relu6", MILC_UNARY_FLOAT, same)                                                  \
+    X(SOFTPLUS, "softplus", MILC_UNARY_FLOAT, same)                                            \
+    X(SOFTSIGN, "softsign", MILC_UNARY_FLOAT, same)                                            \
+    X(CLIP, "clip", "x:T alpha:T#0! beta:T#0!", same)                                          \
+    X(THRESHOLD, "threshold", "x:T" DOM_N " alpha:T" DOM_N "#0!", same)                        \
+    X(THRESHOLDED_RELU, "thresholded_relu", MILC_ACT1, same)                                   \
+    X(ELU, "elu", MILC_ACT1, same)                                                             \
+    X(LEAKY_RELU, "leaky_relu", MILC_ACT1, same)                                               \
+    X(CLAMPED_RELU, "clamped_relu", MILC_ACT2, same)                                           \
+    X(LINEAR_ACTIVATION, "linear_activation", MILC_ACT2, same)                                 \
+    X(SCALED_TANH, "scaled_tanh", MILC_ACT2, same)                                             \
+    X(SIGMOID_HARD, "sigmoid_hard", MILC_ACT2, same)                                           \
+    X(PRELU, "prelu", "x:T alpha:U#1!%T17", prelu)                                                 \
+    X(SOFTPLUS_PARAMETRIC, "softplus_parametric", "x:T alpha:U#1!%T17 beta:U#1!%T17", prelu)           \
+    X(FLOOR_DIV, "floor_div", MILC_BINARY, broadcast)                                          \
+    X(MAXIMUM, "maximum", MILC_BINARY, broadcast)                                              \
+    X(MINIMUM, "minimum", MILC_BINARY, broadcast)                                              \
+    X(MOD, "mod", MILC_BINARY, broadcast)                                                      \
+    X(EQUAL, "equal", MILC_COMPARE, compare)                                                   \
+    X(NOT_EQUAL, "not_equal", MILC_COMPARE, compare)                                           \
+    X(GREATER, "greater", MILC_COMPARE, compare)                                               \
+    X(GREATER_EQUAL, "greater_equal", MILC_COMPARE, compare)                                   \
+    X(LESS, "less", MILC_COMPARE, compare)                                                     \
+    X(LESS_EQUAL, "less_equal", MILC_COMPARE, compare)                                         \
+    X(LOGICAL_AND, "logical_and", MILC_LOGICAL, compare)                                       \
+    X(LOGICAL_OR, "logical_or", MILC_LOGICAL, compare)                                         \
+    X(LOGICAL_XOR, "logical_xor", MILC_LOGICAL, compare)                                       \
+    X(LOGICAL_NOT, "logical_not", "x:bool", same)
+
+/* Reductions, normalizations, pooling and tensor ops. */
+#define MILC_OPS_MORE(X)                                                                       \
+    MILC_OPS_ELEMENTWISE(X)                                                                    \
+    X(REDUCE_MIN, "reduce_min", MILC_REDUCE, reduce)                                           \
+    X(REDUCE_PROD, "reduce_prod", MILC_REDUCE, reduce)                                         \
+    X(REDUCE_L1_NORM, "reduce_l1_norm", MILC_REDUCE, reduce)                                   \
+    X(REDUCE_L2_NORM, "reduce_l2_norm", MILC_REDUCE, reduce)                                   \
+    X(REDUCE_LOG_SUM, "reduce_log_sum", MILC_REDUCE, reduce)                                   \
+    X(REDUCE_LOG_SUM_EXP, "reduce_log_sum_exp", MILC_REDUCE, reduce)                           \
+    X(REDUCE_SUM_SQUARE, "reduce_sum_square", MILC_REDUCE, reduce)                             \
+    X(REDUCE_ARGMAX, "reduce_argmax", MILC_REDUCE_ARG, reduce_arg)                             \
+    X(REDUCE_ARGMIN, "reduce_argmin", MILC_REDUCE_ARG, reduce_arg)                             \
+    X(L2_NORM, "l2_norm", "x:T epsilon:U#0!?%T17=1e-6", l2_norm)                                   \
+    X(MAX_POOL, "max_pool", MILC_POOL, pool)                                                   \
+    X(AVG_POOL, "avg_pool", MILC_POOL " exclude_padding_from_average:bool#0!?=false", pool)    \
+    X(L2_POOL, "l2_pool", MILC_POOL, pool)                                                     \
+    X(SHAPE, "shape", "x:A" DOM_DATA15, shape)                                                 \
+    X(STACK, "stack", "values:A* axis:int32#0!@+", stack)
 
 typedef enum IrOpKind {
 #define X(e, n, sig, rule) OP_##e,
@@ -90,13 +186,17 @@ enum { MIL_MAX_OP_ARGS = 16, MIL_ARG_NAME_MAX = 24, MIL_ARG_DEFAULT_MAX = 16 };
 /* One argument of an op signature, decoded. */
 typedef struct MilArgSpec {
     char name[MIL_ARG_NAME_MAX];
-    char group;    /* 'T' 'U' 'A' 'B' 'I', or 0 when dtype or `any` applies */
+    char group;    /* an uppercase letter, or 0 when dtype or `any` applies */
+    unsigned domain[4]; /* group's dtypes (1u << IrDType) in opsets ios15..ios18; 0: any */
     int dtype;     /* a fixed IrDType, or -1 */
     int rank;      /* 0 scalar, 1 vector, -1 any */
     bool is_const; /* must be a const value or an inline literal */
     bool optional;
     bool tuple;
     char axis; /* 0, or '@' '+' '^': an axis argument and what its rank is */
+    int since; /* first opset (15..18) with this argument */
+    char old_group; /* the group before opset old_until (0: none) */
+    int old_until;
     char def[MIL_ARG_DEFAULT_MAX]; /* default as text, "" if none */
 } MilArgSpec;
 
@@ -111,6 +211,8 @@ const char *mil_op_signature(IrOpKind k);
 bool mil_op_lookup(const char *name, size_t len, IrOpKind *out);
 /* Decode k's signature into out[max]; returns the argument count. */
 int mil_op_args(IrOpKind k, MilArgSpec *out, int max);
+/* The first opset (15..18) that has op k. */
+int mil_op_since(IrOpKind k);
 /* The spec of argument name of op k; false if the op has no such argument. */
 bool mil_op_arg_spec(IrOpKind k, const char *name, MilArgSpec *out);
 
