@@ -65,3 +65,11 @@ x = np.array([[1, 2, 3]], np.float64); e = np.exp(x - x.max()); ref = e / e.sum(
 got = np.load('s$mode/z.npy').astype(np.float64)
 assert np.abs(got - ref).max() <= 1e-3 * np.abs(ref).max(), (got, ref)" && ok || fail "program10 softmax mode $mode"
 done
+
+# An op that checks but that the CPU backend does not lower: a clean refusal
+# naming the op (exit 1), in every mode.
+for mode in 0 1 2; do
+  expect_rc 0 "$MILC" check "$SRC/tests/cli/data/unlowered_op.mil"
+  expect_rc 1 "$MILC" compile "$SRC/tests/cli/data/unlowered_op.mil" --mode $mode -o u$mode.milc
+  expect_in "$ERR" "op relu is not supported by the cpu backend yet"
+done
