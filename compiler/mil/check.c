@@ -344,6 +344,10 @@ static void infer_conv(OpCtx *x) {
         ERR("unknown pad_type \"%s\" (valid, same, same_lower, custom)", mode);
         return;
     }
+    if (x->op->fn && x->op->fn->opset_version == 15 && strcmp(mode, "same_lower") == 0) {
+        ERR("pad_type \"same_lower\" needs opset ios16 or later");
+        return;
+    }
     IrType *o = set_out(x, 0, t->dtype, t->rank, t->dims);
     o->dims[1] = cout;
     for (int i = 0; i < ns; i++) {
@@ -683,8 +687,13 @@ static void infer_cast(OpCtx *x) {
     const IrLiteral *l = const_of(x, "dtype");
     const char *s = l ? ir_lit_str(l, 0) : NULL;
     IrDType dt;
-    if (!s || !ir_dtype_from_name(s, strlen(s), &dt) || dt == IR_DT_STRING) {
-        ERR("unknown dtype \"%s\"", s ? s : "");
+    /* coremltools' cast targets: four dtypes, and the 8- and 16-bit integers from ios17 on. */
+    int opset = x->op->fn && x->op->fn->opset_version ? x->op->fn->opset_version : 18;
+    unsigned ok = 1u << IR_DT_FP16 | 1u << IR_DT_FP32 | 1u << IR_DT_INT32 | 1u << IR_DT_BOOL;
+    if (opset >= 17) ok |= 1u << IR_DT_INT8 | 1u << IR_DT_UINT8 | 1u << IR_DT_INT16 | 1u << IR_DT_UINT16;
+    if (!s || !ir_dtype_from_name(s, strlen(s), &dt) || !(ok & 1u << dt)) {
+        ERR("cannot cast to \"%s\" in %s (%s)", s ? s : "", opset >= 17 ? "ios17 and later" : "ios15 and ios16",
+            opset >= 17 ? "fp16, fp32, int8, uint8, int16, uint16, int32, bool" : "fp16, fp32, int32, bool");
         return;
     }
     if (rank_at_most(x, "x", t)) set_out(x, 0, dt, t->rank, t->dims);

@@ -237,7 +237,129 @@ def g_matmul():
     return {"x": In(b + [m, k], dt), "y": In(broadcastable(b) + [k2, n] if b else [k2, n], dt)}
 
 
+def g_reshape():
+    s = shape()
+    n = int(np.prod(s))
+    t = [n] if rng.random() < 0.3 else [1, n]
+    if rng.random() < 0.3:
+        t = [-1] + ([1] if rng.random() < 0.5 else [])
+    if rng.random() < 0.15:
+        t = [n + 1]
+    return {"x": In(s, rng.choice(["fp16", "int32", "bool"])), "shape": const(t, "int32")}
+
+
+def g_tile():
+    s = shape()
+    reps = [rng.randint(1, 3) for _ in s] if rng.random() < 0.85 else [2]
+    return {"x": In(s, rng.choice(["fp16", "fp32", "int32", "bool"])), "reps": const(reps, "int32")}
+
+
+def g_cast():
+    return {"x": In(shape(), rng.choice(["fp16", "fp32", "int32", "bool"])),
+            "dtype": const(rng.choice(["fp16", "fp32", "int32", "bool", "int8", "uint8", "fp64"]), "string")}
+
+
+def g_select():
+    s = shape()
+    dt = rng.choice(["fp16", "fp32", "int32"])
+    return {"cond": In(broadcastable(s), rng.choice(["bool", "bool", "fp16"])), "a": In(s, dt), "b": In(broadcastable(s), dt)}
+
+
+def g_band_part():
+    s = shape(rmin=1, rmax=4)
+    return {"x": In(s, "fp16"), "lower": const(rng.randint(-1, 2), "int32"), "upper": const(rng.randint(-1, 2), "int32")}
+
+
+def g_gelu():
+    return {"x": In(shape(), rng.choice(["fp16", "fp32", "int32"])),
+            "mode": const(rng.choice(["EXACT", "TANH_APPROXIMATION", "SIGMOID_APPROXIMATION", "FAST"]), "string")}
+
+
+def g_rsqrt():
+    dt = rng.choice(["fp16", "fp32"])
+    return {"x": In(shape(), dt), "epsilon": const(1e-3, rng.choice([dt, "fp32", "fp16"]))}
+
+
+def g_layer_norm():
+    s = shape()
+    r = len(s)
+    ax = sorted(set(a % r for a in pick_axes(r)) if rng.random() < 0.9 else [])
+    a = {"x": In(s, rng.choice(["fp16", "fp32"])), "axes": const([v - r for v in ax] if rng.random() < 0.5 else ax, "int32")}
+    if rng.random() < 0.5:
+        g = [s[v] for v in ax]
+        if rng.random() < 0.2:
+            g = [d + 1 for d in g] or [2]
+        a["gamma"] = rand_const(g, a["x"].dt)
+    return a
+
+
+def g_linear():
+    s = shape(rmax=3)
+    dout = rng.randint(1, 4)
+    din = s[-1] if rng.random() < 0.85 else s[-1] + 1
+    dt = rng.choice(["fp16", "fp32"])
+    a = {"x": In(s, dt), "weight": rand_const((dout, din), dt)}
+    if rng.random() < 0.5:
+        a["bias"] = rand_const((dout if rng.random() < 0.9 else dout + 1,), dt)
+    return a
+
+
+def g_conv():
+    ns = rng.randint(1, 2)
+    g = rng.choice([1, 1, 2])
+    cin = g * rng.randint(1, 2)
+    cout = g * rng.randint(1, 2)
+    sp = [rng.randint(3, 8) for _ in range(ns)]
+    k = [rng.randint(1, 3) for _ in range(ns)]
+    a = {"x": In([1, cin] + sp, "fp32"), "weight": rand_const([cout, cin // g] + k, "fp32"),
+         "pad_type": const(rng.choice(["valid", "same", "custom", "same_lower"]), "string")}
+    if g > 1:
+        a["groups"] = const(g, "int32")
+    if rng.random() < 0.5:
+        a["strides"] = const([rng.randint(1, 2) for _ in range(ns)], "int32")
+    if rng.random() < 0.4:
+        a["dilations"] = const([rng.randint(1, 2) for _ in range(ns)], "int32")
+    if a["pad_type"] == "custom":
+        a["pad"] = const([rng.randint(0, 1) for _ in range(2 * ns)], "int32")
+    return a
+
+
+def g_split():
+    s = shape()
+    ax = rng.randint(-len(s), len(s) - 1)
+    d = s[ax]
+    a = {"x": In(s, "fp16"), "axis": const(ax, "int32")}
+    if rng.random() < 0.5:
+        a["num_splits"] = const(rng.choice([1, d, 2]), "int32")
+    else:
+        cut = rng.randint(0, d)
+        a["split_sizes"] = const([cut, d - cut] if rng.random() < 0.9 else [d, 1], "int32")
+    return a
+
+
+def g_slice_by_size():
+    s = shape()
+    b = [rng.randint(0, d - 1) for d in s]
+    sz = [rng.choice([-1, rng.randint(1, d - bb)]) for d, bb in zip(s, b)]
+    if rng.random() < 0.1:
+        sz[0] = s[0] + 1
+    return {"x": In(s, "fp16"), "begin": const(b, "int32"), "size": const(sz, "int32")}
+
+
+def g_sdpa():
+    b = shape(rmin=1, rmax=2)
+    L, S, E, Ev = (rng.randint(1, 4) for _ in range(4))
+    a = {"query": In(b + [L, E], "fp16"), "key": In(b + [S, E if rng.random() < 0.9 else E + 1], "fp16"),
+         "value": In(b + [S, Ev], "fp16")}
+    if rng.random() < 0.4:
+        a["attn_mask"] = In([L, S], rng.choice(["bool", "fp16"]))
+    return a
+
+
 FAMILIES = {
+    "reshape": g_reshape, "tile": g_tile, "cast": g_cast, "select": g_select, "band_part": g_band_part,
+    "gelu": g_gelu, "rsqrt": g_rsqrt, "layer_norm": g_layer_norm, "linear": g_linear, "conv": g_conv,
+    "split": g_split, "slice_by_size": g_slice_by_size, "scaled_dot_product_attention": g_sdpa,
     "relu": g_unary(["fp16", "fp32"], ["int32", "bool"]),
     "relu6": g_unary(["fp16", "fp32"], ["int32"]),
     "sigmoid": g_unary(["fp16", "fp32"], ["int32"]),
