@@ -948,6 +948,233 @@ static void infer_stack(OpCtx *x) {
     set_out(x, 0, t0->dtype, t0->rank + 1, d);
 }
 
+/* The type of the op's first argument (x, data, input, ...). */
+static const IrType *first_type(const OpCtx *x) { return type_of(x, x->specs[0].name); }
+
+/* batch_norm, instance_norm, local_response_norm: x [N, C, *] (coremltools
+ * checks no upper rank); per-channel parameters [C]. */
+static void infer_norm(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    char s1[256];
+    if (t->rank < 2) { ERR("'x' must be [N, C, *] (rank >= 2), not rank %d", t->rank); return; }
+    for (int i = 1; i < x->nspecs; i++) {
+        const IrType *p = x->args[i] && x->specs[i].rank == 1 ? type_of(x, x->specs[i].name) : NULL;
+        if (p && !dims_match(p->dims[0], t->dims[1])) {
+            ERR("'%s' %s must have one value per channel of 'x' (%lld)", x->specs[i].name,
+                fmt_dims(p->dims, p->rank, s1, sizeof s1), (long long)t->dims[1]);
+            return;
+        }
+    }
+    infer_same(x);
+}
+
+/* cumsum: an axis of x, same type. */
+static void infer_axis_same(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    int64_t axis, a;
+    if (!int_of(x, "axis", 0, &axis)) return;
+    if (t->rank == 0) { ERR("'x' must have rank >= 1"); return; }
+    if (norm_axis(x, "axis", axis, t->rank, &a)) infer_same(x);
+}
+
+static void infer_reverse(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    int64_t axes[MAX_RANK];
+    bool mask[MAX_RANK];
+    if (rank_at_most(x, "x", t) && axes_of(x, "axes", t->rank, axes, mask) >= 0) infer_same(x);
+}
+
+/* argsort: int32 indices in x's shape. */
+static void infer_argsort(OpCtx *x) {
+    infer_axis_same(x);
+    if (x->ok && x->nout == 1) x->out[0].dtype = IR_DT_INT32;
+}
+
+/* flatten2d: [prod(dims before axis), prod(dims from axis)]; 0 <= axis <= rank. */
+static void infer_flatten2d(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    int64_t axis, d[2] = {1, 1};
+    if (!rank_at_most(x, "x", t) || !int_of(x, "axis", 1, &axis)) return;
+    if (axis < -t->rank || axis > t->rank) { ERR("axis %lld is out of range for rank %d", (long long)axis, t->rank); return; }
+    if (axis < 0) axis += t->rank;
+    for (int i = 0; i < t->rank; i++) {
+        int64_t *p = &d[i >= axis];
+        *p = dim_known(*p) && dim_known(t->dims[i]) ? sat_mul(*p, t->dims[i]) : IR_DIM_DYNAMIC;
+    }
+    set_out(x, 0, t->dtype, 2, d);
+}
+
+/* A shape argument: a constant int vector (dims), else its length (unknown dims). */
+static bool shape_arg(OpCtx *x, const char *name, int *rank, int64_t *dims) {
+    const IrType *st = type_of(x, name);
+    int n = ints_of(x, name, dims);
+    if (n >= 0) {
+        for (int i = 0; i < n; i++)
+            if (dims[i] < 0) { ERR("'%s' entry %lld is negative", name, (long long)dims[i]); return false; }
+        *rank = n;
+        return true;
+    }
+    if (!dim_known(st->dims[0])) { x->nout = -1; return false; }
+    if (st->dims[0] > MAX_RANK) { ERR("'%s' has more than %d entries", name, MAX_RANK); return false; }
+    *rank = (int)st->dims[0];
+    for (int i = 0; i < *rank; i++) dims[i] = DIM_UNKNOWN;
+    return true;
+}
+
+/* fill: the shape given, the value's dtype (fp32 by default). */
+static void infer_fill(OpCtx *x) {
+    int64_t d[MAX_RANK];
+    int r;
+    const IrType *v = type_of(x, "value");
+    if (shape_arg(x, "shape", &r, d)) set_out(x, 0, v ? v->dtype : IR_DT_FP32, r, d);
+}
+
+/* random_*: the shape given; the dtype of the distribution's parameters (fp32 by default). */
+static void infer_random(OpCtx *x) {
+    int64_t d[MAX_RANK];
+    int r;
+    IrDType dt = IR_DT_FP32;
+    for (int i = 1; i < x->nspecs; i++)
+        if (x->args[i] && x->specs[i].group == 'T') dt = type_of(x, x->specs[i].name)->dtype;
+    /* The parameters' defaults are fp32: an fp16 distribution gives them all. */
+    for (int i = 1; i < x->nspecs; i++)
+        if (!x->args[i] && x->specs[i].group == 'T' && dt != IR_DT_FP32) {
+            ERR("the %s parameters are %s but '%s' defaults to fp32: give it as %s too", x->opname, ir_dtype_name(dt),
+                x->specs[i].name, ir_dtype_name(dt));
+            return;
+        }
+    if (shape_arg(x, "shape", &r, d)) set_out(x, 0, dt, r, d);
+}
+
+/* gather_along_axis: indices of x's rank, matching x off the axis; indices' shape. */
+static void infer_gather_along_axis(OpCtx *x) {
+    const IrType *t = type_of(x, "x"), *ix = type_of(x, "indices");
+    int64_t axis, a;
+    char s1[256], s2[256];
+    if (!int_of(x, "axis", 0, &axis)) return;
+    if (t->rank == 0) { ERR("'x' must have rank >= 1"); return; }
+    if (!norm_axis(x, "axis", axis, t->rank, &a)) return;
+    bool ok = ix->rank == t->rank;
+    for (int i = 0; ok && i < t->rank; i++) ok = i == a || dims_match(ix->dims[i], t->dims[i]);
+    if (!ok) {
+        ERR("'indices' %s must have the rank of 'x' %s and its dims off axis %lld", fmt_dims(ix->dims, ix->rank, s1, sizeof s1),
+            fmt_dims(t->dims, t->rank, s2, sizeof s2), (long long)a);
+        return;
+    }
+    set_out(x, 0, t->dtype, ix->rank, ix->dims);
+}
+
+/* scatter family: the result is data; the mode must be known. */
+static void infer_scatter(OpCtx *x) {
+    const IrType *t = type_of(x, "data");
+    const IrLiteral *m = const_of(x, "mode");
+    static const char *const modes[] = {"update", "add", "sub", "mul", "div", "max", "min"};
+    const char *s = m ? ir_lit_str(m, 0) : "add";
+    bool known = false;
+    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) known |= strcmp(s, modes[i]) == 0;
+    if (!known) { ERR("unknown mode \"%s\" (update, add, sub, mul, div, max, min)", s); return; }
+    if (t->rank == 0) { ERR("'data' must have rank >= 1"); return; }
+    if (x->op->kind != OP_SCATTER_ND) { /* scatter_nd has no axis */
+        int64_t axis, a;
+        if (!int_of(x, "axis", 0, &axis) || !norm_axis(x, "axis", axis, t->rank, &a)) return;
+    }
+    set_out(x, 0, t->dtype, t->rank, t->dims);
+}
+
+/* space_to_depth [N, C, H, W] -> [N, C*b*b, H/b, W/b]; depth_to_space the reverse. */
+static void infer_space_to_depth(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    int64_t b;
+    if (t->rank != 4) { ERR("'x' must be [N, C, H, W], not rank %d", t->rank); return; }
+    if (!int_of(x, "block_size", 1, &b) || b < 1) { ERR("'block_size' must be a positive integer"); return; }
+    bool down = x->op->kind == OP_SPACE_TO_DEPTH;
+    IrType *o = set_out(x, 0, t->dtype, 4, t->dims);
+    int64_t bb = sat_mul(b, b);
+    if (down) {
+        for (int i = 2; i < 4; i++)
+            if (dim_known(t->dims[i]) && t->dims[i] % b) { ERR("dim %d (%lld) is not divisible by 'block_size' %lld", i, (long long)t->dims[i], (long long)b); return; }
+        o->dims[1] = dim_known(t->dims[1]) ? sat_mul(t->dims[1], bb) : IR_DIM_DYNAMIC;
+        for (int i = 2; i < 4; i++) o->dims[i] = dim_known(t->dims[i]) ? t->dims[i] / b : IR_DIM_DYNAMIC;
+    } else {
+        if (dim_known(t->dims[1]) && t->dims[1] % bb) { ERR("channels (%lld) are not divisible by 'block_size'^2 %lld", (long long)t->dims[1], (long long)bb); return; }
+        o->dims[1] = dim_known(t->dims[1]) ? t->dims[1] / bb : IR_DIM_DYNAMIC;
+        for (int i = 2; i < 4; i++) o->dims[i] = dim_known(t->dims[i]) ? sat_mul(t->dims[i], b) : IR_DIM_DYNAMIC;
+    }
+}
+
+/* upsample_nearest_neighbor: the last two dims scaled (fractional scales round down). */
+static void infer_upsample(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    const char *names[] = {"scale_factor_height", "scale_factor_width"};
+    if (t->rank < 3) { ERR("'x' must have rank >= 3, not %d", t->rank); return; }
+    IrType *o = set_out(x, 0, t->dtype, t->rank, t->dims);
+    for (int k = 0; k < 2; k++) {
+        const IrLiteral *l = const_of(x, names[k]);
+        double s = l ? ir_lit_f64(l, 0) : 1;
+        if (!(s > 0)) { ERR("'%s' must be positive", names[k]); return; }
+        int64_t d = t->dims[t->rank - 2 + k];
+        o->dims[t->rank - 2 + k] = dim_known(d) ? (int64_t)((double)d * s) : IR_DIM_DYNAMIC;
+    }
+}
+
+/* quantize: input's shape in output_dtype (int8 or uint8). */
+static void infer_quantize(OpCtx *x) {
+    const IrType *t = first_type(x);
+    const IrLiteral *l = const_of(x, "output_dtype");
+    const char *s = l ? ir_lit_str(l, 0) : "";
+    IrDType dt;
+    if (!ir_dtype_from_name(s, strlen(s), &dt) || (dt != IR_DT_INT8 && dt != IR_DT_UINT8)) {
+        ERR("'output_dtype' must be \"int8\" or \"uint8\", not \"%s\"", s);
+        return;
+    }
+    set_out(x, 0, dt, t->rank, t->dims);
+}
+
+/* dequantize and the affine / blockwise constexpr ops: the data's shape in scale's dtype. */
+static void infer_dequantize(OpCtx *x) {
+    const IrType *t = first_type(x);
+    set_out(x, 0, type_of(x, "scale")->dtype, t->rank, t->dims);
+}
+
+static void infer_constexpr_cast(OpCtx *x) {
+    const IrType *t = type_of(x, "source_val");
+    const IrLiteral *l = const_of(x, "output_dtype");
+    const char *s = l ? ir_lit_str(l, 0) : "";
+    if (strcmp(s, "fp32") != 0) { ERR("'output_dtype' must be \"fp32\", not \"%s\"", s); return; }
+    set_out(x, 0, IR_DT_FP32, t->rank, t->dims);
+}
+
+/* constexpr_lut_to_dense (ios18): indices [*d] pick entries of lut
+ * [*blocks, palette, vector]; vector > 1 widens dim vector_axis. */
+static void infer_constexpr_lut(OpCtx *x) {
+    const IrType *ix = type_of(x, "indices"), *lut = type_of(x, "lut");
+    char s1[256], s2[256];
+    if (lut->rank != ix->rank + 2) {
+        ERR("'lut' %s must have the rank of 'indices' %s plus 2 [*blocks, palette, vector]",
+            fmt_dims(lut->dims, lut->rank, s1, sizeof s1), fmt_dims(ix->dims, ix->rank, s2, sizeof s2));
+        return;
+    }
+    int64_t palette = lut->dims[ix->rank], vec = lut->dims[ix->rank + 1];
+    if (dim_known(palette) && palette != (INT64_C(1) << ir_dtype_bits(ix->dtype))) {
+        ERR("'lut' has %lld entries per palette but %s indices need %lld", (long long)palette, ir_dtype_name(ix->dtype),
+            (long long)(INT64_C(1) << ir_dtype_bits(ix->dtype)));
+        return;
+    }
+    IrType *o = set_out(x, 0, lut->dtype, ix->rank, ix->dims);
+    if (vec != 1) {
+        int64_t va, a;
+        if (!arg_of(x, "vector_axis")) { ERR("'vector_axis' is needed when the lut's vector size is %lld", (long long)vec); return; }
+        if (!int_of(x, "vector_axis", 0, &va) || !norm_axis(x, "vector_axis", va, ix->rank, &a)) return;
+        o->dims[a] = sat_mul(o->dims[a], vec);
+    }
+}
+
+/* constexpr_sparse_to_dense (ios18): mask's shape in the data's dtype. */
+static void infer_constexpr_sparse(OpCtx *x) {
+    const IrType *m = type_of(x, "mask");
+    set_out(x, 0, type_of(x, "nonzero_data")->dtype, m->rank, m->dims);
+}
+
 typedef void (*InferFn)(OpCtx *);
 static const InferFn infer_fns[] = {
 #define X(e, n, sig, rule) infer_##rule,

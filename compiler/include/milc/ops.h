@@ -172,7 +172,48 @@
     X(AVG_POOL, "avg_pool", MILC_POOL " exclude_padding_from_average:bool#0!?=false", pool)    \
     X(L2_POOL, "l2_pool", MILC_POOL, pool)                                                     \
     X(SHAPE, "shape", "x:A" DOM_DATA15, shape)                                                 \
-    X(STACK, "stack", "values:A* axis:int32#0!@+", stack)
+    X(STACK, "stack", "values:A* axis:int32#0!@+", stack)                                      \
+    MILC_OPS_TENSOR(X)
+
+/* Normalizations, scans and sorts, gather/scatter, resampling, random ops,
+ * quantization and the constexpr_* weight decompression family. */
+#define MILC_OPS_TENSOR(X)                                                                     \
+    X(BATCH_NORM, "batch_norm",                                                                \
+      "x:T mean:U#1!%T17 variance:U#1!%T17 gamma:U#1!?%T17 beta:U#1!?%T17 epsilon:U#0!?%T17=1e-5", norm) \
+    X(INSTANCE_NORM, "instance_norm", "x:T gamma:U#1!?%T17 beta:U#1!?%T17 epsilon:U#0!?%T17=1e-5", norm) \
+    X(LOCAL_RESPONSE_NORM, "local_response_norm",                                              \
+      "x:T size:int32#0! alpha:U#0!?%T17=1e-4 beta:U#0!?%T17=0.75 k:U#0!?%T17=1", norm)        \
+    X(CUMSUM, "cumsum", "x:A" DOM_N " axis:int32#0!@?=0 exclusive:bool#0!?=false reverse:bool#0!?=false", axis_same) \
+    X(REVERSE, "reverse", "x:A" DOM_DATA " axes:int32#1!@?=all", reverse)                      \
+    X(ARGSORT, "argsort", "x:A" DOM_N " axis:int32#0!@?=-1 ascending:bool#0!?=false", argsort) \
+    X(IDENTITY, "identity", "x:A", same)                                                       \
+    X(FLATTEN2D, "flatten2d", "x:A" DOM_DATA15 " axis:int32#0!?=1", flatten2d)                 \
+    X(FILL, "fill", "shape:int32#1 value:A" DOM_DATA15 "#0!?=0", fill)                         \
+    X(GATHER_ALONG_AXIS, "gather_along_axis",                                                  \
+      "x:A" DOM_GATHER " indices:I" DOM_INDEX " axis:int32#0!@?=0 validate_indices:bool#0!?>17=false", gather_along_axis) \
+    X(SCATTER, "scatter", "data:A" DOM_N " indices:int32 updates:A" DOM_N " axis:int32#0!@?=0 " MILC_SCATTER_MODE, scatter) \
+    X(SCATTER_ALONG_AXIS, "scatter_along_axis",                                                \
+      "data:A" DOM_N " indices:int32 updates:A" DOM_N " axis:int32#0!@?=0 " MILC_SCATTER_MODE, scatter) \
+    X(SCATTER_ND, "scatter_nd", "data:A" DOM_N " indices:int32 updates:A" DOM_N " " MILC_SCATTER_MODE, scatter) \
+    X(SPACE_TO_DEPTH, "space_to_depth", "x:T block_size:int32#0!", space_to_depth)             \
+    X(DEPTH_TO_SPACE, "depth_to_space", "x:T block_size:int32#0!", space_to_depth)             \
+    X(UPSAMPLE_NEAREST_NEIGHBOR, "upsample_nearest_neighbor",                                  \
+      "x:T scale_factor_height:S{fp32,int32}#0!?=1 scale_factor_width:S{fp32,int32}#0!?=1", upsample) \
+    X(RANDOM_NORMAL, "random_normal", "shape:int32#1 mean:T#0!?=0 stddev:T#0!?=1 seed:int32#0!?=-1", random) \
+    X(RANDOM_UNIFORM, "random_uniform", "shape:int32#1 low:T#0!?=0 high:T#0!?=1 seed:int32#0!?=-1", random) \
+    X(RANDOM_BERNOULLI, "random_bernoulli", "shape:int32#1 prob:T#0!?=0.5 seed:int32#0!?=-1", random) \
+    X(QUANTIZE, "quantize",                                                                    \
+      ">17 input:T zero_point:Q" DOM_Q "!? scale:T! axis:int32#0!@? output_dtype:string#0!", quantize) \
+    X(DEQUANTIZE, "dequantize", ">17 input:Q" DOM_Q " zero_point:Q" DOM_Q "!? scale:T! axis:int32#0!@?", dequantize) \
+    X(CONSTEXPR_AFFINE_DEQUANTIZE, "constexpr_affine_dequantize",                              \
+      ">16 quantized_data:Q" DOM_Q "! zero_point:Z{fp32,int8,uint8}! scale:T! axis:int32#0!@", dequantize) \
+    X(CONSTEXPR_CAST, "constexpr_cast", ">16 source_val:fp16! output_dtype:string#0!", constexpr_cast) \
+    X(CONSTEXPR_BLOCKWISE_SHIFT_SCALE, "constexpr_blockwise_shift_scale",                      \
+      ">18 data:S{fp16,fp32,int4,int8,uint4,uint8}! scale:T! offset:O{fp16,fp32,int4,int8,uint4,uint8}!?", dequantize) \
+    X(CONSTEXPR_LUT_TO_DENSE, "constexpr_lut_to_dense",                                        \
+      ">18 indices:I{uint1,uint2,uint3,uint4,uint6,uint8}! lut:T{fp16,fp32,int8,uint8}! vector_axis:int32#0!?", constexpr_lut) \
+    X(CONSTEXPR_SPARSE_TO_DENSE, "constexpr_sparse_to_dense",                                  \
+      ">18 nonzero_data:T{fp16,fp32,int4,int8,uint4,uint8}#1! mask:uint1!", constexpr_sparse)
 
 typedef enum IrOpKind {
 #define X(e, n, sig, rule) OP_##e,

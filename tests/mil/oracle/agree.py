@@ -356,7 +356,120 @@ def g_sdpa():
     return a
 
 
+def g_norm(kind):
+    def g():
+        r = rng.randint(2, 5)
+        s = [rng.randint(1, 3) for _ in range(r)]
+        dt = rng.choice(["fp16", "fp32"])
+        a = {"x": In(s, dt)}
+        c = s[1] if rng.random() < 0.9 else s[1] + 1
+        pdt = dt if rng.random() < 0.8 else "fp32"
+        if kind == "batch_norm":
+            a["mean"], a["variance"] = rand_const((c,), pdt), np.abs(rand_const((c,), pdt))
+        if kind in ("batch_norm", "instance_norm") and rng.random() < 0.5:
+            a["gamma"] = rand_const((c,), pdt)
+        if kind == "local_response_norm":
+            a["size"] = const(rng.randint(1, 3), "int32")
+        return a
+    return g
+
+
+def g_axis_op(op):
+    def g():
+        s = shape()
+        a = {"x": In(s, rng.choice(["fp16", "fp32", "int32"]))}
+        if op == "reverse":
+            if rng.random() < 0.8:
+                a["axes"] = const(pick_axes(len(s)), "int32")
+        else:
+            a["axis"] = const(pick_axes(len(s), 1)[-1], "int32")
+        return a
+    return g
+
+
+def g_flatten2d():
+    s = shape()
+    return {"x": In(s, rng.choice(["fp16", "int32"])), "axis": const(rng.randint(-len(s), len(s)), "int32")}
+
+
+def g_fill():
+    a = {"shape": const(shape(rmin=1, rmax=3), "int32")}
+    if rng.random() < 0.7:
+        a["value"] = const(1, rng.choice(["fp16", "fp32", "int32", "bool"]))
+    return a
+
+
+def g_random(op):
+    def g():
+        a = {"shape": const(shape(rmin=1, rmax=3), "int32")}
+        if rng.random() < 0.5:
+            a["mean" if op == "random_normal" else "low"] = const(0, rng.choice(["fp16", "fp32"]))
+        return a
+    return g
+
+
+def g_gather_along_axis():
+    s = shape()
+    ax = rng.randint(-len(s), len(s) - 1)
+    t = list(s)
+    t[ax] = rng.randint(1, 3)
+    if rng.random() < 0.1:
+        t = t + [1]
+    return {"x": In(s, rng.choice(["fp16", "int32"])), "indices": const(np.zeros(t, np.int32), "int32"), "axis": const(ax, "int32")}
+
+
+def g_scatter_along_axis():
+    s = shape()
+    ax = rng.randint(-len(s), len(s) - 1)
+    t = list(s)
+    t[ax] = rng.randint(1, 3)
+    return {"data": In(s, "fp32"), "indices": const(np.zeros(t, np.int32), "int32"), "updates": In(t, "fp32"),
+            "axis": const(ax, "int32"), "mode": const(rng.choice(["update", "add", "max", "bogus"]), "string")}
+
+
+def g_space_depth(down):
+    def g():
+        b = rng.randint(1, 3)
+        if down:
+            s = [1, rng.randint(1, 3), b * rng.randint(1, 3), b * rng.randint(1, 3) + (1 if rng.random() < 0.15 else 0)]
+        else:
+            s = [1, b * b * rng.randint(1, 2) + (1 if rng.random() < 0.15 else 0), rng.randint(1, 3), rng.randint(1, 3)]
+        return {"x": In(s, "fp16"), "block_size": const(b, "int32")}
+    return g
+
+
+def g_upsample():
+    return {"x": In(shape(rmin=3, rmax=4), "fp32"), "scale_factor_height": const(rng.choice([1, 2, 3]), "int32"),
+            "scale_factor_width": const(rng.choice([1, 2]), "int32")}
+
+
+def g_quantize():
+    s = shape()
+    return {"input": In(s, "fp32"), "scale": const(0.5, "fp32"), "output_dtype": const(rng.choice(["int8", "uint8", "int32"]), "string")}
+
+
+def g_dequantize():
+    s = shape()
+    return {"input": rand_const(s, "int32").astype(np.int8), "scale": const(0.5, rng.choice(["fp16", "fp32"]))}
+
+
+def g_affine():
+    s = shape(rmin=2)
+    ax = rng.randint(0, len(s) - 1)
+    return {"quantized_data": rand_const(s, "int32").astype(np.uint8), "zero_point": np.uint8(1),
+            "scale": const(0.5, rng.choice(["fp16", "fp32"])), "axis": const(ax, "int32")}
+
+
 FAMILIES = {
+    "batch_norm": g_norm("batch_norm"), "instance_norm": g_norm("instance_norm"),
+    "local_response_norm": g_norm("local_response_norm"),
+    "cumsum": g_axis_op("cumsum"), "argsort": g_axis_op("argsort"), "reverse": g_axis_op("reverse"),
+    "flatten2d": g_flatten2d, "fill": g_fill, "random_normal": g_random("random_normal"),
+    "random_uniform": g_random("random_uniform"), "gather_along_axis": g_gather_along_axis,
+    "scatter_along_axis": g_scatter_along_axis, "space_to_depth": g_space_depth(True),
+    "depth_to_space": g_space_depth(False), "upsample_nearest_neighbor": g_upsample,
+    "quantize": g_quantize, "dequantize": g_dequantize, "constexpr_affine_dequantize": g_affine,
+    "identity": g_unary(["fp16", "fp32", "int32", "bool"], []),
     "reshape": g_reshape, "tile": g_tile, "cast": g_cast, "select": g_select, "band_part": g_band_part,
     "gelu": g_gelu, "rsqrt": g_rsqrt, "layer_norm": g_layer_norm, "linear": g_linear, "conv": g_conv,
     "split": g_split, "slice_by_size": g_slice_by_size, "scaled_dot_product_attention": g_sdpa,
@@ -455,7 +568,7 @@ def lit(v, dt=None):
         return 'string("%s")' % v
     v = np.asarray(v)
     dt = dt or {np.dtype(np.float16): "fp16", np.dtype(np.float32): "fp32", np.dtype(np.int32): "int32",
-                np.dtype(np.bool_): "bool"}[v.dtype]
+                np.dtype(np.bool_): "bool", np.dtype(np.int8): "int8", np.dtype(np.uint8): "uint8"}[v.dtype]
 
     def el(x):
         if dt == "bool":
