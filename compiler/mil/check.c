@@ -125,7 +125,7 @@ static bool bool_of(const OpCtx *x, const char *name) {
 static IrType *set_out(OpCtx *x, int i, IrDType dt, int rank, const int64_t *dims) {
     MILC_ASSERT(i < MAX_RESULTS && rank <= MAX_RANK);
     if (i >= x->nout) x->nout = i + 1;
-    x->out[i] = (IrType){dt, rank, x->out_dims[i]};
+    x->out[i] = (IrType){dt, rank, x->out_dims[i], false};
     if (dims && rank) memcpy(x->out_dims[i], dims, sizeof(int64_t) * (size_t)rank);
     return &x->out[i];
 }
@@ -1175,6 +1175,29 @@ static void infer_constexpr_sparse(OpCtx *x) {
     set_out(x, 0, type_of(x, "nonzero_data")->dtype, m->rank, m->dims);
 }
 
+/* read_state: the tensor inside the state. */
+static void infer_read_state(OpCtx *x) {
+    const IrType *t = type_of(x, "input");
+    set_out(x, 0, t->dtype, t->rank, t->dims);
+}
+
+/* write_state (no result) and coreml_update_state (the value): the value must
+ * have the state's tensor type. */
+static void infer_write_state(OpCtx *x) {
+    bool update = x->op->kind == OP_COREML_UPDATE_STATE;
+    const IrType *st = type_of(x, update ? "state" : "input"), *v = type_of(x, update ? "value" : "data");
+    IrType inner = *st;
+    inner.state = false;
+    if (!ir_type_equal(&inner, v)) {
+        char s1[256], s2[256];
+        ERR("'%s' %s does not match the state's %s", update ? "value" : "data", fmt_type(v, s1, sizeof s1),
+            fmt_type(&inner, s2, sizeof s2));
+        return;
+    }
+    if (update) set_out(x, 0, v->dtype, v->rank, v->dims);
+    else x->nout = 0;
+}
+
 typedef void (*InferFn)(OpCtx *);
 static const InferFn infer_fns[] = {
 #define X(e, n, sig, rule) infer_##rule,
@@ -1221,6 +1244,11 @@ static bool arg_is_const(const IrArg *a) {
 static void check_arg_type(OpCtx *x, const MilArgSpec *s, const IrArg *a, const IrType *t, const char *what,
                            const IrArg **first, const IrType **first_t) {
     char tb[256];
+    if (s->state != t->state) {
+        op_error(x, a->loc, s->state ? "argument '%s' must be a state (state<tensor<...>>), not %s" : "argument '%s' cannot be a state (%s); read it with read_state",
+                 what, fmt_type(t, tb, sizeof tb));
+        return;
+    }
     if (s->dtype >= 0 && t->dtype != (IrDType)s->dtype) {
         op_error(x, a->loc, "argument '%s' must be %s, not %s", what, ir_dtype_name((IrDType)s->dtype),
                  ir_dtype_name(t->dtype));

@@ -118,6 +118,10 @@ int mil_op_args(IrOpKind k, MilArgSpec *out, int max) {
         const char *q = strchr(p, ':');
         copy_word(s->name, sizeof s->name, p, q);
         p = q + 1;
+        if (*p == '$') {
+            s->state = true;
+            p++;
+        }
         const char *t = p;
         while ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')) p++;
         if (p - t == 1 && *t >= 'A' && *t <= 'Z') {

@@ -336,8 +336,22 @@ static bool parse_count(Parser *P, const Token *t, int64_t *out) {
 }
 
 /* type := 'tensor' '<' DTYPE ',' '[' [dim (',' dim)*] ']' '>' | DTYPE
+ *       | 'state' '<' 'tensor' '<' ... '>' '>'    (ios18 states)
  * dim  := NUMBER | '?' */
 static bool parse_type(Parser *P, IrType *ty) {
+    if (tok_is(peek(P), "state") && peek_at(P, 1)->kind == TK_LT) {
+        next(P);
+        next(P);
+        Token *t = peek(P);
+        if (!tok_is(t, "tensor")) {
+            char buf[48];
+            perr(P, t, "expected a tensor type inside state<...>, found %s", tok_text(t, buf, sizeof buf));
+            return false;
+        }
+        if (!parse_type(P, ty) || !expect(P, TK_GT)) return false;
+        ty->state = true;
+        return true;
+    }
     if (tok_is(peek(P), "tensor") && peek_at(P, 1)->kind == TK_LT) {
         next(P);
         next(P);
@@ -367,7 +381,7 @@ static bool parse_type(Parser *P, IrType *ty) {
     }
     IrDType dt;
     if (!parse_dtype(P, &dt)) return false;
-    *ty = (IrType){dt, 0, NULL};
+    *ty = (IrType){dt, 0, NULL, false};
     return true;
 }
 
@@ -631,7 +645,7 @@ static IrLiteral *parse_dict(Parser *P) {
     IrLiteral **ks = NULL, **vs = NULL;
     size_t n = 0, cap = 0;
     bool ok = true;
-    IrType kst = {kt, 0, NULL}, vst = {vt, 0, NULL};
+    IrType kst = {kt, 0, NULL, false}, vst = {vt, 0, NULL, false};
     if (peek(P)->kind != TK_RBRACE) {
         for (;;) {
             if (n == cap) {
@@ -668,7 +682,7 @@ static IrLiteral *parse_dict(Parser *P) {
     IrLiteral *l = NULL;
     if (ok) {
         int64_t dim = (int64_t)n;
-        IrType ktype = {kt, 1, &dim}, vtype = {vt, 1, &dim};
+        IrType ktype = {kt, 1, &dim, false}, vtype = {vt, 1, &dim, false};
         l = ARENA_NEW(P->a, IrLiteral);
         l->kind = IR_LIT_DICT;
         l->loc = tok_loc(P, kw);
@@ -738,6 +752,10 @@ static IrLiteral *parse_literal_inner(Parser *P, Token *start) {
     if (tok_is(start, "dict") && peek_at(P, 1)->kind == TK_LT) return parse_dict(P);
     IrType ty;
     if (!parse_type(P, &ty)) return NULL;
+    if (ty.state) {
+        perr(P, start, "a literal cannot be a state");
+        return NULL;
+    }
     for (int i = 0; i < ty.rank; i++)
         if (ty.dims[i] < 0) {
             perr(P, start, "a literal cannot have a dynamic dimension");
@@ -901,7 +919,7 @@ typedef struct Result {
 /* The part of a statement after its results: '=' IDENT '(' [arg (',' arg)*] ')' [attrs] ';'
  * *opp gets the op as soon as it exists, even when a later part fails. */
 static bool parse_stmt_rest(Parser *P, int nres, IrOp **opp) {
-    if (!expect(P, TK_EQ)) return false;
+    if (nres > 0 && !expect(P, TK_EQ)) return false;
     Token *opt = expect_ident(P, "an op name");
     if (!opt) return false;
     IrOpKind kind;
@@ -939,9 +957,19 @@ static bool parse_stmt_rest(Parser *P, int nres, IrOp **opp) {
 
 /* stmt    := results '=' IDENT '(' [arg (',' arg)*] ')' [attrs] ';'
  * results := '(' type IDENT (',' type IDENT)* ')' | type IDENT (',' type IDENT)* */
+static bool is_dtype_word(const Token *t);
+
 static bool parse_stmt(Parser *P) {
     Result res[64];
     int nres = 0;
+    /* An op with no results (write_state) is a statement of its own. */
+    if (peek(P)->kind == TK_IDENT && peek_at(P, 1)->kind == TK_LPAREN && !is_dtype_word(peek(P))) {
+        IrOp *op = NULL;
+        if (!parse_stmt_rest(P, 0, &op)) return false;
+        if (!op->name) op->name = mil_op_name(op->kind);
+        ir_op_append(P->fn, op);
+        return true;
+    }
     bool paren = peek(P)->kind == TK_LPAREN;
     if (paren) next(P);
     for (;;) {

@@ -80,6 +80,7 @@ typedef struct IrType {
     IrDType dtype;
     int rank;
     int64_t *dims;
+    bool state; /* state<tensor<...>>: a mutable state (ios18), read by read_state */
 } IrType;
 
 bool ir_type_equal(const IrType *a, const IrType *b);

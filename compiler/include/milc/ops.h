@@ -10,6 +10,7 @@
  *          `any` (no constraint, no group).
  *          A letter may carry its dtypes in braces, with dtypes an opset adds
  *          after ';': T{fp16,fp32,int32;17:int8,uint8} (the DOM_* macros).
+ *          A leading $ (input:$A) means a state<tensor<...>> of that group.
  *   #RANK  #0 scalar, #1 rank 1 (otherwise any rank; the shape rule checks).
  *   FLAGS  ! must be constant (a const value or an inline literal)
  *          ? optional (otherwise required)
@@ -38,6 +39,7 @@
 #define DOM_GATHER "{fp16,fp32,int32;17:int8,int16,uint8,uint16}"
 #define DOM_INDEX "{int32;16:int16,uint16;17:int8,uint8}"
 #define DOM_Q "{int8,uint8}"
+#define DOM_STATE "{bool,fp16,fp32,int8,int16,int32,uint8,uint16}"
 
 #define MILC_UNARY_FLOAT "x:T"
 #define MILC_UNARY_NUM "x:T" DOM_N
@@ -213,7 +215,10 @@
     X(CONSTEXPR_LUT_TO_DENSE, "constexpr_lut_to_dense",                                        \
       ">18 indices:I{uint1,uint2,uint3,uint4,uint6,uint8}! lut:T{fp16,fp32,int8,uint8}! vector_axis:int32#0!?", constexpr_lut) \
     X(CONSTEXPR_SPARSE_TO_DENSE, "constexpr_sparse_to_dense",                                  \
-      ">18 nonzero_data:T{fp16,fp32,int4,int8,uint4,uint8}#1! mask:uint1!", constexpr_sparse)
+      ">18 nonzero_data:T{fp16,fp32,int4,int8,uint4,uint8}#1! mask:uint1!", constexpr_sparse)   \
+    X(READ_STATE, "read_state", ">18 input:$A" DOM_STATE, read_state)                          \
+    X(WRITE_STATE, "write_state", ">18 input:$A" DOM_STATE " data:A" DOM_STATE, write_state)   \
+    X(COREML_UPDATE_STATE, "coreml_update_state", ">18 state:$A" DOM_STATE " value:A" DOM_STATE, write_state)
 
 typedef enum IrOpKind {
 #define X(e, n, sig, rule) OP_##e,
@@ -234,6 +239,7 @@ typedef struct MilArgSpec {
     bool is_const; /* must be a const value or an inline literal */
     bool optional;
     bool tuple;
+    bool state; /* a state<tensor<...>> value (only these take states) */
     char axis; /* 0, or '@' '+' '^': an axis argument and what its rank is */
     int since; /* first opset (15..18) with this argument */
     char old_group; /* the group before opset old_until (0: none) */
