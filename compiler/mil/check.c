@@ -1175,6 +1175,58 @@ static void infer_constexpr_sparse(OpCtx *x) {
     set_out(x, 0, type_of(x, "nonzero_data")->dtype, m->rank, m->dims);
 }
 
+/* conv_transpose: x [N, Cin, *d], weight [Cin, Cout/groups, *k]; each spatial
+ * dim grows to s*(d-1) + dilated k (valid), s*d (same), minus the pads
+ * (custom); or output_shape when given. */
+static void infer_conv_transpose(OpCtx *x) {
+    const IrType *t = type_of(x, "x"), *w = type_of(x, "weight"), *b = type_of(x, "bias");
+    int64_t st[MAX_RANK], dil[MAX_RANK], pad[MAX_RANK], groups, d[MAX_RANK];
+    char s1[256], s2[256];
+    if (t->rank < 3 || w->rank != t->rank) {
+        ERR("'x' %s must be [N, Cin, *spatial] and 'weight' %s [Cin, Cout/groups, *kernel] of the same rank",
+            fmt_dims(t->dims, t->rank, s1, sizeof s1), fmt_dims(w->dims, w->rank, s2, sizeof s2));
+        return;
+    }
+    int ns = t->rank - 2;
+    if (!int_of(x, "groups", 1, &groups) || groups < 1) { ERR("'groups' must be a positive integer"); return; }
+    if (!dims_match(t->dims[1], w->dims[0])) {
+        ERR("'x' has %lld input channels but 'weight' %s has %lld", (long long)t->dims[1], fmt_dims(w->dims, w->rank, s1, sizeof s1), (long long)w->dims[0]);
+        return;
+    }
+    int64_t cout = dim_known(w->dims[1]) ? sat_mul(w->dims[1], groups) : IR_DIM_DYNAMIC;
+    if (b && (b->rank != 1 || !dims_match(b->dims[0], cout))) {
+        ERR("'bias' %s must be [%lld]", fmt_dims(b->dims, b->rank, s1, sizeof s1), (long long)cout);
+        return;
+    }
+    if (!spatial_vec(x, "strides", ns, 1, 1, st) || !spatial_vec(x, "dilations", ns, 1, 1, dil) ||
+        !spatial_vec(x, "pad", 2 * ns, 0, 0, pad))
+        return;
+    int n = ints_of(x, "output_shape", d);
+    if (arg_of(x, "output_shape")) {
+        if (n != t->rank || !dims_match(d[0], t->dims[0]) || !dims_match(d[1], cout)) {
+            ERR("'output_shape' must be [N, Cout, *spatial] = [%lld, %lld, ...] with rank %d", (long long)t->dims[0], (long long)cout, t->rank);
+            return;
+        }
+        set_out(x, 0, t->dtype, n, d);
+        return;
+    }
+    const IrLiteral *pt = const_of(x, "pad_type");
+    const char *mode = pt ? ir_lit_str(pt, 0) : "valid";
+    bool same = strcmp(mode, "same") == 0, custom = strcmp(mode, "custom") == 0;
+    if (!same && !custom && strcmp(mode, "valid") != 0) { ERR("pad_type \"%s\" must be valid, same or custom", mode); return; }
+    if (custom && !arg_of(x, "pad")) { ERR("pad_type \"custom\" needs 'pad'"); return; }
+    IrType *o = set_out(x, 0, t->dtype, t->rank, t->dims);
+    o->dims[1] = cout;
+    for (int i = 0; i < ns; i++) {
+        int64_t di = t->dims[2 + i], k = w->dims[2 + i];
+        if (!dim_known(di) || !dim_known(k)) { o->dims[2 + i] = IR_DIM_DYNAMIC; continue; }
+        int64_t ek = sat_add(sat_mul(k - 1, dil[i]), 1);
+        int64_t od = same ? sat_mul(st[i], di) : sat_add(sat_mul(st[i], di - 1), ek) - (custom ? pad[2 * i] + pad[2 * i + 1] : 0);
+        if (od <= 0) { ERR("spatial dim %d has output size %lld", i, (long long)od); return; }
+        o->dims[2 + i] = od;
+    }
+}
+
 /* read_state: the tensor inside the state. */
 static void infer_read_state(OpCtx *x) {
     const IrType *t = type_of(x, "input");

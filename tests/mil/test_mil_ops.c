@@ -302,6 +302,17 @@ static const Case cases[] = {
     {"state<tensor<fp16, [2]>> s, tensor<fp16, [2]> v", "tensor<fp16, [2]> y = coreml_update_state(state = s, value = v)[name = string(\"y\")];", ""},
     {"state<tensor<fp16, [2]>> s, tensor<fp16, [3]> v", "tensor<fp16, [3]> y = coreml_update_state(state = s, value = v)[name = string(\"y\")];",
      "coreml_update_state: 'value' tensor<fp16, [3]> does not match the state's tensor<fp16, [2]>"},
+    /* conv_transpose */
+    {"tensor<fp16, [1, 2, 3, 3]> x, tensor<fp16, [2, 4, 3, 3]> w",
+     "tensor<fp16, [1, 4, 7, 7]> y = conv_transpose(strides = tensor<int32, [2]>([2, 2]), weight = w, x = x)[name = string(\"y\")];", ""},
+    {"tensor<fp16, [1, 2, 3, 3]> x, tensor<fp16, [2, 4, 3, 3]> w",
+     "tensor<fp16, [1, 4, 6, 6]> y = conv_transpose(pad_type = string(\"same\"), strides = tensor<int32, [2]>([2, 2]), weight = w, x = x)[name = string(\"y\")];", ""},
+    {"tensor<fp16, [1, 3, 3, 3]> x, tensor<fp16, [2, 4, 3, 3]> w",
+     "tensor<fp16, [1, 4, 5, 5]> y = conv_transpose(weight = w, x = x)[name = string(\"y\")];",
+     "conv_transpose: 'x' has 3 input channels but 'weight' [2, 4, 3, 3] has 2"},
+    {"tensor<fp16, [1, 2, 3, 3]> x, tensor<fp16, [2, 4, 3, 3]> w",
+     "tensor<fp16, [1, 4, 5, 5]> y = conv_transpose(pad_type = string(\"same_lower\"), weight = w, x = x)[name = string(\"y\")];",
+     "conv_transpose: pad_type \"same_lower\" must be valid, same or custom"},
 };
 
 /* Parse and check one case; returns the messages, one per line (caller frees). */

@@ -216,6 +216,10 @@
       ">18 indices:I{uint1,uint2,uint3,uint4,uint6,uint8}! lut:T{fp16,fp32,int8,uint8}! vector_axis:int32#0!?", constexpr_lut) \
     X(CONSTEXPR_SPARSE_TO_DENSE, "constexpr_sparse_to_dense",                                  \
       ">18 nonzero_data:T{fp16,fp32,int4,int8,uint4,uint8}#1! mask:uint1!", constexpr_sparse)   \
+    X(CONV_TRANSPOSE, "conv_transpose",                                                        \
+      "x:T weight:U%T17 bias:U!?%T17 pad:int32#1!? output_shape:int32#1!? pad_type:string#0!?=valid " \
+      "strides:int32#1!?=ones dilations:int32#1!?=ones groups:int32#0!?=1",                    \
+      conv_transpose)                                                                          \
     X(READ_STATE, "read_state", ">18 input:$A" DOM_STATE, read_state)                          \
     X(WRITE_STATE, "write_state", ">18 input:$A" DOM_STATE " data:A" DOM_STATE, write_state)   \
     X(COREML_UPDATE_STATE, "coreml_update_state", ">18 state:$A" DOM_STATE " value:A" DOM_STATE, write_state)

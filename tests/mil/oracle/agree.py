@@ -460,7 +460,28 @@ def g_affine():
             "scale": const(0.5, rng.choice(["fp16", "fp32"])), "axis": const(ax, "int32")}
 
 
+def g_conv_transpose():
+    ns = rng.randint(1, 2)
+    g = rng.choice([1, 1, 2])
+    cin, coutg = g * rng.randint(1, 2), rng.randint(1, 2)
+    sp = [rng.randint(1, 5) for _ in range(ns)]
+    a = {"x": In([1, cin] + sp, "fp32"), "weight": rand_const([cin, coutg] + [rng.randint(1, 3) for _ in range(ns)], "fp32"),
+         "pad_type": const(rng.choice(["valid", "same", "custom"]), "string")}
+    if g > 1:
+        a["groups"] = const(g, "int32")
+    if rng.random() < 0.6:
+        a["strides"] = const([rng.randint(1, 3) for _ in range(ns)], "int32")
+    if rng.random() < 0.4:
+        a["dilations"] = const([rng.randint(1, 2) for _ in range(ns)], "int32")
+    if a["pad_type"] == "custom":
+        a["pad"] = const([rng.randint(0, 1) for _ in range(2 * ns)], "int32")
+    if rng.random() < 0.3:
+        a["bias"] = rand_const((coutg * g if rng.random() < 0.9 else coutg * g + 1,), "fp32")
+    return a
+
+
 FAMILIES = {
+    "conv_transpose": g_conv_transpose,
     "batch_norm": g_norm("batch_norm"), "instance_norm": g_norm("instance_norm"),
     "local_response_norm": g_norm("local_response_norm"),
     "cumsum": g_axis_op("cumsum"), "argsort": g_axis_op("argsort"), "reverse": g_axis_op("reverse"),
