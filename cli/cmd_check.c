@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "milc/arena.h"
 #include "milc/mil.h"
+#include "program.h"
 
 static const OptSpec check_opts[] = {
     {"model-path", 0, OPT_VALUE, "DIR", "directory @model_path stands for (default: the file's)"},
@@ -14,36 +15,14 @@ static const OptSpec check_opts[] = {
 };
 
 static void check_help(FILE *f) {
-    fputs("usage: milc check FILE.mil [--model-path DIR] [--target cpu|ane] [--Werror]\n"
+    fputs("usage: milc check (FILE.mil | PKG.mlpackage | DIR) [--model-path DIR] [--target cpu|ane] [--Werror]\n"
           "\n"
-          "Parse and type-check a MIL program (model.mil form): op signatures, shapes,\n"
+          "Parse and type-check a MIL program (a model.mil file, a folder holding one\n"
+          "such as a .mlmodelc, or a .mlpackage): op signatures, shapes,\n"
           "dtypes, names, and every BLOBFILE weight against its record in the weight\n"
           "file.  --target ane adds the Apple Neural Engine's known limits.\n"
           "Exit 0 when valid; diagnostics and exit 1 when not.\n\noptions:\n", f);
     print_options(f, check_opts);
-}
-
-/* Parse (and check) one file; on success *out holds the program. */
-static int front_end(Cli *cli, const char *cmd, const char *path, const char *model_path, MilTarget target,
-                     bool werror, Arena *arena, IrProgram **out) {
-    size_t len;
-    char *text = cli_read_file(path, &len);
-    if (!text) return EXIT_SYSTEM;
-    DiagSink d;
-    diag_init(&d);
-    d.warn_as_error = werror;
-    IrProgram *p = mil_parse(arena, &d, path, text, len);
-    if (p) {
-        MilCheckOptions o = {.target = target, .model_path = model_path};
-        mil_check(p, &o, &d);
-    }
-    free(text);
-    int rc = cli_report(cli, &d);
-    bool failed = diag_failed(&d) || !p;
-    diag_free(&d);
-    (void)cmd;
-    *out = failed ? NULL : p;
-    return failed ? EXIT_INPUT : rc;
 }
 
 static int check_run(Cli *cli, int argc, char **argv) {
@@ -54,11 +33,11 @@ static int check_run(Cli *cli, int argc, char **argv) {
     const char *t = args_get(&a, "target");
     if (t && strcmp(t, "ane") == 0) target = MIL_TARGET_ANE;
     else if (t && strcmp(t, "cpu") != 0) { cli_usage_error("check", "--target must be cpu or ane, not '%s'", t); goto out; }
-    if (a.npos != 1) { cli_usage_error("check", "expected one FILE.mil"); goto out; }
+    if (a.npos != 1) { cli_usage_error("check", "expected one FILE.mil, package or folder"); goto out; }
     Arena arena;
     arena_init(&arena);
-    IrProgram *p;
-    rc = front_end(cli, "check", a.pos[0], args_get(&a, "model-path"), target, args_flag(&a, "Werror"), &arena, &p);
+    PkgProgram pp;
+    rc = cli_load_program(cli, a.pos[0], args_get(&a, "model-path"), target, args_flag(&a, "Werror"), &arena, &pp);
     if (rc == EXIT_OK && cli->json) printf("{\"file\":\"%s\",\"valid\":true}\n", a.pos[0]);
     else if (rc == EXIT_OK && cli->verbosity > 0) fprintf(stderr, "%s: ok\n", a.pos[0]);
     arena_free(&arena);
@@ -77,7 +56,7 @@ static const OptSpec fmt_opts[] = {
 };
 
 static void fmt_help(FILE *f) {
-    fputs("usage: milc fmt FILE.mil [-o OUT] [--check]\n"
+    fputs("usage: milc fmt (FILE.mil | PKG.mlpackage | DIR) [-o OUT] [--check]\n"
           "\n"
           "Print a MIL program in canonical model.mil form: arguments and attributes in\n"
           "alphabetical order, floats as hex floats, fixed indentation.  The output is\n"
@@ -89,12 +68,17 @@ static int fmt_run(Cli *cli, int argc, char **argv) {
     Args a;
     if (!args_parse("fmt", fmt_opts, argc - 1, argv + 1, false, &a)) return EXIT_USAGE;
     int rc = EXIT_USAGE;
-    if (a.npos != 1) { cli_usage_error("fmt", "expected one FILE.mil"); goto out; }
+    if (a.npos != 1) { cli_usage_error("fmt", "expected one FILE.mil, package or folder"); goto out; }
     Arena arena;
     arena_init(&arena);
-    IrProgram *p;
-    rc = front_end(cli, "fmt", a.pos[0], args_get(&a, "model-path"), MIL_TARGET_CPU, false, &arena, &p);
+    PkgProgram pp;
+    rc = cli_load_program(cli, a.pos[0], args_get(&a, "model-path"), MIL_TARGET_CPU, false, &arena, &pp);
+    if (rc == EXIT_OK && args_flag(&a, "check") && pp.kind != PKG_KIND_MIL) {
+        cli_usage_error("fmt", "--check compares a model.mil file with its canonical form; '%s' is a package or folder", a.pos[0]);
+        rc = EXIT_USAGE;
+    }
     if (rc == EXIT_OK) {
+        IrProgram *p = pp.prog;
         size_t len;
         char *text = mil_print(p, &len);
         const char *o = args_get(&a, "output");
