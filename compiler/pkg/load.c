@@ -185,8 +185,10 @@ int pkg_load(Arena *a, DiagSink *d, const char *path, const char *model_path, Pk
         rc = load_package(a, d, path, out);
         break;
     default:
-        diag_error(d, at, "%s", access(path, F_OK) == 0 ? "neither a MIL file, a folder with model.mil, nor a .mlpackage"
-                                                         : "no such file or folder");
+        /* A path that is not there is the system's answer (exit 3, as for
+         * any file milc cannot open); one that holds no program is the input's. */
+        if (access(path, F_OK) != 0) diag_syserror(d, at, "cannot open '%s': %s", path, strerror(errno));
+        else diag_error(d, at, "neither a MIL file, a folder with model.mil, nor a .mlpackage");
         return -1;
     }
     if (rc == 0 && out->kind == PKG_KIND_MLPACKAGE) check_blobs(d, out->model_dir, out->prog);
