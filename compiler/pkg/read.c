@@ -386,8 +386,12 @@ static void read_arg(Reader *R, IrOp *op, const Cml__ArgumentEntry *e, size_t i)
     size_t n = arg ? arg->n_arguments : 0;
     MilArgSpec spec;
     bool tuple = mil_op_arg_spec(op->kind, e->key, &spec) && spec.tuple;
-    if (n == 0 || n > 4096 || (!tuple && n != 1)) {
-        rerr(R, f, "%zu bindings (%s)", n, tuple ? "1 to 4096" : "exactly 1: the op takes no tuple here");
+    if (n == 0 || n > 1024 || (!tuple && n != 1)) {
+        rerr(R, f, "%zu bindings (%s)", n, tuple ? "1 to 1024" : "exactly 1: the op takes no tuple here");
+        return;
+    }
+    if (ir_op_arg(op, e->key)) {
+        rerr(R, f, "duplicate input");
         return;
     }
     IrArg *a;
@@ -415,6 +419,10 @@ static void read_arg(Reader *R, IrOp *op, const Cml__ArgumentEntry *e, size_t i)
 }
 
 static void read_attrs(Reader *R, IrOp *op, Cml__ValueEntry **attrs, size_t n) {
+    if (n > 64) {
+        rerr(R, "attributes", "%zu attributes (at most 64)", n);
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
         char f[160];
         snprintf(f, sizeof f, "attributes[\"%.64s\"]", attrs[i]->key);
@@ -533,6 +541,10 @@ static IrProgram *read_program(Reader *R, const Cml__Program *pr) {
     }
     if (pr->n_functions == 0 || pr->n_functions > 1024) {
         rerr(R, "functions", "%zu functions (1 to 1024)", pr->n_functions);
+        return NULL;
+    }
+    if (pr->n_attributes > 64) {
+        rerr(R, "attributes", "%zu attributes (at most 64)", pr->n_attributes);
         return NULL;
     }
     IrProgram *p = ir_program_new(R->a, 1, 0);
