@@ -183,7 +183,7 @@ static int cmp_attr(const void *a, const void *b) { return strcmp(((const IrAttr
 /* Attributes sorted by name (the printer's order), "name" among them. */
 static Cml__ValueEntry **enc_attrs(Enc *E, const IrAttr *attrs, int n, const char *opname, size_t *count) {
     IrAttr *all = ARR(E, IrAttr, n + 1);
-    memcpy(all, attrs, sizeof *all * (size_t)n);
+    if (n > 0) memcpy(all, attrs, sizeof *all * (size_t)n); /* attrs is NULL when n is 0 */
     if (opname) all[n++] = (IrAttr){.name = "name", .lit = ir_literal_str(&E->a, opname)};
     qsort(all, (size_t)n, sizeof *all, cmp_attr);
     Cml__ValueEntry **out = ARR(E, Cml__ValueEntry *, n);
@@ -231,7 +231,7 @@ static Cml__Operation *enc_op(Enc *E, const IrOp *op) {
     Cml__Operation *o = NEW(E, Cml__Operation, CML__OPERATION__INIT);
     o->type = (char *)mil_op_name(op->kind);
     IrArg *args = ARR(E, IrArg, op->nargs);
-    memcpy(args, op->args, sizeof *args * (size_t)op->nargs);
+    if (op->nargs) memcpy(args, op->args, sizeof *args * (size_t)op->nargs);
     qsort(args, (size_t)op->nargs, sizeof *args, cmp_arg);
     o->n_inputs = (size_t)op->nargs;
     o->inputs = ARR(E, Cml__ArgumentEntry *, op->nargs);

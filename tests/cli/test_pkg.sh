@@ -93,3 +93,8 @@ bad short "is past the end of @model_path/weights/weight.bin"
 mkpkg unknown; patch_spec unknown "softmax" "softmix"
 bad unknown "unknown op 'softmix'"
 expect_in "$ERR" 'model.mlmodel: error: functions["main"].operations[51] (softmix).type: unknown op'
+
+# Several functions: one FunctionDescription each, and the same text back.
+expect_rc 0 "$MILC" convert "$SRC/tests/mil/golden/multi_func.mil" -o mf.mlpackage
+run "$MILC" fmt mf.mlpackage
+if [ "$OUT" = "$(cat "$SRC/tests/mil/golden/multi_func.expected")" ]; then ok; else fail "multi-function package reads back differently"; fi
