@@ -84,8 +84,8 @@ char *pkg_manifest_root(Arena *a, DiagSink *d, const char *name, const char *jso
 static char *inside(Arena *a, DiagSink *d, SrcLoc at, const char *base, const char *rel, const char *field) {
     char full[PATH_MAX * 2], rb[PATH_MAX], rf[PATH_MAX];
     snprintf(full, sizeof full, "%s/%s", base, rel);
-    if (!realpath(base, rb)) {
-        diag_syserror(d, at, "cannot resolve '%s': %s", base, strerror(errno));
+    if (!realpath(base, rb)) { /* a package without its Data folder */
+        diag_error(d, at, "%s: '%s' is missing: %s", field, base, strerror(errno));
         return NULL;
     }
     if (!realpath(full, rf)) {

@@ -61,6 +61,8 @@ mkpkg() { rm -rf "bad/$1.mlpackage"; mkdir -p bad; cp -r b.mlpackage "bad/$1.mlp
 spec=Data/com.apple.CoreML/model.mlmodel
 mkpkg json; printf '{"rootModelIdentifier": ' > bad/json.mlpackage/Manifest.json
 bad json "Manifest.json:1:"
+mkpkg big; head -c 1100000 /dev/zero | tr '\0' ' ' > bad/big.mlpackage/Manifest.json
+bad big "Manifest.json: error: file too large"
 mkpkg noroot; "$PY" - bad/noroot.mlpackage/Manifest.json << 'PYEOF'
 import json, sys; m = json.load(open(sys.argv[1])); m["rootModelIdentifier"] = "nope"; json.dump(m, open(sys.argv[1], "w"))
 PYEOF
@@ -76,6 +78,8 @@ mkpkg link; mkdir -p outside; cp b.mlpackage/$spec outside/; ln -sf "$WORK/outsi
 bad link "leaves the package"
 mkpkg nospec; rm bad/nospec.mlpackage/$spec
 bad nospec "root model item path: 'com.apple.CoreML/model.mlmodel' is missing"
+mkpkg nodata; rm -r bad/nodata.mlpackage/Data
+bad nodata "root model item path: 'bad/nodata.mlpackage/Data' is missing"
 mkpkg garbage; head -c 300 /dev/urandom > bad/garbage.mlpackage/$spec
 bad garbage "model.mlmodel: "
 # Patches of the same length keep the protobuf valid.
