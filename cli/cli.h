@@ -101,6 +101,6 @@ typedef struct Command {
 } Command;
 
 extern const Command cmd_check, cmd_fmt, cmd_emit, cmd_templates, cmd_compile, cmd_run, cmd_build, cmd_cache,
-    cmd_prewarm, cmd_bench;
+    cmd_prewarm, cmd_bench, cmd_convert;
 
 #endif

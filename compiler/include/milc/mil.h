@@ -35,7 +35,7 @@ IrProgram *mil_parse(Arena *a, DiagSink *d, const char *file, const char *text, 
  * flags @) non-negative: an inline literal is replaced, a const serving only
  * that argument is rewritten in place, a shared one is left alone and the
  * argument gets its own literal.  Entries out of range stay for mil_check to
- * report.  mil_parse calls it; a pass that builds ops with negative axes
+ * report.  mil_parse and pkg_read_spec call it; a pass that builds ops with negative axes
  * calls it again. */
 void mil_normalize_axes(IrProgram *p);
 
