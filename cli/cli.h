@@ -120,6 +120,6 @@ typedef struct Command {
 } Command;
 
 extern const Command cmd_check, cmd_fmt, cmd_emit, cmd_templates, cmd_compile, cmd_run, cmd_build, cmd_cache,
-    cmd_prewarm, cmd_bench, cmd_estimate;
+    cmd_prewarm, cmd_bench, cmd_estimate, cmd_convert;
 
 #endif

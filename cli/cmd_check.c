@@ -1,49 +1,126 @@
 /* cmd_check.c — `milc check` and `milc fmt`: the front end on a file. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "milc/arena.h"
 #include "milc/mil.h"
+#include "program.h"
 
 static const OptSpec check_opts[] = {
     {"model-path", 0, OPT_VALUE, "DIR", "directory @model_path stands for (default: the file's)"},
     {"target", 0, OPT_VALUE, "cpu|ane", "also check the target's limits (default cpu)"},
     {"Werror", 0, OPT_FLAG, NULL, "treat warnings as errors"},
+    {"report", 0, OPT_FLAG, NULL, "with --target ane: list every op, inside the ANE profile or not and why"},
     {0},
 };
 
 static void check_help(FILE *f) {
-    fputs("usage: milc check FILE.mil [--model-path DIR] [--target cpu|ane] [--Werror]\n"
+    fputs("usage: milc check (FILE.mil | PKG.mlpackage | DIR) [--model-path DIR] [--target cpu|ane] [--Werror]\n"
           "\n"
-          "Parse and type-check a MIL program (model.mil form): op signatures, shapes,\n"
+          "Parse and type-check a MIL program (a model.mil file, a folder holding one\n"
+          "such as a .mlmodelc, or a .mlpackage): op signatures, shapes,\n"
           "dtypes, names, and every BLOBFILE weight against its record in the weight\n"
-          "file.  --target ane adds the Apple Neural Engine's known limits.\n"
+          "file.  --target ane adds the Apple Neural Engine's known limits; with\n"
+          "--report it lists every op (function, index, op, name) as inside the ANE\n"
+          "profile or not with the rules it breaks (--json: as data).\n"
           "Exit 0 when valid; diagnostics and exit 1 when not.\n\noptions:\n", f);
     print_options(f, check_opts);
 }
 
-/* Parse (and check) one file; on success *out holds the program. */
-static int front_end(Cli *cli, const char *cmd, const char *path, const char *model_path, MilTarget target,
-                     bool werror, Arena *arena, IrProgram **out) {
-    size_t len;
-    char *text = cli_read_file(path, &len);
-    if (!text) return EXIT_SYSTEM;
+/* Does diagnostic loc point into op (its name, an argument, an attribute or
+ * a result)?  The checker reports each ANE rule at one of those. */
+static bool loc_eq(SrcLoc a, SrcLoc b) { return a.file == b.file && a.line == b.line && a.col == b.col; }
+
+static bool loc_in_op(SrcLoc l, const IrOp *op) {
+    if (loc_eq(l, op->loc)) return true;
+    for (int i = 0; i < op->nargs; i++)
+        if (loc_eq(l, op->args[i].loc)) return true;
+    for (int i = 0; i < op->nattrs; i++)
+        if (loc_eq(l, op->attrs[i].loc)) return true;
+    for (int i = 0; i < op->nresults; i++)
+        if (loc_eq(l, op->results[i]->loc)) return true;
+    return false;
+}
+
+static bool is_ane(const Diag *g) { return g->level != DIAG_NOTE && strncmp(g->msg, "ane: ", 5) == 0; }
+
+static void json_str(const char *s) {
+    putchar('"');
+    for (; *s; s++)
+        if (*s == '"' || *s == '\\') printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20) printf("\\u%04x", *s);
+        else putchar(*s);
+    putchar('"');
+}
+
+/* One line (or JSON object) per op: inside the ANE profile, or the rules it
+ * breaks; then the rules broken by the functions' inputs and outputs and the
+ * program as a whole.  Returns the number of ops outside. */
+static int ane_report(const Cli *cli, const char *path, const IrProgram *p, const DiagSink *d) {
+    bool *used = calloc((size_t)d->count + 1, 1);
+    int total = 0, outside = 0;
+    if (cli->json) printf("{\"file\":"), json_str(path), printf(",\"ops\":[");
+    for (int f = 0; f < p->nfuncs; f++) {
+        int idx = 0;
+        IR_FOR_EACH_OP(op, p->funcs[f]) {
+            int nrules = 0;
+            for (int k = 0; k < d->count; k++) nrules += is_ane(&d->items[k]) && loc_in_op(d->items[k].loc, op);
+            if (cli->json) {
+                printf("%s{\"function\":", total ? "," : ""), json_str(p->funcs[f]->name);
+                printf(",\"index\":%d,\"op\":\"%s\",\"name\":", idx, mil_op_name(op->kind)), json_str(op->name);
+                printf(",\"ane\":%s,\"rules\":[", nrules ? "false" : "true");
+            } else
+                printf("%-8s %4d  %-28s %-24s %s", p->funcs[f]->name, idx, mil_op_name(op->kind), op->name,
+                       nrules ? "OUTSIDE" : "ane");
+            int n = 0;
+            for (int k = 0; k < d->count; k++) {
+                if (!is_ane(&d->items[k]) || !loc_in_op(d->items[k].loc, op)) continue;
+                used[k] = true;
+                if (cli->json) printf("%s", n++ ? "," : ""), json_str(d->items[k].msg + 5);
+                else printf("%s%s", n++ ? "; " : ": ", d->items[k].msg + 5);
+            }
+            printf(cli->json ? "]}" : "\n");
+            outside += nrules > 0;
+            total++, idx++;
+        }
+    }
+    if (cli->json) printf("],\"other\":[");
+    int n = 0;
+    for (int k = 0; k < d->count; k++) {
+        if (!is_ane(&d->items[k]) || used[k]) continue;
+        if (cli->json) printf("%s", n++ ? "," : ""), json_str(d->items[k].msg + 5);
+        else printf("program: %s\n", d->items[k].msg + 5);
+    }
+    if (cli->json) printf("],\"total\":%d,\"outside\":%d}\n", total, outside);
+    else printf("%s: %d ops, %d inside the ANE profile, %d outside\n", path, total, total - outside, outside);
+    free(used);
+    return outside + n;
+}
+
+/* check --target ane --report: the checker's ANE findings grouped by op. */
+static int check_report(Cli *cli, const char *path, const char *model_path) {
+    Arena arena;
+    arena_init(&arena);
     DiagSink d;
     diag_init(&d);
-    d.warn_as_error = werror;
-    IrProgram *p = mil_parse(arena, &d, path, text, len);
-    if (p) {
-        MilCheckOptions o = {.target = target, .model_path = model_path};
-        mil_check(p, &o, &d);
+    PkgProgram pp;
+    int rc = EXIT_OK;
+    if (pkg_load(&arena, &d, path, model_path, &pp) == 0) {
+        mil_check(pp.prog, &(MilCheckOptions){.target = MIL_TARGET_ANE, .model_path = pp.model_dir}, &d);
+        bool other = false;
+        for (int k = 0; k < d.count; k++) other |= d.items[k].level == DIAG_ERROR && !is_ane(&d.items[k]);
+        if (!other) rc = ane_report(cli, path, pp.prog, &d) ? EXIT_INPUT : EXIT_OK;
+        else rc = -1;
+    } else rc = -1;
+    if (rc < 0) { /* not a valid program at all: the usual diagnostics */
+        cli_report(cli, &d);
+        rc = d.system_errors ? EXIT_SYSTEM : EXIT_INPUT;
     }
-    free(text);
-    int rc = cli_report(cli, &d);
-    bool failed = diag_failed(&d) || !p;
     diag_free(&d);
-    (void)cmd;
-    *out = failed ? NULL : p;
-    return failed ? EXIT_INPUT : rc;
+    arena_free(&arena);
+    return rc;
 }
 
 static int check_run(Cli *cli, int argc, char **argv) {
@@ -54,11 +131,16 @@ static int check_run(Cli *cli, int argc, char **argv) {
     const char *t = args_get(&a, "target");
     if (t && strcmp(t, "ane") == 0) target = MIL_TARGET_ANE;
     else if (t && strcmp(t, "cpu") != 0) { cli_usage_error("check", "--target must be cpu or ane, not '%s'", t); goto out; }
-    if (a.npos != 1) { cli_usage_error("check", "expected one FILE.mil"); goto out; }
+    if (a.npos != 1) { cli_usage_error("check", "expected one FILE.mil, package or folder"); goto out; }
+    if (args_flag(&a, "report")) {
+        if (target != MIL_TARGET_ANE) cli_usage_error("check", "--report goes with --target ane");
+        else rc = check_report(cli, a.pos[0], args_get(&a, "model-path"));
+        goto out;
+    }
     Arena arena;
     arena_init(&arena);
-    IrProgram *p;
-    rc = front_end(cli, "check", a.pos[0], args_get(&a, "model-path"), target, args_flag(&a, "Werror"), &arena, &p);
+    PkgProgram pp;
+    rc = cli_load_program(cli, a.pos[0], args_get(&a, "model-path"), target, args_flag(&a, "Werror"), &arena, &pp);
     if (rc == EXIT_OK && cli->json) printf("{\"file\":\"%s\",\"valid\":true}\n", a.pos[0]);
     else if (rc == EXIT_OK && cli->verbosity > 0) fprintf(stderr, "%s: ok\n", a.pos[0]);
     arena_free(&arena);
@@ -77,7 +159,7 @@ static const OptSpec fmt_opts[] = {
 };
 
 static void fmt_help(FILE *f) {
-    fputs("usage: milc fmt FILE.mil [-o OUT] [--check]\n"
+    fputs("usage: milc fmt (FILE.mil | PKG.mlpackage | DIR) [-o OUT] [--check]\n"
           "\n"
           "Print a MIL program in canonical model.mil form: arguments and attributes in\n"
           "alphabetical order, floats as hex floats, fixed indentation.  The output is\n"
@@ -89,12 +171,17 @@ static int fmt_run(Cli *cli, int argc, char **argv) {
     Args a;
     if (!args_parse("fmt", fmt_opts, argc - 1, argv + 1, false, &a)) return EXIT_USAGE;
     int rc = EXIT_USAGE;
-    if (a.npos != 1) { cli_usage_error("fmt", "expected one FILE.mil"); goto out; }
+    if (a.npos != 1) { cli_usage_error("fmt", "expected one FILE.mil, package or folder"); goto out; }
     Arena arena;
     arena_init(&arena);
-    IrProgram *p;
-    rc = front_end(cli, "fmt", a.pos[0], args_get(&a, "model-path"), MIL_TARGET_CPU, false, &arena, &p);
+    PkgProgram pp;
+    rc = cli_load_program(cli, a.pos[0], args_get(&a, "model-path"), MIL_TARGET_CPU, false, &arena, &pp);
+    if (rc == EXIT_OK && args_flag(&a, "check") && pp.kind != PKG_KIND_MIL) {
+        cli_usage_error("fmt", "--check compares a model.mil file with its canonical form; '%s' is a package or folder", a.pos[0]);
+        rc = EXIT_USAGE;
+    }
     if (rc == EXIT_OK) {
+        IrProgram *p = pp.prog;
         size_t len;
         char *text = mil_print(p, &len);
         const char *o = args_get(&a, "output");

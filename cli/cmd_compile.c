@@ -7,6 +7,7 @@
 #include "milc/backend.h"
 #include "milc/mil.h"
 #include "milc/rt.h"
+#include "program.h"
 
 static const OptSpec compile_opts[] = {
     {"mode", 0, OPT_VALUE, "N", "compile mode: 2 bonded (default), 1 non-bonded, 0 both"},
@@ -18,9 +19,10 @@ static const OptSpec compile_opts[] = {
 };
 
 static void compile_help(FILE *f) {
-    fputs("usage: milc compile FILE.mil [--model-path DIR] [--mode N] [-o FILE.milc] [--dump STAGE]\n"
+    fputs("usage: milc compile (FILE.mil | PKG.mlpackage | DIR) [--model-path DIR] [--mode N] [-o FILE.milc] [--dump STAGE]\n"
           "\n"
-          "Check and compile a MIL program for the CPU backend into an artifact file:\n"
+          "Check and compile a MIL program (a model.mil file, a folder holding one, or\n"
+          "a .mlpackage) for the CPU backend into an artifact file:\n"
           "passes (dead code, constant folding, fusion), lowering for the compile mode,\n"
           "weights packed for the kernels.  No cache is involved; 'milc run' executes\n"
           "the result.  --dump prints the program after a stage as valid MIL text.\n\noptions:\n", f);
@@ -32,8 +34,8 @@ static int compile_run(Cli *cli, int argc, char **argv) {
     if (!args_parse("compile", compile_opts, argc - 1, argv + 1, false, &a)) return EXIT_USAGE;
     int rc = EXIT_USAGE;
     long mode = 2;
-    char *dump = NULL, *text = NULL, *outpath = NULL;
-    if (a.npos != 1) { cli_usage_error("compile", "expected one FILE.mil"); goto out_args; }
+    char *dump = NULL, *outpath = NULL;
+    if (a.npos != 1) { cli_usage_error("compile", "expected one FILE.mil, package or folder"); goto out_args; }
     if (args_get(&a, "mode") && !args_int("compile", "mode", args_get(&a, "mode"), 0, 2, &mode)) goto out_args;
     const char *stage = args_get(&a, "dump");
     if (stage) {
@@ -45,16 +47,20 @@ static int compile_run(Cli *cli, int argc, char **argv) {
     if (args_get(&a, "output")) outpath = strdup(args_get(&a, "output"));
     else {
         size_t n = strlen(path);
+        while (n > 1 && path[n - 1] == '/') n--;
         outpath = malloc(n + 6);
         if (outpath) {
-            memcpy(outpath, path, n + 1);
-            if (n > 4 && strcmp(path + n - 4, ".mil") == 0) outpath[n - 4] = 0;
+            memcpy(outpath, path, n);
+            outpath[n] = 0;
+            static const char *const exts[] = {".mil", ".mlpackage", ".mlmodelc"};
+            for (int i = 0; i < 3; i++) {
+                size_t e = strlen(exts[i]);
+                if (n > e && strcmp(outpath + n - e, exts[i]) == 0) { outpath[n - e] = 0; break; }
+            }
             strcat(outpath, ".milc");
         }
     }
-    size_t len;
-    text = cli_read_file(path, &len);
-    if (!text || !outpath) { rc = EXIT_SYSTEM; goto out_args; }
+    if (!outpath) { rc = EXIT_SYSTEM; goto out_args; }
     Arena arena;
     arena_init(&arena);
     DiagSink d;
@@ -62,9 +68,11 @@ static int compile_run(Cli *cli, int argc, char **argv) {
     RtArtifact *art = NULL;
     BackendStats st = {0};
     long long t0 = cli_now_ns();
-    IrProgram *p = mil_parse(&arena, &d, path, text, len);
-    const char *mp = args_get(&a, "model-path");
-    bool ok = p && mil_check(p, &(MilCheckOptions){.target = MIL_TARGET_CPU, .model_path = mp}, &d);
+    PkgProgram pp;
+    bool ok = pkg_load(&arena, &d, path, args_get(&a, "model-path"), &pp) == 0;
+    IrProgram *p = pp.prog;
+    const char *mp = pp.model_dir;
+    ok = ok && mil_check(p, &(MilCheckOptions){.target = MIL_TARGET_CPU, .model_path = mp}, &d);
     double ms_check = (double)(cli_now_ns() - t0) / 1e6;
     if (ok) {
         BackendOptions bo = {.mode = (int)mode, .model_path = mp, .dump_stage = stage, .dump_out = &dump,
@@ -101,7 +109,6 @@ static int compile_run(Cli *cli, int argc, char **argv) {
     arena_free(&arena);
 out_args:
     free(dump);
-    free(text);
     free(outpath);
     args_free(&a);
     return rc;

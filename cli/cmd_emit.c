@@ -4,11 +4,13 @@
 
 #include "cli.h"
 #include "genopts.h"
+#include "program.h"
 
 static const OptSpec emit_opts[] = {
     GEN_COMMON_OPTS,
     {"output", 'o', OPT_VALUE, "DIR", "write DIR/model.mil, DIR/weights/weight.bin, DIR/manifest.json"},
     {"mode", 0, OPT_VALUE, "N", "record compile mode N (0, 1, 2) in buildInfo"},
+    {"format", 0, OPT_VALUE, "mil|mlpackage", "mil (default): the files above; mlpackage: DIR is a .mlpackage"},
     {"help", 'h', OPT_FLAG, NULL, "this help, with the template's parameters"},
     {0},
 };
@@ -46,18 +48,46 @@ static int emit_run(Cli *cli, int argc, char **argv) {
     diag_init(&d);
     long long t0 = cli_now_ns();
     GenConfig *c = cli_gen_config(&tp.sp, &a, &d);
-    int ok = c && gen_emit(c,
-                            &(GenOptions){.weights = args_get(&a, "weights"), .compile_mode = (int)mode,
-                                          .max_memory = cli->max_memory},
-                            dir, &d) == 0;
+    const char *format = args_get(&a, "format");
+    bool pkg = format && strcmp(format, "mlpackage") == 0;
+    if (format && !pkg && strcmp(format, "mil") != 0) {
+        cli_usage_error("emit", "--format must be mil or mlpackage");
+        gen_config_free(c);
+        diag_free(&d);
+        tpath_free(&tp);
+        goto out;
+    }
+    /* A package is made from the chunk emitted into a scratch folder beside it. */
+    char scratch[4200];
+    snprintf(scratch, sizeof scratch, "%s.emit-XXXXXX", dir);
+    if (pkg && !mkdtemp(scratch)) {
+        cli_error("cannot create a folder beside '%s'", dir);
+        pkg = false, c = (gen_config_free(c), NULL);
+    }
+    int ok = c && gen_emit(c, &(GenOptions){.weights = args_get(&a, "weights"), .compile_mode = (int)mode,
+                                                .max_memory = cli->max_memory},
+                           pkg ? scratch : dir, &d) == 0;
     rc = cli_report(cli, &d);
+    if (ok && rc == EXIT_OK && pkg) {
+        Arena arena;
+        arena_init(&arena);
+        PkgProgram pp;
+        rc = cli_load_program(cli, scratch, NULL, MIL_TARGET_CPU, false, &arena, &pp);
+        if (rc == EXIT_OK) rc = cli_write_program(cli, &pp, PKG_OUT_MLPACKAGE, dir);
+        arena_free(&arena);
+        cli_rm_tree(scratch);
+        ok = rc == EXIT_OK;
+        if (!ok) goto done;
+    } else if (pkg) cli_rm_tree(scratch);
     if (ok && rc == EXIT_OK) {
         double ms = (double)(cli_now_ns() - t0) / 1e6;
-        if (cli->json) printf("{\"dir\":\"%s\",\"ms\":%.3f}\n", dir, ms);
+        if (pkg) (void)ms;
+        else if (cli->json) printf("{\"dir\":\"%s\",\"ms\":%.3f}\n", dir, ms);
         else if (cli->verbosity >= 0) fprintf(stderr, "wrote %s/model.mil, %s/weights/weight.bin (%.1f ms)\n", dir, dir, ms);
     } else if (rc == EXIT_OK) {
         rc = EXIT_SYSTEM;
     }
+done:
     gen_config_free(c);
     diag_free(&d);
     tpath_free(&tp);

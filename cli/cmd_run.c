@@ -11,10 +11,13 @@
 #include "model.h"
 #include "drift.h"
 #include "tier.h"
+#include "pipeline.h"
+#include "program.h"
 
 static const OptSpec run_opts[] = {
     GEN_COMMON_OPTS,
     {"mode", 0, OPT_VALUE, "N", "with build options: compile mode (default 2)"},
+    {"model-path", 0, OPT_VALUE, "DIR", "with a model.mil file: the directory @model_path stands for"},
     {"input", 'i', OPT_VALUE, "NAME=FILE.npy", "bind an input (repeat for each)"},
     {"output", 'o', OPT_VALUE, "DIR", "write each output as DIR/NAME.npy (default .)"},
     {"threads", 'j', OPT_VALUE, "N", "worker threads (default: all CPUs)"},
@@ -24,11 +27,13 @@ static const OptSpec run_opts[] = {
 };
 
 static void run_help(FILE *f) {
-    fputs("usage: milc run (ARTIFACT.milc | KEY | build options) --input NAME=FILE.npy ... [-o DIR]\n"
+    fputs("usage: milc run (ARTIFACT.milc | KEY | FILE.mil | PKG.mlpackage | DIR | build options) --input NAME=FILE.npy ... [-o DIR]\n"
           "\n"
           "Load a compiled artifact - a file from 'milc compile', a cache entry by its\n"
           "key (see 'milc cache ls'), or the chunk that 'milc build' with the same\n"
-          "options makes (built now if not cached) - validate it, bind every input from an .npy\n"
+          "options makes (built now if not cached), or a MIL program (model.mil, a\n"
+          "folder holding one, a .mlpackage) compiled through the cache under the\n"
+          "same key whatever its container - validate it, bind every input from an .npy\n"
           "file (fp16 inputs also take fp32 files), run it, and write each output as\n"
           "DIR/NAME.npy under its MIL name.  Outputs of one run are inputs of the\n"
           "next, so prefill and decode steps chain through files.\n\noptions:\n", f);
@@ -91,6 +96,42 @@ static int run_build(Cli *cli, const Args *a, Cache **c, LoadedModel *lm, int th
     return rc;
 }
 
+/* A program from a file: check it, then compile it through the cache (or
+ * find it there) and load the entry. */
+static int run_program(Cli *cli, const Args *a, Cache **c, LoadedModel *lm, int threads) {
+    long mode = 2;
+    if (args_get(a, "mode") && !args_int("run", "mode", args_get(a, "mode"), 0, 2, &mode)) return EXIT_USAGE;
+    Arena arena;
+    arena_init(&arena);
+    PkgProgram pp;
+    int rc = cli_load_program(cli, a->pos[0], args_get(a, "model-path"), MIL_TARGET_CPU, false, &arena, &pp);
+    char err[512] = "";
+    int r;
+    if (rc == EXIT_OK && (r = cache_open(c, cli->cache_dir, NULL, err, sizeof err)) != 0) {
+        cli_error("%s", err[0] ? err : cache_strerror(r));
+        rc = EXIT_SYSTEM;
+    }
+    if (rc == EXIT_OK) {
+        DiagSink d;
+        diag_init(&d);
+        CacheHit *hit = NULL;
+        BuildResult res;
+        ProgramRequest req = {.what = a->pos[0], .mode = (int)mode, .verify_hits = verify_policy(a), .hit_out = &hit};
+        rc = pipeline_program(*c, pp.prog, pp.model_dir, &req, &res, &d);
+        int drc = cli_report(cli, &d);
+        if (rc == EXIT_OK) rc = drc;
+        diag_free(&d);
+        if (rc == EXIT_OK) {
+            char key[33];
+            cache_key_hex(&res.key, key);
+            if (cli->verbosity > 0) fprintf(stderr, "%s %s\n", key, res.outcome == BUILD_MISS ? "built" : "cached");
+            rc = model_load_hit(lm, hit, &(ModelLoad){.nthreads = threads, .describe = true, .max_memory = cli->max_memory}, key);
+        } else if (hit) cache_hit_release(hit);
+    }
+    arena_free(&arena);
+    return rc;
+}
+
 static int run_run(Cli *cli, int argc, char **argv) {
     Args a;
     if (!args_parse("run", run_opts, argc - 1, argv + 1, true, &a)) return EXIT_USAGE;
@@ -103,7 +144,8 @@ static int run_run(Cli *cli, int argc, char **argv) {
     long threads = 0, repeat = 1;
     bool from_build = a.npos == 0 && (a.nextra || args_get(&a, "model") || args_get(&a, "template"));
     if (a.npos != 1 && !from_build) { cli_usage_error("run", "expected one ARTIFACT or KEY, or build options"); goto out; }
-    if (a.npos == 1 && (a.nextra || args_get(&a, "model") || args_get(&a, "template") || args_get(&a, "mode"))) {
+    bool program = a.npos == 1 && cli_is_program(a.pos[0]);
+    if (a.npos == 1 && (a.nextra || args_get(&a, "model") || args_get(&a, "template") || (args_get(&a, "mode") && !program))) {
         cli_usage_error("run", "build options go without an ARTIFACT or KEY");
         goto out;
     }
@@ -122,6 +164,8 @@ static int run_run(Cli *cli, int argc, char **argv) {
     struct stat st;
     if (from_build) {
         rc = run_build(cli, &a, &c, &lm, (int)threads);
+    } else if (program) {
+        rc = run_program(cli, &a, &c, &lm, (int)threads);
     } else if (is_key(a.pos[0]) && stat(a.pos[0], &st) != 0) {
         CacheKey k;
         cache_key_parse(a.pos[0], &k);

@@ -18,7 +18,7 @@
 #endif
 
 static const Command *const commands[] = {
-    &cmd_build, &cmd_emit, &cmd_check, &cmd_fmt, &cmd_compile, &cmd_run,
+    &cmd_build, &cmd_emit, &cmd_check, &cmd_fmt, &cmd_compile, &cmd_convert, &cmd_run,
     &cmd_bench, &cmd_estimate, &cmd_prewarm, &cmd_cache, &cmd_templates,
 };
 enum { NCOMMANDS = sizeof commands / sizeof commands[0] };

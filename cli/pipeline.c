@@ -110,6 +110,117 @@ static int direct_hit(Cache *c, const BuildRequest *req, const CacheKeyBuilder *
     return ok;
 }
 
+/* Store a compiled artifact under key (its record in fb). 0, or -1 with a
+ * message printed. */
+static int store(Cache *c, const CacheKey *key, const CacheKeyBuilder *fb, const RtArtifact *art, int mode,
+                 long long t_all, BuildResult *res) {
+    const RtSection *secs;
+    int n;
+    rt_artifact_sections(art, &secs, &n);
+    CacheSection *cs = calloc((size_t)n, sizeof *cs);
+    if (!cs) { cli_error("out of memory"); return -1; }
+    for (int i = 0; i < n; i++) {
+        cs[i] = (CacheSection){secs[i].data, secs[i].size};
+        res->artifact_bytes += secs[i].size;
+    }
+    uint64_t compile_ns = (uint64_t)(cli_now_ns() - t_all);
+    CacheEntryMeta meta = {.description = res->description, .backend = "cpu", .mode = mode, .compile_ns = compile_ns};
+    int r = cache_put(c, key, fb->buf, fb->len, &meta, cs, n);
+    free(cs);
+    if (r != 0) { cli_error("cache store failed: %s: %s", cache_strerror(r), cache_errmsg(c)); return -1; }
+    return 0;
+}
+
+/* The entry just stored, for a caller that runs it next. */
+static int read_back(Cache *c, const CacheKeyBuilder *fb, BuildResult *res, CacheHit **hit_out) {
+    int r;
+    if (hit_out && (r = cache_get(c, &res->key, fb->buf, fb->len, 0, hit_out)) != 0) {
+        cli_error("cannot read back what was stored: %s: %s", cache_strerror(r), cache_errmsg(c));
+        return EXIT_SYSTEM;
+    }
+    return EXIT_OK;
+}
+
+/* The full key's weight part: the digest of each weight file the program
+ * names, in order of first use (a generated chunk names one). */
+static int add_blob_digests(CacheKeyBuilder *fb, const IrProgram *p, const char *model_dir, DiagSink *d) {
+    const char *seen[64];
+    int nseen = 0;
+    for (int f = 0; f < p->nfuncs; f++)
+        IR_FOR_EACH_OP(op, p->funcs[f]) {
+            for (int i = 0; i < op->nattrs + op->nargs; i++) {
+                const IrLiteral *l = i < op->nattrs ? op->attrs[i].lit
+                                     : op->args[i - op->nattrs].kind == IR_ARG_LITERAL ? op->args[i - op->nattrs].lit
+                                                                                        : NULL;
+                bool dup = false;
+                if (!l || l->kind != IR_LIT_BLOBFILE) continue;
+                for (int k = 0; k < nseen; k++) dup |= strcmp(seen[k], l->blob_path) == 0;
+                if (dup) continue;
+                if (nseen == 64) { diag_error(d, l->loc, "more than 64 weight files"); return -1; }
+                seen[nseen++] = l->blob_path;
+                char path[4096];
+                const char *why;
+                MilBlobFile wf;
+                uint8_t dig[16];
+                if (mil_blob_path(model_dir, l->blob_path, path, sizeof path, &why) != 0) {
+                    diag_error(d, l->loc, "%s: %s", l->blob_path, why);
+                    return -1;
+                }
+                if (milblob_open(&wf, path, d) != 0) return -1;
+                milblob_file_digest(&wf, dig);
+                milblob_close(&wf);
+                ckey_add(fb, KEY_TAG('W', 'B', 'L', 'B'), dig, 16);
+            }
+        }
+    return 0;
+}
+
+int pipeline_program(Cache *c, const IrProgram *p, const char *model_dir, const ProgramRequest *req, BuildResult *res,
+                     DiagSink *d) {
+    long long t_all = cli_now_ns();
+    memset(res, 0, sizeof *res);
+    snprintf(res->description, sizeof res->description, "%s", req->what);
+    CacheKeyBuilder fb;
+    ckey_init(&fb);
+    RtArtifact *art = NULL;
+    int rc = EXIT_SYSTEM;
+    size_t len;
+    char *text = mil_print(p, &len);
+    if (!text) { cli_error("out of memory"); goto out; }
+    key_common(&fb, req->mode);
+    ckey_add(&fb, KEY_TAG('M', 'I', 'L', ' '), text, len);
+    if (add_blob_digests(&fb, p, model_dir, d) != 0) { rc = failed_rc(d); goto out; }
+    if (ckey_finish(&fb, &res->key) != 0) { cli_error("out of memory"); goto out; }
+    CacheHit *hit = NULL;
+    unsigned gflags = verify_get_flags(req->verify_hits) | CACHE_GET_POPULATE;
+    int r = cache_get(c, &res->key, fb.buf, fb.len, gflags, &hit);
+    if (r == 0 && !pipeline_hit_usable(hit, req->mode)) {
+        cache_hit_release(hit);
+        r = CACHE_ENOTFOUND;
+    }
+    if (r == 0) {
+        res->outcome = BUILD_HIT_FULL;
+        *req->hit_out = hit;
+        rc = EXIT_OK;
+        goto out;
+    }
+    if (!CACHE_IS_MISS(r)) { cli_error("cache lookup failed: %s: %s", cache_strerror(r), cache_errmsg(c)); goto out; }
+    BackendStats bs = {0};
+    if (backend_compile((IrProgram *)p, &(BackendOptions){.mode = req->mode, .model_path = model_dir}, &art, &bs, d) != 0) {
+        rc = failed_rc(d);
+        goto out;
+    }
+    if (store(c, &res->key, &fb, art, req->mode, t_all, res) != 0) goto out;
+    res->outcome = BUILD_MISS;
+    rc = read_back(c, &fb, res, req->hit_out);
+out:
+    res->ms_total = cli_ms_since(t_all);
+    if (art) rt_artifact_free(art);
+    free(text);
+    ckey_free(&fb);
+    return rc;
+}
+
 int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink *d) {
     long long t_all = cli_now_ns(), t0 = t_all;
     memset(res, 0, sizeof *res);
@@ -247,21 +358,11 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
 
     /* ---- store: artifact, then the direct mapping ---- */
     t0 = cli_now_ns();
-    const RtSection *secs;
-    int n;
-    rt_artifact_sections(art, &secs, &n);
-    CacheSection *cs = calloc((size_t)n, sizeof *cs);
-    if (!cs) { cli_error("out of memory"); goto out; }
-    for (int i = 0; i < n; i++) {
-        cs[i] = (CacheSection){secs[i].data, secs[i].size};
-        res->artifact_bytes += secs[i].size;
+    if (store(c, &res->key, &fb, art, req->mode, t_all, res) != 0) goto out;
+    if ((r = cache_direct_put(c, &dkey, db.buf, db.len, &res->key)) != 0) {
+        cli_error("cache store failed: %s: %s", cache_strerror(r), cache_errmsg(c));
+        goto out;
     }
-    uint64_t compile_ns = (uint64_t)(cli_now_ns() - t_all);
-    CacheEntryMeta meta = {.description = res->description, .backend = "cpu", .mode = req->mode, .compile_ns = compile_ns};
-    r = cache_put(c, &res->key, fb.buf, fb.len, &meta, cs, n);
-    free(cs);
-    if (r == 0) r = cache_direct_put(c, &dkey, db.buf, db.len, &res->key);
-    if (r != 0) { cli_error("cache store failed: %s: %s", cache_strerror(r), cache_errmsg(c)); goto out; }
     res->ms_store = cli_ms_since(t0);
     res->from_remote = false;
     tier_push(req->remote, c, &res->key, &dkey, db.buf, db.len);

@@ -79,6 +79,21 @@ bool pipeline_hit_usable(CacheHit *hit, int mode);
 /* The cache_get flags that check a hit under policy (BUILD_VERIFY_*). */
 unsigned verify_get_flags(int policy);
 
+typedef struct ProgramRequest {
+    const char *what;   /* for `cache ls`: the file */
+    int mode;
+    int verify_hits;    /* BUILD_VERIFY_* */
+    CacheHit **hit_out; /* required: the entry, for the caller to run */
+} ProgramRequest;
+
+/* A checked program from a file (text or package) compiled through the cache
+ * under the full key only: the canonical text and the weight files' digests,
+ * so the same program in any container, or made by `milc build`, is one
+ * entry.  Returns EXIT_*, diagnostics in d. */
+struct IrProgram;
+int pipeline_program(Cache *c, const struct IrProgram *p, const char *model_dir, const ProgramRequest *req,
+                     BuildResult *res, DiagSink *d);
+
 /* Build one program or find it in the cache.  Returns EXIT_OK, or EXIT_INPUT
  * with diagnostics in d, or EXIT_SYSTEM with a message printed. */
 int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink *d);

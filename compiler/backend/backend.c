@@ -103,6 +103,14 @@ int backend_compile(IrProgram *p, const BackendOptions *o, RtArtifact **out, Bac
     FuseTable fuse = {0};
     bool fusing = o->mode != RT_MODE_NONBONDED && !o->no_fuse;
     if (!stage_done(&c, "parse", NULL) || !stage_done(&c, "check", NULL)) goto fail;
+    /* Ops the backend does not run stop here, before any pass sees them. */
+    bool lowerable = true;
+    IR_FOR_EACH_OP(op, f)
+        if (!backend_lowers(op->kind)) {
+            diag_error(d, op->loc, "op %s is not supported by the cpu backend yet", mil_op_name(op->kind));
+            lowerable = false;
+        }
+    if (!lowerable) goto fail;
     backend_hoist_literals(f);
     backend_dce(f);
     if (!stage_done(&c, "dce", NULL)) goto fail;

@@ -1004,12 +1004,28 @@ static int lower_sdpa(LowerShared *s, const IrOp *op) {
     return 0;
 }
 
+
+bool backend_lowers(IrOpKind k) {
+    /* The ops lower_op's switch handles; every other op of the table is
+     * checked but not run yet. */
+    static const IrOpKind lowered[] = {
+        OP_CONST, OP_LINEAR, OP_CONV, OP_MATMUL, OP_ADD, OP_SUB, OP_MUL, OP_REAL_DIV, OP_POW, OP_RSQRT, OP_SQRT,
+        OP_EXP, OP_TANH, OP_SIGMOID, OP_SILU, OP_GELU, OP_SOFTMAX, OP_REDUCE_MEAN, OP_REDUCE_SUM, OP_REDUCE_MAX,
+        OP_LAYER_NORM, OP_RESHAPE, OP_EXPAND_DIMS, OP_SQUEEZE, OP_TRANSPOSE, OP_CONCAT, OP_SPLIT, OP_SLICE_BY_INDEX,
+        OP_SLICE_BY_SIZE, OP_GATHER, OP_CAST, OP_BAND_PART, OP_TILE, OP_SELECT, OP_SCALED_DOT_PRODUCT_ATTENTION,
+    };
+    for (size_t i = 0; i < sizeof lowered / sizeof *lowered; i++)
+        if (lowered[i] == k) return true;
+    return false;
+}
+
 static int lower_op(LowerShared *s, IrOp *op) {
     s->cur = op;
     if (s->fuse && op->aux) {
         const FuseGroup *g = op->aux;
         return g->root == op ? lower_group(s, g) : 0;
     }
+    if (!backend_lowers(op->kind)) return FAIL("op %s is not supported by the cpu backend yet", mil_op_name(op->kind));
     for (int r = 0; r < op->nresults; r++)
         if (ir_value_numel(op->results[r]) < 0) return FAIL("'%s' has a dynamic shape; the CPU backend needs static shapes", op->results[r]->name);
     switch (op->kind) {

@@ -126,7 +126,7 @@ static bool bool_of(const OpCtx *x, const char *name) {
 static IrType *set_out(OpCtx *x, int i, IrDType dt, int rank, const int64_t *dims) {
     MILC_ASSERT(i < MAX_RESULTS && rank <= MAX_RANK);
     if (i >= x->nout) x->nout = i + 1;
-    x->out[i] = (IrType){dt, rank, x->out_dims[i]};
+    x->out[i] = (IrType){dt, rank, x->out_dims[i], false};
     if (dims && rank) memcpy(x->out_dims[i], dims, sizeof(int64_t) * (size_t)rank);
     return &x->out[i];
 }
@@ -343,6 +343,10 @@ static void infer_conv(OpCtx *x) {
     bool same = strcmp(mode, "same") == 0 || strcmp(mode, "same_lower") == 0;
     if (!valid && !custom && !same) {
         ERR("unknown pad_type \"%s\" (valid, same, same_lower, custom)", mode);
+        return;
+    }
+    if (x->op->fn && x->op->fn->opset_version == 15 && strcmp(mode, "same_lower") == 0) {
+        ERR("pad_type \"same_lower\" needs opset ios16 or later");
         return;
     }
     IrType *o = set_out(x, 0, t->dtype, t->rank, t->dims);
@@ -684,8 +688,13 @@ static void infer_cast(OpCtx *x) {
     const IrLiteral *l = const_of(x, "dtype");
     const char *s = l ? ir_lit_str(l, 0) : NULL;
     IrDType dt;
-    if (!s || !ir_dtype_from_name(s, strlen(s), &dt) || dt == IR_DT_STRING) {
-        ERR("unknown dtype \"%s\"", s ? s : "");
+    /* coremltools' cast targets: four dtypes, and the 8- and 16-bit integers from ios17 on. */
+    int opset = x->op->fn && x->op->fn->opset_version ? x->op->fn->opset_version : 18;
+    unsigned ok = 1u << IR_DT_FP16 | 1u << IR_DT_FP32 | 1u << IR_DT_INT32 | 1u << IR_DT_BOOL;
+    if (opset >= 17) ok |= 1u << IR_DT_INT8 | 1u << IR_DT_UINT8 | 1u << IR_DT_INT16 | 1u << IR_DT_UINT16;
+    if (!s || !ir_dtype_from_name(s, strlen(s), &dt) || !(ok & 1u << dt)) {
+        ERR("cannot cast to \"%s\" in %s (%s)", s ? s : "", opset >= 17 ? "ios17 and later" : "ios15 and ios16",
+            opset >= 17 ? "fp16, fp32, int8, uint8, int16, uint16, int32, bool" : "fp16, fp32, int32, bool");
         return;
     }
     if (rank_at_most(x, "x", t)) set_out(x, 0, dt, t->rank, t->dims);
@@ -787,6 +796,461 @@ static void infer_sdpa(OpCtx *x) {
     o->dims[r - 1] = v->dims[r - 1];
 }
 
+/* Comparisons and logical ops: broadcast, then bool. */
+static void infer_compare(OpCtx *x) {
+    infer_broadcast(x);
+    if (x->ok && x->nout == 1) x->out[0].dtype = IR_DT_BOOL;
+}
+
+/* prelu, softplus_parametric: one alpha (and beta) per channel of [B, C, *]. */
+static void infer_prelu(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    char s1[256];
+    if (t->rank < 3) { ERR("'x' must be [B, C, *] (rank >= 3), not rank %d", t->rank); return; }
+    for (int i = 1; i < x->nspecs; i++) {
+        const IrType *a = x->args[i] ? type_of(x, x->specs[i].name) : NULL;
+        if (a && !dims_match(a->dims[0], t->dims[1])) {
+            ERR("'%s' %s must have one value per channel of 'x' (%lld)", x->specs[i].name,
+                fmt_dims(a->dims, a->rank, s1, sizeof s1), (long long)t->dims[1]);
+            return;
+        }
+        const IrLiteral *l = x->op->kind == OP_PRELU && (t->rank == 3 || t->rank == 5) ? const_of(x, x->specs[i].name) : NULL;
+        for (size_t k = 1; l && k < l->count; k++)
+            if (ir_lit_f64(l, k) != ir_lit_f64(l, 0)) {
+                ERR("'alpha' must hold one value repeated when 'x' has rank %d (per-channel alphas need rank 4)", t->rank);
+                return;
+            }
+    }
+    infer_same(x);
+}
+
+/* reduce_argmax / reduce_argmin: one axis, integer indices. */
+static void infer_reduce_arg(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    int64_t axis, a, d[MAX_RANK];
+    IrDType dt = IR_DT_INT32;
+    if (!rank_at_most(x, "x", t) || !int_of(x, "axis", -1, &axis)) return;
+    if (t->rank == 0) { ERR("'x' must have rank >= 1"); return; }
+    if (!norm_axis(x, "axis", axis, t->rank, &a)) return;
+    const IrLiteral *od = const_of(x, "output_dtype");
+    if (od) {
+        const char *s = ir_lit_str(od, 0);
+        if (!s || !ir_dtype_from_name(s, strlen(s), &dt) || (dt != IR_DT_INT32 && dt != IR_DT_UINT16)) {
+            ERR("'output_dtype' must be \"int32\" or \"uint16\", not \"%s\"", s ? s : "");
+            return;
+        }
+    }
+    bool keep = bool_of(x, "keep_dims");
+    int r = 0;
+    for (int i = 0; i < t->rank; i++)
+        if (i != a) d[r++] = t->dims[i];
+        else if (keep) d[r++] = 1;
+    set_out(x, 0, dt, r, d);
+}
+
+/* l2_norm: normalises over every dim but the batch; x needs rank >= 3. */
+static void infer_l2_norm(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    if (t->rank < 3) { ERR("'x' must have rank >= 3, not %d", t->rank); return; }
+    infer_same(x);
+}
+
+/* Constant int vector argument name with n entries into v (dflt when absent). */
+static bool spatial_vec(OpCtx *x, const char *name, int n, int64_t dflt, int64_t min, int64_t *v) {
+    for (int i = 0; i < n; i++) v[i] = dflt;
+    if (!arg_of(x, name)) return true;
+    int64_t w[MAX_RANK];
+    int got = ints_of(x, name, w);
+    if (got != n) {
+        ERR("'%s' must have %d values, not %d", name, n, got);
+        return false;
+    }
+    for (int i = 0; i < n; i++) {
+        if (w[i] < min) { ERR("'%s' values must be >= %lld", name, (long long)min); return false; }
+        v[i] = w[i];
+    }
+    return true;
+}
+
+/* max_pool, avg_pool, l2_pool: x [N, C, *spatial] with 1 to 3 spatial dims. */
+static void infer_pool(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    int64_t k[MAX_RANK], st[MAX_RANK], pad[MAX_RANK];
+    if (t->rank < 3 || t->rank > 5) { ERR("'x' must be [N, C, *spatial] with 1 to 3 spatial dims (rank 3 to 5), not rank %d", t->rank); return; }
+    int ns = t->rank - 2;
+    if (!spatial_vec(x, "kernel_sizes", ns, 1, 1, k) || !spatial_vec(x, "strides", ns, 1, 1, st) ||
+        !spatial_vec(x, "pad", 2 * ns, 0, 0, pad))
+        return;
+    const IrLiteral *pt = const_of(x, "pad_type");
+    const char *mode = pt ? ir_lit_str(pt, 0) : "valid";
+    bool custom = strcmp(mode, "custom") == 0, same = strcmp(mode, "same") == 0 || strcmp(mode, "same_lower") == 0;
+    if (!custom && !same && strcmp(mode, "valid") != 0) {
+        ERR("unknown pad_type \"%s\" (valid, same, same_lower, custom)", mode);
+        return;
+    }
+    bool ceil_mode = bool_of(x, "ceil_mode");
+    int opset = x->op->fn ? x->op->fn->opset_version : 0;
+    if (opset == 15 && strcmp(mode, "same_lower") == 0) { ERR("pad_type \"same_lower\" needs opset ios16 or later"); return; }
+    if (strcmp(x->opname, "l2_pool") == 0 && ns > 2) { ERR("l2_pool pools 1 or 2 spatial dims, not %d", ns); return; }
+    if (ceil_mode) {
+        if (ns > 2) { ERR("'ceil_mode' works for 1-D and 2-D pooling only, not 3-D"); return; }
+        if (strcmp(mode, "same") == 0) { ERR("'ceil_mode' must be false with pad_type \"same\""); return; }
+        for (int i = 0; arg_of(x, "pad") && i < ns; i++)
+            if (pad[2 * i] != pad[2 * i + 1]) { ERR("'pad' must be symmetric when 'ceil_mode' is true"); return; }
+    }
+    IrType *o = set_out(x, 0, t->dtype, t->rank, t->dims);
+    for (int i = 0; i < ns; i++) {
+        int64_t d = t->dims[2 + i], s = st[i], od;
+        if (!dim_known(d)) continue;
+        /* Total padding: what "same" needs to give ceil(d / s) windows, the custom pads, or none. */
+        int64_t p = same ? sat_add(sat_mul(s, d / s + (d % s != 0)) - d, k[i] - s) : custom ? sat_add(pad[2 * i], pad[2 * i + 1]) : 0;
+        if (p < 0) p = 0;
+        int64_t span = sat_add(d, p) - k[i];
+        if (!ceil_mode) od = span >= 0 ? span / s + 1 : -((-span + s - 1) / s) + 1;
+        else {
+            od = (span + s - 1 >= 0 ? (span + s - 1) / s : -((-(span + s - 1) + s - 1) / s)) + 1;
+            if (p > 0 && (od - 1) * s >= d + p / 2) od--; /* the last window would start in the padding */
+        }
+        if (od <= 0) {
+            ERR("kernel %lld is larger than the padded input %lld in spatial dim %d", (long long)k[i], (long long)sat_add(d, p), i);
+            return;
+        }
+        o->dims[2 + i] = od;
+    }
+}
+
+static void infer_shape(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    int64_t r = t->rank;
+    set_out(x, 0, IR_DT_INT32, 1, &r);
+}
+
+/* stack: every value the same shape; a new axis of length count. */
+static void infer_stack(OpCtx *x) {
+    IrArg *vals = arg_of(x, "values");
+    char s1[256], s2[256];
+    if (vals->nitems < 1) { ERR("'values' is empty"); return; }
+    const IrType *t0 = &vals->items[0]->type;
+    int64_t axis, a, d[MAX_RANK];
+    if (!rank_at_most(x, "values", t0) || !int_of(x, "axis", 0, &axis)) return;
+    if (t0->rank + 1 > MAX_RANK) { ERR("result rank too large"); return; }
+    if (!norm_axis(x, "axis", axis, t0->rank + 1, &a)) return;
+    for (int i = 1; i < vals->nitems; i++) {
+        const IrType *t = &vals->items[i]->type;
+        bool ok = t->rank == t0->rank;
+        for (int k = 0; ok && k < t->rank; k++) ok = dims_match(t->dims[k], t0->dims[k]);
+        if (!ok) {
+            ERR("'%s' %s and '%s' %s must have the same shape", vals->items[i]->name, fmt_dims(t->dims, t->rank, s1, sizeof s1),
+                vals->items[0]->name, fmt_dims(t0->dims, t0->rank, s2, sizeof s2));
+            return;
+        }
+    }
+    for (int i = 0, k = 0; i <= t0->rank; i++) d[i] = i == a ? vals->nitems : t0->dims[k++];
+    set_out(x, 0, t0->dtype, t0->rank + 1, d);
+}
+
+/* The type of the op's first argument (x, data, input, ...). */
+static const IrType *first_type(const OpCtx *x) { return type_of(x, x->specs[0].name); }
+
+/* batch_norm, instance_norm, local_response_norm: x [N, C, *] (coremltools
+ * checks no upper rank); per-channel parameters [C]. */
+static void infer_norm(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    char s1[256];
+    if (t->rank < 2) { ERR("'x' must be [N, C, *] (rank >= 2), not rank %d", t->rank); return; }
+    for (int i = 1; i < x->nspecs; i++) {
+        const IrType *p = x->args[i] && x->specs[i].rank == 1 ? type_of(x, x->specs[i].name) : NULL;
+        if (p && !dims_match(p->dims[0], t->dims[1])) {
+            ERR("'%s' %s must have one value per channel of 'x' (%lld)", x->specs[i].name,
+                fmt_dims(p->dims, p->rank, s1, sizeof s1), (long long)t->dims[1]);
+            return;
+        }
+    }
+    infer_same(x);
+}
+
+/* cumsum: an axis of x, same type. */
+static void infer_axis_same(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    int64_t axis, a;
+    if (!int_of(x, "axis", 0, &axis)) return;
+    if (t->rank == 0) { ERR("'x' must have rank >= 1"); return; }
+    if (norm_axis(x, "axis", axis, t->rank, &a)) infer_same(x);
+}
+
+static void infer_reverse(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    int64_t axes[MAX_RANK];
+    bool mask[MAX_RANK];
+    if (rank_at_most(x, "x", t) && axes_of(x, "axes", t->rank, axes, mask) >= 0) infer_same(x);
+}
+
+/* argsort: int32 indices in x's shape. */
+static void infer_argsort(OpCtx *x) {
+    infer_axis_same(x);
+    if (x->ok && x->nout == 1) x->out[0].dtype = IR_DT_INT32;
+}
+
+/* flatten2d: [prod(dims before axis), prod(dims from axis)]; 0 <= axis <= rank. */
+static void infer_flatten2d(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    int64_t axis, d[2] = {1, 1};
+    if (!rank_at_most(x, "x", t) || !int_of(x, "axis", 1, &axis)) return;
+    if (axis < -t->rank || axis > t->rank) { ERR("axis %lld is out of range for rank %d", (long long)axis, t->rank); return; }
+    if (axis < 0) axis += t->rank;
+    for (int i = 0; i < t->rank; i++) {
+        int64_t *p = &d[i >= axis];
+        *p = dim_known(*p) && dim_known(t->dims[i]) ? sat_mul(*p, t->dims[i]) : IR_DIM_DYNAMIC;
+    }
+    set_out(x, 0, t->dtype, 2, d);
+}
+
+/* A shape argument: a constant int vector (dims), else its length (unknown dims). */
+static bool shape_arg(OpCtx *x, const char *name, int *rank, int64_t *dims) {
+    const IrType *st = type_of(x, name);
+    int n = ints_of(x, name, dims);
+    if (n >= 0) {
+        for (int i = 0; i < n; i++)
+            if (dims[i] < 0) { ERR("'%s' entry %lld is negative", name, (long long)dims[i]); return false; }
+        *rank = n;
+        return true;
+    }
+    if (!dim_known(st->dims[0])) { x->nout = -1; return false; }
+    if (st->dims[0] > MAX_RANK) { ERR("'%s' has more than %d entries", name, MAX_RANK); return false; }
+    *rank = (int)st->dims[0];
+    for (int i = 0; i < *rank; i++) dims[i] = DIM_UNKNOWN;
+    return true;
+}
+
+/* fill: the shape given, the value's dtype (fp32 by default). */
+static void infer_fill(OpCtx *x) {
+    int64_t d[MAX_RANK];
+    int r;
+    const IrType *v = type_of(x, "value");
+    if (shape_arg(x, "shape", &r, d)) set_out(x, 0, v ? v->dtype : IR_DT_FP32, r, d);
+}
+
+/* random_*: the shape given; the dtype of the distribution's parameters (fp32 by default). */
+static void infer_random(OpCtx *x) {
+    int64_t d[MAX_RANK];
+    int r;
+    IrDType dt = IR_DT_FP32;
+    for (int i = 1; i < x->nspecs; i++)
+        if (x->args[i] && x->specs[i].group == 'T') dt = type_of(x, x->specs[i].name)->dtype;
+    /* The parameters' defaults are fp32: an fp16 distribution gives them all. */
+    for (int i = 1; i < x->nspecs; i++)
+        if (!x->args[i] && x->specs[i].group == 'T' && dt != IR_DT_FP32) {
+            ERR("the %s parameters are %s but '%s' defaults to fp32: give it as %s too", x->opname, ir_dtype_name(dt),
+                x->specs[i].name, ir_dtype_name(dt));
+            return;
+        }
+    if (shape_arg(x, "shape", &r, d)) set_out(x, 0, dt, r, d);
+}
+
+/* gather_along_axis: indices of x's rank, matching x off the axis; indices' shape. */
+static void infer_gather_along_axis(OpCtx *x) {
+    const IrType *t = type_of(x, "x"), *ix = type_of(x, "indices");
+    int64_t axis, a;
+    char s1[256], s2[256];
+    if (!int_of(x, "axis", 0, &axis)) return;
+    if (t->rank == 0) { ERR("'x' must have rank >= 1"); return; }
+    if (!norm_axis(x, "axis", axis, t->rank, &a)) return;
+    bool ok = ix->rank == t->rank;
+    for (int i = 0; ok && i < t->rank; i++) ok = i == a || dims_match(ix->dims[i], t->dims[i]);
+    if (!ok) {
+        ERR("'indices' %s must have the rank of 'x' %s and its dims off axis %lld", fmt_dims(ix->dims, ix->rank, s1, sizeof s1),
+            fmt_dims(t->dims, t->rank, s2, sizeof s2), (long long)a);
+        return;
+    }
+    set_out(x, 0, t->dtype, ix->rank, ix->dims);
+}
+
+/* scatter family: the result is data; the mode must be known. */
+static void infer_scatter(OpCtx *x) {
+    const IrType *t = type_of(x, "data");
+    const IrLiteral *m = const_of(x, "mode");
+    static const char *const modes[] = {"update", "add", "sub", "mul", "div", "max", "min"};
+    const char *s = m ? ir_lit_str(m, 0) : "add";
+    bool known = false;
+    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) known |= strcmp(s, modes[i]) == 0;
+    if (!known) { ERR("unknown mode \"%s\" (update, add, sub, mul, div, max, min)", s); return; }
+    if (t->rank == 0) { ERR("'data' must have rank >= 1"); return; }
+    if (x->op->kind != OP_SCATTER_ND) { /* scatter_nd has no axis */
+        int64_t axis, a;
+        if (!int_of(x, "axis", 0, &axis) || !norm_axis(x, "axis", axis, t->rank, &a)) return;
+    }
+    set_out(x, 0, t->dtype, t->rank, t->dims);
+}
+
+/* space_to_depth [N, C, H, W] -> [N, C*b*b, H/b, W/b]; depth_to_space the reverse. */
+static void infer_space_to_depth(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    int64_t b;
+    if (t->rank != 4) { ERR("'x' must be [N, C, H, W], not rank %d", t->rank); return; }
+    if (!int_of(x, "block_size", 1, &b) || b < 1) { ERR("'block_size' must be a positive integer"); return; }
+    bool down = x->op->kind == OP_SPACE_TO_DEPTH;
+    IrType *o = set_out(x, 0, t->dtype, 4, t->dims);
+    int64_t bb = sat_mul(b, b);
+    if (down) {
+        for (int i = 2; i < 4; i++)
+            if (dim_known(t->dims[i]) && t->dims[i] % b) { ERR("dim %d (%lld) is not divisible by 'block_size' %lld", i, (long long)t->dims[i], (long long)b); return; }
+        o->dims[1] = dim_known(t->dims[1]) ? sat_mul(t->dims[1], bb) : IR_DIM_DYNAMIC;
+        for (int i = 2; i < 4; i++) o->dims[i] = dim_known(t->dims[i]) ? t->dims[i] / b : IR_DIM_DYNAMIC;
+    } else {
+        if (dim_known(t->dims[1]) && t->dims[1] % bb) { ERR("channels (%lld) are not divisible by 'block_size'^2 %lld", (long long)t->dims[1], (long long)bb); return; }
+        o->dims[1] = dim_known(t->dims[1]) ? t->dims[1] / bb : IR_DIM_DYNAMIC;
+        for (int i = 2; i < 4; i++) o->dims[i] = dim_known(t->dims[i]) ? sat_mul(t->dims[i], b) : IR_DIM_DYNAMIC;
+    }
+}
+
+/* upsample_nearest_neighbor: the last two dims scaled (fractional scales round down). */
+static void infer_upsample(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    const char *names[] = {"scale_factor_height", "scale_factor_width"};
+    if (t->rank < 3) { ERR("'x' must have rank >= 3, not %d", t->rank); return; }
+    IrType *o = set_out(x, 0, t->dtype, t->rank, t->dims);
+    for (int k = 0; k < 2; k++) {
+        const IrLiteral *l = const_of(x, names[k]);
+        double s = l ? ir_lit_f64(l, 0) : 1;
+        if (!(s > 0)) { ERR("'%s' must be positive", names[k]); return; }
+        int64_t d = t->dims[t->rank - 2 + k];
+        o->dims[t->rank - 2 + k] = dim_known(d) ? (int64_t)((double)d * s) : IR_DIM_DYNAMIC;
+    }
+}
+
+/* quantize: input's shape in output_dtype (int8 or uint8). */
+static void infer_quantize(OpCtx *x) {
+    const IrType *t = first_type(x);
+    const IrLiteral *l = const_of(x, "output_dtype");
+    const char *s = l ? ir_lit_str(l, 0) : "";
+    IrDType dt;
+    if (!ir_dtype_from_name(s, strlen(s), &dt) || (dt != IR_DT_INT8 && dt != IR_DT_UINT8)) {
+        ERR("'output_dtype' must be \"int8\" or \"uint8\", not \"%s\"", s);
+        return;
+    }
+    set_out(x, 0, dt, t->rank, t->dims);
+}
+
+/* dequantize and the affine / blockwise constexpr ops: the data's shape in scale's dtype. */
+static void infer_dequantize(OpCtx *x) {
+    const IrType *t = first_type(x);
+    set_out(x, 0, type_of(x, "scale")->dtype, t->rank, t->dims);
+}
+
+static void infer_constexpr_cast(OpCtx *x) {
+    const IrType *t = type_of(x, "source_val");
+    const IrLiteral *l = const_of(x, "output_dtype");
+    const char *s = l ? ir_lit_str(l, 0) : "";
+    if (strcmp(s, "fp32") != 0) { ERR("'output_dtype' must be \"fp32\", not \"%s\"", s); return; }
+    set_out(x, 0, IR_DT_FP32, t->rank, t->dims);
+}
+
+/* constexpr_lut_to_dense (ios18): indices [*d] pick entries of lut
+ * [*blocks, palette, vector]; vector > 1 widens dim vector_axis. */
+static void infer_constexpr_lut(OpCtx *x) {
+    const IrType *ix = type_of(x, "indices"), *lut = type_of(x, "lut");
+    char s1[256], s2[256];
+    if (lut->rank != ix->rank + 2) {
+        ERR("'lut' %s must have the rank of 'indices' %s plus 2 [*blocks, palette, vector]",
+            fmt_dims(lut->dims, lut->rank, s1, sizeof s1), fmt_dims(ix->dims, ix->rank, s2, sizeof s2));
+        return;
+    }
+    int64_t palette = lut->dims[ix->rank], vec = lut->dims[ix->rank + 1];
+    if (dim_known(palette) && palette != (INT64_C(1) << ir_dtype_bits(ix->dtype))) {
+        ERR("'lut' has %lld entries per palette but %s indices need %lld", (long long)palette, ir_dtype_name(ix->dtype),
+            (long long)(INT64_C(1) << ir_dtype_bits(ix->dtype)));
+        return;
+    }
+    IrType *o = set_out(x, 0, lut->dtype, ix->rank, ix->dims);
+    if (vec != 1) {
+        int64_t va, a;
+        if (!arg_of(x, "vector_axis")) { ERR("'vector_axis' is needed when the lut's vector size is %lld", (long long)vec); return; }
+        if (!int_of(x, "vector_axis", 0, &va) || !norm_axis(x, "vector_axis", va, ix->rank, &a)) return;
+        o->dims[a] = sat_mul(o->dims[a], vec);
+    }
+}
+
+/* constexpr_sparse_to_dense (ios18): mask's shape in the data's dtype. */
+static void infer_constexpr_sparse(OpCtx *x) {
+    const IrType *m = type_of(x, "mask");
+    set_out(x, 0, type_of(x, "nonzero_data")->dtype, m->rank, m->dims);
+}
+
+/* conv_transpose: x [N, Cin, *d], weight [Cin, Cout/groups, *k]; each spatial
+ * dim grows to s*(d-1) + dilated k (valid), s*d (same), minus the pads
+ * (custom); or output_shape when given. */
+static void infer_conv_transpose(OpCtx *x) {
+    const IrType *t = type_of(x, "x"), *w = type_of(x, "weight"), *b = type_of(x, "bias");
+    int64_t st[MAX_RANK], dil[MAX_RANK], pad[MAX_RANK], groups, d[MAX_RANK];
+    char s1[256], s2[256];
+    if (t->rank < 3 || w->rank != t->rank) {
+        ERR("'x' %s must be [N, Cin, *spatial] and 'weight' %s [Cin, Cout/groups, *kernel] of the same rank",
+            fmt_dims(t->dims, t->rank, s1, sizeof s1), fmt_dims(w->dims, w->rank, s2, sizeof s2));
+        return;
+    }
+    int ns = t->rank - 2;
+    if (!int_of(x, "groups", 1, &groups) || groups < 1) { ERR("'groups' must be a positive integer"); return; }
+    if (!dims_match(t->dims[1], w->dims[0])) {
+        ERR("'x' has %lld input channels but 'weight' %s has %lld", (long long)t->dims[1], fmt_dims(w->dims, w->rank, s1, sizeof s1), (long long)w->dims[0]);
+        return;
+    }
+    int64_t cout = dim_known(w->dims[1]) ? sat_mul(w->dims[1], groups) : IR_DIM_DYNAMIC;
+    if (b && (b->rank != 1 || !dims_match(b->dims[0], cout))) {
+        ERR("'bias' %s must be [%lld]", fmt_dims(b->dims, b->rank, s1, sizeof s1), (long long)cout);
+        return;
+    }
+    if (!spatial_vec(x, "strides", ns, 1, 1, st) || !spatial_vec(x, "dilations", ns, 1, 1, dil) ||
+        !spatial_vec(x, "pad", 2 * ns, 0, 0, pad))
+        return;
+    int n = ints_of(x, "output_shape", d);
+    if (arg_of(x, "output_shape")) {
+        if (n != t->rank || !dims_match(d[0], t->dims[0]) || !dims_match(d[1], cout)) {
+            ERR("'output_shape' must be [N, Cout, *spatial] = [%lld, %lld, ...] with rank %d", (long long)t->dims[0], (long long)cout, t->rank);
+            return;
+        }
+        set_out(x, 0, t->dtype, n, d);
+        return;
+    }
+    const IrLiteral *pt = const_of(x, "pad_type");
+    const char *mode = pt ? ir_lit_str(pt, 0) : "valid";
+    bool same = strcmp(mode, "same") == 0, custom = strcmp(mode, "custom") == 0;
+    if (!same && !custom && strcmp(mode, "valid") != 0) { ERR("pad_type \"%s\" must be valid, same or custom", mode); return; }
+    if (custom && !arg_of(x, "pad")) { ERR("pad_type \"custom\" needs 'pad'"); return; }
+    IrType *o = set_out(x, 0, t->dtype, t->rank, t->dims);
+    o->dims[1] = cout;
+    for (int i = 0; i < ns; i++) {
+        int64_t di = t->dims[2 + i], k = w->dims[2 + i];
+        if (!dim_known(di) || !dim_known(k)) { o->dims[2 + i] = IR_DIM_DYNAMIC; continue; }
+        int64_t ek = sat_add(sat_mul(k - 1, dil[i]), 1);
+        int64_t od = same ? sat_mul(st[i], di) : sat_add(sat_mul(st[i], di - 1), ek) - (custom ? pad[2 * i] + pad[2 * i + 1] : 0);
+        if (od <= 0) { ERR("spatial dim %d has output size %lld", i, (long long)od); return; }
+        o->dims[2 + i] = od;
+    }
+}
+
+/* read_state: the tensor inside the state. */
+static void infer_read_state(OpCtx *x) {
+    const IrType *t = type_of(x, "input");
+    set_out(x, 0, t->dtype, t->rank, t->dims);
+}
+
+/* write_state (no result) and coreml_update_state (the value): the value must
+ * have the state's tensor type. */
+static void infer_write_state(OpCtx *x) {
+    bool update = x->op->kind == OP_COREML_UPDATE_STATE;
+    const IrType *st = type_of(x, update ? "state" : "input"), *v = type_of(x, update ? "value" : "data");
+    IrType inner = *st;
+    inner.state = false;
+    if (!ir_type_equal(&inner, v)) {
+        char s1[256], s2[256];
+        ERR("'%s' %s does not match the state's %s", update ? "value" : "data", fmt_type(v, s1, sizeof s1),
+            fmt_type(&inner, s2, sizeof s2));
+        return;
+    }
+    if (update) set_out(x, 0, v->dtype, v->rank, v->dims);
+    else x->nout = 0;
+}
+
 typedef void (*InferFn)(OpCtx *);
 static const InferFn infer_fns[] = {
 #define X(e, n, sig, rule) infer_##rule,
@@ -797,14 +1261,29 @@ _Static_assert(sizeof infer_fns / sizeof *infer_fns == OP_COUNT, "a shape rule p
 
 /* ---- signature checks ---- */
 
-static const char *group_text(char g) {
-    return g == 'T' || g == 'U' ? "fp16 or fp32" : g == 'I' ? "an integer type" : "a numeric or bool dtype";
+/* "fp16 or fp32", "fp16, fp32 or int32": the dtypes a domain mask allows. */
+static const char *domain_text(unsigned m, char *buf, size_t size) {
+    int n = 0, total = __builtin_popcount(m);
+    buf[0] = 0;
+    if (!m) return "a numeric or bool dtype";
+    for (int d = 0; d < IR_DT_COUNT; d++) {
+        if (!(m & 1u << d)) continue;
+        size_t len = strlen(buf);
+        snprintf(buf + len, size - len, "%s%s", n == 0 ? "" : n == total - 1 ? " or " : ", ", ir_dtype_name((IrDType)d));
+        n++;
+    }
+    return buf;
 }
 
-static bool group_allows(char g, IrDType dt) {
-    if (g == 'T' || g == 'U') return dt == IR_DT_FP16 || dt == IR_DT_FP32;
-    if (g == 'I') return ir_dtype_is_int(dt);
-    return dt != IR_DT_STRING; /* no op of the table takes string tensors as data */
+static bool domain_allows(unsigned m, IrDType dt) {
+    if (!m) return dt != IR_DT_STRING; /* no op of the table takes string tensors as data */
+    return (m & 1u << dt) != 0;
+}
+
+/* The domain of spec s in the opset of x's function (ios18 when unknown). */
+static unsigned domain_of(const OpCtx *x, const MilArgSpec *s) {
+    int v = x->op->fn ? x->op->fn->opset_version : 0;
+    return s->domain[v >= 15 && v <= 18 ? v - 15 : 3];
 }
 
 static bool arg_is_const(const IrArg *a) {
@@ -818,15 +1297,24 @@ static bool arg_is_const(const IrArg *a) {
 static void check_arg_type(OpCtx *x, const MilArgSpec *s, const IrArg *a, const IrType *t, const char *what,
                            const IrArg **first, const IrType **first_t) {
     char tb[256];
+    if (s->state != t->state) {
+        op_error(x, a->loc, s->state ? "argument '%s' must be a state (state<tensor<...>>), not %s" : "argument '%s' cannot be a state (%s); read it with read_state",
+                 what, fmt_type(t, tb, sizeof tb));
+        return;
+    }
     if (s->dtype >= 0 && t->dtype != (IrDType)s->dtype) {
         op_error(x, a->loc, "argument '%s' must be %s, not %s", what, ir_dtype_name((IrDType)s->dtype),
                  ir_dtype_name(t->dtype));
         return;
     }
     if (s->group) {
-        int g = s->group - 'A';
-        if (!group_allows(s->group, t->dtype)) {
-            op_error(x, a->loc, "argument '%s' must be %s, not %s", what, group_text(s->group), ir_dtype_name(t->dtype));
+        int opset = x->op->fn ? x->op->fn->opset_version : 0;
+        int g = (s->old_group && opset && opset < s->old_until ? s->old_group : s->group) - 'A';
+        unsigned dom = domain_of(x, s);
+        if (!domain_allows(dom, t->dtype)) {
+            char db[160];
+            op_error(x, a->loc, "argument '%s' must be %s, not %s", what, domain_text(dom, db, sizeof db),
+                     ir_dtype_name(t->dtype));
             return;
         }
         if (!first[g]) {
@@ -850,12 +1338,23 @@ static void check_op(Checker *c, IrOp *op) {
     x.ok = true;
     x.opname = mil_op_name(op->kind);
     x.nspecs = mil_op_args(op->kind, x.specs, MIL_MAX_OP_ARGS);
+    int opset = op->fn ? op->fn->opset_version : 0;
+    if (opset && opset < mil_op_since(op->kind)) {
+        op_error(&x, op->loc, "needs opset ios%d or later; function '%s' is %s", mil_op_since(op->kind), op->fn->name,
+                 op->fn->opset);
+        return;
+    }
     for (int i = 0; i < op->nargs; i++) {
         IrArg *a = &op->args[i];
         int k = -1;
         for (int j = 0; j < x.nspecs; j++)
             if (strcmp(x.specs[j].name, a->name) == 0) k = j;
         if (k < 0) { op_error(&x, a->loc, "unknown argument '%s'", a->name); continue; }
+        if (opset && opset < x.specs[k].since) {
+            op_error(&x, a->loc, "argument '%s' needs opset ios%d or later; function '%s' is %s", a->name,
+                     x.specs[k].since, op->fn->name, op->fn->opset);
+            continue;
+        }
         if (x.args[k]) { op_error(&x, a->loc, "duplicate argument '%s'", a->name); continue; }
         x.args[k] = a;
         if (a->kind == IR_ARG_LITERAL && a->lit->kind == IR_LIT_BLOBFILE) check_blobfile(c, a->lit);

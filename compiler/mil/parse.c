@@ -343,8 +343,22 @@ static bool parse_count(Parser *P, const Token *t, int64_t *out) {
 }
 
 /* type := 'tensor' '<' DTYPE ',' '[' [dim (',' dim)*] ']' '>' | DTYPE
+ *       | 'state' '<' 'tensor' '<' ... '>' '>'    (ios18 states)
  * dim  := NUMBER | '?' */
 static bool parse_type(Parser *P, IrType *ty) {
+    if (tok_is(peek(P), "state") && peek_at(P, 1)->kind == TK_LT) {
+        next(P);
+        next(P);
+        Token *t = peek(P);
+        if (!tok_is(t, "tensor")) {
+            char buf[48];
+            perr(P, t, "expected a tensor type inside state<...>, found %s", tok_text(t, buf, sizeof buf));
+            return false;
+        }
+        if (!parse_type(P, ty) || !expect(P, TK_GT)) return false;
+        ty->state = true;
+        return true;
+    }
     if (tok_is(peek(P), "tensor") && peek_at(P, 1)->kind == TK_LT) {
         next(P);
         next(P);
@@ -374,7 +388,7 @@ static bool parse_type(Parser *P, IrType *ty) {
     }
     IrDType dt;
     if (!parse_dtype(P, &dt)) return false;
-    *ty = (IrType){dt, 0, NULL};
+    *ty = (IrType){dt, 0, NULL, false};
     return true;
 }
 
@@ -518,7 +532,10 @@ static bool parse_scalar(Parser *P, IrLiteral *l, size_t i) {
 /* elems(d) := scalar                     when d == rank
  *           | '[' [elems(d+1) (',' elems(d+1))*] ']' */
 static bool parse_elems(Parser *P, IrLiteral *l, int d, size_t *idx) {
-    if (d == l->type.rank) {
+    /* `tensor<int32, [1]>(1)`: a one-element tensor written as its element
+     * (Apple's and others' files do); it reads as `([1])`. */
+    bool bare_one = d == 0 && l->count == 1 && peek(P)->kind != TK_LBRACK;
+    if (d == l->type.rank || bare_one) {
         if (*idx >= l->count) return false; /* unreachable: counts are checked per level */
         return parse_scalar(P, l, (*idx)++);
     }
@@ -635,7 +652,7 @@ static IrLiteral *parse_dict(Parser *P) {
     IrLiteral **ks = NULL, **vs = NULL;
     size_t n = 0, cap = 0;
     bool ok = true;
-    IrType kst = {kt, 0, NULL}, vst = {vt, 0, NULL};
+    IrType kst = {kt, 0, NULL, false}, vst = {vt, 0, NULL, false};
     if (peek(P)->kind != TK_RBRACE) {
         for (;;) {
             if (n == cap) {
@@ -672,7 +689,7 @@ static IrLiteral *parse_dict(Parser *P) {
     IrLiteral *l = NULL;
     if (ok) {
         int64_t dim = (int64_t)n;
-        IrType ktype = {kt, 1, &dim}, vtype = {vt, 1, &dim};
+        IrType ktype = {kt, 1, &dim, false}, vtype = {vt, 1, &dim, false};
         l = ARENA_NEW(P->a, IrLiteral);
         l->kind = IR_LIT_DICT;
         l->loc = tok_loc(P, kw);
@@ -708,10 +725,44 @@ static IrLiteral *parse_literal(Parser *P) {
     return l;
 }
 
+/* A bare `true`, `-1`, `0.5` or "s" where MIL needs a typed literal: say
+ * which literal to write.  want is the dtype the argument takes, or -1. */
+static bool at_bare_value(Parser *P) {
+    Token *t = peek(P);
+    if (t->kind == TK_NUMBER || t->kind == TK_STRING) return true;
+    if (t->kind == TK_MINUS) return peek_at(P, 1)->kind == TK_NUMBER || tok_is(peek_at(P, 1), "inf");
+    return (tok_is(t, "true") || tok_is(t, "false")) && peek_at(P, 1)->kind != TK_LPAREN;
+}
+
+static void bare_value_error(Parser *P, int want) {
+    Token *t = next(P);
+    bool neg = t->kind == TK_MINUS;
+    Token *v = neg ? next(P) : t;
+    const char *dt;
+    if (v->kind == TK_STRING) dt = "string";
+    else if (v->kind == TK_IDENT && !tok_is(v, "inf")) dt = "bool";
+    else if (want >= 0 && want != IR_DT_STRING && want != IR_DT_BOOL) dt = ir_dtype_name((IrDType)want);
+    else dt = is_float_number(v) || tok_is(v, "inf") ? "fp32" : "int32";
+    const char *q = v->kind == TK_STRING ? "\"" : "";
+    if (P->prog && ir_program_tensor_scalars(P->prog))
+        perr(P, t, "a bare value is not a MIL literal: write tensor<%s, []>(%s%s%.*s%s)", dt, neg ? "-" : "", q, v->len,
+             v->s, q);
+    else
+        perr(P, t, "a bare value is not a MIL literal: write %s(%s%s%.*s%s)", dt, neg ? "-" : "", q, v->len, v->s, q);
+}
+
 static IrLiteral *parse_literal_inner(Parser *P, Token *start) {
+    if (at_bare_value(P)) {
+        bare_value_error(P, -1);
+        return NULL;
+    }
     if (tok_is(start, "dict") && peek_at(P, 1)->kind == TK_LT) return parse_dict(P);
     IrType ty;
     if (!parse_type(P, &ty)) return NULL;
+    if (ty.state) {
+        perr(P, start, "a literal cannot be a state");
+        return NULL;
+    }
     for (int i = 0; i < ty.rank; i++)
         if (ty.dims[i] < 0) {
             perr(P, start, "a literal cannot have a dynamic dimension");
@@ -763,6 +814,19 @@ static IrValue *resolve(Parser *P, const Token *t) {
     return v;
 }
 
+/* The dtype argument name of op takes: its fixed dtype, or the dtype of an
+ * argument already given that shares its dtype group; -1 if unknown. */
+static int arg_dtype_hint(const IrOp *op, const char *name) {
+    MilArgSpec spec, other;
+    if (!mil_op_arg_spec(op->kind, name, &spec)) return -1;
+    if (spec.dtype >= 0 || !spec.group) return spec.dtype;
+    for (int i = 0; i < op->nargs; i++)
+        if (op->args[i].kind == IR_ARG_VALUE && mil_op_arg_spec(op->kind, op->args[i].name, &other) &&
+            other.group == spec.group)
+            return (int)op->args[i].value->type.dtype;
+    return -1;
+}
+
 /* arg := IDENT '=' (IDENT | literal | '(' IDENT (',' IDENT)* ')') */
 static bool parse_arg(Parser *P, IrOp *op) {
     Token *name = expect_ident(P, "an argument name");
@@ -792,6 +856,9 @@ static bool parse_arg(Parser *P, IrOp *op) {
         }
         if (!expect(P, TK_RPAREN) || !ok) return false;
         arg = ir_op_add_tuple(op, nm, items, n);
+    } else if (at_bare_value(P) && !(peek(P)->kind == TK_IDENT && scope_find(P, peek(P)))) {
+        bare_value_error(P, arg_dtype_hint(op, nm));
+        return false;
     } else if (at_literal(P)) {
         IrLiteral *l = parse_literal(P);
         if (!l) return false;
@@ -859,7 +926,7 @@ typedef struct Result {
 /* The part of a statement after its results: '=' IDENT '(' [arg (',' arg)*] ')' [attrs] ';'
  * *opp gets the op as soon as it exists, even when a later part fails. */
 static bool parse_stmt_rest(Parser *P, int nres, IrOp **opp) {
-    if (!expect(P, TK_EQ)) return false;
+    if (nres > 0 && !expect(P, TK_EQ)) return false;
     Token *opt = expect_ident(P, "an op name");
     if (!opt) return false;
     IrOpKind kind;
@@ -897,9 +964,19 @@ static bool parse_stmt_rest(Parser *P, int nres, IrOp **opp) {
 
 /* stmt    := results '=' IDENT '(' [arg (',' arg)*] ')' [attrs] ';'
  * results := '(' type IDENT (',' type IDENT)* ')' | type IDENT (',' type IDENT)* */
+static bool is_dtype_word(const Token *t);
+
 static bool parse_stmt(Parser *P) {
     Result res[64];
     int nres = 0;
+    /* An op with no results (write_state) is a statement of its own. */
+    if (peek(P)->kind == TK_IDENT && peek_at(P, 1)->kind == TK_LPAREN && !is_dtype_word(peek(P))) {
+        IrOp *op = NULL;
+        if (!parse_stmt_rest(P, 0, &op)) return false;
+        if (!op->name) op->name = mil_op_name(op->kind);
+        ir_op_append(P->fn, op);
+        return true;
+    }
     bool paren = peek(P)->kind == TK_LPAREN;
     if (paren) next(P);
     for (;;) {
@@ -966,17 +1043,43 @@ static void sync_stmt(Parser *P) {
     }
 }
 
-/* func := 'func' IDENT '<' IDENT '>' '(' [type IDENT (',' type IDENT)*] ')'
- *         '{' stmt* '}' '->' '(' [IDENT (',' IDENT)*] ')' ';' */
+/* fattrs := '[' IDENT '=' ... ']'   (brackets balanced)
+ * Function attributes such as Apple's [FlexibleShapeInformation = tuple<...>(...)]
+ * describe shapes for the runtime; milc does not interpret them but keeps
+ * their text, so a program prints back with them.  Returns that text. */
+static const char *skip_func_attrs(Parser *P) {
+    Token *open = next(P);
+    if (!expect_ident(P, "an attribute name") || !expect(P, TK_EQ)) return NULL;
+    int depth = 1;
+    const char *end = open->s;
+    while (depth > 0) {
+        Token *t = next(P);
+        if (t->kind == TK_EOF) {
+            perr(P, t, "unterminated function attribute list");
+            return NULL;
+        }
+        if (t->kind == TK_LBRACK) depth++;
+        if (t->kind == TK_RBRACK) depth--;
+        end = t->s + t->len;
+    }
+    return arena_strndup(P->a, open->s, (size_t)(end - open->s));
+}
+
+/* func := 'func' IDENT '<' OPSET '>' '(' [type IDENT (',' type IDENT)*] ')' [fattrs]
+ *         '{' stmt* '}' '->' '(' [IDENT (',' IDENT)*] ')' ';'
+ * OPSET: ios15..ios18, or CoreML5..CoreML8 (the same opsets, read as ios15..ios18). */
 static bool parse_func(Parser *P) {
     if (!expect_word(P, "func")) return false;
     Token *name = expect_ident(P, "a function name");
     if (!name || !expect(P, TK_LT)) return false;
     Token *opset = expect_ident(P, "an opset such as ios18");
     if (!opset || !expect(P, TK_GT) || !expect(P, TK_LPAREN)) return false;
+    int version = mil_opset_version(opset->s, (size_t)opset->len);
+    if (!version)
+        perr(P, opset, "unknown opset '%.*s' (ios15, ios16, ios17, ios18; or CoreML5 to CoreML8)", opset->len, opset->s);
     char *nm = tok_str(P, name);
     if (ir_program_function(P->prog, nm)) perr(P, name, "duplicate function '%s'", nm);
-    IrFunction *f = ir_function_new(P->prog, nm, tok_str(P, opset));
+    IrFunction *f = ir_function_new(P->prog, nm, version ? mil_opset_name(version) : tok_str(P, opset));
     f->loc = tok_loc(P, name);
     P->fn = f;
     scope_reset(P);
@@ -993,7 +1096,9 @@ static bool parse_func(Parser *P) {
             next(P);
         }
     }
-    if (!expect(P, TK_RPAREN) || !expect(P, TK_LBRACE)) return false;
+    if (!expect(P, TK_RPAREN)) return false;
+    if (peek(P)->kind == TK_LBRACK && !(f->attr_text = skip_func_attrs(P))) return false;
+    if (!expect(P, TK_LBRACE)) return false;
     while (peek(P)->kind != TK_RBRACE && peek(P)->kind != TK_EOF) {
         if (P->d->truncated) return false;
         if (!parse_stmt(P)) sync_stmt(P);
@@ -1016,6 +1121,13 @@ static bool parse_func(Parser *P) {
     return expect(P, TK_RPAREN) && expect(P, TK_SEMI);
 }
 
+/* MAJOR.MINOR, or MAJOR alone (`program(1)`, as some files write it) = MAJOR.0. */
+static bool program_version(const char *s, int *major, int *minor, int *used) {
+    if (sscanf(s, "%4d.%4d%n", major, minor, used) == 2) return true;
+    *minor = 0;
+    return sscanf(s, "%4d%n", major, used) == 1;
+}
+
 /* program := 'program' '(' NUMBER ')' [attrs] '{' func* '}' */
 static void parse_program(Parser *P) {
     if (!expect_word(P, "program") || !expect(P, TK_LPAREN)) return;
@@ -1024,9 +1136,13 @@ static void parse_program(Parser *P) {
     char vbuf[32];
     if (ver->kind != TK_NUMBER || ver->len >= (int)sizeof vbuf ||
         (memcpy(vbuf, ver->s, (size_t)ver->len), vbuf[ver->len] = 0,
-         sscanf(vbuf, "%4d.%4d%n", &major, &minor, &used) != 2 || used != ver->len || major < 0 || minor < 0)) {
+         !program_version(vbuf, &major, &minor, &used) || used != ver->len || major < 0 || minor < 0)) {
         char buf[48];
         perr(P, ver, "expected a program version MAJOR.MINOR, found %s", tok_text(ver, buf, sizeof buf));
+        return;
+    }
+    if (major != 1) {
+        perr(P, ver, "program version %d.%d is not a MIL version (they are 1.x; write program(1.3))", major, minor);
         return;
     }
     P->prog = ir_program_new(P->a, major, minor);
@@ -1067,5 +1183,7 @@ IrProgram *mil_parse(Arena *a, DiagSink *d, const char *file, const char *text, 
     free(P.chunks);
     free(P.scope);
     freelocale(P.c_locale);
-    return P.failed ? NULL : P.prog;
+    if (P.failed) return NULL;
+    mil_normalize_axes(P.prog);
+    return P.prog;
 }

@@ -77,6 +77,14 @@ char *mil_format_hexfloat(double v, char *buf) {
 }
 
 static void print_type(Out *o, const IrType *t) {
+    if (t->state) {
+        IrType inner = *t;
+        inner.state = false;
+        puts_(o, "state<");
+        print_type(o, &inner);
+        puts_(o, ">");
+        return;
+    }
     if (t->rank == 0 && !o->tensor_scalars) {
         puts_(o, ir_dtype_name(t->dtype));
         return;
@@ -139,7 +147,7 @@ static void sort_ctx(size_t *v, size_t n, int (*cmp)(const void *, const void *,
 
 /* Sort the dict's pair indices by key (strings bytewise, numbers by value). */
 static void print_dict(Out *o, const IrLiteral *l) {
-    IrType kt = {l->keys->type.dtype, 0, NULL}, vt = {l->values->type.dtype, 0, NULL};
+    IrType kt = {l->keys->type.dtype, 0, NULL, false}, vt = {l->values->type.dtype, 0, NULL, false};
     puts_(o, "dict<");
     print_type(o, &kt);
     puts_(o, ", ");
@@ -186,7 +194,7 @@ static void print_literal(Out *o, const IrLiteral *l) {
     print_type(o, &l->type);
     puts_(o, "(");
     if (l->kind == IR_LIT_BLOBFILE) {
-        IrType st = {IR_DT_STRING, 0, NULL}, ut = {IR_DT_UINT64, 0, NULL};
+        IrType st = {IR_DT_STRING, 0, NULL, false}, ut = {IR_DT_UINT64, 0, NULL, false};
         puts_(o, "BLOBFILE(path = ");
         print_type(o, &st);
         puts_(o, "(\"");
@@ -220,7 +228,7 @@ static void print_op(Out *o, const IrOp *op) {
         puts_(o, " ");
         puts_(o, op->results[i]->name);
     }
-    puts_(o, " = ");
+    if (op->nresults) puts_(o, " = ");
     puts_(o, mil_op_name(op->kind));
     puts_(o, "(");
     int n = op->nargs > op->nattrs + 1 ? op->nargs : op->nattrs + 1;
@@ -246,7 +254,7 @@ static void print_op(Out *o, const IrOp *op) {
     }
     puts_(o, ")[");
     /* Every statement is named: an op built without a name takes its first result's. */
-    IrType st = {IR_DT_STRING, 0, NULL};
+    IrType st = {IR_DT_STRING, 0, NULL, false};
     int m = 0;
     items[m++] = (Item){"name", NULL, NULL};
     for (int i = 0; i < op->nattrs; i++) items[m++] = (Item){op->attrs[i].name, NULL, op->attrs[i].lit};
@@ -259,7 +267,7 @@ static void print_op(Out *o, const IrOp *op) {
         else {
             print_type(o, &st);
             puts_(o, "(\"");
-            puts_(o, op->name ? op->name : op->results[0]->name);
+            puts_(o, op->name ? op->name : op->nresults ? op->results[0]->name : mil_op_name(op->kind));
             puts_(o, "\")");
         }
     }
@@ -279,7 +287,12 @@ static void print_function(Out *o, const IrFunction *f) {
         puts_(o, " ");
         puts_(o, f->inputs[i]->name);
     }
-    puts_(o, ") {\n");
+    puts_(o, ")");
+    if (f->attr_text) {
+        puts_(o, " ");
+        puts_(o, f->attr_text);
+    }
+    puts_(o, " {\n");
     IR_FOR_EACH_OP(op, f) print_op(o, op);
     puts_(o, "    } -> (");
     for (int i = 0; i < f->noutputs; i++) {

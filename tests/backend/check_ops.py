@@ -170,6 +170,41 @@ pr = np.exp(s - s.max(-1, keepdims=True))
 pr /= pr.sum(-1, keepdims=True)
 case("sdpa", {"q": (Q, "fp32"), "k": (K, "fp32"), "v": (V, "fp32")},
      ["tensor<fp32, [1, 2, 3, 4]> y = scaled_dot_product_attention(query = q, key = k, value = v);"], {"y": (pr @ V, "fp32")})
+# Negative axes and permutation entries (-k = rank - k), one case per op with
+# an axis argument: the parser makes them non-negative, so the checker, the
+# passes, the constant folder and the lowering never see them (a transpose with
+# perm [-1, 0, -2] once passed check, then failed compile and aborted the folder).
+case("neg_softmax", {"x": (p, "fp32")}, [const("ax", -2, "int32"), "tensor<fp32, [2, 3, 4]> y = softmax(x = x, axis = ax);"],
+     {"y": (e / e.sum(1, keepdims=True), "fp32")})
+for op, fn in [("reduce_mean", np.mean), ("reduce_sum", np.sum), ("reduce_max", np.max)]:
+    case("neg_" + op, {"x": (p, "fp32")}, [const("ax", np.array([-3, -1]), "int32"), "tensor<fp32, [3]> y = %s(x = x, axes = ax);" % op],
+         {"y": (fn(p, axis=(0, 2)), "fp32")})
+case("neg_transpose", {"x": (p, "fp32")},
+     [const("pm", np.array([-1, 0, -2]), "int32"), "tensor<fp32, [4, 2, 3]> y = transpose(x = x, perm = pm);"],
+     {"y": (p.transpose(2, 0, 1), "fp32")})
+case("neg_transpose_folded", {"x": (p, "fp32")},
+     [const("w", q), const("pm", np.array([-1, -2]), "int32"), "tensor<fp32, [1, 3]> wt = transpose(x = w, perm = pm);",
+      const("z", np.zeros((2, 1, 1), np.float32)), "tensor<fp32, [2, 1, 3]> y = add(x = wt, y = z);"],
+     {"y": (q.T[None, :, :] + np.zeros((2, 1, 1)), "fp32")})
+case("neg_concat", {"a": (c1, "fp32"), "b": (c2, "fp32")},
+     [const("ax", -2, "int32"), const("il", False, "bool"),
+      "tensor<fp32, [2, 3, 4]> y = concat(values = (a, b), axis = ax, interleave = il);"],
+     {"y": (np.concatenate([c1, c2], 1), "fp32")})
+case("neg_split", {"x": (p, "fp32")},
+     [const("ax", -1, "int32"), const("ss", np.array([1, 3]), "int32"),
+      "tensor<fp32, [2, 3, 1]> u, tensor<fp32, [2, 3, 3]> v = split(x = x, split_sizes = ss, axis = ax);"],
+     {"u": (p[:, :, :1], "fp32"), "v": (p[:, :, 1:], "fp32")})
+case("neg_gather", {"x": (p, "fp32")},
+     [const("i", idx, "int32"), const("ax", -2, "int32"), "tensor<fp32, [2, 2, 2, 4]> y = gather(x = x, indices = i, axis = ax);"],
+     {"y": (np.take(p, idx, axis=1), "fp32")})
+case("neg_layer_norm", {"x": (p, "fp32")},
+     [const("ax", np.array([-1]), "int32"), const("eps", 1e-5),
+      "tensor<fp32, [2, 3, 4]> y = layer_norm(x = x, axes = ax, epsilon = eps);"],
+     {"y": ((p - mu) / np.sqrt(var + 1e-5), "fp32")}, tol=1e-4)
+case("neg_expand_squeeze", {"x": (x23, "fp32")},
+     [const("ax", np.array([-1, 0]), "int32"), "tensor<fp32, [1, 2, 3, 1]> y = expand_dims(x = x, axes = ax);",
+      const("a0", np.array([-4]), "int32"), "tensor<fp32, [2, 3, 1]> z = squeeze(x = y, axes = a0);"],
+     {"y": (x23[None, :, :, None], "fp32"), "z": (x23[:, :, None], "fp32")})
 if failures:
     print("\n".join(failures))
     sys.exit(1)

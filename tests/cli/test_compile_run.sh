@@ -101,3 +101,11 @@ PYEOF
   expect_not_in "$ERR" $'\e'
   if [ -z "$(find esc -type f)" ]; then ok; else fail "run of an artifact with output '$name' wrote $(find esc -type f)"; fi
 done
+
+# An op that checks but that the CPU backend does not lower: a clean refusal
+# naming the op (exit 1), in every mode.
+for mode in 0 1 2; do
+  expect_rc 0 "$MILC" check "$SRC/tests/cli/data/unlowered_op.mil"
+  expect_rc 1 "$MILC" compile "$SRC/tests/cli/data/unlowered_op.mil" --mode $mode -o u$mode.milc
+  expect_in "$ERR" "op relu is not supported by the cpu backend yet"
+done

@@ -78,5 +78,8 @@ int backend_fold(IrFunction *f);
  * input), result back-pointers, output liveness, op kinds.  Errors go to d
  * with stage in the message; false if any. */
 bool backend_verify(IrFunction *f, const char *stage, DiagSink *d);
+/* Whether the CPU backend lowers op kind k at all (it may still refuse some
+ * of its dtypes or arguments); other ops compile to a clean error. */
+bool backend_lowers(IrOpKind k);
 
 #endif

@@ -80,6 +80,7 @@ typedef struct IrType {
     IrDType dtype;
     int rank;
     int64_t *dims;
+    bool state; /* state<tensor<...>>: a mutable state (ios18), read by read_state */
 } IrType;
 
 bool ir_type_equal(const IrType *a, const IrType *b);
@@ -204,7 +205,9 @@ struct IrOp {
 
 struct IrFunction {
     const char *name;
-    const char *opset; /* "ios18" */
+    const char *opset; /* "ios18" (CoreML8 is read as ios18) */
+    int opset_version; /* 15..18, 0 if the opset is unknown */
+    const char *attr_text; /* "[FlexibleShapeInformation = ...]" as written, or NULL */
     SrcLoc loc;
     IrValue **inputs;
     int ninputs, cap_inputs;

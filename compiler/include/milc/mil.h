@@ -32,6 +32,14 @@ typedef struct MilCheckOptions {
  * NUL-terminated. */
 IrProgram *mil_parse(Arena *a, DiagSink *d, const char *file, const char *text, size_t len);
 
+/* Make every negative axis and permutation entry (the arguments the op table
+ * flags @) non-negative: an inline literal is replaced, a const serving only
+ * that argument is rewritten in place, a shared one is left alone and the
+ * argument gets its own literal.  Entries out of range stay for mil_check to
+ * report.  mil_parse and pkg_read_spec call it; a pass that builds ops with negative axes
+ * calls it again. */
+void mil_normalize_axes(IrProgram *p);
+
 /* Type-check every op against the op table: argument names, presence, const
  * requirements, dtype groups, ranks, broadcasting, the declared result types
  * against the inferred ones (both reported), BLOBFILE records (dtype and byte

@@ -8,12 +8,22 @@
  *          have the same dtype.  T, U: fp16 or fp32.  A, B: any dtype.
  *          I: any integer dtype.  Or a fixed dtype (int32, bool, string), or
  *          `any` (no constraint, no group).
+ *          A letter may carry its dtypes in braces, with dtypes an opset adds
+ *          after ';': T{fp16,fp32,int32;17:int8,uint8} (the DOM_* macros).
+ *          A leading $ (input:$A) means a state<tensor<...>> of that group.
  *   #RANK  #0 scalar, #1 rank 1 (otherwise any rank; the shape rule checks).
  *   FLAGS  ! must be constant (a const value or an inline literal)
  *          ? optional (otherwise required)
  *          * a tuple of values, e.g. concat's values = (a, b, c)
+ *          @ an axis (or axes, or a permutation) of the first argument: -k
+ *            means rank - k and is made non-negative when the IR is built
+ *            (axes.c); @+ counts against rank + 1 (stack), @^ against rank +
+ *            the number of axes given (expand_dims)
+ *          >NN the argument exists from opset iosNN on
+ *          %GNN before opset iosNN the argument is in group G instead
  *   =DEFAULT the value when absent, as text: a number, false, a mode string,
  *          or a word: zeros, ones (per-dim 1s), all (every axis).
+ * A signature may start with >NN: the op exists from opset iosNN on.
  * Arguments come from coremltools' op definitions (iOS15..iOS18).
  */
 #ifndef MILC_OPS_H
@@ -22,9 +32,29 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* Dtype domains (coremltools' type domains; `;17:` adds dtypes from ios17 on). */
+#define DOM_N "{fp16,fp32,int32}"
+#define DOM_DATA "{bool,fp16,fp32,int32;17:int8,int16,uint8,uint16}"
+#define DOM_DATA15 "{bool,fp16,fp32,int32}"
+#define DOM_GATHER "{fp16,fp32,int32;17:int8,int16,uint8,uint16}"
+#define DOM_INDEX "{int32;16:int16,uint16;17:int8,uint8}"
+#define DOM_Q "{int8,uint8}"
+#define DOM_STATE "{bool,fp16,fp32,int8,int16,int32,uint8,uint16}"
+
 #define MILC_UNARY_FLOAT "x:T"
-#define MILC_BINARY "x:A y:A"
-#define MILC_REDUCE "x:A axes:int32#1!?=all keep_dims:bool#0!?=false"
+#define MILC_UNARY_NUM "x:T" DOM_N
+#define MILC_BINARY "x:A" DOM_N " y:A" DOM_N
+#define MILC_COMPARE "x:A" DOM_N " y:A" DOM_N
+#define MILC_LOGICAL "x:L{bool} y:L{bool}"
+#define MILC_ACT1 "x:T alpha:U#0!%T17"
+#define MILC_ACT2 "x:T alpha:U#0!%T17 beta:U#0!%T17"
+#define MILC_REDUCE "x:A" DOM_N " axes:int32#1!@?=all keep_dims:bool#0!?=false"
+#define MILC_REDUCE_ARG "x:A" DOM_N " axis:int32#0!@?=-1 keep_dims:bool#0!?=false output_dtype:string#0!?>17=int32"
+#define MILC_POOL                                                                              \
+    "x:T kernel_sizes:int32#1! strides:int32#1!?=ones pad_type:string#0! pad:int32#1!?=zeros " \
+    "ceil_mode:bool#0!?=false"
+#define MILC_RANDOM_SHAPE "shape:int32#1 seed:int32#0!?=-1"
+#define MILC_SCATTER_MODE "mode:string#0!?=add validate_indices:bool#0!?>17=false"
 
 /* X(ENUM, "mil name", "signature", shape rule) */
 #define MILC_OPS(X)                                                                            \
@@ -39,40 +69,160 @@
     X(SUB, "sub", MILC_BINARY, broadcast)                                                      \
     X(MUL, "mul", MILC_BINARY, broadcast)                                                      \
     X(REAL_DIV, "real_div", MILC_BINARY, broadcast)                                            \
-    X(POW, "pow", "x:T y:T", broadcast)                                                        \
-    X(RSQRT, "rsqrt", "x:T epsilon:T#0!?=1e-12", same)                                         \
+    X(POW, "pow", MILC_BINARY, broadcast)                                                      \
+    X(RSQRT, "rsqrt", "x:T epsilon:U#0!?%T17=1e-12", same)                                         \
     X(SQRT, "sqrt", MILC_UNARY_FLOAT, same)                                                    \
     X(EXP, "exp", MILC_UNARY_FLOAT, same)                                                      \
     X(TANH, "tanh", MILC_UNARY_FLOAT, same)                                                    \
     X(SIGMOID, "sigmoid", MILC_UNARY_FLOAT, same)                                              \
     X(SILU, "silu", MILC_UNARY_FLOAT, same)                                                    \
     X(GELU, "gelu", "x:T mode:string#0!?=EXACT", gelu)                                         \
-    X(SOFTMAX, "softmax", "x:T axis:int32#0!?=-1", softmax)                                    \
+    X(SOFTMAX, "softmax", "x:T axis:int32#0!@?=-1", softmax)                                    \
     X(REDUCE_MEAN, "reduce_mean", MILC_REDUCE, reduce)                                         \
     X(REDUCE_SUM, "reduce_sum", MILC_REDUCE, reduce)                                           \
     X(REDUCE_MAX, "reduce_max", MILC_REDUCE, reduce)                                           \
     X(LAYER_NORM, "layer_norm",                                                                \
-      "x:T axes:int32#1!?=all gamma:T!? beta:T!? epsilon:T#0!?=1e-5", layer_norm)              \
+      "x:T axes:int32#1!@?=all gamma:T!? beta:T!? epsilon:T#0!?=1e-5", layer_norm)              \
     X(RESHAPE, "reshape", "x:A shape:int32#1", reshape)                                        \
-    X(TRANSPOSE, "transpose", "x:A perm:int32#1!", transpose)                                  \
-    X(CONCAT, "concat", "values:A* axis:int32#0! interleave:bool#0!?=false", concat)           \
-    X(SPLIT, "split", "x:A num_splits:int32#0!? split_sizes:int32#1!? axis:int32#0!", split)   \
+    X(TRANSPOSE, "transpose", "x:A perm:int32#1!@", transpose)                                  \
+    X(CONCAT, "concat", "values:A* axis:int32#0!@ interleave:bool#0!?=false", concat)           \
+    X(SPLIT, "split", "x:A num_splits:int32#0!? split_sizes:int32#1!? axis:int32#0!@", split)   \
     X(SLICE_BY_INDEX, "slice_by_index",                                                        \
       "x:A begin:int32#1 end:int32#1 stride:int32#1!?=ones begin_mask:bool#1!?=false "         \
       "end_mask:bool#1!?=false squeeze_mask:bool#1!?=false",                                   \
       slice_by_index)                                                                          \
     X(SLICE_BY_SIZE, "slice_by_size", "x:A begin:int32#1 size:int32#1!", slice_by_size)        \
     X(GATHER, "gather",                                                                        \
-      "x:A indices:I axis:int32#0!?=0 batch_dims:int32#0!?=0 validate_indices:bool#0!?=false", \
+      "x:A" DOM_GATHER " indices:I" DOM_INDEX " axis:int32#0!@?=0 batch_dims:int32#0!?>16=0 "   \
+      "validate_indices:bool#0!?>17=false",                                                    \
       gather)                                                                                  \
     X(CAST, "cast", "x:A dtype:string#0!", cast)                                               \
     X(BAND_PART, "band_part", "x:A lower:int32#0!?=-1 upper:int32#0!?=-1", band_part)          \
-    X(EXPAND_DIMS, "expand_dims", "x:A axes:int32#1!", expand_dims)                            \
-    X(SQUEEZE, "squeeze", "x:A axes:int32#1!?=all", squeeze)                                   \
+    X(EXPAND_DIMS, "expand_dims", "x:A axes:int32#1!@^", expand_dims)                            \
+    X(SQUEEZE, "squeeze", "x:A axes:int32#1!@?=all", squeeze)                                   \
     X(TILE, "tile", "x:A reps:int32#1", tile)                                                  \
     X(SELECT, "select", "cond:bool a:A b:A", select)                                           \
     X(SCALED_DOT_PRODUCT_ATTENTION, "scaled_dot_product_attention",                            \
-      "query:T key:T value:T attn_mask:any?", sdpa)
+      ">18 query:T key:T value:T attn_mask:any?", sdpa)                                        \
+    MILC_OPS_MORE(X)
+
+/* Elementwise unary, activations, binary, comparison and logical ops. */
+#define MILC_OPS_ELEMENTWISE(X)                                                                \
+    X(ABS, "abs", MILC_UNARY_NUM, same)                                                        \
+    X(ACOS, "acos", MILC_UNARY_FLOAT, same)                                                    \
+    X(ASIN, "asin", MILC_UNARY_FLOAT, same)                                                    \
+    X(ATAN, "atan", MILC_UNARY_FLOAT, same)                                                    \
+    X(ATANH, "atanh", MILC_UNARY_FLOAT, same)                                                  \
+    X(CEIL, "ceil", MILC_UNARY_FLOAT, same)                                                    \
+    X(COS, "cos", MILC_UNARY_FLOAT, same)                                                      \
+    X(COSH, "cosh", MILC_UNARY_FLOAT, same)                                                    \
+    X(ERF, "erf", MILC_UNARY_FLOAT, same)                                                      \
+    X(EXP2, "exp2", MILC_UNARY_NUM, same)                                                      \
+    X(FLOOR, "floor", MILC_UNARY_FLOAT, same)                                                  \
+    X(INVERSE, "inverse", "x:T epsilon:U#0!?%T17=1e-4", same)                                      \
+    X(LOG, "log", "x:T epsilon:U#0!?%T17=1e-45", same)                                             \
+    X(ROUND, "round", MILC_UNARY_FLOAT, same)                                                  \
+    X(SIGN, "sign", MILC_UNARY_NUM, same)                                                      \
+    X(SIN, "sin", MILC_UNARY_FLOAT, same)                                                      \
+    X(SINH, "sinh", MILC_UNARY_FLOAT, same)                                                    \
+    X(SQUARE, "square", MILC_UNARY_NUM, same)                                                  \
+    X(TAN, "tan", MILC_UNARY_FLOAT, same)                                                      \
+    X(RELU, "relu", MILC_UNARY_FLOAT, same)                                                    \
+    X(RELU6, "relu6", MILC_UNARY_FLOAT, same)                                                  \
+    X(SOFTPLUS, "softplus", MILC_UNARY_FLOAT, same)                                            \
+    X(SOFTSIGN, "softsign", MILC_UNARY_FLOAT, same)                                            \
+    X(CLIP, "clip", "x:T alpha:T#0! beta:T#0!", same)                                          \
+    X(THRESHOLD, "threshold", "x:T" DOM_N " alpha:T" DOM_N "#0!", same)                        \
+    X(THRESHOLDED_RELU, "thresholded_relu", MILC_ACT1, same)                                   \
+    X(ELU, "elu", MILC_ACT1, same)                                                             \
+    X(LEAKY_RELU, "leaky_relu", MILC_ACT1, same)                                               \
+    X(CLAMPED_RELU, "clamped_relu", MILC_ACT2, same)                                           \
+    X(LINEAR_ACTIVATION, "linear_activation", MILC_ACT2, same)                                 \
+    X(SCALED_TANH, "scaled_tanh", MILC_ACT2, same)                                             \
+    X(SIGMOID_HARD, "sigmoid_hard", MILC_ACT2, same)                                           \
+    X(PRELU, "prelu", "x:T alpha:U#1!%T17", prelu)                                                 \
+    X(SOFTPLUS_PARAMETRIC, "softplus_parametric", "x:T alpha:U#1!%T17 beta:U#1!%T17", prelu)           \
+    X(FLOOR_DIV, "floor_div", MILC_BINARY, broadcast)                                          \
+    X(MAXIMUM, "maximum", MILC_BINARY, broadcast)                                              \
+    X(MINIMUM, "minimum", MILC_BINARY, broadcast)                                              \
+    X(MOD, "mod", MILC_BINARY, broadcast)                                                      \
+    X(EQUAL, "equal", MILC_COMPARE, compare)                                                   \
+    X(NOT_EQUAL, "not_equal", MILC_COMPARE, compare)                                           \
+    X(GREATER, "greater", MILC_COMPARE, compare)                                               \
+    X(GREATER_EQUAL, "greater_equal", MILC_COMPARE, compare)                                   \
+    X(LESS, "less", MILC_COMPARE, compare)                                                     \
+    X(LESS_EQUAL, "less_equal", MILC_COMPARE, compare)                                         \
+    X(LOGICAL_AND, "logical_and", MILC_LOGICAL, compare)                                       \
+    X(LOGICAL_OR, "logical_or", MILC_LOGICAL, compare)                                         \
+    X(LOGICAL_XOR, "logical_xor", MILC_LOGICAL, compare)                                       \
+    X(LOGICAL_NOT, "logical_not", "x:bool", same)
+
+/* Reductions, normalizations, pooling and tensor ops. */
+#define MILC_OPS_MORE(X)                                                                       \
+    MILC_OPS_ELEMENTWISE(X)                                                                    \
+    X(REDUCE_MIN, "reduce_min", MILC_REDUCE, reduce)                                           \
+    X(REDUCE_PROD, "reduce_prod", MILC_REDUCE, reduce)                                         \
+    X(REDUCE_L1_NORM, "reduce_l1_norm", MILC_REDUCE, reduce)                                   \
+    X(REDUCE_L2_NORM, "reduce_l2_norm", MILC_REDUCE, reduce)                                   \
+    X(REDUCE_LOG_SUM, "reduce_log_sum", MILC_REDUCE, reduce)                                   \
+    X(REDUCE_LOG_SUM_EXP, "reduce_log_sum_exp", MILC_REDUCE, reduce)                           \
+    X(REDUCE_SUM_SQUARE, "reduce_sum_square", MILC_REDUCE, reduce)                             \
+    X(REDUCE_ARGMAX, "reduce_argmax", MILC_REDUCE_ARG, reduce_arg)                             \
+    X(REDUCE_ARGMIN, "reduce_argmin", MILC_REDUCE_ARG, reduce_arg)                             \
+    X(L2_NORM, "l2_norm", "x:T epsilon:U#0!?%T17=1e-6", l2_norm)                                   \
+    X(MAX_POOL, "max_pool", MILC_POOL, pool)                                                   \
+    X(AVG_POOL, "avg_pool", MILC_POOL " exclude_padding_from_average:bool#0!?=false", pool)    \
+    X(L2_POOL, "l2_pool", MILC_POOL, pool)                                                     \
+    X(SHAPE, "shape", "x:A" DOM_DATA15, shape)                                                 \
+    X(STACK, "stack", "values:A* axis:int32#0!@+", stack)                                      \
+    MILC_OPS_TENSOR(X)
+
+/* Normalizations, scans and sorts, gather/scatter, resampling, random ops,
+ * quantization and the constexpr_* weight decompression family. */
+#define MILC_OPS_TENSOR(X)                                                                     \
+    X(BATCH_NORM, "batch_norm",                                                                \
+      "x:T mean:U#1!%T17 variance:U#1!%T17 gamma:U#1!?%T17 beta:U#1!?%T17 epsilon:U#0!?%T17=1e-5", norm) \
+    X(INSTANCE_NORM, "instance_norm", "x:T gamma:U#1!?%T17 beta:U#1!?%T17 epsilon:U#0!?%T17=1e-5", norm) \
+    X(LOCAL_RESPONSE_NORM, "local_response_norm",                                              \
+      "x:T size:int32#0! alpha:U#0!?%T17=1e-4 beta:U#0!?%T17=0.75 k:U#0!?%T17=1", norm)        \
+    X(CUMSUM, "cumsum", "x:A" DOM_N " axis:int32#0!@?=0 exclusive:bool#0!?=false reverse:bool#0!?=false", axis_same) \
+    X(REVERSE, "reverse", "x:A" DOM_DATA " axes:int32#1!@?=all", reverse)                      \
+    X(ARGSORT, "argsort", "x:A" DOM_N " axis:int32#0!@?=-1 ascending:bool#0!?=false", argsort) \
+    X(IDENTITY, "identity", "x:A", same)                                                       \
+    X(FLATTEN2D, "flatten2d", "x:A" DOM_DATA15 " axis:int32#0!?=1", flatten2d)                 \
+    X(FILL, "fill", "shape:int32#1 value:A" DOM_DATA15 "#0!?=0", fill)                         \
+    X(GATHER_ALONG_AXIS, "gather_along_axis",                                                  \
+      "x:A" DOM_GATHER " indices:I" DOM_INDEX " axis:int32#0!@?=0 validate_indices:bool#0!?>17=false", gather_along_axis) \
+    X(SCATTER, "scatter", "data:A" DOM_N " indices:int32 updates:A" DOM_N " axis:int32#0!@?=0 " MILC_SCATTER_MODE, scatter) \
+    X(SCATTER_ALONG_AXIS, "scatter_along_axis",                                                \
+      "data:A" DOM_N " indices:int32 updates:A" DOM_N " axis:int32#0!@?=0 " MILC_SCATTER_MODE, scatter) \
+    X(SCATTER_ND, "scatter_nd", "data:A" DOM_N " indices:int32 updates:A" DOM_N " " MILC_SCATTER_MODE, scatter) \
+    X(SPACE_TO_DEPTH, "space_to_depth", "x:T block_size:int32#0!", space_to_depth)             \
+    X(DEPTH_TO_SPACE, "depth_to_space", "x:T block_size:int32#0!", space_to_depth)             \
+    X(UPSAMPLE_NEAREST_NEIGHBOR, "upsample_nearest_neighbor",                                  \
+      "x:T scale_factor_height:S{fp32,int32}#0!?=1 scale_factor_width:S{fp32,int32}#0!?=1", upsample) \
+    X(RANDOM_NORMAL, "random_normal", "shape:int32#1 mean:T#0!?=0 stddev:T#0!?=1 seed:int32#0!?=-1", random) \
+    X(RANDOM_UNIFORM, "random_uniform", "shape:int32#1 low:T#0!?=0 high:T#0!?=1 seed:int32#0!?=-1", random) \
+    X(RANDOM_BERNOULLI, "random_bernoulli", "shape:int32#1 prob:T#0!?=0.5 seed:int32#0!?=-1", random) \
+    X(QUANTIZE, "quantize",                                                                    \
+      ">17 input:T zero_point:Q" DOM_Q "!? scale:T! axis:int32#0!@? output_dtype:string#0!", quantize) \
+    X(DEQUANTIZE, "dequantize", ">17 input:Q" DOM_Q " zero_point:Q" DOM_Q "!? scale:T! axis:int32#0!@?", dequantize) \
+    X(CONSTEXPR_AFFINE_DEQUANTIZE, "constexpr_affine_dequantize",                              \
+      ">16 quantized_data:Q" DOM_Q "! zero_point:Z{fp32,int8,uint8}! scale:T! axis:int32#0!@", dequantize) \
+    X(CONSTEXPR_CAST, "constexpr_cast", ">16 source_val:fp16! output_dtype:string#0!", constexpr_cast) \
+    X(CONSTEXPR_BLOCKWISE_SHIFT_SCALE, "constexpr_blockwise_shift_scale",                      \
+      ">18 data:S{fp16,fp32,int4,int8,uint4,uint8}! scale:T! offset:O{fp16,fp32,int4,int8,uint4,uint8}!?", dequantize) \
+    X(CONSTEXPR_LUT_TO_DENSE, "constexpr_lut_to_dense",                                        \
+      ">18 indices:I{uint1,uint2,uint3,uint4,uint6,uint8}! lut:T{fp16,fp32,int8,uint8}! vector_axis:int32#0!?", constexpr_lut) \
+    X(CONSTEXPR_SPARSE_TO_DENSE, "constexpr_sparse_to_dense",                                  \
+      ">18 nonzero_data:T{fp16,fp32,int4,int8,uint4,uint8}#1! mask:uint1!", constexpr_sparse)   \
+    X(CONV_TRANSPOSE, "conv_transpose",                                                        \
+      "x:T weight:U%T17 bias:U!?%T17 pad:int32#1!? output_shape:int32#1!? pad_type:string#0!?=valid " \
+      "strides:int32#1!?=ones dilations:int32#1!?=ones groups:int32#0!?=1",                    \
+      conv_transpose)                                                                          \
+    X(READ_STATE, "read_state", ">18 input:$A" DOM_STATE, read_state)                          \
+    X(WRITE_STATE, "write_state", ">18 input:$A" DOM_STATE " data:A" DOM_STATE, write_state)   \
+    X(COREML_UPDATE_STATE, "coreml_update_state", ">18 state:$A" DOM_STATE " value:A" DOM_STATE, write_state)
 
 typedef enum IrOpKind {
 #define X(e, n, sig, rule) OP_##e,
@@ -86,14 +236,25 @@ enum { MIL_MAX_OP_ARGS = 16, MIL_ARG_NAME_MAX = 24, MIL_ARG_DEFAULT_MAX = 16 };
 /* One argument of an op signature, decoded. */
 typedef struct MilArgSpec {
     char name[MIL_ARG_NAME_MAX];
-    char group;    /* 'T' 'U' 'A' 'B' 'I', or 0 when dtype or `any` applies */
+    char group;    /* an uppercase letter, or 0 when dtype or `any` applies */
+    unsigned domain[4]; /* group's dtypes (1u << IrDType) in opsets ios15..ios18; 0: any */
     int dtype;     /* a fixed IrDType, or -1 */
     int rank;      /* 0 scalar, 1 vector, -1 any */
     bool is_const; /* must be a const value or an inline literal */
     bool optional;
     bool tuple;
+    bool state; /* a state<tensor<...>> value (only these take states) */
+    char axis; /* 0, or '@' '+' '^': an axis argument and what its rank is */
+    int since; /* first opset (15..18) with this argument */
+    char old_group; /* the group before opset old_until (0: none) */
+    int old_until;
     char def[MIL_ARG_DEFAULT_MAX]; /* default as text, "" if none */
 } MilArgSpec;
+
+/* The opset a function tag names: "ios15".."ios18" or "CoreML5".."CoreML8"
+ * (the same opsets) give 15..18; anything else 0. */
+int mil_opset_version(const char *s, size_t len);
+const char *mil_opset_name(int version); /* 15 -> "ios15" */
 
 const char *mil_op_name(IrOpKind k);
 const char *mil_op_signature(IrOpKind k);
@@ -101,6 +262,8 @@ const char *mil_op_signature(IrOpKind k);
 bool mil_op_lookup(const char *name, size_t len, IrOpKind *out);
 /* Decode k's signature into out[max]; returns the argument count. */
 int mil_op_args(IrOpKind k, MilArgSpec *out, int max);
+/* The first opset (15..18) that has op k. */
+int mil_op_since(IrOpKind k);
 /* The spec of argument name of op k; false if the op has no such argument. */
 bool mil_op_arg_spec(IrOpKind k, const char *name, MilArgSpec *out);
 

@@ -1,0 +1,25 @@
+/* program.h — a MIL program from any container the commands take: a
+ * model.mil file, a folder with model.mil (.mlmodelc), or a .mlpackage. */
+#ifndef MILC_CLI_PROGRAM_H
+#define MILC_CLI_PROGRAM_H
+
+#include <stdbool.h>
+
+#include "cli.h"
+#include "milc/mil.h"
+#include "milc/pkg.h"
+
+/* Read and check the program at path; diagnostics printed.  EXIT_OK with
+ * out filled, or EXIT_INPUT / EXIT_SYSTEM. */
+int cli_load_program(Cli *cli, const char *path, const char *model_path, MilTarget target, bool werror, Arena *arena,
+                     PkgProgram *out);
+
+/* True when path names a program (a .mil file or a folder holding one or a
+ * package) rather than an artifact or a key. */
+bool cli_is_program(const char *path);
+
+/* Write a loaded program as a package or folder (pkg_write), printing what
+ * happened.  EXIT_*. */
+int cli_write_program(Cli *cli, const PkgProgram *pp, PkgFormat fmt, const char *dst);
+
+#endif

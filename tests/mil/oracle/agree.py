@@ -1,0 +1,701 @@
+#!/usr/bin/python3
+"""agree.py — milc's type and shape inference against coremltools', op by op.
+
+For every op family below and every opset (iOS15..iOS18), random well-typed and
+ill-typed calls are built with coremltools' Builder (its op definitions, type
+domains and type_inference decide: accepted with these output types, or
+refused).  Each call is then written as a model.mil function whose results are
+declared with the types coremltools inferred, and `milc check --json` judges
+the file.  milc agrees when it accepts exactly the calls coremltools accepts
+(accepting means its inferred types equal the declared ones) and refuses the
+others with a diagnostic about the op itself, not only about the declared type.
+
+  agree.py MILC ORACLE_DIR KNOWN_DIFFERENCES [--seed N] [--per-op N]
+
+Prints the agreement table (op x opset: cases, agree, disagree) and exits 1 on
+any disagreement not listed in KNOWN_DIFFERENCES (lines `OP accepts|refuses
+TEXT`: coremltools accepts or refuses, and milc's diagnostic contains TEXT; a
+listed case counts as agreeing).  Without the oracle it exits
+77 (skipped) locally and 1 under CI=true.
+"""
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+MILC, ORACLE, KNOWN = sys.argv[1], sys.argv[2], sys.argv[3]
+args = sys.argv[4:]
+SEED = int(args[args.index("--seed") + 1]) if "--seed" in args else 16
+PER_OP = int(args[args.index("--per-op") + 1]) if "--per-op" in args else 6
+OPSETS = ["iOS15", "iOS16", "iOS17", "iOS18"]
+
+try:
+    sys.path.insert(0, ORACLE)
+    import oracle  # noqa: E402
+
+    ct = oracle.coremltools()
+    from coremltools.converters.mil import Builder as mb
+    from coremltools.converters.mil.mil import types
+except Exception as e:  # the oracle is not set up on this machine
+    msg = "coremltools oracle not available (%s): run %s/setup.sh and set PYTHONPATH as it prints" % (e, ORACLE)
+    print(msg)
+    sys.exit(1 if os.environ.get("CI") == "true" else 77)
+
+rng = random.Random(SEED)
+DT = {"fp16": types.fp16, "fp32": types.fp32, "int32": types.int32, "bool": types.bool}
+NP = {"fp16": np.float16, "fp32": np.float32, "int32": np.int32, "bool": np.bool_}
+
+
+class In:
+    """A runtime input of the function (a tensor of this shape and dtype)."""
+
+    def __init__(self, shape, dt):
+        self.shape, self.dt = tuple(shape), dt
+
+
+def const(a, dt):
+    """A constant argument: a NumPy value (a scalar for rank 0) or a Python string."""
+    if dt == "string":
+        return a
+    v = np.array(a, dtype=NP[dt])
+    return v[()] if v.ndim == 0 else v
+
+
+def shape(lo=1, hi=4, rmin=1, rmax=4):
+    return [rng.randint(lo, hi) for _ in range(rng.randint(rmin, rmax))]
+
+
+def rand_const(shp, dt):
+    if dt == "bool":
+        return np.array(np.random.default_rng(rng.randint(0, 1 << 30)).random(shp) > 0.5)
+    v = np.random.default_rng(rng.randint(0, 1 << 30)).standard_normal(shp) * 2
+    return v.astype(NP[dt])
+
+
+# ---- case generators: each returns a dict of arguments ----
+
+def g_unary(dts, bad):
+    def g():
+        return {"x": In(shape(), rng.choice(dts + bad if rng.random() < 0.3 else dts))}
+    return g
+
+
+def g_act(nparams, scalar=True):
+    def g():
+        dt = rng.choice(["fp16", "fp32"])
+        a = {"x": In(shape(rmin=3 if not scalar else 1), dt)}
+        for p in ["alpha", "beta"][:nparams]:
+            pdt = rng.choice([dt, dt, "fp32", "int32"])
+            if scalar:
+                a[p] = const(rng.uniform(0.1, 2), pdt) if pdt != "int32" else const(1, "int32")
+            else:
+                c = a["x"].shape[1] + (1 if rng.random() < 0.2 else 0)
+                a[p] = rand_const((c,), pdt)
+        return a
+    return g
+
+
+def broadcastable(s):
+    t = [d if rng.random() < 0.6 else 1 for d in s][rng.randint(0, len(s) - 1):]
+    if rng.random() < 0.15:
+        t = [d + 1 for d in t]
+    return t or [1]
+
+
+def g_binary(dts):
+    def g():
+        s = shape()
+        dt = rng.choice(dts)
+        dt2 = dt if rng.random() < 0.8 else rng.choice(["fp16", "fp32", "int32", "bool"])
+        x, y = In(s, dt), In(broadcastable(s), dt2)
+        return {"x": x, "y": y} if rng.random() < 0.5 else {"x": y, "y": x}
+    return g
+
+
+def pick_axes(r, n=None):
+    n = rng.randint(1, r) if n is None else n
+    ax = rng.sample(range(r), min(n, r))
+    ax = [a - r if rng.random() < 0.4 else a for a in ax]
+    if rng.random() < 0.1:
+        ax.append(r + rng.randint(0, 2))  # out of range
+    return ax
+
+
+def g_reduce(dts):
+    def g():
+        s = shape()
+        a = {"x": In(s, rng.choice(dts + ["bool"] if rng.random() < 0.1 else dts))}
+        if rng.random() < 0.8:
+            a["axes"] = const(pick_axes(len(s)), "int32")
+        if rng.random() < 0.5:
+            a["keep_dims"] = const(rng.random() < 0.5, "bool")
+        return a
+    return g
+
+
+def g_reduce_arg():
+    s = shape()
+    a = {"x": In(s, rng.choice(["fp16", "fp32", "int32"]))}
+    if rng.random() < 0.8:
+        a["axis"] = const(pick_axes(len(s), 1)[-1], "int32")
+    if rng.random() < 0.5:
+        a["keep_dims"] = const(rng.random() < 0.5, "bool")
+    return a
+
+
+def g_pool():
+    ns = rng.randint(1, 3)
+    sp = [rng.randint(2, 9) for _ in range(ns)]
+    a = {"x": In([1, rng.randint(1, 3)] + sp, rng.choice(["fp16", "fp32"])),
+         "kernel_sizes": const([rng.randint(1, 4) for _ in range(ns)], "int32"),
+         "pad_type": const(rng.choice(["valid", "same", "custom", "same_lower"]), "string")}
+    if rng.random() < 0.7:
+        a["strides"] = const([rng.randint(1, 3) for _ in range(ns)], "int32")
+    if a["pad_type"] == "custom" or rng.random() < 0.2:
+        a["pad"] = const([rng.randint(0, 1) for _ in range(2 * ns)], "int32")
+    if rng.random() < 0.5:
+        a["ceil_mode"] = const(rng.random() < 0.5, "bool")
+    return a
+
+
+def g_softmax():
+    s = shape()
+    return {"x": In(s, rng.choice(["fp16", "fp32"])), "axis": const(pick_axes(len(s), 1)[-1], "int32")}
+
+
+def g_transpose():
+    s = shape()
+    p = list(range(len(s)))
+    rng.shuffle(p)
+    p = [v - len(s) if rng.random() < 0.4 else v for v in p]
+    if rng.random() < 0.1:
+        p = p[:-1] or [0, 0]
+    return {"x": In(s, rng.choice(["fp16", "fp32", "int32", "bool"])), "perm": const(p, "int32")}
+
+
+def g_concat_stack(stack):
+    def g():
+        s = shape()
+        n = rng.randint(1, 3)
+        ax = rng.randint(-len(s) - stack, len(s) - 1 + stack)
+        vals = []
+        for _ in range(n):
+            t = list(s)
+            if not stack and rng.random() < 0.5:
+                t[ax if ax >= 0 else ax + len(s)] = rng.randint(1, 4) if -len(s) <= ax < len(s) else 1
+            if rng.random() < 0.1:
+                t[0] += 1
+            vals.append(In(t, "fp16"))
+        a = {"values": vals, "axis": const(ax, "int32")}
+        if not stack:
+            a["interleave"] = const(False, "bool")
+        return a
+    return g
+
+
+def g_expand_squeeze(expand):
+    def g():
+        s = shape()
+        if expand:
+            n = rng.randint(1, 2)
+            r = len(s) + n
+            return {"x": In(s, "fp32"), "axes": const(rng.sample(range(-r, r), n), "int32")}
+        s = [d if rng.random() < 0.5 else 1 for d in s]
+        ones = [i for i, d in enumerate(s) if d == 1] or [0]
+        a = {"x": In(s, "fp32")}
+        if rng.random() < 0.8:
+            a["axes"] = const([i - len(s) if rng.random() < 0.5 else i for i in rng.sample(ones, rng.randint(1, len(ones)))], "int32")
+        return a
+    return g
+
+
+def g_shape():
+    return {"x": In(shape(), rng.choice(["fp16", "fp32", "int32", "bool"]))}
+
+
+def g_gather():
+    s = shape()
+    a = {"x": In(s, rng.choice(["fp16", "fp32", "int32"])),
+         "indices": const(np.array([rng.randint(0, 1) for _ in range(rng.randint(1, 3))]), "int32"),
+         "axis": const(pick_axes(len(s), 1)[-1], "int32")}
+    return a
+
+
+def g_prelu(nparams):
+    return g_act(nparams, scalar=False)
+
+
+def g_matmul():
+    b = shape(rmin=0, rmax=2)
+    m, k, n = rng.randint(1, 4), rng.randint(1, 4), rng.randint(1, 4)
+    k2 = k if rng.random() < 0.85 else k + 1
+    dt = rng.choice(["fp16", "fp32"])
+    return {"x": In(b + [m, k], dt), "y": In(broadcastable(b) + [k2, n] if b else [k2, n], dt)}
+
+
+def g_reshape():
+    s = shape()
+    n = int(np.prod(s))
+    t = [n] if rng.random() < 0.3 else [1, n]
+    if rng.random() < 0.3:
+        t = [-1] + ([1] if rng.random() < 0.5 else [])
+    if rng.random() < 0.15:
+        t = [n + 1]
+    return {"x": In(s, rng.choice(["fp16", "int32", "bool"])), "shape": const(t, "int32")}
+
+
+def g_tile():
+    s = shape()
+    reps = [rng.randint(1, 3) for _ in s] if rng.random() < 0.85 else [2]
+    return {"x": In(s, rng.choice(["fp16", "fp32", "int32", "bool"])), "reps": const(reps, "int32")}
+
+
+def g_cast():
+    return {"x": In(shape(), rng.choice(["fp16", "fp32", "int32", "bool"])),
+            "dtype": const(rng.choice(["fp16", "fp32", "int32", "bool", "int8", "uint8", "fp64"]), "string")}
+
+
+def g_select():
+    s = shape()
+    dt = rng.choice(["fp16", "fp32", "int32"])
+    return {"cond": In(broadcastable(s), rng.choice(["bool", "bool", "fp16"])), "a": In(s, dt), "b": In(broadcastable(s), dt)}
+
+
+def g_band_part():
+    s = shape(rmin=1, rmax=4)
+    return {"x": In(s, "fp16"), "lower": const(rng.randint(-1, 2), "int32"), "upper": const(rng.randint(-1, 2), "int32")}
+
+
+def g_gelu():
+    return {"x": In(shape(), rng.choice(["fp16", "fp32", "int32"])),
+            "mode": const(rng.choice(["EXACT", "TANH_APPROXIMATION", "SIGMOID_APPROXIMATION", "FAST"]), "string")}
+
+
+def g_rsqrt():
+    dt = rng.choice(["fp16", "fp32"])
+    return {"x": In(shape(), dt), "epsilon": const(1e-3, rng.choice([dt, "fp32", "fp16"]))}
+
+
+def g_layer_norm():
+    s = shape()
+    r = len(s)
+    ax = sorted(set(a % r for a in pick_axes(r)) if rng.random() < 0.9 else [])
+    a = {"x": In(s, rng.choice(["fp16", "fp32"])), "axes": const([v - r for v in ax] if rng.random() < 0.5 else ax, "int32")}
+    if rng.random() < 0.5:
+        g = [s[v] for v in ax]
+        if rng.random() < 0.2:
+            g = [d + 1 for d in g] or [2]
+        a["gamma"] = rand_const(g, a["x"].dt)
+    return a
+
+
+def g_linear():
+    s = shape(rmax=3)
+    dout = rng.randint(1, 4)
+    din = s[-1] if rng.random() < 0.85 else s[-1] + 1
+    dt = rng.choice(["fp16", "fp32"])
+    a = {"x": In(s, dt), "weight": rand_const((dout, din), dt)}
+    if rng.random() < 0.5:
+        a["bias"] = rand_const((dout if rng.random() < 0.9 else dout + 1,), dt)
+    return a
+
+
+def g_conv():
+    ns = rng.randint(1, 2)
+    g = rng.choice([1, 1, 2])
+    cin = g * rng.randint(1, 2)
+    cout = g * rng.randint(1, 2)
+    sp = [rng.randint(3, 8) for _ in range(ns)]
+    k = [rng.randint(1, 3) for _ in range(ns)]
+    a = {"x": In([1, cin] + sp, "fp32"), "weight": rand_const([cout, cin // g] + k, "fp32"),
+         "pad_type": const(rng.choice(["valid", "same", "custom", "same_lower"]), "string")}
+    if g > 1:
+        a["groups"] = const(g, "int32")
+    if rng.random() < 0.5:
+        a["strides"] = const([rng.randint(1, 2) for _ in range(ns)], "int32")
+    if rng.random() < 0.4:
+        a["dilations"] = const([rng.randint(1, 2) for _ in range(ns)], "int32")
+    if a["pad_type"] == "custom":
+        a["pad"] = const([rng.randint(0, 1) for _ in range(2 * ns)], "int32")
+    return a
+
+
+def g_split():
+    s = shape()
+    ax = rng.randint(-len(s), len(s) - 1)
+    d = s[ax]
+    a = {"x": In(s, "fp16"), "axis": const(ax, "int32")}
+    if rng.random() < 0.5:
+        a["num_splits"] = const(rng.choice([1, d, 2]), "int32")
+    else:
+        cut = rng.randint(0, d)
+        a["split_sizes"] = const([cut, d - cut] if rng.random() < 0.9 else [d, 1], "int32")
+    return a
+
+
+def g_slice_by_size():
+    s = shape()
+    b = [rng.randint(0, d - 1) for d in s]
+    sz = [rng.choice([-1, rng.randint(1, d - bb)]) for d, bb in zip(s, b)]
+    if rng.random() < 0.1:
+        sz[0] = s[0] + 1
+    return {"x": In(s, "fp16"), "begin": const(b, "int32"), "size": const(sz, "int32")}
+
+
+def g_sdpa():
+    b = shape(rmin=1, rmax=2)
+    L, S, E, Ev = (rng.randint(1, 4) for _ in range(4))
+    a = {"query": In(b + [L, E], "fp16"), "key": In(b + [S, E if rng.random() < 0.9 else E + 1], "fp16"),
+         "value": In(b + [S, Ev], "fp16")}
+    if rng.random() < 0.4:
+        a["attn_mask"] = In([L, S], rng.choice(["bool", "fp16"]))
+    return a
+
+
+def g_norm(kind):
+    def g():
+        r = rng.randint(2, 5)
+        s = [rng.randint(1, 3) for _ in range(r)]
+        dt = rng.choice(["fp16", "fp32"])
+        a = {"x": In(s, dt)}
+        c = s[1] if rng.random() < 0.9 else s[1] + 1
+        pdt = dt if rng.random() < 0.8 else "fp32"
+        if kind == "batch_norm":
+            a["mean"], a["variance"] = rand_const((c,), pdt), np.abs(rand_const((c,), pdt))
+        if kind in ("batch_norm", "instance_norm") and rng.random() < 0.5:
+            a["gamma"] = rand_const((c,), pdt)
+        if kind == "local_response_norm":
+            a["size"] = const(rng.randint(1, 3), "int32")
+        return a
+    return g
+
+
+def g_axis_op(op):
+    def g():
+        s = shape()
+        a = {"x": In(s, rng.choice(["fp16", "fp32", "int32"]))}
+        if op == "reverse":
+            if rng.random() < 0.8:
+                a["axes"] = const(pick_axes(len(s)), "int32")
+        else:
+            a["axis"] = const(pick_axes(len(s), 1)[-1], "int32")
+        return a
+    return g
+
+
+def g_flatten2d():
+    s = shape()
+    return {"x": In(s, rng.choice(["fp16", "int32"])), "axis": const(rng.randint(-len(s), len(s)), "int32")}
+
+
+def g_fill():
+    a = {"shape": const(shape(rmin=1, rmax=3), "int32")}
+    if rng.random() < 0.7:
+        a["value"] = const(1, rng.choice(["fp16", "fp32", "int32", "bool"]))
+    return a
+
+
+def g_random(op):
+    def g():
+        a = {"shape": const(shape(rmin=1, rmax=3), "int32")}
+        if rng.random() < 0.5:
+            a["mean" if op == "random_normal" else "low"] = const(0, rng.choice(["fp16", "fp32"]))
+        return a
+    return g
+
+
+def g_gather_along_axis():
+    s = shape()
+    ax = rng.randint(-len(s), len(s) - 1)
+    t = list(s)
+    t[ax] = rng.randint(1, 3)
+    if rng.random() < 0.1:
+        t = t + [1]
+    return {"x": In(s, rng.choice(["fp16", "int32"])), "indices": const(np.zeros(t, np.int32), "int32"), "axis": const(ax, "int32")}
+
+
+def g_scatter_along_axis():
+    s = shape()
+    ax = rng.randint(-len(s), len(s) - 1)
+    t = list(s)
+    t[ax] = rng.randint(1, 3)
+    return {"data": In(s, "fp32"), "indices": const(np.zeros(t, np.int32), "int32"), "updates": In(t, "fp32"),
+            "axis": const(ax, "int32"), "mode": const(rng.choice(["update", "add", "max", "bogus"]), "string")}
+
+
+def g_space_depth(down):
+    def g():
+        b = rng.randint(1, 3)
+        if down:
+            s = [1, rng.randint(1, 3), b * rng.randint(1, 3), b * rng.randint(1, 3) + (1 if rng.random() < 0.15 else 0)]
+        else:
+            s = [1, b * b * rng.randint(1, 2) + (1 if rng.random() < 0.15 else 0), rng.randint(1, 3), rng.randint(1, 3)]
+        return {"x": In(s, "fp16"), "block_size": const(b, "int32")}
+    return g
+
+
+def g_upsample():
+    return {"x": In(shape(rmin=3, rmax=4), "fp32"), "scale_factor_height": const(rng.choice([1, 2, 3]), "int32"),
+            "scale_factor_width": const(rng.choice([1, 2]), "int32")}
+
+
+def g_quantize():
+    s = shape()
+    return {"input": In(s, "fp32"), "scale": const(0.5, "fp32"), "output_dtype": const(rng.choice(["int8", "uint8", "int32"]), "string")}
+
+
+def g_dequantize():
+    s = shape()
+    return {"input": rand_const(s, "int32").astype(np.int8), "scale": const(0.5, rng.choice(["fp16", "fp32"]))}
+
+
+def g_affine():
+    s = shape(rmin=2)
+    ax = rng.randint(0, len(s) - 1)
+    return {"quantized_data": rand_const(s, "int32").astype(np.uint8), "zero_point": np.uint8(1),
+            "scale": const(0.5, rng.choice(["fp16", "fp32"])), "axis": const(ax, "int32")}
+
+
+def g_conv_transpose():
+    ns = rng.randint(1, 2)
+    g = rng.choice([1, 1, 2])
+    cin, coutg = g * rng.randint(1, 2), rng.randint(1, 2)
+    sp = [rng.randint(1, 5) for _ in range(ns)]
+    a = {"x": In([1, cin] + sp, "fp32"), "weight": rand_const([cin, coutg] + [rng.randint(1, 3) for _ in range(ns)], "fp32"),
+         "pad_type": const(rng.choice(["valid", "same", "custom"]), "string")}
+    if g > 1:
+        a["groups"] = const(g, "int32")
+    if rng.random() < 0.6:
+        a["strides"] = const([rng.randint(1, 3) for _ in range(ns)], "int32")
+    if rng.random() < 0.4:
+        a["dilations"] = const([rng.randint(1, 2) for _ in range(ns)], "int32")
+    if a["pad_type"] == "custom":
+        a["pad"] = const([rng.randint(0, 1) for _ in range(2 * ns)], "int32")
+    if rng.random() < 0.3:
+        a["bias"] = rand_const((coutg * g if rng.random() < 0.9 else coutg * g + 1,), "fp32")
+    return a
+
+
+FAMILIES = {
+    "conv_transpose": g_conv_transpose,
+    "batch_norm": g_norm("batch_norm"), "instance_norm": g_norm("instance_norm"),
+    "local_response_norm": g_norm("local_response_norm"),
+    "cumsum": g_axis_op("cumsum"), "argsort": g_axis_op("argsort"), "reverse": g_axis_op("reverse"),
+    "flatten2d": g_flatten2d, "fill": g_fill, "random_normal": g_random("random_normal"),
+    "random_uniform": g_random("random_uniform"), "gather_along_axis": g_gather_along_axis,
+    "scatter_along_axis": g_scatter_along_axis, "space_to_depth": g_space_depth(True),
+    "depth_to_space": g_space_depth(False), "upsample_nearest_neighbor": g_upsample,
+    "quantize": g_quantize, "dequantize": g_dequantize, "constexpr_affine_dequantize": g_affine,
+    "identity": g_unary(["fp16", "fp32", "int32", "bool"], []),
+    "reshape": g_reshape, "tile": g_tile, "cast": g_cast, "select": g_select, "band_part": g_band_part,
+    "gelu": g_gelu, "rsqrt": g_rsqrt, "layer_norm": g_layer_norm, "linear": g_linear, "conv": g_conv,
+    "split": g_split, "slice_by_size": g_slice_by_size, "scaled_dot_product_attention": g_sdpa,
+    "relu": g_unary(["fp16", "fp32"], ["int32", "bool"]),
+    "relu6": g_unary(["fp16", "fp32"], ["int32"]),
+    "sigmoid": g_unary(["fp16", "fp32"], ["int32"]),
+    "tanh": g_unary(["fp16", "fp32"], ["int32"]),
+    "exp": g_unary(["fp16", "fp32"], ["int32"]),
+    "sqrt": g_unary(["fp16", "fp32"], ["int32"]),
+    "erf": g_unary(["fp16", "fp32"], ["int32"]),
+    "floor": g_unary(["fp16", "fp32"], ["int32"]),
+    "ceil": g_unary(["fp16", "fp32"], ["int32"]),
+    "round": g_unary(["fp16", "fp32"], ["int32"]),
+    "sin": g_unary(["fp16", "fp32"], ["int32"]),
+    "cos": g_unary(["fp16", "fp32"], ["int32"]),
+    "tan": g_unary(["fp16", "fp32"], ["int32"]),
+    "asin": g_unary(["fp16", "fp32"], ["int32"]),
+    "acos": g_unary(["fp16", "fp32"], ["int32"]),
+    "atan": g_unary(["fp16", "fp32"], ["int32"]),
+    "atanh": g_unary(["fp16", "fp32"], ["int32"]),
+    "sinh": g_unary(["fp16", "fp32"], ["int32"]),
+    "cosh": g_unary(["fp16", "fp32"], ["int32"]),
+    "exp2": g_unary(["fp16", "fp32"], ["int32"]),
+    "softplus": g_unary(["fp16", "fp32"], ["int32"]),
+    "softsign": g_unary(["fp16", "fp32"], ["int32"]),
+    "silu": g_unary(["fp16", "fp32"], ["int32"]),
+    "abs": g_unary(["fp16", "fp32", "int32"], ["bool"]),
+    "sign": g_unary(["fp16", "fp32", "int32"], ["bool"]),
+    "square": g_unary(["fp16", "fp32", "int32"], ["bool"]),
+    "logical_not": g_unary(["bool"], ["fp16", "int32"]),
+    "elu": g_act(1), "leaky_relu": g_act(1), "thresholded_relu": g_act(1),
+    "clamped_relu": g_act(2), "linear_activation": g_act(2), "scaled_tanh": g_act(2), "sigmoid_hard": g_act(2),
+    "prelu": g_prelu(1), "softplus_parametric": g_prelu(2),
+    "add": g_binary(["fp16", "fp32", "int32"]), "sub": g_binary(["fp16", "fp32", "int32"]),
+    "mul": g_binary(["fp16", "fp32", "int32"]), "real_div": g_binary(["fp16", "fp32"]),
+    "maximum": g_binary(["fp16", "fp32", "int32"]), "minimum": g_binary(["fp16", "fp32", "int32"]),
+    "floor_div": g_binary(["fp16", "fp32", "int32"]), "mod": g_binary(["fp16", "fp32", "int32"]),
+    "pow": g_binary(["fp16", "fp32"]),
+    "equal": g_binary(["fp16", "fp32", "int32"]), "not_equal": g_binary(["fp16", "fp32", "int32"]),
+    "greater": g_binary(["fp16", "fp32", "int32"]), "greater_equal": g_binary(["fp16", "fp32", "int32"]),
+    "less": g_binary(["fp16", "fp32", "int32"]), "less_equal": g_binary(["fp16", "fp32", "int32"]),
+    "logical_and": g_binary(["bool"]), "logical_or": g_binary(["bool"]), "logical_xor": g_binary(["bool"]),
+    "reduce_sum": g_reduce(["fp16", "fp32", "int32"]), "reduce_mean": g_reduce(["fp16", "fp32", "int32"]),
+    "reduce_max": g_reduce(["fp16", "fp32", "int32"]), "reduce_min": g_reduce(["fp16", "fp32", "int32"]),
+    "reduce_prod": g_reduce(["fp16", "fp32", "int32"]), "reduce_l1_norm": g_reduce(["fp16", "fp32", "int32"]),
+    "reduce_l2_norm": g_reduce(["fp16", "fp32", "int32"]), "reduce_log_sum": g_reduce(["fp16", "fp32", "int32"]),
+    "reduce_log_sum_exp": g_reduce(["fp16", "fp32", "int32"]), "reduce_sum_square": g_reduce(["fp16", "fp32", "int32"]),
+    "reduce_argmax": g_reduce_arg, "reduce_argmin": g_reduce_arg,
+    "max_pool": g_pool, "avg_pool": g_pool, "l2_pool": g_pool,
+    "softmax": g_softmax, "transpose": g_transpose,
+    "concat": g_concat_stack(False), "stack": g_concat_stack(True),
+    "expand_dims": g_expand_squeeze(True), "squeeze": g_expand_squeeze(False),
+    "shape": g_shape, "gather": g_gather, "matmul": g_matmul,
+}
+
+
+# ---- coremltools side ----
+
+def oracle_case(op, opset, a):
+    """(accepted, [(dtype, shape), ...] or the error text)."""
+    ins = [(k, v) for k, v in a.items() if isinstance(v, In)]
+    tup = [(k, v) for k, v in a.items() if isinstance(v, list)]
+    flat = ins + [("%s%d" % (k, i), v) for k, vs in tup for i, v in enumerate(vs)]
+    specs = [mb.TensorSpec(shape=v.shape, dtype=DT[v.dt]) for _, v in flat]
+    def body(*xs):
+        kw = {}
+        it = iter(xs)
+        for k, v in flat[:len(ins)]:
+            kw[k] = next(it)
+        for k, vs in tup:
+            kw[k] = [next(it) for _ in vs]
+        for k, v in a.items():
+            if not isinstance(v, (In, list)):
+                kw[k] = v
+        r = getattr(mb, op)(**kw)
+        return list(r) if isinstance(r, (tuple, list)) else r
+    # mb.program reads the inputs from the function's parameter names.
+    names = ", ".join("i%d" % i for i in range(len(flat)))
+    scope = {"body": body}
+    exec("def fn(%s):\n    return body(%s)\n" % (names, names), scope)
+    try:
+        prog = mb.program(input_specs=specs, opset_version=getattr(ct.target, opset))(scope["fn"])
+    except Exception as e:  # coremltools refuses the call
+        return False, str(e).split("\n")[0][:200]
+    outs = []
+    for v in prog.functions["main"].outputs:
+        dims = [d if isinstance(d, (int, np.integer)) else -1 for d in v.shape]
+        outs.append((types.builtin_to_string(v.dtype), dims))
+    return True, outs
+
+
+# ---- milc side ----
+
+def lit(v, dt=None):
+    if isinstance(v, str):
+        return 'string("%s")' % v
+    v = np.asarray(v)
+    dt = dt or {np.dtype(np.float16): "fp16", np.dtype(np.float32): "fp32", np.dtype(np.int32): "int32",
+                np.dtype(np.bool_): "bool", np.dtype(np.int8): "int8", np.dtype(np.uint8): "uint8"}[v.dtype]
+
+    def el(x):
+        if dt == "bool":
+            return "true" if x else "false"
+        return repr(float(x)) if dt.startswith("fp") else str(int(x))
+
+    def nest(x):
+        return "[" + ", ".join(nest(y) for y in x) + "]" if isinstance(x, np.ndarray) and x.ndim else el(x)
+    if v.ndim == 0:
+        return "%s(%s)" % (dt, el(v.item()))
+    return "tensor<%s, [%s]>(%s)" % (dt, ", ".join(map(str, v.shape)), nest(v))
+
+
+def ty(dt, dims):
+    return "tensor<%s, [%s]>" % (dt, ", ".join("?" if d < 0 else str(d) for d in dims)) if dims else dt
+
+
+def milc_func(name, opset, op, a, outs):
+    ins = []
+    argv = []
+    for k, v in sorted(a.items()):
+        if isinstance(v, In):
+            ins.append("%s %s" % (ty(v.dt, v.shape), k))
+            argv.append("%s = %s" % (k, k))
+        elif isinstance(v, list):
+            names = []
+            for i, t in enumerate(v):
+                ins.append("%s %s%d" % (ty(t.dt, t.shape), k, i))
+                names.append("%s%d" % (k, i))
+            argv.append("%s = (%s)" % (k, ", ".join(names)))
+        else:
+            argv.append("%s = %s" % (k, lit(v)))
+    res = ", ".join("%s r%d" % (ty(dt, dims), i) for i, (dt, dims) in enumerate(outs))
+    body = "        %s = %s(%s)[name = string(\"r\")];\n" % (res, op, ", ".join(argv))
+    return "    func %s<%s>(%s) {\n%s    } -> (%s);\n" % (name, opset.lower(), ", ".join(ins), body,
+                                                         ", ".join("r%d" % i for i in range(len(outs))))
+
+
+def milc_verdicts(funcs, workdir, tag):
+    """funcs: [(first line, last line)] of each function in the file; returns
+    per function None (accepted) or its first diagnostic about the op."""
+    path = os.path.join(workdir, tag + ".mil")
+    text = "program(1.3)\n{\n" + "".join(f for f, _ in funcs) + "}\n"
+    open(path, "w").write(text)
+    r = subprocess.run([MILC, "check", "--json", path], capture_output=True, text=True)
+    diags = json.loads(r.stdout or "{}").get("diagnostics", [])
+    out, line = [], 3
+    for f, _ in funcs:
+        n = f.count("\n")
+        ds = [d for d in diags if line <= d["line"] < line + n and d["level"] == "error"]
+        real = [d["message"] for d in ds if "is declared" not in d["message"]]
+        out.append((bool(ds), real[0] if real else (ds[0]["message"] if ds else None)))
+        line += n
+    if r.returncode not in (0, 1):
+        raise SystemExit("milc check exit %d on %s:\n%s" % (r.returncode, path, r.stderr))
+    return out
+
+
+def main():
+    known = []  # (op, what coremltools does, a substring of milc's diagnostic)
+    for l in open(KNOWN):
+        l = l.split("#")[0].strip()
+        if l:
+            op, kind, pattern = l.split(None, 2)
+            known.append((op, kind, pattern))
+    work = tempfile.mkdtemp(prefix="milc-agree-")
+    table, bad, known_hits = {}, [], 0
+    for op in sorted(FAMILIES):
+        for opset in OPSETS:
+            funcs, expect = [], []
+            for i in range(PER_OP):
+                a = FAMILIES[op]()
+                ok, res = oracle_case(op, opset, a)
+                decl = res if ok else [("fp16", [1])]
+                funcs.append((milc_func("c%d" % i, opset, op, a, decl), a))
+                expect.append((ok, res))
+            verdicts = milc_verdicts(funcs, work, "%s_%s" % (op, opset))
+            agree = 0
+            for (f, _), (ok, res), (refused, msg) in zip(funcs, expect, verdicts):
+                # Refused only for the declared type = milc inferred a type: it accepts the call.
+                milc_ok = not refused or (not ok and msg is not None and "is declared" in msg)
+                if ok == (not refused) and (ok or "is declared" not in (msg or "")):
+                    agree += 1
+                    continue
+                kind = "accepts" if ok else "refuses"
+                if any(k[0] == op and k[1] == kind and k[2] in (msg or "") for k in known):
+                    agree += 1
+                    known_hits += 1
+                    continue
+                bad.append("%s %s: coremltools %s (%s), milc %s (%s)\n%s" % (
+                    op, opset, "accepts" if ok else "refuses", res, "accepts" if milc_ok else "refuses", msg, f))
+            table[(op, opset)] = (PER_OP, agree, PER_OP - agree)
+    print("%-26s %s" % ("op", "  ".join("%-14s" % o for o in OPSETS)))
+    tot = [0, 0, 0]
+    for op in sorted(FAMILIES):
+        cells = []
+        for opset in OPSETS:
+            n, ag, dis = table[(op, opset)]
+            tot = [tot[0] + n, tot[1] + ag, tot[2] + dis]
+            cells.append("%2d/%2d agree %-3s" % (ag, n, "" if not dis else "!%d" % dis))
+        print("%-26s %s" % (op, " ".join(cells)))
+    print("total: %d cases, %d agree (%d of them listed known differences), %d disagree (%d ops x %d opsets)" % (
+        tot[0], tot[1], known_hits, tot[2], len(FAMILIES), len(OPSETS)))
+    for b in bad:
+        print("DISAGREE " + b)
+    sys.exit(1 if bad else 0)
+
+
+main()
