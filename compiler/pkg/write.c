@@ -40,6 +40,10 @@ static Cml__ValueType *enc_type(Enc *E, const IrType *t) {
         diag_error(E->d, (SrcLoc){0}, "dtype %s has no Core ML DataType", ir_dtype_name(t->dtype));
         E->failed = true;
     }
+    if (t->state) { /* the reader refuses state types too */
+        diag_error(E->d, (SrcLoc){0}, "a state type: milc does not write states to packages yet");
+        E->failed = true;
+    }
     tt->rank = t->rank;
     tt->n_dimensions = (size_t)t->rank;
     tt->dimensions = ARR(E, Cml__Dimension *, t->rank);
