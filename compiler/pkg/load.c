@@ -187,7 +187,9 @@ int pkg_load(Arena *a, DiagSink *d, const char *path, const char *model_path, Pk
     default:
         /* A path that is not there is the system's answer (exit 3, as for
          * any file milc cannot open); one that holds no program is the input's. */
-        if (access(path, F_OK) != 0) diag_syserror(d, at, "cannot open '%s': %s", path, strerror(errno));
+        struct stat sb;
+        if (stat(path, &sb) != 0) diag_syserror(d, at, "cannot open '%s': %s", path, strerror(errno));
+        else if (!S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode)) diag_error(d, at, "not a regular file or a folder");
         else diag_error(d, at, "neither a MIL file, a folder with model.mil, nor a .mlpackage");
         return -1;
     }

@@ -59,7 +59,8 @@ compgen -G "$WORK/c/tmp-build-[0-9]*-??????" > /dev/null && fail "clear left a d
 # bench: its scratch root and the builds it runs.
 mkdir -p "$WORK/tmp"
 for sig in INT TERM HUP; do
-  TMPDIR="$WORK/tmp" launch --cache-dir "$WORK/c" bench --model tiny --modes 0 --no-sweeps
+  # A GPT-2 chunk, so the bench is still at work when the signal comes.
+  TMPDIR="$WORK/tmp" launch --cache-dir "$WORK/c" bench --model gpt2 --layers 2 --modes 0 --no-sweeps
   if appear "$WORK/tmp/milc-bench-$PID-*" 30; then
     sleep 0.5; kill -s "$sig" "$PID"; stopped "bench, SIG$sig" "$sig"; leftovers "bench, SIG$sig" "$WORK/tmp/milc-bench-*"
   else fail "bench never made its scratch directory"; kill -9 "$PID"; wait "$PID"; fi
