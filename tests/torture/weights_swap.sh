@@ -95,8 +95,13 @@ for round in $(seq 1 "$ROUNDS"); do
   echo "--model tiny --mode 0,1,2 --weights $PWD/w.safetensors" > p.manifest
   m --cache-dir p$C prewarm p.manifest -j 2
   kill $SW; wait $SW 2>/dev/null
+  # Killed between its link and its rename, the swapper leaves w.tmp as a hard
+  # link to one of the checkpoints: copying over it would rewrite that
+  # checkpoint's own bytes, so it goes, and the checks put files back through
+  # a name of their own.
+  rm -f w.tmp
   for K in $(seq 0 $((NW - 1))); do
-    cp w$K.safetensors w.tmp && mv w.tmp w.safetensors
+    cp w$K.safetensors w.put && mv w.put w.safetensors
     check_build $C
     check_build p$C
   done
