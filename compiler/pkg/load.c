@@ -184,7 +184,7 @@ int pkg_load(Arena *a, DiagSink *d, const char *path, const char *model_path, Pk
         if (model_path) diag_warn(d, at, "--model-path is ignored: a package's weights live in the package");
         rc = load_package(a, d, path, out);
         break;
-    default:
+    default: {
         /* A path that is not there is the system's answer (exit 3, as for
          * any file milc cannot open); one that holds no program is the input's. */
         struct stat sb;
@@ -192,6 +192,7 @@ int pkg_load(Arena *a, DiagSink *d, const char *path, const char *model_path, Pk
         else if (!S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode)) diag_error(d, at, "not a regular file or a folder");
         else diag_error(d, at, "neither a MIL file, a folder with model.mil, nor a .mlpackage");
         return -1;
+    }
     }
     if (rc == 0 && out->kind == PKG_KIND_MLPACKAGE) check_blobs(d, out->model_dir, out->prog);
     return rc == 0 && !diag_failed(d) ? 0 : -1;
