@@ -225,8 +225,10 @@ MilcStatus milc_request_param(MilcCache *c, const MilcRequest *req, const char *
     rc = api_diags(&d, cfg ? MILC_OK : MILC_E_INPUT);
     if (rc != MILC_OK) return api_end(&k, rc);
     int64_t v;
+    double f;
     const char *s;
     if (gen_config_get_int(cfg, name, &v)) snprintf(out, n, "%lld", (long long)v);
+    else if (gen_config_get_float(cfg, name, &f)) snprintf(out, n, "%.17g", f);
     else if (gen_config_get_str(cfg, name, &s)) snprintf(out, n, "%s", s);
     else lib_error("template '%s' has no parameter '%s'", j.config, name), rc = MILC_E_NOTFOUND;
     gen_config_free(cfg);
