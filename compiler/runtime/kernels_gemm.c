@@ -85,7 +85,7 @@ static __attribute__((noinline)) void tile_store(const Epi *e, int64_t m0, int m
             __m512 bias = e->bias ? _mm512_maskz_loadu_ps(msk[j], e->bias + n) : _mm512_setzero_ps();
             __m512 a[8];
             for (int r = 0; r < 8; r++)
-                a[r] = r < mr ? rt_act16(_mm512_fmadd_ps(_mm512_loadu_ps(t[r] + 16 * j), alpha, bias), e->act)
+                a[r] = r < mr ? rt_actv(_mm512_fmadd_ps(_mm512_loadu_ps(t[r] + 16 * j), alpha, bias), e->act)
                               : _mm512_setzero_ps();
             /* in each 128-bit lane L: q[i] = rows 0-3 and p[i] = rows 4-7 of column 4L + i */
             __m512 q[4], p[4];
@@ -119,7 +119,7 @@ static __attribute__((noinline)) void tile_store(const Epi *e, int64_t m0, int m
         __m512 bias = e->bias ? _mm512_maskz_loadu_ps(msk[j], e->bias + n) : _mm512_setzero_ps();
         for (int r = 0; r < mr; r++) {
             int64_t m = m0 + r;
-            __m512 v = rt_act16(_mm512_fmadd_ps(_mm512_loadu_ps(t[r] + 16 * j), alpha, bias), e->act);
+            __m512 v = rt_actv(_mm512_fmadd_ps(_mm512_loadu_ps(t[r] + 16 * j), alpha, bias), e->act);
             if (e->res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(msk[j], e->res + m * e->rm + n));
             _mm512_mask_storeu_ps(e->y + m * e->ym + n, msk[j], v);
         }
