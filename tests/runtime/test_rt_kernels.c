@@ -22,11 +22,11 @@ static double act_ref(double x, int act) {
  * for M <= 16), bias, every activation, residual.  The last 8 cases have a
  * long K and many rows: the K-blocked path, with a K tail that is not a
  * multiple of the block and more rows than one row block. */
-TEST(gemm) {
-    for (int it = 0; it < 32; it++) {
+/* One GEMM against a double reference: layout, fp16 weights, activation and
+ * thread count from it's bits, the shape given. */
+static void gemm_case(int it, int64_t m, int64_t k, int64_t n) {
+    {
         int layout = it & 1, f16 = (it >> 1) & 1, act = (it / 4) % 6, nth = 1 + (it % 3 == 0);
-        int64_t m = f16 && (it & 4) ? rng_int(1, 16) : rng_int(1, 70), k = rng_int(1, 100), n = rng_int(1, 130);
-        if (it >= 24) m = rng_int(7, 260), k = rng_int(193, 700);
         int64_t bt = layout ? rng_int(1, 2) : 1;
         float *x = rand_f32(bt * m * k), *w = rand_f32(n * k), *bias = rand_f32(n), *res = rand_f32(bt * m * n);
         uint16_t *wh = malloc((size_t)(n * k) * 2);
@@ -64,6 +64,25 @@ TEST(gemm) {
         CHECK(e <= 1e-4);
         free(x), free(w), free(wh), free(bias), free(res), free(y), free(ref);
     }
+}
+
+TEST(gemm) {
+    for (int it = 0; it < 32; it++) {
+        int f16 = (it >> 1) & 1;
+        int64_t m = f16 && (it & 4) ? rng_int(1, 16) : rng_int(1, 70), k = rng_int(1, 100), n = rng_int(1, 130);
+        if (it >= 24) m = rng_int(7, 260), k = rng_int(193, 700);
+        gemm_case(it, m, k, n);
+    }
+}
+
+/* The order for an A that crowds L2 (a group of panels inside each K-block,
+ * partial sums in the op's scratch), forced by a small L2: K-blocked shapes,
+ * several panels per part, tails of rows, columns and K. */
+TEST(gemm_a_crowds_l2) {
+    RtBlocking saved = rt_block;
+    rt_block.l2 = 8192;
+    for (int it = 0; it < 16; it++) gemm_case(it, rng_int(7, 260), rng_int(193, 900), rng_int(65, 700));
+    rt_block.l2 = saved.l2;
 }
 
 /* How ops are cut into parts: work in few equal units is dealt out evenly
@@ -819,6 +838,7 @@ TEST(kernel_variants) {
 int main(void) {
     RUN(kernel_variants);
     RUN(gemm);
+    RUN(gemm_a_crowds_l2);
     RUN(op_parts);
     RUN(part_claim);
     RUN(matmul);
