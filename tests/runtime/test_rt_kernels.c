@@ -81,7 +81,7 @@ TEST(gemm) {
 TEST(gemm_a_crowds_l2) {
     RtBlocking saved = rt_block;
     rt_block.l2 = 8192;
-    for (int it = 0; it < 16; it++) gemm_case(it, rng_int(7, 260), rng_int(193, 900), rng_int(65, 700));
+    for (int it = 0; it < 12; it++) gemm_case(it, rng_int(7, 130), rng_int(193, 600), rng_int(65, 400));
     rt_block.l2 = saved.l2;
 }
 
