@@ -764,7 +764,8 @@ static int lower_binary(LowerShared *s, const IrOp *op) {
         }
     }
     static const int map[OP_COUNT] = {[OP_ADD] = RT_BIN_ADD, [OP_SUB] = RT_BIN_SUB, [OP_MUL] = RT_BIN_MUL,
-                                      [OP_REAL_DIV] = RT_BIN_DIV, [OP_POW] = RT_BIN_POW};
+                                      [OP_REAL_DIV] = RT_BIN_DIV, [OP_POW] = RT_BIN_POW, [OP_MAXIMUM] = RT_BIN_MAX,
+                                      [OP_MINIMUM] = RT_BIN_MIN};
     RtBinaryParams p = {.op = map[op->kind]};
     int in[2] = {materialize(s, x), materialize(s, y)}, out = out_for(s, op);
     if (emit(s, RT_OP_BINARY, in, 2, out, &p, sizeof p) < 0) return -1;
@@ -804,15 +805,23 @@ static int lower_unary(LowerShared *s, const IrOp *op) {
     return 0;
 }
 
+static int lower_reducex(LowerShared *s, const IrOp *op, IrValue *x, uint32_t axes);
+
 static int lower_reduce(LowerShared *s, const IrOp *op) {
     IrValue *x = arg_value(op, "x");
+    if (op->kind == OP_REDUCE_ARGMAX || op->kind == OP_REDUCE_ARGMIN) {
+        int64_t a = -1;
+        ir_op_arg_i64(op, "axis", &a);
+        return lower_reducex(s, op, x, 1u << normalize_axis(a, x->type.rank));
+    }
     int64_t ax[MAXR];
     int n = const_ints(s, op, "axes", ax, MAXR);
     if (n == -1) return -1;
     RtReduceParams p = {.op = op->kind == OP_REDUCE_SUM ? RT_RED_SUM : op->kind == OP_REDUCE_MEAN ? RT_RED_MEAN : RT_RED_MAX};
     if (n == -2) p.axes = (1u << x->type.rank) - 1;
     for (int i = 0; i < n; i++) p.axes |= 1u << normalize_axis(ax[i], x->type.rank);
-    if (rt_dt(x->type.dtype) != RT_F32) return FAIL("%s on %s is not supported by the CPU backend", mil_op_name(op->kind), ir_dtype_name(x->type.dtype));
+    bool basic = op->kind == OP_REDUCE_SUM || op->kind == OP_REDUCE_MEAN || op->kind == OP_REDUCE_MAX;
+    if (rt_dt(x->type.dtype) != RT_F32 || !basic) return lower_reducex(s, op, x, p.axes);
     int in = materialize(s, x), out = out_for(s, op);
     if (emit(s, RT_OP_REDUCE, &in, 1, out, &p, sizeof p) < 0) return -1;
     done(s, op, out);
@@ -1004,6 +1013,314 @@ static int lower_sdpa(LowerShared *s, const IrOp *op) {
     return 0;
 }
 
+/* ---- the ops beyond the transformer set ---- */
+
+static double arg_f64_or(const IrOp *op, const char *name, double def) {
+    double v = def;
+    ir_op_arg_f64(op, name, &v);
+    return v;
+}
+
+static int emit_result(LowerShared *s, const IrOp *op, RtOpKind k, const int *in, int nin, const void *p, size_t plen) {
+    int out = out_for(s, op);
+    if (emit(s, k, in, nin, out, p, plen) < 0) return -1;
+    done(s, op, out);
+    return 0;
+}
+
+/* The RT_OP_ELTWISE op of a MIL elementwise op, or -1. */
+static int elt_op(IrOpKind k) {
+    switch (k) {
+    case OP_ABS: return RT_EL_ABS;
+    case OP_ACOS: return RT_EL_ACOS;
+    case OP_ASIN: return RT_EL_ASIN;
+    case OP_ATAN: return RT_EL_ATAN;
+    case OP_ATANH: return RT_EL_ATANH;
+    case OP_CEIL: return RT_EL_CEIL;
+    case OP_COS: return RT_EL_COS;
+    case OP_COSH: return RT_EL_COSH;
+    case OP_ERF: return RT_EL_ERF;
+    case OP_EXP2: return RT_EL_EXP2;
+    case OP_FLOOR: return RT_EL_FLOOR;
+    case OP_INVERSE: return RT_EL_INVERSE;
+    case OP_LOG: return RT_EL_LOG;
+    case OP_ROUND: return RT_EL_ROUND;
+    case OP_SIGN: return RT_EL_SIGN;
+    case OP_SIN: return RT_EL_SIN;
+    case OP_SINH: return RT_EL_SINH;
+    case OP_SQUARE: return RT_EL_SQUARE;
+    case OP_TAN: return RT_EL_TAN;
+    case OP_RELU6: return RT_EL_RELU6;
+    case OP_SOFTPLUS: return RT_EL_SOFTPLUS;
+    case OP_SOFTSIGN: return RT_EL_SOFTSIGN;
+    case OP_CLIP: return RT_EL_CLIP;
+    case OP_THRESHOLD: return RT_EL_THRESHOLD;
+    case OP_THRESHOLDED_RELU: return RT_EL_THRESHOLDED_RELU;
+    case OP_ELU: return RT_EL_ELU;
+    case OP_LEAKY_RELU: return RT_EL_LEAKY_RELU;
+    case OP_CLAMPED_RELU: return RT_EL_CLAMPED_RELU;
+    case OP_LINEAR_ACTIVATION: return RT_EL_LINEAR;
+    case OP_SCALED_TANH: return RT_EL_SCALED_TANH;
+    case OP_SIGMOID_HARD: return RT_EL_SIGMOID_HARD;
+    case OP_PRELU: return RT_EL_PRELU;
+    case OP_SOFTPLUS_PARAMETRIC: return RT_EL_SOFTPLUS_P;
+    case OP_LOGICAL_NOT: return RT_EL_NOT;
+    default: return -1;
+    }
+}
+
+static int lower_eltwise(LowerShared *s, const IrOp *op) {
+    if (op->kind == OP_RELU) {
+        RtUnaryParams u = {.op = RT_UN_RELU};
+        int in = materialize(s, arg_value(op, "x"));
+        return emit_result(s, op, RT_OP_UNARY, &in, 1, &u, sizeof u);
+    }
+    RtEltParams p = {.op = elt_op(op->kind)};
+    switch (op->kind) {
+    case OP_INVERSE: p.alpha = (float)arg_f64_or(op, "epsilon", 1e-4); break;
+    case OP_LOG: p.alpha = (float)arg_f64_or(op, "epsilon", 1e-45); break;
+    case OP_CLIP: case OP_CLAMPED_RELU: case OP_LINEAR_ACTIVATION: case OP_SCALED_TANH: case OP_SIGMOID_HARD:
+        p.alpha = (float)arg_f64_or(op, "alpha", 0), p.beta = (float)arg_f64_or(op, "beta", 0);
+        break;
+    case OP_THRESHOLD: case OP_THRESHOLDED_RELU: case OP_ELU: case OP_LEAKY_RELU:
+        p.alpha = (float)arg_f64_or(op, "alpha", 0);
+        break;
+    default: break;
+    }
+    int in[3], n = 0;
+    in[n++] = materialize(s, arg_value(op, "x"));
+    if (op->kind == OP_PRELU || op->kind == OP_SOFTPLUS_PARAMETRIC) {
+        IrValue *a = arg_value(op, "alpha"), *b = arg_value(op, "beta");
+        in[n++] = const_weight(s, a);
+        if (b) in[n++] = const_weight(s, b);
+        p.nparams = n - 1;
+    }
+    return emit_result(s, op, RT_OP_ELTWISE, in, n, &p, sizeof p);
+}
+
+static int lower_binop(LowerShared *s, const IrOp *op) {
+    int bo;
+    switch (op->kind) {
+    case OP_FLOOR_DIV: bo = RT_BO_FLOOR_DIV; break;
+    case OP_MOD: bo = RT_BO_MOD; break;
+    case OP_EQUAL: bo = RT_BO_EQ; break;
+    case OP_NOT_EQUAL: bo = RT_BO_NE; break;
+    case OP_GREATER: bo = RT_BO_GT; break;
+    case OP_GREATER_EQUAL: bo = RT_BO_GE; break;
+    case OP_LESS: bo = RT_BO_LT; break;
+    case OP_LESS_EQUAL: bo = RT_BO_LE; break;
+    case OP_LOGICAL_AND: bo = RT_BO_AND; break;
+    case OP_LOGICAL_OR: bo = RT_BO_OR; break;
+    default: bo = RT_BO_XOR; break;
+    }
+    RtBinaryParams p = {.op = bo};
+    int in[2] = {materialize(s, arg_value(op, "x")), materialize(s, arg_value(op, "y"))};
+    return emit_result(s, op, RT_OP_BINOP, in, 2, &p, sizeof p);
+}
+
+/* The reductions RT_OP_REDUCE does not run (other ops, int32) as RT_OP_REDUCEX. */
+static int lower_reducex(LowerShared *s, const IrOp *op, IrValue *x, uint32_t axes) {
+    int r;
+    switch (op->kind) {
+    case OP_REDUCE_SUM: r = RT_RX_SUM; break;
+    case OP_REDUCE_MEAN: r = RT_RX_MEAN; break;
+    case OP_REDUCE_MAX: r = RT_RX_MAX; break;
+    case OP_REDUCE_MIN: r = RT_RX_MIN; break;
+    case OP_REDUCE_PROD: r = RT_RX_PROD; break;
+    case OP_REDUCE_L1_NORM: r = RT_RX_L1; break;
+    case OP_REDUCE_L2_NORM: r = RT_RX_L2; break;
+    case OP_REDUCE_LOG_SUM: r = RT_RX_LOG_SUM; break;
+    case OP_REDUCE_LOG_SUM_EXP: r = RT_RX_LOG_SUM_EXP; break;
+    case OP_REDUCE_SUM_SQUARE: r = RT_RX_SUM_SQUARE; break;
+    case OP_REDUCE_ARGMAX: r = RT_RX_ARGMAX; break;
+    default: r = RT_RX_ARGMIN; break;
+    }
+    RtReduceParams p = {.op = r, .axes = axes};
+    int in = materialize(s, x);
+    return emit_result(s, op, RT_OP_REDUCEX, &in, 1, &p, sizeof p);
+}
+
+/* The values of constant v as floats (malloc'd), or NULL after a diagnostic. */
+static float *const_floats(LowerShared *s, const IrValue *v) {
+    RtDType dt;
+    bool owned;
+    const void *d = const_data(s, v, &dt, &owned);
+    if (!d) return NULL;
+    int64_t n = ir_type_numel(&v->type);
+    float *f = malloc(sizeof(float) * (size_t)(n + 1));
+    MILC_ASSERT(f);
+    for (int64_t i = 0; i < n; i++)
+        f[i] = dt == RT_F16 ? half_to_float(((const uint16_t *)d)[i])
+             : dt == RT_F32 ? ((const float *)d)[i]
+             : dt == RT_I32 ? (float)((const int32_t *)d)[i] : (float)((const uint8_t *)d)[i];
+    if (owned) free((void *)d);
+    return f;
+}
+
+/* A per-channel F32 weight [C, 1, ...] (rank - 1 dims) broadcasting along
+ * dim 1 of a rank-`rank` value. */
+static int channel_weight(LowerShared *s, const char *name, const float *v, int64_t c, int rank) {
+    int64_t dims[MAXR];
+    dims[0] = c;
+    for (int i = 1; i < rank - 1; i++) dims[i] = 1;
+    int id = check_rc(s, rtb_weight(s->b, name, RT_F32, rank - 1, dims, v));
+    note_buf(s, id, rank - 1, dims);
+    return id;
+}
+
+/* y = x · scale[c] + shift[c] along dim 1, as two broadcast BINARY ops
+ * (scale or shift NULL: that one skipped). */
+static int channel_affine(LowerShared *s, const IrOp *op, int x, const float *scale, const float *shift) {
+    const IrType *t = rtype(op);
+    int64_t c = t->dims[1];
+    RtBinaryParams mul = {.op = RT_BIN_MUL}, add = {.op = RT_BIN_ADD};
+    int cur = x;
+    if (scale) {
+        int in[2] = {cur, channel_weight(s, "scale", scale, c, t->rank)};
+        int out = shift ? new_temp(s, RT_F32, t->rank, t->dims) : out_for(s, op);
+        if (emit(s, RT_OP_BINARY, in, 2, out, &mul, sizeof mul) < 0) return -1;
+        cur = out;
+    }
+    if (shift) {
+        int in[2] = {cur, channel_weight(s, "shift", shift, c, t->rank)};
+        int out = out_for(s, op);
+        if (emit(s, RT_OP_BINARY, in, 2, out, &add, sizeof add) < 0) return -1;
+        cur = out;
+    }
+    done(s, op, cur);
+    return 0;
+}
+
+static int lower_batch_norm(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x"), *g = arg_value(op, "gamma"), *b = arg_value(op, "beta");
+    if (x->type.rank < 2) return FAIL("batch_norm: x needs a channel dim");
+    int64_t c = x->type.dims[1];
+    double eps = arg_f64_or(op, "epsilon", 1e-5);
+    float *mean = const_floats(s, arg_value(op, "mean")), *var = const_floats(s, arg_value(op, "variance"));
+    float *gv = g ? const_floats(s, g) : NULL, *bv = b ? const_floats(s, b) : NULL;
+    int rc = -1;
+    if (mean && var && (!g || gv) && (!b || bv)) {
+        /* folded at compile time: y = x · γ/√(σ² + ε) + (β - μ γ/√(σ² + ε)) */
+        for (int64_t i = 0; i < c; i++) {
+            float sc = (float)((gv ? gv[i] : 1.0) / sqrt((double)var[i] + eps));
+            var[i] = sc;
+            mean[i] = (bv ? bv[i] : 0.0f) - mean[i] * sc;
+        }
+        int in = materialize(s, x);
+        rc = channel_affine(s, op, in, var, mean);
+    }
+    free(mean), free(var), free(gv), free(bv);
+    return rc;
+}
+
+static int lower_instance_norm(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x"), *g = arg_value(op, "gamma"), *b = arg_value(op, "beta");
+    const IrType *t = rtype(op);
+    if (t->rank < 3) return FAIL("instance_norm: x needs spatial dims");
+    RtNormParams p = {.kind = RT_NORM_LAYER, .axis_begin = 2, .axis_end = t->rank, .eps = (float)arg_f64_or(op, "epsilon", 1e-5)};
+    int in = materialize(s, x);
+    if (!g && !b) return emit_result(s, op, RT_OP_NORM, &in, 1, &p, sizeof p);
+    int mid = new_temp(s, RT_F32, t->rank, t->dims);
+    if (emit(s, RT_OP_NORM, &in, 1, mid, &p, sizeof p) < 0) return -1;
+    float *gv = g ? const_floats(s, g) : NULL, *bv = b ? const_floats(s, b) : NULL;
+    int rc = (g && !gv) || (b && !bv) ? -1 : channel_affine(s, op, mid, gv, bv);
+    free(gv), free(bv);
+    return rc;
+}
+
+/* Padding of a convolution or pool on spatial dim i: lo and hi. */
+static int conv_pads(LowerShared *s, const IrOp *op, int nsp, const int64_t *in, const int64_t *out, const int64_t *k,
+                     const int64_t *st, const int64_t *dil, bool transpose, int64_t *lo, int64_t *hi) {
+    const IrLiteral *pt = ir_op_arg_const(op, "pad_type");
+    const char *mode = pt ? ir_lit_str(pt, 0) : "valid";
+    if (!mode) return FAIL("%s: pad_type must be a constant string", mil_op_name(op->kind));
+    int64_t pads[2 * 3] = {0};
+    if (!strcmp(mode, "custom")) {
+        if (const_ints(s, op, "pad", pads, 2 * 3) != 2 * nsp)
+            return s->failed ? -1 : FAIL("%s: custom padding needs 'pad' of %d values", mil_op_name(op->kind), 2 * nsp);
+    }
+    for (int i = 0; i < nsp; i++) {
+        int64_t span = (k[i] - 1) * dil[i] + 1, total;
+        if (!strcmp(mode, "custom")) {
+            lo[i] = pads[2 * i], hi[i] = pads[2 * i + 1];
+            continue;
+        }
+        if (!strcmp(mode, "valid")) {
+            lo[i] = hi[i] = 0;
+            continue;
+        }
+        if (strcmp(mode, "same") && strcmp(mode, "same_lower")) return FAIL("%s: unknown pad_type '%s'", mil_op_name(op->kind), mode);
+        total = transpose ? (in[i] - 1) * st[i] + span - out[i] : (out[i] - 1) * st[i] + span - in[i];
+        if (total < 0) total = 0;
+        lo[i] = !strcmp(mode, "same_lower") ? (total + 1) / 2 : total / 2;
+        hi[i] = total - lo[i];
+    }
+    return 0;
+}
+
+/* Fills the geometry of p for x of rank 2 + nsp from the op's arguments. */
+static int conv_geometry(LowerShared *s, const IrOp *op, const IrValue *x, const int64_t *k, bool transpose, bool pool,
+                         RtConvParams *p) {
+    int nsp = x->type.rank - 2;
+    const IrType *t = rtype(op);
+    if (nsp < 1 || nsp > 3) return FAIL("%s: the CPU backend takes 1 to 3 spatial dims", mil_op_name(op->kind));
+    int64_t st[3] = {1, 1, 1}, dil[3] = {1, 1, 1}, lo[3] = {0}, hi[3] = {0};
+    if (const_ints(s, op, "strides", st, 3) == -1 || (!pool && const_ints(s, op, "dilations", dil, 3) == -1)) return -1;
+    if (conv_pads(s, op, nsp, x->type.dims + 2, t->dims + 2, k, st, dil, transpose, lo, hi) < 0) return -1;
+    memset(p, 0, sizeof *p);
+    p->nsp = nsp, p->groups = 1, p->transpose = transpose;
+    for (int i = 0; i < 3; i++) {
+        bool u = i < nsp;
+        p->k[i] = u ? (int32_t)k[i] : 1, p->stride[i] = u ? (int32_t)st[i] : 1, p->dil[i] = u ? (int32_t)dil[i] : 1;
+        p->pad_lo[i] = u ? (int32_t)lo[i] : 0, p->pad_hi[i] = u ? (int32_t)hi[i] : 0, p->out[i] = u ? (int32_t)t->dims[2 + i] : 1;
+    }
+    return 0;
+}
+
+static int lower_conv_general(LowerShared *s, const IrOp *op) {
+    bool transpose = op->kind == OP_CONV_TRANSPOSE;
+    IrValue *x = arg_value(op, "x"), *w = arg_value(op, "weight"), *bias = arg_value(op, "bias");
+    const IrType *t = rtype(op);
+    RtConvParams p;
+    if (conv_geometry(s, op, x, w->type.dims + 2, transpose, false, &p) < 0) return -1;
+    int64_t groups = 1;
+    ir_op_arg_i64(op, "groups", &groups);
+    p.groups = (int32_t)groups;
+    if (bias && !ir_value_const(bias)) return FAIL("%s: the bias must be a constant on the CPU backend", mil_op_name(op->kind));
+    int xin = materialize(s, x);
+    if (!transpose && groups == 1 && ir_value_const(w)) {
+        /* one group: the taps' input rows (im2col) times W [Cout, C·taps] on the GEMM */
+        int64_t taps = 1, nout = 1;
+        for (int i = 0; i < p.nsp; i++) taps *= p.k[i], nout *= p.out[i];
+        int64_t cd[3] = {x->type.dims[0], x->type.dims[1] * taps, nout}, yd[3] = {t->dims[0], t->dims[1], nout};
+        int cols = new_temp(s, RT_F32, 3, cd);
+        if (emit(s, RT_OP_IM2COL, &xin, 1, cols, &p, sizeof p) < 0) return -1;
+        int in[3] = {cols, gemm_weight(s, w), bias ? const_weight(s, bias) : 0};
+        RtGemmParams gp = {.layout = RT_GEMM_CHANNELS, .has_bias = bias != NULL};
+        int out = new_temp(s, RT_F32, 3, yd);
+        if (emit(s, RT_OP_GEMM, in, bias ? 3 : 2, out, &gp, sizeof gp) < 0) return -1;
+        set_buffer(s, op->results[0], out, 3, yd);
+        return 0;
+    }
+    p.has_bias = bias != NULL;
+    int in[3] = {xin, materialize(s, w), bias ? const_weight(s, bias) : 0};
+    return emit_result(s, op, RT_OP_CONV, in, bias ? 3 : 2, &p, sizeof p);
+}
+
+static int lower_pool(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    int64_t k[3] = {1, 1, 1};
+    if (const_ints(s, op, "kernel_sizes", k, 3) != x->type.rank - 2)
+        return s->failed ? -1 : FAIL("%s: 'kernel_sizes' must give one size per spatial dim", mil_op_name(op->kind));
+    RtConvParams p;
+    if (conv_geometry(s, op, x, k, false, true, &p) < 0) return -1;
+    p.pool = op->kind == OP_MAX_POOL ? RT_POOL_MAX : op->kind == OP_AVG_POOL ? RT_POOL_AVG : RT_POOL_L2;
+    int64_t ex = 0;
+    ir_op_arg_i64(op, "exclude_padding_from_average", &ex);
+    p.exclude_pad = ex != 0;
+    int in = materialize(s, x);
+    return emit_result(s, op, RT_OP_POOL, &in, 1, &p, sizeof p);
+}
 
 bool backend_lowers(IrOpKind k) {
     /* The ops lower_op's switch handles; every other op of the table is
@@ -1013,6 +1330,17 @@ bool backend_lowers(IrOpKind k) {
         OP_EXP, OP_TANH, OP_SIGMOID, OP_SILU, OP_GELU, OP_SOFTMAX, OP_REDUCE_MEAN, OP_REDUCE_SUM, OP_REDUCE_MAX,
         OP_LAYER_NORM, OP_RESHAPE, OP_EXPAND_DIMS, OP_SQUEEZE, OP_TRANSPOSE, OP_CONCAT, OP_SPLIT, OP_SLICE_BY_INDEX,
         OP_SLICE_BY_SIZE, OP_GATHER, OP_CAST, OP_BAND_PART, OP_TILE, OP_SELECT, OP_SCALED_DOT_PRODUCT_ATTENTION,
+        /* elementwise math, activations, comparisons and logic */
+        OP_ABS, OP_ACOS, OP_ASIN, OP_ATAN, OP_ATANH, OP_CEIL, OP_COS, OP_COSH, OP_ERF, OP_EXP2, OP_FLOOR, OP_INVERSE,
+        OP_LOG, OP_ROUND, OP_SIGN, OP_SIN, OP_SINH, OP_SQUARE, OP_TAN, OP_RELU, OP_RELU6, OP_SOFTPLUS, OP_SOFTSIGN,
+        OP_CLIP, OP_THRESHOLD, OP_THRESHOLDED_RELU, OP_ELU, OP_LEAKY_RELU, OP_CLAMPED_RELU, OP_LINEAR_ACTIVATION,
+        OP_SCALED_TANH, OP_SIGMOID_HARD, OP_PRELU, OP_SOFTPLUS_PARAMETRIC, OP_FLOOR_DIV, OP_MAXIMUM, OP_MINIMUM, OP_MOD,
+        OP_EQUAL, OP_NOT_EQUAL, OP_GREATER, OP_GREATER_EQUAL, OP_LESS, OP_LESS_EQUAL, OP_LOGICAL_AND, OP_LOGICAL_OR,
+        OP_LOGICAL_XOR, OP_LOGICAL_NOT,
+        /* reductions, normalizations, convolution and pooling */
+        OP_REDUCE_MIN, OP_REDUCE_PROD, OP_REDUCE_L1_NORM, OP_REDUCE_L2_NORM, OP_REDUCE_LOG_SUM, OP_REDUCE_LOG_SUM_EXP,
+        OP_REDUCE_SUM_SQUARE, OP_REDUCE_ARGMAX, OP_REDUCE_ARGMIN, OP_BATCH_NORM, OP_INSTANCE_NORM, OP_MAX_POOL,
+        OP_AVG_POOL, OP_L2_POOL, OP_CONV_TRANSPOSE,
     };
     for (size_t i = 0; i < sizeof lowered / sizeof *lowered; i++)
         if (lowered[i] == k) return true;
@@ -1034,8 +1362,7 @@ static int lower_op(LowerShared *s, IrOp *op) {
         return lower_gemm(s, op, op->results[0], RT_GEMM_ROWS, arg_value(op, "x"), arg_value(op, "weight"),
                           arg_value(op, "bias"), RT_ACT_NONE, NULL);
     case OP_CONV:
-        if (!backend_conv_is_1x1(op))
-            return FAIL("conv: the CPU backend supports 1x1 convolutions (constant weight, groups 1, stride 1, no padding) only");
+        if (!backend_conv_is_1x1(op)) return lower_conv_general(s, op);
         return lower_gemm(s, op, op->results[0], RT_GEMM_CHANNELS, arg_value(op, "x"), arg_value(op, "weight"),
                           arg_value(op, "bias"), RT_ACT_NONE, NULL);
     case OP_MATMUL: {
@@ -1050,7 +1377,8 @@ static int lower_op(LowerShared *s, IrOp *op) {
         done(s, op, out);
         return 0;
     }
-    case OP_ADD: case OP_SUB: case OP_MUL: case OP_REAL_DIV: case OP_POW: return lower_binary(s, op);
+    case OP_ADD: case OP_SUB: case OP_MUL: case OP_REAL_DIV: case OP_POW: case OP_MAXIMUM: case OP_MINIMUM:
+        return lower_binary(s, op);
     case OP_RSQRT: case OP_SQRT: case OP_EXP: case OP_TANH: case OP_SIGMOID: case OP_SILU: case OP_GELU:
         return lower_unary(s, op);
     case OP_SOFTMAX: {
@@ -1062,7 +1390,17 @@ static int lower_op(LowerShared *s, IrOp *op) {
         done(s, op, out);
         return 0;
     }
-    case OP_REDUCE_MEAN: case OP_REDUCE_SUM: case OP_REDUCE_MAX: return lower_reduce(s, op);
+    case OP_REDUCE_MEAN: case OP_REDUCE_SUM: case OP_REDUCE_MAX: case OP_REDUCE_MIN: case OP_REDUCE_PROD:
+    case OP_REDUCE_L1_NORM: case OP_REDUCE_L2_NORM: case OP_REDUCE_LOG_SUM: case OP_REDUCE_LOG_SUM_EXP:
+    case OP_REDUCE_SUM_SQUARE: case OP_REDUCE_ARGMAX: case OP_REDUCE_ARGMIN:
+        return lower_reduce(s, op);
+    case OP_FLOOR_DIV: case OP_MOD: case OP_EQUAL: case OP_NOT_EQUAL: case OP_GREATER: case OP_GREATER_EQUAL:
+    case OP_LESS: case OP_LESS_EQUAL: case OP_LOGICAL_AND: case OP_LOGICAL_OR: case OP_LOGICAL_XOR:
+        return lower_binop(s, op);
+    case OP_BATCH_NORM: return lower_batch_norm(s, op);
+    case OP_INSTANCE_NORM: return lower_instance_norm(s, op);
+    case OP_MAX_POOL: case OP_AVG_POOL: case OP_L2_POOL: return lower_pool(s, op);
+    case OP_CONV_TRANSPOSE: return lower_conv_general(s, op);
     case OP_LAYER_NORM: return lower_layer_norm(s, op);
     case OP_RESHAPE: case OP_EXPAND_DIMS: case OP_SQUEEZE: return lower_reshape(s, op);
     case OP_TRANSPOSE: return lower_transpose(s, op);
@@ -1102,7 +1440,9 @@ static int lower_op(LowerShared *s, IrOp *op) {
         return 0;
     }
     case OP_SCALED_DOT_PRODUCT_ATTENTION: return lower_sdpa(s, op);
-    default: break;
+    default:
+        if (op->kind == OP_RELU || elt_op(op->kind) >= 0) return lower_eltwise(s, op);
+        break;
     }
     return FAIL("%s: not supported by the CPU backend", mil_op_name(op->kind));
 }
