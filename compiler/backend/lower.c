@@ -1288,19 +1288,34 @@ static int lower_conv_general(LowerShared *s, const IrOp *op) {
     p.groups = (int32_t)groups;
     if (bias && !ir_value_const(bias)) return FAIL("%s: the bias must be a constant on the CPU backend", mil_op_name(op->kind));
     int xin = materialize(s, x);
-    if (!transpose && groups == 1 && ir_value_const(w)) {
-        /* one group: the taps' input rows (im2col) times W [Cout, C·taps] on the GEMM */
-        int64_t taps = 1, nout = 1;
-        for (int i = 0; i < p.nsp; i++) taps *= p.k[i], nout *= p.out[i];
-        int64_t cd[3] = {x->type.dims[0], x->type.dims[1] * taps, nout}, yd[3] = {t->dims[0], t->dims[1], nout};
-        int cols = new_temp(s, RT_F32, 3, cd);
-        if (emit(s, RT_OP_IM2COL, &xin, 1, cols, &p, sizeof p) < 0) return -1;
-        int in[3] = {cols, gemm_weight(s, w), bias ? const_weight(s, bias) : 0};
-        RtGemmParams gp = {.layout = RT_GEMM_CHANNELS, .has_bias = bias != NULL};
-        int out = new_temp(s, RT_F32, 3, yd);
-        if (emit(s, RT_OP_GEMM, in, bias ? 3 : 2, out, &gp, sizeof gp) < 0) return -1;
-        set_buffer(s, op->results[0], out, 3, yd);
-        return 0;
+    if (!transpose && groups == 1 && p.nsp == 2 && ir_value_const(w)) {
+        /* one group, 2-D: x channels last and padded once, then GEMMs that
+         * read it where it lies, W as [KH·KW·C, Cout] */
+        int64_t C = x->type.dims[1], cout = t->dims[1], kh = p.k[0], kw = p.k[1];
+        int64_t pd[4] = {x->type.dims[0], (int64_t)(p.out[0] - 1) * p.stride[0] + (kh - 1) * p.dil[0] + 1,
+                         (int64_t)(p.out[1] - 1) * p.stride[1] + (kw - 1) * p.dil[1] + 1, C};
+        int xp = new_temp(s, RT_F32, 4, pd);
+        if (emit(s, RT_OP_PAD_NHWC, &xin, 1, xp, &p, sizeof p) < 0) return -1;
+        float *wv = const_floats(s, w);
+        if (!wv) return -1;
+        float *wt = malloc(sizeof(float) * (size_t)(kh * kw * C * cout) + 1);
+        MILC_ASSERT(wt);
+        for (int64_t o = 0; o < cout; o++)
+            for (int64_t c = 0; c < C; c++)
+                for (int64_t ky = 0; ky < kh; ky++)
+                    for (int64_t kx = 0; kx < kw; kx++)
+                        wt[((ky * kw + kx) * C + c) * cout + o] = wv[((o * C + c) * kh + ky) * kw + kx];
+        int64_t wd[2] = {kh * kw * C, cout};
+        char name[RT_NAME_MAX];
+        snprintf(name, sizeof name, "%s", w->name);
+        int wid = check_rc(s, rtb_weight(s->b, name, RT_F32, 2, wd, wt));
+        note_buf(s, wid, 2, wd);
+        free(wv), free(wt);
+        p.has_bias = bias != NULL;
+        int in[3] = {xp, wid, bias ? const_weight(s, bias) : 0};
+        RtConvParams q = p;
+        q.pad_lo[0] = q.pad_lo[1] = q.pad_hi[0] = q.pad_hi[1] = 0; /* x comes padded */
+        return emit_result(s, op, RT_OP_CONV_GEMM, in, bias ? 3 : 2, &q, sizeof q);
     }
     p.has_bias = bias != NULL;
     int in[3] = {xin, materialize(s, w), bias ? const_weight(s, bias) : 0};

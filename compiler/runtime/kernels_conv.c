@@ -1,11 +1,11 @@
 /* kernels_conv.c — convolution and pooling over 1 to 3 spatial dims.
- * A convolution with one group runs as IM2COL (this file: each kernel tap's
- * input rows, zero where the padding is) feeding the GEMM of
- * kernels_gemm.c; grouped (depthwise) and transposed convolutions run
+ * A 2-D convolution with one group runs on the GEMM tile of kernels_gemm.c
+ * (PAD_NHWC moves x channels last once; CONV_GEMM's A operand is then x as
+ * it lies, no im2col copy); grouped (depthwise) and transposed convolutions run
  * directly, one output channel per part, as shifted multiply-adds along the
  * innermost spatial dim (contiguous at stride 1: the variant's flags
  * vectorise them).  Compiled once per kernel variant, inside
- * kernels_variant.c, after kernels_misc.c (split). */
+ * kernels_variant.c, after kernels_gemm.c (gemm_range) and kernels_misc.c (split). */
 
 /* Geometry with every one of the 3 spatial slots filled (unused: 1). */
 typedef struct {
@@ -38,37 +38,67 @@ static void tap3(const Geo *g, int64_t t, int64_t *j) {
     j[1] = t % g->k[1], j[0] = t / g->k[1];
 }
 
-static void rt_k_im2col(RtExec *ex, const RtOpRec *op, int ith, int nth) {
-    const RtBuf *xb = BUF_IN(0);
-    Geo g;
-    geo_init(&g, &op->p.conv, xb);
-    int64_t C = xb->dims[1], rows = xb->dims[0] * C * g.ntap, r0, r1;
-    split(rows, ith, nth, &r0, &r1);
+/* x [B, C, H, W] -> y [B, Hp, Wp, C], zero outside x (one part: rows of y). */
+static void rt_k_pad_nhwc(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+    const RtConvParams *p = &op->p.conv;
+    const RtBuf *xb = BUF_IN(0), *yb = BUF_OUT(0);
+    int64_t C = xb->dims[1], H = xb->dims[2], W = xb->dims[3], Hp = yb->dims[1], Wp = yb->dims[2], r0, r1;
     const float *x = IN(0);
     float *y = OUT(0);
+    split(yb->dims[0] * Hp, ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
-        int64_t j[3], bc = r / g.ntap;
-        tap3(&g, r % g.ntap, j);
-        const float *xc = x + bc * g.nin;
-        float *dst = y + r * g.nout;
-        int64_t off2 = j[2] * g.d[2] - g.p[2], lo, hi;
-        line_range(off2, g.s[2], g.in[2], g.out[2], &lo, &hi);
-        for (int64_t o0 = 0; o0 < g.out[0]; o0++) {
-            int64_t i0 = o0 * g.s[0] + j[0] * g.d[0] - g.p[0];
-            for (int64_t o1 = 0; o1 < g.out[1]; o1++, dst += g.out[2]) {
-                int64_t i1 = o1 * g.s[1] + j[1] * g.d[1] - g.p[1];
-                if (i0 < 0 || i0 >= g.in[0] || i1 < 0 || i1 >= g.in[1]) {
-                    memset(dst, 0, (size_t)g.out[2] * sizeof(float));
-                    continue;
-                }
-                const float *src = xc + (i0 * g.in[1] + i1) * g.in[2] + lo * g.s[2] + off2; /* input of output lo */
-                for (int64_t o = 0; o < lo; o++) dst[o] = 0.0f;
-                if (g.s[2] == 1) memcpy(dst + lo, src, (size_t)(hi - lo) * sizeof(float));
-                else
-                    for (int64_t o = lo; o < hi; o++) dst[o] = src[(o - lo) * g.s[2]];
-                for (int64_t o = hi; o < g.out[2]; o++) dst[o] = 0.0f;
-            }
+        int64_t b = r / Hp, h = r % Hp - p->pad_lo[0], lo, hi;
+        float *dst = y + r * Wp * C;
+        if (h < 0 || h >= H) {
+            memset(dst, 0, (size_t)(Wp * C) * sizeof(float));
+            continue;
         }
+        line_range(-p->pad_lo[1], 1, W, Wp, &lo, &hi);
+        memset(dst, 0, (size_t)(lo * C) * sizeof(float));
+        memset(dst + hi * C, 0, (size_t)((Wp - hi) * C) * sizeof(float));
+        const float *src = x + (b * C * H + h) * W - p->pad_lo[1];
+        /* a transpose: C rows of W in, W rows of C out, a few channels at a time */
+        for (int64_t c0 = 0; c0 < C; c0 += 8) {
+            int64_t c1 = c0 + 8 < C ? c0 + 8 : C;
+            for (int64_t w = lo; w < hi; w++)
+                for (int64_t c = c0; c < c1; c++) dst[w * C + c] = src[c * H * W + w];
+        }
+    }
+}
+
+/* A one-group 2-D convolution on the GEMM tile.  Per block of output
+ * positions, the taps each reads are gathered into the part's scratch as
+ * the rows of A (where x lies channels last, a kernel row's taps are one
+ * span of KW·C at dilation 1), and one GEMM with W [KH·KW·C, Cout] adds the
+ * bias and writes y's channels-first layout. */
+static void rt_k_conv_gemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+    const RtConvParams *p = &op->p.conv;
+    const RtBuf *xb = BUF_IN(0), *wb = BUF_IN(1), *yb = BUF_OUT(0);
+    int64_t Hp = xb->dims[1], Wp = xb->dims[2], C = xb->dims[3], cout = wb->dims[1], wo = p->out[1];
+    int64_t plane = (int64_t)p->out[0] * wo, kh = p->k[0], kw = p->k[1], depth = kh * kw * C;
+    int64_t span = p->dil[1] == 1 ? kw * C : C, spans = p->dil[1] == 1 ? 1 : kw, rows = rt_conv_gemm_rows(ex->bufs, op);
+    const float *x = IN(0), *w = IN(1), *bias = p->has_bias ? IN(2) : NULL;
+    float *y = OUT(0), *a = (float *)(ex->scratch + (size_t)ith * ex->scratch_per_thread);
+    int64_t m0, m1, n0, n1;
+    split_mn(yb->dims[0] * plane, cout, ith, nth, &m0, &m1, &n0, &n1);
+    for (int64_t q = m0; q < m1;) {
+        int64_t b = q / plane, q0 = q % plane, len = m1 - q < rows ? m1 - q : rows;
+        if (len > plane - q0) len = plane - q0; /* a block stays in one batch entry */
+        const float *xe = x + b * Hp * Wp * C;
+        for (int64_t i = 0; i < len; i++) {
+            int64_t oy = (q0 + i) / wo, ox = (q0 + i) % wo;
+            float *dst = a + i * depth;
+            for (int64_t ky = 0; ky < kh; ky++)
+                for (int64_t j = 0; j < spans; j++, dst += span) {
+                    int64_t iy = oy * p->stride[0] + ky * p->dil[0], ix = ox * p->stride[1] + j * p->dil[1];
+                    memcpy(dst, xe + (iy * Wp + ix) * C, (size_t)span * sizeof(float));
+                }
+        }
+        Opnd o = {.a = a, .am = depth, .ak = 1, .k = depth, .ldb = cout, .f16 = 0};
+        float *yq = y + b * cout * plane + q0;
+        Epi e = {.alpha = 1.0f, .bias = bias, .act = RT_ACT_NONE, .rm = 1, .rn = plane, .y = yq, .ym = 1, .yn = plane};
+        gemm_range(&o, w, 0, cout, 0, len, n0, n1, &e);
+        q += len;
     }
 }
 

@@ -400,7 +400,8 @@ static const RtOpInfo op_table[RT_OP_COUNT_] = {
     [RT_OP_ELTWISE] = {"eltwise", sizeof(RtEltParams), 1, 3, 1, 1, rt_check_eltwise, NULL},
     [RT_OP_BINOP] = {"binop", sizeof(RtBinaryParams), 2, 2, 1, 1, rt_check_binop, NULL},
     [RT_OP_REDUCEX] = {"reducex", sizeof(RtReduceParams), 1, 1, 1, 1, rt_check_reducex, NULL},
-    [RT_OP_IM2COL] = {"im2col", sizeof(RtConvParams), 1, 1, 1, 1, rt_check_im2col, NULL},
+    [RT_OP_PAD_NHWC] = {"pad_nhwc", sizeof(RtConvParams), 1, 1, 1, 1, rt_check_pad_nhwc, NULL},
+    [RT_OP_CONV_GEMM] = {"conv_gemm", sizeof(RtConvParams), 2, 3, 1, 1, rt_check_conv_gemm, rt_s_conv_gemm},
     [RT_OP_CONV] = {"conv", sizeof(RtConvParams), 2, 3, 1, 1, rt_check_conv, NULL},
     [RT_OP_POOL] = {"pool", sizeof(RtConvParams), 1, 1, 1, 1, rt_check_pool, NULL},
 };

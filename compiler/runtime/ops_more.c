@@ -92,16 +92,41 @@ static int check_out(const RtBuf *x, const RtBuf *y, int64_t channels, const RtC
     return RT_OK;
 }
 
-int rt_check_im2col(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+int rt_check_pad_nhwc(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
     const RtConvParams *p = &op->p.conv;
     const RtBuf *x = B(0), *y = O(0);
     int rc = check_geometry(x, p, err, errlen);
     if (rc) return rc;
-    if (p->groups != 1 || p->has_bias || p->transpose || p->pool || p->exclude_pad) FAIL("im2col: bad flags");
-    int64_t rows = x->dims[1], cols = 1;
-    for (int i = 0; i < p->nsp; i++) rows *= p->k[i], cols *= p->out[i];
-    if (y->dtype != RT_F32 || y->rank != 3 || y->dims[0] != x->dims[0] || y->dims[1] != rows || y->dims[2] != cols)
-        FAIL("im2col: y must be fp32 [B, %lld, %lld]", (long long)rows, (long long)cols);
+    if (p->nsp != 2 || p->groups != 1 || p->has_bias || p->transpose || p->pool || p->exclude_pad) FAIL("pad_nhwc: bad flags");
+    /* any Hp, Wp: the kernel reads x only where the shifted index lies inside it */
+    if (y->dtype != RT_F32 || y->rank != 4 || y->dims[0] != x->dims[0] || y->dims[3] != x->dims[1])
+        FAIL("pad_nhwc: y must be fp32 [B, Hp, Wp, C]");
+    return RT_OK;
+}
+
+int rt_check_conv_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtConvParams *p = &op->p.conv;
+    const RtBuf *x = B(0), *w = B(1), *y = O(0);
+    if (p->nsp != 2 || p->groups != 1 || (p->has_bias & ~1) || p->transpose || p->pool || p->exclude_pad || p->reserved[0] ||
+        p->reserved[1] || p->k[2] != 1 || p->stride[2] != 1 || p->dil[2] != 1 || p->out[2] != 1)
+        FAIL("conv_gemm: bad flags");
+    if ((int)op->nin != 2 + p->has_bias) FAIL("conv_gemm: wrong input count");
+    if (x->dtype != RT_F32 || x->rank != 4) FAIL("conv_gemm: x must be fp32 [B, Hp, Wp, C]");
+    int64_t c = x->dims[3], span[2];
+    for (int i = 0; i < 2; i++) {
+        const int32_t lim = 1 << 16;
+        if (p->k[i] < 1 || p->stride[i] < 1 || p->dil[i] < 1 || p->k[i] > lim || p->stride[i] > lim || p->dil[i] > lim || p->out[i] < 1)
+            FAIL("conv_gemm: bad geometry on spatial dim %d", i);
+        /* every tap of every output inside x: the GEMM reads x where it lies */
+        span[i] = (int64_t)(p->out[i] - 1) * p->stride[i] + (int64_t)(p->k[i] - 1) * p->dil[i] + 1;
+        if (span[i] > x->dims[1 + i]) FAIL("conv_gemm: x's dim %d (%lld) is short of %lld", 1 + i, (long long)x->dims[1 + i], (long long)span[i]);
+    }
+    if (w->dtype != RT_F32 || w->rank != 2 || w->dims[0] != (int64_t)p->k[0] * p->k[1] * c) FAIL("conv_gemm: W must be fp32 [KH·KW·C, Cout]");
+    int64_t cout = w->dims[1];
+    if (y->dtype != RT_F32 || y->rank != 4 || y->dims[0] != x->dims[0] || y->dims[1] != cout || y->dims[2] != p->out[0] ||
+        y->dims[3] != p->out[1])
+        FAIL("conv_gemm: y must be fp32 [B, Cout, out0, out1]");
+    if (p->has_bias && (B(2)->dtype != RT_F32 || B(2)->numel != cout)) FAIL("conv_gemm: bias must hold %lld fp32", (long long)cout);
     return RT_OK;
 }
 
@@ -139,4 +164,21 @@ int rt_check_pool(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen
     for (int i = 0; i < p->nsp; i++)
         if (p->dil[i] != 1) FAIL("pool: dilation must be 1");
     return check_out(x, y, x->dims[1], p, err, errlen);
+}
+
+/* Output positions CONV_GEMM gathers into its A block at a time: about
+ * 512 KB of fp32 rows of K·K·C taps, in whole tiles (each 64-column panel
+ * of W is streamed over the block once: few rows would stream W too often,
+ * so at least 48). */
+int64_t rt_conv_gemm_rows(const RtBuf *bufs, const RtOpRec *op) {
+    const RtConvParams *p = &op->p.conv;
+    int64_t depth = (int64_t)p->k[0] * p->k[1] * bufs[op->in[0]].dims[3];
+    int64_t rows = (512 * 1024 / (int64_t)sizeof(float)) / depth / RT_TILE_M * RT_TILE_M;
+    return rows < 48 ? 48 : rows > 240 ? 240 : rows;
+}
+
+size_t rt_s_conv_gemm(const RtBuf *bufs, const RtOpRec *op) {
+    const RtConvParams *p = &op->p.conv;
+    int64_t depth = (int64_t)p->k[0] * p->k[1] * bufs[op->in[0]].dims[3];
+    return (size_t)(rt_conv_gemm_rows(bufs, op) * depth) * sizeof(float);
 }

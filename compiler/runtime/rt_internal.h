@@ -184,7 +184,11 @@ bool rt_bcast_result(const RtBuf *const *ins, int n, const RtBuf *out);
 int rt_check_eltwise(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 int rt_check_binop(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 int rt_check_reducex(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
-int rt_check_im2col(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+int rt_check_pad_nhwc(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+int rt_check_conv_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+/* CONV_GEMM's block of output positions and its per-part scratch (the block's A). */
+int64_t rt_conv_gemm_rows(const RtBuf *bufs, const RtOpRec *op);
+size_t rt_s_conv_gemm(const RtBuf *bufs, const RtOpRec *op);
 int rt_check_conv(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 int rt_check_pool(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 

@@ -67,7 +67,8 @@ typedef enum {
     RT_OP_ELTWISE,    /* RtEltParams: x[, a[, b]] -> y (elementwise math)    */
     RT_OP_BINOP,      /* RtBinaryParams with an RtBinop: a, b -> c (compare, logic, floor_div, mod) */
     RT_OP_REDUCEX,    /* RtReduceParams with an RtReduceXOp: x -> y (F32/I32)  */
-    RT_OP_IM2COL,     /* RtConvParams: x -> columns (convolution as a GEMM)   */
+    RT_OP_PAD_NHWC,   /* RtConvParams: x -> y (zero-padded, channels last)    */
+    RT_OP_CONV_GEMM,  /* RtConvParams: x (PAD_NHWC's), W[, bias] -> y (one group, 2-D) */
     RT_OP_CONV,       /* RtConvParams: x, W[, bias] -> y (direct, any groups; transposed) */
     RT_OP_POOL,       /* RtConvParams: x -> y (max / avg / l2 pooling)       */
     RT_OP_COUNT_
@@ -230,8 +231,13 @@ typedef enum {
  * 1), zero padding pad_lo before each dim (pad_hi after: it bounds the
  * padded extent avg_pool counts).  Output position o reads input
  * o·stride + j·dil - pad_lo for kernel tap j; positions outside x are 0.
- *   IM2COL: y [B, C·Πk, Πout], row (c, j...) of a column = the tap's input,
- *           so a GEMM with W [Cout, C·Πk] is the convolution;
+ *   PAD_NHWC (nsp 2): y [B, Hp, Wp, C] = x moved channels last, zero
+ *           padded: y[b, h, w, c] = x[b, c, h - pad_lo0, w - pad_lo1] inside x, else 0;
+ *   CONV_GEMM (nsp 2, one group): x is PAD_NHWC's y (its Hp, Wp cover every
+ *           tap), W [KH·KW·C, Cout] with row (ky, kx, c), bias [Cout]: each
+ *           output row is a sum of GEMMs over the kernel rows (dilation 1
+ *           across: one GEMM of depth KW·C per kernel row, whose A rows are
+ *           spans of x as it lies), written in y's channels-first layout;
  *   CONV:   W [Cout, C/groups, *k] (transposed: [C, Cout/groups, *k], and
  *           input i feeds output i·stride + j·dil - pad_lo), bias [Cout];
  *   POOL:   kind max, avg (exclude_pad: divide by the taps inside x, else
