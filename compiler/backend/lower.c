@@ -1337,6 +1337,123 @@ static int lower_pool(LowerShared *s, const IrOp *op) {
     return emit_result(s, op, RT_OP_POOL, &in, 1, &p, sizeof p);
 }
 
+/* ---- data movement as views ---- */
+
+static int lower_identity(LowerShared *s, const IrOp *op) {
+    LVal *L = lval(s, arg_value(op, "x"));
+    if (!L->has) return -1;
+    View v = L->v;
+    return set_view(s, op->results[0], &v, L->pend);
+}
+
+static int lower_reverse(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    int64_t ax[MAXR];
+    int n = const_ints(s, op, "axes", ax, MAXR);
+    View v;
+    if (n == -1 || !resolved_view(s, x, &v)) return -1;
+    bool rev[MAXR] = {false};
+    for (int i = 0; i < (n == -2 ? v.rank : n); i++) rev[n == -2 ? i : normalize_axis(ax[i], v.rank)] = true;
+    for (int i = 0; i < v.rank; i++)
+        if (rev[i]) v.offset += (v.dims[i] - 1) * v.strides[i], v.strides[i] = -v.strides[i];
+    return set_view(s, op->results[0], &v, false);
+}
+
+static int lower_stack(LowerShared *s, const IrOp *op) {
+    IrArg *vals = ir_op_arg(op, "values");
+    int64_t a = 0;
+    if (!ir_op_arg_i64(op, "axis", &a)) return FAIL("stack: 'axis' must be a constant");
+    const IrType *t = rtype(op);
+    int ax = normalize_axis(a, t->rank);
+    int out = copy_dest(s, op->results[0]);
+    if (out < 0) return -1;
+    int64_t st[MAXR], dst[MAXR];
+    row_major(t->rank, t->dims, st);
+    for (int i = 0, j = 0; i < t->rank; i++)
+        if (i != ax) dst[j++] = st[i];
+    int n = vals->kind == IR_ARG_TUPLE ? vals->nitems : 1;
+    for (int i = 0; i < n; i++) {
+        IrValue *part = vals->kind == IR_ARG_TUPLE ? vals->items[i] : vals->value;
+        View v;
+        if (!resolved_view(s, part, &v) || emit_copy(s, &v, out, i * st[ax], dst) < 0) return -1;
+    }
+    done(s, op, out);
+    return 0;
+}
+
+/* A constant result (fill, shape): one weight, broadcast by a copy when it
+ * holds a single value. */
+static int lower_const_result(LowerShared *s, const IrOp *op, RtDType dt, const void *data, int64_t n) {
+    const IrType *t = rtype(op);
+    int64_t one = 1, nel = ir_type_numel(t);
+    int w = check_rc(s, rtb_weight(s->b, op->results[0]->name, dt, n == 1 ? 1 : t->rank, n == 1 ? &one : t->dims, data));
+    if (w < 0) return -1;
+    note_buf(s, w, n == 1 ? 1 : t->rank, n == 1 ? &one : t->dims);
+    if (n != 1) {
+        View v;
+        view_ident(&v, w, t->rank, t->dims);
+        return set_view(s, op->results[0], &v, false);
+    }
+    int out = out_for(s, op);
+    RtCopyParams p;
+    memset(&p, 0, sizeof p);
+    p.rank = 1, p.dims[0] = nel, p.src_stride[0] = 0, p.dst_stride[0] = 1;
+    if (emit(s, RT_OP_COPY, &w, 1, out, &p, sizeof p) < 0) return -1;
+    done(s, op, out);
+    return 0;
+}
+
+static int lower_fill(LowerShared *s, const IrOp *op) {
+    const IrType *t = rtype(op);
+    double v = arg_f64_or(op, "value", 0);
+    RtDType dt = rt_dt(t->dtype);
+    float f = (float)v;
+    int32_t i = (int32_t)v;
+    uint8_t b = v != 0;
+    return lower_const_result(s, op, dt, dt == RT_F32 ? (const void *)&f : dt == RT_I32 ? (const void *)&i : &b, 1);
+}
+
+static int lower_shape(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    int32_t d[MAXR];
+    for (int i = 0; i < x->type.rank; i++) d[i] = (int32_t)x->type.dims[i];
+    if (x->type.rank == 0) return FAIL("shape: of a scalar is an empty tensor, which the CPU backend cannot hold");
+    return lower_const_result(s, op, RT_I32, d, x->type.rank);
+}
+
+/* space_to_depth / depth_to_space with TensorFlow's order (Core ML's): the
+ * channel of block offset (i, j) and input channel c is (i·bs + j)·C + c.
+ * upsample_nearest_neighbor with integer scales: each element repeated. */
+static int lower_rearrange(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    View v, w;
+    if (!resolved_view(s, x, &v)) return -1;
+    if (v.rank != 4) return FAIL("%s: the CPU backend needs x of rank 4", mil_op_name(op->kind));
+    int64_t B = v.dims[0], C = v.dims[1], H = v.dims[2], W = v.dims[3];
+    int64_t sb = v.strides[0], sc = v.strides[1], sh = v.strides[2], sw = v.strides[3];
+    w = v;
+    w.rank = 6;
+    if (op->kind == OP_UPSAMPLE_NEAREST_NEIGHBOR) {
+        double fh = arg_f64_or(op, "scale_factor_height", 1), fw = arg_f64_or(op, "scale_factor_width", 1);
+        if (fh != floor(fh) || fw != floor(fw) || fh < 1 || fw < 1)
+            return FAIL("upsample_nearest_neighbor: the CPU backend needs integer scale factors");
+        int64_t d[6] = {B, C, H, (int64_t)fh, W, (int64_t)fw}, st[6] = {sb, sc, sh, 0, sw, 0};
+        dims_copy(w.dims, d, 6), dims_copy(w.strides, st, 6);
+        return set_view(s, op->results[0], &w, true);
+    }
+    int64_t bs = 0;
+    if (!ir_op_arg_i64(op, "block_size", &bs) || bs < 1) return FAIL("%s: 'block_size' must be a positive constant", mil_op_name(op->kind));
+    if (op->kind == OP_SPACE_TO_DEPTH) { /* [B, C, H/bs, i, W/bs, j] read as [B, i, j, C, H/bs, W/bs] */
+        int64_t d[6] = {B, bs, bs, C, H / bs, W / bs}, st[6] = {sb, sh, sw, sc, bs * sh, bs * sw};
+        dims_copy(w.dims, d, 6), dims_copy(w.strides, st, 6);
+    } else { /* [B, i, j, C', H, W] read as [B, C', H, i, W, j] */
+        int64_t c2 = C / (bs * bs);
+        int64_t d[6] = {B, c2, H, bs, W, bs}, st[6] = {sb, sc, sh, bs * c2 * sc, sw, c2 * sc};
+        dims_copy(w.dims, d, 6), dims_copy(w.strides, st, 6);
+    }
+    return set_view(s, op->results[0], &w, true);
+}
+
 bool backend_lowers(IrOpKind k) {
     /* The ops lower_op's switch handles; every other op of the table is
      * checked but not run yet. */
@@ -1356,6 +1473,9 @@ bool backend_lowers(IrOpKind k) {
         OP_REDUCE_MIN, OP_REDUCE_PROD, OP_REDUCE_L1_NORM, OP_REDUCE_L2_NORM, OP_REDUCE_LOG_SUM, OP_REDUCE_LOG_SUM_EXP,
         OP_REDUCE_SUM_SQUARE, OP_REDUCE_ARGMAX, OP_REDUCE_ARGMIN, OP_BATCH_NORM, OP_INSTANCE_NORM, OP_MAX_POOL,
         OP_AVG_POOL, OP_L2_POOL, OP_CONV_TRANSPOSE,
+        /* data movement */
+        OP_IDENTITY, OP_FLATTEN2D, OP_REVERSE, OP_STACK, OP_FILL, OP_SHAPE, OP_SPACE_TO_DEPTH, OP_DEPTH_TO_SPACE,
+        OP_UPSAMPLE_NEAREST_NEIGHBOR,
     };
     for (size_t i = 0; i < sizeof lowered / sizeof *lowered; i++)
         if (lowered[i] == k) return true;
@@ -1417,7 +1537,13 @@ static int lower_op(LowerShared *s, IrOp *op) {
     case OP_MAX_POOL: case OP_AVG_POOL: case OP_L2_POOL: return lower_pool(s, op);
     case OP_CONV_TRANSPOSE: return lower_conv_general(s, op);
     case OP_LAYER_NORM: return lower_layer_norm(s, op);
-    case OP_RESHAPE: case OP_EXPAND_DIMS: case OP_SQUEEZE: return lower_reshape(s, op);
+    case OP_RESHAPE: case OP_EXPAND_DIMS: case OP_SQUEEZE: case OP_FLATTEN2D: return lower_reshape(s, op);
+    case OP_IDENTITY: return lower_identity(s, op);
+    case OP_REVERSE: return lower_reverse(s, op);
+    case OP_STACK: return lower_stack(s, op);
+    case OP_FILL: return lower_fill(s, op);
+    case OP_SHAPE: return lower_shape(s, op);
+    case OP_SPACE_TO_DEPTH: case OP_DEPTH_TO_SPACE: case OP_UPSAMPLE_NEAREST_NEIGHBOR: return lower_rearrange(s, op);
     case OP_TRANSPOSE: return lower_transpose(s, op);
     case OP_CONCAT: return lower_concat(s, op);
     case OP_SPLIT: return lower_split(s, op);

@@ -266,3 +266,30 @@ for dt in FLOAT:
 pool_case("avg_pool_exclude", "avg_pool", (2, 2, 7, 8), (3, 2), (1, 2), (1, 1, 0, 1), exclude=True)
 pool_case("max_pool_1d", "max_pool", (2, 3, 11), (4,), (3,), (2, 1))
 pool_case("avg_pool_3d", "avg_pool", (1, 2, 5, 6, 4), (2, 3, 2), (1, 2, 2), (0, 1, 1, 0, 0, 0))
+# data movement
+xd = R(2, 3, 4, 6)
+for dt in ("fp32", "fp16", "int32"):
+    op_case("identity_" + dt, "identity", {"x": xd * 3}, dt, lambda v: v)
+    op_case("reverse_" + dt, "reverse", {"x": xd * 3}, dt, lambda v: v[:, ::-1, :, ::-1], [("axes", np.array([1, -1]), "int32")])
+    op_case("flatten2d_" + dt, "flatten2d", {"x": xd * 3}, dt, lambda v: v.reshape(6, 24), [("axis", 2, "int32")])
+    op_case("space_to_depth_" + dt, "space_to_depth", {"x": xd}, "fp32" if dt == "int32" else dt,
+            lambda v: v.reshape(2, 3, 2, 2, 3, 2).transpose(0, 3, 5, 1, 2, 4).reshape(2, 12, 2, 3), [("block_size", 2, "int32")])
+    op_case("depth_to_space_" + dt, "depth_to_space", {"x": R(2, 12, 2, 3)}, "fp32" if dt == "int32" else dt,
+            lambda v: v.reshape(2, 2, 2, 3, 2, 3).transpose(0, 3, 4, 1, 5, 2).reshape(2, 3, 4, 6), [("block_size", 2, "int32")])
+op_case("reverse_all", "reverse", {"x": xd}, "fp32", lambda v: v[::-1, ::-1, ::-1, ::-1])
+op_case("upsample_nn", "upsample_nearest_neighbor", {"x": xd}, "fp32", lambda v: v.repeat(2, 2).repeat(3, 3),
+        [("scale_factor_height", 2, "int32"), ("scale_factor_width", 3, "int32")])
+op_case("upsample_nn_fp16", "upsample_nearest_neighbor", {"x": xd}, "fp16", lambda v: v.repeat(3, 2).repeat(1, 3),
+        [("scale_factor_height", 3.0, "fp32"), ("scale_factor_width", 1.0, "fp32")])
+s1, s2, s3 = R(3, 4), R(3, 4), R(3, 4)
+for axis in (0, 1, -1):
+    case("stack_%d" % axis, {"a": (s1, "fp32"), "b": (s2, "fp32"), "c": (s3, "fp32")},
+         [const("ax", axis, "int32"), "%s y = stack(values = (a, b, c), axis = ax);" % ty(np.stack([s1, s2, s3], axis))],
+         {"y": (np.stack([s1, s2, s3], axis), "fp32")})
+case("fill", {"x": (s1, "fp32")}, [const("sh", np.array([2, 5]), "int32"), const("v", 2.5),
+                                    "tensor<fp32, [2, 5]> f = fill(shape = sh, value = v);", "tensor<fp32, [3, 4]> y = add(x = x, y = x);"],
+     {"f": (np.full((2, 5), 2.5), "fp32"), "y": (s1 * 2, "fp32")})
+case("fill_int32", {"x": (s1, "fp32")}, [const("sh", np.array([4]), "int32"), const("v", 7, "int32"),
+                                          "tensor<int32, [4]> f = fill(shape = sh, value = v);"], {"f": (np.full(4, 7), "int32")})
+case("shape", {"x": (xd, "fp32")}, ["tensor<int32, [4]> y = shape(x = x);", "tensor<fp32, [2, 3, 4, 6]> z = relu(x = x);"],
+     {"y": (np.array(xd.shape), "int32"), "z": (np.maximum(xd, 0), "fp32")})
