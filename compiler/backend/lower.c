@@ -346,9 +346,16 @@ static int gemm_weight(LowerShared *s, const IrValue *w) {
 
 /* ---- values ---- */
 
+static int lut_dense_weight(LowerShared *s, const IrValue *v);
+
 static LVal *lval(LowerShared *s, const IrValue *v) {
     LVal *L = &s->lv[vid(v)];
     if (!L->has && !s->failed) {
+        if (!ir_value_const(v) && v->def && v->def->kind == OP_CONSTEXPR_LUT_TO_DENSE) {
+            int w = lut_dense_weight(s, v);
+            if (w >= 0) L->has = true, view_ident(&L->v, w, v->type.rank, v->type.dims);
+            return L;
+        }
         if (!ir_value_const(v)) {
             FAIL("internal: '%s' has no lowering", v->name);
             return L;
@@ -1454,6 +1461,132 @@ static int lower_rearrange(LowerShared *s, const IrOp *op) {
     return set_view(s, op->results[0], &w, true);
 }
 
+/* ---- palettized weights (constexpr_lut_to_dense) ---- */
+
+/* The indices of a constexpr_lut_to_dense as packed bytes, low bits first
+ * (MILBlob's layout): a blob record's bytes as they lie (*owned false), or
+ * a literal packed here.  NULL after a diagnostic. */
+static const uint8_t *lut_indices(LowerShared *s, const IrValue *iv, int bits, bool *owned) {
+    const IrLiteral *l = ir_value_const(iv);
+    SrcLoc loc = iv->def ? iv->def->loc : iv->loc;
+    int64_t n = ir_type_numel(&iv->type);
+    size_t bytes = (size_t)((n * bits + 7) / 8);
+    *owned = false;
+    if (!l || n < 0) return fail_at(s, loc, "constexpr_lut_to_dense: 'indices' must be a constant"), NULL;
+    if (l->kind == IR_LIT_BLOBFILE) {
+        const MilBlobFile *f = blob_file(s, l->blob_path, loc);
+        const MilBlobRecord *r = f ? milblob_find(f, l->blob_offset) : NULL;
+        if (!f) return NULL;
+        if (!r || milblob_dtype_bits(r->dtype) != (unsigned)bits || r->size < bytes)
+            return fail_at(s, loc, "constexpr_lut_to_dense: the indices record at offset %llu does not hold %lld %d-bit values",
+                           (unsigned long long)l->blob_offset, (long long)n, bits),
+                   NULL;
+        return r->data;
+    }
+    if (l->kind != IR_LIT_DATA) return fail_at(s, loc, "constexpr_lut_to_dense: bad 'indices'"), NULL;
+    uint8_t *p = calloc(bytes + 1, 1);
+    MILC_ASSERT(p);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t v = (uint64_t)ir_lit_i64(l, (size_t)i) & ((1u << bits) - 1), bit = (uint64_t)i * (uint64_t)bits;
+        p[bit / 8] |= (uint8_t)(v << (bit % 8));
+        if (bit % 8 + (uint64_t)bits > 8) p[bit / 8 + 1] |= (uint8_t)(v >> (8 - bit % 8));
+    }
+    *owned = true;
+    return p;
+}
+
+/* What a constexpr_lut_to_dense value is made of, or false after a diagnostic. */
+typedef struct {
+    const IrValue *ix, *lut;
+    int bits;
+    int64_t palette;
+} LutInfo;
+
+static bool lut_info(LowerShared *s, const IrValue *v, LutInfo *li) {
+    const IrOp *op = v->def;
+    li->ix = arg_value(op, "indices"), li->lut = arg_value(op, "lut");
+    li->bits = (int)ir_dtype_bits(li->ix->type.dtype);
+    const IrType *lt = &li->lut->type;
+    li->palette = lt->dims[lt->rank - 2];
+    if (lt->dims[lt->rank - 1] != 1) {
+        fail_at(s, op->loc, "constexpr_lut_to_dense: vector palettes (vector size %lld) are not supported by the CPU backend",
+                (long long)lt->dims[lt->rank - 1]);
+        return false;
+    }
+    return true;
+}
+
+/* The dense weight of a constexpr_lut_to_dense value, for consumers other
+ * than a linear layer (which reads the indices as they are). */
+static int lut_dense_weight(LowerShared *s, const IrValue *v) {
+    LutInfo li;
+    if (!lut_info(s, v, &li)) return -1;
+    bool owned;
+    const uint8_t *ix = lut_indices(s, li.ix, li.bits, &owned);
+    float *lut = ix ? const_floats(s, li.lut) : NULL;
+    if (!lut) {
+        if (owned) free((void *)ix);
+        return -1;
+    }
+    const IrType *t = &li.ix->type, *lt = &li.lut->type;
+    int64_t n = ir_type_numel(t);
+    float *w = malloc(sizeof(float) * (size_t)(n + 1));
+    MILC_ASSERT(w);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t bit = (uint64_t)i * (uint64_t)li.bits;
+        unsigned raw = ix[bit / 8] | (bit % 8 + (uint64_t)li.bits > 8 ? (unsigned)ix[bit / 8 + 1] << 8 : 0u);
+        unsigned id = (raw >> (bit % 8)) & ((1u << li.bits) - 1);
+        int64_t blk = 0, rest = i;
+        int64_t coord[MAXR];
+        for (int d = t->rank - 1; d >= 0; d--) coord[d] = rest % t->dims[d], rest /= t->dims[d];
+        for (int d = 0; d < t->rank; d++) blk = blk * lt->dims[d] + coord[d] / (t->dims[d] / lt->dims[d]);
+        w[i] = lut[blk * li.palette + id];
+    }
+    char name[RT_NAME_MAX];
+    snprintf(name, sizeof name, "%s", v->name);
+    int id = check_rc(s, rtb_weight(s->b, name, RT_F32, t->rank, t->dims, w));
+    note_buf(s, id, t->rank, t->dims);
+    free(w), free(lut);
+    if (owned) free((void *)ix);
+    return id;
+}
+
+/* linear whose weight is a 4- or 8-bit palettized [N, K]: RT_OP_LUT_GEMM on
+ * the packed indices (stored in the artifact as they are, a quarter or half
+ * of fp16's bytes) and the palettes. */
+static int lower_lut_linear(LowerShared *s, const IrOp *op, const IrValue *w) {
+    IrValue *x = arg_value(op, "x"), *bias = arg_value(op, "bias");
+    LutInfo li;
+    if (!lut_info(s, w, &li)) return -1;
+    const IrType *t = &li.ix->type, *lt = &li.lut->type;
+    int64_t N = t->dims[0], K = t->dims[1];
+    if ((li.bits != 4 && li.bits != 8) || t->rank != 2 || K * li.bits % 8)
+        return FAIL("linear: the CPU backend runs 4- and 8-bit palettized weights [N, K] (K·bits a whole number of bytes), not %d-bit",
+                    li.bits);
+    if (bias && !ir_value_const(bias)) return FAIL("the bias of linear must be a constant");
+    bool owned;
+    const uint8_t *ix = lut_indices(s, li.ix, li.bits, &owned);
+    float *lut = ix ? const_floats(s, li.lut) : NULL;
+    if (!lut) {
+        if (owned) free((void *)ix);
+        return -1;
+    }
+    int64_t idims[2] = {N, K * li.bits / 8}, ld = ir_type_numel(lt);
+    char name[RT_NAME_MAX];
+    snprintf(name, sizeof name, "%s", li.ix->name);
+    /* blob bytes stay mapped until rtb_finish: read in place, no copy */
+    int ixw = check_rc(s, (owned ? rtb_weight : rtb_weight_ref)(s->b, name, RT_U8, 2, idims, ix));
+    note_buf(s, ixw, 2, idims);
+    snprintf(name, sizeof name, "%s", li.lut->name);
+    int lw = check_rc(s, rtb_weight(s->b, name, RT_F32, 1, &ld, lut));
+    note_buf(s, lw, 1, &ld);
+    if (owned) free((void *)ix);
+    free(lut);
+    RtLutParams p = {.bits = li.bits, .bn = (int32_t)lt->dims[0], .bk = (int32_t)lt->dims[1], .has_bias = bias != NULL};
+    int in[4] = {materialize(s, x), ixw, lw, bias ? const_weight(s, bias) : 0};
+    return emit_result(s, op, RT_OP_LUT_GEMM, in, bias ? 4 : 3, &p, sizeof p);
+}
+
 bool backend_lowers(IrOpKind k) {
     /* The ops lower_op's switch handles; every other op of the table is
      * checked but not run yet. */
@@ -1475,7 +1608,7 @@ bool backend_lowers(IrOpKind k) {
         OP_AVG_POOL, OP_L2_POOL, OP_CONV_TRANSPOSE,
         /* data movement */
         OP_IDENTITY, OP_FLATTEN2D, OP_REVERSE, OP_STACK, OP_FILL, OP_SHAPE, OP_SPACE_TO_DEPTH, OP_DEPTH_TO_SPACE,
-        OP_UPSAMPLE_NEAREST_NEIGHBOR,
+        OP_UPSAMPLE_NEAREST_NEIGHBOR, OP_CONSTEXPR_LUT_TO_DENSE,
     };
     for (size_t i = 0; i < sizeof lowered / sizeof *lowered; i++)
         if (lowered[i] == k) return true;
@@ -1493,7 +1626,11 @@ static int lower_op(LowerShared *s, IrOp *op) {
         if (ir_value_numel(op->results[r]) < 0) return FAIL("'%s' has a dynamic shape; the CPU backend needs static shapes", op->results[r]->name);
     switch (op->kind) {
     case OP_CONST: return 0; /* a weight when first used as a tensor */
-    case OP_LINEAR:
+    case OP_CONSTEXPR_LUT_TO_DENSE: return 0; /* its consumer reads it (lower_lut_linear) or makes it dense (lval) */
+    case OP_LINEAR: {
+        IrValue *w = arg_value(op, "weight");
+        if (w && w->def && w->def->kind == OP_CONSTEXPR_LUT_TO_DENSE) return lower_lut_linear(s, op, w);
+    }
         return lower_gemm(s, op, op->results[0], RT_GEMM_ROWS, arg_value(op, "x"), arg_value(op, "weight"),
                           arg_value(op, "bias"), RT_ACT_NONE, NULL);
     case OP_CONV:

@@ -6,6 +6,7 @@
 #include "kernels_misc.c"
 #include "kernels_eltwise.c"
 #include "kernels_conv.c"
+#include "kernels_lut.c"
 
 /* Each variant must get the vector code it is named for, or it would run
  * another variant's instructions (or plain C) under its name. */
@@ -43,6 +44,7 @@ const RtKernels RT_KERNELS = {
             [RT_OP_CONV_GEMM] = rt_k_conv_gemm,
             [RT_OP_CONV] = rt_k_conv,
             [RT_OP_POOL] = rt_k_pool,
+            [RT_OP_LUT_GEMM] = rt_k_lut_gemm,
         },
     .prefetch = {[RT_OP_GEMM] = rt_p_gemm, [RT_OP_ATTENTION] = rt_p_attention},
 };

@@ -20,7 +20,7 @@ size_t rt_dtype_size(RtDType t) {
     switch (t) {
     case RT_F32: case RT_I32: return 4;
     case RT_F16: return 2;
-    case RT_BOOL: return 1;
+    case RT_BOOL: case RT_U8: return 1;
     }
     return 0;
 }
@@ -53,6 +53,8 @@ int rt_buf_init(RtBuf *b, const RtBufRec *r, char *err, size_t errlen) {
         return rt_errf(err, errlen, RT_EFORMAT, "only weights can be packed");
     if (r->kind == RT_BUF_TEMP && r->dtype == RT_F16)
         return rt_errf(err, errlen, RT_EFORMAT, "fp16 is a weight or input type only");
+    if (r->kind != RT_BUF_WEIGHT && r->dtype == RT_U8)
+        return rt_errf(err, errlen, RT_EFORMAT, "packed indices (u8) are a weight type only");
     uint64_t bytes = rt_buf_storage(r);
     if (!bytes) return rt_errf(err, errlen, RT_EFORMAT, "buffer dtype %u / rank %u / dims invalid", r->dtype, r->rank);
     b->kind = r->kind;
@@ -403,6 +405,7 @@ static const RtOpInfo op_table[RT_OP_COUNT_] = {
     [RT_OP_PAD_NHWC] = {"pad_nhwc", sizeof(RtConvParams), 1, 1, 1, 1, rt_check_pad_nhwc, NULL},
     [RT_OP_CONV_GEMM] = {"conv_gemm", sizeof(RtConvParams), 2, 3, 1, 1, rt_check_conv_gemm, rt_s_conv_gemm},
     [RT_OP_CONV] = {"conv", sizeof(RtConvParams), 2, 3, 1, 1, rt_check_conv, NULL},
+    [RT_OP_LUT_GEMM] = {"lut_gemm", sizeof(RtLutParams), 3, 4, 1, 1, rt_check_lut_gemm, rt_s_lut_gemm},
     [RT_OP_POOL] = {"pool", sizeof(RtConvParams), 1, 1, 1, 1, rt_check_pool, NULL},
 };
 

@@ -182,3 +182,22 @@ size_t rt_s_conv_gemm(const RtBuf *bufs, const RtOpRec *op) {
     int64_t depth = (int64_t)p->k[0] * p->k[1] * bufs[op->in[0]].dims[3];
     return (size_t)(rt_conv_gemm_rows(bufs, op) * depth) * sizeof(float);
 }
+
+int rt_check_lut_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtLutParams *p = &op->p.lut;
+    const RtBuf *x = B(0), *ix = B(1), *lut = B(2), *y = O(0);
+    if ((p->bits != 4 && p->bits != 8) || (p->has_bias & ~1) || (int)op->nin != 3 + p->has_bias) FAIL("lut_gemm: bad params");
+    if (x->dtype != RT_F32 || y->dtype != RT_F32 || x->rank < 1 || x->rank != y->rank) FAIL("lut_gemm: x and y must be fp32 of one rank");
+    if (ix->dtype != RT_U8 || ix->kind != RT_BUF_WEIGHT || ix->rank != 2) FAIL("lut_gemm: indices must be a u8 weight [N, K·bits/8]");
+    int64_t k = x->dims[x->rank - 1], n = y->dims[y->rank - 1];
+    for (uint32_t i = 0; i + 1 < x->rank; i++)
+        if (x->dims[i] != y->dims[i]) FAIL("lut_gemm: y's leading dims must be x's");
+    if (k * p->bits % 8 || ix->dims[0] != n || ix->dims[1] != k * p->bits / 8) FAIL("lut_gemm: indices must be [%lld, %lld]", (long long)n, (long long)(k * p->bits / 8));
+    if (p->bn < 1 || p->bk < 1 || n % p->bn || k % p->bk) FAIL("lut_gemm: %d x %d palettes do not divide [%lld, %lld]", p->bn, p->bk, (long long)n, (long long)k);
+    if (lut->dtype != RT_F32 || lut->numel != (int64_t)p->bn * p->bk << p->bits) FAIL("lut_gemm: lut must hold %d x %d palettes of %d fp32", p->bn, p->bk, 1 << p->bits);
+    if (p->has_bias && (B(3)->dtype != RT_F32 || B(3)->numel != n)) FAIL("lut_gemm: bias must hold %lld fp32", (long long)n);
+    return RT_OK;
+}
+
+/* The AVX-512 kernel's copy of x in its lookup order (other variants use none). */
+size_t rt_s_lut_gemm(const RtBuf *bufs, const RtOpRec *op) { return (size_t)bufs[op->in[0]].numel * sizeof(float); }

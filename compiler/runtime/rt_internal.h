@@ -80,6 +80,7 @@ typedef struct {
         RtCastParams cast;
         RtEltParams elt;
         RtConvParams conv;
+        RtLutParams lut;
     } p;
 } RtOpRec;
 _Static_assert(sizeof(RtCopyParams) == RT_PARAMS_MAX, "copy params fill the record");
@@ -189,6 +190,8 @@ int rt_check_conv_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t e
 /* CONV_GEMM's block of output positions and its per-part scratch (the block's A). */
 int64_t rt_conv_gemm_rows(const RtBuf *bufs, const RtOpRec *op);
 size_t rt_s_conv_gemm(const RtBuf *bufs, const RtOpRec *op);
+int rt_check_lut_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+size_t rt_s_lut_gemm(const RtBuf *bufs, const RtOpRec *op);
 int rt_check_conv(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 int rt_check_pool(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 

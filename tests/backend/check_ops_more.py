@@ -293,3 +293,34 @@ case("fill_int32", {"x": (s1, "fp32")}, [const("sh", np.array([4]), "int32"), co
                                           "tensor<int32, [4]> f = fill(shape = sh, value = v);"], {"f": (np.full(4, 7), "int32")})
 case("shape", {"x": (xd, "fp32")}, ["tensor<int32, [4]> y = shape(x = x);", "tensor<fp32, [2, 3, 4, 6]> z = relu(x = x);"],
      {"y": (np.array(xd.shape), "int32"), "z": (np.maximum(xd, 0), "fp32")})
+# palettized weights: constexpr_lut_to_dense read as packed indices by linear, or made dense for other consumers
+
+
+def lut_case(label, m, n, k, bits, blocks, dt="fp32", bias=True, consumer="linear"):
+    idx = rng.integers(0, 1 << bits, (n, k))
+    lut = as_dt(R(blocks[0], blocks[1], 1 << bits, 1), dt)
+    rn, rk = n // blocks[0], k // blocks[1]
+    wd = np.array([[lut[i // rn, j // rk, idx[i, j], 0] for j in range(k)] for i in range(n)], np.float64)
+    ity = "uint%d" % bits
+    body = [const("ix", idx, ity), const("lut", lut, dt),
+            "tensor<%s, [%d, %d]> w = constexpr_lut_to_dense(indices = ix, lut = lut);" % (dt, n, k)]
+    if consumer == "linear":
+        x = as_dt(R(m, k), dt)
+        bv = as_dt(R(n), dt)
+        want = x.astype(np.float64) @ wd.T + (bv if bias else 0)
+        if bias:
+            body.append(const("b", bv, dt))
+        body.append("%s y = linear(x = x, weight = w%s);" % (ty(want, dt), ", bias = b" if bias else ""))
+    else:
+        x = as_dt(R(n, k), dt)
+        want = x.astype(np.float64) + wd
+        body.append("%s y = add(x = x, y = w);" % ty(want, dt))
+    case(label, {"x": (x, dt)}, body, {"y": (want, dt)}, tol=1e-4)
+
+
+lut_case("lut4_linear", 1, 8, 256, 4, (1, 1))
+lut_case("lut4_linear_m6_fp16", 6, 8, 384, 4, (4, 3), "fp16")
+lut_case("lut4_linear_perchannel_tail", 5, 8, 40, 4, (8, 1), bias=False)
+lut_case("lut8_linear", 3, 4, 24, 8, (2, 1))
+lut_case("lut2_dense_add", 0, 3, 4, 2, (1, 2), consumer="add")
+lut_case("lut3_dense_add", 0, 4, 6, 3, (2, 1), consumer="add")

@@ -39,6 +39,7 @@ typedef enum {
     RT_F16 = 2,
     RT_I32 = 3,
     RT_BOOL = 4,
+    RT_U8 = 5, /* raw bytes: a compressed weight's packed indices (weight storage only) */
 } RtDType;
 
 /* Compile modes, as in DESIGN.md. */
@@ -71,6 +72,7 @@ typedef enum {
     RT_OP_CONV_GEMM,  /* RtConvParams: x (PAD_NHWC's), W[, bias] -> y (one group, 2-D) */
     RT_OP_CONV,       /* RtConvParams: x, W[, bias] -> y (direct, any groups; transposed) */
     RT_OP_POOL,       /* RtConvParams: x -> y (max / avg / l2 pooling)       */
+    RT_OP_LUT_GEMM,   /* RtLutParams: x, indices(U8), lut[, bias] -> y (palettized linear) */
     RT_OP_COUNT_
 } RtOpKind;
 
@@ -247,6 +249,16 @@ typedef struct {
     int32_t nsp, groups, has_bias, transpose, pool, exclude_pad, reserved[2];
     int32_t k[3], stride[3], dil[3], pad_lo[3], pad_hi[3], out[3];
 } RtConvParams;
+
+/* y[.., n] = Σ_k x[.., k] W[n, k] (+ bias[n]) with W palettized and read
+ * that way: W [N, K] is `bits`-bit indices (4 or 8), row-major, packed
+ * low bits first (MILBlob's order: index k of a 4-bit row in the low nibble
+ * of byte k/2 when k is even), into the U8 weight indices [N, K·bits/8];
+ * lut F32 holds bn × bk palettes of 2^bits entries, palette (n / (N/bn), k /
+ * (K/bk)) for W[n, k] (per-tensor: bn = bk = 1; per output channel: bn = N). */
+typedef struct {
+    int32_t bits, bn, bk, has_bias;
+} RtLutParams;
 
 /* ---- the builder ---- */
 typedef struct RtPlanBuilder RtPlanBuilder;
