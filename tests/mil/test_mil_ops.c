@@ -313,6 +313,116 @@ static const Case cases[] = {
     {"tensor<fp16, [1, 2, 3, 3]> x, tensor<fp16, [2, 4, 3, 3]> w",
      "tensor<fp16, [1, 4, 5, 5]> y = conv_transpose(pad_type = string(\"same_lower\"), weight = w, x = x)[name = string(\"y\")];",
      "conv_transpose: pad_type \"same_lower\" must be valid, same or custom"},
+    /* slice_update */
+    {F16 "[1, 4, 8, 16]> kv, " F16 "[1, 4, 1, 16]> u",
+     F16 "[1, 4, 8, 16]> y = slice_update(begin = tensor<int32, [4]>([0, 0, 3, 0]), end = tensor<int32, [4]>([1, 4, 4, 16]), update = u, x = kv)[name = string(\"y\")];", ""},
+    {F16 "[1, 4, 8, 16]> kv, " F16 "[1, 4, 2, 16]> u",
+     F16 "[1, 4, 8, 16]> y = slice_update(begin = tensor<int32, [4]>([0, 0, 3, 0]), end = tensor<int32, [4]>([1, 4, 4, 16]), update = u, x = kv)[name = string(\"y\")];",
+     "slice_update: 'update' [1, 4, 2, 16] must have the shape of the slice, [1, 4, 1, 16]"},
+    {F16 "[4]> x, fp16 u", F16 "[4]> y = slice_update(begin = tensor<int32, [1]>([1]), end = tensor<int32, [1]>([2]), squeeze_mask = tensor<bool, [1]>([true]), update = u, x = x)[name = string(\"y\")];",
+     "slice_update: 'update' cannot be a scalar; give it the slice's shape with rank >= 1"},
+    /* pad */
+    {F16 "[2, 3]> a", F16 "[3, 8]> y = pad(pad = tensor<int32, [4]>([1, 0, 2, 3]), x = a)[name = string(\"y\")];", ""},
+    {F16 "[2, 3]> a", F16 "[2, 5]> y = pad(mode = string(\"reflect\"), pad = tensor<int32, [2]>([1, 1]), x = a)[name = string(\"y\")];", ""},
+    {F16 "[2, 3]> a", F16 "[2, 3]> y = pad(mode = string(\"wrap\"), pad = tensor<int32, [2]>([0, 0]), x = a)[name = string(\"y\")];",
+     "pad: unknown mode \"wrap\" (constant, reflect, replicate)"},
+    {F16 "[2, 3]> a, tensor<int32, [2]> p", F16 "[2, 3]> y = pad(pad = p, x = a)[name = string(\"y\")];",
+     "pad: a run-time 'pad' must have 4 entries (before and after for each dim of 'x'), not 2"},
+    {"tensor<int32, [2, 3]> a", "tensor<int32, [2, 3]> y = pad(pad = tensor<int32, [2]>([0, 0]), x = a)[name = string(\"y\")];",
+     "pad: argument 'x' must be fp16 or fp32, not int32"},
+    /* topk */
+    {F16 "[2, 5]> a", F16 "[2, 3]> y, tensor<int32, [2, 3]> i = topk(k = int32(3), x = a)[name = string(\"y\")];", ""},
+    {F16 "[2, 5]> a", F16 "[1, 5]> y = topk(axis = int32(-2), return_indices = bool(false), x = a)[name = string(\"y\")];", ""},
+    {F16 "[2, 5]> a", F16 "[2, 6]> y, tensor<int32, [2, 6]> i = topk(k = int32(6), x = a)[name = string(\"y\")];",
+     "topk: 'k' 6 must be in 1..5, the size of axis 1"},
+    {F16 "[2, 5]> a", F16 "[2, 1]> y, tensor<int8, [2, 1]> i = topk(output_indices_dtype = string(\"int8\"), x = a)[name = string(\"y\")];",
+     "topk: 'output_indices_dtype' must be \"int32\" or \"uint16\", not \"int8\""},
+    /* gather_nd */
+    {F16 "[4, 5, 6]> a, tensor<int32, [3, 2]> i", F16 "[3, 6]> y = gather_nd(indices = i, x = a)[name = string(\"y\")];", ""},
+    {F16 "[4, 5, 6]> a, tensor<int32, [4, 3, 1]> i", F16 "[4, 3, 6]> y = gather_nd(batch_dims = int32(1), indices = i, x = a)[name = string(\"y\")];", ""},
+    {F16 "[4, 5]> a, tensor<int32, [3, 3]> i", F16 "[3]> y = gather_nd(indices = i, x = a)[name = string(\"y\")];",
+     "gather_nd: 'indices' depth 3 plus 'batch_dims' 0 must be at most the rank of 'x' (2), with batch_dims in 0..1"},
+    {F16 "[4, 5]> a, " F16 "[3, 1]> i", F16 "[3, 5]> y = gather_nd(indices = i, x = a)[name = string(\"y\")];",
+     "gather_nd: argument 'indices' must be int8, int16, int32, uint8 or uint16, not fp16"},
+    /* one_hot */
+    {"tensor<int32, [2, 3]> i", "tensor<int32, [2, 3, 4]> y = one_hot(indices = i, one_hot_vector_size = int32(4))[name = string(\"y\")];", ""},
+    {"tensor<int32, [2, 3]> i", F16 "[4, 2, 3]> y = one_hot(axis = int32(0), indices = i, off_value = fp16(0), on_value = fp16(1), one_hot_vector_size = int32(4))[name = string(\"y\")];", ""},
+    {"tensor<int32, [2, 3]> i", F16 "[2, 3, 4]> y = one_hot(indices = i, on_value = fp16(1), one_hot_vector_size = int32(4))[name = string(\"y\")];",
+     "one_hot: 'on_value' is fp16 but 'off_value' is int32; they must have the same dtype (both default to int32)"},
+    {"tensor<int32, [2, 3]> i", "tensor<int32, [2, 3, 4]> y = one_hot(axis = int32(3), indices = i, one_hot_vector_size = int32(4))[name = string(\"y\")];",
+     "one_hot: axis 3 is out of range for rank 3"},
+    /* einsum */
+    {F16 "[2, 3, 4]> a, " F16 "[4, 3, 5]> b", F16 "[2, 3, 5]> y = einsum(equation = string(\"abc,cbd->abd\"), values = (a, b))[name = string(\"y\")];", ""},
+    {F16 "[1, 2, 3, 4]> a, " F16 "[2, 4, 3, 5]> b", F16 "[2, 2, 3, 5]> y = einsum(equation = string(\"nchw,nwhr->nchr\"), values = (a, b))[name = string(\"y\")];", ""},
+    {F16 "[2, 3, 4]> a, " F16 "[4, 3, 5]> b", F16 "[2, 3, 5]> y = einsum(equation = string(\"abc,cbd->adb\"), values = (a, b))[name = string(\"y\")];",
+     "einsum: equation \"abc,cbd->adb\" is not a form Core ML has for rank 3 (abc,cbd->abd)"},
+    {F16 "[2, 3, 4]> a, " F16 "[5, 3, 5]> b", F16 "[2, 3, 5]> y = einsum(equation = string(\"abc,cbd->abd\"), values = (a, b))[name = string(\"y\")];",
+     "einsum: 'values' [2, 3, 4] and [5, 3, 5]: the contracted dims differ (4 vs 5)"},
+    /* range_1d */
+    {"", "tensor<int32, [3]> y = range_1d(end = int32(10), start = int32(1), step = int32(3))[name = string(\"y\")];", ""},
+    {"fp32 e", "tensor<fp32, [?]> y = range_1d(end = e, start = fp32(0), step = fp32(0.5))[name = string(\"y\")];", ""},
+    {"", "tensor<int32, [4]> y = range_1d(end = int32(10), start = fp32(1), step = int32(3))[name = string(\"y\")];",
+     "range_1d: argument 'start' is fp32 but 'end' is int32; they must have the same dtype"},
+    {"", "tensor<int32, [4]> y = range_1d(end = int32(10), start = int32(1), step = int32(0))[name = string(\"y\")];",
+     "range_1d: 'step' is 0"},
+    /* fill_like */
+    {"tensor<int32, [2, 3]> r", "tensor<fp32, [2, 3]> y = fill_like(ref_tensor = r)[name = string(\"y\")];", ""},
+    {"tensor<int32, [2, 3]> r", F16 "[2, 3]> y = fill_like(ref_tensor = r, value = fp16(0x1p+1))[name = string(\"y\")];", ""},
+    {"tensor<int32, [2, 3]> r, fp16 v", F16 "[2, 3]> y = fill_like(ref_tensor = r, value = v)[name = string(\"y\")];",
+     "fill_like: argument 'value' must be a const, but 'v' is computed at run time"},
+    /* reshape_like */
+    {F16 "[2, 6]> a, " F16 "[3, 4, 7]> r",
+     "int32 b0 = const()[name = string(\"b0\"), val = int32(0)]; int32 e0 = const()[name = string(\"e0\"), val = int32(-1)]; bool m0 = const()[name = string(\"m0\"), val = bool(false)]; "
+     F16 "[3, 4]> y = reshape_like(begins = (b0), end_masks = (m0), ends = (e0), ref_tensors = (r), x = a)[name = string(\"y\")];", ""},
+    {F16 "[2, 6]> a, " F16 "[3, 4, 7]> r, int32 e0",
+     "int32 b0 = const()[name = string(\"b0\"), val = int32(0)]; bool m0 = const()[name = string(\"m0\"), val = bool(false)]; "
+     F16 "[3, 4]> y = reshape_like(begins = (b0), end_masks = (m0), ends = (e0), ref_tensors = (r), x = a)[name = string(\"y\")];",
+     "reshape_like: 'ends' item 0 must be a const scalar"},
+    {F16 "[2, 6]> a, " F16 "[3, 4, 7]> r",
+     "int32 b0 = const()[name = string(\"b0\"), val = int32(1)]; int32 e0 = const()[name = string(\"e0\"), val = int32(0)]; bool m0 = const()[name = string(\"m0\"), val = bool(true)]; "
+     F16 "[4, 7]> y = reshape_like(begins = (b0), end_masks = (m0), ends = (e0), ref_tensors = (r), x = a)[name = string(\"y\")];",
+     "reshape_like: cannot reshape [2, 6] (12 elements) to [4, 7] (28 elements)"},
+    /* non_zero */
+    {F16 "[2, 3]> a", "tensor<int32, [?, 2]> y = non_zero(x = a)[name = string(\"y\")];", ""},
+    {"", "tensor<int32, [2, 1]> y = non_zero(x = tensor<int32, [3]>([0, 4, 5]))[name = string(\"y\")];", ""},
+    {"string s", "tensor<int32, [?, 0]> y = non_zero(x = s)[name = string(\"y\")];",
+     "non_zero: argument 'x' must be bool, int32, fp16 or fp32, not string"},
+    /* pixel_shuffle, pixel_unshuffle */
+    {F16 "[1, 8, 2, 3]> a", F16 "[1, 2, 4, 6]> y = pixel_shuffle(upscale_factor = int32(2), x = a)[name = string(\"y\")];", ""},
+    {F16 "[1, 6, 2, 3]> a", F16 "[1, 1, 4, 6]> y = pixel_shuffle(upscale_factor = int32(2), x = a)[name = string(\"y\")];",
+     "pixel_shuffle: channels (6) are not divisible by 'upscale_factor'^2 4"},
+    {F16 "[1, 2, 4, 6]> a", F16 "[1, 8, 2, 3]> y = pixel_unshuffle(downscale_factor = uint32(2), x = a)[name = string(\"y\")];", ""},
+    {F16 "[1, 2, 4, 6]> a", F16 "[1, 8, 2, 3]> y = pixel_unshuffle(downscale_factor = int32(2), x = a)[name = string(\"y\")];",
+     "pixel_unshuffle: argument 'downscale_factor' must be uint32, not int32"},
+    /* sliding_windows */
+    {F16 "[2, 10]> a", F16 "[2, 4, 4]> y = sliding_windows(axis = int32(-1), size = int32(4), stride = int32(2), x = a)[name = string(\"y\")];", ""},
+    {F16 "[2, 10]> a", F16 "[2, 1, 11]> y = sliding_windows(axis = int32(1), size = int32(11), x = a)[name = string(\"y\")];",
+     "sliding_windows: 'size' 11 must be in 1..10 (dim 1 of 'x') and 'stride' 1 positive"},
+    /* reverse_sequence */
+    {F16 "[2, 10]> a, tensor<int32, [2]> l", F16 "[2, 10]> y = reverse_sequence(batch_axis = int32(0), lengths = l, seq_axis = int32(1), x = a)[name = string(\"y\")];", ""},
+    {F16 "[2, 10]> a, tensor<int32, [2]> l", F16 "[2, 10]> y = reverse_sequence(lengths = l, seq_axis = int32(2), x = a)[name = string(\"y\")];",
+     "reverse_sequence: seq_axis 2 is out of range for rank 2"},
+    /* space_to_batch, batch_to_space */
+    {F16 "[1, 3, 4, 6]> a", F16 "[4, 3, 3, 3]> y = space_to_batch(block_shape = tensor<int32, [2]>([2, 2]), paddings = tensor<int32, [2, 2]>([[1, 1], [0, 0]]), x = a)[name = string(\"y\")];", ""},
+    {F16 "[4, 3, 3, 3]> a", F16 "[1, 3, 4, 6]> y = batch_to_space(block_shape = tensor<int32, [2]>([2, 2]), crops = tensor<int32, [2, 2]>([[1, 1], [0, 0]]), x = a)[name = string(\"y\")];", ""},
+    {F16 "[3, 3, 3, 3]> a", F16 "[1, 3, 6, 6]> y = batch_to_space(block_shape = tensor<int32, [2]>([2, 2]), crops = tensor<int32, [2, 2]>([[0, 0], [0, 0]]), x = a)[name = string(\"y\")];",
+     "batch_to_space: batch (3) is not divisible by the product of 'block_shape' (4)"},
+    {F16 "[1, 3, 4, 6]> a", F16 "[4, 3, 2, 3]> y = space_to_batch(block_shape = tensor<int32, [2]>([2, 2]), paddings = tensor<int32, [4]>([0, 0, 0, 0]), x = a)[name = string(\"y\")];",
+     "space_to_batch: 'block_shape' must have 2 entries and 'paddings' shape [2, 2]"},
+    /* crop */
+    {F16 "[1, 3, 8, 8]> a", F16 "[1, 3, 5, 6]> y = crop(crop_height = tensor<int32, [2]>([1, 2]), crop_width = tensor<int32, [2]>([0, 2]), x = a)[name = string(\"y\")];", ""},
+    {F16 "[1, 3, 8, 8]> a", F16 "[1, 3, 5, 8]> y = crop(crop_height = tensor<int32, [3]>([1, 2, 0]), crop_width = tensor<int32, [2]>([0, 0]), x = a)[name = string(\"y\")];",
+     "crop: 'crop_height' must have 2 entries"},
+    /* resize_nearest_neighbor, resize_bilinear, upsample_bilinear */
+    {F16 "[1, 3, 8, 8]> a", F16 "[1, 3, 5, 16]> y = resize_nearest_neighbor(target_size_height = int32(5), target_size_width = int32(16), x = a)[name = string(\"y\")];", ""},
+    {F16 "[1, 3, 8, 8]> a", F16 "[1, 3, 4, 4]> y = resize_bilinear(sampling_mode = string(\"ALIGN_CORNERS\"), target_size_height = int32(4), target_size_width = int32(4), x = a)[name = string(\"y\")];", ""},
+    {F16 "[1, 3, 8, 8]> a", F16 "[1, 3, 4, 4]> y = resize_bilinear(sampling_mode = string(\"CUBIC\"), target_size_height = int32(4), target_size_width = int32(4), x = a)[name = string(\"y\")];",
+     "resize_bilinear: unknown sampling_mode \"CUBIC\" (STRICT_ALIGN_CORNERS, ALIGN_CORNERS, UNALIGN_CORNERS, DEFAULT, OFFSET_CORNERS)"},
+    {F16 "[8, 8]> a", F16 "[4, 4]> y = resize_nearest_neighbor(target_size_height = int32(4), target_size_width = int32(4), x = a)[name = string(\"y\")];",
+     "resize_nearest_neighbor: 'x' must have rank >= 3, not 2"},
+    {F16 "[1, 3, 8, 8]> a", F16 "[1, 3, 16, 12]> y = upsample_bilinear(align_corners = bool(false), half_pixel_centers = bool(true), scale_factor_height = fp32(2), scale_factor_width = fp32(1.5), x = a)[name = string(\"y\")];", ""},
+    {F16 "[1, 3, 8, 8]> a", F16 "[1, 3, 16, 16]> y = upsample_bilinear(scale_factor_height = fp32(2), scale_factor_width = int32(2), x = a)[name = string(\"y\")];",
+     "upsample_bilinear: argument 'scale_factor_width' is int32 but 'scale_factor_height' is fp32; they must have the same dtype"},
 };
 
 /* Parse and check one case; returns the messages, one per line (caller frees). */
