@@ -119,14 +119,26 @@ static bool read_tensor_type(Reader *R, const Cml__TensorType *tt, const char *f
     return true;
 }
 
-static bool read_type(Reader *R, const Cml__ValueType *vt, const char *field, IrType *out) {
+/* states: a state type is allowed (a function's inputs, as in MIL text). */
+static bool read_type(Reader *R, const Cml__ValueType *vt, const char *field, IrType *out, bool states) {
     if (!vt) {
         rerr(R, field, "missing type");
         return false;
     }
     if (vt->type_case == CML__VALUE_TYPE__TYPE_STATE_TYPE) {
-        rerr(R, field, "a state type: milc does not support states yet");
-        return false;
+        if (!states) {
+            rerr(R, field, "a state type: only a function's inputs can be states");
+            return false;
+        }
+        /* state<tensor<...>>: only a tensor can be wrapped (and not a state). */
+        const Cml__ValueType *w = vt->statetype->wrappedtype;
+        if (!w || w->type_case != CML__VALUE_TYPE__TYPE_TENSOR_TYPE) {
+            rerr(R, field, "a state type must wrap a tensor type");
+            return false;
+        }
+        if (!read_tensor_type(R, w->tensortype, field, out)) return false;
+        out->state = true;
+        return true;
     }
     if (vt->type_case != CML__VALUE_TYPE__TYPE_TENSOR_TYPE) {
         rerr(R, field, "a %s type: milc reads tensors only",
@@ -262,7 +274,7 @@ static IrLiteral *read_value(Reader *R, const Cml__Value *v, const char *field) 
     }
     if (v->type && v->type->type_case == CML__VALUE_TYPE__TYPE_DICTIONARY_TYPE) return read_dict(R, v, field);
     IrType t;
-    if (!read_type(R, v->type, field, &t)) return NULL;
+    if (!read_type(R, v->type, field, &t, false)) return NULL;
     if (ir_type_numel(&t) < 0 || ir_type_numel(&t) > (INT64_C(1) << 32)) {
         rerr(R, field, "a value needs static dimensions and at most 2^32 elements");
         return NULL;
@@ -446,10 +458,17 @@ static void read_op(Reader *R, const Cml__Operation *o, const char *fname, size_
     IrOpKind kind;
     bool known = mil_op_lookup(o->type, strlen(o->type), &kind);
     if (!known) rerr(R, "type", "unknown op '%.64s'", o->type);
-    if (o->n_outputs == 0 || o->n_outputs > 64) rerr(R, "outputs", "%zu outputs (1 to 64)", o->n_outputs);
+    if (known && kind == OP_COREML_UPDATE_STATE) { /* the writer spells it so too */
+        rerr(R, "type", "coreml_update_state is not an op of the Core ML format: a package spells it write_state, then read_state");
+        return;
+    }
+    /* write_state alone has no results (as in MIL text). */
+    size_t min_out = known && kind == OP_WRITE_STATE ? 0 : 1;
+    bool bad_out = o->n_outputs < min_out || o->n_outputs > 64;
+    if (bad_out) rerr(R, "outputs", "%zu outputs (%zu to 64)", o->n_outputs, min_out);
     if (o->n_blocks) rerr(R, "blocks", "nested blocks (control flow) are not supported");
     if (o->n_inputs > 64) rerr(R, "inputs", "%zu inputs (at most 64)", o->n_inputs);
-    if (o->n_outputs == 0 || o->n_outputs > 64 || o->n_inputs > 64) return;
+    if (bad_out || o->n_inputs > 64) return;
     /* An unknown op still defines its results (as the parser does), so
      * later uses report nothing more than the op itself. */
     IrOp *op = ir_op_new(R->fn, known ? kind : OP_CONST, NULL, (int)o->n_outputs);
@@ -462,14 +481,14 @@ static void read_op(Reader *R, const Cml__Operation *o, const char *fname, size_
         snprintf(f, sizeof f, "outputs[%zu]", i);
         const Cml__NamedValueType *nt = o->outputs[i];
         IrType t = {0};
-        bool good = read_name(R, nt->name, f) && read_type(R, nt->type, f, &t);
+        bool good = read_name(R, nt->name, f) && read_type(R, nt->type, f, &t, false);
         IrValue *v = ir_op_set_result(op, (int)i, good ? nt->name : arena_printf(R->a, "_bad_%zu_%zu", idx, i), t);
         v->loc = R->loc;
         ok &= good && scope_define(R, v, f);
     }
     if (known) read_attrs(R, op, o->attributes, o->n_attributes);
     if (!ok) return;
-    if (!op->name) op->name = op->results[0]->name;
+    if (!op->name) op->name = op->nresults ? op->results[0]->name : mil_op_name(op->kind);
     ir_op_append(R->fn, op);
 }
 
@@ -507,7 +526,7 @@ static void read_function(Reader *R, IrProgram *p, const Cml__FunctionEntry *e) 
         char fl[48];
         snprintf(fl, sizeof fl, "inputs[%zu]", i);
         IrType t;
-        if (!read_name(R, f->inputs[i]->name, fl) || !read_type(R, f->inputs[i]->type, fl, &t)) continue;
+        if (!read_name(R, f->inputs[i]->name, fl) || !read_type(R, f->inputs[i]->type, fl, &t, true)) continue;
         IrValue *v = ir_function_add_input(fn, arena_strdup(R->a, f->inputs[i]->name), t);
         v->loc = R->loc;
         scope_define(R, v, fl);
