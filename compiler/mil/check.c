@@ -1675,6 +1675,83 @@ static void infer_resize(OpCtx *x) {
     o->dims[t->rank - 1] = w;
 }
 
+/* cond: two blocks without inputs (true, false branch) whose outputs agree;
+ * the results have their types. */
+static bool block_types_equal(const IrType *a, const IrType *b) {
+    if (a->dtype != b->dtype || a->rank != b->rank || a->state != b->state) return false;
+    for (int i = 0; i < a->rank; i++)
+        if (!dims_match(a->dims[i], b->dims[i])) return false;
+    return true;
+}
+
+static void infer_cond(OpCtx *x) {
+    IrOp *op = x->op;
+    char s1[256], s2[256];
+    if (op->nblocks != 2 || op->blocks[0]->ninputs || op->blocks[1]->ninputs) {
+        ERR("needs two blocks without inputs (the true and the false branch), not %d", op->nblocks);
+        return;
+    }
+    IrBlock *t = op->blocks[0], *f = op->blocks[1];
+    if (t->noutputs != f->noutputs) {
+        ERR("the branches give %d and %d outputs; they must give the same", t->noutputs, f->noutputs);
+        return;
+    }
+    for (int i = 0; i < t->noutputs; i++) {
+        const IrType *a = &t->outputs[i]->type, *b = &f->outputs[i]->type;
+        if (!block_types_equal(a, b)) {
+            ERR("output %d is %s in the true branch but %s in the false branch", i, fmt_type(a, s1, sizeof s1),
+                fmt_type(b, s2, sizeof s2));
+            return;
+        }
+        set_out(x, i, a->dtype, a->rank, a->dims);
+    }
+    if (t->noutputs == 0) x->nout = 0;
+}
+
+/* while_loop: a condition block and a body block, each taking the loop
+ * variables; the condition gives one bool, the body the loop variables'
+ * new values (same types); the results are the final loop variables. */
+static void infer_while_loop(OpCtx *x) {
+    IrOp *op = x->op;
+    const IrArg *lv = arg_of(x, "loop_vars");
+    char s1[256], s2[256];
+    if (op->nblocks != 2) { ERR("needs two blocks (condition, body), not %d", op->nblocks); return; }
+    if (lv->nitems < 1) { ERR("'loop_vars' is empty"); return; }
+    for (int k = 0; k < 2; k++) {
+        IrBlock *b = op->blocks[k];
+        const char *what = k ? "body" : "condition";
+        if (b->ninputs != lv->nitems) {
+            ERR("the %s block takes %d inputs but there are %d loop variables", what, b->ninputs, lv->nitems);
+            return;
+        }
+        for (int i = 0; i < b->ninputs; i++)
+            if (!block_types_equal(&b->inputs[i]->type, &lv->items[i]->type)) {
+                ERR("the %s block's input '%s' is %s but loop variable '%s' is %s", what, b->inputs[i]->name,
+                    fmt_type(&b->inputs[i]->type, s1, sizeof s1), lv->items[i]->name,
+                    fmt_type(&lv->items[i]->type, s2, sizeof s2));
+                return;
+            }
+    }
+    IrBlock *c = op->blocks[0], *body = op->blocks[1];
+    if (c->noutputs != 1 || c->outputs[0]->type.dtype != IR_DT_BOOL || c->outputs[0]->type.rank != 0) {
+        ERR("the condition block must give one bool scalar");
+        return;
+    }
+    if (body->noutputs != lv->nitems) {
+        ERR("the body gives %d outputs but there are %d loop variables", body->noutputs, lv->nitems);
+        return;
+    }
+    for (int i = 0; i < lv->nitems; i++) {
+        const IrType *a = &lv->items[i]->type, *b = &body->outputs[i]->type;
+        if (!block_types_equal(a, b)) {
+            ERR("the body's output %d is %s but loop variable '%s' is %s", i, fmt_type(b, s1, sizeof s1),
+                lv->items[i]->name, fmt_type(a, s2, sizeof s2));
+            return;
+        }
+        set_out(x, i, a->dtype, a->rank, a->dims);
+    }
+}
+
 typedef void (*InferFn)(OpCtx *);
 static const InferFn infer_fns[] = {
 #define X(e, n, sig, rule) infer_##rule,
@@ -1822,6 +1899,8 @@ static void check_op(Checker *c, IrOp *op) {
             check_arg_type(&x, s, a, a->kind == IR_ARG_VALUE ? &a->value->type : &a->lit->type, a->name, first, first_t);
         }
     }
+    if (op->nblocks && op->kind != OP_COND && op->kind != OP_WHILE_LOOP)
+        op_error(&x, op->loc, "takes no nested blocks (only cond and while_loop do)");
     if (!x.ok) return;
     infer_fns[op->kind](&x);
     if (!x.ok || x.nout < 0) return;
@@ -2076,6 +2155,43 @@ static void verify_use(Checker *c, const ValueSet *defined, const IrValue *v, Sr
 }
 
 /* Every value defined once and before its uses; every output defined. */
+/* Values of block b are seen from block from: b is from or encloses it. */
+static bool block_visible(const IrBlock *from, const IrBlock *b) {
+    for (const IrBlock *k = from; k; k = k->parent->block)
+        if (k == b) return true;
+    return b == NULL;
+}
+
+static void verify_use_in(Checker *c, const ValueSet *defined, const IrValue *v, SrcLoc loc, const IrBlock *in) {
+    if (set_has(defined, v) && !block_visible(in, v->block))
+        diag_error(c->d, loc, "'%s' is defined inside a nested block and is not visible here", v->name);
+    else verify_use(c, defined, v, loc);
+}
+
+/* Ops of one list (in block in, NULL at function level), nested blocks
+ * included: every use defined before it and visible from it. */
+static void verify_ops(Checker *c, ValueSet *defined, IrOp *first, const IrBlock *in) {
+    for (IrOp *op = first; op; op = op->next) {
+        for (int i = 0; i < op->nargs; i++) {
+            IrArg *a = &op->args[i];
+            if (a->kind == IR_ARG_VALUE) verify_use_in(c, defined, a->value, a->loc, in);
+            else if (a->kind == IR_ARG_TUPLE)
+                for (int j = 0; j < a->nitems; j++) verify_use_in(c, defined, a->items[j], a->loc, in);
+        }
+        for (int b = 0; b < op->nblocks; b++) {
+            IrBlock *bl = op->blocks[b];
+            for (int i = 0; i < bl->ninputs; i++)
+                if (!set_add(defined, bl->inputs[i]))
+                    diag_error(c->d, bl->inputs[i]->loc, "'%s' is defined twice", bl->inputs[i]->name);
+            verify_ops(c, defined, bl->first, bl);
+            for (int i = 0; i < bl->noutputs; i++) verify_use_in(c, defined, bl->outputs[i], bl->output_locs[i], bl);
+        }
+        for (int i = 0; i < op->nresults; i++)
+            if (!set_add(defined, op->results[i]))
+                diag_error(c->d, op->results[i]->loc, "'%s' is defined twice", op->results[i]->name);
+    }
+}
+
 static void verify_function(Checker *c, IrFunction *fn) {
     ValueSet defined = {0};
     for (int i = 0; i < fn->ninputs; i++) {
@@ -2088,19 +2204,9 @@ static void verify_function(Checker *c, IrFunction *fn) {
         if (!mil_is_identifier(fn->outputs[i]->name))
             diag_error(c->d, fn->output_locs[i], "output name '%s' of function '%s' is not an identifier",
                        fn->outputs[i]->name, fn->name);
-    IR_FOR_EACH_OP(op, fn) {
-        for (int i = 0; i < op->nargs; i++) {
-            IrArg *a = &op->args[i];
-            if (a->kind == IR_ARG_VALUE) verify_use(c, &defined, a->value, a->loc);
-            else if (a->kind == IR_ARG_TUPLE)
-                for (int j = 0; j < a->nitems; j++) verify_use(c, &defined, a->items[j], a->loc);
-        }
-        for (int i = 0; i < op->nresults; i++)
-            if (!set_add(&defined, op->results[i]))
-                diag_error(c->d, op->results[i]->loc, "'%s' is defined twice", op->results[i]->name);
-    }
+    verify_ops(c, &defined, fn->first, NULL);
     for (int i = 0; i < fn->noutputs; i++)
-        if (!set_has(&defined, fn->outputs[i]))
+        if (!set_has(&defined, fn->outputs[i]) || fn->outputs[i]->block)
             diag_error(c->d, fn->output_locs[i], "output '%s' is not defined in function '%s'", fn->outputs[i]->name,
                        fn->name);
     free(defined.slots);
@@ -2115,6 +2221,14 @@ static char *dir_of(const char *file) {
     return strndup(file, (size_t)(slash - file));
 }
 
+/* Every op of a list, then the ops of its nested blocks. */
+static void check_ops(Checker *c, IrOp *first) {
+    for (IrOp *op = first; op && !c->d->truncated; op = op->next) {
+        check_op(c, op);
+        for (int b = 0; b < op->nblocks; b++) check_ops(c, op->blocks[b]->first);
+    }
+}
+
 bool mil_check(IrProgram *p, const MilCheckOptions *o, DiagSink *d) {
     int errors0 = d->errors;
     Checker c = {0};
@@ -2127,10 +2241,7 @@ bool mil_check(IrProgram *p, const MilCheckOptions *o, DiagSink *d) {
     for (int f = 0; f < p->nfuncs; f++) {
         IrFunction *fn = p->funcs[f];
         verify_function(&c, fn);
-        IR_FOR_EACH_OP(op, fn) {
-            if (d->truncated) break;
-            check_op(&c, op);
-        }
+        check_ops(&c, fn->first);
     }
     if (c.target == MIL_TARGET_ANE && !d->truncated) ane_check(&c);
     for (int i = 0; i < c.nblobs; i++) {

@@ -234,6 +234,21 @@ static Cml__NamedValueType *enc_named(Enc *E, const IrValue *v) {
     return nt;
 }
 
+static Cml__Operation **enc_ops(Enc *E, const IrOp *first, int nops, size_t *n);
+
+/* A nested block: its inputs, ops and output names. */
+static Cml__Block *enc_block(Enc *E, const IrBlock *bl) {
+    Cml__Block *b = NEW(E, Cml__Block, CML__BLOCK__INIT);
+    b->n_inputs = (size_t)bl->ninputs;
+    b->inputs = ARR(E, Cml__NamedValueType *, bl->ninputs);
+    for (int i = 0; i < bl->ninputs; i++) b->inputs[i] = enc_named(E, bl->inputs[i]);
+    b->operations = enc_ops(E, bl->first, bl->nops, &b->n_operations);
+    b->n_outputs = (size_t)bl->noutputs;
+    b->outputs = ARR(E, char *, bl->noutputs);
+    for (int i = 0; i < bl->noutputs; i++) b->outputs[i] = (char *)bl->outputs[i]->name;
+    return b;
+}
+
 static Cml__Operation *enc_op(Enc *E, const IrOp *op) {
     Cml__Operation *o = NEW(E, Cml__Operation, CML__OPERATION__INIT);
     o->type = (char *)mil_op_name(op->kind);
@@ -247,6 +262,9 @@ static Cml__Operation *enc_op(Enc *E, const IrOp *op) {
     o->outputs = ARR(E, Cml__NamedValueType *, op->nresults);
     for (int i = 0; i < op->nresults; i++) o->outputs[i] = enc_named(E, op->results[i]);
     o->attributes = enc_attrs(E, op->attrs, op->nattrs, op->name, &o->n_attributes);
+    o->n_blocks = (size_t)op->nblocks;
+    o->blocks = ARR(E, Cml__Block *, op->nblocks);
+    for (int i = 0; i < op->nblocks; i++) o->blocks[i] = enc_block(E, op->blocks[i]);
     return o;
 }
 
@@ -280,6 +298,23 @@ static void enc_update_state(Enc *E, const IrOp *op, Cml__Operation **out) {
     out[1] = r;
 }
 
+/* The ops of a list (nops of them from first), in order. */
+static Cml__Operation **enc_ops(Enc *E, const IrOp *first, int nops, size_t *n) {
+    int max_ops = 2 * nops; /* coreml_update_state goes out as two ops */
+    Cml__Operation **ops = ARR(E, Cml__Operation *, max_ops);
+    size_t i = 0;
+    for (const IrOp *op = first; op; op = op->next) {
+        if (op->kind == OP_COREML_UPDATE_STATE && op->nresults == 1 && ir_op_arg(op, "state") && ir_op_arg(op, "value")) {
+            enc_update_state(E, op, &ops[i]);
+            i += 2;
+        } else {
+            ops[i++] = enc_op(E, op);
+        }
+    }
+    *n = i;
+    return ops;
+}
+
 static Cml__FunctionEntry *enc_function(Enc *E, const IrFunction *fn) {
     const char *cml = pkg_opset_to_cml(fn->opset);
     if (!cml) {
@@ -289,18 +324,7 @@ static Cml__FunctionEntry *enc_function(Enc *E, const IrFunction *fn) {
     }
     Cml__Block *b = NEW(E, Cml__Block, CML__BLOCK__INIT);
     b->n_operations = (size_t)fn->nops;
-    int max_ops = 2 * fn->nops; /* coreml_update_state goes out as two ops */
-    b->operations = ARR(E, Cml__Operation *, max_ops);
-    size_t i = 0;
-    IR_FOR_EACH_OP(op, fn) {
-        if (op->kind == OP_COREML_UPDATE_STATE && op->nresults == 1 && ir_op_arg(op, "state") && ir_op_arg(op, "value")) {
-            enc_update_state(E, op, &b->operations[i]);
-            i += 2;
-        } else {
-            b->operations[i++] = enc_op(E, op);
-        }
-    }
-    b->n_operations = i;
+    b->operations = enc_ops(E, fn->first, fn->nops, &b->n_operations);
     b->n_outputs = (size_t)fn->noutputs;
     b->outputs = ARR(E, char *, fn->noutputs);
     for (int k = 0; k < fn->noutputs; k++) b->outputs[k] = (char *)fn->outputs[k]->name;

@@ -423,6 +423,30 @@ static const Case cases[] = {
     {F16 "[1, 3, 8, 8]> a", F16 "[1, 3, 16, 12]> y = upsample_bilinear(align_corners = bool(false), half_pixel_centers = bool(true), scale_factor_height = fp32(2), scale_factor_width = fp32(1.5), x = a)[name = string(\"y\")];", ""},
     {F16 "[1, 3, 8, 8]> a", F16 "[1, 3, 16, 16]> y = upsample_bilinear(scale_factor_height = fp32(2), scale_factor_width = int32(2), x = a)[name = string(\"y\")];",
      "upsample_bilinear: argument 'scale_factor_width' is int32 but 'scale_factor_height' is fp32; they must have the same dtype"},
+    /* cond, while_loop: nested blocks */
+    {"bool p, " F16 "[2]> x", F16 "[2]> y = cond(pred = p)[name = string(\"y\")] { () { " F16 "[2]> a = relu(x = x)[name = string(\"a\")]; } -> (a); () { } -> (x); };", ""},
+    {"bool p, " F16 "[2]> x, " F16 "[3]> z", F16 "[2]> y = cond(pred = p)[name = string(\"y\")] { () { } -> (x); () { } -> (z); };",
+     "cond: output 0 is tensor<fp16, [2]> in the true branch but tensor<fp16, [3]> in the false branch"},
+    {"bool p, " F16 "[2]> x", F16 "[2]> y = cond(pred = p)[name = string(\"y\")] { () { } -> (x); };",
+     "cond: needs two blocks without inputs (the true and the false branch), not 1"},
+    {"bool p, " F16 "[2]> x", F16 "[2]> y = cond(pred = p)[name = string(\"y\")] { () { " F16 "[2]> a = relu(x = x)[name = string(\"a\")]; } -> (a); () { } -> (a); };",
+     "undefined variable 'a'"},
+    {"int32 i0, " F16 "[2]> x",
+     "int32 n, " F16 "[2]> y = while_loop(loop_vars = (i0, x))[name = string(\"y\")] { (int32 i, " F16 "[2]> s) { bool go = less(x = i, y = int32(3))[name = string(\"go\")]; } -> (go); "
+     "(int32 i, " F16 "[2]> s) { int32 j = add(x = i, y = int32(1))[name = string(\"j\")]; " F16 "[2]> t = add(x = s, y = x)[name = string(\"t\")]; } -> (j, t); };", ""},
+    {"int32 i0, " F16 "[2]> x",
+     "int32 n, " F16 "[2]> y = while_loop(loop_vars = (i0, x))[name = string(\"y\")] { (int32 i, " F16 "[2]> s) { } -> (i); (int32 i, " F16 "[2]> s) { } -> (i, s); };",
+     "while_loop: the condition block must give one bool scalar"},
+    {"int32 i0, " F16 "[2]> x",
+     "int32 n, " F16 "[2]> y = while_loop(loop_vars = (i0, x))[name = string(\"y\")] { (int32 i, " F16 "[2]> s) { bool go = less(x = i, y = int32(3))[name = string(\"go\")]; } -> (go); "
+     "(int32 i, " F16 "[2]> s) { tensor<fp32, [2]> t = cast(dtype = string(\"fp32\"), x = s)[name = string(\"t\")]; } -> (i, t); };",
+     "while_loop: the body's output 1 is tensor<fp32, [2]> but loop variable 'x' is tensor<fp16, [2]>"},
+    {"int32 i0, " F16 "[2]> x",
+     "int32 n, " F16 "[2]> y = while_loop(loop_vars = (i0, x))[name = string(\"y\")] { (int32 i) { bool go = less(x = i, y = int32(3))[name = string(\"go\")]; } -> (go); "
+     "(int32 i, " F16 "[2]> s) { } -> (i, s); };",
+     "while_loop: the condition block takes 1 inputs but there are 2 loop variables"},
+    {F16 "[2]> x", F16 "[2]> y = relu(x = x)[name = string(\"y\")] { () { } -> (x); };",
+     "relu: takes no nested blocks (only cond and while_loop do)"},
 };
 
 /* Parse and check one case; returns the messages, one per line (caller frees). */

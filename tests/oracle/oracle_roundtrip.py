@@ -11,7 +11,8 @@
    outputs match numpy;
 3. states: a program with a state input (a KV cache updated with
    slice_update) written by milc and loaded by coremltools, and the same made
-   by coremltools, read and rewritten by milc, loaded by coremltools again.
+   by coremltools, read and rewritten by milc, loaded by coremltools again;
+4. nested blocks: cond and while_loop the same two ways.
 
 usage: oracle_roundtrip.py MILC SRC ORACLE_DIR WORK
 Exit 0 on success; 77 (ctest's skip code) without the oracle unless CI=true,
@@ -348,6 +349,60 @@ def bad_states(good):
     print("ok  %-22s damaged state specs refused with the field named" % "bad_states")
 
 
+# ---- 4. nested blocks (cond, while_loop) both ways ----
+
+FLOW_SCRIPT = """
+@mb.program(input_specs=[mb.TensorSpec(shape=(2,), dtype=types.fp32), mb.TensorSpec(shape=(1,), dtype=types.int32)],
+            opset_version=ct.target.iOS18)
+def prog(x, n):
+    p = mb.squeeze(x=mb.greater(x=n, y=np.int32(0)))
+    y = mb.cond(pred=p, _true_fn=lambda: mb.add(x=x, y=x), _false_fn=lambda: mb.mul(x=x, y=x))
+    def c(i, s):
+        return mb.less(x=i, y=np.int32(3))
+    def b(i, s):
+        return mb.add(x=i, y=np.int32(1)), mb.add(x=s, y=x)
+    i, acc = mb.while_loop(_cond=c, _body=b, loop_vars=(np.int32(0), y))
+    return acc
+"""
+
+
+def control_flow_roundtrip():
+    # milc's text (tests/mil/golden/control_flow.mil) -> package -> coremltools -> milc.
+    src = os.path.join(SRC, "tests/mil/golden/control_flow.mil")
+    text = sh(MILC, "fmt", src).stdout
+    pkg = os.path.join(WORK, "control_flow.mlpackage")
+    sh(MILC, "-q", "convert", src, "-o", pkg)
+    r = oracle("load", pkg, ok=False)
+    if r.returncode != 0 or "while_loop(" not in r.stdout or "cond(" not in r.stdout:
+        failures.append("control_flow: coremltools does not load milc's package with nested blocks: %s" % (r.stdout + r.stderr)[-1500:])
+        return
+    if sh(MILC, "fmt", pkg).stdout != text:
+        failures.append("control_flow: package read back differs from the program")
+        return
+    print("ok  %-22s milc -> package with cond/while_loop -> coremltools loads it -> milc reads it back" % "control_flow")
+    # coremltools' cond / while_loop (sibling blocks reuse input names) -> milc -> package -> coremltools.
+    sfile = os.path.join(WORK, "ct_flow.py")
+    open(sfile, "w").write(FLOW_SCRIPT)
+    ct_pkg = os.path.join(WORK, "ct_flow.mlpackage")
+    oracle("make", sfile, ct_pkg)
+    sh(MILC, "check", ct_pkg)
+    text = sh(MILC, "fmt", ct_pkg).stdout
+    # four blocks and the function end in "} -> ("
+    if text.count("} -> (") != 5 or " = cond(" not in text or " = while_loop(" not in text:
+        failures.append("ct_flow: milc's reading of coremltools' cond/while_loop lacks its blocks:\n" + text)
+        return
+    again = os.path.join(WORK, "ct_flow_milc.mlpackage")
+    sh(MILC, "-q", "convert", ct_pkg, "-o", again)
+    r = oracle("load", again, ok=False)
+    if r.returncode != 0:
+        failures.append("ct_flow: coremltools does not load milc's rewrite of its package: %s" % (r.stdout + r.stderr)[-1500:])
+        return
+    if sh(MILC, "fmt", again).stdout != text:
+        failures.append("ct_flow: coremltools -> milc -> package -> milc changed the program")
+        return
+    print("ok  %-22s coremltools' cond/while_loop -> milc -> package -> coremltools loads it" % "ct_flow")
+
+
 def main():
     why = have_oracle()
     if why:
@@ -370,6 +425,10 @@ def main():
         states_roundtrip()
     except RuntimeError as e:
         failures.append("states: %s" % e)
+    try:
+        control_flow_roundtrip()
+    except RuntimeError as e:
+        failures.append("control flow: %s" % e)
     for f in failures:
         print("FAIL: " + f)
     return 1 if failures else 0

@@ -266,7 +266,9 @@
       "x:T target_size_height:int32#0!?=1 target_size_width:int32#0!?=1 sampling_mode:string#0!?=DEFAULT", resize) \
     X(UPSAMPLE_BILINEAR, "upsample_bilinear",                                                  \
       "x:T scale_factor_height:S{fp32,int32}#0!?=1 scale_factor_width:S{fp32,int32}#0!?=1 "     \
-      "align_corners:bool#0!?=true half_pixel_centers:bool#0!?>16=false", upsample)
+      "align_corners:bool#0!?=true half_pixel_centers:bool#0!?>16=false", upsample) \
+    X(COND, "cond", "pred:bool#0", cond)                                                       \
+    X(WHILE_LOOP, "while_loop", "loop_vars:any*", while_loop)
 
 typedef enum IrOpKind {
 #define X(e, n, sig, rule) OP_##e,
