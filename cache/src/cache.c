@@ -204,7 +204,7 @@ static int map_note(Cache *c) {
     c->mapsize = info.me_mapsize;
     c->mapaddr = c->writemap ? map_base(c, &resized) : NULL;
     if (c->mapaddr) {
-        mprotect(c->mapaddr, (size_t)c->mapsize, PROT_READ);
+        if (!(cache_tune & CACHE_TUNE_NO_MPROTECT)) mprotect(c->mapaddr, (size_t)c->mapsize, PROT_READ);
         /* Pages read in through the map (after a reboot, say) then come as
          * 2 MB folios mapped by one PMD each, as a put leaves them (see
          * Stage).  A hint: without transparent huge pages nothing changes. */
@@ -213,8 +213,10 @@ static int map_note(Cache *c) {
     return resized;
 }
 
+unsigned cache_tune;
+
 static void map_writable(Cache *c, int on) {
-    if (c->writemap && c->mapaddr)
+    if (c->writemap && c->mapaddr && !(cache_tune & CACHE_TUNE_NO_MPROTECT))
         mprotect(c->mapaddr, (size_t)c->mapsize, on ? PROT_READ | PROT_WRITE : PROT_READ);
 }
 
@@ -1146,7 +1148,7 @@ static int put_body(Cache *c, MDB_txn *txn, void *arg) {
     uint64_t pos = 0, vsz = 0;
     uint32_t cur = UINT32_MAX;
     Stage sg = {c, -1, NULL, UINT64_MAX, 0, 0};
-    if (c->mapaddr && mdb_env_get_fd(c->env, &sg.fd) != 0) sg.fd = -1;
+    if (!c->mapaddr || (cache_tune & CACHE_TUNE_NO_PWRITE) || mdb_env_get_fd(c->env, &sg.fd) != 0) sg.fd = -1;
     if (sg.fd >= 0 && !c->stage && !(c->stage = aligned_alloc(64, COPY_BLOCK))) return ENOMEM;
     sg.buf = c->stage;
     for (uint32_t i = 0; i < j->e->nsec; i++) {

@@ -47,6 +47,15 @@ int cache_pieces_checksum(const CachePiece *pieces, const uint32_t *first, uint3
 /* The same over whole sections. */
 int cache_sections_checksum(const CacheSection *secs, int n, uint8_t out[16]);
 
+/* Store-path techniques a benchmark can switch off to measure what each one
+ * is worth (bench/bench_store.c); 0, the default, uses them all.  Process
+ * wide, read at each put; not part of the API. */
+enum {
+    CACHE_TUNE_NO_PWRITE = 1u << 0,   /* write values through the map (memcpy), not pwrite */
+    CACHE_TUNE_NO_MPROTECT = 1u << 1, /* leave the map writable between write transactions */
+};
+extern unsigned cache_tune;
+
 /* snprintf into a fixed message buffer; NULL-safe. */
 void cache_fmt(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
