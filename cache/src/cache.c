@@ -418,12 +418,19 @@ int cache_open(Cache **out, const char *dir, const CacheOptions *opt, char *err,
         cache_close(c);
         return CACHE_EIO;
     }
+    c->boot = boot_tag();
+    /* Alone (the lock taken exclusively without waiting), look for commits
+     * of an earlier boot that never reached the disk (unsynced.c).  A
+     * process that holds the lock shared did that when it opened. */
+    if (flock(c->lockfd, LOCK_EX | LOCK_NB) == 0 && (rc = cache_unsynced_recover(c, err, errlen)) != 0) {
+        cache_close(c);
+        return rc;
+    }
     if (flock_retry(c->lockfd, LOCK_SH) != 0) {
         cache_fmt(err, errlen, "cannot lock %s: %s", c->lockpath, strerror(errno));
         cache_close(c);
         return CACHE_EIO;
     }
-    c->boot = boot_tag();
     /* Without a stamp every hit is checksummed: correct, only slower; but
      * something other than a file there is refused like any other. */
     if (os_open_at(dirfd, dir, "milc.stamp", O_RDWR | O_CREAT, 0600, &c->stampfd, err, errlen) == -EINVAL) {
@@ -463,7 +470,8 @@ int cache_destroy(const char *dir, char *err, size_t errlen) {
         close(fd);
         return CACHE_EBUSY;
     }
-    static const char *const files[] = {"data.mdb", "lock.mdb", "data.mdb.compact", "milc.stamp", "milc.lock"};
+    static const char *const files[] = {"data.mdb",   "lock.mdb",      "data.mdb.compact",
+                                        "milc.stamp", "milc.unsynced", "milc.lock"};
     int rc = 0;
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, files[i]);
@@ -554,9 +562,21 @@ static int flush_pending_in(Cache *c, MDB_txn *txn) {
  * state from a failed attempt). */
 static int write_txn(Cache *c, TxnBody body, void *arg, uint64_t grow_hint, const char *what);
 
+/* A commit that waits for the disk makes every earlier one durable too
+ * (LMDB syncs the whole file), so the marker of unsynced ones goes; one that
+ * does not wait needs the marker first, or it waits after all.  While the
+ * marker stands, a flush of statistics does not wait either: it would wait
+ * for every pulled byte (the hits after a pull flush at close), and the
+ * marker already covers it. */
 int cache_write_txn(Cache *c, TxnBody body, void *arg, uint64_t grow_hint, const char *what) {
     cache_stamp_begin(c);
+    int nosync = !c->opt.no_sync && c->stamp_locked &&
+                 (c->txn_refetch ? cache_unsynced_mark(c) == 0 : !body && cache_unsynced_present(c));
+    c->txn_refetch = 0;
+    if (nosync) mdb_env_set_flags(c->env, MDB_NOSYNC, 1);
     int rc = write_txn(c, body, arg, grow_hint, what);
+    if (nosync) mdb_env_set_flags(c->env, MDB_NOSYNC, 0);
+    else if (rc == 0 && !c->opt.no_sync && c->stamp_locked) cache_unsynced_clear(c);
     cache_stamp_end(c, rc == 0);
     return rc;
 }
@@ -1054,6 +1074,7 @@ typedef struct PutJob {
     const uint64_t *valsz; /* per chunk */
     uint64_t limit;
     uint64_t now;
+    const CachePutOptions *po; /* its direct key, if any, goes in with the entry */
 } PutJob;
 
 /* Bytes bound for values reserved in the map.  With WRITEMAP they go in
@@ -1134,6 +1155,19 @@ static int put_bytes(Stage *s, uint8_t *dst, const uint8_t *src, uint64_t n, XXH
     return 0;
 }
 
+/* A direct key's value: the artifact key, then the direct record. */
+static int direct_in(Cache *c, MDB_txn *txn, const CacheKey *dkey, const void *drec, size_t dlen,
+                     const CacheKey *akey) {
+    uint8_t *val = malloc(16 + dlen);
+    if (!val) return ENOMEM;
+    memcpy(val, akey->b, 16);
+    if (dlen) memcpy(val + 16, drec, dlen);
+    MDB_val k = mval(dkey->b, 16), v = mval(val, 16 + dlen);
+    int rc = mdb_put(txn, c->db_direct, &k, &v, 0);
+    free(val);
+    return rc;
+}
+
 static int put_body(Cache *c, MDB_txn *txn, void *arg) {
     PutJob *j = arg;
     int rc = cache_del_entry(c, txn, j->key, NULL);
@@ -1193,13 +1227,17 @@ static int put_body(Cache *c, MDB_txn *txn, void *arg) {
     if ((rc = mdb_put(txn, c->db_usage, &k, &v, 0)) != 0) return rc;
     if ((rc = ctr_add(c, txn, CTR_ENTRIES, 1)) != 0) return rc;
     if ((rc = ctr_add(c, txn, CTR_BYTES, (int64_t)j->e->total)) != 0) return rc;
+    if (j->po && j->po->dkey && (rc = direct_in(c, txn, j->po->dkey, j->po->drecord, j->po->drecord_len, j->key)) != 0)
+        return rc;
     uint64_t limit = j->limit ? j->limit : ctr_get(c, txn, CTR_MAX_BYTES), nev, bev;
     return limit ? cache_evict_in(c, txn, limit, 0, j->key, &nev, &bev) : 0;
 }
 
 int cache_put_at(Cache *c, const CacheKey *k, const void *record, size_t rlen, const CacheEntryMeta *m,
-                 const CacheSection *secs, int nsecs, uint64_t created, const uint8_t *checksum) {
+                 const CacheSection *secs, int nsecs, uint64_t created, const uint8_t *checksum,
+                 const CachePutOptions *po) {
     if (!c || !k || (rlen && !record) || nsecs < 0 || (nsecs && !secs) || rlen > UINT32_MAX) return CACHE_EINVAL;
+    if (po && po->dkey && po->drecord_len && !po->drecord) return CACHE_EINVAL;
     c->err[0] = 0;
     static const CacheEntryMeta none;
     if (!m) m = &none;
@@ -1264,8 +1302,10 @@ int cache_put_at(Cache *c, const CacheKey *k, const void *record, size_t rlen, c
     for (uint32_t i = 0; i < nchunks; i++)
         if (valsz[i] < c->psize / 2) valsz[i] = c->psize / 2;
     PutJob job = {.key = k, .meta = meta, .have_sum = checksum != NULL, .meta_len = mlen, .secs = secs, .e = &e,
-                  .valsz = valsz, .limit = c->opt.max_bytes, .now = now};
-    rc = cache_write_txn(c, put_body, &job, total + mlen + (uint64_t)nchunks * c->psize, "store entry");
+                  .valsz = valsz, .limit = c->opt.max_bytes, .now = now, .po = po};
+    c->txn_refetch = po && (po->flags & CACHE_PUT_REFETCHABLE);
+    uint64_t dextra = po && po->dkey ? po->drecord_len + 4096 : 0;
+    rc = cache_write_txn(c, put_body, &job, total + mlen + dextra + (uint64_t)nchunks * c->psize, "store entry");
     free(valsz);
     free(meta);
     return rc;
@@ -1273,7 +1313,12 @@ int cache_put_at(Cache *c, const CacheKey *k, const void *record, size_t rlen, c
 
 int cache_put(Cache *c, const CacheKey *k, const void *record, size_t record_len, const CacheEntryMeta *m,
               const CacheSection *secs, int nsecs) {
-    return cache_put_at(c, k, record, record_len, m, secs, nsecs, 0, NULL);
+    return cache_put_at(c, k, record, record_len, m, secs, nsecs, 0, NULL, NULL);
+}
+
+int cache_put_ex(Cache *c, const CacheKey *k, const void *record, size_t record_len, const CacheEntryMeta *m,
+                 const CacheSection *secs, int nsecs, const CachePutOptions *po) {
+    return cache_put_at(c, k, record, record_len, m, secs, nsecs, 0, NULL, po);
 }
 
 /* One value under a 16-byte key in a small-value database (direct, notes). */
@@ -1410,6 +1455,7 @@ int cache_stat(Cache *c, CacheStats *s) {
     s->max_bytes = c->opt.max_bytes ? c->opt.max_bytes : v[CTR_MAX_BYTES];
     s->file_bytes = file_size(c->datapath);
     s->map_bytes = c->mapsize;
+    s->restarted = c->restarted;
     return 0;
 }
 

@@ -639,16 +639,27 @@ int remote_get(Remote *r, const CacheKey *k, const void *record, size_t record_l
     return 0;
 }
 
-int remote_pull(Remote *r, Cache *c, const CacheKey *k, const void *record, size_t record_len) {
+/* Fetch entry k and store it locally, with the direct key po names (if
+ * any) in the same transaction.  A pulled entry can be pulled again, so its
+ * commit does not wait for the disk (CACHE_PUT_REFETCHABLE: a crash may cost
+ * the local cache, never serve a torn entry). */
+static int pull_into(Remote *r, Cache *c, const CacheKey *k, const void *record, size_t record_len,
+                     CachePutOptions *po) {
     RemoteEntry *e;
     int rc = remote_get(r, k, record, record_len, &e);
     if (rc != 0) return rc;
     CacheEntryMeta meta = {.description = e->description, .backend = e->backend, .mode = e->mode,
                            .compile_ns = e->compile_ns};
-    if ((rc = cache_put(c, k, e->record, e->record_len, &meta, e->secs, e->nsecs)) != 0)
+    po->flags |= CACHE_PUT_REFETCHABLE;
+    if ((rc = cache_put_ex(c, k, e->record, e->record_len, &meta, e->secs, e->nsecs, po)) != 0)
         fail(r, rc, "storing the pulled entry locally: %s: %s", cache_strerror(rc), cache_errmsg(c));
     remote_entry_free(e);
     return rc;
+}
+
+int remote_pull(Remote *r, Cache *c, const CacheKey *k, const void *record, size_t record_len) {
+    CachePutOptions po = {0};
+    return pull_into(r, c, k, record, record_len, &po);
 }
 
 /* ---- push ---------------------------------------------------------------- */
@@ -900,7 +911,8 @@ int remote_pull_direct(Remote *r, Cache *c, const CacheKey *dkey, const void *dr
     CacheHit *hit;
     int have = cache_get(c, &ak, NULL, 0, CACHE_GET_NOTOUCH, &hit) == 0;
     if (have) cache_hit_release(hit);
-    else if ((rc = remote_pull(r, c, &ak, NULL, 0)) != 0) return rc;
+    CachePutOptions po = {.dkey = dkey, .drecord = drecord, .drecord_len = drecord_len};
+    if (!have) return pull_into(r, c, &ak, NULL, 0, &po);
     if ((rc = cache_direct_put(c, dkey, drecord, drecord_len, &ak)) != 0)
         return fail(r, rc, "storing the pulled direct key locally: %s", cache_errmsg(c));
     return 0;

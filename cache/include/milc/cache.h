@@ -171,6 +171,29 @@ typedef struct CacheEntryMeta {
 int cache_put(Cache *c, const CacheKey *k, const void *record, size_t record_len,
               const CacheEntryMeta *m, const CacheSection *secs, int nsecs);
 
+/* A put with options (cache_put_ex).  flags: CACHE_PUT_REFETCHABLE says the
+ * bytes can be fetched again from elsewhere (a pull from a shared tier): the
+ * commit then does not wait for the disk.  The crash contract of such a put
+ * (cache/README.md, "Durability"): a process killed at any instant loses
+ * nothing that was committed; an OS crash or power loss before the next
+ * durable commit of the directory (any put without the flag, a statistics
+ * flush, a gc, in any process) may lose the whole local cache, which the
+ * next cache_open after the reboot then starts afresh (see
+ * CacheStats.restarted) — never a torn entry.  Where the boot cannot be told
+ * apart (no boot id), the flag is ignored and the put is durable.
+ * dkey: also map this direct key to the entry (as cache_direct_put), in the
+ * same transaction; NULL: none. */
+enum { CACHE_PUT_REFETCHABLE = 1u << 0 };
+typedef struct CachePutOptions {
+    unsigned flags;
+    const CacheKey *dkey;
+    const void *drecord;
+    size_t drecord_len;
+} CachePutOptions;
+/* cache_put with options (po NULL = cache_put). */
+int cache_put_ex(Cache *c, const CacheKey *k, const void *record, size_t record_len, const CacheEntryMeta *m,
+                 const CacheSection *secs, int nsecs, const CachePutOptions *po);
+
 /* Map a direct key (template bytes, parameters, weight-source digest) to the
  * artifact key akey.  The direct record is stored and compared like a key record. */
 int cache_direct_put(Cache *c, const CacheKey *dkey, const void *drecord, size_t drecord_len,
@@ -314,6 +337,9 @@ typedef struct CacheStats {
     uint64_t file_bytes; /* disk space data.mdb takes (allocated blocks; the file
                             itself is sparse and as long as the map) */
     uint64_t map_bytes;  /* current map size */
+    int restarted;       /* this handle's open found the file of an earlier boot
+                            with commits that never reached the disk (after a
+                            CACHE_PUT_REFETCHABLE put) and started the cache afresh */
 } CacheStats;
 int cache_stat(Cache *c, CacheStats *s);
 int cache_zero_stats(Cache *c);
