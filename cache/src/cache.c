@@ -562,16 +562,20 @@ static int flush_pending_in(Cache *c, MDB_txn *txn) {
  * state from a failed attempt). */
 static int write_txn(Cache *c, TxnBody body, void *arg, uint64_t grow_hint, const char *what);
 
+static int kv_body(Cache *c, MDB_txn *txn, void *arg);
+
 /* A commit that waits for the disk makes every earlier one durable too
  * (LMDB syncs the whole file), so the marker of unsynced ones goes; one that
  * does not wait needs the marker first, or it waits after all.  While the
- * marker stands, a flush of statistics does not wait either: it would wait
- * for every pulled byte (the hits after a pull flush at close), and the
- * marker already covers it. */
+ * marker stands, a commit of what the caller derives again (statistics, a
+ * direct key, a note) does not wait either: it would wait for every pulled
+ * byte (the hits after a pull flush at close, the caller notes its request),
+ * and the marker already covers it. */
 int cache_write_txn(Cache *c, TxnBody body, void *arg, uint64_t grow_hint, const char *what) {
     cache_stamp_begin(c);
+    int light = !body || body == kv_body; /* statistics, a direct key, a note: all derived again */
     int nosync = !c->opt.no_sync && c->stamp_locked &&
-                 (c->txn_refetch ? cache_unsynced_mark(c) == 0 : !body && cache_unsynced_present(c));
+                 (c->txn_refetch ? cache_unsynced_mark(c) == 0 : light && cache_unsynced_present(c));
     c->txn_refetch = 0;
     if (nosync) mdb_env_set_flags(c->env, MDB_NOSYNC, 1);
     int rc = write_txn(c, body, arg, grow_hint, what);

@@ -84,6 +84,8 @@ typedef struct RemoteEntry {
 /* Fetch entry k and check it as remote_pull does, without storing it.
  * Codes as remote_pull; *out only on 0. */
 int remote_get(Remote *r, const CacheKey *k, const void *record, size_t record_len, RemoteEntry **out);
+/* Free an entry (before remote_close of the handle that got it: the handle
+ * keeps the buffer for its next get). */
 void remote_entry_free(RemoteEntry *e);
 
 /* Pull entry k into the local cache c (remote_get, then cache_put).  record (may be NULL: only for a key the
