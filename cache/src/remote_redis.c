@@ -851,6 +851,19 @@ static int push_entry(Remote *r, const CacheEntryInfo *e, const CacheSection *se
     return rc;
 }
 
+/* Push entry e with its sections unless the server holds it whole. */
+static int push_unless_whole(Remote *r, const CacheEntryInfo *e, const CacheSection *secs) {
+    redisReply *old = NULL;
+    int rc = manifest_get(r, &e->key, &old);
+    if (rc == CACHE_ENOTFOUND || rc == 0) {
+        int refused = r->has_refused && memcmp(r->refused.b, e->key.b, 16) == 0;
+        int whole = rc == 0 && !refused ? entry_whole(r, e, old) : 0;
+        rc = whole == 1 ? 1 : r->down ? CACHE_EIO : push_entry(r, e, secs, old);
+    }
+    if (old) freeReplyObject(old);
+    return rc;
+}
+
 int remote_push(Remote *r, Cache *c, const CacheKey *k) {
     int rc = usable(r, 1);
     if (rc != 0) return rc;
@@ -859,16 +872,82 @@ int remote_push(Remote *r, Cache *c, const CacheKey *k) {
         return fail(r, rc, "the local entry cannot be read: %s", cache_strerror(rc));
     const CacheSection *secs;
     int nsec;
-    const CacheEntryInfo *e = cache_hit_info(hit);
-    redisReply *old = NULL;
     if ((rc = cache_hit_sections(hit, &secs, &nsec)) != 0) fail(r, rc, "out of memory");
-    else if ((rc = manifest_get(r, k, &old)) == CACHE_ENOTFOUND || rc == 0) {
-        int refused = r->has_refused && memcmp(r->refused.b, k->b, 16) == 0;
-        int whole = rc == 0 && !refused ? entry_whole(r, e, old) : 0;
-        rc = whole == 1 ? 1 : r->down ? CACHE_EIO : push_entry(r, e, secs, old);
-    }
-    if (old) freeReplyObject(old);
+    else rc = push_unless_whole(r, cache_hit_info(hit), secs);
     cache_hit_release(hit);
+    return rc;
+}
+
+int remote_put(Remote *r, const CacheKey *k, const void *record, size_t record_len, const CacheEntryMeta *m,
+               const CacheSection *secs, int nsecs) {
+    int rc = usable(r, 1);
+    if (rc != 0) return rc;
+    CacheKey rk;
+    if (!record || nsecs < 0 || (nsecs && !secs) || record_len > MAX_STRING || (uint64_t)nsecs > MAX_SECTIONS)
+        return fail(r, CACHE_EINVAL, "remote_put: a key record and valid sections are required");
+    cache_key_of(record, record_len, &rk);
+    if (memcmp(rk.b, k->b, 16) != 0) return fail(r, CACHE_EINVAL, "remote_put: the key is not the hash of the record");
+    static const CacheEntryMeta none;
+    if (!m) m = &none;
+    CacheEntryInfo e = {.key = *k, .description = m->description ? m->description : "",
+                        .backend = m->backend ? m->backend : "", .mode = m->mode, .nsections = (uint32_t)nsecs,
+                        .compile_ns = m->compile_ns, .record = record, .record_len = record_len};
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    e.created_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    for (int i = 0; i < nsecs; i++) e.bytes += secs[i].size;
+    if (strlen(e.description) > MAX_STRING || strlen(e.backend) > MAX_STRING)
+        return fail(r, CACHE_EINVAL, "remote_put: description or producer too long");
+    if ((rc = cache_sections_checksum(secs, nsecs, e.checksum)) != 0) return fail(r, rc, "out of memory");
+    return push_unless_whole(r, &e, secs);
+}
+
+int remote_info(Remote *r, const CacheKey *k, CacheEntryFn fn, void *ctx) {
+    int rc = usable(r, 0);
+    if (rc != 0) return rc;
+    redisReply *rep = NULL;
+    if ((rc = manifest_get(r, k, &rep)) == CACHE_ENOTFOUND) return fail(r, rc, "not on the remote");
+    if (rc != 0) return rc;
+    Manifest m;
+    if ((rc = manifest_decode(r, k, (const uint8_t *)rep->str, rep->len, &m)) == 0) {
+        CacheEntryInfo e = {.key = m.key, .description = m.desc, .backend = m.backend, .mode = m.mode,
+                            .nsections = m.nsec, .bytes = m.total, .created_ns = m.created, .compile_ns = m.compile_ns,
+                            .record = m.record, .record_len = m.rlen};
+        memcpy(e.checksum, m.checksum, 16);
+        rc = fn(ctx, &e);
+    }
+    freeReplyObject(rep);
+    return rc;
+}
+
+int remote_rm(Remote *r, const CacheKey *k) {
+    int rc = usable(r, 1);
+    if (rc != 0) return rc;
+    redisReply *old = NULL;
+    if ((rc = manifest_get(r, k, &old)) == CACHE_ENOTFOUND) return fail(r, rc, "not on the remote");
+    if (rc != 0) return rc;
+    Manifest m;
+    uint32_t nch = manifest_decode(r, k, (const uint8_t *)old->str, old->len, &m) == 0 ? m.nchunks : 0;
+    Argv a;
+    char mname[64];
+    if ((rc = argv_init(&a, 2 + (int)nch)) != 0) {
+        argv_free(&a);
+        freeReplyObject(old);
+        return fail(r, rc, "out of memory");
+    }
+    name_of(mname, sizeof mname, PREFIX_ENTRY, k);
+    argv_add(&a, "DEL", 3), argv_add(&a, mname, strlen(mname));
+    /* The manifest goes first (in the same command): a reader never sees it
+     * without its chunks.  A damaged manifest's chunks are left to whoever
+     * replaces it (its push deletes them) or to the server's eviction. */
+    add_old_chunks(r, &a, k, old);
+    redisReply *rep = NULL;
+    if (redisAppendCommandArgv(r->ctx, a.argc, a.argv, a.lens) != REDIS_OK) rc = trip(r, "%s", r->ctx->errstr);
+    else if (!(rep = get_reply(r, 4096))) rc = CACHE_EIO;
+    else if (rep->type != REDIS_REPLY_INTEGER) { rc = expect_ok(r, rep, "removing an entry"); rep = NULL; if (!rc) rc = trip(r, "removing: unexpected answer"); }
+    if (rep) freeReplyObject(rep);
+    argv_free(&a);
+    freeReplyObject(old);
     return rc;
 }
 

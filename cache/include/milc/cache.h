@@ -34,7 +34,9 @@ enum {
     CACHE_EBUSY = -7,     /* needs exclusive use but other users exist */
     CACHE_EFULL = -8,     /* the map cannot grow (limit, disk, or a live CacheHit) */
     CACHE_EBUNDLE = -9,   /* bundle file malformed, truncated or tampered */
-    CACHE_ELMDB = -10,    /* unexpected LMDB error (message has mdb_strerror) */
+    CACHE_ELMDB = -10,    /* unexpected LMDB error (message has mdb_strerror), or an
+                             LMDB of a version this cache does not know */
+    CACHE_ENOTSUP = -11,  /* the store does not offer this operation (store.h) */
 };
 /* The three outcomes a caller treats as "compile it". */
 #define CACHE_IS_MISS(rc) ((rc) == CACHE_ENOTFOUND || (rc) == CACHE_EMISMATCH || (rc) == CACHE_ECORRUPT)
