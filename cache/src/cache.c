@@ -7,7 +7,9 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,6 +40,19 @@ uint64_t cache_now(Cache *c) {
 
 static int is_lmdb_rc(int rc) { return rc > 0 || (rc >= MDB_KEYEXIST && rc <= MDB_LAST_ERRCODE); }
 
+/* The symbolic name of the errno values a store meets on a full or failing
+ * disk, so a message says which one it was ("" for others). */
+static const char *errno_tag(int e) {
+    switch (e) {
+    case ENOSPC: return " (ENOSPC)";
+    case EIO: return " (EIO)";
+    case EDQUOT: return " (EDQUOT)";
+    case EFBIG: return " (EFBIG)";
+    case EROFS: return " (EROFS)";
+    default: return "";
+    }
+}
+
 /* Turn an LMDB/errno code into a CACHE_E* code with a message.  Damage found
  * by LMDB gets the same cure as damage found by our own checks. */
 int cache_lmdb_err(Cache *c, int rc, const char *what) {
@@ -45,7 +60,7 @@ int cache_lmdb_err(Cache *c, int rc, const char *what) {
     switch (rc) {
     case MDB_CORRUPTED: case MDB_PAGE_NOTFOUND: case MDB_INVALID: case MDB_VERSION_MISMATCH:
     case MDB_BAD_TXN:
-        seterr(c, "cache file %s is damaged (%s: %s); run `milc cache clear` or delete the directory %s",
+        seterr(c, "cache file %s is damaged (%s: %s); cache_destroy or deleting the directory %s starts afresh",
                c->datapath, what, mdb_strerror(rc), c->dir);
         return CACHE_ECORRUPT;
     case MDB_MAP_FULL:
@@ -55,7 +70,7 @@ int cache_lmdb_err(Cache *c, int rc, const char *what) {
         seterr(c, "%s: out of memory", what);
         return CACHE_ENOMEM;
     default:
-        seterr(c, "%s on %s: %s", what, c->datapath, mdb_strerror(rc));
+        seterr(c, "%s on %s: %s%s", what, c->datapath, mdb_strerror(rc), errno_tag(rc));
         return rc > 0 ? CACHE_EIO : CACHE_ELMDB;
     }
 }
@@ -228,11 +243,25 @@ static int remap(Cache *c, uint64_t newsize, short locktype) {
         int rc = maplock(c, locktype), fd;
         if (rc) return rc;
         if (c->writemap && mdb_env_get_fd(c->env, &fd) == 0 && fd_size(fd) > newsize) newsize = fd_size(fd);
+        /* LMDB unmaps before it extends the file for a larger map, and a
+         * failed extension (a file-size limit) leaves it without a map:
+         * extend the file first, and fail here with LMDB untouched. */
+        if (c->writemap && newsize && mdb_env_get_fd(c->env, &fd) == 0 && fd_size(fd) < newsize &&
+            ftruncate(fd, (off_t)newsize) != 0) {
+            int e = errno;
+            maplock(c, F_UNLCK);
+            seterr(c, "cannot grow %s to %llu bytes: %s%s", c->datapath, (unsigned long long)newsize, strerror(e),
+                   errno_tag(e));
+            return CACHE_EIO;
+        }
         int held = cache_stamp_hold(c);
         rc = mdb_env_set_mapsize(c->env, (size_t)newsize);
         cache_stamp_release(c, held);
         maplock(c, F_UNLCK);
-        if (rc) return cache_lmdb_err(c, rc, "mdb_env_set_mapsize");
+        if (rc) {
+            c->broken = 1; /* LMDB may hold no map now: no transaction may begin */
+            return cache_lmdb_err(c, rc, "mdb_env_set_mapsize");
+        }
         if (!map_note(c)) return 0;
         newsize = 0, locktype = F_RDLCK;
     }
@@ -244,9 +273,10 @@ static int remap(Cache *c, uint64_t newsize, short locktype) {
  * used part of the file plus room for `need` more bytes.  Pages written
  * through a WRITEMAP map into a hole get their blocks at fault time, and a
  * full disk there is a SIGBUS; fallocate turns it into ENOSPC here.  Blocks
- * already allocated cost nothing; LMDB reuses free pages before it extends. */
+ * already allocated cost nothing; LMDB reuses free pages before it extends.
+ * LMDB's copy path (no WRITEMAP) gets the same: there a full disk is a short
+ * write at commit, which LMDB reports as EIO. */
 static int reserve_disk(Cache *c, uint64_t need) {
-    if (!c->writemap) return 0;
     MDB_envinfo info;
     int fd;
     mdb_env_info(c->env, &info);
@@ -254,9 +284,10 @@ static int reserve_disk(Cache *c, uint64_t need) {
     uint64_t end = ((uint64_t)info.me_last_pgno + 1) * c->psize + need + 16 * c->psize;
     if (end > c->mapsize) end = c->mapsize;
     if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)end) == 0) return 0;
-    if (errno == EOPNOTSUPP || errno == ENOSYS) return 0; /* no holes to fill there */
-    seterr(c, "cannot reserve %llu bytes of disk for %s: %s", (unsigned long long)end, c->datapath,
-           strerror(errno));
+    int e = errno;
+    if (e == EOPNOTSUPP || e == ENOSYS) return 0; /* no holes to fill there */
+    seterr(c, "cannot reserve %llu bytes of disk for %s: %s%s", (unsigned long long)end, c->datapath, strerror(e),
+           errno_tag(e));
     return CACHE_EIO;
 }
 
@@ -314,8 +345,21 @@ static void env_dir(const Cache *c, char *buf, size_t n) {
         snprintf(buf, n, "%s", c->dir);
 }
 
+/* envfile.c reads LMDB's meta and B-tree pages itself, and the store path
+ * writes into values LMDB reserved: both are LMDB 0.9's file format.  Any
+ * other LMDB is refused here, before it maps anything, rather than misread. */
+static int lmdb_version_check(Cache *c) {
+    int major, minor, patch;
+    mdb_version(&major, &minor, &patch);
+    if (cache_lmdb_known(major, minor) && cache_lmdb_known(MDB_VERSION_MAJOR, MDB_VERSION_MINOR)) return 0;
+    seterr(c, "LMDB %d.%d.%d (built with %d.%d.%d) is not supported: the cache reads LMDB 0.9's file format itself",
+           major, minor, patch, MDB_VERSION_MAJOR, MDB_VERSION_MINOR, MDB_VERSION_PATCH);
+    return CACHE_ELMDB;
+}
+
 static int env_open(Cache *c) {
-    int rc = env_files_check(c);
+    int rc = lmdb_version_check(c);
+    if (!rc) rc = env_files_check(c);
     if (!rc) rc = cache_envfile_check(c->datapath, c->dir, c->err, sizeof c->err);
     if (!rc) rc = lockfile_create(c);
     if (rc) return rc;
@@ -516,6 +560,10 @@ static int grow(Cache *c, uint64_t hint) {
  * hit, which gets CACHE_EFULL).  A write transaction gets a writable map. */
 static int txn_begin(Cache *c, unsigned flags, MDB_txn **txn) {
     int write = !(flags & MDB_RDONLY);
+    if (c->broken) {
+        seterr(c, "the cache handle of %s lost its map in a failed remap; open the cache again", c->dir);
+        return CACHE_EIO;
+    }
     for (int tries = 0; tries < 16; tries++) {
         if (write) map_writable(c, 1);
         int rc = mdb_txn_begin(c->env, NULL, flags, txn);
@@ -585,6 +633,21 @@ int cache_write_txn(Cache *c, TxnBody body, void *arg, uint64_t grow_hint, const
     return rc;
 }
 
+/* LMDB reports a short write as EIO, and a write cut short is most often a
+ * file-size limit (RLIMIT_FSIZE) or a full disk, which it would not name:
+ * if one of them leaves no room for what the commit needed, say that one. */
+static int short_write_cause(Cache *c, uint64_t need) {
+    int fd;
+    struct rlimit rl;
+    struct statvfs vs;
+    if (mdb_env_get_fd(c->env, &fd) != 0) return EIO;
+    uint64_t size = fd_size(fd);
+    if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && size + need > (uint64_t)rl.rlim_cur)
+        return EFBIG;
+    if (fstatvfs(fd, &vs) == 0 && (uint64_t)vs.f_bavail * vs.f_frsize < need) return ENOSPC;
+    return EIO;
+}
+
 static int write_txn(Cache *c, TxnBody body, void *arg, uint64_t grow_hint, const char *what) {
     for (int attempt = 0; attempt < 16; attempt++) {
         /* Grow before, not after: a body that hits MDB_MAP_FULL has copied
@@ -616,6 +679,7 @@ static int write_txn(Cache *c, TxnBody body, void *arg, uint64_t grow_hint, cons
             mdb_txn_abort(txn);
         }
         map_writable(c, 0);
+        if (rc == EIO) rc = short_write_cause(c, grow_hint);
         if (rc == MDB_MAP_FULL) {
             if ((rc = grow(c, grow_hint)) != 0) return rc;
             continue;

@@ -74,6 +74,7 @@ struct Cache {
     unsigned grows;      /* map growths by this handle (tests) */
     int txn_refetch;     /* the next write transaction may commit without a sync */
     int restarted;       /* cache_open discarded an unsynced file of an earlier boot */
+    int broken;          /* a remap failed: LMDB may hold no map, no transaction may begin */
     Pending pend[PENDING_MAX];
     int npend;
     uint64_t pctr[CTR_COUNT]; /* counter deltas not yet written */

@@ -56,6 +56,11 @@ enum {
 };
 extern unsigned cache_tune;
 
+/* The LMDB versions whose file format envfile.c and the store path know
+ * (0.9.x: data format 1).  Checked at every open against the library milc
+ * runs with (mdb_version) and the header it was built with. */
+static inline int cache_lmdb_known(int major, int minor) { return major == 0 && minor == 9; }
+
 /* snprintf into a fixed message buffer; NULL-safe. */
 void cache_fmt(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

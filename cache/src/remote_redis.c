@@ -569,8 +569,8 @@ static int manifest_get(Remote *r, const CacheKey *k, redisReply **out) {
 
 static int usable(Remote *r, int writing) {
     if (!r->has_secret)
-        return fail(r, CACHE_EINVAL, "no team key (--remote-key-file): entries on a shared server are not read or written unauthenticated");
-    if (writing && r->o.readonly) return fail(r, CACHE_EINVAL, "the remote cache is read-only (--remote-readonly)");
+        return fail(r, CACHE_EINVAL, "no team key: entries on a shared server are not read or written unauthenticated");
+    if (writing && r->o.readonly) return fail(r, CACHE_EINVAL, "the remote cache was opened read-only");
     return connect_now(r);
 }
 

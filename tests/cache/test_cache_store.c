@@ -9,6 +9,9 @@
 #include <sys/wait.h>
 #include <xxhash.h>
 
+#include <lmdb.h>
+
+#include "../../cache/src/internal.h"
 #include "test.h"
 #include "util.h"
 
@@ -341,7 +344,20 @@ TEST(verify_once_trusts_only_an_unchanged_file) {
     tmpdir_rm(dst);
 }
 
+/* The LMDB this cache runs with is one whose file format it knows, and only
+ * 0.9 is such: an LMDB 1.0 (another page layout) must be refused at open. */
+TEST(only_lmdb_0_9_is_known) {
+    int major, minor;
+    mdb_version(&major, &minor, NULL);
+    CHECK(cache_lmdb_known(major, minor));
+    CHECK(cache_lmdb_known(0, 9));
+    CHECK(!cache_lmdb_known(1, 0));
+    CHECK(!cache_lmdb_known(0, 8));
+    CHECK(!cache_lmdb_known(0, 10));
+}
+
 int main(void) {
+    RUN(only_lmdb_0_9_is_known);
     RUN(checksum_built_while_copying_matches_reference);
     RUN(stray_write_through_hit_pointer_faults);
     RUN(copy_path_and_in_place_path_share_a_directory);

@@ -129,8 +129,10 @@ typedef struct CacheOptions {
  * Checks the data file's meta pages and size before LMDB maps it and clears
  * reader slots of dead processes.  Blocks while another process compacts.
  * Returns 0 and *out, or an error with a message in err (if err != NULL):
- * CACHE_ECORRUPT names the damaged file and says to run `milc cache clear` or
- * delete the directory; CACHE_EIO, CACHE_ENOMEM, CACHE_ELMDB. */
+ * CACHE_ECORRUPT names the damaged file (cache_destroy, or deleting the
+ * directory, starts afresh: the caller words that for its users);
+ * CACHE_EIO, CACHE_ENOMEM, CACHE_ELMDB (also: an LMDB other than 0.9, whose
+ * file format this cache does not know). */
 int cache_open(Cache **out, const char *dir, const CacheOptions *opt, char *err, size_t errlen);
 /* Flush pending hit statistics and close.  Every CacheHit must be released first. */
 void cache_close(Cache *c);
