@@ -122,11 +122,16 @@ int main(int argc, char **argv) {
     const char *dir = NULL, *mbs = "50,460";
     int rounds = 3, nsec = 40;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
-        else if (!strcmp(argv[i], "--mb") && i + 1 < argc) mbs = argv[++i];
-        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--sections") && i + 1 < argc) nsec = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--smoke")) mbs = "4", rounds = 1;
+        if (!strcmp(argv[i], "--dir") && i + 1 < argc)
+            dir = argv[++i];
+        else if (!strcmp(argv[i], "--mb") && i + 1 < argc)
+            mbs = argv[++i];
+        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
+            rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--sections") && i + 1 < argc)
+            nsec = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--smoke"))
+            mbs = "4", rounds = 1;
         else {
             fprintf(stderr, "usage: bench_store [--dir D] [--mb 50,460] [--rounds 3] [--sections 40] [--smoke]\n");
             return 2;
@@ -155,8 +160,8 @@ int main(int argc, char **argv) {
         printf("  write + fdatasync of a file beside the cache  %8.1f ms  %6.0f MB/s\n", rm * 1e3, (double)mb / rm);
         for (int v = 0; v < NV; v++) {
             pm[v] = median(put[v], rounds);
-            printf("  %-44s %8.1f ms  %6.0f MB/s  %.2fx the file system\n", vname[v], pm[v] * 1e3,
-                   (double)mb / pm[v], rm / pm[v]);
+            printf("  %-44s %8.1f ms  %6.0f MB/s  %.2fx the file system\n", vname[v], pm[v] * 1e3, (double)mb / pm[v],
+                   rm / pm[v]);
         }
         printf("  issue #21: cache put / disk bandwidth = %.2f (goal >= 0.8); without pwrite %.2f, without "
                "mprotect %.2f of the default's throughput\n",

@@ -16,11 +16,16 @@ typedef struct LmdbEntry {
     CacheHit *hit;
 } LmdbEntry;
 
-static LmdbStore *ls_of(Store *s) { return (LmdbStore *)s; }
+static LmdbStore *ls_of(Store *s) {
+    return (LmdbStore *)s;
+}
 
 static StoreMeta meta_of(const CacheEntryInfo *i) {
-    return (StoreMeta){.description = i->description, .producer = i->backend, .variant = i->mode,
-                       .cost_ns = i->compile_ns, .created_ns = i->created_ns};
+    return (StoreMeta){.description = i->description,
+                       .producer = i->backend,
+                       .variant = i->mode,
+                       .cost_ns = i->compile_ns,
+                       .created_ns = i->created_ns};
 }
 
 static int ls_get(Store *s, const CacheKey *k, const void *record, size_t record_len, unsigned flags,
@@ -38,8 +43,14 @@ static int ls_get(Store *s, const CacheKey *k, const void *record, size_t record
         return rc;
     }
     const CacheEntryInfo *i = cache_hit_info(le->hit);
-    le->e = (StoreEntry){.key = *k, .record = i->record, .record_len = i->record_len, .meta = meta_of(i),
-                         .secs = secs, .nsecs = n, .bytes = i->bytes, .priv = le};
+    le->e = (StoreEntry){.key = *k,
+                         .record = i->record,
+                         .record_len = i->record_len,
+                         .meta = meta_of(i),
+                         .secs = secs,
+                         .nsecs = n,
+                         .bytes = i->bytes,
+                         .priv = le};
     *out = &le->e;
     return 0;
 }
@@ -54,8 +65,9 @@ static void ls_release(Store *s, StoreEntry *e) {
 static int ls_put(Store *s, const CacheKey *k, const void *record, size_t record_len, const StoreMeta *m,
                   const CacheSection *secs, int nsecs, unsigned flags) {
     CacheEntryMeta cm = {0};
-    if (m) cm = (CacheEntryMeta){.description = m->description, .backend = m->producer, .mode = m->variant,
-                                 .compile_ns = m->cost_ns};
+    if (m)
+        cm = (CacheEntryMeta){
+            .description = m->description, .backend = m->producer, .mode = m->variant, .compile_ns = m->cost_ns};
     CachePutOptions po = {.flags = flags & STORE_PUT_REFETCHABLE ? CACHE_PUT_REFETCHABLE : 0};
     return cache_put_ex(ls_of(s)->c, k, record, record_len, &cm, secs, nsecs, &po);
 }
@@ -84,18 +96,26 @@ static int ls_iterate(Store *s, StoreIterFn fn, void *ctx) {
     return cache_ls(ls_of(s)->c, ls_iter_one, &ic);
 }
 
-static int ls_remove(Store *s, const CacheKey *k) { return cache_rm(ls_of(s)->c, k); }
+static int ls_remove(Store *s, const CacheKey *k) {
+    return cache_rm(ls_of(s)->c, k);
+}
 
 static int ls_stats(Store *s, StoreStats *st) {
     CacheStats cs;
     int rc = cache_stat(ls_of(s)->c, &cs);
     if (rc) return rc;
-    *st = (StoreStats){.entries = cs.entries, .bytes = cs.bytes, .hits = cs.hits + cs.direct_hits,
-                       .misses = cs.misses, .errors = cs.errors, .capacity = cs.max_bytes};
+    *st = (StoreStats){.entries = cs.entries,
+                       .bytes = cs.bytes,
+                       .hits = cs.hits + cs.direct_hits,
+                       .misses = cs.misses,
+                       .errors = cs.errors,
+                       .capacity = cs.max_bytes};
     return 0;
 }
 
-static const char *ls_errmsg(const Store *s) { return cache_errmsg(((const LmdbStore *)s)->c); }
+static const char *ls_errmsg(const Store *s) {
+    return cache_errmsg(((const LmdbStore *)s)->c);
+}
 
 static void ls_close(Store *s) {
     LmdbStore *ls = ls_of(s);
@@ -103,7 +123,7 @@ static void ls_close(Store *s) {
     free(ls);
 }
 
-static const StoreOps lmdb_ops = {"lmdb",     ls_get,     ls_release, ls_put,    ls_note_put, ls_note_get,
+static const StoreOps lmdb_ops = {"lmdb",     ls_get,    ls_release, ls_put,    ls_note_put, ls_note_get,
                                   ls_iterate, ls_remove, ls_stats,   ls_errmsg, ls_close};
 
 Store *store_lmdb_wrap(Cache *c) {
@@ -128,7 +148,9 @@ int store_lmdb_open(Store **out, const char *dir, const CacheOptions *opt, char 
     return 0;
 }
 
-Cache *store_lmdb_cache(Store *s) { return s && s->ops == &lmdb_ops ? ls_of(s)->c : NULL; }
+Cache *store_lmdb_cache(Store *s) {
+    return s && s->ops == &lmdb_ops ? ls_of(s)->c : NULL;
+}
 
 int store_copy(Store *from, Store *to, const CacheKey *k, const void *record, size_t record_len, unsigned put_flags) {
     StoreEntry *e;

@@ -11,7 +11,9 @@ typedef struct RedisStore {
     int owned;
 } RedisStore;
 
-static RedisStore *rs_of(Store *s) { return (RedisStore *)s; }
+static RedisStore *rs_of(Store *s) {
+    return (RedisStore *)s;
+}
 
 static int rs_get(Store *s, const CacheKey *k, const void *record, size_t record_len, unsigned flags,
                   StoreEntry **out) {
@@ -25,10 +27,18 @@ static int rs_get(Store *s, const CacheKey *k, const void *record, size_t record
         remote_entry_free(e);
         return CACHE_ENOMEM;
     }
-    *se = (StoreEntry){.key = e->key, .record = e->record, .record_len = e->record_len,
-                       .meta = {.description = e->description, .producer = e->backend, .variant = e->mode,
-                                .cost_ns = e->compile_ns, .created_ns = e->created_ns},
-                       .secs = e->secs, .nsecs = e->nsecs, .bytes = e->bytes, .priv = e};
+    *se = (StoreEntry){.key = e->key,
+                       .record = e->record,
+                       .record_len = e->record_len,
+                       .meta = {.description = e->description,
+                                .producer = e->backend,
+                                .variant = e->mode,
+                                .cost_ns = e->compile_ns,
+                                .created_ns = e->created_ns},
+                       .secs = e->secs,
+                       .nsecs = e->nsecs,
+                       .bytes = e->bytes,
+                       .priv = e};
     *out = se;
     return 0;
 }
@@ -43,8 +53,9 @@ static int rs_put(Store *s, const CacheKey *k, const void *record, size_t record
                   const CacheSection *secs, int nsecs, unsigned flags) {
     (void)flags; /* a publish is whole or absent; nothing to trade */
     CacheEntryMeta cm = {0};
-    if (m) cm = (CacheEntryMeta){.description = m->description, .backend = m->producer, .mode = m->variant,
-                                 .compile_ns = m->cost_ns};
+    if (m)
+        cm = (CacheEntryMeta){
+            .description = m->description, .backend = m->producer, .mode = m->variant, .compile_ns = m->cost_ns};
     int rc = remote_put(rs_of(s)->r, k, record, record_len, &cm, secs, nsecs);
     return rc == 1 ? 0 : rc; /* already there, whole */
 }
@@ -68,8 +79,11 @@ typedef struct {
 
 static int rs_info_one(void *ctx, const CacheEntryInfo *e) {
     IterCtx *ic = ctx;
-    StoreMeta m = {.description = e->description, .producer = e->backend, .variant = e->mode,
-                   .cost_ns = e->compile_ns, .created_ns = e->created_ns};
+    StoreMeta m = {.description = e->description,
+                   .producer = e->backend,
+                   .variant = e->mode,
+                   .cost_ns = e->compile_ns,
+                   .created_ns = e->created_ns};
     return ic->stop = ic->fn(ic->ctx, &e->key, e->record, e->record_len, &m, e->bytes);
 }
 
@@ -87,7 +101,9 @@ static int rs_iterate(Store *s, StoreIterFn fn, void *ctx) {
     return remote_list(rs_of(s)->r, rs_key_one, &ic);
 }
 
-static int rs_remove(Store *s, const CacheKey *k) { return remote_rm(rs_of(s)->r, k); }
+static int rs_remove(Store *s, const CacheKey *k) {
+    return remote_rm(rs_of(s)->r, k);
+}
 
 static int rs_stats(Store *s, StoreStats *st) {
     RemoteStats rs;
@@ -97,7 +113,9 @@ static int rs_stats(Store *s, StoreStats *st) {
     return 0;
 }
 
-static const char *rs_errmsg(const Store *s) { return remote_errmsg(((const RedisStore *)s)->r); }
+static const char *rs_errmsg(const Store *s) {
+    return remote_errmsg(((const RedisStore *)s)->r);
+}
 
 static void rs_close(Store *s) {
     RedisStore *rs = rs_of(s);
@@ -130,4 +148,6 @@ int store_redis_open(Store **out, const RemoteOptions *o, char *err, size_t errl
     return 0;
 }
 
-Remote *store_redis_remote(Store *s) { return s && s->ops == &redis_ops ? rs_of(s)->r : NULL; }
+Remote *store_redis_remote(Store *s) {
+    return s && s->ops == &redis_ops ? rs_of(s)->r : NULL;
+}

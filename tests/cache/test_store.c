@@ -102,7 +102,8 @@ static int open_redis(Store **s, const char *port) {
 TEST(redis_store_conforms) {
     const char *port = getenv("MILC_TEST_REDIS_PORT");
     if (!port || !*port) {
-        fprintf(stderr, "redis_store_conforms: skipped (no $MILC_TEST_REDIS_PORT; tests/remote/test_store.sh sets it)\n");
+        fprintf(stderr,
+                "redis_store_conforms: skipped (no $MILC_TEST_REDIS_PORT; tests/remote/test_store.sh sets it)\n");
         return;
     }
     Store *s = NULL;

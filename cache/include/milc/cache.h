@@ -113,7 +113,10 @@ typedef struct CacheOptions {
  * after an OS crash or power loss the file is intact, but the last puts may be
  * gone — a cache miss, rebuilt by the next build.  meta_sync = 1 adds the
  * second fsync per commit; no_sync = 1 drops both (an OS crash may then leave
- * a damaged file: cache_open says so and `milc cache clear` cures it).
+ * a damaged file: cache_open says so and cache_destroy cures it).  A put with
+ * CACHE_PUT_REFETCHABLE (cache_put_ex, below) waits for no disk: an OS crash
+ * before the next durable commit may cost the whole cache, never a torn
+ * entry (cache/README.md, "Durability").
  *
  * Stores.  By default the map is opened writable (LMDB's WRITEMAP) and a put
  * copies each section once, straight into the file's pages, hashing it while

@@ -42,18 +42,18 @@ typedef struct StoreEntry {
 } StoreEntry;
 
 typedef struct StoreStats {
-    uint64_t entries, bytes;        /* what the store holds */
-    uint64_t hits, misses, errors;  /* as the store counts them (0 where it does not) */
-    uint64_t capacity;              /* its size limit or memory, 0 = none or unknown */
+    uint64_t entries, bytes;       /* what the store holds */
+    uint64_t hits, misses, errors; /* as the store counts them (0 where it does not) */
+    uint64_t capacity;             /* its size limit or memory, 0 = none or unknown */
 } StoreStats;
 
 /* Iteration hands out each entry's key and metadata (no bytes); record and
  * strings are valid only during the call; nonzero from fn stops. */
-typedef int (*StoreIterFn)(void *ctx, const CacheKey *k, const uint8_t *record, size_t record_len,
-                           const StoreMeta *m, uint64_t bytes);
+typedef int (*StoreIterFn)(void *ctx, const CacheKey *k, const uint8_t *record, size_t record_len, const StoreMeta *m,
+                           uint64_t bytes);
 
 enum {
-    STORE_GET_VERIFY = 1u << 0,     /* check every byte against the entry's checksum or MAC now */
+    STORE_GET_VERIFY = 1u << 0,      /* check every byte against the entry's checksum or MAC now */
     STORE_PUT_REFETCHABLE = 1u << 0, /* the bytes can be had again elsewhere: the store
                                        may trade durability for speed (cache.h,
                                        CACHE_PUT_REFETCHABLE), never serve a torn entry */
@@ -99,18 +99,26 @@ static inline int store_put(Store *s, const CacheKey *k, const void *record, siz
                             const CacheSection *secs, int nsecs, unsigned flags) {
     return s->ops->put(s, k, record, record_len, m, secs, nsecs, flags);
 }
-static inline int store_note_put(Store *s, const CacheKey *k, const void *record, size_t record_len,
-                                 const void *value, size_t value_len) {
+static inline int store_note_put(Store *s, const CacheKey *k, const void *record, size_t record_len, const void *value,
+                                 size_t value_len) {
     return s->ops->note_put(s, k, record, record_len, value, value_len);
 }
 static inline int store_note_get(Store *s, const CacheKey *k, const void *record, size_t record_len, void **value,
                                  size_t *value_len) {
     return s->ops->note_get(s, k, record, record_len, value, value_len);
 }
-static inline int store_iterate(Store *s, StoreIterFn fn, void *ctx) { return s->ops->iterate(s, fn, ctx); }
-static inline int store_remove(Store *s, const CacheKey *k) { return s->ops->remove(s, k); }
-static inline int store_stats(Store *s, StoreStats *st) { return s->ops->stats(s, st); }
-static inline const char *store_errmsg(const Store *s) { return s->ops->errmsg(s); }
+static inline int store_iterate(Store *s, StoreIterFn fn, void *ctx) {
+    return s->ops->iterate(s, fn, ctx);
+}
+static inline int store_remove(Store *s, const CacheKey *k) {
+    return s->ops->remove(s, k);
+}
+static inline int store_stats(Store *s, StoreStats *st) {
+    return s->ops->stats(s, st);
+}
+static inline const char *store_errmsg(const Store *s) {
+    return s->ops->errmsg(s);
+}
 static inline void store_close(Store *s) {
     if (s) s->ops->close(s);
 }
