@@ -906,8 +906,10 @@ int remote_info(Remote *r, const CacheKey *k, CacheEntryFn fn, void *ctx) {
     int rc = usable(r, 0);
     if (rc != 0) return rc;
     redisReply *rep = NULL;
-    if ((rc = manifest_get(r, k, &rep)) == CACHE_ENOTFOUND) return fail(r, rc, "not on the remote");
-    if (rc != 0) return rc;
+    if ((rc = manifest_get(r, k, &rep)) != 0) {
+        if (rep) freeReplyObject(rep); /* the nil answer */
+        return rc == CACHE_ENOTFOUND ? fail(r, rc, "not on the remote") : rc;
+    }
     Manifest m;
     if ((rc = manifest_decode(r, k, (const uint8_t *)rep->str, rep->len, &m)) == 0) {
         CacheEntryInfo e = {.key = m.key, .description = m.desc, .backend = m.backend, .mode = m.mode,
@@ -924,8 +926,10 @@ int remote_rm(Remote *r, const CacheKey *k) {
     int rc = usable(r, 1);
     if (rc != 0) return rc;
     redisReply *old = NULL;
-    if ((rc = manifest_get(r, k, &old)) == CACHE_ENOTFOUND) return fail(r, rc, "not on the remote");
-    if (rc != 0) return rc;
+    if ((rc = manifest_get(r, k, &old)) != 0) {
+        if (old) freeReplyObject(old); /* the nil answer */
+        return rc == CACHE_ENOTFOUND ? fail(r, rc, "not on the remote") : rc;
+    }
     Manifest m;
     uint32_t nch = manifest_decode(r, k, (const uint8_t *)old->str, old->len, &m) == 0 ? m.nchunks : 0;
     Argv a;
