@@ -360,14 +360,14 @@ int bench_child(Cli *cli, int argc, char **argv) {
     if (!args_parse("bench --child", child_opts, argc - 1, argv + 1, true, &a)) { args_free(&a); return EXIT_USAGE; }
     if (!verify_flags_ok("bench", &a)) { args_free(&a); return EXIT_USAGE; }
     int rc = EXIT_USAGE;
-    long mode = 2, chunk = 0, threads = 0;
+    long mode = RT_MODE_DEFAULT, chunk = 0, threads = 0;
     const char *t0s = args_get(&a, "t0");
     long long t0 = t0s ? strtoll(t0s, NULL, 10) : t_entry;
     if (!args_get(&a, "child") || strcmp(args_get(&a, "child"), "ttft") != 0) {
         cli_usage_error("bench", "--child: only 'ttft' exists");
         goto out_args;
     }
-    if ((args_get(&a, "mode") && !args_int("bench", "mode", args_get(&a, "mode"), 0, 2, &mode)) ||
+    if ((args_get(&a, "mode") && !args_int("bench", "mode", args_get(&a, "mode"), 0, RT_NMODES - 1, &mode)) ||
         (args_get(&a, "chunk") && !args_int("bench", "chunk", args_get(&a, "chunk"), 1, 4096, &chunk)) ||
         (args_get(&a, "threads") && !args_int("bench", "threads", args_get(&a, "threads"), 0, 256, &threads)))
         goto out_args;

@@ -15,7 +15,7 @@
 
 static const OptSpec build_opts[] = {
     GEN_COMMON_OPTS,
-    {"mode", 0, OPT_VALUE, "N[,N]", "compile mode: 2 bonded (default), 1 non-bonded, 0 both"},
+    {"mode", 0, OPT_VALUE, "N[,N]", RT_MODES_HELP},
     {"chunk", 0, OPT_VALUE, "K", "build the whole model in chunks of K layers"},
     VERIFY_OPTS,
     {"explain", 0, OPT_FLAG, NULL, "for each program not in the cache, first show the nearest stored entries and the key fields that differ"},
@@ -108,9 +108,9 @@ static int build_run(Cli *cli, int argc, char **argv) {
     if (a.npos) { cli_usage_error("build", "unexpected argument '%s'", a.pos[0]); goto out_args; }
     if (args_get(&a, "chunk") && !args_int("build", "chunk", args_get(&a, "chunk"), 1, 4096, &chunk)) goto out_args;
     const char *modes = args_get(&a, "mode");
-    for (const char *p = modes; p && *p; p++)
-        if (!strchr("012,", *p) || (p[0] == ',' && (p[1] == ',' || p[1] == 0))) {
-            cli_usage_error("build", "--mode: '%s' is not a list of 0, 1, 2", modes);
+    for (const char *p = modes; p && *p; p += p[1] ? 2 : 1)
+        if (*p < '0' || *p > '9' || !rt_mode(*p - '0') || (p[1] && (p[1] != ',' || !p[2]))) {
+            cli_usage_error("build", "--mode: '%s' is not a list of compile modes (%s)", modes, RT_MODE_TABLE(RT_MODE_HELP_) + 1);
             goto out_args;
         }
 

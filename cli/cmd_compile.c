@@ -10,7 +10,7 @@
 #include "program.h"
 
 static const OptSpec compile_opts[] = {
-    {"mode", 0, OPT_VALUE, "N", "compile mode: 2 bonded (default), 1 non-bonded, 0 both"},
+    {"mode", 0, OPT_VALUE, "N", RT_MODES_HELP},
     {"output", 'o', OPT_VALUE, "FILE", "write the artifact here (default: FILE.milc beside the input)"},
     {"model-path", 0, OPT_VALUE, "DIR", "directory @model_path stands for (default: the file's)"},
     {"dump", 0, OPT_VALUE, "STAGE", "print the IR after STAGE as MIL text (parse, check, dce, fold, fuse)"},
@@ -33,10 +33,10 @@ static int compile_run(Cli *cli, int argc, char **argv) {
     Args a;
     if (!args_parse("compile", compile_opts, argc - 1, argv + 1, false, &a)) return EXIT_USAGE;
     int rc = EXIT_USAGE;
-    long mode = 2;
+    long mode = RT_MODE_DEFAULT;
     char *dump = NULL, *outpath = NULL;
     if (a.npos != 1) { cli_usage_error("compile", "expected one FILE.mil, package or folder"); goto out_args; }
-    if (args_get(&a, "mode") && !args_int("compile", "mode", args_get(&a, "mode"), 0, 2, &mode)) goto out_args;
+    if (args_get(&a, "mode") && !args_int("compile", "mode", args_get(&a, "mode"), 0, RT_NMODES - 1, &mode)) goto out_args;
     const char *stage = args_get(&a, "dump");
     if (stage) {
         bool known = false;

@@ -49,7 +49,7 @@ int explain_jobs(Cache *c, const TemplatePath *tp, const JobList *jobs, bool jso
 
 static const OptSpec why_opts[] = {
     GEN_COMMON_OPTS,
-    {"mode", 0, OPT_VALUE, "N[,N]", "compile mode: 2 bonded (default), 1 non-bonded, 0 both"},
+    {"mode", 0, OPT_VALUE, "N[,N]", RT_MODES_HELP},
     {"chunk", 0, OPT_VALUE, "K", "the whole model in chunks of K layers"},
     {0},
 };
