@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "json.h"
 #include "genopts.h"
 #include "explain.h"
 #include "jobs.h"
@@ -48,6 +49,7 @@ static const char *outcome_name(BuildOutcome o) {
 typedef struct {
     const Cli *cli;
     int printed;
+    json_t *builds; /* --json */
 } Printer;
 
 /* JSON: the builds array opens with the first result, so a request that
@@ -57,14 +59,18 @@ static void print_result(void *ctx, int idx, const char *label, const BuildResul
     const Cli *cli = pr->cli;
     char key[33];
     cache_key_hex(&r->key, key);
-    if (cli->json && !pr->printed++) printf("{\"builds\":[");
     if (cli->json) {
-        printf("%s{\"key\":\"%s\",\"outcome\":\"%s\",\"chunk\":\"%s\",\"artifact_bytes\":%llu,\"checksummed\":%s,"
-               "\"note\":%s,\"remote\":%s,\"ms\":{\"lookup\":%.3f,\"generate\":%.3f,\"check\":%.3f,\"passes\":%.3f,\"lower\":%.3f,"
-               "\"store\":%.3f,\"total\":%.3f}}",
-               idx ? "," : "", key, r->outcome == BUILD_MISS ? "miss" : r->outcome == BUILD_HIT_DIRECT ? "direct_hit" : "full_hit",
-               label, (unsigned long long)r->artifact_bytes, r->checksummed ? "true" : "false", r->from_note ? "true" : "false", r->from_remote ? "true" : "false", r->ms_lookup, r->ms_generate, r->ms_check, r->ms_passes,
-               r->ms_lower, r->ms_store, r->ms_total);
+        if (!pr->printed++) pr->builds = json_array();
+        json_t *ms = cli_json_obj("lookup", cli_json_real(r->ms_lookup, 3), "generate", cli_json_real(r->ms_generate, 3),
+                                  "check", cli_json_real(r->ms_check, 3), "passes", cli_json_real(r->ms_passes, 3), "lower",
+                                  cli_json_real(r->ms_lower, 3), "store", cli_json_real(r->ms_store, 3), "total",
+                                  cli_json_real(r->ms_total, 3), NULL);
+        cli_json_push(pr->builds,
+                      cli_json_obj("key", json_string(key), "outcome",
+                                   json_string(r->outcome == BUILD_MISS ? "miss" : r->outcome == BUILD_HIT_DIRECT ? "direct_hit" : "full_hit"),
+                                   "chunk", cli_json_str(label), "artifact_bytes", json_integer((json_int_t)r->artifact_bytes),
+                                   "checksummed", json_boolean(r->checksummed), "note", json_boolean(r->from_note), "remote",
+                                   json_boolean(r->from_remote), "ms", ms, NULL));
         return;
     }
     if (cli->verbosity < 0) return;
@@ -145,12 +151,12 @@ static int build_run(Cli *cli, int argc, char **argv) {
         (void)cli_report(cli, &d);
         goto out;
     }
-    Printer pr = {cli, 0};
+    Printer pr = {cli, 0, NULL};
     rc = build_request(c, &tp, &spec,
                        &(RequestOptions){.verify_hits = verify_policy(&a), .tmp_root = cli->cache_dir, .jobs = expanded,
                                          .max_memory = cli->max_memory, .remote = remote},
                        print_result, &pr, &d);
-    if (cli->json && pr.printed) printf("]}\n");
+    if (cli->json && pr.printed) cli_json_print(stdout, cli_json_obj("builds", pr.builds, NULL));
     int drc = cli_report(cli, &d);
     if (rc == EXIT_OK) rc = drc;
 out:

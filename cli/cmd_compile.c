@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "json.h"
 #include "milc/arena.h"
 #include "milc/backend.h"
 #include "milc/mil.h"
@@ -92,10 +93,16 @@ static int compile_run(Cli *cli, int argc, char **argv) {
             double ms = (double)(cli_now_ns() - t0) / 1e6;
             size_t bytes = rt_artifact_file_size(art);
             if (cli->json)
-                printf("{\"artifact\":\"%s\",\"mode\":%ld,\"bytes\":%zu,\"ops_in\":%d,\"ops_out\":%d,\"dispatches\":%d,"
-                       "\"ms\":{\"check\":%.3f,\"passes\":%.3f,\"lower\":%.3f,\"pack\":%.3f,\"total\":%.3f}}\n",
-                       outpath, mode, bytes, st.ops_in, st.ops_out, st.dispatches, ms_check, st.ms_passes, st.ms_lower,
-                       st.ms_pack, ms);
+                cli_json_print(stdout, cli_json_obj("artifact", cli_json_str(outpath), "mode", json_integer(mode), "bytes",
+                                                    json_integer((json_int_t)bytes), "ops_in", json_integer(st.ops_in),
+                                                    "ops_out", json_integer(st.ops_out), "dispatches",
+                                                    json_integer(st.dispatches), "ms",
+                                                    cli_json_obj("check", cli_json_real(ms_check, 3), "passes",
+                                                                 cli_json_real(st.ms_passes, 3), "lower",
+                                                                 cli_json_real(st.ms_lower, 3), "pack",
+                                                                 cli_json_real(st.ms_pack, 3), "total",
+                                                                 cli_json_real(ms, 3), NULL),
+                                                    NULL));
             else if (cli->verbosity >= 0)
                 fprintf(stderr, "wrote %s (mode %ld, %.1f MB, %d MIL ops -> %d plan ops, %d dispatch%s per forward; %.1f ms)\n",
                         outpath, mode, (double)bytes / 1048576.0, st.ops_in, st.ops_out, st.dispatches,

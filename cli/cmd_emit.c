@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "json.h"
 #include "genopts.h"
 #include "program.h"
 
@@ -82,7 +83,7 @@ static int emit_run(Cli *cli, int argc, char **argv) {
     if (ok && rc == EXIT_OK) {
         double ms = (double)(cli_now_ns() - t0) / 1e6;
         if (pkg) (void)ms;
-        else if (cli->json) printf("{\"dir\":\"%s\",\"ms\":%.3f}\n", dir, ms);
+        else if (cli->json) cli_json_print(stdout, cli_json_obj("dir", cli_json_str(dir), "ms", cli_json_real(ms, 3), NULL));
         else if (cli->verbosity >= 0) fprintf(stderr, "wrote %s/model.mil, %s/weights/weight.bin (%.1f ms)\n", dir, dir, ms);
     } else if (rc == EXIT_OK) {
         rc = EXIT_SYSTEM;
