@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "json.h"
+#include "milc/cache.h"
 #include "milc/osfile.h"
 
 void cli_error(const char *fmt, ...) {
@@ -21,6 +22,11 @@ void cli_error(const char *fmt, ...) {
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
+}
+
+void cli_cache_error(int rc, const char *msg) {
+    if (rc == CACHE_ECORRUPT) cli_error("%s; run `milc cache clear` to start the cache afresh", *msg ? msg : cache_strerror(rc));
+    else cli_error("%s", *msg ? msg : cache_strerror(rc));
 }
 
 void cli_usage_error(const char *cmd, const char *fmt, ...) {
