@@ -18,6 +18,7 @@ static const char *rt_dtype_str(RtDType t) {
     case RT_F16: return "fp16";
     case RT_I32: return "int32";
     case RT_BOOL: return "bool";
+    case RT_U8: return "u8";
     }
     return "?";
 }
