@@ -364,6 +364,18 @@ static int check_cast(const RtBuf *bufs, const RtOpRec *op, char *err, size_t er
 }
 
 /* ---- per-part scratch of the kernels that need one ---- */
+size_t rt_s_gemm(const RtBuf *bufs, const RtOpRec *op) {
+    /* partial sums of a row block (up to RT_MB_MAX rows) over a group of panels */
+    const RtBuf *w = &bufs[op->in[1]];
+    int64_t rows = rt_gemm_rows(&bufs[op->in[0]], w->dims[1], op->p.gemm.layout);
+    int64_t panels = (w->dims[0] + RT_PANEL - 1) / RT_PANEL;
+    if (rows <= RT_TILE_M || panels < 2) return 0;
+    rows = (rows + RT_TILE_M - 1) / RT_TILE_M * RT_TILE_M;
+    rows = rows < RT_MB_MAX ? rows : RT_MB_MAX;
+    panels = panels < RT_GEMM_GROUP ? panels : RT_GEMM_GROUP;
+    return (size_t)(rows * panels * RT_PANEL) * sizeof(float);
+}
+
 size_t rt_s_matmul(const RtBuf *bufs, const RtOpRec *op) {
     /* a transposed y is repacked row-major [K, N] per batch */
     if (!op->p.matmul.transpose_y) return 0;
@@ -386,7 +398,7 @@ size_t rt_s_attention(const RtBuf *bufs, const RtOpRec *op) {
 }
 
 static const RtOpInfo op_table[RT_OP_COUNT_] = {
-    [RT_OP_GEMM] = {"gemm", sizeof(RtGemmParams), 2, 4, 1, 1, check_gemm, NULL},
+    [RT_OP_GEMM] = {"gemm", sizeof(RtGemmParams), 2, 4, 1, 1, check_gemm, rt_s_gemm},
     [RT_OP_MATMUL] = {"matmul", sizeof(RtMatmulParams), 2, 2, 1, 1, check_matmul, rt_s_matmul},
     [RT_OP_ATTENTION] = {"attention", sizeof(RtAttnParams), 3, 6, 1, 1, check_attention, rt_s_attention},
     [RT_OP_NORM] = {"norm", sizeof(RtNormParams), 1, 3, 1, 1, check_norm, NULL},

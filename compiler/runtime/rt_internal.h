@@ -155,7 +155,12 @@ typedef struct {
 } RtBlocking;
 extern RtBlocking rt_block;
 
-/* The scratch per part that matmul and attention need (ops.c). */
+/* Panels of a GEMM whose K-blocks run together when A crowds L2 (A is then
+ * read once per group, not per panel; their partial sums: rt_s_gemm). */
+enum { RT_GEMM_GROUP = 4 };
+
+/* The scratch per part that gemm, matmul and attention need (ops.c). */
+size_t rt_s_gemm(const RtBuf *bufs, const RtOpRec *op);
 size_t rt_s_matmul(const RtBuf *bufs, const RtOpRec *op);
 size_t rt_s_attention(const RtBuf *bufs, const RtOpRec *op);
 
