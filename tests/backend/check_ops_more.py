@@ -324,3 +324,32 @@ lut_case("lut4_linear_perchannel_tail", 5, 8, 40, 4, (8, 1), bias=False)
 lut_case("lut8_linear", 3, 4, 24, 8, (2, 1))
 lut_case("lut2_dense_add", 0, 3, 4, 2, (1, 2), consumer="add")
 lut_case("lut3_dense_add", 0, 4, 6, 3, (2, 1), consumer="add")
+# the other constexpr_* ops: dense weights built at compile time, feeding linear or an add
+xl = R(3, 8)
+w16 = f16(R(4, 8))
+case("constexpr_cast", {"x": (xl, "fp32")},
+     [const("s", w16, "fp16"), 'tensor<fp32, [4, 8]> w = constexpr_cast(source_val = s, output_dtype = string("fp32"));',
+      "tensor<fp32, [3, 4]> y = linear(x = x, weight = w);"], {"y": (xl @ w16.T.astype(np.float64), "fp32")})
+q8 = rng.integers(-128, 128, (6, 8))
+zp8, sc6 = rng.integers(-5, 5, 6), np.abs(R(6)) * 0.05 + 0.01
+case("constexpr_affine_dequantize", {"x": (xl, "fp32")},
+     [const("q", q8, "int8"), const("zp", zp8, "int8"), const("sc", sc6), const("ax", 0, "int32"),
+      "tensor<fp32, [6, 8]> w = constexpr_affine_dequantize(quantized_data = q, zero_point = zp, scale = sc, axis = ax);",
+      "tensor<fp32, [3, 6]> y = linear(x = x, weight = w);"],
+     {"y": (xl @ ((q8 - zp8[:, None]) * sc6[:, None]).T, "fp32")})
+d8, off8, sc42 = rng.integers(-100, 100, (4, 8)), rng.integers(-3, 3, (4, 2)), np.abs(R(4, 2)) * 0.1
+xb = R(4, 8)
+case("constexpr_blockwise_shift_scale", {"x": (xb, "fp32")},
+     [const("d", d8, "int8"), const("sc", sc42), const("of", off8, "int8"),
+      "tensor<fp32, [4, 8]> w = constexpr_blockwise_shift_scale(data = d, scale = sc, offset = of);",
+      "tensor<fp32, [4, 8]> y = add(x = x, y = w);"],
+     {"y": (xb + (d8 - off8.repeat(4, 1)) * sc42.repeat(4, 1), "fp32")})
+mask = rng.random((3, 5)) > 0.5
+nzv = R(int(mask.sum()))
+dense = np.zeros((3, 5))
+dense[mask] = nzv
+xs_ = R(3, 5)
+case("constexpr_sparse_to_dense", {"x": (xs_, "fp32")},
+     [const("nz", nzv), const("m", mask.astype(np.int64), "uint1"),
+      "tensor<fp32, [3, 5]> w = constexpr_sparse_to_dense(nonzero_data = nz, mask = m);",
+      "tensor<fp32, [3, 5]> y = add(x = x, y = w);"], {"y": (xs_ + dense, "fp32")})
