@@ -1355,6 +1355,58 @@ static int lower_instance_norm(LowerShared *s, const IrOp *op) {
     return rc;
 }
 
+/* l2_norm: x / sqrt(Σ x² + ε) over the last three dims (coremltools'
+ * definition), as a sum of squares, rsqrt and a broadcast multiply. */
+static int lower_l2_norm(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    const IrType *t = rtype(op);
+    if (t->rank < 3) return FAIL("l2_norm: x needs rank >= 3");
+    int64_t rd[MAXR];
+    for (int i = 0; i < t->rank; i++) rd[i] = i < t->rank - 3 ? t->dims[i] : 1;
+    RtReduceParams rp = {.op = RT_RX_SUM_SQUARE, .axes = 7u << (t->rank - 3)};
+    RtUnaryParams up = {.op = RT_UN_RSQRT, .eps = (float)arg_f64_or(op, "epsilon", 1e-6)};
+    RtBinaryParams mp = {.op = RT_BIN_MUL};
+    int in = materialize(s, x), ss = new_temp(s, RT_F32, t->rank, rd), r = new_temp(s, RT_F32, t->rank, rd);
+    if (emit(s, RT_OP_REDUCEX, &in, 1, ss, &rp, sizeof rp) < 0 || emit(s, RT_OP_UNARY, &ss, 1, r, &up, sizeof up) < 0) return -1;
+    int b[2] = {in, r};
+    return emit_result(s, op, RT_OP_BINARY, b, 2, &mp, sizeof mp);
+}
+
+/* local_response_norm: x / (k + α/size · Σ x²)^β, the sum over a window of
+ * `size` channels around each one ((size - 1) / 2 before it), as a square,
+ * an average pool over channels ([B, 1, C, rest]: the window always counts
+ * `size` taps, so avg = Σ / size), an affine map, a power and a multiply. */
+static int lower_lrn(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    const IrType *t = rtype(op);
+    int64_t size = 0;
+    if (!ir_op_arg_i64(op, "size", &size) || size < 1) return FAIL("local_response_norm: 'size' must be a positive constant");
+    if (t->rank < 3) return FAIL("local_response_norm: x needs rank >= 3");
+    double alpha = arg_f64_or(op, "alpha", 1e-4), beta = arg_f64_or(op, "beta", 0.75), k = arg_f64_or(op, "k", 1);
+    int64_t rest = 1;
+    for (int i = 2; i < t->rank; i++) rest *= t->dims[i];
+    int64_t v4[4] = {t->dims[0], 1, t->dims[1], rest};
+    RtEltParams sq = {.op = RT_EL_SQUARE}, lin = {.op = RT_EL_LINEAR, .alpha = (float)alpha, .beta = (float)k};
+    RtConvParams pp = {.nsp = 2, .groups = 1, .pool = RT_POOL_AVG, .k = {(int32_t)size, 1, 1}, .stride = {1, 1, 1},
+                       .dil = {1, 1, 1}, .pad_lo = {(int32_t)((size - 1) / 2), 0, 0},
+                       .pad_hi = {(int32_t)(size - 1 - (size - 1) / 2), 0, 0}, .out = {(int32_t)t->dims[1], (int32_t)rest, 1}};
+    RtBinaryParams pw = {.op = RT_BIN_POW}, mul = {.op = RT_BIN_MUL};
+    float nb = (float)-beta;
+    int64_t one = 1;
+    int in = buffer_as(s, x, 4, v4, -1);
+    int x2 = new_temp(s, RT_F32, 4, v4), av = new_temp(s, RT_F32, 4, v4), d = new_temp(s, RT_F32, 4, v4);
+    int f = new_temp(s, RT_F32, 4, v4), e = check_rc(s, rtb_weight(s->b, "lrn_beta", RT_F32, 1, &one, &nb));
+    note_buf(s, e, 1, &one);
+    if (emit(s, RT_OP_ELTWISE, &in, 1, x2, &sq, sizeof sq) < 0 || emit(s, RT_OP_POOL, &x2, 1, av, &pp, sizeof pp) < 0 ||
+        emit(s, RT_OP_ELTWISE, &av, 1, d, &lin, sizeof lin) < 0 ||
+        emit(s, RT_OP_BINARY, (const int[]){d, e}, 2, f, &pw, sizeof pw) < 0)
+        return -1;
+    int y = new_temp(s, RT_F32, 4, v4);
+    if (emit(s, RT_OP_BINARY, (const int[]){in, f}, 2, y, &mul, sizeof mul) < 0) return -1;
+    set_buffer(s, op->results[0], y, 4, v4);
+    return 0;
+}
+
 /* Padding of a convolution or pool on spatial dim i: lo and hi. */
 static int conv_pads(LowerShared *s, const IrOp *op, int nsp, const int64_t *in, const int64_t *out, const int64_t *k,
                      const int64_t *st, const int64_t *dil, bool transpose, int64_t *lo, int64_t *hi) {
@@ -1721,7 +1773,7 @@ bool backend_lowers(IrOpKind k) {
         /* reductions, normalizations, convolution and pooling */
         OP_REDUCE_MIN, OP_REDUCE_PROD, OP_REDUCE_L1_NORM, OP_REDUCE_L2_NORM, OP_REDUCE_LOG_SUM, OP_REDUCE_LOG_SUM_EXP,
         OP_REDUCE_SUM_SQUARE, OP_REDUCE_ARGMAX, OP_REDUCE_ARGMIN, OP_BATCH_NORM, OP_INSTANCE_NORM, OP_MAX_POOL,
-        OP_AVG_POOL, OP_L2_POOL, OP_CONV_TRANSPOSE,
+        OP_AVG_POOL, OP_L2_POOL, OP_CONV_TRANSPOSE, OP_L2_NORM, OP_LOCAL_RESPONSE_NORM,
         /* data movement */
         OP_IDENTITY, OP_FLATTEN2D, OP_REVERSE, OP_STACK, OP_FILL, OP_SHAPE, OP_SPACE_TO_DEPTH, OP_DEPTH_TO_SPACE,
         OP_UPSAMPLE_NEAREST_NEIGHBOR, OP_CONSTEXPR_LUT_TO_DENSE, OP_CONSTEXPR_CAST, OP_CONSTEXPR_AFFINE_DEQUANTIZE,
@@ -1790,6 +1842,8 @@ static int lower_op(LowerShared *s, IrOp *op) {
         return lower_binop(s, op);
     case OP_BATCH_NORM: return lower_batch_norm(s, op);
     case OP_INSTANCE_NORM: return lower_instance_norm(s, op);
+    case OP_L2_NORM: return lower_l2_norm(s, op);
+    case OP_LOCAL_RESPONSE_NORM: return lower_lrn(s, op);
     case OP_MAX_POOL: case OP_AVG_POOL: case OP_L2_POOL: return lower_pool(s, op);
     case OP_CONV_TRANSPOSE: return lower_conv_general(s, op);
     case OP_LAYER_NORM: return lower_layer_norm(s, op);

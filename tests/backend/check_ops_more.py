@@ -353,3 +353,26 @@ case("constexpr_sparse_to_dense", {"x": (xs_, "fp32")},
      [const("nz", nzv), const("m", mask.astype(np.int64), "uint1"),
       "tensor<fp32, [3, 5]> w = constexpr_sparse_to_dense(nonzero_data = nz, mask = m);",
       "tensor<fp32, [3, 5]> y = add(x = x, y = w);"], {"y": (xs_ + dense, "fp32")})
+# l2_norm (over the last three dims) and local_response_norm (a window of channels)
+x5 = R(2, 3, 4, 5) * 2
+for dt in FLOAT:
+    op_case("l2_norm_" + dt, "l2_norm", {"x": x5}, dt, lambda v: v / np.sqrt((v * v).sum((1, 2, 3), keepdims=True) + 1e-6), tol=1e-4)
+    op_case("l2_norm_rank5_" + dt, "l2_norm", {"x": R(2, 2, 3, 4, 5)}, dt,
+            lambda v: v / np.sqrt((v * v).sum((2, 3, 4), keepdims=True) + 1e-6), tol=1e-4)
+
+
+def lrn_ref(v, size, alpha, beta, k):
+    c = v.shape[1]
+    out = np.empty_like(v)
+    for i in range(c):
+        lo, hi = max(0, i - (size - 1) // 2), min(c, i + size // 2 + 1)
+        out[:, i] = v[:, i] / (k + alpha / size * (v[:, lo:hi] ** 2).sum(1)) ** beta
+    return out
+
+
+xl5 = R(2, 7, 3, 4) * 2
+for dt in FLOAT:
+    for size in (3, 4):
+        op_case("local_response_norm_%d_%s" % (size, dt), "local_response_norm", {"x": xl5}, dt,
+                lambda v: lrn_ref(v, size, 0.5, 0.75, 2.0),
+                [("size", size, "int32"), ("alpha", 0.5, "fp32"), ("beta", 0.75, "fp32"), ("k", 2.0, "fp32")], tol=1e-4)
