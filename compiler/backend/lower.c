@@ -1407,6 +1407,27 @@ static int lower_lrn(LowerShared *s, const IrOp *op) {
     return 0;
 }
 
+/* cumsum and gather_along_axis: one kernel each (kernels_eltwise.c). */
+static int lower_cumsum(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    int64_t a = 0, ex = 0, rv = 0;
+    ir_op_arg_i64(op, "axis", &a);
+    ir_op_arg_i64(op, "exclusive", &ex);
+    ir_op_arg_i64(op, "reverse", &rv);
+    RtScanParams p = {.axis = normalize_axis(a, x->type.rank), .exclusive = ex != 0, .reverse = rv != 0};
+    int in = materialize(s, x);
+    return emit_result(s, op, RT_OP_CUMSUM, &in, 1, &p, sizeof p);
+}
+
+static int lower_gather_axis(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    int64_t a = 0;
+    ir_op_arg_i64(op, "axis", &a);
+    RtAxisParams p = {.axis = normalize_axis(a, x->type.rank)};
+    int in[2] = {materialize(s, x), materialize(s, arg_value(op, "indices"))};
+    return emit_result(s, op, RT_OP_GATHER_AXIS, in, 2, &p, sizeof p);
+}
+
 /* Padding of a convolution or pool on spatial dim i: lo and hi. */
 static int conv_pads(LowerShared *s, const IrOp *op, int nsp, const int64_t *in, const int64_t *out, const int64_t *k,
                      const int64_t *st, const int64_t *dil, bool transpose, int64_t *lo, int64_t *hi) {
@@ -1773,7 +1794,8 @@ bool backend_lowers(IrOpKind k) {
         /* reductions, normalizations, convolution and pooling */
         OP_REDUCE_MIN, OP_REDUCE_PROD, OP_REDUCE_L1_NORM, OP_REDUCE_L2_NORM, OP_REDUCE_LOG_SUM, OP_REDUCE_LOG_SUM_EXP,
         OP_REDUCE_SUM_SQUARE, OP_REDUCE_ARGMAX, OP_REDUCE_ARGMIN, OP_BATCH_NORM, OP_INSTANCE_NORM, OP_MAX_POOL,
-        OP_AVG_POOL, OP_L2_POOL, OP_CONV_TRANSPOSE, OP_L2_NORM, OP_LOCAL_RESPONSE_NORM,
+        OP_AVG_POOL, OP_L2_POOL, OP_CONV_TRANSPOSE, OP_L2_NORM, OP_LOCAL_RESPONSE_NORM, OP_CUMSUM,
+        OP_GATHER_ALONG_AXIS,
         /* data movement */
         OP_IDENTITY, OP_FLATTEN2D, OP_REVERSE, OP_STACK, OP_FILL, OP_SHAPE, OP_SPACE_TO_DEPTH, OP_DEPTH_TO_SPACE,
         OP_UPSAMPLE_NEAREST_NEIGHBOR, OP_CONSTEXPR_LUT_TO_DENSE, OP_CONSTEXPR_CAST, OP_CONSTEXPR_AFFINE_DEQUANTIZE,
@@ -1844,6 +1866,8 @@ static int lower_op(LowerShared *s, IrOp *op) {
     case OP_INSTANCE_NORM: return lower_instance_norm(s, op);
     case OP_L2_NORM: return lower_l2_norm(s, op);
     case OP_LOCAL_RESPONSE_NORM: return lower_lrn(s, op);
+    case OP_CUMSUM: return lower_cumsum(s, op);
+    case OP_GATHER_ALONG_AXIS: return lower_gather_axis(s, op);
     case OP_MAX_POOL: case OP_AVG_POOL: case OP_L2_POOL: return lower_pool(s, op);
     case OP_CONV_TRANSPOSE: return lower_conv_general(s, op);
     case OP_LAYER_NORM: return lower_layer_norm(s, op);

@@ -376,3 +376,26 @@ for dt in FLOAT:
         op_case("local_response_norm_%d_%s" % (size, dt), "local_response_norm", {"x": xl5}, dt,
                 lambda v: lrn_ref(v, size, 0.5, 0.75, 2.0),
                 [("size", size, "int32"), ("alpha", 0.5, "fp32"), ("beta", 0.75, "fp32"), ("k", 2.0, "fp32")], tol=1e-4)
+# cumsum and gather_along_axis
+xc4 = R(3, 4, 5) * 3
+
+
+def cum_ref(v, axis, exclusive, reverse):
+    w = np.flip(v, axis) if reverse else v
+    c = np.cumsum(w, axis)
+    if exclusive:
+        c = c - w
+    return np.flip(c, axis) if reverse else c
+
+
+for dt in NUM:
+    for axis, ex, rv in [(1, False, False), (-1, True, False), (0, False, True), (2, True, True)]:
+        op_case("cumsum_%s_%d%d%d" % (dt, axis, ex, rv), "cumsum", {"x": xc4}, dt,
+                lambda v: cum_ref(v, axis, ex, rv), [("axis", axis, "int32"), ("exclusive", ex, "bool"), ("reverse", rv, "bool")],
+                tol=1e-4)
+gi = rng.integers(-4, 4, (3, 6, 5))
+for dt in ("fp32", "fp16", "int32"):
+    xg = as_dt(xc4, dt)
+    case("gather_along_axis_" + dt, {"x": (xg, dt)},
+         [const("i", gi, "int32"), const("ax", 1, "int32"), "%s y = gather_along_axis(x = x, indices = i, axis = ax);" % ty(gi, dt)],
+         {"y": (np.take_along_axis(xg.astype(np.float64), np.where(gi < 0, gi + 4, gi), 1), dt)})
