@@ -99,6 +99,8 @@ typedef enum {
     RT_OP_CONV,       /* RtConvParams: x, W[, bias] -> y (direct, any groups; transposed) */
     RT_OP_POOL,       /* RtConvParams: x -> y (max / avg / l2 pooling)       */
     RT_OP_LUT_GEMM,   /* RtLutParams: x, indices(U8), lut[, bias] -> y (palettized linear) */
+    RT_OP_CUMSUM,     /* RtScanParams: x -> y (F32 or I32)                    */
+    RT_OP_GATHER_AXIS, /* RtAxisParams: x, indices(I32, y's shape) -> y      */
     RT_OP_COUNT_
 } RtOpKind;
 
@@ -285,6 +287,12 @@ typedef struct {
 typedef struct {
     int32_t bits, bn, bk, has_bias;
 } RtLutParams;
+
+/* cumsum along axis: exclusive leaves each element out of its own sum,
+ * reverse sums from the end.  int32 sums wrap. */
+typedef struct {
+    int32_t axis, exclusive, reverse, reserved;
+} RtScanParams;
 
 /* ---- the builder ---- */
 typedef struct RtPlanBuilder RtPlanBuilder;
