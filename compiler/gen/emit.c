@@ -355,7 +355,9 @@ int gen_generate(GenConfig *c, const GenOptions *o, const char *dir, GenResult *
     int rc = -1, nmap = 0;
     char *canon = NULL;
     if (gen_expand(c->t, &a, param_scope(c, &a), o->max_memory / 32, &p, d) != 0) goto done;
-    if (o->max_memory && dir && p.blob_end > o->max_memory) {
+    /* A build holds every weight in memory (its artifact); emit streams them
+     * to the file, so its weights may be larger than the limit. */
+    if (o->max_memory && dir && o->scratch && p.blob_end > o->max_memory) {
         diag_error(d, gen_loc(d, c->t->path, gx_root(c->t->xml)),
                    "the program's weights take %llu bytes, more than the memory limit of %llu (--max-memory)",
                    (unsigned long long)p.blob_end, (unsigned long long)o->max_memory);
@@ -417,6 +419,7 @@ int gen_generate(GenConfig *c, const GenOptions *o, const char *dir, GenResult *
     else snprintf(genfile, sizeof genfile, "%s.mil", c->t->name);
 
     uint64_t wbytes = 0;
+    uint8_t wdigest[16] = {0};
     if (dir) {
         char wdir[PATH_MAX], wpath[PATH_MAX];
         snprintf(wdir, sizeof wdir, "%s/weights", dir);
@@ -432,7 +435,7 @@ int gen_generate(GenConfig *c, const GenOptions *o, const char *dir, GenResult *
         GenWeights *own = NULL;
         const GenWeights *src = o->source;
         if (!src && gen_weights_open(o->weights, &own, d) != 0) goto done;
-        int wrc = gen_weights_write(&p, src ? src : own, wpath, o->scratch, d);
+        int wrc = gen_weights_write(&p, src ? src : own, wpath, o->scratch, wdigest, d);
         gen_weights_close(own);
         if (wrc != 0) goto done;
         wbytes = 64; /* the header; no padding follows the last blob */
@@ -481,6 +484,7 @@ int gen_generate(GenConfig *c, const GenOptions *o, const char *dir, GenResult *
     r->noutputs = p.noutputs;
     r->nweights = p.nweights;
     r->weight_file_bytes = wbytes;
+    memcpy(r->weights_digest, wdigest, 16);
     rc = 0;
 done:
     free(canon);

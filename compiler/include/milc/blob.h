@@ -65,6 +65,11 @@ int milblob_parse(MilBlobFile *f, const char *name, const void *bytes, size_t si
  * (a build's weight.bin): mapped, not read, since nobody else can truncate it
  * there, and a check that reads only record headers then costs nothing. */
 int milblob_open_own(MilBlobFile *f, const char *path, DiagSink *d);
+/* Validate a weight file as milblob_open does, reading only the header,
+ * the records and the padding between blobs (by pread): memory and time do
+ * not grow with the data.  Every record's data is NULL and bytes is NULL: for
+ * a reader that needs the layout only (the checker). */
+int milblob_open_records(MilBlobFile *f, const char *path, DiagSink *d);
 void milblob_close(MilBlobFile *f);
 /* The record whose metadata starts at offset, or NULL. */
 const MilBlobRecord *milblob_find(const MilBlobFile *f, uint64_t offset);
@@ -93,6 +98,21 @@ uint64_t milblob_writer_add(MilBlobWriter *w, uint32_t dtype, const void *data, 
  * offset in *offset.  Lets a generator produce weights without a copy.
  * NULL (and *offset = UINT64_MAX) after a sticky error. */
 void *milblob_writer_reserve(MilBlobWriter *w, uint32_t dtype, uint64_t size, uint64_t *offset);
+/* The most milblob_writer_take hands out at a time. */
+enum { MILBLOB_TAKE_MAX = 1u << 20 };
+/* Append a blob of size bytes whose data the caller then supplies in order,
+ * piece by piece, through milblob_writer_take: the writer's memory stays
+ * bounded (a few MiB) whatever the blob's size.  Returns the record offset,
+ * or UINT64_MAX after a sticky error.  Writing anything else (or finishing)
+ * before all size bytes were taken is a sticky error. */
+uint64_t milblob_writer_begin(MilBlobWriter *w, uint32_t dtype, uint64_t size);
+/* The next n bytes (n <= MILBLOB_TAKE_MAX and <= what the blob begun last
+ * still lacks) of that blob, for the caller to fill before its next writer
+ * call.  NULL after a sticky error (n too large included). */
+void *milblob_writer_take(MilBlobWriter *w, size_t n);
+/* The digest milblob_file_digest gives for the file written so far, made as
+ * the bytes went by (no read back).  Call before finish. */
+void milblob_writer_digest(MilBlobWriter *w, uint8_t out[16]);
 /* Write the header, flush, rename into place.  Frees w.  0 or -1. */
 int milblob_writer_finish(MilBlobWriter *w, DiagSink *d);
 /* Discard everything written; frees w. */

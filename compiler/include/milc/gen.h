@@ -199,6 +199,7 @@ typedef struct GenResult {
     int noutputs;
     int nweights;
     uint64_t weight_file_bytes; /* size of weights/weight.bin (0 when not written) */
+    uint8_t weights_digest[16]; /* its milblob_file_digest, made while writing (when written) */
 } GenResult;
 
 /* Generate the program of a resolved config.  With dir non-NULL, writes the
