@@ -342,6 +342,11 @@ static void sort_io(GenIo *io, SrcLoc *locs, int n) {
         }
 }
 
+int gen_config_expand(GenConfig *c, Arena *a, GenProgram *p, DiagSink *d) {
+    if (!c->resolved && gen_config_resolve(c, d) != 0) return -1;
+    return gen_expand(c->t, a, param_scope(c, a), 0, p, d);
+}
+
 int gen_generate(GenConfig *c, const GenOptions *o, const char *dir, GenResult *r, DiagSink *d) {
     memset(r, 0, sizeof *r);
     if (!c->resolved && gen_config_resolve(c, d) != 0) return -1;

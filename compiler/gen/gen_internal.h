@@ -156,6 +156,10 @@ int gen_expand(const GenTemplate *t, Arena *a, Scope *globals, uint64_t max_text
  * gen_config_resolve checks).  0 or -1. */
 int gen_resolve_globals(const GenTemplate *t, Arena *a, Scope *globals, DiagSink *d);
 
+/* The expanded program of a config (its weights' layout), in a: what
+ * gen_generate writes, without writing it (bench_gen). */
+int gen_config_expand(GenConfig *c, Arena *a, GenProgram *p, DiagSink *d);
+
 /* ---- weights (weights.c) ---- */
 
 /* Fill every weight of p into DIR/weights/weight.bin from the source,
