@@ -3,6 +3,7 @@
  * Every field of a file being read is untrusted; see milc/blob.h for the layout. */
 #include "milc/blob.h"
 #include "milc/osfile.h"
+#include "milc/ossys.h"
 #include "readfile.h"
 #include "milc/assert.h"
 
@@ -365,6 +366,8 @@ struct MilBlobWriter {
     size_t cap, fill;
     uint64_t pos;   /* logical end of file, staged bytes included */
     uint64_t left;  /* bytes the streamed blob still lacks */
+    bool mem;       /* the file is made in memory: buf is it, whole (maplen of mapping) */
+    size_t maplen;
     uint32_t count;
     XXH3_state_t *hash;        /* the digest so far */
     const uint8_t *unhashed;   /* a piece handed out, hashed once filled */
@@ -407,6 +410,7 @@ static bool write_all(MilBlobWriter *w, const void *data, size_t n) {
 static bool writer_flush(MilBlobWriter *w) {
     if (w->failed) return false;
     writer_settle(w);
+    if (w->mem) return true; /* the bytes are where they belong */
     if (w->fill && !write_all(w, w->buf, w->fill)) return false;
     w->fill = 0;
     return true;
@@ -415,6 +419,10 @@ static bool writer_flush(MilBlobWriter *w) {
 /* Make room for n more staged bytes, flushing and growing as needed. */
 static bool writer_room(MilBlobWriter *w, size_t n) {
     if (w->cap - w->fill >= n) return true;
+    if (w->mem) {
+        writer_fail(w, "the weights outgrow the %zu bytes laid out for them", w->cap);
+        return false;
+    }
     if (!writer_flush(w)) return false;
     if (w->cap >= n) return true;
     size_t cap = n > FLUSH_AT ? n : FLUSH_AT;
@@ -517,7 +525,7 @@ uint64_t milblob_writer_add(MilBlobWriter *w, uint32_t dtype, const void *data, 
     if (m == UINT64_MAX) return m;
     if (size == 0) return m; /* data may be NULL */
     XXH3_128bits_update(w->hash, data, (size_t)size);
-    if (size <= w->cap - w->fill) {
+    if (size <= w->cap - w->fill || (w->mem && writer_room(w, (size_t)size))) {
         memcpy(w->buf + w->fill, data, (size_t)size);
         w->fill += (size_t)size;
     } else if (!writer_flush(w) || !write_all(w, data, (size_t)size)) {
@@ -571,7 +579,8 @@ void milblob_writer_digest(MilBlobWriter *w, uint8_t out[16]) {
 
 static void writer_free(MilBlobWriter *w) {
     XXH3_freeState(w->hash);
-    free(w->buf);
+    if (w->mem) os_huge_free(w->buf, w->maplen); /* NULL once handed over */
+    else free(w->buf);
     free(w->path);
     free(w);
 }
@@ -602,6 +611,51 @@ void milblob_writer_scratch(MilBlobWriter *w) {
 
 void milblob_writer_abort(MilBlobWriter *w) {
     if (!w) return;
-    os_publish_abort(&w->pub);
+    if (!w->mem) os_publish_abort(&w->pub);
     writer_free(w);
+}
+
+MilBlobWriter *milblob_writer_open_mem(uint64_t size, DiagSink *d) {
+    MilBlobWriter *w = calloc(1, sizeof *w);
+    if (!w || !(w->path = strdup("weight.bin")) || !(w->hash = XXH3_createState())) goto nomem;
+    XXH3_128bits_reset(w->hash);
+    w->mem = true;
+    if (size < HEADER_SIZE) size = HEADER_SIZE;
+    if (size > SIZE_MAX || !(w->buf = os_huge_alloc((size_t)size, &w->maplen))) goto nomem;
+    w->cap = (size_t)size;
+    store_u32(w->buf + 4, MILBLOB_VERSION); /* zeroed memory: the rest of the header is */
+    w->fill = HEADER_SIZE;
+    w->pos = HEADER_SIZE;
+    return w;
+nomem:
+    diag_syserror(d, (SrcLoc){0}, "out of memory for %" PRIu64 " bytes of weights", size);
+    if (w) {
+        if (w->hash) XXH3_freeState(w->hash);
+        free(w->path);
+        free(w);
+    }
+    return NULL;
+}
+
+int milblob_writer_finish_mem(MilBlobWriter *w, MilBlobImage *out, DiagSink *d) {
+    memset(out, 0, sizeof *out);
+    if (writer_whole(w) && writer_flush(w)) {
+        store_u32(w->buf, w->count);
+        out->bytes = w->buf, out->size = w->fill, out->maplen = w->maplen;
+        w->buf = NULL;
+    } else {
+        diag_syserror(d, (SrcLoc){0}, "weights: %s", w->err);
+    }
+    writer_free(w);
+    return out->bytes ? 0 : -1;
+}
+
+void milblob_image_free(MilBlobImage *m) {
+    if (m->bytes) os_huge_free(m->bytes, m->maplen);
+    memset(m, 0, sizeof *m);
+}
+
+void milblob_image_discard(const MilBlobImage *m, const void *p, size_t n) {
+    const uint8_t *b = m->bytes, *q = p;
+    if (b && q >= b && n <= m->size && (size_t)(q - b) <= m->size - n) os_mem_discard((void *)q, n);
 }

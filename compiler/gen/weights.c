@@ -457,26 +457,41 @@ static void init_weight(const GenWeight *w, uint64_t seed, MilBlobWriter *wr) {
     }
 }
 
+/* Every weight of p into wr, streamed: the writer's memory is a few MiB
+ * whatever a weight's size (--seq picks a mask's).  0, or -1 after a
+ * diagnostic (a writer error is sticky: its finish reports it). */
+static int fill_all(const GenProgram *p, const GenWeights *src, MilBlobWriter *wr, DiagSink *d) {
+    pthread_once(&select_once, select_default);
+    for (int i = 0; i < p->nweights; i++) {
+        const GenWeight *w = &p->weights[i];
+        uint64_t off = milblob_writer_begin(wr, w->dtype, w->count * (w->dtype == MILBLOB_FP16 ? 2 : 4));
+        if (off == UINT64_MAX) return 0;
+        MILC_ASSERT(off == w->offset); /* expand.c laid out the same file */
+        if (!src->random && w->source) {
+            if (map_source(w, &src->st, wr, d) != 0) return -1;
+        } else {
+            init_weight(w, src->seed, wr);
+        }
+    }
+    return 0;
+}
+
 int gen_weights_write(const GenProgram *p, const GenWeights *src, const char *path, bool scratch, uint8_t digest[16],
                       DiagSink *d) {
     MilBlobWriter *wr = milblob_writer_open(path, d);
     if (!wr) return -1;
     if (scratch) milblob_writer_scratch(wr);
-    pthread_once(&select_once, select_default);
-    int rc = 0;
-    for (int i = 0; i < p->nweights && rc == 0; i++) {
-        const GenWeight *w = &p->weights[i];
-        /* Streamed a piece at a time: the writer's memory is a few MiB
-         * whatever the weight's size (--seq picks a mask's). */
-        uint64_t off = milblob_writer_begin(wr, w->dtype, w->count * (w->dtype == MILBLOB_FP16 ? 2 : 4));
-        if (off == UINT64_MAX) break; /* a sticky writer error (disk full, ...): finish reports it */
-        MILC_ASSERT(off == w->offset); /* expand.c laid out the same file */
-        if (!src->random && w->source) rc = map_source(w, &src->st, wr, d);
-        else init_weight(w, src->seed, wr);
-    }
-    if (rc) { milblob_writer_abort(wr); return -1; }
+    if (fill_all(p, src, wr, d) != 0) { milblob_writer_abort(wr); return -1; }
     if (digest) milblob_writer_digest(wr, digest);
     return milblob_writer_finish(wr, d);
+}
+
+int gen_weights_make(const GenProgram *p, const GenWeights *src, MilBlobImage *out, uint8_t digest[16], DiagSink *d) {
+    MilBlobWriter *wr = milblob_writer_open_mem(p->blob_end, d);
+    if (!wr) return -1;
+    if (fill_all(p, src, wr, d) != 0) { milblob_writer_abort(wr); return -1; }
+    milblob_writer_digest(wr, digest);
+    return milblob_writer_finish_mem(wr, out, d);
 }
 
 int gen_weights_digest(const char *weights, uint8_t out[16], DiagSink *d) {

@@ -523,6 +523,16 @@ TEST(fill_variants_agree) {
     CHECK_EQ_INT(milblob_open(&f, b, &d), 0);
     milblob_file_digest(&f, want);
     CHECK(memcmp(want, r.weights_digest, 16) == 0);
+    size_t n = 0;
+    char *file = read_all(b, &n);
+    gen_result_free(&r);
+    /* Made in memory (a build's): the same bytes and digest, no file. */
+    snprintf(a, sizeof a, "%s/fillm", tmpdir);
+    CHECK(gen_generate(c, &(GenOptions){.weights = "random:3", .compile_mode = -1, .in_memory = true}, a, &r, &d) == 0);
+    CHECK(r.weights.bytes && r.weights.size == n && !memcmp(r.weights.bytes, file, n));
+    CHECK(memcmp(want, r.weights_digest, 16) == 0);
+    CHECK(access(a, F_OK) != 0);
+    free(file);
     milblob_close(&f);
     gen_result_free(&r);
     gen_config_free(c);

@@ -118,4 +118,25 @@ int milblob_writer_finish(MilBlobWriter *w, DiagSink *d);
 /* Discard everything written; frees w. */
 void milblob_writer_abort(MilBlobWriter *w);
 
+/* A weight file made in memory, no file at all: a build compiles its
+ * weights and throws them away, so they need not go through the page cache
+ * (where a chunk's weights cost a second copy of them, and the first chunk
+ * the price of memory never touched before). */
+typedef struct MilBlobImage {
+    uint8_t *bytes; /* the file's bytes (milblob_parse them), size of them */
+    size_t size;
+    size_t maplen;  /* of the mapping behind them */
+} MilBlobImage;
+/* A writer into memory laid out for exactly size bytes of file (a generator
+ * knows its layout): pieces taken are the file's own bytes, never copied.
+ * Writing past size is a sticky error. */
+MilBlobWriter *milblob_writer_open_mem(uint64_t size, DiagSink *d);
+/* Finish into *out (the caller frees it with milblob_image_free).  Frees w.
+ * 0, or -1 with the writer's sticky error added to d. */
+int milblob_writer_finish_mem(MilBlobWriter *w, MilBlobImage *out, DiagSink *d);
+void milblob_image_free(MilBlobImage *m);
+/* The bytes [p, p + n) of the image will not be read again: their whole
+ * pages go back to the OS (and read as zeros after). */
+void milblob_image_discard(const MilBlobImage *m, const void *p, size_t n);
+
 #endif
