@@ -70,6 +70,8 @@ static void collect(void *ctx, int idx, const char *label, const BuildResult *r)
     b->keys[b->n++] = r->key;
     b->ms_total += r->ms_total;
     b->artifact_bytes += r->artifact_bytes;
+    b->ms_generate += r->ms_generate, b->ms_check += r->ms_check;
+    b->ms_lower += r->ms_passes + r->ms_lower, b->ms_store += r->ms_store;
     if (r->outcome == BUILD_MISS) b->misses++;
     else b->hits++, b->checksummed += r->checksummed;
 }
@@ -407,10 +409,11 @@ int bench_child(Cli *cli, int argc, char **argv) {
         finite &= isfinite(half_to_float(((const uint16_t *)last->data)[i])) != 0;
     printf("{\"ttft_ms\":%.4f,\"start_ms\":%.4f,\"open_ms\":%.4f,\"build_ms\":%.4f,\"misses\":%d,\"hits\":%d,\"checksummed\":%d,"
            "\"artifact_bytes\":%llu,\"load_ms\":%.4f,\"run_ms\":%.4f,\"dispatches\":%llu,\"programs\":%d,"
-           "\"peak_rss_bytes\":%.0f,\"finite\":%s}\n",
+           "\"peak_rss_bytes\":%.0f,\"finite\":%s,\"generate_ms\":%.4f,\"check_ms\":%.4f,\"lower_ms\":%.4f,"
+           "\"store_ms\":%.4f}\n",
            (double)(t_done - t0) / 1e6, (double)(t_entry - t0) / 1e6, open_ms, build_ms, b.misses, b.hits, b.checksummed,
            (unsigned long long)b.artifact_bytes, load_ms, run_ms, (unsigned long long)nd, b.n, peak_rss_bytes(),
-           finite ? "true" : "false");
+           finite ? "true" : "false", b.ms_generate, b.ms_check, b.ms_lower, b.ms_store);
     rc = EXIT_OK;
 out:
     bench_chain_free(&ch);
