@@ -24,14 +24,14 @@ int bparams_init(BenchParams *p, const char *config, const char *weights) {
 int bparams_add(BenchParams *p, const char *name, const char *value) {
     if (p->n == p->cap) {
         int cap = p->cap ? p->cap * 2 : 16;
-        OptHit *v = realloc(p->v, sizeof *v * (size_t)cap);
+        MilcParam *v = realloc(p->v, sizeof *v * (size_t)cap);
         if (!v) return -1;
         p->v = v;
         p->cap = cap;
     }
     char *n = strdup(name), *val = strdup(value);
     if (!n || !val) { free(n); free(val); return -1; }
-    p->v[p->n++] = (OptHit){NULL, n, val};
+    p->v[p->n++] = (MilcParam){n, val};
     return 0;
 }
 
@@ -379,7 +379,7 @@ int bench_child(Cli *cli, int argc, char **argv) {
         if (bparams_add(&p, a.extra[i].name, a.extra[i].value) != 0) { rc = EXIT_SYSTEM; goto out_p; }
 
     TemplatePath tp;
-    if (tpath_init(&tp, cli) != 0) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out_p; }
+    if (tpath_init(&tp, cli->template_dirs) != 0) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out_p; }
     DiagSink d;
     diag_init(&d);
     Cache *c = NULL;

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "milc.h"
 #include "milc/diag.h"
 
 /* Exit codes (documented in `milc --help` and the README). */
@@ -18,11 +19,6 @@ enum {
     EXIT_USAGE = 2,  /* bad command line */
     EXIT_SYSTEM = 3, /* I/O, cache or system failure */
 };
-
-/* The kernel variant (RtCpu) every model of this process loads with: set by
- * main from $MILC_CPU (checked: the CPU runs it), else the best this CPU
- * runs, before any command.  It is part of every cache key. */
-extern int cli_cpu;
 
 typedef struct Cli {
     const char *argv0;
@@ -63,7 +59,7 @@ typedef struct Args {
     int nhits;
     const char **pos;
     int npos;
-    OptHit *extra; /* --NAME VALUE options not in the table (when allowed) */
+    MilcParam *extra; /* --NAME VALUE options not in the table (when allowed) */
     int nextra;
 } Args;
 

@@ -117,7 +117,7 @@ static int build_run(Cli *cli, int argc, char **argv) {
     if ((rc = tier_open(cli, "build", true, &remote)) != EXIT_OK) goto out_args;
     rc = EXIT_USAGE;
     TemplatePath tp;
-    if (tpath_init(&tp, cli) != 0) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out_args; }
+    if (tpath_init(&tp, cli->template_dirs) != 0) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out_args; }
     DiagSink d;
     diag_init(&d);
     Cache *c = NULL;

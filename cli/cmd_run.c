@@ -9,6 +9,7 @@
 #include "genopts.h"
 #include "jobs.h"
 #include "model.h"
+#include "run_npy.h"
 #include "drift.h"
 #include "tier.h"
 #include "pipeline.h"
@@ -61,7 +62,7 @@ static int run_build(Cli *cli, const Args *a, Cache **c, LoadedModel *lm, int th
     int trc = tier_open(cli, "run", true, &remote);
     if (trc != EXIT_OK) return trc;
     TemplatePath tp;
-    if (tpath_init(&tp, cli) != 0) { cli_error("out of memory"); tier_close(remote); return EXIT_SYSTEM; }
+    if (tpath_init(&tp, cli->template_dirs) != 0) { cli_error("out of memory"); tier_close(remote); return EXIT_SYSTEM; }
     DiagSink d;
     diag_init(&d);
     int rc = EXIT_SYSTEM;

@@ -1287,10 +1287,17 @@ static unsigned domain_of(const OpCtx *x, const MilArgSpec *s) {
     return s->domain[v >= 15 && v <= 18 ? v - 15 : 3];
 }
 
+/* A const, or the result of a constexpr_* op (a compressed weight is
+ * decompressed at load: Core ML takes it wherever a const is required). */
 static bool arg_is_const(const IrArg *a) {
     if (a->kind == IR_ARG_LITERAL) return true;
-    if (a->kind == IR_ARG_VALUE) return a->value->def && a->value->def->kind == OP_CONST;
-    return false;
+    if (a->kind != IR_ARG_VALUE || !a->value->def) return false;
+    switch (a->value->def->kind) {
+    case OP_CONST: case OP_CONSTEXPR_AFFINE_DEQUANTIZE: case OP_CONSTEXPR_CAST: case OP_CONSTEXPR_BLOCKWISE_SHIFT_SCALE:
+    case OP_CONSTEXPR_LUT_TO_DENSE: case OP_CONSTEXPR_SPARSE_TO_DENSE:
+        return true;
+    default: return false;
+    }
 }
 
 /* Check one argument's dtype and rank against its spec and group.  first[g]

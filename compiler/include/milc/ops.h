@@ -231,7 +231,7 @@ typedef enum IrOpKind {
     OP_COUNT
 } IrOpKind;
 
-enum { MIL_MAX_OP_ARGS = 16, MIL_ARG_NAME_MAX = 24, MIL_ARG_DEFAULT_MAX = 16 };
+enum { MIL_MAX_OP_ARGS = 16, MIL_ARG_NAME_MAX = 32, MIL_ARG_DEFAULT_MAX = 16 };
 
 /* One argument of an op signature, decoded. */
 typedef struct MilArgSpec {

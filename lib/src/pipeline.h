@@ -1,9 +1,10 @@
 /* pipeline.h — `milc build`'s path through generator, compiler and cache:
  * the key records, the direct and full lookups, compile on a miss, store. */
-#ifndef MILC_CLI_PIPELINE_H
-#define MILC_CLI_PIPELINE_H
+#ifndef MILC_LIB_PIPELINE_H
+#define MILC_LIB_PIPELINE_H
 
 #include <stdbool.h>
+#include "lib.h"
 #include "milc/cache.h"
 #include "milc/gen.h"
 #include "milc/remote.h"
@@ -67,7 +68,7 @@ const char *pipeline_cpu_features(void);
 
 /* The direct key's record of req (key base, mode, template digest, the
  * canonical parameters params, weight source and digest) in *db (the caller
- * frees it) and its key.  EXIT_OK, or EXIT_INPUT / EXIT_SYSTEM (a weight
+ * frees it) and its key.  MILC_OK, or MILC_E_INPUT / MILC_E_SYSTEM (a weight
  * source that cannot be read: diagnostics in d). */
 int pipeline_direct_record(const BuildRequest *req, const char *params, CacheKeyBuilder *db, CacheKey *dkey,
                            DiagSink *d);
@@ -94,8 +95,8 @@ struct IrProgram;
 int pipeline_program(Cache *c, const struct IrProgram *p, const char *model_dir, const ProgramRequest *req,
                      BuildResult *res, DiagSink *d);
 
-/* Build one program or find it in the cache.  Returns EXIT_OK, or EXIT_INPUT
- * with diagnostics in d, or EXIT_SYSTEM with a message printed. */
+/* Build one program or find it in the cache.  Returns MILC_OK, or MILC_E_INPUT
+ * with diagnostics in d, or MILC_E_SYSTEM with a message printed. */
 int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink *d);
 
 #endif

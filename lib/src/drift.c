@@ -3,11 +3,12 @@
  * format, CPU features); an entry whose base differs from this milc's is
  * stale.  Its key can never be asked for again, so it is never served; it
  * only takes space, and its direct record is a recipe to rebuild it. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "drift.h"
-#include "explain.h"
+#include "keyrec.h"
 
 bool drift_why(const uint8_t *rec, size_t len, char *why, size_t n) {
     CacheKeyBuilder b;
@@ -29,41 +30,6 @@ bool drift_why(const uint8_t *rec, size_t len, char *why, size_t n) {
     }
     ckey_free(&b);
     return stale;
-}
-
-typedef struct {
-    const Cli *cli;
-    CacheKey *keys;
-    int n, cap;
-} StaleList;
-
-static int stale_entry(void *ctx, const CacheEntryInfo *e) {
-    StaleList *s = ctx;
-    char why[512], hex[33];
-    if (!drift_why(e->record, e->record_len, why, sizeof why)) return 0;
-    cache_key_hex(&e->key, hex);
-    if (s->cli->json) printf("%s{\"key\":\"%s\",\"why\":\"%s\"}", s->n ? "," : "", hex, why);
-    else printf("%s: stale: %s\n", hex, why);
-    if (s->n == s->cap) {
-        s->cap = s->cap ? 2 * s->cap : 16;
-        CacheKey *k = realloc(s->keys, (size_t)s->cap * sizeof *k);
-        if (!k) return CACHE_ENOMEM;
-        s->keys = k;
-    }
-    s->keys[s->n++] = e->key;
-    return 0;
-}
-
-int drift_verify(const Cli *cli, Cache *c, bool repair) {
-    StaleList s = {cli, NULL, 0, 0};
-    if (cli->json) printf("{\"stale\":[");
-    int r = cache_ls(c, stale_entry, &s), removed = 0;
-    for (int i = 0; r == 0 && repair && i < s.n; i++) removed += cache_rm(c, &s.keys[i]) == 0;
-    if (cli->json) printf("],\"removed\":%d}\n", removed);
-    else if (cli->verbosity >= 0) printf("%d stale entr%s%s\n", s.n, s.n == 1 ? "y" : "ies", repair ? " removed" : "");
-    free(s.keys);
-    if (r != 0) { cli_error("cache verify: %s", cache_errmsg(c)); return EXIT_SYSTEM; }
-    return EXIT_OK;
 }
 
 /* ---- recipes ---- */
@@ -163,6 +129,6 @@ int drift_jobs(Cache *c, JobList *out) {
     if (rc == 0) sort_by_cost(out, r.est);
     free(r.costs.v);
     free(r.est);
-    if (rc != 0) cli_error("cache: %s", cache_errmsg(c));
+    if (rc != 0) lib_error("cache: %s", cache_errmsg(c));
     return rc == 0 ? 0 : -1;
 }

@@ -1,10 +1,9 @@
 /* ledger.h — the cost ledger of the cache's entries (compile time, bytes,
  * load time, hits, time saved) as `cache stat` totals it and as
  * `cache gc --policy value` spends it. */
-#ifndef MILC_CLI_LEDGER_H
-#define MILC_CLI_LEDGER_H
+#ifndef MILC_LIB_LEDGER_H
+#define MILC_LIB_LEDGER_H
 
-#include "cli.h"
 #include "jobs.h"
 #include "milc/cache.h"
 

@@ -127,7 +127,7 @@ static uint64_t job_cost(Cache *c, const TemplatePath *tp, const BuildJob *j, co
     CacheKeyBuilder db;
     CacheKey dkey;
     if (params && pipeline_direct_record(&(BuildRequest){.config = cfg, .weights = j->weights, .mode = j->mode}, params,
-                                         &db, &dkey, &quiet) == EXIT_OK) {
+                                         &db, &dkey, &quiet) == MILC_OK) {
         CacheHit *h;
         if (cache_get_direct(c, &dkey, db.buf, db.len, CACHE_GET_NOTOUCH, &h, NULL) == 0) cache_hit_release(h), cost = 0;
         ckey_free(&db);

@@ -1,7 +1,7 @@
 /* note.h — the request note's bytes (request.c): what a repeated request
  * finds in the cache.  Read back as untrusted input. */
-#ifndef MILC_CLI_NOTE_H
-#define MILC_CLI_NOTE_H
+#ifndef MILC_LIB_NOTE_H
+#define MILC_LIB_NOTE_H
 
 #include <stddef.h>
 #include <stdint.h>

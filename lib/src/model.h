@@ -1,11 +1,12 @@
 /* model.h — a loaded runtime model together with whatever keeps its bytes
  * alive: a file mapping, or a cache hit (an LMDB read transaction). */
-#ifndef MILC_CLI_MODEL_H
-#define MILC_CLI_MODEL_H
+#ifndef MILC_LIB_MODEL_H
+#define MILC_LIB_MODEL_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "lib.h"
 #include "milc/cache.h"
 #include "milc/rt.h"
 
@@ -38,11 +39,5 @@ int model_load_hit(LoadedModel *lm, CacheHit *hit, const ModelLoad *how, const c
 /* A model loaded with how.describe: now allocate what it runs in. */
 int model_realize(LoadedModel *lm);
 void model_free(LoadedModel *lm);
-
-/* Bind --input NAME=FILE.npy pairs to the model's inputs (checked before
- * the model is realized, so a wrong input costs no arena), allocate outputs,
- * run, write DIR/NAME.npy for every output.  Prints what it does. */
-int model_run_npy(LoadedModel *lm, const char *const *inputs, int ninputs, const char *outdir, int json,
-                  int repeat, int quiet);
 
 #endif

@@ -91,9 +91,9 @@ static int from_note(Cache *c, const Request *r, const RequestOptions *o, long l
     if (n < 0) return -1;
     BuildResult *res = calloc((size_t)n, sizeof *res);
     if (!res) { free(*jobs); return -1; }
-    double note_ms = cli_ms_since(t0);
+    double note_ms = lib_ms_since(t0);
     for (int i = 0; i < n; i++) {
-        long long t1 = cli_now_ns();
+        long long t1 = lib_now_ns();
         CacheHit *hit;
         if (cache_get(c, &(*jobs)[i].key, NULL, 0, verify_get_flags(o->verify_hits) | CACHE_GET_COUNT_DIRECT, &hit) != 0)
             goto miss;
@@ -103,7 +103,7 @@ static int from_note(Cache *c, const Request *r, const RequestOptions *o, long l
                                .checksummed = cache_hit_info(hit)->checked, .from_note = true};
         cache_hit_release(hit);
         if (!ok) goto miss;
-        res[i].ms_lookup = res[i].ms_total = cli_ms_since(t1) + (i == 0 ? note_ms : 0);
+        res[i].ms_lookup = res[i].ms_total = lib_ms_since(t1) + (i == 0 ? note_ms : 0);
     }
     *results = res, *njobs = n;
     return 0;
@@ -116,7 +116,7 @@ miss:
 
 int build_request(Cache *c, const TemplatePath *tp, const JobSpec *spec, const RequestOptions *o, RequestResultFn fn,
                   void *ctx, DiagSink *d) {
-    long long t0 = cli_now_ns(); /* the template path's digest is part of the first lookup */
+    long long t0 = lib_now_ns(); /* the template path's digest is part of the first lookup */
     Request r;
     request_init(&r, tp, spec, NULL);
     NoteJob *nj;
@@ -128,35 +128,35 @@ int build_request(Cache *c, const TemplatePath *tp, const JobSpec *spec, const R
         free(nj);
         free(res);
         ckey_free(&r.rec);
-        return EXIT_OK;
+        return MILC_OK;
     }
     JobList own = {0};
     const JobList *jobs = o->jobs ? o->jobs : &own;
     CacheKey *keys = NULL;
     GenWeights *src = NULL;
-    int rc = EXIT_OK;
-    if (!o->jobs && jobs_expand(tp, spec, &own, d) != 0) rc = EXIT_INPUT;
-    else if (!(keys = calloc((size_t)jobs->n + 1, sizeof *keys))) cli_error("out of memory"), rc = EXIT_SYSTEM;
-    else if (gen_weights_open(spec->weights, &src, d) != 0) rc = d->system_errors ? EXIT_SYSTEM : EXIT_INPUT;
+    int rc = MILC_OK;
+    if (!o->jobs && jobs_expand(tp, spec, &own, d) != 0) rc = MILC_E_INPUT;
+    else if (!(keys = calloc((size_t)jobs->n + 1, sizeof *keys))) lib_error("out of memory"), rc = MILC_E_SYSTEM;
+    else if (gen_weights_open(spec->weights, &src, d) != 0) rc = d->system_errors ? MILC_E_SYSTEM : MILC_E_INPUT;
     else if (r.usable && (gen_weights_id(src, wdig), memcmp(wdig, r.wdig, 16) != 0)) {
         /* Replaced since the note was looked up: the note names what is compiled. */
         ckey_free(&r.rec);
         request_init(&r, tp, spec, wdig);
     }
-    for (int i = 0; i < jobs->n && rc == EXIT_OK; i++) {
+    for (int i = 0; i < jobs->n && rc == MILC_OK; i++) {
         GenConfig *cfg = job_config(tp, &jobs->v[i], d);
-        if (!cfg) { rc = EXIT_INPUT; break; }
+        if (!cfg) { rc = MILC_E_INPUT; break; }
         BuildResult br;
         rc = pipeline_build(c, &(BuildRequest){.config = cfg, .weights = jobs->v[i].weights, .mode = jobs->v[i].mode,
                                                 .source = src, .tmp_root = o->tmp_root, .verify_hits = o->verify_hits,
                                                 .max_memory = o->max_memory, .remote = o->remote},
                             &br, d);
         gen_config_free(cfg);
-        if (rc != EXIT_OK) break;
+        if (rc != MILC_OK) break;
         keys[i] = br.key;
         fn(ctx, i, jobs->v[i].label[0] ? jobs->v[i].label : jobs->v[i].config, &br);
     }
-    if (rc == EXIT_OK && r.usable && jobs->n > 0) note_write(c, &r, jobs->v, jobs->n, keys);
+    if (rc == MILC_OK && r.usable && jobs->n > 0) note_write(c, &r, jobs->v, jobs->n, keys);
     gen_weights_close(src);
     free(keys);
     jobs_free(&own);

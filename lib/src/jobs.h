@@ -1,12 +1,25 @@
 /* jobs.h — expanding a build request (a config, template parameters with
  * comma lists, a mode list, --chunk K) into one job per program, as
  * `milc build` and each line of a prewarm manifest do. */
-#ifndef MILC_CLI_JOBS_H
-#define MILC_CLI_JOBS_H
+#ifndef MILC_LIB_JOBS_H
+#define MILC_LIB_JOBS_H
 
-#include "cli.h"
-#include "genopts.h"
+#include "lib.h"
+#include "milc/diag.h"
 #include "pipeline.h"
+
+/* The template search path, split from a ':'-separated list of directories. */
+typedef struct TemplatePath {
+    GenSearchPath sp;
+    char *buf;
+    const char **dirs;
+} TemplatePath;
+/* 0, or -1 out of memory. */
+int tpath_init(TemplatePath *tp, const char *dirs);
+void tpath_free(TemplatePath *tp);
+
+/* Option and parameter names compare with '-' and '_' as one character. */
+bool lib_name_eq(const char *a, const char *b);
 
 typedef struct BuildJob {
     char *config;  /* template or preset name */
@@ -28,7 +41,7 @@ typedef struct JobSpec {
     const char *weights;
     const char *modes;   /* "2", "0,2"; NULL = "2" */
     long chunk;          /* 0 = one program with the given layers */
-    const OptHit *extra; /* template parameters, values may be comma lists */
+    const MilcParam *extra; /* template parameters, values may be comma lists */
     int nextra;
     SrcLoc loc;          /* where errors point (a manifest line), or {0} */
 } JobSpec;

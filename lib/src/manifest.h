@@ -1,13 +1,14 @@
 /* manifest.h — parsing a prewarm manifest line (format: `milc help prewarm`). */
-#ifndef MILC_CLI_MANIFEST_H
-#define MILC_CLI_MANIFEST_H
+#ifndef MILC_LIB_MANIFEST_H
+#define MILC_LIB_MANIFEST_H
 
-#include "cli.h"
+#include "milc.h"
+#include "milc/diag.h"
 
 /* One request: the build options of a line.  Strings point into the line's
  * text, which the parser cuts in place; extra is malloc'd. */
 typedef struct ManifestLine {
-    OptHit *extra; /* template parameters, in order */
+    MilcParam *extra; /* template parameters, in order */
     int nextra;
     const char *config, *weights, *modes; /* --model/--template, --weights, --mode */
     long chunk;                           /* --chunk, 0 if absent */

@@ -1,4 +1,5 @@
 /* jobs.c — one BuildJob per (parameter combination × chunk × mode). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,7 +105,7 @@ int jobs_expand(const TemplatePath *tp, const JobSpec *spec, JobList *out, DiagS
                 size_t ll = 0;
                 long rem = c;
                 for (int i = 0; i < spec->nextra; i++) {
-                    const OptHit *h = &spec->extra[i];
+                    const MilcParam *h = &spec->extra[i];
                     int k = count_items(h->value);
                     char val[256];
                     list_item(h->value, (int)(rem % k), val, sizeof val);

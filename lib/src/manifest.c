@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jobs.h"
 #include "manifest.h"
 
 int manifest_parse_line(char *text, SrcLoc loc, ManifestLine *ln, DiagSink *d) {
@@ -30,16 +31,16 @@ int manifest_parse_line(char *text, SrcLoc loc, ManifestLine *ln, DiagSink *d) {
             while (*p && *p != ' ' && *p != '\t' && *p != '\r') p++;
             if (*p) *p++ = 0;
         }
-        if (opt_name_eq(name, "model") || opt_name_eq(name, "template")) ln->config = val;
-        else if (opt_name_eq(name, "weights")) ln->weights = val;
-        else if (opt_name_eq(name, "mode")) ln->modes = val;
-        else if (opt_name_eq(name, "chunk")) {
+        if (lib_name_eq(name, "model") || lib_name_eq(name, "template")) ln->config = val;
+        else if (lib_name_eq(name, "weights")) ln->weights = val;
+        else if (lib_name_eq(name, "mode")) ln->modes = val;
+        else if (lib_name_eq(name, "chunk")) {
             char *end;
             ln->chunk = strtol(val, &end, 10);
             if (*end || ln->chunk < 1 || ln->chunk > 4096) diag_error(d, at, "--chunk wants a whole number >= 1, not '%s'", val);
         } else {
-            ln->extra = realloc(ln->extra, sizeof(OptHit) * (size_t)(ln->nextra + 1));
-            ln->extra[ln->nextra++] = (OptHit){NULL, name, val};
+            ln->extra = realloc(ln->extra, sizeof(MilcParam) * (size_t)(ln->nextra + 1));
+            ln->extra[ln->nextra++] = (MilcParam){name, val};
         }
     }
     return d->errors > errors ? -1 : 0;

@@ -1,8 +1,8 @@
 /* request.h — building a whole request (`milc build`'s options, or a bench
  * chain), with the request remembered in a cache note so that repeating it
  * reads no template at all. */
-#ifndef MILC_CLI_REQUEST_H
-#define MILC_CLI_REQUEST_H
+#ifndef MILC_LIB_REQUEST_H
+#define MILC_LIB_REQUEST_H
 
 #include "jobs.h"
 
@@ -24,8 +24,8 @@ typedef void (*RequestResultFn)(void *ctx, int idx, const char *label, const Bui
  * direct hit each; the first's lookup time includes the note's).  Otherwise
  * — or when any of those entries is gone, damaged or unusable — the jobs
  * are expanded and built one by one (pipeline_build), and the note is
- * written for next time.  Returns EXIT_OK, EXIT_INPUT with diagnostics in d,
- * or EXIT_SYSTEM with a message printed; on failure fn has seen nothing. */
+ * written for next time.  Returns MILC_OK, MILC_E_INPUT with diagnostics in d,
+ * or MILC_E_SYSTEM with a message printed; on failure fn has seen nothing. */
 int build_request(Cache *c, const TemplatePath *tp, const JobSpec *spec, const RequestOptions *o, RequestResultFn fn,
                   void *ctx, DiagSink *d);
 

@@ -12,10 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "scratch.h"
-#include "cli.h"
 #include "pipeline.h"
-#include "tier.h"
+#include "tier_io.h"
 #include "milc/arena.h"
 #include "milc/backend.h"
 #include "milc/blob.h"
@@ -23,7 +21,7 @@
 #include "milc/rt.h"
 
 /* A failed stage: the input's fault, unless the diagnostics say the system's. */
-static int failed_rc(const DiagSink *d) { return d->system_errors ? EXIT_SYSTEM : EXIT_INPUT; }
+static int failed_rc(const DiagSink *d) { return d->system_errors ? MILC_E_SYSTEM : MILC_E_INPUT; }
 
 void pipeline_key_base(CacheKeyBuilder *b) {
     ckey_add_u64(b, KEY_TAG('K', 'F', 'M', 'T'), MILC_KEY_FORMAT);
@@ -34,7 +32,7 @@ void pipeline_key_base(CacheKeyBuilder *b) {
      * column panels, fp16 widened at run time) run on every variant, but an
      * artifact laid out for one (a wider panel, AVX512-FP16 weights) must not
      * meet another CPU as a hit, so entries are per variant from the start. */
-    ckey_add_str(b, KEY_TAG('K', 'V', 'A', 'R'), rt_cpu_name((RtCpu)cli_cpu));
+    ckey_add_str(b, KEY_TAG('K', 'V', 'A', 'R'), rt_cpu_name((RtCpu)lib_cpu()));
     ckey_add_str(b, KEY_TAG('C', 'P', 'U', 'F'), pipeline_cpu_features());
 }
 
@@ -83,8 +81,8 @@ int pipeline_direct_record(const BuildRequest *req, const char *params, CacheKey
     if (req->source) gen_weights_id(req->source, wdig);
     else if (req->weights_digest) memcpy(wdig, req->weights_digest, 16);
     else if (gen_weights_digest(weights, wdig, d) != 0) { ckey_init(db); ckey_free(db); return failed_rc(d); }
-    if (direct_key(req, params, wdig, db, dkey) != 0) { ckey_free(db); cli_error("out of memory"); return EXIT_SYSTEM; }
-    return EXIT_OK;
+    if (direct_key(req, params, wdig, db, dkey) != 0) { ckey_free(db); lib_error("out of memory"); return MILC_E_SYSTEM; }
+    return MILC_OK;
 }
 
 /* A usable artifact under the direct key: 1 (res filled, the hit handed to
@@ -96,7 +94,7 @@ static int direct_hit(Cache *c, const BuildRequest *req, const CacheKeyBuilder *
     if (CACHE_IS_MISS(r) && (res->from_remote = tier_pull_direct(req->remote, c, dkey, db->buf, db->len)))
         r = cache_get_direct(c, dkey, db->buf, db->len, gflags, &hit, &res->key);
     if (r != 0 && !CACHE_IS_MISS(r)) {
-        cli_error("cache lookup failed: %s: %s", cache_strerror(r), cache_errmsg(c));
+        lib_error("cache lookup failed: %s: %s", cache_strerror(r), cache_errmsg(c));
         return -1;
     }
     if (r != 0) return 0;
@@ -118,16 +116,16 @@ static int store(Cache *c, const CacheKey *key, const CacheKeyBuilder *fb, const
     int n;
     rt_artifact_sections(art, &secs, &n);
     CacheSection *cs = calloc((size_t)n, sizeof *cs);
-    if (!cs) { cli_error("out of memory"); return -1; }
+    if (!cs) { lib_error("out of memory"); return -1; }
     for (int i = 0; i < n; i++) {
         cs[i] = (CacheSection){secs[i].data, secs[i].size};
         res->artifact_bytes += secs[i].size;
     }
-    uint64_t compile_ns = (uint64_t)(cli_now_ns() - t_all);
+    uint64_t compile_ns = (uint64_t)(lib_now_ns() - t_all);
     CacheEntryMeta meta = {.description = res->description, .backend = "cpu", .mode = mode, .compile_ns = compile_ns};
     int r = cache_put(c, key, fb->buf, fb->len, &meta, cs, n);
     free(cs);
-    if (r != 0) { cli_error("cache store failed: %s: %s", cache_strerror(r), cache_errmsg(c)); return -1; }
+    if (r != 0) { lib_error("cache store failed: %s: %s", cache_strerror(r), cache_errmsg(c)); return -1; }
     return 0;
 }
 
@@ -135,10 +133,10 @@ static int store(Cache *c, const CacheKey *key, const CacheKeyBuilder *fb, const
 static int read_back(Cache *c, const CacheKeyBuilder *fb, BuildResult *res, CacheHit **hit_out) {
     int r;
     if (hit_out && (r = cache_get(c, &res->key, fb->buf, fb->len, 0, hit_out)) != 0) {
-        cli_error("cannot read back what was stored: %s: %s", cache_strerror(r), cache_errmsg(c));
-        return EXIT_SYSTEM;
+        lib_error("cannot read back what was stored: %s: %s", cache_strerror(r), cache_errmsg(c));
+        return MILC_E_SYSTEM;
     }
-    return EXIT_OK;
+    return MILC_OK;
 }
 
 /* The full key's weight part: the digest of each weight file the program
@@ -177,20 +175,20 @@ static int add_blob_digests(CacheKeyBuilder *fb, const IrProgram *p, const char 
 
 int pipeline_program(Cache *c, const IrProgram *p, const char *model_dir, const ProgramRequest *req, BuildResult *res,
                      DiagSink *d) {
-    long long t_all = cli_now_ns();
+    long long t_all = lib_now_ns();
     memset(res, 0, sizeof *res);
     snprintf(res->description, sizeof res->description, "%s", req->what);
     CacheKeyBuilder fb;
     ckey_init(&fb);
     RtArtifact *art = NULL;
-    int rc = EXIT_SYSTEM;
+    int rc = MILC_E_SYSTEM;
     size_t len;
     char *text = mil_print(p, &len);
-    if (!text) { cli_error("out of memory"); goto out; }
+    if (!text) { lib_error("out of memory"); goto out; }
     key_common(&fb, req->mode);
     ckey_add(&fb, KEY_TAG('M', 'I', 'L', ' '), text, len);
     if (add_blob_digests(&fb, p, model_dir, d) != 0) { rc = failed_rc(d); goto out; }
-    if (ckey_finish(&fb, &res->key) != 0) { cli_error("out of memory"); goto out; }
+    if (ckey_finish(&fb, &res->key) != 0) { lib_error("out of memory"); goto out; }
     CacheHit *hit = NULL;
     unsigned gflags = verify_get_flags(req->verify_hits) | CACHE_GET_POPULATE;
     int r = cache_get(c, &res->key, fb.buf, fb.len, gflags, &hit);
@@ -201,10 +199,10 @@ int pipeline_program(Cache *c, const IrProgram *p, const char *model_dir, const 
     if (r == 0) {
         res->outcome = BUILD_HIT_FULL;
         *req->hit_out = hit;
-        rc = EXIT_OK;
+        rc = MILC_OK;
         goto out;
     }
-    if (!CACHE_IS_MISS(r)) { cli_error("cache lookup failed: %s: %s", cache_strerror(r), cache_errmsg(c)); goto out; }
+    if (!CACHE_IS_MISS(r)) { lib_error("cache lookup failed: %s: %s", cache_strerror(r), cache_errmsg(c)); goto out; }
     BackendStats bs = {0};
     if (backend_compile((IrProgram *)p, &(BackendOptions){.mode = req->mode, .model_path = model_dir}, &art, &bs, d) != 0) {
         rc = failed_rc(d);
@@ -214,7 +212,7 @@ int pipeline_program(Cache *c, const IrProgram *p, const char *model_dir, const 
     res->outcome = BUILD_MISS;
     rc = read_back(c, &fb, res, req->hit_out);
 out:
-    res->ms_total = cli_ms_since(t_all);
+    res->ms_total = lib_ms_since(t_all);
     if (art) rt_artifact_free(art);
     free(text);
     ckey_free(&fb);
@@ -222,13 +220,13 @@ out:
 }
 
 int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink *d) {
-    long long t_all = cli_now_ns(), t0 = t_all;
+    long long t_all = lib_now_ns(), t0 = t_all;
     memset(res, 0, sizeof *res);
     if (req->hit_out) *req->hit_out = NULL;
     const char *weights = req->weights ? req->weights : "random:0";
-    int rc = EXIT_SYSTEM;
+    int rc = MILC_E_SYSTEM;
     char *params = gen_config_canonical(req->config);
-    if (!params) { cli_error("out of memory"); return EXIT_SYSTEM; }
+    if (!params) { lib_error("out of memory"); return MILC_E_SYSTEM; }
     snprintf(res->description, sizeof res->description, "%s", params);
     /* One line for `cache ls`: the parameters, newline-separated, as k=v k=v. */
     for (char *p = res->description; *p; p++)
@@ -246,8 +244,8 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     if (direct_key(req, params, wdig, &db, &dkey) != 0) {
         ckey_free(&db);
         free(params);
-        cli_error("out of memory");
-        return EXIT_SYSTEM;
+        lib_error("out of memory");
+        return MILC_E_SYSTEM;
     }
     unsigned gflags = verify_get_flags(req->verify_hits);
     if (req->hit_out) gflags |= CACHE_GET_POPULATE; /* the caller runs it next */
@@ -262,29 +260,29 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
         if (gen_weights_open(weights, &own, d) != 0) r = -2;
         else if (gen_weights_id(own, wdig), memcmp(wdig, looked, 16) != 0) {
             ckey_free(&db);
-            if (direct_key(req, params, wdig, &db, &dkey) != 0) r = -1, cli_error("out of memory");
+            if (direct_key(req, params, wdig, &db, &dkey) != 0) r = -1, lib_error("out of memory");
             else r = direct_hit(c, req, &db, &dkey, gflags, res);
         }
         src = own;
     }
     if (r != 0) {
-        if (r == 1) res->ms_lookup = cli_ms_since(t0);
-        res->ms_total = cli_ms_since(t_all);
+        if (r == 1) res->ms_lookup = lib_ms_since(t0);
+        res->ms_total = lib_ms_since(t_all);
         gen_weights_close(own);
         ckey_free(&db);
         free(params);
-        return r == 1 ? EXIT_OK : r == -2 ? failed_rc(d) : EXIT_SYSTEM;
+        return r == 1 ? MILC_OK : r == -2 ? failed_rc(d) : MILC_E_SYSTEM;
     }
-    res->ms_lookup = cli_ms_since(t0);
+    res->ms_lookup = lib_ms_since(t0);
 
     /* ---- generate into a scratch directory ---- */
     char dir[4096];
-    if (scratch_make(req->tmp_root, "tmp-build", dir, sizeof dir) != 0) {
-        cli_error("cannot create a scratch directory in '%s': %s", req->tmp_root, strerror(errno));
+    if (lib_scratch_make(req->tmp_root, "tmp-build", dir, sizeof dir) != 0) {
+        lib_error("cannot create a scratch directory in '%s': %s", req->tmp_root, strerror(errno));
         ckey_free(&db);
         gen_weights_close(own);
         free(params);
-        return EXIT_SYSTEM;
+        return MILC_E_SYSTEM;
     }
     Arena arena;
     arena_init(&arena);
@@ -293,24 +291,24 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     RtArtifact *art = NULL;
     GenResult gr = {0};
     MilBlobFile wf = {0};
-    t0 = cli_now_ns();
+    t0 = lib_now_ns();
     if (gen_generate(req->config, &(GenOptions){.weights = weights, .source = src, .compile_mode = req->mode,
                                                       .max_memory = req->max_memory, .in_memory = true},
                      dir, &gr, d) != 0) {
         rc = failed_rc(d);
         goto out;
     }
-    res->ms_generate = cli_ms_since(t0);
+    res->ms_generate = lib_ms_since(t0);
 
     /* ---- full key: canonical text + weight digest ---- */
-    t0 = cli_now_ns();
+    t0 = lib_now_ns();
     /* The weights were made in memory, their digest as they were made: no
      * file, nothing read back. */
     const uint8_t *blobdig = gr.weights_digest;
     key_common(&fb, req->mode);
     ckey_add(&fb, KEY_TAG('M', 'I', 'L', ' '), gr.mil, gr.mil_len);
     ckey_add(&fb, KEY_TAG('W', 'B', 'L', 'B'), blobdig, 16);
-    if (ckey_finish(&fb, &res->key) != 0) { cli_error("out of memory"); goto out; }
+    if (ckey_finish(&fb, &res->key) != 0) { lib_error("out of memory"); goto out; }
     r = cache_get(c, &res->key, fb.buf, fb.len, gflags, &hit);
     if (CACHE_IS_MISS(r) && (res->from_remote = tier_pull(req->remote, c, &res->key, fb.buf, fb.len)))
         r = cache_get(c, &res->key, fb.buf, fb.len, gflags, &hit);
@@ -326,25 +324,25 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
         res->checksummed = cache_hit_info(hit)->checked;
         cache_hit_release(hit);
         res->outcome = BUILD_HIT_FULL;
-        res->ms_lookup += cli_ms_since(t0);
+        res->ms_lookup += lib_ms_since(t0);
         if ((r = cache_direct_put(c, &dkey, db.buf, db.len, &res->key)) != 0) {
-            cli_error("cache store failed: %s: %s", cache_strerror(r), cache_errmsg(c));
+            lib_error("cache store failed: %s: %s", cache_strerror(r), cache_errmsg(c));
             goto out;
         }
-        rc = EXIT_OK;
+        rc = MILC_OK;
         goto read_back;
     }
-    if (!CACHE_IS_MISS(r)) { cli_error("cache lookup failed: %s: %s", cache_strerror(r), cache_errmsg(c)); goto out; }
-    res->ms_lookup += cli_ms_since(t0);
+    if (!CACHE_IS_MISS(r)) { lib_error("cache lookup failed: %s: %s", cache_strerror(r), cache_errmsg(c)); goto out; }
+    res->ms_lookup += lib_ms_since(t0);
 
     /* ---- parse, check, compile ---- */
-    t0 = cli_now_ns();
+    t0 = lib_now_ns();
     char mpath[4200];
     snprintf(mpath, sizeof mpath, "%s/model.mil", dir);
     IrProgram *p = mil_parse(&arena, d, mpath, gr.mil, gr.mil_len);
     if (milblob_parse(&wf, "weights/weight.bin", gr.weights.bytes, gr.weights.size, d) != 0) { rc = failed_rc(d); goto out; }
     if (!p || !mil_check(p, &(MilCheckOptions){.target = MIL_TARGET_CPU, .model_path = dir, .weights = &wf}, d)) { rc = failed_rc(d); goto out; }
-    res->ms_check = cli_ms_since(t0);
+    res->ms_check = lib_ms_since(t0);
     BackendStats bs = {0};
     /* Each weight's memory goes back as it is packed, and the rest before
      * the store: the artifact is the one copy of the weights in memory. */
@@ -361,25 +359,25 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     res->dispatches = bs.dispatches;
 
     /* ---- store: artifact, then the direct mapping ---- */
-    t0 = cli_now_ns();
+    t0 = lib_now_ns();
     if (store(c, &res->key, &fb, art, req->mode, t_all, res) != 0) goto out;
     if ((r = cache_direct_put(c, &dkey, db.buf, db.len, &res->key)) != 0) {
-        cli_error("cache store failed: %s: %s", cache_strerror(r), cache_errmsg(c));
+        lib_error("cache store failed: %s: %s", cache_strerror(r), cache_errmsg(c));
         goto out;
     }
-    res->ms_store = cli_ms_since(t0);
+    res->ms_store = lib_ms_since(t0);
     res->from_remote = false;
     tier_push(req->remote, c, &res->key, &dkey, db.buf, db.len);
     res->outcome = BUILD_MISS;
-    rc = EXIT_OK;
+    rc = MILC_OK;
 read_back: /* checked above (a hit) or just written (a miss): no checksum again */
     if (req->hit_out && (r = cache_get(c, &res->key, fb.buf, fb.len, CACHE_GET_POPULATE, req->hit_out)) != 0) {
         *req->hit_out = NULL;
-        cli_error("cannot read back what was stored: %s: %s", cache_strerror(r), cache_errmsg(c));
-        rc = EXIT_SYSTEM;
+        lib_error("cannot read back what was stored: %s: %s", cache_strerror(r), cache_errmsg(c));
+        rc = MILC_E_SYSTEM;
     }
 out:
-    res->ms_total = cli_ms_since(t_all);
+    res->ms_total = lib_ms_since(t_all);
     if (art) rt_artifact_free(art);
     milblob_close(&wf);
     gen_result_free(&gr);
@@ -388,6 +386,6 @@ out:
     ckey_free(&db);
     gen_weights_close(own);
     free(params);
-    scratch_remove(dir);
+    lib_scratch_remove(dir);
     return rc;
 }
