@@ -312,8 +312,17 @@ static void convert_run(const SafetensorsTensor *t, uint64_t base, int64_t cs, s
         return;
     }
     float buf[CHUNK];
-    if (cs == 1 && t->dtype == ST_DTYPE_F32) memcpy(buf, src + base * 4, n * 4);
-    else for (size_t c = 0; c < n; c++) buf[c] = st_get(t, base + (uint64_t)c * (uint64_t)cs);
+    if (cs == 1 && t->dtype == ST_DTYPE_F32) {
+        memcpy(buf, src + base * 4, n * 4);
+    } else if (cs == 1 && t->dtype == ST_DTYPE_BF16) { /* Llama's own dtype: a loop that vectorizes */
+        const uint8_t *p = src + base * 2;
+        for (size_t c = 0; c < n; c++) {
+            uint32_t u = ((uint32_t)p[2 * c] | (uint32_t)p[2 * c + 1] << 8) << 16; /* bf16: an fp32's top half */
+            memcpy(&buf[c], &u, 4);
+        }
+    } else {
+        for (size_t c = 0; c < n; c++) buf[c] = st_get(t, base + (uint64_t)c * (uint64_t)cs);
+    }
     store(out, dtype, buf, n);
 }
 
