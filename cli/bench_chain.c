@@ -388,7 +388,7 @@ int bench_child(Cli *cli, int argc, char **argv) {
     char err[512] = "";
     long long t1 = cli_now_ns();
     int r = cache_open(&c, cli->cache_dir, NULL, err, sizeof err);
-    if (r != 0) { cli_error("%s", err[0] ? err : cache_strerror(r)); rc = EXIT_SYSTEM; goto out; }
+    if (r != 0) { cli_cache_error(r, err); rc = EXIT_SYSTEM; goto out; }
     double open_ms = (double)(cli_now_ns() - t1) / 1e6;
     t1 = cli_now_ns();
     rc = bench_build(c, &tp, &p, (int)mode, chunk, verify_policy(&a), cli->cache_dir, &b, &d);

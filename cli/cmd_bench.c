@@ -484,7 +484,7 @@ static int bench_mode(const Bench *b, int mode, BenchModeResult *m) {
     Cache *c = NULL;
     char err[512] = "";
     int r = cache_open(&c, warm, &(CacheOptions){.no_sync = 1}, err, sizeof err);
-    if (r != 0) { cli_error("%s", err[0] ? err : cache_strerror(r)); return EXIT_SYSTEM; }
+    if (r != 0) { cli_cache_error(r, err); return EXIT_SYSTEM; }
 
     /* Cached first prefills and steady ones in turn: a fresh process on the
      * warm cache, then one forward of the chain loaded here.  The VM's speed

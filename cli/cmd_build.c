@@ -140,7 +140,7 @@ static int build_run(Cli *cli, int argc, char **argv) {
         expanded = &jobs;
     }
     int r = cache_open(&c, cli->cache_dir, NULL, err, sizeof err);
-    if (r != 0) { cli_error("%s", err[0] ? err : cache_strerror(r)); rc = EXIT_SYSTEM; goto out; }
+    if (r != 0) { cli_cache_error(r, err); rc = EXIT_SYSTEM; goto out; }
     if (args_flag(&a, "explain") && (rc = build_explain(c, &tp, &spec, expanded, cli->json, &d)) != EXIT_OK) {
         (void)cli_report(cli, &d);
         goto out;

@@ -422,7 +422,7 @@ static int cache_run(Cli *cli, int argc, char **argv) {
         goto out;
     }
     int r = cache_open(&c, cli->cache_dir, NULL, err, sizeof err);
-    if (r != 0) { cli_error("%s", err[0] ? err : cache_strerror(r)); rc = EXIT_SYSTEM; goto out; }
+    if (r != 0) { cli_cache_error(r, err); rc = EXIT_SYSTEM; goto out; }
     rc = EXIT_OK;
     switch (si) {
     case 0: {

@@ -71,7 +71,7 @@ static int run_build(Cli *cli, const Args *a, Cache **c, LoadedModel *lm, int th
     int r;
     if (!cfg) rc = EXIT_INPUT;
     else if ((r = cache_open(c, cli->cache_dir, NULL, err, sizeof err)) != 0)
-        cli_error("%s", err[0] ? err : cache_strerror(r));
+        cli_cache_error(r, err);
     else {
         CacheHit *hit = NULL;
         BuildResult res;
@@ -109,7 +109,7 @@ static int run_program(Cli *cli, const Args *a, Cache **c, LoadedModel *lm, int 
     char err[512] = "";
     int r;
     if (rc == EXIT_OK && (r = cache_open(c, cli->cache_dir, NULL, err, sizeof err)) != 0) {
-        cli_error("%s", err[0] ? err : cache_strerror(r));
+        cli_cache_error(r, err);
         rc = EXIT_SYSTEM;
     }
     if (rc == EXIT_OK) {
@@ -172,7 +172,7 @@ static int run_run(Cli *cli, int argc, char **argv) {
         cache_key_parse(a.pos[0], &k);
         char err[512] = "";
         int r = cache_open(&c, cli->cache_dir, NULL, err, sizeof err);
-        if (r != 0) { cli_error("%s", err[0] ? err : cache_strerror(r)); rc = EXIT_SYSTEM; goto out; }
+        if (r != 0) { cli_cache_error(r, err); rc = EXIT_SYSTEM; goto out; }
         CacheHit *hit;
         /* A key typed by the user has no key record to compare: the
          * checksum is all that vouches for the bytes. */

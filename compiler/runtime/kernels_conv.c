@@ -97,7 +97,7 @@ static void rt_k_conv_gemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
         Opnd o = {.a = a, .am = depth, .ak = 1, .k = depth, .ldb = cout, .f16 = 0};
         float *yq = y + b * cout * plane + q0;
         Epi e = {.alpha = 1.0f, .bias = bias, .act = RT_ACT_NONE, .rm = 1, .rn = plane, .y = yq, .ym = 1, .yn = plane};
-        gemm_range(&o, w, 0, cout, 0, len, n0, n1, &e);
+        gemm_range(&o, w, 0, cout, 0, len, n0, n1, &e, NULL);
         q += len;
     }
 }
