@@ -134,7 +134,7 @@ static uint64_t job_cost(Cache *c, const TemplatePath *tp, const BuildJob *j, co
         for (char *p = params; *p; p++)
             if (*p == '\n') *p = ' ';
         /* Entries keep the parameters cut to a description's size: compare that much. */
-        size_t cut = sizeof ((BuildResult *)0)->description - 1;
+        size_t cut = sizeof((BuildResult *)0)->description - 1;
         for (int i = 0; cost && i < k->n; i++)
             if (k->v[i].mode == j->mode && strncmp(k->v[i].desc, params, cut) == 0 &&
                 strlen(k->v[i].desc) == (strlen(params) < cut ? strlen(params) : cut))
