@@ -9,7 +9,6 @@ rotate_half).  Decode runs against a cache filled from a prefill and must match
 the reference's next position.  Both I/O layouts: split (a tensor per input
 and output) and packed (one input, one output: README.md, "Packed I/O"), whose
 fields this test packs and unpacks from the contract alone.  Usage: test_numeric.py GEN_TOOL"""
-import json
 import math
 import os
 import re
@@ -20,6 +19,9 @@ import tempfile
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from pyutil import write_st  # noqa: E402
+
 TOOL = sys.argv[1]
 failures = 0
 
@@ -29,18 +31,6 @@ def check(cond, what):
     print(("ok   " if cond else "FAIL ") + what)
     if not cond:
         failures += 1
-
-
-def write_st(path, tensors):
-    header, blobs, off = {}, [], 0
-    for name, arr in tensors.items():
-        b = np.ascontiguousarray(arr, np.float32).tobytes()
-        header[name] = {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header).encode()
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
 # ---- a numpy interpreter of the MIL the templates generate ----
