@@ -70,7 +70,7 @@ def emit(name, *opts):
 
 
 def read_weights(d):
-    """milc name -> float64 array, from model.mil's BLOBFILE records and weight.bin."""
+    """milc name -> float32 array, from model.mil's BLOBFILE records and weight.bin."""
     mil = open(os.path.join(d, "model.mil")).read()
     blob = open(os.path.join(d, "weights", "weight.bin"), "rb").read()
     res = {}
@@ -79,7 +79,7 @@ def read_weights(d):
     for m in re.finditer(pat, mil):
         shape, name, off = [int(s) for s in m.group(1).split(",")], m.group(2), int(m.group(3))
         _, _, size, data = struct.unpack_from("<IIQQ", blob, off)
-        res[name] = np.frombuffer(blob, np.float16, size // 2, data).astype(np.float64).reshape(shape)
+        res[name] = np.frombuffer(blob, np.float16, size // 2, data).astype(np.float32).reshape(shape)
     return res
 
 
@@ -126,7 +126,7 @@ if kind == "hf":  # a checkpoint in HF names, F32, drawn here
     weights_opt = os.path.join(work, "model.safetensors")
     write_st(weights_opt, ck)
     # the reference sees the weights as milc keeps them: rounded to fp16
-    ref = {k.split("transformer.")[-1]: v.astype(np.float16).astype(np.float64) for k, v in ck.items()}
+    ref = {k.split("transformer.")[-1]: v.astype(np.float16).astype(np.float32) for k, v in ck.items()}
 else:  # milc's random weights, read back and renamed
     W = {}
     for name, opts in (("embed", ["--part", "embed"]), ("head", ["--part", "head"]),
@@ -161,7 +161,7 @@ else:  # milc's random weights, read back and renamed
             ref[p + "post_attention_layernorm.weight"] = W[f"l{i}_n2_g"].ravel()
 
 
-# ---- the reference: Hugging Face's forward, written from the models' definitions ----
+# ---- the reference: Hugging Face's forward, written from the models' definitions (fp32, as HF runs) ----
 def T(name):
     return torch.from_numpy(ref[name])
 
@@ -172,7 +172,7 @@ def gpt2_forward(ids):
 
     def ln(x, p):
         return torch.nn.functional.layer_norm(x, (D,), T(p + ".weight"), T(p + ".bias"), P["eps"])
-    causal = torch.full((n, n), -math.inf, dtype=torch.float64).triu(1)
+    causal = torch.full((n, n), -math.inf, dtype=torch.float32).triu(1)
     for i in range(NL):
         p = f"h.{i}."
         q, k, v = (ln(h, p + "ln_1") @ T(p + "attn.c_attn.weight") + T(p + "attn.c_attn.bias")).split(D, -1)
@@ -193,11 +193,11 @@ def llama_forward(ids):
         return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + P["eps"]) * w
     inv = 1.0 / (P["rope_theta"] ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
     ang = torch.arange(n, dtype=torch.float64)[:, None] * inv[None, :]
-    cos, sin = torch.cat([ang, ang], -1).cos(), torch.cat([ang, ang], -1).sin()
+    cos, sin = torch.cat([ang, ang], -1).cos().float(), torch.cat([ang, ang], -1).sin().float()
 
     def rope(t):
         return t * cos + torch.cat([-t[..., hd // 2:], t[..., :hd // 2]], -1) * sin
-    causal = torch.full((n, n), -math.inf, dtype=torch.float64).triu(1)
+    causal = torch.full((n, n), -math.inf, dtype=torch.float32).triu(1)
     for i in range(NL):
         p = f"model.layers.{i}."
         x = rms(h, T(p + "input_layernorm.weight"))
