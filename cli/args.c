@@ -8,14 +8,9 @@
 #include <string.h>
 
 #include "cli.h"
+#include "jobs.h"
 
-bool opt_name_eq(const char *a, const char *b) {
-    for (;; a++, b++) {
-        char ca = *a == '_' ? '-' : *a, cb = *b == '_' ? '-' : *b;
-        if (ca != cb) return false;
-        if (!ca) return true;
-    }
-}
+bool opt_name_eq(const char *a, const char *b) { return lib_name_eq(a, b); }
 
 static bool opt_name_eqn(const char *a, size_t n, const char *b) {
     for (size_t i = 0; i < n; i++, b++) {
@@ -63,7 +58,9 @@ bool args_parse(const char *cmd, const OptSpec *specs, int argc, char **argv, bo
             else {
                 char *nm = strndup(name, nlen);
                 if (!nm || nlen == 0) { cli_usage_error(cmd, "bad option '%s'", a); free(nm); goto fail; }
-                push(&out->extra, &out->nextra, (OptHit){NULL, nm, val});
+                out->extra = realloc(out->extra, sizeof(MilcParam) * (size_t)(out->nextra + 1));
+                if (!out->extra) { perror("milc"); exit(EXIT_SYSTEM); }
+                out->extra[out->nextra++] = (MilcParam){nm, val};
             }
             continue;
         }

@@ -25,7 +25,7 @@
 typedef struct BenchParams {
     char *config;  /* template or preset name */
     char *weights; /* NULL = random:0 */
-    OptHit *v;     /* name/value pairs; spec is NULL */
+    MilcParam *v;  /* name/value pairs */
     int n, cap;
 } BenchParams;
 

@@ -24,14 +24,14 @@ int bparams_init(BenchParams *p, const char *config, const char *weights) {
 int bparams_add(BenchParams *p, const char *name, const char *value) {
     if (p->n == p->cap) {
         int cap = p->cap ? p->cap * 2 : 16;
-        OptHit *v = realloc(p->v, sizeof *v * (size_t)cap);
+        MilcParam *v = realloc(p->v, sizeof *v * (size_t)cap);
         if (!v) return -1;
         p->v = v;
         p->cap = cap;
     }
     char *n = strdup(name), *val = strdup(value);
     if (!n || !val) { free(n); free(val); return -1; }
-    p->v[p->n++] = (OptHit){NULL, n, val};
+    p->v[p->n++] = (MilcParam){n, val};
     return 0;
 }
 
@@ -377,7 +377,7 @@ int bench_child(Cli *cli, int argc, char **argv) {
         if (bparams_add(&p, a.extra[i].name, a.extra[i].value) != 0) { rc = EXIT_SYSTEM; goto out_p; }
 
     TemplatePath tp;
-    if (tpath_init(&tp, cli) != 0) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out_p; }
+    if (tpath_init(&tp, cli->template_dirs) != 0) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out_p; }
     DiagSink d;
     diag_init(&d);
     Cache *c = NULL;
@@ -386,7 +386,7 @@ int bench_child(Cli *cli, int argc, char **argv) {
     char err[512] = "";
     long long t1 = cli_now_ns();
     int r = cache_open(&c, cli->cache_dir, NULL, err, sizeof err);
-    if (r != 0) { cli_error("%s", err[0] ? err : cache_strerror(r)); rc = EXIT_SYSTEM; goto out; }
+    if (r != 0) { cli_cache_error(r, err); rc = EXIT_SYSTEM; goto out; }
     double open_ms = (double)(cli_now_ns() - t1) / 1e6;
     t1 = cli_now_ns();
     rc = bench_build(c, &tp, &p, (int)mode, chunk, verify_policy(&a), cli->cache_dir, &b, &d);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "milc.h"
 #include "milc/diag.h"
 
 /* Exit codes (documented in `milc --help` and the README). */
@@ -18,11 +19,6 @@ enum {
     EXIT_USAGE = 2,  /* bad command line */
     EXIT_SYSTEM = 3, /* I/O, cache or system failure */
 };
-
-/* The kernel variant (RtCpu) every model of this process loads with: set by
- * main from $MILC_CPU (checked: the CPU runs it), else the best this CPU
- * runs, before any command.  It is part of every cache key. */
-extern int cli_cpu;
 
 typedef struct Cli {
     const char *argv0;
@@ -63,7 +59,7 @@ typedef struct Args {
     int nhits;
     const char **pos;
     int npos;
-    OptHit *extra; /* --NAME VALUE options not in the table (when allowed) */
+    MilcParam *extra; /* --NAME VALUE options not in the table (when allowed) */
     int nextra;
 } Args;
 
@@ -88,6 +84,9 @@ void print_options(FILE *f, const OptSpec *specs);
  * --json).  Returns EXIT_INPUT if it held errors, else EXIT_OK. */
 int cli_report(const Cli *cli, DiagSink *d);
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A failure of the cache with its message, and the cure in the CLI's words
+ * where there is one (a damaged file: `milc cache clear`). */
+void cli_cache_error(int rc, const char *msg);
 void cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Read a whole file into malloc'd memory (NUL-terminated); NULL + message on error. */

@@ -362,17 +362,13 @@ static int sweep_point(const Bench *b, Cache *c, const char *dir, int mode, long
 
 /* ---- one compile mode ---------------------------------------------------------- */
 
-static int bench_mode(const Bench *b, int mode, BenchModeResult *m) {
-    memset(m, 0, sizeof *m);
-    m->mode = mode;
-    char warm[4200], dir[4200];
-    snprintf(warm, sizeof warm, "%s/warm-%d", b->root, mode);
-    double v1[1024], v2[1024], v3[1024], v4[1024], v5[1024], v6[1024], v7[1024];
+/* Cold: a directory that does not exist yet, so nothing can hit.  The
+ * first cold cache becomes this mode's warm one. */
+static int cold_runs(const Bench *b, int mode, const char *warm, BenchModeResult *m) {
+    char dir[4200];
+    double v1[1024], v2[1024], v3[1024];
     Ttft t;
     int rc;
-
-    /* Cold: a directory that does not exist yet, so nothing can hit.  The
-     * first cold cache becomes this mode's warm one. */
     for (int i = 0; i < b->cold_repeat; i++) {
         progress(b, "mode %d: cold run %d/%d (compile %ld chunk%s, then prefill)", mode, i + 1, b->cold_repeat,
                  b->nchunks, b->nchunks == 1 ? "" : "s");
@@ -390,7 +386,13 @@ static int bench_mode(const Bench *b, int mode, BenchModeResult *m) {
     m->ttft_cold_ms = bench_stat(v1, b->cold_repeat);
     m->compile_ms = bench_stat(v2, b->cold_repeat);
     m->rss_cold = bench_stat(v3, b->cold_repeat);
+    return EXIT_OK;
+}
 
+/* Warm: `milc build` of the whole chain on the warm cache, each a fresh process. */
+static int warm_builds(const Bench *b, int mode, const char *warm, BenchModeResult *m) {
+    double v1[1024];
+    int rc;
     progress(b, "mode %d: %d warm `milc build` run%s", mode, b->repeat, b->repeat == 1 ? "" : "s");
     for (int i = 0; i < b->repeat; i++) {
         Argv av = {0};
@@ -406,12 +408,49 @@ static int bench_mode(const Bench *b, int mode, BenchModeResult *m) {
         v1[i] = s.wall_ms;
     }
     m->build_warm_ms = bench_stat(v1, b->repeat);
+    return EXIT_OK;
+}
+
+/* The depth and token sweeps, each fitted to a line. */
+static int run_sweeps(const Bench *b, Cache *c, const char *warm, int mode, BenchModeResult *m) {
+    int rc = EXIT_OK;
+    m->has_sweeps = true;
+    m->depth.work_name = "layers";
+    m->depth.fixed = (int)b->depth_seq;
+    for (int i = 0; i < b->ndepths && rc == EXIT_OK; i++) {
+        progress(b, "mode %d: depth sweep, %ld layer%s per chunk", mode, b->depths[i], b->depths[i] == 1 ? "" : "s");
+        rc = sweep_point(b, c, warm, mode, b->depths[i], b->depth_seq, (double)b->depths[i], &m->depth);
+    }
+    m->tokens.work_name = "tokens";
+    long k = b->chunk < b->layers ? b->chunk : b->layers;
+    m->tokens.fixed = (int)k;
+    for (int i = 0; i < b->nseqs && rc == EXIT_OK; i++) {
+        progress(b, "mode %d: token sweep, %ld token%s per dispatch", mode, b->seqs[i], b->seqs[i] == 1 ? "" : "s");
+        rc = sweep_point(b, c, warm, mode, k, b->seqs[i], (double)b->seqs[i], &m->tokens);
+    }
+    bench_fit(&m->depth);
+    bench_fit(&m->tokens);
+    return rc;
+}
+
+static int bench_mode(const Bench *b, int mode, BenchModeResult *m) {
+    memset(m, 0, sizeof *m);
+    m->mode = mode;
+    char warm[4200];
+    snprintf(warm, sizeof warm, "%s/warm-%d", b->root, mode);
+    double v1[1024], v2[1024], v3[1024], v4[1024], v5[1024], v6[1024], v7[1024];
+    Ttft t;
+    int rc;
+
+    if ((rc = cold_runs(b, mode, warm, m)) != EXIT_OK) return rc;
+    if ((rc = warm_builds(b, mode, warm, m)) != EXIT_OK) return rc;
+
 
     /* In process, on the warm cache: this process opens it once. */
     Cache *c = NULL;
     char err[512] = "";
     int r = cache_open(&c, warm, &(CacheOptions){.no_sync = 1}, err, sizeof err);
-    if (r != 0) { cli_error("%s", err[0] ? err : cache_strerror(r)); return EXIT_SYSTEM; }
+    if (r != 0) { cli_cache_error(r, err); return EXIT_SYSTEM; }
 
     /* Cached first prefills and steady ones in turn: a fresh process on the
      * warm cache, then one forward of the chain loaded here.  The VM's speed
@@ -456,24 +495,7 @@ static int bench_mode(const Bench *b, int mode, BenchModeResult *m) {
         m->decode_dispatches = mx.dispatches, m->decode_ops = mx.ops;
         m->decode_weight_bytes = mx.weight_bytes, m->decode_gbs = mx.gbs;
     }
-    if (rc == EXIT_OK && b->sweeps) {
-        m->has_sweeps = true;
-        m->depth.work_name = "layers";
-        m->depth.fixed = (int)b->depth_seq;
-        for (int i = 0; i < b->ndepths && rc == EXIT_OK; i++) {
-            progress(b, "mode %d: depth sweep, %ld layer%s per chunk", mode, b->depths[i], b->depths[i] == 1 ? "" : "s");
-            rc = sweep_point(b, c, warm, mode, b->depths[i], b->depth_seq, (double)b->depths[i], &m->depth);
-        }
-        m->tokens.work_name = "tokens";
-        long k = b->chunk < b->layers ? b->chunk : b->layers;
-        m->tokens.fixed = (int)k;
-        for (int i = 0; i < b->nseqs && rc == EXIT_OK; i++) {
-            progress(b, "mode %d: token sweep, %ld token%s per dispatch", mode, b->seqs[i], b->seqs[i] == 1 ? "" : "s");
-            rc = sweep_point(b, c, warm, mode, k, b->seqs[i], (double)b->seqs[i], &m->tokens);
-        }
-        bench_fit(&m->depth);
-        bench_fit(&m->tokens);
-    }
+    if (rc == EXIT_OK && b->sweeps) rc = run_sweeps(b, c, warm, mode, m);
     cache_close(c);
     cli_rm_tree(warm);
     return rc;
@@ -551,6 +573,95 @@ static int write_report(const char *path, void (*fn)(FILE *, const BenchReport *
     return rc;
 }
 
+/* Bench's options into b (and *prp with --project), checked.  EXIT_OK, or
+ * the exit code of a usage error or a bad chip file (printed). */
+static int bench_options(const Args *a, bool quick, Bench *b, long *modes, int *nmodes, BenchProjection **prp) {
+    BenchProjection *pr;
+    long repeat = quick ? 1 : 5, cold = quick ? 1 : 3, threads = 0;
+    if (!opt_long(a, "chunk", 1, 4096, &b->chunk) || !opt_long(a, "ctx", 1, 65536, &b->ctx) ||
+        !opt_long(a, "repeat", 1, 1000, &repeat) || !opt_long(a, "cold-repeat", 1, 1000, &cold) ||
+        !opt_long(a, "depth-seq", 1, 65536, &b->depth_seq) || !opt_long(a, "threads", 1, 256, &threads) ||
+        !bench_parse_list("modes", args_get(a, "modes") ? args_get(a, "modes") : "0,1,2", 0, 2, modes, nmodes) ||
+        !bench_parse_list("depths", args_get(a, "depths") ? args_get(a, "depths") : quick ? "1,2" : "1,2,4,6,12", 1, 4096,
+                    b->depths, &b->ndepths) ||
+        !bench_parse_list("seqs", args_get(a, "seqs") ? args_get(a, "seqs") : quick ? "1,8" : "1,8,16,32,64,128", 1, 65536,
+                    b->seqs, &b->nseqs))
+        return EXIT_USAGE;
+    for (int i = 0; i < *nmodes; i++)
+        for (int k = 0; k < i; k++)
+            if (modes[i] == modes[k]) { cli_usage_error("bench", "--modes: mode %ld twice", modes[i]); return EXIT_USAGE; }
+    for (int i = 0; i < a->nextra; i++)
+        if (strchr(a->extra[i].value, ',')) {
+            cli_usage_error("bench", "--%s: one value per parameter (sweeps are --seqs and --depths)", a->extra[i].name);
+            return EXIT_USAGE;
+        }
+    const char *proj = args_get(a, "project");
+    if (proj && strcmp(proj, "ane") != 0) { cli_usage_error("bench", "--project: only 'ane' exists"); return EXIT_USAGE; }
+    if (args_get(a, "chip") && !proj) { cli_usage_error("bench", "--chip needs --project ane"); return EXIT_USAGE; }
+    if (proj) { /* the chip file first: a bad one fails before minutes of measuring */
+        char buf[4096];
+        if (!(pr = *prp = calloc(1, sizeof *pr))) { cli_error("out of memory"); return EXIT_SYSTEM; }
+        snprintf(pr->chip_path, sizeof pr->chip_path, "%s", bench_chip_path(args_get(a, "chip"), buf, sizeof buf));
+        int rc = bench_chip_load(pr->chip_path, &pr->chip);
+        if (rc != EXIT_OK) return rc;
+    }
+    if (!args_get(a, "cold-repeat") && cold > repeat) cold = repeat;
+    b->repeat = (int)repeat;
+    b->cold_repeat = (int)cold;
+    b->threads = (int)threads;
+    b->sweeps = !args_flag(a, "no-sweeps");
+    b->verify = verify_policy(a);
+    if (os_exe_path(b->exe, sizeof b->exe) != 0) {
+        cli_error("cannot find this executable's path (the OS does not say)");
+        return EXIT_SYSTEM;
+    }
+    return EXIT_OK;
+}
+
+/* Check the request against the template before spending minutes, and
+ * learn the model's depth and the prefill length from the resolved config.
+ * EXIT_OK, or the exit code of the diagnostics (printed). */
+static int bench_shape(Bench *b, const char *config) {
+    DiagSink d;
+    diag_init(&d);
+    JobList jobs = {0};
+    JobSpec spec = {.config = config, .weights = b->base.weights, .modes = "2", .chunk = b->chunk, .extra = b->base.v,
+                    .nextra = b->base.n};
+    int erc = jobs_expand(&b->tp, &spec, &jobs, &d);
+    b->nchunks = jobs.n;
+    spec.extra = b->decode.v, spec.nextra = b->decode.n;
+    if (erc == 0) erc = jobs_expand(&b->tp, &spec, &jobs, &d);
+    jobs_free(&jobs);
+    BuildJob whole = {.config = b->base.config, .nparams = b->base.n};
+    char **names = calloc((size_t)b->base.n + 1, sizeof *names), **values = calloc((size_t)b->base.n + 1, sizeof *values);
+    for (int i = 0; names && values && i < b->base.n; i++) {
+        names[i] = (char *)b->base.v[i].name;
+        values[i] = (char *)b->base.v[i].value;
+    }
+    whole.names = names, whole.values = values;
+    GenConfig *gc = erc == 0 && names && values ? job_config(&b->tp, &whole, &d) : NULL;
+    free(names);
+    free(values);
+    int64_t seq = 0, layers = 0;
+    bool known = gc && gen_config_get_int(gc, "seq", &seq) && gen_config_get_int(gc, "layers", &layers);
+    if (gc && !known) diag_error(&d, (SrcLoc){0}, "template '%s' has no 'seq' or 'layers' parameter: bench needs both", config);
+    gen_config_free(gc);
+    if (!known) {
+        int rc = cli_report(b->cli, &d);
+        diag_free(&d);
+        return rc == EXIT_OK ? EXIT_INPUT : rc;
+    }
+    diag_free(&d);
+    b->layers = (long)layers;
+    b->seq = (long)seq;
+    /* Sweep depths beyond the model do not exist. */
+    int nd = 0;
+    for (int i = 0; i < b->ndepths; i++)
+        if (b->depths[i] <= b->layers) b->depths[nd++] = b->depths[i];
+    b->ndepths = nd;
+    return EXIT_OK;
+}
+
 static int bench_run(Cli *cli, int argc, char **argv) {
     if (argc > 1 && strncmp(argv[1], "--child", 7) == 0) return bench_child(cli, argc, argv);
     Args a;
@@ -574,53 +685,16 @@ static int bench_run(Cli *cli, int argc, char **argv) {
     bool json_stdout = cli->json && !json_file;
 
     Bench b = {.cli = cli, .verify = BUILD_VERIFY_ONCE, .chunk = quick ? 1 : 4, .ctx = quick ? 64 : 1024, .depth_seq = 1, .sweeps = true};
-    long repeat = quick ? 1 : 5, cold = quick ? 1 : 3, threads = 0;
     long modes[MAX_LIST];
     int nmodes = 0;
-    if (!opt_long(&a, "chunk", 1, 4096, &b.chunk) || !opt_long(&a, "ctx", 1, 65536, &b.ctx) ||
-        !opt_long(&a, "repeat", 1, 1000, &repeat) || !opt_long(&a, "cold-repeat", 1, 1000, &cold) ||
-        !opt_long(&a, "depth-seq", 1, 65536, &b.depth_seq) || !opt_long(&a, "threads", 1, 256, &threads) ||
-        !bench_parse_list("modes", args_get(&a, "modes") ? args_get(&a, "modes") : "0,1,2", 0, 2, modes, &nmodes) ||
-        !bench_parse_list("depths", args_get(&a, "depths") ? args_get(&a, "depths") : quick ? "1,2" : "1,2,4,6,12", 1, 4096,
-                    b.depths, &b.ndepths) ||
-        !bench_parse_list("seqs", args_get(&a, "seqs") ? args_get(&a, "seqs") : quick ? "1,8" : "1,8,16,32,64,128", 1, 65536,
-                    b.seqs, &b.nseqs))
-        goto out_args;
-    for (int i = 0; i < nmodes; i++)
-        for (int k = 0; k < i; k++)
-            if (modes[i] == modes[k]) { cli_usage_error("bench", "--modes: mode %ld twice", modes[i]); goto out_args; }
-    for (int i = 0; i < a.nextra; i++)
-        if (strchr(a.extra[i].value, ',')) {
-            cli_usage_error("bench", "--%s: one value per parameter (sweeps are --seqs and --depths)", a.extra[i].name);
-            goto out_args;
-        }
-    const char *proj = args_get(&a, "project");
-    if (proj && strcmp(proj, "ane") != 0) { cli_usage_error("bench", "--project: only 'ane' exists"); goto out_args; }
-    if (args_get(&a, "chip") && !proj) { cli_usage_error("bench", "--chip needs --project ane"); goto out_args; }
-    if (proj) { /* the chip file first: a bad one fails before minutes of measuring */
-        char buf[4096];
-        if (!(pr = calloc(1, sizeof *pr))) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out_args; }
-        snprintf(pr->chip_path, sizeof pr->chip_path, "%s", bench_chip_path(args_get(&a, "chip"), buf, sizeof buf));
-        if ((rc = bench_chip_load(pr->chip_path, &pr->chip)) != EXIT_OK) goto out_args;
-    }
-    if (!args_get(&a, "cold-repeat") && cold > repeat) cold = repeat;
-    b.repeat = (int)repeat;
-    b.cold_repeat = (int)cold;
-    b.threads = (int)threads;
-    b.sweeps = !args_flag(&a, "no-sweeps");
-    b.verify = verify_policy(&a);
-    if (os_exe_path(b.exe, sizeof b.exe) != 0) {
-        cli_error("cannot find this executable's path (the OS does not say)");
-        rc = EXIT_SYSTEM;
-        goto out_args;
-    }
+    if ((rc = bench_options(&a, quick, &b, modes, &nmodes, &pr)) != EXIT_OK) goto out_args;
 
     /* The program families: bench's defaults first, so the user's own
      * --seq / --min-seq (applied later) win. */
     const char *config = args_get(&a, "model") || args_get(&a, "template") ? cli_config_name(&a) : quick ? "tiny" : "gpt2";
     char cv[32];
     rc = EXIT_SYSTEM;
-    if (tpath_init(&b.tp, cli) != 0) { cli_error("out of memory"); goto out_args; }
+    if (tpath_init(&b.tp, cli->template_dirs) != 0) { cli_error("out of memory"); goto out_args; }
     bool oom = bparams_init(&b.base, config, args_get(&a, "weights")) != 0;
     if (!has_param(&a, "seq")) oom |= bparams_add(&b.base, "seq", quick ? "32" : "128") != 0;
     oom |= bparams_add(&b.base, "min_seq", "1") != 0; /* the CPU backend needs no padding */
@@ -632,46 +706,7 @@ static int bench_run(Cli *cli, int argc, char **argv) {
            bparams_add(&b.decode, "ctx", cv) != 0;
     if (oom) { cli_error("out of memory"); goto out; }
 
-    /* Check the request against the template before spending minutes, and
-     * learn the model's depth and the prefill length from the resolved config. */
-    DiagSink d;
-    diag_init(&d);
-    JobList jobs = {0};
-    JobSpec spec = {.config = config, .weights = b.base.weights, .modes = "2", .chunk = b.chunk, .extra = b.base.v,
-                    .nextra = b.base.n};
-    int erc = jobs_expand(&b.tp, &spec, &jobs, &d);
-    b.nchunks = jobs.n;
-    spec.extra = b.decode.v, spec.nextra = b.decode.n;
-    if (erc == 0) erc = jobs_expand(&b.tp, &spec, &jobs, &d);
-    jobs_free(&jobs);
-    BuildJob whole = {.config = b.base.config, .nparams = b.base.n};
-    char **names = calloc((size_t)b.base.n + 1, sizeof *names), **values = calloc((size_t)b.base.n + 1, sizeof *values);
-    for (int i = 0; names && values && i < b.base.n; i++) {
-        names[i] = (char *)b.base.v[i].name;
-        values[i] = (char *)b.base.v[i].value;
-    }
-    whole.names = names, whole.values = values;
-    GenConfig *gc = erc == 0 && names && values ? job_config(&b.tp, &whole, &d) : NULL;
-    free(names);
-    free(values);
-    int64_t seq = 0, layers = 0;
-    bool known = gc && gen_config_get_int(gc, "seq", &seq) && gen_config_get_int(gc, "layers", &layers);
-    if (gc && !known) diag_error(&d, (SrcLoc){0}, "template '%s' has no 'seq' or 'layers' parameter: bench needs both", config);
-    gen_config_free(gc);
-    if (!known) {
-        rc = cli_report(cli, &d);
-        diag_free(&d);
-        if (rc == EXIT_OK) rc = EXIT_INPUT;
-        goto out;
-    }
-    diag_free(&d);
-    b.layers = (long)layers;
-    b.seq = (long)seq;
-    /* Sweep depths beyond the model do not exist. */
-    int nd = 0;
-    for (int i = 0; i < b.ndepths; i++)
-        if (b.depths[i] <= b.layers) b.depths[nd++] = b.depths[i];
-    b.ndepths = nd;
+    if ((rc = bench_shape(&b, config)) != EXIT_OK) goto out;
 
     const char *tmp = getenv("TMPDIR");
     ScratchUsage stale; /* what benches killed outright left behind */

@@ -119,7 +119,7 @@ static int build_run(Cli *cli, int argc, char **argv) {
     if ((rc = tier_open(cli, "build", true, &remote)) != EXIT_OK) goto out_args;
     rc = EXIT_USAGE;
     TemplatePath tp;
-    if (tpath_init(&tp, cli) != 0) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out_args; }
+    if (tpath_init(&tp, cli->template_dirs) != 0) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out_args; }
     DiagSink d;
     diag_init(&d);
     Cache *c = NULL;
@@ -142,7 +142,7 @@ static int build_run(Cli *cli, int argc, char **argv) {
         expanded = &jobs;
     }
     int r = cache_open(&c, cli->cache_dir, NULL, err, sizeof err);
-    if (r != 0) { cli_error("%s", err[0] ? err : cache_strerror(r)); rc = EXIT_SYSTEM; goto out; }
+    if (r != 0) { cli_cache_error(r, err); rc = EXIT_SYSTEM; goto out; }
     if (args_flag(&a, "explain") && (rc = build_explain(c, &tp, &spec, expanded, cli->json, &d)) != EXIT_OK) {
         (void)cli_report(cli, &d);
         goto out;

@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "milc/cache.h"
 #include "drift.h"
+#include "stale.h"
 #include "explain.h"
 #include "ledger.h"
 #include "tier.h"
@@ -232,6 +233,153 @@ static int gc_by_value(Cache *c, uint64_t max_size, uint64_t *ev, uint64_t *byte
     return ledger_evict_by_value(c, limit, ev, bytes);
 }
 
+/* cache stat: the counters, the scratch left behind and the ledger's totals. */
+static int stat_cmd(const Cli *cli, Cache *c, const Args *a, uint64_t limit) {
+    int r, rc = EXIT_OK;
+    if (args_get(a, "set-limit") && (r = cache_set_limit(c, limit)) < 0) return cache_fail(c, "stat", r);
+    CacheStats s;
+    if ((r = cache_stat(c, &s)) < 0) return cache_fail(c, "stat", r);
+    uint64_t lookups = s.direct_hits + s.hits + s.misses;
+    ScratchUsage su;
+    scratch_sweep(cli->cache_dir, "tmp-build", 0, &su);
+    LedgerTotals lt;
+    if ((r = ledger_totals(c, &lt)) < 0) return cache_fail(c, "stat", r);
+    char top[3][33];
+    for (int i = 0; i < lt.ntop; i++) cache_key_hex(&lt.top[i], top[i]);
+    if (cli->json) {
+        printf("{\"cache_dir\":\"%s\",\"direct_hits\":%" PRIu64 ",\"full_hits\":%" PRIu64 ",\"misses\":%" PRIu64
+               ",\"errors\":%" PRIu64 ",\"entries\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"max_bytes\":%" PRIu64
+               ",\"file_bytes\":%" PRIu64 ",\"saved_ms\":%.3f,\"scratch_dirs\":%d,\"scratch_bytes\":%" PRIu64
+               ",\"stale_scratch_dirs\":%d,\"compile_ms_held\":%.3f,\"saved_ms_held\":%.3f"
+               ",\"loads_recorded\":%" PRIu64 ",\"load_ms_mean\":%.3f,\"most_saved_per_byte\":[",
+               cli->cache_dir, s.direct_hits, s.hits, s.misses, s.errors, s.entries, s.bytes, s.max_bytes,
+               s.file_bytes, (double)s.saved_ns / 1e6, su.dirs, su.bytes, su.dead_dirs, (double)lt.compile_ns / 1e6,
+               (double)lt.saved_ns / 1e6, lt.loads, lt.loads ? (double)lt.load_ns / 1e6 / (double)lt.loads : 0.0);
+        for (int i = 0; i < lt.ntop; i++) printf("%s\"%s\"", i ? "," : "", top[i]);
+        printf("]}\n");
+    } else {
+        char b1[32], b2[32], b3[32];
+        fmt_bytes(s.bytes, b1, sizeof b1);
+        fmt_bytes(s.max_bytes, b2, sizeof b2);
+        fmt_bytes(s.file_bytes, b3, sizeof b3);
+        double pct = lookups ? 100.0 * (double)(s.direct_hits + s.hits) / (double)lookups : 0;
+        printf("cache directory      %s\n", cli->cache_dir);
+        printf("direct hits          %" PRIu64 "\n", s.direct_hits);
+        printf("full hits            %" PRIu64 "\n", s.hits);
+        printf("misses               %" PRIu64 "\n", s.misses);
+        printf("hit rate             %.1f %%\n", pct);
+        printf("errors               %" PRIu64 "\n", s.errors);
+        printf("entries              %" PRIu64 "\n", s.entries);
+        printf("artifact bytes       %s\n", b1);
+        printf("size limit           %s\n", s.max_bytes ? b2 : "none");
+        printf("file size            %s\n", b3);
+        printf("compile time saved   %.3f s\n", (double)s.saved_ns / 1e9);
+        char b4[32];
+        fmt_bytes(su.bytes, b4, sizeof b4);
+        printf("scratch              %s in %d build director%s (%d of dead processes: `milc cache gc` removes them)\n",
+               b4, su.dirs, su.dirs == 1 ? "y" : "ies", su.dead_dirs);
+        printf("compile time held    %.3f s (rebuilding every entry; %.3f s saved by them so far)\n",
+               (double)lt.compile_ns / 1e9, (double)lt.saved_ns / 1e9);
+        if (lt.loads) printf("load time            %.2f ms mean over %" PRIu64 " entries run\n", (double)lt.load_ns / 1e6 / (double)lt.loads, lt.loads);
+        for (int i = 0; i < lt.ntop; i++) printf("%-20s %s\n", i ? "" : "most saved per byte", top[i]);
+    }
+    if (args_flag(a, "zero") && (r = cache_zero_stats(c)) < 0) rc = cache_fail(c, "stat", r);
+    return rc;
+}
+
+/* cache gc: evict (by value first with --policy value), compact, sweep scratch. */
+static int gc_cmd(const Cli *cli, Cache *c, const Args *a, bool by_value, uint64_t max_size, uint64_t max_age) {
+    int r;
+    CacheGcReport g;
+    uint64_t vev = 0, vbytes = 0;
+    if (by_value && (r = gc_by_value(c, max_size, &vev, &vbytes)) < 0) return cache_fail(c, "gc", r);
+    r = cache_gc(c, max_size, max_age, !args_flag(a, "no-compact"), &g);
+    if (r < 0) return cache_fail(c, "gc", r);
+    g.evicted += vev, g.evicted_bytes += vbytes;
+    ScratchUsage su;
+    scratch_sweep(cli->cache_dir, "tmp-build", 1, &su);
+    if (cli->json)
+        printf("{\"evicted\":%" PRIu64 ",\"evicted_bytes\":%" PRIu64 ",\"file_before\":%" PRIu64
+               ",\"file_after\":%" PRIu64 ",\"compacted\":%s,\"scratch_removed\":%d,\"scratch_removed_bytes\":%" PRIu64
+               "}\n",
+               g.evicted, g.evicted_bytes, g.file_before, g.file_after, g.compacted ? "true" : "false", su.dead_dirs,
+               su.dead_bytes);
+    else if (cli->verbosity >= 0) {
+        char b1[32], b2[32], b3[32];
+        fmt_bytes(g.evicted_bytes, b1, sizeof b1);
+        fmt_bytes(g.file_before, b2, sizeof b2);
+        fmt_bytes(g.file_after, b3, sizeof b3);
+        printf("evicted %" PRIu64 " entries (%s); file %s -> %s%s\n", g.evicted, b1, b2, b3,
+               g.compacted ? "" : " (not compacted: cache in use by another process, or --no-compact)");
+        if (su.dead_dirs) {
+            fmt_bytes(su.dead_bytes, b1, sizeof b1);
+            printf("removed %d scratch director%s of dead builds (%s)\n", su.dead_dirs, su.dead_dirs == 1 ? "y" : "ies", b1);
+        }
+    }
+    return EXIT_OK;
+}
+
+/* cache verify [--stale] [--repair]. */
+static int verify_cmd(const Cli *cli, Cache *c, const Args *a) {
+    int r, rc = EXIT_OK;
+    if (args_flag(a, "stale")) return drift_verify(cli, c, args_flag(a, "repair"));
+    BadCtx b = {cli, 0};
+    r = cache_verify(c, args_flag(a, "repair"), bad_entry, &b);
+    if (r < 0) return cache_fail(c, "verify", r);
+    if (cli->json) printf("{\"bad\":%d,\"repaired\":%s}\n", r, args_flag(a, "repair") && r ? "true" : "false");
+    else if (cli->verbosity >= 0) printf("%d bad entr%s%s\n", r, r == 1 ? "y" : "ies", r && args_flag(a, "repair") ? " removed" : "");
+    if (r > 0 && !args_flag(a, "repair")) rc = EXIT_INPUT;
+    return rc;
+}
+
+/* cache export FILE [KEY...]. */
+static int export_cmd(const Cli *cli, Cache *c, const Args *a) {
+    int nk = a->npos - 2;
+    CacheKey *keys = nk ? calloc((size_t)nk, sizeof *keys) : NULL;
+    for (int i = 0; i < nk; i++)
+        if (cache_key_parse(a->pos[2 + i], &keys[i]) != 0) {
+            cli_usage_error("cache", "'%s' is not a key (32 hex digits)", a->pos[2 + i]);
+            free(keys);
+            return EXIT_USAGE;
+        }
+    int r = cache_export(c, a->pos[1], keys, nk);
+    free(keys);
+    if (r < 0) return cache_fail(c, "export", r);
+    if (cli->json) printf("{\"exported\":%d,\"file\":\"%s\"}\n", r, a->pos[1]);
+    else if (cli->verbosity >= 0) fprintf(stderr, "exported %d entr%s to %s\n", r, r == 1 ? "y" : "ies", a->pos[1]);
+    return EXIT_OK;
+}
+
+/* gc's and stat's sizes, age and policy. */
+typedef struct SizeOpts {
+    uint64_t max_size, max_age, limit;
+    bool by_value; /* --policy value */
+} SizeOpts;
+
+/* false after a usage error (printed). */
+static bool size_opts(const Args *a, SizeOpts *o) {
+    memset(o, 0, sizeof *o);
+    if (args_get(a, "max-size") && !parse_size(args_get(a, "max-size"), &o->max_size)) {
+        cli_usage_error("cache", "--max-size: '%s' is not a size such as 500M or 2G", args_get(a, "max-size"));
+        return false;
+    }
+    if (args_get(a, "evict-older-than") && !parse_age(args_get(a, "evict-older-than"), &o->max_age)) {
+        cli_usage_error("cache", "--evict-older-than: '%s' is not an age such as 30d or 12h", args_get(a, "evict-older-than"));
+        return false;
+    }
+    const char *policy = args_get(a, "policy");
+    o->by_value = policy && strcmp(policy, "value") == 0;
+    if (policy && !o->by_value && strcmp(policy, "age") != 0) {
+        cli_usage_error("cache", "--policy: '%s' is not age or value", policy);
+        return false;
+    }
+    if (args_get(a, "set-limit") && !parse_size(args_get(a, "set-limit"), &o->limit)) {
+        cli_usage_error("cache", "--set-limit: '%s' is not a size", args_get(a, "set-limit"));
+        return false;
+    }
+    return true;
+}
+
 static int cache_run(Cli *cli, int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "why") == 0) return explain_cmd(cli, argc - 1, argv + 1);
     Args a;
@@ -256,25 +404,8 @@ static int cache_run(Cli *cli, int argc, char **argv) {
         cli_usage_error("cache", "'%s' is not a key (32 hex digits)", a.pos[1]);
         goto out;
     }
-    uint64_t max_size = 0, max_age = 0, limit = 0;
-    if (args_get(&a, "max-size") && !parse_size(args_get(&a, "max-size"), &max_size)) {
-        cli_usage_error("cache", "--max-size: '%s' is not a size such as 500M or 2G", args_get(&a, "max-size"));
-        goto out;
-    }
-    if (args_get(&a, "evict-older-than") && !parse_age(args_get(&a, "evict-older-than"), &max_age)) {
-        cli_usage_error("cache", "--evict-older-than: '%s' is not an age such as 30d or 12h", args_get(&a, "evict-older-than"));
-        goto out;
-    }
-    const char *policy = args_get(&a, "policy");
-    bool by_value = policy && strcmp(policy, "value") == 0;
-    if (policy && !by_value && strcmp(policy, "age") != 0) {
-        cli_usage_error("cache", "--policy: '%s' is not age or value", policy);
-        goto out;
-    }
-    if (args_get(&a, "set-limit") && !parse_size(args_get(&a, "set-limit"), &limit)) {
-        cli_usage_error("cache", "--set-limit: '%s' is not a size", args_get(&a, "set-limit"));
-        goto out;
-    }
+    SizeOpts so;
+    if (!size_opts(&a, &so)) goto out;
     bool want_remote = si >= 9 || (si == 1 && args_flag(&a, "remote"));
     if (want_remote && (rc = tier_open(cli, "cache", si >= 9, &remote)) != EXIT_OK) goto out;
     if (si == 1 && want_remote) { rc = tier_cmd_stat(cli, remote); goto out; }
@@ -291,7 +422,7 @@ static int cache_run(Cli *cli, int argc, char **argv) {
         goto out;
     }
     int r = cache_open(&c, cli->cache_dir, NULL, err, sizeof err);
-    if (r != 0) { cli_error("%s", err[0] ? err : cache_strerror(r)); rc = EXIT_SYSTEM; goto out; }
+    if (r != 0) { cli_cache_error(r, err); rc = EXIT_SYSTEM; goto out; }
     rc = EXIT_OK;
     switch (si) {
     case 0: {
@@ -302,57 +433,9 @@ static int cache_run(Cli *cli, int argc, char **argv) {
         if (r < 0) rc = cache_fail(c, "ls", r);
         break;
     }
-    case 1: {
-        if (args_get(&a, "set-limit") && (r = cache_set_limit(c, limit)) < 0) { rc = cache_fail(c, "stat", r); break; }
-        CacheStats s;
-        if ((r = cache_stat(c, &s)) < 0) { rc = cache_fail(c, "stat", r); break; }
-        uint64_t lookups = s.direct_hits + s.hits + s.misses;
-        ScratchUsage su;
-        scratch_sweep(cli->cache_dir, "tmp-build", 0, &su);
-        LedgerTotals lt;
-        if ((r = ledger_totals(c, &lt)) < 0) { rc = cache_fail(c, "stat", r); break; }
-        char top[3][33];
-        for (int i = 0; i < lt.ntop; i++) cache_key_hex(&lt.top[i], top[i]);
-        if (cli->json) {
-            printf("{\"cache_dir\":\"%s\",\"direct_hits\":%" PRIu64 ",\"full_hits\":%" PRIu64 ",\"misses\":%" PRIu64
-                   ",\"errors\":%" PRIu64 ",\"entries\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"max_bytes\":%" PRIu64
-                   ",\"file_bytes\":%" PRIu64 ",\"saved_ms\":%.3f,\"scratch_dirs\":%d,\"scratch_bytes\":%" PRIu64
-                   ",\"stale_scratch_dirs\":%d,\"compile_ms_held\":%.3f,\"saved_ms_held\":%.3f"
-                   ",\"loads_recorded\":%" PRIu64 ",\"load_ms_mean\":%.3f,\"most_saved_per_byte\":[",
-                   cli->cache_dir, s.direct_hits, s.hits, s.misses, s.errors, s.entries, s.bytes, s.max_bytes,
-                   s.file_bytes, (double)s.saved_ns / 1e6, su.dirs, su.bytes, su.dead_dirs, (double)lt.compile_ns / 1e6,
-                   (double)lt.saved_ns / 1e6, lt.loads, lt.loads ? (double)lt.load_ns / 1e6 / (double)lt.loads : 0.0);
-            for (int i = 0; i < lt.ntop; i++) printf("%s\"%s\"", i ? "," : "", top[i]);
-            printf("]}\n");
-        } else {
-            char b1[32], b2[32], b3[32];
-            fmt_bytes(s.bytes, b1, sizeof b1);
-            fmt_bytes(s.max_bytes, b2, sizeof b2);
-            fmt_bytes(s.file_bytes, b3, sizeof b3);
-            double pct = lookups ? 100.0 * (double)(s.direct_hits + s.hits) / (double)lookups : 0;
-            printf("cache directory      %s\n", cli->cache_dir);
-            printf("direct hits          %" PRIu64 "\n", s.direct_hits);
-            printf("full hits            %" PRIu64 "\n", s.hits);
-            printf("misses               %" PRIu64 "\n", s.misses);
-            printf("hit rate             %.1f %%\n", pct);
-            printf("errors               %" PRIu64 "\n", s.errors);
-            printf("entries              %" PRIu64 "\n", s.entries);
-            printf("artifact bytes       %s\n", b1);
-            printf("size limit           %s\n", s.max_bytes ? b2 : "none");
-            printf("file size            %s\n", b3);
-            printf("compile time saved   %.3f s\n", (double)s.saved_ns / 1e9);
-            char b4[32];
-            fmt_bytes(su.bytes, b4, sizeof b4);
-            printf("scratch              %s in %d build director%s (%d of dead processes: `milc cache gc` removes them)\n",
-                   b4, su.dirs, su.dirs == 1 ? "y" : "ies", su.dead_dirs);
-            printf("compile time held    %.3f s (rebuilding every entry; %.3f s saved by them so far)\n",
-                   (double)lt.compile_ns / 1e9, (double)lt.saved_ns / 1e9);
-            if (lt.loads) printf("load time            %.2f ms mean over %" PRIu64 " entries run\n", (double)lt.load_ns / 1e6 / (double)lt.loads, lt.loads);
-            for (int i = 0; i < lt.ntop; i++) printf("%-20s %s\n", i ? "" : "most saved per byte", top[i]);
-        }
-        if (args_flag(&a, "zero") && (r = cache_zero_stats(c)) < 0) rc = cache_fail(c, "stat", r);
+    case 1:
+        rc = stat_cmd(cli, c, &a, so.limit);
         break;
-    }
     case 2:
         r = cache_show(c, &key, show_entry, cli);
         if (r < 0) rc = cache_fail(c, "show", r);
@@ -362,62 +445,15 @@ static int cache_run(Cli *cli, int argc, char **argv) {
         if (r < 0) rc = cache_fail(c, "rm", r);
         else if (cli->json) printf("{\"removed\":\"%s\"}\n", a.pos[1]);
         break;
-    case 4: {
-        CacheGcReport g;
-        uint64_t vev = 0, vbytes = 0;
-        if (by_value && (r = gc_by_value(c, max_size, &vev, &vbytes)) < 0) { rc = cache_fail(c, "gc", r); break; }
-        r = cache_gc(c, max_size, max_age, !args_flag(&a, "no-compact"), &g);
-        if (r < 0) { rc = cache_fail(c, "gc", r); break; }
-        g.evicted += vev, g.evicted_bytes += vbytes;
-        ScratchUsage su;
-        scratch_sweep(cli->cache_dir, "tmp-build", 1, &su);
-        if (cli->json)
-            printf("{\"evicted\":%" PRIu64 ",\"evicted_bytes\":%" PRIu64 ",\"file_before\":%" PRIu64
-                   ",\"file_after\":%" PRIu64 ",\"compacted\":%s,\"scratch_removed\":%d,\"scratch_removed_bytes\":%" PRIu64
-                   "}\n",
-                   g.evicted, g.evicted_bytes, g.file_before, g.file_after, g.compacted ? "true" : "false", su.dead_dirs,
-                   su.dead_bytes);
-        else if (cli->verbosity >= 0) {
-            char b1[32], b2[32], b3[32];
-            fmt_bytes(g.evicted_bytes, b1, sizeof b1);
-            fmt_bytes(g.file_before, b2, sizeof b2);
-            fmt_bytes(g.file_after, b3, sizeof b3);
-            printf("evicted %" PRIu64 " entries (%s); file %s -> %s%s\n", g.evicted, b1, b2, b3,
-                   g.compacted ? "" : " (not compacted: cache in use by another process, or --no-compact)");
-            if (su.dead_dirs) {
-                fmt_bytes(su.dead_bytes, b1, sizeof b1);
-                printf("removed %d scratch director%s of dead builds (%s)\n", su.dead_dirs, su.dead_dirs == 1 ? "y" : "ies", b1);
-            }
-        }
+    case 4:
+        rc = gc_cmd(cli, c, &a, so.by_value, so.max_size, so.max_age);
         break;
-    }
-    case 5: {
-        if (args_flag(&a, "stale")) { rc = drift_verify(cli, c, args_flag(&a, "repair")); break; }
-        BadCtx b = {cli, 0};
-        r = cache_verify(c, args_flag(&a, "repair"), bad_entry, &b);
-        if (r < 0) { rc = cache_fail(c, "verify", r); break; }
-        if (cli->json) printf("{\"bad\":%d,\"repaired\":%s}\n", r, args_flag(&a, "repair") && r ? "true" : "false");
-        else if (cli->verbosity >= 0) printf("%d bad entr%s%s\n", r, r == 1 ? "y" : "ies", r && args_flag(&a, "repair") ? " removed" : "");
-        if (r > 0 && !args_flag(&a, "repair")) rc = EXIT_INPUT;
+    case 5:
+        rc = verify_cmd(cli, c, &a);
         break;
-    }
-    case 7: {
-        int nk = a.npos - 2;
-        CacheKey *keys = nk ? calloc((size_t)nk, sizeof *keys) : NULL;
-        for (int i = 0; i < nk; i++)
-            if (cache_key_parse(a.pos[2 + i], &keys[i]) != 0) {
-                cli_usage_error("cache", "'%s' is not a key (32 hex digits)", a.pos[2 + i]);
-                free(keys);
-                rc = EXIT_USAGE;
-                goto out;
-            }
-        r = cache_export(c, a.pos[1], keys, nk);
-        free(keys);
-        if (r < 0) { rc = cache_fail(c, "export", r); break; }
-        if (cli->json) printf("{\"exported\":%d,\"file\":\"%s\"}\n", r, a.pos[1]);
-        else if (cli->verbosity >= 0) fprintf(stderr, "exported %d entr%s to %s\n", r, r == 1 ? "y" : "ies", a.pos[1]);
+    case 7:
+        rc = export_cmd(cli, c, &a);
         break;
-    }
     case 8:
         r = cache_import(c, a.pos[1]);
         if (r < 0) { rc = cache_fail(c, "import", r); break; }

@@ -43,7 +43,7 @@ static int emit_run(Cli *cli, int argc, char **argv) {
     long mode = -1;
     if (args_get(&a, "mode") && !args_int("emit", "mode", args_get(&a, "mode"), 0, 2, &mode)) goto out;
     TemplatePath tp;
-    if (tpath_init(&tp, cli) != 0) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out; }
+    if (tpath_init(&tp, cli->template_dirs) != 0) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out; }
     DiagSink d;
     diag_init(&d);
     long long t0 = cli_now_ns();

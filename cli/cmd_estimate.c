@@ -66,7 +66,7 @@ static int est_params(const Args *a, BenchParams *p) {
 /* The per-layer plan, from one decode layer compiled in a scratch directory. */
 static int est_model(Cli *cli, const BenchParams *p, BenchProjection *pr) {
     TemplatePath tp;
-    if (tpath_init(&tp, cli) != 0) { cli_error("out of memory"); return EXIT_SYSTEM; }
+    if (tpath_init(&tp, cli->template_dirs) != 0) { cli_error("out of memory"); return EXIT_SYSTEM; }
     const char *tmp = getenv("TMPDIR");
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/milc-estimate-XXXXXX", tmp && *tmp ? tmp : "/tmp");

@@ -24,6 +24,7 @@
 
 #include "scratch.h"
 #include "cli.h"
+#include "genopts.h"
 #include "drift.h"
 #include "ledger.h"
 #include "tier.h"
@@ -179,11 +180,170 @@ static int stale_recipes(const Cli *cli, JobList *jobs) {
     return r == 0 ? EXIT_OK : EXIT_SYSTEM;
 }
 
+/* The manifest's requests: each line's parsed options and its first job. */
+typedef struct Manifest {
+    ManifestLine *lines;
+    int nlines, *line_first; /* line_first[nlines] = jobs.n */
+    JobList jobs;
+} Manifest;
+
+static void manifest_free(Manifest *m) {
+    for (int i = 0; i < m->nlines; i++) manifest_line_free(&m->lines[i]);
+    free(m->lines);
+    free(m->line_first);
+    jobs_free(&m->jobs);
+}
+
+/* Parse text (cut in place) line by line and expand each request into jobs.
+ * EXIT_OK (errors, if any, in d) or EXIT_SYSTEM (out of memory, printed). */
+static int read_manifest(char *text, const char *file, const TemplatePath *tp, Manifest *m, DiagSink *d) {
+    int lineno = 0;
+    for (char *p = text, *next; p && *p; p = next) {
+        lineno++;
+        next = strchr(p, '\n');
+        if (next) *next++ = 0;
+        ManifestLine ln;
+        if (manifest_parse_line(p, (SrcLoc){file, lineno, 1}, &ln, d) != 0) { manifest_line_free(&ln); continue; }
+        if (!ln.config && !ln.nextra && !ln.chunk && !ln.modes && !ln.weights) continue; /* blank or comment */
+        ManifestLine *nl = realloc(m->lines, sizeof(ManifestLine) * (size_t)(m->nlines + 1));
+        int *nf = realloc(m->line_first, sizeof(int) * (size_t)(m->nlines + 2));
+        if (nl) m->lines = nl;
+        if (nf) m->line_first = nf;
+        if (!nl || !nf) { manifest_line_free(&ln); cli_error("out of memory"); return EXIT_SYSTEM; }
+        m->line_first[m->nlines] = m->jobs.n;
+        m->lines[m->nlines++] = ln;
+        JobSpec spec = {.config = ln.config, .weights = ln.weights, .modes = ln.modes, .chunk = ln.chunk,
+                        .extra = ln.extra, .nextra = ln.nextra, .loc = {file, lineno, 1}};
+        jobs_expand(tp, &spec, &m->jobs, d);
+    }
+    if (m->line_first) m->line_first[m->nlines] = m->jobs.n;
+    return EXIT_OK;
+}
+
+/* What the workers reported: one Report per job that finished. */
+typedef struct Results {
+    Report *reports;
+    bool *have;
+    int done, hits, built, failed, crashed;
+    double secs;
+} Results;
+
+/* Fork nworkers workers over the jobs in order and collect their reports
+ * (printed as they come).  Workers take jobs from a shared counter and
+ * report through a pipe; each opens its own cache handle (LMDB handles do
+ * not survive fork).  EXIT_OK, or EXIT_SYSTEM (printed). */
+static int run_workers(const Cli *cli, const TemplatePath *tp, const JobList *jobs, const int *order, long nworkers,
+                       int policy, bool use_remote, Results *res) {
+    atomic_int *next = mmap(NULL, sizeof *next, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    int fds[2];
+    if (next == MAP_FAILED || pipe(fds) != 0) { cli_error("cannot start workers: %s", strerror(errno)); return EXIT_SYSTEM; }
+    atomic_init(next, 0);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t *pids = calloc((size_t)nworkers, sizeof *pids);
+    for (long w = 0; w < nworkers; w++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            scratch_forget_all(); /* the parent's children and scratch are not ours */
+            close(fds[0]);
+            worker(cli, tp, jobs, order, next, fds[1], policy, use_remote);
+            _exit(0);
+        }
+        if (pid < 0) { cli_error("fork failed: %s", strerror(errno)); break; }
+        pids[w] = pid;
+        scratch_child_add(pid); /* a signal to the parent stops the workers too */
+    }
+    close(fds[1]);
+    long long t0 = cli_now_ns();
+    res->reports = calloc((size_t)jobs->n, sizeof *res->reports);
+    res->have = calloc((size_t)jobs->n, sizeof *res->have);
+    Report rep;
+    ssize_t got;
+    while ((got = read(fds[0], &rep, sizeof rep)) == (ssize_t)sizeof rep) {
+        if (rep.job < 0 || rep.job >= jobs->n || res->have[rep.job]) continue;
+        res->have[rep.job] = true;
+        res->reports[rep.job] = rep;
+        res->done++;
+        if (rep.rc != EXIT_OK) res->failed++;
+        else if (rep.outcome == BUILD_MISS) res->built++;
+        else res->hits++;
+        const BuildJob *j = &jobs->v[rep.job];
+        if (!cli->is_tty && !cli->json && cli->verbosity >= 0)
+            printf("[%d/%d] %-12s %s %s%s%s (%.0f ms)\n", res->done, jobs->n,
+                   rep.rc != EXIT_OK ? "FAILED" : rep.outcome == BUILD_MISS ? "built" : "hit", rep.key, j->config,
+                   j->label[0] ? " " : "", j->label, rep.ms);
+        progress(cli, res->done, jobs->n, res->hits, res->built, res->failed, (double)(cli_now_ns() - t0) / 1e9);
+    }
+    close(fds[0]);
+    for (long w = 0; w < nworkers; w++) {
+        int st;
+        if (pids[w] > 0 && waitpid(pids[w], &st, 0) == pids[w] && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) res->crashed++;
+        scratch_child_del(pids[w]);
+    }
+    res->secs = (double)(cli_now_ns() - t0) / 1e9;
+    free(pids);
+    munmap(next, sizeof *next);
+    return EXIT_OK;
+}
+
+/* Print each failure and the summary; the exit code. */
+static int summarize(const Cli *cli, const char *file, const JobList *jobs, const Results *res, long nworkers) {
+    int missing = jobs->n - res->done, rc = EXIT_OK;
+    for (int i = 0; i < jobs->n; i++) {
+        if (!res->have[i] || res->reports[i].rc == EXIT_OK) continue;
+        const BuildJob *j = &jobs->v[i];
+        fprintf(stderr, "%s:%d: error: build failed: %s %s (mode %d)\n%s", file, j->loc.line, j->config, j->label, j->mode,
+                res->reports[i].msg);
+        if (res->reports[i].rc == EXIT_SYSTEM || rc == EXIT_SYSTEM) rc = EXIT_SYSTEM;
+        else rc = EXIT_INPUT;
+    }
+    if (missing || res->crashed) {
+        cli_error("%d job%s not finished (%d worker%s died)", missing, missing == 1 ? "" : "s", res->crashed,
+                  res->crashed == 1 ? "" : "s");
+        rc = EXIT_SYSTEM;
+    }
+    return rc;
+}
+
+static void print_totals(const Cli *cli, const JobList *jobs, const Results *res, long nworkers) {
+    int missing = jobs->n - res->done;
+    if (cli->json)
+        printf("{\"jobs\":%d,\"built\":%d,\"hits\":%d,\"failed\":%d,\"unfinished\":%d,\"seconds\":%.3f}\n", jobs->n,
+               res->built, res->hits, res->failed, missing, res->secs);
+    else if (cli->verbosity >= 0)
+        fprintf(stderr, "prewarm: %d programs: %d built, %d already cached, %d failed in %.1f s (%ld workers)\n", jobs->n,
+                res->built, res->hits, res->failed + missing, res->secs, nworkers);
+}
+
+/* Build the manifest's jobs (parsed into m) with nworkers workers. */
+static int prewarm_jobs(const Cli *cli, const Args *a, const TemplatePath *tp, const char *file, Manifest *m,
+                        long nworkers) {
+    JobList *jobs = &m->jobs;
+    if (nworkers > jobs->n) nworkers = jobs->n;
+    bool use_remote = false;
+    int rc;
+    if ((rc = remote_for_workers(cli, &use_remote)) != EXIT_OK) return rc;
+    int *order = calloc((size_t)jobs->n, sizeof *order); /* the jobs in the order workers take them */
+    if (!order) { cli_error("out of memory"); return EXIT_SYSTEM; }
+    if ((rc = build_order(cli, tp, jobs, order)) != EXIT_OK) { free(order); return rc; }
+    Results res = {0};
+    if ((rc = run_workers(cli, tp, jobs, order, nworkers, verify_policy(a), use_remote, &res)) != EXIT_OK) {
+        free(order);
+        return rc;
+    }
+    rc = summarize(cli, file, jobs, &res, nworkers);
+    remember_lines(cli, tp, m->lines, m->nlines, m->line_first, jobs, res.reports, res.have);
+    print_totals(cli, jobs, &res, nworkers);
+    free(res.reports);
+    free(res.have);
+    free(order);
+    return rc;
+}
+
 static int prewarm_run(Cli *cli, int argc, char **argv) {
     Args a;
     if (!args_parse("prewarm", prewarm_opts, argc - 1, argv + 1, false, &a)) return EXIT_USAGE;
     if (!verify_flags_ok("prewarm", &a)) { args_free(&a); return EXIT_USAGE; }
-    int rc = EXIT_USAGE;
     long nworkers = sysconf(_SC_NPROCESSORS_ONLN);
     bool stale = args_flag(&a, "stale");
     if (a.npos != (stale ? 0 : 1)) {
@@ -199,7 +359,7 @@ static int prewarm_run(Cli *cli, int argc, char **argv) {
     char *text = stale ? strdup("") : cli_read_file(a.pos[0], &len);
     if (!text) { args_free(&a); return EXIT_SYSTEM; }
     TemplatePath tp;
-    if (tpath_init(&tp, cli) != 0) {
+    if (tpath_init(&tp, cli->template_dirs) != 0) {
         cli_error("out of memory");
         free(text);
         args_free(&a);
@@ -208,128 +368,20 @@ static int prewarm_run(Cli *cli, int argc, char **argv) {
     DiagSink d;
     diag_init(&d);
     const char *file = stale ? "(stale entries)" : diag_add_source(&d, a.pos[0], text, len);
-    JobList jobs = {0};
-    int *order = NULL; /* the jobs in the order workers take them */
-    ManifestLine *lines = NULL;
-    int nlines = 0, *line_first = NULL; /* each line's first job */
-    int lineno = 0;
-    for (char *p = text, *next; p && *p; p = next) {
-        lineno++;
-        next = strchr(p, '\n');
-        if (next) *next++ = 0;
-        ManifestLine ln;
-        if (manifest_parse_line(p, (SrcLoc){file, lineno, 1}, &ln, &d) != 0) { manifest_line_free(&ln); continue; }
-        if (!ln.config && !ln.nextra && !ln.chunk && !ln.modes && !ln.weights) continue; /* blank or comment */
-        ManifestLine *nl = realloc(lines, sizeof(ManifestLine) * (size_t)(nlines + 1));
-        int *nf = realloc(line_first, sizeof(int) * (size_t)(nlines + 2));
-        if (nl) lines = nl;
-        if (nf) line_first = nf;
-        if (!nl || !nf) { manifest_line_free(&ln); cli_error("out of memory"); rc = EXIT_SYSTEM; goto out; }
-        line_first[nlines] = jobs.n;
-        lines[nlines++] = ln;
-        JobSpec spec = {.config = ln.config, .weights = ln.weights, .modes = ln.modes, .chunk = ln.chunk,
-                        .extra = ln.extra, .nextra = ln.nextra, .loc = {file, lineno, 1}};
-        jobs_expand(&tp, &spec, &jobs, &d);
-    }
-    if (line_first) line_first[nlines] = jobs.n;
+    Manifest m = {0};
+    int rc = read_manifest(text, file, &tp, &m, &d);
+    if (rc != EXIT_OK) goto out;
     if (diag_failed(&d)) { rc = cli_report(cli, &d); goto out; }
-    if (stale && (rc = stale_recipes(cli, &jobs)) != EXIT_OK) goto out;
-    if (stale && jobs.n == 0) {
+    if (stale && (rc = stale_recipes(cli, &m.jobs)) != EXIT_OK) goto out;
+    if (stale && m.jobs.n == 0) {
         if (cli->verbosity >= 0) fprintf(stderr, "prewarm: no stale entries\n");
         rc = EXIT_OK;
         goto out;
     }
-    if (jobs.n == 0) { cli_error("%s: the manifest lists nothing to build", a.pos[0]); rc = EXIT_INPUT; goto out; }
-    if (nworkers > jobs.n) nworkers = jobs.n;
-    bool use_remote = false;
-    if ((rc = remote_for_workers(cli, &use_remote)) != EXIT_OK) goto out;
-    if (!(order = calloc((size_t)jobs.n, sizeof *order)) || (rc = build_order(cli, &tp, &jobs, order)) != EXIT_OK) {
-        if (!order) cli_error("out of memory"), rc = EXIT_SYSTEM;
-        goto out;
-    }
-
-    /* Workers take jobs from a shared counter and report through a pipe;
-     * each opens its own cache handle (LMDB handles do not survive fork). */
-    atomic_int *next = mmap(NULL, sizeof *next, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    int fds[2];
-    if (next == MAP_FAILED || pipe(fds) != 0) { cli_error("cannot start workers: %s", strerror(errno)); rc = EXIT_SYSTEM; goto out; }
-    atomic_init(next, 0);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t *pids = calloc((size_t)nworkers, sizeof *pids);
-    for (long w = 0; w < nworkers; w++) {
-        pid_t pid = fork();
-        if (pid == 0) {
-            scratch_forget_all(); /* the parent's children and scratch are not ours */
-            close(fds[0]);
-            worker(cli, &tp, &jobs, order, next, fds[1], verify_policy(&a), use_remote);
-            _exit(0);
-        }
-        if (pid < 0) { cli_error("fork failed: %s", strerror(errno)); break; }
-        pids[w] = pid;
-        scratch_child_add(pid); /* a signal to the parent stops the workers too */
-    }
-    close(fds[1]);
-    long long t0 = cli_now_ns();
-    int done = 0, hits = 0, built = 0, failed = 0;
-    Report *reports = calloc((size_t)jobs.n, sizeof *reports);
-    bool *have = calloc((size_t)jobs.n, sizeof *have);
-    Report rep;
-    ssize_t got;
-    while ((got = read(fds[0], &rep, sizeof rep)) == (ssize_t)sizeof rep) {
-        if (rep.job < 0 || rep.job >= jobs.n || have[rep.job]) continue;
-        have[rep.job] = true;
-        reports[rep.job] = rep;
-        done++;
-        if (rep.rc != EXIT_OK) failed++;
-        else if (rep.outcome == BUILD_MISS) built++;
-        else hits++;
-        const BuildJob *j = &jobs.v[rep.job];
-        if (!cli->is_tty && !cli->json && cli->verbosity >= 0)
-            printf("[%d/%d] %-12s %s %s%s%s (%.0f ms)\n", done, jobs.n,
-                   rep.rc != EXIT_OK ? "FAILED" : rep.outcome == BUILD_MISS ? "built" : "hit", rep.key, j->config,
-                   j->label[0] ? " " : "", j->label, rep.ms);
-        progress(cli, done, jobs.n, hits, built, failed, (double)(cli_now_ns() - t0) / 1e9);
-    }
-    close(fds[0]);
-    int crashed = 0;
-    for (long w = 0; w < nworkers; w++) {
-        int st;
-        if (pids[w] > 0 && waitpid(pids[w], &st, 0) == pids[w] && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) crashed++;
-        scratch_child_del(pids[w]);
-    }
-    double secs = (double)(cli_now_ns() - t0) / 1e9;
-    int missing = jobs.n - done;
-    rc = EXIT_OK;
-    for (int i = 0; i < jobs.n; i++) {
-        if (!have[i] || reports[i].rc == EXIT_OK) continue;
-        const BuildJob *j = &jobs.v[i];
-        fprintf(stderr, "%s:%d: error: build failed: %s %s (mode %d)\n%s", file, j->loc.line, j->config, j->label, j->mode,
-                reports[i].msg);
-        if (reports[i].rc == EXIT_SYSTEM || rc == EXIT_SYSTEM) rc = EXIT_SYSTEM;
-        else rc = EXIT_INPUT;
-    }
-    if (missing || crashed) {
-        cli_error("%d job%s not finished (%d worker%s died)", missing, missing == 1 ? "" : "s", crashed, crashed == 1 ? "" : "s");
-        rc = EXIT_SYSTEM;
-    }
-    remember_lines(cli, &tp, lines, nlines, line_first, &jobs, reports, have);
-    if (cli->json)
-        printf("{\"jobs\":%d,\"built\":%d,\"hits\":%d,\"failed\":%d,\"unfinished\":%d,\"seconds\":%.3f}\n", jobs.n, built,
-               hits, failed, missing, secs);
-    else if (cli->verbosity >= 0)
-        fprintf(stderr, "prewarm: %d programs: %d built, %d already cached, %d failed in %.1f s (%ld workers)\n", jobs.n,
-                built, hits, failed + missing, secs, nworkers);
-    free(reports);
-    free(have);
-    free(pids);
-    munmap(next, sizeof *next);
+    if (m.jobs.n == 0) { cli_error("%s: the manifest lists nothing to build", a.pos[0]); rc = EXIT_INPUT; goto out; }
+    rc = prewarm_jobs(cli, &a, &tp, file, &m, nworkers);
 out:
-    free(order);
-    for (int i = 0; i < nlines; i++) manifest_line_free(&lines[i]);
-    free(lines);
-    free(line_first);
-    jobs_free(&jobs);
+    manifest_free(&m);
     diag_free(&d);
     tpath_free(&tp);
     free(text);

@@ -9,6 +9,7 @@
 #include "genopts.h"
 #include "jobs.h"
 #include "model.h"
+#include "run_npy.h"
 #include "drift.h"
 #include "tier.h"
 #include "pipeline.h"
@@ -61,7 +62,7 @@ static int run_build(Cli *cli, const Args *a, Cache **c, LoadedModel *lm, int th
     int trc = tier_open(cli, "run", true, &remote);
     if (trc != EXIT_OK) return trc;
     TemplatePath tp;
-    if (tpath_init(&tp, cli) != 0) { cli_error("out of memory"); tier_close(remote); return EXIT_SYSTEM; }
+    if (tpath_init(&tp, cli->template_dirs) != 0) { cli_error("out of memory"); tier_close(remote); return EXIT_SYSTEM; }
     DiagSink d;
     diag_init(&d);
     int rc = EXIT_SYSTEM;
@@ -70,7 +71,7 @@ static int run_build(Cli *cli, const Args *a, Cache **c, LoadedModel *lm, int th
     int r;
     if (!cfg) rc = EXIT_INPUT;
     else if ((r = cache_open(c, cli->cache_dir, NULL, err, sizeof err)) != 0)
-        cli_error("%s", err[0] ? err : cache_strerror(r));
+        cli_cache_error(r, err);
     else {
         CacheHit *hit = NULL;
         BuildResult res;
@@ -108,7 +109,7 @@ static int run_program(Cli *cli, const Args *a, Cache **c, LoadedModel *lm, int 
     char err[512] = "";
     int r;
     if (rc == EXIT_OK && (r = cache_open(c, cli->cache_dir, NULL, err, sizeof err)) != 0) {
-        cli_error("%s", err[0] ? err : cache_strerror(r));
+        cli_cache_error(r, err);
         rc = EXIT_SYSTEM;
     }
     if (rc == EXIT_OK) {
@@ -171,7 +172,7 @@ static int run_run(Cli *cli, int argc, char **argv) {
         cache_key_parse(a.pos[0], &k);
         char err[512] = "";
         int r = cache_open(&c, cli->cache_dir, NULL, err, sizeof err);
-        if (r != 0) { cli_error("%s", err[0] ? err : cache_strerror(r)); rc = EXIT_SYSTEM; goto out; }
+        if (r != 0) { cli_cache_error(r, err); rc = EXIT_SYSTEM; goto out; }
         CacheHit *hit;
         /* A key typed by the user has no key record to compare: the
          * checksum is all that vouches for the bytes. */

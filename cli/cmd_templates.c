@@ -42,7 +42,7 @@ static int templates_run(Cli *cli, int argc, char **argv) {
         goto out;
     }
     TemplatePath tp;
-    if (tpath_init(&tp, cli) != 0) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out; }
+    if (tpath_init(&tp, cli->template_dirs) != 0) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out; }
     DiagSink d;
     diag_init(&d);
     if (strcmp(sub, "ls") == 0) {

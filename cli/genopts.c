@@ -8,28 +8,6 @@
 #include "genopts.h"
 #include "pipeline.h"
 
-int tpath_init(TemplatePath *tp, const Cli *cli) {
-    /* Split the ':'-separated list the CLI resolved at start-up. */
-    memset(tp, 0, sizeof *tp);
-    tp->buf = strdup(cli->template_dirs);
-    if (!tp->buf) return -1;
-    int n = 1;
-    for (const char *p = tp->buf; *p; p++) n += *p == ':';
-    tp->dirs = calloc((size_t)n, sizeof(char *));
-    if (!tp->dirs) { free(tp->buf); return -1; }
-    for (char *tok = strtok(tp->buf, ":"); tok; tok = strtok(NULL, ":")) tp->dirs[tp->sp.count++] = tok;
-    tp->sp.dirs = tp->dirs;
-    if (!(tp->sp.loaded = gen_template_set_new())) { free(tp->buf); free(tp->dirs); return -1; }
-    return 0;
-}
-
-void tpath_free(TemplatePath *tp) {
-    gen_template_set_free(tp->sp.loaded);
-    free(tp->buf);
-    free(tp->dirs);
-    memset(tp, 0, sizeof *tp);
-}
-
 const char *cli_config_name(const Args *a) {
     const char *m = args_get(a, "model");
     if (m) return m;
@@ -48,7 +26,7 @@ GenConfig *cli_gen_config(const GenSearchPath *sp, const Args *a, DiagSink *d) {
 
 void cli_template_help(const Cli *cli, FILE *f, const Args *a) {
     TemplatePath tp;
-    if (tpath_init(&tp, cli) != 0) return;
+    if (tpath_init(&tp, cli->template_dirs) != 0) return;
     DiagSink d;
     diag_init(&d);
     GenConfig *c = gen_config_open(&tp.sp, cli_config_name(a), &d);

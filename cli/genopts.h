@@ -4,6 +4,7 @@
 #define MILC_CLI_GENOPTS_H
 
 #include "cli.h"
+#include "jobs.h"
 #include "milc/gen.h"
 
 /* --template, --model, --weights: the first entries of every generating
@@ -13,14 +14,6 @@
     {"model", 'm', OPT_VALUE, "PRESET", "preset of real model shapes (gpt2, gpt2-medium, ...)"}, \
     {"weights", 'w', OPT_VALUE, "SRC", "random:SEED (default random:0) or FILE.safetensors"}
 
-/* The template search path, split from cli->template_dirs. */
-typedef struct TemplatePath {
-    GenSearchPath sp;
-    char *buf;
-    const char **dirs;
-} TemplatePath;
-int tpath_init(TemplatePath *tp, const Cli *cli);
-void tpath_free(TemplatePath *tp);
 /* --model, else --template, else "gpt2". */
 const char *cli_config_name(const Args *a);
 /* Open the config, apply every extra --NAME VALUE as a template parameter in

@@ -10,6 +10,7 @@
 
 #include "scratch.h"
 #include "cli.h"
+#include "lib.h"
 #include "milc/ossys.h"
 #include "milc/rt.h"
 
@@ -136,7 +137,11 @@ static bool parse_size(const char *s, uint64_t *out) {
     return true;
 }
 
-int cli_cpu = RT_CPU_SCALAR;
+/* The library's messages, as the CLI prints its own. */
+static void print_msg(void *ctx, int level, const char *msg) {
+    (void)ctx;
+    fprintf(stderr, "milc: %s: %s\n", level == MILC_MSG_WARNING ? "warning" : "error", msg);
+}
 
 /* $MILC_CPU picks the kernel variant; one this CPU lacks (or this build does
  * not carry) is refused here, before anything runs, not met as a SIGILL. */
@@ -148,7 +153,7 @@ static int resolve_cpu(void) {
         fprintf(stderr, "milc: MILC_CPU=%s: %s\n", e, err);
         return -1;
     }
-    cli_cpu = (int)(v == RT_CPU_AUTO ? rt_cpu_best() : v);
+    lib_set_cpu((int)(v == RT_CPU_AUTO ? rt_cpu_best() : v));
     return 0;
 }
 
@@ -229,6 +234,8 @@ int main(int argc, char **argv) {
         cli.remote_key = getenv("MILC_REMOTE_KEY_FILE");
     cli.template_dirs = tmpl_dirs;
     scratch_install_handlers();
+    lib_set_sink(&(LibSink){print_msg, NULL});
+    lib_set_scratch(&(LibScratch){scratch_make, scratch_remove});
     int rc = c->run(&cli, argc - 1, argv + 1);
     fflush(stdout);
     if (ferror(stdout)) { cli_error("cannot write output"); rc = EXIT_SYSTEM; }

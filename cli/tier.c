@@ -1,10 +1,10 @@
-/* tier.c — the remote tier for the CLI's commands (tier.h).  The build path
- * calls only tier_pull*, tier_push: a remote failure is never a build
- * failure, only a warning and the local path. */
+/* tier.c — opening the remote tier from the CLI's options (tier.h).  The
+ * build path's read-through and write-back are the library's (lib/src/tier_io.c). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "tier.h"
+#include "tier_io.h"
 
 int tier_open(const Cli *cli, const char *cmd, bool need_key, Remote **out) {
     *out = NULL;
@@ -40,38 +40,9 @@ int tier_open(const Cli *cli, const char *cmd, bool need_key, Remote **out) {
     return EXIT_OK;
 }
 
-void tier_warn(Remote *r) {
-    const char *w = r ? remote_warning(r) : NULL;
-    if (w) fprintf(stderr, "milc: warning: %s\n", w);
-}
+void tier_warn(Remote *r) { tier_io_warn(r); }
 
 void tier_close(Remote *r) {
     tier_warn(r);
     remote_close(r);
-}
-
-/* A refused entry is worth a line; a plain miss or a downed remote is not
- * (the breaker says that once). */
-static bool pulled(Remote *r, int rc) {
-    if (rc == CACHE_ECORRUPT) fprintf(stderr, "milc: warning: %s; building it here\n", remote_errmsg(r));
-    else if (rc != 0 && rc != CACHE_ENOTFOUND && rc != CACHE_EMISMATCH && rc != CACHE_EIO)
-        fprintf(stderr, "milc: warning: remote cache: %s\n", remote_errmsg(r));
-    tier_warn(r);
-    return rc == 0;
-}
-
-bool tier_pull(Remote *r, Cache *c, const CacheKey *k, const void *rec, size_t rlen) {
-    return r && remote_up(r) && pulled(r, remote_pull(r, c, k, rec, rlen));
-}
-
-bool tier_pull_direct(Remote *r, Cache *c, const CacheKey *dkey, const void *drec, size_t dlen) {
-    return r && remote_up(r) && pulled(r, remote_pull_direct(r, c, dkey, drec, dlen, NULL));
-}
-
-void tier_push(Remote *r, Cache *c, const CacheKey *k, const CacheKey *dkey, const void *drec, size_t dlen) {
-    if (!r || !remote_up(r) || remote_readonly(r)) return;
-    int rc = remote_push(r, c, k);
-    if (rc >= 0 && dkey) rc = remote_push_direct(r, dkey, drec, dlen, k);
-    if (rc < 0 && rc != CACHE_EIO) fprintf(stderr, "milc: warning: remote cache: push failed: %s\n", remote_errmsg(r));
-    tier_warn(r);
 }

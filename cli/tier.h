@@ -1,6 +1,7 @@
 /* tier.h — the remote cache tier as the CLI uses it: opened from the global
- * options (--remote, --remote-key-file, --remote-readonly), read-through and
- * write-back for the build path, and its warnings, each printed once. */
+ * options (--remote, --remote-key-file, --remote-readonly), and its warnings,
+ * each printed once.  Read-through and write-back on the build path are the
+ * library's (lib/src/tier_io.h). */
 #ifndef MILC_CLI_TIER_H
 #define MILC_CLI_TIER_H
 
@@ -18,14 +19,6 @@ int tier_open(const Cli *cli, const char *cmd, bool need_key, Remote **out);
 void tier_close(Remote *r);
 /* Print the breaker's warning now if the remote just went down. */
 void tier_warn(Remote *r);
-
-/* Read-through, on a local miss: bring the entry (or the direct key's mapping
- * and its entry) from the remote into cache c.  true when c now holds it.
- * A refused entry (a MAC or size check failed) is a warning and a miss. */
-bool tier_pull(Remote *r, Cache *c, const CacheKey *k, const void *rec, size_t rlen);
-bool tier_pull_direct(Remote *r, Cache *c, const CacheKey *dkey, const void *drec, size_t dlen);
-/* Write-back after a local store: the entry, then its direct key (if dkey). */
-void tier_push(Remote *r, Cache *c, const CacheKey *k, const CacheKey *dkey, const void *drec, size_t dlen);
 
 #endif
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "milc/cache.h"
 #include "milc/osfile.h"
 
 void cli_error(const char *fmt, ...) {
@@ -20,6 +21,11 @@ void cli_error(const char *fmt, ...) {
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
+}
+
+void cli_cache_error(int rc, const char *msg) {
+    if (rc == CACHE_ECORRUPT) cli_error("%s; run `milc cache clear` to start the cache afresh", *msg ? msg : cache_strerror(rc));
+    else cli_error("%s", *msg ? msg : cache_strerror(rc));
 }
 
 void cli_usage_error(const char *cmd, const char *fmt, ...) {

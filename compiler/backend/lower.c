@@ -346,9 +346,16 @@ static int gemm_weight(LowerShared *s, const IrValue *w) {
 
 /* ---- values ---- */
 
+static int lut_dense_weight(LowerShared *s, const IrValue *v);
+
 static LVal *lval(LowerShared *s, const IrValue *v) {
     LVal *L = &s->lv[vid(v)];
     if (!L->has && !s->failed) {
+        if (!ir_value_const(v) && v->def && v->def->kind == OP_CONSTEXPR_LUT_TO_DENSE) {
+            int w = lut_dense_weight(s, v);
+            if (w >= 0) L->has = true, view_ident(&L->v, w, v->type.rank, v->type.dims);
+            return L;
+        }
         if (!ir_value_const(v)) {
             FAIL("internal: '%s' has no lowering", v->name);
             return L;
@@ -764,7 +771,8 @@ static int lower_binary(LowerShared *s, const IrOp *op) {
         }
     }
     static const int map[OP_COUNT] = {[OP_ADD] = RT_BIN_ADD, [OP_SUB] = RT_BIN_SUB, [OP_MUL] = RT_BIN_MUL,
-                                      [OP_REAL_DIV] = RT_BIN_DIV, [OP_POW] = RT_BIN_POW};
+                                      [OP_REAL_DIV] = RT_BIN_DIV, [OP_POW] = RT_BIN_POW, [OP_MAXIMUM] = RT_BIN_MAX,
+                                      [OP_MINIMUM] = RT_BIN_MIN};
     RtBinaryParams p = {.op = map[op->kind]};
     int in[2] = {materialize(s, x), materialize(s, y)}, out = out_for(s, op);
     if (emit(s, RT_OP_BINARY, in, 2, out, &p, sizeof p) < 0) return -1;
@@ -804,15 +812,23 @@ static int lower_unary(LowerShared *s, const IrOp *op) {
     return 0;
 }
 
+static int lower_reducex(LowerShared *s, const IrOp *op, IrValue *x, uint32_t axes);
+
 static int lower_reduce(LowerShared *s, const IrOp *op) {
     IrValue *x = arg_value(op, "x");
+    if (op->kind == OP_REDUCE_ARGMAX || op->kind == OP_REDUCE_ARGMIN) {
+        int64_t a = -1;
+        ir_op_arg_i64(op, "axis", &a);
+        return lower_reducex(s, op, x, 1u << normalize_axis(a, x->type.rank));
+    }
     int64_t ax[MAXR];
     int n = const_ints(s, op, "axes", ax, MAXR);
     if (n == -1) return -1;
     RtReduceParams p = {.op = op->kind == OP_REDUCE_SUM ? RT_RED_SUM : op->kind == OP_REDUCE_MEAN ? RT_RED_MEAN : RT_RED_MAX};
     if (n == -2) p.axes = (1u << x->type.rank) - 1;
     for (int i = 0; i < n; i++) p.axes |= 1u << normalize_axis(ax[i], x->type.rank);
-    if (rt_dt(x->type.dtype) != RT_F32) return FAIL("%s on %s is not supported by the CPU backend", mil_op_name(op->kind), ir_dtype_name(x->type.dtype));
+    bool basic = op->kind == OP_REDUCE_SUM || op->kind == OP_REDUCE_MEAN || op->kind == OP_REDUCE_MAX;
+    if (rt_dt(x->type.dtype) != RT_F32 || !basic) return lower_reducex(s, op, x, p.axes);
     int in = materialize(s, x), out = out_for(s, op);
     if (emit(s, RT_OP_REDUCE, &in, 1, out, &p, sizeof p) < 0) return -1;
     done(s, op, out);
@@ -1004,6 +1020,572 @@ static int lower_sdpa(LowerShared *s, const IrOp *op) {
     return 0;
 }
 
+/* ---- the ops beyond the transformer set ---- */
+
+static double arg_f64_or(const IrOp *op, const char *name, double def) {
+    double v = def;
+    ir_op_arg_f64(op, name, &v);
+    return v;
+}
+
+static int emit_result(LowerShared *s, const IrOp *op, RtOpKind k, const int *in, int nin, const void *p, size_t plen) {
+    int out = out_for(s, op);
+    if (emit(s, k, in, nin, out, p, plen) < 0) return -1;
+    done(s, op, out);
+    return 0;
+}
+
+/* The RT_OP_ELTWISE op of a MIL elementwise op, or -1. */
+static int elt_op(IrOpKind k) {
+    switch (k) {
+    case OP_ABS: return RT_EL_ABS;
+    case OP_ACOS: return RT_EL_ACOS;
+    case OP_ASIN: return RT_EL_ASIN;
+    case OP_ATAN: return RT_EL_ATAN;
+    case OP_ATANH: return RT_EL_ATANH;
+    case OP_CEIL: return RT_EL_CEIL;
+    case OP_COS: return RT_EL_COS;
+    case OP_COSH: return RT_EL_COSH;
+    case OP_ERF: return RT_EL_ERF;
+    case OP_EXP2: return RT_EL_EXP2;
+    case OP_FLOOR: return RT_EL_FLOOR;
+    case OP_INVERSE: return RT_EL_INVERSE;
+    case OP_LOG: return RT_EL_LOG;
+    case OP_ROUND: return RT_EL_ROUND;
+    case OP_SIGN: return RT_EL_SIGN;
+    case OP_SIN: return RT_EL_SIN;
+    case OP_SINH: return RT_EL_SINH;
+    case OP_SQUARE: return RT_EL_SQUARE;
+    case OP_TAN: return RT_EL_TAN;
+    case OP_RELU6: return RT_EL_RELU6;
+    case OP_SOFTPLUS: return RT_EL_SOFTPLUS;
+    case OP_SOFTSIGN: return RT_EL_SOFTSIGN;
+    case OP_CLIP: return RT_EL_CLIP;
+    case OP_THRESHOLD: return RT_EL_THRESHOLD;
+    case OP_THRESHOLDED_RELU: return RT_EL_THRESHOLDED_RELU;
+    case OP_ELU: return RT_EL_ELU;
+    case OP_LEAKY_RELU: return RT_EL_LEAKY_RELU;
+    case OP_CLAMPED_RELU: return RT_EL_CLAMPED_RELU;
+    case OP_LINEAR_ACTIVATION: return RT_EL_LINEAR;
+    case OP_SCALED_TANH: return RT_EL_SCALED_TANH;
+    case OP_SIGMOID_HARD: return RT_EL_SIGMOID_HARD;
+    case OP_PRELU: return RT_EL_PRELU;
+    case OP_SOFTPLUS_PARAMETRIC: return RT_EL_SOFTPLUS_P;
+    case OP_LOGICAL_NOT: return RT_EL_NOT;
+    default: return -1;
+    }
+}
+
+static int lower_eltwise(LowerShared *s, const IrOp *op) {
+    if (op->kind == OP_RELU) {
+        RtUnaryParams u = {.op = RT_UN_RELU};
+        int in = materialize(s, arg_value(op, "x"));
+        return emit_result(s, op, RT_OP_UNARY, &in, 1, &u, sizeof u);
+    }
+    RtEltParams p = {.op = elt_op(op->kind)};
+    switch (op->kind) {
+    case OP_INVERSE: p.alpha = (float)arg_f64_or(op, "epsilon", 1e-4); break;
+    case OP_LOG: p.alpha = (float)arg_f64_or(op, "epsilon", 1e-45); break;
+    case OP_CLIP: case OP_CLAMPED_RELU: case OP_LINEAR_ACTIVATION: case OP_SCALED_TANH: case OP_SIGMOID_HARD:
+        p.alpha = (float)arg_f64_or(op, "alpha", 0), p.beta = (float)arg_f64_or(op, "beta", 0);
+        break;
+    case OP_THRESHOLD: case OP_THRESHOLDED_RELU: case OP_ELU: case OP_LEAKY_RELU:
+        p.alpha = (float)arg_f64_or(op, "alpha", 0);
+        break;
+    default: break;
+    }
+    int in[3], n = 0;
+    in[n++] = materialize(s, arg_value(op, "x"));
+    if (op->kind == OP_PRELU || op->kind == OP_SOFTPLUS_PARAMETRIC) {
+        IrValue *a = arg_value(op, "alpha"), *b = arg_value(op, "beta");
+        in[n++] = const_weight(s, a);
+        if (b) in[n++] = const_weight(s, b);
+        p.nparams = n - 1;
+    }
+    return emit_result(s, op, RT_OP_ELTWISE, in, n, &p, sizeof p);
+}
+
+static int lower_binop(LowerShared *s, const IrOp *op) {
+    int bo;
+    switch (op->kind) {
+    case OP_FLOOR_DIV: bo = RT_BO_FLOOR_DIV; break;
+    case OP_MOD: bo = RT_BO_MOD; break;
+    case OP_EQUAL: bo = RT_BO_EQ; break;
+    case OP_NOT_EQUAL: bo = RT_BO_NE; break;
+    case OP_GREATER: bo = RT_BO_GT; break;
+    case OP_GREATER_EQUAL: bo = RT_BO_GE; break;
+    case OP_LESS: bo = RT_BO_LT; break;
+    case OP_LESS_EQUAL: bo = RT_BO_LE; break;
+    case OP_LOGICAL_AND: bo = RT_BO_AND; break;
+    case OP_LOGICAL_OR: bo = RT_BO_OR; break;
+    default: bo = RT_BO_XOR; break;
+    }
+    RtBinaryParams p = {.op = bo};
+    int in[2] = {materialize(s, arg_value(op, "x")), materialize(s, arg_value(op, "y"))};
+    return emit_result(s, op, RT_OP_BINOP, in, 2, &p, sizeof p);
+}
+
+/* The reductions RT_OP_REDUCE does not run (other ops, int32) as RT_OP_REDUCEX. */
+static int lower_reducex(LowerShared *s, const IrOp *op, IrValue *x, uint32_t axes) {
+    int r;
+    switch (op->kind) {
+    case OP_REDUCE_SUM: r = RT_RX_SUM; break;
+    case OP_REDUCE_MEAN: r = RT_RX_MEAN; break;
+    case OP_REDUCE_MAX: r = RT_RX_MAX; break;
+    case OP_REDUCE_MIN: r = RT_RX_MIN; break;
+    case OP_REDUCE_PROD: r = RT_RX_PROD; break;
+    case OP_REDUCE_L1_NORM: r = RT_RX_L1; break;
+    case OP_REDUCE_L2_NORM: r = RT_RX_L2; break;
+    case OP_REDUCE_LOG_SUM: r = RT_RX_LOG_SUM; break;
+    case OP_REDUCE_LOG_SUM_EXP: r = RT_RX_LOG_SUM_EXP; break;
+    case OP_REDUCE_SUM_SQUARE: r = RT_RX_SUM_SQUARE; break;
+    case OP_REDUCE_ARGMAX: r = RT_RX_ARGMAX; break;
+    default: r = RT_RX_ARGMIN; break;
+    }
+    RtReduceParams p = {.op = r, .axes = axes};
+    int in = materialize(s, x);
+    return emit_result(s, op, RT_OP_REDUCEX, &in, 1, &p, sizeof p);
+}
+
+/* The values of constant v as floats (malloc'd), or NULL after a diagnostic. */
+static float *const_floats(LowerShared *s, const IrValue *v) {
+    RtDType dt;
+    bool owned;
+    const void *d = const_data(s, v, &dt, &owned);
+    if (!d) return NULL;
+    int64_t n = ir_type_numel(&v->type);
+    float *f = malloc(sizeof(float) * (size_t)(n + 1));
+    MILC_ASSERT(f);
+    for (int64_t i = 0; i < n; i++)
+        f[i] = dt == RT_F16 ? half_to_float(((const uint16_t *)d)[i])
+             : dt == RT_F32 ? ((const float *)d)[i]
+             : dt == RT_I32 ? (float)((const int32_t *)d)[i] : (float)((const uint8_t *)d)[i];
+    if (owned) free((void *)d);
+    return f;
+}
+
+/* A per-channel F32 weight [C, 1, ...] (rank - 1 dims) broadcasting along
+ * dim 1 of a rank-`rank` value. */
+static int channel_weight(LowerShared *s, const char *name, const float *v, int64_t c, int rank) {
+    int64_t dims[MAXR];
+    dims[0] = c;
+    for (int i = 1; i < rank - 1; i++) dims[i] = 1;
+    int id = check_rc(s, rtb_weight(s->b, name, RT_F32, rank - 1, dims, v));
+    note_buf(s, id, rank - 1, dims);
+    return id;
+}
+
+/* y = x · scale[c] + shift[c] along dim 1, as two broadcast BINARY ops
+ * (scale or shift NULL: that one skipped). */
+static int channel_affine(LowerShared *s, const IrOp *op, int x, const float *scale, const float *shift) {
+    const IrType *t = rtype(op);
+    int64_t c = t->dims[1];
+    RtBinaryParams mul = {.op = RT_BIN_MUL}, add = {.op = RT_BIN_ADD};
+    int cur = x;
+    if (scale) {
+        int in[2] = {cur, channel_weight(s, "scale", scale, c, t->rank)};
+        int out = shift ? new_temp(s, RT_F32, t->rank, t->dims) : out_for(s, op);
+        if (emit(s, RT_OP_BINARY, in, 2, out, &mul, sizeof mul) < 0) return -1;
+        cur = out;
+    }
+    if (shift) {
+        int in[2] = {cur, channel_weight(s, "shift", shift, c, t->rank)};
+        int out = out_for(s, op);
+        if (emit(s, RT_OP_BINARY, in, 2, out, &add, sizeof add) < 0) return -1;
+        cur = out;
+    }
+    done(s, op, cur);
+    return 0;
+}
+
+static int lower_batch_norm(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x"), *g = arg_value(op, "gamma"), *b = arg_value(op, "beta");
+    if (x->type.rank < 2) return FAIL("batch_norm: x needs a channel dim");
+    int64_t c = x->type.dims[1];
+    double eps = arg_f64_or(op, "epsilon", 1e-5);
+    float *mean = const_floats(s, arg_value(op, "mean")), *var = const_floats(s, arg_value(op, "variance"));
+    float *gv = g ? const_floats(s, g) : NULL, *bv = b ? const_floats(s, b) : NULL;
+    int rc = -1;
+    if (mean && var && (!g || gv) && (!b || bv)) {
+        /* folded at compile time: y = x · γ/√(σ² + ε) + (β - μ γ/√(σ² + ε)) */
+        for (int64_t i = 0; i < c; i++) {
+            float sc = (float)((gv ? gv[i] : 1.0) / sqrt((double)var[i] + eps));
+            var[i] = sc;
+            mean[i] = (bv ? bv[i] : 0.0f) - mean[i] * sc;
+        }
+        int in = materialize(s, x);
+        rc = channel_affine(s, op, in, var, mean);
+    }
+    free(mean), free(var), free(gv), free(bv);
+    return rc;
+}
+
+static int lower_instance_norm(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x"), *g = arg_value(op, "gamma"), *b = arg_value(op, "beta");
+    const IrType *t = rtype(op);
+    if (t->rank < 3) return FAIL("instance_norm: x needs spatial dims");
+    RtNormParams p = {.kind = RT_NORM_LAYER, .axis_begin = 2, .axis_end = t->rank, .eps = (float)arg_f64_or(op, "epsilon", 1e-5)};
+    int in = materialize(s, x);
+    if (!g && !b) return emit_result(s, op, RT_OP_NORM, &in, 1, &p, sizeof p);
+    int mid = new_temp(s, RT_F32, t->rank, t->dims);
+    if (emit(s, RT_OP_NORM, &in, 1, mid, &p, sizeof p) < 0) return -1;
+    float *gv = g ? const_floats(s, g) : NULL, *bv = b ? const_floats(s, b) : NULL;
+    int rc = (g && !gv) || (b && !bv) ? -1 : channel_affine(s, op, mid, gv, bv);
+    free(gv), free(bv);
+    return rc;
+}
+
+/* Padding of a convolution or pool on spatial dim i: lo and hi. */
+static int conv_pads(LowerShared *s, const IrOp *op, int nsp, const int64_t *in, const int64_t *out, const int64_t *k,
+                     const int64_t *st, const int64_t *dil, bool transpose, int64_t *lo, int64_t *hi) {
+    const IrLiteral *pt = ir_op_arg_const(op, "pad_type");
+    const char *mode = pt ? ir_lit_str(pt, 0) : "valid";
+    if (!mode) return FAIL("%s: pad_type must be a constant string", mil_op_name(op->kind));
+    int64_t pads[2 * 3] = {0};
+    if (!strcmp(mode, "custom")) {
+        if (const_ints(s, op, "pad", pads, 2 * 3) != 2 * nsp)
+            return s->failed ? -1 : FAIL("%s: custom padding needs 'pad' of %d values", mil_op_name(op->kind), 2 * nsp);
+    }
+    for (int i = 0; i < nsp; i++) {
+        int64_t span = (k[i] - 1) * dil[i] + 1, total;
+        if (!strcmp(mode, "custom")) {
+            lo[i] = pads[2 * i], hi[i] = pads[2 * i + 1];
+            continue;
+        }
+        if (!strcmp(mode, "valid")) {
+            lo[i] = hi[i] = 0;
+            continue;
+        }
+        if (strcmp(mode, "same") && strcmp(mode, "same_lower")) return FAIL("%s: unknown pad_type '%s'", mil_op_name(op->kind), mode);
+        total = transpose ? (in[i] - 1) * st[i] + span - out[i] : (out[i] - 1) * st[i] + span - in[i];
+        if (total < 0) total = 0;
+        lo[i] = !strcmp(mode, "same_lower") ? (total + 1) / 2 : total / 2;
+        hi[i] = total - lo[i];
+    }
+    return 0;
+}
+
+/* Fills the geometry of p for x of rank 2 + nsp from the op's arguments. */
+static int conv_geometry(LowerShared *s, const IrOp *op, const IrValue *x, const int64_t *k, bool transpose, bool pool,
+                         RtConvParams *p) {
+    int nsp = x->type.rank - 2;
+    const IrType *t = rtype(op);
+    if (nsp < 1 || nsp > 3) return FAIL("%s: the CPU backend takes 1 to 3 spatial dims", mil_op_name(op->kind));
+    int64_t st[3] = {1, 1, 1}, dil[3] = {1, 1, 1}, lo[3] = {0}, hi[3] = {0};
+    if (const_ints(s, op, "strides", st, 3) == -1 || (!pool && const_ints(s, op, "dilations", dil, 3) == -1)) return -1;
+    if (conv_pads(s, op, nsp, x->type.dims + 2, t->dims + 2, k, st, dil, transpose, lo, hi) < 0) return -1;
+    memset(p, 0, sizeof *p);
+    p->nsp = nsp, p->groups = 1, p->transpose = transpose;
+    for (int i = 0; i < 3; i++) {
+        bool u = i < nsp;
+        p->k[i] = u ? (int32_t)k[i] : 1, p->stride[i] = u ? (int32_t)st[i] : 1, p->dil[i] = u ? (int32_t)dil[i] : 1;
+        p->pad_lo[i] = u ? (int32_t)lo[i] : 0, p->pad_hi[i] = u ? (int32_t)hi[i] : 0, p->out[i] = u ? (int32_t)t->dims[2 + i] : 1;
+    }
+    return 0;
+}
+
+static int lower_conv_general(LowerShared *s, const IrOp *op) {
+    bool transpose = op->kind == OP_CONV_TRANSPOSE;
+    IrValue *x = arg_value(op, "x"), *w = arg_value(op, "weight"), *bias = arg_value(op, "bias");
+    const IrType *t = rtype(op);
+    RtConvParams p;
+    if (conv_geometry(s, op, x, w->type.dims + 2, transpose, false, &p) < 0) return -1;
+    int64_t groups = 1;
+    ir_op_arg_i64(op, "groups", &groups);
+    p.groups = (int32_t)groups;
+    if (bias && !ir_value_const(bias)) return FAIL("%s: the bias must be a constant on the CPU backend", mil_op_name(op->kind));
+    int xin = materialize(s, x);
+    if (!transpose && groups == 1 && p.nsp == 2 && ir_value_const(w)) {
+        /* one group, 2-D: x channels last and padded once, then GEMMs that
+         * read it where it lies, W as [KH·KW·C, Cout] */
+        int64_t C = x->type.dims[1], cout = t->dims[1], kh = p.k[0], kw = p.k[1];
+        int64_t pd[4] = {x->type.dims[0], (int64_t)(p.out[0] - 1) * p.stride[0] + (kh - 1) * p.dil[0] + 1,
+                         (int64_t)(p.out[1] - 1) * p.stride[1] + (kw - 1) * p.dil[1] + 1, C};
+        int xp = new_temp(s, RT_F32, 4, pd);
+        if (emit(s, RT_OP_PAD_NHWC, &xin, 1, xp, &p, sizeof p) < 0) return -1;
+        float *wv = const_floats(s, w);
+        if (!wv) return -1;
+        float *wt = malloc(sizeof(float) * (size_t)(kh * kw * C * cout) + 1);
+        MILC_ASSERT(wt);
+        for (int64_t o = 0; o < cout; o++)
+            for (int64_t c = 0; c < C; c++)
+                for (int64_t ky = 0; ky < kh; ky++)
+                    for (int64_t kx = 0; kx < kw; kx++)
+                        wt[((ky * kw + kx) * C + c) * cout + o] = wv[((o * C + c) * kh + ky) * kw + kx];
+        int64_t wd[2] = {kh * kw * C, cout};
+        char name[RT_NAME_MAX];
+        snprintf(name, sizeof name, "%s", w->name);
+        int wid = check_rc(s, rtb_weight(s->b, name, RT_F32, 2, wd, wt));
+        note_buf(s, wid, 2, wd);
+        free(wv), free(wt);
+        p.has_bias = bias != NULL;
+        int in[3] = {xp, wid, bias ? const_weight(s, bias) : 0};
+        RtConvParams q = p;
+        q.pad_lo[0] = q.pad_lo[1] = q.pad_hi[0] = q.pad_hi[1] = 0; /* x comes padded */
+        return emit_result(s, op, RT_OP_CONV_GEMM, in, bias ? 3 : 2, &q, sizeof q);
+    }
+    p.has_bias = bias != NULL;
+    int in[3] = {xin, materialize(s, w), bias ? const_weight(s, bias) : 0};
+    return emit_result(s, op, RT_OP_CONV, in, bias ? 3 : 2, &p, sizeof p);
+}
+
+static int lower_pool(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    int64_t k[3] = {1, 1, 1};
+    if (const_ints(s, op, "kernel_sizes", k, 3) != x->type.rank - 2)
+        return s->failed ? -1 : FAIL("%s: 'kernel_sizes' must give one size per spatial dim", mil_op_name(op->kind));
+    RtConvParams p;
+    if (conv_geometry(s, op, x, k, false, true, &p) < 0) return -1;
+    p.pool = op->kind == OP_MAX_POOL ? RT_POOL_MAX : op->kind == OP_AVG_POOL ? RT_POOL_AVG : RT_POOL_L2;
+    int64_t ex = 0;
+    ir_op_arg_i64(op, "exclude_padding_from_average", &ex);
+    p.exclude_pad = ex != 0;
+    int in = materialize(s, x);
+    return emit_result(s, op, RT_OP_POOL, &in, 1, &p, sizeof p);
+}
+
+/* ---- data movement as views ---- */
+
+static int lower_identity(LowerShared *s, const IrOp *op) {
+    LVal *L = lval(s, arg_value(op, "x"));
+    if (!L->has) return -1;
+    View v = L->v;
+    return set_view(s, op->results[0], &v, L->pend);
+}
+
+static int lower_reverse(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    int64_t ax[MAXR];
+    int n = const_ints(s, op, "axes", ax, MAXR);
+    View v;
+    if (n == -1 || !resolved_view(s, x, &v)) return -1;
+    bool rev[MAXR] = {false};
+    for (int i = 0; i < (n == -2 ? v.rank : n); i++) rev[n == -2 ? i : normalize_axis(ax[i], v.rank)] = true;
+    for (int i = 0; i < v.rank; i++)
+        if (rev[i]) v.offset += (v.dims[i] - 1) * v.strides[i], v.strides[i] = -v.strides[i];
+    return set_view(s, op->results[0], &v, false);
+}
+
+static int lower_stack(LowerShared *s, const IrOp *op) {
+    IrArg *vals = ir_op_arg(op, "values");
+    int64_t a = 0;
+    if (!ir_op_arg_i64(op, "axis", &a)) return FAIL("stack: 'axis' must be a constant");
+    const IrType *t = rtype(op);
+    int ax = normalize_axis(a, t->rank);
+    int out = copy_dest(s, op->results[0]);
+    if (out < 0) return -1;
+    int64_t st[MAXR], dst[MAXR];
+    row_major(t->rank, t->dims, st);
+    for (int i = 0, j = 0; i < t->rank; i++)
+        if (i != ax) dst[j++] = st[i];
+    int n = vals->kind == IR_ARG_TUPLE ? vals->nitems : 1;
+    for (int i = 0; i < n; i++) {
+        IrValue *part = vals->kind == IR_ARG_TUPLE ? vals->items[i] : vals->value;
+        View v;
+        if (!resolved_view(s, part, &v) || emit_copy(s, &v, out, i * st[ax], dst) < 0) return -1;
+    }
+    done(s, op, out);
+    return 0;
+}
+
+/* A constant result (fill, shape): one weight, broadcast by a copy when it
+ * holds a single value. */
+static int lower_const_result(LowerShared *s, const IrOp *op, RtDType dt, const void *data, int64_t n) {
+    const IrType *t = rtype(op);
+    int64_t one = 1, nel = ir_type_numel(t);
+    int w = check_rc(s, rtb_weight(s->b, op->results[0]->name, dt, n == 1 ? 1 : t->rank, n == 1 ? &one : t->dims, data));
+    if (w < 0) return -1;
+    note_buf(s, w, n == 1 ? 1 : t->rank, n == 1 ? &one : t->dims);
+    if (n != 1) {
+        View v;
+        view_ident(&v, w, t->rank, t->dims);
+        return set_view(s, op->results[0], &v, false);
+    }
+    int out = out_for(s, op);
+    RtCopyParams p;
+    memset(&p, 0, sizeof p);
+    p.rank = 1, p.dims[0] = nel, p.src_stride[0] = 0, p.dst_stride[0] = 1;
+    if (emit(s, RT_OP_COPY, &w, 1, out, &p, sizeof p) < 0) return -1;
+    done(s, op, out);
+    return 0;
+}
+
+static int lower_fill(LowerShared *s, const IrOp *op) {
+    const IrType *t = rtype(op);
+    double v = arg_f64_or(op, "value", 0);
+    RtDType dt = rt_dt(t->dtype);
+    float f = (float)v;
+    int32_t i = (int32_t)v;
+    uint8_t b = v != 0;
+    return lower_const_result(s, op, dt, dt == RT_F32 ? (const void *)&f : dt == RT_I32 ? (const void *)&i : &b, 1);
+}
+
+static int lower_shape(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    int32_t d[MAXR];
+    for (int i = 0; i < x->type.rank; i++) d[i] = (int32_t)x->type.dims[i];
+    if (x->type.rank == 0) return FAIL("shape: of a scalar is an empty tensor, which the CPU backend cannot hold");
+    return lower_const_result(s, op, RT_I32, d, x->type.rank);
+}
+
+/* space_to_depth / depth_to_space with TensorFlow's order (Core ML's): the
+ * channel of block offset (i, j) and input channel c is (i·bs + j)·C + c.
+ * upsample_nearest_neighbor with integer scales: each element repeated. */
+static int lower_rearrange(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    View v, w;
+    if (!resolved_view(s, x, &v)) return -1;
+    if (v.rank != 4) return FAIL("%s: the CPU backend needs x of rank 4", mil_op_name(op->kind));
+    int64_t B = v.dims[0], C = v.dims[1], H = v.dims[2], W = v.dims[3];
+    int64_t sb = v.strides[0], sc = v.strides[1], sh = v.strides[2], sw = v.strides[3];
+    w = v;
+    w.rank = 6;
+    if (op->kind == OP_UPSAMPLE_NEAREST_NEIGHBOR) {
+        double fh = arg_f64_or(op, "scale_factor_height", 1), fw = arg_f64_or(op, "scale_factor_width", 1);
+        if (fh != floor(fh) || fw != floor(fw) || fh < 1 || fw < 1)
+            return FAIL("upsample_nearest_neighbor: the CPU backend needs integer scale factors");
+        int64_t d[6] = {B, C, H, (int64_t)fh, W, (int64_t)fw}, st[6] = {sb, sc, sh, 0, sw, 0};
+        dims_copy(w.dims, d, 6), dims_copy(w.strides, st, 6);
+        return set_view(s, op->results[0], &w, true);
+    }
+    int64_t bs = 0;
+    if (!ir_op_arg_i64(op, "block_size", &bs) || bs < 1) return FAIL("%s: 'block_size' must be a positive constant", mil_op_name(op->kind));
+    if (op->kind == OP_SPACE_TO_DEPTH) { /* [B, C, H/bs, i, W/bs, j] read as [B, i, j, C, H/bs, W/bs] */
+        int64_t d[6] = {B, bs, bs, C, H / bs, W / bs}, st[6] = {sb, sh, sw, sc, bs * sh, bs * sw};
+        dims_copy(w.dims, d, 6), dims_copy(w.strides, st, 6);
+    } else { /* [B, i, j, C', H, W] read as [B, C', H, i, W, j] */
+        int64_t c2 = C / (bs * bs);
+        int64_t d[6] = {B, c2, H, bs, W, bs}, st[6] = {sb, sc, sh, bs * c2 * sc, sw, c2 * sc};
+        dims_copy(w.dims, d, 6), dims_copy(w.strides, st, 6);
+    }
+    return set_view(s, op->results[0], &w, true);
+}
+
+/* ---- palettized weights (constexpr_lut_to_dense) ---- */
+
+/* The indices of a constexpr_lut_to_dense as packed bytes, low bits first
+ * (MILBlob's layout): a blob record's bytes as they lie (*owned false), or
+ * a literal packed here.  NULL after a diagnostic. */
+static const uint8_t *lut_indices(LowerShared *s, const IrValue *iv, int bits, bool *owned) {
+    const IrLiteral *l = ir_value_const(iv);
+    SrcLoc loc = iv->def ? iv->def->loc : iv->loc;
+    int64_t n = ir_type_numel(&iv->type);
+    size_t bytes = (size_t)((n * bits + 7) / 8);
+    *owned = false;
+    if (!l || n < 0) return fail_at(s, loc, "constexpr_lut_to_dense: 'indices' must be a constant"), NULL;
+    if (l->kind == IR_LIT_BLOBFILE) {
+        const MilBlobFile *f = blob_file(s, l->blob_path, loc);
+        const MilBlobRecord *r = f ? milblob_find(f, l->blob_offset) : NULL;
+        if (!f) return NULL;
+        if (!r || milblob_dtype_bits(r->dtype) != (unsigned)bits || r->size < bytes)
+            return fail_at(s, loc, "constexpr_lut_to_dense: the indices record at offset %llu does not hold %lld %d-bit values",
+                           (unsigned long long)l->blob_offset, (long long)n, bits),
+                   NULL;
+        return r->data;
+    }
+    if (l->kind != IR_LIT_DATA) return fail_at(s, loc, "constexpr_lut_to_dense: bad 'indices'"), NULL;
+    uint8_t *p = calloc(bytes + 1, 1);
+    MILC_ASSERT(p);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t v = (uint64_t)ir_lit_i64(l, (size_t)i) & ((1u << bits) - 1), bit = (uint64_t)i * (uint64_t)bits;
+        p[bit / 8] |= (uint8_t)(v << (bit % 8));
+        if (bit % 8 + (uint64_t)bits > 8) p[bit / 8 + 1] |= (uint8_t)(v >> (8 - bit % 8));
+    }
+    *owned = true;
+    return p;
+}
+
+/* What a constexpr_lut_to_dense value is made of, or false after a diagnostic. */
+typedef struct {
+    const IrValue *ix, *lut;
+    int bits;
+    int64_t palette;
+} LutInfo;
+
+static bool lut_info(LowerShared *s, const IrValue *v, LutInfo *li) {
+    const IrOp *op = v->def;
+    li->ix = arg_value(op, "indices"), li->lut = arg_value(op, "lut");
+    li->bits = (int)ir_dtype_bits(li->ix->type.dtype);
+    const IrType *lt = &li->lut->type;
+    li->palette = lt->dims[lt->rank - 2];
+    if (lt->dims[lt->rank - 1] != 1) {
+        fail_at(s, op->loc, "constexpr_lut_to_dense: vector palettes (vector size %lld) are not supported by the CPU backend",
+                (long long)lt->dims[lt->rank - 1]);
+        return false;
+    }
+    return true;
+}
+
+/* The dense weight of a constexpr_lut_to_dense value, for consumers other
+ * than a linear layer (which reads the indices as they are). */
+static int lut_dense_weight(LowerShared *s, const IrValue *v) {
+    LutInfo li;
+    if (!lut_info(s, v, &li)) return -1;
+    bool owned;
+    const uint8_t *ix = lut_indices(s, li.ix, li.bits, &owned);
+    float *lut = ix ? const_floats(s, li.lut) : NULL;
+    if (!lut) {
+        if (owned) free((void *)ix);
+        return -1;
+    }
+    const IrType *t = &li.ix->type, *lt = &li.lut->type;
+    int64_t n = ir_type_numel(t);
+    float *w = malloc(sizeof(float) * (size_t)(n + 1));
+    MILC_ASSERT(w);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t bit = (uint64_t)i * (uint64_t)li.bits;
+        unsigned raw = ix[bit / 8] | (bit % 8 + (uint64_t)li.bits > 8 ? (unsigned)ix[bit / 8 + 1] << 8 : 0u);
+        unsigned id = (raw >> (bit % 8)) & ((1u << li.bits) - 1);
+        int64_t blk = 0, rest = i;
+        int64_t coord[MAXR];
+        for (int d = t->rank - 1; d >= 0; d--) coord[d] = rest % t->dims[d], rest /= t->dims[d];
+        for (int d = 0; d < t->rank; d++) blk = blk * lt->dims[d] + coord[d] / (t->dims[d] / lt->dims[d]);
+        w[i] = lut[blk * li.palette + id];
+    }
+    char name[RT_NAME_MAX];
+    snprintf(name, sizeof name, "%s", v->name);
+    int id = check_rc(s, rtb_weight(s->b, name, RT_F32, t->rank, t->dims, w));
+    note_buf(s, id, t->rank, t->dims);
+    free(w), free(lut);
+    if (owned) free((void *)ix);
+    return id;
+}
+
+/* linear whose weight is a 4- or 8-bit palettized [N, K]: RT_OP_LUT_GEMM on
+ * the packed indices (stored in the artifact as they are, a quarter or half
+ * of fp16's bytes) and the palettes. */
+static int lower_lut_linear(LowerShared *s, const IrOp *op, const IrValue *w) {
+    IrValue *x = arg_value(op, "x"), *bias = arg_value(op, "bias");
+    LutInfo li;
+    if (!lut_info(s, w, &li)) return -1;
+    const IrType *t = &li.ix->type, *lt = &li.lut->type;
+    int64_t N = t->dims[0], K = t->dims[1];
+    if ((li.bits != 4 && li.bits != 8) || t->rank != 2 || K * li.bits % 8)
+        return FAIL("linear: the CPU backend runs 4- and 8-bit palettized weights [N, K] (K·bits a whole number of bytes), not %d-bit",
+                    li.bits);
+    if (bias && !ir_value_const(bias)) return FAIL("the bias of linear must be a constant");
+    bool owned;
+    const uint8_t *ix = lut_indices(s, li.ix, li.bits, &owned);
+    float *lut = ix ? const_floats(s, li.lut) : NULL;
+    if (!lut) {
+        if (owned) free((void *)ix);
+        return -1;
+    }
+    int64_t idims[2] = {N, K * li.bits / 8}, ld = ir_type_numel(lt);
+    char name[RT_NAME_MAX];
+    snprintf(name, sizeof name, "%s", li.ix->name);
+    /* blob bytes stay mapped until rtb_finish: read in place, no copy */
+    int ixw = check_rc(s, (owned ? rtb_weight : rtb_weight_ref)(s->b, name, RT_U8, 2, idims, ix));
+    note_buf(s, ixw, 2, idims);
+    snprintf(name, sizeof name, "%s", li.lut->name);
+    int lw = check_rc(s, rtb_weight(s->b, name, RT_F32, 1, &ld, lut));
+    note_buf(s, lw, 1, &ld);
+    if (owned) free((void *)ix);
+    free(lut);
+    RtLutParams p = {.bits = li.bits, .bn = (int32_t)lt->dims[0], .bk = (int32_t)lt->dims[1], .has_bias = bias != NULL};
+    int in[4] = {materialize(s, x), ixw, lw, bias ? const_weight(s, bias) : 0};
+    return emit_result(s, op, RT_OP_LUT_GEMM, in, bias ? 4 : 3, &p, sizeof p);
+}
 
 bool backend_lowers(IrOpKind k) {
     /* The ops lower_op's switch handles; every other op of the table is
@@ -1013,6 +1595,20 @@ bool backend_lowers(IrOpKind k) {
         OP_EXP, OP_TANH, OP_SIGMOID, OP_SILU, OP_GELU, OP_SOFTMAX, OP_REDUCE_MEAN, OP_REDUCE_SUM, OP_REDUCE_MAX,
         OP_LAYER_NORM, OP_RESHAPE, OP_EXPAND_DIMS, OP_SQUEEZE, OP_TRANSPOSE, OP_CONCAT, OP_SPLIT, OP_SLICE_BY_INDEX,
         OP_SLICE_BY_SIZE, OP_GATHER, OP_CAST, OP_BAND_PART, OP_TILE, OP_SELECT, OP_SCALED_DOT_PRODUCT_ATTENTION,
+        /* elementwise math, activations, comparisons and logic */
+        OP_ABS, OP_ACOS, OP_ASIN, OP_ATAN, OP_ATANH, OP_CEIL, OP_COS, OP_COSH, OP_ERF, OP_EXP2, OP_FLOOR, OP_INVERSE,
+        OP_LOG, OP_ROUND, OP_SIGN, OP_SIN, OP_SINH, OP_SQUARE, OP_TAN, OP_RELU, OP_RELU6, OP_SOFTPLUS, OP_SOFTSIGN,
+        OP_CLIP, OP_THRESHOLD, OP_THRESHOLDED_RELU, OP_ELU, OP_LEAKY_RELU, OP_CLAMPED_RELU, OP_LINEAR_ACTIVATION,
+        OP_SCALED_TANH, OP_SIGMOID_HARD, OP_PRELU, OP_SOFTPLUS_PARAMETRIC, OP_FLOOR_DIV, OP_MAXIMUM, OP_MINIMUM, OP_MOD,
+        OP_EQUAL, OP_NOT_EQUAL, OP_GREATER, OP_GREATER_EQUAL, OP_LESS, OP_LESS_EQUAL, OP_LOGICAL_AND, OP_LOGICAL_OR,
+        OP_LOGICAL_XOR, OP_LOGICAL_NOT,
+        /* reductions, normalizations, convolution and pooling */
+        OP_REDUCE_MIN, OP_REDUCE_PROD, OP_REDUCE_L1_NORM, OP_REDUCE_L2_NORM, OP_REDUCE_LOG_SUM, OP_REDUCE_LOG_SUM_EXP,
+        OP_REDUCE_SUM_SQUARE, OP_REDUCE_ARGMAX, OP_REDUCE_ARGMIN, OP_BATCH_NORM, OP_INSTANCE_NORM, OP_MAX_POOL,
+        OP_AVG_POOL, OP_L2_POOL, OP_CONV_TRANSPOSE,
+        /* data movement */
+        OP_IDENTITY, OP_FLATTEN2D, OP_REVERSE, OP_STACK, OP_FILL, OP_SHAPE, OP_SPACE_TO_DEPTH, OP_DEPTH_TO_SPACE,
+        OP_UPSAMPLE_NEAREST_NEIGHBOR, OP_CONSTEXPR_LUT_TO_DENSE,
     };
     for (size_t i = 0; i < sizeof lowered / sizeof *lowered; i++)
         if (lowered[i] == k) return true;
@@ -1030,12 +1626,15 @@ static int lower_op(LowerShared *s, IrOp *op) {
         if (ir_value_numel(op->results[r]) < 0) return FAIL("'%s' has a dynamic shape; the CPU backend needs static shapes", op->results[r]->name);
     switch (op->kind) {
     case OP_CONST: return 0; /* a weight when first used as a tensor */
-    case OP_LINEAR:
+    case OP_CONSTEXPR_LUT_TO_DENSE: return 0; /* its consumer reads it (lower_lut_linear) or makes it dense (lval) */
+    case OP_LINEAR: {
+        IrValue *w = arg_value(op, "weight");
+        if (w && w->def && w->def->kind == OP_CONSTEXPR_LUT_TO_DENSE) return lower_lut_linear(s, op, w);
+    }
         return lower_gemm(s, op, op->results[0], RT_GEMM_ROWS, arg_value(op, "x"), arg_value(op, "weight"),
                           arg_value(op, "bias"), RT_ACT_NONE, NULL);
     case OP_CONV:
-        if (!backend_conv_is_1x1(op))
-            return FAIL("conv: the CPU backend supports 1x1 convolutions (constant weight, groups 1, stride 1, no padding) only");
+        if (!backend_conv_is_1x1(op)) return lower_conv_general(s, op);
         return lower_gemm(s, op, op->results[0], RT_GEMM_CHANNELS, arg_value(op, "x"), arg_value(op, "weight"),
                           arg_value(op, "bias"), RT_ACT_NONE, NULL);
     case OP_MATMUL: {
@@ -1050,7 +1649,8 @@ static int lower_op(LowerShared *s, IrOp *op) {
         done(s, op, out);
         return 0;
     }
-    case OP_ADD: case OP_SUB: case OP_MUL: case OP_REAL_DIV: case OP_POW: return lower_binary(s, op);
+    case OP_ADD: case OP_SUB: case OP_MUL: case OP_REAL_DIV: case OP_POW: case OP_MAXIMUM: case OP_MINIMUM:
+        return lower_binary(s, op);
     case OP_RSQRT: case OP_SQRT: case OP_EXP: case OP_TANH: case OP_SIGMOID: case OP_SILU: case OP_GELU:
         return lower_unary(s, op);
     case OP_SOFTMAX: {
@@ -1062,9 +1662,25 @@ static int lower_op(LowerShared *s, IrOp *op) {
         done(s, op, out);
         return 0;
     }
-    case OP_REDUCE_MEAN: case OP_REDUCE_SUM: case OP_REDUCE_MAX: return lower_reduce(s, op);
+    case OP_REDUCE_MEAN: case OP_REDUCE_SUM: case OP_REDUCE_MAX: case OP_REDUCE_MIN: case OP_REDUCE_PROD:
+    case OP_REDUCE_L1_NORM: case OP_REDUCE_L2_NORM: case OP_REDUCE_LOG_SUM: case OP_REDUCE_LOG_SUM_EXP:
+    case OP_REDUCE_SUM_SQUARE: case OP_REDUCE_ARGMAX: case OP_REDUCE_ARGMIN:
+        return lower_reduce(s, op);
+    case OP_FLOOR_DIV: case OP_MOD: case OP_EQUAL: case OP_NOT_EQUAL: case OP_GREATER: case OP_GREATER_EQUAL:
+    case OP_LESS: case OP_LESS_EQUAL: case OP_LOGICAL_AND: case OP_LOGICAL_OR: case OP_LOGICAL_XOR:
+        return lower_binop(s, op);
+    case OP_BATCH_NORM: return lower_batch_norm(s, op);
+    case OP_INSTANCE_NORM: return lower_instance_norm(s, op);
+    case OP_MAX_POOL: case OP_AVG_POOL: case OP_L2_POOL: return lower_pool(s, op);
+    case OP_CONV_TRANSPOSE: return lower_conv_general(s, op);
     case OP_LAYER_NORM: return lower_layer_norm(s, op);
-    case OP_RESHAPE: case OP_EXPAND_DIMS: case OP_SQUEEZE: return lower_reshape(s, op);
+    case OP_RESHAPE: case OP_EXPAND_DIMS: case OP_SQUEEZE: case OP_FLATTEN2D: return lower_reshape(s, op);
+    case OP_IDENTITY: return lower_identity(s, op);
+    case OP_REVERSE: return lower_reverse(s, op);
+    case OP_STACK: return lower_stack(s, op);
+    case OP_FILL: return lower_fill(s, op);
+    case OP_SHAPE: return lower_shape(s, op);
+    case OP_SPACE_TO_DEPTH: case OP_DEPTH_TO_SPACE: case OP_UPSAMPLE_NEAREST_NEIGHBOR: return lower_rearrange(s, op);
     case OP_TRANSPOSE: return lower_transpose(s, op);
     case OP_CONCAT: return lower_concat(s, op);
     case OP_SPLIT: return lower_split(s, op);
@@ -1102,7 +1718,9 @@ static int lower_op(LowerShared *s, IrOp *op) {
         return 0;
     }
     case OP_SCALED_DOT_PRODUCT_ATTENTION: return lower_sdpa(s, op);
-    default: break;
+    default:
+        if (op->kind == OP_RELU || elt_op(op->kind) >= 0) return lower_eltwise(s, op);
+        break;
     }
     return FAIL("%s: not supported by the CPU backend", mil_op_name(op->kind));
 }

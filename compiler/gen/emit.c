@@ -215,6 +215,13 @@ bool gen_config_get_int(const GenConfig *c, const char *name, int64_t *out) {
     return true;
 }
 
+bool gen_config_get_float(const GenConfig *c, const char *name, double *out) {
+    const Value *v = c->globals ? scope_get(c->globals, name) : NULL;
+    if (!v || v->kind != VAL_FLOAT) return false;
+    *out = v->f;
+    return true;
+}
+
 bool gen_config_get_str(const GenConfig *c, const char *name, const char **out) {
     const Value *v = c->globals ? scope_get(c->globals, name) : NULL;
     if (!v || v->kind != VAL_STR) return false;

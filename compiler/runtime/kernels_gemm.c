@@ -85,7 +85,7 @@ static __attribute__((noinline)) void tile_store(const Epi *e, int64_t m0, int m
             __m512 bias = e->bias ? _mm512_maskz_loadu_ps(msk[j], e->bias + n) : _mm512_setzero_ps();
             __m512 a[8];
             for (int r = 0; r < 8; r++)
-                a[r] = r < mr ? rt_act16(_mm512_fmadd_ps(_mm512_loadu_ps(t[r] + 16 * j), alpha, bias), e->act)
+                a[r] = r < mr ? rt_actv(_mm512_fmadd_ps(_mm512_loadu_ps(t[r] + 16 * j), alpha, bias), e->act)
                               : _mm512_setzero_ps();
             /* in each 128-bit lane L: q[i] = rows 0-3 and p[i] = rows 4-7 of column 4L + i */
             __m512 q[4], p[4];
@@ -119,7 +119,7 @@ static __attribute__((noinline)) void tile_store(const Epi *e, int64_t m0, int m
         __m512 bias = e->bias ? _mm512_maskz_loadu_ps(msk[j], e->bias + n) : _mm512_setzero_ps();
         for (int r = 0; r < mr; r++) {
             int64_t m = m0 + r;
-            __m512 v = rt_act16(_mm512_fmadd_ps(_mm512_loadu_ps(t[r] + 16 * j), alpha, bias), e->act);
+            __m512 v = rt_actv(_mm512_fmadd_ps(_mm512_loadu_ps(t[r] + 16 * j), alpha, bias), e->act);
             if (e->res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(msk[j], e->res + m * e->rm + n));
             _mm512_mask_storeu_ps(e->y + m * e->ym + n, msk[j], v);
         }
@@ -401,65 +401,127 @@ static void widen_block(const Opnd *o, int nc, float *dst) {
         }
 }
 
+/* Operand o for the 64 columns of B from n: panels (b = panel 0, panel
+ * stride k·64, ldb 64) or row-major (panel_stride 0: columns at b + n). */
+static Opnd panel_opnd(const Opnd *base, const void *b, int64_t panel_stride, int64_t n_total, int64_t n) {
+    size_t es = base->f16 ? 2 : 4;
+    Opnd o = *base;
+    if (panel_stride) { /* n is a multiple of NR = RT_PANEL: one panel per tile */
+        o.b0 = (const char *)b + (size_t)(n / RT_PANEL * panel_stride) * es;
+        o.b1 = (const char *)o.b0 + 32 * es;
+    } else {
+        o.b0 = (const char *)b + (size_t)n * es;
+        o.b1 = (const char *)b + (size_t)(n + 32 < n_total ? n + 32 : n) * es;
+    }
+    return o;
+}
+
+/* The length of the K-block at k0: a short tail joins the last block rather
+ * than run alone. */
+static int64_t kblock_len(int64_t k, int64_t k0, int64_t kc) { return k - k0 < kc + kc / 2 ? k - k0 : kc; }
+
+/* The tiles of rows [mb, mbe) of panel o (columns from n, nc of them) over
+ * its K-block [k0, k0 + kl): partial sums in part (row mb at part[0]) from
+ * one block to the next, the epilogue after the last.  Meanwhile the nlen
+ * bytes at nx, the K-block that comes next, are asked for into L2 a slice
+ * per tile: fetched on demand by the next widen_block, its first touch
+ * stalled (GPT-2 prefill 8-10% faster, 4 x 30 paired prefills; into L1
+ * 5.7%). */
+static void kblock(const Opnd *o, int64_t k0, int64_t kl, int64_t mb, int64_t mbe, int64_t n, int nc, const Epi *e,
+                   float (*part)[NR], float *wide, const char *nx, size_t nlen) {
+    size_t es = o->f16 ? 2 : 4;
+    Opnd ok = *o;
+    ok.k = kl;
+    ok.a = o->a + k0 * o->ak;
+    ok.b0 = (const char *)o->b0 + (size_t)(k0 * o->ldb) * es;
+    ok.b1 = (const char *)o->b1 + (size_t)(k0 * o->ldb) * es;
+    if (o->f16 && mbe - mb > 2 * MR) { /* an fp16 K-block widened: once per row block, not per tile */
+        widen_block(&ok, nc, wide);
+        ok.b0 = wide, ok.b1 = wide + 32, ok.ldb = NR, ok.f16 = 0;
+    }
+    bool last = k0 + kl >= o->k;
+    size_t ntile = (size_t)((mbe - mb + MR - 1) / MR);
+    for (int64_t m = mb; m < mbe; m += MR) {
+        float(*pt)[NR] = part + (m - mb);
+        size_t t = (size_t)((m - mb) / MR);
+        for (size_t q = t * nlen / ntile & ~(size_t)63; nx && q < (t + 1) * nlen / ntile; q += 64)
+            __builtin_prefetch(nx + q, 0, 2); /* into L2 (x86: prefetcht1) */
+        tile_any(&ok, m, mbe - m < MR ? (int)(mbe - m) : MR, n, nc, e, k0 ? (const float(*)[NR])pt : NULL,
+                 last ? NULL : pt);
+    }
+}
+
+/* Does a row block of A (rows × k floats) crowd L2?  Then the panels of a
+ * group take turns inside each K-block (gemm_range).  Unknown L2: 1 MB. */
+static bool a_crowds_l2(int64_t rows, int64_t k) {
+    size_t l2 = rt_block.l2 ? rt_block.l2 : (size_t)1 << 20;
+    return (size_t)(rows * k) * sizeof(float) > l2 / 2;
+}
+
 /* C[m0..m1) × [n0..n1) for B given as 64-column panels (b = panel 0, panel
  * stride k·64, ldb 64) or row-major (panel_stride 0: columns at b + n, ldb =
- * row). */
+ * row).  acc: RT_MB_MAX × RT_GEMM_GROUP × 64 floats of partial sums (rt_s_gemm)
+ * for the panel-group order, or NULL. */
 static void gemm_range(const Opnd *base, const void *b, int64_t panel_stride, int64_t n_total, int64_t m0, int64_t m1,
-                       int64_t n0, int64_t n1, const Epi *e) {
+                       int64_t n0, int64_t n1, const Epi *e, float *acc) {
     size_t es = base->f16 ? 2 : 4;
     const int64_t KC = rt_block.kc, MB = rt_block.mb;
-    for (int64_t n = n0; n < n1; n += NR) {
-        Opnd o = *base;
-        int nc = n1 - n < NR ? (int)(n1 - n) : NR;
-        if (panel_stride) { /* n is a multiple of NR = RT_PANEL: one panel per tile */
-            o.b0 = (const char *)b + (size_t)(n / RT_PANEL * panel_stride) * es;
-            o.b1 = (const char *)o.b0 + 32 * es;
-        } else {
-            o.b0 = (const char *)b + (size_t)n * es;
-            o.b1 = (const char *)b + (size_t)(n + 32 < n_total ? n + 32 : n) * es;
-        }
-        if (m1 - m0 <= MR || o.k <= KC + KC / 2) {
+    if (m1 - m0 <= MR || base->k <= KC + KC / 2) {
+        for (int64_t n = n0; n < n1; n += NR) {
+            Opnd o = panel_opnd(base, b, panel_stride, n_total, n);
+            int nc = n1 - n < NR ? (int)(n1 - n) : NR;
             for (int64_t m = m0; m < m1; m += MR) tile_any(&o, m, m1 - m < MR ? (int)(m1 - m) : MR, n, nc, e, NULL, NULL);
-            continue;
         }
-        float part[MB_MAX][NR];
-        float wide[(KC_MAX + KC_MAX / 2) * NR]; /* an fp16 K-block widened: once per MB rows, not per tile */
-        /* Row blocks of equal size: 128 rows as 120 + 8 streamed the panel
-         * a second time for 8 rows. */
-        int64_t nmb = (m1 - m0 + MB - 1) / MB, mbs = ((m1 - m0 + nmb - 1) / nmb + MR - 1) / MR * MR;
+        return;
+    }
+    float wide[(KC_MAX + KC_MAX / 2) * NR];
+    /* Row blocks of equal size: 128 rows as 120 + 8 streamed the panel
+     * a second time for 8 rows. */
+    int64_t nmb = (m1 - m0 + MB - 1) / MB, mbs = ((m1 - m0 + nmb - 1) / nmb + MR - 1) / MR * MR;
+    size_t nlen = (size_t)(KC * RT_PANEL) * es;
+    if (acc && panel_stride && n1 - n0 > NR && a_crowds_l2(mbs, base->k)) {
+        /* A larger than L2 is read once per group of panels, not once per
+         * panel: each K-block of A runs over every panel of the group while
+         * it is in L2, the group's partial sums in acc.  At K = 3072 and
+         * T = 128 (1.5 MB of A) the panel-by-panel order re-read A from L3
+         * per panel: 0.3 of the AVX2 peak on a 1 MB L2, against 0.6 at K = 768. */
+        for (int64_t g = n0; g < n1; g += RT_GEMM_GROUP * NR) {
+            int64_t ge = n1 - g < RT_GEMM_GROUP * NR ? n1 : g + RT_GEMM_GROUP * NR;
+            for (int64_t mb = m0; mb < m1; mb += mbs) {
+                int64_t mbe = m1 - mb < mbs ? m1 : mb + mbs;
+                for (int64_t k0 = 0, kl; k0 < base->k; k0 += kl) {
+                    kl = kblock_len(base->k, k0, KC);
+                    for (int64_t n = g; n < ge; n += NR) {
+                        Opnd o = panel_opnd(base, b, panel_stride, n_total, n);
+                        /* next: this K-block of the group's next panel, else the next K-block of its first */
+                        const char *nx = NULL;
+                        if (n + NR < ge) nx = (const char *)o.b0 + (size_t)(panel_stride + k0 * RT_PANEL) * es;
+                        else if (k0 + kl < base->k)
+                            nx = (const char *)b + (size_t)(g / RT_PANEL * panel_stride + (k0 + kl) * RT_PANEL) * es;
+                        else if (ge < n1) nx = (const char *)b + (size_t)(ge / RT_PANEL * panel_stride) * es;
+                        kblock(&o, k0, kl, mb, mbe, n, n1 - n < NR ? (int)(n1 - n) : NR, e,
+                               (float(*)[NR])(acc + (size_t)((n - g) / NR * mbs * NR)), wide, nx, nlen);
+                    }
+                }
+            }
+        }
+        return;
+    }
+    /* Panel by panel: a KC×64 sub-panel of B stays in L1 while every tile of
+     * the row block runs over it, the block's partial sums on the stack. */
+    float part[MB_MAX][NR];
+    for (int64_t n = n0; n < n1; n += NR) {
+        Opnd o = panel_opnd(base, b, panel_stride, n_total, n);
+        int nc = n1 - n < NR ? (int)(n1 - n) : NR;
         for (int64_t mb = m0; mb < m1; mb += mbs) {
             int64_t mbe = m1 - mb < mbs ? m1 : mb + mbs;
-            for (int64_t k0 = 0; k0 < base->k; k0 += KC) {
-                Opnd ok = o;
-                /* a short tail joins the last block rather than run alone */
-                int64_t kl = base->k - k0 < KC + KC / 2 ? base->k - k0 : KC;
-                ok.k = kl;
-                ok.a = o.a + k0 * o.ak;
-                ok.b0 = (const char *)o.b0 + (size_t)(k0 * o.ldb) * es;
-                ok.b1 = (const char *)o.b1 + (size_t)(k0 * o.ldb) * es;
-                if (o.f16 && mbe - mb > 2 * MR) {
-                    widen_block(&ok, nc, wide);
-                    ok.b0 = wide, ok.b1 = wide + 32, ok.ldb = NR, ok.f16 = 0;
-                }
-                bool last = k0 + kl >= base->k;
-                /* The next K-block of the panel (or the next panel's first),
-                 * asked for into L2 a slice per tile while this block's tiles
-                 * run: fetched on demand by the next widen_block, its first
-                 * touch stalled (GPT-2 prefill 8-10% faster, 4 x 30 paired
-                 * prefills; into L1 5.7%). */
+            for (int64_t k0 = 0, kl; k0 < base->k; k0 += kl) {
+                kl = kblock_len(base->k, k0, KC);
+                /* next: the panel's next K-block, or the next panel's first */
                 const char *nx = NULL;
-                if (!last) nx = (const char *)o.b0 + (size_t)((k0 + kl) * o.ldb) * es;
+                if (k0 + kl < base->k) nx = (const char *)o.b0 + (size_t)((k0 + kl) * o.ldb) * es;
                 else if (n + NR < n1 && panel_stride) nx = (const char *)o.b0 + (size_t)panel_stride * es;
-                size_t nlen = (size_t)(KC * o.ldb) * es, ntile = (size_t)((mbe - mb + MR - 1) / MR);
-                for (int64_t m = mb; m < mbe; m += MR) {
-                    float(*pt)[NR] = part + (m - mb);
-                    size_t t = (size_t)((m - mb) / MR);
-                    for (size_t q = t * nlen / ntile & ~(size_t)63; nx && q < (t + 1) * nlen / ntile; q += 64)
-                        __builtin_prefetch(nx + q, 0, 2); /* into L2 (x86: prefetcht1) */
-                    tile_any(&ok, m, mbe - m < MR ? (int)(mbe - m) : MR, n, nc, e, k0 ? (const float(*)[NR])pt : NULL,
-                             last ? NULL : pt);
-                }
-                if (last) break;
+                kblock(&o, k0, kl, mb, mbe, n, nc, e, part, wide, nx, (size_t)(KC * o.ldb) * es);
             }
         }
     }
@@ -490,12 +552,13 @@ static void rt_k_gemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     int64_t n = wb->dims[0], k = wb->dims[1];
     Opnd o = {.k = k, .ldb = RT_PANEL, .f16 = wb->dtype == RT_F16};
     Epi e = {.alpha = 1.0f, .bias = bias, .act = gp->act, .res = res};
+    float *acc = ex->scratch_per_thread ? (float *)(ex->scratch + (size_t)ith * ex->scratch_per_thread) : NULL;
     if (gp->layout == RT_GEMM_ROWS) {
         int64_t m = rt_gemm_rows(xb, k, gp->layout), m0, m1, n0, n1;
         o.a = x, o.am = k, o.ak = 1;
         e.rm = n, e.rn = 1, e.y = y, e.ym = n, e.yn = 1;
         split_mn(m, n, ith, nth, &m0, &m1, &n0, &n1);
-        gemm_range(&o, w, k * RT_PANEL, n, m0, m1, n0, n1, &e);
+        gemm_range(&o, w, k * RT_PANEL, n, m0, m1, n0, n1, &e, acc);
     } else {
         /* y[b, n, s] = Σ_k W[n, k] x[b, k, s]: rows are positions s. */
         int64_t nb = xb->dims[0], s = rt_gemm_rows(xb, k, gp->layout), m0, m1, n0, n1;
@@ -504,7 +567,7 @@ static void rt_k_gemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
             o.a = x + bi * k * s, o.am = 1, o.ak = s;
             e.res = res ? res + bi * n * s : NULL, e.rm = 1, e.rn = s;
             e.y = y + bi * n * s, e.ym = 1, e.yn = s;
-            gemm_range(&o, w, k * RT_PANEL, n, m0, m1, n0, n1, &e);
+            gemm_range(&o, w, k * RT_PANEL, n, m0, m1, n0, n1, &e, acc);
         }
     }
 }
@@ -580,7 +643,7 @@ static void rt_k_matmul(RtExec *ex, const RtOpRec *op, int ith, int nth) {
         }
         o.a = xa, o.am = p->transpose_x ? 1 : k, o.ak = p->transpose_x ? m : 1;
         e.y = z + bi * m * n;
-        if (m1 > m0 && n1 > n0) gemm_range(&o, ya, 0, n, m0, m1, n0, n1, &e);
+        if (m1 > m0 && n1 > n0) gemm_range(&o, ya, 0, n, m0, m1, n0, n1, &e, NULL);
     }
 }
 
@@ -788,7 +851,7 @@ static void rt_k_attention(RtExec *ex, const RtOpRec *op, int ith, int nth) {
             }
             Opnd qk = {.a = qh, .am = E, .ak = 1, .k = E, .ldb = S};
             Epi es = {.alpha = p->scale, .y = sc, .ym = S, .yn = 1};
-            gemm_range(&qk, kt, 0, S, 0, lb, 0, S, &es);
+            gemm_range(&qk, kt, 0, S, 0, lb, 0, S, &es, NULL);
         }
         for (int64_t i = 0; i < lb; i++) {
             float *row = sc + i * S;
@@ -806,7 +869,7 @@ static void rt_k_attention(RtExec *ex, const RtOpRec *op, int ith, int nth) {
         }
         Opnd pv = {.a = sc, .am = S, .ak = 1, .k = S, .ldb = Ev};
         Epi eo = {.alpha = 1.0f, .y = o + ((b * H + h) * L + l0) * Ev, .ym = Ev, .yn = 1};
-        gemm_range(&pv, v + (b * Hk + hk) * S * Ev, 0, Ev, 0, lb, 0, Ev, &eo);
+        gemm_range(&pv, v + (b * Hk + hk) * S * Ev, 0, Ev, 0, lb, 0, Ev, &eo, NULL);
     }
 }
 

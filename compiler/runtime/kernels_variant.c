@@ -4,6 +4,9 @@
  * RT_KERNELS_CPU), collected into the table cpu.c picks from at load. */
 #include "kernels_gemm.c"
 #include "kernels_misc.c"
+#include "kernels_eltwise.c"
+#include "kernels_conv.c"
+#include "kernels_lut.c"
 
 /* Each variant must get the vector code it is named for, or it would run
  * another variant's instructions (or plain C) under its name. */
@@ -34,6 +37,14 @@ const RtKernels RT_KERNELS = {
             [RT_OP_BAND_PART] = rt_k_band,
             [RT_OP_SELECT] = rt_k_select,
             [RT_OP_CAST] = rt_k_cast,
+            [RT_OP_ELTWISE] = rt_k_eltwise,
+            [RT_OP_BINOP] = rt_k_binop,
+            [RT_OP_REDUCEX] = rt_k_reducex,
+            [RT_OP_PAD_NHWC] = rt_k_pad_nhwc,
+            [RT_OP_CONV_GEMM] = rt_k_conv_gemm,
+            [RT_OP_CONV] = rt_k_conv,
+            [RT_OP_POOL] = rt_k_pool,
+            [RT_OP_LUT_GEMM] = rt_k_lut_gemm,
         },
     .prefetch = {[RT_OP_GEMM] = rt_p_gemm, [RT_OP_ATTENTION] = rt_p_attention},
 };

@@ -20,7 +20,7 @@ size_t rt_dtype_size(RtDType t) {
     switch (t) {
     case RT_F32: case RT_I32: return 4;
     case RT_F16: return 2;
-    case RT_BOOL: return 1;
+    case RT_BOOL: case RT_U8: return 1;
     }
     return 0;
 }
@@ -53,6 +53,8 @@ int rt_buf_init(RtBuf *b, const RtBufRec *r, char *err, size_t errlen) {
         return rt_errf(err, errlen, RT_EFORMAT, "only weights can be packed");
     if (r->kind == RT_BUF_TEMP && r->dtype == RT_F16)
         return rt_errf(err, errlen, RT_EFORMAT, "fp16 is a weight or input type only");
+    if (r->kind != RT_BUF_WEIGHT && r->dtype == RT_U8)
+        return rt_errf(err, errlen, RT_EFORMAT, "packed indices (u8) are a weight type only");
     uint64_t bytes = rt_buf_storage(r);
     if (!bytes) return rt_errf(err, errlen, RT_EFORMAT, "buffer dtype %u / rank %u / dims invalid", r->dtype, r->rank);
     b->kind = r->kind;
@@ -89,7 +91,7 @@ const char *rt_strerror(int code) {
 #define B(i) (&bufs[op->in[i]])
 #define O(i) (&bufs[op->out[i]])
 
-static bool same_dims(const RtBuf *a, const RtBuf *b) {
+bool rt_same_dims(const RtBuf *a, const RtBuf *b) {
     if (a->rank != b->rank) return false;
     for (uint32_t i = 0; i < a->rank; i++)
         if (a->dims[i] != b->dims[i]) return false;
@@ -107,7 +109,7 @@ static bool bcast_to(const RtBuf *in, const RtBuf *out) {
 }
 
 /* out is exactly the broadcast shape of ins. */
-static bool bcast_result(const RtBuf *const *ins, int n, const RtBuf *out) {
+bool rt_bcast_result(const RtBuf *const *ins, int n, const RtBuf *out) {
     uint32_t r = 0;
     for (int i = 0; i < n; i++) {
         if (!bcast_to(ins[i], out)) return false;
@@ -151,7 +153,7 @@ static int check_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t er
     }
     if (p->has_residual) {
         const RtBuf *r = B(j);
-        if (r->dtype != RT_F32 || !same_dims(r, y)) FAIL("gemm: residual must match y");
+        if (r->dtype != RT_F32 || !rt_same_dims(r, y)) FAIL("gemm: residual must match y");
     }
     return RT_OK;
 }
@@ -243,7 +245,7 @@ static int check_norm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t er
     if ((p->has_gamma | p->has_beta) & ~1) FAIL("norm: bad flags");
     if ((int)op->nin != 1 + p->has_gamma + p->has_beta) FAIL("norm: wrong input count");
     if (!(p->eps >= 0 && isfinite(p->eps))) FAIL("norm: bad epsilon");
-    if (x->dtype != RT_F32 || !same_dims(x, y) || y->dtype != RT_F32) FAIL("norm: y must match x (fp32)");
+    if (x->dtype != RT_F32 || !rt_same_dims(x, y) || y->dtype != RT_F32) FAIL("norm: y must match x (fp32)");
     if (p->axis_begin < 0 || p->axis_begin >= p->axis_end || p->axis_end > (int)x->rank) FAIL("norm: bad axes");
     int64_t c = 1;
     for (int i = p->axis_begin; i < p->axis_end; i++) c *= x->dims[i];
@@ -254,7 +256,7 @@ static int check_norm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t er
 
 static int check_softmax(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
     const RtBuf *x = B(0), *y = O(0);
-    if (x->dtype != RT_F32 || y->dtype != RT_F32 || !same_dims(x, y)) FAIL("softmax: y must match x (fp32)");
+    if (x->dtype != RT_F32 || y->dtype != RT_F32 || !rt_same_dims(x, y)) FAIL("softmax: y must match x (fp32)");
     if (op->p.axis.axis < 0 || op->p.axis.axis >= (int)x->rank) FAIL("softmax: bad axis");
     return RT_OK;
 }
@@ -265,7 +267,7 @@ static int check_binary(const RtBuf *bufs, const RtOpRec *op, char *err, size_t 
     if (c->dtype != RT_F32 && c->dtype != RT_I32) FAIL("binary: fp32 or int32 only");
     if (ins[0]->dtype != c->dtype || ins[1]->dtype != c->dtype) FAIL("binary: dtypes differ");
     if (c->dtype == RT_I32 && op->p.bin.op == RT_BIN_POW) FAIL("binary: pow is fp32 only");
-    if (!bcast_result(ins, 2, c)) FAIL("binary: result is not the broadcast shape");
+    if (!rt_bcast_result(ins, 2, c)) FAIL("binary: result is not the broadcast shape");
     return RT_OK;
 }
 
@@ -273,7 +275,7 @@ static int check_unary(const RtBuf *bufs, const RtOpRec *op, char *err, size_t e
     const RtBuf *x = B(0), *y = O(0);
     if (op->p.un.op < 0 || op->p.un.op >= RT_UN_COUNT_) FAIL("unary: bad op");
     if (!isfinite(op->p.un.eps)) FAIL("unary: bad epsilon");
-    if (x->dtype != RT_F32 || y->dtype != RT_F32 || !same_dims(x, y)) FAIL("unary: y must match x (fp32)");
+    if (x->dtype != RT_F32 || y->dtype != RT_F32 || !rt_same_dims(x, y)) FAIL("unary: y must match x (fp32)");
     return RT_OK;
 }
 
@@ -341,7 +343,7 @@ static int check_gather(const RtBuf *bufs, const RtOpRec *op, char *err, size_t 
 
 static int check_band(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
     const RtBuf *x = B(0), *y = O(0);
-    if (x->dtype != RT_F32 || y->dtype != RT_F32 || !same_dims(x, y) || x->rank < 2)
+    if (x->dtype != RT_F32 || y->dtype != RT_F32 || !rt_same_dims(x, y) || x->rank < 2)
         FAIL("band_part: y must match x (fp32, rank >= 2)");
     return RT_OK;
 }
@@ -350,18 +352,30 @@ static int check_select(const RtBuf *bufs, const RtOpRec *op, char *err, size_t 
     const RtBuf *ins[3] = {B(0), B(1), B(2)}, *y = O(0);
     if (ins[0]->dtype != RT_BOOL) FAIL("select: cond must be bool");
     if (ins[1]->dtype != y->dtype || ins[2]->dtype != y->dtype || y->dtype == RT_F16) FAIL("select: dtypes differ");
-    if (!bcast_result(ins, 3, y)) FAIL("select: result is not the broadcast shape");
+    if (!rt_bcast_result(ins, 3, y)) FAIL("select: result is not the broadcast shape");
     return RT_OK;
 }
 
 static int check_cast(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
     const RtBuf *x = B(0), *y = O(0);
-    if (x->dtype == RT_F16 || y->dtype == RT_F16 || !same_dims(x, y)) FAIL("cast: y must match x");
+    if (x->dtype == RT_F16 || y->dtype == RT_F16 || !rt_same_dims(x, y)) FAIL("cast: y must match x");
     if (op->p.cast.round_f16 & ~1 || (op->p.cast.round_f16 && y->dtype != RT_F32)) FAIL("cast: bad round_f16");
     return RT_OK;
 }
 
 /* ---- per-part scratch of the kernels that need one ---- */
+size_t rt_s_gemm(const RtBuf *bufs, const RtOpRec *op) {
+    /* partial sums of a row block (up to RT_MB_MAX rows) over a group of panels */
+    const RtBuf *w = &bufs[op->in[1]];
+    int64_t rows = rt_gemm_rows(&bufs[op->in[0]], w->dims[1], op->p.gemm.layout);
+    int64_t panels = (w->dims[0] + RT_PANEL - 1) / RT_PANEL;
+    if (rows <= RT_TILE_M || panels < 2) return 0;
+    rows = (rows + RT_TILE_M - 1) / RT_TILE_M * RT_TILE_M;
+    rows = rows < RT_MB_MAX ? rows : RT_MB_MAX;
+    panels = panels < RT_GEMM_GROUP ? panels : RT_GEMM_GROUP;
+    return (size_t)(rows * panels * RT_PANEL) * sizeof(float);
+}
+
 size_t rt_s_matmul(const RtBuf *bufs, const RtOpRec *op) {
     /* a transposed y is repacked row-major [K, N] per batch */
     if (!op->p.matmul.transpose_y) return 0;
@@ -384,7 +398,7 @@ size_t rt_s_attention(const RtBuf *bufs, const RtOpRec *op) {
 }
 
 static const RtOpInfo op_table[RT_OP_COUNT_] = {
-    [RT_OP_GEMM] = {"gemm", sizeof(RtGemmParams), 2, 4, 1, 1, check_gemm, NULL},
+    [RT_OP_GEMM] = {"gemm", sizeof(RtGemmParams), 2, 4, 1, 1, check_gemm, rt_s_gemm},
     [RT_OP_MATMUL] = {"matmul", sizeof(RtMatmulParams), 2, 2, 1, 1, check_matmul, rt_s_matmul},
     [RT_OP_ATTENTION] = {"attention", sizeof(RtAttnParams), 3, 6, 1, 1, check_attention, rt_s_attention},
     [RT_OP_NORM] = {"norm", sizeof(RtNormParams), 1, 3, 1, 1, check_norm, NULL},
@@ -397,6 +411,14 @@ static const RtOpInfo op_table[RT_OP_COUNT_] = {
     [RT_OP_BAND_PART] = {"band_part", sizeof(RtBandParams), 1, 1, 1, 1, check_band, NULL},
     [RT_OP_SELECT] = {"select", 0, 3, 3, 1, 1, check_select, NULL},
     [RT_OP_CAST] = {"cast", sizeof(RtCastParams), 1, 1, 1, 1, check_cast, NULL},
+    [RT_OP_ELTWISE] = {"eltwise", sizeof(RtEltParams), 1, 3, 1, 1, rt_check_eltwise, NULL},
+    [RT_OP_BINOP] = {"binop", sizeof(RtBinaryParams), 2, 2, 1, 1, rt_check_binop, NULL},
+    [RT_OP_REDUCEX] = {"reducex", sizeof(RtReduceParams), 1, 1, 1, 1, rt_check_reducex, NULL},
+    [RT_OP_PAD_NHWC] = {"pad_nhwc", sizeof(RtConvParams), 1, 1, 1, 1, rt_check_pad_nhwc, NULL},
+    [RT_OP_CONV_GEMM] = {"conv_gemm", sizeof(RtConvParams), 2, 3, 1, 1, rt_check_conv_gemm, rt_s_conv_gemm},
+    [RT_OP_CONV] = {"conv", sizeof(RtConvParams), 2, 3, 1, 1, rt_check_conv, NULL},
+    [RT_OP_LUT_GEMM] = {"lut_gemm", sizeof(RtLutParams), 3, 4, 1, 1, rt_check_lut_gemm, rt_s_lut_gemm},
+    [RT_OP_POOL] = {"pool", sizeof(RtConvParams), 1, 1, 1, 1, rt_check_pool, NULL},
 };
 
 const RtOpInfo *rt_op_info(uint32_t kind) {

@@ -78,6 +78,9 @@ typedef struct {
         RtCopyParams copy;
         RtBandParams band;
         RtCastParams cast;
+        RtEltParams elt;
+        RtConvParams conv;
+        RtLutParams lut;
     } p;
 } RtOpRec;
 _Static_assert(sizeof(RtCopyParams) == RT_PARAMS_MAX, "copy params fill the record");
@@ -152,7 +155,12 @@ typedef struct {
 } RtBlocking;
 extern RtBlocking rt_block;
 
-/* The scratch per part that matmul and attention need (ops.c). */
+/* Panels of a GEMM whose K-blocks run together when A crowds L2 (A is then
+ * read once per group, not per panel; their partial sums: rt_s_gemm). */
+enum { RT_GEMM_GROUP = 4 };
+
+/* The scratch per part that gemm, matmul and attention need (ops.c). */
+size_t rt_s_gemm(const RtBuf *bufs, const RtOpRec *op);
 size_t rt_s_matmul(const RtBuf *bufs, const RtOpRec *op);
 size_t rt_s_attention(const RtBuf *bufs, const RtOpRec *op);
 
@@ -172,6 +180,25 @@ static inline int64_t rt_split_blocks(int64_t m, int64_t n, int nth, bool *cols)
 static inline int64_t rt_gemm_rows(const RtBuf *xb, int64_t k, int layout) {
     return layout == RT_GEMM_ROWS ? xb->numel / k : xb->numel / (xb->dims[0] * k);
 }
+
+/* Shape rules shared by ops.c and ops_more.c: a and b have the same dims;
+ * out is exactly the broadcast shape of ins. */
+bool rt_same_dims(const RtBuf *a, const RtBuf *b);
+bool rt_bcast_result(const RtBuf *const *ins, int n, const RtBuf *out);
+/* The checkers of the ops in ops_more.c (elementwise math, comparisons,
+ * reductions, convolution and pooling). */
+int rt_check_eltwise(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+int rt_check_binop(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+int rt_check_reducex(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+int rt_check_pad_nhwc(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+int rt_check_conv_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+/* CONV_GEMM's block of output positions and its per-part scratch (the block's A). */
+int64_t rt_conv_gemm_rows(const RtBuf *bufs, const RtOpRec *op);
+size_t rt_s_conv_gemm(const RtBuf *bufs, const RtOpRec *op);
+int rt_check_lut_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+size_t rt_s_lut_gemm(const RtBuf *bufs, const RtOpRec *op);
+int rt_check_conv(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+int rt_check_pool(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 
 /* NULL for an out-of-range kind. */
 const RtOpInfo *rt_op_info(uint32_t kind);

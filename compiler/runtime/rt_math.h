@@ -1,8 +1,8 @@
 /* rt_math.h — private: the transcendental functions the kernels apply to whole
  * rows (exp, tanh, erf, the GELU and SiLU activations).  Each kernel variant
  * (kernels_variant.c) sees the instruction set of its own flags: AVX-512 runs
- * 16 lanes, AVX2 8 and NEON 4 (one vector layer, RtV, for the last two), with
- * a few ulp of error; the scalar variant uses libm. */
+ * 16 lanes, AVX2 8 and NEON 4 through one vector layer (RtV), each function
+ * written once over it, with a few ulp of error; the scalar variant uses libm. */
 #ifndef MILC_RT_MATH_H
 #define MILC_RT_MATH_H
 
@@ -14,77 +14,42 @@
 #if !defined(RT_VARIANT_SCALAR) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #include <immintrin.h>
 #define RT_AVX512 1
-
-/* e^x: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6 polynomial, 2^n by
- * exponent arithmetic.  Saturates to 0 / +inf outside [-87.3, 88.7]. */
-static inline __m512 rt_exp16(__m512 x) {
-    const __m512 hi = _mm512_set1_ps(88.72f), lo = _mm512_set1_ps(-87.33f);
-    __m512 xc = _mm512_max_ps(_mm512_min_ps(x, hi), lo);
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145752f), xc);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860677e-6f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 720);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    __m512 res = _mm512_scalef_ps(p, n);
-    /* below the clamp the true value underflows to (nearly) 0 */
-    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), res, _mm512_setzero_ps());
-}
-
-/* tanh(x) = 1 - 2 / (e^{2x} + 1): no cancellation problem at the scale we need. */
-static inline __m512 rt_tanh16(__m512 x) {
-    __m512 e = rt_exp16(_mm512_add_ps(x, x));
-    return _mm512_sub_ps(_mm512_set1_ps(1.0f), _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, _mm512_set1_ps(1.0f))));
-}
-
-static inline __m512 rt_sigmoid16(__m512 x) {
-    __m512 e = rt_exp16(_mm512_sub_ps(_mm512_setzero_ps(), x));
-    return _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(e, _mm512_set1_ps(1.0f)));
-}
-
-/* erf by Abramowitz–Stegun 7.1.26 (|error| < 1.5e-7). */
-static inline __m512 rt_erf16(__m512 x) {
-    __m512 ax = _mm512_abs_ps(x);
-    __m512 t = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(ax, _mm512_set1_ps(0.3275911f), _mm512_set1_ps(1.0f)));
-    __m512 p = _mm512_set1_ps(1.061405429f);
-    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.453152027f));
-    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.421413741f));
-    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.284496736f));
-    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.254829592f));
-    p = _mm512_mul_ps(p, t);
-    __m512 e = rt_exp16(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), ax), ax));
-    __m512 y = _mm512_fnmadd_ps(p, e, _mm512_set1_ps(1.0f));
-    /* copy x's sign onto y */
-    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(y),
-                                               _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32((int)0x80000000u))));
-}
-
-static inline __m512 rt_act16(__m512 x, int act) {
-    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
-    switch (act) {
-    case RT_ACT_RELU: return _mm512_max_ps(x, _mm512_setzero_ps());
-    case RT_ACT_GELU_EXACT:
-        return _mm512_mul_ps(_mm512_mul_ps(half, x), _mm512_add_ps(one, rt_erf16(_mm512_mul_ps(x, _mm512_set1_ps(0.70710678f)))));
-    case RT_ACT_GELU_TANH: {
-        __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
-        __m512 u = _mm512_mul_ps(_mm512_set1_ps(0.7978845608f), _mm512_fmadd_ps(x3, _mm512_set1_ps(0.044715f), x));
-        return _mm512_mul_ps(_mm512_mul_ps(half, x), _mm512_add_ps(one, rt_tanh16(u)));
-    }
-    case RT_ACT_GELU_SIGMOID: return _mm512_mul_ps(x, rt_sigmoid16(_mm512_mul_ps(x, _mm512_set1_ps(1.702f))));
-    case RT_ACT_SILU: return _mm512_mul_ps(x, rt_sigmoid16(x));
-    }
-    return x;
-}
 #endif
 
-/* ---- AVX2 and NEON: one vector type RtV of RT_VL lanes ---- */
+/* ---- one vector type RtV of RT_VL lanes: AVX-512 16, AVX2 8, NEON 4 ----
+ * The functions below it are written once over it.  (The GEMM's AVX-512
+ * tile uses its own intrinsics: masks and 24 accumulators; its AVX2 / NEON
+ * groups use this layer.) */
 #if defined(RT_VARIANT_SCALAR)
 /* plain C: no vector layer */
-#elif !defined(RT_AVX512) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#elif defined(RT_AVX512)
+#define RT_VL 16
+typedef __m512 RtV;
+static inline RtV v_set1(float x) { return _mm512_set1_ps(x); }
+static inline RtV v_zero(void) { return _mm512_setzero_ps(); }
+static inline RtV v_load(const float *p) { return _mm512_loadu_ps(p); }
+static inline void v_store(float *p, RtV v) { _mm512_storeu_ps(p, v); }
+static inline RtV v_load_h(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+static inline RtV v_add(RtV a, RtV b) { return _mm512_add_ps(a, b); }
+static inline RtV v_sub(RtV a, RtV b) { return _mm512_sub_ps(a, b); }
+static inline RtV v_mul(RtV a, RtV b) { return _mm512_mul_ps(a, b); }
+static inline RtV v_div(RtV a, RtV b) { return _mm512_div_ps(a, b); }
+static inline RtV v_min(RtV a, RtV b) { return _mm512_min_ps(a, b); }
+static inline RtV v_max(RtV a, RtV b) { return _mm512_max_ps(a, b); }
+static inline RtV v_fma(RtV a, RtV b, RtV c) { return _mm512_fmadd_ps(a, b, c); }
+static inline RtV v_fnma(RtV a, RtV b, RtV c) { return _mm512_fnmadd_ps(a, b, c); }
+static inline RtV v_abs(RtV a) { return _mm512_abs_ps(a); }
+static inline RtV v_round(RtV a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+/* p·2^n for integral n in [-126, 128] */
+static inline RtV v_ldexp(RtV p, RtV n) { return _mm512_scalef_ps(p, n); }
+static inline RtV v_sel_lt(RtV a, RtV b, RtV x, RtV y) { return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), x, y); }
+static inline RtV v_copysign(RtV mag, RtV sgn) {
+    const __m512i m = _mm512_set1_epi32((int)0x80000000u);
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_andnot_si512(m, _mm512_castps_si512(mag)),
+                                               _mm512_and_si512(m, _mm512_castps_si512(sgn))));
+}
+static inline float v_sum(RtV v) { return _mm512_reduce_add_ps(v); }
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 #define RT_VL 8
 typedef __m256 RtV;
@@ -147,11 +112,21 @@ static inline RtV v_copysign(RtV mag, RtV sgn) { return vbslq_f32(vdupq_n_u32(0x
 static inline float v_sum(RtV v) { return vaddvq_f32(v); }
 #endif
 
+#if defined(RT_VL) && !defined(RT_AVX512)
+/* p·2^n for integral n in [-126, 128], in two halves: 2^n alone is out of
+ * the exponent's range at both ends. */
+static inline RtV v_ldexp(RtV p, RtV n) {
+    RtV h = v_round(v_mul(n, v_set1(0.5f)));
+    return v_mul(v_mul(p, v_pow2i(h)), v_pow2i(v_sub(n, h)));
+}
+#endif
+
 #ifdef RT_VL
-/* e^x as rt_exp16 does, except that 2^n is built in the exponent bits: the
- * upper clamp keeps n <= 127, and above 88.72 the result is +inf as there. */
+/* e^x: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6 polynomial, 2^n by
+ * exponent arithmetic (a few ulp).  0 below -87.33 (where the true value is
+ * (nearly) 0), +inf above 88.72. */
 static inline RtV rt_expv(RtV x) {
-    const RtV hi = v_set1(88.37f), lo = v_set1(-87.33f);
+    const RtV hi = v_set1(88.72f), lo = v_set1(-87.33f);
     RtV xc = v_max(v_min(x, hi), lo);
     RtV n = v_round(v_mul(xc, v_set1(1.44269504f)));
     RtV r = v_fnma(n, v_set1(0.693145752f), xc);
@@ -163,11 +138,11 @@ static inline RtV rt_expv(RtV x) {
     p = v_fma(p, r, v_set1(0.5f));
     p = v_fma(p, r, v_set1(1.0f));
     p = v_fma(p, r, v_set1(1.0f));
-    RtV res = v_mul(p, v_pow2i(n));
-    res = v_sel_lt(x, lo, res, v_zero());
-    return v_sel_lt(v_set1(88.72f), x, res, v_set1(INFINITY));
+    RtV res = v_sel_lt(x, lo, v_ldexp(p, n), v_zero());
+    return v_sel_lt(hi, x, res, v_set1(INFINITY));
 }
 
+/* tanh(x) = 1 - 2 / (e^{2x} + 1): no cancellation problem at the scale we need. */
 static inline RtV rt_tanhv(RtV x) {
     RtV e = rt_expv(v_add(x, x));
     return v_sub(v_set1(1.0f), v_div(v_set1(2.0f), v_add(e, v_set1(1.0f))));
@@ -178,7 +153,7 @@ static inline RtV rt_sigmoidv(RtV x) {
     return v_div(v_set1(1.0f), v_add(e, v_set1(1.0f)));
 }
 
-/* erf by Abramowitz–Stegun 7.1.26, as rt_erf16 */
+/* erf by Abramowitz–Stegun 7.1.26 (|error| < 1.5e-7). */
 static inline RtV rt_erfv(RtV x) {
     RtV ax = v_abs(x);
     RtV t = v_div(v_set1(1.0f), v_fma(ax, v_set1(0.3275911f), v_set1(1.0f)));
@@ -225,10 +200,10 @@ static inline void rt_act_row(float *y, int64_t n, int act) {
     if (act == RT_ACT_NONE) return;
     int64_t i = 0;
 #ifdef RT_AVX512
-    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, rt_act16(_mm512_loadu_ps(y + i), act));
+    for (; i + 16 <= n; i += 16) v_store(y + i, rt_actv(v_load(y + i), act));
     if (i < n) {
         __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
-        _mm512_mask_storeu_ps(y + i, k, rt_act16(_mm512_maskz_loadu_ps(k, y + i), act));
+        _mm512_mask_storeu_ps(y + i, k, rt_actv(_mm512_maskz_loadu_ps(k, y + i), act));
     }
     return;
 #elif defined(RT_VL)
@@ -268,15 +243,7 @@ static inline float rt_dot(const float *a, const float *b, int64_t n) {
 static inline float rt_exp_row(const float *x, float *y, int64_t n, float m) {
     int64_t i = 0;
     float s = 0;
-#ifdef RT_AVX512
-    __m512 vs = _mm512_setzero_ps(), vm = _mm512_set1_ps(m);
-    for (; i + 16 <= n; i += 16) {
-        __m512 e = rt_exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm));
-        _mm512_storeu_ps(y + i, e);
-        vs = _mm512_add_ps(vs, e);
-    }
-    s = _mm512_reduce_add_ps(vs);
-#elif defined(RT_VL)
+#ifdef RT_VL
     RtV vs = v_zero(), vm = v_set1(m);
     for (; i + RT_VL <= n; i += RT_VL) {
         RtV e = rt_expv(v_sub(v_load(x + i), vm));

@@ -59,6 +59,15 @@ def case(label, inputs, body, outputs, tol=2e-5):
             if got.shape != want.shape:
                 failures.append("%s mode %d: %s shape %s, want %s" % (label, mode, n, got.shape, want.shape))
                 continue
+            if dt in ("int32", "bool"):  # exact
+                if not np.array_equal(got, want):
+                    failures.append("%s mode %d: %s differs at %d of %d elements" % (label, mode, n, (got != want).sum(), got.size))
+                continue
+            if dt == "fp16":  # relative L2, against a reference on fp16-rounded inputs
+                err = np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-6)
+                if not err <= max(tol, 2e-3):
+                    failures.append("%s mode %d: %s relative L2 error %.3g" % (label, mode, n, err))
+                continue
             err = np.abs(got - want).max() / max(np.abs(want).max(), 1e-6)
             if not err <= tol:
                 failures.append("%s mode %d: %s max rel error %.3g" % (label, mode, n, err))
@@ -205,6 +214,7 @@ case("neg_expand_squeeze", {"x": (x23, "fp32")},
      [const("ax", np.array([-1, 0]), "int32"), "tensor<fp32, [1, 2, 3, 1]> y = expand_dims(x = x, axes = ax);",
       const("a0", np.array([-4]), "int32"), "tensor<fp32, [2, 3, 1]> z = squeeze(x = y, axes = a0);"],
      {"y": (x23[None, :, :, None], "fp32"), "z": (x23[:, :, None], "fp32")})
+exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "check_ops_more.py")).read())
 if failures:
     print("\n".join(failures))
     sys.exit(1)

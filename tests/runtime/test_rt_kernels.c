@@ -22,11 +22,11 @@ static double act_ref(double x, int act) {
  * for M <= 16), bias, every activation, residual.  The last 8 cases have a
  * long K and many rows: the K-blocked path, with a K tail that is not a
  * multiple of the block and more rows than one row block. */
-TEST(gemm) {
-    for (int it = 0; it < 32; it++) {
+/* One GEMM against a double reference: layout, fp16 weights, activation and
+ * thread count from it's bits, the shape given. */
+static void gemm_case(int it, int64_t m, int64_t k, int64_t n) {
+    {
         int layout = it & 1, f16 = (it >> 1) & 1, act = (it / 4) % 6, nth = 1 + (it % 3 == 0);
-        int64_t m = f16 && (it & 4) ? rng_int(1, 16) : rng_int(1, 70), k = rng_int(1, 100), n = rng_int(1, 130);
-        if (it >= 24) m = rng_int(7, 260), k = rng_int(193, 700);
         int64_t bt = layout ? rng_int(1, 2) : 1;
         float *x = rand_f32(bt * m * k), *w = rand_f32(n * k), *bias = rand_f32(n), *res = rand_f32(bt * m * n);
         uint16_t *wh = malloc((size_t)(n * k) * 2);
@@ -64,6 +64,25 @@ TEST(gemm) {
         CHECK(e <= 1e-4);
         free(x), free(w), free(wh), free(bias), free(res), free(y), free(ref);
     }
+}
+
+TEST(gemm) {
+    for (int it = 0; it < 32; it++) {
+        int f16 = (it >> 1) & 1;
+        int64_t m = f16 && (it & 4) ? rng_int(1, 16) : rng_int(1, 70), k = rng_int(1, 100), n = rng_int(1, 130);
+        if (it >= 24) m = rng_int(7, 260), k = rng_int(193, 700);
+        gemm_case(it, m, k, n);
+    }
+}
+
+/* The order for an A that crowds L2 (a group of panels inside each K-block,
+ * partial sums in the op's scratch), forced by a small L2: K-blocked shapes,
+ * several panels per part, tails of rows, columns and K. */
+TEST(gemm_a_crowds_l2) {
+    RtBlocking saved = rt_block;
+    rt_block.l2 = 8192;
+    for (int it = 0; it < 12; it++) gemm_case(it, rng_int(7, 130), rng_int(193, 600), rng_int(65, 400));
+    rt_block.l2 = saved.l2;
 }
 
 /* How ops are cut into parts: work in few equal units is dealt out evenly
@@ -515,6 +534,36 @@ TEST(unary) {
     }
 }
 
+/* exp across the whole fp32 range, every variant's vector path: up to 88.72
+ * the true value is finite (the AVX2 / NEON exp once clamped its argument at
+ * 88.37 there: 13% low at 88.5), past it +inf; below -87.33, (nearly) 0. */
+TEST(exp_range) {
+    enum { N = 4099 };
+    float *x = malloc(N * 4), *y = malloc(N * 4);
+    for (int i = 0; i < N; i++) x[i] = -87.3f + (88.7f + 87.3f) * (float)i / (N - 1);
+    x[0] = 88.5f, x[1] = 88.71f, x[2] = 88.376f, x[3] = -87.32f, x[4] = 0.0f;
+    RtUnaryParams p = {RT_UN_EXP, 0};
+    TArg in[1] = {{RT_F32, 1, {N}, x, 0}};
+    int64_t od[1] = {N};
+    CHECK_EQ_INT(run_op(RT_OP_UNARY, &p, sizeof p, in, 1, RT_F32, 1, od, y, 1), RT_OK);
+    double worst = 0;
+    for (int i = 0; i < N; i++) {
+        double r = exp((double)x[i]), e = fabs(y[i] - r) / r;
+        if (e > worst) worst = e;
+    }
+    if (worst > 1e-5) fprintf(stderr, "exp: relative error %g\n", worst);
+    CHECK(worst <= 1e-5);
+    static const float over[] = {88.73f, 89.0f, 100.0f, 1e30f}, under[] = {-87.5f, -100.0f, -1e30f};
+    for (int i = 0; i < 4; i++) x[i] = over[i];
+    for (int i = 0; i < 3; i++) x[4 + i] = under[i];
+    for (int i = 7; i < 16; i++) x[i] = 1.0f;
+    in[0].dims[0] = od[0] = 16;
+    CHECK_EQ_INT(run_op(RT_OP_UNARY, &p, sizeof p, in, 1, RT_F32, 1, od, y, 1), RT_OK);
+    for (int i = 0; i < 4; i++) CHECK(isinf(y[i]) && y[i] > 0);
+    for (int i = 4; i < 7; i++) CHECK(y[i] >= 0 && y[i] < 1.2e-38f);
+    free(x), free(y);
+}
+
 TEST(reduce) {
     for (int it = 0; it < 18; it++) {
         int op = it % 3, nth = 1 + (it & 1);
@@ -789,6 +838,7 @@ TEST(kernel_variants) {
 int main(void) {
     RUN(kernel_variants);
     RUN(gemm);
+    RUN(gemm_a_crowds_l2);
     RUN(op_parts);
     RUN(part_claim);
     RUN(matmul);
@@ -799,6 +849,7 @@ int main(void) {
     RUN(softmax);
     RUN(binary_broadcast);
     RUN(unary);
+    RUN(exp_range);
     RUN(reduce);
     RUN(copy_transpose_tile);
     RUN(concat_split);

@@ -145,6 +145,7 @@ char *gen_config_canonical(const GenConfig *c);
 /* The resolved value of a parameter or derived value, for the CLI (e.g. to
  * print "seq padded to 16").  false when there is no such name. */
 bool gen_config_get_int(const GenConfig *c, const char *name, int64_t *out);
+bool gen_config_get_float(const GenConfig *c, const char *name, double *out);
 bool gen_config_get_str(const GenConfig *c, const char *name, const char **out);
 
 /* ---- generation --------------------------------------------------------- */

@@ -39,6 +39,7 @@ typedef enum {
     RT_F16 = 2,
     RT_I32 = 3,
     RT_BOOL = 4,
+    RT_U8 = 5, /* raw bytes: a compressed weight's packed indices (weight storage only) */
 } RtDType;
 
 /* Compile modes, as in DESIGN.md. */
@@ -64,6 +65,14 @@ typedef enum {
     RT_OP_BAND_PART,  /* RtBandParams: x -> y                                */
     RT_OP_SELECT,     /* none: cond(BOOL), a, b -> y (N-d broadcast)         */
     RT_OP_CAST,       /* RtCastParams: x -> y (F32/I32/BOOL)                 */
+    RT_OP_ELTWISE,    /* RtEltParams: x[, a[, b]] -> y (elementwise math)    */
+    RT_OP_BINOP,      /* RtBinaryParams with an RtBinop: a, b -> c (compare, logic, floor_div, mod) */
+    RT_OP_REDUCEX,    /* RtReduceParams with an RtReduceXOp: x -> y (F32/I32)  */
+    RT_OP_PAD_NHWC,   /* RtConvParams: x -> y (zero-padded, channels last)    */
+    RT_OP_CONV_GEMM,  /* RtConvParams: x (PAD_NHWC's), W[, bias] -> y (one group, 2-D) */
+    RT_OP_CONV,       /* RtConvParams: x, W[, bias] -> y (direct, any groups; transposed) */
+    RT_OP_POOL,       /* RtConvParams: x -> y (max / avg / l2 pooling)       */
+    RT_OP_LUT_GEMM,   /* RtLutParams: x, indices(U8), lut[, bias] -> y (palettized linear) */
     RT_OP_COUNT_
 } RtOpKind;
 
@@ -182,6 +191,74 @@ typedef struct {
 typedef struct {
     int32_t round_f16;
 } RtCastParams;
+
+/* Elementwise math beyond RT_OP_UNARY, on F32 (x and y), some on I32 (abs,
+ * sign, square, exp2, threshold: y I32) and logical_not on BOOL.  alpha and
+ * beta are the op's scalar parameters; PRELU and SOFTPLUS_P take theirs per
+ * channel (dim 1 of x) from inputs a (and b), F32 vectors of dims[1]. */
+typedef enum {
+    RT_EL_ABS = 0, RT_EL_ACOS, RT_EL_ASIN, RT_EL_ATAN, RT_EL_ATANH, RT_EL_CEIL, RT_EL_COS, RT_EL_COSH,
+    RT_EL_ERF, RT_EL_EXP2, RT_EL_FLOOR, RT_EL_INVERSE /* 1/(x+alpha) */, RT_EL_LOG /* log(x+alpha) */,
+    RT_EL_ROUND /* half to even */, RT_EL_SIGN, RT_EL_SIN, RT_EL_SINH, RT_EL_SQUARE, RT_EL_TAN,
+    RT_EL_RELU6, RT_EL_SOFTPLUS, RT_EL_SOFTSIGN, RT_EL_CLIP /* min(max(x, alpha), beta) */,
+    RT_EL_THRESHOLD /* max(x, alpha) */, RT_EL_THRESHOLDED_RELU /* x >= alpha ? x : 0 */,
+    RT_EL_ELU, RT_EL_LEAKY_RELU, RT_EL_CLAMPED_RELU, RT_EL_LINEAR /* alpha x + beta */,
+    RT_EL_SCALED_TANH /* alpha tanh(beta x) */, RT_EL_SIGMOID_HARD /* min(max(alpha x + beta, 0), 1) */,
+    RT_EL_PRELU, RT_EL_SOFTPLUS_P /* a log(1 + exp(b x)) */, RT_EL_NOT, RT_EL_COUNT_
+} RtEltOp;
+typedef struct {
+    int32_t op, nparams; /* nparams: per-channel inputs after x (PRELU 1, SOFTPLUS_P 2, else 0) */
+    float alpha, beta;
+} RtEltParams;
+
+/* RT_OP_BINOP: a and b of one dtype (F32 or I32; BOOL for the logical
+ * ops), N-d broadcast; comparisons and logical ops give BOOL, floor_div
+ * and mod the operands' dtype (mod takes the divisor's sign; int32 x/0 and
+ * x%0 give 0). */
+typedef enum {
+    RT_BO_FLOOR_DIV = 0, RT_BO_MOD, RT_BO_EQ, RT_BO_NE, RT_BO_GT, RT_BO_GE, RT_BO_LT, RT_BO_LE,
+    RT_BO_AND, RT_BO_OR, RT_BO_XOR, RT_BO_COUNT_
+} RtBinop;
+
+/* RT_OP_REDUCEX: every MIL reduction, F32 or I32 x (y the same dtype; int32
+ * sums wrap, the mean truncates); ARGMAX / ARGMIN take exactly one axis and
+ * give I32 (the first index of the extreme). */
+typedef enum {
+    RT_RX_SUM = 0, RT_RX_MEAN, RT_RX_MAX, RT_RX_MIN, RT_RX_PROD, RT_RX_L1, RT_RX_L2, RT_RX_LOG_SUM,
+    RT_RX_LOG_SUM_EXP, RT_RX_SUM_SQUARE, RT_RX_ARGMAX, RT_RX_ARGMIN, RT_RX_COUNT_
+} RtReduceXOp;
+
+/* Convolution and pooling over nsp = 1..3 spatial dims of x [B, C, *in]
+ * (F32), output spatial dims out[], kernel k[], stride, dilation (pooling:
+ * 1), zero padding pad_lo before each dim (pad_hi after: it bounds the
+ * padded extent avg_pool counts).  Output position o reads input
+ * o·stride + j·dil - pad_lo for kernel tap j; positions outside x are 0.
+ *   PAD_NHWC (nsp 2): y [B, Hp, Wp, C] = x moved channels last, zero
+ *           padded: y[b, h, w, c] = x[b, c, h - pad_lo0, w - pad_lo1] inside x, else 0;
+ *   CONV_GEMM (nsp 2, one group): x is PAD_NHWC's y (its Hp, Wp cover every
+ *           tap), W [KH·KW·C, Cout] with row (ky, kx, c), bias [Cout]: each
+ *           output row is a sum of GEMMs over the kernel rows (dilation 1
+ *           across: one GEMM of depth KW·C per kernel row, whose A rows are
+ *           spans of x as it lies), written in y's channels-first layout;
+ *   CONV:   W [Cout, C/groups, *k] (transposed: [C, Cout/groups, *k], and
+ *           input i feeds output i·stride + j·dil - pad_lo), bias [Cout];
+ *   POOL:   kind max, avg (exclude_pad: divide by the taps inside x, else
+ *           by those inside the padded extent) or l2 (sqrt of the sum of squares). */
+enum { RT_POOL_MAX = 0, RT_POOL_AVG, RT_POOL_L2 };
+typedef struct {
+    int32_t nsp, groups, has_bias, transpose, pool, exclude_pad, reserved[2];
+    int32_t k[3], stride[3], dil[3], pad_lo[3], pad_hi[3], out[3];
+} RtConvParams;
+
+/* y[.., n] = Σ_k x[.., k] W[n, k] (+ bias[n]) with W palettized and read
+ * that way: W [N, K] is `bits`-bit indices (4 or 8), row-major, packed
+ * low bits first (MILBlob's order: index k of a 4-bit row in the low nibble
+ * of byte k/2 when k is even), into the U8 weight indices [N, K·bits/8];
+ * lut F32 holds bn × bk palettes of 2^bits entries, palette (n / (N/bn), k /
+ * (K/bk)) for W[n, k] (per-tensor: bn = bk = 1; per output channel: bn = N). */
+typedef struct {
+    int32_t bits, bn, bk, has_bias;
+} RtLutParams;
 
 /* ---- the builder ---- */
 typedef struct RtPlanBuilder RtPlanBuilder;

@@ -1,0 +1,170 @@
+/* run_npy.c — `milc run`: a loaded model run on .npy files, its outputs
+ * written as .npy files. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "model.h"
+#include "run_npy.h"
+#include "milc/half.h"
+#include "milc/npy.h"
+#include "milc/osfile.h"
+
+static const char *rt_dtype_str(RtDType t) {
+    switch (t) {
+    case RT_F32: return "fp32";
+    case RT_F16: return "fp16";
+    case RT_I32: return "int32";
+    case RT_BOOL: return "bool";
+    case RT_U8: return "u8";
+    }
+    return "?";
+}
+
+static void shape_str(const int64_t *dims, int rank, char *buf, size_t n) {
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < rank && k < n; i++) k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)dims[i]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+/* Copy an .npy array into a tensor of the model's dtype: the npy dtype must be
+ * the input's, except that fp32 data may feed an fp16 input (rounded). */
+static int bind_input(const RtIoInfo *io, const char *file, const NpyArray *arr, RtTensor *t) {
+    char want[128], got[128];
+    shape_str(io->dims, io->rank, want, sizeof want);
+    shape_str(arr->dims, arr->rank, got, sizeof got);
+    bool same_shape = arr->rank == io->rank;
+    for (int d = 0; same_shape && d < io->rank; d++) same_shape = arr->dims[d] == io->dims[d];
+    if (!same_shape) {
+        cli_error("%s: input '%s' wants shape %s, the file has %s", file, io->name, want, got);
+        return EXIT_INPUT;
+    }
+    size_t n = arr->count;
+    *t = (RtTensor){.dtype = io->dtype, .rank = io->rank};
+    memcpy(t->dims, io->dims, sizeof t->dims);
+    t->size = n * rt_dtype_size(io->dtype);
+    t->data = malloc(t->size ? t->size : 1);
+    if (!t->data) { cli_error("out of memory"); return EXIT_SYSTEM; }
+    bool ok = true;
+    if (io->dtype == RT_F16 && arr->dtype == NPY_DTYPE_F16) memcpy(t->data, arr->data, t->size);
+    else if (io->dtype == RT_F16 && arr->dtype == NPY_DTYPE_F32) float_to_half_n(arr->data, t->data, n);
+    else if (io->dtype == RT_F32 && arr->dtype == NPY_DTYPE_F32) memcpy(t->data, arr->data, t->size);
+    else if (io->dtype == RT_F32 && arr->dtype == NPY_DTYPE_F16) half_to_float_n(arr->data, t->data, n);
+    else if (io->dtype == RT_I32 && arr->dtype == NPY_DTYPE_I32) memcpy(t->data, arr->data, t->size);
+    else if (io->dtype == RT_BOOL && arr->dtype == NPY_DTYPE_BOOL) memcpy(t->data, arr->data, t->size);
+    else ok = false;
+    if (!ok) {
+        cli_error("%s: input '%s' wants %s, the file holds %s", file, io->name, rt_dtype_str(io->dtype),
+                  npy_dtype_name(arr->dtype));
+        free(t->data);
+        t->data = NULL;
+        return EXIT_INPUT;
+    }
+    return EXIT_OK;
+}
+
+static NpyDType npy_of(RtDType t) {
+    return t == RT_F16 ? NPY_DTYPE_F16 : t == RT_F32 ? NPY_DTYPE_F32 : t == RT_I32 ? NPY_DTYPE_I32 : NPY_DTYPE_BOOL;
+}
+
+int model_run_npy(LoadedModel *lm, const char *const *inputs, int ninputs, const char *outdir, int json, int repeat,
+                  int quiet) {
+    RtModel *m = lm->model;
+    int nin = rt_model_ninputs(m), nout = rt_model_noutputs(m);
+    RtTensor *in = calloc((size_t)nin + 1, sizeof *in), *out = calloc((size_t)nout + 1, sizeof *out);
+    int rc = EXIT_OK;
+    if (!in || !out) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto done; }
+    /* Every --input must name an input, and every input must be given. */
+    for (int k = 0; k < ninputs; k++) {
+        const char *eq = strchr(inputs[k], '=');
+        bool found = false;
+        for (int i = 0; eq && i < nin; i++) {
+            RtIoInfo io;
+            rt_model_input(m, i, &io);
+            found |= strlen(io.name) == (size_t)(eq - inputs[k]) && strncmp(io.name, inputs[k], (size_t)(eq - inputs[k])) == 0;
+        }
+        if (!eq) { cli_usage_error("run", "--input wants NAME=FILE.npy, not '%s'", inputs[k]); rc = EXIT_USAGE; goto done; }
+        if (!found) { cli_error("the model has no input '%.*s'", (int)(eq - inputs[k]), inputs[k]); rc = EXIT_INPUT; goto done; }
+    }
+    for (int i = 0; i < nin; i++) {
+        RtIoInfo io;
+        rt_model_input(m, i, &io);
+        const char *file = NULL;
+        for (int k = 0; k < ninputs; k++) {
+            const char *eq = strchr(inputs[k], '=');
+            if (strlen(io.name) == (size_t)(eq - inputs[k]) && strncmp(io.name, inputs[k], (size_t)(eq - inputs[k])) == 0)
+                file = eq + 1;
+        }
+        char shape[128];
+        shape_str(io.dims, io.rank, shape, sizeof shape);
+        if (!file) { cli_error("missing --input %s=FILE.npy (%s %s)", io.name, rt_dtype_str(io.dtype), shape); rc = EXIT_USAGE; goto done; }
+        NpyFile nf;
+        char err[512];
+        int r = npy_open(&nf, file, err, sizeof err);
+        if (r != 0) { cli_error("%s", err); rc = r == NPY_EIO ? EXIT_SYSTEM : EXIT_INPUT; goto done; }
+        rc = bind_input(&io, file, &nf.arr, &in[i]);
+        npy_close(&nf);
+        if (rc) goto done;
+    }
+    /* Inputs are right: now the arena and scratch (checked against --max-memory). */
+    if ((rc = model_realize(lm)) != EXIT_OK) goto done;
+    m = lm->model;
+    for (int i = 0; i < nout; i++) {
+        RtIoInfo io;
+        rt_model_output(m, i, &io);
+        out[i] = (RtTensor){.dtype = io.dtype, .rank = io.rank};
+        memcpy(out[i].dims, io.dims, sizeof out[i].dims);
+        size_t n = rt_dtype_size(io.dtype);
+        for (int d = 0; d < io.rank; d++) n *= (size_t)io.dims[d];
+        out[i].size = n;
+        out[i].data = malloc(n ? n : 1);
+        if (!out[i].data) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto done; }
+    }
+    RtRunStats st = {0};
+    double best = 1e30;
+    for (int k = 0; k < (repeat > 0 ? repeat : 1); k++) {
+        int r = rt_run(m, in, nin, out, nout, 0, &st);
+        if (r == RT_EINDEX) { /* an input's fault: a token id or position past its table */
+            cli_error("run failed: an index input is out of range (a token id at or above the vocabulary, or a position "
+                      "at or above the model's positions)");
+            rc = EXIT_INPUT;
+            goto done;
+        }
+        if (r != 0) { cli_error("run failed: %s", rt_strerror(r)); rc = r == RT_EBIND ? EXIT_INPUT : EXIT_SYSTEM; goto done; }
+        if (st.seconds < best) best = st.seconds;
+    }
+    if (json) printf("{\"run_ms\":%.4f,\"dispatches\":%llu,\"ops\":%llu,\"outputs\":[", best * 1e3,
+                     (unsigned long long)st.dispatches, (unsigned long long)st.ops);
+    for (int i = 0; i < nout; i++) {
+        RtIoInfo io;
+        rt_model_output(m, i, &io);
+        char path[4096], err[512], shape[128];
+        shape_str(io.dims, io.rank, shape, sizeof shape);
+        if (!rt_name_ok(io.name)) { /* the loader refused it already: a file name must never leave outdir */
+            rt_name_show(io.name, err, sizeof err);
+            cli_error("refusing to write output \"%s\": not an identifier", err);
+            rc = EXIT_INPUT;
+            goto done;
+        }
+        snprintf(path, sizeof path, "%s/%s.npy", outdir, io.name);
+        if (npy_write_file(path, npy_of(io.dtype), io.rank, io.dims, out[i].data, err, sizeof err) != 0) {
+            cli_error("%s", err);
+            rc = EXIT_SYSTEM;
+            goto done;
+        }
+        if (json) printf("%s{\"name\":\"%s\",\"file\":\"%s\",\"dtype\":\"%s\",\"shape\":%s}", i ? "," : "", io.name, path,
+                         rt_dtype_str(io.dtype), shape);
+        else if (!quiet) fprintf(stderr, "wrote %s (%s %s)\n", path, rt_dtype_str(io.dtype), shape);
+    }
+    if (json) printf("]}\n");
+    else if (!quiet) fprintf(stderr, "ran in %.3f ms, %llu dispatch%s, %llu ops\n", best * 1e3, (unsigned long long)st.dispatches,
+                 st.dispatches == 1 ? "" : "es", (unsigned long long)st.ops);
+done:
+    for (int i = 0; in && i < nin; i++) free(in[i].data);
+    for (int i = 0; out && i < nout; i++) free(out[i].data);
+    free(in);
+    free(out);
+    return rc;
+}

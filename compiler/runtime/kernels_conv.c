@@ -1,0 +1,234 @@
+/* kernels_conv.c — convolution and pooling over 1 to 3 spatial dims.
+ * A 2-D convolution with one group runs on the GEMM tile of kernels_gemm.c
+ * (PAD_NHWC moves x channels last once; CONV_GEMM's A operand is then x as
+ * it lies, no im2col copy); grouped (depthwise) and transposed convolutions run
+ * directly, one output channel per part, as shifted multiply-adds along the
+ * innermost spatial dim (contiguous at stride 1: the variant's flags
+ * vectorise them).  Compiled once per kernel variant, inside
+ * kernels_variant.c, after kernels_gemm.c (gemm_range) and kernels_misc.c (split). */
+
+/* Geometry with every one of the 3 spatial slots filled (unused: 1). */
+typedef struct {
+    int64_t in[3], out[3], k[3], s[3], d[3], p[3];
+    int64_t nin, nout, ntap; /* products */
+} Geo;
+
+static void geo_init(Geo *g, const RtConvParams *p, const RtBuf *x) {
+    g->nin = g->nout = g->ntap = 1;
+    for (int i = 0; i < 3; i++) {
+        bool used = i < p->nsp;
+        g->in[i] = used ? x->dims[2 + i] : 1;
+        g->out[i] = p->out[i], g->k[i] = p->k[i], g->s[i] = p->stride[i], g->d[i] = p->dil[i], g->p[i] = p->pad_lo[i];
+        g->nin *= g->in[i], g->nout *= g->out[i], g->ntap *= g->k[i];
+    }
+}
+
+/* For i = o·s + off: the outputs o in [*lo, *hi) whose i lies in [0, n), o < out. */
+static void line_range(int64_t off, int64_t s, int64_t n, int64_t out, int64_t *lo, int64_t *hi) {
+    int64_t a = off >= 0 ? 0 : (-off + s - 1) / s;
+    int64_t b = off > n - 1 ? 0 : (n - 1 - off) / s + 1;
+    *lo = a < out ? a : out;
+    *hi = b < out ? b : out;
+    if (*hi < *lo) *hi = *lo;
+}
+
+/* Tap number t as (j0, j1, j2). */
+static void tap3(const Geo *g, int64_t t, int64_t *j) {
+    j[2] = t % g->k[2], t /= g->k[2];
+    j[1] = t % g->k[1], j[0] = t / g->k[1];
+}
+
+/* x [B, C, H, W] -> y [B, Hp, Wp, C], zero outside x (one part: rows of y). */
+static void rt_k_pad_nhwc(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+    const RtConvParams *p = &op->p.conv;
+    const RtBuf *xb = BUF_IN(0), *yb = BUF_OUT(0);
+    int64_t C = xb->dims[1], H = xb->dims[2], W = xb->dims[3], Hp = yb->dims[1], Wp = yb->dims[2], r0, r1;
+    const float *x = IN(0);
+    float *y = OUT(0);
+    split(yb->dims[0] * Hp, ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t b = r / Hp, h = r % Hp - p->pad_lo[0], lo, hi;
+        float *dst = y + r * Wp * C;
+        if (h < 0 || h >= H) {
+            memset(dst, 0, (size_t)(Wp * C) * sizeof(float));
+            continue;
+        }
+        line_range(-p->pad_lo[1], 1, W, Wp, &lo, &hi);
+        memset(dst, 0, (size_t)(lo * C) * sizeof(float));
+        memset(dst + hi * C, 0, (size_t)((Wp - hi) * C) * sizeof(float));
+        const float *src = x + (b * C * H + h) * W - p->pad_lo[1];
+        /* a transpose: C rows of W in, W rows of C out, a few channels at a time */
+        for (int64_t c0 = 0; c0 < C; c0 += 8) {
+            int64_t c1 = c0 + 8 < C ? c0 + 8 : C;
+            for (int64_t w = lo; w < hi; w++)
+                for (int64_t c = c0; c < c1; c++) dst[w * C + c] = src[c * H * W + w];
+        }
+    }
+}
+
+/* A one-group 2-D convolution on the GEMM tile.  Per block of output
+ * positions, the taps each reads are gathered into the part's scratch as
+ * the rows of A (where x lies channels last, a kernel row's taps are one
+ * span of KW·C at dilation 1), and one GEMM with W [KH·KW·C, Cout] adds the
+ * bias and writes y's channels-first layout. */
+static void rt_k_conv_gemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+    const RtConvParams *p = &op->p.conv;
+    const RtBuf *xb = BUF_IN(0), *wb = BUF_IN(1), *yb = BUF_OUT(0);
+    int64_t Hp = xb->dims[1], Wp = xb->dims[2], C = xb->dims[3], cout = wb->dims[1], wo = p->out[1];
+    int64_t plane = (int64_t)p->out[0] * wo, kh = p->k[0], kw = p->k[1], depth = kh * kw * C;
+    int64_t span = p->dil[1] == 1 ? kw * C : C, spans = p->dil[1] == 1 ? 1 : kw, rows = rt_conv_gemm_rows(ex->bufs, op);
+    const float *x = IN(0), *w = IN(1), *bias = p->has_bias ? IN(2) : NULL;
+    float *y = OUT(0), *a = (float *)(ex->scratch + (size_t)ith * ex->scratch_per_thread);
+    int64_t m0, m1, n0, n1;
+    split_mn(yb->dims[0] * plane, cout, ith, nth, &m0, &m1, &n0, &n1);
+    for (int64_t q = m0; q < m1;) {
+        int64_t b = q / plane, q0 = q % plane, len = m1 - q < rows ? m1 - q : rows;
+        if (len > plane - q0) len = plane - q0; /* a block stays in one batch entry */
+        const float *xe = x + b * Hp * Wp * C;
+        for (int64_t i = 0; i < len; i++) {
+            int64_t oy = (q0 + i) / wo, ox = (q0 + i) % wo;
+            float *dst = a + i * depth;
+            for (int64_t ky = 0; ky < kh; ky++)
+                for (int64_t j = 0; j < spans; j++, dst += span) {
+                    int64_t iy = oy * p->stride[0] + ky * p->dil[0], ix = ox * p->stride[1] + j * p->dil[1];
+                    memcpy(dst, xe + (iy * Wp + ix) * C, (size_t)span * sizeof(float));
+                }
+        }
+        Opnd o = {.a = a, .am = depth, .ak = 1, .k = depth, .ldb = cout, .f16 = 0};
+        float *yq = y + b * cout * plane + q0;
+        Epi e = {.alpha = 1.0f, .bias = bias, .act = RT_ACT_NONE, .rm = 1, .rn = plane, .y = yq, .ym = 1, .yn = plane};
+        gemm_range(&o, w, 0, cout, 0, len, n0, n1, &e, NULL);
+        q += len;
+    }
+}
+
+/* y[o·ys] += w · x[o·xs] for o < n: stride 1 on both is the hot case. */
+static void axpy_line(float *y, int64_t ys, const float *x, int64_t xs, float w, int64_t n) {
+    if (ys == 1 && xs == 1) {
+        for (int64_t o = 0; o < n; o++) y[o] += w * x[o];
+    } else {
+        for (int64_t o = 0; o < n; o++) y[o * ys] += w * x[o * xs];
+    }
+}
+
+/* One output channel oc of batch entry b of a (grouped) convolution. */
+static void conv_channel(const Geo *g, const float *xb, const float *w, int64_t cg, float *y) {
+    for (int64_t ic = 0; ic < cg; ic++) {
+        const float *xc = xb + ic * g->nin;
+        for (int64_t t = 0; t < g->ntap; t++) {
+            float wv = w[ic * g->ntap + t];
+            if (wv == 0.0f) continue;
+            int64_t j[3], lo, hi;
+            tap3(g, t, j);
+            int64_t off2 = j[2] * g->d[2] - g->p[2];
+            line_range(off2, g->s[2], g->in[2], g->out[2], &lo, &hi);
+            for (int64_t o0 = 0; o0 < g->out[0]; o0++) {
+                int64_t i0 = o0 * g->s[0] + j[0] * g->d[0] - g->p[0];
+                if (i0 < 0 || i0 >= g->in[0]) continue;
+                for (int64_t o1 = 0; o1 < g->out[1]; o1++) {
+                    int64_t i1 = o1 * g->s[1] + j[1] * g->d[1] - g->p[1];
+                    if (i1 < 0 || i1 >= g->in[1]) continue;
+                    axpy_line(y + (o0 * g->out[1] + o1) * g->out[2] + lo, 1,
+                              xc + (i0 * g->in[1] + i1) * g->in[2] + lo * g->s[2] + off2, g->s[2], wv, hi - lo);
+                }
+            }
+        }
+    }
+}
+
+/* One output channel of a transposed convolution: input i feeds output
+ * o = i·s + j·d - p, so the walk is over inputs and scatters with stride s. */
+static void convt_channel(const Geo *g, const float *xb, const float *w, int64_t cg, int64_t wstride, float *y) {
+    for (int64_t ic = 0; ic < cg; ic++) {
+        const float *xc = xb + ic * g->nin;
+        for (int64_t t = 0; t < g->ntap; t++) {
+            float wv = w[ic * wstride + t];
+            if (wv == 0.0f) continue;
+            int64_t j[3], lo, hi;
+            tap3(g, t, j);
+            int64_t off2 = j[2] * g->d[2] - g->p[2];
+            /* inputs i2 in [lo, hi) land inside the output: 0 <= i2 s + off2 < out */
+            lo = off2 >= 0 ? 0 : (-off2 + g->s[2] - 1) / g->s[2];
+            hi = off2 > g->out[2] - 1 ? 0 : (g->out[2] - 1 - off2) / g->s[2] + 1;
+            if (hi > g->in[2]) hi = g->in[2];
+            if (hi <= lo) continue;
+            for (int64_t i0 = 0; i0 < g->in[0]; i0++) {
+                int64_t o0 = i0 * g->s[0] + j[0] * g->d[0] - g->p[0];
+                if (o0 < 0 || o0 >= g->out[0]) continue;
+                for (int64_t i1 = 0; i1 < g->in[1]; i1++) {
+                    int64_t o1 = i1 * g->s[1] + j[1] * g->d[1] - g->p[1];
+                    if (o1 < 0 || o1 >= g->out[1]) continue;
+                    axpy_line(y + (o0 * g->out[1] + o1) * g->out[2] + lo * g->s[2] + off2, g->s[2],
+                              xc + (i0 * g->in[1] + i1) * g->in[2] + lo, 1, wv, hi - lo);
+                }
+            }
+        }
+    }
+}
+
+static void rt_k_conv(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+    const RtConvParams *p = &op->p.conv;
+    const RtBuf *xb = BUF_IN(0), *wb = BUF_IN(1), *yb = BUF_OUT(0);
+    Geo g;
+    geo_init(&g, p, xb);
+    int64_t C = xb->dims[1], cout = yb->dims[1], cg = C / p->groups, og = cout / p->groups, r0, r1;
+    const float *x = IN(0), *w = IN(1), *bias = p->has_bias ? IN(2) : NULL;
+    float *y = OUT(0);
+    split(yb->dims[0] * cout, ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t b = r / cout, oc = r % cout, grp = oc / og;
+        float *yr = y + r * g.nout, bv = bias ? bias[oc] : 0.0f;
+        for (int64_t i = 0; i < g.nout; i++) yr[i] = bv;
+        const float *xg = x + (b * C + grp * cg) * g.nin;
+        if (!p->transpose) conv_channel(&g, xg, w + oc * cg * g.ntap, cg, yr);
+        else /* W [C, Cout/groups, taps]: input channel ic's taps for oc at (ic, oc % og) */
+            convt_channel(&g, xg, w + (grp * cg * og + oc % og) * g.ntap, cg, og * g.ntap, yr);
+    }
+    (void)wb;
+}
+
+static void rt_k_pool(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+    const RtConvParams *p = &op->p.conv;
+    const RtBuf *xb = BUF_IN(0);
+    Geo g;
+    geo_init(&g, p, xb);
+    int64_t rows = xb->dims[0] * xb->dims[1], r0, r1;
+    const float *x = IN(0);
+    float *y = OUT(0);
+    split(rows, ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        const float *xr = x + r * g.nin;
+        float *yr = y + r * g.nout;
+        for (int64_t o = 0; o < g.nout; o++) {
+            int64_t oi[3] = {o / (g.out[1] * g.out[2]), o / g.out[2] % g.out[1], o % g.out[2]};
+            float acc = p->pool == RT_POOL_MAX ? -INFINITY : 0.0f;
+            int64_t inside = 0, padded = 0;
+            for (int64_t t = 0; t < g.ntap; t++) {
+                int64_t j[3], off = 0;
+                tap3(&g, t, j);
+                bool in = true, inpad = true;
+                for (int a = 0; a < 3; a++) {
+                    int64_t i = oi[a] * g.s[a] + j[a] - g.p[a];
+                    in = in && i >= 0 && i < g.in[a];
+                    inpad = inpad && i >= -g.p[a] && i < g.in[a] + p->pad_hi[a]; /* unused dims: pad 0 */
+                    off = off * g.in[a] + i;
+                }
+                padded += inpad;
+                if (!in) continue;
+                inside++;
+                float v = xr[off];
+                if (p->pool == RT_POOL_MAX) acc = v > acc ? v : acc;
+                else acc += p->pool == RT_POOL_L2 ? v * v : v;
+            }
+            if (p->pool == RT_POOL_AVG) {
+                int64_t n = p->exclude_pad ? inside : padded;
+                acc = n ? acc / (float)n : 0.0f;
+            } else if (p->pool == RT_POOL_L2) {
+                acc = sqrtf(acc);
+            } else if (!inside) {
+                acc = 0.0f;
+            }
+            yr[o] = acc;
+        }
+    }
+}

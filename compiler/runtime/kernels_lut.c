@@ -1,0 +1,85 @@
+/* kernels_lut.c — the palettized linear layer, reading its weight as the
+ * packed indices it is stored as (a 4-bit weight: a quarter of fp16's
+ * bytes, and decode is bound by the bytes it reads).  Each part takes a
+ * run of output features n, so a thread streams one range of index bytes.
+ * AVX-512, 4-bit: a 64-byte load holds 128 indices; lane j's dword holds
+ * indices 8j..8j+7, so shifting it by 4t bits puts index 8j + t in the low
+ * nibble that vpermps reads: eight shifts and eight 16-entry lookups give
+ * 128 weights in an order (t, j) that x is permuted into once per call.
+ * Other variants, and 8-bit indices, look up one weight at a time.
+ * Compiled once per kernel variant, inside kernels_variant.c. */
+
+enum { LUT_MB = 4, LUT_CHUNK = 128 }; /* rows of x per pass (accumulators in registers); AVX-512 chunk */
+
+static void lut_scalar(const uint8_t *ix, const float *pal, int bits, int64_t k0, int64_t k1, const float *x, int64_t ldx,
+                       int mr, float *acc) {
+    for (int64_t k = k0; k < k1; k++) {
+        unsigned id = bits == 8 ? ix[k] : (unsigned)(ix[k >> 1] >> ((k & 1) * 4)) & 15u;
+        float w = pal[id];
+        for (int m = 0; m < mr; m++) acc[m] += x[m * ldx + k] * w;
+    }
+}
+
+#ifdef RT_AVX512
+/* x's 128-chunks in the order the lookups produce weights: xp[c·128 + 16t + j] = x[c·128 + 8j + t]. */
+static void lut4_permute_x(const float *x, float *xp, int64_t k) {
+    for (int64_t c = 0; c + LUT_CHUNK <= k; c += LUT_CHUNK)
+        for (int t = 0; t < 8; t++)
+            for (int j = 0; j < 16; j++) xp[c + 16 * t + j] = x[c + 8 * j + t];
+}
+
+/* Columns [k0, k1) (multiples of 128) of one row of 4-bit indices. */
+static void lut4_avx512(const uint8_t *ix, const float *pal, int64_t k0, int64_t k1, const float *xp, int64_t ldx, int mr,
+                        float *acc) {
+    __m512 lz = _mm512_loadu_ps(pal), a[LUT_MB][2];
+    for (int m = 0; m < LUT_MB; m++) a[m][0] = a[m][1] = _mm512_setzero_ps();
+    for (int64_t k = k0; k < k1; k += LUT_CHUNK) {
+        __m512i v = _mm512_loadu_si512((const void *)(ix + k / 2));
+        for (int t = 0; t < 8; t++) {
+            __m512 w = _mm512_permutexvar_ps(_mm512_srli_epi32(v, (unsigned)(4 * t)), lz);
+            for (int m = 0; m < mr; m++)
+                a[m][t & 1] = _mm512_fmadd_ps(w, _mm512_loadu_ps(xp + m * ldx + k + 16 * t), a[m][t & 1]);
+        }
+    }
+    for (int m = 0; m < mr; m++) acc[m] += _mm512_reduce_add_ps(_mm512_add_ps(a[m][0], a[m][1]));
+}
+#endif
+
+static void rt_k_lut_gemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+    const RtLutParams *p = &op->p.lut;
+    const RtBuf *xb = BUF_IN(0), *yb = BUF_OUT(0);
+    int64_t K = xb->dims[xb->rank - 1], N = yb->dims[yb->rank - 1], M = xb->numel / K;
+    int64_t rn = N / p->bn, kb = K / p->bk, pal_n = INT64_C(1) << p->bits, rowb = K * p->bits / 8, n0, n1;
+    const float *x = IN(0), *lut = IN(2), *bias = p->has_bias ? IN(3) : NULL, *xs = x;
+    const uint8_t *ix = IN(1);
+    float *y = OUT(0);
+    split(N, ith, nth, &n0, &n1);
+    if (n1 <= n0) return;
+    bool vec = false;
+#ifdef RT_AVX512
+    vec = p->bits == 4 && kb % LUT_CHUNK == 0;
+    if (vec) {
+        float *xp = (float *)(ex->scratch + (size_t)ith * ex->scratch_per_thread);
+        for (int64_t m = 0; m < M; m++) lut4_permute_x(x + m * K, xp + m * K, K);
+        xs = xp;
+    }
+#endif
+    for (int64_t m0 = 0; m0 < M; m0 += LUT_MB) {
+        int mr = M - m0 < LUT_MB ? (int)(M - m0) : LUT_MB;
+        for (int64_t n = n0; n < n1; n++) {
+            float acc[LUT_MB] = {0};
+            for (int64_t b = 0; b < p->bk; b++) {
+                const float *pal = lut + ((n / rn) * p->bk + b) * pal_n;
+#ifdef RT_AVX512
+                if (vec) {
+                    lut4_avx512(ix + n * rowb, pal, b * kb, (b + 1) * kb, xs + m0 * K, K, mr, acc);
+                    continue;
+                }
+#endif
+                lut_scalar(ix + n * rowb, pal, p->bits, b * kb, (b + 1) * kb, xs + m0 * K, K, mr, acc);
+            }
+            for (int m = 0; m < mr; m++) y[(m0 + m) * N + n] = acc[m] + (bias ? bias[n] : 0.0f);
+        }
+    }
+    (void)vec;
+}

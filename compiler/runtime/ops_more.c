@@ -1,0 +1,203 @@
+/* ops_more.c — shape and parameter rules of the ops beyond the transformer
+ * set: elementwise math, comparisons and logic, every reduction,
+ * convolution (as columns for the GEMM, or direct) and pooling.  Like
+ * ops.c, run by the builder when an op is recorded and by the loader on
+ * untrusted bytes. */
+#include <math.h>
+
+#include "rt_internal.h"
+
+#define FAIL(...) return rt_errf(err, errlen, RT_EINVAL, __VA_ARGS__)
+#define B(i) (&bufs[op->in[i]])
+#define O(i) (&bufs[op->out[i]])
+
+/* Ops of RT_OP_ELTWISE that also take int32. */
+static bool elt_int_ok(int e) {
+    return e == RT_EL_ABS || e == RT_EL_SIGN || e == RT_EL_SQUARE || e == RT_EL_EXP2 || e == RT_EL_THRESHOLD;
+}
+
+int rt_check_eltwise(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtEltParams *p = &op->p.elt;
+    const RtBuf *x = B(0), *y = O(0);
+    if (p->op < 0 || p->op >= RT_EL_COUNT_) FAIL("eltwise: bad op %d", p->op);
+    int want = p->op == RT_EL_PRELU ? 1 : p->op == RT_EL_SOFTPLUS_P ? 2 : 0;
+    if (p->nparams != want || (int)op->nin != 1 + want) FAIL("eltwise: op %d takes %d per-channel inputs", p->op, want);
+    if (!rt_same_dims(x, y) || x->dtype != y->dtype) FAIL("eltwise: y must match x");
+    if (p->op == RT_EL_NOT) {
+        if (x->dtype != RT_BOOL) FAIL("eltwise: logical_not takes bool");
+    } else if (x->dtype != RT_F32 && !(x->dtype == RT_I32 && elt_int_ok(p->op))) {
+        FAIL("eltwise: op %d takes fp32%s", p->op, elt_int_ok(p->op) ? " or int32" : "");
+    }
+    for (int i = 1; i <= want; i++)
+        if (x->rank < 2 || B(i)->dtype != RT_F32 || B(i)->numel != x->dims[1])
+            FAIL("eltwise: per-channel parameters must hold dims[1] fp32");
+    return RT_OK;
+}
+
+int rt_check_binop(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtBuf *ins[2] = {B(0), B(1)}, *c = O(0);
+    int o = op->p.bin.op;
+    if (o < 0 || o >= RT_BO_COUNT_) FAIL("binop: bad op %d", o);
+    if (ins[0]->dtype != ins[1]->dtype) FAIL("binop: operand dtypes differ");
+    bool logic = o >= RT_BO_AND, cmp = o >= RT_BO_EQ;
+    if (logic ? ins[0]->dtype != RT_BOOL : ins[0]->dtype != RT_F32 && ins[0]->dtype != RT_I32)
+        FAIL("binop: op %d does not take dtype %u", o, ins[0]->dtype);
+    if (c->dtype != (cmp ? RT_BOOL : ins[0]->dtype)) FAIL("binop: wrong result dtype");
+    if (!rt_bcast_result(ins, 2, c)) FAIL("binop: result is not the broadcast shape");
+    return RT_OK;
+}
+
+int rt_check_reducex(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtBuf *x = B(0), *y = O(0);
+    const RtReduceParams *p = &op->p.red;
+    if (p->op < 0 || p->op >= RT_RX_COUNT_) FAIL("reducex: bad op %d", p->op);
+    bool arg = p->op == RT_RX_ARGMAX || p->op == RT_RX_ARGMIN;
+    if (x->dtype != RT_F32 && x->dtype != RT_I32) FAIL("reducex: fp32 or int32 only");
+    if (y->dtype != (arg ? RT_I32 : x->dtype)) FAIL("reducex: wrong result dtype");
+    if (x->rank < 32 && (p->axes >> x->rank)) FAIL("reducex: axis out of range");
+    if (arg && (p->axes == 0 || (p->axes & (p->axes - 1)))) FAIL("reducex: arg reductions take one axis");
+    int64_t kept = 1;
+    for (uint32_t i = 0; i < x->rank; i++)
+        if (!(p->axes >> i & 1)) kept *= x->dims[i];
+    if (y->numel != kept) FAIL("reducex: result must hold the %lld kept elements", (long long)kept);
+    return RT_OK;
+}
+
+/* The parts every convolution-like op shares: x [B, C, *in] F32, the
+ * kernel geometry in range, unused dims past nsp neutral. */
+static int check_geometry(const RtBuf *x, const RtConvParams *p, char *err, size_t errlen) {
+    if (p->nsp < 1 || p->nsp > 3) FAIL("conv: %d spatial dims (1 to 3)", p->nsp);
+    if (x->dtype != RT_F32 || (int)x->rank != 2 + p->nsp) FAIL("conv: x must be fp32 [B, C, %d spatial dims]", p->nsp);
+    if (p->reserved[0] || p->reserved[1]) FAIL("conv: reserved fields set");
+    int64_t taps = 1;
+    for (int i = 0; i < 3; i++) {
+        bool used = i < p->nsp;
+        const int32_t lim = 1 << 16;
+        if (p->k[i] < 1 || p->stride[i] < 1 || p->dil[i] < 1 || p->k[i] > lim || p->stride[i] > lim || p->dil[i] > lim ||
+            p->pad_lo[i] < 0 || p->pad_hi[i] < 0 || p->pad_lo[i] > lim || p->pad_hi[i] > lim || p->out[i] < 1)
+            FAIL("conv: bad geometry on spatial dim %d", i);
+        if (!used && (p->k[i] != 1 || p->stride[i] != 1 || p->dil[i] != 1 || p->pad_lo[i] || p->pad_hi[i] || p->out[i] != 1))
+            FAIL("conv: spatial dim %d is unused and must be neutral", i);
+        taps *= p->k[i];
+    }
+    if (taps > (1 << 20)) FAIL("conv: %lld kernel taps", (long long)taps);
+    return RT_OK;
+}
+
+static int check_out(const RtBuf *x, const RtBuf *y, int64_t channels, const RtConvParams *p, char *err, size_t errlen) {
+    if (y->dtype != RT_F32 || y->rank != x->rank || y->dims[0] != x->dims[0] || y->dims[1] != channels)
+        FAIL("conv: y must be fp32 [B, %lld, ...]", (long long)channels);
+    for (int i = 0; i < p->nsp; i++)
+        if (y->dims[2 + i] != p->out[i]) FAIL("conv: output spatial dim %d is %lld, params say %d", i, (long long)y->dims[2 + i], p->out[i]);
+    return RT_OK;
+}
+
+int rt_check_pad_nhwc(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtConvParams *p = &op->p.conv;
+    const RtBuf *x = B(0), *y = O(0);
+    int rc = check_geometry(x, p, err, errlen);
+    if (rc) return rc;
+    if (p->nsp != 2 || p->groups != 1 || p->has_bias || p->transpose || p->pool || p->exclude_pad) FAIL("pad_nhwc: bad flags");
+    /* any Hp, Wp: the kernel reads x only where the shifted index lies inside it */
+    if (y->dtype != RT_F32 || y->rank != 4 || y->dims[0] != x->dims[0] || y->dims[3] != x->dims[1])
+        FAIL("pad_nhwc: y must be fp32 [B, Hp, Wp, C]");
+    return RT_OK;
+}
+
+int rt_check_conv_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtConvParams *p = &op->p.conv;
+    const RtBuf *x = B(0), *w = B(1), *y = O(0);
+    if (p->nsp != 2 || p->groups != 1 || (p->has_bias & ~1) || p->transpose || p->pool || p->exclude_pad || p->reserved[0] ||
+        p->reserved[1] || p->k[2] != 1 || p->stride[2] != 1 || p->dil[2] != 1 || p->out[2] != 1)
+        FAIL("conv_gemm: bad flags");
+    if ((int)op->nin != 2 + p->has_bias) FAIL("conv_gemm: wrong input count");
+    if (x->dtype != RT_F32 || x->rank != 4) FAIL("conv_gemm: x must be fp32 [B, Hp, Wp, C]");
+    int64_t c = x->dims[3], span[2];
+    for (int i = 0; i < 2; i++) {
+        const int32_t lim = 1 << 16;
+        if (p->k[i] < 1 || p->stride[i] < 1 || p->dil[i] < 1 || p->k[i] > lim || p->stride[i] > lim || p->dil[i] > lim || p->out[i] < 1)
+            FAIL("conv_gemm: bad geometry on spatial dim %d", i);
+        /* every tap of every output inside x: the GEMM reads x where it lies */
+        span[i] = (int64_t)(p->out[i] - 1) * p->stride[i] + (int64_t)(p->k[i] - 1) * p->dil[i] + 1;
+        if (span[i] > x->dims[1 + i]) FAIL("conv_gemm: x's dim %d (%lld) is short of %lld", 1 + i, (long long)x->dims[1 + i], (long long)span[i]);
+    }
+    if (w->dtype != RT_F32 || w->rank != 2 || w->dims[0] != (int64_t)p->k[0] * p->k[1] * c) FAIL("conv_gemm: W must be fp32 [KH·KW·C, Cout]");
+    int64_t cout = w->dims[1];
+    if (y->dtype != RT_F32 || y->rank != 4 || y->dims[0] != x->dims[0] || y->dims[1] != cout || y->dims[2] != p->out[0] ||
+        y->dims[3] != p->out[1])
+        FAIL("conv_gemm: y must be fp32 [B, Cout, out0, out1]");
+    if (p->has_bias && (B(2)->dtype != RT_F32 || B(2)->numel != cout)) FAIL("conv_gemm: bias must hold %lld fp32", (long long)cout);
+    return RT_OK;
+}
+
+int rt_check_conv(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtConvParams *p = &op->p.conv;
+    const RtBuf *x = B(0), *w = B(1), *y = O(0);
+    int rc = check_geometry(x, p, err, errlen);
+    if (rc) return rc;
+    if ((p->has_bias | p->transpose) & ~1 || p->pool || p->exclude_pad) FAIL("conv: bad flags");
+    if ((int)op->nin != 2 + p->has_bias) FAIL("conv: wrong input count");
+    if (p->groups < 1 || x->dims[1] % p->groups) FAIL("conv: %d groups do not divide %lld channels", p->groups, (long long)x->dims[1]);
+    if (w->dtype != RT_F32 || w->rank != x->rank) FAIL("conv: W must be fp32 of x's rank");
+    for (int i = 0; i < p->nsp; i++)
+        if (w->dims[2 + i] != p->k[i]) FAIL("conv: W's kernel dims disagree with the params");
+    int64_t cout;
+    if (!p->transpose) {
+        cout = w->dims[0];
+        if (w->dims[1] * p->groups != x->dims[1] || cout % p->groups) FAIL("conv: W must be [Cout, C/groups, ...]");
+    } else {
+        cout = w->dims[1] * p->groups;
+        if (w->dims[0] != x->dims[1]) FAIL("conv_transpose: W must be [C, Cout/groups, ...]");
+    }
+    if ((rc = check_out(x, y, cout, p, err, errlen))) return rc;
+    if (p->has_bias && (B(2)->dtype != RT_F32 || B(2)->numel != cout)) FAIL("conv: bias must hold %lld fp32", (long long)cout);
+    return RT_OK;
+}
+
+int rt_check_pool(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtConvParams *p = &op->p.conv;
+    const RtBuf *x = B(0), *y = O(0);
+    int rc = check_geometry(x, p, err, errlen);
+    if (rc) return rc;
+    if (p->groups != 1 || p->has_bias || p->transpose || p->pool < RT_POOL_MAX || p->pool > RT_POOL_L2 || p->exclude_pad & ~1)
+        FAIL("pool: bad flags");
+    for (int i = 0; i < p->nsp; i++)
+        if (p->dil[i] != 1) FAIL("pool: dilation must be 1");
+    return check_out(x, y, x->dims[1], p, err, errlen);
+}
+
+/* Output positions CONV_GEMM gathers into its A block at a time: about
+ * 512 KB of fp32 rows of K·K·C taps, in whole tiles (each 64-column panel
+ * of W is streamed over the block once: few rows would stream W too often,
+ * so at least 48). */
+int64_t rt_conv_gemm_rows(const RtBuf *bufs, const RtOpRec *op) {
+    const RtConvParams *p = &op->p.conv;
+    int64_t depth = (int64_t)p->k[0] * p->k[1] * bufs[op->in[0]].dims[3];
+    int64_t rows = (512 * 1024 / (int64_t)sizeof(float)) / depth / RT_TILE_M * RT_TILE_M;
+    return rows < 48 ? 48 : rows > 240 ? 240 : rows;
+}
+
+size_t rt_s_conv_gemm(const RtBuf *bufs, const RtOpRec *op) {
+    const RtConvParams *p = &op->p.conv;
+    int64_t depth = (int64_t)p->k[0] * p->k[1] * bufs[op->in[0]].dims[3];
+    return (size_t)(rt_conv_gemm_rows(bufs, op) * depth) * sizeof(float);
+}
+
+int rt_check_lut_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtLutParams *p = &op->p.lut;
+    const RtBuf *x = B(0), *ix = B(1), *lut = B(2), *y = O(0);
+    if ((p->bits != 4 && p->bits != 8) || (p->has_bias & ~1) || (int)op->nin != 3 + p->has_bias) FAIL("lut_gemm: bad params");
+    if (x->dtype != RT_F32 || y->dtype != RT_F32 || x->rank < 1 || x->rank != y->rank) FAIL("lut_gemm: x and y must be fp32 of one rank");
+    if (ix->dtype != RT_U8 || ix->kind != RT_BUF_WEIGHT || ix->rank != 2) FAIL("lut_gemm: indices must be a u8 weight [N, K·bits/8]");
+    int64_t k = x->dims[x->rank - 1], n = y->dims[y->rank - 1];
+    for (uint32_t i = 0; i + 1 < x->rank; i++)
+        if (x->dims[i] != y->dims[i]) FAIL("lut_gemm: y's leading dims must be x's");
+    if (k * p->bits % 8 || ix->dims[0] != n || ix->dims[1] != k * p->bits / 8) FAIL("lut_gemm: indices must be [%lld, %lld]", (long long)n, (long long)(k * p->bits / 8));
+    if (p->bn < 1 || p->bk < 1 || n % p->bn || k % p->bk) FAIL("lut_gemm: %d x %d palettes do not divide [%lld, %lld]", p->bn, p->bk, (long long)n, (long long)k);
+    if (lut->dtype != RT_F32 || lut->numel != (int64_t)p->bn * p->bk << p->bits) FAIL("lut_gemm: lut must hold %d x %d palettes of %d fp32", p->bn, p->bk, 1 << p->bits);
+    if (p->has_bias && (B(3)->dtype != RT_F32 || B(3)->numel != n)) FAIL("lut_gemm: bias must hold %lld fp32", (long long)n);
+    return RT_OK;
+}
+
+/* The AVX-512 kernel's copy of x in its lookup order (other variants use none). */
+size_t rt_s_lut_gemm(const RtBuf *bufs, const RtOpRec *op) { return (size_t)bufs[op->in[0]].numel * sizeof(float); }

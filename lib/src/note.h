@@ -1,0 +1,26 @@
+/* note.h — the request note's bytes (request.c): what a repeated request
+ * finds in the cache.  Read back as untrusted input. */
+#ifndef MILC_LIB_NOTE_H
+#define MILC_LIB_NOTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "milc/cache.h"
+
+enum { NOTE_MAX_JOBS = 100000, NOTE_LABEL_MAX = 256 };
+
+typedef struct NoteJob {
+    int mode;                   /* 0, 1, 2 */
+    char label[NOTE_LABEL_MAX]; /* NUL-terminated, may be empty */
+    CacheKey key;               /* the artifact's */
+} NoteJob;
+
+/* "MRQ1", u32 LE count, then per job: u8 mode, u16 LE label length, the
+ * label, the 16-byte key.  A malloc'd buffer and its length, or NULL. */
+uint8_t *note_encode(const NoteJob *jobs, int n, size_t *len);
+/* The jobs of a note (*out malloc'd) and their count (>= 1), or -1 when the
+ * bytes are not exactly one well-formed note. */
+int note_decode(const uint8_t *p, size_t n, NoteJob **out);
+
+#endif

@@ -1,0 +1,102 @@
+/* pipeline.h — `milc build`'s path through generator, compiler and cache:
+ * the key records, the direct and full lookups, compile on a miss, store. */
+#ifndef MILC_LIB_PIPELINE_H
+#define MILC_LIB_PIPELINE_H
+
+#include <stdbool.h>
+#include "lib.h"
+#include "milc/cache.h"
+#include "milc/gen.h"
+#include "milc/remote.h"
+
+/* A key-record item tag: four characters, big-endian. */
+#define KEY_TAG(a, b, c, d) ((uint32_t)(a) << 24 | (uint32_t)(b) << 16 | (uint32_t)(c) << 8 | (uint32_t)(d))
+
+/* Key-record layout version; bump when the set or meaning of fields changes. */
+#define MILC_KEY_FORMAT 2
+
+enum { BUILD_VERIFY_NONE = 0, BUILD_VERIFY_FULL = 1, BUILD_VERIFY_ONCE = 2 };
+
+typedef enum { BUILD_MISS = 0, BUILD_HIT_DIRECT = 1, BUILD_HIT_FULL = 2 } BuildOutcome;
+
+typedef struct BuildResult {
+    CacheKey key;          /* the artifact key */
+    BuildOutcome outcome;
+    uint64_t artifact_bytes;
+    int dispatches;        /* per forward, from the compiler */
+    bool checksummed;      /* a hit: its checksum was recomputed now (else it had
+                              passed earlier, or --no-verify) */
+    bool from_note;        /* a direct hit whose key came from the request's note
+                              (request.c): no template was read */
+    bool from_remote;      /* a hit the remote tier brought into the local cache */
+    /* Timing breakdown in ms (0 where the stage did not run). */
+    double ms_lookup, ms_generate, ms_check, ms_passes, ms_lower, ms_store, ms_total;
+    char description[160];
+    uint8_t wdig[16];      /* the weights' digest the keys were made with */
+} BuildResult;
+
+typedef struct BuildRequest {
+    GenConfig *config;   /* resolved */
+    const char *weights; /* weight source, NULL = random:0 */
+    const uint8_t *weights_digest; /* its gen_weights_digest, if the caller has it,
+                                      to look up; NULL: computed here */
+    const GenWeights *source; /* the weights read once (gen_weights_open of
+                                 weights), shared by a request's programs, or
+                                 NULL: read here on a miss.  Keys stored name
+                                 the digest of the bytes compiled, whatever
+                                 weights_digest said. */
+    int mode;            /* 0, 1, 2 */
+    const char *tmp_root; /* where scratch directories go (the cache dir) */
+    int verify_hits;     /* on a hit: BUILD_VERIFY_NONE no checksum, _FULL checksum
+                            every byte, _ONCE unless it passed since boot and
+                            nothing but milc wrote the cache since (CACHE_GET_VERIFY_ONCE) */
+    CacheHit **hit_out;  /* non-NULL: on success, the stored artifact's hit
+                            (the caller releases it) */
+    uint64_t max_memory; /* --max-memory: GenOptions.max_memory; 0: no limit */
+    Remote *remote;      /* the shared tier (tier.h), or NULL: read-through on a
+                            local miss, write-back after a store */
+} BuildRequest;
+
+/* What every key record starts with: key format, milc version, backend,
+ * artifact format. */
+void pipeline_key_base(CacheKeyBuilder *b);
+
+/* The instruction-set features this milc was compiled for ("x86_64 avx2 fma
+ * avx512f ..."): a key field, since the compiler's own arithmetic (constant
+ * folding, packing) runs with them (cpufeat.c). */
+const char *pipeline_cpu_features(void);
+
+/* The direct key's record of req (key base, mode, template digest, the
+ * canonical parameters params, weight source and digest) in *db (the caller
+ * frees it) and its key.  MILC_OK, or MILC_E_INPUT / MILC_E_SYSTEM (a weight
+ * source that cannot be read: diagnostics in d). */
+int pipeline_direct_record(const BuildRequest *req, const char *params, CacheKeyBuilder *db, CacheKey *dkey,
+                           DiagSink *d);
+
+/* A hit is served only if its artifact is one this runtime reads, of the
+ * mode asked for. */
+bool pipeline_hit_usable(CacheHit *hit, int mode);
+
+/* The cache_get flags that check a hit under policy (BUILD_VERIFY_*). */
+unsigned verify_get_flags(int policy);
+
+typedef struct ProgramRequest {
+    const char *what;   /* for `cache ls`: the file */
+    int mode;
+    int verify_hits;    /* BUILD_VERIFY_* */
+    CacheHit **hit_out; /* required: the entry, for the caller to run */
+} ProgramRequest;
+
+/* A checked program from a file (text or package) compiled through the cache
+ * under the full key only: the canonical text and the weight files' digests,
+ * so the same program in any container, or made by `milc build`, is one
+ * entry.  Returns EXIT_*, diagnostics in d. */
+struct IrProgram;
+int pipeline_program(Cache *c, const struct IrProgram *p, const char *model_dir, const ProgramRequest *req,
+                     BuildResult *res, DiagSink *d);
+
+/* Build one program or find it in the cache.  Returns MILC_OK, or MILC_E_INPUT
+ * with diagnostics in d, or MILC_E_SYSTEM with a message printed. */
+int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink *d);
+
+#endif

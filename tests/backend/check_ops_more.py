@@ -1,0 +1,326 @@
+# check_ops_more.py — the ops beyond the transformer set (elementwise math,
+# activations, comparisons and logic, every reduction, normalizations,
+# convolution, pooling) against NumPy, for each dtype MIL allows them:
+# fp32 (max relative error), fp16 (relative L2 <= 2e-3 against a reference
+# on fp16-rounded inputs), int32 and bool (exact).  Run by check_ops.py,
+# whose helpers (case, const, ty, R, rng) it uses.
+import itertools
+
+
+def f16(a):
+    return np.asarray(a, np.float32).astype(np.float16).astype(np.float32)
+
+
+def as_dt(a, dt):
+    if dt == "fp16":
+        return f16(a)
+    if dt == "int32":
+        return np.round(a).astype(np.int32)
+    if dt == "bool":
+        return np.asarray(a, bool)
+    return np.asarray(a, np.float32)
+
+
+def op_case(label, name, ins, dt, ref, params=(), out_dt=None, tol=2e-5, shape=None):
+    """One op: inputs ins (name -> array, in dtype dt), const params
+    (argname, value, dtype), reference ref(*inputs as float64 / bool)."""
+    ins = {n: as_dt(a, dt) for n, a in ins.items()}
+    body = [const("p_" + a, v, pdt) for a, v, pdt in params]
+    args = ", ".join(["%s = in_%s" % (n, n) for n in ins] + ["%s = p_%s" % (a, a) for a, _, _ in params])
+    want = ref(*[a if dt == "bool" else a.astype(np.float64) for a in ins.values()])
+    out_dt = out_dt or dt
+    want = np.asarray(want)
+    body.append("%s y = %s(%s);" % (ty(want, out_dt) if want.ndim else out_dt, name, args))
+    case(label, {"in_" + n: (a, dt) for n, a in ins.items()}, body, {"y": (want, out_dt)}, tol=tol)
+
+
+u = R(2, 3, 4)
+pos = np.abs(u) + 0.5
+unit = np.tanh(u) * 0.9
+sig_ = lambda v: 1 / (1 + np.exp(-v))
+FLOAT = ("fp32", "fp16")
+NUM = ("fp32", "fp16", "int32")
+unary = [
+    ("abs", u * 3, np.abs, NUM), ("acos", unit, np.arccos, FLOAT), ("asin", unit, np.arcsin, FLOAT),
+    ("atan", u, np.arctan, FLOAT), ("atanh", unit, np.arctanh, FLOAT), ("ceil", u * 3, np.ceil, FLOAT),
+    ("cos", u, np.cos, FLOAT), ("cosh", u, np.cosh, FLOAT), ("erf", u, np.vectorize(math.erf), FLOAT),
+    ("exp2", u * 3, np.exp2, FLOAT), ("exp2", np.abs(u) * 4, lambda v: np.exp2(v).astype(np.int64), ("int32",)),
+    ("floor", u * 3, np.floor, FLOAT), ("inverse", pos, lambda v: 1 / (v + 1e-4), FLOAT),
+    ("log", pos, np.log, FLOAT), ("round", u * 3, np.round, FLOAT), ("sign", u * 3, np.sign, NUM),
+    ("sin", u, np.sin, FLOAT), ("sinh", u, np.sinh, FLOAT), ("square", u * 3, np.square, NUM),
+    ("tan", unit, np.tan, FLOAT), ("relu", u, lambda v: np.maximum(v, 0), FLOAT),
+    ("relu6", u * 4, lambda v: np.clip(v, 0, 6), FLOAT),
+    ("softplus", u * 3, lambda v: np.log1p(np.exp(v)), FLOAT), ("softsign", u, lambda v: v / (1 + np.abs(v)), FLOAT),
+]
+for name, x, ref, dts in unary:
+    for dt in dts:
+        op_case("%s_%s" % (name, dt), name, {"x": x}, dt, ref, tol=1e-4)
+# activations with scalar parameters (fp32 parameters: ios17+ lets them differ from x's dtype)
+acts = [
+    ("clip", [("alpha", -0.5), ("beta", 0.7)], lambda v: np.clip(v, -0.5, 0.7)),
+    ("threshold", [("alpha", 0.2)], lambda v: np.maximum(v, 0.2)),
+    ("thresholded_relu", [("alpha", 0.3)], lambda v: np.where(v >= 0.3, v, 0)),
+    ("elu", [("alpha", 0.8)], lambda v: np.where(v > 0, v, 0.8 * np.expm1(v))),
+    ("leaky_relu", [("alpha", 0.1)], lambda v: np.where(v < 0, 0.1 * v, v)),
+    ("clamped_relu", [("alpha", 0.1), ("beta", 0.6)],
+     lambda v: np.minimum(np.maximum(v, 0), 0.6) + np.minimum(np.minimum(v, 0) * 0.1, 0.6)),
+    ("linear_activation", [("alpha", 2.0), ("beta", -1.0)], lambda v: 2 * v - 1),
+    ("scaled_tanh", [("alpha", 1.5), ("beta", 0.7)], lambda v: 1.5 * np.tanh(0.7 * v)),
+    ("sigmoid_hard", [("alpha", 0.2), ("beta", 0.5)], lambda v: np.clip(0.2 * v + 0.5, 0, 1)),
+]
+for name, ps, ref in acts:
+    for dt in FLOAT:
+        pdt = "fp32" if name != "clip" and name != "threshold" else dt
+        op_case("%s_%s" % (name, dt), name, {"x": u * 2}, dt, ref, [(a, v, pdt) for a, v in ps], tol=1e-4)
+op_case("threshold_int32", "threshold", {"x": u * 5}, "int32", lambda v: np.maximum(v, 1), [("alpha", 1, "int32")])
+x4 = R(2, 3, 4, 5)
+al, be = np.array([0.1, -0.5, 2.0], np.float32), np.array([0.5, 1.0, 2.0], np.float32)
+for dt in FLOAT:
+    op_case("prelu_" + dt, "prelu", {"x": x4}, dt, lambda v: np.where(v > 0, v, al[None, :, None, None] * v),
+            [("alpha", al, "fp32")])
+    op_case("softplus_parametric_" + dt, "softplus_parametric", {"x": x4}, dt,
+            lambda v: al[None, :, None, None] * np.log1p(np.exp(be[None, :, None, None] * v)),
+            [("alpha", al, "fp32"), ("beta", be, "fp32")], tol=1e-4)
+# binary: broadcasting, every dtype
+a, b = R(2, 3, 4) * 4, R(3, 1) * 4
+bnz = np.where(np.abs(np.round(b)) < 1, 2.0, b)  # int32 divisors stay nonzero after rounding
+binary = [("maximum", np.maximum, NUM, None), ("minimum", np.minimum, NUM, None),
+          ("floor_div", lambda p, q: np.floor_divide(p, q), NUM, None), ("mod", np.mod, NUM, None),
+          ("equal", np.equal, NUM, "bool"), ("not_equal", np.not_equal, NUM, "bool"),
+          ("greater", np.greater, NUM, "bool"), ("greater_equal", np.greater_equal, NUM, "bool"),
+          ("less", np.less, NUM, "bool"), ("less_equal", np.less_equal, NUM, "bool")]
+for name, fn, dts, odt in binary:
+    for dt in dts:
+        # ties on purpose: y repeats some of x's values (after rounding to the dtype)
+        yv = np.where(rng.random(bnz.shape) < 0.3, np.round(bnz), bnz)
+        op_case("%s_%s" % (name, dt), name, {"x": np.round(a) if dt != "fp32" else a, "y": yv}, dt, fn, out_dt=odt, tol=1e-5)
+ba, bb = rng.random((2, 3, 4)) > 0.5, rng.random((3, 1)) > 0.5
+for name, fn in [("logical_and", np.logical_and), ("logical_or", np.logical_or), ("logical_xor", np.logical_xor)]:
+    op_case(name, name, {"x": ba, "y": bb}, "bool", fn)
+op_case("logical_not", "logical_not", {"x": ba}, "bool", np.logical_not)
+# reductions over any axes
+rx = R(3, 4, 5)
+reds = [("reduce_sum", np.sum, NUM), ("reduce_mean", np.mean, FLOAT), ("reduce_max", np.max, NUM),
+        ("reduce_min", np.min, NUM), ("reduce_prod", np.prod, NUM),
+        ("reduce_l1_norm", lambda v, axis, keepdims: np.abs(v).sum(axis, keepdims=keepdims), NUM),
+        ("reduce_l2_norm", lambda v, axis, keepdims: np.sqrt((v * v).sum(axis, keepdims=keepdims)), FLOAT),
+        ("reduce_log_sum", lambda v, axis, keepdims: np.log(v.sum(axis, keepdims=keepdims)), FLOAT),
+        ("reduce_log_sum_exp", lambda v, axis, keepdims: np.log(np.exp(v).sum(axis, keepdims=keepdims)), FLOAT),
+        ("reduce_sum_square", lambda v, axis, keepdims: (v * v).sum(axis, keepdims=keepdims), NUM)]
+for name, fn, dts in reds:
+    for dt, (axes, keep) in itertools.product(dts, [((0, 2), False), ((1,), True), ((0, 1, 2), False)]):
+        src = np.abs(rx) + 0.5 if name == "reduce_log_sum" else rx * (1.2 if name == "reduce_prod" else 3)
+        if dt == "int32" and name == "reduce_prod":
+            src = np.clip(src, -2, 2)
+        ax = np.array(axes)
+        op_case("%s_%s_%s" % (name, dt, "".join(map(str, axes))), name, {"x": src}, dt,
+                lambda v: fn(v, axis=axes, keepdims=keep), [("axes", ax, "int32"), ("keep_dims", keep, "bool")], tol=1e-4)
+for name, fn in [("reduce_argmax", np.argmax), ("reduce_argmin", np.argmin)]:
+    for dt, (axis, keep) in itertools.product(NUM, [(1, False), (-1, True)]):
+        src = np.round(rx * 3) if dt != "fp32" else rx  # ties: the first index wins
+        op_case("%s_%s_%d" % (name, dt, axis), name, {"x": src}, dt,
+                lambda v: np.expand_dims(fn(v, axis), axis) if keep else fn(v, axis),
+                [("axis", axis, "int32"), ("keep_dims", keep, "bool")], out_dt="int32")
+# normalizations
+xn = R(2, 3, 4, 5) * 2 + 1
+mu_, var_ = R(3), np.abs(R(3)) + 0.5
+for dt in FLOAT:
+    op_case("batch_norm_" + dt, "batch_norm", {"x": xn}, dt,
+            lambda v: (v - mu_[:, None, None]) / np.sqrt(var_[:, None, None] + 1e-3) * al[:, None, None] + be[:, None, None],
+            [("mean", mu_, "fp32"), ("variance", var_, "fp32"), ("gamma", al, "fp32"), ("beta", be, "fp32"),
+             ("epsilon", 1e-3, "fp32")], tol=1e-4)
+    m_, v_ = xn.mean((2, 3), keepdims=True), xn.var((2, 3), keepdims=True)
+    op_case("instance_norm_" + dt, "instance_norm", {"x": xn}, dt,
+            lambda v: (v - v.mean((2, 3), keepdims=True)) / np.sqrt(v.var((2, 3), keepdims=True) + 1e-5) * al[:, None, None]
+            + be[:, None, None], [("gamma", al, "fp32"), ("beta", be, "fp32")], tol=1e-4)
+
+
+# convolution and pooling: NumPy references, any spatial rank
+def conv_ref(x, w, bias, s, d, plo, phi, g):
+    nsp = x.ndim - 2
+    xp = np.pad(x, [(0, 0), (0, 0)] + list(zip(plo, phi)))
+    k = w.shape[2:]
+    out = [(xp.shape[2 + i] - (k[i] - 1) * d[i] - 1) // s[i] + 1 for i in range(nsp)]
+    cout, cg = w.shape[0], x.shape[1] // g
+    og = cout // g
+    y = np.zeros((x.shape[0], cout) + tuple(out))
+    for t in np.ndindex(*k):
+        sl = tuple(slice(t[i] * d[i], t[i] * d[i] + (out[i] - 1) * s[i] + 1, s[i]) for i in range(nsp))
+        patch = xp[(slice(None), slice(None)) + sl]
+        for gi in range(g):
+            y[:, gi * og:(gi + 1) * og] += np.einsum("oc,bc...->bo...", w[(slice(gi * og, (gi + 1) * og), slice(None)) + t],
+                                                     patch[:, gi * cg:(gi + 1) * cg])
+    if bias is not None:
+        y += bias.reshape((1, -1) + (1,) * nsp)
+    return y
+
+
+def convt_ref(x, w, bias, s, d, plo, out, g):
+    nsp = x.ndim - 2
+    k, n = w.shape[2:], x.shape[2:]
+    full = [(n[i] - 1) * s[i] + (k[i] - 1) * d[i] + 1 for i in range(nsp)]
+    cg, og = x.shape[1] // g, w.shape[1]
+    y = np.zeros((x.shape[0], og * g) + tuple(max(full[i], plo[i] + out[i]) for i in range(nsp)))
+    for t in np.ndindex(*k):
+        sl = tuple(slice(t[i] * d[i], t[i] * d[i] + (n[i] - 1) * s[i] + 1, s[i]) for i in range(nsp))
+        for gi in range(g):
+            part = np.einsum("co,bc...->bo...", w[(slice(gi * cg, (gi + 1) * cg), slice(None)) + t], x[:, gi * cg:(gi + 1) * cg])
+            y[(slice(None), slice(gi * og, (gi + 1) * og)) + sl] += part
+    y = y[(slice(None), slice(None)) + tuple(slice(plo[i], plo[i] + out[i]) for i in range(nsp))]
+    return y + bias.reshape((1, -1) + (1,) * nsp) if bias is not None else y
+
+
+def conv_case(label, xs, ws, s, d, pad, g, dt="fp32", pad_type="custom", bias=True):
+    nsp = len(xs) - 2
+    x, w = R(*xs), R(*ws) * 0.3
+    bv = R(ws[0]) if bias else None
+    if pad_type == "same":
+        plo, phi = [], []
+        for i in range(nsp):
+            o = -(-xs[2 + i] // s[i])
+            tot = max((o - 1) * s[i] + (ws[2 + i] - 1) * d[i] + 1 - xs[2 + i], 0)
+            plo.append(tot // 2), phi.append(tot - tot // 2)
+    else:
+        plo, phi = list(pad[0::2]), list(pad[1::2])
+    xi, wi = as_dt(x, dt), as_dt(w, dt)
+    want = conv_ref(xi.astype(np.float64), wi.astype(np.float64), None if bv is None else as_dt(bv, dt).astype(np.float64),
+                    s, d, plo, phi, g)
+    body = [const("w", wi, dt), const("st", np.array(s), "int32"), const("dl", np.array(d), "int32"),
+            'string pt = const()[val = string("%s")];' % pad_type, const("pd", np.array(pad if pad_type == "custom" else [0] * 2 * nsp), "int32"),
+            const("g", g, "int32")]
+    bias_arg = ""
+    if bias:
+        body.append(const("b", as_dt(bv, dt), dt))
+        bias_arg = ", bias = b"
+    body.append("%s y = conv(x = x, weight = w%s, strides = st, pad_type = pt, pad = pd, dilations = dl, groups = g);"
+                % (ty(want, dt), bias_arg))
+    case(label, {"x": (xi, dt)}, body, {"y": (want, dt)}, tol=1e-4)
+
+
+for dt in FLOAT:
+    conv_case("conv3x3_s1_" + dt, (1, 8, 9, 10), (16, 8, 3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1, dt)
+    conv_case("conv3x3_s2_" + dt, (2, 6, 11, 9), (5, 6, 3, 3), (2, 2), (1, 1), (1, 0, 2, 1), 1, dt)
+conv_case("conv_dilated_same", (1, 4, 12, 12), (6, 4, 3, 3), (1, 1), (2, 2), None, 1, pad_type="same")
+conv_case("conv_same_s2", (1, 4, 13, 12), (6, 4, 5, 3), (2, 2), (1, 1), None, 1, pad_type="same", bias=False)
+conv_case("conv_valid_rect", (1, 3, 10, 7), (4, 3, 2, 4), (1, 2), (1, 1), (0, 0, 0, 0), 1, pad_type="valid")
+conv_case("conv_groups", (1, 8, 9, 9), (6, 4, 3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 2)
+conv_case("conv_depthwise", (2, 6, 10, 10), (6, 1, 3, 3), (2, 2), (1, 1), (1, 1, 1, 1), 6)
+conv_case("conv_depthwise_fp16", (1, 6, 10, 10), (12, 1, 3, 3), (1, 1), (2, 1), (2, 2, 1, 1), 6, "fp16")
+conv_case("conv1d", (2, 5, 17), (7, 5, 3), (2,), (1,), (1, 1), 1)
+conv_case("conv1d_dw_dilated", (1, 4, 20), (4, 1, 5), (1,), (3,), (4, 2), 4)
+conv_case("conv3d", (1, 3, 5, 6, 7), (4, 3, 3, 2, 3), (1, 2, 1), (1, 1, 2), (1, 1, 0, 1, 2, 2), 1)
+conv_case("conv1x1_s2", (1, 8, 8, 8), (4, 8, 1, 1), (2, 2), (1, 1), (0, 0, 0, 0), 1)
+
+
+def convt_case(label, xs, ws, s, d, pad, g, dt="fp32"):
+    nsp = len(xs) - 2
+    x, w, bv = R(*xs), R(*ws) * 0.3, R(ws[1] * g)
+    xi, wi, bi = as_dt(x, dt), as_dt(w, dt), as_dt(bv, dt)
+    out = [(xs[2 + i] - 1) * s[i] + (ws[2 + i] - 1) * d[i] + 1 - pad[2 * i] - pad[2 * i + 1] for i in range(nsp)]
+    want = convt_ref(xi.astype(np.float64), wi.astype(np.float64), bi.astype(np.float64), s, d, pad[0::2], out, g)
+    body = [const("w", wi, dt), const("b", bi, dt), const("st", np.array(s), "int32"), const("dl", np.array(d), "int32"),
+            'string pt = const()[val = string("custom")];', const("pd", np.array(pad), "int32"), const("g", g, "int32"),
+            "%s y = conv_transpose(x = x, weight = w, bias = b, strides = st, pad_type = pt, pad = pd, dilations = dl, groups = g);"
+            % ty(want, dt)]
+    case(label, {"x": (xi, dt)}, body, {"y": (want, dt)}, tol=1e-4)
+
+
+for dt in FLOAT:
+    convt_case("conv_transpose_s2_" + dt, (1, 4, 5, 6), (4, 3, 3, 3), (2, 2), (1, 1), (1, 1, 0, 1), 1, dt)
+convt_case("conv_transpose_groups", (2, 6, 4, 4), (6, 2, 2, 3), (1, 2), (2, 1), (0, 0, 1, 0), 3)
+convt_case("conv_transpose_1d", (1, 3, 7), (3, 5, 4), (3,), (1,), (1, 2), 1)
+
+
+def pool_case(label, op, xs, k, s, pad, dt="fp32", exclude=False, pad_type="custom"):
+    nsp = len(xs) - 2
+    x = as_dt(R(*xs), dt)
+    xd = x.astype(np.float64)
+    plo, phi = list(pad[0::2]), list(pad[1::2])
+    out = [(xs[2 + i] + plo[i] + phi[i] - k[i]) // s[i] + 1 for i in range(nsp)]
+    fill = -np.inf if op == "max_pool" else 0.0
+    xp = np.pad(xd, [(0, 0), (0, 0)] + list(zip(plo, phi)), constant_values=fill)
+    ones = np.pad(np.ones(xd.shape), [(0, 0), (0, 0)] + list(zip(plo, phi)))
+    acc = np.full(xd.shape[:2] + tuple(out), -np.inf if op == "max_pool" else 0.0)
+    cnt = np.zeros_like(acc)
+    for t in np.ndindex(*k):
+        sl = (slice(None), slice(None)) + tuple(slice(t[i], t[i] + (out[i] - 1) * s[i] + 1, s[i]) for i in range(nsp))
+        v = xp[sl]
+        acc = np.maximum(acc, v) if op == "max_pool" else acc + (v * v if op == "l2_pool" else v)
+        cnt += ones[sl] if exclude else 1
+    want = acc if op == "max_pool" else np.sqrt(acc) if op == "l2_pool" else acc / cnt
+    body = [const("k", np.array(k), "int32"), const("st", np.array(s), "int32"),
+            'string pt = const()[val = string("%s")];' % pad_type, const("pd", np.array(pad), "int32"),
+            const("cm", False, "bool")]
+    extra = ""
+    if op == "avg_pool":
+        body.append(const("ex", exclude, "bool"))
+        extra = ", exclude_padding_from_average = ex"
+    body.append("%s y = %s(x = x, kernel_sizes = k, strides = st, pad_type = pt, pad = pd, ceil_mode = cm%s);"
+                % (ty(want, dt), op, extra))
+    case(label, {"x": (x, dt)}, body, {"y": (want, dt)}, tol=1e-4)
+
+
+for dt in FLOAT:
+    for op in ("max_pool", "avg_pool", "l2_pool"):
+        pool_case("%s_%s" % (op, dt), op, (1, 3, 9, 10), (3, 3), (2, 2), (1, 1, 1, 0), dt)
+pool_case("avg_pool_exclude", "avg_pool", (2, 2, 7, 8), (3, 2), (1, 2), (1, 1, 0, 1), exclude=True)
+pool_case("max_pool_1d", "max_pool", (2, 3, 11), (4,), (3,), (2, 1))
+pool_case("avg_pool_3d", "avg_pool", (1, 2, 5, 6, 4), (2, 3, 2), (1, 2, 2), (0, 1, 1, 0, 0, 0))
+# data movement
+xd = R(2, 3, 4, 6)
+for dt in ("fp32", "fp16", "int32"):
+    op_case("identity_" + dt, "identity", {"x": xd * 3}, dt, lambda v: v)
+    op_case("reverse_" + dt, "reverse", {"x": xd * 3}, dt, lambda v: v[:, ::-1, :, ::-1], [("axes", np.array([1, -1]), "int32")])
+    op_case("flatten2d_" + dt, "flatten2d", {"x": xd * 3}, dt, lambda v: v.reshape(6, 24), [("axis", 2, "int32")])
+    op_case("space_to_depth_" + dt, "space_to_depth", {"x": xd}, "fp32" if dt == "int32" else dt,
+            lambda v: v.reshape(2, 3, 2, 2, 3, 2).transpose(0, 3, 5, 1, 2, 4).reshape(2, 12, 2, 3), [("block_size", 2, "int32")])
+    op_case("depth_to_space_" + dt, "depth_to_space", {"x": R(2, 12, 2, 3)}, "fp32" if dt == "int32" else dt,
+            lambda v: v.reshape(2, 2, 2, 3, 2, 3).transpose(0, 3, 4, 1, 5, 2).reshape(2, 3, 4, 6), [("block_size", 2, "int32")])
+op_case("reverse_all", "reverse", {"x": xd}, "fp32", lambda v: v[::-1, ::-1, ::-1, ::-1])
+op_case("upsample_nn", "upsample_nearest_neighbor", {"x": xd}, "fp32", lambda v: v.repeat(2, 2).repeat(3, 3),
+        [("scale_factor_height", 2, "int32"), ("scale_factor_width", 3, "int32")])
+op_case("upsample_nn_fp16", "upsample_nearest_neighbor", {"x": xd}, "fp16", lambda v: v.repeat(3, 2).repeat(1, 3),
+        [("scale_factor_height", 3.0, "fp32"), ("scale_factor_width", 1.0, "fp32")])
+s1, s2, s3 = R(3, 4), R(3, 4), R(3, 4)
+for axis in (0, 1, -1):
+    case("stack_%d" % axis, {"a": (s1, "fp32"), "b": (s2, "fp32"), "c": (s3, "fp32")},
+         [const("ax", axis, "int32"), "%s y = stack(values = (a, b, c), axis = ax);" % ty(np.stack([s1, s2, s3], axis))],
+         {"y": (np.stack([s1, s2, s3], axis), "fp32")})
+case("fill", {"x": (s1, "fp32")}, [const("sh", np.array([2, 5]), "int32"), const("v", 2.5),
+                                    "tensor<fp32, [2, 5]> f = fill(shape = sh, value = v);", "tensor<fp32, [3, 4]> y = add(x = x, y = x);"],
+     {"f": (np.full((2, 5), 2.5), "fp32"), "y": (s1 * 2, "fp32")})
+case("fill_int32", {"x": (s1, "fp32")}, [const("sh", np.array([4]), "int32"), const("v", 7, "int32"),
+                                          "tensor<int32, [4]> f = fill(shape = sh, value = v);"], {"f": (np.full(4, 7), "int32")})
+case("shape", {"x": (xd, "fp32")}, ["tensor<int32, [4]> y = shape(x = x);", "tensor<fp32, [2, 3, 4, 6]> z = relu(x = x);"],
+     {"y": (np.array(xd.shape), "int32"), "z": (np.maximum(xd, 0), "fp32")})
+# palettized weights: constexpr_lut_to_dense read as packed indices by linear, or made dense for other consumers
+
+
+def lut_case(label, m, n, k, bits, blocks, dt="fp32", bias=True, consumer="linear"):
+    idx = rng.integers(0, 1 << bits, (n, k))
+    lut = as_dt(R(blocks[0], blocks[1], 1 << bits, 1), dt)
+    rn, rk = n // blocks[0], k // blocks[1]
+    wd = np.array([[lut[i // rn, j // rk, idx[i, j], 0] for j in range(k)] for i in range(n)], np.float64)
+    ity = "uint%d" % bits
+    body = [const("ix", idx, ity), const("lut", lut, dt),
+            "tensor<%s, [%d, %d]> w = constexpr_lut_to_dense(indices = ix, lut = lut);" % (dt, n, k)]
+    if consumer == "linear":
+        x = as_dt(R(m, k), dt)
+        bv = as_dt(R(n), dt)
+        want = x.astype(np.float64) @ wd.T + (bv if bias else 0)
+        if bias:
+            body.append(const("b", bv, dt))
+        body.append("%s y = linear(x = x, weight = w%s);" % (ty(want, dt), ", bias = b" if bias else ""))
+    else:
+        x = as_dt(R(n, k), dt)
+        want = x.astype(np.float64) + wd
+        body.append("%s y = add(x = x, y = w);" % ty(want, dt))
+    case(label, {"x": (x, dt)}, body, {"y": (want, dt)}, tol=1e-4)
+
+
+lut_case("lut4_linear", 1, 8, 256, 4, (1, 1))
+lut_case("lut4_linear_m6_fp16", 6, 8, 384, 4, (4, 3), "fp16")
+lut_case("lut4_linear_perchannel_tail", 5, 8, 40, 4, (8, 1), bias=False)
+lut_case("lut8_linear", 3, 4, 24, 8, (2, 1))
+lut_case("lut2_dense_add", 0, 3, 4, 2, (1, 2), consumer="add")
+lut_case("lut3_dense_add", 0, 4, 6, 3, (2, 1), consumer="add")

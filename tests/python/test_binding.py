@@ -1,0 +1,91 @@
+"""The Python binding (python/milc) against the real libmilc and milc:
+build a chunk chain, run it in this process, and compare with `milc run` of
+the same chunks; hits on the second build; errors as MilcError with milc's
+message and status; states reported unsupported; prewarm; nothing left in
+the cache directory but the cache.
+
+    test_binding.py SRC LIBMILC MILC"""
+import os, subprocess, sys, tempfile
+import numpy as np
+
+src, lib, milc_exe = sys.argv[1:4]
+sys.path.insert(0, os.path.join(src, "python"))
+import milc  # noqa: E402
+
+milc.load_library(lib)
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures.append(what)
+
+
+def raises(status, fn, what):
+    try:
+        fn()
+    except milc.MilcError as e:
+        check(e.status == status and e.message, f"{what}: status {e.status} ({e.message.splitlines()[0]})")
+        return e
+    check(False, f"{what}: no error")
+
+
+with tempfile.TemporaryDirectory() as work:
+    cdir = os.path.join(work, "cache")
+    x = (np.random.RandomState(1).randn(1, 128, 1, 32) * 0.5).astype(np.float16)
+    with milc.Cache(cdir) as cache:
+        progs = milc.build(cache, "tiny", chunk=1)
+        check(len(progs) == 2 and all(p.outcome == "built" for p in progs), f"tiny in chunks of 1: {progs}")
+        again = cache.build("tiny", chunk=1)
+        check([p.key for p in again] == [p.key for p in progs] and all(p.outcome != "built" for p in again),
+              "the same request again: every chunk a hit, same keys")
+        y = x
+        for p in progs:
+            with cache.load(p.key) as m:
+                check([t.name for t in m.inputs] == ["x"] and m.mode == 2, f"chunk {p.label}: x -> {[t.name for t in m.outputs]}")
+                y = m.run({"x": y})["y"]
+                check(m.last_stats["dispatches"] > 0, "run stats counted dispatches")
+                check(m.states == [], "no states")
+                raises(milc.E_UNSUPPORTED, m.reset_states, "reset_states")
+                raises(milc.E_USAGE, lambda: m.run({"x": np.zeros((1, 2))}), "an input of the wrong shape")
+                raises(milc.E_USAGE, lambda: m.run({}), "a missing input")
+        # The CLI, chunk by chunk, through files, in its own cache.
+        np.save(os.path.join(work, "x.npy"), x)
+        prev = os.path.join(work, "x.npy")
+        for i in range(2):
+            out = os.path.join(work, f"o{i}")
+            subprocess.run([milc_exe, "--cache-dir", os.path.join(work, "cli-cache"), "run", "--model", "tiny",
+                            "--layers", "1", "--first_layer", str(i), "--input", f"x={prev}", "-o", out, "-q"], check=True)
+            prev = os.path.join(out, "y.npy")
+        want = np.load(prev)
+        check(want.dtype == y.dtype and np.array_equal(want, y) and np.abs(y).max() > 0,
+              "the binding's chain equals milc run's, bit for bit")
+
+        info = cache.artifact_info(progs[0].key)
+        check(info["mode"] == 2 and info["bytes"] > 0, f"artifact_info: {info}")
+        raises(milc.E_NOTFOUND, lambda: cache.load("0" * 32), "an unknown key")
+        raises(milc.E_USAGE, lambda: cache.load("xyz"), "a malformed key")
+        e = raises(milc.E_INPUT, lambda: cache.build("no-such-template"), "an unknown template")
+        check(e is not None and "no-such-template" in e.message, "the message names the template")
+        raises(milc.E_INPUT, lambda: cache.build("tiny", no_such_param=1), "an unknown parameter")
+        raises(milc.E_USAGE, lambda: cache.build("tiny", mode=7), "mode 7")
+        check(cache.param("rope_theta", "tiny-llama") == "10000" and cache.param("dim", "tiny") == "128",
+              "template parameters resolved")
+        raises(milc.E_NOTFOUND, lambda: cache.param("nope", "tiny"), "an unknown parameter name")
+
+        man = os.path.join(work, "manifest.txt")
+        with open(man, "w") as f:
+            f.write("# two requests\n--model tiny --chunk 1\n--model tiny --layers 1 --mode 1\n")
+        r = cache.prewarm(man)
+        check(r == {"programs": 3, "built": 1, "hits": 2, "failed": 0}, f"prewarm: {r}")
+        with open(man, "w") as f:
+            f.write("--model tiny --bogus\n")
+        e = raises(milc.E_INPUT, lambda: cache.prewarm(man), "a bad manifest line")
+        check(e is not None and "manifest.txt:1:" in e.message, "the message names the line")
+    check(sorted(os.listdir(cdir)) == sorted(n for n in os.listdir(cdir) if not n.startswith("tmp-build")),
+          f"no scratch left in the cache directory: {os.listdir(cdir)}")
+    raises(milc.E_SYSTEM, lambda: milc.Cache(os.path.join(work, "x.npy", "sub")), "a cache under a file")
+
+print(f"{len(failures)} failed")
+sys.exit(1 if failures else 0)
