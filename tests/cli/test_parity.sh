@@ -43,3 +43,5 @@ expect_rc 0 "$MILC" build --model tiny --chunk 1 --whole --json
 expect_json "$OUT" "len(j['builds']) == 4 and all(b['outcome'] == 'direct_hit' for b in j['builds'])"
 expect_rc 0 "$MILC" build --model tiny --chunk 1 --json
 expect_json "$OUT" "[b['chunk'] for b in j['builds']] == ['layers 0-0', 'layers 1-1']"
+# The ends of a model cut to fewer layers than its preset's are not layer chunks.
+expect_rc 0 "$MILC" emit --model tiny-llama --part head --model_layers 1 -o cut -q
