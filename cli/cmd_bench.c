@@ -581,7 +581,7 @@ static int bench_options(const Args *a, bool quick, Bench *b, long *modes, int *
     if (!opt_long(a, "chunk", 1, 4096, &b->chunk) || !opt_long(a, "ctx", 1, 65536, &b->ctx) ||
         !opt_long(a, "repeat", 1, 1000, &repeat) || !opt_long(a, "cold-repeat", 1, 1000, &cold) ||
         !opt_long(a, "depth-seq", 1, 65536, &b->depth_seq) || !opt_long(a, "threads", 1, 256, &threads) ||
-        !bench_parse_list("modes", args_get(a, "modes") ? args_get(a, "modes") : "0,1,2", 0, 2, modes, nmodes) ||
+        !bench_parse_list("modes", args_get(a, "modes") ? args_get(a, "modes") : "0,1,2", 0, RT_NMODES - 1, modes, nmodes) ||
         !bench_parse_list("depths", args_get(a, "depths") ? args_get(a, "depths") : quick ? "1,2" : "1,2,4,6,12", 1, 4096,
                     b->depths, &b->ndepths) ||
         !bench_parse_list("seqs", args_get(a, "seqs") ? args_get(a, "seqs") : quick ? "1,8" : "1,8,16,32,64,128", 1, 65536,
