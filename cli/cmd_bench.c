@@ -62,7 +62,7 @@ static void bench_usage(FILE *f) {
           "of the same chunkings on the ANE (docs/ANE-ESTIMATE.md).  Results on stdout,\n"
           "progress on stderr; the JSON and CSV layouts are in cli/BENCH.md.\n"
           "Defaults: GPT-2 124M (--model gpt2), chunks of 4, prefill --seq 128, decode at\n"
-          "--ctx 1024, min_seq 1.  Everything is built in a scratch cache under $TMPDIR\n"
+          "--ctx 1024, min_seq 1, io split.  Everything is built in a scratch cache under $TMPDIR\n"
           "(default /tmp), removed at the end; the user's cache is not touched.\n"
           "  milc bench                              the full run (minutes)\n"
           "  milc bench --modes 2 --no-sweeps --json out.json\n"
@@ -732,6 +732,7 @@ static int bench_run(Cli *cli, int argc, char **argv) {
     bool oom = bparams_init(&b.base, config, args_get(&a, "weights")) != 0;
     if (!has_param(&a, "seq")) oom |= bparams_add(&b.base, "seq", quick ? "32" : "128") != 0;
     oom |= bparams_add(&b.base, "min_seq", "1") != 0; /* the CPU backend needs no padding */
+    oom |= bparams_add(&b.base, "io", "split") != 0;  /* nor packing: chunks chain x <- y */
     for (int i = 0; i < a.nextra; i++) oom |= bparams_add(&b.base, a.extra[i].name, a.extra[i].value) != 0;
     snprintf(cv, sizeof cv, "%ld", b.ctx);
     oom |= bparams_copy(&b.decode, &b.base) != 0;
