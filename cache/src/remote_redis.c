@@ -999,19 +999,24 @@ static int direct_decode(Remote *r, const CacheKey *dkey, const redisReply *rep,
     return 0;
 }
 
-int remote_pull_direct(Remote *r, Cache *c, const CacheKey *dkey, const void *drecord, size_t drecord_len,
-                       CacheKey *akey) {
+int remote_resolve_direct(Remote *r, const CacheKey *dkey, const void *drecord, size_t drecord_len, CacheKey *akey) {
     int rc = usable(r, 0);
     if (rc != 0) return rc;
     char name[64];
     name_of(name, sizeof name, PREFIX_DIRECT, dkey);
     redisReply *rep = command(r, 1u << 26, "GET %s", name);
     if (!rep) return CACHE_EIO;
-    CacheKey ak;
     if (rep->type == REDIS_REPLY_NIL) rc = fail(r, CACHE_ENOTFOUND, "not on the remote");
     else if (rep->type != REDIS_REPLY_STRING) { rc = expect_ok(r, rep, "reading a direct key"); rep = NULL; if (!rc) rc = trip(r, "unexpected answer"); }
-    else rc = direct_decode(r, dkey, rep, drecord, drecord_len, &ak);
+    else rc = direct_decode(r, dkey, rep, drecord, drecord_len, akey);
     if (rep) freeReplyObject(rep);
+    return rc;
+}
+
+int remote_pull_direct(Remote *r, Cache *c, const CacheKey *dkey, const void *drecord, size_t drecord_len,
+                       CacheKey *akey) {
+    CacheKey ak;
+    int rc = remote_resolve_direct(r, dkey, drecord, drecord_len, &ak);
     if (rc != 0) return rc;
     if (akey) *akey = ak;
     CacheHit *hit;

@@ -25,16 +25,26 @@ static StoreMeta meta_of(const CacheEntryInfo *i) {
                        .producer = i->backend,
                        .variant = i->mode,
                        .cost_ns = i->compile_ns,
-                       .created_ns = i->created_ns};
+                       .created_ns = i->created_ns,
+                       .uses = i->hits};
 }
 
-static int ls_get(Store *s, const CacheKey *k, const void *record, size_t record_len, unsigned flags,
+static unsigned cache_flags(unsigned flags) {
+    unsigned cf = flags & STORE_GET_VERIFY ? CACHE_GET_VERIFY : flags & STORE_GET_TRUSTED ? 0 : CACHE_GET_VERIFY_ONCE;
+    if (flags & STORE_GET_NOTOUCH) cf |= CACHE_GET_NOTOUCH;
+    if (flags & STORE_GET_POPULATE) cf |= CACHE_GET_POPULATE;
+    if (flags & STORE_GET_COUNT_DIRECT) cf |= CACHE_GET_COUNT_DIRECT;
+    return cf;
+}
+
+/* get, or (alias) get through a direct key (cache_get_direct). */
+static int lookup(Store *s, const CacheKey *k, const void *record, size_t record_len, unsigned flags, int alias,
                   StoreEntry **out) {
     *out = NULL;
     LmdbEntry *le = calloc(1, sizeof *le);
     if (!le) return CACHE_ENOMEM;
-    unsigned cf = flags & STORE_GET_VERIFY ? CACHE_GET_VERIFY : CACHE_GET_VERIFY_ONCE;
-    int rc = cache_get(ls_of(s)->c, k, record, record_len, cf, &le->hit);
+    int rc = alias ? cache_get_direct(ls_of(s)->c, k, record, record_len, cache_flags(flags), &le->hit, NULL)
+                   : cache_get(ls_of(s)->c, k, record, record_len, cache_flags(flags), &le->hit);
     const CacheSection *secs;
     int n;
     if (!rc && (rc = cache_hit_sections(le->hit, &secs, &n)) != 0) cache_hit_release(le->hit);
@@ -43,16 +53,32 @@ static int ls_get(Store *s, const CacheKey *k, const void *record, size_t record
         return rc;
     }
     const CacheEntryInfo *i = cache_hit_info(le->hit);
-    le->e = (StoreEntry){.key = *k,
+    le->e = (StoreEntry){.key = i->key,
                          .record = i->record,
                          .record_len = i->record_len,
                          .meta = meta_of(i),
                          .secs = secs,
                          .nsecs = n,
                          .bytes = i->bytes,
+                         .checked = i->checked,
                          .priv = le};
     *out = &le->e;
     return 0;
+}
+
+static int ls_get(Store *s, const CacheKey *k, const void *record, size_t record_len, unsigned flags,
+                  StoreEntry **out) {
+    return lookup(s, k, record, record_len, flags, 0, out);
+}
+
+static int ls_alias_get(Store *s, const CacheKey *alias, const void *record, size_t record_len, unsigned flags,
+                        StoreEntry **out) {
+    return lookup(s, alias, record, record_len, flags, 1, out);
+}
+
+static int ls_alias_put(Store *s, const CacheKey *alias, const void *record, size_t record_len,
+                        const CacheKey *target) {
+    return cache_direct_put(ls_of(s)->c, alias, record, record_len, target);
 }
 
 static void ls_release(Store *s, StoreEntry *e) {
@@ -113,6 +139,16 @@ static int ls_stats(Store *s, StoreStats *st) {
     return 0;
 }
 
+static unsigned ls_state(const Store *s) {
+    (void)s;
+    return STORE_UP | STORE_WRITABLE;
+}
+
+static const char *ls_notice(Store *s) {
+    (void)s;
+    return NULL;
+}
+
 static const char *ls_errmsg(const Store *s) {
     return cache_errmsg(((const LmdbStore *)s)->c);
 }
@@ -123,8 +159,9 @@ static void ls_close(Store *s) {
     free(ls);
 }
 
-static const StoreOps lmdb_ops = {"lmdb",     ls_get,    ls_release, ls_put,    ls_note_put, ls_note_get,
-                                  ls_iterate, ls_remove, ls_stats,   ls_errmsg, ls_close};
+static const StoreOps lmdb_ops = {"lmdb",       ls_get,       ls_release, ls_put,    ls_note_put,
+                                  ls_note_get,  ls_alias_put, ls_alias_get, ls_iterate, ls_remove,
+                                  ls_stats,     ls_state,     ls_notice,    ls_errmsg, ls_close};
 
 Store *store_lmdb_wrap(Cache *c) {
     LmdbStore *ls = calloc(1, sizeof *ls);

@@ -38,6 +38,7 @@ static int rs_get(Store *s, const CacheKey *k, const void *record, size_t record
                        .secs = e->secs,
                        .nsecs = e->nsecs,
                        .bytes = e->bytes,
+                       .checked = 1,
                        .priv = e};
     *out = se;
     return 0;
@@ -68,6 +69,19 @@ static int rs_note_put(Store *s, const CacheKey *k, const void *record, size_t r
 static int rs_note_get(Store *s, const CacheKey *k, const void *record, size_t rlen, void **v, size_t *vlen) {
     (void)s, (void)k, (void)record, (void)rlen, (void)v, (void)vlen;
     return CACHE_ENOTSUP;
+}
+
+static int rs_alias_put(Store *s, const CacheKey *alias, const void *record, size_t rlen, const CacheKey *target) {
+    return remote_push_direct(rs_of(s)->r, alias, record, rlen, target);
+}
+
+/* The mapping, then the entry it names: two reads, each authenticated. */
+static int rs_alias_get(Store *s, const CacheKey *alias, const void *record, size_t rlen, unsigned flags,
+                        StoreEntry **out) {
+    *out = NULL;
+    CacheKey target;
+    int rc = remote_resolve_direct(rs_of(s)->r, alias, record, rlen, &target);
+    return rc ? rc : rs_get(s, &target, NULL, 0, flags, out);
 }
 
 typedef struct {
@@ -113,6 +127,15 @@ static int rs_stats(Store *s, StoreStats *st) {
     return 0;
 }
 
+static unsigned rs_state(const Store *s) {
+    const Remote *r = ((const RedisStore *)s)->r;
+    return (remote_up(r) ? STORE_UP : 0u) | (remote_readonly(r) ? 0u : STORE_WRITABLE);
+}
+
+static const char *rs_notice(Store *s) {
+    return remote_warning(rs_of(s)->r);
+}
+
 static const char *rs_errmsg(const Store *s) {
     return remote_errmsg(((const RedisStore *)s)->r);
 }
@@ -123,8 +146,9 @@ static void rs_close(Store *s) {
     free(rs);
 }
 
-static const StoreOps redis_ops = {"redis",    rs_get,    rs_release, rs_put,    rs_note_put, rs_note_get,
-                                   rs_iterate, rs_remove, rs_stats,   rs_errmsg, rs_close};
+static const StoreOps redis_ops = {"redis",      rs_get,       rs_release,   rs_put,     rs_note_put,
+                                   rs_note_get,  rs_alias_put, rs_alias_get, rs_iterate, rs_remove,
+                                   rs_stats,     rs_state,     rs_notice,    rs_errmsg, rs_close};
 
 Store *store_redis_wrap(Remote *r) {
     RedisStore *rs = calloc(1, sizeof *rs);

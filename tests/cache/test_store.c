@@ -47,6 +47,23 @@ static void conform(Store *s, int has_notes, uint64_t seed) {
         CHECK(e->meta.cost_ns == 1234 && e->meta.created_ns > 0);
         store_release(s, e);
     }
+    /* An alias (the library's direct key) names the entry; its own record
+     * is compared the same way. */
+    uint64_t one = 1;
+    TestArt al;
+    art_make(&al, seed + 2, &one, 1);
+    CHECK(store_state(s) & STORE_UP);
+    CHECK(store_notice(s) == NULL);
+    CHECK_EQ_INT(store_alias_get(s, &al.key, al.rec.buf, al.rec.len, 0, &e), CACHE_ENOTFOUND);
+    CHECK_EQ_INT(store_alias_put(s, &al.key, al.rec.buf, al.rec.len, &a.key), 0);
+    e = NULL;
+    CHECK_EQ_INT(store_alias_get(s, &al.key, al.rec.buf, al.rec.len, STORE_GET_VERIFY, &e), 0);
+    if (e) {
+        CHECK(!memcmp(e->key.b, a.key.b, 16) && entry_is(e, seed, sz, 3) && e->checked);
+        store_release(s, e);
+    }
+    CHECK_EQ_INT(store_alias_get(s, &al.key, a.rec.buf, a.rec.len, 0, &e), CACHE_EMISMATCH);
+    art_free(&al);
     /* The record is compared: another one under the key is a miss. */
     CHECK_EQ_INT(store_get(s, &a.key, b.rec.buf, b.rec.len, 0, &e), CACHE_EMISMATCH);
     CHECK_EQ_INT(store_get(s, &b.key, b.rec.buf, b.rec.len, 0, &e), CACHE_ENOTFOUND);

@@ -105,6 +105,10 @@ int remote_pull(Remote *r, Cache *c, const CacheKey *k, const void *record, size
  * as remote_pull. */
 int remote_pull_direct(Remote *r, Cache *c, const CacheKey *dkey, const void *drecord, size_t drecord_len,
                        CacheKey *akey);
+/* The artifact key a direct key's mapping on the server names (authentic,
+ * drecord equal to the stored one), nothing fetched or stored: the Redis
+ * store's alias lookup (store.h).  Codes as remote_pull_direct. */
+int remote_resolve_direct(Remote *r, const CacheKey *dkey, const void *drecord, size_t drecord_len, CacheKey *akey);
 
 /* Push local entry k, unless the server already holds it whole and authentic.
  * Chunks go under a fresh staging name (expiring in an hour), then one atomic

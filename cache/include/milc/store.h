@@ -26,6 +26,8 @@ typedef struct StoreMeta {
     int32_t variant;         /* the caller's small integer */
     uint64_t cost_ns;        /* what making the bytes cost (a cache saves it per hit) */
     uint64_t created_ns;     /* out only (get, iterate): when the entry was stored */
+    uint64_t uses;           /* out only: times served, as the store counts them (0
+                                where it does not): the library reports it */
 } StoreMeta;
 
 /* An entry handed out by store_get: every pointer is valid until
@@ -38,6 +40,7 @@ typedef struct StoreEntry {
     const CacheSection *secs;
     int nsecs;
     uint64_t bytes; /* sum of section sizes */
+    int checked;    /* this get checked every byte (a verify, first or forced) */
     void *priv;     /* the implementation's */
 } StoreEntry;
 
@@ -54,6 +57,16 @@ typedef int (*StoreIterFn)(void *ctx, const CacheKey *k, const uint8_t *record, 
 
 enum {
     STORE_GET_VERIFY = 1u << 0,      /* check every byte against the entry's checksum or MAC now */
+    /* A local store's hit costs a lookup, not a read of every byte: a
+     * caller that runs the bytes next says how much checking it wants and
+     * whether the hit counts.  A store that checks every get ignores these. */
+    STORE_GET_NOTOUCH = 1u << 1,      /* do not count the hit or update last-used */
+    STORE_GET_POPULATE = 1u << 2,     /* the caller reads every byte next: map it all now */
+    STORE_GET_TRUSTED = 1u << 3,      /* no check beyond the record (the caller's policy);
+                                         without it or VERIFY, each entry is checked once */
+    STORE_GET_COUNT_DIRECT = 1u << 4, /* count the hit as one found through an alias */
+    STORE_UP = 1u << 0,       /* state(): reachable */
+    STORE_WRITABLE = 1u << 1, /* state(): puts allowed */
     STORE_PUT_REFETCHABLE = 1u << 0, /* the bytes can be had again elsewhere: the store
                                        may trade durability for speed (cache.h,
                                        CACHE_PUT_REFETCHABLE), never serve a torn entry */
@@ -76,9 +89,22 @@ typedef struct StoreOps {
                     size_t value_len);
     int (*note_get)(Store *s, const CacheKey *k, const void *record, size_t record_len, void **value,
                     size_t *value_len);
+    /* An alias: a second key (with its own record, compared the same way)
+     * that names an entry.  alias_get is get through it (out->key is the
+     * entry's key); a store without aliases returns CACHE_ENOTSUP. */
+    int (*alias_put)(Store *s, const CacheKey *alias, const void *record, size_t record_len, const CacheKey *target);
+    int (*alias_get)(Store *s, const CacheKey *alias, const void *record, size_t record_len, unsigned flags,
+                     StoreEntry **out);
     int (*iterate)(Store *s, StoreIterFn fn, void *ctx);
     int (*remove)(Store *s, const CacheKey *k);
     int (*stats)(Store *s, StoreStats *st);
+    /* What a tier asks before it reads or writes (no round trip): STORE_UP
+     * while reachable (a tripped breaker is not), STORE_WRITABLE unless
+     * opened read-only. */
+    unsigned (*state)(const Store *s);
+    /* A message the store wants shown once (the breaker just tripped), or
+     * NULL; each message is handed out once. */
+    const char *(*notice)(Store *s);
     const char *(*errmsg)(const Store *s);
     void (*close)(Store *s);
 } StoreOps;
@@ -107,6 +133,14 @@ static inline int store_note_get(Store *s, const CacheKey *k, const void *record
                                  size_t *value_len) {
     return s->ops->note_get(s, k, record, record_len, value, value_len);
 }
+static inline int store_alias_put(Store *s, const CacheKey *alias, const void *record, size_t record_len,
+                                  const CacheKey *target) {
+    return s->ops->alias_put(s, alias, record, record_len, target);
+}
+static inline int store_alias_get(Store *s, const CacheKey *alias, const void *record, size_t record_len,
+                                  unsigned flags, StoreEntry **out) {
+    return s->ops->alias_get(s, alias, record, record_len, flags, out);
+}
 static inline int store_iterate(Store *s, StoreIterFn fn, void *ctx) {
     return s->ops->iterate(s, fn, ctx);
 }
@@ -115,6 +149,12 @@ static inline int store_remove(Store *s, const CacheKey *k) {
 }
 static inline int store_stats(Store *s, StoreStats *st) {
     return s->ops->stats(s, st);
+}
+static inline unsigned store_state(const Store *s) {
+    return s->ops->state(s);
+}
+static inline const char *store_notice(Store *s) {
+    return s->ops->notice(s);
 }
 static inline const char *store_errmsg(const Store *s) {
     return s->ops->errmsg(s);
