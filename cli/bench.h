@@ -66,6 +66,7 @@ typedef struct BenchChain {
     int n;
     RtPool *pool;     /* one thread pool for the whole chain: its chunks run in turn */
     LoadedModel *lm;  /* [n] */
+    Store *store;     /* bench_chain_load: the cache as the models' entries' store */
     RtTensor **in;    /* [n][nin[i]] */
     RtTensor **out;   /* [n][nout[i]] */
     int *nin, *nout;

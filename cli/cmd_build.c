@@ -112,7 +112,7 @@ static int build_run(Cli *cli, int argc, char **argv) {
         return EXIT_OK;
     }
     long chunk = 0;
-    Remote *remote = NULL;
+    Store *remote = NULL;
     if (a.npos) { cli_usage_error("build", "unexpected argument '%s'", a.pos[0]); goto out_args; }
     if (args_get(&a, "chunk") && !args_int("build", "chunk", args_get(&a, "chunk"), 1, 4096, &chunk)) goto out_args;
     const char *modes = args_get(&a, "mode");
@@ -129,6 +129,7 @@ static int build_run(Cli *cli, int argc, char **argv) {
     DiagSink d;
     diag_init(&d);
     Cache *c = NULL;
+    Store *s = NULL; /* the build path's view of c */
     JobSpec spec = {.config = cli_config_name(&a), .weights = args_get(&a, "weights"), .modes = modes,
                     .chunk = chunk, .whole = args_flag(&a, "whole"), .extra = a.extra, .nextra = a.nextra};
     char err[512] = "";
@@ -154,7 +155,8 @@ static int build_run(Cli *cli, int argc, char **argv) {
         goto out;
     }
     Printer pr = {cli, 0, NULL};
-    rc = build_request(c, &tp, &spec,
+    if (!(s = store_lmdb_wrap(c))) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out; }
+    rc = build_request(s, &tp, &spec,
                        &(RequestOptions){.verify_hits = verify_policy(&a), .tmp_root = cli->cache_dir, .jobs = expanded,
                                          .max_memory = cli->max_memory, .remote = remote},
                        print_result, &pr, &d);
@@ -163,6 +165,7 @@ static int build_run(Cli *cli, int argc, char **argv) {
     if (rc == EXIT_OK) rc = drc;
 out:
     jobs_free(&jobs);
+    store_close(s);
     if (c) cache_close(c);
     diag_free(&d);
     tpath_free(&tp);

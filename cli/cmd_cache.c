@@ -390,7 +390,7 @@ static int cache_run(Cli *cli, int argc, char **argv) {
     static const char *const subs[] = {"ls", "stat", "show", "rm", "gc", "verify", "clear", "export", "import", "push", "pull"};
     static const int nargs_min[] = {0, 0, 1, 1, 0, 0, 0, 1, 1, 0, 0},
                      nargs_max[] = {0, 0, 1, 1, 0, 0, 0, 1 << 20, 1, 1 << 20, 1 << 20};
-    Remote *remote = NULL;
+    Store *remote = NULL;
     int si = -1;
     for (int i = 0; sub && i < 11; i++)
         if (strcmp(sub, subs[i]) == 0) si = i;
@@ -408,7 +408,7 @@ static int cache_run(Cli *cli, int argc, char **argv) {
     if (!size_opts(&a, &so)) goto out;
     bool want_remote = si >= 9 || (si == 1 && args_flag(&a, "remote"));
     if (want_remote && (rc = tier_open(cli, "cache", si >= 9, &remote)) != EXIT_OK) goto out;
-    if (si == 1 && want_remote) { rc = tier_cmd_stat(cli, remote); goto out; }
+    if (si == 1 && want_remote) { rc = tier_cmd_stat(cli, store_redis_remote(remote)); goto out; }
     rc = EXIT_USAGE;
     char err[512] = "";
     if (si == 6) { /* clear: must work on a damaged cache, so no open. */
@@ -461,10 +461,10 @@ static int cache_run(Cli *cli, int argc, char **argv) {
         else if (cli->verbosity >= 0) fprintf(stderr, "imported %d entr%s from %s\n", r, r == 1 ? "y" : "ies", a.pos[1]);
         break;
     case 9:
-        rc = tier_cmd_push(cli, c, remote, a.pos + 1, a.npos - 1);
+        rc = tier_cmd_push(cli, c, store_redis_remote(remote), a.pos + 1, a.npos - 1);
         break;
     case 10:
-        rc = tier_cmd_pull(cli, c, remote, a.pos + 1, a.npos - 1);
+        rc = tier_cmd_pull(cli, c, store_redis_remote(remote), a.pos + 1, a.npos - 1);
         break;
     }
 out:

@@ -72,9 +72,9 @@ typedef struct Report {
  * Best effort: a line without a note is only slower to find. */
 static void remember_lines(const Cli *cli, const TemplatePath *tp, const ManifestLine *lines, int nlines,
                            const int *line_first, const JobList *jobs, const Report *reports, const bool *have) {
-    Cache *c = NULL;
+    Store *c = NULL;
     char err[512];
-    if (nlines == 0 || cache_open(&c, cli->cache_dir, NULL, err, sizeof err) != 0) return;
+    if (nlines == 0 || store_lmdb_open(&c, cli->cache_dir, NULL, err, sizeof err) != 0) return;
     CacheKey *keys = calloc((size_t)jobs->n + 1, sizeof *keys);
     for (int l = 0; keys && l < nlines; l++) {
         int first = line_first[l], n = line_first[l + 1] - first;
@@ -90,15 +90,15 @@ static void remember_lines(const Cli *cli, const TemplatePath *tp, const Manifes
         if (ok) request_remember(c, tp, &spec, &jobs->v[first], n, &keys[first], reports[first].wdig);
     }
     free(keys);
-    cache_close(c);
+    store_close(c);
 }
 
 static void worker(const Cli *cli, const TemplatePath *tp, const JobList *jobs, const int *order, atomic_int *next,
                    int fd, int verify, bool use_remote) {
-    Cache *c = NULL;
-    Remote *remote = NULL; /* each worker its own connection; the parent checked the options */
+    Store *c = NULL;
+    Store *remote = NULL; /* each worker its own connection; the parent checked the options */
     char err[512] = "";
-    int r = cache_open(&c, cli->cache_dir, NULL, err, sizeof err);
+    int r = store_lmdb_open(&c, cli->cache_dir, NULL, err, sizeof err);
     if (use_remote) (void)tier_open(cli, "prewarm", true, &remote);
     for (;;) {
         int n = atomic_fetch_add(next, 1);
@@ -135,15 +135,15 @@ static void worker(const Cli *cli, const TemplatePath *tp, const JobList *jobs, 
         (void)w;
     }
     tier_close(remote);
-    if (c) cache_close(c);
+    store_close(c);
 }
 
 /* The remote tier for the workers: the options checked and the server asked
  * once here, so a dead one costs one warning, not one per worker. */
 static int remote_for_workers(const Cli *cli, bool *use) {
-    Remote *r;
+    Store *r;
     int rc = tier_open(cli, "prewarm", true, &r);
-    *use = rc == EXIT_OK && r && remote_ping(r) == 0;
+    *use = rc == EXIT_OK && r && remote_ping(store_redis_remote(r)) == 0;
     tier_close(r);
     return rc;
 }

@@ -50,7 +50,7 @@ static bool is_key(const char *s) {
 
 /* Build options instead of an artifact: build (or find) the chunk, then
  * load it from the cache. */
-static int run_build(Cli *cli, const Args *a, Cache **c, LoadedModel *lm, int threads) {
+static int run_build(Cli *cli, const Args *a, Store **c, LoadedModel *lm, int threads) {
     long mode = RT_MODE_DEFAULT;
     if (args_get(a, "mode") && !args_int("run", "mode", args_get(a, "mode"), 0, RT_NMODES - 1, &mode)) return EXIT_USAGE;
     for (int i = 0; i < a->nextra; i++)
@@ -58,7 +58,7 @@ static int run_build(Cli *cli, const Args *a, Cache **c, LoadedModel *lm, int th
             cli_usage_error("run", "--%s: one value, not a list", a->extra[i].name);
             return EXIT_USAGE;
         }
-    Remote *remote;
+    Store *remote;
     int trc = tier_open(cli, "run", true, &remote);
     if (trc != EXIT_OK) return trc;
     TemplatePath tp;
@@ -70,10 +70,10 @@ static int run_build(Cli *cli, const Args *a, Cache **c, LoadedModel *lm, int th
     char err[512] = "";
     int r;
     if (!cfg) rc = EXIT_INPUT;
-    else if ((r = cache_open(c, cli->cache_dir, NULL, err, sizeof err)) != 0)
+    else if ((r = store_lmdb_open(c, cli->cache_dir, NULL, err, sizeof err)) != 0)
         cli_cache_error(r, err);
     else {
-        CacheHit *hit = NULL;
+        StoreEntry *hit = NULL;
         BuildResult res;
         rc = pipeline_build(*c, &(BuildRequest){.config = cfg, .weights = args_get(a, "weights"), .mode = (int)mode,
                                                 .tmp_root = cli->cache_dir, .verify_hits = verify_policy(a), .hit_out = &hit,
@@ -84,8 +84,8 @@ static int run_build(Cli *cli, const Args *a, Cache **c, LoadedModel *lm, int th
             cache_key_hex(&res.key, key);
             if (cli->verbosity > 0) fprintf(stderr, "%s %s\n", key, res.outcome == BUILD_MISS ? "built" : "cached");
             long long t0 = cli_now_ns();
-            rc = model_load_hit(lm, hit, &(ModelLoad){.nthreads = threads, .describe = true, .max_memory = cli->max_memory}, key);
-            if (rc == EXIT_OK) cache_record_load(*c, &res.key, (uint64_t)(cli_now_ns() - t0));
+            rc = model_load_hit(lm, *c, hit, &(ModelLoad){.nthreads = threads, .describe = true, .max_memory = cli->max_memory}, key);
+            if (rc == EXIT_OK) cache_record_load(store_lmdb_cache(*c), &res.key, (uint64_t)(cli_now_ns() - t0));
         }
     }
     int drc = cli_report(cli, &d);
@@ -99,7 +99,7 @@ static int run_build(Cli *cli, const Args *a, Cache **c, LoadedModel *lm, int th
 
 /* A program from a file: check it, then compile it through the cache (or
  * find it there) and load the entry. */
-static int run_program(Cli *cli, const Args *a, Cache **c, LoadedModel *lm, int threads) {
+static int run_program(Cli *cli, const Args *a, Store **c, LoadedModel *lm, int threads) {
     long mode = RT_MODE_DEFAULT;
     if (args_get(a, "mode") && !args_int("run", "mode", args_get(a, "mode"), 0, RT_NMODES - 1, &mode)) return EXIT_USAGE;
     Arena arena;
@@ -108,14 +108,14 @@ static int run_program(Cli *cli, const Args *a, Cache **c, LoadedModel *lm, int 
     int rc = cli_load_program(cli, a->pos[0], args_get(a, "model-path"), MIL_TARGET_CPU, false, &arena, &pp);
     char err[512] = "";
     int r;
-    if (rc == EXIT_OK && (r = cache_open(c, cli->cache_dir, NULL, err, sizeof err)) != 0) {
+    if (rc == EXIT_OK && (r = store_lmdb_open(c, cli->cache_dir, NULL, err, sizeof err)) != 0) {
         cli_cache_error(r, err);
         rc = EXIT_SYSTEM;
     }
     if (rc == EXIT_OK) {
         DiagSink d;
         diag_init(&d);
-        CacheHit *hit = NULL;
+        StoreEntry *hit = NULL;
         BuildResult res;
         ProgramRequest req = {.what = a->pos[0], .mode = (int)mode, .verify_hits = verify_policy(a), .hit_out = &hit};
         rc = pipeline_program(*c, pp.prog, pp.model_dir, &req, &res, &d);
@@ -126,8 +126,8 @@ static int run_program(Cli *cli, const Args *a, Cache **c, LoadedModel *lm, int 
             char key[33];
             cache_key_hex(&res.key, key);
             if (cli->verbosity > 0) fprintf(stderr, "%s %s\n", key, res.outcome == BUILD_MISS ? "built" : "cached");
-            rc = model_load_hit(lm, hit, &(ModelLoad){.nthreads = threads, .describe = true, .max_memory = cli->max_memory}, key);
-        } else if (hit) cache_hit_release(hit);
+            rc = model_load_hit(lm, *c, hit, &(ModelLoad){.nthreads = threads, .describe = true, .max_memory = cli->max_memory}, key);
+        } else if (hit) store_release(*c, hit);
     }
     arena_free(&arena);
     return rc;
@@ -159,7 +159,7 @@ static int run_run(Cli *cli, int argc, char **argv) {
         goto out;
     }
     LoadedModel lm;
-    Cache *c = NULL;
+    Store *c = NULL;
     /* Described first: the inputs are checked before the arena is allocated. */
     ModelLoad how = {.nthreads = (int)threads, .describe = true, .max_memory = cli->max_memory};
     struct stat st;
@@ -171,30 +171,29 @@ static int run_run(Cli *cli, int argc, char **argv) {
         CacheKey k;
         cache_key_parse(a.pos[0], &k);
         char err[512] = "";
-        int r = cache_open(&c, cli->cache_dir, NULL, err, sizeof err);
+        int r = store_lmdb_open(&c, cli->cache_dir, NULL, err, sizeof err);
         if (r != 0) { cli_cache_error(r, err); rc = EXIT_SYSTEM; goto out; }
-        CacheHit *hit;
+        StoreEntry *hit;
         /* A key typed by the user has no key record to compare: the
          * checksum is all that vouches for the bytes. */
-        r = cache_get(c, &k, NULL, 0, verify_get_flags(verify_policy(&a)) | CACHE_GET_POPULATE, &hit);
+        r = store_get(c, &k, NULL, 0, verify_store_flags(verify_policy(&a)) | STORE_GET_POPULATE, &hit);
         if (r != 0) {
             cli_error("cache entry %s: %s", a.pos[0], r == CACHE_ENOTFOUND ? "no such entry" : cache_strerror(r));
-            cache_close(c);
+            store_close(c);
             rc = r == CACHE_ENOTFOUND || r == CACHE_ECORRUPT ? EXIT_INPUT : EXIT_SYSTEM;
             goto out;
         }
         char why[512];
-        const CacheEntryInfo *info = cache_hit_info(hit);
-        if (drift_why(info->record, info->record_len, why, sizeof why)) { /* never served: rebuild it */
+        if (drift_why(hit->record, hit->record_len, why, sizeof why)) { /* never served: rebuild it */
             cli_error("cache entry %s was made by another milc (%s): 'milc prewarm --stale' rebuilds it", a.pos[0], why);
-            cache_hit_release(hit);
-            cache_close(c);
+            store_release(c, hit);
+            store_close(c);
             rc = EXIT_INPUT;
             goto out;
         }
         long long t0 = cli_now_ns();
-        rc = model_load_hit(&lm, hit, &how, a.pos[0]);
-        if (rc == EXIT_OK) cache_record_load(c, &k, (uint64_t)(cli_now_ns() - t0)); /* the cost ledger */
+        rc = model_load_hit(&lm, c, hit, &how, a.pos[0]);
+        if (rc == EXIT_OK) cache_record_load(store_lmdb_cache(c), &k, (uint64_t)(cli_now_ns() - t0)); /* the cost ledger */
     } else {
         rc = model_load_file(&lm, a.pos[0], &how);
     }
@@ -202,7 +201,7 @@ static int run_run(Cli *cli, int argc, char **argv) {
         rc = model_run_npy(&lm, inputs, ninputs, outdir, cli->json, (int)repeat, cli->verbosity < 0);
         model_free(&lm);
     }
-    if (c) cache_close(c);
+    if (c) store_close(c);
 out:
     free(inputs);
     args_free(&a);

@@ -6,7 +6,7 @@
 #include "tier.h"
 #include "tier_io.h"
 
-int tier_open(const Cli *cli, const char *cmd, bool need_key, Remote **out) {
+int tier_open(const Cli *cli, const char *cmd, bool need_key, Store **out) {
     *out = NULL;
     if (!cli->remote) {
         if (cli->remote_readonly) { cli_usage_error(cmd, "--remote-readonly without --remote (or $MILC_REMOTE)"); return EXIT_USAGE; }
@@ -34,15 +34,15 @@ int tier_open(const Cli *cli, const char *cmd, bool need_key, Remote **out) {
     RemoteOptions o = {.url = cli->remote, .secret = have ? secret : NULL, .readonly = cli->remote_readonly,
                        .io_timeout_ms = io > 0 ? io : 0, .connect_timeout_ms = io > 0 ? io : 0,
                        .chunk_bytes = chunk > 0 && chunk <= REMOTE_CHUNK_MAX ? (uint32_t)chunk : 0};
-    r = remote_open(out, &o, err, sizeof err);
+    r = store_redis_open(out, &o, err, sizeof err);
     memset(secret, 0, sizeof secret);
     if (r != 0) { cli_usage_error(cmd, "%s", err); return EXIT_USAGE; }
     return EXIT_OK;
 }
 
-void tier_warn(Remote *r) { tier_io_warn(r); }
+void tier_warn(Store *r) { tier_io_warn(r); }
 
-void tier_close(Remote *r) {
+void tier_close(Store *r) {
     tier_warn(r);
-    remote_close(r);
+    store_close(r);
 }

@@ -8,17 +8,18 @@
 #include <stdbool.h>
 
 #include "cli.h"
-#include "milc/remote.h"
+#include "milc/store.h"
 
-/* Open the remote the global options name.  need_key: entries will be read or
+/* Open the remote the global options name, as a Store (the library's build
+ * path sees only Stores; `cache push|pull|stat` use store_redis_remote).  need_key: entries will be read or
  * written, so the team key file is required.  EXIT_OK with *out (NULL when no
  * remote is configured), or EXIT_USAGE (cmd names the command in the message: a malformed URL, no key file) /
  * EXIT_INPUT (a key file that fails its checks), the message printed. */
-int tier_open(const Cli *cli, const char *cmd, bool need_key, Remote **out);
+int tier_open(const Cli *cli, const char *cmd, bool need_key, Store **out);
 /* Print the breaker's warning if one is pending, and close.  NULL is fine. */
-void tier_close(Remote *r);
+void tier_close(Store *r);
 /* Print the breaker's warning now if the remote just went down. */
-void tier_warn(Remote *r);
+void tier_warn(Store *r);
 
 #endif
 

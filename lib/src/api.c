@@ -98,7 +98,7 @@ MilcStatus milc_cache_open(MilcCache **out, const char *dir, const MilcCacheOpti
     }
     c->o.template_dirs = NULL; /* the caller's string: not kept */
     char err[512] = "";
-    int r = cache_open(&c->cache, dir, NULL, err, sizeof err);
+    int r = store_lmdb_open(&c->store, dir, NULL, err, sizeof err);
     if (r != 0) {
         lib_error("%s", err[0] ? err : cache_strerror(r));
         tpath_free(&c->tp);
@@ -111,7 +111,7 @@ MilcStatus milc_cache_open(MilcCache **out, const char *dir, const MilcCacheOpti
 
 void milc_cache_close(MilcCache *c) {
     if (!c) return;
-    cache_close(c->cache);
+    store_close(c->store);
     tpath_free(&c->tp);
     free(c->dir);
     free(c);
@@ -182,7 +182,7 @@ MilcStatus milc_build(MilcCache *c, const MilcRequest *req, MilcBuild **out) {
     DiagSink d;
     diag_init(&d);
     RequestOptions o = {.verify_hits = api_verify_policy(c->o.verify), .tmp_root = c->dir, .max_memory = c->o.max_memory};
-    rc = build_request(c->cache, &c->tp, &spec, &o, collect, b, &d);
+    rc = build_request(c->store, &c->tp, &spec, &o, collect, b, &d);
     rc = api_diags(&d, rc);
     if (rc == MILC_OK && b->n == 0) lib_error("the request makes no program"), rc = MILC_E_INPUT;
     if (rc != MILC_OK) { milc_build_free(b); return api_end(&k, rc); }
@@ -277,7 +277,7 @@ static int prewarm_text(MilcCache *c, char *text, const char *file, MilcPrewarmR
     for (int i = 0; i < nlines && rc == MILC_OK; i++) {
         JobSpec spec = {.config = lines[i].config, .weights = lines[i].weights, .modes = lines[i].modes,
                         .chunk = lines[i].chunk, .extra = lines[i].extra, .nextra = lines[i].nextra};
-        int brc = build_request(c->cache, &c->tp, &spec, &o, tally, t, d);
+        int brc = build_request(c->store, &c->tp, &spec, &o, tally, t, d);
         if (brc == MILC_E_SYSTEM) rc = brc;
         else if (brc != MILC_OK) t->failed++; /* a request that fails reports none of its programs */
     }

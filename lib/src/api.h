@@ -8,7 +8,7 @@
 #include "model.h"
 
 struct MilcCache {
-    Cache *cache;
+    Store *store; /* the local LMDB cache (store_lmdb_open) */
     TemplatePath tp;
     char *dir; /* also where builds make their scratch directories */
     MilcCacheOptions o;

@@ -15,7 +15,7 @@ struct MilcModel {
 
 /* The entry of key, checked; never one another milc made (it is never
  * served).  MILC_OK with *hit, or the status (message reported). */
-static int entry(MilcCache *c, const char *key, unsigned flags, CacheHit **hit, CacheKey *k) {
+static int entry(MilcCache *c, const char *key, unsigned flags, StoreEntry **hit, CacheKey *k) {
     if (!c || !key) return MILC_E_USAGE;
     if (strlen(key) != 32 || cache_key_parse(key, k) != 0) {
         lib_error("'%s' is not a key (32 hex digits)", key);
@@ -23,17 +23,16 @@ static int entry(MilcCache *c, const char *key, unsigned flags, CacheHit **hit, 
     }
     /* A key from the caller has no key record to compare: the checksum is
      * all that vouches for the bytes. */
-    int r = cache_get(c->cache, k, NULL, 0, verify_get_flags(api_verify_policy(c->o.verify)) | flags, hit);
+    int r = store_get(c->store, k, NULL, 0, verify_store_flags(api_verify_policy(c->o.verify)) | flags, hit);
     if (r == CACHE_ENOTFOUND) { lib_error("cache entry %s: no such entry", key); return MILC_E_NOTFOUND; }
     if (r != 0) {
         lib_error("cache entry %s: %s", key, cache_strerror(r));
         return r == CACHE_ECORRUPT ? MILC_E_INPUT : MILC_E_SYSTEM;
     }
     char why[512];
-    const CacheEntryInfo *info = cache_hit_info(*hit);
-    if (drift_why(info->record, info->record_len, why, sizeof why)) {
+    if (drift_why((*hit)->record, (*hit)->record_len, why, sizeof why)) {
         lib_error("cache entry %s was made by another milc (%s): build it again", key, why);
-        cache_hit_release(*hit);
+        store_release(c->store, *hit);
         return MILC_E_INPUT;
     }
     return MILC_OK;
@@ -42,16 +41,15 @@ static int entry(MilcCache *c, const char *key, unsigned flags, CacheHit **hit, 
 MilcStatus milc_artifact_info(MilcCache *c, const char *key, MilcArtifactInfo *out) {
     ApiCall k;
     api_begin(&k);
-    CacheHit *hit;
+    StoreEntry *e;
     CacheKey ck;
     if (!out) return api_end(&k, MILC_E_USAGE);
-    int rc = entry(c, key, CACHE_GET_NOTOUCH, &hit, &ck);
+    int rc = entry(c, key, STORE_GET_NOTOUCH, &e, &ck);
     if (rc != MILC_OK) return api_end(&k, rc);
-    const CacheEntryInfo *e = cache_hit_info(hit);
-    *out = (MilcArtifactInfo){.mode = e->mode, .bytes = e->bytes, .sections = (int)e->nsections,
-                              .compile_ns = e->compile_ns, .hits = e->hits};
-    snprintf(out->description, sizeof out->description, "%s", e->description ? e->description : "");
-    cache_hit_release(hit);
+    *out = (MilcArtifactInfo){.mode = e->meta.variant, .bytes = e->bytes, .sections = e->nsecs,
+                              .compile_ns = e->meta.cost_ns, .hits = e->meta.uses};
+    snprintf(out->description, sizeof out->description, "%s", e->meta.description ? e->meta.description : "");
+    store_release(c->store, e);
     return api_end(&k, MILC_OK);
 }
 
@@ -79,15 +77,16 @@ MilcStatus milc_model_load(MilcCache *c, const char *key, MilcModel **out) {
     api_begin(&k);
     if (!out) return api_end(&k, MILC_E_USAGE);
     *out = NULL;
-    CacheHit *hit;
+    StoreEntry *hit;
     CacheKey ck;
-    int rc = entry(c, key, CACHE_GET_POPULATE, &hit, &ck);
+    int rc = entry(c, key, STORE_GET_POPULATE, &hit, &ck);
     if (rc != MILC_OK) return api_end(&k, rc);
     LoadedModel lm;
     long long t0 = lib_now_ns();
-    rc = model_load_hit(&lm, hit, &(ModelLoad){.nthreads = c->o.threads, .max_memory = c->o.max_memory}, key);
+    rc = model_load_hit(&lm, c->store, hit, &(ModelLoad){.nthreads = c->o.threads, .max_memory = c->o.max_memory}, key);
     if (rc != MILC_OK) return api_end(&k, rc);
-    cache_record_load(c->cache, &ck, (uint64_t)(lib_now_ns() - t0)); /* the cost ledger */
+    /* The cost ledger is the LMDB cache's own bookkeeping (store.h). */
+    cache_record_load(store_lmdb_cache(c->store), &ck, (uint64_t)(lib_now_ns() - t0));
     return api_end(&k, model_new(&lm, out));
 }
 

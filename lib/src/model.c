@@ -62,14 +62,13 @@ int model_load_file(LoadedModel *lm, const char *path, const ModelLoad *how) {
     return rc;
 }
 
-int model_load_hit(LoadedModel *lm, CacheHit *hit, const ModelLoad *how, const char *what) {
+int model_load_hit(LoadedModel *lm, Store *s, StoreEntry *hit, const ModelLoad *how, const char *what) {
     memset(lm, 0, sizeof *lm);
-    lm->hit = hit;
+    lm->store = s, lm->hit = hit;
     lm->how = *how;
     snprintf(lm->what, sizeof lm->what, "%s", what);
-    const CacheSection *cs;
-    int n;
-    if (cache_hit_sections(hit, &cs, &n) != 0) { model_free(lm); lib_error("out of memory"); return MILC_E_SYSTEM; }
+    const CacheSection *cs = hit->secs;
+    int n = hit->nsecs;
     lm->secs = calloc((size_t)n + 1, sizeof(RtSection));
     if (!lm->secs) { model_free(lm); lib_error("out of memory"); return MILC_E_SYSTEM; }
     for (int i = 0; i < n; i++) lm->secs[i] = (RtSection){0, 0, cs[i].data, (size_t)cs[i].size};
@@ -91,7 +90,7 @@ int model_realize(LoadedModel *lm) {
 
 void model_free(LoadedModel *lm) {
     if (lm->model) rt_model_free(lm->model);
-    if (lm->hit) cache_hit_release(lm->hit);
+    if (lm->hit) store_release(lm->store, lm->hit);
     free(lm->map);
     free(lm->secs);
     memset(lm, 0, sizeof *lm);

@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "lib.h"
-#include "milc/cache.h"
+#include "milc/store.h"
 #include "milc/rt.h"
 
 /* How to load: threads or a shared pool, checksums, and the memory limit. */
@@ -24,7 +24,8 @@ typedef struct LoadedModel {
     RtModel *model;
     void *map; /* file form: the file read into memory (owned) */
     size_t map_len;
-    CacheHit *hit; /* cache form: the read transaction the sections live in */
+    Store *store;    /* cache form: the store the entry came from */
+    StoreEntry *hit; /* its entry (LMDB: the read transaction the sections live in) */
     RtSection *secs;
     int nsecs;
     ModelLoad how;
@@ -34,8 +35,9 @@ typedef struct LoadedModel {
 /* Map an artifact file and load it (checksums verified).  0, or EXIT_* with a
  * message printed. */
 int model_load_file(LoadedModel *lm, const char *path, const ModelLoad *how);
-/* Load from a cache hit; lm takes ownership of hit (released by model_free). */
-int model_load_hit(LoadedModel *lm, CacheHit *hit, const ModelLoad *how, const char *what);
+/* Load from a store's entry; lm takes ownership of hit (store_released by
+ * model_free, before the store closes). */
+int model_load_hit(LoadedModel *lm, Store *s, StoreEntry *hit, const ModelLoad *how, const char *what);
 /* A model loaded with how.describe: now allocate what it runs in. */
 int model_realize(LoadedModel *lm);
 void model_free(LoadedModel *lm);

@@ -45,18 +45,20 @@ static void key_common(CacheKeyBuilder *b, int mode) {
 /* A hit is served only if its artifact is one this runtime reads, of the
  * mode asked for: a checksum-clean entry of another format (an older milc
  * that kept its version string) is rebuilt, not served. */
-bool pipeline_hit_usable(CacheHit *hit, int mode) {
-    const CacheSection *cs;
-    int n;
+bool pipeline_hit_usable(const StoreEntry *e, int mode) {
     RtArtifactInfo ai;
     char err[256];
-    return cache_hit_sections(hit, &cs, &n) == 0 && n > 0 &&
-           rt_artifact_info(&(RtSection){0, 0, cs[0].data, (size_t)cs[0].size}, &ai, err, sizeof err) == 0 &&
+    return e->nsecs > 0 &&
+           rt_artifact_info(&(RtSection){0, 0, e->secs[0].data, (size_t)e->secs[0].size}, &ai, err, sizeof err) == 0 &&
            (int)ai.mode == mode;
 }
 
 unsigned verify_get_flags(int policy) {
     return policy == BUILD_VERIFY_FULL ? CACHE_GET_VERIFY : policy == BUILD_VERIFY_ONCE ? CACHE_GET_VERIFY_ONCE : 0;
+}
+
+unsigned verify_store_flags(int policy) {
+    return policy == BUILD_VERIFY_FULL ? STORE_GET_VERIFY : policy == BUILD_VERIFY_ONCE ? 0 : STORE_GET_TRUSTED;
 }
 
 /* The direct key record: template digest, resolved parameters, weight
@@ -87,30 +89,30 @@ int pipeline_direct_record(const BuildRequest *req, const char *params, CacheKey
 
 /* A usable artifact under the direct key: 1 (res filled, the hit handed to
  * req->hit_out or released), 0 a miss, -1 a cache failure (printed). */
-static int direct_hit(Cache *c, const BuildRequest *req, const CacheKeyBuilder *db, const CacheKey *dkey,
+static int direct_hit(Store *s, const BuildRequest *req, const CacheKeyBuilder *db, const CacheKey *dkey,
                       unsigned gflags, BuildResult *res) {
-    CacheHit *hit = NULL;
-    int r = cache_get_direct(c, dkey, db->buf, db->len, gflags, &hit, &res->key);
-    if (CACHE_IS_MISS(r) && (res->from_remote = tier_pull_direct(req->remote, c, dkey, db->buf, db->len)))
-        r = cache_get_direct(c, dkey, db->buf, db->len, gflags, &hit, &res->key);
+    StoreEntry *hit = NULL;
+    int r = store_alias_get(s, dkey, db->buf, db->len, gflags, &hit);
+    if (CACHE_IS_MISS(r) && (res->from_remote = tier_pull_direct(req->remote, s, dkey, db->buf, db->len)))
+        r = store_alias_get(s, dkey, db->buf, db->len, gflags, &hit);
     if (r != 0 && !CACHE_IS_MISS(r)) {
-        lib_error("cache lookup failed: %s: %s", cache_strerror(r), cache_errmsg(c));
+        lib_error("cache lookup failed: %s: %s", cache_strerror(r), store_errmsg(s));
         return -1;
     }
     if (r != 0) return 0;
-    const CacheEntryInfo *info = cache_hit_info(hit);
-    res->artifact_bytes = info->bytes;
-    res->checksummed = info->checked;
+    res->key = hit->key;
+    res->artifact_bytes = hit->bytes;
+    res->checksummed = hit->checked;
     bool ok = pipeline_hit_usable(hit, req->mode);
     if (ok && req->hit_out) *req->hit_out = hit;
-    else cache_hit_release(hit);
+    else store_release(s, hit);
     if (ok) res->outcome = BUILD_HIT_DIRECT;
     return ok;
 }
 
 /* Store a compiled artifact under key (its record in fb). 0, or -1 with a
  * message printed. */
-static int store(Cache *c, const CacheKey *key, const CacheKeyBuilder *fb, const RtArtifact *art, int mode,
+static int store(Store *s, const CacheKey *key, const CacheKeyBuilder *fb, const RtArtifact *art, int mode,
                  long long t_all, BuildResult *res) {
     const RtSection *secs;
     int n;
@@ -122,18 +124,18 @@ static int store(Cache *c, const CacheKey *key, const CacheKeyBuilder *fb, const
         res->artifact_bytes += secs[i].size;
     }
     uint64_t compile_ns = (uint64_t)(lib_now_ns() - t_all);
-    CacheEntryMeta meta = {.description = res->description, .backend = "cpu", .mode = mode, .compile_ns = compile_ns};
-    int r = cache_put(c, key, fb->buf, fb->len, &meta, cs, n);
+    StoreMeta meta = {.description = res->description, .producer = "cpu", .variant = mode, .cost_ns = compile_ns};
+    int r = store_put(s, key, fb->buf, fb->len, &meta, cs, n, 0);
     free(cs);
-    if (r != 0) { lib_error("cache store failed: %s: %s", cache_strerror(r), cache_errmsg(c)); return -1; }
+    if (r != 0) { lib_error("cache store failed: %s: %s", cache_strerror(r), store_errmsg(s)); return -1; }
     return 0;
 }
 
 /* The entry just stored, for a caller that runs it next. */
-static int read_back(Cache *c, const CacheKeyBuilder *fb, BuildResult *res, CacheHit **hit_out) {
+static int read_back(Store *s, const CacheKeyBuilder *fb, BuildResult *res, StoreEntry **hit_out) {
     int r;
-    if (hit_out && (r = cache_get(c, &res->key, fb->buf, fb->len, 0, hit_out)) != 0) {
-        lib_error("cannot read back what was stored: %s: %s", cache_strerror(r), cache_errmsg(c));
+    if (hit_out && (r = store_get(s, &res->key, fb->buf, fb->len, STORE_GET_TRUSTED, hit_out)) != 0) {
+        lib_error("cannot read back what was stored: %s: %s", cache_strerror(r), store_errmsg(s));
         return MILC_E_SYSTEM;
     }
     return MILC_OK;
@@ -173,7 +175,7 @@ static int add_blob_digests(CacheKeyBuilder *fb, const IrProgram *p, const char 
     return 0;
 }
 
-int pipeline_program(Cache *c, const IrProgram *p, const char *model_dir, const ProgramRequest *req, BuildResult *res,
+int pipeline_program(Store *s, const IrProgram *p, const char *model_dir, const ProgramRequest *req, BuildResult *res,
                      DiagSink *d) {
     long long t_all = lib_now_ns();
     memset(res, 0, sizeof *res);
@@ -189,11 +191,11 @@ int pipeline_program(Cache *c, const IrProgram *p, const char *model_dir, const 
     ckey_add(&fb, KEY_TAG('M', 'I', 'L', ' '), text, len);
     if (add_blob_digests(&fb, p, model_dir, d) != 0) { rc = failed_rc(d); goto out; }
     if (ckey_finish(&fb, &res->key) != 0) { lib_error("out of memory"); goto out; }
-    CacheHit *hit = NULL;
-    unsigned gflags = verify_get_flags(req->verify_hits) | CACHE_GET_POPULATE;
-    int r = cache_get(c, &res->key, fb.buf, fb.len, gflags, &hit);
+    StoreEntry *hit = NULL;
+    unsigned gflags = verify_store_flags(req->verify_hits) | STORE_GET_POPULATE;
+    int r = store_get(s, &res->key, fb.buf, fb.len, gflags, &hit);
     if (r == 0 && !pipeline_hit_usable(hit, req->mode)) {
-        cache_hit_release(hit);
+        store_release(s, hit);
         r = CACHE_ENOTFOUND;
     }
     if (r == 0) {
@@ -202,15 +204,15 @@ int pipeline_program(Cache *c, const IrProgram *p, const char *model_dir, const 
         rc = MILC_OK;
         goto out;
     }
-    if (!CACHE_IS_MISS(r)) { lib_error("cache lookup failed: %s: %s", cache_strerror(r), cache_errmsg(c)); goto out; }
+    if (!CACHE_IS_MISS(r)) { lib_error("cache lookup failed: %s: %s", cache_strerror(r), store_errmsg(s)); goto out; }
     BackendStats bs = {0};
     if (backend_compile((IrProgram *)p, &(BackendOptions){.mode = req->mode, .model_path = model_dir}, &art, &bs, d) != 0) {
         rc = failed_rc(d);
         goto out;
     }
-    if (store(c, &res->key, &fb, art, req->mode, t_all, res) != 0) goto out;
+    if (store(s, &res->key, &fb, art, req->mode, t_all, res) != 0) goto out;
     res->outcome = BUILD_MISS;
-    rc = read_back(c, &fb, res, req->hit_out);
+    rc = read_back(s, &fb, res, req->hit_out);
 out:
     res->ms_total = lib_ms_since(t_all);
     if (art) rt_artifact_free(art);
@@ -219,7 +221,7 @@ out:
     return rc;
 }
 
-int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink *d) {
+int pipeline_build(Store *s, const BuildRequest *req, BuildResult *res, DiagSink *d) {
     long long t_all = lib_now_ns(), t0 = t_all;
     memset(res, 0, sizeof *res);
     if (req->hit_out) *req->hit_out = NULL;
@@ -247,10 +249,10 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
         lib_error("out of memory");
         return MILC_E_SYSTEM;
     }
-    unsigned gflags = verify_get_flags(req->verify_hits);
-    if (req->hit_out) gflags |= CACHE_GET_POPULATE; /* the caller runs it next */
-    CacheHit *hit = NULL;
-    int r = direct_hit(c, req, &db, &dkey, gflags, res);
+    unsigned gflags = verify_store_flags(req->verify_hits);
+    if (req->hit_out) gflags |= STORE_GET_POPULATE; /* the caller runs it next */
+    StoreEntry *hit = NULL;
+    int r = direct_hit(s, req, &db, &dkey, gflags, res);
     if (r == 0 && !src) {
         /* A miss compiles: read the weights once, and key what was read.  A
          * checkpoint replaced since its digest was taken is looked up anew
@@ -261,7 +263,7 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
         else if (gen_weights_id(own, wdig), memcmp(wdig, looked, 16) != 0) {
             ckey_free(&db);
             if (direct_key(req, params, wdig, &db, &dkey) != 0) r = -1, lib_error("out of memory");
-            else r = direct_hit(c, req, &db, &dkey, gflags, res);
+            else r = direct_hit(s, req, &db, &dkey, gflags, res);
         }
         src = own;
     }
@@ -309,30 +311,30 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     ckey_add(&fb, KEY_TAG('M', 'I', 'L', ' '), gr.mil, gr.mil_len);
     ckey_add(&fb, KEY_TAG('W', 'B', 'L', 'B'), blobdig, 16);
     if (ckey_finish(&fb, &res->key) != 0) { lib_error("out of memory"); goto out; }
-    r = cache_get(c, &res->key, fb.buf, fb.len, gflags, &hit);
-    if (CACHE_IS_MISS(r) && (res->from_remote = tier_pull(req->remote, c, &res->key, fb.buf, fb.len)))
-        r = cache_get(c, &res->key, fb.buf, fb.len, gflags, &hit);
+    r = store_get(s, &res->key, fb.buf, fb.len, gflags, &hit);
+    if (CACHE_IS_MISS(r) && (res->from_remote = tier_pull(req->remote, s, &res->key, fb.buf, fb.len)))
+        r = store_get(s, &res->key, fb.buf, fb.len, gflags, &hit);
     if (r == 0 && !pipeline_hit_usable(hit, req->mode)) {
-        cache_hit_release(hit);
+        store_release(s, hit);
         r = CACHE_ENOTFOUND; /* compile and replace it */
     }
     if (r == 0) {
         /* The direct key is written with no hit held (a live hit stops the
          * map from growing), and the caller gets a hit only on success:
          * on any failure nothing is handed out, so nothing leaks. */
-        res->artifact_bytes = cache_hit_info(hit)->bytes;
-        res->checksummed = cache_hit_info(hit)->checked;
-        cache_hit_release(hit);
+        res->artifact_bytes = hit->bytes;
+        res->checksummed = hit->checked;
+        store_release(s, hit);
         res->outcome = BUILD_HIT_FULL;
         res->ms_lookup += lib_ms_since(t0);
-        if ((r = cache_direct_put(c, &dkey, db.buf, db.len, &res->key)) != 0) {
-            lib_error("cache store failed: %s: %s", cache_strerror(r), cache_errmsg(c));
+        if ((r = store_alias_put(s, &dkey, db.buf, db.len, &res->key)) != 0) {
+            lib_error("cache store failed: %s: %s", cache_strerror(r), store_errmsg(s));
             goto out;
         }
         rc = MILC_OK;
         goto read_back;
     }
-    if (!CACHE_IS_MISS(r)) { lib_error("cache lookup failed: %s: %s", cache_strerror(r), cache_errmsg(c)); goto out; }
+    if (!CACHE_IS_MISS(r)) { lib_error("cache lookup failed: %s: %s", cache_strerror(r), store_errmsg(s)); goto out; }
     res->ms_lookup += lib_ms_since(t0);
 
     /* ---- parse, check, compile ---- */
@@ -360,20 +362,21 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
 
     /* ---- store: artifact, then the direct mapping ---- */
     t0 = lib_now_ns();
-    if (store(c, &res->key, &fb, art, req->mode, t_all, res) != 0) goto out;
-    if ((r = cache_direct_put(c, &dkey, db.buf, db.len, &res->key)) != 0) {
-        lib_error("cache store failed: %s: %s", cache_strerror(r), cache_errmsg(c));
+    if (store(s, &res->key, &fb, art, req->mode, t_all, res) != 0) goto out;
+    if ((r = store_alias_put(s, &dkey, db.buf, db.len, &res->key)) != 0) {
+        lib_error("cache store failed: %s: %s", cache_strerror(r), store_errmsg(s));
         goto out;
     }
     res->ms_store = lib_ms_since(t0);
     res->from_remote = false;
-    tier_push(req->remote, c, &res->key, &dkey, db.buf, db.len);
+    tier_push(req->remote, s, &res->key, &dkey, db.buf, db.len);
     res->outcome = BUILD_MISS;
     rc = MILC_OK;
 read_back: /* checked above (a hit) or just written (a miss): no checksum again */
-    if (req->hit_out && (r = cache_get(c, &res->key, fb.buf, fb.len, CACHE_GET_POPULATE, req->hit_out)) != 0) {
+    if (req->hit_out &&
+        (r = store_get(s, &res->key, fb.buf, fb.len, STORE_GET_TRUSTED | STORE_GET_POPULATE, req->hit_out)) != 0) {
         *req->hit_out = NULL;
-        lib_error("cannot read back what was stored: %s: %s", cache_strerror(r), cache_errmsg(c));
+        lib_error("cannot read back what was stored: %s: %s", cache_strerror(r), store_errmsg(s));
         rc = MILC_E_SYSTEM;
     }
 out:

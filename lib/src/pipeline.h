@@ -7,7 +7,7 @@
 #include "lib.h"
 #include "milc/cache.h"
 #include "milc/gen.h"
-#include "milc/remote.h"
+#include "milc/store.h"
 
 /* A key-record item tag: four characters, big-endian. */
 #define KEY_TAG(a, b, c, d) ((uint32_t)(a) << 24 | (uint32_t)(b) << 16 | (uint32_t)(c) << 8 | (uint32_t)(d))
@@ -50,10 +50,10 @@ typedef struct BuildRequest {
     int verify_hits;     /* on a hit: BUILD_VERIFY_NONE no checksum, _FULL checksum
                             every byte, _ONCE unless it passed since boot and
                             nothing but milc wrote the cache since (CACHE_GET_VERIFY_ONCE) */
-    CacheHit **hit_out;  /* non-NULL: on success, the stored artifact's hit
-                            (the caller releases it) */
+    StoreEntry **hit_out; /* non-NULL: on success, the stored artifact's entry
+                             (the caller store_releases it) */
     uint64_t max_memory; /* --max-memory: GenOptions.max_memory; 0: no limit */
-    Remote *remote;      /* the shared tier (tier.h), or NULL: read-through on a
+    Store *remote;       /* the shared tier (tier.h), or NULL: read-through on a
                             local miss, write-back after a store */
 } BuildRequest;
 
@@ -75,16 +75,18 @@ int pipeline_direct_record(const BuildRequest *req, const char *params, CacheKey
 
 /* A hit is served only if its artifact is one this runtime reads, of the
  * mode asked for. */
-bool pipeline_hit_usable(CacheHit *hit, int mode);
+bool pipeline_hit_usable(const StoreEntry *e, int mode);
 
-/* The cache_get flags that check a hit under policy (BUILD_VERIFY_*). */
+/* The cache_get flags that check a hit under policy (BUILD_VERIFY_*), for the
+ * front ends' lookups by key; verify_store_flags: the same as store_get flags. */
 unsigned verify_get_flags(int policy);
+unsigned verify_store_flags(int policy);
 
 typedef struct ProgramRequest {
     const char *what;   /* for `cache ls`: the file */
     int mode;
     int verify_hits;    /* BUILD_VERIFY_* */
-    CacheHit **hit_out; /* required: the entry, for the caller to run */
+    StoreEntry **hit_out; /* required: the entry, for the caller to run */
 } ProgramRequest;
 
 /* A checked program from a file (text or package) compiled through the cache
@@ -92,11 +94,11 @@ typedef struct ProgramRequest {
  * so the same program in any container, or made by `milc build`, is one
  * entry.  Returns EXIT_*, diagnostics in d. */
 struct IrProgram;
-int pipeline_program(Cache *c, const struct IrProgram *p, const char *model_dir, const ProgramRequest *req,
+int pipeline_program(Store *s, const struct IrProgram *p, const char *model_dir, const ProgramRequest *req,
                      BuildResult *res, DiagSink *d);
 
 /* Build one program or find it in the cache.  Returns MILC_OK, or MILC_E_INPUT
  * with diagnostics in d, or MILC_E_SYSTEM with a message printed. */
-int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink *d);
+int pipeline_build(Store *s, const BuildRequest *req, BuildResult *res, DiagSink *d);
 
 #endif

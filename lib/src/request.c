@@ -61,7 +61,7 @@ static void request_init(Request *r, const TemplatePath *tp, const JobSpec *spec
 }
 
 /* The note lists the jobs with their artifact keys (note.c). */
-static void note_write(Cache *c, const Request *r, const BuildJob *jobs, int n, const CacheKey *keys) {
+static void note_write(Store *s, const Request *r, const BuildJob *jobs, int n, const CacheKey *keys) {
     NoteJob *v = calloc((size_t)n, sizeof *v);
     size_t len;
     uint8_t *buf = NULL;
@@ -75,18 +75,18 @@ static void note_write(Cache *c, const Request *r, const BuildJob *jobs, int n, 
     }
     /* Best effort: a note that cannot be stored costs the next run its speed,
      * not its result. */
-    if (buf) (void)cache_note_put(c, &r->key, r->rec.buf, r->rec.len, buf, len);
+    if (buf) (void)store_note_put(s, &r->key, r->rec.buf, r->rec.len, buf, len);
     free(buf);
     free(v);
 }
 
 /* Every program of the note, found directly: 0 with results[], else -1
  * (nothing held). */
-static int from_note(Cache *c, const Request *r, const RequestOptions *o, long long t0, NoteJob **jobs,
+static int from_note(Store *s, const Request *r, const RequestOptions *o, long long t0, NoteJob **jobs,
                      BuildResult **results, int *njobs) {
     void *val;
     size_t len;
-    if (cache_note_get(c, &r->key, r->rec.buf, r->rec.len, &val, &len) != 0) return -1;
+    if (store_note_get(s, &r->key, r->rec.buf, r->rec.len, &val, &len) != 0) return -1;
     int n = note_decode(val, len, jobs);
     free(val);
     if (n < 0) return -1;
@@ -95,14 +95,13 @@ static int from_note(Cache *c, const Request *r, const RequestOptions *o, long l
     double note_ms = lib_ms_since(t0);
     for (int i = 0; i < n; i++) {
         long long t1 = lib_now_ns();
-        CacheHit *hit;
-        if (cache_get(c, &(*jobs)[i].key, NULL, 0, verify_get_flags(o->verify_hits) | CACHE_GET_COUNT_DIRECT, &hit) != 0)
+        StoreEntry *hit;
+        if (store_get(s, &(*jobs)[i].key, NULL, 0, verify_store_flags(o->verify_hits) | STORE_GET_COUNT_DIRECT, &hit) != 0)
             goto miss;
         bool ok = pipeline_hit_usable(hit, (*jobs)[i].mode);
         res[i] = (BuildResult){.key = (*jobs)[i].key, .outcome = BUILD_HIT_DIRECT,
-                               .artifact_bytes = cache_hit_info(hit)->bytes,
-                               .checksummed = cache_hit_info(hit)->checked, .from_note = true};
-        cache_hit_release(hit);
+                               .artifact_bytes = hit->bytes, .checksummed = hit->checked, .from_note = true};
+        store_release(s, hit);
         if (!ok) goto miss;
         res[i].ms_lookup = res[i].ms_total = lib_ms_since(t1) + (i == 0 ? note_ms : 0);
     }
@@ -115,7 +114,7 @@ miss:
     return -1;
 }
 
-int build_request(Cache *c, const TemplatePath *tp, const JobSpec *spec, const RequestOptions *o, RequestResultFn fn,
+int build_request(Store *s, const TemplatePath *tp, const JobSpec *spec, const RequestOptions *o, RequestResultFn fn,
                   void *ctx, DiagSink *d) {
     long long t0 = lib_now_ns(); /* the template path's digest is part of the first lookup */
     Request r;
@@ -124,7 +123,7 @@ int build_request(Cache *c, const TemplatePath *tp, const JobSpec *spec, const R
     BuildResult *res;
     int n;
     uint8_t wdig[16];
-    if (r.usable && from_note(c, &r, o, t0, &nj, &res, &n) == 0) {
+    if (r.usable && from_note(s, &r, o, t0, &nj, &res, &n) == 0) {
         for (int i = 0; i < n; i++) fn(ctx, i, nj[i].label[0] ? nj[i].label : (jobs_config(spec)), &res[i]);
         free(nj);
         free(res);
@@ -148,7 +147,7 @@ int build_request(Cache *c, const TemplatePath *tp, const JobSpec *spec, const R
         GenConfig *cfg = job_config(tp, &jobs->v[i], d);
         if (!cfg) { rc = MILC_E_INPUT; break; }
         BuildResult br;
-        rc = pipeline_build(c, &(BuildRequest){.config = cfg, .weights = jobs->v[i].weights, .mode = jobs->v[i].mode,
+        rc = pipeline_build(s, &(BuildRequest){.config = cfg, .weights = jobs->v[i].weights, .mode = jobs->v[i].mode,
                                                 .source = src, .tmp_root = o->tmp_root, .verify_hits = o->verify_hits,
                                                 .max_memory = o->max_memory, .remote = o->remote},
                             &br, d);
@@ -157,7 +156,7 @@ int build_request(Cache *c, const TemplatePath *tp, const JobSpec *spec, const R
         keys[i] = br.key;
         fn(ctx, i, jobs->v[i].label[0] ? jobs->v[i].label : jobs->v[i].config, &br);
     }
-    if (rc == MILC_OK && r.usable && jobs->n > 0) note_write(c, &r, jobs->v, jobs->n, keys);
+    if (rc == MILC_OK && r.usable && jobs->n > 0) note_write(s, &r, jobs->v, jobs->n, keys);
     gen_weights_close(src);
     free(keys);
     jobs_free(&own);
@@ -165,10 +164,10 @@ int build_request(Cache *c, const TemplatePath *tp, const JobSpec *spec, const R
     return rc;
 }
 
-void request_remember(Cache *c, const TemplatePath *tp, const JobSpec *spec, const BuildJob *jobs, int n,
+void request_remember(Store *s, const TemplatePath *tp, const JobSpec *spec, const BuildJob *jobs, int n,
                       const CacheKey *keys, const uint8_t wdig[16]) {
     Request r;
     request_init(&r, tp, spec, wdig);
-    if (r.usable && n > 0) note_write(c, &r, jobs, n, keys);
+    if (r.usable && n > 0) note_write(s, &r, jobs, n, keys);
     ckey_free(&r.rec);
 }

@@ -11,7 +11,7 @@ typedef struct RequestOptions {
     const char *tmp_root; /* scratch directories (the cache directory) */
     const JobList *jobs;  /* spec already expanded by the caller, or NULL */
     uint64_t max_memory;  /* --max-memory (BuildRequest.max_memory) */
-    Remote *remote;       /* the shared tier for the builds, or NULL */
+    Store *remote;        /* the shared tier for the builds, or NULL */
 } RequestOptions;
 
 /* Called once per program, in job order, after every program is built or
@@ -26,13 +26,13 @@ typedef void (*RequestResultFn)(void *ctx, int idx, const char *label, const Bui
  * are expanded and built one by one (pipeline_build), and the note is
  * written for next time.  Returns MILC_OK, MILC_E_INPUT with diagnostics in d,
  * or MILC_E_SYSTEM with a message printed; on failure fn has seen nothing. */
-int build_request(Cache *c, const TemplatePath *tp, const JobSpec *spec, const RequestOptions *o, RequestResultFn fn,
+int build_request(Store *s, const TemplatePath *tp, const JobSpec *spec, const RequestOptions *o, RequestResultFn fn,
                   void *ctx, DiagSink *d);
 
 /* Write spec's note from its jobs (all n of them, in order) and their
  * artifact keys, built elsewhere (prewarm's workers) from weights of digest
  * wdig (BuildResult.wdig).  Best effort. */
-void request_remember(Cache *c, const TemplatePath *tp, const JobSpec *spec, const BuildJob *jobs, int n,
+void request_remember(Store *s, const TemplatePath *tp, const JobSpec *spec, const BuildJob *jobs, int n,
                       const CacheKey *keys, const uint8_t wdig[16]);
 
 #endif

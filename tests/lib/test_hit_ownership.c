@@ -27,7 +27,7 @@
         }                                                                            \
     } while (0)
 
-static int build(Cache *c, const TemplatePath *tp, const char *scratch, const char *ctx, CacheHit **hit, BuildResult *res) {
+static int build(Store *c, const TemplatePath *tp, const char *scratch, const char *ctx, StoreEntry **hit, BuildResult *res) {
     DiagSink d;
     diag_init(&d);
     BuildJob j = {.config = "tiny", .nparams = ctx ? 2 : 1,
@@ -65,20 +65,22 @@ int main(int argc, char **argv) {
     Cache *c;
     char err[512];
     CHECK(cache_open(&c, dir, &(CacheOptions){.map_size = 1 << 20}, err, sizeof err) == 0);
+    Store *s = store_lmdb_wrap(c); /* the library's view of c */
+    CHECK(s != NULL);
 
     /* The artifact, under its full key and the first direct key. */
-    CacheHit *hit = NULL;
+    StoreEntry *hit = NULL;
     BuildResult res;
-    CHECK(build(c, &tp, scratch, NULL, &hit, &res) == MILC_OK && res.outcome == BUILD_MISS && hit);
-    cache_hit_release(hit);
+    CHECK(build(s, &tp, scratch, NULL, &hit, &res) == MILC_OK && res.outcome == BUILD_MISS && hit);
+    store_release(s, hit);
 
     /* The same program asked another way (ctx does not change a prefill):
      * a direct miss, a full-key hit, and a direct key to write on a full disk. */
     char filler[4096];
     snprintf(filler, sizeof filler, "%s/../filler", dir);
     fill(filler);
-    hit = (CacheHit *)&hit; /* not NULL: pipeline_build must clear it */
-    int rc = build(c, &tp, scratch, "64", &hit, &res);
+    hit = (StoreEntry *)&hit; /* not NULL: pipeline_build must clear it */
+    int rc = build(s, &tp, scratch, "64", &hit, &res);
     printf("full-key hit, direct key on a full disk: rc %d, outcome %d, hit %p\n", rc, res.outcome, (void *)hit);
     CHECK(rc == MILC_E_SYSTEM);
     CHECK(res.outcome == BUILD_HIT_FULL);
@@ -103,10 +105,11 @@ int main(int argc, char **argv) {
     free(bytes);
 
     /* And the request that failed now succeeds, as a direct hit next time. */
-    CHECK(build(c, &tp, scratch, "64", &hit, &res) == MILC_OK && hit && res.outcome == BUILD_HIT_FULL);
-    cache_hit_release(hit);
-    CHECK(build(c, &tp, scratch, "64", &hit, &res) == MILC_OK && hit && res.outcome == BUILD_HIT_DIRECT);
-    cache_hit_release(hit);
+    CHECK(build(s, &tp, scratch, "64", &hit, &res) == MILC_OK && hit && res.outcome == BUILD_HIT_FULL);
+    store_release(s, hit);
+    CHECK(build(s, &tp, scratch, "64", &hit, &res) == MILC_OK && hit && res.outcome == BUILD_HIT_DIRECT);
+    store_release(s, hit);
+    store_close(s);
     cache_close(c);
     tpath_free(&tp);
     printf("ok\n");
