@@ -48,7 +48,7 @@ static double sweep_stream_ms(const BenchSweep *s, bool per_work) {
  * when measured, else the last one. */
 static const BenchModeResult *summary_mode(const BenchReport *r) {
     for (int i = 0; i < r->nmodes; i++)
-        if (r->modes[i].mode == 2) return &r->modes[i];
+        if (r->modes[i].mode == RT_MODE_DEFAULT) return &r->modes[i];
     return r->nmodes ? &r->modes[r->nmodes - 1] : NULL;
 }
 

@@ -84,6 +84,9 @@ void print_options(FILE *f, const OptSpec *specs);
  * --json).  Returns EXIT_INPUT if it held errors, else EXIT_OK. */
 int cli_report(const Cli *cli, DiagSink *d);
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A failure of the cache with its message, and the cure in the CLI's words
+ * where there is one (a damaged file: `milc cache clear`). */
+void cli_cache_error(int rc, const char *msg);
 void cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Read a whole file into malloc'd memory (NUL-terminated); NULL + message on error. */

@@ -450,7 +450,7 @@ static int bench_mode(const Bench *b, int mode, BenchModeResult *m) {
     Cache *c = NULL;
     char err[512] = "";
     int r = cache_open(&c, warm, &(CacheOptions){.no_sync = 1}, err, sizeof err);
-    if (r != 0) { cli_error("%s", err[0] ? err : cache_strerror(r)); return EXIT_SYSTEM; }
+    if (r != 0) { cli_cache_error(r, err); return EXIT_SYSTEM; }
 
     /* Cached first prefills and steady ones in turn: a fresh process on the
      * warm cache, then one forward of the chain loaded here.  The VM's speed
@@ -581,7 +581,7 @@ static int bench_options(const Args *a, bool quick, Bench *b, long *modes, int *
     if (!opt_long(a, "chunk", 1, 4096, &b->chunk) || !opt_long(a, "ctx", 1, 65536, &b->ctx) ||
         !opt_long(a, "repeat", 1, 1000, &repeat) || !opt_long(a, "cold-repeat", 1, 1000, &cold) ||
         !opt_long(a, "depth-seq", 1, 65536, &b->depth_seq) || !opt_long(a, "threads", 1, 256, &threads) ||
-        !bench_parse_list("modes", args_get(a, "modes") ? args_get(a, "modes") : "0,1,2", 0, 2, modes, nmodes) ||
+        !bench_parse_list("modes", args_get(a, "modes") ? args_get(a, "modes") : "0,1,2", 0, RT_NMODES - 1, modes, nmodes) ||
         !bench_parse_list("depths", args_get(a, "depths") ? args_get(a, "depths") : quick ? "1,2" : "1,2,4,6,12", 1, 4096,
                     b->depths, &b->ndepths) ||
         !bench_parse_list("seqs", args_get(a, "seqs") ? args_get(a, "seqs") : quick ? "1,8" : "1,8,16,32,64,128", 1, 65536,

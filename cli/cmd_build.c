@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "json.h"
 #include "genopts.h"
 #include "explain.h"
 #include "jobs.h"
@@ -15,7 +16,7 @@
 
 static const OptSpec build_opts[] = {
     GEN_COMMON_OPTS,
-    {"mode", 0, OPT_VALUE, "N[,N]", "compile mode: 2 bonded (default), 1 non-bonded, 0 both"},
+    {"mode", 0, OPT_VALUE, "N[,N]", RT_MODES_HELP},
     {"chunk", 0, OPT_VALUE, "K", "build the whole model in chunks of K layers"},
     VERIFY_OPTS,
     {"explain", 0, OPT_FLAG, NULL, "for each program not in the cache, first show the nearest stored entries and the key fields that differ"},
@@ -48,6 +49,7 @@ static const char *outcome_name(BuildOutcome o) {
 typedef struct {
     const Cli *cli;
     int printed;
+    json_t *builds; /* --json */
 } Printer;
 
 /* JSON: the builds array opens with the first result, so a request that
@@ -57,14 +59,18 @@ static void print_result(void *ctx, int idx, const char *label, const BuildResul
     const Cli *cli = pr->cli;
     char key[33];
     cache_key_hex(&r->key, key);
-    if (cli->json && !pr->printed++) printf("{\"builds\":[");
     if (cli->json) {
-        printf("%s{\"key\":\"%s\",\"outcome\":\"%s\",\"chunk\":\"%s\",\"artifact_bytes\":%llu,\"checksummed\":%s,"
-               "\"note\":%s,\"remote\":%s,\"ms\":{\"lookup\":%.3f,\"generate\":%.3f,\"check\":%.3f,\"passes\":%.3f,\"lower\":%.3f,"
-               "\"store\":%.3f,\"total\":%.3f}}",
-               idx ? "," : "", key, r->outcome == BUILD_MISS ? "miss" : r->outcome == BUILD_HIT_DIRECT ? "direct_hit" : "full_hit",
-               label, (unsigned long long)r->artifact_bytes, r->checksummed ? "true" : "false", r->from_note ? "true" : "false", r->from_remote ? "true" : "false", r->ms_lookup, r->ms_generate, r->ms_check, r->ms_passes,
-               r->ms_lower, r->ms_store, r->ms_total);
+        if (!pr->printed++) pr->builds = json_array();
+        json_t *ms = cli_json_obj("lookup", cli_json_real(r->ms_lookup, 3), "generate", cli_json_real(r->ms_generate, 3),
+                                  "check", cli_json_real(r->ms_check, 3), "passes", cli_json_real(r->ms_passes, 3), "lower",
+                                  cli_json_real(r->ms_lower, 3), "store", cli_json_real(r->ms_store, 3), "total",
+                                  cli_json_real(r->ms_total, 3), NULL);
+        cli_json_push(pr->builds,
+                      cli_json_obj("key", json_string(key), "outcome",
+                                   json_string(r->outcome == BUILD_MISS ? "miss" : r->outcome == BUILD_HIT_DIRECT ? "direct_hit" : "full_hit"),
+                                   "chunk", cli_json_str(label), "artifact_bytes", json_integer((json_int_t)r->artifact_bytes),
+                                   "checksummed", json_boolean(r->checksummed), "note", json_boolean(r->from_note), "remote",
+                                   json_boolean(r->from_remote), "ms", ms, NULL));
         return;
     }
     if (cli->verbosity < 0) return;
@@ -108,9 +114,9 @@ static int build_run(Cli *cli, int argc, char **argv) {
     if (a.npos) { cli_usage_error("build", "unexpected argument '%s'", a.pos[0]); goto out_args; }
     if (args_get(&a, "chunk") && !args_int("build", "chunk", args_get(&a, "chunk"), 1, 4096, &chunk)) goto out_args;
     const char *modes = args_get(&a, "mode");
-    for (const char *p = modes; p && *p; p++)
-        if (!strchr("012,", *p) || (p[0] == ',' && (p[1] == ',' || p[1] == 0))) {
-            cli_usage_error("build", "--mode: '%s' is not a list of 0, 1, 2", modes);
+    for (const char *p = modes; p && *p; p += p[1] ? 2 : 1)
+        if (*p < '0' || *p > '9' || !rt_mode(*p - '0') || (p[1] && (p[1] != ',' || !p[2]))) {
+            cli_usage_error("build", "--mode: '%s' is not a list of compile modes (%s)", modes, RT_MODE_TABLE(RT_MODE_HELP_) + 1);
             goto out_args;
         }
 
@@ -140,17 +146,17 @@ static int build_run(Cli *cli, int argc, char **argv) {
         expanded = &jobs;
     }
     int r = cache_open(&c, cli->cache_dir, NULL, err, sizeof err);
-    if (r != 0) { cli_error("%s", err[0] ? err : cache_strerror(r)); rc = EXIT_SYSTEM; goto out; }
+    if (r != 0) { cli_cache_error(r, err); rc = EXIT_SYSTEM; goto out; }
     if (args_flag(&a, "explain") && (rc = build_explain(c, &tp, &spec, expanded, cli->json, &d)) != EXIT_OK) {
         (void)cli_report(cli, &d);
         goto out;
     }
-    Printer pr = {cli, 0};
+    Printer pr = {cli, 0, NULL};
     rc = build_request(c, &tp, &spec,
                        &(RequestOptions){.verify_hits = verify_policy(&a), .tmp_root = cli->cache_dir, .jobs = expanded,
                                          .max_memory = cli->max_memory, .remote = remote},
                        print_result, &pr, &d);
-    if (cli->json && pr.printed) printf("]}\n");
+    if (cli->json && pr.printed) cli_json_print(stdout, cli_json_obj("builds", pr.builds, NULL));
     int drc = cli_report(cli, &d);
     if (rc == EXIT_OK) rc = drc;
 out:

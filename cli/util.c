@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "json.h"
+#include "milc/cache.h"
 #include "milc/osfile.h"
 
 void cli_error(const char *fmt, ...) {
@@ -20,6 +22,11 @@ void cli_error(const char *fmt, ...) {
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
+}
+
+void cli_cache_error(int rc, const char *msg) {
+    if (rc == CACHE_ECORRUPT) cli_error("%s; run `milc cache clear` to start the cache afresh", *msg ? msg : cache_strerror(rc));
+    else cli_error("%s", *msg ? msg : cache_strerror(rc));
 }
 
 void cli_usage_error(const char *cmd, const char *fmt, ...) {
@@ -35,8 +42,7 @@ int cli_report(const Cli *cli, DiagSink *d) {
     int rc = d->system_errors ? EXIT_SYSTEM : diag_failed(d) ? EXIT_INPUT : EXIT_OK;
     if (d->count == 0 && !d->truncated) return rc;
     if (cli->json) {
-        char *s = diag_render_json(d);
-        if (s) { fprintf(stdout, "{\"diagnostics\":%s}\n", s); free(s); }
+        cli_json_diags(stdout, d);
     } else if (!(cli->verbosity < 0 && rc == EXIT_OK)) {
         char *s = diag_render(d);
         if (s) { fputs(s, stderr); free(s); }

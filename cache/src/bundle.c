@@ -271,7 +271,7 @@ static int import_entry(void *ctx, const BundleEntry *e, const CacheSection *sec
     int rc = CACHE_ENOMEM;
     if (desc && backend) {
         CacheEntryMeta m = {.description = desc, .backend = backend, .mode = e->mode, .compile_ns = e->compile_ns};
-        rc = cache_put_at(c, &e->key, e->record, e->rlen, &m, secs, (int)e->nsec, e->created, e->checksum);
+        rc = cache_put_at(c, &e->key, e->record, e->rlen, &m, secs, (int)e->nsec, e->created, e->checksum, NULL);
     }
     free(desc), free(backend);
     return rc;

@@ -7,7 +7,9 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,6 +40,19 @@ uint64_t cache_now(Cache *c) {
 
 static int is_lmdb_rc(int rc) { return rc > 0 || (rc >= MDB_KEYEXIST && rc <= MDB_LAST_ERRCODE); }
 
+/* The symbolic name of the errno values a store meets on a full or failing
+ * disk, so a message says which one it was ("" for others). */
+static const char *errno_tag(int e) {
+    switch (e) {
+    case ENOSPC: return " (ENOSPC)";
+    case EIO: return " (EIO)";
+    case EDQUOT: return " (EDQUOT)";
+    case EFBIG: return " (EFBIG)";
+    case EROFS: return " (EROFS)";
+    default: return "";
+    }
+}
+
 /* Turn an LMDB/errno code into a CACHE_E* code with a message.  Damage found
  * by LMDB gets the same cure as damage found by our own checks. */
 int cache_lmdb_err(Cache *c, int rc, const char *what) {
@@ -45,7 +60,7 @@ int cache_lmdb_err(Cache *c, int rc, const char *what) {
     switch (rc) {
     case MDB_CORRUPTED: case MDB_PAGE_NOTFOUND: case MDB_INVALID: case MDB_VERSION_MISMATCH:
     case MDB_BAD_TXN:
-        seterr(c, "cache file %s is damaged (%s: %s); run `milc cache clear` or delete the directory %s",
+        seterr(c, "cache file %s is damaged (%s: %s); cache_destroy or deleting the directory %s starts afresh",
                c->datapath, what, mdb_strerror(rc), c->dir);
         return CACHE_ECORRUPT;
     case MDB_MAP_FULL:
@@ -55,7 +70,7 @@ int cache_lmdb_err(Cache *c, int rc, const char *what) {
         seterr(c, "%s: out of memory", what);
         return CACHE_ENOMEM;
     default:
-        seterr(c, "%s on %s: %s", what, c->datapath, mdb_strerror(rc));
+        seterr(c, "%s on %s: %s%s", what, c->datapath, mdb_strerror(rc), errno_tag(rc));
         return rc > 0 ? CACHE_EIO : CACHE_ELMDB;
     }
 }
@@ -204,7 +219,7 @@ static int map_note(Cache *c) {
     c->mapsize = info.me_mapsize;
     c->mapaddr = c->writemap ? map_base(c, &resized) : NULL;
     if (c->mapaddr) {
-        mprotect(c->mapaddr, (size_t)c->mapsize, PROT_READ);
+        if (!(cache_tune & CACHE_TUNE_NO_MPROTECT)) mprotect(c->mapaddr, (size_t)c->mapsize, PROT_READ);
         /* Pages read in through the map (after a reboot, say) then come as
          * 2 MB folios mapped by one PMD each, as a put leaves them (see
          * Stage).  A hint: without transparent huge pages nothing changes. */
@@ -213,8 +228,10 @@ static int map_note(Cache *c) {
     return resized;
 }
 
+unsigned cache_tune;
+
 static void map_writable(Cache *c, int on) {
-    if (c->writemap && c->mapaddr)
+    if (c->writemap && c->mapaddr && !(cache_tune & CACHE_TUNE_NO_MPROTECT))
         mprotect(c->mapaddr, (size_t)c->mapsize, on ? PROT_READ | PROT_WRITE : PROT_READ);
 }
 
@@ -226,11 +243,25 @@ static int remap(Cache *c, uint64_t newsize, short locktype) {
         int rc = maplock(c, locktype), fd;
         if (rc) return rc;
         if (c->writemap && mdb_env_get_fd(c->env, &fd) == 0 && fd_size(fd) > newsize) newsize = fd_size(fd);
+        /* LMDB unmaps before it extends the file for a larger map, and a
+         * failed extension (a file-size limit) leaves it without a map:
+         * extend the file first, and fail here with LMDB untouched. */
+        if (c->writemap && newsize && mdb_env_get_fd(c->env, &fd) == 0 && fd_size(fd) < newsize &&
+            ftruncate(fd, (off_t)newsize) != 0) {
+            int e = errno;
+            maplock(c, F_UNLCK);
+            seterr(c, "cannot grow %s to %llu bytes: %s%s", c->datapath, (unsigned long long)newsize, strerror(e),
+                   errno_tag(e));
+            return CACHE_EIO;
+        }
         int held = cache_stamp_hold(c);
         rc = mdb_env_set_mapsize(c->env, (size_t)newsize);
         cache_stamp_release(c, held);
         maplock(c, F_UNLCK);
-        if (rc) return cache_lmdb_err(c, rc, "mdb_env_set_mapsize");
+        if (rc) {
+            c->broken = 1; /* LMDB may hold no map now: no transaction may begin */
+            return cache_lmdb_err(c, rc, "mdb_env_set_mapsize");
+        }
         if (!map_note(c)) return 0;
         newsize = 0, locktype = F_RDLCK;
     }
@@ -242,9 +273,10 @@ static int remap(Cache *c, uint64_t newsize, short locktype) {
  * used part of the file plus room for `need` more bytes.  Pages written
  * through a WRITEMAP map into a hole get their blocks at fault time, and a
  * full disk there is a SIGBUS; fallocate turns it into ENOSPC here.  Blocks
- * already allocated cost nothing; LMDB reuses free pages before it extends. */
+ * already allocated cost nothing; LMDB reuses free pages before it extends.
+ * LMDB's copy path (no WRITEMAP) gets the same: there a full disk is a short
+ * write at commit, which LMDB reports as EIO. */
 static int reserve_disk(Cache *c, uint64_t need) {
-    if (!c->writemap) return 0;
     MDB_envinfo info;
     int fd;
     mdb_env_info(c->env, &info);
@@ -252,9 +284,10 @@ static int reserve_disk(Cache *c, uint64_t need) {
     uint64_t end = ((uint64_t)info.me_last_pgno + 1) * c->psize + need + 16 * c->psize;
     if (end > c->mapsize) end = c->mapsize;
     if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)end) == 0) return 0;
-    if (errno == EOPNOTSUPP || errno == ENOSYS) return 0; /* no holes to fill there */
-    seterr(c, "cannot reserve %llu bytes of disk for %s: %s", (unsigned long long)end, c->datapath,
-           strerror(errno));
+    int e = errno;
+    if (e == EOPNOTSUPP || e == ENOSYS) return 0; /* no holes to fill there */
+    seterr(c, "cannot reserve %llu bytes of disk for %s: %s%s", (unsigned long long)end, c->datapath, strerror(e),
+           errno_tag(e));
     return CACHE_EIO;
 }
 
@@ -312,8 +345,21 @@ static void env_dir(const Cache *c, char *buf, size_t n) {
         snprintf(buf, n, "%s", c->dir);
 }
 
+/* envfile.c reads LMDB's meta and B-tree pages itself, and the store path
+ * writes into values LMDB reserved: both are LMDB 0.9's file format.  Any
+ * other LMDB is refused here, before it maps anything, rather than misread. */
+static int lmdb_version_check(Cache *c) {
+    int major, minor, patch;
+    mdb_version(&major, &minor, &patch);
+    if (cache_lmdb_known(major, minor) && cache_lmdb_known(MDB_VERSION_MAJOR, MDB_VERSION_MINOR)) return 0;
+    seterr(c, "LMDB %d.%d.%d (built with %d.%d.%d) is not supported: the cache reads LMDB 0.9's file format itself",
+           major, minor, patch, MDB_VERSION_MAJOR, MDB_VERSION_MINOR, MDB_VERSION_PATCH);
+    return CACHE_ELMDB;
+}
+
 static int env_open(Cache *c) {
-    int rc = env_files_check(c);
+    int rc = lmdb_version_check(c);
+    if (!rc) rc = env_files_check(c);
     if (!rc) rc = cache_envfile_check(c->datapath, c->dir, c->err, sizeof c->err);
     if (!rc) rc = lockfile_create(c);
     if (rc) return rc;
@@ -416,12 +462,19 @@ int cache_open(Cache **out, const char *dir, const CacheOptions *opt, char *err,
         cache_close(c);
         return CACHE_EIO;
     }
+    c->boot = boot_tag();
+    /* Alone (the lock taken exclusively without waiting), look for commits
+     * of an earlier boot that never reached the disk (unsynced.c).  A
+     * process that holds the lock shared did that when it opened. */
+    if (flock(c->lockfd, LOCK_EX | LOCK_NB) == 0 && (rc = cache_unsynced_recover(c, err, errlen)) != 0) {
+        cache_close(c);
+        return rc;
+    }
     if (flock_retry(c->lockfd, LOCK_SH) != 0) {
         cache_fmt(err, errlen, "cannot lock %s: %s", c->lockpath, strerror(errno));
         cache_close(c);
         return CACHE_EIO;
     }
-    c->boot = boot_tag();
     /* Without a stamp every hit is checksummed: correct, only slower; but
      * something other than a file there is refused like any other. */
     if (os_open_at(dirfd, dir, "milc.stamp", O_RDWR | O_CREAT, 0600, &c->stampfd, err, errlen) == -EINVAL) {
@@ -461,7 +514,8 @@ int cache_destroy(const char *dir, char *err, size_t errlen) {
         close(fd);
         return CACHE_EBUSY;
     }
-    static const char *const files[] = {"data.mdb", "lock.mdb", "data.mdb.compact", "milc.stamp", "milc.lock"};
+    static const char *const files[] = {"data.mdb",   "lock.mdb",      "data.mdb.compact",
+                                        "milc.stamp", "milc.unsynced", "milc.lock"};
     int rc = 0;
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, files[i]);
@@ -506,6 +560,10 @@ static int grow(Cache *c, uint64_t hint) {
  * hit, which gets CACHE_EFULL).  A write transaction gets a writable map. */
 static int txn_begin(Cache *c, unsigned flags, MDB_txn **txn) {
     int write = !(flags & MDB_RDONLY);
+    if (c->broken) {
+        seterr(c, "the cache handle of %s lost its map in a failed remap; open the cache again", c->dir);
+        return CACHE_EIO;
+    }
     for (int tries = 0; tries < 16; tries++) {
         if (write) map_writable(c, 1);
         int rc = mdb_txn_begin(c->env, NULL, flags, txn);
@@ -552,11 +610,42 @@ static int flush_pending_in(Cache *c, MDB_txn *txn) {
  * state from a failed attempt). */
 static int write_txn(Cache *c, TxnBody body, void *arg, uint64_t grow_hint, const char *what);
 
+static int kv_body(Cache *c, MDB_txn *txn, void *arg);
+
+/* A commit that waits for the disk makes every earlier one durable too
+ * (LMDB syncs the whole file), so the marker of unsynced ones goes; one that
+ * does not wait needs the marker first, or it waits after all.  While the
+ * marker stands, a commit of what the caller derives again (statistics, a
+ * direct key, a note) does not wait either: it would wait for every pulled
+ * byte (the hits after a pull flush at close, the caller notes its request),
+ * and the marker already covers it. */
 int cache_write_txn(Cache *c, TxnBody body, void *arg, uint64_t grow_hint, const char *what) {
     cache_stamp_begin(c);
+    int light = !body || body == kv_body; /* statistics, a direct key, a note: all derived again */
+    int nosync = !c->opt.no_sync && c->stamp_locked &&
+                 (c->txn_refetch ? cache_unsynced_mark(c) == 0 : light && cache_unsynced_present(c));
+    c->txn_refetch = 0;
+    if (nosync) mdb_env_set_flags(c->env, MDB_NOSYNC, 1);
     int rc = write_txn(c, body, arg, grow_hint, what);
+    if (nosync) mdb_env_set_flags(c->env, MDB_NOSYNC, 0);
+    else if (rc == 0 && !c->opt.no_sync && c->stamp_locked) cache_unsynced_clear(c);
     cache_stamp_end(c, rc == 0);
     return rc;
+}
+
+/* LMDB reports a short write as EIO, and a write cut short is most often a
+ * file-size limit (RLIMIT_FSIZE) or a full disk, which it would not name:
+ * if one of them leaves no room for what the commit needed, say that one. */
+static int short_write_cause(Cache *c, uint64_t need) {
+    int fd;
+    struct rlimit rl;
+    struct statvfs vs;
+    if (mdb_env_get_fd(c->env, &fd) != 0) return EIO;
+    uint64_t size = fd_size(fd);
+    if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && size + need > (uint64_t)rl.rlim_cur)
+        return EFBIG;
+    if (fstatvfs(fd, &vs) == 0 && (uint64_t)vs.f_bavail * vs.f_frsize < need) return ENOSPC;
+    return EIO;
 }
 
 static int write_txn(Cache *c, TxnBody body, void *arg, uint64_t grow_hint, const char *what) {
@@ -590,6 +679,7 @@ static int write_txn(Cache *c, TxnBody body, void *arg, uint64_t grow_hint, cons
             mdb_txn_abort(txn);
         }
         map_writable(c, 0);
+        if (rc == EIO) rc = short_write_cause(c, grow_hint);
         if (rc == MDB_MAP_FULL) {
             if ((rc = grow(c, grow_hint)) != 0) return rc;
             continue;
@@ -1052,6 +1142,7 @@ typedef struct PutJob {
     const uint64_t *valsz; /* per chunk */
     uint64_t limit;
     uint64_t now;
+    const CachePutOptions *po; /* its direct key, if any, goes in with the entry */
 } PutJob;
 
 /* Bytes bound for values reserved in the map.  With WRITEMAP they go in
@@ -1132,6 +1223,19 @@ static int put_bytes(Stage *s, uint8_t *dst, const uint8_t *src, uint64_t n, XXH
     return 0;
 }
 
+/* A direct key's value: the artifact key, then the direct record. */
+static int direct_in(Cache *c, MDB_txn *txn, const CacheKey *dkey, const void *drec, size_t dlen,
+                     const CacheKey *akey) {
+    uint8_t *val = malloc(16 + dlen);
+    if (!val) return ENOMEM;
+    memcpy(val, akey->b, 16);
+    if (dlen) memcpy(val + 16, drec, dlen);
+    MDB_val k = mval(dkey->b, 16), v = mval(val, 16 + dlen);
+    int rc = mdb_put(txn, c->db_direct, &k, &v, 0);
+    free(val);
+    return rc;
+}
+
 static int put_body(Cache *c, MDB_txn *txn, void *arg) {
     PutJob *j = arg;
     int rc = cache_del_entry(c, txn, j->key, NULL);
@@ -1146,7 +1250,7 @@ static int put_body(Cache *c, MDB_txn *txn, void *arg) {
     uint64_t pos = 0, vsz = 0;
     uint32_t cur = UINT32_MAX;
     Stage sg = {c, -1, NULL, UINT64_MAX, 0, 0};
-    if (c->mapaddr && mdb_env_get_fd(c->env, &sg.fd) != 0) sg.fd = -1;
+    if (!c->mapaddr || (cache_tune & CACHE_TUNE_NO_PWRITE) || mdb_env_get_fd(c->env, &sg.fd) != 0) sg.fd = -1;
     if (sg.fd >= 0 && !c->stage && !(c->stage = aligned_alloc(64, COPY_BLOCK))) return ENOMEM;
     sg.buf = c->stage;
     for (uint32_t i = 0; i < j->e->nsec; i++) {
@@ -1191,13 +1295,17 @@ static int put_body(Cache *c, MDB_txn *txn, void *arg) {
     if ((rc = mdb_put(txn, c->db_usage, &k, &v, 0)) != 0) return rc;
     if ((rc = ctr_add(c, txn, CTR_ENTRIES, 1)) != 0) return rc;
     if ((rc = ctr_add(c, txn, CTR_BYTES, (int64_t)j->e->total)) != 0) return rc;
+    if (j->po && j->po->dkey && (rc = direct_in(c, txn, j->po->dkey, j->po->drecord, j->po->drecord_len, j->key)) != 0)
+        return rc;
     uint64_t limit = j->limit ? j->limit : ctr_get(c, txn, CTR_MAX_BYTES), nev, bev;
     return limit ? cache_evict_in(c, txn, limit, 0, j->key, &nev, &bev) : 0;
 }
 
 int cache_put_at(Cache *c, const CacheKey *k, const void *record, size_t rlen, const CacheEntryMeta *m,
-                 const CacheSection *secs, int nsecs, uint64_t created, const uint8_t *checksum) {
+                 const CacheSection *secs, int nsecs, uint64_t created, const uint8_t *checksum,
+                 const CachePutOptions *po) {
     if (!c || !k || (rlen && !record) || nsecs < 0 || (nsecs && !secs) || rlen > UINT32_MAX) return CACHE_EINVAL;
+    if (po && po->dkey && po->drecord_len && !po->drecord) return CACHE_EINVAL;
     c->err[0] = 0;
     static const CacheEntryMeta none;
     if (!m) m = &none;
@@ -1262,8 +1370,10 @@ int cache_put_at(Cache *c, const CacheKey *k, const void *record, size_t rlen, c
     for (uint32_t i = 0; i < nchunks; i++)
         if (valsz[i] < c->psize / 2) valsz[i] = c->psize / 2;
     PutJob job = {.key = k, .meta = meta, .have_sum = checksum != NULL, .meta_len = mlen, .secs = secs, .e = &e,
-                  .valsz = valsz, .limit = c->opt.max_bytes, .now = now};
-    rc = cache_write_txn(c, put_body, &job, total + mlen + (uint64_t)nchunks * c->psize, "store entry");
+                  .valsz = valsz, .limit = c->opt.max_bytes, .now = now, .po = po};
+    c->txn_refetch = po && (po->flags & CACHE_PUT_REFETCHABLE);
+    uint64_t dextra = po && po->dkey ? po->drecord_len + 4096 : 0;
+    rc = cache_write_txn(c, put_body, &job, total + mlen + dextra + (uint64_t)nchunks * c->psize, "store entry");
     free(valsz);
     free(meta);
     return rc;
@@ -1271,7 +1381,12 @@ int cache_put_at(Cache *c, const CacheKey *k, const void *record, size_t rlen, c
 
 int cache_put(Cache *c, const CacheKey *k, const void *record, size_t record_len, const CacheEntryMeta *m,
               const CacheSection *secs, int nsecs) {
-    return cache_put_at(c, k, record, record_len, m, secs, nsecs, 0, NULL);
+    return cache_put_at(c, k, record, record_len, m, secs, nsecs, 0, NULL, NULL);
+}
+
+int cache_put_ex(Cache *c, const CacheKey *k, const void *record, size_t record_len, const CacheEntryMeta *m,
+                 const CacheSection *secs, int nsecs, const CachePutOptions *po) {
+    return cache_put_at(c, k, record, record_len, m, secs, nsecs, 0, NULL, po);
 }
 
 /* One value under a 16-byte key in a small-value database (direct, notes). */
@@ -1408,6 +1523,7 @@ int cache_stat(Cache *c, CacheStats *s) {
     s->max_bytes = c->opt.max_bytes ? c->opt.max_bytes : v[CTR_MAX_BYTES];
     s->file_bytes = file_size(c->datapath);
     s->map_bytes = c->mapsize;
+    s->restarted = c->restarted;
     return 0;
 }
 

@@ -72,6 +72,9 @@ struct Cache {
     CacheCtime wctime;   /* data.mdb's ctime when that transaction began */
     int live_hits;       /* CacheHits holding read transactions */
     unsigned grows;      /* map growths by this handle (tests) */
+    int txn_refetch;     /* the next write transaction may commit without a sync */
+    int restarted;       /* cache_open discarded an unsynced file of an earlier boot */
+    int broken;          /* a remap failed: LMDB may hold no map, no transaction may begin */
     Pending pend[PENDING_MAX];
     int npend;
     uint64_t pctr[CTR_COUNT]; /* counter deltas not yet written */
@@ -107,6 +110,12 @@ void cache_stamp_end(Cache *c, int committed);
 int cache_stamp_hold(Cache *c);
 void cache_stamp_release(Cache *c, int held);
 
+/* unsynced.c: the marker of commits that did not wait for the disk. */
+int cache_unsynced_mark(Cache *c);
+int cache_unsynced_present(Cache *c);
+void cache_unsynced_clear(Cache *c);
+int cache_unsynced_recover(Cache *c, char *err, size_t errlen);
+
 uint64_t cache_now(Cache *c);
 int cache_lmdb_err(Cache *c, int rc, const char *what);
 int cache_read_txn(Cache *c, MDB_txn **txn);
@@ -126,6 +135,7 @@ int cache_evict_in(Cache *c, MDB_txn *txn, uint64_t limit, uint64_t age_cut, con
 /* cache_put with a given creation time (0 = now) and precomputed checksum
  * (NULL = compute); import keeps the bundle's. */
 int cache_put_at(Cache *c, const CacheKey *k, const void *record, size_t rlen, const CacheEntryMeta *m,
-                 const CacheSection *secs, int nsecs, uint64_t created, const uint8_t *checksum);
+                 const CacheSection *secs, int nsecs, uint64_t created, const uint8_t *checksum,
+                 const CachePutOptions *po);
 
 #endif

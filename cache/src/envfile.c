@@ -40,7 +40,7 @@ static const char *db_record_bad(const uint8_t *db, unsigned want_flags, uint64_
 
 static int damaged(char *err, size_t errlen, const char *path, const char *dir, const char *why) {
     cache_fmt(err, errlen,
-              "cache file %s is damaged (%s); run `milc cache clear` or delete the directory %s",
+              "cache file %s is damaged (%s); cache_destroy or deleting the directory %s starts afresh",
               path, why, dir);
     return CACHE_ECORRUPT;
 }

@@ -47,6 +47,20 @@ int cache_pieces_checksum(const CachePiece *pieces, const uint32_t *first, uint3
 /* The same over whole sections. */
 int cache_sections_checksum(const CacheSection *secs, int n, uint8_t out[16]);
 
+/* Store-path techniques a benchmark can switch off to measure what each one
+ * is worth (bench/bench_store.c); 0, the default, uses them all.  Process
+ * wide, read at each put; not part of the API. */
+enum {
+    CACHE_TUNE_NO_PWRITE = 1u << 0,   /* write values through the map (memcpy), not pwrite */
+    CACHE_TUNE_NO_MPROTECT = 1u << 1, /* leave the map writable between write transactions */
+};
+extern unsigned cache_tune;
+
+/* The LMDB versions whose file format envfile.c and the store path know
+ * (0.9.x: data format 1).  Checked at every open against the library milc
+ * runs with (mdb_version) and the header it was built with. */
+static inline int cache_lmdb_known(int major, int minor) { return major == 0 && minor == 9; }
+
 /* snprintf into a fixed message buffer; NULL-safe. */
 void cache_fmt(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

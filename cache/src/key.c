@@ -114,6 +114,7 @@ const char *cache_strerror(int rc) {
     case CACHE_EFULL: return "cache map full";
     case CACHE_EBUNDLE: return "bad bundle";
     case CACHE_ELMDB: return "LMDB error";
+    case CACHE_ENOTSUP: return "not supported by this store";
     default: return "unknown error";
     }
 }

@@ -63,11 +63,18 @@ static void normalize_op(Arena *a, IrOp *op) {
     }
 }
 
+static void normalize_ops(Arena *a, IrOp *first) {
+    for (IrOp *op = first; op; op = op->next) {
+        if (op->kind != OP_CONST) normalize_op(a, op);
+        for (int b = 0; b < op->nblocks; b++) normalize_ops(a, op->blocks[b]->first);
+    }
+}
+
 void mil_normalize_axes(IrProgram *p) {
     for (int f = 0; f < p->nfuncs; f++) {
         IrFunction *fn = p->funcs[f];
         ir_function_count_uses(fn);
-        IR_FOR_EACH_OP(op, fn) if (op->kind != OP_CONST) normalize_op(p->arena, op);
+        normalize_ops(p->arena, fn->first);
         ir_function_count_uses(fn);
     }
 }

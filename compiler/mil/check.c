@@ -16,6 +16,7 @@
 #include "milc/assert.h"
 #include "milc/blob.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -583,11 +584,12 @@ static void infer_split(OpCtx *x) {
     for (int i = 0; i < n; i++) set_out(x, i, t->dtype, t->rank, t->dims)->dims[a] = sizes[i];
 }
 
-static void infer_slice_by_index(OpCtx *x) {
-    const IrType *t = type_of(x, "x");
+/* The shape slice_by_index (and slice_update) selects from t into d[*n]:
+ * 1, or 0 after an error, or -1 when the result rank is unknown. */
+static int slice_shape(OpCtx *x, const IrType *t, int64_t *d, int *nout) {
     int r = t->rank;
     int64_t b[MAX_RANK], e[MAX_RANK], s[MAX_RANK], bm[MAX_RANK], em[MAX_RANK], sq[MAX_RANK];
-    if (!rank_at_most(x, "x", t)) return;
+    if (!rank_at_most(x, "x", t)) return 0;
     const char *names[] = {"begin", "end", "stride", "begin_mask", "end_mask", "squeeze_mask"};
     int64_t *vecs[] = {b, e, s, bm, em, sq};
     bool known[6];
@@ -600,18 +602,17 @@ static void infer_slice_by_index(OpCtx *x) {
         const IrType *vt = type_of(x, names[k]);
         if (dim_known(vt->dims[0]) && vt->dims[0] != r) {
             ERR("'%s' has %lld entries but 'x' has rank %d", names[k], (long long)vt->dims[0], r);
-            return;
+            return 0;
         }
         known[k] = ints_of(x, names[k], vecs[k]) == r;
     }
-    int64_t d[MAX_RANK];
     int n = 0;
     for (int i = 0; i < r; i++) {
         if (known[5] && sq[i]) continue;
         int64_t dim = t->dims[i];
         if (!known[0] || !known[1] || !known[2] || !dim_known(dim)) { d[n++] = DIM_UNKNOWN; continue; }
         int64_t st = s[i];
-        if (st == 0) { ERR("'stride' entry %d is 0", i); return; }
+        if (st == 0) { ERR("'stride' entry %d is 0", i); return 0; }
         int64_t lo = b[i], hi = e[i];
         /* Python slice semantics, with masks selecting the full range. */
         if (lo < 0) lo += dim;
@@ -630,8 +631,35 @@ static void infer_slice_by_index(OpCtx *x) {
             d[n++] = lo > hi ? (lo - hi + (-st) - 1) / (-st) : 0;
         }
     }
-    if (!known[5]) { x->nout = -1; return; } /* result rank unknown */
-    set_out(x, 0, t->dtype, n, d);
+    *nout = n;
+    return known[5] ? 1 : -1;
+}
+
+static void infer_slice_by_index(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    int64_t d[MAX_RANK];
+    int n = 0, k = slice_shape(x, t, d, &n);
+    if (k < 0) x->nout = -1; /* result rank unknown */
+    if (k > 0) set_out(x, 0, t->dtype, n, d);
+}
+
+/* slice_update: x with the slice slice_by_index would select replaced by
+ * update, which must have that slice's shape (and rank >= 1). */
+static void infer_slice_update(OpCtx *x) {
+    const IrType *t = type_of(x, "x"), *u = type_of(x, "update");
+    int64_t d[MAX_RANK];
+    int n = 0, k = slice_shape(x, t, d, &n);
+    if (k == 0) return;
+    if (u->rank == 0) { ERR("'update' cannot be a scalar; give it the slice's shape with rank >= 1"); return; }
+    bool ok = k < 0 || u->rank == n;
+    for (int i = 0; ok && k > 0 && i < n; i++) ok = d[i] == DIM_UNKNOWN || dims_match(d[i], u->dims[i]);
+    if (!ok) {
+        char s1[256], s2[256];
+        ERR("'update' %s must have the shape of the slice, %s", fmt_dims(u->dims, u->rank, s1, sizeof s1),
+            fmt_dims(d, n, s2, sizeof s2));
+        return;
+    }
+    set_out(x, 0, t->dtype, t->rank, t->dims);
 }
 
 static void infer_slice_by_size(OpCtx *x) {
@@ -1251,6 +1279,479 @@ static void infer_write_state(OpCtx *x) {
     else x->nout = 0;
 }
 
+/* pad: the last len(pad)/2 dims grow by their (before, after) pads; a
+ * run-time pad must give both for every dim (the result dims are then unknown). */
+static void infer_pad(OpCtx *x) {
+    const IrType *t = type_of(x, "x"), *pt = type_of(x, "pad");
+    const IrLiteral *m = const_of(x, "mode");
+    const char *mode = m ? ir_lit_str(m, 0) : "constant";
+    int64_t p[MAX_RANK];
+    if (!rank_at_most(x, "x", t)) return;
+    if (strcmp(mode, "constant") != 0 && strcmp(mode, "reflect") != 0 && strcmp(mode, "replicate") != 0) {
+        ERR("unknown mode \"%s\" (constant, reflect, replicate)", mode);
+        return;
+    }
+    int n = ints_of(x, "pad", p);
+    IrType *o = set_out(x, 0, t->dtype, t->rank, t->dims);
+    if (n < 0) {
+        if (dim_known(pt->dims[0]) && pt->dims[0] != 2 * (int64_t)t->rank) {
+            ERR("a run-time 'pad' must have %d entries (before and after for each dim of 'x'), not %lld", 2 * t->rank,
+                (long long)pt->dims[0]);
+            return;
+        }
+        for (int i = 0; i < t->rank; i++) o->dims[i] = DIM_UNKNOWN;
+        return;
+    }
+    if (n % 2 || n / 2 > t->rank) {
+        ERR("'pad' has %d entries: it needs an even count, at most %d (before and after for the last dims of 'x')", n,
+            2 * t->rank);
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        if (p[i] < 0) { ERR("'pad' entry %d is %lld; pads must be non-negative", i, (long long)p[i]); return; }
+    for (int i = 0; i < n / 2; i++) {
+        int k = t->rank - n / 2 + i;
+        o->dims[k] = dim_known(t->dims[k]) ? sat_add(t->dims[k], p[2 * i] + p[2 * i + 1]) : IR_DIM_DYNAMIC;
+    }
+}
+
+/* topk: values (and, unless return_indices is false, their indices) with
+ * dim axis cut to k. */
+static void infer_topk(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    int64_t k, axis, a;
+    if (!rank_at_most(x, "x", t)) return;
+    if (t->rank == 0) { ERR("'x' must have rank >= 1"); return; }
+    if (!int_of(x, "k", 1, &k) || !int_of(x, "axis", -1, &axis) || !norm_axis(x, "axis", axis, t->rank, &a)) return;
+    if (k < 1 || (dim_known(t->dims[a]) && k > t->dims[a])) {
+        ERR("'k' %lld must be in 1..%lld, the size of axis %lld", (long long)k, (long long)t->dims[a], (long long)a);
+        return;
+    }
+    bool indices = !arg_of(x, "return_indices") || bool_of(x, "return_indices");
+    const IrLiteral *l = const_of(x, "output_indices_dtype");
+    const char *s = l ? ir_lit_str(l, 0) : "int32";
+    if (l && !indices) { ERR("'output_indices_dtype' is given but 'return_indices' is false"); return; }
+    IrDType idt = IR_DT_INT32;
+    if (strcmp(s, "uint16") == 0) idt = IR_DT_UINT16;
+    else if (strcmp(s, "int32") != 0) { ERR("'output_indices_dtype' must be \"int32\" or \"uint16\", not \"%s\"", s); return; }
+    IrType *o = set_out(x, 0, t->dtype, t->rank, t->dims);
+    o->dims[a] = k;
+    if (indices) set_out(x, 1, idt, t->rank, o->dims);
+}
+
+/* gather_nd: indices [*I, D] pick slices x[b..., i_0..i_D-1, ...]: the result
+ * is I + x's dims after batch_dims + D. */
+static void infer_gather_nd(OpCtx *x) {
+    const IrType *t = type_of(x, "x"), *ix = type_of(x, "indices");
+    int64_t bd, d[MAX_RANK * 2];
+    if (!rank_at_most(x, "x", t) || !rank_at_most(x, "indices", ix)) return;
+    if (!int_of(x, "batch_dims", 0, &bd)) return;
+    if (ix->rank < 1) { ERR("'indices' must have rank >= 1 (its last dim is the index depth)"); return; }
+    int64_t depth = ix->dims[ix->rank - 1];
+    if (!dim_known(depth)) { x->nout = -1; return; }
+    if (bd < 0 || bd >= ix->rank || depth + bd > t->rank) {
+        ERR("'indices' depth %lld plus 'batch_dims' %lld must be at most the rank of 'x' (%d), with batch_dims in 0..%d",
+            (long long)depth, (long long)bd, t->rank, ix->rank - 1);
+        return;
+    }
+    int n = 0;
+    for (int i = 0; i < ix->rank - 1; i++) d[n++] = ix->dims[i];
+    for (int i = (int)(bd + depth); i < t->rank; i++) d[n++] = t->dims[i];
+    if (n > MAX_RANK) { ERR("result rank too large"); return; }
+    set_out(x, 0, t->dtype, n, d);
+}
+
+/* one_hot: indices' shape with one_hot_vector_size inserted at axis, in
+ * on_value's dtype (int32 by default; off_value must match). */
+static void infer_one_hot(OpCtx *x) {
+    const IrType *ix = type_of(x, "indices"), *on = type_of(x, "on_value"), *off = type_of(x, "off_value");
+    int64_t axis, size, d[MAX_RANK];
+    if (!rank_at_most(x, "indices", ix) || ix->rank + 1 > MAX_RANK) return;
+    IrDType don = on ? on->dtype : IR_DT_INT32, doff = off ? off->dtype : IR_DT_INT32;
+    if (don != doff) {
+        ERR("'on_value' is %s but 'off_value' is %s; they must have the same dtype (both default to int32)",
+            ir_dtype_name(don), ir_dtype_name(doff));
+        return;
+    }
+    if (!int_of(x, "axis", -1, &axis)) return;
+    int64_t a = axis < 0 ? axis + ix->rank + 1 : axis; /* the default -1 (a given axis is normalized) */
+    if (a < 0 || a > ix->rank) {
+        ERR("axis %lld is out of range for rank %d", (long long)axis, ix->rank + 1);
+        return;
+    }
+    size = DIM_UNKNOWN;
+    int64_t v[MAX_RANK];
+    if (ints_of(x, "one_hot_vector_size", v) == 1) size = v[0];
+    if (size != DIM_UNKNOWN && size < 0) { ERR("'one_hot_vector_size' %lld is negative", (long long)size); return; }
+    for (int i = 0, k = 0; i <= ix->rank; i++) d[i] = i == a ? size : ix->dims[k++];
+    set_out(x, 0, don, ix->rank + 1, d);
+}
+
+/* The letters of one einsum term [s, e) as numbers in order of first use
+ * across the equation (map); the count, or -1 for a non-letter. */
+static int einsum_term(const char *s, const char *e, char *map, int *nmap, int *out) {
+    int n = 0;
+    for (const char *p = s; p < e; p++) {
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')) || n >= 8) return -1;
+        int k = 0;
+        while (k < *nmap && map[k] != *p) k++;
+        if (k == *nmap) map[(*nmap)++] = *p;
+        out[n++] = k;
+    }
+    return n;
+}
+
+/* einsum: the two batched matmul forms Core ML has, "abc,cbd->abd" (rank 3)
+ * and "abcd,adce->abce" (rank 4), letters free. */
+static void infer_einsum(OpCtx *x) {
+    const IrArg *a = arg_of(x, "values");
+    const IrLiteral *l = const_of(x, "equation");
+    const char *eq = l ? ir_lit_str(l, 0) : "";
+    if (a->nitems != 2) { ERR("'values' must hold 2 tensors, not %d", a->nitems); return; }
+    const IrType *t = &a->items[0]->type, *u = &a->items[1]->type;
+    char s1[256], s2[256];
+    if (t->rank != u->rank || (t->rank != 3 && t->rank != 4)) {
+        ERR("'values' %s and %s must both have rank 3 or both rank 4", fmt_dims(t->dims, t->rank, s1, sizeof s1),
+            fmt_dims(u->dims, u->rank, s2, sizeof s2));
+        return;
+    }
+    const char *comma = strchr(eq, ','), *arrow = strstr(eq, "->");
+    char map[32];
+    int nmap = 0, v[3][8], n[3] = {-1, -1, -1};
+    if (comma && arrow && comma < arrow) {
+        n[0] = einsum_term(eq, comma, map, &nmap, v[0]);
+        n[1] = einsum_term(comma + 1, arrow, map, &nmap, v[1]);
+        n[2] = einsum_term(arrow + 2, eq + strlen(eq), map, &nmap, v[2]);
+    }
+    static const int r3[3][4] = {{0, 1, 2}, {2, 1, 3}, {0, 1, 3}}, r4[3][4] = {{0, 1, 2, 3}, {0, 3, 2, 4}, {0, 1, 2, 4}};
+    bool ok = true;
+    for (int k = 0; k < 3; k++) {
+        ok = ok && n[k] == t->rank;
+        for (int i = 0; ok && i < t->rank; i++) ok = v[k][i] == (t->rank == 3 ? r3 : r4)[k][i];
+    }
+    if (!ok) {
+        ERR("equation \"%s\" is not a form Core ML has for rank %d (%s)", eq, t->rank,
+            t->rank == 3 ? "abc,cbd->abd" : "abcd,adce->abce");
+        return;
+    }
+    int r = t->rank;
+    int64_t d[4];
+    if (!dims_match(t->dims[r - 1], u->dims[r - 3])) {
+        ERR("'values' %s and %s: the contracted dims differ (%lld vs %lld)", fmt_dims(t->dims, r, s1, sizeof s1),
+            fmt_dims(u->dims, r, s2, sizeof s2), (long long)t->dims[r - 1], (long long)u->dims[r - 3]);
+        return;
+    }
+    for (int i = 0; i < r; i++) d[i] = t->dims[i];
+    d[r - 1] = u->dims[r - 1];
+    for (int i = r == 4 ? 0 : 1; i < r - 1; i += r == 4 ? 2 : 1) { /* the broadcast batch dims */
+        int64_t p = t->dims[i], q = u->dims[i];
+        if (dim_known(p) && dim_known(q) && p != q && p != 1 && q != 1) {
+            ERR("'values' %s and %s: dim %d does not broadcast (%lld vs %lld)", fmt_dims(t->dims, r, s1, sizeof s1),
+                fmt_dims(u->dims, r, s2, sizeof s2), i, (long long)p, (long long)q);
+            return;
+        }
+        d[i] = !dim_known(p) ? p : !dim_known(q) ? q : p > q ? p : q;
+    }
+    set_out(x, 0, t->dtype, r, d);
+}
+
+/* range_1d: ceil((end - start) / step) values when all three are known. */
+static void infer_range_1d(OpCtx *x) {
+    const IrLiteral *e = const_of(x, "end"), *s = const_of(x, "start"), *st = const_of(x, "step");
+    const IrType *t = type_of(x, "start");
+    int64_t d = DIM_UNKNOWN;
+    if (e && s && st) {
+        double step = ir_lit_f64(st, 0), n = ceil((ir_lit_f64(e, 0) - ir_lit_f64(s, 0)) / step);
+        if (step == 0) { ERR("'step' is 0"); return; }
+        if (!(n >= 0 && n < 1e15)) { ERR("the range from 'start' to 'end' by 'step' has %g values", n); return; }
+        d = (int64_t)n;
+    }
+    set_out(x, 0, t->dtype, 1, &d);
+}
+
+/* fill_like: ref_tensor's shape filled with value (fp32 0 by default). */
+static void infer_fill_like(OpCtx *x) {
+    const IrType *r = type_of(x, "ref_tensor"), *v = type_of(x, "value");
+    if (rank_at_most(x, "ref_tensor", r)) set_out(x, 0, v ? v->dtype : IR_DT_FP32, r->rank, r->dims);
+}
+
+/* The constant scalar integer held by tuple item i of argument name. */
+static bool tuple_int(OpCtx *x, const char *name, int i, int64_t *out) {
+    const IrArg *a = arg_of(x, name);
+    const IrLiteral *l = i < a->nitems ? ir_value_const(a->items[i]) : NULL;
+    if (!l || l->kind != IR_LIT_DATA || l->type.rank != 0) {
+        ERR("'%s' item %d must be a const scalar", name, i);
+        return false;
+    }
+    ir_lit_to_i64(l, out, 1);
+    return true;
+}
+
+/* reshape_like: x reshaped to the concatenation of ref_tensors[i]'s dims
+ * [begins[i]:ends[i]] (or [begins[i]:] with end_masks[i]), all known. */
+static void infer_reshape_like(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    const IrArg *refs = arg_of(x, "ref_tensors");
+    int n = refs->nitems;
+    int64_t d[MAX_RANK];
+    int r = 0;
+    if (!rank_at_most(x, "x", t)) return;
+    if (arg_of(x, "begins")->nitems != n || arg_of(x, "ends")->nitems != n || arg_of(x, "end_masks")->nitems != n) {
+        ERR("'ref_tensors', 'begins', 'ends' and 'end_masks' must have the same length (%d, %d, %d, %d)", n,
+            arg_of(x, "begins")->nitems, arg_of(x, "ends")->nitems, arg_of(x, "end_masks")->nitems);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        const IrType *rt = &refs->items[i]->type;
+        int64_t b, e, m;
+        if (!tuple_int(x, "begins", i, &b) || !tuple_int(x, "ends", i, &e) || !tuple_int(x, "end_masks", i, &m)) return;
+        int64_t len = rt->rank;
+        if (m) e = len;
+        b = b < 0 ? (b + len < 0 ? 0 : b + len) : b > len ? len : b;
+        e = e < 0 ? (e + len < 0 ? 0 : e + len) : e > len ? len : e;
+        for (int64_t k = b; k < e; k++) {
+            if (r >= MAX_RANK) { ERR("result rank too large"); return; }
+            if (!dim_known(rt->dims[k])) {
+                ERR("'ref_tensors' item %d has an unknown dim %lld; the result shape must be known", i, (long long)k);
+                return;
+            }
+            d[r++] = rt->dims[k];
+        }
+    }
+    int64_t pin = 1, pout = 1;
+    bool known = true;
+    for (int i = 0; i < t->rank; i++) known = known && dim_known(t->dims[i]), pin = sat_mul(pin, t->dims[i]);
+    for (int i = 0; i < r; i++) pout = sat_mul(pout, d[i]);
+    if (known && pin != pout) {
+        char s1[256], s2[256];
+        ERR("cannot reshape %s (%lld elements) to %s (%lld elements)", fmt_dims(t->dims, t->rank, s1, sizeof s1),
+            (long long)pin, fmt_dims(d, r, s2, sizeof s2), (long long)pout);
+        return;
+    }
+    set_out(x, 0, t->dtype, r, d);
+}
+
+/* non_zero: [count, rank of x] int32 coordinates; count known for a const x. */
+static void infer_non_zero(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    const IrLiteral *l = const_of(x, "x");
+    int64_t d[2] = {DIM_UNKNOWN, t->rank};
+    if (l) {
+        d[0] = 0;
+        for (size_t i = 0; i < l->count; i++) d[0] += ir_lit_f64(l, i) != 0;
+    }
+    set_out(x, 0, IR_DT_INT32, 2, d);
+}
+
+/* pixel_shuffle [N, C, H, W] -> [N, C/f^2, H*f, W*f]; pixel_unshuffle the reverse. */
+static void infer_pixel_shuffle(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    bool up = x->op->kind == OP_PIXEL_SHUFFLE;
+    const char *fname = up ? "upscale_factor" : "downscale_factor";
+    int64_t f;
+    if (t->rank != 4) { ERR("'x' must be [N, C, H, W], not rank %d", t->rank); return; }
+    if (!int_of(x, fname, 1, &f) || f < 1 || f > 65536) { ERR("'%s' must be a positive integer", fname); return; }
+    IrType *o = set_out(x, 0, t->dtype, 4, t->dims);
+    int64_t ff = f * f;
+    if (up) {
+        if (dim_known(t->dims[1]) && t->dims[1] % ff) { ERR("channels (%lld) are not divisible by '%s'^2 %lld", (long long)t->dims[1], fname, (long long)ff); return; }
+        o->dims[1] = dim_known(t->dims[1]) ? t->dims[1] / ff : IR_DIM_DYNAMIC;
+        for (int i = 2; i < 4; i++) o->dims[i] = dim_known(t->dims[i]) ? sat_mul(t->dims[i], f) : IR_DIM_DYNAMIC;
+    } else {
+        for (int i = 2; i < 4; i++)
+            if (dim_known(t->dims[i]) && t->dims[i] % f) { ERR("dim %d (%lld) is not divisible by '%s' %lld", i, (long long)t->dims[i], fname, (long long)f); return; }
+        o->dims[1] = dim_known(t->dims[1]) ? sat_mul(t->dims[1], ff) : IR_DIM_DYNAMIC;
+        for (int i = 2; i < 4; i++) o->dims[i] = dim_known(t->dims[i]) ? t->dims[i] / f : IR_DIM_DYNAMIC;
+    }
+}
+
+/* sliding_windows: dim axis becomes the window count (d - size) / stride + 1
+ * and a dim of size follows it. */
+static void infer_sliding_windows(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    int64_t axis, a, size, stride, d[MAX_RANK];
+    if (!rank_at_most(x, "x", t) || t->rank + 1 > MAX_RANK) return;
+    if (t->rank == 0) { ERR("'x' must have rank >= 1"); return; }
+    if (!int_of(x, "axis", 0, &axis) || !norm_axis(x, "axis", axis, t->rank, &a)) return;
+    if (!int_of(x, "size", 1, &size) || !int_of(x, "stride", 1, &stride)) return;
+    if (size < 1 || stride < 1 || (dim_known(t->dims[a]) && size > t->dims[a])) {
+        ERR("'size' %lld must be in 1..%lld (dim %lld of 'x') and 'stride' %lld positive", (long long)size,
+            (long long)t->dims[a], (long long)a, (long long)stride);
+        return;
+    }
+    for (int i = 0, k = 0; i < t->rank; i++) {
+        d[k++] = i != a ? t->dims[i] : dim_known(t->dims[i]) ? (t->dims[i] - size) / stride + 1 : IR_DIM_DYNAMIC;
+        if (i == a) d[k++] = size;
+    }
+    set_out(x, 0, t->dtype, t->rank + 1, d);
+}
+
+/* reverse_sequence: x's type; both axes inside x. */
+static void infer_reverse_sequence(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    int64_t s, b, a;
+    if (!int_of(x, "seq_axis", 0, &s) || !int_of(x, "batch_axis", 0, &b)) return;
+    if (!norm_axis(x, "seq_axis", s, t->rank, &a) || !norm_axis(x, "batch_axis", b, t->rank, &a)) return;
+    infer_same(x);
+}
+
+/* space_to_batch [N, C, H, W] -> [N*bh*bw, C, (H+pads)/bh, (W+pads)/bw];
+ * batch_to_space the reverse, cropping after. */
+static void infer_space_to_batch(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    bool down = x->op->kind == OP_SPACE_TO_BATCH;
+    const char *pname = down ? "paddings" : "crops";
+    const IrType *pt = type_of(x, pname);
+    int64_t bs[MAX_RANK], p[MAX_RANK];
+    if (t->rank != 4) { ERR("'x' must be [N, C, H, W], not rank %d", t->rank); return; }
+    if (ints_of(x, "block_shape", bs) != 2 || pt->rank != 2 || pt->dims[0] != 2 || pt->dims[1] != 2 || ints_of(x, pname, p) != 4) {
+        ERR("'block_shape' must have 2 entries and '%s' shape [2, 2]", pname);
+        return;
+    }
+    for (int i = 0; i < 2; i++)
+        if (bs[i] < 1 || p[2 * i] < 0 || p[2 * i + 1] < 0) { ERR("'block_shape' entries must be positive and '%s' non-negative", pname); return; }
+    IrType *o = set_out(x, 0, t->dtype, 4, t->dims);
+    int64_t prod = sat_mul(bs[0], bs[1]);
+    if (down) {
+        o->dims[0] = dim_known(t->dims[0]) ? sat_mul(t->dims[0], prod) : IR_DIM_DYNAMIC;
+        for (int i = 0; i < 2; i++) {
+            int64_t d = t->dims[2 + i];
+            if (!dim_known(d)) { o->dims[2 + i] = IR_DIM_DYNAMIC; continue; }
+            d = sat_add(d, p[2 * i] + p[2 * i + 1]);
+            if (d % bs[i]) { ERR("padded dim %d (%lld) is not divisible by 'block_shape' entry %lld", 2 + i, (long long)d, (long long)bs[i]); return; }
+            o->dims[2 + i] = d / bs[i];
+        }
+    } else {
+        if (dim_known(t->dims[0]) && t->dims[0] % prod) { ERR("batch (%lld) is not divisible by the product of 'block_shape' (%lld)", (long long)t->dims[0], (long long)prod); return; }
+        o->dims[0] = dim_known(t->dims[0]) ? t->dims[0] / prod : IR_DIM_DYNAMIC;
+        for (int i = 0; i < 2; i++) {
+            int64_t d = t->dims[2 + i];
+            if (!dim_known(d)) { o->dims[2 + i] = IR_DIM_DYNAMIC; continue; }
+            d = sat_mul(d, bs[i]) - p[2 * i] - p[2 * i + 1];
+            if (d < 0) { ERR("'crops' remove more than dim %d holds", 2 + i); return; }
+            o->dims[2 + i] = d;
+        }
+    }
+}
+
+/* crop: the last two dims lose crop_height = [top, bottom] and crop_width = [left, right]. */
+static void infer_crop(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    int64_t c[2][MAX_RANK];
+    const char *names[] = {"crop_height", "crop_width"};
+    if (!rank_at_most(x, "x", t)) return;
+    if (t->rank < 3) { ERR("'x' must have rank >= 3, not %d", t->rank); return; }
+    IrType *o = set_out(x, 0, t->dtype, t->rank, t->dims);
+    for (int k = 0; k < 2; k++) {
+        if (ints_of(x, names[k], c[k]) != 2) { ERR("'%s' must have 2 entries", names[k]); return; }
+        int64_t d = t->dims[t->rank - 2 + k];
+        if (c[k][0] < 0 || c[k][1] < 0 || (dim_known(d) && c[k][0] + c[k][1] > d)) {
+            ERR("'%s' [%lld, %lld] must be non-negative and leave some of the dim (%lld)", names[k], (long long)c[k][0],
+                (long long)c[k][1], (long long)d);
+            return;
+        }
+        o->dims[t->rank - 2 + k] = dim_known(d) ? d - c[k][0] - c[k][1] : IR_DIM_DYNAMIC;
+    }
+}
+
+/* resize_nearest_neighbor, resize_bilinear: the last two dims set to the target sizes. */
+static void infer_resize(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    int64_t h, w;
+    if (!rank_at_most(x, "x", t)) return;
+    if (t->rank < 3) { ERR("'x' must have rank >= 3, not %d", t->rank); return; }
+    if (x->op->kind == OP_RESIZE_BILINEAR) {
+        const IrLiteral *l = const_of(x, "sampling_mode");
+        const char *m = l ? ir_lit_str(l, 0) : "DEFAULT";
+        static const char *const modes[] = {"STRICT_ALIGN_CORNERS", "ALIGN_CORNERS", "UNALIGN_CORNERS", "DEFAULT", "OFFSET_CORNERS"};
+        bool known = false;
+        for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) known |= strcmp(m, modes[i]) == 0;
+        if (!known) { ERR("unknown sampling_mode \"%s\" (STRICT_ALIGN_CORNERS, ALIGN_CORNERS, UNALIGN_CORNERS, DEFAULT, OFFSET_CORNERS)", m); return; }
+    }
+    if (!int_of(x, "target_size_height", 1, &h) || !int_of(x, "target_size_width", 1, &w)) return;
+    if (h < 1 || w < 1) { ERR("the target sizes must be positive, not %lld x %lld", (long long)h, (long long)w); return; }
+    IrType *o = set_out(x, 0, t->dtype, t->rank, t->dims);
+    o->dims[t->rank - 2] = h;
+    o->dims[t->rank - 1] = w;
+}
+
+/* cond: two blocks without inputs (true, false branch) whose outputs agree;
+ * the results have their types. */
+static bool block_types_equal(const IrType *a, const IrType *b) {
+    if (a->dtype != b->dtype || a->rank != b->rank || a->state != b->state) return false;
+    for (int i = 0; i < a->rank; i++)
+        if (!dims_match(a->dims[i], b->dims[i])) return false;
+    return true;
+}
+
+static void infer_cond(OpCtx *x) {
+    IrOp *op = x->op;
+    char s1[256], s2[256];
+    if (op->nblocks != 2 || op->blocks[0]->ninputs || op->blocks[1]->ninputs) {
+        ERR("needs two blocks without inputs (the true and the false branch), not %d", op->nblocks);
+        return;
+    }
+    IrBlock *t = op->blocks[0], *f = op->blocks[1];
+    if (t->noutputs != f->noutputs) {
+        ERR("the branches give %d and %d outputs; they must give the same", t->noutputs, f->noutputs);
+        return;
+    }
+    for (int i = 0; i < t->noutputs; i++) {
+        const IrType *a = &t->outputs[i]->type, *b = &f->outputs[i]->type;
+        if (!block_types_equal(a, b)) {
+            ERR("output %d is %s in the true branch but %s in the false branch", i, fmt_type(a, s1, sizeof s1),
+                fmt_type(b, s2, sizeof s2));
+            return;
+        }
+        set_out(x, i, a->dtype, a->rank, a->dims);
+    }
+    if (t->noutputs == 0) x->nout = 0;
+}
+
+/* while_loop: a condition block and a body block, each taking the loop
+ * variables; the condition gives one bool, the body the loop variables'
+ * new values (same types); the results are the final loop variables. */
+static void infer_while_loop(OpCtx *x) {
+    IrOp *op = x->op;
+    const IrArg *lv = arg_of(x, "loop_vars");
+    char s1[256], s2[256];
+    if (op->nblocks != 2) { ERR("needs two blocks (condition, body), not %d", op->nblocks); return; }
+    if (lv->nitems < 1) { ERR("'loop_vars' is empty"); return; }
+    for (int k = 0; k < 2; k++) {
+        IrBlock *b = op->blocks[k];
+        const char *what = k ? "body" : "condition";
+        if (b->ninputs != lv->nitems) {
+            ERR("the %s block takes %d inputs but there are %d loop variables", what, b->ninputs, lv->nitems);
+            return;
+        }
+        for (int i = 0; i < b->ninputs; i++)
+            if (!block_types_equal(&b->inputs[i]->type, &lv->items[i]->type)) {
+                ERR("the %s block's input '%s' is %s but loop variable '%s' is %s", what, b->inputs[i]->name,
+                    fmt_type(&b->inputs[i]->type, s1, sizeof s1), lv->items[i]->name,
+                    fmt_type(&lv->items[i]->type, s2, sizeof s2));
+                return;
+            }
+    }
+    IrBlock *c = op->blocks[0], *body = op->blocks[1];
+    if (c->noutputs != 1 || c->outputs[0]->type.dtype != IR_DT_BOOL || c->outputs[0]->type.rank != 0) {
+        ERR("the condition block must give one bool scalar");
+        return;
+    }
+    if (body->noutputs != lv->nitems) {
+        ERR("the body gives %d outputs but there are %d loop variables", body->noutputs, lv->nitems);
+        return;
+    }
+    for (int i = 0; i < lv->nitems; i++) {
+        const IrType *a = &lv->items[i]->type, *b = &body->outputs[i]->type;
+        if (!block_types_equal(a, b)) {
+            ERR("the body's output %d is %s but loop variable '%s' is %s", i, fmt_type(b, s1, sizeof s1),
+                lv->items[i]->name, fmt_type(a, s2, sizeof s2));
+            return;
+        }
+        set_out(x, i, a->dtype, a->rank, a->dims);
+    }
+}
+
 typedef void (*InferFn)(OpCtx *);
 static const InferFn infer_fns[] = {
 #define X(e, n, sig, rule) infer_##rule,
@@ -1405,6 +1906,8 @@ static void check_op(Checker *c, IrOp *op) {
             check_arg_type(&x, s, a, a->kind == IR_ARG_VALUE ? &a->value->type : &a->lit->type, a->name, first, first_t);
         }
     }
+    if (op->nblocks && op->kind != OP_COND && op->kind != OP_WHILE_LOOP)
+        op_error(&x, op->loc, "takes no nested blocks (only cond and while_loop do)");
     if (!x.ok) return;
     infer_fns[op->kind](&x);
     if (!x.ok || x.nout < 0) return;
@@ -1659,6 +2162,43 @@ static void verify_use(Checker *c, const ValueSet *defined, const IrValue *v, Sr
 }
 
 /* Every value defined once and before its uses; every output defined. */
+/* Values of block b are seen from block from: b is from or encloses it. */
+static bool block_visible(const IrBlock *from, const IrBlock *b) {
+    for (const IrBlock *k = from; k; k = k->parent->block)
+        if (k == b) return true;
+    return b == NULL;
+}
+
+static void verify_use_in(Checker *c, const ValueSet *defined, const IrValue *v, SrcLoc loc, const IrBlock *in) {
+    if (set_has(defined, v) && !block_visible(in, v->block))
+        diag_error(c->d, loc, "'%s' is defined inside a nested block and is not visible here", v->name);
+    else verify_use(c, defined, v, loc);
+}
+
+/* Ops of one list (in block in, NULL at function level), nested blocks
+ * included: every use defined before it and visible from it. */
+static void verify_ops(Checker *c, ValueSet *defined, IrOp *first, const IrBlock *in) {
+    for (IrOp *op = first; op; op = op->next) {
+        for (int i = 0; i < op->nargs; i++) {
+            IrArg *a = &op->args[i];
+            if (a->kind == IR_ARG_VALUE) verify_use_in(c, defined, a->value, a->loc, in);
+            else if (a->kind == IR_ARG_TUPLE)
+                for (int j = 0; j < a->nitems; j++) verify_use_in(c, defined, a->items[j], a->loc, in);
+        }
+        for (int b = 0; b < op->nblocks; b++) {
+            IrBlock *bl = op->blocks[b];
+            for (int i = 0; i < bl->ninputs; i++)
+                if (!set_add(defined, bl->inputs[i]))
+                    diag_error(c->d, bl->inputs[i]->loc, "'%s' is defined twice", bl->inputs[i]->name);
+            verify_ops(c, defined, bl->first, bl);
+            for (int i = 0; i < bl->noutputs; i++) verify_use_in(c, defined, bl->outputs[i], bl->output_locs[i], bl);
+        }
+        for (int i = 0; i < op->nresults; i++)
+            if (!set_add(defined, op->results[i]))
+                diag_error(c->d, op->results[i]->loc, "'%s' is defined twice", op->results[i]->name);
+    }
+}
+
 static void verify_function(Checker *c, IrFunction *fn) {
     ValueSet defined = {0};
     for (int i = 0; i < fn->ninputs; i++) {
@@ -1671,19 +2211,9 @@ static void verify_function(Checker *c, IrFunction *fn) {
         if (!mil_is_identifier(fn->outputs[i]->name))
             diag_error(c->d, fn->output_locs[i], "output name '%s' of function '%s' is not an identifier",
                        fn->outputs[i]->name, fn->name);
-    IR_FOR_EACH_OP(op, fn) {
-        for (int i = 0; i < op->nargs; i++) {
-            IrArg *a = &op->args[i];
-            if (a->kind == IR_ARG_VALUE) verify_use(c, &defined, a->value, a->loc);
-            else if (a->kind == IR_ARG_TUPLE)
-                for (int j = 0; j < a->nitems; j++) verify_use(c, &defined, a->items[j], a->loc);
-        }
-        for (int i = 0; i < op->nresults; i++)
-            if (!set_add(&defined, op->results[i]))
-                diag_error(c->d, op->results[i]->loc, "'%s' is defined twice", op->results[i]->name);
-    }
+    verify_ops(c, &defined, fn->first, NULL);
     for (int i = 0; i < fn->noutputs; i++)
-        if (!set_has(&defined, fn->outputs[i]))
+        if (!set_has(&defined, fn->outputs[i]) || fn->outputs[i]->block)
             diag_error(c->d, fn->output_locs[i], "output '%s' is not defined in function '%s'", fn->outputs[i]->name,
                        fn->name);
     free(defined.slots);
@@ -1698,6 +2228,14 @@ static char *dir_of(const char *file) {
     return strndup(file, (size_t)(slash - file));
 }
 
+/* Every op of a list, then the ops of its nested blocks. */
+static void check_ops(Checker *c, IrOp *first) {
+    for (IrOp *op = first; op && !c->d->truncated; op = op->next) {
+        check_op(c, op);
+        for (int b = 0; b < op->nblocks; b++) check_ops(c, op->blocks[b]->first);
+    }
+}
+
 bool mil_check(IrProgram *p, const MilCheckOptions *o, DiagSink *d) {
     int errors0 = d->errors;
     Checker c = {0};
@@ -1710,10 +2248,7 @@ bool mil_check(IrProgram *p, const MilCheckOptions *o, DiagSink *d) {
     for (int f = 0; f < p->nfuncs; f++) {
         IrFunction *fn = p->funcs[f];
         verify_function(&c, fn);
-        IR_FOR_EACH_OP(op, fn) {
-            if (d->truncated) break;
-            check_op(&c, op);
-        }
+        check_ops(&c, fn->first);
     }
     if (c.target == MIL_TARGET_ANE && !d->truncated) ane_check(&c);
     for (int i = 0; i < c.nblobs; i++) {

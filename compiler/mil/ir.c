@@ -396,30 +396,78 @@ void ir_op_append(IrFunction *f, IrOp *op) {
     f->nops++;
 }
 
+IrBlock *ir_op_add_block(IrOp *op) {
+    Arena *a = op->fn->prog->arena;
+    IrBlock *b = ARENA_NEW(a, IrBlock);
+    b->parent = op;
+    IrBlock **bs = arena_alloc(a, sizeof *bs * (size_t)(op->nblocks + 1));
+    if (op->nblocks) memcpy(bs, op->blocks, sizeof *bs * (size_t)op->nblocks);
+    bs[op->nblocks++] = b;
+    op->blocks = bs;
+    return b;
+}
+
+IrValue *ir_block_add_input(IrBlock *b, const char *name, IrType type) {
+    Arena *a = b->parent->fn->prog->arena;
+    b->inputs = grow(a, b->inputs, &b->cap_inputs, b->ninputs, sizeof *b->inputs);
+    IrValue *v = ARENA_NEW(a, IrValue);
+    v->name = arena_strdup(a, name);
+    v->type = ir_type_copy(a, &type);
+    v->block = b;
+    b->inputs[b->ninputs++] = v;
+    return v;
+}
+
+void ir_block_add_output(IrBlock *b, IrValue *v, SrcLoc loc) {
+    Arena *a = b->parent->fn->prog->arena;
+    int cap = b->cap_outputs;
+    b->outputs = grow(a, b->outputs, &b->cap_outputs, b->noutputs, sizeof *b->outputs);
+    b->output_locs = grow(a, b->output_locs, &cap, b->noutputs, sizeof *b->output_locs);
+    b->outputs[b->noutputs] = v;
+    b->output_locs[b->noutputs++] = loc;
+}
+
+void ir_block_append(IrBlock *b, IrOp *op) {
+    op->fn = b->parent->fn;
+    op->block = b;
+    op->prev = b->last;
+    op->next = NULL;
+    if (b->last) b->last->next = op;
+    else b->first = op;
+    b->last = op;
+    b->nops++;
+    for (int i = 0; i < op->nresults; i++) op->results[i]->block = b;
+}
+
+/* The list an op lives in: its block's or its function's. */
+static IrOp **list_first(IrOp *op) { return op->block ? &op->block->first : &op->fn->first; }
+static IrOp **list_last(IrOp *op) { return op->block ? &op->block->last : &op->fn->last; }
+static int *list_count(IrOp *op) { return op->block ? &op->block->nops : &op->fn->nops; }
+
 void ir_op_insert_before(IrOp *pos, IrOp *op) {
-    IrFunction *f = pos->fn;
-    op->fn = f;
+    op->fn = pos->fn;
+    op->block = pos->block;
     op->next = pos;
     op->prev = pos->prev;
     if (pos->prev) pos->prev->next = op;
-    else f->first = op;
+    else *list_first(pos) = op;
     pos->prev = op;
-    f->nops++;
+    (*list_count(pos))++;
 }
 
 void ir_op_insert_after(IrOp *pos, IrOp *op) {
     if (pos->next) ir_op_insert_before(pos->next, op);
+    else if (pos->block) ir_block_append(pos->block, op);
     else ir_op_append(pos->fn, op);
 }
 
 void ir_op_remove(IrOp *op) {
-    IrFunction *f = op->fn;
     if (op->prev) op->prev->next = op->next;
-    else f->first = op->next;
+    else *list_first(op) = op->next;
     if (op->next) op->next->prev = op->prev;
-    else f->last = op->prev;
+    else *list_last(op) = op->prev;
     op->prev = op->next = NULL;
-    f->nops--;
+    (*list_count(op))--;
 }
 
 /* ---- queries ---- */
@@ -484,23 +532,41 @@ bool ir_op_arg_f64(const IrOp *op, const char *name, double *out) {
 
 int64_t ir_value_numel(const IrValue *v) { return ir_type_numel(&v->type); }
 
-void ir_function_count_uses(IrFunction *f) {
-    for (int i = 0; i < f->ninputs; i++) f->inputs[i]->uses = 0;
-    IR_FOR_EACH_OP(op, f) for (int i = 0; i < op->nresults; i++) op->results[i]->uses = 0;
-    IR_FOR_EACH_OP(op, f) {
+static void zero_uses(IrOp *first) {
+    for (IrOp *op = first; op; op = op->next) {
+        for (int i = 0; i < op->nresults; i++) op->results[i]->uses = 0;
+        for (int b = 0; b < op->nblocks; b++) {
+            for (int i = 0; i < op->blocks[b]->ninputs; i++) op->blocks[b]->inputs[i]->uses = 0;
+            zero_uses(op->blocks[b]->first);
+        }
+    }
+}
+
+static void add_uses(IrOp *first) {
+    for (IrOp *op = first; op; op = op->next) {
         for (int i = 0; i < op->nargs; i++) {
             IrArg *arg = &op->args[i];
             if (arg->kind == IR_ARG_VALUE) arg->value->uses++;
             else if (arg->kind == IR_ARG_TUPLE)
                 for (int j = 0; j < arg->nitems; j++) arg->items[j]->uses++;
         }
+        for (int b = 0; b < op->nblocks; b++) {
+            add_uses(op->blocks[b]->first);
+            for (int i = 0; i < op->blocks[b]->noutputs; i++) op->blocks[b]->outputs[i]->uses++;
+        }
     }
+}
+
+void ir_function_count_uses(IrFunction *f) {
+    for (int i = 0; i < f->ninputs; i++) f->inputs[i]->uses = 0;
+    zero_uses(f->first);
+    add_uses(f->first);
     for (int i = 0; i < f->noutputs; i++) f->outputs[i]->uses++;
 }
 
-int ir_value_replace_uses(IrFunction *f, IrValue *old_v, IrValue *new_v) {
+static int replace_in(IrOp *first, IrValue *old_v, IrValue *new_v) {
     int n = 0;
-    IR_FOR_EACH_OP(op, f) {
+    for (IrOp *op = first; op; op = op->next) {
         for (int i = 0; i < op->nargs; i++) {
             IrArg *arg = &op->args[i];
             if (arg->kind == IR_ARG_VALUE && arg->value == old_v) { arg->value = new_v; n++; }
@@ -508,7 +574,18 @@ int ir_value_replace_uses(IrFunction *f, IrValue *old_v, IrValue *new_v) {
                 for (int j = 0; j < arg->nitems; j++)
                     if (arg->items[j] == old_v) { arg->items[j] = new_v; n++; }
         }
+        for (int b = 0; b < op->nblocks; b++) {
+            IrBlock *bl = op->blocks[b];
+            n += replace_in(bl->first, old_v, new_v);
+            for (int i = 0; i < bl->noutputs; i++)
+                if (bl->outputs[i] == old_v) { bl->outputs[i] = new_v; n++; }
+        }
     }
+    return n;
+}
+
+int ir_value_replace_uses(IrFunction *f, IrValue *old_v, IrValue *new_v) {
+    int n = replace_in(f->first, old_v, new_v);
     for (int i = 0; i < f->noutputs; i++)
         if (f->outputs[i] == old_v) { f->outputs[i] = new_v; n++; }
     return n;

@@ -45,6 +45,10 @@ typedef struct Parser {
     bool lex_done;
     IrProgram *prog;
     IrFunction *fn;
+    IrBlock *blk; /* the nested block being parsed; NULL at function level */
+    int block_depth;
+    IrValue **defs; /* defined inside nested blocks (defs_push) */
+    size_t ndefs, cap_defs;
     IrValue **scope; /* open-addressing name -> value map of the current function */
     size_t scope_cap, scope_n;
     locale_t c_locale;
@@ -288,6 +292,8 @@ static void scope_reset(Parser *P) {
 
 static IrValue *scope_find(Parser *P, const Token *t) { return *scope_slot(P, t->s, (size_t)t->len); }
 
+static void defs_push(Parser *P, IrValue *v);
+
 /* Define v; reports a redefinition and returns false if the name is taken. */
 static bool scope_define(Parser *P, IrValue *v, const Token *t) {
     IrValue **slot = scope_slot(P, t->s, (size_t)t->len);
@@ -297,6 +303,7 @@ static bool scope_define(Parser *P, IrValue *v, const Token *t) {
         return false;
     }
     *slot = v;
+    defs_push(P, v);
     if (++P->scope_n * 2 > P->scope_cap) { /* keep the load under one half */
         IrValue **old = P->scope;
         size_t oldcap = P->scope_cap;
@@ -308,6 +315,43 @@ static bool scope_define(Parser *P, IrValue *v, const Token *t) {
         free(old);
     }
     return true;
+}
+
+/* Take v's name out of the table (backward-shift deletion: every later
+ * entry of the probe run moves up when its home slot allows). */
+static void scope_remove(Parser *P, const IrValue *v) {
+    size_t mask = P->scope_cap - 1;
+    IrValue **slot = scope_slot(P, v->name, strlen(v->name));
+    if (*slot != v) return;
+    size_t i = (size_t)(slot - P->scope), j = i;
+    P->scope[i] = NULL;
+    P->scope_n--;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (!P->scope[j]) return;
+        size_t k = (size_t)hash_name(P->scope[j]->name, strlen(P->scope[j]->name)) & mask;
+        bool stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
+        if (stays) continue;
+        P->scope[i] = P->scope[j];
+        P->scope[j] = NULL;
+        i = j;
+    }
+}
+
+/* Values defined inside nested blocks, in order, so a block's names leave
+ * the scope when it closes (sibling blocks may reuse them). */
+static void defs_push(Parser *P, IrValue *v) {
+    if (!P->blk) return;
+    if (P->ndefs == P->cap_defs) {
+        P->cap_defs = P->cap_defs ? 2 * P->cap_defs : 64;
+        P->defs = realloc(P->defs, sizeof *P->defs * P->cap_defs);
+        MILC_ASSERT(P->defs != NULL);
+    }
+    P->defs[P->ndefs++] = v;
+}
+
+static void defs_pop_to(Parser *P, size_t mark) {
+    while (P->ndefs > mark) scope_remove(P, P->defs[--P->ndefs]);
 }
 
 /* ---- types ---- */
@@ -808,9 +852,23 @@ static bool at_literal(Parser *P) {
 
 /* ---- statements ---- */
 
+/* Is a value of block b visible in the block being parsed (b itself or one
+ * enclosing it)?  Names stay unique in a function; a nested block's values
+ * are not seen outside it. */
+static bool visible(const Parser *P, const IrBlock *b) {
+    for (const IrBlock *c = P->blk; c; c = c->parent->block)
+        if (c == b) return true;
+    return b == NULL;
+}
+
 static IrValue *resolve(Parser *P, const Token *t) {
     IrValue *v = scope_find(P, t);
     if (!v) perr(P, t, "undefined variable '%.*s'", t->len, t->s);
+    else if (!visible(P, v->block)) {
+        perr(P, t, "'%.*s' is defined inside a nested block of op '%s' and is not visible here", t->len, t->s,
+             v->block->parent->name ? v->block->parent->name : mil_op_name(v->block->parent->kind));
+        return NULL;
+    }
     return v;
 }
 
@@ -923,6 +981,14 @@ typedef struct Result {
     Token *name;
 } Result;
 
+static bool parse_blocks(Parser *P, IrOp *op);
+
+/* Append op where the parser is: the nested block, else the function. */
+static void place_op(Parser *P, IrOp *op) {
+    if (P->blk) ir_block_append(P->blk, op);
+    else ir_op_append(P->fn, op);
+}
+
 /* The part of a statement after its results: '=' IDENT '(' [arg (',' arg)*] ')' [attrs] ';'
  * *opp gets the op as soon as it exists, even when a later part fails. */
 static bool parse_stmt_rest(Parser *P, int nres, IrOp **opp) {
@@ -936,6 +1002,7 @@ static bool parse_stmt_rest(Parser *P, int nres, IrOp **opp) {
     }
     IrOp *op = *opp = ir_op_new(P->fn, kind, NULL, nres);
     op->loc = tok_loc(P, opt);
+    op->block = P->blk; /* before it is placed: its own blocks look outward through it */
     if (!expect(P, TK_LPAREN)) return false;
     bool ok = true;
     if (peek(P)->kind != TK_RPAREN) {
@@ -959,6 +1026,7 @@ static bool parse_stmt_rest(Parser *P, int nres, IrOp **opp) {
     }
     if (!expect(P, TK_RPAREN)) return false;
     if (peek(P)->kind == TK_LBRACK && !parse_attrs(P, op, false)) return false;
+    if (peek(P)->kind == TK_LBRACE && !parse_blocks(P, op)) return false;
     return expect(P, TK_SEMI) && ok;
 }
 
@@ -974,7 +1042,7 @@ static bool parse_stmt(Parser *P) {
         IrOp *op = NULL;
         if (!parse_stmt_rest(P, 0, &op)) return false;
         if (!op->name) op->name = mil_op_name(op->kind);
-        ir_op_append(P->fn, op);
+        place_op(P, op);
         return true;
     }
     bool paren = peek(P)->kind == TK_LPAREN;
@@ -996,12 +1064,84 @@ static bool parse_stmt(Parser *P) {
     for (int i = 0; i < nres; i++) {
         IrValue *v = ir_op_set_result(op, i, tok_str(P, res[i].name), res[i].type);
         v->loc = tok_loc(P, res[i].name);
+        v->block = P->blk;
         if (!scope_define(P, v, res[i].name)) ok = false;
     }
     if (!ok) return false;
     if (!op->name) op->name = op->results[0]->name;
-    ir_op_append(P->fn, op);
+    place_op(P, op);
     return true;
+}
+
+static void sync_stmt(Parser *P);
+
+/* block  := '(' [type IDENT (',' type IDENT)*] ')' '{' stmt* '}' '->' '(' [IDENT (',' IDENT)*] ')' ';'
+ * blocks := '{' block* '}'   after an op's attributes: cond's two branches,
+ * while_loop's condition and body.  A block sees the values around it; its
+ * own are not seen outside it. */
+static bool parse_block(Parser *P, IrOp *op) {
+    IrBlock *b = ir_op_add_block(op);
+    b->loc = tok_loc(P, peek(P));
+    if (!expect(P, TK_LPAREN)) return false;
+    IrBlock *outer = P->blk;
+    P->blk = b;
+    size_t mark = P->ndefs;
+    bool ok = true, names_ok = true; /* syntax; names (a bad name still lets the block parse on) */
+    if (peek(P)->kind != TK_RPAREN) {
+        for (;;) {
+            IrType ty;
+            Token *in = NULL;
+            if (!parse_type(P, &ty) || !(in = expect_ident(P, "a block input name"))) { ok = false; break; }
+            IrValue *v = ir_block_add_input(b, tok_str(P, in), ty);
+            v->loc = tok_loc(P, in);
+            names_ok &= scope_define(P, v, in);
+            if (peek(P)->kind != TK_COMMA) break;
+            next(P);
+        }
+    }
+    ok = ok && expect(P, TK_RPAREN) && expect(P, TK_LBRACE);
+    while (ok && peek(P)->kind != TK_RBRACE && peek(P)->kind != TK_EOF) {
+        if (P->d->truncated) { ok = false; break; }
+        if (!parse_stmt(P)) sync_stmt(P);
+    }
+    ok = ok && expect(P, TK_RBRACE) && expect(P, TK_ARROW) && expect(P, TK_LPAREN);
+    if (ok && peek(P)->kind != TK_RPAREN) {
+        for (;;) {
+            Token *t = expect_ident(P, "a block output name");
+            if (!t) { ok = false; break; }
+            IrValue *v = resolve(P, t);
+            if (v) ir_block_add_output(b, v, tok_loc(P, t));
+            else names_ok = false;
+            if (peek(P)->kind != TK_COMMA) break;
+            next(P);
+        }
+    }
+    defs_pop_to(P, mark);
+    P->blk = outer;
+    return ok && expect(P, TK_RPAREN) && expect(P, TK_SEMI) && names_ok;
+}
+
+static bool parse_blocks(Parser *P, IrOp *op) {
+    Token *open = next(P); /* '{' */
+    if (++P->block_depth > 32) {
+        perr(P, open, "nested blocks deeper than 32");
+        return false;
+    }
+    bool ok = true, all = true;
+    while (ok && peek(P)->kind != TK_RBRACE && peek(P)->kind != TK_EOF) {
+        if (op->nblocks == 8) {
+            perr(P, peek(P), "more than 8 blocks in one op");
+            ok = false;
+            break;
+        }
+        /* A block that failed on a name only has been read to its end: go on. */
+        int before = P->pos;
+        bool good = parse_block(P, op);
+        all &= good;
+        ok = good || (P->pos > before && tok_at(P, P->pos - 1)->kind == TK_SEMI);
+    }
+    P->block_depth--;
+    return ok && expect(P, TK_RBRACE) && all;
 }
 
 /* After a bad statement: skip past its ';', or stop before the function's
@@ -1182,6 +1322,7 @@ IrProgram *mil_parse(Arena *a, DiagSink *d, const char *file, const char *text, 
     for (int i = 0; i < P.nchunks; i++) free(P.chunks[i]);
     free(P.chunks);
     free(P.scope);
+    free(P.defs);
     freelocale(P.c_locale);
     if (P.failed) return NULL;
     mil_normalize_axes(P.prog);

@@ -220,8 +220,42 @@ static int cmp_item(const void *a, const void *b) {
     return strcmp(((const Item *)a)->name, ((const Item *)b)->name);
 }
 
-static void print_op(Out *o, const IrOp *op) {
-    puts_(o, "        ");
+static void print_indent(Out *o, int depth) {
+    for (int i = 0; i < depth; i++) puts_(o, "    ");
+}
+
+static void print_op(Out *o, const IrOp *op, int depth);
+
+/* An op's nested blocks: ' {', each block as `(inputs) { ops } -> (outputs);`
+ * one level deeper, then '}'. */
+static void print_blocks(Out *o, const IrOp *op, int depth) {
+    puts_(o, " {\n");
+    for (int b = 0; b < op->nblocks; b++) {
+        const IrBlock *bl = op->blocks[b];
+        print_indent(o, depth + 1);
+        puts_(o, "(");
+        for (int i = 0; i < bl->ninputs; i++) {
+            if (i) puts_(o, ", ");
+            print_type(o, &bl->inputs[i]->type);
+            puts_(o, " ");
+            puts_(o, bl->inputs[i]->name);
+        }
+        puts_(o, ") {\n");
+        for (const IrOp *k = bl->first; k; k = k->next) print_op(o, k, depth + 2);
+        print_indent(o, depth + 1);
+        puts_(o, "} -> (");
+        for (int i = 0; i < bl->noutputs; i++) {
+            if (i) puts_(o, ", ");
+            puts_(o, bl->outputs[i]->name);
+        }
+        puts_(o, ");\n");
+    }
+    print_indent(o, depth);
+    puts_(o, "}");
+}
+
+static void print_op(Out *o, const IrOp *op, int depth) {
+    print_indent(o, depth);
     for (int i = 0; i < op->nresults; i++) {
         if (i) puts_(o, ", ");
         print_type(o, &op->results[i]->type);
@@ -271,7 +305,9 @@ static void print_op(Out *o, const IrOp *op) {
             puts_(o, "\")");
         }
     }
-    puts_(o, "];\n");
+    puts_(o, "]");
+    if (op->nblocks) print_blocks(o, op, depth);
+    puts_(o, ";\n");
     if (items != stack) free(items);
 }
 
@@ -293,7 +329,7 @@ static void print_function(Out *o, const IrFunction *f) {
         puts_(o, f->attr_text);
     }
     puts_(o, " {\n");
-    IR_FOR_EACH_OP(op, f) print_op(o, op);
+    IR_FOR_EACH_OP(op, f) print_op(o, op, 2);
     puts_(o, "    } -> (");
     for (int i = 0; i < f->noutputs; i++) {
         if (i) puts_(o, ", ");

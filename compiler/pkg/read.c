@@ -19,6 +19,8 @@ typedef struct Reader {
     char where[512]; /* the field being read, for messages */
     SrcLoc loc;      /* file + where of the current function or op */
     IrFunction *fn;
+    IrBlock *blk; /* the nested block being read; NULL at function level */
+    int depth;    /* of nested blocks */
     IrValue **scope; /* open addressing by name */
     size_t scope_cap, scope_n;
     bool failed;
@@ -91,6 +93,26 @@ static bool scope_define(Reader *R, IrValue *v, const char *field) {
     return true;
 }
 
+/* Take v's name out of the table (backward-shift deletion, as the parser). */
+static void scope_remove(Reader *R, const IrValue *v) {
+    size_t mask = R->scope_cap - 1;
+    IrValue **slot = scope_slot(R, v->name);
+    if (*slot != v) return;
+    size_t i = (size_t)(slot - R->scope), j = i;
+    R->scope[i] = NULL;
+    R->scope_n--;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (!R->scope[j]) return;
+        size_t k = name_hash(R->scope[j]->name) & mask;
+        bool stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
+        if (stays) continue;
+        R->scope[i] = R->scope[j];
+        R->scope[j] = NULL;
+        i = j;
+    }
+}
+
 /* ---- types ---- */
 
 static bool read_tensor_type(Reader *R, const Cml__TensorType *tt, const char *field, IrType *out) {
@@ -119,14 +141,26 @@ static bool read_tensor_type(Reader *R, const Cml__TensorType *tt, const char *f
     return true;
 }
 
-static bool read_type(Reader *R, const Cml__ValueType *vt, const char *field, IrType *out) {
+/* states: a state type is allowed (a function's inputs, as in MIL text). */
+static bool read_type(Reader *R, const Cml__ValueType *vt, const char *field, IrType *out, bool states) {
     if (!vt) {
         rerr(R, field, "missing type");
         return false;
     }
     if (vt->type_case == CML__VALUE_TYPE__TYPE_STATE_TYPE) {
-        rerr(R, field, "a state type: milc does not support states yet");
-        return false;
+        if (!states) {
+            rerr(R, field, "a state type: only a function's inputs can be states");
+            return false;
+        }
+        /* state<tensor<...>>: only a tensor can be wrapped (and not a state). */
+        const Cml__ValueType *w = vt->statetype->wrappedtype;
+        if (!w || w->type_case != CML__VALUE_TYPE__TYPE_TENSOR_TYPE) {
+            rerr(R, field, "a state type must wrap a tensor type");
+            return false;
+        }
+        if (!read_tensor_type(R, w->tensortype, field, out)) return false;
+        out->state = true;
+        return true;
     }
     if (vt->type_case != CML__VALUE_TYPE__TYPE_TENSOR_TYPE) {
         rerr(R, field, "a %s type: milc reads tensors only",
@@ -262,7 +296,7 @@ static IrLiteral *read_value(Reader *R, const Cml__Value *v, const char *field) 
     }
     if (v->type && v->type->type_case == CML__VALUE_TYPE__TYPE_DICTIONARY_TYPE) return read_dict(R, v, field);
     IrType t;
-    if (!read_type(R, v->type, field, &t)) return NULL;
+    if (!read_type(R, v->type, field, &t, false)) return NULL;
     if (ir_type_numel(&t) < 0 || ir_type_numel(&t) > (INT64_C(1) << 32)) {
         rerr(R, field, "a value needs static dimensions and at most 2^32 elements");
         return NULL;
@@ -373,9 +407,21 @@ out:
 
 /* ---- ops ---- */
 
+/* Names are unique in a function; a nested block's values are seen only
+ * inside it (as in MIL text). */
+static bool visible(const Reader *R, const IrBlock *b) {
+    for (const IrBlock *c = R->blk; c; c = c->parent->block)
+        if (c == b) return true;
+    return b == NULL;
+}
+
 static IrValue *resolve(Reader *R, const char *name, const char *field) {
     IrValue *v = *scope_slot(R, name);
     if (!v) rerr(R, field, "undefined variable '%.64s'", name);
+    else if (!visible(R, v->block)) {
+        rerr(R, field, "'%.64s' is defined inside a nested block and is not visible here", name);
+        return NULL;
+    }
     return v;
 }
 
@@ -441,36 +487,101 @@ static void read_attrs(Reader *R, IrOp *op, Cml__ValueEntry **attrs, size_t n) {
     }
 }
 
-static void read_op(Reader *R, const Cml__Operation *o, const char *fname, size_t idx) {
-    set_where(R, "functions[\"%s\"].operations[%zu] (%.48s)", fname, idx, o->type);
+static void read_op(Reader *R, const Cml__Operation *o, const char *path, size_t idx);
+
+/* The nested blocks of op (o's), read into it; path names o. */
+static bool read_blocks(Reader *R, IrOp *op, const Cml__Operation *o, const char *path) {
+    if (o->n_blocks > 8 || R->depth >= 32) {
+        rerr(R, "blocks", "%zu blocks at depth %d (at most 8 per op, 32 deep)", o->n_blocks, R->depth);
+        return false;
+    }
+    IrBlock *outer = R->blk;
+    bool ok = true;
+    R->depth++;
+    for (size_t k = 0; k < o->n_blocks && !R->d->truncated; k++) {
+        const Cml__Block *cb = o->blocks[k];
+        char bpath[600];
+        snprintf(bpath, sizeof bpath, "%.400s.blocks[%zu]", path, k);
+        IrBlock *b = ir_op_add_block(op);
+        b->loc = R->loc;
+        R->blk = b;
+        set_where(R, "%s", bpath);
+        for (size_t i = 0; i < cb->n_inputs; i++) {
+            char f[48];
+            snprintf(f, sizeof f, "inputs[%zu]", i);
+            IrType t;
+            if (!read_name(R, cb->inputs[i]->name, f) || !read_type(R, cb->inputs[i]->type, f, &t, false)) { ok = false; continue; }
+            IrValue *v = ir_block_add_input(b, arena_strdup(R->a, cb->inputs[i]->name), t);
+            v->loc = R->loc;
+            ok &= scope_define(R, v, f);
+        }
+        if (cb->n_operations > 100000) { rerr(R, "operations", "%zu operations (at most 100000)", cb->n_operations); ok = false; }
+        for (size_t i = 0; ok && i < cb->n_operations && !R->d->truncated; i++) read_op(R, cb->operations[i], bpath, i);
+        set_where(R, "%s", bpath);
+        for (size_t i = 0; i < cb->n_outputs; i++) {
+            char f[48];
+            snprintf(f, sizeof f, "outputs[%zu]", i);
+            IrValue *v = resolve(R, cb->outputs[i], f);
+            if (v) ir_block_add_output(b, v, R->loc);
+            else ok = false;
+        }
+        /* The block's names leave the scope (sibling blocks may reuse them). */
+        for (int i = 0; i < b->ninputs; i++) scope_remove(R, b->inputs[i]);
+        for (IrOp *bo = b->first; bo; bo = bo->next)
+            for (int i = 0; i < bo->nresults; i++) scope_remove(R, bo->results[i]);
+        R->blk = outer;
+    }
+    R->depth--;
+    R->blk = outer;
+    return ok;
+}
+
+static void read_op(Reader *R, const Cml__Operation *o, const char *path, size_t idx) {
+    set_where(R, "%s.operations[%zu] (%.48s)", path, idx, o->type);
     IrOpKind kind;
     bool known = mil_op_lookup(o->type, strlen(o->type), &kind);
     if (!known) rerr(R, "type", "unknown op '%.64s'", o->type);
-    if (o->n_outputs == 0 || o->n_outputs > 64) rerr(R, "outputs", "%zu outputs (1 to 64)", o->n_outputs);
-    if (o->n_blocks) rerr(R, "blocks", "nested blocks (control flow) are not supported");
+    if (known && kind == OP_COREML_UPDATE_STATE) { /* the writer spells it so too */
+        rerr(R, "type", "coreml_update_state is not an op of the Core ML format: a package spells it write_state, then read_state");
+        return;
+    }
+    /* write_state alone has no results (as in MIL text). */
+    size_t min_out = known && kind == OP_WRITE_STATE ? 0 : 1;
+    bool bad_out = o->n_outputs < min_out || o->n_outputs > 64;
+    if (bad_out) rerr(R, "outputs", "%zu outputs (%zu to 64)", o->n_outputs, min_out);
     if (o->n_inputs > 64) rerr(R, "inputs", "%zu inputs (at most 64)", o->n_inputs);
-    if (o->n_outputs == 0 || o->n_outputs > 64 || o->n_inputs > 64) return;
+    if (bad_out || o->n_inputs > 64) return;
     /* An unknown op still defines its results (as the parser does), so
      * later uses report nothing more than the op itself. */
     IrOp *op = ir_op_new(R->fn, known ? kind : OP_CONST, NULL, (int)o->n_outputs);
     op->loc = R->loc;
+    op->block = R->blk; /* before it is placed: its own blocks look outward through it */
     bool ok = known;
     if (known)
         for (size_t i = 0; i < o->n_inputs; i++) read_arg(R, op, o->inputs[i], i);
+    if (o->n_blocks) {
+        /* Blocks come before the op's results, which they cannot see. */
+        char opath[600];
+        snprintf(opath, sizeof opath, "%.300s.operations[%zu] (%.48s)", path, idx, o->type);
+        ok &= read_blocks(R, op, o, opath);
+        set_where(R, "%s", opath);
+    }
     for (size_t i = 0; i < o->n_outputs; i++) {
         char f[48];
         snprintf(f, sizeof f, "outputs[%zu]", i);
         const Cml__NamedValueType *nt = o->outputs[i];
         IrType t = {0};
-        bool good = read_name(R, nt->name, f) && read_type(R, nt->type, f, &t);
+        bool good = read_name(R, nt->name, f) && read_type(R, nt->type, f, &t, false);
         IrValue *v = ir_op_set_result(op, (int)i, good ? nt->name : arena_printf(R->a, "_bad_%zu_%zu", idx, i), t);
         v->loc = R->loc;
+        v->block = R->blk;
         ok &= good && scope_define(R, v, f);
     }
     if (known) read_attrs(R, op, o->attributes, o->n_attributes);
     if (!ok) return;
-    if (!op->name) op->name = op->results[0]->name;
-    ir_op_append(R->fn, op);
+    if (!op->name) op->name = op->nresults ? op->results[0]->name : mil_op_name(op->kind);
+    if (R->blk) ir_block_append(R->blk, op);
+    else ir_op_append(R->fn, op);
 }
 
 static const Cml__Block *main_block(Reader *R, const Cml__Function *f) {
@@ -507,18 +618,20 @@ static void read_function(Reader *R, IrProgram *p, const Cml__FunctionEntry *e) 
         char fl[48];
         snprintf(fl, sizeof fl, "inputs[%zu]", i);
         IrType t;
-        if (!read_name(R, f->inputs[i]->name, fl) || !read_type(R, f->inputs[i]->type, fl, &t)) continue;
+        if (!read_name(R, f->inputs[i]->name, fl) || !read_type(R, f->inputs[i]->type, fl, &t, true)) continue;
         IrValue *v = ir_function_add_input(fn, arena_strdup(R->a, f->inputs[i]->name), t);
         v->loc = R->loc;
         scope_define(R, v, fl);
     }
-    for (size_t i = 0; i < b->n_operations && !R->d->truncated; i++) read_op(R, b->operations[i], fn->name, i);
+    char fpath[96];
+    snprintf(fpath, sizeof fpath, "functions[\"%.64s\"]", fn->name);
+    for (size_t i = 0; i < b->n_operations && !R->d->truncated; i++) read_op(R, b->operations[i], fpath, i);
     set_where(R, "functions[\"%s\"]", fn->name);
     for (size_t i = 0; i < b->n_outputs; i++) {
         char fl[48];
         snprintf(fl, sizeof fl, "outputs[%zu]", i);
         IrValue *v = *scope_slot(R, b->outputs[i]);
-        if (!v) rerr(R, fl, "output '%.64s' is not defined in function '%s'", b->outputs[i], fn->name);
+        if (!v || v->block) rerr(R, fl, "output '%.64s' is not defined in function '%s'", b->outputs[i], fn->name);
         else {
             ir_function_add_output(fn, v);
             fn->output_locs[fn->noutputs - 1] = R->loc;

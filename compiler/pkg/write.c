@@ -40,10 +40,6 @@ static Cml__ValueType *enc_type(Enc *E, const IrType *t) {
         diag_error(E->d, (SrcLoc){0}, "dtype %s has no Core ML DataType", ir_dtype_name(t->dtype));
         E->failed = true;
     }
-    if (t->state) { /* the reader refuses state types too */
-        diag_error(E->d, (SrcLoc){0}, "a state type: milc does not write states to packages yet");
-        E->failed = true;
-    }
     tt->rank = t->rank;
     tt->n_dimensions = (size_t)t->rank;
     tt->dimensions = ARR(E, Cml__Dimension *, t->rank);
@@ -61,7 +57,14 @@ static Cml__ValueType *enc_type(Enc *E, const IrType *t) {
     Cml__ValueType *vt = NEW(E, Cml__ValueType, CML__VALUE_TYPE__INIT);
     vt->type_case = CML__VALUE_TYPE__TYPE_TENSOR_TYPE;
     vt->tensortype = tt;
-    return vt;
+    if (!t->state) return vt;
+    /* state<tensor<...>>: a StateType wrapping the tensor type. */
+    Cml__StateType *st = NEW(E, Cml__StateType, CML__STATE_TYPE__INIT);
+    st->wrappedtype = vt;
+    Cml__ValueType *sv = NEW(E, Cml__ValueType, CML__VALUE_TYPE__INIT);
+    sv->type_case = CML__VALUE_TYPE__TYPE_STATE_TYPE;
+    sv->statetype = st;
+    return sv;
 }
 
 /* Elements as coremltools writes them: fp32 floats, fp64 doubles, int32
@@ -231,6 +234,21 @@ static Cml__NamedValueType *enc_named(Enc *E, const IrValue *v) {
     return nt;
 }
 
+static Cml__Operation **enc_ops(Enc *E, const IrOp *first, int nops, size_t *n);
+
+/* A nested block: its inputs, ops and output names. */
+static Cml__Block *enc_block(Enc *E, const IrBlock *bl) {
+    Cml__Block *b = NEW(E, Cml__Block, CML__BLOCK__INIT);
+    b->n_inputs = (size_t)bl->ninputs;
+    b->inputs = ARR(E, Cml__NamedValueType *, bl->ninputs);
+    for (int i = 0; i < bl->ninputs; i++) b->inputs[i] = enc_named(E, bl->inputs[i]);
+    b->operations = enc_ops(E, bl->first, bl->nops, &b->n_operations);
+    b->n_outputs = (size_t)bl->noutputs;
+    b->outputs = ARR(E, char *, bl->noutputs);
+    for (int i = 0; i < bl->noutputs; i++) b->outputs[i] = (char *)bl->outputs[i]->name;
+    return b;
+}
+
 static Cml__Operation *enc_op(Enc *E, const IrOp *op) {
     Cml__Operation *o = NEW(E, Cml__Operation, CML__OPERATION__INIT);
     o->type = (char *)mil_op_name(op->kind);
@@ -244,7 +262,57 @@ static Cml__Operation *enc_op(Enc *E, const IrOp *op) {
     o->outputs = ARR(E, Cml__NamedValueType *, op->nresults);
     for (int i = 0; i < op->nresults; i++) o->outputs[i] = enc_named(E, op->results[i]);
     o->attributes = enc_attrs(E, op->attrs, op->nattrs, op->name, &o->n_attributes);
+    o->n_blocks = (size_t)op->nblocks;
+    o->blocks = ARR(E, Cml__Block *, op->nblocks);
+    for (int i = 0; i < op->nblocks; i++) o->blocks[i] = enc_block(E, op->blocks[i]);
     return o;
+}
+
+/* coreml_update_state is not an op of the Core ML wire format: Core ML
+ * (and coremltools when it saves) spells it write_state(data = value,
+ * input = state) named NAME_write_state, then NAME = read_state(input =
+ * state).  The package read back holds those two ops. */
+static void enc_update_state(Enc *E, const IrOp *op, Cml__Operation **out) {
+    const IrArg *st = ir_op_arg(op, "state"), *val = ir_op_arg(op, "value");
+    Cml__Operation *w = NEW(E, Cml__Operation, CML__OPERATION__INIT);
+    w->type = (char *)mil_op_name(OP_WRITE_STATE);
+    IrArg wargs[2] = {*val, *st};
+    wargs[0].name = "data";
+    wargs[1].name = "input";
+    w->n_inputs = 2;
+    w->inputs = ARR(E, Cml__ArgumentEntry *, 2);
+    for (int i = 0; i < 2; i++) w->inputs[i] = enc_arg(E, &wargs[i]);
+    w->attributes = enc_attrs(E, NULL, 0, arena_printf(&E->a, "%s_write_state", op->name), &w->n_attributes);
+    Cml__Operation *r = NEW(E, Cml__Operation, CML__OPERATION__INIT);
+    r->type = (char *)mil_op_name(OP_READ_STATE);
+    IrArg rarg = *st;
+    rarg.name = "input";
+    r->n_inputs = 1;
+    r->inputs = ARR(E, Cml__ArgumentEntry *, 1);
+    r->inputs[0] = enc_arg(E, &rarg);
+    r->n_outputs = 1;
+    r->outputs = ARR(E, Cml__NamedValueType *, 1);
+    r->outputs[0] = enc_named(E, op->results[0]);
+    r->attributes = enc_attrs(E, op->attrs, op->nattrs, op->name, &r->n_attributes);
+    out[0] = w;
+    out[1] = r;
+}
+
+/* The ops of a list (nops of them from first), in order. */
+static Cml__Operation **enc_ops(Enc *E, const IrOp *first, int nops, size_t *n) {
+    int max_ops = 2 * nops; /* coreml_update_state goes out as two ops */
+    Cml__Operation **ops = ARR(E, Cml__Operation *, max_ops);
+    size_t i = 0;
+    for (const IrOp *op = first; op; op = op->next) {
+        if (op->kind == OP_COREML_UPDATE_STATE && op->nresults == 1 && ir_op_arg(op, "state") && ir_op_arg(op, "value")) {
+            enc_update_state(E, op, &ops[i]);
+            i += 2;
+        } else {
+            ops[i++] = enc_op(E, op);
+        }
+    }
+    *n = i;
+    return ops;
 }
 
 static Cml__FunctionEntry *enc_function(Enc *E, const IrFunction *fn) {
@@ -256,10 +324,7 @@ static Cml__FunctionEntry *enc_function(Enc *E, const IrFunction *fn) {
     }
     Cml__Block *b = NEW(E, Cml__Block, CML__BLOCK__INIT);
     b->n_operations = (size_t)fn->nops;
-    b->operations = ARR(E, Cml__Operation *, fn->nops);
-    size_t i = 0;
-    IR_FOR_EACH_OP(op, fn) b->operations[i++] = enc_op(E, op);
-    b->n_operations = i;
+    b->operations = enc_ops(E, fn->first, fn->nops, &b->n_operations);
     b->n_outputs = (size_t)fn->noutputs;
     b->outputs = ARR(E, char *, fn->noutputs);
     for (int k = 0; k < fn->noutputs; k++) b->outputs[k] = (char *)fn->outputs[k]->name;
@@ -305,17 +370,28 @@ static Cml__FeatureDescription *enc_feature(Enc *E, const IrValue *v) {
         at->shape[i] = v->type.dims[i];
     }
     Cml__FeatureType *ft = NEW(E, Cml__FeatureType, CML__FEATURE_TYPE__INIT);
-    ft->type_case = CML__FEATURE_TYPE__TYPE_MULTI_ARRAY_TYPE;
-    ft->multiarraytype = at;
+    if (v->type.state) { /* a state feature: the array it holds */
+        ft->type_case = CML__FEATURE_TYPE__TYPE_STATE_TYPE;
+        ft->statetype = NEW(E, Cml__StateFeatureType, CML__STATE_FEATURE_TYPE__INIT);
+        ft->statetype->type_case = CML__STATE_FEATURE_TYPE__TYPE_ARRAY_TYPE;
+        ft->statetype->arraytype = at;
+    } else {
+        ft->type_case = CML__FEATURE_TYPE__TYPE_MULTI_ARRAY_TYPE;
+        ft->multiarraytype = at;
+    }
     Cml__FeatureDescription *fd = NEW(E, Cml__FeatureDescription, CML__FEATURE_DESCRIPTION__INIT);
     fd->name = (char *)v->name;
     fd->type = ft;
     return fd;
 }
 
-static Cml__FeatureDescription **enc_features(Enc *E, IrValue *const *vs, int n) {
-    Cml__FeatureDescription **out = ARR(E, Cml__FeatureDescription *, n);
-    for (int i = 0; i < n; i++) out[i] = enc_feature(E, vs[i]);
+/* The features of vs that are states (states true) or not, in order; the
+ * count in *n.  Core ML lists a function's state inputs apart from its inputs. */
+static Cml__FeatureDescription **enc_features(Enc *E, IrValue *const *vs, int nv, bool states, size_t *n) {
+    Cml__FeatureDescription **out = ARR(E, Cml__FeatureDescription *, nv);
+    *n = 0;
+    for (int i = 0; i < nv; i++)
+        if (vs[i]->type.state == states) out[(*n)++] = enc_feature(E, vs[i]);
     return out;
 }
 
@@ -324,10 +400,9 @@ static Cml__FeatureDescription **enc_features(Enc *E, IrValue *const *vs, int n)
 static Cml__ModelDescription *enc_description(Enc *E, const IrProgram *p) {
     Cml__ModelDescription *md = NEW(E, Cml__ModelDescription, CML__MODEL_DESCRIPTION__INIT);
     const IrFunction *def = ir_program_function(p, "main") ? ir_program_function(p, "main") : p->funcs[0];
-    md->n_input = (size_t)def->ninputs;
-    md->input = enc_features(E, def->inputs, def->ninputs);
-    md->n_output = (size_t)def->noutputs;
-    md->output = enc_features(E, def->outputs, def->noutputs);
+    md->input = enc_features(E, def->inputs, def->ninputs, false, &md->n_input);
+    md->state = enc_features(E, def->inputs, def->ninputs, true, &md->n_state);
+    md->output = enc_features(E, def->outputs, def->noutputs, false, &md->n_output);
     if (p->nfuncs > 1) {
         md->defaultfunctionname = (char *)def->name;
         md->n_functions = (size_t)p->nfuncs;
@@ -336,10 +411,9 @@ static Cml__ModelDescription *enc_description(Enc *E, const IrProgram *p) {
             const IrFunction *fn = p->funcs[i];
             Cml__FunctionDescription *fd = md->functions[i] = NEW(E, Cml__FunctionDescription, CML__FUNCTION_DESCRIPTION__INIT);
             fd->name = (char *)fn->name;
-            fd->n_input = (size_t)fn->ninputs;
-            fd->input = enc_features(E, fn->inputs, fn->ninputs);
-            fd->n_output = (size_t)fn->noutputs;
-            fd->output = enc_features(E, fn->outputs, fn->noutputs);
+            fd->input = enc_features(E, fn->inputs, fn->ninputs, false, &fd->n_input);
+            fd->state = enc_features(E, fn->inputs, fn->ninputs, true, &fd->n_state);
+            fd->output = enc_features(E, fn->outputs, fn->noutputs, false, &fd->n_output);
         }
     }
     return md;

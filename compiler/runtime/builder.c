@@ -65,7 +65,7 @@ static bool grow(void **p, uint32_t *cap, uint32_t need, size_t elem) {
 }
 
 RtPlanBuilder *rtb_new(int mode) {
-    if (mode < 0 || mode > 2) return NULL;
+    if (!rt_mode(mode)) return NULL;
     RtPlanBuilder *b = calloc(1, sizeof *b);
     if (!b) return NULL;
     b->mode = mode;
@@ -179,7 +179,7 @@ int rtb_temp(RtPlanBuilder *b, RtDType dt, int rank, const int64_t *dims) {
 int rtb_program(RtPlanBuilder *b, RtProgram p) {
     if (b->rc) return b->rc;
     if (p != RT_PROG_BONDED && p != RT_PROG_NONBONDED) return fail(b, RT_EINVAL, "bad program %d", (int)p);
-    if ((b->mode == RT_MODE_BONDED && p != RT_PROG_BONDED) || (b->mode == RT_MODE_NONBONDED && p != RT_PROG_NONBONDED))
+    if ((p == RT_PROG_BONDED && !rt_mode(b->mode)->bonded) || (p == RT_PROG_NONBONDED && !rt_mode(b->mode)->nonbonded))
         return fail(b, RT_EINVAL, "mode %d has no %s program", b->mode, p == RT_PROG_BONDED ? "bonded" : "non-bonded");
     b->cur = (int)p;
     return RT_OK;
@@ -543,7 +543,7 @@ int rtb_finish(RtPlanBuilder *b, const char *source_mil, size_t mlen, RtArtifact
     if (!b->rc && b->nout == 0) fail(b, RT_EINVAL, "plan has no outputs");
     if (!b->rc) pack_weights(b);
     if (!b->rc) run_packs(b);
-    int progs[2] = {b->mode != RT_MODE_NONBONDED, b->mode != RT_MODE_BONDED};
+    int progs[2] = {rt_mode(b->mode)->bonded, rt_mode(b->mode)->nonbonded};
     uint64_t *offs[2] = {NULL, NULL}, arena[2] = {0, 0};
     for (int p = 0; p < 2 && !b->rc; p++) {
         if (!progs[p]) {

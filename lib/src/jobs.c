@@ -59,13 +59,13 @@ const char *jobs_config(const JobSpec *spec) { return spec->config ? spec->confi
 
 int jobs_expand(const TemplatePath *tp, const JobSpec *spec, JobList *out, DiagSink *d) {
     const char *config = jobs_config(spec);
-    const char *modes = spec->modes ? spec->modes : "2";
+    const char *modes = spec->modes ? spec->modes : RT_MODE_STR(RT_MODE_DEFAULT_N);
     int nmodes = count_items(modes);
     for (int m = 0; m < nmodes; m++) {
         char buf[16];
         list_item(modes, m, buf, sizeof buf);
-        if (strlen(buf) != 1 || buf[0] < '0' || buf[0] > '2') {
-            diag_error(d, spec->loc, "mode '%s' is not 0, 1 or 2", buf);
+        if (strlen(buf) != 1 || buf[0] < '0' || !rt_mode(buf[0] - '0')) {
+            diag_error(d, spec->loc, "mode '%s' is not a compile mode (%s)", buf, RT_MODE_TABLE(RT_MODE_HELP_) + 1);
             return -1;
         }
     }

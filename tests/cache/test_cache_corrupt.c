@@ -4,7 +4,9 @@
  * cache_destroy recovers a damaged directory. */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include "test.h"
@@ -62,7 +64,7 @@ static int expect_damaged(const char *dir, const char *what) {
     char err[512] = "", path[4200];
     snprintf(path, sizeof path, "%s/data.mdb", dir);
     int rc = open_err(dir, err, sizeof err);
-    int ok = rc == CACHE_ECORRUPT && strstr(err, path) && strstr(err, "milc cache clear") && strstr(err, what);
+    int ok = rc == CACHE_ECORRUPT && strstr(err, path) && strstr(err, "cache_destroy") && !strstr(err, "milc ") && strstr(err, what);
     if (!ok) fprintf(stderr, "rc %d (%s), message: %s\n", rc, cache_strerror(rc), err);
     return ok;
 }
@@ -350,7 +352,7 @@ TEST(overwritten_tree_pages_never_crash) {
             Cache *cc;
             char err[512];
             CacheOptions o = {.no_sync = 1, .map_size = 1 << 20};
-            if (cache_open(&cc, dir, &o, err, sizeof err) != 0) _exit(strstr(err, "milc cache clear") ? 3 : 4);
+            if (cache_open(&cc, dir, &o, err, sizeof err) != 0) _exit(strstr(err, "cache_destroy") && !strstr(err, "milc ") ? 3 : 4);
             int n = 0;
             cache_ls(cc, count_cb, &n);
             for (int i = 0; i < 40; i++) {
@@ -496,9 +498,91 @@ TEST(full_disk_reads_still_work) {
     tmpdir_rm(dir);
 }
 
+/* A store that fails part way (a full disk: a small tmpfs, needs root; a
+ * file-size limit: RLIMIT_FSIZE, EFBIG) publishes nothing: the entries
+ * before it are served intact, the failed one is a miss, the file verifies,
+ * the message names the errno as it is, and once there is room the same put
+ * succeeds.  Both store paths: in place (disk reserved first, so the failure
+ * comes before any byte is written) and LMDB's copy path (its pwrites at
+ * commit fail in the middle).  In a child, so a SIGBUS or SIGXFSZ is a
+ * failure, not a crash of the test. */
+static int failed_put_leaves_nothing(const char *cdir, int classic, const char *errname, uint64_t fail_mb) {
+    CacheOptions o = {.no_writemap = classic, .map_size = 1u << 20}; /* grows as the put needs */
+    Cache *c;
+    char err[512];
+    if (cache_open(&c, cdir, &o, err, sizeof err) != 0) return 20;
+    uint64_t big[] = {fail_mb << 20, 1000};
+    TestArt b;
+    art_make(&b, 777, big, 2);
+    int rc = art_put(c, &b, "too big");
+    int named = strstr(cache_errmsg(c), errname) != NULL;
+    if (!named) fprintf(stderr, "message: %s\n", cache_errmsg(c));
+    int out = rc != CACHE_EIO ? 21 : !named ? 22 : 0;
+    CacheHit *h;
+    if (!out && cache_get(c, &b.key, b.rec.buf, b.rec.len, 0, &h) != CACHE_ENOTFOUND) out = 23;
+    art_free(&b);
+    cache_close(c);
+    return out;
+}
+
+TEST(failed_write_mid_stream_publishes_nothing) {
+    for (int classic = 0; classic < 2; classic++) {
+        char *dir = tmpdir_new("midfail");
+        int mounted = mount("tmpfs", dir, "tmpfs", 0, "size=24m") == 0;
+        if (!mounted) fprintf(stderr, "failed_write_mid_stream: no tmpfs (%s): ENOSPC case skipped\n", strerror(errno));
+        char cdir[4200];
+        snprintf(cdir, sizeof cdir, "%s/c", dir);
+        uint64_t sz[] = {3u << 20, 5000};
+        TestArt a[2];
+        fill_cache(cdir, a, 2, sz, 2);
+        for (int lim = !mounted; lim < 2; lim++) {
+            pid_t pid = fork();
+            if (pid == 0) {
+                if (lim) {
+                    /* A file-size limit just past what the file holds now. */
+                    struct stat st;
+                    char p[4300];
+                    snprintf(p, sizeof p, "%s/data.mdb", cdir);
+                    signal(SIGXFSZ, SIG_IGN);
+                    if (stat(p, &st) != 0) _exit(30);
+                    struct rlimit rl = {(rlim_t)st.st_size + (2u << 20), (rlim_t)st.st_size + (2u << 20)};
+                    if (!classic) rl.rlim_cur = rl.rlim_max = (rlim_t)st.st_size; /* the map cannot grow */
+                    if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(31);
+                    _exit(failed_put_leaves_nothing(cdir, classic, "EFBIG", 80));
+                }
+                _exit(failed_put_leaves_nothing(cdir, classic, "ENOSPC", 30));
+            }
+            int st;
+            waitpid(pid, &st, 0);
+            if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+                fprintf(stderr, "classic=%d lim=%d child: %s %d\n", classic, lim, WIFEXITED(st) ? "exit" : "signal",
+                        WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+            CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+            /* What was there is served whole; the file verifies. */
+            Cache *c = open_ok(cdir);
+            CHECK(c != NULL);
+            if (!c) break;
+            for (int i = 0; i < 2; i++) {
+                CacheHit *h;
+                CHECK_EQ_INT(cache_get(c, &a[i].key, a[i].rec.buf, a[i].rec.len, CACHE_GET_VERIFY, &h), 0);
+                if (h) {
+                    CHECK(hit_matches(h, 200 + (uint64_t)i, sz, 2));
+                    cache_hit_release(h);
+                }
+            }
+            CHECK_EQ_INT(cache_verify(c, 0, NULL, NULL), 0);
+            cache_close(c);
+        }
+        if (mounted) umount2(dir, MNT_DETACH);
+        for (int i = 0; i < 2; i++) art_free(&a[i]);
+        tmpdir_rm(dir);
+    }
+}
+
 int main(void) {
     RUN(verify_without_repair_writes_nothing);
     RUN(full_disk_reads_still_work);
+    RUN(failed_write_mid_stream_publishes_nothing);
     RUN(truncated_file_is_a_clear_error);
     RUN(truncating_the_unused_tail_is_harmless);
     RUN(overwritten_meta_page_is_a_clear_error);

@@ -32,17 +32,25 @@ static Cache *open_or_die(const char *dir, int no_sync, uint64_t map) {
     return c;
 }
 
-static int put_seed(Cache *c, uint64_t seed, uint64_t max_section) {
+/* refetch: a pulled entry's put (no sync, its direct key in the same
+ * transaction: the seed's key with a bit flipped, mapped to the entry). */
+static int put_seed_as(Cache *c, uint64_t seed, uint64_t max_section, int refetch) {
     uint64_t sz[4];
     int n = sizes_of(seed, max_section, sz);
     TestArt a;
     art_make(&a, seed, sz, n);
     char desc[64];
     snprintf(desc, sizeof desc, "seed=%llu max=%llu", (unsigned long long)seed, (unsigned long long)max_section);
-    int rc = art_put(c, &a, desc);
+    CacheEntryMeta m = {.description = desc, .backend = "cpu", .mode = 2, .compile_ns = 1000};
+    CacheKey dk = a.key;
+    dk.b[0] ^= 0x80;
+    CachePutOptions po = {.flags = CACHE_PUT_REFETCHABLE, .dkey = &dk, .drecord = "d", .drecord_len = 1};
+    int rc = refetch ? cache_put_ex(c, &a.key, a.rec.buf, a.rec.len, &m, a.secs, a.n, &po) : art_put(c, &a, desc);
     art_free(&a);
     return rc;
 }
+
+static int put_seed(Cache *c, uint64_t seed, uint64_t max_section) { return put_seed_as(c, seed, max_section, 0); }
 
 /* Look up seed; 1 = hit with the right bytes, 0 = miss, -1 = wrong bytes. */
 static int check_seed(Cache *c, uint64_t seed, uint64_t max_section, unsigned flags) {
@@ -211,9 +219,10 @@ TEST(sigkill_during_stores_never_leaves_a_partial_entry) {
     for (int it = 0; it < iters; it++) {
         pid_t pid = fork();
         if (pid == 0) {
-            Cache *c = open_or_die(dir, it % 2, 8 << 20);
+            /* Durable, unsynced (no_sync) and pulled (refetchable) stores. */
+            Cache *c = open_or_die(dir, it % 3 == 1, 8 << 20);
             for (uint64_t j = 0;; j++)
-                if (put_seed(c, (uint64_t)it * 1000 + j, 6u << 20) != 0) _exit(1);
+                if (put_seed_as(c, (uint64_t)it * 1000 + j, 6u << 20, it % 3 == 2) != 0) _exit(1);
         }
         usleep((useconds_t)(rand() % 150000));
         kill(pid, SIGKILL);

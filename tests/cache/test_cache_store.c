@@ -9,6 +9,9 @@
 #include <sys/wait.h>
 #include <xxhash.h>
 
+#include <lmdb.h>
+
+#include "../../cache/src/internal.h"
 #include "test.h"
 #include "util.h"
 
@@ -156,6 +159,74 @@ TEST(every_durability_setting_round_trips) {
     }
 }
 
+static int has_marker(const char *dir) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/milc.unsynced", dir);
+    return access(p, F_OK) == 0;
+}
+
+static int put_refetchable(Cache *c, TestArt *a, const CacheKey *dk) {
+    CachePutOptions po = {.flags = CACHE_PUT_REFETCHABLE, .dkey = dk, .drecord = "drec", .drecord_len = 4};
+    return cache_put_ex(c, &a->key, a->rec.buf, a->rec.len, NULL, a->secs, a->n, &po);
+}
+
+/* A pulled entry's put (CACHE_PUT_REFETCHABLE) commits without a sync, its
+ * direct key with it; the marker of such commits stands until a durable
+ * commit; an open that finds the marker of another boot (a crash may have
+ * torn the file) starts the cache afresh, and one of this boot loses
+ * nothing. */
+TEST(refetchable_puts_are_dropped_whole_after_a_restart) {
+    char *dir = tmpdir_new("refetch");
+    uint64_t sz[] = {300000, 17};
+    TestArt a, b, d, e;
+    art_make(&a, 501, sz, 2), art_make(&b, 502, sz, 2), art_make(&d, 503, sz, 2), art_make(&e, 504, sz, 2);
+    CacheKey dk = b.key;
+    dk.b[15] ^= 1;
+    Cache *c = open_with(dir, (CacheOptions){0});
+    CHECK(c != NULL);
+    CHECK_EQ_INT(art_put(c, &a, "durable"), 0);
+    CHECK(!has_marker(dir));
+    CHECK_EQ_INT(put_refetchable(c, &b, &dk), 0);
+    CHECK(has_marker(dir));
+    CacheHit *h;
+    CacheKey ak;
+    CHECK_EQ_INT(cache_get_direct(c, &dk, "drec", 4, 0, &h, &ak), 0);
+    CHECK(!memcmp(ak.b, b.key.b, 16) && hit_matches(h, 502, sz, 2));
+    cache_hit_release(h);
+    cache_close(c);
+    /* The same boot: a process exited before a durable commit; all is there. */
+    c = open_with(dir, (CacheOptions){0});
+    CacheStats st;
+    CHECK_EQ_INT(cache_stat(c, &st), 0);
+    CHECK_EQ_INT(st.restarted, 0);
+    CHECK(check_entry(c, &b, 502, sz, 2, CACHE_GET_VERIFY));
+    CHECK(has_marker(dir));
+    CHECK_EQ_INT(art_put(c, &d, "durable"), 0); /* its sync covers b's pages */
+    CHECK(!has_marker(dir));
+    CHECK_EQ_INT(put_refetchable(c, &e, NULL), 0);
+    CHECK(has_marker(dir));
+    cache_close(c);
+    /* A restart (the marker names another boot): nothing of the file is
+     * trusted, not even the durable entries it may have made unreachable. */
+    char p[4200];
+    snprintf(p, sizeof p, "%s/milc.unsynced", dir);
+    FILE *f = fopen(p, "r+b");
+    CHECK(f != NULL);
+    if (f) fwrite("\x01\x02\x03\x04\x05\x06\x07\x09", 1, 8, f), fclose(f);
+    c = open_with(dir, (CacheOptions){0});
+    CHECK(c != NULL);
+    CHECK_EQ_INT(cache_stat(c, &st), 0);
+    CHECK_EQ_INT(st.restarted, 1);
+    CHECK_EQ_INT(st.entries, 0);
+    CHECK(!has_marker(dir));
+    CHECK_EQ_INT(cache_get(c, &a.key, a.rec.buf, a.rec.len, 0, &h), CACHE_ENOTFOUND);
+    CHECK_EQ_INT(art_put(c, &a, "again"), 0);
+    CHECK(check_entry(c, &a, 501, sz, 2, CACHE_GET_VERIFY));
+    cache_close(c);
+    art_free(&a), art_free(&b), art_free(&d), art_free(&e);
+    tmpdir_rm(dir);
+}
+
 TEST(populate_hands_out_the_same_bytes) {
     char *dir = tmpdir_new("pop");
     uint64_t sz[] = {5 << 20, 4097, 0, 1 << 20};
@@ -273,11 +344,25 @@ TEST(verify_once_trusts_only_an_unchanged_file) {
     tmpdir_rm(dst);
 }
 
+/* The LMDB this cache runs with is one whose file format it knows, and only
+ * 0.9 is such: an LMDB 1.0 (another page layout) must be refused at open. */
+TEST(only_lmdb_0_9_is_known) {
+    int major, minor;
+    mdb_version(&major, &minor, NULL);
+    CHECK(cache_lmdb_known(major, minor));
+    CHECK(cache_lmdb_known(0, 9));
+    CHECK(!cache_lmdb_known(1, 0));
+    CHECK(!cache_lmdb_known(0, 8));
+    CHECK(!cache_lmdb_known(0, 10));
+}
+
 int main(void) {
+    RUN(only_lmdb_0_9_is_known);
     RUN(checksum_built_while_copying_matches_reference);
     RUN(stray_write_through_hit_pointer_faults);
     RUN(copy_path_and_in_place_path_share_a_directory);
     RUN(every_durability_setting_round_trips);
+    RUN(refetchable_puts_are_dropped_whole_after_a_restart);
     RUN(populate_hands_out_the_same_bytes);
     RUN(verify_once_trusts_only_an_unchanged_file);
     TEST_MAIN_END();

@@ -8,7 +8,11 @@
 2. packages written BY coremltools (`oracle.py make`) for programs milc runs,
    spelled the way a PyTorch conversion spells them: milc checks them (and
    reports them against the ANE profile), compiles and runs them, and the
-   outputs match numpy.
+   outputs match numpy;
+3. states: a program with a state input (a KV cache updated with
+   slice_update) written by milc and loaded by coremltools, and the same made
+   by coremltools, read and rewritten by milc, loaded by coremltools again;
+4. nested blocks: cond and while_loop the same two ways.
 
 usage: oracle_roundtrip.py MILC SRC ORACLE_DIR WORK
 Exit 0 on success; 77 (ctest's skip code) without the oracle unless CI=true,
@@ -207,6 +211,198 @@ def made_by_coremltools(name, case):
     print("ok  %-22s made by coremltools, run by milc, matches numpy" % name)
 
 
+# ---- 3. states (a KV cache) both ways ----
+
+STATE_TEXT = """program(1.3)
+{
+    func main<ios18>(state<tensor<fp16, [1, 2, 8, 4]>> cache, tensor<fp16, [1, 2, 1, 4]> kv) {
+        tensor<fp16, [1, 2, 8, 4]> old = read_state(input = cache)[name = string("old")];
+        tensor<fp16, [1, 2, 8, 4]> put = slice_update(begin = tensor<int32, [4]>([0, 0, 3, 0]), end = tensor<int32, [4]>([1, 2, 4, 4]), update = kv, x = old)[name = string("put")];
+        write_state(data = put, input = cache)[name = string("w")];
+        tensor<fp16, [1, 2, 8, 4]> now = coreml_update_state(state = cache, value = put)[name = string("now")];
+        tensor<fp16, [1, 2, 4]> y = reduce_sum(axes = tensor<int32, [1]>([2]), x = now)[name = string("y")];
+    } -> (y);
+}
+"""
+# What the package holds: coreml_update_state spelled write_state + read_state.
+STATE_BACK = STATE_TEXT.replace(
+    """        tensor<fp16, [1, 2, 8, 4]> now = coreml_update_state(state = cache, value = put)[name = string("now")];""",
+    """        write_state(data = put, input = cache)[name = string("now_write_state")];
+        tensor<fp16, [1, 2, 8, 4]> now = read_state(input = cache)[name = string("now")];""")
+
+STATE_SCRIPT = """
+@mb.program(input_specs=[mb.StateTensorSpec(shape=(1, 2, 8, 4), dtype=types.fp16),
+                         mb.TensorSpec(shape=(1, 2, 1, 4), dtype=types.fp16)], opset_version=ct.target.iOS18)
+def prog(cache, kv):
+    old = mb.read_state(input=cache, name="old")
+    put = mb.slice_update(x=old, update=kv, begin=[0, 0, 3, 0], end=[1, 2, 4, 4], name="put")
+    now = mb.coreml_update_state(state=cache, value=put, name="now")
+    return mb.reduce_sum(x=now, axes=[2], name="y")
+"""
+
+
+def state_features(pkg):
+    """(input names, state names) of the package's description, from coremltools' spec dump."""
+    spec = oracle("spec", pkg).stdout
+    desc = spec.split("mlProgram {")[0]
+    ins, states, kind = [], [], None
+    for line in desc.splitlines():
+        t = line.strip()
+        if t in ("input {", "output {", "state {"):
+            kind = t.split()[0]
+        elif t.startswith("name:") and kind in ("input", "state"):
+            (ins if kind == "input" else states).append(t.split('"')[1])
+            kind = None
+    return ins, states, "stateType" in desc
+
+
+def states_roundtrip():
+    # milc's text -> package -> coremltools loads it -> milc reads it back.
+    src = os.path.join(WORK, "kv_state.mil")
+    open(src, "w").write(STATE_TEXT)
+    sh(MILC, "check", src)
+    pkg = os.path.join(WORK, "kv_state.mlpackage")
+    sh(MILC, "-q", "convert", src, "-o", pkg)
+    r = oracle("load", pkg, ok=False)
+    if r.returncode != 0:
+        failures.append("kv_state: coremltools does not load milc's package with a state: %s" % (r.stdout + r.stderr)[-1500:])
+        return
+    if "(State)" not in r.stdout or "specification version 9" not in r.stdout:
+        failures.append("kv_state: coremltools does not see 'cache' as a state of a version-9 spec:\n" + r.stdout[-1500:])
+    ins, states, typed = state_features(pkg)
+    if ins != ["kv"] or states != ["cache"] or not typed:
+        failures.append("kv_state: description inputs %s, states %s (want ['kv'], ['cache'] as a stateType)" % (ins, states))
+    back = sh(MILC, "fmt", pkg).stdout
+    if back != STATE_BACK:
+        failures.append("kv_state: package read back differs:\n" + back)
+    else:
+        print("ok  %-22s milc -> package with a state -> coremltools loads it -> milc reads it back" % "kv_state")
+    # coremltools' package -> milc checks and reads it -> milc writes it -> coremltools loads that.
+    sfile = os.path.join(WORK, "ct_state.py")
+    open(sfile, "w").write(STATE_SCRIPT)
+    ct_pkg = os.path.join(WORK, "ct_state.mlpackage")
+    oracle("make", sfile, ct_pkg)
+    sh(MILC, "check", ct_pkg)
+    text = sh(MILC, "fmt", ct_pkg).stdout
+    for want in ("state<tensor<fp16, [1, 2, 8, 4]>> cache", "= slice_update(", "write_state(data = put, input = cache)",
+                 "now = read_state(input = cache)"):
+        if want not in text:
+            failures.append("ct_state: milc's reading of coremltools' package lacks %r:\n%s" % (want, text))
+            return
+    again = os.path.join(WORK, "ct_state_milc.mlpackage")
+    sh(MILC, "-q", "convert", ct_pkg, "-o", again)
+    r = oracle("load", again, ok=False)
+    if r.returncode != 0 or "(State)" not in r.stdout:
+        failures.append("ct_state: coremltools does not load milc's rewrite of its package: %s" % (r.stdout + r.stderr)[-1500:])
+        return
+    if sh(MILC, "fmt", again).stdout != text:
+        failures.append("ct_state: coremltools -> milc -> package -> milc changed the program")
+        return
+    print("ok  %-22s coremltools' package with a state -> milc -> package -> coremltools loads it" % "ct_state")
+    bad_states(ct_pkg)
+
+
+def bad_states(good):
+    """Damaged state specs: exit 1, the field named, nothing written."""
+    import shutil
+    sys.path.insert(0, ORACLE)
+    import oracle as orc
+    orc.coremltools()
+    from coremltools.proto import MIL_pb2, Model_pb2
+    spec_rel = os.path.join("Data", "com.apple.CoreML", "model.mlmodel")
+
+    def first(fn, op_type):
+        return next(o for o in fn.block_specializations["CoreML8"].operations if o.type == op_type)
+
+    def wrap_list(m):  # the state input wraps a list, not a tensor
+        w = m.mlProgram.functions["main"].inputs[0].type.stateType.wrappedType
+        inner = MIL_pb2.ValueType()
+        inner.CopyFrom(w)
+        w.listType.type.CopyFrom(inner)  # the oneof now holds the list
+
+    def state_result(m):  # an op's result declared a state
+        o = first(m.mlProgram.functions["main"], "read_state")
+        inner = MIL_pb2.ValueType()
+        inner.CopyFrom(o.outputs[0].type)
+        o.outputs[0].type.stateType.wrappedType.CopyFrom(inner)
+
+    def update_op(m):  # coreml_update_state on the wire
+        first(m.mlProgram.functions["main"], "write_state").type = "coreml_update_state"
+
+    cases = [("wrap_list", wrap_list, 'inputs[0]: a state type must wrap a tensor type'),
+             ("state_result", state_result, "outputs[0]: a state type: only a function's inputs can be states"),
+             ("update_op", update_op, "coreml_update_state is not an op of the Core ML format")]
+    for name, patch, needle in cases:
+        pkg = os.path.join(WORK, "bad_%s.mlpackage" % name)
+        shutil.rmtree(pkg, ignore_errors=True)
+        shutil.copytree(good, pkg)
+        m = Model_pb2.Model()
+        m.ParseFromString(open(os.path.join(pkg, spec_rel), "rb").read())
+        patch(m)
+        open(os.path.join(pkg, spec_rel), "wb").write(m.SerializeToString())
+        out = os.path.join(WORK, "bad_%s_out.mlpackage" % name)
+        for args in (["check", pkg], ["convert", pkg, "-o", out]):
+            r = sh(MILC, *args, ok=False)
+            if r.returncode != 1 or needle not in r.stderr or os.path.exists(out):
+                failures.append("bad state %s: milc %s exit %d, wanted 1 with %r and nothing written: %s" % (
+                    name, args[0], r.returncode, needle, r.stderr[-800:]))
+    print("ok  %-22s damaged state specs refused with the field named" % "bad_states")
+
+
+# ---- 4. nested blocks (cond, while_loop) both ways ----
+
+FLOW_SCRIPT = """
+@mb.program(input_specs=[mb.TensorSpec(shape=(2,), dtype=types.fp32), mb.TensorSpec(shape=(1,), dtype=types.int32)],
+            opset_version=ct.target.iOS18)
+def prog(x, n):
+    p = mb.squeeze(x=mb.greater(x=n, y=np.int32(0)))
+    y = mb.cond(pred=p, _true_fn=lambda: mb.add(x=x, y=x), _false_fn=lambda: mb.mul(x=x, y=x))
+    def c(i, s):
+        return mb.less(x=i, y=np.int32(3))
+    def b(i, s):
+        return mb.add(x=i, y=np.int32(1)), mb.add(x=s, y=x)
+    i, acc = mb.while_loop(_cond=c, _body=b, loop_vars=(np.int32(0), y))
+    return acc
+"""
+
+
+def control_flow_roundtrip():
+    # milc's text (tests/mil/golden/control_flow.mil) -> package -> coremltools -> milc.
+    src = os.path.join(SRC, "tests/mil/golden/control_flow.mil")
+    text = sh(MILC, "fmt", src).stdout
+    pkg = os.path.join(WORK, "control_flow.mlpackage")
+    sh(MILC, "-q", "convert", src, "-o", pkg)
+    r = oracle("load", pkg, ok=False)
+    if r.returncode != 0 or "while_loop(" not in r.stdout or "cond(" not in r.stdout:
+        failures.append("control_flow: coremltools does not load milc's package with nested blocks: %s" % (r.stdout + r.stderr)[-1500:])
+        return
+    if sh(MILC, "fmt", pkg).stdout != text:
+        failures.append("control_flow: package read back differs from the program")
+        return
+    print("ok  %-22s milc -> package with cond/while_loop -> coremltools loads it -> milc reads it back" % "control_flow")
+    # coremltools' cond / while_loop (sibling blocks reuse input names) -> milc -> package -> coremltools.
+    sfile = os.path.join(WORK, "ct_flow.py")
+    open(sfile, "w").write(FLOW_SCRIPT)
+    ct_pkg = os.path.join(WORK, "ct_flow.mlpackage")
+    oracle("make", sfile, ct_pkg)
+    sh(MILC, "check", ct_pkg)
+    text = sh(MILC, "fmt", ct_pkg).stdout
+    # four blocks and the function end in "} -> ("
+    if text.count("} -> (") != 5 or " = cond(" not in text or " = while_loop(" not in text:
+        failures.append("ct_flow: milc's reading of coremltools' cond/while_loop lacks its blocks:\n" + text)
+        return
+    again = os.path.join(WORK, "ct_flow_milc.mlpackage")
+    sh(MILC, "-q", "convert", ct_pkg, "-o", again)
+    r = oracle("load", again, ok=False)
+    if r.returncode != 0:
+        failures.append("ct_flow: coremltools does not load milc's rewrite of its package: %s" % (r.stdout + r.stderr)[-1500:])
+        return
+    if sh(MILC, "fmt", again).stdout != text:
+        failures.append("ct_flow: coremltools -> milc -> package -> milc changed the program")
+        return
+    print("ok  %-22s coremltools' cond/while_loop -> milc -> package -> coremltools loads it" % "ct_flow")
+
+
 def main():
     why = have_oracle()
     if why:
@@ -225,6 +421,14 @@ def main():
             made_by_coremltools(name, case)
         except RuntimeError as e:
             failures.append("%s: %s" % (name, e))
+    try:
+        states_roundtrip()
+    except RuntimeError as e:
+        failures.append("states: %s" % e)
+    try:
+        control_flow_roundtrip()
+    except RuntimeError as e:
+        failures.append("control flow: %s" % e)
     for f in failures:
         print("FAIL: " + f)
     return 1 if failures else 0

@@ -34,7 +34,9 @@ enum {
     CACHE_EBUSY = -7,     /* needs exclusive use but other users exist */
     CACHE_EFULL = -8,     /* the map cannot grow (limit, disk, or a live CacheHit) */
     CACHE_EBUNDLE = -9,   /* bundle file malformed, truncated or tampered */
-    CACHE_ELMDB = -10,    /* unexpected LMDB error (message has mdb_strerror) */
+    CACHE_ELMDB = -10,    /* unexpected LMDB error (message has mdb_strerror), or an
+                             LMDB of a version this cache does not know */
+    CACHE_ENOTSUP = -11,  /* the store does not offer this operation (store.h) */
 };
 /* The three outcomes a caller treats as "compile it". */
 #define CACHE_IS_MISS(rc) ((rc) == CACHE_ENOTFOUND || (rc) == CACHE_EMISMATCH || (rc) == CACHE_ECORRUPT)
@@ -111,7 +113,10 @@ typedef struct CacheOptions {
  * after an OS crash or power loss the file is intact, but the last puts may be
  * gone — a cache miss, rebuilt by the next build.  meta_sync = 1 adds the
  * second fsync per commit; no_sync = 1 drops both (an OS crash may then leave
- * a damaged file: cache_open says so and `milc cache clear` cures it).
+ * a damaged file: cache_open says so and cache_destroy cures it).  A put with
+ * CACHE_PUT_REFETCHABLE (cache_put_ex, below) waits for no disk: an OS crash
+ * before the next durable commit may cost the whole cache, never a torn
+ * entry (cache/README.md, "Durability").
  *
  * Stores.  By default the map is opened writable (LMDB's WRITEMAP) and a put
  * copies each section once, straight into the file's pages, hashing it while
@@ -127,8 +132,10 @@ typedef struct CacheOptions {
  * Checks the data file's meta pages and size before LMDB maps it and clears
  * reader slots of dead processes.  Blocks while another process compacts.
  * Returns 0 and *out, or an error with a message in err (if err != NULL):
- * CACHE_ECORRUPT names the damaged file and says to run `milc cache clear` or
- * delete the directory; CACHE_EIO, CACHE_ENOMEM, CACHE_ELMDB. */
+ * CACHE_ECORRUPT names the damaged file (cache_destroy, or deleting the
+ * directory, starts afresh: the caller words that for its users);
+ * CACHE_EIO, CACHE_ENOMEM, CACHE_ELMDB (also: an LMDB other than 0.9, whose
+ * file format this cache does not know). */
 int cache_open(Cache **out, const char *dir, const CacheOptions *opt, char *err, size_t errlen);
 /* Flush pending hit statistics and close.  Every CacheHit must be released first. */
 void cache_close(Cache *c);
@@ -170,6 +177,29 @@ typedef struct CacheEntryMeta {
  * CACHE_ECORRUPT (environment damaged), CACHE_ELMDB. */
 int cache_put(Cache *c, const CacheKey *k, const void *record, size_t record_len,
               const CacheEntryMeta *m, const CacheSection *secs, int nsecs);
+
+/* A put with options (cache_put_ex).  flags: CACHE_PUT_REFETCHABLE says the
+ * bytes can be fetched again from elsewhere (a pull from a shared tier): the
+ * commit then does not wait for the disk.  The crash contract of such a put
+ * (cache/README.md, "Durability"): a process killed at any instant loses
+ * nothing that was committed; an OS crash or power loss before the next
+ * durable commit of the directory (any put without the flag, a statistics
+ * flush, a gc, in any process) may lose the whole local cache, which the
+ * next cache_open after the reboot then starts afresh (see
+ * CacheStats.restarted) — never a torn entry.  Where the boot cannot be told
+ * apart (no boot id), the flag is ignored and the put is durable.
+ * dkey: also map this direct key to the entry (as cache_direct_put), in the
+ * same transaction; NULL: none. */
+enum { CACHE_PUT_REFETCHABLE = 1u << 0 };
+typedef struct CachePutOptions {
+    unsigned flags;
+    const CacheKey *dkey;
+    const void *drecord;
+    size_t drecord_len;
+} CachePutOptions;
+/* cache_put with options (po NULL = cache_put). */
+int cache_put_ex(Cache *c, const CacheKey *k, const void *record, size_t record_len, const CacheEntryMeta *m,
+                 const CacheSection *secs, int nsecs, const CachePutOptions *po);
 
 /* Map a direct key (template bytes, parameters, weight-source digest) to the
  * artifact key akey.  The direct record is stored and compared like a key record. */
@@ -314,6 +344,9 @@ typedef struct CacheStats {
     uint64_t file_bytes; /* disk space data.mdb takes (allocated blocks; the file
                             itself is sparse and as long as the map) */
     uint64_t map_bytes;  /* current map size */
+    int restarted;       /* this handle's open found the file of an earlier boot
+                            with commits that never reached the disk (after a
+                            CACHE_PUT_REFETCHABLE put) and started the cache afresh */
 } CacheStats;
 int cache_stat(Cache *c, CacheStats *s);
 int cache_zero_stats(Cache *c);

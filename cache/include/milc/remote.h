@@ -84,6 +84,8 @@ typedef struct RemoteEntry {
 /* Fetch entry k and check it as remote_pull does, without storing it.
  * Codes as remote_pull; *out only on 0. */
 int remote_get(Remote *r, const CacheKey *k, const void *record, size_t record_len, RemoteEntry **out);
+/* Free an entry (before remote_close of the handle that got it: the handle
+ * keeps the buffer for its next get). */
 void remote_entry_free(RemoteEntry *e);
 
 /* Pull entry k into the local cache c (remote_get, then cache_put).  record (may be NULL: only for a key the
@@ -111,6 +113,18 @@ int remote_pull_direct(Remote *r, Cache *c, const CacheKey *dkey, const void *dr
  * 0 pushed, 1 already there; CACHE_ENOTFOUND not in the local cache;
  * CACHE_EINVAL read-only or no secret; CACHE_EIO the server failed. */
 int remote_push(Remote *r, Cache *c, const CacheKey *k);
+/* Push an entry held in memory (not in a local cache), as remote_push does:
+ * record is required and k must be its XXH3-128.  0 pushed, 1 already there;
+ * CACHE_EINVAL (bad arguments, read-only, no secret), CACHE_EIO. */
+int remote_put(Remote *r, const CacheKey *k, const void *record, size_t record_len, const CacheEntryMeta *m,
+               const CacheSection *secs, int nsecs);
+/* Entry k's metadata from its manifest (MAC checked; no chunk read): fn
+ * once, as cache_show.  CACHE_ENOTFOUND, CACHE_ECORRUPT, CACHE_EIO. */
+int remote_info(Remote *r, const CacheKey *k, CacheEntryFn fn, void *ctx);
+/* Remove entry k from the server (manifest and chunks, in one command).
+ * 0, CACHE_ENOTFOUND, CACHE_EINVAL (read-only, no secret), CACHE_EIO. */
+int remote_rm(Remote *r, const CacheKey *k);
+
 /* Push a direct key's mapping to artifact akey (after remote_push of akey). */
 int remote_push_direct(Remote *r, const CacheKey *dkey, const void *drecord, size_t drecord_len,
                        const CacheKey *akey);

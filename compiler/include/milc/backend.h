@@ -25,7 +25,7 @@
 #include "milc/rt.h"
 
 typedef struct BackendOptions {
-    int mode;               /* 0, 1 or 2 (RT_MODE_*) */
+    int mode;               /* RT_MODE_* (milc/plan.h's table) */
     const char *model_path; /* directory @model_path names; NULL: the MIL file's directory */
     bool own_weights;       /* weight files are milc's own scratch: mapped, not read (milblob_open_own) */
     const char *dump_stage; /* NULL, or one of backend_stage_names() */

@@ -153,6 +153,7 @@ double ir_half_to_double(uint16_t h);
 uint16_t ir_double_to_half(double v);
 
 typedef struct IrOp IrOp;
+typedef struct IrBlock IrBlock;
 typedef struct IrFunction IrFunction;
 typedef struct IrProgram IrProgram;
 
@@ -163,6 +164,7 @@ typedef struct IrValue {
     IrOp *def;        /* NULL for a function input */
     int result_index; /* which result of def */
     int uses;         /* set by ir_function_count_uses(); stale after edits */
+    IrBlock *block;   /* the nested block defining it (an input or op result there); NULL at function level */
     void *aux;        /* free for a pass */
 } IrValue;
 
@@ -198,9 +200,27 @@ struct IrOp {
     int nattrs, cap_attrs;
     IrValue **results;
     int nresults;
-    IrOp *prev, *next; /* in fn's op list */
+    IrOp *prev, *next; /* in fn's op list, or block's when nested */
     IrFunction *fn;
+    IrBlock *block;    /* the nested block holding the op; NULL at function level */
+    IrBlock **blocks;  /* nested blocks: cond's two branches, while_loop's cond and body */
+    int nblocks;
     void *aux; /* free for a pass */
+};
+
+/* A nested block (control flow): inputs of its own (while_loop's loop
+ * variables), ops, outputs.  Its ops see the values of the enclosing blocks
+ * and function; its values are not seen outside it. */
+struct IrBlock {
+    SrcLoc loc;
+    IrOp *parent;
+    IrValue **inputs;
+    int ninputs, cap_inputs;
+    IrOp *first, *last;
+    int nops;
+    IrValue **outputs;
+    SrcLoc *output_locs;
+    int noutputs, cap_outputs;
 };
 
 struct IrFunction {
@@ -250,6 +270,12 @@ IrAttr *ir_op_set_attr(IrOp *op, const char *name, IrLiteral *lit); /* replaces 
 /* A const op defining name with value lit, result typed lit->type. */
 IrOp *ir_op_new_const(IrFunction *f, const char *name, IrLiteral *lit);
 
+/* A new empty nested block of op (appended to op->blocks). */
+IrBlock *ir_op_add_block(IrOp *op);
+IrValue *ir_block_add_input(IrBlock *b, const char *name, IrType type);
+void ir_block_add_output(IrBlock *b, IrValue *v, SrcLoc loc);
+void ir_block_append(IrBlock *b, IrOp *op);
+
 /* ---- the op list ---- */
 void ir_op_append(IrFunction *f, IrOp *op);
 void ir_op_insert_before(IrOp *pos, IrOp *op);
@@ -274,7 +300,8 @@ bool ir_op_arg_i64(const IrOp *op, const char *name, int64_t *out);
 bool ir_op_arg_f64(const IrOp *op, const char *name, double *out);
 /* Element count of a value's type, -1 if dynamic. */
 int64_t ir_value_numel(const IrValue *v);
-/* Recount every value's uses (arguments, tuple items, function outputs). */
+/* Recount every value's uses (arguments, tuple items, function outputs;
+ * in nested blocks too, block outputs counting as uses). */
 void ir_function_count_uses(IrFunction *f);
 /* Point every use of old (arguments, tuples, outputs) at new; returns uses changed. */
 int ir_value_replace_uses(IrFunction *f, IrValue *old_v, IrValue *new_v);

@@ -222,7 +222,53 @@
       conv_transpose)                                                                          \
     X(READ_STATE, "read_state", ">18 input:$A" DOM_STATE, read_state)                          \
     X(WRITE_STATE, "write_state", ">18 input:$A" DOM_STATE " data:A" DOM_STATE, write_state)   \
-    X(COREML_UPDATE_STATE, "coreml_update_state", ">18 state:$A" DOM_STATE " value:A" DOM_STATE, write_state)
+    X(COREML_UPDATE_STATE, "coreml_update_state", ">18 state:$A" DOM_STATE " value:A" DOM_STATE, write_state) \
+    MILC_OPS_LAYOUT(X)
+
+/* Slicing, padding, sorting, index and layout ops, and image resizing. */
+#define DOM_N17 "{fp16,fp32,int32;17:int8,int16,uint8,uint16}"
+#define DOM_DATA16 "{bool,fp16,fp32,int32;17:int8,int16,uint8,uint16}"
+#define DOM_K "{int32;17:int8,int16}"
+#define DOM_SLICE_IX "{int8,int16,int32}"
+#define MILC_OPS_LAYOUT(X)                                                                     \
+    X(SLICE_UPDATE, "slice_update",                                                            \
+      ">18 x:A" DOM_STATE " update:A" DOM_STATE " begin:U" DOM_SLICE_IX "#1 end:U" DOM_SLICE_IX "#1 " \
+      "stride:U" DOM_SLICE_IX "#1!?=ones begin_mask:bool#1!?=false end_mask:bool#1!?=false squeeze_mask:bool#1!?=false", \
+      slice_update)                                                                            \
+    X(PAD, "pad", "x:T pad:int32#1 mode:string#0!?=constant constant_val:T#0!?=0", pad)         \
+    X(TOPK, "topk",                                                                            \
+      "x:A" DOM_N17 " k:K" DOM_K "#0!?=1 axis:int32#0!@?=-1 ascending:bool#0!?=false "          \
+      "sort:bool#0!?>16=true return_indices:bool#0!?>16=true output_indices_dtype:string#0!?>17=int32", topk) \
+    X(GATHER_ND, "gather_nd",                                                                  \
+      "x:A" DOM_GATHER " indices:I" DOM_INDEX " batch_dims:int32#0!?>16=0 validate_indices:bool#0!?>17=false", gather_nd) \
+    X(ONE_HOT, "one_hot",                                                                      \
+      "indices:int32 one_hot_vector_size:int32#0 axis:int32#0!@+?=-1 on_value:A" DOM_DATA15 "#0!?=1 " \
+      "off_value:A" DOM_DATA15 "#0!?=0", one_hot)                                              \
+    X(EINSUM, "einsum", "values:A* equation:string#0!", einsum)                                \
+    X(RANGE_1D, "range_1d", "end:T" DOM_N "#0 start:T" DOM_N "#0 step:T" DOM_N "#0", range_1d)  \
+    X(FILL_LIKE, "fill_like", ">16 ref_tensor:A" DOM_DATA15 " value:B" DOM_DATA15 "#0!?=0", fill_like) \
+    X(RESHAPE_LIKE, "reshape_like",                                                            \
+      ">16 x:A" DOM_DATA16 " ref_tensors:B* begins:int32* ends:int32* end_masks:bool*", reshape_like) \
+    X(NON_ZERO, "non_zero", "x:A" DOM_DATA15, non_zero)                                        \
+    X(PIXEL_SHUFFLE, "pixel_shuffle", "x:T upscale_factor:int32#0!", pixel_shuffle)            \
+    X(PIXEL_UNSHUFFLE, "pixel_unshuffle", ">16 x:T downscale_factor:uint32#0!", pixel_shuffle)  \
+    X(SLIDING_WINDOWS, "sliding_windows",                                                      \
+      "x:A{fp16,fp32,int32;17:bool,int8,int16,uint8,uint16} axis:int32#0!@ size:int32#0! stride:int32#0!?=1", \
+      sliding_windows)                                                                         \
+    X(REVERSE_SEQUENCE, "reverse_sequence",                                                    \
+      "x:A" DOM_DATA16 " lengths:U" DOM_K " seq_axis:int32#0!@?=0 batch_axis:int32#0!@?=0", reverse_sequence) \
+    X(SPACE_TO_BATCH, "space_to_batch", "x:T block_shape:int32#1! paddings:int32!", space_to_batch) \
+    X(BATCH_TO_SPACE, "batch_to_space", "x:T block_shape:int32#1! crops:int32!", space_to_batch) \
+    X(CROP, "crop", "x:T crop_height:int32! crop_width:int32!", crop)                          \
+    X(RESIZE_NEAREST_NEIGHBOR, "resize_nearest_neighbor",                                      \
+      "x:T target_size_height:int32#0! target_size_width:int32#0!", resize)                    \
+    X(RESIZE_BILINEAR, "resize_bilinear",                                                      \
+      "x:T target_size_height:int32#0!?=1 target_size_width:int32#0!?=1 sampling_mode:string#0!?=DEFAULT", resize) \
+    X(UPSAMPLE_BILINEAR, "upsample_bilinear",                                                  \
+      "x:T scale_factor_height:S{fp32,int32}#0!?=1 scale_factor_width:S{fp32,int32}#0!?=1 "     \
+      "align_corners:bool#0!?=true half_pixel_centers:bool#0!?>16=false", upsample) \
+    X(COND, "cond", "pred:bool#0", cond)                                                       \
+    X(WHILE_LOOP, "while_loop", "loop_vars:any*", while_loop)
 
 typedef enum IrOpKind {
 #define X(e, n, sig, rule) OP_##e,

@@ -10,7 +10,7 @@ the file.  milc agrees when it accepts exactly the calls coremltools accepts
 (accepting means its inferred types equal the declared ones) and refuses the
 others with a diagnostic about the op itself, not only about the declared type.
 
-  agree.py MILC ORACLE_DIR KNOWN_DIFFERENCES [--seed N] [--per-op N]
+  agree.py MILC ORACLE_DIR KNOWN_DIFFERENCES [--seed N] [--per-op N] [--ops OP,OP...]
 
 Prints the agreement table (op x opset: cases, agree, disagree) and exits 1 on
 any disagreement not listed in KNOWN_DIFFERENCES (lines `OP accepts|refuses
@@ -31,6 +31,7 @@ MILC, ORACLE, KNOWN = sys.argv[1], sys.argv[2], sys.argv[3]
 args = sys.argv[4:]
 SEED = int(args[args.index("--seed") + 1]) if "--seed" in args else 16
 PER_OP = int(args[args.index("--per-op") + 1]) if "--per-op" in args else 6
+ONLY = args[args.index("--ops") + 1].split(",") if "--ops" in args else None
 OPSETS = ["iOS15", "iOS16", "iOS17", "iOS18"]
 
 try:
@@ -547,6 +548,170 @@ FAMILIES = {
 }
 
 
+def g_slice_update():
+    s = shape()
+    b = [rng.randint(0, d - 1) for d in s]
+    e = [rng.randint(bb + 1, d) for bb, d in zip(b, s)]
+    st = [rng.choice([1, 1, 2]) for _ in s]
+    a = {"x": In(s, rng.choice(["fp16", "fp32", "int32"])), "begin": const(b, "int32"), "end": const(e, "int32")}
+    if rng.random() < 0.5:
+        a["stride"] = const(st, "int32")
+    else:
+        st = [1] * len(s)
+    u = list(np.empty(s)[tuple(slice(bb, ee, ss) for bb, ee, ss in zip(b, e, st))].shape)
+    if rng.random() < 0.15:
+        u[0] += 1
+    a["update"] = In(u, a["x"].dt)
+    return a
+
+
+def g_pad():
+    s = shape()
+    k = rng.randint(1, len(s))
+    p = [rng.randint(0, 2) for _ in range(2 * k)]
+    if rng.random() < 0.1:
+        p = p + [1]
+    return {"x": In(s, rng.choice(["fp16", "fp32", "fp32", "int32"])), "pad": const(p, "int32"),
+            "mode": const(rng.choice(["constant", "constant", "reflect", "replicate", "wrap"]), "string")}
+
+
+def g_topk():
+    s = shape()
+    ax = pick_axes(len(s), 1)[-1]
+    d = s[ax] if -len(s) <= ax < len(s) else 1
+    a = {"x": In(s, rng.choice(["fp16", "fp32", "int32"])), "k": const(rng.randint(1, d + (1 if rng.random() < 0.15 else 0)), "int32"),
+         "axis": const(ax, "int32")}
+    if rng.random() < 0.3:
+        a["return_indices"] = const(rng.random() < 0.6, "bool")
+    if rng.random() < 0.3 and a.get("return_indices", True):
+        a["output_indices_dtype"] = const(rng.choice(["int32", "uint16", "int8"]), "string")
+    return a
+
+
+def g_gather_nd():
+    s = shape(rmin=1, rmax=4)
+    depth = rng.randint(1, len(s) + (1 if rng.random() < 0.15 else 0))
+    ishape = shape(rmin=1, rmax=2) + [depth]
+    a = {"x": In(s, rng.choice(["fp16", "fp32", "int32"])), "indices": const(np.zeros(ishape, np.int32), "int32")}
+    return a
+
+
+def g_one_hot():
+    s = shape(rmax=3)
+    a = {"indices": In(s, "int32"), "one_hot_vector_size": const(rng.randint(1, 5), "int32")}
+    if rng.random() < 0.7:
+        a["axis"] = const(rng.randint(-len(s) - 1 - (1 if rng.random() < 0.1 else 0), len(s)), "int32")
+    if rng.random() < 0.5:
+        dt = rng.choice(["fp16", "fp32", "int32"])
+        a["on_value"] = const(1, dt)
+        a["off_value"] = const(0, dt if rng.random() < 0.85 else "fp32")
+    return a
+
+
+def g_einsum():
+    dt = rng.choice(["fp16", "fp32"])
+    b, c, h, w, r = (rng.randint(1, 4) for _ in range(5))
+    w2 = w if rng.random() < 0.85 else w + 1
+    if rng.random() < 0.5:
+        x, y, eq = [b, c, w], [w2, c if rng.random() < 0.5 else 1, r], "abc,cbd->abd"
+    else:
+        x, y, eq = [b, c, h, w], [b if rng.random() < 0.5 else 1, w2, h, r], "nchw,nwhr->nchr"
+    if rng.random() < 0.1:
+        eq = "abc,cbd->adb"
+    return {"values": [In(x, dt), In(y, dt)], "equation": const(eq, "string")}
+
+
+def g_range_1d():
+    dt = rng.choice(["int32", "fp32"])
+    st = rng.choice([1, 2, 3])
+    s = rng.randint(-3, 3)
+    a = {"start": const(s, dt), "end": const(s + rng.randint(0, 9), dt), "step": const(st, dt)}
+    if rng.random() < 0.1:
+        a["step"] = const(st, "int32" if dt == "fp32" else "fp32")
+    return a
+
+
+def g_fill_like():
+    a = {"ref_tensor": In(shape(), rng.choice(["fp16", "fp32", "int32", "bool"]))}
+    if rng.random() < 0.7:
+        a["value"] = const(1, rng.choice(["fp16", "fp32", "int32", "bool"]))
+    return a
+
+
+def g_pixel(up):
+    def g():
+        f = rng.randint(1, 3)
+        if up:
+            s = [1, f * f * rng.randint(1, 2), rng.randint(1, 3), rng.randint(1, 3)]
+            return {"x": In(s if rng.random() < 0.9 else s[1:], "fp16"), "upscale_factor": const(f, "int32")}
+        s = [1, rng.randint(1, 3), f * rng.randint(1, 3), f * rng.randint(1, 3)]
+        return {"x": In(s if rng.random() < 0.9 else s[1:], "fp32"), "downscale_factor": np.uint32(f)}
+    return g
+
+
+def g_sliding_windows():
+    s = shape(lo=2, hi=6)
+    ax = rng.randint(-len(s), len(s) - 1)
+    return {"x": In(s, rng.choice(["fp16", "fp32", "int32"])), "axis": const(ax, "int32"),
+            "size": const(rng.randint(1, s[ax]), "int32"), "stride": const(rng.randint(1, 2), "int32")}
+
+
+def g_reverse_sequence():
+    s = shape(rmin=2)
+    return {"x": In(s, rng.choice(["fp16", "fp32", "int32", "bool"])), "lengths": In([s[0]], "int32"),
+            "seq_axis": const(rng.randint(1, len(s) - 1), "int32"), "batch_axis": const(0, "int32")}
+
+
+def g_space_batch(down):
+    def g():
+        bs = [rng.randint(1, 2), rng.randint(1, 2)]
+        p = [[rng.randint(0, 1) for _ in range(2)] for _ in range(2)]
+        if down:
+            sp = [bs[i] * rng.randint(1, 3) - sum(p[i]) for i in range(2)]
+            sp = [max(v, 0) + (bs[i] if v <= 0 else 0) for i, v in enumerate(sp)]
+            sp = [v if (v + sum(p[i])) % bs[i] == 0 else v + 1 for i, v in enumerate(sp)]
+            return {"x": In([1, 2] + sp, "fp16"), "block_shape": const(bs, "int32"), "paddings": const(p, "int32")}
+        n = bs[0] * bs[1] * rng.randint(1, 2) + (1 if rng.random() < 0.15 else 0)
+        sp = [rng.randint(1, 3) for _ in range(2)]
+        p = [[min(v, (sp[i] * bs[i] - 1) // 2) for v in p[i]] for i in range(2)]
+        return {"x": In([n, 2] + sp, "fp16"), "block_shape": const(bs, "int32"), "crops": const(p, "int32")}
+    return g
+
+
+def g_crop():
+    s = shape(lo=3, hi=6, rmin=3, rmax=4)
+    return {"x": In(s, rng.choice(["fp16", "fp32"])),
+            "crop_height": const([rng.randint(0, 1), rng.randint(0, 1)], "int32"),
+            "crop_width": const([rng.randint(0, 1)] * rng.choice([2, 2, 2, 3]), "int32")}
+
+
+def g_resize(op):
+    def g():
+        a = {"x": In(shape(rmin=2 if rng.random() < 0.1 else 3, rmax=4), "fp32"),
+             "target_size_height": const(rng.randint(1, 6), "int32"), "target_size_width": const(rng.randint(1, 6), "int32")}
+        if op == "resize_bilinear" and rng.random() < 0.5:
+            a["sampling_mode"] = const(rng.choice(["DEFAULT", "ALIGN_CORNERS", "UNALIGN_CORNERS", "CUBIC"]), "string")
+        return a
+    return g
+
+
+def g_upsample_bilinear():
+    dt = rng.choice(["int32", "fp32"])
+    sh = rng.choice([1, 2, 3]) if dt == "int32" else rng.choice([1.0, 1.5, 2.0])
+    return {"x": In(shape(rmin=3, rmax=4), "fp32"), "scale_factor_height": const(sh, dt),
+            "scale_factor_width": const(rng.choice([1, 2]), dt), "align_corners": const(rng.random() < 0.5, "bool")}
+
+
+FAMILIES.update({
+    "slice_update": g_slice_update, "pad": g_pad, "topk": g_topk, "gather_nd": g_gather_nd, "one_hot": g_one_hot,
+    "einsum": g_einsum, "range_1d": g_range_1d, "fill_like": g_fill_like, "non_zero": g_unary(["fp16", "fp32", "int32", "bool"], []),
+    "pixel_shuffle": g_pixel(True), "pixel_unshuffle": g_pixel(False), "sliding_windows": g_sliding_windows,
+    "reverse_sequence": g_reverse_sequence, "space_to_batch": g_space_batch(True), "batch_to_space": g_space_batch(False),
+    "crop": g_crop, "resize_nearest_neighbor": g_resize("resize_nearest_neighbor"),
+    "resize_bilinear": g_resize("resize_bilinear"), "upsample_bilinear": g_upsample_bilinear,
+})
+
+
 # ---- coremltools side ----
 
 def oracle_case(op, opset, a):
@@ -589,7 +754,8 @@ def lit(v, dt=None):
         return 'string("%s")' % v
     v = np.asarray(v)
     dt = dt or {np.dtype(np.float16): "fp16", np.dtype(np.float32): "fp32", np.dtype(np.int32): "int32",
-                np.dtype(np.bool_): "bool", np.dtype(np.int8): "int8", np.dtype(np.uint8): "uint8"}[v.dtype]
+                np.dtype(np.bool_): "bool", np.dtype(np.int8): "int8", np.dtype(np.uint8): "uint8",
+                np.dtype(np.uint32): "uint32"}[v.dtype]
 
     def el(x):
         if dt == "bool":
@@ -649,6 +815,10 @@ def milc_verdicts(funcs, workdir, tag):
 
 
 def main():
+    if ONLY:
+        for op in list(FAMILIES):
+            if op not in ONLY:
+                del FAMILIES[op]
     known = []  # (op, what coremltools does, a substring of milc's diagnostic)
     for l in open(KNOWN):
         l = l.split("#")[0].strip()

@@ -42,8 +42,34 @@ typedef enum {
     RT_U8 = 5, /* raw bytes: a compressed weight's packed indices (weight storage only) */
 } RtDType;
 
-/* Compile modes, as in DESIGN.md. */
-enum { RT_MODE_BOTH = 0, RT_MODE_NONBONDED = 1, RT_MODE_BONDED = 2 };
+/* Compile modes: which programs an artifact carries.  RT_MODE_TABLE is the
+ * one place a mode is defined; the backend (what to lower), the artifact
+ * format (what to accept), the loader, the key and note readers and the
+ * CLI's parsing and help all read it, through rt_mode or these macros.
+ *   X(ID, number, name, bonded program, non-bonded program, what it produces) */
+#define RT_MODE_TABLE(X)                                                                              \
+    X(BONDED, 2, "bonded", 1, 0, "one fused program: few dispatches, no inspectable temporaries")     \
+    X(NONBONDED, 1, "non-bonded", 0, 1, "one dispatch per MIL op: every intermediate inspectable")    \
+    X(BOTH, 0, "both", 1, 1, "both programs in one artifact (run either; the ops checked the same)")
+#define RT_MODE_DEFAULT_N 2 /* bonded */
+#define RT_MODE_ENUM_(id, n, ...) RT_MODE_##id = n,
+#define RT_MODE_COUNT_(...) +1
+enum { RT_MODE_TABLE(RT_MODE_ENUM_) RT_NMODES = 0 RT_MODE_TABLE(RT_MODE_COUNT_), RT_MODE_DEFAULT = RT_MODE_DEFAULT_N };
+/* The modes for help text, a string literal:
+ * "compile mode: 2=bonded 1=non-bonded 0=both (default 2)". */
+#define RT_MODE_STR_(x) #x
+#define RT_MODE_STR(x) RT_MODE_STR_(x)
+#define RT_MODE_HELP_(id, n, name, ...) " " #n "=" name
+#define RT_MODES_HELP "compile mode:" RT_MODE_TABLE(RT_MODE_HELP_) " (default " RT_MODE_STR(RT_MODE_DEFAULT_N) ")"
+typedef struct RtModeInfo {
+    int mode;
+    const char *name;
+    int bonded;           /* the artifact carries the bonded (fused) program */
+    int nonbonded;        /* ... the non-bonded one */
+    const char *produces;
+} RtModeInfo;
+/* The mode's row, or NULL when mode is no compile mode. */
+const RtModeInfo *rt_mode(int mode);
 /* Programs inside a plan; mode 0 records both. */
 typedef enum { RT_PROG_BONDED = 0, RT_PROG_NONBONDED = 1 } RtProgram;
 
@@ -272,7 +298,7 @@ typedef struct {
 typedef struct RtPlanBuilder RtPlanBuilder;
 typedef struct RtArtifact RtArtifact; /* see rt.h */
 
-/* A new empty plan for compile mode 0, 1 or 2.  NULL when out of memory or
+/* A new empty plan for a compile mode (RT_MODE_*).  NULL when out of memory or
  * mode is invalid.  Owned by the caller; free with rtb_free. */
 RtPlanBuilder *rtb_new(int mode);
 void rtb_free(RtPlanBuilder *b);

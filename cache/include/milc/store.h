@@ -1,0 +1,154 @@
+/* store.h — the storage seam: the few operations the library needs from a
+ * place that keeps entries (bytes in sections under a 128-bit key, with the
+ * key record compared on every get), whatever holds them.  Two
+ * implementations: the local LMDB cache (store_lmdb_*, over cache.h) and the
+ * shared Redis tier (store_redis_*, over remote.h).  A third (a directory of
+ * files, an object store) implements StoreOps; cache/README.md ("The
+ * storage seam") says what each operation must guarantee.
+ *
+ * Codes and messages are the cache's (CACHE_E*, cache_strerror); nothing here
+ * prints, exits, or tells anyone what command to run: the caller words it.
+ * A Store is used by one thread at a time. */
+#ifndef MILC_STORE_H
+#define MILC_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "milc/cache.h"
+#include "milc/remote.h"
+
+/* What an entry carries beside its bytes.  The store keeps these and never
+ * interprets them. */
+typedef struct StoreMeta {
+    const char *description; /* the caller's text; NULL = "" */
+    const char *producer;    /* the caller's name for what made the bytes; NULL = "" */
+    int32_t variant;         /* the caller's small integer */
+    uint64_t cost_ns;        /* what making the bytes cost (a cache saves it per hit) */
+    uint64_t created_ns;     /* out only (get, iterate): when the entry was stored */
+} StoreMeta;
+
+/* An entry handed out by store_get: every pointer is valid until
+ * store_release, and no longer. */
+typedef struct StoreEntry {
+    CacheKey key;
+    const uint8_t *record;
+    size_t record_len;
+    StoreMeta meta;
+    const CacheSection *secs;
+    int nsecs;
+    uint64_t bytes; /* sum of section sizes */
+    void *priv;     /* the implementation's */
+} StoreEntry;
+
+typedef struct StoreStats {
+    uint64_t entries, bytes;       /* what the store holds */
+    uint64_t hits, misses, errors; /* as the store counts them (0 where it does not) */
+    uint64_t capacity;             /* its size limit or memory, 0 = none or unknown */
+} StoreStats;
+
+/* Iteration hands out each entry's key and metadata (no bytes); record and
+ * strings are valid only during the call; nonzero from fn stops. */
+typedef int (*StoreIterFn)(void *ctx, const CacheKey *k, const uint8_t *record, size_t record_len, const StoreMeta *m,
+                           uint64_t bytes);
+
+enum {
+    STORE_GET_VERIFY = 1u << 0,      /* check every byte against the entry's checksum or MAC now */
+    STORE_PUT_REFETCHABLE = 1u << 0, /* the bytes can be had again elsewhere: the store
+                                       may trade durability for speed (cache.h,
+                                       CACHE_PUT_REFETCHABLE), never serve a torn entry */
+};
+
+typedef struct Store Store;
+
+/* What an implementation provides.  Each returns 0 or a CACHE_E* code, with a
+ * sentence for errmsg.  get compares record (NULL: skip, for a key the caller
+ * did not derive) byte for byte with the stored one: CACHE_EMISMATCH if it
+ * differs.  put replaces whole or leaves no trace, also when the process is
+ * killed.  A store without notes returns CACHE_ENOTSUP from note_*. */
+typedef struct StoreOps {
+    const char *name; /* "lmdb", "redis" */
+    int (*get)(Store *s, const CacheKey *k, const void *record, size_t record_len, unsigned flags, StoreEntry **out);
+    void (*release)(Store *s, StoreEntry *e);
+    int (*put)(Store *s, const CacheKey *k, const void *record, size_t record_len, const StoreMeta *m,
+               const CacheSection *secs, int nsecs, unsigned flags);
+    int (*note_put)(Store *s, const CacheKey *k, const void *record, size_t record_len, const void *value,
+                    size_t value_len);
+    int (*note_get)(Store *s, const CacheKey *k, const void *record, size_t record_len, void **value,
+                    size_t *value_len);
+    int (*iterate)(Store *s, StoreIterFn fn, void *ctx);
+    int (*remove)(Store *s, const CacheKey *k);
+    int (*stats)(Store *s, StoreStats *st);
+    const char *(*errmsg)(const Store *s);
+    void (*close)(Store *s);
+} StoreOps;
+
+/* Every implementation's handle begins with this. */
+struct Store {
+    const StoreOps *ops;
+};
+
+static inline int store_get(Store *s, const CacheKey *k, const void *record, size_t record_len, unsigned flags,
+                            StoreEntry **out) {
+    return s->ops->get(s, k, record, record_len, flags, out);
+}
+static inline void store_release(Store *s, StoreEntry *e) {
+    if (e) s->ops->release(s, e);
+}
+static inline int store_put(Store *s, const CacheKey *k, const void *record, size_t record_len, const StoreMeta *m,
+                            const CacheSection *secs, int nsecs, unsigned flags) {
+    return s->ops->put(s, k, record, record_len, m, secs, nsecs, flags);
+}
+static inline int store_note_put(Store *s, const CacheKey *k, const void *record, size_t record_len, const void *value,
+                                 size_t value_len) {
+    return s->ops->note_put(s, k, record, record_len, value, value_len);
+}
+static inline int store_note_get(Store *s, const CacheKey *k, const void *record, size_t record_len, void **value,
+                                 size_t *value_len) {
+    return s->ops->note_get(s, k, record, record_len, value, value_len);
+}
+static inline int store_iterate(Store *s, StoreIterFn fn, void *ctx) {
+    return s->ops->iterate(s, fn, ctx);
+}
+static inline int store_remove(Store *s, const CacheKey *k) {
+    return s->ops->remove(s, k);
+}
+static inline int store_stats(Store *s, StoreStats *st) {
+    return s->ops->stats(s, st);
+}
+static inline const char *store_errmsg(const Store *s) {
+    return s->ops->errmsg(s);
+}
+static inline void store_close(Store *s) {
+    if (s) s->ops->close(s);
+}
+
+/* Copy entry k from one store to another (a pull from a shared tier into the
+ * local cache, or a push back): get from `from`, put into `to` with
+ * put_flags.  Codes of the get, then of the put (whose message is in
+ * store_errmsg(to)). */
+int store_copy(Store *from, Store *to, const CacheKey *k, const void *record, size_t record_len, unsigned put_flags);
+
+/* ---- the LMDB cache (cache.h) ------------------------------------------- */
+
+/* Open a cache directory as a store (cache_open; err as there). */
+int store_lmdb_open(Store **out, const char *dir, const CacheOptions *opt, char *err, size_t errlen);
+/* A store over an open Cache handle the caller keeps (and closes after the
+ * store): for code that holds a Cache already.  NULL on out of memory. */
+Store *store_lmdb_wrap(Cache *c);
+/* The Cache under an LMDB store (for what only the cache offers: gc,
+ * export, the cost ledger). */
+Cache *store_lmdb_cache(Store *s);
+
+/* ---- the shared Redis tier (remote.h) ------------------------------------ */
+
+/* Open a remote tier as a store (remote_open; connects lazily).  get
+ * checks the MAC of the manifest and of every chunk, always; put publishes
+ * whole or not at all; iterate reads each entry's manifest; remove deletes
+ * the manifest, then the chunks; no notes (CACHE_ENOTSUP).  A failure of the
+ * server trips the remote's breaker (remote.h): CACHE_EIO from then on. */
+int store_redis_open(Store **out, const RemoteOptions *o, char *err, size_t errlen);
+Store *store_redis_wrap(Remote *r);
+Remote *store_redis_remote(Store *s);
+
+#endif
