@@ -71,6 +71,8 @@ static void collect(void *ctx, int idx, const char *label, const BuildResult *r)
     b->keys[b->n++] = r->key;
     b->ms_total += r->ms_total;
     b->artifact_bytes += r->artifact_bytes;
+    b->ms_generate += r->ms_generate, b->ms_check += r->ms_check;
+    b->ms_lower += r->ms_passes + r->ms_lower, b->ms_store += r->ms_store;
     if (r->outcome == BUILD_MISS) b->misses++;
     else b->hits++, b->checksummed += r->checksummed;
 }
@@ -413,7 +415,9 @@ int bench_child(Cli *cli, int argc, char **argv) {
                                         json_integer((json_int_t)b.artifact_bytes), "load_ms", cli_json_real(load_ms, 4),
                                         "run_ms", cli_json_real(run_ms, 4), "dispatches", json_integer((json_int_t)nd),
                                         "programs", json_integer(b.n), "peak_rss_bytes", cli_json_real(peak_rss_bytes(), 0),
-                                        "finite", json_boolean(finite), NULL));
+                                        "finite", json_boolean(finite), "generate_ms", cli_json_real(b.ms_generate, 4),
+                                        "check_ms", cli_json_real(b.ms_check, 4), "lower_ms", cli_json_real(b.ms_lower, 4),
+                                        "store_ms", cli_json_real(b.ms_store, 4), NULL));
     rc = EXIT_OK;
 out:
     bench_chain_free(&ch);

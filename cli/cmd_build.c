@@ -18,6 +18,7 @@ static const OptSpec build_opts[] = {
     GEN_COMMON_OPTS,
     {"mode", 0, OPT_VALUE, "N[,N]", RT_MODES_HELP},
     {"chunk", 0, OPT_VALUE, "K", "build the whole model in chunks of K layers"},
+    {"whole", 0, OPT_FLAG, NULL, "also the embedding and the LM head (--part embed, head): token ids to logits"},
     VERIFY_OPTS,
     {"explain", 0, OPT_FLAG, NULL, "for each program not in the cache, first show the nearest stored entries and the key fields that differ"},
     {"help", 'h', OPT_FLAG, NULL, "this help, with the template's parameters"},
@@ -25,7 +26,7 @@ static const OptSpec build_opts[] = {
 };
 
 static void build_usage(FILE *f) {
-    fputs("usage: milc build [--template NAME | --model PRESET] [--mode N] [--chunk K]\n"
+    fputs("usage: milc build [--template NAME | --model PRESET] [--mode N] [--chunk K] [--whole]\n"
           "                  [--weights SRC] [--PARAM VALUE[,VALUE...] ...]\n"
           "\n"
           "Generate, check, compile and cache transformer chunks; a chunk already in the\n"
@@ -36,6 +37,7 @@ static void build_usage(FILE *f) {
           "  milc build --layers 4 --mode 2                 one 4-layer GPT-2 chunk\n"
           "  milc build --model gpt2 --chunk 4              all 12 layers as 3 chunks\n"
           "  milc build --model gpt2 --chunk 4 --phase decode --seq 1,8,16\n"
+          "  milc build --model gpt2 --chunk 4 --whole      embedding, 3 chunks, head\n"
           "\noptions:\n", f);
     print_options(f, build_opts);
 }
@@ -128,7 +130,7 @@ static int build_run(Cli *cli, int argc, char **argv) {
     diag_init(&d);
     Cache *c = NULL;
     JobSpec spec = {.config = cli_config_name(&a), .weights = args_get(&a, "weights"), .modes = modes,
-                    .chunk = chunk, .extra = a.extra, .nextra = a.nextra};
+                    .chunk = chunk, .whole = args_flag(&a, "whole"), .extra = a.extra, .nextra = a.nextra};
     char err[512] = "";
     /* Where there is no cache yet there is no request note either: expand
      * the request before the cache is made, so one that cannot be built (an

@@ -128,6 +128,12 @@ int model_run_npy(LoadedModel *lm, const char *const *inputs, int ninputs, const
     double best = 1e30;
     for (int k = 0; k < (repeat > 0 ? repeat : 1); k++) {
         int r = rt_run(m, in, nin, out, nout, 0, &st);
+        if (r == RT_EINDEX) { /* an input's fault: a token id or position past its table */
+            cli_error("run failed: an index input is out of range (a token id at or above the vocabulary, or a position "
+                      "at or above the model's positions)");
+            rc = EXIT_INPUT;
+            goto done;
+        }
         if (r != 0) { cli_error("run failed: %s", rt_strerror(r)); rc = r == RT_EBIND ? EXIT_INPUT : EXIT_SYSTEM; goto done; }
         if (st.seconds < best) best = st.seconds;
     }

@@ -41,7 +41,7 @@ static bool stage_done(Ctx *c, const char *stage, const char *extra) {
     }
     if (o->verify_ir && strcmp(stage, "parse") && strcmp(stage, "check")) {
         if (!backend_verify(c->f, stage, c->d)) return false;
-        MilCheckOptions co = {.target = MIL_TARGET_CPU, .model_path = o->model_path};
+        MilCheckOptions co = {.target = MIL_TARGET_CPU, .model_path = o->model_path, .weights = o->weights};
         /* Types after a pass must still check; weights were checked already. */
         if (!mil_check(c->p, &co, c->d)) return false;
     }
@@ -66,6 +66,8 @@ static char *model_dir_of(const IrProgram *p, const BackendOptions *o) {
     s[n ? n : 1] = 0;
     return s;
 }
+
+static void discard_weight(void *image, const void *data, size_t n) { milblob_image_discard(image, data, n); }
 
 int backend_compile(IrProgram *p, const BackendOptions *o, RtArtifact **out, BackendStats *st, DiagSink *d) {
     BackendStats dummy;
@@ -136,6 +138,8 @@ int backend_compile(IrProgram *p, const BackendOptions *o, RtArtifact **out, Bac
         goto fail;
     }
     LowerShared *ls = lower_shared_new(b, f, dir, o && o->own_weights, d);
+    if (o->weights) lower_shared_weights(ls, o->weights);
+    if (o->weights && o->weights_image) rtb_on_consumed(b, discard_weight, (void *)o->weights_image);
     int rc = lower_inputs_outputs(ls, fusing ? &fuse : NULL);
     int nops = 0, ncopies = 0;
     if (rc == 0 && mi->bonded) {

@@ -51,6 +51,7 @@ struct LowerShared {
     DiagSink *d;
     const char *model_dir;
     bool own_weights; /* BackendOptions.own_weights */
+    const MilBlobFile *weights; /* BackendOptions.weights */
     int nvals;
     IrValue **vals;  /* id -> value */
     int *weight;     /* id -> weight buffer of a const (its own dims), -1 */
@@ -229,6 +230,7 @@ static bool view_reshape(const View *in, int rank, const int64_t *dims, View *ou
 /* ---- weights ---- */
 
 static const MilBlobFile *blob_file(LowerShared *s, const char *written, SrcLoc loc) {
+    if (s->weights) return s->weights;
     char path[4096];
     const char *pre = "@model_path";
     if (!strncmp(written, pre, strlen(pre)))
@@ -1923,6 +1925,8 @@ static int lower_op(LowerShared *s, IrOp *op) {
 }
 
 /* ---- entry points ---- */
+
+void lower_shared_weights(LowerShared *s, const MilBlobFile *weights) { s->weights = weights; }
 
 LowerShared *lower_shared_new(RtPlanBuilder *b, IrFunction *f, const char *model_dir, bool own_weights, DiagSink *d) {
     LowerShared *s = calloc(1, sizeof *s);

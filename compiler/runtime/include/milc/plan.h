@@ -326,6 +326,11 @@ int rtb_weight(RtPlanBuilder *b, const char *name, RtDType dtype, int rank, cons
  * of every weight that rtb_finish repacks anyway (e.g. from a mapped file). */
 int rtb_weight_ref(RtPlanBuilder *b, const char *name, RtDType dtype, int rank, const int64_t *dims,
                    const void *data);
+/* fn(ctx, data, n) is called (from any of rtb_finish's threads) once the
+ * bytes of a borrowed weight were read for the last time, packed or copied;
+ * never for bytes two weights share.  The owner may drop them then: a
+ * build's weights and its packed artifact are then never both whole. */
+void rtb_on_consumed(RtPlanBuilder *b, void (*fn)(void *ctx, const void *data, size_t n), void *ctx);
 /* An intermediate of internal dtype F32, I32 or BOOL.  rtb_finish places it
  * in the arena of each program that uses it (both programs of mode 0 may
  * write the same output buffer). */
