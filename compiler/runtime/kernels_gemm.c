@@ -484,7 +484,8 @@ static void gemm_range(const Opnd *base, const void *b, int64_t panel_stride, in
          * panel: each K-block of A runs over every panel of the group while
          * it is in L2, the group's partial sums in acc.  At K = 3072 and
          * T = 128 (1.5 MB of A) the panel-by-panel order re-read A from L3
-         * per panel: 0.3 of the AVX2 peak on a 1 MB L2, against 0.6 at K = 768. */
+         * per panel on the 2026-12-02 VM, whose L2 is smaller than that: 0.3
+         * of the AVX2 peak, against 0.6 at K = 768. */
         for (int64_t g = n0; g < n1; g += RT_GEMM_GROUP * NR) {
             int64_t ge = n1 - g < RT_GEMM_GROUP * NR ? n1 : g + RT_GEMM_GROUP * NR;
             for (int64_t mb = m0; mb < m1; mb += mbs) {
