@@ -45,6 +45,8 @@ typedef struct BenchBuilt {
     int checksummed;         /* hits whose checksum was recomputed */
     double ms_total;         /* pipeline_build time summed: compile on a miss, lookup on a hit */
     uint64_t artifact_bytes; /* summed over the programs */
+    /* a miss's parts, summed: generate, parse+check, passes+lower+pack, store */
+    double ms_generate, ms_check, ms_lower, ms_store;
 } BenchBuilt;
 
 /* Build (or find) every program of p at mode in c; verify_hits
@@ -170,6 +172,10 @@ typedef struct BenchModeResult {
     BenchStat decode_ms;      /* one token through every chunk */
     BenchStat build_warm_ms;  /* whole `milc build` process on the warm cache */
     BenchStat rss_cached, rss_cold; /* peak RSS bytes of the fresh processes */
+    /* The cold build's parts (compile_ms split), and what the disk under the
+     * cache takes to write and fdatasync as many bytes, measured beside them. */
+    BenchStat cold_generate_ms, cold_check_ms, cold_lower_ms, cold_store_ms;
+    double disk_write_ms;
     uint64_t artifact_bytes;
     double prefill_dispatches, decode_dispatches; /* per forward / per token */
     double decode_ops, decode_weight_bytes, decode_gbs; /* plan ops per token; weights; their read bandwidth */

@@ -9,6 +9,7 @@
 
 #include "milc/ossys.h"
 #include "bench.h"
+#include "json.h"
 #include "request.h"
 #include "milc/half.h"
 
@@ -70,6 +71,8 @@ static void collect(void *ctx, int idx, const char *label, const BuildResult *r)
     b->keys[b->n++] = r->key;
     b->ms_total += r->ms_total;
     b->artifact_bytes += r->artifact_bytes;
+    b->ms_generate += r->ms_generate, b->ms_check += r->ms_check;
+    b->ms_lower += r->ms_passes + r->ms_lower, b->ms_store += r->ms_store;
     if (r->outcome == BUILD_MISS) b->misses++;
     else b->hits++, b->checksummed += r->checksummed;
 }
@@ -360,14 +363,14 @@ int bench_child(Cli *cli, int argc, char **argv) {
     if (!args_parse("bench --child", child_opts, argc - 1, argv + 1, true, &a)) { args_free(&a); return EXIT_USAGE; }
     if (!verify_flags_ok("bench", &a)) { args_free(&a); return EXIT_USAGE; }
     int rc = EXIT_USAGE;
-    long mode = 2, chunk = 0, threads = 0;
+    long mode = RT_MODE_DEFAULT, chunk = 0, threads = 0;
     const char *t0s = args_get(&a, "t0");
     long long t0 = t0s ? strtoll(t0s, NULL, 10) : t_entry;
     if (!args_get(&a, "child") || strcmp(args_get(&a, "child"), "ttft") != 0) {
         cli_usage_error("bench", "--child: only 'ttft' exists");
         goto out_args;
     }
-    if ((args_get(&a, "mode") && !args_int("bench", "mode", args_get(&a, "mode"), 0, 2, &mode)) ||
+    if ((args_get(&a, "mode") && !args_int("bench", "mode", args_get(&a, "mode"), 0, RT_NMODES - 1, &mode)) ||
         (args_get(&a, "chunk") && !args_int("bench", "chunk", args_get(&a, "chunk"), 1, 4096, &chunk)) ||
         (args_get(&a, "threads") && !args_int("bench", "threads", args_get(&a, "threads"), 0, 256, &threads)))
         goto out_args;
@@ -405,12 +408,16 @@ int bench_child(Cli *cli, int argc, char **argv) {
     bool finite = true;
     for (size_t i = 0; last && last->dtype == RT_F16 && i < last->size / 2; i++)
         finite &= isfinite(half_to_float(((const uint16_t *)last->data)[i])) != 0;
-    printf("{\"ttft_ms\":%.4f,\"start_ms\":%.4f,\"open_ms\":%.4f,\"build_ms\":%.4f,\"misses\":%d,\"hits\":%d,\"checksummed\":%d,"
-           "\"artifact_bytes\":%llu,\"load_ms\":%.4f,\"run_ms\":%.4f,\"dispatches\":%llu,\"programs\":%d,"
-           "\"peak_rss_bytes\":%.0f,\"finite\":%s}\n",
-           (double)(t_done - t0) / 1e6, (double)(t_entry - t0) / 1e6, open_ms, build_ms, b.misses, b.hits, b.checksummed,
-           (unsigned long long)b.artifact_bytes, load_ms, run_ms, (unsigned long long)nd, b.n, peak_rss_bytes(),
-           finite ? "true" : "false");
+    cli_json_print(stdout, cli_json_obj("ttft_ms", cli_json_real((double)(t_done - t0) / 1e6, 4), "start_ms",
+                                        cli_json_real((double)(t_entry - t0) / 1e6, 4), "open_ms", cli_json_real(open_ms, 4),
+                                        "build_ms", cli_json_real(build_ms, 4), "misses", json_integer(b.misses), "hits",
+                                        json_integer(b.hits), "checksummed", json_integer(b.checksummed), "artifact_bytes",
+                                        json_integer((json_int_t)b.artifact_bytes), "load_ms", cli_json_real(load_ms, 4),
+                                        "run_ms", cli_json_real(run_ms, 4), "dispatches", json_integer((json_int_t)nd),
+                                        "programs", json_integer(b.n), "peak_rss_bytes", cli_json_real(peak_rss_bytes(), 0),
+                                        "finite", json_boolean(finite), "generate_ms", cli_json_real(b.ms_generate, 4),
+                                        "check_ms", cli_json_real(b.ms_check, 4), "lower_ms", cli_json_real(b.ms_lower, 4),
+                                        "store_ms", cli_json_real(b.ms_store, 4), NULL));
     rc = EXIT_OK;
 out:
     bench_chain_free(&ch);

@@ -62,7 +62,7 @@ static void bench_usage(FILE *f) {
           "of the same chunkings on the ANE (docs/ANE-ESTIMATE.md).  Results on stdout,\n"
           "progress on stderr; the JSON and CSV layouts are in cli/BENCH.md.\n"
           "Defaults: GPT-2 124M (--model gpt2), chunks of 4, prefill --seq 128, decode at\n"
-          "--ctx 1024, min_seq 1.  Everything is built in a scratch cache under $TMPDIR\n"
+          "--ctx 1024, min_seq 1, io split.  Everything is built in a scratch cache under $TMPDIR\n"
           "(default /tmp), removed at the end; the user's cache is not touched.\n"
           "  milc bench                              the full run (minutes)\n"
           "  milc bench --modes 2 --no-sweeps --json out.json\n"
@@ -257,6 +257,7 @@ static bool json_num(const char *s, const char *key, double *v) {
 
 typedef struct Ttft {
     double ttft_ms, start_ms, open_ms, build_ms, load_ms, run_ms, misses, hits, bytes, dispatches, rss;
+    double generate_ms, check_ms, lower_ms, store_ms; /* build_ms's parts */
 } Ttft;
 
 static int run_ttft(const Bench *b, const char *cache_dir, int mode, Ttft *t) {
@@ -280,6 +281,8 @@ static int run_ttft(const Bench *b, const char *cache_dir, int mode, Ttft *t) {
               json_num(s.out, "hits", &t->hits) && json_num(s.out, "artifact_bytes", &t->bytes) &&
               json_num(s.out, "dispatches", &t->dispatches) && json_num(s.out, "start_ms", &t->start_ms) &&
               json_num(s.out, "open_ms", &t->open_ms) && json_num(s.out, "run_ms", &t->run_ms);
+    ok = ok && json_num(s.out, "generate_ms", &t->generate_ms) && json_num(s.out, "check_ms", &t->check_ms) &&
+         json_num(s.out, "lower_ms", &t->lower_ms) && json_num(s.out, "store_ms", &t->store_ms);
     if (!ok) { cli_error("bench child printed no result: '%.200s'", s.out); return EXIT_SYSTEM; }
     if (!strstr(s.out, "\"finite\":true")) progress(b, "warning: mode %d prefill produced non-finite values", mode);
     double own;
@@ -360,13 +363,40 @@ static int sweep_point(const Bench *b, Cache *c, const char *dir, int mode, long
     return rc;
 }
 
+/* What the disk under dir takes to write and fdatasync bytes (a file beside
+ * the cold caches, 4 MiB writes, then removed): the yardstick of a cold
+ * build, measured in the same run.  NAN if it cannot be measured. */
+static double disk_write_ms(const char *dir, uint64_t bytes) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/disk-yardstick", dir);
+    size_t blk = 4u << 20;
+    char *buf = malloc(blk);
+    int fd = buf ? open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
+    double ms = NAN;
+    if (fd >= 0) {
+        memset(buf, 0x5a, blk);
+        long long t0 = cli_now_ns();
+        uint64_t at = 0;
+        while (at < bytes) {
+            size_t n = bytes - at < blk ? (size_t)(bytes - at) : blk;
+            if (write(fd, buf, n) != (ssize_t)n) break;
+            at += n;
+        }
+        if (at == bytes && fdatasync(fd) == 0) ms = cli_ms_since(t0);
+        close(fd);
+        unlink(path);
+    }
+    free(buf);
+    return ms;
+}
+
 /* ---- one compile mode ---------------------------------------------------------- */
 
 /* Cold: a directory that does not exist yet, so nothing can hit.  The
  * first cold cache becomes this mode's warm one. */
 static int cold_runs(const Bench *b, int mode, const char *warm, BenchModeResult *m) {
     char dir[4200];
-    double v1[1024], v2[1024], v3[1024];
+    double v1[1024], v2[1024], v3[1024], vg[1024], vc[1024], vl[1024], vs[1024];
     Ttft t;
     int rc;
     for (int i = 0; i < b->cold_repeat; i++) {
@@ -381,11 +411,15 @@ static int cold_runs(const Bench *b, int mode, const char *warm, BenchModeResult
             return EXIT_SYSTEM;
         }
         v1[i] = t.ttft_ms, v2[i] = t.build_ms, v3[i] = t.rss;
+        vg[i] = t.generate_ms, vc[i] = t.check_ms, vl[i] = t.lower_ms, vs[i] = t.store_ms;
         m->artifact_bytes = (uint64_t)t.bytes;
     }
     m->ttft_cold_ms = bench_stat(v1, b->cold_repeat);
     m->compile_ms = bench_stat(v2, b->cold_repeat);
     m->rss_cold = bench_stat(v3, b->cold_repeat);
+    m->cold_generate_ms = bench_stat(vg, b->cold_repeat), m->cold_check_ms = bench_stat(vc, b->cold_repeat);
+    m->cold_lower_ms = bench_stat(vl, b->cold_repeat), m->cold_store_ms = bench_stat(vs, b->cold_repeat);
+    m->disk_write_ms = disk_write_ms(b->root, m->artifact_bytes);
     return EXIT_OK;
 }
 
@@ -581,7 +615,7 @@ static int bench_options(const Args *a, bool quick, Bench *b, long *modes, int *
     if (!opt_long(a, "chunk", 1, 4096, &b->chunk) || !opt_long(a, "ctx", 1, 65536, &b->ctx) ||
         !opt_long(a, "repeat", 1, 1000, &repeat) || !opt_long(a, "cold-repeat", 1, 1000, &cold) ||
         !opt_long(a, "depth-seq", 1, 65536, &b->depth_seq) || !opt_long(a, "threads", 1, 256, &threads) ||
-        !bench_parse_list("modes", args_get(a, "modes") ? args_get(a, "modes") : "0,1,2", 0, 2, modes, nmodes) ||
+        !bench_parse_list("modes", args_get(a, "modes") ? args_get(a, "modes") : "0,1,2", 0, RT_NMODES - 1, modes, nmodes) ||
         !bench_parse_list("depths", args_get(a, "depths") ? args_get(a, "depths") : quick ? "1,2" : "1,2,4,6,12", 1, 4096,
                     b->depths, &b->ndepths) ||
         !bench_parse_list("seqs", args_get(a, "seqs") ? args_get(a, "seqs") : quick ? "1,8" : "1,8,16,32,64,128", 1, 65536,
@@ -698,6 +732,7 @@ static int bench_run(Cli *cli, int argc, char **argv) {
     bool oom = bparams_init(&b.base, config, args_get(&a, "weights")) != 0;
     if (!has_param(&a, "seq")) oom |= bparams_add(&b.base, "seq", quick ? "32" : "128") != 0;
     oom |= bparams_add(&b.base, "min_seq", "1") != 0; /* the CPU backend needs no padding */
+    oom |= bparams_add(&b.base, "io", "split") != 0;  /* nor packing: chunks chain x <- y */
     for (int i = 0; i < a.nextra; i++) oom |= bparams_add(&b.base, a.extra[i].name, a.extra[i].value) != 0;
     snprintf(cv, sizeof cv, "%ld", b.ctx);
     oom |= bparams_copy(&b.decode, &b.base) != 0;

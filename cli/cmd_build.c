@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "json.h"
 #include "genopts.h"
 #include "explain.h"
 #include "jobs.h"
@@ -15,8 +16,9 @@
 
 static const OptSpec build_opts[] = {
     GEN_COMMON_OPTS,
-    {"mode", 0, OPT_VALUE, "N[,N]", "compile mode: 2 bonded (default), 1 non-bonded, 0 both"},
+    {"mode", 0, OPT_VALUE, "N[,N]", RT_MODES_HELP},
     {"chunk", 0, OPT_VALUE, "K", "build the whole model in chunks of K layers"},
+    {"whole", 0, OPT_FLAG, NULL, "also the embedding and the LM head (--part embed, head): token ids to logits"},
     VERIFY_OPTS,
     {"explain", 0, OPT_FLAG, NULL, "for each program not in the cache, first show the nearest stored entries and the key fields that differ"},
     {"help", 'h', OPT_FLAG, NULL, "this help, with the template's parameters"},
@@ -24,7 +26,7 @@ static const OptSpec build_opts[] = {
 };
 
 static void build_usage(FILE *f) {
-    fputs("usage: milc build [--template NAME | --model PRESET] [--mode N] [--chunk K]\n"
+    fputs("usage: milc build [--template NAME | --model PRESET] [--mode N] [--chunk K] [--whole]\n"
           "                  [--weights SRC] [--PARAM VALUE[,VALUE...] ...]\n"
           "\n"
           "Generate, check, compile and cache transformer chunks; a chunk already in the\n"
@@ -35,6 +37,7 @@ static void build_usage(FILE *f) {
           "  milc build --layers 4 --mode 2                 one 4-layer GPT-2 chunk\n"
           "  milc build --model gpt2 --chunk 4              all 12 layers as 3 chunks\n"
           "  milc build --model gpt2 --chunk 4 --phase decode --seq 1,8,16\n"
+          "  milc build --model gpt2 --chunk 4 --whole      embedding, 3 chunks, head\n"
           "\noptions:\n", f);
     print_options(f, build_opts);
 }
@@ -48,6 +51,7 @@ static const char *outcome_name(BuildOutcome o) {
 typedef struct {
     const Cli *cli;
     int printed;
+    json_t *builds; /* --json */
 } Printer;
 
 /* JSON: the builds array opens with the first result, so a request that
@@ -57,14 +61,18 @@ static void print_result(void *ctx, int idx, const char *label, const BuildResul
     const Cli *cli = pr->cli;
     char key[33];
     cache_key_hex(&r->key, key);
-    if (cli->json && !pr->printed++) printf("{\"builds\":[");
     if (cli->json) {
-        printf("%s{\"key\":\"%s\",\"outcome\":\"%s\",\"chunk\":\"%s\",\"artifact_bytes\":%llu,\"checksummed\":%s,"
-               "\"note\":%s,\"remote\":%s,\"ms\":{\"lookup\":%.3f,\"generate\":%.3f,\"check\":%.3f,\"passes\":%.3f,\"lower\":%.3f,"
-               "\"store\":%.3f,\"total\":%.3f}}",
-               idx ? "," : "", key, r->outcome == BUILD_MISS ? "miss" : r->outcome == BUILD_HIT_DIRECT ? "direct_hit" : "full_hit",
-               label, (unsigned long long)r->artifact_bytes, r->checksummed ? "true" : "false", r->from_note ? "true" : "false", r->from_remote ? "true" : "false", r->ms_lookup, r->ms_generate, r->ms_check, r->ms_passes,
-               r->ms_lower, r->ms_store, r->ms_total);
+        if (!pr->printed++) pr->builds = json_array();
+        json_t *ms = cli_json_obj("lookup", cli_json_real(r->ms_lookup, 3), "generate", cli_json_real(r->ms_generate, 3),
+                                  "check", cli_json_real(r->ms_check, 3), "passes", cli_json_real(r->ms_passes, 3), "lower",
+                                  cli_json_real(r->ms_lower, 3), "store", cli_json_real(r->ms_store, 3), "total",
+                                  cli_json_real(r->ms_total, 3), NULL);
+        cli_json_push(pr->builds,
+                      cli_json_obj("key", json_string(key), "outcome",
+                                   json_string(r->outcome == BUILD_MISS ? "miss" : r->outcome == BUILD_HIT_DIRECT ? "direct_hit" : "full_hit"),
+                                   "chunk", cli_json_str(label), "artifact_bytes", json_integer((json_int_t)r->artifact_bytes),
+                                   "checksummed", json_boolean(r->checksummed), "note", json_boolean(r->from_note), "remote",
+                                   json_boolean(r->from_remote), "ms", ms, NULL));
         return;
     }
     if (cli->verbosity < 0) return;
@@ -108,9 +116,9 @@ static int build_run(Cli *cli, int argc, char **argv) {
     if (a.npos) { cli_usage_error("build", "unexpected argument '%s'", a.pos[0]); goto out_args; }
     if (args_get(&a, "chunk") && !args_int("build", "chunk", args_get(&a, "chunk"), 1, 4096, &chunk)) goto out_args;
     const char *modes = args_get(&a, "mode");
-    for (const char *p = modes; p && *p; p++)
-        if (!strchr("012,", *p) || (p[0] == ',' && (p[1] == ',' || p[1] == 0))) {
-            cli_usage_error("build", "--mode: '%s' is not a list of 0, 1, 2", modes);
+    for (const char *p = modes; p && *p; p += p[1] ? 2 : 1)
+        if (*p < '0' || *p > '9' || !rt_mode(*p - '0') || (p[1] && (p[1] != ',' || !p[2]))) {
+            cli_usage_error("build", "--mode: '%s' is not a list of compile modes (%s)", modes, RT_MODE_TABLE(RT_MODE_HELP_) + 1);
             goto out_args;
         }
 
@@ -122,7 +130,7 @@ static int build_run(Cli *cli, int argc, char **argv) {
     diag_init(&d);
     Cache *c = NULL;
     JobSpec spec = {.config = cli_config_name(&a), .weights = args_get(&a, "weights"), .modes = modes,
-                    .chunk = chunk, .extra = a.extra, .nextra = a.nextra};
+                    .chunk = chunk, .whole = args_flag(&a, "whole"), .extra = a.extra, .nextra = a.nextra};
     char err[512] = "";
     /* Where there is no cache yet there is no request note either: expand
      * the request before the cache is made, so one that cannot be built (an
@@ -145,12 +153,12 @@ static int build_run(Cli *cli, int argc, char **argv) {
         (void)cli_report(cli, &d);
         goto out;
     }
-    Printer pr = {cli, 0};
+    Printer pr = {cli, 0, NULL};
     rc = build_request(c, &tp, &spec,
                        &(RequestOptions){.verify_hits = verify_policy(&a), .tmp_root = cli->cache_dir, .jobs = expanded,
                                          .max_memory = cli->max_memory, .remote = remote},
                        print_result, &pr, &d);
-    if (cli->json && pr.printed) printf("]}\n");
+    if (cli->json && pr.printed) cli_json_print(stdout, cli_json_obj("builds", pr.builds, NULL));
     int drc = cli_report(cli, &d);
     if (rc == EXIT_OK) rc = drc;
 out:

@@ -6,6 +6,7 @@
 
 #include "scratch.h"
 #include "cli.h"
+#include "json.h"
 #include "milc/cache.h"
 #include "drift.h"
 #include "stale.h"
@@ -108,18 +109,20 @@ static void fmt_time(uint64_t ns, char *buf, size_t n) {
     strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-static void json_str(const char *s) {
-    putchar('"');
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') printf("\\%c", c);
-        else if (c < 0x20) printf("\\u%04x", c);
-        else putchar(c);
-    }
-    putchar('"');
-}
+typedef struct {
+    const Cli *cli;
+    int n;
+    json_t *json; /* --json: the entries' array */
+} LsCtx;
 
-typedef struct { const Cli *cli; int n; } LsCtx;
+static json_t *entry_json(const CacheEntryInfo *e, const char *key, const char *created, const char *used) {
+    return cli_json_obj("key", json_string(key), "description", cli_json_str(e->description), "backend",
+                        cli_json_str(e->backend), "mode", json_integer(e->mode), "bytes", json_integer((json_int_t)e->bytes),
+                        "sections", json_integer(e->nsections), "created", json_string(created), "last_used",
+                        json_string(used), "hits", json_integer((json_int_t)e->hits), "compile_ms",
+                        cli_json_real((double)e->compile_ns / 1e6, 3), "load_ms", cli_json_real((double)e->load_ns / 1e6, 3),
+                        "saved_ms", cli_json_real((double)e->compile_ns * (double)e->hits / 1e6, 3), NULL);
+}
 
 static int ls_entry(void *ctx, const CacheEntryInfo *e) {
     LsCtx *lc = ctx;
@@ -129,14 +132,7 @@ static int ls_entry(void *ctx, const CacheEntryInfo *e) {
     fmt_time(e->created_ns, created, sizeof created);
     fmt_time(e->last_used_ns, used, sizeof used);
     if (lc->cli->json) {
-        printf("%s{\"key\":\"%s\",\"description\":", lc->n ? "," : "", key);
-        json_str(e->description);
-        printf(",\"backend\":");
-        json_str(e->backend);
-        printf(",\"mode\":%d,\"bytes\":%" PRIu64 ",\"sections\":%u,\"created\":\"%s\",\"last_used\":\"%s\","
-               "\"hits\":%" PRIu64 ",\"compile_ms\":%.3f,\"load_ms\":%.3f,\"saved_ms\":%.3f}",
-               e->mode, e->bytes, e->nsections, created, used, e->hits, (double)e->compile_ns / 1e6,
-               (double)e->load_ns / 1e6, (double)e->compile_ns * (double)e->hits / 1e6);
+        cli_json_push(lc->json, entry_json(e, key, created, used));
     } else {
         char load[16];
         snprintf(load, sizeof load, e->load_ns ? "%.1f" : "-", (double)e->load_ns / 1e6);
@@ -163,11 +159,10 @@ static const char *tag_name(uint32_t tag, char buf[5]) {
 
 static int show_entry(void *ctx, const CacheEntryInfo *e) {
     const Cli *cli = ctx;
-    LsCtx lc = {cli, 0};
-    if (cli->json) printf("{\"entry\":[");
+    LsCtx lc = {cli, 0, json_array()};
+    json_t *rec = json_array();
     ls_entry(&lc, e);
-    if (cli->json) printf("],\"record\":[");
-    else printf("\nkey record (%zu bytes):\n", e->record_len);
+    if (!cli->json) printf("\nkey record (%zu bytes):\n", e->record_len);
     size_t pos = 0;
     uint32_t tag;
     const uint8_t *bytes;
@@ -179,15 +174,14 @@ static int show_entry(void *ctx, const CacheEntryInfo *e) {
         for (uint64_t i = 0; i < len; i++)
             if ((bytes[i] < 32 && bytes[i] != '\n' && bytes[i] != '\t') || bytes[i] > 126) { text = false; break; }
         if (cli->json) {
-            printf("%s{\"tag\":\"%s\",\"length\":%" PRIu64 ",\"%s\":\"", k ? "," : "", tag_name(tag, tn), len, text ? "text" : "hex");
-            for (uint64_t i = 0; i < len; i++) {
-                if (!text) printf("%02x", bytes[i]);
-                else if (bytes[i] == '"' || bytes[i] == '\\') printf("\\%c", bytes[i]);
-                else if (bytes[i] == '\n') printf("\\n");
-                else if (bytes[i] == '\t') printf("\\t");
-                else putchar(bytes[i]);
-            }
-            printf("\"}");
+            char *v = malloc(2 * len + 1);
+            for (uint64_t i = 0; v && i < len; i++)
+                if (text) v[i] = (char)bytes[i], v[i + 1] = 0;
+                else snprintf(v + 2 * i, 3, "%02x", bytes[i]);
+            if (v && !len) v[0] = 0;
+            cli_json_push(rec, cli_json_obj("tag", json_string(tag_name(tag, tn)), "length", json_integer((json_int_t)len),
+                                            text ? "text" : "hex", v ? cli_json_str(v) : NULL, NULL));
+            free(v);
         } else {
             printf("  %s  %8" PRIu64 " bytes  ", tag_name(tag, tn), len);
             if (text && len <= 80 && !memchr(bytes, '\n', len)) printf("%.*s\n", (int)len, (const char *)bytes);
@@ -203,7 +197,8 @@ static int show_entry(void *ctx, const CacheEntryInfo *e) {
         }
         k++;
     }
-    if (cli->json) printf("]}\n");
+    if (cli->json) cli_json_print(stdout, cli_json_obj("entry", lc.json, "record", rec, NULL));
+    else json_decref(lc.json), json_decref(rec);
     if (r < 0) fprintf(stderr, "milc: warning: key record is malformed after %d items\n", k);
     return 0;
 }
@@ -247,16 +242,19 @@ static int stat_cmd(const Cli *cli, Cache *c, const Args *a, uint64_t limit) {
     char top[3][33];
     for (int i = 0; i < lt.ntop; i++) cache_key_hex(&lt.top[i], top[i]);
     if (cli->json) {
-        printf("{\"cache_dir\":\"%s\",\"direct_hits\":%" PRIu64 ",\"full_hits\":%" PRIu64 ",\"misses\":%" PRIu64
-               ",\"errors\":%" PRIu64 ",\"entries\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"max_bytes\":%" PRIu64
-               ",\"file_bytes\":%" PRIu64 ",\"saved_ms\":%.3f,\"scratch_dirs\":%d,\"scratch_bytes\":%" PRIu64
-               ",\"stale_scratch_dirs\":%d,\"compile_ms_held\":%.3f,\"saved_ms_held\":%.3f"
-               ",\"loads_recorded\":%" PRIu64 ",\"load_ms_mean\":%.3f,\"most_saved_per_byte\":[",
-               cli->cache_dir, s.direct_hits, s.hits, s.misses, s.errors, s.entries, s.bytes, s.max_bytes,
-               s.file_bytes, (double)s.saved_ns / 1e6, su.dirs, su.bytes, su.dead_dirs, (double)lt.compile_ns / 1e6,
-               (double)lt.saved_ns / 1e6, lt.loads, lt.loads ? (double)lt.load_ns / 1e6 / (double)lt.loads : 0.0);
-        for (int i = 0; i < lt.ntop; i++) printf("%s\"%s\"", i ? "," : "", top[i]);
-        printf("]}\n");
+        json_t *tops = json_array();
+        for (int i = 0; i < lt.ntop; i++) cli_json_push(tops, json_string(top[i]));
+        cli_json_print(stdout, cli_json_obj(
+            "cache_dir", cli_json_str(cli->cache_dir), "direct_hits", json_integer((json_int_t)s.direct_hits), "full_hits",
+            json_integer((json_int_t)s.hits), "misses", json_integer((json_int_t)s.misses), "errors",
+            json_integer((json_int_t)s.errors), "entries", json_integer((json_int_t)s.entries), "bytes",
+            json_integer((json_int_t)s.bytes), "max_bytes", json_integer((json_int_t)s.max_bytes), "file_bytes",
+            json_integer((json_int_t)s.file_bytes), "saved_ms", cli_json_real((double)s.saved_ns / 1e6, 3), "scratch_dirs",
+            json_integer(su.dirs), "scratch_bytes", json_integer((json_int_t)su.bytes), "stale_scratch_dirs",
+            json_integer(su.dead_dirs), "compile_ms_held", cli_json_real((double)lt.compile_ns / 1e6, 3), "saved_ms_held",
+            cli_json_real((double)lt.saved_ns / 1e6, 3), "loads_recorded", json_integer((json_int_t)lt.loads),
+            "load_ms_mean", cli_json_real(lt.loads ? (double)lt.load_ns / 1e6 / (double)lt.loads : 0.0, 3),
+            "most_saved_per_byte", tops, NULL));
     } else {
         char b1[32], b2[32], b3[32];
         fmt_bytes(s.bytes, b1, sizeof b1);
@@ -299,11 +297,12 @@ static int gc_cmd(const Cli *cli, Cache *c, const Args *a, bool by_value, uint64
     ScratchUsage su;
     scratch_sweep(cli->cache_dir, "tmp-build", 1, &su);
     if (cli->json)
-        printf("{\"evicted\":%" PRIu64 ",\"evicted_bytes\":%" PRIu64 ",\"file_before\":%" PRIu64
-               ",\"file_after\":%" PRIu64 ",\"compacted\":%s,\"scratch_removed\":%d,\"scratch_removed_bytes\":%" PRIu64
-               "}\n",
-               g.evicted, g.evicted_bytes, g.file_before, g.file_after, g.compacted ? "true" : "false", su.dead_dirs,
-               su.dead_bytes);
+        cli_json_print(stdout, cli_json_obj("evicted", json_integer((json_int_t)g.evicted), "evicted_bytes",
+                                            json_integer((json_int_t)g.evicted_bytes), "file_before",
+                                            json_integer((json_int_t)g.file_before), "file_after",
+                                            json_integer((json_int_t)g.file_after), "compacted", json_boolean(g.compacted),
+                                            "scratch_removed", json_integer(su.dead_dirs), "scratch_removed_bytes",
+                                            json_integer((json_int_t)su.dead_bytes), NULL));
     else if (cli->verbosity >= 0) {
         char b1[32], b2[32], b3[32];
         fmt_bytes(g.evicted_bytes, b1, sizeof b1);
@@ -326,7 +325,8 @@ static int verify_cmd(const Cli *cli, Cache *c, const Args *a) {
     BadCtx b = {cli, 0};
     r = cache_verify(c, args_flag(a, "repair"), bad_entry, &b);
     if (r < 0) return cache_fail(c, "verify", r);
-    if (cli->json) printf("{\"bad\":%d,\"repaired\":%s}\n", r, args_flag(a, "repair") && r ? "true" : "false");
+    if (cli->json)
+        cli_json_print(stdout, cli_json_obj("bad", json_integer(r), "repaired", json_boolean(args_flag(a, "repair") && r), NULL));
     else if (cli->verbosity >= 0) printf("%d bad entr%s%s\n", r, r == 1 ? "y" : "ies", r && args_flag(a, "repair") ? " removed" : "");
     if (r > 0 && !args_flag(a, "repair")) rc = EXIT_INPUT;
     return rc;
@@ -345,7 +345,7 @@ static int export_cmd(const Cli *cli, Cache *c, const Args *a) {
     int r = cache_export(c, a->pos[1], keys, nk);
     free(keys);
     if (r < 0) return cache_fail(c, "export", r);
-    if (cli->json) printf("{\"exported\":%d,\"file\":\"%s\"}\n", r, a->pos[1]);
+    if (cli->json) cli_json_print(stdout, cli_json_obj("exported", json_integer(r), "file", cli_json_str(a->pos[1]), NULL));
     else if (cli->verbosity >= 0) fprintf(stderr, "exported %d entr%s to %s\n", r, r == 1 ? "y" : "ies", a->pos[1]);
     return EXIT_OK;
 }
@@ -416,7 +416,7 @@ static int cache_run(Cli *cli, int argc, char **argv) {
         if (r != 0) { cli_error("cache clear: %s", err[0] ? err : cache_strerror(r)); rc = EXIT_SYSTEM; goto out; }
         ScratchUsage su; /* builds killed outright left these; live ones stay */
         scratch_sweep(cli->cache_dir, "tmp-build", 1, &su);
-        if (cli->json) printf("{\"cleared\":true,\"scratch_removed\":%d}\n", su.dead_dirs);
+        if (cli->json) cli_json_print(stdout, cli_json_obj("cleared", json_true(), "scratch_removed", json_integer(su.dead_dirs), NULL));
         else if (cli->verbosity >= 0) fprintf(stderr, "cleared %s\n", cli->cache_dir);
         rc = EXIT_OK;
         goto out;
@@ -426,10 +426,10 @@ static int cache_run(Cli *cli, int argc, char **argv) {
     rc = EXIT_OK;
     switch (si) {
     case 0: {
-        LsCtx lc = {cli, 0};
-        if (cli->json) printf("[");
+        LsCtx lc = {cli, 0, json_array()};
         r = cache_ls(c, ls_entry, &lc);
-        if (cli->json) printf("]\n");
+        if (cli->json && r >= 0) cli_json_print(stdout, lc.json);
+        else json_decref(lc.json);
         if (r < 0) rc = cache_fail(c, "ls", r);
         break;
     }
@@ -443,7 +443,7 @@ static int cache_run(Cli *cli, int argc, char **argv) {
     case 3:
         r = cache_rm(c, &key);
         if (r < 0) rc = cache_fail(c, "rm", r);
-        else if (cli->json) printf("{\"removed\":\"%s\"}\n", a.pos[1]);
+        else if (cli->json) cli_json_print(stdout, cli_json_obj("removed", cli_json_str(a.pos[1]), NULL));
         break;
     case 4:
         rc = gc_cmd(cli, c, &a, so.by_value, so.max_size, so.max_age);
@@ -457,7 +457,7 @@ static int cache_run(Cli *cli, int argc, char **argv) {
     case 8:
         r = cache_import(c, a.pos[1]);
         if (r < 0) { rc = cache_fail(c, "import", r); break; }
-        if (cli->json) printf("{\"imported\":%d}\n", r);
+        if (cli->json) cli_json_print(stdout, cli_json_obj("imported", json_integer(r), NULL));
         else if (cli->verbosity >= 0) fprintf(stderr, "imported %d entr%s from %s\n", r, r == 1 ? "y" : "ies", a.pos[1]);
         break;
     case 9:

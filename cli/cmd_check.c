@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "json.h"
 #include "milc/arena.h"
 #include "milc/mil.h"
 #include "program.h"
@@ -46,14 +47,6 @@ static bool loc_in_op(SrcLoc l, const IrOp *op) {
 
 static bool is_ane(const Diag *g) { return g->level != DIAG_NOTE && strncmp(g->msg, "ane: ", 5) == 0; }
 
-static void json_str(const char *s) {
-    putchar('"');
-    for (; *s; s++)
-        if (*s == '"' || *s == '\\') printf("\\%c", *s);
-        else if ((unsigned char)*s < 0x20) printf("\\u%04x", *s);
-        else putchar(*s);
-    putchar('"');
-}
 
 /* One line (or JSON object) per op: inside the ANE profile, or the rules it
  * breaks; then the rules broken by the functions' inputs and outputs and the
@@ -61,16 +54,17 @@ static void json_str(const char *s) {
 static int ane_report(const Cli *cli, const char *path, const IrProgram *p, const DiagSink *d) {
     bool *used = calloc((size_t)d->count + 1, 1);
     int total = 0, outside = 0;
-    if (cli->json) printf("{\"file\":"), json_str(path), printf(",\"ops\":[");
+    json_t *ops = json_array(), *other = json_array(), *rules = NULL;
     for (int f = 0; f < p->nfuncs; f++) {
         int idx = 0;
         IR_FOR_EACH_OP(op, p->funcs[f]) {
             int nrules = 0;
             for (int k = 0; k < d->count; k++) nrules += is_ane(&d->items[k]) && loc_in_op(d->items[k].loc, op);
             if (cli->json) {
-                printf("%s{\"function\":", total ? "," : ""), json_str(p->funcs[f]->name);
-                printf(",\"index\":%d,\"op\":\"%s\",\"name\":", idx, mil_op_name(op->kind)), json_str(op->name);
-                printf(",\"ane\":%s,\"rules\":[", nrules ? "false" : "true");
+                rules = json_array();
+                cli_json_push(ops, cli_json_obj("function", cli_json_str(p->funcs[f]->name), "index", json_integer(idx), "op",
+                                                json_string(mil_op_name(op->kind)), "name", cli_json_str(op->name), "ane",
+                                                json_boolean(!nrules), "rules", json_incref(rules), NULL));
             } else
                 printf("%-8s %4d  %-28s %-24s %s", p->funcs[f]->name, idx, mil_op_name(op->kind), op->name,
                        nrules ? "OUTSIDE" : "ane");
@@ -78,23 +72,28 @@ static int ane_report(const Cli *cli, const char *path, const IrProgram *p, cons
             for (int k = 0; k < d->count; k++) {
                 if (!is_ane(&d->items[k]) || !loc_in_op(d->items[k].loc, op)) continue;
                 used[k] = true;
-                if (cli->json) printf("%s", n++ ? "," : ""), json_str(d->items[k].msg + 5);
+                if (cli->json) cli_json_push(rules, cli_json_str(d->items[k].msg + 5));
                 else printf("%s%s", n++ ? "; " : ": ", d->items[k].msg + 5);
             }
-            printf(cli->json ? "]}" : "\n");
+            if (cli->json) json_decref(rules);
+            else printf("\n");
             outside += nrules > 0;
             total++, idx++;
         }
     }
-    if (cli->json) printf("],\"other\":[");
     int n = 0;
     for (int k = 0; k < d->count; k++) {
         if (!is_ane(&d->items[k]) || used[k]) continue;
-        if (cli->json) printf("%s", n++ ? "," : ""), json_str(d->items[k].msg + 5);
+        if (cli->json) n++, cli_json_push(other, cli_json_str(d->items[k].msg + 5));
         else printf("program: %s\n", d->items[k].msg + 5);
     }
-    if (cli->json) printf("],\"total\":%d,\"outside\":%d}\n", total, outside);
-    else printf("%s: %d ops, %d inside the ANE profile, %d outside\n", path, total, total - outside, outside);
+    if (cli->json)
+        cli_json_print(stdout, cli_json_obj("file", cli_json_str(path), "ops", ops, "other", other, "total",
+                                            json_integer(total), "outside", json_integer(outside), NULL));
+    else {
+        json_decref(ops), json_decref(other);
+        printf("%s: %d ops, %d inside the ANE profile, %d outside\n", path, total, total - outside, outside);
+    }
     free(used);
     return outside + n;
 }
@@ -141,7 +140,7 @@ static int check_run(Cli *cli, int argc, char **argv) {
     arena_init(&arena);
     PkgProgram pp;
     rc = cli_load_program(cli, a.pos[0], args_get(&a, "model-path"), target, args_flag(&a, "Werror"), &arena, &pp);
-    if (rc == EXIT_OK && cli->json) printf("{\"file\":\"%s\",\"valid\":true}\n", a.pos[0]);
+    if (rc == EXIT_OK && cli->json) cli_json_print(stdout, cli_json_obj("file", cli_json_str(a.pos[0]), "valid", json_true(), NULL));
     else if (rc == EXIT_OK && cli->verbosity > 0) fprintf(stderr, "%s: ok\n", a.pos[0]);
     arena_free(&arena);
 out:

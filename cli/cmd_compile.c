@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "json.h"
 #include "milc/arena.h"
 #include "milc/backend.h"
 #include "milc/mil.h"
@@ -10,7 +11,7 @@
 #include "program.h"
 
 static const OptSpec compile_opts[] = {
-    {"mode", 0, OPT_VALUE, "N", "compile mode: 2 bonded (default), 1 non-bonded, 0 both"},
+    {"mode", 0, OPT_VALUE, "N", RT_MODES_HELP},
     {"output", 'o', OPT_VALUE, "FILE", "write the artifact here (default: FILE.milc beside the input)"},
     {"model-path", 0, OPT_VALUE, "DIR", "directory @model_path stands for (default: the file's)"},
     {"dump", 0, OPT_VALUE, "STAGE", "print the IR after STAGE as MIL text (parse, check, dce, fold, fuse)"},
@@ -33,10 +34,10 @@ static int compile_run(Cli *cli, int argc, char **argv) {
     Args a;
     if (!args_parse("compile", compile_opts, argc - 1, argv + 1, false, &a)) return EXIT_USAGE;
     int rc = EXIT_USAGE;
-    long mode = 2;
+    long mode = RT_MODE_DEFAULT;
     char *dump = NULL, *outpath = NULL;
     if (a.npos != 1) { cli_usage_error("compile", "expected one FILE.mil, package or folder"); goto out_args; }
-    if (args_get(&a, "mode") && !args_int("compile", "mode", args_get(&a, "mode"), 0, 2, &mode)) goto out_args;
+    if (args_get(&a, "mode") && !args_int("compile", "mode", args_get(&a, "mode"), 0, RT_NMODES - 1, &mode)) goto out_args;
     const char *stage = args_get(&a, "dump");
     if (stage) {
         bool known = false;
@@ -92,10 +93,16 @@ static int compile_run(Cli *cli, int argc, char **argv) {
             double ms = (double)(cli_now_ns() - t0) / 1e6;
             size_t bytes = rt_artifact_file_size(art);
             if (cli->json)
-                printf("{\"artifact\":\"%s\",\"mode\":%ld,\"bytes\":%zu,\"ops_in\":%d,\"ops_out\":%d,\"dispatches\":%d,"
-                       "\"ms\":{\"check\":%.3f,\"passes\":%.3f,\"lower\":%.3f,\"pack\":%.3f,\"total\":%.3f}}\n",
-                       outpath, mode, bytes, st.ops_in, st.ops_out, st.dispatches, ms_check, st.ms_passes, st.ms_lower,
-                       st.ms_pack, ms);
+                cli_json_print(stdout, cli_json_obj("artifact", cli_json_str(outpath), "mode", json_integer(mode), "bytes",
+                                                    json_integer((json_int_t)bytes), "ops_in", json_integer(st.ops_in),
+                                                    "ops_out", json_integer(st.ops_out), "dispatches",
+                                                    json_integer(st.dispatches), "ms",
+                                                    cli_json_obj("check", cli_json_real(ms_check, 3), "passes",
+                                                                 cli_json_real(st.ms_passes, 3), "lower",
+                                                                 cli_json_real(st.ms_lower, 3), "pack",
+                                                                 cli_json_real(st.ms_pack, 3), "total",
+                                                                 cli_json_real(ms, 3), NULL),
+                                                    NULL));
             else if (cli->verbosity >= 0)
                 fprintf(stderr, "wrote %s (mode %ld, %.1f MB, %d MIL ops -> %d plan ops, %d dispatch%s per forward; %.1f ms)\n",
                         outpath, mode, (double)bytes / 1048576.0, st.ops_in, st.ops_out, st.dispatches,

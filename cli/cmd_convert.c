@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "program.h"
+#include "json.h"
 
 static const OptSpec convert_opts[] = {
     {"output", 'o', OPT_VALUE, "DST", "write here: a .mlpackage, or a folder with model.mil"},
@@ -42,7 +43,8 @@ int cli_write_program(Cli *cli, const PkgProgram *pp, PkgFormat fmt, const char 
     int r = pkg_write(pp->prog, pp->model_dir, fmt, dst, &d);
     int rc = cli_report(cli, &d);
     if (r != 0) rc = d.system_errors ? EXIT_SYSTEM : EXIT_INPUT;
-    else if (cli->json) printf("{\"output\":\"%s\",\"ms\":%.3f}\n", dst, cli_ms_since(t0));
+    else if (cli->json)
+        cli_json_print(stdout, cli_json_obj("output", cli_json_str(dst), "ms", cli_json_real(cli_ms_since(t0), 3), NULL));
     else if (cli->verbosity >= 0) fprintf(stderr, "wrote %s (%.1f ms)\n", dst, cli_ms_since(t0));
     diag_free(&d);
     return rc;

@@ -3,13 +3,14 @@
 #include <string.h>
 
 #include "cli.h"
+#include "json.h"
 #include "genopts.h"
 #include "program.h"
 
 static const OptSpec emit_opts[] = {
     GEN_COMMON_OPTS,
     {"output", 'o', OPT_VALUE, "DIR", "write DIR/model.mil, DIR/weights/weight.bin, DIR/manifest.json"},
-    {"mode", 0, OPT_VALUE, "N", "record compile mode N (0, 1, 2) in buildInfo"},
+    {"mode", 0, OPT_VALUE, "N", "record compile mode N in buildInfo:" RT_MODE_TABLE(RT_MODE_HELP_)},
     {"format", 0, OPT_VALUE, "mil|mlpackage", "mil (default): the files above; mlpackage: DIR is a .mlpackage"},
     {"help", 'h', OPT_FLAG, NULL, "this help, with the template's parameters"},
     {0},
@@ -41,7 +42,7 @@ static int emit_run(Cli *cli, int argc, char **argv) {
     if (!dir) { cli_usage_error("emit", "missing -o DIR"); goto out; }
     if (a.npos) { cli_usage_error("emit", "unexpected argument '%s'", a.pos[0]); goto out; }
     long mode = -1;
-    if (args_get(&a, "mode") && !args_int("emit", "mode", args_get(&a, "mode"), 0, 2, &mode)) goto out;
+    if (args_get(&a, "mode") && !args_int("emit", "mode", args_get(&a, "mode"), 0, RT_NMODES - 1, &mode)) goto out;
     TemplatePath tp;
     if (tpath_init(&tp, cli->template_dirs) != 0) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out; }
     DiagSink d;
@@ -82,7 +83,7 @@ static int emit_run(Cli *cli, int argc, char **argv) {
     if (ok && rc == EXIT_OK) {
         double ms = (double)(cli_now_ns() - t0) / 1e6;
         if (pkg) (void)ms;
-        else if (cli->json) printf("{\"dir\":\"%s\",\"ms\":%.3f}\n", dir, ms);
+        else if (cli->json) cli_json_print(stdout, cli_json_obj("dir", cli_json_str(dir), "ms", cli_json_real(ms, 3), NULL));
         else if (cli->verbosity >= 0) fprintf(stderr, "wrote %s/model.mil, %s/weights/weight.bin (%.1f ms)\n", dir, dir, ms);
     } else if (rc == EXIT_OK) {
         rc = EXIT_SYSTEM;

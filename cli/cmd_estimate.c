@@ -99,7 +99,7 @@ static int estimate_run(Cli *cli, int argc, char **argv) {
     int nmodes = 0, ndepths = 0, rc = EXIT_USAGE;
     if (!pr) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out; }
     if (a.npos) { cli_usage_error("estimate", "unexpected argument '%s'", a.pos[0]); goto out; }
-    if (!bench_parse_list("modes", args_get(&a, "modes") ? args_get(&a, "modes") : "0,1,2", 0, 2, modes, &nmodes) ||
+    if (!bench_parse_list("modes", args_get(&a, "modes") ? args_get(&a, "modes") : "0,1,2", 0, RT_NMODES - 1, modes, &nmodes) ||
         (args_get(&a, "depths") && !bench_parse_list("depths", args_get(&a, "depths"), 1, 4096, depths, &ndepths)) ||
         !opt_int(&a, "prompt", 1, 65536, &prompt) || !opt_int(&a, "ctx", 1, 1 << 20, &ctx))
         goto out;

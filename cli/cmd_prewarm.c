@@ -24,6 +24,7 @@
 
 #include "scratch.h"
 #include "cli.h"
+#include "json.h"
 #include "genopts.h"
 #include "drift.h"
 #include "ledger.h"
@@ -308,8 +309,9 @@ static int summarize(const Cli *cli, const char *file, const JobList *jobs, cons
 static void print_totals(const Cli *cli, const JobList *jobs, const Results *res, long nworkers) {
     int missing = jobs->n - res->done;
     if (cli->json)
-        printf("{\"jobs\":%d,\"built\":%d,\"hits\":%d,\"failed\":%d,\"unfinished\":%d,\"seconds\":%.3f}\n", jobs->n,
-               res->built, res->hits, res->failed, missing, res->secs);
+        cli_json_print(stdout, cli_json_obj("jobs", json_integer(jobs->n), "built", json_integer(res->built), "hits",
+                                            json_integer(res->hits), "failed", json_integer(res->failed), "unfinished",
+                                            json_integer(missing), "seconds", cli_json_real(res->secs, 3), NULL));
     else if (cli->verbosity >= 0)
         fprintf(stderr, "prewarm: %d programs: %d built, %d already cached, %d failed in %.1f s (%ld workers)\n", jobs->n,
                 res->built, res->hits, res->failed + missing, res->secs, nworkers);

@@ -17,7 +17,7 @@
 
 static const OptSpec run_opts[] = {
     GEN_COMMON_OPTS,
-    {"mode", 0, OPT_VALUE, "N", "with build options: compile mode (default 2)"},
+    {"mode", 0, OPT_VALUE, "N", "with build options: " RT_MODES_HELP},
     {"model-path", 0, OPT_VALUE, "DIR", "with a model.mil file: the directory @model_path stands for"},
     {"input", 'i', OPT_VALUE, "NAME=FILE.npy", "bind an input (repeat for each)"},
     {"output", 'o', OPT_VALUE, "DIR", "write each output as DIR/NAME.npy (default .)"},
@@ -51,8 +51,8 @@ static bool is_key(const char *s) {
 /* Build options instead of an artifact: build (or find) the chunk, then
  * load it from the cache. */
 static int run_build(Cli *cli, const Args *a, Cache **c, LoadedModel *lm, int threads) {
-    long mode = 2;
-    if (args_get(a, "mode") && !args_int("run", "mode", args_get(a, "mode"), 0, 2, &mode)) return EXIT_USAGE;
+    long mode = RT_MODE_DEFAULT;
+    if (args_get(a, "mode") && !args_int("run", "mode", args_get(a, "mode"), 0, RT_NMODES - 1, &mode)) return EXIT_USAGE;
     for (int i = 0; i < a->nextra; i++)
         if (strchr(a->extra[i].value, ',')) {
             cli_usage_error("run", "--%s: one value, not a list", a->extra[i].name);
@@ -100,8 +100,8 @@ static int run_build(Cli *cli, const Args *a, Cache **c, LoadedModel *lm, int th
 /* A program from a file: check it, then compile it through the cache (or
  * find it there) and load the entry. */
 static int run_program(Cli *cli, const Args *a, Cache **c, LoadedModel *lm, int threads) {
-    long mode = 2;
-    if (args_get(a, "mode") && !args_int("run", "mode", args_get(a, "mode"), 0, 2, &mode)) return EXIT_USAGE;
+    long mode = RT_MODE_DEFAULT;
+    if (args_get(a, "mode") && !args_int("run", "mode", args_get(a, "mode"), 0, RT_NMODES - 1, &mode)) return EXIT_USAGE;
     Arena arena;
     arena_init(&arena);
     PkgProgram pp;

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "json.h"
 #include "genopts.h"
 
 static void templates_help(FILE *f) {
@@ -13,18 +14,6 @@ static void templates_help(FILE *f) {
           "$MILC_TEMPLATE_PATH, the built-in directory), or show one template's\n"
           "documentation and parameters.  A user adds a template by dropping an XML\n"
           "file into a directory on the path; see mil-templates/README.md.\n", f);
-}
-
-static void json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c == '\n') fputs("\\n", f);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
 }
 
 static int templates_run(Cli *cli, int argc, char **argv) {
@@ -50,19 +39,13 @@ static int templates_run(Cli *cli, int argc, char **argv) {
         int n = 0;
         if (gen_list(&tp.sp, &e, &n, &d) == 0) {
             if (cli->json) {
-                printf("[");
-                for (int i = 0; i < n; i++) {
-                    printf("%s{\"name\":", i ? "," : "");
-                    json_string(stdout, e[i].name);
-                    printf(",\"kind\":\"%s\",\"template\":", e[i].kind == GEN_ENTRY_PRESET ? "preset" : "template");
-                    json_string(stdout, e[i].template_name);
-                    printf(",\"path\":");
-                    json_string(stdout, e[i].path);
-                    printf(",\"doc\":");
-                    json_string(stdout, e[i].doc);
-                    printf("}");
-                }
-                printf("]\n");
+                json_t *list = json_array();
+                for (int i = 0; i < n; i++)
+                    cli_json_push(list, cli_json_obj("name", cli_json_str(e[i].name), "kind",
+                                                     json_string(e[i].kind == GEN_ENTRY_PRESET ? "preset" : "template"),
+                                                     "template", cli_json_str(e[i].template_name), "path",
+                                                     cli_json_str(e[i].path), "doc", cli_json_str(e[i].doc), NULL));
+                cli_json_print(stdout, list);
             } else {
                 for (int i = 0; i < n; i++) {
                     if (e[i].kind == GEN_ENTRY_PRESET)
@@ -77,25 +60,17 @@ static int templates_run(Cli *cli, int argc, char **argv) {
         GenTemplate *t = gen_template_load(&tp.sp, a.pos[1], &d);
         if (t) {
             if (cli->json) {
-                printf("{\"name\":");
-                json_string(stdout, gen_template_name(t));
-                printf(",\"path\":");
-                json_string(stdout, gen_template_path(t));
-                printf(",\"doc\":");
-                json_string(stdout, gen_template_doc(t));
-                printf(",\"params\":[");
+                json_t *params = json_array();
                 for (int i = 0; i < gen_template_param_count(t); i++) {
                     const GenParam *p = gen_template_param(t, i);
                     static const char *const types[] = {"int", "float", "enum", "string"};
-                    printf("%s{\"name\":", i ? "," : "");
-                    json_string(stdout, p->name);
-                    printf(",\"type\":\"%s\",\"default\":", types[p->type]);
-                    json_string(stdout, p->default_value);
-                    printf(",\"doc\":");
-                    json_string(stdout, p->doc);
-                    printf("}");
+                    cli_json_push(params, cli_json_obj("name", cli_json_str(p->name), "type", json_string(types[p->type]),
+                                                       "default", cli_json_str(p->default_value), "doc",
+                                                       cli_json_str(p->doc), NULL));
                 }
-                printf("]}\n");
+                cli_json_print(stdout, cli_json_obj("name", cli_json_str(gen_template_name(t)), "path",
+                                                    cli_json_str(gen_template_path(t)), "doc",
+                                                    cli_json_str(gen_template_doc(t)), "params", params, NULL));
             } else {
                 char *s = gen_template_describe(t);
                 if (s) { fputs(s, stdout); free(s); }

@@ -6,18 +6,25 @@
 #include <string.h>
 
 #include "explain.h"
+#include "json.h"
 #include "genopts.h"
 
-static void print_job(const Explain *s, const char *label, bool hit, bool json, int idx, FILE *f) {
+static void print_job(const Explain *s, const char *label, bool hit, json_t *out, FILE *f) {
+    bool json = out != NULL;
     char hex[33];
     if (json) {
-        printf("%s{\"job\":\"%s\",\"hit\":%s,\"nearest\":[", idx ? "," : "", label, hit ? "true" : "false");
+        json_t *near = json_array();
         for (int i = 0; i < s->nbest; i++) {
+            const ExplainDiff *df = &s->best[i].diff;
+            json_t *differs = json_array();
+            for (int k = 0; k < df->count && k < EXPLAIN_MAX_FIELDS; k++)
+                cli_json_push(differs, cli_json_obj("field", cli_json_str(df->f[k].field), "stored",
+                                                    cli_json_str(df->f[k].stored), "asked", cli_json_str(df->f[k].asked), NULL));
             cache_key_hex(&s->best[i].akey, hex);
-            printf("%s{\"key\":\"%s\",\"present\":%s,\"differs\":[%s]}", i ? "," : "", hex,
-                   s->best[i].present ? "true" : "false", s->best[i].diff.json);
+            cli_json_push(near, cli_json_obj("key", json_string(hex), "present", json_boolean(s->best[i].present),
+                                             "differs", differs, NULL));
         }
-        printf("]}");
+        cli_json_push(out, cli_json_obj("job", cli_json_str(label), "hit", json_boolean(hit), "nearest", near, NULL));
         return;
     }
     if (hit) { fprintf(f, "%s: in the cache\n", label); return; }
@@ -32,24 +39,24 @@ static void print_job(const Explain *s, const char *label, bool hit, bool json, 
     }
 }
 
-static int explain_job(Cache *c, const TemplatePath *tp, const BuildJob *j, bool json, int idx, FILE *f, DiagSink *d) {
+static int explain_job(Cache *c, const TemplatePath *tp, const BuildJob *j, json_t *out, FILE *f, DiagSink *d) {
     Explain e;
     int rc = explain_scan(c, tp, j, &e, d);
-    if (rc == EXIT_OK) print_job(&e, j->label[0] ? j->label : j->config, e.hit, json, idx, f);
+    if (rc == EXIT_OK) print_job(&e, j->label[0] ? j->label : j->config, e.hit, out, f);
     return rc;
 }
 
 int explain_jobs(Cache *c, const TemplatePath *tp, const JobList *jobs, bool json, FILE *f, DiagSink *d) {
     int rc = EXIT_OK;
-    if (json) printf("{\"explain\":[");
-    for (int i = 0; i < jobs->n && rc == EXIT_OK; i++) rc = explain_job(c, tp, &jobs->v[i], json, i, f, d);
-    if (json) printf("]}\n");
+    json_t *out = json ? json_array() : NULL;
+    for (int i = 0; i < jobs->n && rc == EXIT_OK; i++) rc = explain_job(c, tp, &jobs->v[i], out, f, d);
+    if (json) cli_json_print(stdout, cli_json_obj("explain", out, NULL));
     return rc;
 }
 
 static const OptSpec why_opts[] = {
     GEN_COMMON_OPTS,
-    {"mode", 0, OPT_VALUE, "N[,N]", "compile mode: 2 bonded (default), 1 non-bonded, 0 both"},
+    {"mode", 0, OPT_VALUE, "N[,N]", RT_MODES_HELP},
     {"chunk", 0, OPT_VALUE, "K", "the whole model in chunks of K layers"},
     {0},
 };

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "json.h"
 #include "model.h"
 #include "run_npy.h"
 #include "milc/half.h"
@@ -75,6 +76,7 @@ int model_run_npy(LoadedModel *lm, const char *const *inputs, int ninputs, const
     int nin = rt_model_ninputs(m), nout = rt_model_noutputs(m);
     RtTensor *in = calloc((size_t)nin + 1, sizeof *in), *out = calloc((size_t)nout + 1, sizeof *out);
     int rc = EXIT_OK;
+    json_t *outs = NULL; /* --json: the outputs written */
     if (!in || !out) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto done; }
     /* Every --input must name an input, and every input must be given. */
     for (int k = 0; k < ninputs; k++) {
@@ -126,11 +128,16 @@ int model_run_npy(LoadedModel *lm, const char *const *inputs, int ninputs, const
     double best = 1e30;
     for (int k = 0; k < (repeat > 0 ? repeat : 1); k++) {
         int r = rt_run(m, in, nin, out, nout, 0, &st);
+        if (r == RT_EINDEX) { /* an input's fault: a token id or position past its table */
+            cli_error("run failed: an index input is out of range (a token id at or above the vocabulary, or a position "
+                      "at or above the model's positions)");
+            rc = EXIT_INPUT;
+            goto done;
+        }
         if (r != 0) { cli_error("run failed: %s", rt_strerror(r)); rc = r == RT_EBIND ? EXIT_INPUT : EXIT_SYSTEM; goto done; }
         if (st.seconds < best) best = st.seconds;
     }
-    if (json) printf("{\"run_ms\":%.4f,\"dispatches\":%llu,\"ops\":%llu,\"outputs\":[", best * 1e3,
-                     (unsigned long long)st.dispatches, (unsigned long long)st.ops);
+    outs = json_array();
     for (int i = 0; i < nout; i++) {
         RtIoInfo io;
         rt_model_output(m, i, &io);
@@ -148,11 +155,18 @@ int model_run_npy(LoadedModel *lm, const char *const *inputs, int ninputs, const
             rc = EXIT_SYSTEM;
             goto done;
         }
-        if (json) printf("%s{\"name\":\"%s\",\"file\":\"%s\",\"dtype\":\"%s\",\"shape\":%s}", i ? "," : "", io.name, path,
-                         rt_dtype_str(io.dtype), shape);
-        else if (!quiet) fprintf(stderr, "wrote %s (%s %s)\n", path, rt_dtype_str(io.dtype), shape);
+        if (json) {
+            json_t *dims = json_array();
+            for (int d = 0; d < io.rank; d++) cli_json_push(dims, json_integer(io.dims[d]));
+            cli_json_push(outs, cli_json_obj("name", cli_json_str(io.name), "file", cli_json_str(path), "dtype",
+                                             json_string(rt_dtype_str(io.dtype)), "shape", dims, NULL));
+        } else if (!quiet) fprintf(stderr, "wrote %s (%s %s)\n", path, rt_dtype_str(io.dtype), shape);
     }
-    if (json) printf("]}\n");
+    if (json)
+        cli_json_print(stdout, cli_json_obj("run_ms", cli_json_real(best * 1e3, 4), "dispatches",
+                                            json_integer((json_int_t)st.dispatches), "ops", json_integer((json_int_t)st.ops),
+                                            "outputs", outs, NULL)),
+            outs = NULL;
     else if (!quiet) fprintf(stderr, "ran in %.3f ms, %llu dispatch%s, %llu ops\n", best * 1e3, (unsigned long long)st.dispatches,
                  st.dispatches == 1 ? "" : "es", (unsigned long long)st.ops);
 done:
@@ -160,5 +174,6 @@ done:
     for (int i = 0; out && i < nout; i++) free(out[i].data);
     free(in);
     free(out);
+    json_decref(outs);
     return rc;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "tier.h"
+#include "json.h"
 
 typedef struct {
     CacheKey *v;
@@ -59,7 +60,9 @@ static int need(const Cli *cli, Remote *r, const char *what) {
 }
 
 static void summary(const Cli *cli, const char *verb, int done, int skipped, int failed) {
-    if (cli->json) printf("{\"%s\":%d,\"already\":%d,\"failed\":%d}\n", verb, done, skipped, failed);
+    if (cli->json)
+        cli_json_print(stdout, cli_json_obj(verb, json_integer(done), "already", json_integer(skipped), "failed",
+                                            json_integer(failed), NULL));
     else if (cli->verbosity >= 0) printf("%s %d, already there %d, failed %d\n", verb, done, skipped, failed);
 }
 
@@ -120,11 +123,17 @@ int tier_cmd_stat(const Cli *cli, Remote *r) {
     RemoteStats s;
     if (remote_stat(r, &s) != 0) return down(r);
     if (cli->json)
-        printf("{\"remote\":{\"entries\":%" PRIu64 ",\"direct_keys\":%" PRIu64 ",\"chunks\":%" PRIu64
-               ",\"other_keys\":%" PRIu64 ",\"used_memory\":%" PRIu64 ",\"maxmemory\":%" PRIu64
-               ",\"evicted_keys\":%" PRIu64 ",\"redis_version\":\"%s\",\"maxmemory_policy\":\"%s\"}}\n",
-               s.entries, s.directs, s.chunks, s.other_keys, s.used_memory, s.maxmemory, s.evicted_keys, s.version,
-               s.policy);
+        cli_json_print(stdout, cli_json_obj("remote",
+                                            cli_json_obj("entries", json_integer((json_int_t)s.entries), "direct_keys",
+                                                         json_integer((json_int_t)s.directs), "chunks",
+                                                         json_integer((json_int_t)s.chunks), "other_keys",
+                                                         json_integer((json_int_t)s.other_keys), "used_memory",
+                                                         json_integer((json_int_t)s.used_memory), "maxmemory",
+                                                         json_integer((json_int_t)s.maxmemory), "evicted_keys",
+                                                         json_integer((json_int_t)s.evicted_keys), "redis_version",
+                                                         cli_json_str(s.version), "maxmemory_policy", cli_json_str(s.policy),
+                                                         NULL),
+                                            NULL));
     else {
         printf("remote entries       %" PRIu64 "\n", s.entries);
         printf("remote direct keys   %" PRIu64 "\n", s.directs);

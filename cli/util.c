@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "json.h"
 #include "milc/cache.h"
 #include "milc/osfile.h"
 
@@ -41,8 +42,7 @@ int cli_report(const Cli *cli, DiagSink *d) {
     int rc = d->system_errors ? EXIT_SYSTEM : diag_failed(d) ? EXIT_INPUT : EXIT_OK;
     if (d->count == 0 && !d->truncated) return rc;
     if (cli->json) {
-        char *s = diag_render_json(d);
-        if (s) { fprintf(stdout, "{\"diagnostics\":%s}\n", s); free(s); }
+        cli_json_diags(stdout, d);
     } else if (!(cli->verbosity < 0 && rc == EXIT_OK)) {
         char *s = diag_render(d);
         if (s) { fputs(s, stderr); free(s); }

@@ -7,11 +7,14 @@ checked against one prefill of all n + steps tokens, which must agree
 (attention is causal): it passes exactly when the decode path and the cache
 contract of mil-templates/README.md hold.
 
-    examples/chain_decode.py [--lib libmilc.so] [--model tiny] [--prompt 12] [--steps 4] [--ctx 48]
+    examples/chain_decode.py [--lib libmilc.so] [--model tiny] [--prompt 12] [--steps 4] [--ctx 48] [--io split|packed]
 
-Every program is built (or found) in a cache in a temporary directory,
-removed at the end.  Exit 0 when decode matches prefill within --tol
-(relative L2).  Needs numpy."""
+--io split gives every tensor its own name (unpadded: the CPU layout);
+--io packed (the templates' default, what the ANE takes) packs each program's
+inputs into one tensor and its outputs into another, padded to a multiple of
+16 tokens.  Every program is built (or found) in a cache in a temporary
+directory, removed at the end.  Exit 0 when decode matches prefill within
+--tol (relative L2).  Needs numpy."""
 import argparse, os, sys, tempfile
 import numpy as np
 
@@ -25,11 +28,15 @@ ap.add_argument("--prompt", type=int, default=12, help="tokens in the prefill")
 ap.add_argument("--steps", type=int, default=4, help="decode steps after it")
 ap.add_argument("--ctx", type=int, default=48, help="KV-cache positions")
 ap.add_argument("--mode", type=int, default=2, help="compile mode of every program")
+ap.add_argument("--io", default="split", choices=["split", "packed"], help="the chunks' I/O layout")
 ap.add_argument("--tol", type=float, default=1e-2)
 a = ap.parse_args()
 milc.load_library(a.lib)
-base = {"min_seq": 1}  # the CPU needs no padding to 16
+packed = a.io == "packed"
+# The CPU needs no padding to 16; packed chunks are run as the ANE takes them.
+base = {"min_seq": 16 if packed else 1, "io": a.io}
 decode_opts = {"phase": "decode", "seq": 1, "ctx": a.ctx}
+S = 16  # a packed decode's tokens
 
 
 def program(cache, **params):
@@ -38,36 +45,84 @@ def program(cache, **params):
     return cache.load(p.key)
 
 
+def pad(t, s):  # [1, C, 1, n] -> [1, C, 1, s], zeros after the real tokens
+    return np.concatenate([t, np.zeros(t.shape[:3] + (s - t.shape[3],), t.dtype)], axis=3)
+
+
 with tempfile.TemporaryDirectory(prefix="milc-chain-") as work, milc.Cache(work) as cache:
+    def param(name):
+        return float(cache.param(name, a.model, **base, **decode_opts))
     decode = program(cache, **decode_opts)
     shapes = {t.name: t.shape for t in decode.inputs}
-    dim = shapes["x"][1]
-    layers = sorted(int(k[len("k_cache_"):]) for k in shapes if k.startswith("k_cache_"))
+    dim, heads = int(param("dim")), int(param("heads"))
+    hd = dim // heads
+    try:
+        theta = param("rope_theta")
+    except milc.MilcError:
+        theta = None
+    kvd = (int(param("kv_heads")) if theta is not None else heads) * hd
+    if packed:  # README.md, "Packed I/O"
+        first, count = int(param("first_layer")), int(param("layers"))
+        layers = list(range(first, first + count))
+        slots = -(-(a.ctx + S) // 32) * 32 - S
+        shapes.update({f"{kv}_cache_{L}": (1, kvd, 1, slots) for L in layers for kv in "kv"})
+        shapes["mask"] = (1, slots + S, 1, S)
+    else:
+        layers = sorted(int(k[len("k_cache_"):]) for k in shapes if k.startswith("k_cache_"))
+        slots = a.ctx
+
+    def unpack(y, s):  # the packed output's rows: hidden states, then k, v of each layer
+        out = {"y": y[:, :dim, :, :s]}
+        for i, L in enumerate(layers):
+            r = dim + 2 * i * kvd
+            out[f"k_{L}"], out[f"v_{L}"] = y[:, r:r + kvd, :, :s], y[:, r + kvd:r + 2 * kvd, :, :s]
+        return out
+
+    def pack(inputs):  # decode fields as column blocks of [1, kvd, 1, W]
+        g = dim // kvd
+        blocks = [pad(inputs["x"], S)[0, :, 0, :].reshape(g, kvd, S).transpose(1, 0, 2).reshape(kvd, g * S)]
+        for t in ("rope_cos", "rope_sin") if theta is not None else ():
+            b = np.zeros((kvd, S), np.float32)
+            b[:hd] = pad(inputs[t], S)[0, :, 0, :]
+            blocks.append(b)
+        b = np.zeros((kvd, slots + S), np.float32)
+        b[:S] = inputs["mask"][0, :, 0, :].T  # row i: query i's mask over the keys
+        blocks.append(b)
+        for L in layers:
+            blocks += [inputs[f"k_cache_{L}"][0, :, 0, :], inputs[f"v_cache_{L}"][0, :, 0, :]]
+        return {"x": np.concatenate(blocks, axis=1)[None, :, None, :]}
+
+    def prefill(x):
+        s = x.shape[3]
+        if not packed:
+            return program(cache, seq=s).run({"x": x})
+        out = program(cache, seq=s).run({"x": pad(x, -(-s // 16) * 16)})  # the caller pads
+        return unpack(out["y"].astype(np.float32), s)
 
     n, total = a.prompt, a.prompt + a.steps
     x = np.random.RandomState(0).randn(1, dim, 1, total).astype(np.float32) * 0.5
-    ref = program(cache, seq=total).run({"x": x})
-    pre = program(cache, seq=n).run({"x": x[..., :n]})
+    ref = prefill(x)
+    pre = prefill(x[..., :n])
     caches = {}
     for L in layers:
         for kv in "kv":
             c = np.zeros(shapes[f"{kv}_cache_{L}"], np.float32)
             c[..., :n] = pre[f"{kv}_{L}"]
             caches[f"{kv}_cache_{L}"] = c
-    theta = float(cache.param("rope_theta", a.model, **base, **decode_opts)) if "rope_cos" in shapes else None
     ys = []
     for p in range(n, total):
         mask = np.full(shapes["mask"], -1e4, np.float32)
         mask[0, :p, 0, 0] = 0       # cache slots 0..p-1
-        mask[0, a.ctx, 0, 0] = 0    # the new token itself
+        mask[0, slots, 0, 0] = 0    # the new token itself
         inputs = {"x": x[..., p:p + 1], "mask": mask, **caches}
         if theta is not None:       # Llama: the new token's rotation
-            hd = shapes["rope_cos"][1]
             j = np.arange(hd)
             ang = p * theta ** (-2.0 * (j % (hd // 2)) / hd)
             inputs["rope_cos"] = np.cos(ang).reshape(1, hd, 1, 1)
             inputs["rope_sin"] = np.sin(ang).reshape(1, hd, 1, 1)
-        out = decode.run(inputs)
+        out = decode.run(pack(inputs) if packed else inputs)
+        if packed:
+            out = unpack(out["y"].astype(np.float32), 1)
         ys.append(out["y"].astype(np.float32))
         for L in layers:
             caches[f"k_cache_{L}"][..., p] = out[f"k_{L}"][..., 0]
@@ -75,5 +130,6 @@ with tempfile.TemporaryDirectory(prefix="milc-chain-") as work, milc.Cache(work)
     got = np.concatenate(ys, axis=3)
     want = ref["y"].astype(np.float32)[..., n:total]
 err = np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30)
-print(f"{a.model}: prefill {n} + decode {a.steps} vs prefill {total}: relative L2 error {err:.2e} (tolerance {a.tol:g})")
+print(f"{a.model} ({a.io}): prefill {n} + decode {a.steps} vs prefill {total}: relative L2 error {err:.2e} "
+      f"(tolerance {a.tol:g})")
 sys.exit(0 if err <= a.tol else 1)

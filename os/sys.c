@@ -92,6 +92,18 @@ void *os_huge_alloc(size_t n, size_t *len) {
     return p;
 }
 
+void os_mem_discard(void *p, size_t len) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1), b = ((uintptr_t)p + len) & ~(page - 1);
+    if (b <= a) return;
+#if OS_LINUX && defined(MADV_DONTNEED)
+    if (madvise((void *)a, b - a, MADV_DONTNEED) == 0) return;
+#endif
+    /* A fresh anonymous mapping over the range drops its pages anywhere;
+     * untouched, it costs nothing.  A refusal only keeps the memory. */
+    mmap((void *)a, b - a, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+}
+
 void os_huge_free(void *p, size_t len) {
     if (p) munmap(p, len);
 }

@@ -902,12 +902,21 @@ int remote_put(Remote *r, const CacheKey *k, const void *record, size_t record_l
     return push_unless_whole(r, &e, secs);
 }
 
+/* Entry k's manifest, which must be there: 0 and *rep (the caller frees
+ * it), or CACHE_ENOTFOUND with a message, or the failure. */
+static int manifest_present(Remote *r, const CacheKey *k, redisReply **rep) {
+    int rc = manifest_get(r, k, rep);
+    if (rc == 0) return 0;
+    if (*rep) freeReplyObject(*rep); /* the nil answer */
+    *rep = NULL;
+    return rc == CACHE_ENOTFOUND ? fail(r, rc, "not on the remote") : rc;
+}
+
 int remote_info(Remote *r, const CacheKey *k, CacheEntryFn fn, void *ctx) {
     int rc = usable(r, 0);
     if (rc != 0) return rc;
     redisReply *rep = NULL;
-    if ((rc = manifest_get(r, k, &rep)) == CACHE_ENOTFOUND) return fail(r, rc, "not on the remote");
-    if (rc != 0) return rc;
+    if ((rc = manifest_present(r, k, &rep)) != 0) return rc;
     Manifest m;
     if ((rc = manifest_decode(r, k, (const uint8_t *)rep->str, rep->len, &m)) == 0) {
         CacheEntryInfo e = {.key = m.key, .description = m.desc, .backend = m.backend, .mode = m.mode,
@@ -924,8 +933,7 @@ int remote_rm(Remote *r, const CacheKey *k) {
     int rc = usable(r, 1);
     if (rc != 0) return rc;
     redisReply *old = NULL;
-    if ((rc = manifest_get(r, k, &old)) == CACHE_ENOTFOUND) return fail(r, rc, "not on the remote");
-    if (rc != 0) return rc;
+    if ((rc = manifest_present(r, k, &old)) != 0) return rc;
     Manifest m;
     uint32_t nch = manifest_decode(r, k, (const uint8_t *)old->str, old->len, &m) == 0 ? m.nchunks : 0;
     Argv a;

@@ -41,7 +41,7 @@ static bool stage_done(Ctx *c, const char *stage, const char *extra) {
     }
     if (o->verify_ir && strcmp(stage, "parse") && strcmp(stage, "check")) {
         if (!backend_verify(c->f, stage, c->d)) return false;
-        MilCheckOptions co = {.target = MIL_TARGET_CPU, .model_path = o->model_path};
+        MilCheckOptions co = {.target = MIL_TARGET_CPU, .model_path = o->model_path, .weights = o->weights};
         /* Types after a pass must still check; weights were checked already. */
         if (!mil_check(c->p, &co, c->d)) return false;
     }
@@ -67,6 +67,8 @@ static char *model_dir_of(const IrProgram *p, const BackendOptions *o) {
     return s;
 }
 
+static void discard_weight(void *image, const void *data, size_t n) { milblob_image_discard(image, data, n); }
+
 int backend_compile(IrProgram *p, const BackendOptions *o, RtArtifact **out, BackendStats *st, DiagSink *d) {
     BackendStats dummy;
     if (!st) st = &dummy;
@@ -74,8 +76,8 @@ int backend_compile(IrProgram *p, const BackendOptions *o, RtArtifact **out, Bac
     *out = NULL;
     if (o->dump_out) *o->dump_out = NULL;
     SrcLoc ploc = {p->file, 0, 0};
-    if (o->mode < 0 || o->mode > 2) {
-        diag_error(d, ploc, "compile mode %d: want 0 (both), 1 (non-bonded) or 2 (bonded)", o->mode);
+    if (!rt_mode(o->mode)) {
+        diag_error(d, ploc, "compile mode %d: want%s", o->mode, RT_MODE_TABLE(RT_MODE_HELP_));
         return -1;
     }
     if (o->dump_stage) {
@@ -101,7 +103,8 @@ int backend_compile(IrProgram *p, const BackendOptions *o, RtArtifact **out, Bac
 
     /* ---- passes ---- */
     FuseTable fuse = {0};
-    bool fusing = o->mode != RT_MODE_NONBONDED && !o->no_fuse;
+    const RtModeInfo *mi = rt_mode(o->mode);
+    bool fusing = mi->bonded && !o->no_fuse;
     if (!stage_done(&c, "parse", NULL) || !stage_done(&c, "check", NULL)) goto fail;
     /* Ops the backend does not run stop here, before any pass sees them. */
     bool lowerable = true;
@@ -135,17 +138,19 @@ int backend_compile(IrProgram *p, const BackendOptions *o, RtArtifact **out, Bac
         goto fail;
     }
     LowerShared *ls = lower_shared_new(b, f, dir, o && o->own_weights, d);
-    int rc = lower_inputs_outputs(ls, fusing && o->mode != RT_MODE_NONBONDED ? &fuse : NULL);
+    if (o->weights) lower_shared_weights(ls, o->weights);
+    if (o->weights && o->weights_image) rtb_on_consumed(b, discard_weight, (void *)o->weights_image);
+    int rc = lower_inputs_outputs(ls, fusing ? &fuse : NULL);
     int nops = 0, ncopies = 0;
-    if (rc == 0 && o->mode != RT_MODE_NONBONDED) {
+    if (rc == 0 && mi->bonded) {
         rc = rtb_program(b, RT_PROG_BONDED) < 0 ? -1 : lower_program(ls, fusing ? &fuse : NULL, true, &nops, &ncopies);
         st->ops_out = nops, st->copies = ncopies, st->dispatches = 1;
     }
-    if (rc == 0 && o->mode != RT_MODE_BONDED) {
-        bool same = o->same_ops && o->mode == RT_MODE_BOTH;
+    if (rc == 0 && mi->nonbonded) {
+        bool same = o->same_ops && mi->bonded;
         rc = rtb_program(b, RT_PROG_NONBONDED) < 0 ? -1
              : lower_program(ls, same && fusing ? &fuse : NULL, same, &nops, &ncopies);
-        if (o->mode == RT_MODE_NONBONDED) st->ops_out = nops, st->copies = ncopies, st->dispatches = nops;
+        if (!mi->bonded) st->ops_out = nops, st->copies = ncopies, st->dispatches = nops;
     }
     if (rc == 0) rc = lower_bind_outputs(ls);
     double t2 = now_ms();

@@ -66,6 +66,8 @@ char *backend_fuse_describe(const FuseTable *t);
  * across both programs of mode 0 through ctx.  Returns 0 or -1 (errors in d). */
 typedef struct LowerShared LowerShared;
 LowerShared *lower_shared_new(RtPlanBuilder *b, IrFunction *f, const char *model_dir, bool own_weights, DiagSink *d);
+/* Every BLOBFILE reads weights (BackendOptions.weights), no file. */
+void lower_shared_weights(LowerShared *s, const MilBlobFile *weights);
 void lower_shared_free(LowerShared *s);
 /* fuse (may be NULL) tells which fp16 inputs a fused attention reads in place:
  * those become F16 buffers bound without conversion. */

@@ -51,6 +51,7 @@ struct LowerShared {
     DiagSink *d;
     const char *model_dir;
     bool own_weights; /* BackendOptions.own_weights */
+    const MilBlobFile *weights; /* BackendOptions.weights */
     int nvals;
     IrValue **vals;  /* id -> value */
     int *weight;     /* id -> weight buffer of a const (its own dims), -1 */
@@ -229,6 +230,7 @@ static bool view_reshape(const View *in, int rank, const int64_t *dims, View *ou
 /* ---- weights ---- */
 
 static const MilBlobFile *blob_file(LowerShared *s, const char *written, SrcLoc loc) {
+    if (s->weights) return s->weights;
     char path[4096];
     const char *pre = "@model_path";
     if (!strncmp(written, pre, strlen(pre)))
@@ -251,6 +253,128 @@ static const MilBlobFile *blob_file(LowerShared *s, const char *written, SrcLoc 
     return b->ok ? &b->file : NULL;
 }
 
+/* Is v the result of a constexpr_* op (a compressed constant)? */
+static bool backend_is_constexpr(const IrValue *v) {
+    if (!v->def) return false;
+    switch (v->def->kind) {
+    case OP_CONSTEXPR_AFFINE_DEQUANTIZE: case OP_CONSTEXPR_CAST: case OP_CONSTEXPR_BLOCKWISE_SHIFT_SCALE:
+    case OP_CONSTEXPR_LUT_TO_DENSE: case OP_CONSTEXPR_SPARSE_TO_DENSE:
+        return true;
+    default: return false;
+    }
+}
+
+static float *lut_dense_floats(LowerShared *s, const IrValue *v);
+static IrValue *arg_value(const IrOp *op, const char *name);
+
+/* ---- the other constexpr_* ops: dense weights built at compile time ---- */
+
+/* The elements of constant v as doubles (malloc'd), from a literal or a
+ * blob record of any element type (sub-byte ones packed low bits first),
+ * or NULL after a diagnostic. */
+static double *const_values(LowerShared *s, const IrValue *v) {
+    const IrLiteral *l = ir_value_const(v);
+    SrcLoc loc = v->def ? v->def->loc : v->loc;
+    int64_t n = ir_type_numel(&v->type);
+    if (!l || n < 0) return fail_at(s, loc, "'%s' must be a constant", v->name), NULL;
+    double *d = malloc(sizeof(double) * (size_t)(n + 1));
+    MILC_ASSERT(d);
+    IrDType t = v->type.dtype;
+    if (l->kind == IR_LIT_DATA) {
+        for (int64_t i = 0; i < n; i++) d[i] = ir_dtype_is_float(t) ? ir_lit_f64(l, (size_t)i) : (double)ir_lit_i64(l, (size_t)i);
+        return d;
+    }
+    const MilBlobFile *f = l->kind == IR_LIT_BLOBFILE ? blob_file(s, l->blob_path, loc) : NULL;
+    const MilBlobRecord *r = f ? milblob_find(f, l->blob_offset) : NULL;
+    unsigned bits = r ? milblob_dtype_bits(r->dtype) : 0;
+    if (!r || !bits || r->size * 8 < (uint64_t)n * bits) {
+        free(d);
+        return f ? fail_at(s, loc, "'%s': no record of %lld elements at offset %llu", v->name, (long long)n,
+                           (unsigned long long)l->blob_offset),
+               NULL : NULL;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const uint8_t *p = r->data + (size_t)i * bits / 8;
+        switch (r->dtype) {
+        case MILBLOB_FP16: { uint16_t h; memcpy(&h, p, 2); d[i] = half_to_float(h); break; }
+        case MILBLOB_FP32: { float x; memcpy(&x, p, 4); d[i] = x; break; }
+        case MILBLOB_INT8: d[i] = (int8_t)*p; break;
+        case MILBLOB_UINT8: d[i] = *p; break;
+        case MILBLOB_INT16: { int16_t x; memcpy(&x, p, 2); d[i] = x; break; }
+        case MILBLOB_UINT16: { uint16_t x; memcpy(&x, p, 2); d[i] = x; break; }
+        case MILBLOB_INT32: { int32_t x; memcpy(&x, p, 4); d[i] = x; break; }
+        case MILBLOB_UINT32: { uint32_t x; memcpy(&x, p, 4); d[i] = x; break; }
+        default: { /* sub-byte, low bits first; int4 is signed */
+            uint64_t bit = (uint64_t)i * bits;
+            unsigned raw = r->data[bit / 8] | (bit % 8 + bits > 8 ? (unsigned)r->data[bit / 8 + 1] << 8 : 0u);
+            unsigned u = (raw >> (bit % 8)) & ((1u << bits) - 1);
+            d[i] = r->dtype == MILBLOB_INT4 && u >= 8 ? (double)u - 16 : (double)u;
+        }
+        }
+    }
+    return d;
+}
+
+/* Element i of a tensor of shape dims, read from p of shape pd (same rank,
+ * each dim 1 or dividing): the block it falls in. */
+static int64_t block_index(int rank, const int64_t *dims, const int64_t *pd, int64_t i) {
+    int64_t c[MAXR], off = 0;
+    for (int d = rank - 1; d >= 0; d--) c[d] = i % dims[d], i /= dims[d];
+    for (int d = 0; d < rank; d++) off = off * pd[d] + c[d] / (dims[d] / pd[d]);
+    return off;
+}
+
+/* The dense values of a constexpr_* result (malloc'd floats), or NULL. */
+static float *constexpr_dense(LowerShared *s, const IrValue *v) {
+    const IrOp *op = v->def;
+    const IrType *t = &v->type;
+    int64_t n = ir_type_numel(t);
+    float *out = malloc(sizeof(float) * (size_t)(n + 1));
+    MILC_ASSERT(out);
+    double *a = NULL, *b = NULL, *c = NULL;
+    bool ok = true;
+    switch (op->kind) {
+    case OP_CONSTEXPR_CAST:
+        if ((ok = (a = const_values(s, arg_value(op, "source_val"))) != NULL))
+            for (int64_t i = 0; i < n; i++) out[i] = (float)a[i];
+        break;
+    case OP_CONSTEXPR_AFFINE_DEQUANTIZE: { /* (q - zero_point) · scale, both scalar or along axis */
+        IrValue *zp = arg_value(op, "zero_point"), *sc = arg_value(op, "scale");
+        int64_t ax = 0;
+        ir_op_arg_i64(op, "axis", &ax);
+        ok = (a = const_values(s, arg_value(op, "quantized_data"))) && (b = const_values(s, zp)) && (c = const_values(s, sc));
+        int64_t inner = 1;
+        for (int d = (int)ax + 1; d < t->rank; d++) inner *= t->dims[d];
+        for (int64_t i = 0; ok && i < n; i++) {
+            int64_t ch = i / inner % t->dims[ax];
+            double z = ir_type_numel(&zp->type) == 1 ? b[0] : b[ch], k = ir_type_numel(&sc->type) == 1 ? c[0] : c[ch];
+            out[i] = (float)((a[i] - z) * k);
+        }
+        break;
+    }
+    case OP_CONSTEXPR_BLOCKWISE_SHIFT_SCALE: { /* (data - offset[block]) · scale[block] */
+        IrValue *sc = arg_value(op, "scale"), *of = arg_value(op, "offset");
+        ok = (a = const_values(s, arg_value(op, "data"))) && (c = const_values(s, sc)) && (!of || (b = const_values(s, of)));
+        for (int64_t i = 0; ok && i < n; i++) {
+            int64_t k = block_index(t->rank, t->dims, sc->type.dims, i);
+            out[i] = (float)((a[i] - (b ? b[k] : 0)) * c[k]);
+        }
+        break;
+    }
+    case OP_CONSTEXPR_SPARSE_TO_DENSE: { /* the mask's set bits take nonzero_data in order */
+        ok = (a = const_values(s, arg_value(op, "nonzero_data"))) && (b = const_values(s, arg_value(op, "mask")));
+        int64_t nz = ok ? ir_type_numel(&arg_value(op, "nonzero_data")->type) : 0, j = 0;
+        for (int64_t i = 0; ok && i < n; i++) out[i] = b[i] != 0 && j < nz ? (float)a[j++] : 0.0f;
+        if (ok && j != nz) ok = fail_at(s, op->loc, "constexpr_sparse_to_dense: the mask sets %lld bits for %lld values", (long long)j, (long long)nz);
+        break;
+    }
+    default: ok = fail_at(s, op->loc, "internal: %s is not a constexpr op", mil_op_name(op->kind));
+    }
+    free(a), free(b), free(c);
+    if (!ok) free(out);
+    return ok ? out : NULL;
+}
+
 /* The data of constant v as an RtDType array (fp16 stays fp16, fp32 stays
  * fp32, integers int32, bool bytes).  Returns malloc'd or borrowed bytes
  * (*owned tells) or NULL after a diagnostic. */
@@ -258,6 +382,10 @@ static const void *const_data(LowerShared *s, const IrValue *v, RtDType *dt, boo
     const IrLiteral *l = ir_value_const(v);
     SrcLoc loc = v->def ? v->def->loc : v->loc;
     *owned = false;
+    if (!l && backend_is_constexpr(v)) { /* decompressed here: a dense fp32 copy */
+        *dt = RT_F32, *owned = true;
+        return v->def->kind == OP_CONSTEXPR_LUT_TO_DENSE ? lut_dense_floats(s, v) : constexpr_dense(s, v);
+    }
     if (!l) return fail_at(s, loc, "'%s' is not a constant", v->name), NULL;
     int64_t n = ir_type_numel(&v->type);
     if (n < 0) return fail_at(s, loc, "constant '%s' has a dynamic shape", v->name), NULL;
@@ -346,17 +474,10 @@ static int gemm_weight(LowerShared *s, const IrValue *w) {
 
 /* ---- values ---- */
 
-static int lut_dense_weight(LowerShared *s, const IrValue *v);
-
 static LVal *lval(LowerShared *s, const IrValue *v) {
     LVal *L = &s->lv[vid(v)];
     if (!L->has && !s->failed) {
-        if (!ir_value_const(v) && v->def && v->def->kind == OP_CONSTEXPR_LUT_TO_DENSE) {
-            int w = lut_dense_weight(s, v);
-            if (w >= 0) L->has = true, view_ident(&L->v, w, v->type.rank, v->type.dims);
-            return L;
-        }
-        if (!ir_value_const(v)) {
+        if (!ir_value_const(v) && !backend_is_constexpr(v)) {
             FAIL("internal: '%s' has no lowering", v->name);
             return L;
         }
@@ -542,7 +663,8 @@ static void done(LowerShared *s, const IrOp *op, int out) {
 
 static int lower_gemm(LowerShared *s, const IrOp *root, const IrValue *result, int layout, const IrValue *x,
                       const IrValue *w, const IrValue *bias, int act, const IrValue *res) {
-    if (!ir_value_const(w)) return FAIL("the weight of %s must be a constant on the CPU backend", mil_op_name(root->kind));
+    if (!ir_value_const(w) && !backend_is_constexpr(w))
+        return FAIL("the weight of %s must be a constant on the CPU backend", mil_op_name(root->kind));
     if (bias && !ir_value_const(bias)) return FAIL("the bias of %s must be a constant", mil_op_name(root->kind));
     int in[4], n = 0;
     if (layout == RT_GEMM_ROWS && !res && s->views && x->type.rank == 2 && w->type.rank == 2) {
@@ -1235,6 +1357,79 @@ static int lower_instance_norm(LowerShared *s, const IrOp *op) {
     return rc;
 }
 
+/* l2_norm: x / sqrt(Σ x² + ε) over the last three dims (coremltools'
+ * definition), as a sum of squares, rsqrt and a broadcast multiply. */
+static int lower_l2_norm(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    const IrType *t = rtype(op);
+    if (t->rank < 3) return FAIL("l2_norm: x needs rank >= 3");
+    int64_t rd[MAXR];
+    for (int i = 0; i < t->rank; i++) rd[i] = i < t->rank - 3 ? t->dims[i] : 1;
+    RtReduceParams rp = {.op = RT_RX_SUM_SQUARE, .axes = 7u << (t->rank - 3)};
+    RtUnaryParams up = {.op = RT_UN_RSQRT, .eps = (float)arg_f64_or(op, "epsilon", 1e-6)};
+    RtBinaryParams mp = {.op = RT_BIN_MUL};
+    int in = materialize(s, x), ss = new_temp(s, RT_F32, t->rank, rd), r = new_temp(s, RT_F32, t->rank, rd);
+    if (emit(s, RT_OP_REDUCEX, &in, 1, ss, &rp, sizeof rp) < 0 || emit(s, RT_OP_UNARY, &ss, 1, r, &up, sizeof up) < 0) return -1;
+    int b[2] = {in, r};
+    return emit_result(s, op, RT_OP_BINARY, b, 2, &mp, sizeof mp);
+}
+
+/* local_response_norm: x / (k + α/size · Σ x²)^β, the sum over a window of
+ * `size` channels around each one ((size - 1) / 2 before it), as a square,
+ * an average pool over channels ([B, 1, C, rest]: the window always counts
+ * `size` taps, so avg = Σ / size), an affine map, a power and a multiply. */
+static int lower_lrn(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    const IrType *t = rtype(op);
+    int64_t size = 0;
+    if (!ir_op_arg_i64(op, "size", &size) || size < 1) return FAIL("local_response_norm: 'size' must be a positive constant");
+    if (t->rank < 3) return FAIL("local_response_norm: x needs rank >= 3");
+    double alpha = arg_f64_or(op, "alpha", 1e-4), beta = arg_f64_or(op, "beta", 0.75), k = arg_f64_or(op, "k", 1);
+    int64_t rest = 1;
+    for (int i = 2; i < t->rank; i++) rest *= t->dims[i];
+    int64_t v4[4] = {t->dims[0], 1, t->dims[1], rest};
+    RtEltParams sq = {.op = RT_EL_SQUARE}, lin = {.op = RT_EL_LINEAR, .alpha = (float)alpha, .beta = (float)k};
+    RtConvParams pp = {.nsp = 2, .groups = 1, .pool = RT_POOL_AVG, .k = {(int32_t)size, 1, 1}, .stride = {1, 1, 1},
+                       .dil = {1, 1, 1}, .pad_lo = {(int32_t)((size - 1) / 2), 0, 0},
+                       .pad_hi = {(int32_t)(size - 1 - (size - 1) / 2), 0, 0}, .out = {(int32_t)t->dims[1], (int32_t)rest, 1}};
+    RtBinaryParams pw = {.op = RT_BIN_POW}, mul = {.op = RT_BIN_MUL};
+    float nb = (float)-beta;
+    int64_t one = 1;
+    int in = buffer_as(s, x, 4, v4, -1);
+    int x2 = new_temp(s, RT_F32, 4, v4), av = new_temp(s, RT_F32, 4, v4), d = new_temp(s, RT_F32, 4, v4);
+    int f = new_temp(s, RT_F32, 4, v4), e = check_rc(s, rtb_weight(s->b, "lrn_beta", RT_F32, 1, &one, &nb));
+    note_buf(s, e, 1, &one);
+    if (emit(s, RT_OP_ELTWISE, &in, 1, x2, &sq, sizeof sq) < 0 || emit(s, RT_OP_POOL, &x2, 1, av, &pp, sizeof pp) < 0 ||
+        emit(s, RT_OP_ELTWISE, &av, 1, d, &lin, sizeof lin) < 0 ||
+        emit(s, RT_OP_BINARY, (const int[]){d, e}, 2, f, &pw, sizeof pw) < 0)
+        return -1;
+    int y = new_temp(s, RT_F32, 4, v4);
+    if (emit(s, RT_OP_BINARY, (const int[]){in, f}, 2, y, &mul, sizeof mul) < 0) return -1;
+    set_buffer(s, op->results[0], y, 4, v4);
+    return 0;
+}
+
+/* cumsum and gather_along_axis: one kernel each (kernels_eltwise.c). */
+static int lower_cumsum(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    int64_t a = 0, ex = 0, rv = 0;
+    ir_op_arg_i64(op, "axis", &a);
+    ir_op_arg_i64(op, "exclusive", &ex);
+    ir_op_arg_i64(op, "reverse", &rv);
+    RtScanParams p = {.axis = normalize_axis(a, x->type.rank), .exclusive = ex != 0, .reverse = rv != 0};
+    int in = materialize(s, x);
+    return emit_result(s, op, RT_OP_CUMSUM, &in, 1, &p, sizeof p);
+}
+
+static int lower_gather_axis(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    int64_t a = 0;
+    ir_op_arg_i64(op, "axis", &a);
+    RtAxisParams p = {.axis = normalize_axis(a, x->type.rank)};
+    int in[2] = {materialize(s, x), materialize(s, arg_value(op, "indices"))};
+    return emit_result(s, op, RT_OP_GATHER_AXIS, in, 2, &p, sizeof p);
+}
+
 /* Padding of a convolution or pool on spatial dim i: lo and hi. */
 static int conv_pads(LowerShared *s, const IrOp *op, int nsp, const int64_t *in, const int64_t *out, const int64_t *k,
                      const int64_t *st, const int64_t *dil, bool transpose, int64_t *lo, int64_t *hi) {
@@ -1295,7 +1490,7 @@ static int lower_conv_general(LowerShared *s, const IrOp *op) {
     p.groups = (int32_t)groups;
     if (bias && !ir_value_const(bias)) return FAIL("%s: the bias must be a constant on the CPU backend", mil_op_name(op->kind));
     int xin = materialize(s, x);
-    if (!transpose && groups == 1 && p.nsp == 2 && ir_value_const(w)) {
+    if (!transpose && groups == 1 && p.nsp == 2 && (ir_value_const(w) || backend_is_constexpr(w))) {
         /* one group, 2-D: x channels last and padded once, then GEMMs that
          * read it where it lies, W as [KH·KW·C, Cout] */
         int64_t C = x->type.dims[1], cout = t->dims[1], kh = p.k[0], kw = p.k[1];
@@ -1516,17 +1711,17 @@ static bool lut_info(LowerShared *s, const IrValue *v, LutInfo *li) {
     return true;
 }
 
-/* The dense weight of a constexpr_lut_to_dense value, for consumers other
- * than a linear layer (which reads the indices as they are). */
-static int lut_dense_weight(LowerShared *s, const IrValue *v) {
+/* The dense values of a constexpr_lut_to_dense result (malloc'd), for
+ * consumers other than a linear layer (which reads the indices as they are). */
+static float *lut_dense_floats(LowerShared *s, const IrValue *v) {
     LutInfo li;
-    if (!lut_info(s, v, &li)) return -1;
+    if (!lut_info(s, v, &li)) return NULL;
     bool owned;
     const uint8_t *ix = lut_indices(s, li.ix, li.bits, &owned);
     float *lut = ix ? const_floats(s, li.lut) : NULL;
     if (!lut) {
         if (owned) free((void *)ix);
-        return -1;
+        return NULL;
     }
     const IrType *t = &li.ix->type, *lt = &li.lut->type;
     int64_t n = ir_type_numel(t);
@@ -1542,13 +1737,9 @@ static int lut_dense_weight(LowerShared *s, const IrValue *v) {
         for (int d = 0; d < t->rank; d++) blk = blk * lt->dims[d] + coord[d] / (t->dims[d] / lt->dims[d]);
         w[i] = lut[blk * li.palette + id];
     }
-    char name[RT_NAME_MAX];
-    snprintf(name, sizeof name, "%s", v->name);
-    int id = check_rc(s, rtb_weight(s->b, name, RT_F32, t->rank, t->dims, w));
-    note_buf(s, id, t->rank, t->dims);
-    free(w), free(lut);
+    free(lut);
     if (owned) free((void *)ix);
-    return id;
+    return w;
 }
 
 /* linear whose weight is a 4- or 8-bit palettized [N, K]: RT_OP_LUT_GEMM on
@@ -1605,10 +1796,12 @@ bool backend_lowers(IrOpKind k) {
         /* reductions, normalizations, convolution and pooling */
         OP_REDUCE_MIN, OP_REDUCE_PROD, OP_REDUCE_L1_NORM, OP_REDUCE_L2_NORM, OP_REDUCE_LOG_SUM, OP_REDUCE_LOG_SUM_EXP,
         OP_REDUCE_SUM_SQUARE, OP_REDUCE_ARGMAX, OP_REDUCE_ARGMIN, OP_BATCH_NORM, OP_INSTANCE_NORM, OP_MAX_POOL,
-        OP_AVG_POOL, OP_L2_POOL, OP_CONV_TRANSPOSE,
+        OP_AVG_POOL, OP_L2_POOL, OP_CONV_TRANSPOSE, OP_L2_NORM, OP_LOCAL_RESPONSE_NORM, OP_CUMSUM,
+        OP_GATHER_ALONG_AXIS,
         /* data movement */
         OP_IDENTITY, OP_FLATTEN2D, OP_REVERSE, OP_STACK, OP_FILL, OP_SHAPE, OP_SPACE_TO_DEPTH, OP_DEPTH_TO_SPACE,
-        OP_UPSAMPLE_NEAREST_NEIGHBOR, OP_CONSTEXPR_LUT_TO_DENSE,
+        OP_UPSAMPLE_NEAREST_NEIGHBOR, OP_CONSTEXPR_LUT_TO_DENSE, OP_CONSTEXPR_CAST, OP_CONSTEXPR_AFFINE_DEQUANTIZE,
+        OP_CONSTEXPR_BLOCKWISE_SHIFT_SCALE, OP_CONSTEXPR_SPARSE_TO_DENSE,
     };
     for (size_t i = 0; i < sizeof lowered / sizeof *lowered; i++)
         if (lowered[i] == k) return true;
@@ -1626,7 +1819,9 @@ static int lower_op(LowerShared *s, IrOp *op) {
         if (ir_value_numel(op->results[r]) < 0) return FAIL("'%s' has a dynamic shape; the CPU backend needs static shapes", op->results[r]->name);
     switch (op->kind) {
     case OP_CONST: return 0; /* a weight when first used as a tensor */
-    case OP_CONSTEXPR_LUT_TO_DENSE: return 0; /* its consumer reads it (lower_lut_linear) or makes it dense (lval) */
+    case OP_CONSTEXPR_LUT_TO_DENSE: case OP_CONSTEXPR_CAST: case OP_CONSTEXPR_AFFINE_DEQUANTIZE:
+    case OP_CONSTEXPR_BLOCKWISE_SHIFT_SCALE: case OP_CONSTEXPR_SPARSE_TO_DENSE:
+        return 0; /* its consumer reads it (lower_lut_linear) or makes it dense (const_data) */
     case OP_LINEAR: {
         IrValue *w = arg_value(op, "weight");
         if (w && w->def && w->def->kind == OP_CONSTEXPR_LUT_TO_DENSE) return lower_lut_linear(s, op, w);
@@ -1671,6 +1866,10 @@ static int lower_op(LowerShared *s, IrOp *op) {
         return lower_binop(s, op);
     case OP_BATCH_NORM: return lower_batch_norm(s, op);
     case OP_INSTANCE_NORM: return lower_instance_norm(s, op);
+    case OP_L2_NORM: return lower_l2_norm(s, op);
+    case OP_LOCAL_RESPONSE_NORM: return lower_lrn(s, op);
+    case OP_CUMSUM: return lower_cumsum(s, op);
+    case OP_GATHER_ALONG_AXIS: return lower_gather_axis(s, op);
     case OP_MAX_POOL: case OP_AVG_POOL: case OP_L2_POOL: return lower_pool(s, op);
     case OP_CONV_TRANSPOSE: return lower_conv_general(s, op);
     case OP_LAYER_NORM: return lower_layer_norm(s, op);
@@ -1726,6 +1925,8 @@ static int lower_op(LowerShared *s, IrOp *op) {
 }
 
 /* ---- entry points ---- */
+
+void lower_shared_weights(LowerShared *s, const MilBlobFile *weights) { s->weights = weights; }
 
 LowerShared *lower_shared_new(RtPlanBuilder *b, IrFunction *f, const char *model_dir, bool own_weights, DiagSink *d) {
     LowerShared *s = calloc(1, sizeof *s);

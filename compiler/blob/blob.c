@@ -3,6 +3,7 @@
  * Every field of a file being read is untrusted; see milc/blob.h for the layout. */
 #include "milc/blob.h"
 #include "milc/osfile.h"
+#include "milc/ossys.h"
 #include "readfile.h"
 #include "milc/assert.h"
 
@@ -102,16 +103,47 @@ static bool check_size(const MilBlobRecord *r, char *why, size_t whylen) {
     return true;
 }
 
-int milblob_parse(MilBlobFile *f, const char *name, const void *bytes, size_t size, DiagSink *d) {
+/* Where the parser gets bytes: the whole file in memory, or a descriptor
+ * read by pread a record at a time (milblob_open_records: no data read). */
+typedef struct Bytes {
+    const uint8_t *mem; /* or NULL: read fd */
+    int fd;
+    uint8_t tmp[RECORD_SIZE];
+} Bytes;
+
+/* n <= RECORD_SIZE bytes at off (inside the file); NULL on a read error,
+ * with why set. */
+static const uint8_t *bytes_at(Bytes *b, uint64_t off, size_t n, char *why, size_t whylen) {
+    if (b->mem) return b->mem + off;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = pread(b->fd, b->tmp + got, n - got, (off_t)(off + got));
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            snprintf(why, whylen, "offset %" PRIu64 ": %s", off + got,
+                     k < 0 ? strerror(errno) : "the file shrank while it was read");
+            return NULL;
+        }
+        got += (size_t)k;
+    }
+    return b->tmp;
+}
+
+static int parse(MilBlobFile *f, const char *name, Bytes *src, size_t size, DiagSink *d) {
     memset(f, 0, sizeof *f);
     SrcLoc loc = {name, 0, 0};
-    const uint8_t *p = bytes;
+    char why[192];
     if (size == 0) {
         diag_error(d, loc, "empty file (a weight file starts with a 64-byte header)");
         return -1;
     }
     if (size < HEADER_SIZE) {
         diag_error(d, loc, "offset 0: truncated header: %zu bytes (want 64)", size);
+        return -1;
+    }
+    const uint8_t *p = bytes_at(src, 0, HEADER_SIZE, why, sizeof why);
+    if (!p) {
+        diag_syserror(d, loc, "%s", why);
         return -1;
     }
     uint32_t count = load_u32(p), version = load_u32(p + 4);
@@ -136,7 +168,6 @@ int milblob_parse(MilBlobFile *f, const char *name, const void *bytes, size_t si
         return -1;
     }
 
-    char why[192];
     uint64_t at = HEADER_SIZE; /* where the next record must start */
     uint32_t i;
     for (i = 0; i < count; i++) {
@@ -150,7 +181,11 @@ int milblob_parse(MilBlobFile *f, const char *name, const void *bytes, size_t si
             diag_error(d, loc, "blob %" PRIu32 " at offset %" PRIu64 ": truncated record: file ends at %zu", i, m, size);
             goto fail;
         }
-        const uint8_t *rp = p + m;
+        const uint8_t *rp = bytes_at(src, m, RECORD_SIZE, why, sizeof why);
+        if (!rp) {
+            diag_syserror(d, loc, "%s", why);
+            goto fail;
+        }
         MilBlobRecord *r = &recs[i];
         uint32_t sentinel = load_u32(rp);
         r->offset = m;
@@ -192,13 +227,18 @@ int milblob_parse(MilBlobFile *f, const char *name, const void *bytes, size_t si
             BLOB_ERR("%s", why);
             goto fail;
         }
-        r->data = p + r->data_offset;
+        r->data = src->mem ? src->mem + r->data_offset : NULL;
         uint64_t end = r->data_offset + r->size;
         /* The gap up to the next record (or the end of the file after the
          * last blob) is padding and must be zero, so no bytes hide there. */
         uint64_t next = round_up64(end);
         uint64_t gap_end = next < size ? next : size;
-        nz = first_nonzero(p + end, (size_t)(gap_end - end));
+        const uint8_t *gap = gap_end > end ? bytes_at(src, end, (size_t)(gap_end - end), why, sizeof why) : rp;
+        if (!gap) {
+            diag_syserror(d, loc, "%s", why);
+            goto fail;
+        }
+        nz = first_nonzero(gap, (size_t)(gap_end - end));
         if (nz != gap_end - end) {
             if (i + 1 == count)
                 diag_error(d, loc, "offset %" PRIu64 ": data after the last blob (header count %" PRIu32 ")",
@@ -215,7 +255,7 @@ int milblob_parse(MilBlobFile *f, const char *name, const void *bytes, size_t si
         goto fail;
     }
     f->name = name;
-    f->bytes = p;
+    f->bytes = src->mem;
     f->size = size;
     f->count = count;
     f->records = recs;
@@ -223,6 +263,25 @@ int milblob_parse(MilBlobFile *f, const char *name, const void *bytes, size_t si
 fail:
     free(recs);
     return -1;
+}
+
+int milblob_parse(MilBlobFile *f, const char *name, const void *bytes, size_t size, DiagSink *d) {
+    Bytes src = {.mem = bytes, .fd = -1};
+    return parse(f, name, &src, size, d);
+}
+
+int milblob_open_records(MilBlobFile *f, const char *path, DiagSink *d) {
+    memset(f, 0, sizeof *f);
+    const char *name = diag_intern(d, path);
+    SrcLoc loc = {name, 0, 0};
+    int fd, rc;
+    if (blob_open_input(path, loc, d, &fd) != 0) return -1;
+    struct stat st;
+    Bytes src = {.mem = NULL, .fd = fd};
+    if (fstat(fd, &st) != 0) diag_syserror(d, loc, "cannot stat: %s", strerror(errno)), rc = -1;
+    else rc = parse(f, name, &src, (size_t)st.st_size, d);
+    close(fd);
+    return rc;
 }
 
 static int blob_open(MilBlobFile *f, const char *path, bool own, DiagSink *d) {
@@ -289,7 +348,14 @@ void milblob_file_digest(const MilBlobFile *f, uint8_t out[16]) {
 /* Bytes are staged in buf and written when it passes FLUSH_AT; blobs larger
  * than the buffer are written straight from the caller's memory, and
  * reservations are handed out of buf itself, so weights are copied at most
- * once on their way to the file. */
+ * once on their way to the file.  A streamed blob (milblob_writer_begin and
+ * _take) is handed out piece by piece, so the buffer never grows past
+ * FLUSH_AT whatever the blob's size: the size of a causal mask is the user's
+ * choice (--seq), the writer's memory must not be.
+ *
+ * The file's digest (milblob_file_digest) is computed as the bytes go by:
+ * a piece the caller fills in place is hashed at the next writer call, when
+ * it is complete, so nobody has to read the file back to key it. */
 enum { FLUSH_AT = 4u << 20 };
 
 struct MilBlobWriter {
@@ -299,7 +365,13 @@ struct MilBlobWriter {
     uint8_t *buf;   /* staged bytes, file offset pos - fill */
     size_t cap, fill;
     uint64_t pos;   /* logical end of file, staged bytes included */
+    uint64_t left;  /* bytes the streamed blob still lacks */
+    bool mem;       /* the file is made in memory: buf is it, whole (maplen of mapping) */
+    size_t maplen;
     uint32_t count;
+    XXH3_state_t *hash;        /* the digest so far */
+    const uint8_t *unhashed;   /* a piece handed out, hashed once filled */
+    size_t nunhashed;
     bool failed;
     char err[256];  /* first sticky error */
 };
@@ -312,6 +384,12 @@ static void writer_fail(MilBlobWriter *w, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(w->err, sizeof w->err, fmt, ap);
     va_end(ap);
+}
+
+/* The piece handed out last is complete now: hash it before it moves. */
+static void writer_settle(MilBlobWriter *w) {
+    if (w->nunhashed) XXH3_128bits_update(w->hash, w->unhashed, w->nunhashed);
+    w->unhashed = NULL, w->nunhashed = 0;
 }
 
 static bool write_all(MilBlobWriter *w, const void *data, size_t n) {
@@ -331,6 +409,8 @@ static bool write_all(MilBlobWriter *w, const void *data, size_t n) {
 
 static bool writer_flush(MilBlobWriter *w) {
     if (w->failed) return false;
+    writer_settle(w);
+    if (w->mem) return true; /* the bytes are where they belong */
     if (w->fill && !write_all(w, w->buf, w->fill)) return false;
     w->fill = 0;
     return true;
@@ -339,6 +419,10 @@ static bool writer_flush(MilBlobWriter *w) {
 /* Make room for n more staged bytes, flushing and growing as needed. */
 static bool writer_room(MilBlobWriter *w, size_t n) {
     if (w->cap - w->fill >= n) return true;
+    if (w->mem) {
+        writer_fail(w, "the weights outgrow the %zu bytes laid out for them", w->cap);
+        return false;
+    }
     if (!writer_flush(w)) return false;
     if (w->cap >= n) return true;
     size_t cap = n > FLUSH_AT ? n : FLUSH_AT;
@@ -355,10 +439,11 @@ static bool writer_room(MilBlobWriter *w, size_t n) {
 MilBlobWriter *milblob_writer_open(const char *path, DiagSink *d) {
     SrcLoc loc = {diag_intern(d, path), 0, 0};
     MilBlobWriter *w = calloc(1, sizeof *w);
-    if (!w || !(w->path = strdup(path))) {
+    if (!w || !(w->path = strdup(path)) || !(w->hash = XXH3_createState())) {
         diag_syserror(d, loc, "out of memory");
         goto fail;
     }
+    XXH3_128bits_reset(w->hash);
     char err[600];
     if (os_publish_begin(&w->pub, path, 0666, err, sizeof err) != 0) {
         diag_syserror(d, loc, "%s", err);
@@ -380,16 +465,25 @@ MilBlobWriter *milblob_writer_open(const char *path, DiagSink *d) {
     return w;
 fail:
     if (w) {
+        if (w->hash) XXH3_freeState(w->hash);
         free(w->path);
         free(w);
     }
     return NULL;
 }
 
+/* A streamed blob must be complete before anything else is written. */
+static bool writer_whole(MilBlobWriter *w) {
+    if (w->left && !w->failed)
+        writer_fail(w, "blob %" PRIu32 ": %" PRIu64 " bytes of its data were never supplied", w->count - 1, w->left);
+    return !w->failed;
+}
+
 /* Stage padding and the record for a blob; the caller then supplies size
  * bytes of data.  Returns the record offset or UINT64_MAX. */
-static uint64_t writer_begin(MilBlobWriter *w, uint32_t dtype, uint64_t size) {
-    if (w->failed) return UINT64_MAX;
+static uint64_t writer_record(MilBlobWriter *w, uint32_t dtype, uint64_t size) {
+    if (!writer_whole(w)) return UINT64_MAX;
+    writer_settle(w);
     unsigned bits = milblob_dtype_bits(dtype);
     if (bits == 0) {
         writer_fail(w, "blob %" PRIu32 ": unknown dtype %" PRIu32, w->count, dtype);
@@ -418,14 +512,20 @@ static uint64_t writer_begin(MilBlobWriter *w, uint32_t dtype, uint64_t size) {
     w->fill += pad + RECORD_SIZE;
     w->pos = m + RECORD_SIZE + size; /* the data follows in the caller */
     w->count++;
+    uint8_t tag[20]; /* as milblob_file_digest: dtype, size, padding_bits (0) */
+    store_u32(tag, dtype);
+    store_u64(tag + 4, size);
+    store_u64(tag + 12, 0);
+    XXH3_128bits_update(w->hash, tag, sizeof tag);
     return m;
 }
 
 uint64_t milblob_writer_add(MilBlobWriter *w, uint32_t dtype, const void *data, uint64_t size) {
-    uint64_t m = writer_begin(w, dtype, size);
+    uint64_t m = writer_record(w, dtype, size);
     if (m == UINT64_MAX) return m;
     if (size == 0) return m; /* data may be NULL */
-    if (size <= w->cap - w->fill) {
+    XXH3_128bits_update(w->hash, data, (size_t)size);
+    if (size <= w->cap - w->fill || (w->mem && writer_room(w, (size_t)size))) {
         memcpy(w->buf + w->fill, data, (size_t)size);
         w->fill += (size_t)size;
     } else if (!writer_flush(w) || !write_all(w, data, (size_t)size)) {
@@ -435,7 +535,7 @@ uint64_t milblob_writer_add(MilBlobWriter *w, uint32_t dtype, const void *data, 
 }
 
 void *milblob_writer_reserve(MilBlobWriter *w, uint32_t dtype, uint64_t size, uint64_t *offset) {
-    uint64_t m = writer_begin(w, dtype, size);
+    uint64_t m = writer_record(w, dtype, size);
     *offset = m;
     if (m == UINT64_MAX) return NULL;
     if (!writer_room(w, (size_t)size)) {
@@ -444,11 +544,43 @@ void *milblob_writer_reserve(MilBlobWriter *w, uint32_t dtype, uint64_t size, ui
     }
     void *p = w->buf + w->fill;
     w->fill += (size_t)size; /* written by the next flush, after the caller fills it */
+    w->unhashed = p, w->nunhashed = (size_t)size;
     return p;
 }
 
+uint64_t milblob_writer_begin(MilBlobWriter *w, uint32_t dtype, uint64_t size) {
+    uint64_t m = writer_record(w, dtype, size);
+    if (m != UINT64_MAX) w->left = size;
+    return m;
+}
+
+void *milblob_writer_take(MilBlobWriter *w, size_t n) {
+    if (w->failed) return NULL;
+    if (n > w->left || n > MILBLOB_TAKE_MAX) {
+        writer_fail(w, "blob %" PRIu32 ": a piece of %zu bytes is more than the %" PRIu64 " it lacks (or than %u)",
+                    w->count - 1, n, w->left, (unsigned)MILBLOB_TAKE_MAX);
+        return NULL;
+    }
+    writer_settle(w);
+    if (!writer_room(w, n)) return NULL; /* cap >= FLUSH_AT >= n: a flush, never a growth */
+    void *p = w->buf + w->fill;
+    w->fill += n;
+    w->left -= n;
+    w->unhashed = p, w->nunhashed = n;
+    return p;
+}
+
+void milblob_writer_digest(MilBlobWriter *w, uint8_t out[16]) {
+    writer_settle(w);
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(w->hash));
+    memcpy(out, c.digest, 16);
+}
+
 static void writer_free(MilBlobWriter *w) {
-    free(w->buf);
+    XXH3_freeState(w->hash);
+    if (w->mem) os_huge_free(w->buf, w->maplen); /* NULL once handed over */
+    else free(w->buf);
     free(w->path);
     free(w);
 }
@@ -457,7 +589,7 @@ int milblob_writer_finish(MilBlobWriter *w, DiagSink *d) {
     SrcLoc loc = {diag_intern(d, w->path), 0, 0};
     uint8_t count[4];
     store_u32(count, w->count);
-    if (writer_flush(w)) {
+    if (writer_whole(w) && writer_flush(w)) {
         ssize_t k = pwrite(w->fd, count, sizeof count, 0);
         if (k != (ssize_t)sizeof count) writer_fail(w, "write failed: %s", k < 0 ? strerror(errno) : "short write");
     }
@@ -479,6 +611,51 @@ void milblob_writer_scratch(MilBlobWriter *w) {
 
 void milblob_writer_abort(MilBlobWriter *w) {
     if (!w) return;
-    os_publish_abort(&w->pub);
+    if (!w->mem) os_publish_abort(&w->pub);
     writer_free(w);
+}
+
+MilBlobWriter *milblob_writer_open_mem(uint64_t size, DiagSink *d) {
+    MilBlobWriter *w = calloc(1, sizeof *w);
+    if (!w || !(w->path = strdup("weight.bin")) || !(w->hash = XXH3_createState())) goto nomem;
+    XXH3_128bits_reset(w->hash);
+    w->mem = true;
+    if (size < HEADER_SIZE) size = HEADER_SIZE;
+    if (size > SIZE_MAX || !(w->buf = os_huge_alloc((size_t)size, &w->maplen))) goto nomem;
+    w->cap = (size_t)size;
+    store_u32(w->buf + 4, MILBLOB_VERSION); /* zeroed memory: the rest of the header is */
+    w->fill = HEADER_SIZE;
+    w->pos = HEADER_SIZE;
+    return w;
+nomem:
+    diag_syserror(d, (SrcLoc){0}, "out of memory for %" PRIu64 " bytes of weights", size);
+    if (w) {
+        if (w->hash) XXH3_freeState(w->hash);
+        free(w->path);
+        free(w);
+    }
+    return NULL;
+}
+
+int milblob_writer_finish_mem(MilBlobWriter *w, MilBlobImage *out, DiagSink *d) {
+    memset(out, 0, sizeof *out);
+    if (writer_whole(w) && writer_flush(w)) {
+        store_u32(w->buf, w->count);
+        out->bytes = w->buf, out->size = w->fill, out->maplen = w->maplen;
+        w->buf = NULL;
+    } else {
+        diag_syserror(d, (SrcLoc){0}, "weights: %s", w->err);
+    }
+    writer_free(w);
+    return out->bytes ? 0 : -1;
+}
+
+void milblob_image_free(MilBlobImage *m) {
+    if (m->bytes) os_huge_free(m->bytes, m->maplen);
+    memset(m, 0, sizeof *m);
+}
+
+void milblob_image_discard(const MilBlobImage *m, const void *p, size_t n) {
+    const uint8_t *b = m->bytes, *q = p;
+    if (b && q >= b && n <= m->size && (size_t)(q - b) <= m->size - n) os_mem_discard((void *)q, n);
 }

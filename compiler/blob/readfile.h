@@ -6,6 +6,10 @@
 
 #include "milc/diag.h"
 
+/* Open path for reading: a regular file only (no waiting on a FIFO); on
+ * failure an error at loc and -1. */
+int blob_open_input(const char *path, SrcLoc loc, DiagSink *d, int *fd);
+
 /* Read the regular file at path into a 64-byte-aligned buffer the caller
  * frees.  A FIFO or device is refused without blocking; a file that shrinks
  * meanwhile is an I/O error.  Errors go to d at loc.  0 or -1. */

@@ -341,12 +341,29 @@ static void forward_diags(DiagSink *from, DiagSink *d, const char *genfile, cons
     }
 }
 
+/* The weights of p, from o's source, to the file at path or into *image. */
+static int write_weights(const GenProgram *p, const GenOptions *o, const char *path, MilBlobImage *image,
+                         uint8_t digest[16], DiagSink *d) {
+    GenWeights *own = NULL;
+    const GenWeights *src = o->source;
+    if (!src && gen_weights_open(o->weights, &own, d) != 0) return -1;
+    if (!src) src = own;
+    int rc = path ? gen_weights_write(p, src, path, o->scratch, digest, d) : gen_weights_make(p, src, image, digest, d);
+    gen_weights_close(own);
+    return rc;
+}
+
 static void sort_io(GenIo *io, SrcLoc *locs, int n) {
     for (int i = 1; i < n; i++) /* insertion sort: a few dozen names, stable */
         for (int j = i; j > 0 && strcmp(io[j - 1].name, io[j].name) > 0; j--) {
             GenIo t = io[j]; io[j] = io[j - 1]; io[j - 1] = t;
             if (locs) { SrcLoc l = locs[j]; locs[j] = locs[j - 1]; locs[j - 1] = l; }
         }
+}
+
+int gen_config_expand(GenConfig *c, Arena *a, GenProgram *p, DiagSink *d) {
+    if (!c->resolved && gen_config_resolve(c, d) != 0) return -1;
+    return gen_expand(c->t, a, param_scope(c, a), 0, p, d);
 }
 
 int gen_generate(GenConfig *c, const GenOptions *o, const char *dir, GenResult *r, DiagSink *d) {
@@ -362,7 +379,9 @@ int gen_generate(GenConfig *c, const GenOptions *o, const char *dir, GenResult *
     int rc = -1, nmap = 0;
     char *canon = NULL;
     if (gen_expand(c->t, &a, param_scope(c, &a), o->max_memory / 32, &p, d) != 0) goto done;
-    if (o->max_memory && dir && p.blob_end > o->max_memory) {
+    /* A build holds every weight in memory (its artifact); emit streams them
+     * to the file, so its weights may be larger than the limit. */
+    if (o->max_memory && dir && (o->scratch || o->in_memory) && p.blob_end > o->max_memory) {
         diag_error(d, gen_loc(d, c->t->path, gx_root(c->t->xml)),
                    "the program's weights take %llu bytes, more than the memory limit of %llu (--max-memory)",
                    (unsigned long long)p.blob_end, (unsigned long long)o->max_memory);
@@ -424,7 +443,15 @@ int gen_generate(GenConfig *c, const GenOptions *o, const char *dir, GenResult *
     else snprintf(genfile, sizeof genfile, "%s.mil", c->t->name);
 
     uint64_t wbytes = 0;
-    if (dir) {
+    uint8_t wdigest[16] = {0};
+    MilBlobImage image = {0};
+    MilBlobFile imagef = {0};
+    if (dir && o->in_memory) {
+        if (write_weights(&p, o, NULL, &image, wdigest, d) != 0) goto done;
+        /* our own bytes, just laid out: the parse only indexes the records */
+        if (milblob_parse(&imagef, "weights/weight.bin", image.bytes, image.size, d) != 0) goto done;
+        wbytes = image.size;
+    } else if (dir) {
         char wdir[PATH_MAX], wpath[PATH_MAX];
         snprintf(wdir, sizeof wdir, "%s/weights", dir);
         snprintf(wpath, sizeof wpath, "%s/weights/weight.bin", dir);
@@ -436,12 +463,7 @@ int gen_generate(GenConfig *c, const GenOptions *o, const char *dir, GenResult *
             diag_syserror(d, ((SrcLoc){diag_intern(d, wdir), 0, 0}), "%s", err);
             goto done;
         }
-        GenWeights *own = NULL;
-        const GenWeights *src = o->source;
-        if (!src && gen_weights_open(o->weights, &own, d) != 0) goto done;
-        int wrc = gen_weights_write(&p, src ? src : own, wpath, o->scratch, d);
-        gen_weights_close(own);
-        if (wrc != 0) goto done;
+        if (write_weights(&p, o, wpath, NULL, wdigest, d) != 0) goto done;
         wbytes = 64; /* the header; no padding follows the last blob */
         if (p.nweights) {
             const GenWeight *last = &p.weights[p.nweights - 1];
@@ -463,7 +485,7 @@ int gen_generate(GenConfig *c, const GenOptions *o, const char *dir, GenResult *
         arena_init(&ia);
         diag_add_source(d, genfile, b.p, b.n);
         IrProgram *prog = mil_parse(&ia, &fe, genfile, b.p, b.n);
-        MilCheckOptions co = {MIL_TARGET_CPU, dir, o->scratch}; /* a build's scratch: our own files */
+        MilCheckOptions co = {MIL_TARGET_CPU, dir, o->scratch, o->in_memory ? &imagef : NULL};
         if (prog && dir) mil_check(prog, &co, &fe);
         if (prog && !diag_failed(&fe)) canon = mil_print(prog, NULL);
         forward_diags(&fe, d, genfile, map, nmap);
@@ -488,8 +510,13 @@ int gen_generate(GenConfig *c, const GenOptions *o, const char *dir, GenResult *
     r->noutputs = p.noutputs;
     r->nweights = p.nweights;
     r->weight_file_bytes = wbytes;
+    memcpy(r->weights_digest, wdigest, 16);
+    r->weights = image;
+    image = (MilBlobImage){0};
     rc = 0;
 done:
+    milblob_close(&imagef);
+    milblob_image_free(&image);
     free(canon);
     free(map);
     free(b.p);
@@ -498,6 +525,7 @@ done:
 }
 
 void gen_result_free(GenResult *r) {
+    milblob_image_free(&r->weights);
     free(r->mil);
     free(r->manifest);
     for (int i = 0; i < r->ninputs; i++) { free(r->inputs[i].name); free(r->inputs[i].dtype); }

@@ -156,9 +156,24 @@ int gen_expand(const GenTemplate *t, Arena *a, Scope *globals, uint64_t max_text
  * gen_config_resolve checks).  0 or -1. */
 int gen_resolve_globals(const GenTemplate *t, Arena *a, Scope *globals, DiagSink *d);
 
+/* The expanded program of a config (its weights' layout), in a: what
+ * gen_generate writes, without writing it (bench_gen). */
+int gen_config_expand(GenConfig *c, Arena *a, GenProgram *p, DiagSink *d);
+
 /* ---- weights (weights.c) ---- */
 
-/* Fill every weight of p into DIR/weights/weight.bin from the source. */
-int gen_weights_write(const GenProgram *p, const GenWeights *src, const char *path, bool scratch, DiagSink *d);
+/* Fill every weight of p into DIR/weights/weight.bin from the source,
+ * streamed (memory does not grow with the weights).  digest, if not NULL,
+ * gets the file's milblob_file_digest, made while writing. */
+int gen_weights_write(const GenProgram *p, const GenWeights *src, const char *path, bool scratch, uint8_t digest[16],
+                      DiagSink *d);
+/* The same file made in memory (*out, the caller frees it), no file. */
+int gen_weights_make(const GenProgram *p, const GenWeights *src, MilBlobImage *out, uint8_t digest[16], DiagSink *d);
+/* Elements [first, first + n) of computed weight w (random, a table), n <=
+ * 4096, as w's dtype into out: the generator's inner loop (bench_gen). */
+void gen_init_piece(const GenWeight *w, uint64_t seed, uint64_t first, size_t n, void *out);
+/* Use the portable fill loops (true) or the CPU's best (false, the
+ * default): the bytes must be the same either way (tests). */
+void gen_fill_select(bool portable);
 
 #endif

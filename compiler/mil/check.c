@@ -23,6 +23,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 enum { DIM_UNKNOWN = -2, MAX_RANK = 64, MAX_RESULTS = 64 }; /* DIM_UNKNOWN: the rule cannot tell */
 
@@ -38,6 +39,7 @@ typedef struct Checker {
     IrProgram *p;
     MilTarget target;
     bool own_weights; /* MilCheckOptions.own_weights */
+    const MilBlobFile *weights; /* MilCheckOptions.weights */
     char *model_dir; /* malloc'd */
     BlobEntry *blobs;
     int nblobs;
@@ -1675,6 +1677,62 @@ static void infer_resize(OpCtx *x) {
     o->dims[t->rank - 1] = w;
 }
 
+/* rnn, gru, lstm: x [seq, batch, input]; weight_hh [k*H, H] with k = 1, 3, 4
+ * gates; results [seq or 1, batch, d*H] and the last state [batch, d*H]
+ * (lstm: and the cell state), d = 2 for a bidirectional lstm. */
+static void infer_recurrent(OpCtx *x) {
+    const IrType *t = type_of(x, "x"), *wi = type_of(x, "weight_ih"), *wh = type_of(x, "weight_hh");
+    bool lstm = x->op->kind == OP_LSTM;
+    int gates = lstm ? 4 : x->op->kind == OP_GRU ? 3 : 1;
+    const IrLiteral *dl = const_of(x, "direction");
+    const char *dir = dl ? ir_lit_str(dl, 0) : "forward";
+    char s1[256], s2[256];
+    if (t->rank != 3) { ERR("'x' must be [seq, batch, input], not rank %d", t->rank); return; }
+    if (wi->rank != 2 || wh->rank != 2) { ERR("'weight_ih' and 'weight_hh' must have rank 2"); return; }
+    bool bi = strcmp(dir, "bidirectional") == 0;
+    if (strcmp(dir, "forward") != 0 && strcmp(dir, "reverse") != 0 && !(lstm && bi)) {
+        ERR("direction \"%s\" must be forward or reverse%s", dir, lstm ? " or bidirectional" : "");
+        return;
+    }
+    if (bi && (!arg_of(x, "weight_ih_back") || !arg_of(x, "weight_hh_back"))) {
+        ERR("a bidirectional lstm needs 'weight_ih_back' and 'weight_hh_back'");
+        return;
+    }
+    const char *acts[] = {"activation", "recurrent_activation", "cell_activation"};
+    for (int k = 0; lstm && k < 3; k++) {
+        const IrLiteral *l = const_of(x, acts[k]);
+        const char *a = l ? ir_lit_str(l, 0) : "tanh";
+        static const char *const ok[] = {"tanh", "scaled_tanh", "sigmoid", "hard_sigmoid", "relu", "linear"};
+        bool known = false;
+        for (int i = 0; i < 6; i++) known |= strcasecmp(a, ok[i]) == 0;
+        if (!known) { ERR("'%s' \"%s\" is not one of tanh, scaled_tanh, sigmoid, hard_sigmoid, relu, linear", acts[k], a); return; }
+    }
+    int64_t h = x->op->kind == OP_RNN ? wi->dims[0] : wh->dims[1];
+    if (dim_known(h) && (h <= 0 || (dim_known(wh->dims[0]) && wh->dims[0] / h != gates) ||
+                         (lstm && dim_known(wi->dims[0]) && wi->dims[0] / h != gates))) {
+        ERR("'weight_ih' %s and 'weight_hh' %s must be [%d*H, input] and [%d*H, H]", fmt_dims(wi->dims, 2, s1, sizeof s1),
+            fmt_dims(wh->dims, 2, s2, sizeof s2), gates, gates);
+        return;
+    }
+    int64_t hd = dim_known(h) ? h * (bi ? 2 : 1) : IR_DIM_DYNAMIC;
+    int64_t seq[3] = {bool_of(x, "output_sequence") ? t->dims[0] : 1, t->dims[1], hd}, st[2] = {t->dims[1], hd};
+    set_out(x, 0, t->dtype, 3, seq);
+    set_out(x, 1, t->dtype, 2, st);
+    if (lstm) set_out(x, 2, t->dtype, 2, st);
+}
+
+/* random_categorical: x's dims but the last, which becomes size. */
+static void infer_random_categorical(OpCtx *x) {
+    const IrType *t = type_of(x, "x");
+    int64_t size, d[MAX_RANK];
+    if (!rank_at_most(x, "x", t)) return;
+    if (t->rank < 1) { ERR("'x' must have rank >= 1"); return; }
+    if (!int_of(x, "size", 1, &size) || size < 1) { ERR("'size' must be a positive integer"); return; }
+    memcpy(d, t->dims, sizeof(int64_t) * (size_t)t->rank);
+    d[t->rank - 1] = size;
+    set_out(x, 0, t->dtype, t->rank, d);
+}
+
 /* cond: two blocks without inputs (true, false branch) whose outputs agree;
  * the results have their types. */
 static bool block_types_equal(const IrType *a, const IrType *b) {
@@ -1963,7 +2021,9 @@ static BlobEntry *blob_get(Checker *c, const char *path) {
      * reported at each BLOBFILE that needs the file. */
     DiagSink tmp;
     diag_init(&tmp);
-    e->ok = (c->own_weights ? milblob_open_own : milblob_open)(&e->file, path, &tmp) == 0;
+    /* Only the layout is checked: the records, not gigabytes of data
+     * (a causal mask grows with the square of --seq). */
+    e->ok = c->weights ? true : milblob_open_records(&e->file, path, &tmp) == 0;
     if (!e->ok) {
         e->error = strdup(tmp.count ? tmp.items[0].msg : "cannot read");
         MILC_ASSERT(e->error != NULL);
@@ -2003,7 +2063,7 @@ static void check_blobfile(Checker *c, const IrLiteral *l) {
         diag_error(c->d, l->loc, "BLOBFILE '%s': %s", l->blob_path, e->error);
         return;
     }
-    const MilBlobRecord *r = milblob_find(&e->file, l->blob_offset);
+    const MilBlobRecord *r = milblob_find(c->weights ? c->weights : &e->file, l->blob_offset);
     if (!r) {
         diag_error(c->d, l->loc, "BLOBFILE: no blob record at offset %llu in '%s'", (unsigned long long)l->blob_offset,
                    l->blob_path);
@@ -2244,6 +2304,7 @@ bool mil_check(IrProgram *p, const MilCheckOptions *o, DiagSink *d) {
     c.target = o ? o->target : MIL_TARGET_CPU;
     c.model_dir = o && o->model_path ? strdup(o->model_path) : dir_of(p->file);
     c.own_weights = o && o->own_weights;
+    c.weights = o ? o->weights : NULL;
     MILC_ASSERT(c.model_dir != NULL);
     for (int f = 0; f < p->nfuncs; f++) {
         IrFunction *fn = p->funcs[f];

@@ -15,6 +15,7 @@ typedef struct {
     char name[RT_NAME_MAX];
     void *data;    /* weights: owned copy, or the caller's bytes if borrowed */
     bool borrowed; /* rtb_weight_ref: never freed here; copied or packed by rtb_finish */
+    bool shared;   /* borrowed bytes another buffer reads too: never reported consumed */
 } BBuf;
 
 typedef struct {
@@ -40,6 +41,8 @@ struct RtPlanBuilder {
     uint32_t npack, cappack;
     int rc;
     char err[256];
+    void (*consumed)(void *ctx, const void *data, size_t n); /* rtb_on_consumed */
+    void *consumed_ctx;
 };
 
 static int fail(RtPlanBuilder *b, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -65,7 +68,7 @@ static bool grow(void **p, uint32_t *cap, uint32_t need, size_t elem) {
 }
 
 RtPlanBuilder *rtb_new(int mode) {
-    if (mode < 0 || mode > 2) return NULL;
+    if (!rt_mode(mode)) return NULL;
     RtPlanBuilder *b = calloc(1, sizeof *b);
     if (!b) return NULL;
     b->mode = mode;
@@ -171,6 +174,49 @@ int rtb_weight_ref(RtPlanBuilder *b, const char *name, RtDType dt, int rank, con
     return id;
 }
 
+void rtb_on_consumed(RtPlanBuilder *b, void (*fn)(void *ctx, const void *data, size_t n), void *ctx) {
+    b->consumed = fn, b->consumed_ctx = ctx;
+}
+
+/* Borrowed bytes read for the last time: their owner may drop them. */
+static void consumed(RtPlanBuilder *b, const BBuf *bb, const void *data, size_t n) {
+    if (b->consumed && bb->borrowed && !bb->shared) b->consumed(b->consumed_ctx, data, n);
+}
+
+typedef struct {
+    const uint8_t *p;
+    uint64_t n;
+    uint32_t buf;
+} Span;
+
+static int cmp_span(const void *x, const void *y) {
+    const Span *a = x, *b = y;
+    return a->p < b->p ? -1 : a->p > b->p;
+}
+
+/* Borrowed weights whose bytes overlap (one blob lowered twice: as a GEMM W
+ * and as a plain operand) are shared: neither may report them consumed. */
+static void mark_shared(RtPlanBuilder *b) {
+    if (!b->consumed) return;
+    Span *sp = malloc(sizeof *sp * (b->nbuf ? b->nbuf : 1));
+    if (!sp) { /* then nothing is reported consumed: only memory is kept */
+        b->consumed = NULL;
+        return;
+    }
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < b->nbuf; i++)
+        if (b->rb[i].kind == RT_BUF_WEIGHT && b->bufs[i].borrowed)
+            sp[n++] = (Span){b->bufs[i].data, b->rb[i].bytes, i};
+    qsort(sp, n, sizeof *sp, cmp_span);
+    const uint8_t *end = NULL; /* the furthest end so far */
+    uint32_t last = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (i && sp[i].p < end) b->bufs[sp[i].buf].shared = b->bufs[last].shared = true;
+        if (!i || sp[i].p + sp[i].n > end) end = sp[i].p + sp[i].n, last = sp[i].buf;
+    }
+    free(sp);
+}
+
 int rtb_temp(RtPlanBuilder *b, RtDType dt, int rank, const int64_t *dims) {
     if (dt == RT_F16) return fail(b, RT_EINVAL, "temps are fp32, int32 or bool");
     return add_buf(b, RT_BUF_TEMP, dt, rank, dims, NULL);
@@ -179,7 +225,7 @@ int rtb_temp(RtPlanBuilder *b, RtDType dt, int rank, const int64_t *dims) {
 int rtb_program(RtPlanBuilder *b, RtProgram p) {
     if (b->rc) return b->rc;
     if (p != RT_PROG_BONDED && p != RT_PROG_NONBONDED) return fail(b, RT_EINVAL, "bad program %d", (int)p);
-    if ((b->mode == RT_MODE_BONDED && p != RT_PROG_BONDED) || (b->mode == RT_MODE_NONBONDED && p != RT_PROG_NONBONDED))
+    if ((p == RT_PROG_BONDED && !rt_mode(b->mode)->bonded) || (p == RT_PROG_NONBONDED && !rt_mode(b->mode)->nonbonded))
         return fail(b, RT_EINVAL, "mode %d has no %s program", b->mode, p == RT_PROG_BONDED ? "bonded" : "non-bonded");
     b->cur = (int)p;
     return RT_OK;
@@ -321,6 +367,7 @@ static void *pack_thread(void *arg) {
             continue;
         }
         rt_pack_panels(bb->data, j->n, j->k, j->src, (RtDType)bb->rec.dtype, packed);
+        consumed(b, bb, bb->data, (size_t)(j->n * j->k * (j->src == RT_F16 ? 2 : 4)));
         if (!bb->borrowed) free(bb->data);
         bb->data = packed;
         bb->borrowed = false;
@@ -352,7 +399,10 @@ static int twin_weight(RtPlanBuilder *b, int w) {
     int64_t dims[2] = {b->rb[w].dims[0], b->rb[w].dims[1]};
     /* a borrowed source is shared (both packs only read it); an owned one is
      * copied, since w's own pack frees it */
-    return (b->bufs[w].borrowed ? rtb_weight_ref : rtb_weight)(b, name, (RtDType)b->rb[w].dtype, 2, dims, b->bufs[w].data);
+    bool borrowed = b->bufs[w].borrowed;
+    int t = (borrowed ? rtb_weight_ref : rtb_weight)(b, name, (RtDType)b->rb[w].dtype, 2, dims, b->bufs[w].data);
+    if (t >= 0 && borrowed) b->bufs[w].shared = b->bufs[t].shared = true;
+    return t;
 }
 
 static void rewire(RtPlanBuilder *b, int w, int to) {
@@ -541,9 +591,10 @@ static int plan_arena(RtPlanBuilder *b, int pi, uint64_t *offsets, uint64_t *are
 int rtb_finish(RtPlanBuilder *b, const char *source_mil, size_t mlen, RtArtifact **out, char *err, size_t errlen) {
     *out = NULL;
     if (!b->rc && b->nout == 0) fail(b, RT_EINVAL, "plan has no outputs");
+    if (!b->rc) mark_shared(b);
     if (!b->rc) pack_weights(b);
     if (!b->rc) run_packs(b);
-    int progs[2] = {b->mode != RT_MODE_NONBONDED, b->mode != RT_MODE_BONDED};
+    int progs[2] = {rt_mode(b->mode)->bonded, rt_mode(b->mode)->nonbonded};
     uint64_t *offs[2] = {NULL, NULL}, arena[2] = {0, 0};
     for (int p = 0; p < 2 && !b->rc; p++) {
         if (!progs[p]) {
@@ -599,6 +650,7 @@ int rtb_finish(RtPlanBuilder *b, const char *source_mil, size_t mlen, RtArtifact
             void *copy = malloc(b->rb[i].bytes ? (size_t)b->rb[i].bytes : 1);
             if (!copy) goto nomem;
             memcpy(copy, b->bufs[i].data, (size_t)b->rb[i].bytes);
+            consumed(b, &b->bufs[i], b->bufs[i].data, (size_t)b->rb[i].bytes);
             b->bufs[i].data = copy;
             b->bufs[i].borrowed = false;
         }

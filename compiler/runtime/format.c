@@ -27,6 +27,12 @@ static uint64_t manifest_checksum(const unsigned char *m, size_t size) {
     return XXH3_64bits_digest(&st);
 }
 
+#define RT_MODE_ROW_(id, n, name, b, nb, what) [n] = {n, name, b, nb, what},
+static const RtModeInfo modes[RT_NMODES] = {RT_MODE_TABLE(RT_MODE_ROW_)};
+_Static_assert(RT_MODE_DEFAULT == RT_MODE_BONDED && RT_NMODES == 3, "the table, its count and the default agree");
+
+const RtModeInfo *rt_mode(int mode) { return mode >= 0 && mode < RT_NMODES && modes[mode].name ? &modes[mode] : NULL; }
+
 /* Reads and checks a manifest: magic, version, backend, mode, exact size. */
 static int manifest_parse(const RtSection *ms, RtHeader *h, char *err, size_t errlen) {
     if (!ms || !ms->data || ms->size < RT_HEADER_SIZE) return rt_errf(err, errlen, RT_EFORMAT, "manifest too short");
@@ -35,7 +41,7 @@ static int manifest_parse(const RtSection *ms, RtHeader *h, char *err, size_t er
     if (h->format_version != RT_FORMAT_VERSION)
         return rt_errf(err, errlen, RT_EVERSION, "artifact format version %u, this runtime reads %u", h->format_version, RT_FORMAT_VERSION);
     if (h->backend != RT_BACKEND_CPU) return rt_errf(err, errlen, RT_EVERSION, "artifact backend %u is not cpu", h->backend);
-    if (h->mode > 2) return rt_errf(err, errlen, RT_EFORMAT, "compile mode %u invalid", h->mode);
+    if (!rt_mode((int)h->mode)) return rt_errf(err, errlen, RT_EFORMAT, "compile mode %u invalid", h->mode);
     if (h->nsections > RT_MAX_SECTIONS || ms->size != RT_HEADER_SIZE + (uint64_t)h->nsections * RT_ENTRY_SIZE)
         return rt_errf(err, errlen, RT_EFORMAT, "manifest size %zu does not fit %u sections", ms->size, h->nsections);
     if (memchr(h->milc_version, 0, sizeof h->milc_version) == NULL)

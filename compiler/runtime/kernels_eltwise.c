@@ -286,3 +286,56 @@ static void rt_k_reducex(RtExec *ex, const RtOpRec *op, int ith, int nth) {
         else ((int32_t *)OUT(0))[o] = red_i32(rop, IN(0), &w, base);
     }
 }
+
+/* ---- cumsum: one line of the axis per (outer, inner) pair ---- */
+static void rt_k_cumsum(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+    const RtScanParams *p = &op->p.scan;
+    const RtBuf *xb = BUF_IN(0);
+    int64_t outer, c, inner, lo, hi;
+    view3(xb, p->axis, p->axis + 1, &outer, &c, &inner);
+    split(outer * inner, ith, nth, &lo, &hi);
+    bool f32 = xb->dtype == RT_F32;
+    for (int64_t u = lo; u < hi; u++) {
+        int64_t base = u / inner * c * inner + u % inner;
+        double acc = 0;
+        uint32_t iacc = 0;
+        for (int64_t j = 0; j < c; j++) {
+            int64_t e = base + (p->reverse ? c - 1 - j : j) * inner;
+            if (f32) {
+                float v = ((const float *)IN(0))[e];
+                if (!p->exclusive) acc += v;
+                ((float *)OUT(0))[e] = (float)acc;
+                if (p->exclusive) acc += v;
+            } else {
+                uint32_t v = (uint32_t)((const int32_t *)IN(0))[e];
+                if (!p->exclusive) iacc += v;
+                ((int32_t *)OUT(0))[e] = (int32_t)iacc;
+                if (p->exclusive) iacc += v;
+            }
+        }
+    }
+}
+
+/* ---- gather_along_axis: y[.., i, ..] = x[.., idx[.., i, ..], ..] ---- */
+static void rt_k_gather_axis(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+    const RtBuf *xb = BUF_IN(0), *yb = BUF_OUT(0);
+    int a = op->p.axis.axis;
+    int64_t outer, c, inner, yo, yc, yi, lo, hi;
+    view3(xb, a, a + 1, &outer, &c, &inner);
+    view3(yb, a, a + 1, &yo, &yc, &yi);
+    size_t es = rt_dtype_size((RtDType)xb->dtype);
+    const int32_t *idx = IN(1);
+    split(yb->numel, ith, nth, &lo, &hi);
+    for (int64_t e = lo; e < hi; e++) {
+        int64_t o = e / (yc * yi), in = e % yi;
+        int64_t k = idx[e];
+        if (k < 0) k += c; /* negative indices count from the end */
+        unsigned char *dst = (unsigned char *)OUT(0) + e * es;
+        if (k < 0 || k >= c) {
+            memset(dst, 0, es);
+            atomic_store_explicit(&ex->index_error, 1, memory_order_relaxed);
+            continue;
+        }
+        memcpy(dst, (const unsigned char *)IN(0) + ((o * c + k) * inner + in) * es, es);
+    }
+}

@@ -32,6 +32,23 @@ static void lut4_permute_x(const float *x, float *xp, int64_t k) {
 static void lut4_avx512(const uint8_t *ix, const float *pal, int64_t k0, int64_t k1, const float *xp, int64_t ldx, int mr,
                         float *acc) {
     __m512 lz = _mm512_loadu_ps(pal), a[LUT_MB][2];
+    if (mr == 1) { /* decode: one row of x, four accumulators in registers */
+        __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+        for (int64_t k = k0; k < k1; k += LUT_CHUNK) {
+            __m512i v = _mm512_loadu_si512((const void *)(ix + k / 2));
+            const float *xk = xp + k;
+            s0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(v, lz), _mm512_loadu_ps(xk), s0);
+            s1 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), lz), _mm512_loadu_ps(xk + 16), s1);
+            s2 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 8), lz), _mm512_loadu_ps(xk + 32), s2);
+            s3 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 12), lz), _mm512_loadu_ps(xk + 48), s3);
+            s0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 16), lz), _mm512_loadu_ps(xk + 64), s0);
+            s1 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 20), lz), _mm512_loadu_ps(xk + 80), s1);
+            s2 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 24), lz), _mm512_loadu_ps(xk + 96), s2);
+            s3 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 28), lz), _mm512_loadu_ps(xk + 112), s3);
+        }
+        acc[0] += _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+        return;
+    }
     for (int m = 0; m < LUT_MB; m++) a[m][0] = a[m][1] = _mm512_setzero_ps();
     for (int64_t k = k0; k < k1; k += LUT_CHUNK) {
         __m512i v = _mm512_loadu_si512((const void *)(ix + k / 2));

@@ -45,6 +45,8 @@ const RtKernels RT_KERNELS = {
             [RT_OP_CONV] = rt_k_conv,
             [RT_OP_POOL] = rt_k_pool,
             [RT_OP_LUT_GEMM] = rt_k_lut_gemm,
+            [RT_OP_CUMSUM] = rt_k_cumsum,
+            [RT_OP_GATHER_AXIS] = rt_k_gather_axis,
         },
     .prefetch = {[RT_OP_GEMM] = rt_p_gemm, [RT_OP_ATTENTION] = rt_p_attention},
 };

@@ -319,7 +319,7 @@ int rt_model_load(RtModel **out, const RtSection *secs, int n, const RtLoadOptio
     }
     for (uint32_t i = 0; i < m->nbuf; i++)
         if (m->bufs[i].kind == RT_BUF_WEIGHT && !m->weight[i]) BAD("weight %u has no section", i);
-    bool need[2] = {h.mode != RT_MODE_NONBONDED, h.mode != RT_MODE_BONDED};
+    bool need[2] = {rt_mode((int)h.mode)->bonded, rt_mode((int)h.mode)->nonbonded};
     for (int p = 0; p < 2; p++) {
         if (need[p] != (plan[p] >= 0)) BAD("mode %u artifact %s a %s plan", h.mode, need[p] ? "lacks" : "has", p ? "non-bonded" : "bonded");
         if (!need[p]) continue;

@@ -418,6 +418,8 @@ static const RtOpInfo op_table[RT_OP_COUNT_] = {
     [RT_OP_CONV_GEMM] = {"conv_gemm", sizeof(RtConvParams), 2, 3, 1, 1, rt_check_conv_gemm, rt_s_conv_gemm},
     [RT_OP_CONV] = {"conv", sizeof(RtConvParams), 2, 3, 1, 1, rt_check_conv, NULL},
     [RT_OP_LUT_GEMM] = {"lut_gemm", sizeof(RtLutParams), 3, 4, 1, 1, rt_check_lut_gemm, rt_s_lut_gemm},
+    [RT_OP_CUMSUM] = {"cumsum", sizeof(RtScanParams), 1, 1, 1, 1, rt_check_cumsum, NULL},
+    [RT_OP_GATHER_AXIS] = {"gather_along_axis", sizeof(RtAxisParams), 2, 2, 1, 1, rt_check_gather_axis, NULL},
     [RT_OP_POOL] = {"pool", sizeof(RtConvParams), 1, 1, 1, 1, rt_check_pool, NULL},
 };
 

@@ -201,3 +201,21 @@ int rt_check_lut_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t er
 
 /* The AVX-512 kernel's copy of x in its lookup order (other variants use none). */
 size_t rt_s_lut_gemm(const RtBuf *bufs, const RtOpRec *op) { return (size_t)bufs[op->in[0]].numel * sizeof(float); }
+
+int rt_check_cumsum(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtScanParams *p = &op->p.scan;
+    const RtBuf *x = B(0), *y = O(0);
+    if ((x->dtype != RT_F32 && x->dtype != RT_I32) || x->dtype != y->dtype || !rt_same_dims(x, y)) FAIL("cumsum: y must match x (fp32 or int32)");
+    if (p->axis < 0 || p->axis >= (int)x->rank || (p->exclusive | p->reverse) & ~1 || p->reserved) FAIL("cumsum: bad params");
+    return RT_OK;
+}
+
+int rt_check_gather_axis(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtBuf *x = B(0), *ix = B(1), *y = O(0);
+    int a = op->p.axis.axis;
+    if (ix->dtype != RT_I32 || x->dtype == RT_F16 || x->dtype == RT_U8 || y->dtype != x->dtype) FAIL("gather_along_axis: dtypes");
+    if (a < 0 || a >= (int)x->rank || !rt_same_dims(ix, y) || x->rank != y->rank) FAIL("gather_along_axis: bad axis or shapes");
+    for (uint32_t i = 0; i < x->rank; i++)
+        if ((int)i != a && x->dims[i] != y->dims[i]) FAIL("gather_along_axis: y must match x but on the axis");
+    return RT_OK;
+}

@@ -81,6 +81,7 @@ typedef struct {
         RtEltParams elt;
         RtConvParams conv;
         RtLutParams lut;
+        RtScanParams scan;
     } p;
 } RtOpRec;
 _Static_assert(sizeof(RtCopyParams) == RT_PARAMS_MAX, "copy params fill the record");
@@ -197,6 +198,8 @@ int64_t rt_conv_gemm_rows(const RtBuf *bufs, const RtOpRec *op);
 size_t rt_s_conv_gemm(const RtBuf *bufs, const RtOpRec *op);
 int rt_check_lut_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 size_t rt_s_lut_gemm(const RtBuf *bufs, const RtOpRec *op);
+int rt_check_cumsum(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+int rt_check_gather_axis(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 int rt_check_conv(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 int rt_check_pool(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 

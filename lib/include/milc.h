@@ -48,7 +48,7 @@ const char *milc_last_error(void);
  * (bonded). */
 enum {
     MILC_MODE_BOTH = 0,      /* bonded and non-bonded variants in one artifact */
-    MILC_MODE_NONBONDED = 1, /* one dispatch per op */
+    MILC_MODE_NONBONDED = 1, /* one dispatch per op, every intermediate inspectable */
     MILC_MODE_BONDED = 2,    /* ops fused into few dispatches (the default) */
     MILC_MODE_DEFAULT = -1,
 };

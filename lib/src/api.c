@@ -124,13 +124,15 @@ struct MilcBuild {
     int n, cap;
 };
 
-const char *milc_mode_name(int mode) {
-    return mode == MILC_MODE_BOTH ? "both" : mode == MILC_MODE_NONBONDED ? "nonbonded" : mode == MILC_MODE_BONDED ? "bonded" : NULL;
-}
+_Static_assert((int)MILC_MODE_BOTH == (int)RT_MODE_BOTH && (int)MILC_MODE_NONBONDED == (int)RT_MODE_NONBONDED &&
+                   (int)MILC_MODE_BONDED == (int)RT_MODE_BONDED && RT_NMODES == 3,
+               "milc.h's modes are the runtime's table");
+
+const char *milc_mode_name(int mode) { return rt_mode(mode) ? rt_mode(mode)->name : NULL; }
 
 /* req as the jobs' spec; modes holds the mode's text.  MILC_OK or MILC_E_USAGE. */
 static int request_spec(const MilcRequest *req, char modes[16], JobSpec *spec) {
-    int mode = req->mode == MILC_MODE_DEFAULT ? MILC_MODE_BONDED : req->mode;
+    int mode = req->mode == MILC_MODE_DEFAULT ? RT_MODE_DEFAULT : req->mode;
     if (!milc_mode_name(mode)) { lib_error("mode %d is not a compile mode", req->mode); return MILC_E_USAGE; }
     if (req->nparams < 0 || (req->nparams && !req->params) || req->chunk < 0) {
         lib_error("a request with %d parameters at %p, chunk %ld", req->nparams, (const void *)req->params, req->chunk);

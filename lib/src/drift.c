@@ -82,7 +82,7 @@ static int recipe(void *ctx, const CacheKey *dkey, const uint8_t *rec, size_t le
                    *mode = keyrec_field(&r, KEY_TAG('M', 'O', 'D', 'E'));
     const char *tv;
     size_t tl;
-    if (!parm || !ws || !mode || mode->n != 8 || mode->p[0] > 2 || !keyrec_param(parm, "template", 8, &tv, &tl)) return 0;
+    if (!parm || !ws || !mode || mode->n != 8 || !rt_mode(mode->p[0]) || !keyrec_param(parm, "template", 8, &tv, &tl)) return 0;
     char tmpl[128], weights[1024];
     snprintf(tmpl, sizeof tmpl, "%.*s", (int)tl, tv);
     snprintf(weights, sizeof weights, "%.*s", (int)ws->n, (const char *)ws->p);

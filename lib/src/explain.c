@@ -72,10 +72,13 @@ void keyrec_show(const KeyField *f, uint32_t tag, char *out, size_t n) {
 
 
 static void diff_add(ExplainDiff *d, const char *what, const char *stored, const char *asked) {
-    size_t tl = strlen(d->text), jl = strlen(d->json);
+    size_t tl = strlen(d->text);
     snprintf(d->text + tl, sizeof d->text - tl, "%s%s %s -> %s", d->count ? ", " : "", what, stored, asked);
-    snprintf(d->json + jl, sizeof d->json - jl, "%s{\"field\":\"%s\",\"stored\":\"%s\",\"asked\":\"%s\"}", d->count ? "," : "",
-             what, stored, asked);
+    if (d->count < EXPLAIN_MAX_FIELDS) {
+        snprintf(d->f[d->count].field, sizeof d->f[0].field, "%s", what);
+        snprintf(d->f[d->count].stored, sizeof d->f[0].stored, "%s", stored);
+        snprintf(d->f[d->count].asked, sizeof d->f[0].asked, "%s", asked);
+    }
     d->count++;
 }
 

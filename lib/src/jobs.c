@@ -59,13 +59,13 @@ const char *jobs_config(const JobSpec *spec) { return spec->config ? spec->confi
 
 int jobs_expand(const TemplatePath *tp, const JobSpec *spec, JobList *out, DiagSink *d) {
     const char *config = jobs_config(spec);
-    const char *modes = spec->modes ? spec->modes : "2";
+    const char *modes = spec->modes ? spec->modes : RT_MODE_STR(RT_MODE_DEFAULT_N);
     int nmodes = count_items(modes);
     for (int m = 0; m < nmodes; m++) {
         char buf[16];
         list_item(modes, m, buf, sizeof buf);
-        if (strlen(buf) != 1 || buf[0] < '0' || buf[0] > '2') {
-            diag_error(d, spec->loc, "mode '%s' is not 0, 1 or 2", buf);
+        if (strlen(buf) != 1 || buf[0] < '0' || !rt_mode(buf[0] - '0')) {
+            diag_error(d, spec->loc, "mode '%s' is not a compile mode (%s)", buf, RT_MODE_TABLE(RT_MODE_HELP_) + 1);
             return -1;
         }
     }
@@ -92,7 +92,9 @@ int jobs_expand(const TemplatePath *tp, const JobSpec *spec, JobList *out, DiagS
     long nchunks = spec->chunk ? (model_layers + spec->chunk - 1) / spec->chunk : 1;
     int first_new = out->n;
     for (long c = 0; c < combos; c++) {
-        for (long ch = 0; ch < nchunks; ch++) {
+        /* --whole: ch = -1 is the embedding, ch = nchunks the head */
+        for (long ch = spec->whole ? -1 : 0; ch < nchunks + (spec->whole ? 1 : 0); ch++) {
+            const char *part = ch < 0 ? "embed" : ch == nchunks ? "head" : NULL;
             for (int m = 0; m < nmodes; m++) {
                 BuildJob *j = push_job(out);
                 if (!j) return -1;
@@ -110,13 +112,18 @@ int jobs_expand(const TemplatePath *tp, const JobSpec *spec, JobList *out, DiagS
                     char val[256];
                     list_item(h->value, (int)(rem % k), val, sizeof val);
                     rem /= k;
-                    if (spec->chunk && (gen_name_matches("layers", h->name) || gen_name_matches("first_layer", h->name)))
-                        continue;
+                    bool depth = gen_name_matches("layers", h->name) || gen_name_matches("first_layer", h->name);
+                    if ((spec->chunk || part) && depth) continue;
+                    if (spec->whole && gen_name_matches("part", h->name)) continue;
                     jobs_param(j, h->name, val);
                     if (k > 1 && ll < sizeof j->label)
                         ll += (size_t)snprintf(j->label + ll, sizeof j->label - ll, "%s%s=%s", ll ? " " : "", h->name, val);
                 }
-                if (spec->chunk) {
+                if (part) {
+                    jobs_param(j, "part", part);
+                    if (ll < sizeof j->label)
+                        ll += (size_t)snprintf(j->label + ll, sizeof j->label - ll, "%s%s", ll ? " " : "", part);
+                } else if (spec->chunk) {
                     char v1[32], v2[32];
                     long first = ch * spec->chunk;
                     long n = model_layers - first < spec->chunk ? model_layers - first : spec->chunk;

@@ -39,8 +39,9 @@ typedef struct JobList {
 typedef struct JobSpec {
     const char *config;  /* NULL = gpt2 */
     const char *weights;
-    const char *modes;   /* "2", "0,2"; NULL = "2" */
+    const char *modes;   /* "2", "0,2" (RT_MODE_* numbers); NULL = RT_MODE_DEFAULT */
     long chunk;          /* 0 = one program with the given layers */
+    bool whole;          /* also the embedding and the head (--part embed, head) */
     const MilcParam *extra; /* template parameters, values may be comma lists */
     int nextra;
     SrcLoc loc;          /* where errors point (a manifest line), or {0} */

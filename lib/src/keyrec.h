@@ -32,10 +32,13 @@ void keyrec_show(const KeyField *f, uint32_t tag, char *out, size_t n);
  * keys of the same template nearest to it, each with the key fields that
  * differ (stored -> asked). */
 enum { EXPLAIN_NEAREST = 3 };
+enum { EXPLAIN_MAX_FIELDS = 16 };
 typedef struct ExplainDiff {
-    int count;
+    int count;       /* fields that differ (the first EXPLAIN_MAX_FIELDS in f) */
     char text[1024]; /* "seq 64 -> 32, milc version 0.3 -> 0.4" */
-    char json[2048];
+    struct {
+        char field[80], stored[80], asked[80];
+    } f[EXPLAIN_MAX_FIELDS];
 } ExplainDiff;
 typedef struct ExplainNear {
     CacheKey akey;

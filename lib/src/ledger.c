@@ -133,8 +133,12 @@ static uint64_t job_cost(Cache *c, const TemplatePath *tp, const BuildJob *j, co
         ckey_free(&db);
         for (char *p = params; *p; p++)
             if (*p == '\n') *p = ' ';
+        /* Entries keep the parameters cut to a description's size: compare that much. */
+        size_t cut = sizeof((BuildResult *)0)->description - 1;
         for (int i = 0; cost && i < k->n; i++)
-            if (k->v[i].mode == j->mode && strcmp(k->v[i].desc, params) == 0) cost = k->v[i].compile_ns;
+            if (k->v[i].mode == j->mode && strncmp(k->v[i].desc, params, cut) == 0 &&
+                strlen(k->v[i].desc) == (strlen(params) < cut ? strlen(params) : cut))
+                cost = k->v[i].compile_ns;
     }
     free(params);
     gen_config_free(cfg);

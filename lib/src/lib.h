@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 #include "milc.h"
+#include "milc/plan.h"
 
 /* Where the library's messages go.  A front end installs one for the process
  * (the CLI prints "milc: error: ..."); a public API call installs its

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "note.h"
+#include "milc/plan.h"
 
 static const char magic[4] = {'M', 'R', 'Q', '1'};
 
@@ -41,7 +42,7 @@ int note_decode(const uint8_t *p, size_t n, NoteJob **out) {
         if (n - at < 3) goto bad;
         unsigned mode = p[at], l = (unsigned)p[at + 1] | (unsigned)p[at + 2] << 8;
         at += 3;
-        if (mode > 2 || l >= NOTE_LABEL_MAX || n - at < (size_t)l + 16 || memchr(p + at, 0, l)) goto bad;
+        if (!rt_mode((int)mode) || l >= NOTE_LABEL_MAX || n - at < (size_t)l + 16 || memchr(p + at, 0, l)) goto bad;
         v[i].mode = (int)mode;
         memcpy(v[i].label, p + at, l);
         memcpy(v[i].key.b, p + at + l, 16);

@@ -11,7 +11,7 @@
 enum { NOTE_MAX_JOBS = 100000, NOTE_LABEL_MAX = 256 };
 
 typedef struct NoteJob {
-    int mode;                   /* 0, 1, 2 */
+    int mode;                   /* RT_MODE_* */
     char label[NOTE_LABEL_MAX]; /* NUL-terminated, may be empty */
     CacheKey key;               /* the artifact's */
 } NoteJob;

@@ -290,9 +290,10 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     ckey_init(&fb);
     RtArtifact *art = NULL;
     GenResult gr = {0};
+    MilBlobFile wf = {0};
     t0 = lib_now_ns();
     if (gen_generate(req->config, &(GenOptions){.weights = weights, .source = src, .compile_mode = req->mode,
-                                                      .max_memory = req->max_memory, .scratch = true},
+                                                      .max_memory = req->max_memory, .in_memory = true},
                      dir, &gr, d) != 0) {
         rc = failed_rc(d);
         goto out;
@@ -301,13 +302,9 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
 
     /* ---- full key: canonical text + weight digest ---- */
     t0 = lib_now_ns();
-    char wpath[4200];
-    snprintf(wpath, sizeof wpath, "%s/weights/weight.bin", dir);
-    MilBlobFile wf;
-    uint8_t blobdig[16] = {0};
-    if (milblob_open_own(&wf, wpath, d) != 0) { rc = failed_rc(d); goto out; } /* written just now, in our scratch */
-    milblob_file_digest(&wf, blobdig);
-    milblob_close(&wf);
+    /* The weights were made in memory, their digest as they were made: no
+     * file, nothing read back. */
+    const uint8_t *blobdig = gr.weights_digest;
     key_common(&fb, req->mode);
     ckey_add(&fb, KEY_TAG('M', 'I', 'L', ' '), gr.mil, gr.mil_len);
     ckey_add(&fb, KEY_TAG('W', 'B', 'L', 'B'), blobdig, 16);
@@ -343,10 +340,17 @@ int pipeline_build(Cache *c, const BuildRequest *req, BuildResult *res, DiagSink
     char mpath[4200];
     snprintf(mpath, sizeof mpath, "%s/model.mil", dir);
     IrProgram *p = mil_parse(&arena, d, mpath, gr.mil, gr.mil_len);
-    if (!p || !mil_check(p, &(MilCheckOptions){.target = MIL_TARGET_CPU, .model_path = dir, .own_weights = true}, d)) { rc = failed_rc(d); goto out; }
+    if (milblob_parse(&wf, "weights/weight.bin", gr.weights.bytes, gr.weights.size, d) != 0) { rc = failed_rc(d); goto out; }
+    if (!p || !mil_check(p, &(MilCheckOptions){.target = MIL_TARGET_CPU, .model_path = dir, .weights = &wf}, d)) { rc = failed_rc(d); goto out; }
     res->ms_check = lib_ms_since(t0);
     BackendStats bs = {0};
-    if (backend_compile(p, &(BackendOptions){.mode = req->mode, .model_path = dir, .own_weights = true}, &art, &bs, d) != 0) {
+    /* Each weight's memory goes back as it is packed, and the rest before
+     * the store: the artifact is the one copy of the weights in memory. */
+    BackendOptions bo = {.mode = req->mode, .model_path = dir, .weights = &wf, .weights_image = &gr.weights};
+    int brc = backend_compile(p, &bo, &art, &bs, d);
+    milblob_close(&wf);
+    milblob_image_free(&gr.weights);
+    if (brc != 0) {
         rc = failed_rc(d);
         goto out;
     }
@@ -375,6 +379,7 @@ read_back: /* checked above (a hit) or just written (a miss): no checksum again 
 out:
     res->ms_total = lib_ms_since(t_all);
     if (art) rt_artifact_free(art);
+    milblob_close(&wf);
     gen_result_free(&gr);
     arena_free(&arena);
     ckey_free(&fb);

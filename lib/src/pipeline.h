@@ -45,7 +45,7 @@ typedef struct BuildRequest {
                                  NULL: read here on a miss.  Keys stored name
                                  the digest of the bytes compiled, whatever
                                  weights_digest said. */
-    int mode;            /* 0, 1, 2 */
+    int mode;            /* RT_MODE_* */
     const char *tmp_root; /* where scratch directories go (the cache dir) */
     int verify_hits;     /* on a hit: BUILD_VERIFY_NONE no checksum, _FULL checksum
                             every byte, _ONCE unless it passed since boot and

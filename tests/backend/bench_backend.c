@@ -38,7 +38,8 @@ static int generate(const char *dir, int first, const char *phase, int seq) {
     snprintf(f, sizeof f, "%d", first), snprintf(s, sizeof s, "%d", seq), snprintf(ctx, sizeof ctx, "%d", CTX);
     int rc = !c || gen_config_set(c, "layers", "4", &d) || gen_config_set(c, "first_layer", f, &d) ||
              gen_config_set(c, "phase", phase, &d) || gen_config_set(c, "seq", s, &d) ||
-             gen_config_set(c, "min_seq", "1", &d) || gen_config_set(c, "ctx", ctx, &d) || gen_config_resolve(c, &d) ||
+             gen_config_set(c, "min_seq", "1", &d) || gen_config_set(c, "io", "split", &d) ||
+             gen_config_set(c, "ctx", ctx, &d) || gen_config_resolve(c, &d) ||
              gen_emit(c, &(GenOptions){.weights = "random:1", .compile_mode = -1}, dir, &d);
     if (rc) {
         char *m = diag_render(&d);

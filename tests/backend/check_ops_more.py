@@ -324,3 +324,78 @@ lut_case("lut4_linear_perchannel_tail", 5, 8, 40, 4, (8, 1), bias=False)
 lut_case("lut8_linear", 3, 4, 24, 8, (2, 1))
 lut_case("lut2_dense_add", 0, 3, 4, 2, (1, 2), consumer="add")
 lut_case("lut3_dense_add", 0, 4, 6, 3, (2, 1), consumer="add")
+# the other constexpr_* ops: dense weights built at compile time, feeding linear or an add
+xl = R(3, 8)
+w16 = f16(R(4, 8))
+case("constexpr_cast", {"x": (xl, "fp32")},
+     [const("s", w16, "fp16"), 'tensor<fp32, [4, 8]> w = constexpr_cast(source_val = s, output_dtype = string("fp32"));',
+      "tensor<fp32, [3, 4]> y = linear(x = x, weight = w);"], {"y": (xl @ w16.T.astype(np.float64), "fp32")})
+q8 = rng.integers(-128, 128, (6, 8))
+zp8, sc6 = rng.integers(-5, 5, 6), np.abs(R(6)) * 0.05 + 0.01
+case("constexpr_affine_dequantize", {"x": (xl, "fp32")},
+     [const("q", q8, "int8"), const("zp", zp8, "int8"), const("sc", sc6), const("ax", 0, "int32"),
+      "tensor<fp32, [6, 8]> w = constexpr_affine_dequantize(quantized_data = q, zero_point = zp, scale = sc, axis = ax);",
+      "tensor<fp32, [3, 6]> y = linear(x = x, weight = w);"],
+     {"y": (xl @ ((q8 - zp8[:, None]) * sc6[:, None]).T, "fp32")})
+d8, off8, sc42 = rng.integers(-100, 100, (4, 8)), rng.integers(-3, 3, (4, 2)), np.abs(R(4, 2)) * 0.1
+xb = R(4, 8)
+case("constexpr_blockwise_shift_scale", {"x": (xb, "fp32")},
+     [const("d", d8, "int8"), const("sc", sc42), const("of", off8, "int8"),
+      "tensor<fp32, [4, 8]> w = constexpr_blockwise_shift_scale(data = d, scale = sc, offset = of);",
+      "tensor<fp32, [4, 8]> y = add(x = x, y = w);"],
+     {"y": (xb + (d8 - off8.repeat(4, 1)) * sc42.repeat(4, 1), "fp32")})
+mask = rng.random((3, 5)) > 0.5
+nzv = R(int(mask.sum()))
+dense = np.zeros((3, 5))
+dense[mask] = nzv
+xs_ = R(3, 5)
+case("constexpr_sparse_to_dense", {"x": (xs_, "fp32")},
+     [const("nz", nzv), const("m", mask.astype(np.int64), "uint1"),
+      "tensor<fp32, [3, 5]> w = constexpr_sparse_to_dense(nonzero_data = nz, mask = m);",
+      "tensor<fp32, [3, 5]> y = add(x = x, y = w);"], {"y": (xs_ + dense, "fp32")})
+# l2_norm (over the last three dims) and local_response_norm (a window of channels)
+x5 = R(2, 3, 4, 5) * 2
+for dt in FLOAT:
+    op_case("l2_norm_" + dt, "l2_norm", {"x": x5}, dt, lambda v: v / np.sqrt((v * v).sum((1, 2, 3), keepdims=True) + 1e-6), tol=1e-4)
+    op_case("l2_norm_rank5_" + dt, "l2_norm", {"x": R(2, 2, 3, 4, 5)}, dt,
+            lambda v: v / np.sqrt((v * v).sum((2, 3, 4), keepdims=True) + 1e-6), tol=1e-4)
+
+
+def lrn_ref(v, size, alpha, beta, k):
+    c = v.shape[1]
+    out = np.empty_like(v)
+    for i in range(c):
+        lo, hi = max(0, i - (size - 1) // 2), min(c, i + size // 2 + 1)
+        out[:, i] = v[:, i] / (k + alpha / size * (v[:, lo:hi] ** 2).sum(1)) ** beta
+    return out
+
+
+xl5 = R(2, 7, 3, 4) * 2
+for dt in FLOAT:
+    for size in (3, 4):
+        op_case("local_response_norm_%d_%s" % (size, dt), "local_response_norm", {"x": xl5}, dt,
+                lambda v: lrn_ref(v, size, 0.5, 0.75, 2.0),
+                [("size", size, "int32"), ("alpha", 0.5, "fp32"), ("beta", 0.75, "fp32"), ("k", 2.0, "fp32")], tol=1e-4)
+# cumsum and gather_along_axis
+xc4 = R(3, 4, 5) * 3
+
+
+def cum_ref(v, axis, exclusive, reverse):
+    w = np.flip(v, axis) if reverse else v
+    c = np.cumsum(w, axis)
+    if exclusive:
+        c = c - w
+    return np.flip(c, axis) if reverse else c
+
+
+for dt in NUM:
+    for axis, ex, rv in [(1, False, False), (-1, True, False), (0, False, True), (2, True, True)]:
+        op_case("cumsum_%s_%d%d%d" % (dt, axis, ex, rv), "cumsum", {"x": xc4}, dt,
+                lambda v: cum_ref(v, axis, ex, rv), [("axis", axis, "int32"), ("exclusive", ex, "bool"), ("reverse", rv, "bool")],
+                tol=1e-4)
+gi = rng.integers(-4, 4, (3, 6, 5))
+for dt in ("fp32", "fp16", "int32"):
+    xg = as_dt(xc4, dt)
+    case("gather_along_axis_" + dt, {"x": (xg, dt)},
+         [const("i", gi, "int32"), const("ax", 1, "int32"), "%s y = gather_along_axis(x = x, indices = i, axis = ax);" % ty(gi, dt)],
+         {"y": (np.take_along_axis(xg.astype(np.float64), np.where(gi < 0, gi + 4, gi), 1), dt)})

@@ -4,7 +4,9 @@
 #include "test.h"
 
 #include <stdint.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char dir[64];
@@ -31,6 +33,8 @@ static uint32_t u32(const uint8_t *p) { return p[0] | p[1] << 8 | p[2] << 16 | (
 static uint64_t u64(const uint8_t *p) { return u32(p) | (uint64_t)u32(p + 4) << 32; }
 static void put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> 8 * i); }
 static void put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> 8 * i); }
+
+static uint64_t round_up(uint64_t x) { return (x + 63) & ~(uint64_t)63; }
 
 static bool all_zero(const uint8_t *p, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -232,6 +236,142 @@ TEST(writer_errors_leave_no_file) {
     diag_free(&d);
 }
 
+/* Blobs streamed in pieces (begin + take) are the bytes add() writes, the
+ * digest made while writing is the reader's, and a 64 MiB blob streams
+ * through a writer that may not grow: under an address-space limit far
+ * below the blob, in a child. */
+static void write_streamed(const char *path, const uint8_t *data, size_t big, size_t piece, DiagSink *d) {
+    MilBlobWriter *w = milblob_writer_open(path, d);
+    CHECK(w != NULL);
+    CHECK_EQ_INT(milblob_writer_add(w, MILBLOB_UINT8, data, 3), 64);
+    CHECK_EQ_INT(milblob_writer_begin(w, MILBLOB_INT8, big), 192);
+    for (size_t at = 0; at < big; at += piece) {
+        size_t n = big - at < piece ? big - at : piece;
+        uint8_t *p = milblob_writer_take(w, n);
+        CHECK(p != NULL);
+        memcpy(p, data + at, n);
+    }
+    uint64_t off;
+    uint8_t *r = milblob_writer_reserve(w, MILBLOB_FP16, 200, &off);
+    CHECK_EQ_INT(off, round_up(192 + 64 + big));
+    memcpy(r, data, 200);
+    CHECK_EQ_INT(milblob_writer_begin(w, MILBLOB_FP32, 0), off + 64 + 256);
+    uint8_t h[16], h2[16];
+    milblob_writer_digest(w, h);
+    CHECK_EQ_INT(milblob_writer_finish(w, d), 0);
+    MilBlobFile bf;
+    CHECK_EQ_INT(milblob_open(&bf, path, d), 0);
+    milblob_file_digest(&bf, h2);
+    CHECK(memcmp(h, h2, 16) == 0);
+    milblob_close(&bf);
+}
+
+TEST(writer_streamed) {
+    DiagSink d;
+    diag_init(&d);
+    size_t big = (9u << 20) + 13;
+    uint8_t *data = malloc(big);
+    for (size_t i = 0; i < big; i++) data[i] = (uint8_t)(i * 13 + (i >> 12));
+    write_streamed(tmp_path("s1.bin"), data, big, 4096, &d);
+    write_streamed(tmp_path("s2.bin"), data, big, MILBLOB_TAKE_MAX, &d);
+    /* the same file through add() */
+    MilBlobWriter *w = milblob_writer_open(tmp_path("s3.bin"), &d);
+    milblob_writer_add(w, MILBLOB_UINT8, data, 3);
+    milblob_writer_add(w, MILBLOB_INT8, data, big);
+    milblob_writer_add(w, MILBLOB_FP16, data, 200);
+    milblob_writer_add(w, MILBLOB_FP32, NULL, 0);
+    CHECK_EQ_INT(milblob_writer_finish(w, &d), 0);
+    size_t n1, n2, n3;
+    uint8_t *f1 = read_all(tmp_path("s1.bin"), &n1), *f2 = read_all(tmp_path("s2.bin"), &n2);
+    uint8_t *f3 = read_all(tmp_path("s3.bin"), &n3);
+    CHECK(n1 == n3 && n2 == n3 && !memcmp(f1, f3, n3) && !memcmp(f2, f3, n3));
+    free(f1), free(f2), free(f3), free(data);
+    CHECK_EQ_INT(d.errors, 0);
+    diag_free(&d);
+    unlink(tmp_path("s1.bin")), unlink(tmp_path("s2.bin")), unlink(tmp_path("s3.bin"));
+}
+
+TEST(writer_streamed_bounded) {
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        /* 48 MiB more address space than now: a writer staging the blob
+         * whole (as reserve() does) cannot. */
+        size_t vsz = 0;
+        FILE *st = fopen("/proc/self/statm", "r");
+        if (!st || fscanf(st, "%zu", &vsz) != 1) _exit(0); /* no /proc: nothing to limit against */
+        fclose(st);
+        struct rlimit rl = {vsz * (size_t)sysconf(_SC_PAGESIZE) + (48u << 20), RLIM_INFINITY};
+        rl.rlim_max = rl.rlim_cur;
+        if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(0);
+        DiagSink d;
+        diag_init(&d);
+        const uint64_t big = 64u << 20;
+        MilBlobWriter *w = milblob_writer_open(tmp_path("huge.bin"), &d);
+        if (!w || milblob_writer_begin(w, MILBLOB_FP16, big) != 64) _exit(3);
+        for (uint64_t at = 0; at < big; at += MILBLOB_TAKE_MAX) {
+            uint16_t *p = milblob_writer_take(w, MILBLOB_TAKE_MAX);
+            if (!p) _exit(4);
+            for (size_t i = 0; i < MILBLOB_TAKE_MAX / 2; i++) p[i] = (uint16_t)(at / 2 + i);
+        }
+        _exit(milblob_writer_finish(w, &d) == 0 ? 0 : 5);
+    }
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    struct stat sb;
+    CHECK(stat(tmp_path("huge.bin"), &sb) == 0 && sb.st_size == 64 + 64 + (64 << 20));
+    MilBlobFile f;
+    DiagSink d;
+    diag_init(&d);
+    CHECK_EQ_INT(milblob_open_records(&f, tmp_path("huge.bin"), &d), 0);
+    CHECK(f.count == 1 && f.records[0].size == 64u << 20);
+    milblob_close(&f);
+    diag_free(&d);
+    unlink(tmp_path("huge.bin"));
+}
+
+/* A streamed blob must be supplied whole, in pieces no larger than it lacks. */
+TEST(writer_streamed_errors) {
+    DiagSink d;
+    diag_init(&d);
+    const char *path = tmp_path("short.bin");
+    char want[512];
+    MilBlobWriter *w = milblob_writer_open(path, &d);
+    CHECK_EQ_INT(milblob_writer_begin(w, MILBLOB_FP16, 100), 64);
+    CHECK(milblob_writer_take(w, 60) != NULL);
+    CHECK_EQ_INT(milblob_writer_finish(w, &d), -1); /* 40 bytes never supplied */
+    char *out = diag_render(&d);
+    snprintf(want, sizeof want, "%s: error: blob 0: 40 bytes of its data were never supplied\n", path);
+    CHECK_STR(out, want);
+    free(out);
+    CHECK(access(path, F_OK) != 0);
+    diag_free(&d);
+
+    diag_init(&d);
+    w = milblob_writer_open(path, &d);
+    CHECK_EQ_INT(milblob_writer_begin(w, MILBLOB_FP16, 100), 64);
+    CHECK(milblob_writer_take(w, 60) != NULL);
+    CHECK(milblob_writer_take(w, 42) == NULL); /* 2 more than it lacks */
+    CHECK_EQ_INT(milblob_writer_add(w, MILBLOB_FP16, "ab", 2), UINT64_MAX); /* sticky */
+    CHECK_EQ_INT(milblob_writer_finish(w, &d), -1);
+    out = diag_render(&d);
+    snprintf(want, sizeof want,
+             "%s: error: blob 0: a piece of 42 bytes is more than the 40 it lacks (or than %u)\n", path,
+             (unsigned)MILBLOB_TAKE_MAX);
+    CHECK_STR(out, want);
+    free(out);
+    diag_free(&d);
+
+    diag_init(&d);
+    w = milblob_writer_open(path, &d);
+    CHECK_EQ_INT(milblob_writer_begin(w, MILBLOB_FP16, 100), 64);
+    CHECK_EQ_INT(milblob_writer_add(w, MILBLOB_FP16, "ab", 2), UINT64_MAX); /* before the blob is whole */
+    milblob_writer_abort(w);
+    CHECK(access(path, F_OK) != 0);
+    diag_free(&d);
+}
+
 /* A valid two-blob image to corrupt: fp32[500] x 2 as in MIL.md. */
 static uint8_t *good_image(size_t *n) {
     *n = 2176 + 64 + 2000;
@@ -264,6 +404,25 @@ static char *parse_msg(const uint8_t *b, size_t n) {
         CHECK(f.records == NULL && f.count == 0);
     }
     diag_free(&d);
+    /* The records-only reader (pread, no data) judges the same file the
+     * same way, in the same words. */
+    const char *path = tmp_path("weight.bin");
+    FILE *w = fopen(path, "wb");
+    CHECK(w != NULL && fwrite(b, 1, n, w) == n);
+    fclose(w);
+    diag_init(&d);
+    int rrc = milblob_open_records(&f, path, &d);
+    char *rout = diag_render(&d);
+    CHECK_EQ_INT(rrc, rc);
+    if (rrc == 0) {
+        CHECK(f.bytes == NULL && (f.count == 0 || f.records[0].data == NULL));
+        milblob_close(&f);
+    }
+    size_t dl = strlen(dir);
+    CHECK(rc == 0 ? rout[0] == 0 : strncmp(rout, dir, dl) == 0 && rout[dl] == '/' && !strcmp(rout + dl + 1, out));
+    free(rout);
+    diag_free(&d);
+    unlink(path);
     return out;
 }
 
@@ -384,6 +543,9 @@ int main(void) {
     RUN(writer_large_and_digest);
     RUN(writer_empty_blobs);
     RUN(writer_errors_leave_no_file);
+    RUN(writer_streamed);
+    RUN(writer_streamed_bounded);
+    RUN(writer_streamed_errors);
     RUN(reader_corruptions);
     RUN(reader_subbyte);
     RUN(empty_weight_file_and_open_errors);

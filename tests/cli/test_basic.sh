@@ -21,4 +21,4 @@ expect_in "$ERR" "--target must be cpu or ane"
 expect_rc 3 "$MILC" check /nonexistent/x.mil
 expect_in "$ERR" "cannot open '/nonexistent/x.mil'"
 expect_rc 2 "$MILC" build --mode 7
-expect_in "$ERR" "--mode: '7' is not a list of 0, 1, 2"
+expect_in "$ERR" "--mode: '7' is not a list of compile modes (2=bonded 1=non-bonded 0=both)"

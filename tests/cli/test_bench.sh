@@ -25,6 +25,11 @@ expect_json "$J" "all(isinstance(m[k], (int, float)) and m[k] > 0 for m in j['mo
    'prefill_ms', 'prefill_tok_s', 'decode_ms_per_token', 'dispatches_per_token', 'prefill_dispatches',
    'peak_rss_bytes', 'peak_rss_cold_bytes', 'build_warm_ms', 'ttft_cold_tok_s', 'ttft_cached_tok_s'])"
 expect_json "$J" "all(m['ttft_cached_breakdown'][k] >= 0 for m in j['modes'] for k in ['start_ms', 'open_ms', 'lookup_ms', 'load_ms', 'run_ms'])"
+# The cold build's parts add up to it (within the lookups between them), each
+# beside the disk's own write of the same bytes.
+expect_json "$J" "all(m['cold_path'][k] > 0 for m in j['modes'] for k in ['generate_ms', 'check_ms', 'lower_pack_ms', 'store_ms', 'disk_write_ms'])"
+expect_json "$J" "all(sum(m['cold_path'][k] for k in ['generate_ms', 'check_ms', 'lower_pack_ms', 'store_ms']) <= m['compile_ms'] * 1.01 for m in j['modes'])"
+expect_json "$J" "all(abs(m['cold_path']['compile_over_disk'] - m['compile_ms'] / m['cold_path']['disk_write_ms']) < 1e-3 * m['cold_path']['compile_over_disk'] for m in j['modes'])"
 # Peak RSS is the child's own: a tiny model's process stays small.
 expect_json "$J" "all(m['peak_rss_bytes'] < 256 << 20 and m['peak_rss_cold_bytes'] < 256 << 20 for m in j['modes'])"
 # A spread per figure: min <= median <= max.

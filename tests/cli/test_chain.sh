@@ -12,5 +12,10 @@ for model in tiny tiny-llama; do
     run "$PY" "$SRC/examples/chain_decode.py" --lib "$LIB" --model $model --mode $mode --prompt 12 --steps 3
     if [ "$RC" = 0 ]; then ok; else fail "chain $model mode $mode: $OUT $ERR"; fi
   done
+  # The packed layout (mil-templates/README.md): same numbers through one input and one output.
+  for mode in 0 2; do
+    run "$PY" "$SRC/examples/chain_decode.py" --lib "$LIB" --model $model --mode $mode --prompt 12 --steps 3 --io packed
+    if [ "$RC" = 0 ]; then ok; else fail "chain $model packed mode $mode: $OUT $ERR"; fi
+  done
 done
 if [ -z "$(ls -A "$TMPDIR")" ]; then ok; else fail "the example left $(ls "$TMPDIR") behind"; fi

@@ -50,7 +50,7 @@ M
 run "$MILC" prewarm bad.manifest
 expect_eq "$RC" 1
 expect_in "$ERR" "bad.manifest:3:1: error: expected an option such as --model NAME, found 'model'"
-expect_in "$ERR" "bad.manifest:4:1: error: mode '5' is not 0, 1 or 2"
+expect_in "$ERR" "bad.manifest:4:1: error: mode '5' is not a compile mode (2=bonded 1=non-bonded 0=both)"
 expect_in "$ERR" "bad.manifest:2"
 expect_in "$ERR" "bad.manifest:5"
 expect_rc 3 "$MILC" prewarm /nonexistent.manifest

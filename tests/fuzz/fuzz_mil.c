@@ -16,7 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     d.max_errors = 20;
     IrProgram *p = mil_parse(&a, &d, "fuzz.mil", (const char *)data, size);
     if (p) {
-        MilCheckOptions o = {MIL_TARGET_CPU, "/nonexistent-milc-fuzz", false};
+        MilCheckOptions o = {.target = MIL_TARGET_CPU, .model_path = "/nonexistent-milc-fuzz"};
         mil_check(p, &o, &d);
         o.target = MIL_TARGET_ANE;
         mil_check(p, &o, &d);

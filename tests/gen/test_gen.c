@@ -285,9 +285,10 @@ TEST(describe) {
     CHECK(strstr(s, "  --phase enum             default prefill, one of prefill, decode\n"));
     CHECK(strstr(s, "  --rope_theta float       default 500000, >= 1\n"));
     CHECK(strstr(s, "  hd = dim / heads\n"));
-    CHECK(strstr(s, "blocks: blocks/rmsnorm blocks/proj blocks/rope blocks/attention\n"));
+    CHECK(strstr(s, "blocks: blocks/embed blocks/rmsnorm blocks/proj blocks/packed_in blocks/cols blocks/rope blocks/attention "
+                    "blocks/packed_kv\n"));
     free(s);
-    CHECK_EQ_INT(gen_template_param_count(t), 14);
+    CHECK_EQ_INT(gen_template_param_count(t), 18);
     gen_template_free(t);
     diag_free(&d);
 }
@@ -301,8 +302,8 @@ TEST(canonical_and_presets) {
     if (!c) return;
     char *s = gen_config_canonical(c);
     CHECK_STR(s, "template=llama\nctx=48\ndim=128\neps=0x1.4f8b588e368f1p-17\nffn=256\nfirst_layer=0\nheads=4\n"
-                 "kv_heads=2\nlayers=2\nmin_seq=16\nmodel_layers=2\nphase=decode\nproj=conv\nrope_theta=0x1.388p+13\n"
-                 "seq=1\n");
+                 "io=packed\nkv_heads=2\nlayers=2\nmin_seq=16\nmodel_layers=2\npart=layers\nphase=decode\nproj=conv\n"
+                 "rope_theta=0x1.388p+13\nseq=1\ntied=1\nvocab=512\n");
     free(s);
     CHECK_STR(gen_config_preset(c), "tiny-llama");
     int64_t v;
@@ -359,12 +360,14 @@ TEST(golden_programs) {
     golden("tiny-llama", "llama_prefill", NULL);
     golden("tiny-llama", "llama_decode", (const char *[]){"--phase", "decode", "--seq", "1", NULL});
     golden("tiny-llama", "llama_prefill_linear", (const char *[]){"--proj", "linear", "--layers", "1", NULL});
+    golden("tiny", "gpt2_decode_split", (const char *[]){"--phase", "decode", "--seq", "1", "--io", "split", NULL});
+    golden("tiny-llama", "llama_decode_split", (const char *[]){"--phase", "decode", "--seq", "1", "--io", "split", NULL});
 }
 
 TEST(result_io_contract) {
     DiagSink d;
     diag_init(&d);
-    GenConfig *c = config(&SP, "tiny-llama", (const char *[]){"--phase", "decode", "--seq", "1", "--layers", "1", NULL}, &d);
+    GenConfig *c = config(&SP, "tiny-llama", (const char *[]){"--phase", "decode", "--seq", "1", "--layers", "1", "--io", "split", NULL}, &d);
     GenResult r;
     CHECK(c && gen_generate(c, NULL, NULL, &r, &d) == 0);
     if (c && !diag_failed(&d)) {
@@ -385,6 +388,33 @@ TEST(result_io_contract) {
                        "in v_cache_0 [1,64,1,48]\nin x [1,128,1,16]\n"
                        "out k_0 [1,64,1,16]\nout v_0 [1,64,1,16]\nout y [1,128,1,16]\n");
         CHECK_EQ_INT(r.weight_file_bytes, 0);
+        gen_result_free(&r);
+    }
+    gen_config_free(c);
+    diag_free(&d);
+}
+
+/* The packed layout (the default): one input [1, kvd, 1, W] whose column
+ * blocks are the hidden states (dim / kvd = 2 blocks of S = 16), cos, sin
+ * (16 each), the mask (48 + 16) and the caches (48 each); one output whose
+ * rows are the hidden states (128), then k_0, v_0 (64 each). */
+TEST(result_io_packed) {
+    DiagSink d;
+    diag_init(&d);
+    GenConfig *c = config(&SP, "tiny-llama", (const char *[]){"--phase", "decode", "--seq", "1", "--layers", "1", NULL}, &d);
+    GenResult r;
+    CHECK(c && gen_generate(c, NULL, NULL, &r, &d) == 0);
+    if (c && !diag_failed(&d)) {
+        CHECK_EQ_INT(r.ninputs, 1);
+        CHECK_EQ_INT(r.noutputs, 1);
+        if (r.ninputs == 1 && r.noutputs == 1) {
+            CHECK_STR(r.inputs[0].name, "x");
+            CHECK_EQ_INT(r.inputs[0].shape[1], 64);
+            CHECK_EQ_INT(r.inputs[0].shape[3], 32 + 16 + 16 + 64 + 2 * 48);
+            CHECK_STR(r.outputs[0].name, "y");
+            CHECK_EQ_INT(r.outputs[0].shape[1], 128 + 2 * 64);
+            CHECK_EQ_INT(r.outputs[0].shape[3], 16);
+        }
         gen_result_free(&r);
     }
     gen_config_free(c);
@@ -497,6 +527,48 @@ TEST(chunks_compose) {
     milblob_close(&f1);
 }
 
+/* The AVX2+F16C fill loops and the portable ones write the same bytes
+ * (seq 37: vector tails in every table), and the digest gen_generate makes
+ * while writing is the reader's. */
+TEST(fill_variants_agree) {
+    const char *const kv[] = {"--seq", "37", NULL};
+    gen_fill_select(true);
+    CHECK_EQ_INT(emit("tiny-llama", kv, "random:3", "fillp"), 0);
+    gen_fill_select(false);
+    CHECK_EQ_INT(emit("tiny-llama", kv, "random:3", "fillv"), 0);
+    char a[128], b[128];
+    snprintf(a, sizeof a, "%s/fillp/weights/weight.bin", tmpdir);
+    snprintf(b, sizeof b, "%s/fillv/weights/weight.bin", tmpdir);
+    CHECK(same_file(a, b));
+
+    DiagSink d;
+    diag_init(&d);
+    GenConfig *c = config(&SP, "tiny-llama", kv, &d);
+    GenResult r;
+    snprintf(a, sizeof a, "%s/fillr", tmpdir);
+    CHECK(c && gen_generate(c, &(GenOptions){.weights = "random:3", .compile_mode = -1}, a, &r, &d) == 0);
+    snprintf(b, sizeof b, "%s/fillr/weights/weight.bin", tmpdir);
+    MilBlobFile f;
+    uint8_t want[16];
+    CHECK_EQ_INT(milblob_open(&f, b, &d), 0);
+    milblob_file_digest(&f, want);
+    CHECK(memcmp(want, r.weights_digest, 16) == 0);
+    size_t n = 0;
+    char *file = read_all(b, &n);
+    gen_result_free(&r);
+    /* Made in memory (a build's): the same bytes and digest, no file. */
+    snprintf(a, sizeof a, "%s/fillm", tmpdir);
+    CHECK(gen_generate(c, &(GenOptions){.weights = "random:3", .compile_mode = -1, .in_memory = true}, a, &r, &d) == 0);
+    CHECK(r.weights.bytes && r.weights.size == n && !memcmp(r.weights.bytes, file, n));
+    CHECK(memcmp(want, r.weights_digest, 16) == 0);
+    CHECK(access(a, F_OK) != 0);
+    free(file);
+    milblob_close(&f);
+    gen_result_free(&r);
+    gen_config_free(c);
+    diag_free(&d);
+}
+
 TEST(weights_digest) {
     DiagSink d;
     diag_init(&d);
@@ -518,7 +590,7 @@ TEST(weights_digest) {
 TEST(parameter_errors) {
     char *s;
     CHECK_STR(s = errors_of(&SP, "tiny", (const char *[]){"--heads", "5", NULL}),
-              "$T/gpt2.xml:21: error: 128 is not divisible by 5 (in 'dim / heads')\n");
+              "$T/gpt2.xml:25: error: 128 is not divisible by 5 (in 'dim / heads')\n");
     free(s);
     CHECK_STR(s = errors_of(&SP, "tiny", (const char *[]){"--dim", "abc", NULL}),
               "error: --dim: expected an integer, got 'abc'\n");
@@ -538,13 +610,13 @@ TEST(parameter_errors) {
               "error: template 'gpt2' has no parameter 'kv-heads' (see: milc templates show gpt2)\n");
     free(s);
     CHECK_STR(s = errors_of(&SP, "tiny", (const char *[]){"--first_layer", "1", NULL}),
-              "$T/gpt2.xml:25: error: layers 1..2 do not exist in a 2-layer model\n");
+              "$T/gpt2.xml:36: error: layers 1..2 do not exist in a 2-layer model\n");
     free(s);
     CHECK_STR(s = errors_of(&SP, "tiny-llama", (const char *[]){"--kv_heads", "3", NULL}),
-              "$T/llama.xml:28: error: heads (4) must be a multiple of kv_heads (3)\n");
+              "$T/llama.xml:38: error: heads (4) must be a multiple of kv_heads (3)\n");
     free(s);
     CHECK_STR(s = errors_of(&SP, "tiny-llama", (const char *[]){"--heads", "128", "--kv-heads", "128", NULL}),
-              "$T/llama.xml:29: error: the head dimension dim / heads = 1 must be even for RoPE\n");
+              "$T/llama.xml:39: error: the head dimension dim / heads = 1 must be even for RoPE\n");
     free(s);
     CHECK_STR(s = errors_of(&SP, "nosuch", NULL), "error: template 'nosuch' not found in the template path\n");
     free(s);
@@ -855,9 +927,11 @@ int main(void) {
     RUN(describe);
     RUN(canonical_and_presets);
     RUN(golden_programs);
+    RUN(result_io_packed);
     RUN(result_io_contract);
     RUN(determinism);
     RUN(chunks_compose);
+    RUN(fill_variants_agree);
     RUN(weights_digest);
     RUN(parameter_errors);
     RUN(template_errors);

@@ -6,8 +6,9 @@ Hugging Face layout, runs model.mil with a small numpy interpreter of the ops
 the templates use, and compares with an independent numpy reference written
 from the models' definitions ([T, D] row layout, HF weight layouts, repeat_kv,
 rotate_half).  Decode runs against a cache filled from a prefill and must match
-the reference's next position.  Usage: test_numeric.py GEN_TOOL"""
-import json
+the reference's next position.  Both I/O layouts: split (a tensor per input
+and output) and packed (one input, one output: README.md, "Packed I/O"), whose
+fields this test packs and unpacks from the contract alone.  Usage: test_numeric.py GEN_TOOL"""
 import math
 import os
 import re
@@ -18,6 +19,9 @@ import tempfile
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from pyutil import write_st  # noqa: E402
+
 TOOL = sys.argv[1]
 failures = 0
 
@@ -27,18 +31,6 @@ def check(cond, what):
     print(("ok   " if cond else "FAIL ") + what)
     if not cond:
         failures += 1
-
-
-def write_st(path, tensors):
-    header, blobs, off = {}, [], 0
-    for name, arr in tensors.items():
-        b = np.ascontiguousarray(arr, np.float32).tobytes()
-        header[name] = {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header).encode()
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
 # ---- a numpy interpreter of the MIL the templates generate ----
@@ -143,6 +135,8 @@ def run_mil(dirpath, inputs):
         elif op == "softmax":
             e = np.exp(x - x.max(axis=a("axis"), keepdims=True))
             r = e / e.sum(axis=a("axis"), keepdims=True)
+        elif op == "slice_by_index":
+            r = x[tuple(slice(b, e) for b, e in zip(a("begin"), a("end")))]
         elif op == "concat":
             r = np.concatenate(a("values"), axis=a("axis"))
         elif op == "split":
@@ -254,7 +248,7 @@ def run_model(tmp, kind, ck, ref_layer, hd, theta=None):
         ref_kv.append((k, v))
 
     out = os.path.join(tmp, kind + "-prefill")
-    r = subprocess.run([TOOL, preset, out, "--weights", path], capture_output=True, text=True)
+    r = subprocess.run([TOOL, preset, out, "--weights", path, "--io", "split"], capture_output=True, text=True)
     check(r.returncode == 0, f"{kind} prefill emit {r.stderr}")
     res = run_mil(out, {"x": f16(to_ane(xs, S))})
     close(from_ane(res["y"], S), ref_h[-1], f"{kind} prefill y")
@@ -265,7 +259,7 @@ def run_model(tmp, kind, ck, ref_layer, hd, theta=None):
     # decode: token n (position n) against a cache of positions 0..n-1, padded to S=16
     n, ctx, Sd = 20, 48, 16
     out = os.path.join(tmp, kind + "-decode")
-    r = subprocess.run([TOOL, preset, out, "--weights", path, "--phase", "decode", "--seq", "1"],
+    r = subprocess.run([TOOL, preset, out, "--weights", path, "--phase", "decode", "--seq", "1", "--io", "split"],
                        capture_output=True, text=True)
     check(r.returncode == 0, f"{kind} decode emit {r.stderr}")
     inp = {"x": f16(to_ane(xs[n:n + 1], Sd))}
@@ -286,6 +280,42 @@ def run_model(tmp, kind, ck, ref_layer, hd, theta=None):
     close(res["y"][0, :, 0, 0], ref_h[-1][n], f"{kind} decode y at position {n}")
     close(res["k_1"][0, :, 0, 0], ref_kv[1][0][n], f"{kind} decode k_1 at position {n}")
     close(res["v_0"][0, :, 0, 0], ref_kv[0][1][n], f"{kind} decode v_0 at position {n}")
+
+    # the same two programs with packed I/O
+    kvd = ref_kv[0][0].shape[1]
+    out = os.path.join(tmp, kind + "-prefill-packed")
+    r = subprocess.run([TOOL, preset, out, "--weights", path], capture_output=True, text=True)
+    check(r.returncode == 0, f"{kind} packed prefill emit {r.stderr}")
+    y = run_mil(out, {"x": f16(to_ane(xs, S))})["y"]
+    check(y.shape == (1, D + 2 * L * kvd, 1, S), f"{kind} packed prefill y is {y.shape}")
+    close(from_ane(y[:, :D], S), ref_h[-1], f"{kind} packed prefill hidden rows")
+    for i in range(L):
+        r0 = D + 2 * i * kvd
+        close(from_ane(y[:, r0:r0 + kvd], S), ref_kv[i][0], f"{kind} packed prefill k_{i} rows")
+        close(from_ane(y[:, r0 + kvd:r0 + 2 * kvd], S), ref_kv[i][1], f"{kind} packed prefill v_{i} rows")
+    out = os.path.join(tmp, kind + "-decode-packed")
+    r = subprocess.run([TOOL, preset, out, "--weights", path, "--phase", "decode", "--seq", "1"],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, f"{kind} packed decode emit {r.stderr}")
+    ctxp = ctx  # align(ctx + 16, 32) - 16 = 48: no padding slots here
+    g = D // kvd
+    blocks = [inp["x"][0, :, 0, :].reshape(g, kvd, Sd).transpose(1, 0, 2).reshape(kvd, g * Sd)]
+    if theta:
+        for t in ("rope_cos", "rope_sin"):
+            b = np.zeros((kvd, Sd), np.float32)
+            b[:hd] = inp[t][0, :, 0, :]
+            blocks.append(b)
+    b = np.zeros((kvd, ctxp + Sd), np.float32)
+    b[:Sd] = mask.T  # row i: query i's additive mask over the keys
+    blocks.append(b)
+    for i in range(L):
+        blocks += [inp[f"k_cache_{i}"][0, :, 0, :], inp[f"v_cache_{i}"][0, :, 0, :]]
+    packed = np.concatenate(blocks, axis=1)[None, :, None, :]
+    y = run_mil(out, {"x": packed})["y"]
+    check(y.shape == (1, D + 2 * L * kvd, 1, Sd), f"{kind} packed decode y is {y.shape}")
+    close(y[0, :D, 0, 0], ref_h[-1][n], f"{kind} packed decode hidden at position {n}")
+    close(y[0, D + 2 * kvd:D + 3 * kvd, 0, 0], ref_kv[1][0][n], f"{kind} packed decode k_1 at position {n}")
+    close(y[0, D + kvd:D + 2 * kvd, 0, 0], ref_kv[0][1][n], f"{kind} packed decode v_0 at position {n}")
 
 
 def main():

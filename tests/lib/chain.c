@@ -95,7 +95,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "chain: a bad parameter gave %d: %s\n", st, milc_last_error());
         return 1;
     }
-    MilcRequest req = {.model = argv[2], .mode = MILC_MODE_DEFAULT, .chunk = 1};
+    /* split I/O: each chunk's y is the next one's x as it is */
+    MilcParam split = {"io", "split"};
+    MilcRequest req = {.model = argv[2], .mode = MILC_MODE_DEFAULT, .chunk = 1, .params = &split, .nparams = 1};
     for (int pass = 0; pass < 2; pass++) { /* the second finds every chunk */
         if ((st = milc_build(c, &req, &b))) return fail("build", st);
         for (int i = 0; i < milc_build_count(b); i++) {

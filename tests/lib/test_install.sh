@@ -19,8 +19,8 @@ ${CC:-cc} -std=c11 -Wall -Wextra -Werror ${APP_CFLAGS:-} -o "$work/chain" "$src/
     $(pkg-config --cflags --libs milc) -Wl,-rpath,"$work/prefix/lib"
 "$work/chain" "$work/cache" tiny "$work/x.npy" "$work/y.npy"
 # The CLI, chunk by chunk, in its own cache: tiny has two layers.
-"$milc" --cache-dir "$work/cli-cache" run --model tiny --layers 1 --first_layer 0 --input x="$work/x.npy" -o "$work/o0" -q
-"$milc" --cache-dir "$work/cli-cache" run --model tiny --layers 1 --first_layer 1 --input x="$work/o0/y.npy" -o "$work/o1" -q
+"$milc" --cache-dir "$work/cli-cache" run --model tiny --io split --layers 1 --first_layer 0 --input x="$work/x.npy" -o "$work/o0" -q
+"$milc" --cache-dir "$work/cli-cache" run --model tiny --io split --layers 1 --first_layer 1 --input x="$work/o0/y.npy" -o "$work/o1" -q
 "$python" - "$work/y.npy" "$work/o1/y.npy" <<'PY'
 import sys, numpy as np
 a, b = np.load(sys.argv[1]), np.load(sys.argv[2])

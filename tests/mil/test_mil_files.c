@@ -117,7 +117,7 @@ TEST(golden) {
         DiagSink d;
         diag_init(&d);
         IrProgram *p = mil_parse(&a, &d, file, text, len);
-        MilCheckOptions o = {MIL_TARGET_CPU, model_dir, false};
+        MilCheckOptions o = {.target = MIL_TARGET_CPU, .model_path = model_dir};
         if (strncmp(names[i], "ane_", 4) == 0) o.target = MIL_TARGET_ANE;
         bool ok = p && mil_check(p, &o, &d);
         if (!ok || d.count) {
@@ -169,7 +169,7 @@ TEST(errors) {
         diag_init(&d);
         if (strncmp(names[i], "cap_", 4) == 0) d.max_errors = 3;
         IrProgram *p = mil_parse(&a, &d, file, text, len);
-        MilCheckOptions o = {MIL_TARGET_CPU, model_dir, false};
+        MilCheckOptions o = {.target = MIL_TARGET_CPU, .model_path = model_dir};
         if (strncmp(names[i], "ane_", 4) == 0) o.target = MIL_TARGET_ANE;
         if (p) mil_check(p, &o, &d);
         CHECK(d.count > 0);

@@ -423,6 +423,26 @@ static const Case cases[] = {
     {F16 "[1, 3, 8, 8]> a", F16 "[1, 3, 16, 12]> y = upsample_bilinear(align_corners = bool(false), half_pixel_centers = bool(true), scale_factor_height = fp32(2), scale_factor_width = fp32(1.5), x = a)[name = string(\"y\")];", ""},
     {F16 "[1, 3, 8, 8]> a", F16 "[1, 3, 16, 16]> y = upsample_bilinear(scale_factor_height = fp32(2), scale_factor_width = int32(2), x = a)[name = string(\"y\")];",
      "upsample_bilinear: argument 'scale_factor_width' is int32 but 'scale_factor_height' is fp32; they must have the same dtype"},
+    /* rnn, gru, lstm, random_categorical */
+    {"tensor<fp32, [5, 2, 3]> x, tensor<fp32, [2, 4]> h, tensor<fp32, [4, 3]> wi, tensor<fp32, [4, 4]> wh",
+     "tensor<fp32, [5, 2, 4]> y, tensor<fp32, [2, 4]> hn = rnn(initial_h = h, output_sequence = bool(true), weight_hh = wh, weight_ih = wi, x = x)[name = string(\"y\")];",
+     "rnn: argument 'weight_ih' must be a const, but 'wi' is computed at run time\nrnn: argument 'weight_hh' must be a const, but 'wh' is computed at run time"},
+    {"tensor<fp32, [5, 2, 3]> x, tensor<fp32, [2, 2]> h",
+     "tensor<fp32, [2, 3]> wi = const()[name = string(\"wi\"), val = tensor<fp32, [2, 3]>([[1, 0, 0], [0, 1, 0]])]; tensor<fp32, [2, 2]> wh = const()[name = string(\"wh\"), val = tensor<fp32, [2, 2]>([[1, 0], [0, 1]])]; "
+     "tensor<fp32, [5, 2, 2]> y, tensor<fp32, [2, 2]> hn = rnn(initial_h = h, output_sequence = bool(true), weight_hh = wh, weight_ih = wi, x = x)[name = string(\"y\")];", ""},
+    {"tensor<fp32, [5, 2, 3]> x, tensor<fp32, [2, 1]> h",
+     "tensor<fp32, [3, 3]> wi = const()[name = string(\"wi\"), val = tensor<fp32, [3, 3]>([[1, 0, 0], [0, 1, 0], [0, 0, 1]])]; tensor<fp32, [3, 1]> wh = const()[name = string(\"wh\"), val = tensor<fp32, [3, 1]>([[1], [0], [1]])]; "
+     "tensor<fp32, [1, 2, 1]> y, tensor<fp32, [2, 1]> hn = gru(initial_h = h, weight_hh = wh, weight_ih = wi, x = x)[name = string(\"y\")];", ""},
+    {"tensor<fp32, [5, 2, 3]> x, tensor<fp32, [2, 1]> h, tensor<fp32, [2, 1]> c",
+     "tensor<fp32, [4, 3]> wi = const()[name = string(\"wi\"), val = tensor<fp32, [4, 3]>([[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 1]])]; tensor<fp32, [4, 1]> wh = const()[name = string(\"wh\"), val = tensor<fp32, [4, 1]>([[1], [0], [1], [0]])]; "
+     "tensor<fp32, [5, 2, 1]> y, tensor<fp32, [2, 1]> hn, tensor<fp32, [2, 1]> cn = lstm(initial_c = c, initial_h = h, output_sequence = bool(true), weight_hh = wh, weight_ih = wi, x = x)[name = string(\"y\")];", ""},
+    {"tensor<fp32, [5, 2, 3]> x, tensor<fp32, [2, 1]> h, tensor<fp32, [2, 1]> c",
+     "tensor<fp32, [4, 3]> wi = const()[name = string(\"wi\"), val = tensor<fp32, [4, 3]>([[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 1]])]; tensor<fp32, [4, 1]> wh = const()[name = string(\"wh\"), val = tensor<fp32, [4, 1]>([[1], [0], [1], [0]])]; "
+     "tensor<fp32, [1, 2, 2]> y, tensor<fp32, [2, 2]> hn, tensor<fp32, [2, 2]> cn = lstm(direction = string(\"bidirectional\"), initial_c = c, initial_h = h, weight_hh = wh, weight_ih = wi, x = x)[name = string(\"y\")];",
+     "lstm: a bidirectional lstm needs 'weight_ih_back' and 'weight_hh_back'"},
+    {F16 "[2, 5]> a", F16 "[2, 3]> y = random_categorical(seed = int32(7), size = int32(3), x = a)[name = string(\"y\")];", ""},
+    {F16 "[2, 5]> a", F16 "[2, 3]> y = random_categorical(size = int32(0), x = a)[name = string(\"y\")];",
+     "random_categorical: 'size' must be a positive integer"},
     /* cond, while_loop: nested blocks */
     {"bool p, " F16 "[2]> x", F16 "[2]> y = cond(pred = p)[name = string(\"y\")] { () { " F16 "[2]> a = relu(x = x)[name = string(\"a\")]; } -> (a); () { } -> (x); };", ""},
     {"bool p, " F16 "[2]> x, " F16 "[3]> z", F16 "[2]> y = cond(pred = p)[name = string(\"y\")] { () { } -> (x); () { } -> (z); };",

@@ -35,9 +35,9 @@ with tempfile.TemporaryDirectory() as work:
     cdir = os.path.join(work, "cache")
     x = (np.random.RandomState(1).randn(1, 128, 1, 32) * 0.5).astype(np.float16)
     with milc.Cache(cdir) as cache:
-        progs = milc.build(cache, "tiny", chunk=1)
+        progs = milc.build(cache, "tiny", chunk=1, io="split")  # split I/O: y feeds the next x as it is
         check(len(progs) == 2 and all(p.outcome == "built" for p in progs), f"tiny in chunks of 1: {progs}")
-        again = cache.build("tiny", chunk=1)
+        again = cache.build("tiny", chunk=1, io="split")
         check([p.key for p in again] == [p.key for p in progs] and all(p.outcome != "built" for p in again),
               "the same request again: every chunk a hit, same keys")
         y = x
@@ -56,7 +56,7 @@ with tempfile.TemporaryDirectory() as work:
         for i in range(2):
             out = os.path.join(work, f"o{i}")
             subprocess.run([milc_exe, "--cache-dir", os.path.join(work, "cli-cache"), "run", "--model", "tiny",
-                            "--layers", "1", "--first_layer", str(i), "--input", f"x={prev}", "-o", out, "-q"], check=True)
+                            "--io", "split", "--layers", "1", "--first_layer", str(i), "--input", f"x={prev}", "-o", out, "-q"], check=True)
             prev = os.path.join(out, "y.npy")
         want = np.load(prev)
         check(want.dtype == y.dtype and np.array_equal(want, y) and np.abs(y).max() > 0,
@@ -76,7 +76,7 @@ with tempfile.TemporaryDirectory() as work:
 
         man = os.path.join(work, "manifest.txt")
         with open(man, "w") as f:
-            f.write("# two requests\n--model tiny --chunk 1\n--model tiny --layers 1 --mode 1\n")
+            f.write("# two requests\n--model tiny --chunk 1 --io split\n--model tiny --layers 1 --mode 1\n")
         r = cache.prewarm(man)
         check(r == {"programs": 3, "built": 1, "hits": 2, "failed": 0}, f"prewarm: {r}")
         with open(man, "w") as f:

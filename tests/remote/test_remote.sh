@@ -83,7 +83,7 @@ expect_in "$OUT" "0 bad entries"
 
 # ---- a read-only consumer never writes ----
 before=$(rcli dbsize)
-expect_rc 0 "$MILC" --cache-dir "$(fresh ro)" "${R[@]}" --remote-readonly "${B[@]}" --seq 24
+expect_rc 0 "$MILC" --cache-dir "$(fresh ro)" "${R[@]}" --remote-readonly "${B[@]}" --seq 80
 expect_eq "$(field "$OUT" outcome)" miss
 expect_eq "$(rcli dbsize)" "$before"
 expect_rc 2 "$MILC" --cache-dir "$WORK/ro" "${R[@]}" --remote-readonly cache push

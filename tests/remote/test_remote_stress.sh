@@ -82,7 +82,7 @@ if [ "$persisted" -le $((entries * 28)) ]; then ok; else fail "$persisted perman
 redis_start "" --maxmemory 6mb --maxmemory-policy allkeys-random
 M=(--remote "redis://127.0.0.1:$REDIS_PORT" --remote-key-file "$KEY")
 export MILC_REMOTE_CHUNK=65536
-expect_rc 0 "$MILC" --cache-dir "$(fresh mm)" "${M[@]}" build --model tiny --seq $(seq -s, 16 35) --json
+expect_rc 0 "$MILC" --cache-dir "$(fresh mm)" "${M[@]}" build --model tiny --seq $(seq -s, 16 16 320) --json
 expect_rc 0 "$MILC" "${M[@]}" --json cache stat --remote
 expect_json "$OUT" "j['remote']['evicted_keys'] > 0"
 keys=$("$MILC" --cache-dir "$WORK/mm" --json cache ls | "$PY" -c "import json,sys; print(' '.join(e['key'] for e in json.load(sys.stdin)))")
@@ -94,5 +94,5 @@ done
 echo "maxmemory: $whole entries whole, $gone evicted in part or whole"
 if [ "$gone" -gt 0 ]; then ok; else fail "maxmemory evicted nothing: the test did not test"; fi
 # a build against it is never wrong, only slower
-expect_rc 0 "$MILC" --cache-dir "$(fresh mb)" "${M[@]}" build --model tiny --seq $(seq -s, 16 25) --json
+expect_rc 0 "$MILC" --cache-dir "$(fresh mb)" "${M[@]}" build --model tiny --seq $(seq -s, 16 16 160) --json
 verify_clean "$WORK/mb"

@@ -278,6 +278,22 @@ static int chain_build(Chain *c, int mode, int64_t m, const int64_t (*kn)[2], in
         for (int g = 0; g < ng; g++) {
             int64_t k = kn[g][0], n = kn[g][1];
             size_t cnt = (size_t)(k * n);
+            int y = rtb_temp(b, RT_F32, 2, (const int64_t[]){m, n});
+            if (wdt == RT_U8) { /* 4-bit palettized: packed indices, one palette of 16 per weight */
+                uint8_t *ix = malloc(cnt / 2);
+                float pal[16];
+                for (size_t i = 0; i < cnt / 2; i++) ix[i] = (uint8_t)(rng_f() * 1e4f);
+                for (int i = 0; i < 16; i++) pal[i] = rng_f() * 0.03f;
+                int wi = rtb_weight(b, "ix", RT_U8, 2, (const int64_t[]){n, k / 2}, ix);
+                int li = rtb_weight(b, "lut", RT_F32, 1, (const int64_t[]){16}, pal);
+                free(ix);
+                RtLutParams lp = {.bits = 4, .bn = 1, .bk = 1};
+                rtb_op(b, RT_OP_LUT_GEMM, (const int[]){cur, wi, li}, 3, &y, 1, &lp, sizeof lp);
+                cur = y;
+                c->flops += 2.0 * (double)(m * k * n);
+                c->wbytes += (double)(cnt / 2 + sizeof pal);
+                continue;
+            }
             void *w = malloc(cnt * 4);
             if (wdt == RT_F16)
                 for (size_t i = 0; i < cnt; i++) ((uint16_t *)w)[i] = float_to_half(rng_f() * 0.03f);
@@ -285,7 +301,6 @@ static int chain_build(Chain *c, int mode, int64_t m, const int64_t (*kn)[2], in
                 for (size_t i = 0; i < cnt; i++) ((float *)w)[i] = rng_f() * 0.03f;
             int wi = rtb_weight(b, "w", wdt, 2, (const int64_t[]){n, k}, w);
             free(w);
-            int y = rtb_temp(b, RT_F32, 2, (const int64_t[]){m, n});
             RtGemmParams p = {.layout = RT_GEMM_ROWS};
             rtb_op(b, RT_OP_GEMM, (const int[]){cur, wi}, 2, &y, 1, &p, sizeof p);
             cur = y;
@@ -395,11 +410,39 @@ static double dispatch_cost(int mode, int n, int nth, double *per_op) {
     return best / (double)(st.dispatches ? st.dispatches : 1);
 }
 
+/* Decode over 4-bit palettized weights (RT_OP_LUT_GEMM, issue #16's goal:
+ * <= 1.5x the time to stream the packed bytes), GPT-2's layer GEMMs times
+ * 24 (~51 MB of indices, past the caches), against the bandwidth of
+ * reading its own weight sections in the same run; the fp16 GEMV of the
+ * same shapes beside it. */
+static void lut_decode(int nth) {
+    static const int64_t layer[][2] = {{768, 2304}, {2304, 768}, {768, 3072}, {3072, 768}};
+    for (int r = 0; r < 3; r++) {
+        Chain c4, c16;
+        chain_build(&c4, RT_MODE_BONDED, 1, layer, 4, 24, RT_U8, nth);
+        chain_build(&c16, RT_MODE_BONDED, 1, layer, 4, 24, RT_F16, nth);
+        double t4 = chain_time(&c4, 20, NULL), t16 = chain_time(&c16, 20, NULL);
+        BwRange wr[256];
+        double bw4 = bandwidth_ranges(wr, artifact_ranges(c4.a, wr, 0, 256), nth, 20);
+        double bw16 = bandwidth_ranges(wr, artifact_ranges(c16.a, wr, 0, 256), nth, 20);
+        printf("decode GEMV M=1, 24 layers, %d threads: 4-bit palettized %.1f MB %.3f ms, streaming them %.3f ms (%.1f GB/s): "
+               "ratio %.2f; fp16 %.1f MB %.3f ms: ratio %.2f; 4-bit / fp16 time %.2f\n",
+               nth, c4.wbytes * 1e-6, t4 * 1e3, c4.wbytes / bw4 * 1e3, bw4 * 1e-9, t4 / (c4.wbytes / bw4), c16.wbytes * 1e-6,
+               t16 * 1e3, t16 / (c16.wbytes / bw16), t4 / t16);
+        chain_free(&c4);
+        chain_free(&c16);
+    }
+}
+
 int main(int argc, char **argv) {
     int nth = argc > 1 ? atoi(argv[1]) : 2;
     if (nth < 1 || nth > 64) {
-        fprintf(stderr, "usage: bench_rt [THREADS (1..64, default 2)] [decode|prefill]\n");
+        fprintf(stderr, "usage: bench_rt [THREADS (1..64, default 2)] [decode|prefill|lut]\n");
         return 2;
+    }
+    if (argc > 2 && strcmp(argv[2], "lut") == 0) { /* just the palettized decode */
+        lut_decode(nth);
+        return 0;
     }
     if (argc > 2 && strcmp(argv[2], "decode") == 0) { /* just the 12-layer decode, for profiling */
         static const int64_t layer[][2] = {{768, 2304}, {2304, 768}, {768, 3072}, {3072, 768}};

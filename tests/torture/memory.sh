@@ -60,12 +60,37 @@ clean_refusal "4 GiB arena, --max-memory 64M" "the limit of 67108864"
 m --max-memory 64Q run big.milc --input x=x.npy -o o
 if [ "$RC" = 2 ]; then ok; else fail "--max-memory 64Q: exit $RC"; fi
 
-# emit: a seq inside the template's range whose mask alone is 2 or 8 GiB.
+# build: a seq inside the template's range whose mask alone is 2 or 8 GiB
+# (a build holds its weights in memory, as the artifact).
 for seq in 32768 65536; do
-  capped emit --model tiny --seq $seq -o e$seq
-  clean_refusal "emit --seq $seq" "max-memory"
-  [ ! -e e$seq/model.mil ] && ok || fail "emit --seq $seq left model.mil"
+  capped --cache-dir c build --model tiny --seq $seq
+  clean_refusal "build --seq $seq" "max-memory"
 done
+# emit streams its weights to the file: a 288 MiB mask (--seq 12288) in
+# 100 MB of address space, in a few MB of RSS.
+if [ $SAN = 0 ]; then
+  ( ulimit -v 100000; exec "$MILC" emit --model tiny --seq 12288 -o e12288 ) > .out 2> .err
+  RC=$? ERR=$(cat .err)
+  no_crash "emit --seq 12288 in 100 MB"
+  [ "$RC" = 0 ] && [ "$(stat -c %s e12288/weights/weight.bin)" -gt 302000000 ] && ok \
+    || fail "emit --seq 12288 in 100 MB: exit $RC: $ERR"
+  kb=$(peak_kb emit --model tiny --seq 12288 -o e12288)
+  if [ "$kb" -lt 60000 ]; then ok; else fail "emit of a 288 MiB mask peaked at $kb KB"; fi
+  rm -rf e12288
+fi
+# --seq 65536 (an 8 GiB mask) into a 20 MiB tmpfs: the disk fills, not the
+# memory; a clean ENOSPC and no weight file.
+mkdir -p small
+if mount -t tmpfs -o size=20m tmpfs small 2> /dev/null; then
+  capped emit --model tiny --seq 65536 -o small/e
+  if [ "$RC" = 3 ] && printf '%s' "$ERR" | grep -q "No space left on device"; then ok
+  else fail "emit --seq 65536 into 20 MiB: exit $RC: $ERR"; fi
+  [ ! -e small/e/weights/weight.bin ] && [ ! -e small/e/model.mil ] && ok || fail "emit --seq 65536 left files"
+  [ -z "$(ls small/e/weights 2> /dev/null)" ] && ok || fail "emit --seq 65536 left a temp file: $(ls small/e/weights)"
+  umount small
+else
+  echo "memory.sh: cannot mount a tmpfs here (not root?): the 8 GiB emit is skipped"
+fi
 # A template run into more text than the limit allows (1000 layers).
 m --max-memory 64M emit --model tiny --layers 1000 --model-layers 1000 -o many
 clean_refusal "1000 layers under 64M" "bytes of MIL"

@@ -20,14 +20,20 @@
 
 #include <stdbool.h>
 
+#include "milc/blob.h"
 #include "milc/diag.h"
 #include "milc/ir.h"
 #include "milc/rt.h"
 
 typedef struct BackendOptions {
-    int mode;               /* 0, 1 or 2 (RT_MODE_*) */
+    int mode;               /* RT_MODE_* (milc/plan.h's table) */
     const char *model_path; /* directory @model_path names; NULL: the MIL file's directory */
     bool own_weights;       /* weight files are milc's own scratch: mapped, not read (milblob_open_own) */
+    /* Or NULL; else the file every BLOBFILE names (a build's weights, made
+     * in memory), and with weights_image its memory: each weight's pages go
+     * back to the OS once packed into the artifact. */
+    const MilBlobFile *weights;
+    const MilBlobImage *weights_image;
     const char *dump_stage; /* NULL, or one of backend_stage_names() */
     char **dump_out;        /* receives the malloc'd MIL text of dump_stage (caller frees) */
     int threads;            /* reserved: the thread count is a load option (RtLoadOptions) */

@@ -65,6 +65,11 @@ int milblob_parse(MilBlobFile *f, const char *name, const void *bytes, size_t si
  * (a build's weight.bin): mapped, not read, since nobody else can truncate it
  * there, and a check that reads only record headers then costs nothing. */
 int milblob_open_own(MilBlobFile *f, const char *path, DiagSink *d);
+/* Validate a weight file as milblob_open does, reading only the header,
+ * the records and the padding between blobs (by pread): memory and time do
+ * not grow with the data.  Every record's data is NULL and bytes is NULL: for
+ * a reader that needs the layout only (the checker). */
+int milblob_open_records(MilBlobFile *f, const char *path, DiagSink *d);
 void milblob_close(MilBlobFile *f);
 /* The record whose metadata starts at offset, or NULL. */
 const MilBlobRecord *milblob_find(const MilBlobFile *f, uint64_t offset);
@@ -93,9 +98,45 @@ uint64_t milblob_writer_add(MilBlobWriter *w, uint32_t dtype, const void *data, 
  * offset in *offset.  Lets a generator produce weights without a copy.
  * NULL (and *offset = UINT64_MAX) after a sticky error. */
 void *milblob_writer_reserve(MilBlobWriter *w, uint32_t dtype, uint64_t size, uint64_t *offset);
+/* The most milblob_writer_take hands out at a time. */
+enum { MILBLOB_TAKE_MAX = 1u << 20 };
+/* Append a blob of size bytes whose data the caller then supplies in order,
+ * piece by piece, through milblob_writer_take: the writer's memory stays
+ * bounded (a few MiB) whatever the blob's size.  Returns the record offset,
+ * or UINT64_MAX after a sticky error.  Writing anything else (or finishing)
+ * before all size bytes were taken is a sticky error. */
+uint64_t milblob_writer_begin(MilBlobWriter *w, uint32_t dtype, uint64_t size);
+/* The next n bytes (n <= MILBLOB_TAKE_MAX and <= what the blob begun last
+ * still lacks) of that blob, for the caller to fill before its next writer
+ * call.  NULL after a sticky error (n too large included). */
+void *milblob_writer_take(MilBlobWriter *w, size_t n);
+/* The digest milblob_file_digest gives for the file written so far, made as
+ * the bytes went by (no read back).  Call before finish. */
+void milblob_writer_digest(MilBlobWriter *w, uint8_t out[16]);
 /* Write the header, flush, rename into place.  Frees w.  0 or -1. */
 int milblob_writer_finish(MilBlobWriter *w, DiagSink *d);
 /* Discard everything written; frees w. */
 void milblob_writer_abort(MilBlobWriter *w);
+
+/* A weight file made in memory, no file at all: a build compiles its
+ * weights and throws them away, so they need not go through the page cache
+ * (where a chunk's weights cost a second copy of them, and the first chunk
+ * the price of memory never touched before). */
+typedef struct MilBlobImage {
+    uint8_t *bytes; /* the file's bytes (milblob_parse them), size of them */
+    size_t size;
+    size_t maplen;  /* of the mapping behind them */
+} MilBlobImage;
+/* A writer into memory laid out for exactly size bytes of file (a generator
+ * knows its layout): pieces taken are the file's own bytes, never copied.
+ * Writing past size is a sticky error. */
+MilBlobWriter *milblob_writer_open_mem(uint64_t size, DiagSink *d);
+/* Finish into *out (the caller frees it with milblob_image_free).  Frees w.
+ * 0, or -1 with the writer's sticky error added to d. */
+int milblob_writer_finish_mem(MilBlobWriter *w, MilBlobImage *out, DiagSink *d);
+void milblob_image_free(MilBlobImage *m);
+/* The bytes [p, p + n) of the image will not be read again: their whole
+ * pages go back to the OS (and read as zeros after). */
+void milblob_image_discard(const MilBlobImage *m, const void *p, size_t n);
 
 #endif

@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "milc/blob.h"
 #include "milc/diag.h"
 
 typedef struct GenTemplateSet GenTemplateSet;
@@ -174,6 +175,10 @@ typedef struct GenOptions {
     bool raw;
     /* The output directory is scratch (a build's): files are not fsynced. */
     bool scratch;
+    /* The weights are made in memory (GenResult.weights) and no file is
+     * written: dir only names @model_path.  A build's, whose weights are
+     * compiled and dropped (implies scratch's limit check). */
+    bool in_memory;
     /* The weights, already read (gen_weights_open of the same string), or
      * NULL: read here. */
     const GenWeights *source;
@@ -200,6 +205,8 @@ typedef struct GenResult {
     int noutputs;
     int nweights;
     uint64_t weight_file_bytes; /* size of weights/weight.bin (0 when not written) */
+    uint8_t weights_digest[16]; /* its milblob_file_digest, made while writing (when written) */
+    MilBlobImage weights;       /* with GenOptions.in_memory: the weight file's bytes */
 } GenResult;
 
 /* Generate the program of a resolved config.  With dir non-NULL, writes the

@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "milc/arena.h"
+#include "milc/blob.h"
 #include "milc/diag.h"
 #include "milc/ir.h"
 
@@ -22,6 +23,7 @@ typedef struct MilCheckOptions {
     MilTarget target;
     const char *model_path; /* the dir @model_path names; NULL: the MIL file's directory */
     bool own_weights;       /* weight files are milc's own scratch: mapped, not read (milblob_open_own) */
+    const MilBlobFile *weights; /* or NULL; else the file every BLOBFILE names (a build's, made in memory) */
 } MilCheckOptions;
 
 /* Parse text; file is the name used in SrcLocs.  Returns the program

@@ -267,6 +267,17 @@
     X(UPSAMPLE_BILINEAR, "upsample_bilinear",                                                  \
       "x:T scale_factor_height:S{fp32,int32}#0!?=1 scale_factor_width:S{fp32,int32}#0!?=1 "     \
       "align_corners:bool#0!?=true half_pixel_centers:bool#0!?>16=false", upsample) \
+    X(RNN, "rnn", "x:T{fp32;17:fp16} initial_h:T weight_ih:T! weight_hh:T! bias:T!? direction:string#0!?=forward " \
+      "output_sequence:bool#0!?=false activation:string#0!?=tanh", recurrent)                   \
+    X(GRU, "gru", "x:T{fp32;17:fp16} initial_h:T weight_ih:T! weight_hh:T! bias:T!? direction:string#0!?=forward " \
+      "output_sequence:bool#0!?=false recurrent_activation:string#0!?=sigmoid activation:string#0!?=tanh " \
+      "reset_after:bool#0!?>18=false input_bias:T!?>18", recurrent)                              \
+    X(LSTM, "lstm", "x:T{fp32;17:fp16} initial_h:T initial_c:T weight_ih:T! weight_hh:T! bias:T!? peephole:T!? " \
+      "weight_ih_back:T!? weight_hh_back:T!? bias_back:T!? peephole_back:T!? direction:string#0!?=forward " \
+      "output_sequence:bool#0!?=false recurrent_activation:string#0!?=sigmoid cell_activation:string#0!?=tanh " \
+      "activation:string#0!?=tanh clip:T#0!?", recurrent)                                       \
+    X(RANDOM_CATEGORICAL, "random_categorical",                                                \
+      "x:T mode:string#0!?=logits size:int32#0!?=1 seed:int32#0!?=-1", random_categorical)     \
     X(COND, "cond", "pred:bool#0", cond)                                                       \
     X(WHILE_LOOP, "while_loop", "loop_vars:any*", while_loop)
 

@@ -712,6 +712,33 @@ FAMILIES.update({
 })
 
 
+def g_recurrent(op):
+    def g():
+        gates = {"rnn": 1, "gru": 3, "lstm": 4}[op]
+        seq, b, i, h = (rng.randint(1, 4) for _ in range(4))
+        dt = rng.choice(["fp32", "fp32", "fp16"])
+        hw = h if rng.random() < 0.9 else h + 1
+        a = {"x": In([seq, b, i], dt), "initial_h": In([b, h], dt),
+             "weight_ih": rand_const((gates * h, i), dt), "weight_hh": rand_const((gates * hw, h) if op != "rnn" else (h, h), dt)}
+        if op == "lstm":
+            a["initial_c"] = In([b, h], dt)
+        if rng.random() < 0.5:
+            a["output_sequence"] = const(rng.random() < 0.5, "bool")
+        if rng.random() < 0.3:
+            a["direction"] = const(rng.choice(["forward", "reverse", "sideways"]), "string")
+        return a
+    return g
+
+
+def g_random_categorical():
+    return {"x": In(shape(), rng.choice(["fp16", "fp32"])), "size": const(rng.randint(1, 4), "int32"),
+            "seed": const(rng.randint(0, 9), "int32")}
+
+
+FAMILIES.update({"rnn": g_recurrent("rnn"), "gru": g_recurrent("gru"), "lstm": g_recurrent("lstm"),
+                 "random_categorical": g_random_categorical})
+
+
 # ---- coremltools side ----
 
 def oracle_case(op, opset, a):

@@ -42,8 +42,34 @@ typedef enum {
     RT_U8 = 5, /* raw bytes: a compressed weight's packed indices (weight storage only) */
 } RtDType;
 
-/* Compile modes, as in DESIGN.md. */
-enum { RT_MODE_BOTH = 0, RT_MODE_NONBONDED = 1, RT_MODE_BONDED = 2 };
+/* Compile modes: which programs an artifact carries.  RT_MODE_TABLE is the
+ * one place a mode is defined; the backend (what to lower), the artifact
+ * format (what to accept), the loader, the key and note readers and the
+ * CLI's parsing and help all read it, through rt_mode or these macros.
+ *   X(ID, number, name, bonded program, non-bonded program, what it produces) */
+#define RT_MODE_TABLE(X)                                                                              \
+    X(BONDED, 2, "bonded", 1, 0, "one fused program: few dispatches, no inspectable temporaries")     \
+    X(NONBONDED, 1, "non-bonded", 0, 1, "one dispatch per MIL op: every intermediate inspectable")    \
+    X(BOTH, 0, "both", 1, 1, "both programs in one artifact (run either; the ops checked the same)")
+#define RT_MODE_DEFAULT_N 2 /* bonded */
+#define RT_MODE_ENUM_(id, n, ...) RT_MODE_##id = n,
+#define RT_MODE_COUNT_(...) +1
+enum { RT_MODE_TABLE(RT_MODE_ENUM_) RT_NMODES = 0 RT_MODE_TABLE(RT_MODE_COUNT_), RT_MODE_DEFAULT = RT_MODE_DEFAULT_N };
+/* The modes for help text, a string literal:
+ * "compile mode: 2=bonded 1=non-bonded 0=both (default 2)". */
+#define RT_MODE_STR_(x) #x
+#define RT_MODE_STR(x) RT_MODE_STR_(x)
+#define RT_MODE_HELP_(id, n, name, ...) " " #n "=" name
+#define RT_MODES_HELP "compile mode:" RT_MODE_TABLE(RT_MODE_HELP_) " (default " RT_MODE_STR(RT_MODE_DEFAULT_N) ")"
+typedef struct RtModeInfo {
+    int mode;
+    const char *name;
+    int bonded;           /* the artifact carries the bonded (fused) program */
+    int nonbonded;        /* ... the non-bonded one */
+    const char *produces;
+} RtModeInfo;
+/* The mode's row, or NULL when mode is no compile mode. */
+const RtModeInfo *rt_mode(int mode);
 /* Programs inside a plan; mode 0 records both. */
 typedef enum { RT_PROG_BONDED = 0, RT_PROG_NONBONDED = 1 } RtProgram;
 
@@ -73,6 +99,8 @@ typedef enum {
     RT_OP_CONV,       /* RtConvParams: x, W[, bias] -> y (direct, any groups; transposed) */
     RT_OP_POOL,       /* RtConvParams: x -> y (max / avg / l2 pooling)       */
     RT_OP_LUT_GEMM,   /* RtLutParams: x, indices(U8), lut[, bias] -> y (palettized linear) */
+    RT_OP_CUMSUM,     /* RtScanParams: x -> y (F32 or I32)                    */
+    RT_OP_GATHER_AXIS, /* RtAxisParams: x, indices(I32, y's shape) -> y      */
     RT_OP_COUNT_
 } RtOpKind;
 
@@ -260,11 +288,17 @@ typedef struct {
     int32_t bits, bn, bk, has_bias;
 } RtLutParams;
 
+/* cumsum along axis: exclusive leaves each element out of its own sum,
+ * reverse sums from the end.  int32 sums wrap. */
+typedef struct {
+    int32_t axis, exclusive, reverse, reserved;
+} RtScanParams;
+
 /* ---- the builder ---- */
 typedef struct RtPlanBuilder RtPlanBuilder;
 typedef struct RtArtifact RtArtifact; /* see rt.h */
 
-/* A new empty plan for compile mode 0, 1 or 2.  NULL when out of memory or
+/* A new empty plan for a compile mode (RT_MODE_*).  NULL when out of memory or
  * mode is invalid.  Owned by the caller; free with rtb_free. */
 RtPlanBuilder *rtb_new(int mode);
 void rtb_free(RtPlanBuilder *b);
@@ -292,6 +326,11 @@ int rtb_weight(RtPlanBuilder *b, const char *name, RtDType dtype, int rank, cons
  * of every weight that rtb_finish repacks anyway (e.g. from a mapped file). */
 int rtb_weight_ref(RtPlanBuilder *b, const char *name, RtDType dtype, int rank, const int64_t *dims,
                    const void *data);
+/* fn(ctx, data, n) is called (from any of rtb_finish's threads) once the
+ * bytes of a borrowed weight were read for the last time, packed or copied;
+ * never for bytes two weights share.  The owner may drop them then: a
+ * build's weights and its packed artifact are then never both whole. */
+void rtb_on_consumed(RtPlanBuilder *b, void (*fn)(void *ctx, const void *data, size_t n), void *ctx);
 /* An intermediate of internal dtype F32, I32 or BOOL.  rtb_finish places it
  * in the arena of each program that uses it (both programs of mode 0 may
  * write the same output buffer). */

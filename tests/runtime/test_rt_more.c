@@ -1,0 +1,155 @@
+/* test_rt_more.c — the convolution and palettized-linear kernels against
+ * naive double-precision references, each through a one-op plan on 1 and 2
+ * threads (ctest runs it once per kernel variant, and under qemu for NEON),
+ * and the checks that refuse their bad parameters.  The elementwise,
+ * reduction and pooling ops are checked end to end by tests/backend. */
+#include "rt_internal.h"
+#include "rt_test_util.h"
+#include "test.h"
+
+/* x [2, 3, 5, 4] -> [2, 7, 6, 3], padded 1 above and 2 to the left. */
+TEST(pad_nhwc) {
+    int64_t xd[4] = {2, 3, 5, 4}, yd[4] = {2, 7, 6, 3};
+    float *x = rand_f32(numel_of(4, xd)), y[2 * 7 * 6 * 3];
+    double ref[2 * 7 * 6 * 3];
+    for (int b = 0; b < 2; b++)
+        for (int h = 0; h < 7; h++)
+            for (int w = 0; w < 6; w++)
+                for (int c = 0; c < 3; c++) {
+                    int ih = h - 1, iw = w - 2;
+                    ref[((b * 7 + h) * 6 + w) * 3 + c] = ih >= 0 && ih < 5 && iw >= 0 && iw < 4 ? x[((b * 3 + c) * 5 + ih) * 4 + iw] : 0;
+                }
+    RtConvParams p = {.nsp = 2, .groups = 1, .k = {3, 3, 1}, .stride = {1, 1, 1}, .dil = {1, 1, 1}, .pad_lo = {1, 2, 0},
+                      .pad_hi = {1, 0, 0}, .out = {5, 4, 1}};
+    TArg in[1] = {{RT_F32, 4, {2, 3, 5, 4}, x, 0}};
+    for (int nth = 1; nth <= 2; nth++) {
+        CHECK_EQ_INT(run_op(RT_OP_PAD_NHWC, &p, sizeof p, in, 1, RT_F32, 4, yd, y, nth), RT_OK);
+        CHECK(rel_max_err(y, ref, 2 * 7 * 6 * 3) == 0);
+    }
+    free(x);
+}
+
+/* Kernel 3x2, strides (2, 1), dilations (1, 3), 70 output channels (two
+ * panels, the second partial), on x already padded channels last. */
+TEST(conv_gemm) {
+    enum { B = 2, HP = 7, WP = 9, C = 5, KH = 3, KW = 2, CO = 70, HO = 3, WO = 6 };
+    int64_t xd[4] = {B, HP, WP, C}, wd[2] = {KH * KW * C, CO}, yd[4] = {B, CO, HO, WO};
+    float *x = rand_f32(B * HP * WP * C), *w = rand_f32(KH * KW * C * CO), *bias = rand_f32(CO);
+    float *y = malloc(sizeof(float) * B * CO * HO * WO);
+    double *ref = malloc(sizeof(double) * B * CO * HO * WO);
+    for (int b = 0; b < B; b++)
+        for (int n = 0; n < CO; n++)
+            for (int oy = 0; oy < HO; oy++)
+                for (int ox = 0; ox < WO; ox++) {
+                    double s = bias[n];
+                    for (int ky = 0; ky < KH; ky++)
+                        for (int kx = 0; kx < KW; kx++)
+                            for (int c = 0; c < C; c++)
+                                s += (double)x[((b * HP + oy * 2 + ky) * WP + ox + kx * 3) * C + c] * w[((ky * KW + kx) * C + c) * CO + n];
+                    ref[((b * CO + n) * HO + oy) * WO + ox] = s;
+                }
+    RtConvParams p = {.nsp = 2, .groups = 1, .has_bias = 1, .k = {KH, KW, 1}, .stride = {2, 1, 1}, .dil = {1, 3, 1},
+                      .out = {HO, WO, 1}};
+    TArg in[3] = {{RT_F32, 4, {B, HP, WP, C}, x, 0}, {RT_F32, 2, {wd[0], wd[1]}, w, 1}, {RT_F32, 1, {CO}, bias, 1}};
+    (void)xd;
+    for (int nth = 1; nth <= 2; nth++) {
+        CHECK_EQ_INT(run_op(RT_OP_CONV_GEMM, &p, sizeof p, in, 3, RT_F32, 4, yd, y, nth), RT_OK);
+        CHECK(rel_max_err(y, ref, B * CO * HO * WO) < 2e-5);
+    }
+    /* an x one row short of the last output's taps is refused, not read past */
+    RtPlanBuilder *b = rtb_new(RT_MODE_BONDED);
+    int xi = rtb_input(b, "x", RT_F32, 4, (const int64_t[]){B, HP - 1, WP, C});
+    int wi = rtb_weight(b, "w", RT_F32, 2, wd, w), bi = rtb_weight(b, "b", RT_F32, 1, (const int64_t[]){CO}, bias);
+    int yi = rtb_temp(b, RT_F32, 4, yd);
+    CHECK(rtb_op(b, RT_OP_CONV_GEMM, (const int[]){xi, wi, bi}, 3, &yi, 1, &p, sizeof p) < 0);
+    CHECK(strstr(rtb_error(b), "short") != NULL);
+    rtb_free(b);
+    free(x), free(w), free(bias), free(y), free(ref);
+}
+
+/* Transposed, 2 groups, stride 2, dilation 2, a pad of 1: the direct kernel. */
+TEST(conv_transpose_direct) {
+    enum { B = 1, C = 4, H = 3, W = 4, OG = 3, G = 2, K = 2, HO = 5, WO = 7 };
+    int64_t yd[4] = {B, OG * G, HO, WO};
+    float *x = rand_f32(B * C * H * W), *w = rand_f32(C * OG * K * K), y[B * OG * G * HO * WO];
+    double ref[B * OG * G * HO * WO] = {0};
+    for (int ic = 0; ic < C; ic++)
+        for (int o = 0; o < OG; o++)
+            for (int i = 0; i < H; i++)
+                for (int j = 0; j < W; j++)
+                    for (int ky = 0; ky < K; ky++)
+                        for (int kx = 0; kx < K; kx++) {
+                            int oy = i * 2 + ky * 2 - 1, ox = j * 2 + kx * 2 - 1, oc = ic / (C / G) * OG + o;
+                            if (oy >= 0 && oy < HO && ox >= 0 && ox < WO)
+                                ref[(oc * HO + oy) * WO + ox] += (double)x[(ic * H + i) * W + j] * w[((ic * OG + o) * K + ky) * K + kx];
+                        }
+    RtConvParams p = {.nsp = 2, .groups = G, .transpose = 1, .k = {K, K, 1}, .stride = {2, 2, 1}, .dil = {2, 2, 1},
+                      .pad_lo = {1, 1, 0}, .pad_hi = {1, 1, 0}, .out = {HO, WO, 1}};
+    TArg in[2] = {{RT_F32, 4, {B, C, H, W}, x, 0}, {RT_F32, 4, {C, OG, K, K}, w, 1}};
+    for (int nth = 1; nth <= 2; nth++) {
+        CHECK_EQ_INT(run_op(RT_OP_CONV, &p, sizeof p, in, 2, RT_F32, 4, yd, y, nth), RT_OK);
+        CHECK(rel_max_err(y, ref, B * OG * G * HO * WO) < 2e-5);
+    }
+    free(x), free(w);
+}
+
+/* 4-bit indices, 2 x 2 palettes, K = 256 (whole 128-chunks: the AVX-512
+ * path) and K = 40 (the one-at-a-time path), M = 1 and 5 rows of x. */
+static void lut_case(int64_t m, int64_t k, int bits) {
+    enum { N = 6, BN = 2, BK = 2 };
+    int64_t pal = INT64_C(1) << bits, rowb = k * bits / 8;
+    float *x = rand_f32(m * k), *lut = rand_f32(BN * BK * pal), *bias = rand_f32(N), y[5 * N];
+    uint8_t *ix = malloc((size_t)(N * rowb));
+    for (int64_t i = 0; i < N * rowb; i++) ix[i] = (uint8_t)rng_u32();
+    double ref[5 * N];
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t n = 0; n < N; n++) {
+            double s = bias[n];
+            for (int64_t j = 0; j < k; j++) {
+                unsigned id = bits == 8 ? ix[n * rowb + j] : (ix[n * rowb + j / 2] >> (j % 2 * 4)) & 15u;
+                s += (double)x[r * k + j] * lut[((n / (N / BN)) * BK + j / (k / BK)) * pal + id];
+            }
+            ref[r * N + n] = s;
+        }
+    RtLutParams p = {.bits = bits, .bn = BN, .bk = BK, .has_bias = 1};
+    TArg in[4] = {{RT_F32, 2, {m, k}, x, 0}, {RT_U8, 2, {N, rowb}, ix, 1}, {RT_F32, 1, {BN * BK * pal}, lut, 1},
+                  {RT_F32, 1, {N}, bias, 1}};
+    for (int nth = 1; nth <= 2; nth++) {
+        CHECK_EQ_INT(run_op(RT_OP_LUT_GEMM, &p, sizeof p, in, 4, RT_F32, 2, (const int64_t[]){m, N}, y, nth), RT_OK);
+        CHECK(rel_max_err(y, ref, m * N) < 2e-5);
+    }
+    free(x), free(lut), free(bias), free(ix);
+}
+
+TEST(lut_gemm) {
+    lut_case(1, 256, 4);
+    lut_case(5, 256, 4);
+    lut_case(5, 40, 4);
+    lut_case(1, 24, 8);
+}
+
+TEST(lut_gemm_refuses_bad_shapes) {
+    RtPlanBuilder *b = rtb_new(RT_MODE_BONDED);
+    uint8_t ix[6 * 20] = {0};
+    float lut[16] = {0};
+    int x = rtb_input(b, "x", RT_F32, 2, (const int64_t[]){1, 40});
+    int iw = rtb_weight(b, "ix", RT_U8, 2, (const int64_t[]){6, 19}, ix); /* 40 4-bit indices are 20 bytes */
+    int lw = rtb_weight(b, "lut", RT_F32, 1, (const int64_t[]){16}, lut);
+    int y = rtb_temp(b, RT_F32, 2, (const int64_t[]){1, 6});
+    RtLutParams p = {.bits = 4, .bn = 1, .bk = 1};
+    CHECK(rtb_op(b, RT_OP_LUT_GEMM, (const int[]){x, iw, lw}, 3, &y, 1, &p, sizeof p) < 0);
+    CHECK(strstr(rtb_error(b), "indices must be [6, 20]") != NULL);
+    rtb_free(b);
+    b = rtb_new(RT_MODE_BONDED); /* packed indices are a weight type, never an activation */
+    CHECK(rtb_temp(b, RT_U8, 1, (const int64_t[]){4}) < 0);
+    rtb_free(b);
+}
+
+int main(void) {
+    RUN(pad_nhwc);
+    RUN(conv_gemm);
+    RUN(conv_transpose_direct);
+    RUN(lut_gemm);
+    RUN(lut_gemm_refuses_bad_shapes);
+    TEST_MAIN_END();
+}
