@@ -1708,8 +1708,9 @@ static void infer_recurrent(OpCtx *x) {
         if (!known) { ERR("'%s' \"%s\" is not one of tanh, scaled_tanh, sigmoid, hard_sigmoid, relu, linear", acts[k], a); return; }
     }
     int64_t h = x->op->kind == OP_RNN ? wi->dims[0] : wh->dims[1];
-    if (dim_known(h) && (h <= 0 || (dim_known(wh->dims[0]) && wh->dims[0] / h != gates) ||
-                         (lstm && dim_known(wi->dims[0]) && wi->dims[0] / h != gates))) {
+    bool gated = x->op->kind != OP_RNN;
+    if (dim_known(h) && (h <= 0 || (gated && dim_known(wh->dims[0]) && wh->dims[0] != gates * h) ||
+                         (gated && dim_known(wi->dims[0]) && wi->dims[0] != gates * h))) {
         ERR("'weight_ih' %s and 'weight_hh' %s must be [%d*H, input] and [%d*H, H]", fmt_dims(wi->dims, 2, s1, sizeof s1),
             fmt_dims(wh->dims, 2, s2, sizeof s2), gates, gates);
         return;

@@ -433,6 +433,11 @@ static const Case cases[] = {
     {"tensor<fp32, [5, 2, 3]> x, tensor<fp32, [2, 1]> h",
      "tensor<fp32, [3, 3]> wi = const()[name = string(\"wi\"), val = tensor<fp32, [3, 3]>([[1, 0, 0], [0, 1, 0], [0, 0, 1]])]; tensor<fp32, [3, 1]> wh = const()[name = string(\"wh\"), val = tensor<fp32, [3, 1]>([[1], [0], [1]])]; "
      "tensor<fp32, [1, 2, 1]> y, tensor<fp32, [2, 1]> hn = gru(initial_h = h, weight_hh = wh, weight_ih = wi, x = x)[name = string(\"y\")];", ""},
+    /* weight_hh must have exactly 3*H rows: 7 rows with H = 2 was taken (7 / 2 == 3) */
+    {"tensor<fp32, [5, 2, 3]> x, tensor<fp32, [2, 2]> h",
+     "tensor<fp32, [6, 3]> wi = const()[name = string(\"wi\"), val = tensor<fp32, [6, 3]>([[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 0, 0], [0, 1, 0], [0, 0, 1]])]; tensor<fp32, [7, 2]> wh = const()[name = string(\"wh\"), val = tensor<fp32, [7, 2]>([[1, 0], [0, 1], [1, 0], [0, 1], [1, 0], [0, 1], [1, 1]])]; "
+     "tensor<fp32, [1, 2, 2]> y, tensor<fp32, [2, 2]> hn = gru(initial_h = h, weight_hh = wh, weight_ih = wi, x = x)[name = string(\"y\")];",
+     "gru: 'weight_ih' [6, 3] and 'weight_hh' [7, 2] must be [3*H, input] and [3*H, H]"},
     {"tensor<fp32, [5, 2, 3]> x, tensor<fp32, [2, 1]> h, tensor<fp32, [2, 1]> c",
      "tensor<fp32, [4, 3]> wi = const()[name = string(\"wi\"), val = tensor<fp32, [4, 3]>([[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 1]])]; tensor<fp32, [4, 1]> wh = const()[name = string(\"wh\"), val = tensor<fp32, [4, 1]>([[1], [0], [1], [0]])]; "
      "tensor<fp32, [5, 2, 1]> y, tensor<fp32, [2, 1]> hn, tensor<fp32, [2, 1]> cn = lstm(initial_c = c, initial_h = h, output_sequence = bool(true), weight_hh = wh, weight_ih = wi, x = x)[name = string(\"y\")];", ""},
