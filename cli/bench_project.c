@@ -4,7 +4,6 @@
  * at every depth and mode, projected with a chip's parameters
  * (milc_estimate), and printed — labelled an ESTIMATE everywhere. */
 #include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
