@@ -14,6 +14,7 @@
 #include "milc/backend.h"
 #include "milc/estimate.h"
 #include "genopts.h"
+#include "json.h"
 #include "model.h"
 #include "pipeline.h"
 
@@ -222,7 +223,7 @@ int bench_project_model(const TemplatePath *tp, const BenchParams *decode, const
 /* Fill plan and res for every mode and depth (depths above the model's are skipped). */
 void bench_project_run(BenchProjection *p);
 void bench_project_table(FILE *f, const BenchProjection *p);
-void bench_project_json(FILE *f, const BenchProjection *p); /* one JSON object */
+json_t *bench_project_json(const BenchProjection *p); /* one JSON object, a new reference */
 
 void bench_print_table(FILE *f, const BenchReport *r);
 void bench_write_json(FILE *f, const BenchReport *r);

@@ -4,12 +4,12 @@
  * at every depth and mode, projected with a chip's parameters
  * (milc_estimate), and printed — labelled an ESTIMATE everywhere. */
 #include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "bench.h"
+#include "json.h"
 
 const char *bench_chip_path(const char *arg, char *buf, size_t len) {
     /* A bare name is one of milc's chip files; anything else is a path. */
@@ -133,58 +133,38 @@ void bench_project_table(FILE *f, const BenchProjection *p) {
     }
 }
 
-static void jnum(FILE *f, const char *name, double v, bool comma) {
-    fprintf(f, "\"%s\":", name);
-    if (isfinite(v)) fprintf(f, "%.6g", v);
-    else fputs("null", f);
-    if (comma) fputc(',', f);
-}
-
-static void json_row(FILE *f, const BenchProjection *p, int mi, int di, int path) {
+static json_t *json_row(const BenchProjection *p, int mi, int di, int path) {
     const EstResult *r = &p->res[mi][di][path];
     const EstPlan *pl = &p->plan[mi][di];
-    fprintf(f, "{\"mode\":%d,\"depth\":%d,\"path\":\"%s\",\"programs\":%d,\"dispatches_per_token\":%d,", p->modes[mi],
-            p->depths[di], path_name(path), pl->programs, pl->dispatches);
-    jnum(f, "ops_per_dispatch", pl->ops_per_dispatch, true);
-    jnum(f, "decode_ms", r->decode_ms, true);
-    jnum(f, "decode_tok_s", r->decode_tok_s, true);
-    jnum(f, "decode_fixed_ms", r->decode.fixed_ms, true);
-    jnum(f, "decode_compute_ms", r->decode.compute_ms, true);
-    jnum(f, "decode_stream_ms", r->decode.stream_ms, true);
-    jnum(f, "prefill_ms", r->prefill_ms, true);
-    jnum(f, "prefill_tok_s", r->prefill_tok_s, true);
-    jnum(f, "compile_ms", r->compile_ms, true);
-    jnum(f, "cold_ms", r->cold_ms, true);
-    jnum(f, "cold_tok_s", r->cold_tok_s, true);
-    fprintf(f, "\"over_max_program\":%s}", r->over_max_program ? "true" : "false");
+    return cli_json_obj("mode", json_integer(p->modes[mi]), "depth", json_integer(p->depths[di]), "path",
+                        json_string(path_name(path)), "programs", json_integer(pl->programs), "dispatches_per_token",
+                        json_integer(pl->dispatches), "ops_per_dispatch", cli_json_g(pl->ops_per_dispatch),
+                        "decode_ms", cli_json_g(r->decode_ms), "decode_tok_s", cli_json_g(r->decode_tok_s),
+                        "decode_fixed_ms", cli_json_g(r->decode.fixed_ms), "decode_compute_ms",
+                        cli_json_g(r->decode.compute_ms), "decode_stream_ms", cli_json_g(r->decode.stream_ms),
+                        "prefill_ms", cli_json_g(r->prefill_ms), "prefill_tok_s", cli_json_g(r->prefill_tok_s),
+                        "compile_ms", cli_json_g(r->compile_ms), "cold_ms", cli_json_g(r->cold_ms), "cold_tok_s",
+                        cli_json_g(r->cold_tok_s), "over_max_program", json_boolean(r->over_max_program), NULL);
 }
 
-void bench_project_json(FILE *f, const BenchProjection *p) {
-    fputs("{\"estimate\":true,\"note\":\"projected from published figures, not measured: docs/ANE-ESTIMATE.md\",\"chip\":", f);
-    fprintf(f, "\"%s\",\"chip_file\":\"", p->chip.name);
-    for (const char *c = p->chip_path; *c; c++) fprintf(f, *c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
-    fprintf(f, "\",\"layers\":%d,", p->model.layers);
-    jnum(f, "layer_weight_bytes", p->model.layer_weight_bytes, true);
-    jnum(f, "layer_ops", p->model.layer_ops, true);
-    fprintf(f, "\"prompt\":%d,\"ctx\":%d,\"min_seq\":%d,\"rows\":[", p->prompt, p->ctx, p->chip.min_seq);
-    int k = 0;
+json_t *bench_project_json(const BenchProjection *p) {
+    json_t *rows = json_array(), *best = json_array();
     for (int path = 0; path < 2; path++)
         for (int mi = 0; mi < p->nmodes; mi++)
             for (int di = 0; di < p->ndepths; di++)
-                if (p->plan[mi][di].programs) {
-                    if (k++) fputc(',', f);
-                    json_row(f, p, mi, di, path);
-                }
-    fputs("],\"best\":[", f);
-    k = 0;
+                if (p->plan[mi][di].programs) cli_json_push(rows, json_row(p, mi, di, path));
     for (int path = 0; path < 2; path++)
         for (int mi = 0; mi < p->nmodes; mi++) {
             int b = best_depth(p, mi, path);
-            if (b < 0) continue;
-            fprintf(f, "%s{\"mode\":%d,\"path\":\"%s\",\"depth\":%d,", k++ ? "," : "", p->modes[mi], path_name(path),
-                    p->depths[b]);
-            jnum(f, "decode_ms", p->res[mi][b][path].decode_ms, false);
-            fputc('}', f);
+            if (b >= 0)
+                cli_json_push(best, cli_json_obj("mode", json_integer(p->modes[mi]), "path", json_string(path_name(path)),
+                                                 "depth", json_integer(p->depths[b]), "decode_ms",
+                                                 cli_json_g(p->res[mi][b][path].decode_ms), NULL));
         }
-    fputs("]}", f);
+    return cli_json_obj("estimate", json_true(), "note",
+                        json_string("projected from published figures, not measured: docs/ANE-ESTIMATE.md"), "chip",
+                        cli_json_str(p->chip.name), "chip_file", cli_json_str(p->chip_path), "layers",
+                        json_integer(p->model.layers), "layer_weight_bytes", cli_json_g(p->model.layer_weight_bytes),
+                        "layer_ops", cli_json_g(p->model.layer_ops), "prompt", json_integer(p->prompt), "ctx",
+                        json_integer(p->ctx), "min_seq", json_integer(p->chip.min_seq), "rows", rows, "best", best, NULL);
 }

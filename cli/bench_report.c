@@ -224,180 +224,120 @@ void bench_print_table(FILE *f, const BenchReport *r) {
 
 /* ---- JSON ------------------------------------------------------------------ */
 
-static void jnum(FILE *f, double v) {
-    if (isfinite(v)) fprintf(f, "%.6g", v);
-    else fputs("null", f);
+static json_t *jspread(BenchStat s) {
+    return cli_json_obj("min", cli_json_g(s.min), "max", cli_json_g(s.max), "n", json_integer(s.n), NULL);
 }
 
-static void jfield(FILE *f, const char *name, double v, bool comma) {
-    fprintf(f, "\"%s\":", name);
-    jnum(f, v);
-    if (comma) fputc(',', f);
-}
-
-static void jstr(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", *s);
-        else fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
-static void jspread(FILE *f, const char *name, BenchStat s, bool comma) {
-    fprintf(f, "\"%s\":{\"min\":", name);
-    jnum(f, s.min);
-    fputs(",\"max\":", f);
-    jnum(f, s.max);
-    fprintf(f, ",\"n\":%d}%s", s.n, comma ? "," : "");
-}
-
-static void jflags(FILE *f, const char *name, unsigned flags) {
-    fprintf(f, "\"%s\":[", name);
-    int k = 0;
+static json_t *jflags(unsigned flags) {
+    json_t *a = json_array();
     for (unsigned bit = 1; bit <= EST_FIT_BENDS; bit <<= 1)
-        if (flags & bit) fprintf(f, "%s\"%s\"", k++ ? "," : "", est_fit_flag_name(bit));
-    fputs("],", f);
+        if (flags & bit) cli_json_push(a, json_string(est_fit_flag_name(bit)));
+    return a;
 }
 
-static void jsweep(FILE *f, const BenchSweep *s, const char *fixed_name) {
-    fprintf(f, "{\"work\":\"%s\",\"%s\":%d,", s->work_name, fixed_name, s->fixed);
-    jfield(f, "a_ms", s->has_fit ? s->a_ms : NAN, true);
-    jfield(f, "b_ms", s->has_fit ? s->b_ms : NAN, true);
-    jfield(f, "r2", s->has_fit ? s->r2 : NAN, true);
-    fputs("\"a_means\":\"time independent of work\",", f);
-    jflags(f, "flags", s->has_fit ? s->fit.flags : 0);
-    jfield(f, "stream_ms", sweep_stream_ms(s, false), true);
-    fputs("\"hinge\":", f);
-    if (s->has_fit && (s->fit.flags & EST_FIT_BENDS)) {
-        fputc('{', f);
-        jfield(f, "knot", s->fit.knot, true);
-        jfield(f, "a_ms", s->fit.ha, true);
-        jfield(f, "b_ms", s->fit.hb, true);
-        jfield(f, "b_after_ms", s->fit.hb + s->fit.hc, true);
-        jfield(f, "r2", s->fit.hr2, false);
-        fputs("},", f);
-    } else fputs("null,", f);
-    fputs("\"points\":[", f);
+static json_t *jhinge(const BenchSweep *s) {
+    if (!s->has_fit || !(s->fit.flags & EST_FIT_BENDS)) return json_null();
+    return cli_json_obj("knot", cli_json_g(s->fit.knot), "a_ms", cli_json_g(s->fit.ha), "b_ms", cli_json_g(s->fit.hb),
+                        "b_after_ms", cli_json_g(s->fit.hb + s->fit.hc), "r2", cli_json_g(s->fit.hr2), NULL);
+}
+
+static json_t *jsweep(const BenchSweep *s, const char *fixed_name) {
+    json_t *pts = json_array();
     for (int p = 0; p < s->npts; p++) {
         const BenchPoint *pt = &s->pts[p];
-        fprintf(f, "%s{", p ? "," : "");
-        jfield(f, "work", pt->work, true);
-        jfield(f, "ms", pt->ms.med, true);
-        jfield(f, "min", pt->ms.min, true);
-        jfield(f, "max", pt->ms.max, true);
-        fprintf(f, "\"n\":%d,", pt->ms.n);
-        jfield(f, "dispatches", pt->dispatches, true);
-        jfield(f, "weight_bytes", pt->weight_bytes, true);
-        jfield(f, "stream_ms", pt->stream_ms, false);
-        fputc('}', f);
+        cli_json_push(pts, cli_json_obj("work", cli_json_g(pt->work), "ms", cli_json_g(pt->ms.med), "min",
+                                        cli_json_g(pt->ms.min), "max", cli_json_g(pt->ms.max), "n",
+                                        json_integer(pt->ms.n), "dispatches", cli_json_g(pt->dispatches),
+                                        "weight_bytes", cli_json_g(pt->weight_bytes), "stream_ms",
+                                        cli_json_g(pt->stream_ms), NULL));
     }
-    fputs("]}", f);
+    return cli_json_obj("work", cli_json_str(s->work_name), fixed_name, json_integer(s->fixed), "a_ms",
+                        cli_json_g(s->has_fit ? s->a_ms : NAN), "b_ms", cli_json_g(s->has_fit ? s->b_ms : NAN), "r2",
+                        cli_json_g(s->has_fit ? s->r2 : NAN), "a_means", json_string("time independent of work"),
+                        "flags", jflags(s->has_fit ? s->fit.flags : 0), "stream_ms",
+                        cli_json_g(sweep_stream_ms(s, false)), "hinge", jhinge(s), "points", pts, NULL);
 }
 
-static void jdispatch(FILE *f, const BenchReport *r) {
-    fputs("\"dispatch\":", f);
-    if (!r->has_dispatch) { fputs("null,", f); return; }
+static json_t *jdispatch(const BenchReport *r) {
+    if (!r->has_dispatch) return json_null();
     const BenchDispatch *d = &r->dispatch;
-    fputc('{', f);
-    jfield(f, "us", d->us.med, true);
-    jfield(f, "min", d->us.min, true);
-    jfield(f, "max", d->us.max, true);
-    fprintf(f, "\"n\":%d,\"bonded_dispatches\":%d,\"per_op_dispatches\":%d},", d->us.n, d->bonded, d->per_op);
+    return cli_json_obj("us", cli_json_g(d->us.med), "min", cli_json_g(d->us.min), "max", cli_json_g(d->us.max), "n",
+                        json_integer(d->us.n), "bonded_dispatches", json_integer(d->bonded), "per_op_dispatches",
+                        json_integer(d->per_op), NULL);
+}
+
+/* What the cached first prefill took, part by part; and the cold build's
+ * parts beside the disk write. */
+static json_t *jbreakdown(const BenchModeResult *m) {
+    return cli_json_obj("start_ms", cli_json_g(m->cached_start_ms.med), "open_ms", cli_json_g(m->cached_open_ms.med),
+                        "lookup_ms", cli_json_g(m->cached_lookup_ms.med), "load_ms", cli_json_g(m->load_ms.med),
+                        "run_ms", cli_json_g(m->cached_run_ms.med), NULL);
+}
+
+static json_t *jcold_path(const BenchModeResult *m) {
+    return cli_json_obj("generate_ms", cli_json_g(m->cold_generate_ms.med), "check_ms", cli_json_g(m->cold_check_ms.med),
+                        "lower_pack_ms", cli_json_g(m->cold_lower_ms.med), "store_ms",
+                        cli_json_g(m->cold_store_ms.med), "disk_write_ms", cli_json_g(m->disk_write_ms),
+                        "compile_over_disk", cli_json_g(m->compile_ms.med / m->disk_write_ms), "store_over_disk",
+                        cli_json_g(m->cold_store_ms.med / m->disk_write_ms), NULL);
+}
+
+static json_t *jmode_spread(const BenchModeResult *m) {
+    return cli_json_obj("compile_ms", jspread(m->compile_ms), "load_ms", jspread(m->load_ms), "ttft_cold_ms",
+                        jspread(m->ttft_cold_ms), "ttft_cached_ms", jspread(m->ttft_cached_ms), "prefill_ms",
+                        jspread(m->prefill_ms), "decode_ms_per_token", jspread(m->decode_ms), "peak_rss_bytes",
+                        jspread(m->rss_cached), "peak_rss_cold_bytes", jspread(m->rss_cold), "build_warm_ms",
+                        jspread(m->build_warm_ms), NULL);
+}
+
+static json_t *jmode(const BenchReport *r, const BenchModeResult *m) {
+    json_t *sweeps = m->has_sweeps ? cli_json_obj("depth", jsweep(&m->depth, "seq"), "tokens",
+                                                  jsweep(&m->tokens, "layers"), NULL)
+                                   : json_null();
+    return cli_json_obj(
+        "mode", json_integer(m->mode), "layers_per_chunk", json_integer(r->chunk), "chunks", json_integer(r->nchunks),
+        "seq", json_integer(r->seq), "compile_ms", cli_json_g(m->compile_ms.med), "artifact_bytes",
+        json_integer((json_int_t)m->artifact_bytes), "load_ms", cli_json_g(m->load_ms.med), "ttft_cold_ms",
+        cli_json_g(m->ttft_cold_ms.med), "ttft_cold_tok_s", cli_json_g(tok_s(r->seq, m->ttft_cold_ms.med)),
+        "ttft_cached_ms", cli_json_g(m->ttft_cached_ms.med), "ttft_cached_tok_s",
+        cli_json_g(tok_s(r->seq, m->ttft_cached_ms.med)), "ttft_cached_breakdown", jbreakdown(m), "prefill_ms",
+        cli_json_g(m->prefill_ms.med), "prefill_tok_s", cli_json_g(tok_s(r->seq, m->prefill_ms.med)),
+        "prefill_dispatches", cli_json_g(m->prefill_dispatches), "decode_ms_per_token", cli_json_g(m->decode_ms.med),
+        "dispatches_per_token", cli_json_g(m->decode_dispatches), "decode_ops", cli_json_g(m->decode_ops),
+        "decode_weight_bytes", cli_json_g(m->decode_weight_bytes), "decode_read_gbs",
+        cli_json_g(m->decode_gbs > 0 ? m->decode_gbs : NAN), "peak_rss_bytes", cli_json_g(m->rss_cached.med),
+        "peak_rss_cold_bytes", cli_json_g(m->rss_cold.med), "build_warm_ms", cli_json_g(m->build_warm_ms.med),
+        "cold_path", jcold_path(m), "spread", jmode_spread(m), "sweeps", sweeps, NULL);
+}
+
+static json_t *jsummary(const BenchReport *r) {
+    const BenchModeResult *m = summary_mode(r);
+    if (!m) return json_null();
+    bool tf = m->has_sweeps && m->tokens.has_fit, df = m->has_sweeps && m->depth.has_fit;
+    return cli_json_obj(
+        "mode", json_integer(m->mode), "ttft_cached_over_steady", cli_json_g(m->ttft_cached_ms.med / m->prefill_ms.med),
+        "ttft_cached_over_steady_paired", cli_json_g(m->ttft_pair.med), "ttft_cold_over_cached",
+        cli_json_g(m->ttft_cold_ms.med / m->ttft_cached_ms.med), "dispatch_overhead_ms",
+        cli_json_g(r->has_dispatch ? r->dispatch.us.med / 1e3 : NAN), "tokens_intercept_ms",
+        cli_json_g(tf ? m->tokens.a_ms : NAN), "tokens_stream_ms", cli_json_g(tf ? sweep_stream_ms(&m->tokens, false) : NAN),
+        "depth_intercept_ms", cli_json_g(df ? m->depth.a_ms : NAN), "tokens_flags", jflags(tf ? m->tokens.fit.flags : 0),
+        "depth_flags", jflags(df ? m->depth.fit.flags : 0), "build_warm_ms", cli_json_g(m->build_warm_ms.med), NULL);
 }
 
 void bench_write_json(FILE *f, const BenchReport *r) {
-    fputs("{\"schema\":\"milc-bench/2\",\"milc_version\":", f);
-    jstr(f, MILC_VERSION);
-    fputs(",\"config\":", f);
-    jstr(f, r->config);
-    fprintf(f, ",\"layers\":%ld,\"layers_per_chunk\":%ld,\"chunks\":%ld,\"seq\":%ld,\"ctx\":%ld,\"repeat\":%d,"
-               "\"cold_repeat\":%d,\"threads\":%d,\"depth_seq\":%ld,\"verify_hits\":%s,\"verify_policy\":\"%s\",",
-            r->layers, r->chunk, r->nchunks, r->seq, r->ctx, r->repeat, r->cold_repeat, r->threads, r->depth_seq,
-            r->verify != BUILD_VERIFY_NONE ? "true" : "false",
-            r->verify == BUILD_VERIFY_NONE ? "none" : r->verify == BUILD_VERIFY_FULL ? "full" : "once");
-    jdispatch(f, r);
-    fputs("\"modes\":[", f);
-    for (int i = 0; i < r->nmodes; i++) {
-        const BenchModeResult *m = &r->modes[i];
-        fprintf(f, "%s{\"mode\":%d,\"layers_per_chunk\":%ld,\"chunks\":%ld,\"seq\":%ld,", i ? "," : "", m->mode,
-                r->chunk, r->nchunks, r->seq);
-        jfield(f, "compile_ms", m->compile_ms.med, true);
-        fprintf(f, "\"artifact_bytes\":%llu,", (unsigned long long)m->artifact_bytes);
-        jfield(f, "load_ms", m->load_ms.med, true);
-        jfield(f, "ttft_cold_ms", m->ttft_cold_ms.med, true);
-        jfield(f, "ttft_cold_tok_s", tok_s(r->seq, m->ttft_cold_ms.med), true);
-        jfield(f, "ttft_cached_ms", m->ttft_cached_ms.med, true);
-        jfield(f, "ttft_cached_tok_s", tok_s(r->seq, m->ttft_cached_ms.med), true);
-        fputs("\"ttft_cached_breakdown\":{", f);
-        jfield(f, "start_ms", m->cached_start_ms.med, true);
-        jfield(f, "open_ms", m->cached_open_ms.med, true);
-        jfield(f, "lookup_ms", m->cached_lookup_ms.med, true);
-        jfield(f, "load_ms", m->load_ms.med, true);
-        jfield(f, "run_ms", m->cached_run_ms.med, false);
-        fputs("},", f);
-        jfield(f, "prefill_ms", m->prefill_ms.med, true);
-        jfield(f, "prefill_tok_s", tok_s(r->seq, m->prefill_ms.med), true);
-        jfield(f, "prefill_dispatches", m->prefill_dispatches, true);
-        jfield(f, "decode_ms_per_token", m->decode_ms.med, true);
-        jfield(f, "dispatches_per_token", m->decode_dispatches, true);
-        jfield(f, "decode_ops", m->decode_ops, true);
-        jfield(f, "decode_weight_bytes", m->decode_weight_bytes, true);
-        jfield(f, "decode_read_gbs", m->decode_gbs > 0 ? m->decode_gbs : NAN, true);
-        jfield(f, "peak_rss_bytes", m->rss_cached.med, true);
-        jfield(f, "peak_rss_cold_bytes", m->rss_cold.med, true);
-        jfield(f, "build_warm_ms", m->build_warm_ms.med, true);
-        fputs("\"cold_path\":{", f);
-        jfield(f, "generate_ms", m->cold_generate_ms.med, true);
-        jfield(f, "check_ms", m->cold_check_ms.med, true);
-        jfield(f, "lower_pack_ms", m->cold_lower_ms.med, true);
-        jfield(f, "store_ms", m->cold_store_ms.med, true);
-        jfield(f, "disk_write_ms", m->disk_write_ms, true);
-        jfield(f, "compile_over_disk", m->compile_ms.med / m->disk_write_ms, true);
-        jfield(f, "store_over_disk", m->cold_store_ms.med / m->disk_write_ms, false);
-        fputs("},", f);
-        fputs("\"spread\":{", f);
-        jspread(f, "compile_ms", m->compile_ms, true);
-        jspread(f, "load_ms", m->load_ms, true);
-        jspread(f, "ttft_cold_ms", m->ttft_cold_ms, true);
-        jspread(f, "ttft_cached_ms", m->ttft_cached_ms, true);
-        jspread(f, "prefill_ms", m->prefill_ms, true);
-        jspread(f, "decode_ms_per_token", m->decode_ms, true);
-        jspread(f, "peak_rss_bytes", m->rss_cached, true);
-        jspread(f, "peak_rss_cold_bytes", m->rss_cold, true);
-        jspread(f, "build_warm_ms", m->build_warm_ms, false);
-        fputs("},\"sweeps\":", f);
-        if (m->has_sweeps) {
-            fputs("{\"depth\":", f);
-            jsweep(f, &m->depth, "seq");
-            fputs(",\"tokens\":", f);
-            jsweep(f, &m->tokens, "layers");
-            fputc('}', f);
-        } else fputs("null", f);
-        fputc('}', f);
-    }
-    fputs("],\"projection\":", f); /* --project: an ESTIMATE, not a measurement */
-    if (r->projection) bench_project_json(f, r->projection);
-    else fputs("null", f);
-    fputs(",\"summary\":", f);
-    const BenchModeResult *m = summary_mode(r);
-    if (m) {
-        fprintf(f, "{\"mode\":%d,", m->mode);
-        jfield(f, "ttft_cached_over_steady", m->ttft_cached_ms.med / m->prefill_ms.med, true);
-        jfield(f, "ttft_cached_over_steady_paired", m->ttft_pair.med, true);
-        jfield(f, "ttft_cold_over_cached", m->ttft_cold_ms.med / m->ttft_cached_ms.med, true);
-        jfield(f, "dispatch_overhead_ms", r->has_dispatch ? r->dispatch.us.med / 1e3 : NAN, true);
-        bool tf = m->has_sweeps && m->tokens.has_fit, df = m->has_sweeps && m->depth.has_fit;
-        jfield(f, "tokens_intercept_ms", tf ? m->tokens.a_ms : NAN, true);
-        jfield(f, "tokens_stream_ms", tf ? sweep_stream_ms(&m->tokens, false) : NAN, true);
-        jfield(f, "depth_intercept_ms", df ? m->depth.a_ms : NAN, true);
-        jflags(f, "tokens_flags", tf ? m->tokens.fit.flags : 0);
-        jflags(f, "depth_flags", df ? m->depth.fit.flags : 0);
-        jfield(f, "build_warm_ms", m->build_warm_ms.med, false);
-        fputc('}', f);
-    } else fputs("null", f);
-    fputs("}\n", f);
+    json_t *modes = json_array();
+    for (int i = 0; i < r->nmodes; i++) cli_json_push(modes, jmode(r, &r->modes[i]));
+    /* --project: an ESTIMATE, not a measurement */
+    json_t *proj = r->projection ? bench_project_json(r->projection) : json_null();
+    cli_json_print(f, cli_json_obj(
+        "schema", json_string("milc-bench/2"), "milc_version", cli_json_str(MILC_VERSION), "config",
+        cli_json_str(r->config), "layers", json_integer(r->layers), "layers_per_chunk", json_integer(r->chunk), "chunks",
+        json_integer(r->nchunks), "seq", json_integer(r->seq), "ctx", json_integer(r->ctx), "repeat",
+        json_integer(r->repeat), "cold_repeat", json_integer(r->cold_repeat), "threads", json_integer(r->threads),
+        "depth_seq", json_integer(r->depth_seq), "verify_hits", json_boolean(r->verify != BUILD_VERIFY_NONE),
+        "verify_policy",
+        json_string(r->verify == BUILD_VERIFY_NONE ? "none" : r->verify == BUILD_VERIFY_FULL ? "full" : "once"),
+        "dispatch", jdispatch(r), "modes", modes, "projection", proj, "summary", jsummary(r), NULL));
 }
 
 /* ---- CSV ------------------------------------------------------------------- */

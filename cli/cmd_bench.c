@@ -205,10 +205,18 @@ static int spawn_wait(const Bench *b, Argv *av, bool capture, Spawned *s) {
     fflush(stderr);
     long long t0 = cli_now_ns();
     pid_t pid;
-    int r = posix_spawn(&pid, b->exe, &fa, NULL, av->v, environ);
+    sigset_t held;
+    posix_spawnattr_t at;
+    posix_spawnattr_init(&at);
+    scratch_hold(&held);
+    posix_spawnattr_setsigmask(&at, &held);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
+    int r = posix_spawn(&pid, b->exe, &fa, &at, av->v, environ);
+    if (r == 0) scratch_child_add(pid); /* an interrupted bench stops it too */
+    scratch_release(&held);
+    posix_spawnattr_destroy(&at);
     posix_spawn_file_actions_destroy(&fa);
     if (capture) close(fds[1]);
-    if (r == 0) scratch_child_add(pid); /* an interrupted bench stops it too */
     if (r != 0) {
         if (capture) close(fds[0]);
         cli_error("cannot run %s: %s", b->exe, strerror(r));

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "json.h"
 
 static const OptSpec est_opts[] = {
     GEN_COMMON_OPTS,
@@ -116,8 +117,7 @@ static int estimate_run(Cli *cli, int argc, char **argv) {
     pick_depths(pr, depths, ndepths);
     bench_project_run(pr);
     if (cli->json) {
-        bench_project_json(stdout, pr);
-        fputc('\n', stdout);
+        if (cli_json_print(stdout, bench_project_json(pr)) != 0) rc = EXIT_SYSTEM;
     } else if (cli->verbosity >= 0) bench_project_table(stdout, pr);
 out:
     bparams_free(&p);

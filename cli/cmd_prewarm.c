@@ -243,16 +243,20 @@ static int run_workers(const Cli *cli, const TemplatePath *tp, const JobList *jo
     fflush(stderr);
     pid_t *pids = calloc((size_t)nworkers, sizeof *pids);
     for (long w = 0; w < nworkers; w++) {
+        sigset_t held;
+        scratch_hold(&held);
         pid_t pid = fork();
         if (pid == 0) {
             scratch_forget_all(); /* the parent's children and scratch are not ours */
+            scratch_release(&held);
             close(fds[0]);
             worker(cli, tp, jobs, order, next, fds[1], policy, use_remote);
             _exit(0);
         }
+        if (pid > 0) scratch_child_add(pid); /* a signal to the parent stops the workers too */
+        scratch_release(&held);
         if (pid < 0) { cli_error("fork failed: %s", strerror(errno)); break; }
         pids[w] = pid;
-        scratch_child_add(pid); /* a signal to the parent stops the workers too */
     }
     close(fds[1]);
     long long t0 = cli_now_ns();

@@ -41,6 +41,15 @@ json_t *cli_json_real(double v, int decimals) {
     return json_real(round(v * scale) / scale);
 }
 
+json_t *cli_json_g(double v) {
+    if (!isfinite(v)) return json_null();
+    char buf[32];
+    snprintf(buf, sizeof buf, "%.6g", v);
+    /* Digits alone ("45") stay an integer; "1.5" and "1.41957e+07" a real. */
+    if (strspn(buf, "-0123456789") == strlen(buf)) return json_integer(strtoll(buf, NULL, 10));
+    return json_real(strtod(buf, NULL));
+}
+
 json_t *cli_json_obj(const char *key, ...) {
     json_t *o = json_object();
     bool ok = o != NULL;

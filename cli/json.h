@@ -13,6 +13,9 @@
 json_t *cli_json_str(const char *s);
 /* A number rounded to `decimals` places (as "%.Nf" would show it). */
 json_t *cli_json_real(double v, int decimals);
+/* A number as "%.6g" shows it: 6 significant digits, an integer when that
+ * shows no point or exponent (NaN and infinities: null). */
+json_t *cli_json_g(double v);
 /* Build an object: pairs of key and value (new references, stolen), ending
  * with NULL.  A NULL value (out of memory) makes the result NULL. */
 json_t *cli_json_obj(const char *key, ...);

@@ -147,6 +147,9 @@ void scratch_remove(const char *dir) {
     cli_rm_tree(dir);
 }
 
+void scratch_hold(sigset_t *old) { block(old); }
+void scratch_release(const sigset_t *old) { unblock(old); }
+
 void scratch_child_add(pid_t pid) {
     sigset_t old;
     block(&old);

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <sys/types.h>
 
 /* Install the handlers (once, in main).  On one of those signals milc sends
@@ -23,6 +24,13 @@ void scratch_remove(const char *dir);
 
 /* Children whose lifetime is ours (bench's builds, prewarm's workers). */
 void scratch_child_add(pid_t pid);
+/* Hold SIGINT, SIGTERM and SIGHUP while a child is started and added, so a
+ * signal never comes between the fork and scratch_child_add (the handler
+ * would stop the children it knows and leave the new one running).  The
+ * child releases them after scratch_forget_all; a spawned child gets *old
+ * as its mask (POSIX_SPAWN_SETSIGMASK). */
+void scratch_hold(sigset_t *old);
+void scratch_release(const sigset_t *old);
 void scratch_child_del(pid_t pid);
 /* After fork, in the child: it owns none of the parent's scratch or children. */
 void scratch_forget_all(void);

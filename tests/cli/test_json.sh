@@ -33,3 +33,21 @@ run "$MILC" --json --cache-dir "$dir" cache ls
 json_is "len(j) == 1 and j[0]['mode'] == 2"
 run "$MILC" --json --cache-dir "$dir" emit --model tiny -o "$WORK/$weird.out"
 json_is "j['dir'].endswith('e\x01\ufffd\n\\\\.mil.out')"
+
+# The ANE projection (`estimate`, `bench --project`) names the chip and its
+# file: a quote, a backslash and a control character in the chip's name, and
+# a quote, a control character and a byte that is not UTF-8 in its path.
+chip=$WORK/$'ch"ip\x01\xff.json'
+cat > "$WORK/chip.py" <<'PYEOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+j['chip'] = 'Q"uote\\ \x01'
+open(sys.argv[2].encode('utf-8', 'surrogateescape'), 'w').write(json.dumps(j))
+PYEOF
+expect_rc 0 "$PY" "$WORK/chip.py" "$SRC/data/ane/m4-max.json" "$chip"
+run "$MILC" --json estimate --model tiny --chip "$chip"
+expect_eq "$RC" 0
+json_is "j['chip'] == 'Q\"uote\\\\ \x01' and j['chip_file'].endswith('/ch\"ip\x01\ufffd.json') and len(j['rows']) > 0"
+run "$MILC" bench --quick --modes 2 --no-sweeps --repeat 1 --project ane --chip "$chip" --json
+expect_eq "$RC" 0
+json_is "j['schema'] == 'milc-bench/2' and j['projection']['chip'] == 'Q\"uote\\\\ \x01' and j['projection']['chip_file'].endswith('\ufffd.json')"
