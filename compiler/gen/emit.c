@@ -378,6 +378,9 @@ int gen_generate(GenConfig *c, const GenOptions *o, const char *dir, GenResult *
     SrcLoc *map = NULL;
     int rc = -1, nmap = 0;
     char *canon = NULL;
+    /* Released at done: set before the first goto can jump past them. */
+    MilBlobImage image = {0};
+    MilBlobFile imagef = {0};
     if (gen_expand(c->t, &a, param_scope(c, &a), o->max_memory / 32, &p, d) != 0) goto done;
     /* A build holds every weight in memory (its artifact); emit streams them
      * to the file, so its weights may be larger than the limit. */
@@ -444,8 +447,6 @@ int gen_generate(GenConfig *c, const GenOptions *o, const char *dir, GenResult *
 
     uint64_t wbytes = 0;
     uint8_t wdigest[16] = {0};
-    MilBlobImage image = {0};
-    MilBlobFile imagef = {0};
     if (dir && o->in_memory) {
         if (write_weights(&p, o, NULL, &image, wdigest, d) != 0) goto done;
         /* our own bytes, just laid out: the parse only indexes the records */
