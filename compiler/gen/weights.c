@@ -88,6 +88,7 @@ static void normal_f16_portable(uint16_t *dst, size_t n, uint64_t key, uint64_t 
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 #define GEN_X86_TWINS 1
 __attribute__((target("avx2,f16c"))) static void f32_to_f16_avx2(const float *src, uint16_t *dst, size_t n) {
@@ -112,8 +113,10 @@ static pthread_once_t select_once = PTHREAD_ONCE_INIT;
 
 static void select_default(void) {
 #ifdef GEN_X86_TWINS
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
-        f32_to_f16 = f32_to_f16_avx2, normal_f16 = normal_f16_avx2;
+    /* F16C from CPUID itself: clang's __builtin_cpu_supports does not know it. */
+    unsigned a, b, c, d;
+    bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
+    if (__builtin_cpu_supports("avx2") && f16c) f32_to_f16 = f32_to_f16_avx2, normal_f16 = normal_f16_avx2;
 #endif
 }
 
