@@ -1143,6 +1143,7 @@ typedef struct PutJob {
     uint64_t limit;
     uint64_t now;
     const CachePutOptions *po; /* its direct key, if any, goes in with the entry */
+    int filled;                /* po->fill has been called: its bytes cannot be had again */
 } PutJob;
 
 /* Bytes bound for values reserved in the map.  With WRITEMAP they go in
@@ -1193,16 +1194,31 @@ static void stage_clear(Stage *s, const uint8_t *val, uint64_t n) {
     if (hi > lo) posix_fadvise(s->fd, (off_t)lo, (off_t)(hi - lo), POSIX_FADV_DONTNEED);
 }
 
-/* Store n bytes at dst, a value reserved in the map (or, without WRITEMAP,
- * in LMDB's staging page), folding them into the checksum while they are in
- * cache: one pass over the caller's bytes.  src NULL writes zeros. */
-static int put_bytes(Stage *s, uint8_t *dst, const uint8_t *src, uint64_t n, XXH3_state_t *st) {
-    if (s->fd < 0) {
-        if (src) memcpy(dst, src, (size_t)n);
-        else memset(dst, 0, (size_t)n);
-        if (st && src) XXH3_128bits_update(st, dst, (size_t)n);
+/* Where a value's bytes come from: the caller's memory, or its fill. */
+typedef struct Source {
+    const uint8_t *src; /* NULL (and no fill): zeros */
+    const CachePutOptions *po;
+} Source;
+
+/* n bytes of the source into dst, then into the checksum while in cache. */
+static int source_copy(const Source *from, uint8_t *dst, size_t n, XXH3_state_t *st) {
+    if (from->src) memcpy(dst, from->src, n);
+    else if (from->po) {
+        int rc = from->po->fill(from->po->fill_ctx, dst, n);
+        if (rc) return rc;
+    } else {
+        memset(dst, 0, n);
         return 0;
     }
+    if (st) XXH3_128bits_update(st, dst, n);
+    return 0;
+}
+
+/* Store n bytes at dst, a value reserved in the map (or, without WRITEMAP,
+ * in LMDB's staging page), folding them into the checksum while they are in
+ * cache: one pass over the caller's bytes.  No source writes zeros. */
+static int put_from(Stage *s, uint8_t *dst, Source from, uint64_t n, XXH3_state_t *st) {
+    if (s->fd < 0) return source_copy(&from, dst, (size_t)n, st);
     for (uint64_t o = 0; o < n;) {
         uint64_t fo = (uint64_t)(dst + o - s->c->mapaddr), blk = fo & ~(uint64_t)(COPY_BLOCK - 1);
         size_t at = (size_t)(fo - blk);
@@ -1210,17 +1226,17 @@ static int put_bytes(Stage *s, uint8_t *dst, const uint8_t *src, uint64_t n, XXH
         if ((s->blk != blk || at != s->hi) && (rc = stage_flush(s)) != 0) return rc;
         if (s->blk != blk) s->blk = blk, s->lo = s->hi = at;
         size_t b = (size_t)(n - o < COPY_BLOCK - at ? n - o : COPY_BLOCK - at);
-        if (src) {
-            memcpy(s->buf + at, src + o, b);
-            if (st) XXH3_128bits_update(st, s->buf + at, b);
-        } else {
-            memset(s->buf + at, 0, b);
-        }
+        if ((rc = source_copy(&from, s->buf + at, b, st)) != 0) return rc;
+        if (from.src) from.src += b;
         s->hi = at + b;
         o += b;
         if (s->hi == COPY_BLOCK && (rc = stage_flush(s)) != 0) return rc;
     }
     return 0;
+}
+
+static int put_bytes(Stage *s, uint8_t *dst, const uint8_t *src, uint64_t n, XXH3_state_t *st) {
+    return put_from(s, dst, (Source){src, NULL}, n, st);
 }
 
 /* A direct key's value: the artifact key, then the direct record. */
@@ -1238,6 +1254,11 @@ static int direct_in(Cache *c, MDB_txn *txn, const CacheKey *dkey, const void *d
 
 static int put_body(Cache *c, MDB_txn *txn, void *arg) {
     PutJob *j = arg;
+    const CachePutOptions *fill = j->po && j->po->fill ? j->po : NULL;
+    if (fill && j->filled) {
+        seterr(c, "store entry: the cache map had to grow while the entry's bytes were streamed in; store it again");
+        return CACHE_EFULL;
+    }
     int rc = cache_del_entry(c, txn, j->key, NULL);
     if (rc && rc != MDB_NOTFOUND) return rc;
     /* Copy each section into the values reserved for it (through the
@@ -1269,8 +1290,10 @@ static int put_body(Cache *c, MDB_txn *txn, void *arg) {
                 stage_clear(&sg, val, vsz);
             }
             uint64_t at = done ? 0 : off;
+            j->filled |= fill != NULL;
             if ((rc = put_bytes(&sg, val + pos, NULL, at - pos, NULL)) != 0 ||
-                (rc = put_bytes(&sg, val + at, (const uint8_t *)j->secs[i].data + done, piece, st)) != 0)
+                (rc = put_from(&sg, val + at,
+                               (Source){fill ? NULL : (const uint8_t *)j->secs[i].data + done, fill}, piece, st)) != 0)
                 return rc;
             pos = at + piece;
             done += piece;
@@ -1325,7 +1348,7 @@ int cache_put_at(Cache *c, const CacheKey *k, const void *record, size_t rlen, c
         uint64_t sz = secs[i].size, o = (fill + 63) & ~(uint64_t)63;
         uint32_t ch = 0;
         total += sz;
-        if (sz && !secs[i].data) {
+        if (sz && !secs[i].data && !(po && po->fill)) {
             free(meta);
             return CACHE_EINVAL;
         }

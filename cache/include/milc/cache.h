@@ -189,13 +189,24 @@ int cache_put(Cache *c, const CacheKey *k, const void *record, size_t record_len
  * CacheStats.restarted) — never a torn entry.  Where the boot cannot be told
  * apart (no boot id), the flag is ignored and the put is durable.
  * dkey: also map this direct key to the entry (as cache_direct_put), in the
- * same transaction; NULL: none. */
+ * same transaction; NULL: none.
+ * fill: the sections' bytes come from fill instead of secs[i].data (which may
+ * be NULL; only the sizes are read): called in order, each call for the next
+ * n bytes of the sections back to back, written straight into their place in
+ * the cache file.  It returns 0, or a CACHE_E* code that aborts the put (the
+ * put returns that code; nothing is stored).  It runs inside the write
+ * transaction: a stream from a socket lands once, without a buffer for the
+ * whole entry.  A put that would need the bytes a second time (the map had to
+ * grow after all) fails with CACHE_EFULL and stores nothing. */
 enum { CACHE_PUT_REFETCHABLE = 1u << 0 };
+typedef int (*CacheFillFn)(void *ctx, uint8_t *dst, uint64_t n);
 typedef struct CachePutOptions {
     unsigned flags;
     const CacheKey *dkey;
     const void *drecord;
     size_t drecord_len;
+    CacheFillFn fill;
+    void *fill_ctx;
 } CachePutOptions;
 /* cache_put with options (po NULL = cache_put). */
 int cache_put_ex(Cache *c, const CacheKey *k, const void *record, size_t record_len, const CacheEntryMeta *m,
