@@ -1165,9 +1165,11 @@ enum { COPY_BLOCK = 2 << 20 };
 typedef struct Stage {
     Cache *c;
     int fd;          /* -1: no WRITEMAP, copy into LMDB's buffers */
-    uint8_t *buf;    /* COPY_BLOCK bytes (c->stage) */
+    uint8_t *buf;    /* COPY_BLOCK bytes: one half of c->stage */
     uint64_t blk;    /* file offset of the block staged, UINT64_MAX: none */
     size_t lo, hi;   /* staged: buf[lo, hi) = file [blk + lo, blk + hi) */
+    const CachePutOptions *sync; /* a fill that reads its bytes after handing them
+                                    over (fill_sync): the halves alternate */
 } Stage;
 
 static int stage_flush(Stage *s) {
@@ -1178,7 +1180,9 @@ static int stage_flush(Stage *s) {
         o += (size_t)w;
     }
     s->blk = UINT64_MAX, s->lo = s->hi = 0;
-    return 0;
+    if (!s->sync) return 0;
+    s->buf = s->buf == s->c->stage ? s->c->stage + COPY_BLOCK : s->c->stage;
+    return s->sync->fill_sync(s->sync->fill_ctx, CACHE_FILL_REUSE);
 }
 
 /* Before a value's blocks are written: drop what the page cache already
@@ -1252,8 +1256,7 @@ static int direct_in(Cache *c, MDB_txn *txn, const CacheKey *dkey, const void *d
     return rc;
 }
 
-static int put_body(Cache *c, MDB_txn *txn, void *arg) {
-    PutJob *j = arg;
+static int put_entry(Cache *c, MDB_txn *txn, PutJob *j) {
     const CachePutOptions *fill = j->po && j->po->fill ? j->po : NULL;
     if (fill && j->filled) {
         seterr(c, "store entry: the cache map had to grow while the entry's bytes were streamed in; store it again");
@@ -1270,9 +1273,9 @@ static int put_body(Cache *c, MDB_txn *txn, void *arg) {
     uint8_t *val = NULL;
     uint64_t pos = 0, vsz = 0;
     uint32_t cur = UINT32_MAX;
-    Stage sg = {c, -1, NULL, UINT64_MAX, 0, 0};
+    Stage sg = {c, -1, NULL, UINT64_MAX, 0, 0, fill && fill->fill_sync ? fill : NULL};
     if (!c->mapaddr || (cache_tune & CACHE_TUNE_NO_PWRITE) || mdb_env_get_fd(c->env, &sg.fd) != 0) sg.fd = -1;
-    if (sg.fd >= 0 && !c->stage && !(c->stage = aligned_alloc(64, COPY_BLOCK))) return ENOMEM;
+    if (sg.fd >= 0 && !c->stage && !(c->stage = aligned_alloc(64, 2 * COPY_BLOCK))) return ENOMEM;
     sg.buf = c->stage;
     for (uint32_t i = 0; i < j->e->nsec; i++) {
         uint32_t ch = ld32(j->e->sectab + 16 * i), off = ld32(j->e->sectab + 16 * i + 4);
@@ -1307,6 +1310,7 @@ static int put_body(Cache *c, MDB_txn *txn, void *arg) {
     }
     if (val && (rc = put_bytes(&sg, val + pos, NULL, vsz - pos, NULL)) != 0) return rc;
     if (sg.fd >= 0 && (rc = stage_flush(&sg)) != 0) return rc;
+    if (fill && fill->fill_sync && (rc = fill->fill_sync(fill->fill_ctx, CACHE_FILL_COMMIT)) != 0) return rc;
     if (st) cache_checksum_digest(&sum, j->meta + 48);
     MDB_val k = mval(j->key->b, 16), v = mval(j->meta, j->meta_len);
     if ((rc = mdb_put(txn, c->db_meta, &k, &v, 0)) != 0) return rc;
@@ -1322,6 +1326,15 @@ static int put_body(Cache *c, MDB_txn *txn, void *arg) {
         return rc;
     uint64_t limit = j->limit ? j->limit : ctr_get(c, txn, CTR_MAX_BYTES), nev, bev;
     return limit ? cache_evict_in(c, txn, limit, 0, j->key, &nev, &bev) : 0;
+}
+
+/* The transaction's body.  A failed one is aborted next, which frees the
+ * pages a fill without WRITEMAP wrote into: the fill is told first. */
+static int put_body(Cache *c, MDB_txn *txn, void *arg) {
+    PutJob *j = arg;
+    int rc = put_entry(c, txn, j);
+    if (rc && j->filled && j->po->fill_sync) j->po->fill_sync(j->po->fill_ctx, CACHE_FILL_ABORT);
+    return rc;
 }
 
 int cache_put_at(Cache *c, const CacheKey *k, const void *record, size_t rlen, const CacheEntryMeta *m,

@@ -4,6 +4,7 @@
  * back from the server is untrusted until its MAC has been checked. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <sys/socket.h>
@@ -484,9 +485,32 @@ static int manifest_decode(Remote *r, const CacheKey *k, const uint8_t *p, size_
  * the local cache file) and its Poly1305 tag is computed over it there, while
  * it is in cache.  WINDOW GETs stay in flight, and each reply read asks for
  * the next chunk, so the server writes while this side checks. */
+/* The tags are checked on a thread of their own while the socket is read and
+ * the bytes written out (Poly1305 is a third of a pull's CPU time): jobs in
+ * the order the bytes came, each a piece of one chunk. */
+enum { MAC_QUEUE = 256 };
+typedef struct MacJob {
+    const uint8_t *p;
+    size_t n;
+    uint32_t chunk;
+    int last; /* the chunk's final piece: check its tag */
+} MacJob;
+typedef struct MacThread {
+    pthread_t tid;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    MacJob q[MAC_QUEUE];
+    uint64_t queued, done, mark; /* jobs handed over, finished; queued at the last sync */
+    int stop;
+    int64_t bad;                 /* the first chunk whose tag failed, or -1 */
+    const Remote *r;
+    const Manifest *m;
+} MacThread;
+
 typedef struct Stream {
     Remote *r;
     const Manifest *m;
+    MacThread *mt;       /* NULL: tags checked here, inline */
     uint32_t asked, cur; /* GETs sent; the chunk being read (nchunks: all read) */
     uint64_t left;       /* bytes of chunk cur's value still to come; 0: its header is next */
     crypto_onetimeauth_state mac;
@@ -506,6 +530,8 @@ static int stream_drop(Stream *s, int rc) {
 }
 
 static int stream_trip(Stream *s, const char *why) { return s->rc = trip(s->r, "%s", why); }
+
+static int mac_queue(Stream *s, const uint8_t *p, size_t n, int last);
 
 /* Ask for chunks until WINDOW are in flight. */
 static int stream_ask(Stream *s) {
@@ -602,10 +628,12 @@ static int stream_begin(Stream *s) {
         return stream_drop(s, fail(s->r, CACHE_ECORRUPT,
                                    "remote entry %s: chunk %u has the wrong size (%lld bytes, not %llu): tampered or damaged; refused",
                                    hex, s->cur, n, (unsigned long long)chunk_size(s->m, s->cur)));
-    uint8_t otk[crypto_onetimeauth_KEYBYTES];
-    chunk_key(s->r, &s->m->key, s->m->upload, s->cur, otk);
-    crypto_onetimeauth_init(&s->mac, otk);
-    sodium_memzero(otk, sizeof otk);
+    if (!s->mt) {
+        uint8_t otk[crypto_onetimeauth_KEYBYTES];
+        chunk_key(s->r, &s->m->key, s->m->upload, s->cur, otk);
+        crypto_onetimeauth_init(&s->mac, otk);
+        sodium_memzero(otk, sizeof otk);
+    }
     s->left = (uint64_t)n;
     return 0;
 }
@@ -617,14 +645,120 @@ static int stream_end(Stream *s) {
     int rc = stream_take(s, crlf, 2);
     if (rc) return rc;
     if (crlf[0] != '\r' || crlf[1] != '\n') return stream_trip(s, "protocol error (is it a Redis server?): a string reply not ended by CRLF");
-    crypto_onetimeauth_final(&s->mac, tag);
-    if (sodium_memcmp(tag, s->m->tags + (size_t)TAG_BYTES * s->cur, TAG_BYTES) != 0) {
-        cache_key_hex(&s->m->key, hex);
-        return stream_drop(s, fail(s->r, CACHE_ECORRUPT, "remote entry %s: chunk %u fails its MAC (tampered or damaged); refused",
-                                   hex, s->cur));
+    if (!s->mt) {
+        crypto_onetimeauth_final(&s->mac, tag);
+        if (sodium_memcmp(tag, s->m->tags + (size_t)TAG_BYTES * s->cur, TAG_BYTES) != 0) {
+            cache_key_hex(&s->m->key, hex);
+            return stream_drop(s, fail(s->r, CACHE_ECORRUPT, "remote entry %s: chunk %u fails its MAC (tampered or damaged); refused",
+                                       hex, s->cur));
+        }
     }
     if (++s->cur == s->m->nchunks && s->hpos != s->hlen)
         return stream_trip(s, "protocol error (is it a Redis server?): bytes nobody asked for");
+    return 0;
+}
+
+static void *mac_main(void *arg) {
+    MacThread *t = arg;
+    crypto_onetimeauth_state st;
+    int64_t cur = -1;
+    pthread_mutex_lock(&t->mu);
+    for (;;) {
+        while (t->done == t->queued && !t->stop) pthread_cond_wait(&t->cv, &t->mu);
+        if (t->done == t->queued) break;
+        MacJob j = t->q[t->done % MAC_QUEUE];
+        int skip = t->bad >= 0;
+        pthread_mutex_unlock(&t->mu);
+        int failed = 0;
+        if (!skip) {
+            if (cur != j.chunk) {
+                uint8_t otk[crypto_onetimeauth_KEYBYTES];
+                chunk_key(t->r, &t->m->key, t->m->upload, j.chunk, otk);
+                crypto_onetimeauth_init(&st, otk);
+                sodium_memzero(otk, sizeof otk);
+                cur = j.chunk;
+            }
+            if (j.n) crypto_onetimeauth_update(&st, j.p, j.n);
+            if (j.last) {
+                uint8_t tag[TAG_BYTES];
+                crypto_onetimeauth_final(&st, tag);
+                failed = sodium_memcmp(tag, t->m->tags + (size_t)TAG_BYTES * j.chunk, TAG_BYTES) != 0;
+                cur = -1;
+            }
+        }
+        pthread_mutex_lock(&t->mu);
+        if (failed && t->bad < 0) t->bad = j.chunk;
+        t->done++;
+        pthread_cond_broadcast(&t->cv);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return NULL;
+}
+
+/* A checking thread for a pull of more than one chunk, or NULL (check inline). */
+static MacThread *mac_start(const Remote *r, const Manifest *m) {
+    if (m->nchunks < 2) return NULL;
+    MacThread *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->r = r, t->m = m, t->bad = -1;
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->cv, NULL);
+    if (pthread_create(&t->tid, NULL, mac_main, t) == 0) return t;
+    pthread_cond_destroy(&t->cv), pthread_mutex_destroy(&t->mu);
+    free(t);
+    return NULL;
+}
+
+static void mac_stop(MacThread *t) {
+    if (!t) return;
+    pthread_mutex_lock(&t->mu);
+    t->stop = 1;
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    pthread_join(t->tid, NULL);
+    pthread_cond_destroy(&t->cv), pthread_mutex_destroy(&t->mu);
+    free(t);
+}
+
+/* A chunk that failed its tag: the stream stops there (later replies are
+ * still on their way). */
+static int mac_refused(Stream *s, int64_t bad) {
+    char hex[33];
+    cache_key_hex(&s->m->key, hex);
+    return stream_drop(s, fail(s->r, CACHE_ECORRUPT, "remote entry %s: chunk %lld fails its MAC (tampered or damaged); refused",
+                               hex, (long long)bad));
+}
+
+/* Hand n bytes at p (of chunk cur) to the checking thread. */
+static int mac_queue(Stream *s, const uint8_t *p, size_t n, int last) {
+    MacThread *t = s->mt;
+    pthread_mutex_lock(&t->mu);
+    while (t->queued - t->done == MAC_QUEUE) pthread_cond_wait(&t->cv, &t->mu);
+    int64_t bad = t->bad;
+    t->q[t->queued++ % MAC_QUEUE] = (MacJob){p, n, s->cur, last};
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    return bad >= 0 ? mac_refused(s, bad) : 0;
+}
+
+/* CachePutOptions.fill_sync: wait for the jobs handed over before the
+ * previous reuse (the staging half they point into is about to be written
+ * again); before the commit, for all of them, and say whether every tag
+ * passed; before an abort, for all of them (the bytes may be freed). */
+static int stream_sync(void *ctx, int when) {
+    Stream *s = ctx;
+    MacThread *t = s->mt;
+    if (!t) return s->rc;
+    pthread_mutex_lock(&t->mu);
+    uint64_t upto = when == CACHE_FILL_REUSE ? t->mark : t->queued;
+    t->mark = t->queued;
+    while (t->done < upto) pthread_cond_wait(&t->cv, &t->mu);
+    int64_t bad = t->bad;
+    pthread_mutex_unlock(&t->mu);
+    if (s->rc || when == CACHE_FILL_ABORT) return s->rc;
+    if (bad >= 0) return mac_refused(s, bad);
+    if (when == CACHE_FILL_COMMIT && s->cur != s->m->nchunks)
+        return s->rc = fail(s->r, CACHE_EINVAL, "an entry was not read to its end");
     return 0;
 }
 
@@ -640,7 +774,11 @@ static int stream_read(void *ctx, uint8_t *dst, uint64_t n) {
         if (!s->left && stream_begin(s)) break;
         size_t take = (size_t)(n < s->left ? n : s->left);
         if (stream_take(s, dst, take)) break;
-        crypto_onetimeauth_update(&s->mac, dst, take);
+        if (s->mt) {
+            if (mac_queue(s, dst, take, take == s->left)) break;
+        } else {
+            crypto_onetimeauth_update(&s->mac, dst, take);
+        }
         dst += take, n -= take, s->left -= take;
         if (!s->left && stream_end(s)) break;
     }
@@ -659,7 +797,12 @@ static int stream_open(Stream *s, Remote *r, const Manifest *m) {
 static int chunks_fetch(Remote *r, const Manifest *m, uint8_t *buf) {
     Stream s;
     int rc = stream_open(&s, r, m);
-    return rc ? rc : stream_read(&s, buf, m->total);
+    if (rc) return rc;
+    s.mt = mac_start(r, m);
+    rc = stream_read(&s, buf, m->total);
+    rc = stream_sync(&s, rc ? CACHE_FILL_ABORT : CACHE_FILL_COMMIT);
+    mac_stop(s.mt);
+    return rc;
 }
 
 static int manifest_get(Remote *r, const CacheKey *k, redisReply **out) {
@@ -790,8 +933,10 @@ static int stream_put(Remote *r, Cache *c, const Manifest *m, CachePutOptions *p
     }
     for (uint32_t i = 0; i < m->nsec; i++) secs[i].size = ld64(m->sizes + 8ull * i);
     CacheEntryMeta meta = {.description = m->desc, .backend = m->backend, .mode = m->mode, .compile_ns = m->compile_ns};
-    po->fill = stream_read, po->fill_ctx = &s;
+    s.mt = mac_start(r, m);
+    po->fill = stream_read, po->fill_sync = stream_sync, po->fill_ctx = &s;
     rc = cache_put_ex(c, &m->key, m->record, m->rlen, &meta, secs, (int)m->nsec, po);
+    mac_stop(s.mt);
     free(secs);
     if (s.rc) return s.rc; /* the remote's failure, worded by the stream */
     if (rc) {

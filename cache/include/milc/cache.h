@@ -197,8 +197,17 @@ int cache_put(Cache *c, const CacheKey *k, const void *record, size_t record_len
  * put returns that code; nothing is stored).  It runs inside the write
  * transaction: a stream from a socket lands once, without a buffer for the
  * whole entry.  A put that would need the bytes a second time (the map had to
- * grow after all) fails with CACHE_EFULL and stores nothing. */
+ * grow after all) fails with CACHE_EFULL and stores nothing.
+ * fill_sync (optional, with fill): for a fill that goes on reading its bytes
+ * after handing them over (checking them on another thread).  The cache
+ * calls fill_sync(ctx, CACHE_FILL_REUSE) whenever it has written out a block
+ * of staged bytes: after that call returns it may overwrite what fill wrote
+ * before the previous such call, never what came since.  CACHE_FILL_COMMIT
+ * comes after the last byte, before the commit, CACHE_FILL_ABORT before an
+ * abort: after either, the fill's owner reads none of those bytes again.
+ * Nonzero from REUSE or COMMIT aborts the put with that code. */
 enum { CACHE_PUT_REFETCHABLE = 1u << 0 };
+enum { CACHE_FILL_REUSE, CACHE_FILL_COMMIT, CACHE_FILL_ABORT };
 typedef int (*CacheFillFn)(void *ctx, uint8_t *dst, uint64_t n);
 typedef struct CachePutOptions {
     unsigned flags;
@@ -206,6 +215,7 @@ typedef struct CachePutOptions {
     const void *drecord;
     size_t drecord_len;
     CacheFillFn fill;
+    int (*fill_sync)(void *ctx, int when); /* CACHE_FILL_* */
     void *fill_ctx;
 } CachePutOptions;
 /* cache_put with options (po NULL = cache_put). */
