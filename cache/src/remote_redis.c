@@ -502,6 +502,7 @@ typedef struct MacThread {
     MacJob q[MAC_QUEUE];
     uint64_t queued, done, mark; /* jobs handed over, finished; queued at the last sync */
     int stop, idle, waiting;     /* idle: the thread sleeps; waiting: the stream does */
+    size_t unwoken;              /* bytes queued since the thread was last woken */
     int64_t bad;                 /* the first chunk whose tag failed, or -1 */
     const Remote *r;
     const Manifest *m;
@@ -738,7 +739,11 @@ static int mac_queue(Stream *s, const uint8_t *p, size_t n, int last) {
     t->waiting = 0;
     int64_t bad = t->bad;
     t->q[t->queued++ % MAC_QUEUE] = (MacJob){p, n, s->cur, last};
-    if (t->idle) pthread_cond_broadcast(&t->cv);
+    t->unwoken += n;
+    /* Woken per chunk or 256 KB, not per piece: a GPT-2 entry's many small
+     * sections are a piece each. */
+    if (t->idle && (last || t->unwoken >= (256u << 10) || t->queued - t->done > MAC_QUEUE / 2))
+        t->unwoken = 0, pthread_cond_broadcast(&t->cv);
     pthread_mutex_unlock(&t->mu);
     return bad >= 0 ? mac_refused(s, bad) : 0;
 }
@@ -754,6 +759,7 @@ static int stream_sync(void *ctx, int when) {
     pthread_mutex_lock(&t->mu);
     uint64_t upto = when == CACHE_FILL_REUSE ? t->mark : t->queued;
     t->mark = t->queued;
+    if (t->done < upto && t->idle) t->unwoken = 0, pthread_cond_broadcast(&t->cv);
     while (t->done < upto) t->waiting = 1, pthread_cond_wait(&t->cv, &t->mu);
     t->waiting = 0;
     int64_t bad = t->bad;
