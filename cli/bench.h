@@ -10,13 +10,13 @@
 #include <stdio.h>
 
 #include "cli.h"
-#include "jobs.h"
+#include "milc/jobs.h"
 #include "milc/backend.h"
 #include "milc/estimate.h"
 #include "genopts.h"
 #include "json.h"
-#include "model.h"
-#include "pipeline.h"
+#include "milc/model.h"
+#include "milc/pipeline.h"
 
 /* ---- a program family --------------------------------------------------- */
 

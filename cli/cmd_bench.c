@@ -19,7 +19,7 @@
 #include "scratch.h"
 #include "milc/ossys.h"
 #include "bench.h"
-#include "jobs.h"
+#include "milc/jobs.h"
 
 extern char **environ;
 

@@ -4,7 +4,7 @@
 
 #include "cli.h"
 #include "json.h"
-#include "pipeline.h"
+#include "milc/pipeline.h"
 
 static const OptSpec compile_opts[] = {
     {"mode", 0, OPT_VALUE, "N", RT_MODES_HELP},

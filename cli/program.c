@@ -2,7 +2,7 @@
  * program from its container, check it, print the diagnostics. */
 #include <string.h>
 
-#include "pipeline.h"
+#include "milc/pipeline.h"
 #include "program.h"
 
 int cli_load_program(Cli *cli, const char *path, const char *model_path, MilTarget target, bool werror, Arena *arena,

@@ -7,7 +7,7 @@
 
 #include "cli.h"
 #include "json.h"
-#include "model.h"
+#include "milc/model.h"
 #include "run_npy.h"
 #include "milc/half.h"
 #include "milc/npy.h"

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipeline.h"
+#include "milc/pipeline.h"
 #include "milc/arena.h"
 #include "milc/backend.h"
 #include "milc/rt.h"

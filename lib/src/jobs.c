@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jobs.h"
+#include "milc/jobs.h"
 
 static char *xstrdup(const char *s) { return s ? strdup(s) : NULL; }
 

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pipeline.h"
+#include "milc/pipeline.h"
 #include "tier_io.h"
 #include "milc/arena.h"
 #include "milc/backend.h"

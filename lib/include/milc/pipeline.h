@@ -4,7 +4,7 @@
 #define MILC_LIB_PIPELINE_H
 
 #include <stdbool.h>
-#include "lib.h"
+#include "milc/lib.h"
 #include "milc/cache.h"
 #include "milc/gen.h"
 #include "milc/mil.h"
