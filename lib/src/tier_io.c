@@ -1,5 +1,5 @@
 /* tier_io.c — the remote tier's read-through and write-back (tier_io.h). */
-#include "lib.h"
+#include "milc/lib.h"
 #include "tier_io.h"
 
 void tier_io_warn(Store *remote) {
