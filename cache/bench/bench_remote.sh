@@ -5,7 +5,7 @@
 #     plain pipelined GETs of the same chunks from the same server;
 #  2. `milc build --model gpt2 --chunk 4 --mode 2` into an empty cache, cold
 #     (generate, compile, store) against pulled from the remote (fetch, check,
-#     store), rounds alternated, medians.  Both end with the three chunks in
+#     store), 5 rounds alternated, medians.  Both end with the three chunks in
 #     the local cache, ready to load; the cold build's stores wait for the
 #     disk, the pulled ones do not (CACHE_PUT_REFETCHABLE, cache/README.md).
 # --smoke: small sizes, so ctest keeps it working.
@@ -26,7 +26,7 @@ R=(--remote "redis://127.0.0.1:$PORT" --remote-key-file "$WORK/key")
 if [ -n "$SMOKE" ]; then "$BENCH" --port "$PORT" --smoke; else "$BENCH" --port "$PORT"; fi
 
 if [ -n "$SMOKE" ]; then REQ=(build --model tiny --chunk 1 --mode 2); ROUNDS=1
-else REQ=(build --model gpt2 --chunk 4 --mode 2); ROUNDS=3; fi
+else REQ=(build --model gpt2 --chunk 4 --mode 2); ROUNDS=5; fi
 # ms CMD...: wall ms of a --json build; its summed store and lookup ms go to
 # $WORK/parts (a cold build stores, a pulled one looks up: fetch, check, put).
 ms() {

@@ -1285,6 +1285,13 @@ static int put_entry(Cache *c, MDB_txn *txn, PutJob *j) {
             uint64_t piece = sz - done < j->e->bound ? sz - done : j->e->bound;
             if (ch != cur) {
                 if (val && (rc = put_bytes(&sg, val + pos, NULL, vsz - pos, NULL)) != 0) return rc;
+                /* Without WRITEMAP the next put may spill (write out and
+                 * free) the pages earlier values were filled into: a fill
+                 * still reading them finishes first (two calls: all of it). */
+                if (val && sg.fd < 0 && fill && fill->fill_sync &&
+                    ((rc = fill->fill_sync(fill->fill_ctx, CACHE_FILL_REUSE)) != 0 ||
+                     (rc = fill->fill_sync(fill->fill_ctx, CACHE_FILL_REUSE)) != 0))
+                    return rc;
                 uint8_t dk[20];
                 data_key(dk, j->key, ch);
                 MDB_val k = mval(dk, 20), v = mval(NULL, j->valsz[ch]);

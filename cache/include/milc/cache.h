@@ -201,8 +201,9 @@ int cache_put(Cache *c, const CacheKey *k, const void *record, size_t record_len
  * fill_sync (optional, with fill): for a fill that goes on reading its bytes
  * after handing them over (checking them on another thread).  The cache
  * calls fill_sync(ctx, CACHE_FILL_REUSE) whenever it has written out a block
- * of staged bytes: after that call returns it may overwrite what fill wrote
- * before the previous such call, never what came since.  CACHE_FILL_COMMIT
+ * of staged bytes (or, without WRITEMAP, before LMDB may move them): after
+ * that call returns it may overwrite what fill wrote before the previous
+ * such call, never what came since.  CACHE_FILL_COMMIT
  * comes after the last byte, before the commit, CACHE_FILL_ABORT before an
  * abort: after either, the fill's owner reads none of those bytes again.
  * Nonzero from REUSE or COMMIT aborts the put with that code. */
