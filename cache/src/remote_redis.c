@@ -1433,3 +1433,37 @@ int remote_manifest_check(const uint8_t secret[REMOTE_SECRET_BYTES], const void 
     cache_fmt(err, errlen, "%s", rc ? r.err : "");
     return rc;
 }
+
+/* Chunk replies read from a socket as a pull reads them, for an entry whose
+ * bytes are payload[0, total) cut into chunks of `chunk` bytes (their tags
+ * under secret): 0 only if the bytes came back whole and equal.  For fuzzing
+ * the reply reader (the input is what a server sends). */
+int remote_chunks_check(const uint8_t secret[REMOTE_SECRET_BYTES], uint32_t chunk, const uint8_t *payload,
+                        uint32_t total, const void *replies, size_t len, char *err, size_t errlen) {
+    Remote r = {.o = {.io_timeout_ms = 10000, .max_entry_bytes = 16ull << 30}};
+    memcpy(r.secret, secret, REMOTE_SECRET_BYTES);
+    Manifest m = {.chunk = chunk ? chunk : 1, .total = total};
+    m.nchunks = chunks_of(total, m.chunk);
+    static const uint8_t upload[16];
+    m.upload = upload;
+    uint8_t *tags = malloc((size_t)TAG_BYTES * m.nchunks + 1), *buf = malloc(total + 1);
+    int sv[2], rc = CACHE_ENOMEM;
+    if (!tags || !buf || len > (32u << 10) || socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) goto out;
+    for (uint32_t j = 0; j < m.nchunks; j++)
+        chunk_tag(&r, &m.key, upload, j, payload + (size_t)j * m.chunk, (size_t)chunk_size(&m, j),
+                  tags + (size_t)TAG_BYTES * j);
+    m.tags = tags;
+    if ((size_t)write(sv[1], replies, len) != len || shutdown(sv[1], SHUT_WR) != 0 || !(r.ctx = redisConnectFd(sv[0]))) {
+        close(sv[0]), close(sv[1]);
+        rc = CACHE_EIO;
+        goto out;
+    }
+    rc = r.ctx->err ? CACHE_EIO : chunks_fetch(&r, &m, buf);
+    if (rc == 0 && memcmp(buf, payload, total) != 0) rc = fail(&r, CACHE_EINVAL, "accepted bytes that differ");
+    if (r.ctx) redisFree(r.ctx);
+    close(sv[1]);
+out:
+    cache_fmt(err, errlen, "%s", rc ? r.err : "");
+    free(tags), free(buf);
+    return rc;
+}

@@ -154,4 +154,11 @@ int remote_stat(Remote *r, RemoteStats *s);
 int remote_manifest_check(const uint8_t secret[REMOTE_SECRET_BYTES], const void *buf, size_t len, char *err,
                           size_t errlen);
 
+/* Chunk replies (at most 32 KiB of them) read as a pull reads them from the
+ * server, for an entry of `total` bytes of payload cut every `chunk` bytes and
+ * tagged under secret: 0 only if the bytes came back whole and equal, else
+ * the code a pull would return, with a reason in err.  For fuzzing. */
+int remote_chunks_check(const uint8_t secret[REMOTE_SECRET_BYTES], uint32_t chunk, const uint8_t *payload,
+                        uint32_t total, const void *replies, size_t len, char *err, size_t errlen);
+
 #endif
