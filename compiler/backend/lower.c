@@ -1778,6 +1778,209 @@ static int lower_lut_linear(LowerShared *s, const IrOp *op, const IrValue *w) {
     return emit_result(s, op, RT_OP_LUT_GEMM, in, bias ? 4 : 3, &p, sizeof p);
 }
 
+/* ---- scatter, sort, quantization and random ops ---- */
+
+/* A string argument (its default when absent), or NULL when not constant. */
+static const char *arg_str_or(const IrOp *op, const char *name, const char *def) {
+    if (!ir_op_arg(op, name)) return def;
+    const IrLiteral *l = ir_op_arg_const(op, name);
+    return l ? ir_lit_str(l, 0) : NULL;
+}
+
+/* An op with several results: each result its own buffer. */
+static int emit_results(LowerShared *s, const IrOp *op, RtOpKind k, const int *in, int nin, int nout, const void *p, size_t plen) {
+    int out[RT_MAX_OUT];
+    for (int i = 0; i < nout; i++) {
+        const IrType *t = &op->results[i]->type;
+        if ((out[i] = result_buf(s, op->results[i], t->rank, t->dims)) < 0) return -1;
+    }
+    for (int i = 0; i < nin; i++)
+        if (in[i] < 0) return -1;
+    if (s->failed || check_rc(s, rtb_op(s->b, k, in, nin, out, nout, p, plen)) < 0) return -1;
+    s->nops++;
+    for (int i = 0; i < nout; i++) set_buffer(s, op->results[i], out[i], s->bi[out[i]].rank, s->bi[out[i]].dims);
+    return 0;
+}
+
+static int lower_scatter(LowerShared *s, const IrOp *op) {
+    static const char *const modes[RT_SCM_COUNT_] = {"update", "add", "sub", "mul", "div", "max", "min"};
+    const char *m = arg_str_or(op, "mode", "add");
+    RtScatterParams p = {.kind = op->kind == OP_SCATTER ? RT_SC_AXIS : op->kind == OP_SCATTER_ALONG_AXIS ? RT_SC_ALONG : RT_SC_ND,
+                         .mode = -1};
+    for (int i = 0; m && i < RT_SCM_COUNT_; i++)
+        if (strcmp(m, modes[i]) == 0) p.mode = i;
+    if (p.mode < 0) return FAIL("%s: 'mode' must be a constant update, add, sub, mul, div, max or min", mil_op_name(op->kind));
+    IrValue *d = arg_value(op, "data"), *ix = arg_value(op, "indices"), *u = arg_value(op, "updates");
+    if (!d || !ix || !u) return FAIL("%s: 'data', 'indices' and 'updates' must be tensors", mil_op_name(op->kind));
+    if (p.kind != RT_SC_ND) {
+        int64_t a = 0;
+        if (!ir_op_arg_i64(op, "axis", &a)) return FAIL("%s: 'axis' must be a constant", mil_op_name(op->kind));
+        p.axis = normalize_axis(a, d->type.rank);
+    }
+    /* the shape rules the checker leaves to the backend, said in MIL's terms */
+    const IrType *dt = &d->type, *it = &ix->type, *ut = &u->type;
+    bool ok = true;
+    if (p.kind == RT_SC_AXIS) {
+        ok = it->rank == 1 && ut->rank == dt->rank;
+        for (int i = 0; ok && i < dt->rank; i++) ok = ut->dims[i] == (i == p.axis ? it->dims[0] : dt->dims[i]);
+        if (!ok) return FAIL("scatter: 'indices' must be [C] and 'updates' data's shape with dim %d = C", p.axis);
+    } else if (p.kind == RT_SC_ALONG) {
+        ok = it->rank == dt->rank && dims_same(it->rank, it->dims, ut->rank, ut->dims);
+        for (int i = 0; ok && i < dt->rank; i++) ok = i == p.axis || ut->dims[i] <= dt->dims[i];
+        if (!ok) return FAIL("scatter_along_axis: 'indices' and 'updates' must have one shape, data's rank, within data off the axis");
+    } else {
+        int64_t k = it->rank ? it->dims[it->rank - 1] : 0;
+        ok = it->rank >= 1 && k >= 1 && k <= dt->rank && ut->rank == it->rank - 1 + dt->rank - k;
+        for (int i = 0; ok && i + 1 < it->rank; i++) ok = ut->dims[i] == it->dims[i];
+        for (int64_t i = k; ok && i < dt->rank; i++) ok = ut->dims[it->rank - 1 + i - k] == dt->dims[i];
+        if (!ok) return FAIL("scatter_nd: 'updates' must be indices' dims but the last (K), then data's dims after the first K");
+    }
+    int in[3] = {materialize(s, d), materialize(s, ix), materialize(s, u)};
+    return emit_result(s, op, RT_OP_SCATTER, in, 3, &p, sizeof p);
+}
+
+/* argsort (indices only, every element) and topk (values, and indices
+ * unless return_indices is false; the first k). */
+static int lower_sort(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    int64_t a = -1, asc = 0, k = 1;
+    ir_op_arg_i64(op, "axis", &a);
+    ir_op_arg_i64(op, "ascending", &asc);
+    int ax = normalize_axis(a, x->type.rank);
+    if (x->type.rank < 1) return FAIL("%s: 'x' must have rank >= 1", mil_op_name(op->kind));
+    RtSortParams p = {.axis = ax, .ascending = asc != 0};
+    if (op->kind == OP_ARGSORT) {
+        p.k = (int32_t)x->type.dims[ax], p.has_indices = 1;
+    } else {
+        if (!ir_op_arg_i64(op, "k", &k)) return FAIL("topk: 'k' must be a constant on the CPU backend");
+        if (k < 1 || k > x->type.dims[ax]) return FAIL("topk: 'k' %lld is not in 1..%lld", (long long)k, (long long)x->type.dims[ax]);
+        p.k = (int32_t)k, p.has_values = 1, p.has_indices = op->nresults > 1;
+    }
+    if (x->type.dims[ax] > INT32_MAX) return FAIL("%s: the axis is too long", mil_op_name(op->kind));
+    int in = materialize(s, x);
+    return emit_results(s, op, RT_OP_SORT, &in, 1, p.has_values + p.has_indices, &p, sizeof p);
+}
+
+/* A constant scale or zero point of quantize / dequantize as an F32 weight
+ * broadcasting over x: a scalar, or a vector along axis. */
+static int quant_param(LowerShared *s, const IrOp *op, const char *name, const IrValue *x, int axis) {
+    IrValue *v = arg_value(op, name);
+    float *f = v ? const_floats(s, v) : NULL;
+    if (!f) return v ? -1 : FAIL("%s: '%s' must be a constant", mil_op_name(op->kind), name);
+    int64_t n = ir_type_numel(&v->type), dims[MAXR];
+    int rank = x->type.rank;
+    for (int i = 0; i < rank; i++) dims[i] = 1;
+    if (n != 1) {
+        if (axis < 0 || v->type.rank != 1 || n != x->type.dims[axis]) {
+            free(f);
+            return FAIL("%s: '%s' must be a scalar, or a vector of dim 'axis' of the input (%lld) with 'axis' given",
+                        mil_op_name(op->kind), name, axis < 0 ? -1LL : (long long)x->type.dims[axis]);
+        }
+        dims[axis] = n;
+    }
+    char wn[RT_NAME_MAX];
+    snprintf(wn, sizeof wn, "%s.%s", op->results[0]->name, name);
+    int id = check_rc(s, rtb_weight(s->b, wn, RT_F32, rank ? rank : 1, rank ? dims : &n, f));
+    free(f);
+    note_buf(s, id, rank ? rank : 1, rank ? dims : &n);
+    return id;
+}
+
+static int emit_temp(LowerShared *s, RtOpKind k, const int *in, int nin, RtDType dt, const IrType *t, const void *p, size_t plen) {
+    int out = new_temp(s, dt, t->rank, t->dims);
+    return emit(s, k, in, nin, out, p, plen) < 0 ? -1 : out;
+}
+
+/* quantize: clip(round(x / scale) + zero_point) to int8 / uint8 (round half
+ * to even, as NumPy's around); dequantize: (x - zero_point) · scale. */
+static int lower_quant(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "input");
+    const IrType *t = rtype(op);
+    int64_t a = -1;
+    if (ir_op_arg(op, "axis") && !ir_op_arg_i64(op, "axis", &a)) return FAIL("%s: 'axis' must be a constant", mil_op_name(op->kind));
+    int axis = ir_op_arg(op, "axis") ? normalize_axis(a, x->type.rank) : -1;
+    if (x->type.rank < 1) return FAIL("%s: 'input' must have rank >= 1", mil_op_name(op->kind));
+    int sc = quant_param(s, op, "scale", x, axis);
+    int zp = ir_op_arg(op, "zero_point") ? quant_param(s, op, "zero_point", x, axis) : -2;
+    if (sc < 0 || zp == -1) return -1;
+    int in = materialize(s, x);
+    if (op->kind == OP_DEQUANTIZE) {
+        RtCastParams c = {0};
+        int v = emit_temp(s, RT_OP_CAST, &in, 1, RT_F32, t, &c, sizeof c);
+        if (zp >= 0) {
+            RtBinaryParams b = {.op = RT_BIN_SUB};
+            int i2[2] = {v, zp};
+            v = emit_temp(s, RT_OP_BINARY, i2, 2, RT_F32, t, &b, sizeof b);
+        }
+        RtBinaryParams m = {.op = RT_BIN_MUL};
+        int i3[2] = {v, sc};
+        return emit_result(s, op, RT_OP_BINARY, i3, 2, &m, sizeof m);
+    }
+    bool u8 = t->dtype == IR_DT_UINT8;
+    RtBinaryParams dv = {.op = RT_BIN_DIV}, ad = {.op = RT_BIN_ADD};
+    RtEltParams rnd = {.op = RT_EL_ROUND}, clip = {.op = RT_EL_CLIP, .alpha = u8 ? 0 : -128, .beta = u8 ? 255 : 127};
+    int i2[2] = {in, sc};
+    int v = emit_temp(s, RT_OP_BINARY, i2, 2, RT_F32, t, &dv, sizeof dv);
+    v = emit_temp(s, RT_OP_ELTWISE, &v, 1, RT_F32, t, &rnd, sizeof rnd);
+    if (zp >= 0) {
+        int i3[2] = {v, zp};
+        v = emit_temp(s, RT_OP_BINARY, i3, 2, RT_F32, t, &ad, sizeof ad);
+    }
+    v = emit_temp(s, RT_OP_ELTWISE, &v, 1, RT_F32, t, &clip, sizeof clip);
+    RtCastParams c = {0};
+    return emit_result(s, op, RT_OP_CAST, &v, 1, &c, sizeof c);
+}
+
+/* The random ops: RT_OP_RANDOM's counter-based generator keyed by 'seed'
+ * (-1, the default, is a seed like any other: every run is reproducible). */
+static int lower_random(LowerShared *s, const IrOp *op) {
+    int64_t seed = -1;
+    if (!ir_op_arg_i64(op, "seed", &seed)) return FAIL("%s: 'seed' must be a constant", mil_op_name(op->kind));
+    RtRandomParams p = {.seed = seed};
+    switch (op->kind) {
+    case OP_RANDOM_UNIFORM:
+        p.kind = RT_RAND_UNIFORM, p.a = (float)arg_f64_or(op, "low", 0), p.b = (float)arg_f64_or(op, "high", 1);
+        break;
+    case OP_RANDOM_NORMAL:
+        p.kind = RT_RAND_NORMAL, p.a = (float)arg_f64_or(op, "mean", 0), p.b = (float)arg_f64_or(op, "stddev", 1);
+        break;
+    case OP_RANDOM_BERNOULLI: p.kind = RT_RAND_BERNOULLI, p.a = (float)arg_f64_or(op, "prob", 0.5); break;
+    default: {
+        const char *m = arg_str_or(op, "mode", "logits");
+        if (!m || (strcmp(m, "logits") && strcmp(m, "probs"))) return FAIL("random_categorical: 'mode' must be \"logits\" or \"probs\"");
+        p.kind = RT_RAND_CATEGORICAL, p.probs = strcmp(m, "probs") == 0;
+        int in = materialize(s, arg_value(op, "x"));
+        return emit_result(s, op, RT_OP_RANDOM, &in, 1, &p, sizeof p);
+    }
+    }
+    if (!isfinite(p.a) || !isfinite(p.b)) return FAIL("%s: its parameters must be finite", mil_op_name(op->kind));
+    int out = out_for(s, op);
+    if (s->failed || out < 0 || check_rc(s, rtb_op(s->b, RT_OP_RANDOM, NULL, 0, &out, 1, &p, sizeof p)) < 0) return -1;
+    s->nops++;
+    done(s, op, out);
+    return 0;
+}
+
+/* The ops of this section; lower_op's default case comes here. */
+static bool lower_data_op(IrOpKind k) {
+    switch (k) {
+    case OP_SCATTER: case OP_SCATTER_ALONG_AXIS: case OP_SCATTER_ND: case OP_ARGSORT: case OP_TOPK:
+    case OP_QUANTIZE: case OP_DEQUANTIZE: case OP_RANDOM_UNIFORM: case OP_RANDOM_NORMAL: case OP_RANDOM_BERNOULLI:
+    case OP_RANDOM_CATEGORICAL:
+        return true;
+    default: return false;
+    }
+}
+
+static int lower_data(LowerShared *s, const IrOp *op) {
+    switch (op->kind) {
+    case OP_SCATTER: case OP_SCATTER_ALONG_AXIS: case OP_SCATTER_ND: return lower_scatter(s, op);
+    case OP_ARGSORT: case OP_TOPK: return lower_sort(s, op);
+    case OP_QUANTIZE: case OP_DEQUANTIZE: return lower_quant(s, op);
+    default: return lower_random(s, op);
+    }
+}
+
 bool backend_lowers(IrOpKind k) {
     /* The ops lower_op's switch handles; every other op of the table is
      * checked but not run yet. */
@@ -1805,7 +2008,7 @@ bool backend_lowers(IrOpKind k) {
     };
     for (size_t i = 0; i < sizeof lowered / sizeof *lowered; i++)
         if (lowered[i] == k) return true;
-    return false;
+    return lower_data_op(k);
 }
 
 static int lower_op(LowerShared *s, IrOp *op) {
@@ -1919,6 +2122,7 @@ static int lower_op(LowerShared *s, IrOp *op) {
     case OP_SCALED_DOT_PRODUCT_ATTENTION: return lower_sdpa(s, op);
     default:
         if (op->kind == OP_RELU || elt_op(op->kind) >= 0) return lower_eltwise(s, op);
+        if (lower_data_op(op->kind)) return lower_data(s, op);
         break;
     }
     return FAIL("%s: not supported by the CPU backend", mil_op_name(op->kind));

@@ -421,6 +421,9 @@ static const RtOpInfo op_table[RT_OP_COUNT_] = {
     [RT_OP_CUMSUM] = {"cumsum", sizeof(RtScanParams), 1, 1, 1, 1, rt_check_cumsum, NULL},
     [RT_OP_GATHER_AXIS] = {"gather_along_axis", sizeof(RtAxisParams), 2, 2, 1, 1, rt_check_gather_axis, NULL},
     [RT_OP_POOL] = {"pool", sizeof(RtConvParams), 1, 1, 1, 1, rt_check_pool, NULL},
+    [RT_OP_SCATTER] = {"scatter", sizeof(RtScatterParams), 3, 3, 1, 1, rt_check_scatter, NULL},
+    [RT_OP_SORT] = {"sort", sizeof(RtSortParams), 1, 1, 1, 2, rt_check_sort, rt_s_sort},
+    [RT_OP_RANDOM] = {"random", sizeof(RtRandomParams), 0, 1, 1, 1, rt_check_random, rt_s_random},
 };
 
 const RtOpInfo *rt_op_info(uint32_t kind) {

@@ -82,6 +82,9 @@ typedef struct {
         RtConvParams conv;
         RtLutParams lut;
         RtScanParams scan;
+        RtScatterParams scatter;
+        RtSortParams sort;
+        RtRandomParams rnd;
     } p;
 } RtOpRec;
 _Static_assert(sizeof(RtCopyParams) == RT_PARAMS_MAX, "copy params fill the record");
@@ -200,6 +203,11 @@ int rt_check_lut_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t er
 size_t rt_s_lut_gemm(const RtBuf *bufs, const RtOpRec *op);
 int rt_check_cumsum(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 int rt_check_gather_axis(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+int rt_check_scatter(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+int rt_check_sort(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+size_t rt_s_sort(const RtBuf *bufs, const RtOpRec *op);
+int rt_check_random(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+size_t rt_s_random(const RtBuf *bufs, const RtOpRec *op);
 int rt_check_conv(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 int rt_check_pool(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 

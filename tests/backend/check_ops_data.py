@@ -1,0 +1,214 @@
+# check_ops_data.py — scatter (three index forms, every mode), argsort and
+# topk, quantize / dequantize and the random ops against NumPy, for each
+# dtype MIL allows them: fp32, fp16 (relative L2 <= 2e-3 against a reference
+# on fp16-rounded inputs), int32 and the int8 / uint8 of quantization
+# (exact).  Run by check_ops.py, whose helpers (case, const, ty, R, rng, as_dt,
+# op_case) it uses.
+
+SC_MODES = ("update", "add", "sub", "mul", "div", "max", "min")
+
+
+def sc_op(mode, y, u, dt):
+    if mode == "update":
+        return u
+    if mode == "add":
+        return y + u
+    if mode == "sub":
+        return y - u
+    if mode == "mul":
+        return y * u
+    if mode == "div":
+        if dt == "int32":
+            return 0 if u == 0 else int(np.trunc(y / u))
+        return y / u
+    return max(y, u) if mode == "max" else min(y, u)
+
+
+def sc_ref(kind, data, idx, upd, axis, mode, dt):
+    """The updates applied one at a time, in order (duplicates: the last wins)."""
+    y = data.astype(np.float64).copy()
+    u = upd.astype(np.float64)
+    if kind == "scatter":
+        for p in np.ndindex(*u.shape):
+            q = list(p)
+            q[axis] = idx[p[axis]] % data.shape[axis]
+            y[tuple(q)] = sc_op(mode, y[tuple(q)], u[p], dt)
+    elif kind == "scatter_along_axis":
+        for p in np.ndindex(*u.shape):
+            q = list(p)
+            q[axis] = idx[p] % data.shape[axis]
+            y[tuple(q)] = sc_op(mode, y[tuple(q)], u[p], dt)
+    else:
+        k = idx.shape[-1]
+        for p in np.ndindex(*u.shape):
+            lead, rest = p[:idx.ndim - 1], p[idx.ndim - 1:]
+            q = tuple(int(i) % data.shape[j] for j, i in enumerate(idx[lead])) + rest
+            y[q] = sc_op(mode, y[q], u[p], dt)
+    return y
+
+
+def scatter_case(kind, dt, mode):
+    data = as_dt(R(4, 5, 3) * 3, dt)
+    if kind == "scatter":  # axis 1, duplicates and a negative index
+        idx, axis = np.array([3, -1, 0, 3]), 1
+        upd = as_dt(R(4, 4, 3) * 3, dt)
+    elif kind == "scatter_along_axis":
+        idx, axis = rng.integers(-3, 3, (2, 5, 3)), 0
+        upd = as_dt(R(2, 5, 3) * 3, dt)
+    else:  # indices [2, 2, 2]: four (i, j) pairs, one repeated, updates [2, 2, 3]
+        idx, axis = np.array([[[1, 2], [3, -1]], [[1, 2], [0, 0]]]), None
+        upd = as_dt(R(2, 2, 3) * 3, dt)
+    if mode == "div":
+        upd = np.where(np.abs(upd) < 1, 2, upd).astype(upd.dtype)
+    want = sc_ref(kind, data, idx, upd, axis, mode, dt)
+    body = [const("i", idx, "int32"), 'string m = const()[val = string("%s")];' % mode]
+    axarg = ""
+    if axis is not None:
+        body.append(const("ax", axis, "int32"))
+        axarg = ", axis = ax"
+    body.append("%s y = %s(data = d, indices = i, updates = u%s, mode = m);" % (ty(data, dt), kind, axarg))
+    case("%s_%s_%s" % (kind, mode, dt), {"d": (data, dt), "u": (upd, dt)}, body, {"y": (want, dt)}, tol=1e-5)
+
+
+for kind in ("scatter", "scatter_along_axis", "scatter_nd"):
+    for dt in ("fp32", "int32"):
+        for mode in SC_MODES:
+            scatter_case(kind, dt, mode)
+    for mode in ("update", "add", "max"):
+        scatter_case(kind, "fp16", mode)
+
+
+# argsort and topk: stable (equal values keep their order), so the ties of
+# rounded data have one right answer
+def sort_ref(v, axis, asc):
+    return np.argsort(v if asc else -v, axis=axis, kind="stable")
+
+
+xs = R(3, 6, 4) * 3
+for dt in ("fp32", "fp16", "int32"):
+    for axis, asc in [(-1, False), (1, True), (0, False)]:
+        xv = as_dt(xs, dt)
+        op_case("argsort_%s_%d%d" % (dt, axis, asc), "argsort", {"x": xs}, dt,
+                lambda v: sort_ref(v, axis, asc), [("axis", axis, "int32"), ("ascending", asc, "bool")], out_dt="int32")
+    for axis, k, asc in [(-1, 2, False), (1, 4, True), (1, 6, False)]:
+        xv = as_dt(xs, dt)
+        ix = np.take(sort_ref(xv.astype(np.float64), axis, asc), np.arange(k), axis=axis)
+        vals = np.take_along_axis(xv.astype(np.float64), ix, axis)
+        shp = ty(vals, dt)
+        case("topk_%s_%d%d%d" % (dt, axis, k, asc), {"x": (xv, dt)},
+             [const("k", k, "int32"), const("ax", axis, "int32"), const("as", asc, "bool"),
+              "%s v, %s i = topk(x = x, k = k, axis = ax, ascending = as);" % (shp, ty(ix, "int32"))],
+             {"v": (vals, dt), "i": (ix, "int32")})
+xv = as_dt(xs, "fp32")
+ix = sort_ref(xv, -1, False)[..., :3]
+case("topk_values_only", {"x": (xv, "fp32")},
+     [const("k", 3, "int32"), const("ri", False, "bool"),
+      "%s v = topk(x = x, k = k, return_indices = ri);" % ty(ix)],
+     {"v": (np.take_along_axis(xv.astype(np.float64), ix, -1), "fp32")})
+
+
+# quantize / dequantize: per tensor and per channel, int8 and uint8, with
+# and without a zero point; quantized values leave through a cast to int32
+def quant_ref(x, scale, zp, odt, axis):
+    sh = [1] * x.ndim
+    if np.ndim(scale):
+        sh[axis] = -1
+    q = np.around(x.astype(np.float32) / np.reshape(scale, sh).astype(np.float32)).astype(np.float64)
+    if zp is not None:
+        q = q + np.reshape(zp, sh)
+    lo, hi = (0, 255) if odt == "uint8" else (-128, 127)
+    return np.clip(q, lo, hi)
+
+
+xq = R(2, 3, 4) * 40
+for dt in ("fp32", "fp16"):
+    for odt, per_ch, with_zp in [("int8", False, False), ("uint8", False, True), ("int8", True, True), ("uint8", True, False)]:
+        scale = (np.abs(R(3)) * 0.5 + 0.2) if per_ch else np.float32(0.37)
+        zp = (rng.integers(0, 20, 3) if per_ch else np.int64(100 if odt == "uint8" else -3)) if with_zp else None
+        scale = as_dt(scale, dt)
+        xin = as_dt(xq, dt)
+        want = quant_ref(xin, scale, zp, odt, 1)
+        deq = (want - (np.reshape(zp, [1, -1, 1]) if per_ch and zp is not None else (zp if zp is not None else 0))) * \
+            (np.reshape(scale, [1, -1, 1]) if per_ch else scale)
+        body = [const("sc", scale, dt), 'string od = const()[val = string("%s")];' % odt]
+        extra = ""
+        if with_zp:
+            body.append(const("zp", zp, odt))
+            extra += ", zero_point = zp"
+        if per_ch:
+            body.append(const("ax", 1, "int32"))
+            extra += ", axis = ax"
+        body += ["tensor<%s, [2, 3, 4]> q = quantize(input = x, scale = sc%s, output_dtype = od);" % (odt, extra),
+                 'tensor<int32, [2, 3, 4]> y = cast(x = q, dtype = string("int32"));',
+                 "tensor<%s, [2, 3, 4]> z = dequantize(input = q, scale = sc%s);" % (dt, extra)]
+        case("quantize_%s_%s_%d%d" % (dt, odt, per_ch, with_zp), {"x": (xin, dt)}, body,
+             {"y": (want, "int32"), "z": (deq, dt)}, tol=1e-5)
+# dequantize of a constant int8 tensor (the usual form: a quantized weight)
+qw = rng.integers(-128, 128, (3, 5))
+for dt in ("fp32", "fp16"):
+    zpw, scw, xw = rng.integers(-4, 4, 3), as_dt(np.abs(R(3)) * 0.1 + 0.01, dt), as_dt(R(3, 5), dt)
+    case("dequantize_const_" + dt, {"x": (xw, dt)},
+         [const("q", qw, "int8"), const("zp", zpw, "int8"), const("sc", scw, dt), const("ax", 0, "int32"),
+          "tensor<%s, [3, 5]> w = dequantize(input = q, zero_point = zp, scale = sc, axis = ax);" % dt,
+          "tensor<%s, [3, 5]> y = add(x = x, y = w);" % dt],
+         {"y": (xw + (qw - zpw[:, None]) * scw[:, None].astype(np.float64), dt)}, tol=1e-5)
+
+
+# random ops: the documented counter-based generator, in NumPy
+def mix(z):
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def uni(seed, j):
+    with np.errstate(over="ignore"):
+        key = mix(np.array([seed], np.int64).astype(np.uint64))
+        r = mix(key + (np.asarray(j, np.uint64) + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15))
+    return (r >> np.uint64(40)).astype(np.float64) / 16777216.0
+
+
+shp = (3, 4, 5)
+n = int(np.prod(shp))
+for dt in ("fp32", "fp16"):
+    for seed in (-1, 7):
+        u_ = uni(seed, np.arange(n)).reshape(shp)
+        u2 = uni(seed, np.arange(2 * n))
+        nrm = np.sqrt(-2 * np.log(1 - u2[0::2])) * np.cos(2 * np.pi * u2[1::2])
+        a16 = lambda v: float(as_dt(np.float32(v), dt))
+        for name, params, want in [
+                ("random_uniform", [("low", -2.0), ("high", 3.0)], a16(-2.0) + (a16(3.0) - a16(-2.0)) * u_),
+                ("random_normal", [("mean", 1.5), ("stddev", 0.5)], 1.5 + 0.5 * nrm.reshape(shp)),
+                ("random_bernoulli", [("prob", 0.3)], (u_ < a16(0.3)).astype(np.float64))]:
+            body = [const("sh", np.array(shp), "int32"), const("sd", seed, "int32")] + [const(a, v, dt) for a, v in params]
+            body.append("%s y = %s(shape = sh, %s, seed = sd);" % (ty(want, dt), name, ", ".join("%s = %s" % (a, a) for a, _ in params)))
+            case("%s_%s_%d" % (name, dt, seed), {"x": (np.zeros(1, np.float32), "fp32")}, body, {"y": (want, dt)}, tol=1e-5)
+# the distribution itself, on many draws: mean and deviation within 4 standard errors
+big = uni(3, np.arange(200000))
+assert abs(big.mean() - 0.5) < 4 * np.sqrt(1 / 12 / big.size), "the generator's uniforms are not uniform"
+
+
+def categorical_ref(x, size, seed, probs):
+    rows = x.reshape(-1, x.shape[-1]).astype(np.float64)
+    out = np.zeros((rows.shape[0], size))
+    for r, row in enumerate(rows):
+        w = np.maximum(row, 0) if probs else np.exp(row - row.max())
+        cdf = np.cumsum(w)
+        for s_ in range(size):
+            t = uni(seed, r * size + s_)[0] * cdf[-1]
+            j = 0
+            while j < len(row) - 1 and not cdf[j] > t:
+                j += 1
+            out[r, s_] = j
+    return out.reshape(x.shape[:-1] + (size,))
+
+
+xl_ = R(2, 3, 6)
+for dt in ("fp32", "fp16"):
+    for mode in ("logits", "probs"):
+        xin = as_dt(np.abs(xl_) if mode == "probs" else xl_ * 2, dt)
+        want = categorical_ref(xin, 5, 11, mode == "probs")
+        case("random_categorical_%s_%s" % (mode, dt), {"x": (xin, dt)},
+             ['string m = const()[val = string("%s")];' % mode, const("n", 5, "int32"), const("sd", 11, "int32"),
+              "%s y = random_categorical(x = x, mode = m, size = n, seed = sd);" % ty(want, dt)],
+             {"y": (want, dt)})
