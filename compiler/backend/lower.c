@@ -1961,22 +1961,72 @@ static int lower_random(LowerShared *s, const IrOp *op) {
     return 0;
 }
 
+/* ---- control flow ---- */
+
+static int lower_op(LowerShared *s, IrOp *op);
+
+/* The ops of a nested block, in order, in the program being built. */
+static int lower_block(LowerShared *s, IrBlock *b) {
+    for (IrOp *o = b->first; o; o = o->next) {
+        o->aux = NULL; /* fusion groups are function-level: none here */
+        if (lower_op(s, o) < 0 || s->failed) return -1;
+    }
+    return 0;
+}
+
+/* cond: a constant predicate lowers the branch it takes; otherwise both
+ * branches run and each result is select(pred, true's, false's).  Branch
+ * ops have no side effects (states are not in a branch's reach here), so
+ * that is the program's meaning; the cost is running both, and an index
+ * error in the branch not taken is still reported. */
+static int lower_cond(LowerShared *s, IrOp *op) {
+    IrValue *pred = arg_value(op, "pred");
+    const IrLiteral *l = ir_op_arg_const(op, "pred");
+    if (op->nblocks != 2) return FAIL("cond: needs a true and a false branch");
+    for (int k = 0; k < 2; k++)
+        if (op->blocks[k]->noutputs != op->nresults) return FAIL("cond: each branch must return %d values", op->nresults);
+    if (l) {
+        IrBlock *b = op->blocks[ir_lit_i64(l, 0) != 0 ? 0 : 1];
+        if (lower_block(s, b) < 0) return -1;
+        s->cur = op;
+        for (int i = 0; i < op->nresults; i++) {
+            LVal *L = lval(s, b->outputs[i]);
+            if (!L->has) return -1;
+            View v = L->v;
+            if (set_view(s, op->results[i], &v, L->pend) < 0) return -1;
+        }
+        return 0;
+    }
+    if (!pred) return FAIL("cond: 'pred' must be a bool value");
+    if (lower_block(s, op->blocks[0]) < 0 || lower_block(s, op->blocks[1]) < 0) return -1;
+    s->cur = op;
+    for (int i = 0; i < op->nresults; i++) {
+        IrValue *r = op->results[i];
+        int in[3] = {materialize(s, pred), materialize(s, op->blocks[0]->outputs[i]), materialize(s, op->blocks[1]->outputs[i])};
+        int out = result_buf(s, r, r->type.rank, r->type.dims);
+        if (emit(s, RT_OP_SELECT, in, 3, out, NULL, 0) < 0) return -1;
+        set_buffer(s, r, out, s->bi[out].rank, s->bi[out].dims);
+    }
+    return 0;
+}
+
 /* The ops of this section; lower_op's default case comes here. */
 static bool lower_data_op(IrOpKind k) {
     switch (k) {
     case OP_SCATTER: case OP_SCATTER_ALONG_AXIS: case OP_SCATTER_ND: case OP_ARGSORT: case OP_TOPK:
     case OP_QUANTIZE: case OP_DEQUANTIZE: case OP_RANDOM_UNIFORM: case OP_RANDOM_NORMAL: case OP_RANDOM_BERNOULLI:
-    case OP_RANDOM_CATEGORICAL:
+    case OP_RANDOM_CATEGORICAL: case OP_COND:
         return true;
     default: return false;
     }
 }
 
-static int lower_data(LowerShared *s, const IrOp *op) {
+static int lower_data(LowerShared *s, IrOp *op) {
     switch (op->kind) {
     case OP_SCATTER: case OP_SCATTER_ALONG_AXIS: case OP_SCATTER_ND: return lower_scatter(s, op);
     case OP_ARGSORT: case OP_TOPK: return lower_sort(s, op);
     case OP_QUANTIZE: case OP_DEQUANTIZE: return lower_quant(s, op);
+    case OP_COND: return lower_cond(s, op);
     default: return lower_random(s, op);
     }
 }
@@ -2132,12 +2182,29 @@ static int lower_op(LowerShared *s, IrOp *op) {
 
 void lower_shared_weights(LowerShared *s, const MilBlobFile *weights) { s->weights = weights; }
 
+/* The values of op's nested blocks (control flow), numbered from id on
+ * when vals is given: their count. */
+static int nested_values(IrOp *op, IrValue **vals, int id) {
+    int n = 0;
+    for (int k = 0; k < op->nblocks; k++) {
+        IrBlock *b = op->blocks[k];
+        for (int i = 0; i < b->ninputs; i++, n++)
+            if (vals) vals[id + n] = b->inputs[i], b->inputs[i]->aux = (void *)(intptr_t)(id + n + 1);
+        for (IrOp *o = b->first; o; o = o->next) {
+            for (int r = 0; r < o->nresults; r++, n++)
+                if (vals) vals[id + n] = o->results[r], o->results[r]->aux = (void *)(intptr_t)(id + n + 1);
+            n += nested_values(o, vals, vals ? id + n : 0);
+        }
+    }
+    return n;
+}
+
 LowerShared *lower_shared_new(RtPlanBuilder *b, IrFunction *f, const char *model_dir, bool own_weights, DiagSink *d) {
     LowerShared *s = calloc(1, sizeof *s);
     MILC_ASSERT(s);
     s->b = b, s->f = f, s->d = d, s->model_dir = model_dir, s->own_weights = own_weights;
     int n = f->ninputs;
-    IR_FOR_EACH_OP(op, f) n += op->nresults;
+    IR_FOR_EACH_OP(op, f) n += op->nresults + nested_values(op, NULL, 0);
     s->vals = calloc((size_t)n + 1, sizeof *s->vals);
     s->weight = malloc(sizeof(int) * ((size_t)n + 1));
     s->weight2d = malloc(sizeof(int) * ((size_t)n + 1));
@@ -2149,10 +2216,13 @@ LowerShared *lower_shared_new(RtPlanBuilder *b, IrFunction *f, const char *model
     for (int i = 0; i < n; i++) s->weight[i] = s->weight2d[i] = s->input_buf[i] = -1;
     int id = 0;
     for (int i = 0; i < f->ninputs; i++) s->vals[id] = f->inputs[i], f->inputs[i]->aux = (void *)(intptr_t)(id + 1), id++;
-    IR_FOR_EACH_OP(op, f) for (int r = 0; r < op->nresults; r++) {
-        s->vals[id] = op->results[r];
-        op->results[r]->aux = (void *)(intptr_t)(id + 1);
-        id++;
+    IR_FOR_EACH_OP(op, f) {
+        for (int r = 0; r < op->nresults; r++) {
+            s->vals[id] = op->results[r];
+            op->results[r]->aux = (void *)(intptr_t)(id + 1);
+            id++;
+        }
+        id += nested_values(op, s->vals, id);
     }
     s->nvals = id;
     s->reshaped = calloc((size_t)n + 1, sizeof *s->reshaped);

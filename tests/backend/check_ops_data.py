@@ -212,3 +212,57 @@ for dt in ("fp32", "fp16"):
              ['string m = const()[val = string("%s")];' % mode, const("n", 5, "int32"), const("sd", 11, "int32"),
               "%s y = random_categorical(x = x, mode = m, size = n, seed = sd);" % ty(want, dt)],
              {"y": (want, dt)})
+
+
+# cond: a run-time predicate (both branches run, the results selected), a
+# constant one (only its branch is lowered), a nested cond, every dtype
+def cond_case(label, pred, dt, const_pred=False, nested=False):
+    x, z = as_dt(R(2, 3) * 3, dt), as_dt(R(2, 3) * 3, dt)
+    if dt == "bool":
+        x, z = rng.random((2, 3)) > 0.5, rng.random((2, 3)) > 0.5
+        ta, fb = "logical_not(x = x)", "logical_and(x = x, y = z)"
+        tref, fref = np.logical_not(x), np.logical_and(x, z)
+    else:
+        ta, fb = "abs(x = x)", "maximum(x = x, y = z)"
+        tref, fref = np.abs(x.astype(np.float64)), np.maximum(x, z).astype(np.float64)
+    inner = fb
+    if nested:  # the false branch is itself a cond on the negated predicate
+        inner = None
+    lines = []
+    ins = {"x": (x, dt), "z": (z, dt)}
+    if const_pred:
+        lines.append(const("p", pred, "bool"))
+    else:
+        ins = {"p": (np.array(pred), "bool"), **ins}
+    t = "tensor<%s, [2, 3]>" % dt
+    lines += ["%s y, tensor<int32, [2]> w = cond(pred = p) {" % t,
+              "    () {",
+              "        %s a = %s;" % (t, ta),
+              "        tensor<int32, [2]> c = const()[val = tensor<int32, [2]>([1, 2])];",
+              "    } -> (a, c);",
+              "    () {"]
+    if nested:
+        lines += ["        bool q = logical_not(x = p);",
+                  "        %s b, tensor<int32, [2]> d = cond(pred = q) {" % t,
+                  "            () {",
+                  "                %s b1 = %s;" % (t, fb),
+                  "                tensor<int32, [2]> d1 = const()[val = tensor<int32, [2]>([5, 6])];",
+                  "            } -> (b1, d1);",
+                  "            () {",
+                  "            } -> (x, w0);",
+                  "        };"]
+        lines.insert(0, "tensor<int32, [2]> w0 = const()[val = tensor<int32, [2]>([7, 8])];")
+    else:
+        lines += ["        %s b = %s;" % (t, fb),
+                  "        tensor<int32, [2]> d = const()[val = tensor<int32, [2]>([3, 4])];"]
+    lines += ["    } -> (b, d);", "};"]
+    wref = np.array([1, 2]) if pred else np.array([5, 6] if nested else [3, 4])
+    case(label, ins, lines, {"y": (tref if pred else fref, dt), "w": (wref, "int32")})
+
+
+for dt in ("fp32", "fp16", "int32", "bool"):
+    for pred in (True, False):
+        cond_case("cond_%s_%d" % (dt, pred), pred, dt)
+for pred in (True, False):
+    cond_case("cond_const_%d" % pred, pred, "fp32", const_pred=True)
+    cond_case("cond_nested_%d" % pred, pred, "fp32", nested=True)
