@@ -134,7 +134,7 @@ int model_run_npy(LoadedModel *lm, const char *const *inputs, int ninputs, const
             rc = EXIT_INPUT;
             goto done;
         }
-        if (r != 0) { cli_error("run failed: %s", rt_strerror(r)); rc = r == RT_EBIND ? EXIT_INPUT : EXIT_SYSTEM; goto done; }
+        if (r != 0) { cli_error("run failed: %s", rt_strerror(r)); rc = r == RT_EBIND || r == RT_ELOOP ? EXIT_INPUT : EXIT_SYSTEM; goto done; }
         if (st.seconds < best) best = st.seconds;
     }
     outs = json_array();

@@ -2010,12 +2010,98 @@ static int lower_cond(LowerShared *s, IrOp *op) {
     return 0;
 }
 
+/* A loop's control op (RT_OP_LOOP_*): no output. */
+static int emit_control(LowerShared *s, RtOpKind k, const int *in, int nin) {
+    if (s->failed || (nin && in[0] < 0)) return -1;
+    if (check_rc(s, rtb_op(s->b, k, in, nin, NULL, 0, NULL, 0)) < 0) return -1;
+    s->nops++;
+    return 0;
+}
+
+/* Is v defined inside one of op's nested blocks (at any depth)? */
+static bool inside(const IrValue *v, const IrOp *op) {
+    for (const IrBlock *b = v->block; b; b = b->parent ? b->parent->block : NULL)
+        if (b->parent == op) return true;
+    return false;
+}
+
+/* while_loop: each loop variable lives in a buffer of its own (C), set from
+ * its initial value before the loop; LOOP_BEGIN, the condition block on C,
+ * LOOP_TEST, the body on C, its results copied out (all of them first, then
+ * into C: a body may swap variables), LOOP_END.  The results are C after the
+ * loop.  RT_LOOP_MAX_ITERS bounds each execution of the loop (RT_ELOOP). */
+static int lower_while(LowerShared *s, IrOp *op) {
+    IrArg *lv = ir_op_arg(op, "loop_vars");
+    int n = lv && lv->kind == IR_ARG_TUPLE ? lv->nitems : lv && lv->kind == IR_ARG_VALUE ? 1 : 0;
+    IrBlock *cb = op->nblocks == 2 ? op->blocks[0] : NULL, *body = op->nblocks == 2 ? op->blocks[1] : NULL;
+    if (!n || !cb || cb->ninputs != n || body->ninputs != n || body->noutputs != n || cb->noutputs != 1 || op->nresults != n)
+        return FAIL("while_loop: needs loop variables, a condition and a body that agree on them");
+    int *c = malloc(sizeof(int) * 2 * (size_t)n), *t = c + n;
+    LVal *saved = malloc(sizeof(LVal) * (size_t)s->nvals);
+    MILC_ASSERT(c && saved);
+    int rc = -1;
+    for (int i = 0; i < n; i++) {
+        IrValue *init = lv->kind == IR_ARG_TUPLE ? lv->items[i] : lv->value;
+        View v;
+        const IrType *ty = &init->type;
+        int64_t st[MAXR];
+        row_major(ty->rank, ty->dims, st);
+        c[i] = new_temp(s, rt_dt(ty->dtype), ty->rank, ty->dims);
+        if (c[i] < 0 || !resolved_view(s, init, &v) || emit_copy(s, &v, c[i], 0, st) < 0) goto out;
+    }
+    /* Values outside the loop that its blocks materialize get their copies
+     * inside the loop, which may run no iteration: after the loop they are
+     * read as they were before it. */
+    memcpy(saved, s->lv, sizeof(LVal) * (size_t)s->nvals);
+    if (emit_control(s, RT_OP_LOOP_BEGIN, NULL, 0) < 0) goto out;
+    for (int i = 0; i < n; i++) set_buffer(s, cb->inputs[i], c[i], s->bi[c[i]].rank, s->bi[c[i]].dims);
+    if (lower_block(s, cb) < 0) goto out;
+    s->cur = op;
+    int pred = materialize(s, cb->outputs[0]);
+    if (pred < 0 || emit_control(s, RT_OP_LOOP_TEST, &pred, 1) < 0) goto out;
+    for (int i = 0; i < n; i++) set_buffer(s, body->inputs[i], c[i], s->bi[c[i]].rank, s->bi[c[i]].dims);
+    if (lower_block(s, body) < 0) goto out;
+    s->cur = op;
+    for (int i = 0; i < n; i++) {
+        const IrType *ty = &body->outputs[i]->type;
+        View v;
+        int64_t st[MAXR];
+        row_major(ty->rank, ty->dims, st);
+        t[i] = new_temp(s, rt_dt(ty->dtype), ty->rank, ty->dims);
+        if (t[i] < 0 || !resolved_view(s, body->outputs[i], &v) || emit_copy(s, &v, t[i], 0, st) < 0) goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        View v;
+        int64_t st[MAXR];
+        view_ident(&v, t[i], s->bi[t[i]].rank, s->bi[t[i]].dims);
+        row_major(v.rank, v.dims, st);
+        if (emit_copy(s, &v, c[i], 0, st) < 0) goto out;
+    }
+    if (emit_control(s, RT_OP_LOOP_END, NULL, 0) < 0) goto out;
+    for (int id = 0; id < s->nvals; id++)
+        if (!inside(s->vals[id], op)) s->lv[id] = saved[id];
+    for (int i = 0; i < n; i++) {
+        IrValue *r = op->results[i];
+        int out = result_buf(s, r, r->type.rank, r->type.dims);
+        View v;
+        int64_t st[MAXR];
+        view_ident(&v, c[i], s->bi[c[i]].rank, s->bi[c[i]].dims);
+        row_major(v.rank, v.dims, st);
+        if (out < 0 || emit_copy(s, &v, out, 0, st) < 0) goto out;
+        set_buffer(s, r, out, s->bi[out].rank, s->bi[out].dims);
+    }
+    rc = 0;
+out:
+    free(c), free(saved);
+    return s->failed ? -1 : rc;
+}
+
 /* The ops of this section; lower_op's default case comes here. */
 static bool lower_data_op(IrOpKind k) {
     switch (k) {
     case OP_SCATTER: case OP_SCATTER_ALONG_AXIS: case OP_SCATTER_ND: case OP_ARGSORT: case OP_TOPK:
     case OP_QUANTIZE: case OP_DEQUANTIZE: case OP_RANDOM_UNIFORM: case OP_RANDOM_NORMAL: case OP_RANDOM_BERNOULLI:
-    case OP_RANDOM_CATEGORICAL: case OP_COND:
+    case OP_RANDOM_CATEGORICAL: case OP_COND: case OP_WHILE_LOOP:
         return true;
     default: return false;
     }
@@ -2027,6 +2113,7 @@ static int lower_data(LowerShared *s, IrOp *op) {
     case OP_ARGSORT: case OP_TOPK: return lower_sort(s, op);
     case OP_QUANTIZE: case OP_DEQUANTIZE: return lower_quant(s, op);
     case OP_COND: return lower_cond(s, op);
+    case OP_WHILE_LOOP: return lower_while(s, op);
     default: return lower_random(s, op);
     }
 }

@@ -266,3 +266,74 @@ for dt in ("fp32", "fp16", "int32", "bool"):
 for pred in (True, False):
     cond_case("cond_const_%d" % pred, pred, "fp32", const_pred=True)
     cond_case("cond_nested_%d" % pred, pred, "fp32", nested=True)
+
+
+# while_loop: a trip count read at run time (0 and 3 iterations), every
+# dtype of loop variable, variables swapped each iteration, a nested loop
+def while_case(label, trips, dt):
+    x = as_dt(R(2, 3) * 3, dt) if dt != "bool" else rng.random((2, 3)) > 0.5
+    t = "tensor<%s, [2, 3]>" % dt
+    step = {"fp32": "mul(x = s, y = fp32(0.5))", "fp16": "mul(x = s, y = fp16(0.5))", "int32": "add(x = s, y = int32(3))",
+            "bool": "logical_not(x = s)"}[dt]
+    lines = ["int32 i0 = const()[val = int32(0)];",
+             "int32 m, %s y = while_loop(loop_vars = (i0, x)) {" % t,
+             "    (int32 i, %s s) {" % t,
+             "        bool go = less(x = i, y = n);",
+             "    } -> (go);",
+             "    (int32 i, %s s) {" % t,
+             "        int32 j = add(x = i, y = int32(1));",
+             "        %s u = %s;" % (t, step),
+             "    } -> (j, u);",
+             "};"]
+    want = x.astype(np.float64) if dt != "bool" else x.copy()
+    for _ in range(trips):
+        want = {"fp32": lambda v: v * 0.5, "fp16": lambda v: v * 0.5, "int32": lambda v: v + 3, "bool": np.logical_not}[dt](want)
+    case(label, {"n": (np.array(trips), "int32"), "x": (x, dt)}, lines, {"m": (np.array(trips), "int32"), "y": (want, dt)})
+
+
+for dt in ("fp32", "fp16", "int32", "bool"):
+    for trips in (0, 3):
+        while_case("while_%s_%d" % (dt, trips), trips, dt)
+a_, b_ = R(2, 2), R(2, 2)
+pu, pv = a_.astype(np.float64), b_.astype(np.float64)
+for _ in range(5):
+    pu, pv = pv, pu + pv
+case("while_swap", {"a": (a_, "fp32"), "b": (b_, "fp32")},
+     ["int32 i0 = const()[val = int32(0)];",
+      "int32 k, tensor<fp32, [2, 2]> p, tensor<fp32, [2, 2]> q = while_loop(loop_vars = (i0, a, b)) {",
+      "    (int32 i, tensor<fp32, [2, 2]> u, tensor<fp32, [2, 2]> v) {",
+      "        bool go = less(x = i, y = int32(5));",
+      "    } -> (go);",
+      "    (int32 i, tensor<fp32, [2, 2]> u, tensor<fp32, [2, 2]> v) {",
+      "        int32 j = add(x = i, y = int32(1));",
+      "        tensor<fp32, [2, 2]> w = add(x = u, y = v);",
+      "    } -> (j, v, w);",
+      "};"],
+     {"k": (np.array(5), "int32"), "p": (pu, "fp32"), "q": (pv, "fp32")})
+# nested: an outer loop of n rounds, each an inner loop of 2 doublings, then + x
+xn_ = R(3)
+acc = xn_.astype(np.float64)
+for _ in range(3):
+    acc = acc * 4 + xn_
+case("while_nested", {"n": (np.array(3), "int32"), "x": (xn_, "fp32")},
+     ["int32 i0 = const()[val = int32(0)];",
+      "int32 m, tensor<fp32, [3]> y = while_loop(loop_vars = (i0, x)) {",
+      "    (int32 i, tensor<fp32, [3]> s) {",
+      "        bool go = less(x = i, y = n);",
+      "    } -> (go);",
+      "    (int32 i, tensor<fp32, [3]> s) {",
+      "        int32 j = add(x = i, y = int32(1));",
+      "        int32 k0 = const()[val = int32(0)];",
+      "        int32 kk, tensor<fp32, [3]> d = while_loop(loop_vars = (k0, s)) {",
+      "            (int32 k, tensor<fp32, [3]> e) {",
+      "                bool more = less(x = k, y = int32(2));",
+      "            } -> (more);",
+      "            (int32 k, tensor<fp32, [3]> e) {",
+      "                int32 k1 = add(x = k, y = int32(1));",
+      "                tensor<fp32, [3]> e2 = add(x = e, y = e);",
+      "            } -> (k1, e2);",
+      "        };",
+      "        tensor<fp32, [3]> t = add(x = d, y = x);",
+      "    } -> (j, t);",
+      "};"],
+     {"m": (np.array(3), "int32"), "y": (acc, "fp32")})

@@ -543,6 +543,17 @@ TEST(scatter_misuse_is_diagnosed) {
     check_refused(src, want, 2);
 }
 
+/* src compiles in modes 1 and 2, and its run fails with want. */
+static void check_run_fails(const char *src, const float *const *in, float *const *out, int want) {
+    for (int mode = 1; mode <= 2; mode++) {
+        Compiled c;
+        compile(&c, src, mode);
+        CHECK_EQ_INT(c.rc, 0);
+        if (c.art) CHECK_EQ_INT(run(&c, in, out, 0), want);
+        release(&c);
+    }
+}
+
 /* An index out of range is RT_EINDEX at run time, its update skipped. */
 TEST(scatter_index_out_of_range_is_an_error) {
     const char *src = HDR "tensor<fp32, [4]> d, tensor<fp32, [2]> u) {\n"
@@ -550,15 +561,27 @@ TEST(scatter_index_out_of_range_is_an_error) {
                       "        tensor<fp32, [4]> y = scatter_nd(data = d, indices = i, updates = u, mode = string(\"update\"));\n"
                       "    } -> (y);\n}\n";
     float d[4] = {1, 2, 3, 4}, u[2] = {10, 20}, y[4];
-    for (int mode = 1; mode <= 2; mode++) {
-        Compiled c;
-        compile(&c, src, mode);
-        CHECK_EQ_INT(c.rc, 0);
-        const float *in[2] = {d, u};
-        float *out[1] = {y};
-        if (c.art) CHECK_EQ_INT(run(&c, in, out, 0), RT_EINDEX);
-        release(&c);
-    }
+    const float *in[2] = {d, u};
+    float *out[1] = {y};
+    check_run_fails(src, in, out, RT_EINDEX);
+}
+
+/* A loop that never ends stops at RT_LOOP_MAX_ITERS with RT_ELOOP. */
+TEST(endless_while_loop_is_stopped) {
+    const char *src = HDR "tensor<fp32, [2]> x) {\n"
+                      "        tensor<fp32, [2]> y = while_loop(loop_vars = (x)) {\n"
+                      "            (tensor<fp32, [2]> s) {\n"
+                      "                bool go = const()[val = bool(true)];\n"
+                      "            } -> (go);\n"
+                      "            (tensor<fp32, [2]> s) {\n"
+                      "                tensor<fp32, [2]> t = add(x = s, y = fp32(1));\n"
+                      "            } -> (t);\n"
+                      "        };\n"
+                      "    } -> (y);\n}\n";
+    float x[2] = {0, 1}, y[2];
+    const float *in[1] = {x};
+    float *out[1] = {y};
+    check_run_fails(src, in, out, RT_ELOOP);
 }
 
 TEST(missing_weight_file_is_diagnosed) {
@@ -629,6 +652,7 @@ int main(void) {
     RUN(unsupported_op_is_diagnosed);
     RUN(scatter_misuse_is_diagnosed);
     RUN(scatter_index_out_of_range_is_an_error);
+    RUN(endless_while_loop_is_stopped);
     RUN(missing_weight_file_is_diagnosed);
     RUN(view_chain_is_one_copy);
     TEST_MAIN_END();

@@ -24,6 +24,12 @@ extern "C" {
 #define RT_EINDEX (-8)    /* rt_run: a gather index was out of range (rows zeroed) */
 #define RT_ESYS (-9)      /* thread creation or another system call failed */
 #define RT_ECPU (-10)     /* the kernel variant asked for is not built in or this CPU lacks it */
+#define RT_ELOOP (-11)    /* rt_run: a loop passed RT_LOOP_MAX_ITERS iterations (the run stops) */
+
+/* The most iterations one execution of a loop (a MIL while_loop) may take:
+ * a program whose loop would run longer is stopped with RT_ELOOP, so a
+ * hostile or broken program cannot hang its caller. */
+#define RT_LOOP_MAX_ITERS 1000000
 
 #define RT_MAX_RANK 6      /* buffers */
 #define RT_COPY_MAX_RANK 8 /* copy iteration space; tile doubles the rank */
@@ -104,6 +110,14 @@ typedef enum {
     RT_OP_SCATTER,    /* RtScatterParams: data, indices(I32), updates -> y (data's shape) */
     RT_OP_SORT,       /* RtSortParams: x -> [values][, indices(I32)] (stable; first k along axis) */
     RT_OP_RANDOM,     /* RtRandomParams: [x] -> y (counter-based, keyed by the seed)   */
+    /* A loop (while_loop), no params: LOOP_BEGIN, the test's ops, LOOP_TEST
+     * (cond: one BOOL element; false leaves the loop, past its LOOP_END), the
+     * body's ops, LOOP_END (back to the test).  Properly nested, one TEST per
+     * loop at its own level; rt_run executes the control ops itself, and a
+     * buffer live into a loop stays live to the loop's end. */
+    RT_OP_LOOP_BEGIN, /* none -> none */
+    RT_OP_LOOP_TEST,  /* cond(BOOL, 1 element) -> none */
+    RT_OP_LOOP_END,   /* none -> none */
     RT_OP_COUNT_
 } RtOpKind;
 
