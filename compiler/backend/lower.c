@@ -1961,6 +1961,284 @@ static int lower_random(LowerShared *s, const IrOp *op) {
     return 0;
 }
 
+/* ---- layout and index ops: views, copies, gathers ---- */
+
+/* fill_like: ref_tensor's shape filled with value; range_1d with constant
+ * bounds (its length is then known): its values, computed here. */
+static int lower_fill_like(LowerShared *s, const IrOp *op) {
+    const IrType *t = rtype(op);
+    double v = arg_f64_or(op, "value", 0);
+    float f = (float)v;
+    int32_t i = (int32_t)v;
+    uint8_t b = v != 0;
+    RtDType dt = rt_dt(t->dtype);
+    return lower_const_result(s, op, dt, dt == RT_F32 ? (const void *)&f : dt == RT_I32 ? (const void *)&i : &b, 1);
+}
+
+static int lower_range(LowerShared *s, const IrOp *op) {
+    const IrType *t = rtype(op);
+    double st = 0, step = 1;
+    if (!ir_op_arg_f64(op, "start", &st) || !ir_op_arg_f64(op, "step", &step))
+        return FAIL("range_1d: the CPU backend needs constant 'start', 'end' and 'step'");
+    int64_t n = t->dims[0];
+    if (n < 1) return FAIL("range_1d: an empty range is an empty tensor, which the CPU backend cannot hold");
+    bool fl = rt_dt(t->dtype) == RT_F32;
+    void *d = malloc((size_t)n * 4);
+    MILC_ASSERT(d);
+    for (int64_t i = 0; i < n; i++) {
+        if (fl) ((float *)d)[i] = (float)(st + (double)i * step);
+        else ((int32_t *)d)[i] = (int32_t)((int64_t)st + i * (int64_t)step);
+    }
+    int rc = lower_const_result(s, op, fl ? RT_F32 : RT_I32, d, n);
+    free(d);
+    return rc;
+}
+
+/* crop: the last two dims cut by crop_height [top, bottom] and crop_width
+ * [left, right]. */
+static int lower_crop(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    int64_t ch[2], cw[2];
+    View v;
+    if (const_ints(s, op, "crop_height", ch, 2) != 2 || const_ints(s, op, "crop_width", cw, 2) != 2)
+        return s->failed ? -1 : FAIL("crop: 'crop_height' and 'crop_width' must be two constants each");
+    if (!resolved_view(s, x, &v)) return -1;
+    int r = v.rank;
+    if (r < 2 || !slice_axis(&v, r - 2, ch[0], rtype(op)->dims[r - 2], 1) || !slice_axis(&v, r - 1, cw[0], rtype(op)->dims[r - 1], 1))
+        return FAIL("crop: crops out of range");
+    return set_view(s, op->results[0], &v, false);
+}
+
+/* pixel_shuffle (PyTorch's order): y[n, c, h·f + i, w·f + j] = x[n, c·f² + i·f + j, h, w];
+ * pixel_unshuffle the inverse.  Both one strided view. */
+static int lower_pixel_shuffle(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    int64_t f = 0;
+    View v, w;
+    bool up = op->kind == OP_PIXEL_SHUFFLE;
+    if (!ir_op_arg_i64(op, up ? "upscale_factor" : "downscale_factor", &f) || f < 1)
+        return FAIL("%s: the factor must be a positive constant", mil_op_name(op->kind));
+    if (!resolved_view(s, x, &v)) return -1;
+    if (v.rank != 4) return FAIL("%s: the CPU backend needs x of rank 4", mil_op_name(op->kind));
+    const int64_t *d = v.dims, *st = v.strides;
+    w = v;
+    w.rank = 6;
+    if (up) { /* read as [N, C', H, i, W, j] */
+        int64_t dd[6] = {d[0], d[1] / (f * f), d[2], f, d[3], f}, ss[6] = {st[0], f * f * st[1], st[2], f * st[1], st[3], st[1]};
+        dims_copy(w.dims, dd, 6), dims_copy(w.strides, ss, 6);
+    } else { /* read as [N, C, i, j, H', W'] */
+        int64_t dd[6] = {d[0], d[1], f, f, d[2] / f, d[3] / f}, ss[6] = {st[0], st[1], st[2], st[3], f * st[2], f * st[3]};
+        dims_copy(w.dims, dd, 6), dims_copy(w.strides, ss, 6);
+    }
+    return set_view(s, op->results[0], &w, true);
+}
+
+/* sliding_windows: window k of dim axis is x[.., k·stride : k·stride + size, ..]:
+ * overlapping strides of one view. */
+static int lower_sliding_windows(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    int64_t a = 0, stride = 1;
+    View v, w;
+    ir_op_arg_i64(op, "axis", &a);
+    ir_op_arg_i64(op, "stride", &stride);
+    if (!resolved_view(s, x, &v)) return -1;
+    if (v.rank + 1 > MAXR) return FAIL("sliding_windows: the result's rank is above the CPU backend's %d", MAXR);
+    int ax = normalize_axis(a, v.rank);
+    const IrType *t = rtype(op);
+    w = v;
+    w.rank = v.rank + 1;
+    for (int i = 0, k = 0; i < v.rank; i++) {
+        if (i != ax) {
+            w.dims[k] = v.dims[i], w.strides[k++] = v.strides[i];
+            continue;
+        }
+        w.dims[k] = t->dims[k], w.strides[k++] = stride * v.strides[i];
+        w.dims[k] = t->dims[k], w.strides[k++] = v.strides[i];
+    }
+    return set_view(s, op->results[0], &w, false);
+}
+
+/* pad on the last K dims (pad [2K]: before, after).  constant: the value
+ * broadcast, then x copied inside; reflect / replicate: one gather per
+ * padded dim with its source indices computed here. */
+static int lower_pad(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    const IrType *t = rtype(op);
+    int64_t pad[2 * MAXR];
+    int np = const_ints(s, op, "pad", pad, 2 * MAXR);
+    const char *mode = arg_str_or(op, "mode", "constant");
+    if (np < 0 || np % 2 || np / 2 > x->type.rank) return s->failed ? -1 : FAIL("pad: 'pad' must be a constant of 2 values per padded dim");
+    if (!mode || (strcmp(mode, "constant") && strcmp(mode, "reflect") && strcmp(mode, "replicate")))
+        return FAIL("pad: 'mode' must be constant, reflect or replicate");
+    int r = x->type.rank, k = np / 2;
+    if (strcmp(mode, "constant") == 0) {
+        double c = arg_f64_or(op, "constant_val", 0);
+        float cv = (float)c;
+        int32_t ci = (int32_t)c;
+        RtDType dt = rt_dt(t->dtype);
+        int w = check_rc(s, rtb_weight(s->b, op->results[0]->name, dt, 1, (int64_t[]){1}, dt == RT_I32 ? (const void *)&ci : &cv));
+        int out = out_for(s, op);
+        if (w < 0 || out < 0) return -1;
+        note_buf(s, w, 1, (int64_t[]){1});
+        RtCopyParams p;
+        memset(&p, 0, sizeof p);
+        p.rank = 1, p.dims[0] = ir_type_numel(t), p.dst_stride[0] = 1;
+        if (emit(s, RT_OP_COPY, &w, 1, out, &p, sizeof p) < 0) return -1;
+        View v;
+        int64_t st[MAXR], off = 0;
+        row_major(r, t->dims, st);
+        for (int i = 0; i < k; i++) off += pad[2 * i] * st[r - k + i];
+        if (!resolved_view(s, x, &v) || emit_copy(s, &v, out, off, st) < 0) return -1;
+        done(s, op, out);
+        return 0;
+    }
+    bool reflect = strcmp(mode, "reflect") == 0;
+    int cur = materialize(s, x);
+    int64_t dims[MAXR];
+    dims_copy(dims, x->type.dims, r);
+    for (int i = 0; i < k; i++) {
+        int a = r - k + i;
+        int64_t lo = pad[2 * i], hi = pad[2 * i + 1], n = dims[a], m = n + lo + hi;
+        if (!lo && !hi) continue;
+        if (reflect && (lo >= n || hi >= n)) return FAIL("pad: reflect needs pads below the dim (%lld)", (long long)n);
+        int32_t *ix = malloc(sizeof(int32_t) * (size_t)m);
+        MILC_ASSERT(ix);
+        for (int64_t j = 0; j < m; j++) {
+            int64_t q = j - lo;
+            if (q < 0) q = reflect ? -q : 0;
+            if (q >= n) q = reflect ? 2 * (n - 1) - q : n - 1;
+            ix[j] = (int32_t)q;
+        }
+        char name[RT_NAME_MAX];
+        snprintf(name, sizeof name, "%s.pad%d", op->results[0]->name, a);
+        int iw = check_rc(s, rtb_weight(s->b, name, RT_I32, 1, &m, ix));
+        free(ix);
+        if (iw < 0) return -1;
+        note_buf(s, iw, 1, &m);
+        dims[a] = m;
+        bool last = true;
+        for (int j = i + 1; j < k; j++) last = last && !pad[2 * j] && !pad[2 * j + 1];
+        int out = last ? out_for(s, op) : new_temp(s, rt_dt(t->dtype), r, dims);
+        RtAxisParams p = {.axis = a};
+        int in[2] = {cur, iw};
+        if (emit(s, RT_OP_GATHER, in, 2, out, &p, sizeof p) < 0) return -1;
+        cur = out;
+    }
+    done(s, op, cur);
+    return 0;
+}
+
+/* one_hot: equal(indices with a unit dim at axis, 0..D-1 along axis), then
+ * select(on_value, off_value). */
+static int lower_one_hot(LowerShared *s, const IrOp *op) {
+    IrValue *ix = arg_value(op, "indices");
+    const IrType *t = rtype(op);
+    int64_t a = -1;
+    ir_op_arg_i64(op, "axis", &a);
+    int ax = (int)(a < 0 ? a + t->rank : a), r = t->rank;
+    int64_t depth = t->dims[ax], idims[MAXR], odims[MAXR];
+    for (int i = 0, k = 0; i < r; i++) idims[i] = i == ax ? 1 : ix->type.dims[k++], odims[i] = i == ax ? depth : 1;
+    int32_t *iota = malloc(sizeof(int32_t) * (size_t)(depth + 1));
+    MILC_ASSERT(iota);
+    for (int64_t i = 0; i < depth; i++) iota[i] = (int32_t)i;
+    char name[RT_NAME_MAX];
+    snprintf(name, sizeof name, "%s.iota", op->results[0]->name);
+    int iw = check_rc(s, rtb_weight(s->b, name, RT_I32, r, odims, iota));
+    free(iota);
+    if (iw < 0) return -1;
+    note_buf(s, iw, r, odims);
+    RtDType dt = rt_dt(t->dtype);
+    double on = arg_f64_or(op, "on_value", 1), off = arg_f64_or(op, "off_value", 0);
+    int vals[2];
+    for (int k = 0; k < 2; k++) {
+        double v = k ? off : on;
+        float f = (float)v;
+        int32_t i = (int32_t)v;
+        uint8_t b = v != 0;
+        snprintf(name, sizeof name, "%s.%s", op->results[0]->name, k ? "off" : "on");
+        vals[k] = check_rc(s, rtb_weight(s->b, name, dt, 1, (int64_t[]){1}, dt == RT_F32 ? (const void *)&f : dt == RT_I32 ? (const void *)&i : &b));
+        if (vals[k] < 0) return -1;
+        note_buf(s, vals[k], 1, (int64_t[]){1});
+    }
+    int in0 = buffer_as(s, ix, r, idims, -1);
+    RtBinaryParams eq = {.op = RT_BO_EQ};
+    int in[2] = {in0, iw};
+    int m = emit_temp(s, RT_OP_BINOP, in, 2, RT_BOOL, t, &eq, sizeof eq);
+    int sel[3] = {m, vals[0], vals[1]};
+    return emit_result(s, op, RT_OP_SELECT, sel, 3, NULL, 0);
+}
+
+/* gather_nd (batch_dims 0): the row index Σ idx[.., k] · stride_k (each
+ * component taken modulo its dim, so -1 is the last), then a gather of the
+ * rows of x seen as [prod(dims[:K]), rest]. */
+static int lower_gather_nd(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x"), *ix = arg_value(op, "indices");
+    int64_t bd = 0;
+    ir_op_arg_i64(op, "batch_dims", &bd);
+    if (bd) return FAIL("gather_nd: batch_dims is not supported by the CPU backend");
+    int ir = ix->type.rank, xr = x->type.rank;
+    int64_t kk = ix->type.dims[ir - 1], rows = 1, xd[MAXR], kd[MAXR], ld[MAXR];
+    if (kk < 1 || kk > xr) return FAIL("gather_nd: the index depth must be in 1..%d", xr);
+    int32_t dims[MAXR], strides[MAXR];
+    for (int i = (int)kk - 1; i >= 0; i--) dims[i] = (int32_t)x->type.dims[i], strides[i] = (int32_t)rows, rows *= x->type.dims[i];
+    xd[0] = rows;
+    for (int i = (int)kk; i < xr; i++) xd[1 + i - kk] = x->type.dims[i];
+    for (int i = 0; i < ir; i++) kd[i] = i == ir - 1 ? kk : 1;
+    char name[RT_NAME_MAX];
+    snprintf(name, sizeof name, "%s.dims", op->results[0]->name);
+    int dw = check_rc(s, rtb_weight(s->b, name, RT_I32, ir, kd, dims));
+    note_buf(s, dw, ir, kd);
+    snprintf(name, sizeof name, "%s.strides", op->results[0]->name);
+    int sw = check_rc(s, rtb_weight(s->b, name, RT_I32, ir, kd, strides));
+    note_buf(s, sw, ir, kd);
+    RtBinaryParams md = {.op = RT_BO_MOD}, mu = {.op = RT_BIN_MUL};
+    RtReduceParams sum = {.op = RT_RX_SUM, .axes = 1u << (ir - 1)};
+    int in[2] = {materialize(s, ix), dw};
+    int m = emit_temp(s, RT_OP_BINOP, in, 2, RT_I32, &ix->type, &md, sizeof md);
+    int in2[2] = {m, sw};
+    int p = emit_temp(s, RT_OP_BINARY, in2, 2, RT_I32, &ix->type, &mu, sizeof mu);
+    dims_copy(ld, ix->type.dims, ir - 1);
+    int lin = new_temp(s, RT_I32, ir > 1 ? ir - 1 : 1, ir > 1 ? ld : (int64_t[]){1});
+    if (emit(s, RT_OP_REDUCEX, &p, 1, lin, &sum, sizeof sum) < 0) return -1;
+    RtAxisParams ax = {.axis = 0};
+    int g[2] = {buffer_as(s, x, 1 + xr - (int)kk, xd, -1), lin}, gr = (ir > 1 ? ir - 1 : 1) + xr - (int)kk;
+    int64_t gd[2 * MAXR];
+    dims_copy(gd, ir > 1 ? ld : (int64_t[]){1}, ir > 1 ? ir - 1 : 1);
+    dims_copy(gd + (ir > 1 ? ir - 1 : 1), xd + 1, xr - (int)kk);
+    if (gr > MAXR) return FAIL("gather_nd: the result's rank is above the CPU backend's %d", MAXR);
+    int out = new_temp(s, rt_dt(x->type.dtype), gr, gd);
+    if (emit(s, RT_OP_GATHER, g, 2, out, &ax, sizeof ax) < 0) return -1;
+    set_buffer(s, op->results[0], out, gr, gd);
+    return 0;
+}
+
+/* einsum in Core ML's two forms: abc,cbd->abd and abcd,adce->abce, a
+ * batched matmul over (b) or (a, c) after transposing views. */
+static int lower_einsum(LowerShared *s, const IrOp *op) {
+    IrArg *vals = ir_op_arg(op, "values");
+    if (!vals || vals->kind != IR_ARG_TUPLE || vals->nitems != 2) return FAIL("einsum: needs two tensors");
+    if (rt_dt(rtype(op)->dtype) != RT_F32) return FAIL("einsum: the CPU backend runs it on fp16 and fp32 only");
+    View a, b;
+    if (!resolved_view(s, vals->items[0], &a) || !resolved_view(s, vals->items[1], &b)) return -1;
+    int r = a.rank;
+    static const int pa3[] = {1, 0, 2}, pb3[] = {1, 0, 2}, pa4[] = {0, 2, 1, 3}, pb4[] = {0, 2, 1, 3};
+    const int *pa = r == 3 ? pa3 : pa4, *pb = r == 3 ? pb3 : pb4;
+    View ta = a, tb = b;
+    for (int i = 0; i < r; i++) ta.dims[i] = a.dims[pa[i]], ta.strides[i] = a.strides[pa[i]], tb.dims[i] = b.dims[pb[i]], tb.strides[i] = b.strides[pb[i]];
+    const IrType *t = rtype(op);
+    int64_t md[MAXR];
+    for (int i = 0; i < r; i++) md[i] = t->dims[pa[i]];
+    int in[2] = {buffer_of_view(s, &ta, RT_F32, r, ta.dims), buffer_of_view(s, &tb, RT_F32, r, tb.dims)};
+    int m = new_temp(s, RT_F32, r, md);
+    RtMatmulParams p = {0};
+    if (emit(s, RT_OP_MATMUL, in, 2, m, &p, sizeof p) < 0) return -1;
+    View mv, w;
+    view_ident(&mv, m, r, md);
+    w = mv;
+    for (int i = 0; i < r; i++) w.dims[i] = mv.dims[pa[i]], w.strides[i] = mv.strides[pa[i]];
+    return set_view(s, op->results[0], &w, false);
+}
+
 /* ---- control flow ---- */
 
 static int lower_op(LowerShared *s, IrOp *op);
@@ -2101,7 +2379,9 @@ static bool lower_data_op(IrOpKind k) {
     switch (k) {
     case OP_SCATTER: case OP_SCATTER_ALONG_AXIS: case OP_SCATTER_ND: case OP_ARGSORT: case OP_TOPK:
     case OP_QUANTIZE: case OP_DEQUANTIZE: case OP_RANDOM_UNIFORM: case OP_RANDOM_NORMAL: case OP_RANDOM_BERNOULLI:
-    case OP_RANDOM_CATEGORICAL: case OP_COND: case OP_WHILE_LOOP:
+    case OP_RANDOM_CATEGORICAL: case OP_COND: case OP_WHILE_LOOP: case OP_FILL_LIKE: case OP_RANGE_1D: case OP_CROP:
+    case OP_PIXEL_SHUFFLE: case OP_PIXEL_UNSHUFFLE: case OP_SLIDING_WINDOWS: case OP_PAD: case OP_ONE_HOT:
+    case OP_GATHER_ND: case OP_EINSUM: case OP_RESHAPE_LIKE:
         return true;
     default: return false;
     }
@@ -2114,6 +2394,16 @@ static int lower_data(LowerShared *s, IrOp *op) {
     case OP_QUANTIZE: case OP_DEQUANTIZE: return lower_quant(s, op);
     case OP_COND: return lower_cond(s, op);
     case OP_WHILE_LOOP: return lower_while(s, op);
+    case OP_FILL_LIKE: return lower_fill_like(s, op);
+    case OP_RANGE_1D: return lower_range(s, op);
+    case OP_CROP: return lower_crop(s, op);
+    case OP_PIXEL_SHUFFLE: case OP_PIXEL_UNSHUFFLE: return lower_pixel_shuffle(s, op);
+    case OP_SLIDING_WINDOWS: return lower_sliding_windows(s, op);
+    case OP_PAD: return lower_pad(s, op);
+    case OP_ONE_HOT: return lower_one_hot(s, op);
+    case OP_GATHER_ND: return lower_gather_nd(s, op);
+    case OP_EINSUM: return lower_einsum(s, op);
+    case OP_RESHAPE_LIKE: return lower_reshape(s, op);
     default: return lower_random(s, op);
     }
 }

@@ -337,3 +337,73 @@ case("while_nested", {"n": (np.array(3), "int32"), "x": (xn_, "fp32")},
       "    } -> (j, t);",
       "};"],
      {"m": (np.array(3), "int32"), "y": (acc, "fp32")})
+
+
+# layout and index ops: views, copies and gathers
+xa = R(2, 8, 3, 4)
+for dt in ("fp32", "fp16"):
+    op_case("pixel_shuffle_" + dt, "pixel_shuffle", {"x": xa}, dt,
+            lambda v: v.reshape(2, 2, 2, 2, 3, 4).transpose(0, 1, 4, 2, 5, 3).reshape(2, 2, 6, 8), [("upscale_factor", 2, "int32")])
+    op_case("pixel_unshuffle_" + dt, "pixel_unshuffle", {"x": R(2, 2, 6, 8)}, dt,
+            lambda v: v.reshape(2, 2, 3, 2, 4, 2).transpose(0, 1, 3, 5, 2, 4).reshape(2, 8, 3, 4), [("downscale_factor", 2, "uint32")])
+    op_case("crop_" + dt, "crop", {"x": xa}, dt, lambda v: v[:, :, 1:2, 1:3],
+            [("crop_height", np.array([1, 1]), "int32"), ("crop_width", np.array([1, 1]), "int32")])
+for dt in ("fp32", "fp16", "int32"):
+    xw = R(3, 7, 2) * 3
+    op_case("sliding_windows_" + dt, "sliding_windows", {"x": xw}, dt,
+            lambda v: np.stack([v[:, k * 2:k * 2 + 3] for k in range(3)], 1),
+            [("axis", 1, "int32"), ("size", 3, "int32"), ("stride", 2, "int32")])
+xp_ = R(2, 3, 4) * 3
+for dt in ("fp32", "fp16"):
+    for mode, npm in [("constant", "constant"), ("reflect", "reflect"), ("replicate", "edge")]:
+        xv = as_dt(xp_, dt)
+        cv = 1.5
+        want = np.pad(xv.astype(np.float64), [(0, 0), (1, 2), (2, 1)], npm, **({"constant_values": cv} if mode == "constant" else {}))
+        body = [const("pd", np.array([1, 2, 2, 1]), "int32"), 'string m = const()[val = string("%s")];' % mode]
+        extra = ""
+        if mode == "constant":
+            body.append(const("cv", cv, dt))
+            extra = ", constant_val = cv"
+        body.append("%s y = pad(x = x, pad = pd, mode = m%s);" % (ty(want, dt), extra))
+        case("pad_%s_%s" % (mode, dt), {"x": (xv, dt)}, body, {"y": (want, dt)})
+# one_hot: int32, fp32 and bool values, the axis inside and last
+oi = rng.integers(0, 5, (2, 3))
+for dt, on, off in [("int32", 7, -1), ("fp32", 0.5, -2.0), ("fp16", 1.0, 0.0), ("bool", True, False)]:
+    for axis in (-1, 1):
+        want = np.where(np.expand_dims(oi, axis % 3) == np.arange(5).reshape([5 if i == axis % 3 else 1 for i in range(3)]), on, off)
+        case("one_hot_%s_%d" % (dt, axis), {"i": (oi, "int32")},
+             [const("n", 5, "int32"), const("ax", axis, "int32"), const("on", on, dt), const("off", off, dt),
+              "%s y = one_hot(indices = i, one_hot_vector_size = n, axis = ax, on_value = on, off_value = off);" % ty(want, dt)],
+             {"y": (want, dt)})
+# gather_nd: depth 1 and 2, negative components
+xg_ = R(4, 3, 5) * 3
+for dt in ("fp32", "fp16", "int32"):
+    for idx in (np.array([[1, 2], [3, -1], [0, 0]]), np.array([[2], [-4]]), np.array([1, 2, 4])):
+        xv = as_dt(xg_, dt)
+        want = np.array([xv[tuple(int(c) for c in row)] for row in idx.reshape(-1, idx.shape[-1])]).astype(np.float64)
+        want = want.reshape(idx.shape[:-1] + want.shape[1:])
+        case("gather_nd_%s_%s" % (dt, "x".join(map(str, idx.shape))), {"x": (xv, dt)},
+             [const("i", idx, "int32"), "%s y = gather_nd(x = x, indices = i);" % ty(want, dt)], {"y": (want, dt)})
+# einsum, Core ML's two forms, with a broadcast batch dim
+for dt in ("fp32", "fp16"):
+    a3, b3 = as_dt(R(2, 3, 4), dt), as_dt(R(4, 1, 5), dt)
+    w3 = np.einsum("abc,cbd->abd", a3.astype(np.float64), np.broadcast_to(b3, (4, 3, 5)).astype(np.float64))
+    case("einsum3_" + dt, {"a": (a3, dt), "b": (b3, dt)},
+         ['%s y = einsum(values = (a, b), equation = string("abc,cbd->abd"));' % ty(w3, dt)], {"y": (w3, dt)}, tol=1e-5)
+    a4, b4 = as_dt(R(2, 3, 4, 5), dt), as_dt(R(2, 5, 4, 6), dt)
+    w4 = np.einsum("abcd,adce->abce", a4.astype(np.float64), b4.astype(np.float64))
+    case("einsum4_" + dt, {"a": (a4, dt), "b": (b4, dt)},
+         ['%s y = einsum(values = (a, b), equation = string("abcd,adce->abce"));' % ty(w4, dt)], {"y": (w4, dt)}, tol=1e-5)
+# fill_like, reshape_like, range_1d
+case("fill_like", {"x": (R(2, 3), "fp32")}, [const("v", 4, "int32"), "tensor<int32, [2, 3]> y = fill_like(ref_tensor = x, value = v);"],
+     {"y": (np.full((2, 3), 4), "int32")})
+xr_ = R(2, 6)
+case("reshape_like", {"x": (xr_, "fp32"), "r": (R(3, 4, 5), "fp32")},
+     [const("b0", 0, "int32"), const("e0", 2, "int32"), const("m0", False, "bool"),
+      "tensor<fp32, [3, 4]> y = reshape_like(x = x, ref_tensors = (r), begins = (b0), ends = (e0), end_masks = (m0));"],
+     {"y": (xr_.reshape(3, 4), "fp32")})
+for dt, (st, en, sp) in [("int32", (2, 11, 3)), ("fp32", (-1.0, 1.0, 0.25)), ("fp16", (0.0, 2.0, 0.5))]:
+    want = np.arange(st, en, sp)
+    case("range_1d_" + dt, {"x": (R(1), "fp32")},
+         [const("s", st, dt), const("e", en, dt), const("p", sp, dt), "%s y = range_1d(start = s, end = e, step = p);" % ty(want, dt)],
+         {"y": (want, dt)})
