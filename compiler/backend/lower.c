@@ -1008,10 +1008,23 @@ static bool slice_axis(View *v, int a, int64_t start, int64_t count, int64_t ste
     return true;
 }
 
+/* The slice op describes of a tensor of type xt: v (its view, or the view
+ * of a buffer of that shape) cut down to it, squeezed axes kept at extent 1. */
+static int slice_region(LowerShared *s, const IrOp *op, const IrType *xt, View *v);
+
 static int lower_slice(LowerShared *s, const IrOp *op) {
     IrValue *x = arg_value(op, "x");
-    int r = x->type.rank;
     View v;
+    if (!resolved_view(s, x, &v) || slice_region(s, op, &x->type, &v) < 0) return -1;
+    /* squeezed axes have extent 1: the result type simply drops them */
+    View w;
+    if (!view_reshape(&v, rtype(op)->rank, rtype(op)->dims, &w)) return FAIL("internal: slice result shape");
+    return set_view(s, op->results[0], &w, false);
+}
+
+static int slice_region(LowerShared *s, const IrOp *op, const IrType *xt, View *vp) {
+    int r = xt->rank;
+    View v = *vp;
     int64_t begin[MAXR], end[MAXR], size[MAXR], stride[MAXR], bm[MAXR] = {0}, em[MAXR] = {0}, sq[MAXR] = {0};
     if (const_ints(s, op, "begin", begin, MAXR) != r) return s->failed ? -1 : FAIL("slice: 'begin' must be a constant of rank %d", r);
     if (op->kind == OP_SLICE_BY_SIZE) {
@@ -1023,9 +1036,8 @@ static int lower_slice(LowerShared *s, const IrOp *op) {
             const_ints(s, op, "end_mask", em, MAXR) == -1 || const_ints(s, op, "squeeze_mask", sq, MAXR) == -1)
             return -1;
     }
-    if (!resolved_view(s, x, &v)) return -1;
     for (int i = 0; i < r; i++) {
-        int64_t d = x->type.dims[i], b = begin[i], c;
+        int64_t d = xt->dims[i], b = begin[i], c;
         if (b < 0) b += d;
         if (op->kind == OP_SLICE_BY_SIZE) {
             c = size[i] < 0 ? d - b : size[i];
@@ -1038,12 +1050,10 @@ static int lower_slice(LowerShared *s, const IrOp *op) {
         if (e > d) e = d;
         if (b < 0) b = 0;
         c = sq[i] ? 1 : (e - b + stride[i] - 1) / stride[i];
-        if (!slice_axis(&v, i, b, c, stride[i])) return FAIL("slice_by_index: empty slice on axis %d", i);
+        if (!slice_axis(&v, i, b, c, stride[i])) return FAIL("%s: empty slice on axis %d", mil_op_name(op->kind), i);
     }
-    /* squeezed axes have extent 1: the result type simply drops them */
-    View w;
-    if (!view_reshape(&v, rtype(op)->rank, rtype(op)->dims, &w)) return FAIL("internal: slice result shape");
-    return set_view(s, op->results[0], &w, false);
+    *vp = v;
+    return 0;
 }
 
 static int lower_split(LowerShared *s, const IrOp *op) {
@@ -2239,6 +2249,136 @@ static int lower_einsum(LowerShared *s, const IrOp *op) {
     return set_view(s, op->results[0], &w, false);
 }
 
+/* slice_update: y = x, then update copied over the slice of y that
+ * slice_by_index's arguments describe (squeezed axes dropped from update). */
+static int lower_slice_update(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x"), *u = arg_value(op, "update");
+    const IrType *t = rtype(op);
+    int out = out_for(s, op);
+    View xv, region, uv;
+    int64_t st[MAXR], dst[MAXR];
+    if (out < 0 || !resolved_view(s, x, &xv)) return -1;
+    row_major(t->rank, t->dims, st);
+    if (emit_copy(s, &xv, out, 0, st) < 0) return -1;
+    view_ident(&region, out, t->rank, t->dims);
+    if (slice_region(s, op, t, &region) < 0 || !resolved_view(s, u, &uv)) return -1;
+    int64_t sq[MAXR] = {0};
+    if (const_ints(s, op, "squeeze_mask", sq, MAXR) == -1) return -1;
+    int k = 0;
+    for (int i = 0; i < t->rank; i++) {
+        if (sq[i]) continue;
+        if (k >= uv.rank || uv.dims[k] != region.dims[i]) return FAIL("slice_update: 'update' must have the slice's shape");
+        dst[k++] = region.strides[i];
+    }
+    if (k != uv.rank) return FAIL("slice_update: 'update' must have the slice's shape");
+    if (emit_copy(s, &uv, out, region.offset, dst) < 0) return -1;
+    done(s, op, out);
+    return 0;
+}
+
+/* An I32 weight of dims holding v (n values), named after op's result. */
+static int int_weight(LowerShared *s, const IrOp *op, const char *what, int rank, const int64_t *dims, const int32_t *v) {
+    char name[RT_NAME_MAX];
+    snprintf(name, sizeof name, "%s.%s", op->results[0]->name, what);
+    int id = check_rc(s, rtb_weight(s->b, name, RT_I32, rank, dims, v));
+    note_buf(s, id, rank, dims);
+    return id;
+}
+
+/* reverse_sequence: per batch b, the first lengths[b] positions of seq_axis
+ * reversed: a gather_along_axis with index t < L[b] ? L[b] - 1 - t : t,
+ * computed at run time from lengths (an index past the axis: RT_EINDEX). */
+static int lower_reverse_sequence(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x"), *len = arg_value(op, "lengths");
+    int64_t sa = 0, ba = 0;
+    ir_op_arg_i64(op, "seq_axis", &sa);
+    ir_op_arg_i64(op, "batch_axis", &ba);
+    int r = x->type.rank, sx = normalize_axis(sa, r), bx = normalize_axis(ba, r);
+    if (sx == bx) return FAIL("reverse_sequence: 'seq_axis' and 'batch_axis' must differ");
+    int64_t B = x->type.dims[bx], T = x->type.dims[sx];
+    if (ir_type_numel(&len->type) != B) return FAIL("reverse_sequence: 'lengths' must hold one length per batch (%lld)", (long long)B);
+    int32_t *iota = malloc(sizeof(int32_t) * (size_t)(T + 1));
+    MILC_ASSERT(iota);
+    for (int64_t i = 0; i < T; i++) iota[i] = (int32_t)i;
+    int64_t jd[2] = {1, T}, ld[2] = {B, 1}, bt[2] = {B, T}, one = 1;
+    int32_t onev = 1;
+    int jw = int_weight(s, op, "iota", 2, jd, iota), ow = int_weight(s, op, "one", 1, &one, &onev);
+    free(iota);
+    IrType tt = {.dtype = IR_DT_INT32, .rank = 2, .dims = bt};
+    int L = buffer_as(s, len, 2, ld, -1);
+    RtBinaryParams lt = {.op = RT_BO_LT}, sub = {.op = RT_BIN_SUB};
+    int a[2] = {jw, L}, b2[2] = {L, jw};
+    int m = emit_temp(s, RT_OP_BINOP, a, 2, RT_BOOL, &tt, &lt, sizeof lt);
+    int d = emit_temp(s, RT_OP_BINARY, b2, 2, RT_I32, &tt, &sub, sizeof sub);
+    int d1[2] = {d, ow};
+    int rv = emit_temp(s, RT_OP_BINARY, d1, 2, RT_I32, &tt, &sub, sizeof sub);
+    int sel[3] = {m, rv, jw};
+    int idx = emit_temp(s, RT_OP_SELECT, sel, 3, RT_I32, &tt, NULL, 0);
+    if (idx < 0) return -1;
+    View iv;
+    view_ident(&iv, idx, 2, bt);
+    View full = iv;
+    full.rank = r;
+    for (int i = 0; i < r; i++) {
+        full.dims[i] = x->type.dims[i];
+        full.strides[i] = i == bx ? T : i == sx ? 1 : 0;
+    }
+    int in[2] = {materialize(s, x), buffer_of_view(s, &full, RT_I32, r, x->type.dims)};
+    RtAxisParams p = {.axis = sx};
+    return emit_result(s, op, RT_OP_GATHER_AXIS, in, 2, &p, sizeof p);
+}
+
+/* space_to_batch / batch_to_space with TensorFlow's order (what converters
+ * map them from): batch (i·bw + j)·N + n holds the spatial offset (i, j)
+ * of image n.  space_to_batch: x zero-padded into a buffer, read as one view;
+ * batch_to_space: one view copied dense, then the crops sliced off. */
+static int lower_space_batch(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    bool down = op->kind == OP_SPACE_TO_BATCH;
+    int64_t bs[2], pc[4];
+    if (const_ints(s, op, "block_shape", bs, 2) != 2 || const_ints(s, op, down ? "paddings" : "crops", pc, 4) != 4)
+        return s->failed ? -1 : FAIL("%s: 'block_shape' and '%s' must be constants [2] and [2, 2]", mil_op_name(op->kind), down ? "paddings" : "crops");
+    View v, w;
+    if (!resolved_view(s, x, &v)) return -1;
+    if (v.rank != 4 || bs[0] < 1 || bs[1] < 1) return FAIL("%s: the CPU backend needs x of rank 4 and positive blocks", mil_op_name(op->kind));
+    const IrType *t = rtype(op);
+    if (down) {
+        int64_t N = v.dims[0], C = v.dims[1], pd[4] = {N, C, v.dims[2] + pc[0] + pc[1], v.dims[3] + pc[2] + pc[3]}, st[4];
+        row_major(4, pd, st);
+        int buf = new_temp(s, RT_F32, 4, pd);
+        float zero = 0;
+        char name[RT_NAME_MAX];
+        snprintf(name, sizeof name, "%s.zero", op->results[0]->name);
+        int z = check_rc(s, rtb_weight(s->b, name, RT_F32, 1, (int64_t[]){1}, &zero));
+        if (buf < 0 || z < 0) return -1;
+        note_buf(s, z, 1, (int64_t[]){1});
+        RtCopyParams p;
+        memset(&p, 0, sizeof p);
+        p.rank = 1, p.dims[0] = N * C * pd[2] * pd[3], p.dst_stride[0] = 1;
+        if (emit(s, RT_OP_COPY, &z, 1, buf, &p, sizeof p) < 0 || emit_copy(s, &v, buf, pc[0] * st[2] + pc[2] * st[3], st) < 0) return -1;
+        /* read as [i, j, N, C, H', W'] */
+        int64_t dd[6] = {bs[0], bs[1], N, C, t->dims[2], t->dims[3]}, ss[6] = {st[2], st[3], st[0], st[1], bs[0] * st[2], bs[1] * st[3]};
+        view_ident(&w, buf, 4, pd);
+        w.rank = 6;
+        dims_copy(w.dims, dd, 6), dims_copy(w.strides, ss, 6);
+        return set_view(s, op->results[0], &w, true);
+    }
+    int64_t N = v.dims[0] / (bs[0] * bs[1]), H = v.dims[2], W = v.dims[3], C = v.dims[1];
+    /* y[n, c, h·bh + i, w·bw + j] = x[(i·bw + j)·N + n, c, h, w]: read as [N, C, H, i, W, j] */
+    int64_t dd[6] = {N, C, H, bs[0], W, bs[1]};
+    int64_t ss[6] = {v.strides[0], v.strides[1], v.strides[2], bs[1] * N * v.strides[0], v.strides[3], N * v.strides[0]};
+    w = v;
+    w.rank = 6;
+    dims_copy(w.dims, dd, 6), dims_copy(w.strides, ss, 6);
+    int64_t fd[4] = {N, C, H * bs[0], W * bs[1]};
+    int full = buffer_of_view(s, &w, RT_F32, 4, fd);
+    if (full < 0) return -1;
+    View f;
+    view_ident(&f, full, 4, fd);
+    if (!slice_axis(&f, 2, pc[0], t->dims[2], 1) || !slice_axis(&f, 3, pc[2], t->dims[3], 1)) return FAIL("batch_to_space: crops out of range");
+    return set_view(s, op->results[0], &f, false);
+}
+
 /* ---- control flow ---- */
 
 static int lower_op(LowerShared *s, IrOp *op);
@@ -2381,7 +2521,8 @@ static bool lower_data_op(IrOpKind k) {
     case OP_QUANTIZE: case OP_DEQUANTIZE: case OP_RANDOM_UNIFORM: case OP_RANDOM_NORMAL: case OP_RANDOM_BERNOULLI:
     case OP_RANDOM_CATEGORICAL: case OP_COND: case OP_WHILE_LOOP: case OP_FILL_LIKE: case OP_RANGE_1D: case OP_CROP:
     case OP_PIXEL_SHUFFLE: case OP_PIXEL_UNSHUFFLE: case OP_SLIDING_WINDOWS: case OP_PAD: case OP_ONE_HOT:
-    case OP_GATHER_ND: case OP_EINSUM: case OP_RESHAPE_LIKE:
+    case OP_GATHER_ND: case OP_EINSUM: case OP_RESHAPE_LIKE: case OP_SLICE_UPDATE: case OP_REVERSE_SEQUENCE:
+    case OP_SPACE_TO_BATCH: case OP_BATCH_TO_SPACE:
         return true;
     default: return false;
     }
@@ -2404,6 +2545,9 @@ static int lower_data(LowerShared *s, IrOp *op) {
     case OP_GATHER_ND: return lower_gather_nd(s, op);
     case OP_EINSUM: return lower_einsum(s, op);
     case OP_RESHAPE_LIKE: return lower_reshape(s, op);
+    case OP_SLICE_UPDATE: return lower_slice_update(s, op);
+    case OP_REVERSE_SEQUENCE: return lower_reverse_sequence(s, op);
+    case OP_SPACE_TO_BATCH: case OP_BATCH_TO_SPACE: return lower_space_batch(s, op);
     default: return lower_random(s, op);
     }
 }

@@ -407,3 +407,62 @@ for dt, (st, en, sp) in [("int32", (2, 11, 3)), ("fp32", (-1.0, 1.0, 0.25)), ("f
     case("range_1d_" + dt, {"x": (R(1), "fp32")},
          [const("s", st, dt), const("e", en, dt), const("p", sp, dt), "%s y = range_1d(start = s, end = e, step = p);" % ty(want, dt)],
          {"y": (want, dt)})
+# slice_update: a strided slice, a squeezed axis, every dtype
+xs_ = R(4, 5, 6) * 3
+for dt in ("fp32", "fp16", "int32", "bool"):
+    xv = as_dt(xs_, dt) if dt != "bool" else rng.random((4, 5, 6)) > 0.5
+    uv = as_dt(R(2, 3) * 3, dt) if dt != "bool" else rng.random((2, 3)) > 0.5
+    want = xv.astype(np.float64) if dt != "bool" else xv.copy()
+    want[1:4:2, 2, 0:6:2] = uv
+    case("slice_update_" + dt, {"x": (xv, dt), "u": (uv, dt)},
+         [const("b", np.array([1, 2, 0]), "int32"), const("e", np.array([4, 3, 6]), "int32"), const("st", np.array([2, 1, 2]), "int32"),
+          const("sq", np.array([False, True, False]), "bool"),
+          "%s y = slice_update(x = x, update = u, begin = b, end = e, stride = st, squeeze_mask = sq);" % ty(want, dt)],
+         {"y": (want, dt)})
+# reverse_sequence: lengths at run time, batch before and after the sequence axis
+xq_ = R(3, 5, 2) * 3
+lens = np.array([2, 5, 0])
+for dt in ("fp32", "fp16", "int32"):
+    for sa, ba in ((1, 0), (0, 2)):
+        xv = as_dt(xq_ if sa == 1 else np.transpose(xq_, (1, 2, 0)), dt).copy()
+        want = xv.astype(np.float64).copy()
+        for b in range(3):
+            L = lens[b]
+            if sa == 1:
+                want[b, :L] = want[b, :L][::-1]
+            else:
+                want[:L, :, b] = want[:L, :, b][::-1]
+        case("reverse_sequence_%s_%d%d" % (dt, sa, ba), {"x": (xv, dt), "l": (lens, "int32")},
+             [const("sa", sa, "int32"), const("ba", ba, "int32"),
+              "%s y = reverse_sequence(x = x, lengths = l, seq_axis = sa, batch_axis = ba);" % ty(want, dt)],
+             {"y": (want, dt)})
+
+
+# space_to_batch / batch_to_space: TensorFlow's order
+def s2b(x, bs, pads):
+    xp = np.pad(x, [(0, 0), (0, 0), tuple(pads[0]), tuple(pads[1])])
+    n, c, h, w = xp.shape
+    y = xp.reshape(n, c, h // bs[0], bs[0], w // bs[1], bs[1]).transpose(3, 5, 0, 1, 2, 4)
+    return y.reshape(bs[0] * bs[1] * n, c, h // bs[0], w // bs[1])
+
+
+def b2s(x, bs, crops):
+    b, c, h, w = x.shape
+    n = b // (bs[0] * bs[1])
+    y = x.reshape(bs[0], bs[1], n, c, h, w).transpose(2, 3, 4, 0, 5, 1).reshape(n, c, h * bs[0], w * bs[1])
+    return y[:, :, crops[0][0]:h * bs[0] - crops[0][1], crops[1][0]:w * bs[1] - crops[1][1]]
+
+
+for dt in ("fp32", "fp16"):
+    xv = as_dt(R(2, 3, 4, 3), dt)
+    pads = [[1, 1], [0, 3]]
+    want = s2b(xv.astype(np.float64), (2, 3), pads)
+    case("space_to_batch_" + dt, {"x": (xv, dt)},
+         [const("bs", np.array([2, 3]), "int32"), const("pd", np.array(pads), "int32"),
+          "%s y = space_to_batch(x = x, block_shape = bs, paddings = pd);" % ty(want, dt)], {"y": (want, dt)})
+    xb_ = as_dt(R(12, 3, 2, 3), dt)
+    crops = [[1, 0], [2, 1]]
+    want = b2s(xb_.astype(np.float64), (2, 3), crops)
+    case("batch_to_space_" + dt, {"x": (xb_, dt)},
+         [const("bs", np.array([2, 3]), "int32"), const("cr", np.array(crops), "int32"),
+          "%s y = batch_to_space(x = x, block_shape = bs, crops = cr);" % ty(want, dt)], {"y": (want, dt)})
