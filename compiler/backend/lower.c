@@ -2379,6 +2379,107 @@ static int lower_space_batch(LowerShared *s, const IrOp *op) {
     return set_view(s, op->results[0], &f, false);
 }
 
+/* Resampling on the last two dims, one dim at a time, at grid points g[i]
+ * in input coordinates (coremltools' formulas, per mode): nearest is one
+ * gather at floor(g); bilinear two gathers at floor(g) and the next,
+ * weighted by 1 - frac and frac (weights [m, 1] or [m]: broadcast). */
+enum { GRID_NEAREST, GRID_ALIGN, GRID_ALIGN_STRICT, GRID_HALF, GRID_LEGACY, GRID_DEFAULT, GRID_OFFSET };
+
+static double grid_point(int mode, int64_t i, int64_t in, int64_t out) {
+    double g, n = (double)in, m = (double)out;
+    switch (mode) {
+    case GRID_NEAREST: return floor((double)i * n / m);
+    case GRID_ALIGN: case GRID_ALIGN_STRICT:
+        g = out > 1 ? (double)i * (n - 1) / (m - 1) : mode == GRID_ALIGN ? (n - 1) / 2 : 0;
+        break;
+    case GRID_HALF: g = ((double)i + 0.5) * n / m - 0.5; break;
+    case GRID_LEGACY: g = (double)i * n / m; break;
+    case GRID_DEFAULT: g = out > 1 ? (double)i * (n - n / m) / (m - 1) : 0; break;
+    default: {
+        double delta = (in > 1 ? n - 1 : 1) / m;
+        g = 0.5 * delta + (double)i * delta;
+    }
+    }
+    return g < 0 ? 0 : g > n - 1 ? n - 1 : g;
+}
+
+static int resample_axis(LowerShared *s, const IrOp *op, int cur, int a, int mode, const int64_t *dims, int rank, int out) {
+    int64_t in = s->bi[cur].dims[a], m = dims[a], wd[2] = {m, 1};
+    int32_t *i0 = malloc(sizeof(int32_t) * 2 * (size_t)m), *i1 = i0 + m;
+    float *w0 = malloc(sizeof(float) * 2 * (size_t)m), *w1 = w0 + m;
+    MILC_ASSERT(i0 && w0);
+    for (int64_t i = 0; i < m; i++) {
+        double g = grid_point(mode, i, in, m), f = floor(g);
+        i0[i] = (int32_t)f, i1[i] = (int32_t)(f + 1 < (double)in ? f + 1 : f);
+        w1[i] = (float)(g - f), w0[i] = (float)(1 - (g - f));
+    }
+    char nm[24];
+    snprintf(nm, sizeof nm, "i0_%d", a);
+    int iw0 = int_weight(s, op, nm, 1, &m, i0);
+    snprintf(nm, sizeof nm, "i1_%d", a);
+    int iw1 = mode == GRID_NEAREST ? -1 : int_weight(s, op, nm, 1, &m, i1);
+    int fw[2] = {-1, -1};
+    for (int k = 0; k < 2 && mode != GRID_NEAREST; k++) {
+        char name[RT_NAME_MAX];
+        snprintf(name, sizeof name, "%s.w%d_%d", op->results[0]->name, k, a);
+        int wr = a == rank - 2 ? 2 : 1;
+        fw[k] = check_rc(s, rtb_weight(s->b, name, RT_F32, wr, wd, k ? w1 : w0));
+        note_buf(s, fw[k], wr, wd);
+    }
+    free(i0), free(w0);
+    RtAxisParams ax = {.axis = a};
+    IrType t = {.dtype = IR_DT_FP32, .rank = rank, .dims = (int64_t *)dims};
+    int g0[2] = {cur, iw0};
+    if (mode == GRID_NEAREST) return emit(s, RT_OP_GATHER, g0, 2, out, &ax, sizeof ax) < 0 ? -1 : out;
+    int g1[2] = {cur, iw1};
+    int x0 = emit_temp(s, RT_OP_GATHER, g0, 2, RT_F32, &t, &ax, sizeof ax);
+    int x1 = emit_temp(s, RT_OP_GATHER, g1, 2, RT_F32, &t, &ax, sizeof ax);
+    RtBinaryParams mul = {.op = RT_BIN_MUL}, add = {.op = RT_BIN_ADD};
+    int m0[2] = {x0, fw[0]}, m1[2] = {x1, fw[1]};
+    int p0 = emit_temp(s, RT_OP_BINARY, m0, 2, RT_F32, &t, &mul, sizeof mul);
+    int p1 = emit_temp(s, RT_OP_BINARY, m1, 2, RT_F32, &t, &mul, sizeof mul);
+    int sum[2] = {p0, p1};
+    return emit(s, RT_OP_BINARY, sum, 2, out, &add, sizeof add) < 0 ? -1 : out;
+}
+
+/* resize_nearest_neighbor (input index floor(i · in / out)), resize_bilinear
+ * (its sampling modes) and upsample_bilinear (align_corners,
+ * half_pixel_centers). */
+static int lower_resize(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    const IrType *t = rtype(op);
+    int r = t->rank, mode = GRID_NEAREST;
+    if (r < 2) return FAIL("%s: 'x' must have rank >= 2", mil_op_name(op->kind));
+    if (op->kind == OP_RESIZE_BILINEAR) {
+        static const char *const names[] = {"ALIGN_CORNERS", "STRICT_ALIGN_CORNERS", "UNALIGN_CORNERS", "DEFAULT", "OFFSET_CORNERS"};
+        static const int modes[] = {GRID_ALIGN, GRID_ALIGN_STRICT, GRID_HALF, GRID_DEFAULT, GRID_OFFSET};
+        const char *m = arg_str_or(op, "sampling_mode", "DEFAULT");
+        mode = -1;
+        for (int i = 0; m && i < 5; i++)
+            if (strcmp(m, names[i]) == 0) mode = modes[i];
+        if (mode < 0) return FAIL("resize_bilinear: unknown 'sampling_mode'");
+    } else if (op->kind == OP_UPSAMPLE_BILINEAR) {
+        int64_t ac = 1, hp = -1;
+        ir_op_arg_i64(op, "align_corners", &ac);
+        if (ir_op_arg(op, "half_pixel_centers")) ir_op_arg_i64(op, "half_pixel_centers", &hp);
+        if (hp < 0) hp = !ac;
+        if (ac && hp) return FAIL("upsample_bilinear: 'half_pixel_centers' needs 'align_corners' false");
+        mode = ac ? GRID_ALIGN_STRICT : hp ? GRID_HALF : GRID_LEGACY;
+    }
+    int cur = materialize(s, x);
+    int64_t dims[MAXR];
+    dims_copy(dims, x->type.dims, r);
+    if (cur < 0) return -1;
+    for (int k = 0; k < 2; k++) {
+        int a = r - 2 + k;
+        dims[a] = t->dims[a];
+        int out = k ? out_for(s, op) : new_temp(s, RT_F32, r, dims);
+        if (out < 0 || (cur = resample_axis(s, op, cur, a, mode, dims, r, out)) < 0) return -1;
+    }
+    done(s, op, cur);
+    return 0;
+}
+
 /* ---- control flow ---- */
 
 static int lower_op(LowerShared *s, IrOp *op);
@@ -2522,7 +2623,8 @@ static bool lower_data_op(IrOpKind k) {
     case OP_RANDOM_CATEGORICAL: case OP_COND: case OP_WHILE_LOOP: case OP_FILL_LIKE: case OP_RANGE_1D: case OP_CROP:
     case OP_PIXEL_SHUFFLE: case OP_PIXEL_UNSHUFFLE: case OP_SLIDING_WINDOWS: case OP_PAD: case OP_ONE_HOT:
     case OP_GATHER_ND: case OP_EINSUM: case OP_RESHAPE_LIKE: case OP_SLICE_UPDATE: case OP_REVERSE_SEQUENCE:
-    case OP_SPACE_TO_BATCH: case OP_BATCH_TO_SPACE:
+    case OP_SPACE_TO_BATCH: case OP_BATCH_TO_SPACE: case OP_RESIZE_NEAREST_NEIGHBOR: case OP_RESIZE_BILINEAR:
+    case OP_UPSAMPLE_BILINEAR:
         return true;
     default: return false;
     }
@@ -2548,6 +2650,7 @@ static int lower_data(LowerShared *s, IrOp *op) {
     case OP_SLICE_UPDATE: return lower_slice_update(s, op);
     case OP_REVERSE_SEQUENCE: return lower_reverse_sequence(s, op);
     case OP_SPACE_TO_BATCH: case OP_BATCH_TO_SPACE: return lower_space_batch(s, op);
+    case OP_RESIZE_NEAREST_NEIGHBOR: case OP_RESIZE_BILINEAR: case OP_UPSAMPLE_BILINEAR: return lower_resize(s, op);
     default: return lower_random(s, op);
     }
 }

@@ -466,3 +466,74 @@ for dt in ("fp32", "fp16"):
     case("batch_to_space_" + dt, {"x": (xb_, dt)},
          [const("bs", np.array([2, 3]), "int32"), const("cr", np.array(crops), "int32"),
           "%s y = batch_to_space(x = x, block_shape = bs, crops = cr);" % ty(want, dt)], {"y": (want, dt)})
+
+
+# resampling: grid points as coremltools documents them per mode; the
+# bilinear ones also against PyTorch's interpolate where it has the mode
+def grid(mode, n, m):
+    i = np.arange(m, dtype=np.float64)
+    if mode == "nearest":
+        return np.floor(i * n / m)
+    if mode in ("ALIGN_CORNERS", "STRICT_ALIGN_CORNERS"):
+        g = i * (n - 1) / (m - 1) if m > 1 else np.full(m, (n - 1) / 2 if mode == "ALIGN_CORNERS" else 0.0)
+    elif mode == "UNALIGN_CORNERS":
+        g = (i + 0.5) * n / m - 0.5
+    elif mode == "LEGACY":
+        g = i * n / m
+    elif mode == "DEFAULT":
+        g = i * (n - n / m) / (m - 1) if m > 1 else np.zeros(m)
+    else:  # OFFSET_CORNERS
+        d = max(1, n - 1) / m
+        g = 0.5 * d + i * d
+    return np.clip(g, 0, n - 1)
+
+
+assert np.allclose(grid("UNALIGN_CORNERS", 2, 5), [0, 0.1, 0.5, 0.9, 1]) and np.allclose(grid("DEFAULT", 2, 5), [0, 0.4, 0.8, 1, 1])
+assert np.allclose(grid("OFFSET_CORNERS", 2, 5), [0.1, 0.3, 0.5, 0.7, 0.9])  # coremltools' own examples
+
+
+def resample(x, mode, oh, ow):
+    for axis, m in ((-2, oh), (-1, ow)):
+        n = x.shape[axis]
+        g = grid(mode, n, m)
+        if mode == "nearest":
+            x = np.take(x, g.astype(int), axis)
+            continue
+        i0 = np.floor(g).astype(int)
+        i1 = np.minimum(i0 + 1, n - 1)
+        f = (g - i0).reshape((-1, 1) if axis == -2 else (-1,))
+        x = np.take(x, i0, axis) * (1 - f) + np.take(x, i1, axis) * f
+    return x
+
+
+xi_ = R(2, 3, 4, 5)
+try:
+    import torch
+    tx = torch.tensor(xi_.astype(np.float64))
+    for ac, mode in ((True, "STRICT_ALIGN_CORNERS"), (False, "UNALIGN_CORNERS")):
+        tref = torch.nn.functional.interpolate(tx, size=(7, 9), mode="bilinear", align_corners=ac).numpy()
+        assert np.allclose(tref, resample(xi_.astype(np.float64), mode, 7, 9)), "the bilinear reference disagrees with PyTorch"
+except ImportError:
+    pass
+for dt in ("fp32", "fp16"):
+    xv = as_dt(xi_, dt)
+    want = resample(xv.astype(np.float64), "nearest", 7, 3)
+    case("resize_nearest_neighbor_" + dt, {"x": (xv, dt)},
+         [const("h", 7, "int32"), const("w", 3, "int32"),
+          "%s y = resize_nearest_neighbor(x = x, target_size_height = h, target_size_width = w);" % ty(want, dt)], {"y": (want, dt)})
+    for mode in ("ALIGN_CORNERS", "STRICT_ALIGN_CORNERS", "UNALIGN_CORNERS", "DEFAULT", "OFFSET_CORNERS"):
+        want = resample(xv.astype(np.float64), mode, 7, 3)
+        case("resize_bilinear_%s_%s" % (mode.lower(), dt), {"x": (xv, dt)},
+             [const("h", 7, "int32"), const("w", 3, "int32"), 'string m = const()[val = string("%s")];' % mode,
+              "%s y = resize_bilinear(x = x, target_size_height = h, target_size_width = w, sampling_mode = m);" % ty(want, dt)],
+             {"y": (want, dt)}, tol=1e-5)
+    for ac, hp, mode in ((True, None, "STRICT_ALIGN_CORNERS"), (False, None, "UNALIGN_CORNERS"), (False, False, "LEGACY")):
+        want = resample(xv.astype(np.float64), mode, 8, 12)
+        body = [const("sh", 2.0, "fp32"), const("sw", 2.5, "fp32"), const("ac", ac, "bool")]
+        extra = ""
+        if hp is not None:
+            body.append(const("hp", hp, "bool"))
+            extra = ", half_pixel_centers = hp"
+        body.append("%s y = upsample_bilinear(x = x, scale_factor_height = sh, scale_factor_width = sw, align_corners = ac%s);"
+                    % (ty(want, dt), extra))
+        case("upsample_bilinear_%s_%s" % (mode.lower(), dt), {"x": (xv, dt)}, body, {"y": (want, dt)}, tol=1e-5)
