@@ -2480,6 +2480,65 @@ static int lower_resize(LowerShared *s, const IrOp *op) {
     return 0;
 }
 
+/* rnn, unrolled over its static sequence: the input projection for every
+ * step in one GEMM (with the bias), then per step h = act(W_hh h + that
+ * step's projection) (a GEMM with the step as its residual, then the
+ * activation); the step's h also lands at its time in the sequence output
+ * (reverse runs from the last step, each h kept at its own time). */
+static int lower_rnn(LowerShared *s, IrOp *op) {
+    IrValue *x = arg_value(op, "x"), *h0 = arg_value(op, "initial_h"), *wi = arg_value(op, "weight_ih"), *wh = arg_value(op, "weight_hh");
+    IrValue *bias = arg_value(op, "bias");
+    const char *dir = arg_str_or(op, "direction", "forward"), *act = arg_str_or(op, "activation", "tanh");
+    int64_t seq = 0;
+    ir_op_arg_i64(op, "output_sequence", &seq);
+    int un = !act ? -2 : !strcmp(act, "tanh") ? RT_UN_TANH : !strcmp(act, "sigmoid") ? RT_UN_SIGMOID : !strcmp(act, "relu") ? RT_UN_RELU
+           : !strcmp(act, "linear") ? -1 : -2;
+    if (un == -2) return FAIL("rnn: the CPU backend runs the activations tanh, sigmoid, relu and linear");
+    if (!dir || (strcmp(dir, "forward") && strcmp(dir, "reverse"))) return FAIL("rnn: 'direction' must be forward or reverse");
+    if (!h0 || !wi || !wh) return FAIL("rnn: 'initial_h', 'weight_ih' and 'weight_hh' must be tensors");
+    int64_t S = x->type.dims[0], B = x->type.dims[1], I = x->type.dims[2], H = wi->type.dims[0];
+    if (wi->type.dims[1] != I || wh->type.dims[0] != H || wh->type.dims[1] != H || h0->type.dims[0] != B || h0->type.dims[1] != H)
+        return FAIL("rnn: 'weight_ih' must be [H, %lld], 'weight_hh' [H, H] and 'initial_h' [%lld, H]", (long long)I, (long long)B);
+    int64_t xd[2] = {S * B, I}, pd[2] = {S * B, H}, hd[2] = {B, H};
+    RtGemmParams gp = {.layout = RT_GEMM_ROWS, .has_bias = bias != NULL};
+    int in[4] = {buffer_as(s, x, 2, xd, -1), gemm_weight(s, wi), bias ? const_weight(s, bias) : 0};
+    int pre = new_temp(s, RT_F32, 2, pd);
+    if (emit(s, RT_OP_GEMM, in, bias ? 3 : 2, pre, &gp, sizeof gp) < 0) return -1;
+    IrValue *ys = op->results[0], *yh = op->results[1];
+    int yseq = result_buf(s, ys, ys->type.rank, ys->type.dims), h = materialize(s, h0), whw = gemm_weight(s, wh);
+    if (yseq < 0 || h < 0 || whw < 0) return -1;
+    bool rev = strcmp(dir, "reverse") == 0;
+    int64_t st[2];
+    row_major(2, hd, st);
+    for (int64_t k = 0; k < S; k++) {
+        int64_t t = rev ? S - 1 - k : k;
+        View pv;
+        view_ident(&pv, pre, 2, hd);
+        pv.offset = t * B * H;
+        int r = buffer_of_view(s, &pv, RT_F32, 2, hd);
+        RtGemmParams rp = {.layout = RT_GEMM_ROWS, .has_residual = 1};
+        int g[3] = {h, whw, r};
+        bool last = k == S - 1;
+        int nh = last && un < 0 ? result_buf(s, yh, 2, hd) : new_temp(s, RT_F32, 2, hd);
+        if (emit(s, RT_OP_GEMM, g, 3, nh, &rp, sizeof rp) < 0) return -1;
+        if (un >= 0) {
+            RtUnaryParams u = {.op = un};
+            int a = last ? result_buf(s, yh, 2, hd) : new_temp(s, RT_F32, 2, hd);
+            if (emit(s, RT_OP_UNARY, &nh, 1, a, &u, sizeof u) < 0) return -1;
+            nh = a;
+        }
+        h = nh;
+        if (seq || last) {
+            View hv;
+            view_ident(&hv, h, 2, hd);
+            if (emit_copy(s, &hv, yseq, seq ? t * B * H : 0, st) < 0) return -1;
+        }
+    }
+    set_buffer(s, ys, yseq, s->bi[yseq].rank, s->bi[yseq].dims);
+    set_buffer(s, yh, h, 2, hd);
+    return 0;
+}
+
 /* ---- control flow ---- */
 
 static int lower_op(LowerShared *s, IrOp *op);
@@ -2624,7 +2683,7 @@ static bool lower_data_op(IrOpKind k) {
     case OP_PIXEL_SHUFFLE: case OP_PIXEL_UNSHUFFLE: case OP_SLIDING_WINDOWS: case OP_PAD: case OP_ONE_HOT:
     case OP_GATHER_ND: case OP_EINSUM: case OP_RESHAPE_LIKE: case OP_SLICE_UPDATE: case OP_REVERSE_SEQUENCE:
     case OP_SPACE_TO_BATCH: case OP_BATCH_TO_SPACE: case OP_RESIZE_NEAREST_NEIGHBOR: case OP_RESIZE_BILINEAR:
-    case OP_UPSAMPLE_BILINEAR:
+    case OP_UPSAMPLE_BILINEAR: case OP_RNN:
         return true;
     default: return false;
     }
@@ -2651,6 +2710,7 @@ static int lower_data(LowerShared *s, IrOp *op) {
     case OP_REVERSE_SEQUENCE: return lower_reverse_sequence(s, op);
     case OP_SPACE_TO_BATCH: case OP_BATCH_TO_SPACE: return lower_space_batch(s, op);
     case OP_RESIZE_NEAREST_NEIGHBOR: case OP_RESIZE_BILINEAR: case OP_UPSAMPLE_BILINEAR: return lower_resize(s, op);
+    case OP_RNN: return lower_rnn(s, op);
     default: return lower_random(s, op);
     }
 }

@@ -537,3 +537,28 @@ for dt in ("fp32", "fp16"):
         body.append("%s y = upsample_bilinear(x = x, scale_factor_height = sh, scale_factor_width = sw, align_corners = ac%s);"
                     % (ty(want, dt), extra))
         case("upsample_bilinear_%s_%s" % (mode.lower(), dt), {"x": (xv, dt)}, body, {"y": (want, dt)}, tol=1e-5)
+
+
+# rnn: h_t = act(W_ih x_t + b + W_hh h_t-1), forward and reverse, with and
+# without the sequence output (fp32 only in ios15-16: the ios18 program
+# here takes fp16 too)
+S_, B_, I_, H_ = 5, 2, 3, 4
+xr5, h0_ = R(S_, B_, I_), R(B_, H_)
+wi_, wh_, bb_ = R(H_, I_) * 0.5, R(H_, H_) * 0.5, R(H_) * 0.5
+acts_ = {"tanh": np.tanh, "sigmoid": lambda v: 1 / (1 + np.exp(-v)), "relu": lambda v: np.maximum(v, 0), "linear": lambda v: v}
+for dt in ("fp32", "fp16"):
+    for act, direction, seq in (("tanh", "forward", True), ("sigmoid", "reverse", True), ("relu", "forward", False), ("linear", "reverse", False)):
+        xv, hv = as_dt(xr5, dt), as_dt(h0_, dt)
+        wiv, whv, bv = as_dt(wi_, dt), as_dt(wh_, dt), as_dt(bb_, dt)
+        h = hv.astype(np.float64)
+        outs = np.zeros((S_, B_, H_))
+        for t in (range(S_) if direction == "forward" else range(S_ - 1, -1, -1)):
+            h = acts_[act](xv[t] @ wiv.T.astype(np.float64) + bv + h @ whv.T.astype(np.float64))
+            outs[t] = h
+        ys = outs if seq else h[None]
+        case("rnn_%s_%s_%s" % (act, direction, dt), {"x": (xv, dt), "h0": (hv, dt)},
+             [const("wi", wiv, dt), const("wh", whv, dt), const("b", bv, dt), 'string d = const()[val = string("%s")];' % direction,
+              'string a = const()[val = string("%s")];' % act, const("sq", seq, "bool"),
+              "%s ys, %s yh = rnn(x = x, initial_h = h0, weight_ih = wi, weight_hh = wh, bias = b, direction = d, "
+              "output_sequence = sq, activation = a);" % (ty(ys, dt), ty(h, dt))],
+             {"ys": (ys, dt), "yh": (h, dt)}, tol=1e-4)
