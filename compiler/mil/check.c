@@ -38,7 +38,6 @@ typedef struct Checker {
     DiagSink *d;
     IrProgram *p;
     MilTarget target;
-    bool own_weights; /* MilCheckOptions.own_weights */
     const MilBlobFile *weights; /* MilCheckOptions.weights */
     char *model_dir; /* malloc'd */
     BlobEntry *blobs;
@@ -2671,7 +2670,6 @@ bool mil_check(IrProgram *p, const MilCheckOptions *o, DiagSink *d) {
     c.p = p;
     c.target = o ? o->target : MIL_TARGET_CPU;
     c.model_dir = o && o->model_path ? strdup(o->model_path) : dir_of(p->file);
-    c.own_weights = o && o->own_weights;
     c.weights = o ? o->weights : NULL;
     MILC_ASSERT(c.model_dir != NULL);
     for (int f = 0; f < p->nfuncs; f++) {
