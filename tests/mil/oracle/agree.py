@@ -11,6 +11,7 @@ the file.  milc agrees when it accepts exactly the calls coremltools accepts
 others with a diagnostic about the op itself, not only about the declared type.
 
   agree.py MILC ORACLE_DIR KNOWN_DIFFERENCES [--seed N] [--per-op N] [--ops OP,OP...]
+           [--parse-driver MIL_CHECK_DRIVER]
 
 Prints the agreement table (op x opset: cases, agree, disagree) and exits 1 on
 any disagreement not listed in KNOWN_DIFFERENCES (lines `OP accepts|refuses
@@ -32,6 +33,7 @@ args = sys.argv[4:]
 SEED = int(args[args.index("--seed") + 1]) if "--seed" in args else 16
 PER_OP = int(args[args.index("--per-op") + 1]) if "--per-op" in args else 6
 ONLY = args[args.index("--ops") + 1].split(",") if "--ops" in args else None
+PARSER = args[args.index("--parse-driver") + 1] if "--parse-driver" in args else None
 OPSETS = ["iOS15", "iOS16", "iOS17", "iOS18"]
 
 try:
@@ -1150,7 +1152,7 @@ def milc_file_verdicts(funcs, workdir, tag):
     diags = json.loads(r.stdout or "{}").get("diagnostics", [])
     # A file that does not parse is never checked: no function of it may
     # count as accepted (their missing diagnostics would read as acceptance).
-    parsed = r.returncode == 0 or subprocess.run([MILC, "fmt", path], capture_output=True).returncode == 0
+    parsed = r.returncode == 0 or not PARSER or subprocess.run([PARSER, "--parse", path], capture_output=True).returncode == 0
     out, line = [], 3
     for f, _ in funcs:
         n = f.count("\n")
