@@ -1104,9 +1104,55 @@ static void infer_scatter(OpCtx *x) {
     for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) known |= strcmp(s, modes[i]) == 0;
     if (!known) { ERR("unknown mode \"%s\" (update, add, sub, mul, div, max, min)", s); return; }
     if (t->rank == 0) { ERR("'data' must have rank >= 1"); return; }
-    if (x->op->kind != OP_SCATTER_ND) { /* scatter_nd has no axis */
-        int64_t axis, a;
+    const IrType *ix = type_of(x, "indices"), *u = type_of(x, "updates");
+    int64_t want[MAX_RANK], a = 0;
+    int nw = 0;
+    char s1[256], s2[256];
+    if (!rank_at_most(x, "data", t) || !rank_at_most(x, "indices", ix)) return;
+    if (x->op->kind == OP_SCATTER_ND) {
+        /* indices [*b, k] address data's first k dims; updates [*b, *data[k:]] */
+        int64_t k = ix->rank ? ix->dims[ix->rank - 1] : IR_DIM_DYNAMIC;
+        if (ix->rank < 1 || !dim_known(k) || k > t->rank) {
+            ERR("'indices' %s must be [*batch, k] with k known and at most the rank of 'data' (%d)",
+                fmt_dims(ix->dims, ix->rank, s1, sizeof s1), t->rank);
+            return;
+        }
+        for (int i = 0; i < ix->rank - 1; i++) want[nw++] = ix->dims[i];
+        for (int64_t i = k; i < t->rank; i++) want[nw++] = t->dims[i];
+    } else {
+        int64_t axis;
         if (!int_of(x, "axis", 0, &axis) || !norm_axis(x, "axis", axis, t->rank, &a)) return;
+        if (x->op->kind == OP_SCATTER) { /* updates: data[:axis] + indices.shape + data[axis+1:] */
+            if (t->rank - 1 + ix->rank > MAX_RANK) { ERR("'updates' would have rank above %d", MAX_RANK); return; }
+            for (int64_t i = 0; i < a; i++) want[nw++] = t->dims[i];
+            for (int i = 0; i < ix->rank; i++) want[nw++] = ix->dims[i];
+            for (int64_t i = a + 1; i < t->rank; i++) want[nw++] = t->dims[i];
+        } else { /* scatter_along_axis: indices and updates shaped like data but along axis */
+            bool ok = ix->rank == t->rank;
+            for (int i = 0; ok && i < t->rank; i++) ok = i == a || dims_match(ix->dims[i], t->dims[i]);
+            if (!ok) {
+                ERR("'indices' %s must have the shape of 'data' %s except along axis %lld", fmt_dims(ix->dims, ix->rank, s1, sizeof s1),
+                    fmt_dims(t->dims, t->rank, s2, sizeof s2), (long long)a);
+                return;
+            }
+            nw = ix->rank;
+            memcpy(want, ix->dims, sizeof(int64_t) * (size_t)nw);
+        }
+    }
+    bool same = u->rank == nw;
+    for (int i = 0; same && i < nw; i++) same = dims_match(u->dims[i], want[i]);
+    if (!same) {
+        ERR("'updates' %s must be %s", fmt_dims(u->dims, u->rank, s1, sizeof s1), fmt_dims(want, nw, s2, sizeof s2));
+        return;
+    }
+    /* validate_indices (ios17): const indices must lie in [0, data.shape[axis]). */
+    const IrLiteral *il = x->op->kind != OP_SCATTER_ND && bool_of(x, "validate_indices") ? const_of(x, "indices") : NULL;
+    for (size_t i = 0; il && dim_known(t->dims[a]) && i < il->count; i++) {
+        int64_t v = ir_lit_i64(il, i);
+        if (v < 0 || v >= t->dims[a]) {
+            ERR("'indices' entry %lld is outside [0, %lld) (validate_indices)", (long long)v, (long long)t->dims[a]);
+            return;
+        }
     }
     set_out(x, 0, t->dtype, t->rank, t->dims);
 }

@@ -1019,6 +1019,75 @@ def g_list(op):
     return g
 
 
+def g_eps(op):
+    def g():
+        dt = rng.choice(["fp16", "fp32"])
+        a = {"x": In(shape(rmin=3 if op == "l2_norm" and not bad(0.1) else 1), dt if not bad(0.1) else "int32")}
+        if rng.random() < 0.6:
+            a["epsilon"] = const(1e-3, rng.choice([dt, dt, "fp32", "fp16"]))
+        return a
+    return g
+
+
+def g_clip_threshold(op):
+    def g():
+        dt = rng.choice(["fp16", "fp32"] + (["int32"] if op == "threshold" else []))
+        a = {"x": In(shape(), dt), "alpha": const(-1, dt if not bad(0.1) else "fp32")}
+        if op == "clip":
+            a["beta"] = const(1, dt)
+        return a
+    return g
+
+
+def g_slice_by_index():
+    s = shape()
+    b = [rng.randint(0, d - 1) for d in s]
+    e = [rng.randint(bb + 1, d) for bb, d in zip(b, s)]
+    a = {"x": In(s, rng.choice(["fp16", "fp32", "int32", "bool"])), "begin": const(b, "int32"),
+         "end": const(e if not bad(0.1) else e + [1], "int32")}
+    if rng.random() < 0.5:
+        a["stride"] = const([rng.choice([1, 1, 2]) for _ in s], "int32")
+    if rng.random() < 0.3:
+        a["squeeze_mask"] = const([rng.random() < 0.3 and e[i] - b[i] == 1 for i in range(len(s))], "bool")
+    if rng.random() < 0.3:
+        a["begin_mask"] = const([rng.random() < 0.5 for _ in s], "bool")
+    return a
+
+
+def g_scatter(op):
+    def g():
+        s = shape()
+        if op == "scatter":
+            n = rng.randint(1, 3)
+            u = [n] + s[1:]
+            if bad(0.1):
+                u = u + [1]
+            return {"data": In(s, "fp32"), "indices": const(np.zeros([n], np.int32), "int32"), "updates": In(u, "fp32"),
+                    "axis": const(0, "int32"), "mode": const(rng.choice(["update", "add", "mul", "max"]), "string")}
+        k = rng.randint(1, len(s))
+        n = rng.randint(1, 3)
+        u = [n] + s[k:]
+        if bad(0.1):
+            u[0] += 1
+        return {"data": In(s, "fp32"), "indices": const(np.zeros([n, k], np.int32), "int32"), "updates": In(u, "fp32"),
+                "mode": const(rng.choice(["update", "add", "sub", "min"]), "string")}
+    return g
+
+
+def g_bernoulli():
+    a = {"shape": const(shape(rmin=1, rmax=3), "int32")}
+    if rng.random() < 0.6:
+        a["prob"] = const(0.3, rng.choice(["fp16", "fp32"]))
+    if rng.random() < 0.4:
+        a["seed"] = const(rng.randint(0, 9), "int32")
+    return a
+
+
+FAMILIES.update({"inverse": g_eps("inverse"), "log": g_eps("log"), "l2_norm": g_eps("l2_norm"),
+                 "clip": g_clip_threshold("clip"), "threshold": g_clip_threshold("threshold"),
+                 "slice_by_index": g_slice_by_index, "scatter": g_scatter("scatter"), "scatter_nd": g_scatter("scatter_nd"),
+                 "random_bernoulli": g_bernoulli})
+
 FAMILIES.update({op: g_list(op) for op in ("make_list", "list_length", "list_write", "list_read", "list_gather", "list_scatter")})
 
 FAMILIES.update({
