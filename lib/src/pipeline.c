@@ -240,10 +240,16 @@ int pipeline_build(Store *s, const BuildRequest *req, BuildResult *res, DiagSink
     GenWeights *own = NULL;
     const GenWeights *src = req->source;
     uint8_t *wdig = res->wdig;
+    if (!src && !req->weights_digest) {
+        /* Opened now: its digest keys the lookup and, on a miss, names the
+         * bytes built (one pass over a checkpoint, not one per use). */
+        if (gen_weights_open(weights, &own, d) != 0) { free(params); return failed_rc(d); }
+        src = own;
+    }
     if (src) gen_weights_id(src, wdig);
-    else if (req->weights_digest) memcpy(wdig, req->weights_digest, 16);
-    else if (gen_weights_digest(weights, wdig, d) != 0) { free(params); return failed_rc(d); }
+    else memcpy(wdig, req->weights_digest, 16);
     if (direct_key(req, params, wdig, &db, &dkey) != 0) {
+        gen_weights_close(own);
         ckey_free(&db);
         free(params);
         lib_error("out of memory");

@@ -118,26 +118,34 @@ int build_request(Store *s, const TemplatePath *tp, const JobSpec *spec, const R
                   void *ctx, DiagSink *d) {
     long long t0 = lib_now_ns(); /* the template path's digest is part of the first lookup */
     Request r;
-    request_init(&r, tp, spec, NULL);
+    uint8_t wdig[16];
+    /* The weights opened first: their digest looks the note up and keys
+     * every program (one pass over a checkpoint's bytes).  A source that
+     * cannot be opened is reported below, where the ordinary path meets it. */
+    GenWeights *src = NULL;
+    DiagSink quiet;
+    diag_init(&quiet);
+    if (gen_weights_open(spec->weights, &src, &quiet) == 0) gen_weights_id(src, wdig);
+    diag_free(&quiet);
+    request_init(&r, tp, spec, src ? wdig : NULL);
     NoteJob *nj;
     BuildResult *res;
     int n;
-    uint8_t wdig[16];
     if (r.usable && from_note(s, &r, o, t0, &nj, &res, &n) == 0) {
         for (int i = 0; i < n; i++) fn(ctx, i, nj[i].label[0] ? nj[i].label : (jobs_config(spec)), &res[i]);
         free(nj);
         free(res);
         ckey_free(&r.rec);
+        gen_weights_close(src);
         return MILC_OK;
     }
     JobList own = {0};
     const JobList *jobs = o->jobs ? o->jobs : &own;
     CacheKey *keys = NULL;
-    GenWeights *src = NULL;
     int rc = MILC_OK;
     if (!o->jobs && jobs_expand(tp, spec, &own, d) != 0) rc = MILC_E_INPUT;
     else if (!(keys = calloc((size_t)jobs->n + 1, sizeof *keys))) lib_error("out of memory"), rc = MILC_E_SYSTEM;
-    else if (gen_weights_open(spec->weights, &src, d) != 0) rc = d->system_errors ? MILC_E_SYSTEM : MILC_E_INPUT;
+    else if (!src && gen_weights_open(spec->weights, &src, d) != 0) rc = d->system_errors ? MILC_E_SYSTEM : MILC_E_INPUT;
     else if (r.usable && (gen_weights_id(src, wdig), memcmp(wdig, r.wdig, 16) != 0)) {
         /* Replaced since the note was looked up: the note names what is compiled. */
         ckey_free(&r.rec);
