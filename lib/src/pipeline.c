@@ -221,6 +221,61 @@ out:
     return rc;
 }
 
+struct PipelineKept {
+    CacheKeyBuilder fb, db; /* the full and direct key records */
+    CacheKey dkey;
+    RtArtifact *art;
+    int mode;
+    unsigned gflags;
+    long long t_all;
+    Store *remote;
+};
+
+void pipeline_kept_free(PipelineKept *k) {
+    if (!k) return;
+    if (k->art) rt_artifact_free(k->art);
+    ckey_free(&k->fb);
+    ckey_free(&k->db);
+    free(k);
+}
+
+int pipeline_keep(Store *s, PipelineKept *k, BuildResult *res) {
+    long long t0 = lib_now_ns();
+    int rc = MILC_E_SYSTEM;
+    StoreEntry *hit = NULL;
+    int r = store_get(s, &res->key, k->fb.buf, k->fb.len, k->gflags, &hit);
+    if (CACHE_IS_MISS(r) && (res->from_remote = tier_pull(k->remote, s, &res->key, k->fb.buf, k->fb.len)))
+        r = store_get(s, &res->key, k->fb.buf, k->fb.len, k->gflags, &hit);
+    if (r == 0 && !pipeline_hit_usable(hit, k->mode)) {
+        store_release(s, hit);
+        r = CACHE_ENOTFOUND; /* replace it */
+    }
+    if (r == 0) { /* made by someone else meanwhile, or the same program under another direct key */
+        res->artifact_bytes = hit->bytes;
+        res->checksummed = hit->checked;
+        store_release(s, hit);
+        res->outcome = BUILD_HIT_FULL;
+    } else if (!CACHE_IS_MISS(r)) {
+        lib_error("cache lookup failed: %s: %s", cache_strerror(r), store_errmsg(s));
+        goto out;
+    } else {
+        if (store(s, &res->key, &k->fb, k->art, k->mode, k->t_all, res) != 0) goto out;
+        res->from_remote = false;
+        res->outcome = BUILD_MISS;
+    }
+    if ((r = store_alias_put(s, &k->dkey, k->db.buf, k->db.len, &res->key)) != 0) {
+        lib_error("cache store failed: %s: %s", cache_strerror(r), store_errmsg(s));
+        goto out;
+    }
+    if (res->outcome == BUILD_MISS) tier_push(k->remote, s, &res->key, &k->dkey, k->db.buf, k->db.len);
+    rc = MILC_OK;
+out:
+    res->ms_store = lib_ms_since(t0);
+    res->ms_total = lib_ms_since(k->t_all);
+    pipeline_kept_free(k);
+    return rc;
+}
+
 int pipeline_build(Store *s, const BuildRequest *req, BuildResult *res, DiagSink *d) {
     long long t_all = lib_now_ns(), t0 = t_all;
     memset(res, 0, sizeof *res);
@@ -258,7 +313,11 @@ int pipeline_build(Store *s, const BuildRequest *req, BuildResult *res, DiagSink
     unsigned gflags = verify_store_flags(req->verify_hits);
     if (req->hit_out) gflags |= STORE_GET_POPULATE; /* the caller runs it next */
     StoreEntry *hit = NULL;
-    int r = direct_hit(s, req, &db, &dkey, gflags, res);
+    int r = req->known_miss ? 0 : direct_hit(s, req, &db, &dkey, gflags, res);
+    if (r == 0 && req->missed) {
+        *req->missed = true;
+        r = 2; /* looked up only: nothing more */
+    }
     if (r == 0 && !src) {
         /* A miss compiles: read the weights once, and key what was read.  A
          * checkpoint replaced since its digest was taken is looked up anew
@@ -279,7 +338,7 @@ int pipeline_build(Store *s, const BuildRequest *req, BuildResult *res, DiagSink
         gen_weights_close(own);
         ckey_free(&db);
         free(params);
-        return r == 1 ? MILC_OK : r == -2 ? failed_rc(d) : MILC_E_SYSTEM;
+        return r >= 1 ? MILC_OK : r == -2 ? failed_rc(d) : MILC_E_SYSTEM;
     }
     res->ms_lookup = lib_ms_since(t0);
 
@@ -317,7 +376,10 @@ int pipeline_build(Store *s, const BuildRequest *req, BuildResult *res, DiagSink
     ckey_add(&fb, KEY_TAG('M', 'I', 'L', ' '), gr.mil, gr.mil_len);
     ckey_add(&fb, KEY_TAG('W', 'B', 'L', 'B'), blobdig, 16);
     if (ckey_finish(&fb, &res->key) != 0) { lib_error("out of memory"); goto out; }
-    r = store_get(s, &res->key, fb.buf, fb.len, gflags, &hit);
+    bool defer = req->kept && !req->hit_out;
+    /* Deferred, the full key is looked up by pipeline_keep: the Store may be
+     * busy with the previous program's store on another thread. */
+    r = defer ? CACHE_ENOTFOUND : store_get(s, &res->key, fb.buf, fb.len, gflags, &hit);
     if (CACHE_IS_MISS(r) && (res->from_remote = tier_pull(req->remote, s, &res->key, fb.buf, fb.len)))
         r = store_get(s, &res->key, fb.buf, fb.len, gflags, &hit);
     if (r == 0 && !pipeline_hit_usable(hit, req->mode)) {
@@ -365,6 +427,17 @@ int pipeline_build(Store *s, const BuildRequest *req, BuildResult *res, DiagSink
     res->ms_passes = bs.ms_passes;
     res->ms_lower = bs.ms_lower + bs.ms_pack;
     res->dispatches = bs.dispatches;
+
+    if (defer) {
+        PipelineKept *k = calloc(1, sizeof *k);
+        if (!k) { lib_error("out of memory"); goto out; }
+        *k = (PipelineKept){.fb = fb, .db = db, .dkey = dkey, .art = art, .mode = req->mode, .gflags = gflags,
+                            .t_all = t_all, .remote = req->remote};
+        ckey_init(&fb), ckey_init(&db), art = NULL; /* moved into k */
+        *req->kept = k;
+        rc = MILC_OK;
+        goto out;
+    }
 
     /* ---- store: artifact, then the direct mapping ---- */
     t0 = lib_now_ns();
