@@ -241,7 +241,8 @@ static int build_jobs(Store *s, const TemplatePath *tp, const JobList *jobs, con
         else done[i] = true;
     }
     Storer st;
-    bool threaded = nmiss >= 2 && sysconf(_SC_NPROCESSORS_ONLN) >= 2 && storer_start(&st, s);
+    bool threaded = nmiss >= 2 && (o->overlap ? o->overlap >= 2 : sysconf(_SC_NPROCESSORS_ONLN) >= 2) &&
+                    storer_start(&st, s);
     for (int i = 0; i < limit; i++) {
         if (!miss[i]) continue;
         double looked = res[i].ms_lookup;
