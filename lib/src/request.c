@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "note.h"
-#include "request.h"
+#include "milc/request.h"
 
 
 enum { NOTE_VERSION = 1 };
