@@ -11,6 +11,7 @@
 #include "genopts.h"
 #include "explain.h"
 #include "jobs.h"
+#include "packages.h"
 #include "request.h"
 #include "tier.h"
 
@@ -20,6 +21,7 @@ static const OptSpec build_opts[] = {
     {"chunk", 0, OPT_VALUE, "K|auto", "build the whole model in chunks of K layers; auto: as deep as --max-chunk-bytes allows"},
     {"max-chunk-bytes", 0, OPT_VALUE, "SIZE", "--chunk auto: the most weight bytes one chunk may hold (default 1G; K, M, G, T suffixes)"},
     {"whole", 0, OPT_FLAG, NULL, "also the embedding and the LM head (--part embed, head): token ids to logits"},
+    {"packages", 0, OPT_VALUE, "DIR", "also leave each program as a Core ML package, DIR/KEY.mlpackage"},
     VERIFY_OPTS,
     {"explain", 0, OPT_FLAG, NULL, "for each program not in the cache, first show the nearest stored entries and the key fields that differ"},
     {"help", 'h', OPT_FLAG, NULL, "this help, with the template's parameters"},
@@ -55,6 +57,9 @@ typedef struct {
     const Cli *cli;
     int printed;
     json_t *builds; /* --json */
+    CacheKey *keys; /* --packages: each job's key, by index */
+    const CacheKey **have; /* [i] = &keys[i] once job i is built or found */
+    int nkeys;
 } Printer;
 
 /* JSON: the builds array opens with the first result, so a request that
@@ -62,6 +67,7 @@ typedef struct {
 static void print_result(void *ctx, int idx, const char *label, const BuildResult *r) {
     Printer *pr = ctx;
     const Cli *cli = pr->cli;
+    if (pr->keys && idx >= 0 && idx < pr->nkeys) pr->keys[idx] = r->key, pr->have[idx] = &pr->keys[idx];
     char key[33];
     cache_key_hex(&r->key, key);
     if (cli->json) {
@@ -146,6 +152,31 @@ static json_t *split_json(const JobList *jobs, uint64_t max_bytes) {
     return arr;
 }
 
+typedef struct {
+    const Cli *cli;
+    const JobList *jobs;
+    json_t *list; /* --json */
+} PackagePrinter;
+
+static void print_package(void *ctx, int idx, const char *path, bool written) {
+    PackagePrinter *pp = ctx;
+    const char *label = pp->jobs->v[idx].label[0] ? pp->jobs->v[idx].label : pp->jobs->v[idx].config;
+    if (pp->list)
+        cli_json_push(pp->list, cli_json_obj("chunk", cli_json_str(label), "path", cli_json_str(path), "written",
+                                             json_boolean(written), NULL));
+    else if (pp->cli->verbosity >= 0)
+        printf("package %s  %s%s\n", path, label, written ? "" : " (already there)");
+}
+
+/* --packages DIR: every program of the request as DIR/KEY.mlpackage. */
+static int build_packages(const Cli *cli, const TemplatePath *tp, const JobList *jobs, const Printer *pr,
+                          const char *dir, json_t **list, DiagSink *d) {
+    PackagePrinter pp = {cli, jobs, cli->json ? json_array() : NULL};
+    int rc = packages_leave(tp, jobs->v, pr->have, jobs->n, dir, print_package, &pp, d);
+    *list = pp.list;
+    return rc;
+}
+
 /* --explain: the jobs' explanations before they are built (on stderr with
  * --json, whose stdout is the builds' document). */
 static int build_explain(Cache *c, const TemplatePath *tp, const JobSpec *spec, const JobList *expanded, bool json,
@@ -187,6 +218,7 @@ static int build_run(Cli *cli, int argc, char **argv) {
     DiagSink d;
     diag_init(&d);
     Cache *c = NULL;
+    Printer pr = {cli, 0, NULL, NULL, NULL, 0}; /* set before the first goto out */
     Store *s = NULL; /* the build path's view of c */
     JobSpec spec = {.config = cli_config_name(&a), .weights = args_get(&a, "weights"), .modes = modes,
                     .chunk = chunk, .max_chunk_bytes = max_chunk, .whole = args_flag(&a, "whole"), .extra = a.extra,
@@ -201,7 +233,8 @@ static int build_run(Cli *cli, int argc, char **argv) {
     struct stat st;
     /* --chunk auto reports its split, so it expands here too (the request
      * note still finds the programs without building them). */
-    if (chunk == JOBS_CHUNK_AUTO || stat(cli->cache_dir, &st) != 0) {
+    const char *packages = args_get(&a, "packages");
+    if (chunk == JOBS_CHUNK_AUTO || packages || stat(cli->cache_dir, &st) != 0) {
         if (jobs_expand(&tp, &spec, &jobs, &d) != 0) {
             rc = cli_report(cli, &d);
             if (rc == EXIT_OK) rc = EXIT_INPUT;
@@ -215,21 +248,33 @@ static int build_run(Cli *cli, int argc, char **argv) {
         (void)cli_report(cli, &d);
         goto out;
     }
-    Printer pr = {cli, 0, NULL};
+    if (packages && (!(pr.keys = calloc((size_t)jobs.n + 1, sizeof *pr.keys)) ||
+                     !(pr.have = calloc((size_t)jobs.n + 1, sizeof *pr.have)))) {
+        cli_error("out of memory");
+        rc = EXIT_SYSTEM;
+        goto out;
+    }
+    pr.nkeys = jobs.n;
     if (chunk == JOBS_CHUNK_AUTO && !cli->json && cli->verbosity >= 0) print_split(&jobs, max_chunk);
     if (!(s = store_lmdb_wrap(c))) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out; }
     rc = build_request(s, &tp, &spec,
                        &(RequestOptions){.verify_hits = verify_policy(&a), .tmp_root = cli->cache_dir, .jobs = expanded,
                                          .max_memory = cli->max_memory, .remote = remote},
                        print_result, &pr, &d);
+    json_t *pkgs = NULL;
+    if (rc == EXIT_OK && packages) rc = build_packages(cli, &tp, &jobs, &pr, packages, &pkgs, &d);
     if (cli->json && pr.printed) {
         json_t *doc = cli_json_obj("builds", pr.builds, NULL);
         if (chunk == JOBS_CHUNK_AUTO) json_object_set_new(doc, "split", split_json(&jobs, max_chunk));
+        if (pkgs) json_object_set_new(doc, "packages", pkgs), pkgs = NULL;
         cli_json_print(stdout, doc);
     }
+    json_decref(pkgs);
     int drc = cli_report(cli, &d);
     if (rc == EXIT_OK) rc = drc;
 out:
+    free(pr.keys);
+    free(pr.have);
     jobs_free(&jobs);
     store_close(s);
     if (c) cache_close(c);
