@@ -3,7 +3,6 @@
  * template parameters) unknown long options collected as extras. */
 #include <errno.h>
 #include <stdarg.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,20 +123,4 @@ void print_options(FILE *f, const OptSpec *specs) {
             snprintf(left, sizeof left, "    --%s%s%s", p->name, p->metavar ? " " : "", p->metavar ? p->metavar : "");
         fprintf(f, "  %-28s %s\n", left, p->help);
     }
-}
-
-bool args_size(const char *s, uint64_t *out) {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (end == s || errno || s[0] == '-') return false;
-    int shift = 0;
-    if (*end) {
-        const char *units = "KMGT", *u = strchr(units, end[0] & ~0x20);
-        if (!u || end[1]) return false;
-        shift = 10 * (int)(u - units + 1);
-    }
-    if (v == 0 || v > (UINT64_MAX >> shift)) return false;
-    *out = (uint64_t)v << shift;
-    return true;
 }

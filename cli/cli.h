@@ -75,9 +75,6 @@ bool args_flag(const Args *a, const char *name);
 bool opt_name_eq(const char *a, const char *b);
 /* Parse a whole decimal integer within [lo, hi]; prints a usage error if not. */
 bool args_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
-/* "123", "64M", "2G", "1T" (K, M, G, T are powers of 1024) into bytes; false
- * if malformed or zero.  Prints nothing. */
-bool args_size(const char *s, uint64_t *out);
 
 void print_options(FILE *f, const OptSpec *specs);
 

@@ -116,7 +116,7 @@ static bool build_chunk_opts(const Args *a, long *chunk, uint64_t *max_bytes) {
         cli_usage_error("build", "--max-chunk-bytes sizes the chunks of --chunk auto; give --chunk auto too");
         return false;
     }
-    if (m && !args_size(m, max_bytes)) {
+    if (m && !lib_parse_size(m, max_bytes)) {
         cli_usage_error("build", "--max-chunk-bytes wants a size such as 512M or 1G, not '%s'", m);
         return false;
     }

@@ -88,7 +88,7 @@ static void remember_lines(const Cli *cli, const TemplatePath *tp, const Manifes
                  memcmp(reports[i].wdig, reports[first].wdig, 16) == 0;
         const ManifestLine *ln = &lines[l];
         JobSpec spec = {.config = ln->config, .weights = ln->weights, .modes = ln->modes, .chunk = ln->chunk,
-                        .extra = ln->extra, .nextra = ln->nextra};
+                        .max_chunk_bytes = ln->max_chunk_bytes, .extra = ln->extra, .nextra = ln->nextra};
         if (ok) request_remember(c, tp, &spec, &jobs->v[first], n, &keys[first], reports[first].wdig);
     }
     free(keys);
@@ -216,7 +216,7 @@ static int read_manifest(char *text, const char *file, const TemplatePath *tp, M
         m->line_first[m->nlines] = m->jobs.n;
         m->lines[m->nlines++] = ln;
         JobSpec spec = {.config = ln.config, .weights = ln.weights, .modes = ln.modes, .chunk = ln.chunk,
-                        .extra = ln.extra, .nextra = ln.nextra, .loc = {file, lineno, 1}};
+                        .max_chunk_bytes = ln.max_chunk_bytes, .extra = ln.extra, .nextra = ln.nextra, .loc = {file, lineno, 1}};
         jobs_expand(tp, &spec, &m->jobs, d);
     }
     if (m->line_first) m->line_first[m->nlines] = m->jobs.n;

@@ -174,7 +174,7 @@ int main(int argc, char **argv) {
         }
     }
     argc = n;
-    if (maxmem_flag && !args_size(maxmem_flag, &cli.max_memory)) {
+    if (maxmem_flag && !lib_parse_size(maxmem_flag, &cli.max_memory)) {
         fprintf(stderr, "milc: --max-memory wants a size such as 4G, not '%s'\nTry 'milc --help'.\n", maxmem_flag);
         return EXIT_USAGE;
     }

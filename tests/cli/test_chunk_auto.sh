@@ -56,3 +56,20 @@ expect_rc 2 "$MILC" build "${B[@]}" --chunk autox
 expect_in "$ERR" "--chunk wants a number of layers in [1, 4096] or 'auto', not 'autox'"
 expect_rc 2 "$MILC" build "${B[@]}" --chunk 3 --max-chunk-bytes 1M
 expect_in "$ERR" "give --chunk auto too"
+
+# A prewarm manifest line takes --chunk auto and --max-chunk-bytes too; its
+# request note then serves `milc build` with the same options.
+printf -- '--model tiny --model-layers 5 --layers 5 --chunk auto --max-chunk-bytes %s\n' "$S3" > auto.txt
+expect_rc 0 "$MILC" --cache-dir "$WORK/pw" prewarm auto.txt -j 1
+expect_in "$ERR" "prewarm: 2 programs: 2 built"
+expect_rc 0 "$MILC" --cache-dir "$WORK/pw" build "${B[@]}" --chunk auto --max-chunk-bytes "$S3" --json
+expect_json "$OUT" "[b['chunk'] for b in j['builds']] == ['layers 0-2', 'layers 3-4'] and all(b['note'] for b in j['builds'])"
+printf -- '--model tiny --chunk 2 --max-chunk-bytes 1M\n' > bad1.txt
+expect_rc 1 "$MILC" --cache-dir "$WORK/pw" prewarm bad1.txt
+expect_in "$ERR" "bad1.txt:1:24: error: --max-chunk-bytes sizes the chunks of --chunk auto"
+printf -- '--model tiny --chunk auto --max-chunk-bytes 1Q\n' > bad2.txt
+expect_rc 1 "$MILC" --cache-dir "$WORK/pw" prewarm bad2.txt
+expect_in "$ERR" "bad2.txt:1:27: error: --max-chunk-bytes wants a size such as 512M or 1G, not '1Q'"
+printf -- '--model tiny --chunk autox\n' > bad3.txt
+expect_rc 1 "$MILC" --cache-dir "$WORK/pw" prewarm bad3.txt
+expect_in "$ERR" "--chunk wants a whole number >= 1 or 'auto', not 'autox'"
