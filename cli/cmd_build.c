@@ -10,9 +10,9 @@
 #include "json.h"
 #include "genopts.h"
 #include "explain.h"
-#include "jobs.h"
-#include "packages.h"
-#include "request.h"
+#include "milc/jobs.h"
+#include "milc/packages.h"
+#include "milc/request.h"
 #include "tier.h"
 
 static const OptSpec build_opts[] = {
@@ -22,6 +22,7 @@ static const OptSpec build_opts[] = {
     {"max-chunk-bytes", 0, OPT_VALUE, "SIZE", "--chunk auto: the most weight bytes one chunk may hold (default 1G; K, M, G, T suffixes)"},
     {"whole", 0, OPT_FLAG, NULL, "also the embedding and the LM head (--part embed, head): token ids to logits"},
     {"packages", 0, OPT_VALUE, "DIR", "also leave each program as a Core ML package, DIR/KEY.mlpackage"},
+    {"jobs", 'j', OPT_VALUE, "N", "1: each program made and stored in turn; 2 (the default on 2+ CPUs): one stored while the next is made"},
     VERIFY_OPTS,
     {"explain", 0, OPT_FLAG, NULL, "for each program not in the cache, first show the nearest stored entries and the key fields that differ"},
     {"help", 'h', OPT_FLAG, NULL, "this help, with the template's parameters"},
@@ -204,6 +205,8 @@ static int build_run(Cli *cli, int argc, char **argv) {
     if (a.npos) { cli_usage_error("build", "unexpected argument '%s'", a.pos[0]); goto out_args; }
     uint64_t max_chunk = 0;
     if (!build_chunk_opts(&a, &chunk, &max_chunk)) goto out_args;
+    long overlap = 0;
+    if (args_get(&a, "jobs") && !args_int("build", "jobs", args_get(&a, "jobs"), 1, 2, &overlap)) goto out_args;
     const char *modes = args_get(&a, "mode");
     for (const char *p = modes; p && *p; p += p[1] ? 2 : 1)
         if (*p < '0' || *p > '9' || !rt_mode(*p - '0') || (p[1] && (p[1] != ',' || !p[2]))) {
@@ -259,7 +262,7 @@ static int build_run(Cli *cli, int argc, char **argv) {
     if (!(s = store_lmdb_wrap(c))) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out; }
     rc = build_request(s, &tp, &spec,
                        &(RequestOptions){.verify_hits = verify_policy(&a), .tmp_root = cli->cache_dir, .jobs = expanded,
-                                         .max_memory = cli->max_memory, .remote = remote},
+                                         .max_memory = cli->max_memory, .remote = remote, .overlap = (int)overlap},
                        print_result, &pr, &d);
     json_t *pkgs = NULL;
     if (rc == EXIT_OK && packages) rc = build_packages(cli, &tp, &jobs, &pr, packages, &pkgs, &d);

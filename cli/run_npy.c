@@ -7,7 +7,7 @@
 
 #include "cli.h"
 #include "json.h"
-#include "model.h"
+#include "milc/model.h"
 #include "run_npy.h"
 #include "milc/half.h"
 #include "milc/npy.h"
@@ -70,50 +70,53 @@ static NpyDType npy_of(RtDType t) {
     return t == RT_F16 ? NPY_DTYPE_F16 : t == RT_F32 ? NPY_DTYPE_F32 : t == RT_I32 ? NPY_DTYPE_I32 : NPY_DTYPE_BOOL;
 }
 
-int model_run_npy(LoadedModel *lm, const char *const *inputs, int ninputs, const char *outdir, int json, int repeat,
-                  int quiet) {
-    RtModel *m = lm->model;
-    int nin = rt_model_ninputs(m), nout = rt_model_noutputs(m);
-    RtTensor *in = calloc((size_t)nin + 1, sizeof *in), *out = calloc((size_t)nout + 1, sizeof *out);
-    int rc = EXIT_OK;
-    json_t *outs = NULL; /* --json: the outputs written */
-    if (!in || !out) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto done; }
-    /* Every --input must name an input, and every input must be given. */
+/* Whether spec (NAME=FILE, eq at its '=') names the input called name. */
+static bool names_input(const char *spec, const char *eq, const char *name) {
+    size_t n = (size_t)(eq - spec);
+    return strlen(name) == n && strncmp(name, spec, n) == 0;
+}
+
+/* Every --input must be NAME=FILE and name an input of m. */
+static int check_inputs(RtModel *m, const char *const *inputs, int ninputs) {
+    int nin = rt_model_ninputs(m);
     for (int k = 0; k < ninputs; k++) {
         const char *eq = strchr(inputs[k], '=');
         bool found = false;
         for (int i = 0; eq && i < nin; i++) {
             RtIoInfo io;
             rt_model_input(m, i, &io);
-            found |= strlen(io.name) == (size_t)(eq - inputs[k]) && strncmp(io.name, inputs[k], (size_t)(eq - inputs[k])) == 0;
+            found |= names_input(inputs[k], eq, io.name);
         }
-        if (!eq) { cli_usage_error("run", "--input wants NAME=FILE.npy, not '%s'", inputs[k]); rc = EXIT_USAGE; goto done; }
-        if (!found) { cli_error("the model has no input '%.*s'", (int)(eq - inputs[k]), inputs[k]); rc = EXIT_INPUT; goto done; }
+        if (!eq) { cli_usage_error("run", "--input wants NAME=FILE.npy, not '%s'", inputs[k]); return EXIT_USAGE; }
+        if (!found) { cli_error("the model has no input '%.*s'", (int)(eq - inputs[k]), inputs[k]); return EXIT_INPUT; }
     }
-    for (int i = 0; i < nin; i++) {
+    return EXIT_OK;
+}
+
+/* Every input of m read from its file into in[] (each given: check_inputs). */
+static int read_inputs(RtModel *m, const char *const *inputs, int ninputs, RtTensor *in) {
+    for (int i = 0; i < rt_model_ninputs(m); i++) {
         RtIoInfo io;
         rt_model_input(m, i, &io);
         const char *file = NULL;
-        for (int k = 0; k < ninputs; k++) {
-            const char *eq = strchr(inputs[k], '=');
-            if (strlen(io.name) == (size_t)(eq - inputs[k]) && strncmp(io.name, inputs[k], (size_t)(eq - inputs[k])) == 0)
-                file = eq + 1;
-        }
+        for (int k = 0; k < ninputs; k++)
+            if (names_input(inputs[k], strchr(inputs[k], '='), io.name)) file = strchr(inputs[k], '=') + 1;
         char shape[128];
         shape_str(io.dims, io.rank, shape, sizeof shape);
-        if (!file) { cli_error("missing --input %s=FILE.npy (%s %s)", io.name, rt_dtype_str(io.dtype), shape); rc = EXIT_USAGE; goto done; }
+        if (!file) { cli_error("missing --input %s=FILE.npy (%s %s)", io.name, rt_dtype_str(io.dtype), shape); return EXIT_USAGE; }
         NpyFile nf;
         char err[512];
         int r = npy_open(&nf, file, err, sizeof err);
-        if (r != 0) { cli_error("%s", err); rc = r == NPY_EIO ? EXIT_SYSTEM : EXIT_INPUT; goto done; }
-        rc = bind_input(&io, file, &nf.arr, &in[i]);
+        if (r != 0) { cli_error("%s", err); return r == NPY_EIO ? EXIT_SYSTEM : EXIT_INPUT; }
+        int rc = bind_input(&io, file, &nf.arr, &in[i]);
         npy_close(&nf);
-        if (rc) goto done;
+        if (rc) return rc;
     }
-    /* Inputs are right: now the arena and scratch (checked against --max-memory). */
-    if ((rc = model_realize(lm)) != EXIT_OK) goto done;
-    m = lm->model;
-    for (int i = 0; i < nout; i++) {
+    return EXIT_OK;
+}
+
+static int alloc_outputs(RtModel *m, RtTensor *out) {
+    for (int i = 0; i < rt_model_noutputs(m); i++) {
         RtIoInfo io;
         rt_model_output(m, i, &io);
         out[i] = (RtTensor){.dtype = io.dtype, .rank = io.rank};
@@ -122,23 +125,30 @@ int model_run_npy(LoadedModel *lm, const char *const *inputs, int ninputs, const
         for (int d = 0; d < io.rank; d++) n *= (size_t)io.dims[d];
         out[i].size = n;
         out[i].data = malloc(n ? n : 1);
-        if (!out[i].data) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto done; }
+        if (!out[i].data) { cli_error("out of memory"); return EXIT_SYSTEM; }
     }
-    RtRunStats st = {0};
-    double best = 1e30;
+    return EXIT_OK;
+}
+
+/* Run repeat times (at least once); *best: the fastest run's seconds. */
+static int run_repeat(RtModel *m, RtTensor *in, RtTensor *out, int repeat, RtRunStats *st, double *best) {
+    *best = 1e30;
     for (int k = 0; k < (repeat > 0 ? repeat : 1); k++) {
-        int r = rt_run(m, in, nin, out, nout, 0, &st);
+        int r = rt_run(m, in, rt_model_ninputs(m), out, rt_model_noutputs(m), 0, st);
         if (r == RT_EINDEX) { /* an input's fault: a token id or position past its table */
             cli_error("run failed: an index input is out of range (a token id at or above the vocabulary, or a position "
                       "at or above the model's positions)");
-            rc = EXIT_INPUT;
-            goto done;
+            return EXIT_INPUT;
         }
-        if (r != 0) { cli_error("run failed: %s", rt_strerror(r)); rc = r == RT_EBIND ? EXIT_INPUT : EXIT_SYSTEM; goto done; }
-        if (st.seconds < best) best = st.seconds;
+        if (r != 0) { cli_error("run failed: %s", rt_strerror(r)); return r == RT_EBIND ? EXIT_INPUT : EXIT_SYSTEM; }
+        if (st->seconds < *best) *best = st->seconds;
     }
-    outs = json_array();
-    for (int i = 0; i < nout; i++) {
+    return EXIT_OK;
+}
+
+/* Each output as OUTDIR/NAME.npy, listed in outs (--json) or on stderr. */
+static int write_outputs(RtModel *m, const RtTensor *out, const char *outdir, json_t *outs, int quiet) {
+    for (int i = 0; i < rt_model_noutputs(m); i++) {
         RtIoInfo io;
         rt_model_output(m, i, &io);
         char path[4096], err[512], shape[128];
@@ -146,30 +156,47 @@ int model_run_npy(LoadedModel *lm, const char *const *inputs, int ninputs, const
         if (!rt_name_ok(io.name)) { /* the loader refused it already: a file name must never leave outdir */
             rt_name_show(io.name, err, sizeof err);
             cli_error("refusing to write output \"%s\": not an identifier", err);
-            rc = EXIT_INPUT;
-            goto done;
+            return EXIT_INPUT;
         }
         snprintf(path, sizeof path, "%s/%s.npy", outdir, io.name);
         if (npy_write_file(path, npy_of(io.dtype), io.rank, io.dims, out[i].data, err, sizeof err) != 0) {
             cli_error("%s", err);
-            rc = EXIT_SYSTEM;
-            goto done;
+            return EXIT_SYSTEM;
         }
-        if (json) {
+        if (outs) {
             json_t *dims = json_array();
             for (int d = 0; d < io.rank; d++) cli_json_push(dims, json_integer(io.dims[d]));
             cli_json_push(outs, cli_json_obj("name", cli_json_str(io.name), "file", cli_json_str(path), "dtype",
                                              json_string(rt_dtype_str(io.dtype)), "shape", dims, NULL));
         } else if (!quiet) fprintf(stderr, "wrote %s (%s %s)\n", path, rt_dtype_str(io.dtype), shape);
     }
-    if (json)
+    return EXIT_OK;
+}
+
+int model_run_npy(LoadedModel *lm, const char *const *inputs, int ninputs, const char *outdir, int json, int repeat,
+                  int quiet) {
+    int nin = rt_model_ninputs(lm->model), nout = rt_model_noutputs(lm->model);
+    RtTensor *in = calloc((size_t)nin + 1, sizeof *in), *out = calloc((size_t)nout + 1, sizeof *out);
+    json_t *outs = json ? json_array() : NULL; /* --json: the outputs written */
+    RtRunStats st = {0};
+    double best = 0;
+    int rc = EXIT_OK;
+    if (!in || !out || (json && !outs)) { cli_error("out of memory"); rc = EXIT_SYSTEM; }
+    if (rc == EXIT_OK) rc = check_inputs(lm->model, inputs, ninputs);
+    if (rc == EXIT_OK) rc = read_inputs(lm->model, inputs, ninputs, in);
+    /* Inputs are right: now the arena and scratch (checked against --max-memory). */
+    if (rc == EXIT_OK) rc = model_realize(lm);
+    if (rc == EXIT_OK) rc = alloc_outputs(lm->model, out);
+    if (rc == EXIT_OK) rc = run_repeat(lm->model, in, out, repeat, &st, &best);
+    if (rc == EXIT_OK) rc = write_outputs(lm->model, out, outdir, outs, quiet);
+    if (rc == EXIT_OK && json)
         cli_json_print(stdout, cli_json_obj("run_ms", cli_json_real(best * 1e3, 4), "dispatches",
                                             json_integer((json_int_t)st.dispatches), "ops", json_integer((json_int_t)st.ops),
                                             "outputs", outs, NULL)),
             outs = NULL;
-    else if (!quiet) fprintf(stderr, "ran in %.3f ms, %llu dispatch%s, %llu ops\n", best * 1e3, (unsigned long long)st.dispatches,
-                 st.dispatches == 1 ? "" : "es", (unsigned long long)st.ops);
-done:
+    else if (rc == EXIT_OK && !quiet)
+        fprintf(stderr, "ran in %.3f ms, %llu dispatch%s, %llu ops\n", best * 1e3, (unsigned long long)st.dispatches,
+                st.dispatches == 1 ? "" : "es", (unsigned long long)st.ops);
     for (int i = 0; in && i < nin; i++) free(in[i].data);
     for (int i = 0; out && i < nout; i++) free(out[i].data);
     free(in);

@@ -2,7 +2,7 @@
 #ifndef MILC_CLI_RUN_NPY_H
 #define MILC_CLI_RUN_NPY_H
 
-#include "model.h"
+#include "milc/model.h"
 
 /* Bind --input NAME=FILE.npy pairs to the model's inputs (checked before
  * the model is realized, so a wrong input costs no arena), allocate outputs,

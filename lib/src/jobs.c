@@ -1,9 +1,10 @@
 /* jobs.c — one BuildJob per (parameter combination × chunk × mode). */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "jobs.h"
+#include "milc/jobs.h"
 
 static char *xstrdup(const char *s) { return s ? strdup(s) : NULL; }
 
@@ -146,8 +147,16 @@ static JobSplit *push_split(JobList *out) {
     return &v[out->nsplits++];
 }
 
-static void label_add(BuildJob *j, size_t *ll, const char *text) {
-    if (*ll < sizeof j->label) *ll += (size_t)snprintf(j->label + *ll, sizeof j->label - *ll, "%s%s", *ll ? " " : "", text);
+/* Append to j's label, space-separated; *ll: its length so far (a label
+ * too long is cut). */
+__attribute__((format(printf, 3, 4))) static void label_add(BuildJob *j, size_t *ll, const char *fmt, ...) {
+    if (*ll >= sizeof j->label - 1) return;
+    if (*ll) j->label[(*ll)++] = ' ';
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(j->label + *ll, sizeof j->label - *ll, fmt, ap);
+    va_end(ap);
+    if (n > 0) *ll += (size_t)n;
 }
 
 static bool is_depth(const char *name) {
@@ -178,8 +187,7 @@ static int combo_base(const JobSpec *spec, long c, bool split, BuildJob *base) {
         if (split && is_depth(h->name)) continue;
         if (spec->whole && gen_name_matches("part", h->name)) continue;
         jobs_param(base, h->name, val);
-        if (k > 1 && ll < sizeof base->label)
-            ll += (size_t)snprintf(base->label + ll, sizeof base->label - ll, "%s%s=%s", ll ? " " : "", h->name, val);
+        if (k > 1) label_add(base, &ll, "%s=%s", h->name, val);
     }
     return base->config ? 0 : -1;
 }
@@ -196,22 +204,16 @@ static int push_part(JobList *out, const BuildJob *base, const char *part, const
     size_t ll = strlen(j->label);
     if (part) {
         jobs_param(j, "part", part);
-        label_add(j, &ll, part);
+        label_add(j, &ll, "%s", part);
     } else if (ch) {
         char v1[32], v2[32];
         snprintf(v1, sizeof v1, "%ld", ch->layers);
         snprintf(v2, sizeof v2, "%ld", ch->first);
         jobs_param(j, "layers", v1);
         jobs_param(j, "first_layer", v2);
-        char t[64];
-        snprintf(t, sizeof t, "layers %ld-%ld", ch->first, ch->first + ch->layers - 1);
-        label_add(j, &ll, t);
+        label_add(j, &ll, "layers %ld-%ld", ch->first, ch->first + ch->layers - 1);
     }
-    if (many_modes) {
-        char t[16];
-        snprintf(t, sizeof t, "mode %d", mode);
-        label_add(j, &ll, t);
-    }
+    if (many_modes) label_add(j, &ll, "mode %d", mode);
     return 0;
 }
 

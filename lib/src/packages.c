@@ -8,7 +8,7 @@
 #include "milc/arena.h"
 #include "milc/mil.h"
 #include "milc/pkg.h"
-#include "packages.h"
+#include "milc/packages.h"
 
 /* One job's package: generated into a scratch folder inside dir (same file
  * system: the weights are copied once, by the kernel), read back and

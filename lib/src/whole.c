@@ -15,9 +15,9 @@
 #include <string.h>
 
 #include "milc/half.h"
-#include "model.h"
-#include "request.h"
-#include "whole.h"
+#include "milc/model.h"
+#include "milc/request.h"
+#include "milc/whole.h"
 
 /* ---- building ------------------------------------------------------------ */
 

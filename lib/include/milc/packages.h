@@ -5,7 +5,7 @@
 #ifndef MILC_LIB_PACKAGES_H
 #define MILC_LIB_PACKAGES_H
 
-#include "jobs.h"
+#include "milc/jobs.h"
 
 /* Called for each package: its path, and whether it was written now (false:
  * it was there already). */

@@ -6,7 +6,7 @@
 #ifndef MILC_LIB_WHOLE_H
 #define MILC_LIB_WHOLE_H
 
-#include "jobs.h"
+#include "milc/jobs.h"
 
 typedef struct WholeSpec {
     const TemplatePath *tp;

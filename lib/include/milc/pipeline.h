@@ -4,9 +4,11 @@
 #define MILC_LIB_PIPELINE_H
 
 #include <stdbool.h>
-#include "lib.h"
+#include "milc/lib.h"
 #include "milc/cache.h"
 #include "milc/gen.h"
+#include "milc/mil.h"
+#include "milc/pkg.h"
 #include "milc/store.h"
 
 /* A key-record item tag: four characters, big-endian. */
@@ -55,6 +57,13 @@ typedef struct BuildRequest {
     uint64_t max_memory; /* --max-memory: GenOptions.max_memory; 0: no limit */
     Store *remote;       /* the shared tier (tier.h), or NULL: read-through on a
                             local miss, write-back after a store */
+    bool *missed;        /* non-NULL: look up only; on a direct miss set it
+                            (nothing built) and return MILC_OK */
+    bool known_miss;     /* the direct lookup ran already (missed): skip it */
+    struct PipelineKept **kept; /* non-NULL (and hit_out NULL): on a miss, stop
+                            once the artifact is compiled and hand it out here,
+                            full-key lookup and store left to pipeline_keep,
+                            which may run on another thread meanwhile */
 } BuildRequest;
 
 /* What every key record starts with: key format, milc version, backend,
@@ -100,5 +109,51 @@ int pipeline_program(Store *s, const struct IrProgram *p, const char *model_dir,
 /* Build one program or find it in the cache.  Returns MILC_OK, or MILC_E_INPUT
  * with diagnostics in d, or MILC_E_SYSTEM with a message printed. */
 int pipeline_build(Store *s, const BuildRequest *req, BuildResult *res, DiagSink *d);
+
+/* A compiled artifact on its way into the cache (BuildRequest.kept).  Its
+ * store finished by pipeline_keep: the full-key lookup (a hit there stores
+ * nothing), the store, the direct key, the remote's copy; res is the one
+ * pipeline_build filled, completed.  Frees k.  Touches the Store only: the
+ * thread that runs it is the Store's one user meanwhile. */
+typedef struct PipelineKept PipelineKept;
+int pipeline_keep(Store *s, PipelineKept *k, BuildResult *res);
+void pipeline_kept_free(PipelineKept *k);
+
+/* ---- program files (compile.c) ---- */
+
+/* Read the program at path (a .mil file, a folder holding one, a .mlpackage;
+ * model_path, if not NULL, is what @model_path stands for) into arena and
+ * check it for target.  MILC_OK with out filled, or MILC_E_INPUT /
+ * MILC_E_SYSTEM with diagnostics in d (out->prog is set if it parsed). */
+int pipeline_load_program(Arena *arena, const char *path, const char *model_path, MilTarget target, PkgProgram *out,
+                          DiagSink *d);
+
+/* The artifact file beside a program: path without a trailing '/' and its
+ * .mil, .mlpackage or .mlmodelc, plus ".milc".  malloc'd, NULL if out of memory. */
+char *pipeline_artifact_path(const char *path);
+/* Whether stage is one of the backend's stages a compile can dump. */
+bool pipeline_stage_known(const char *stage);
+
+typedef struct CompileFileOptions {
+    const char *model_path; /* what @model_path stands for; NULL: the program's folder */
+    int mode;               /* RT_MODE_* */
+    bool no_fuse;           /* BackendOptions.no_fuse */
+    const char *dump_stage; /* a stage (pipeline_stage_known), or NULL */
+} CompileFileOptions;
+
+typedef struct CompileFileResult {
+    char *dump;     /* the program after dump_stage as MIL text (the caller frees),
+                       also when only parsing succeeded and the stage is "parse" */
+    uint64_t bytes; /* the artifact file's */
+    int ops_in, ops_out, dispatches; /* BackendStats */
+    double ms_check, ms_passes, ms_lower, ms_pack, ms_total;
+} CompileFileResult;
+
+/* Read, check and compile the program at path into the artifact file
+ * out_path, no cache involved.  A warning d treats as an error keeps the
+ * file from being written.  MILC_OK, MILC_E_INPUT with diagnostics in d, or
+ * MILC_E_SYSTEM (diagnostics, or a message reported). */
+int pipeline_compile_file(const char *path, const char *out_path, const CompileFileOptions *o, CompileFileResult *res,
+                          DiagSink *d);
 
 #endif
