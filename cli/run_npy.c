@@ -140,7 +140,7 @@ static int run_repeat(RtModel *m, RtTensor *in, RtTensor *out, int repeat, RtRun
                       "at or above the model's positions)");
             return EXIT_INPUT;
         }
-        if (r != 0) { cli_error("run failed: %s", rt_strerror(r)); return r == RT_EBIND ? EXIT_INPUT : EXIT_SYSTEM; }
+        if (r != 0) { cli_error("run failed: %s", rt_strerror(r)); return r == RT_EBIND || r == RT_ELOOP ? EXIT_INPUT : EXIT_SYSTEM; }
         if (st->seconds < *best) *best = st->seconds;
     }
     return EXIT_OK;
