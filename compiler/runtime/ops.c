@@ -45,7 +45,7 @@ uint64_t rt_buf_storage(const RtBufRec *r) {
 
 int rt_buf_init(RtBuf *b, const RtBufRec *r, char *err, size_t errlen) {
     memset(b, 0, sizeof *b);
-    if (r->kind < RT_BUF_INPUT || r->kind > RT_BUF_TEMP)
+    if (r->kind < RT_BUF_INPUT || r->kind > RT_BUF_STATE)
         return rt_errf(err, errlen, RT_EFORMAT, "buffer kind %u invalid", r->kind);
     if (r->flags & ~(uint32_t)RT_BUFF_PANELS)
         return rt_errf(err, errlen, RT_EFORMAT, "buffer flags %#x invalid", r->flags);
@@ -421,6 +421,7 @@ static const RtOpInfo op_table[RT_OP_COUNT_] = {
     [RT_OP_CUMSUM] = {"cumsum", sizeof(RtScanParams), 1, 1, 1, 1, rt_check_cumsum, NULL},
     [RT_OP_GATHER_AXIS] = {"gather_along_axis", sizeof(RtAxisParams), 2, 2, 1, 1, rt_check_gather_axis, NULL},
     [RT_OP_POOL] = {"pool", sizeof(RtConvParams), 1, 1, 1, 1, rt_check_pool, NULL},
+    [RT_OP_UPDATE] = {"update", sizeof(RtUpdateParams), 1, 3, 1, 1, rt_check_update, NULL},
 };
 
 const RtOpInfo *rt_op_info(uint32_t kind) {
@@ -456,7 +457,10 @@ int rt_op_check(const RtBuf *bufs, uint32_t nbuf, const RtOpRec *op, bool loadin
     }
     for (uint32_t i = 0; i < op->nout; i++) {
         if (op->out[i] < 0 || (uint32_t)op->out[i] >= nbuf) FAIL("%s: output %u: buffer %d out of range", oi->name, i, op->out[i]);
-        if (bufs[op->out[i]].kind != RT_BUF_TEMP) FAIL("%s: output %u is not a temp", oi->name, i);
+        /* a state changes only by an UPDATE: its one in-place writer */
+        uint32_t ok = bufs[op->out[i]].kind;
+        if (ok != RT_BUF_TEMP && !(ok == RT_BUF_STATE && op->kind == RT_OP_UPDATE))
+            FAIL("%s: output %u is not a temp", oi->name, i);
         for (uint32_t j = 0; j < op->nin; j++)
             if (op->in[j] == op->out[i]) FAIL("%s: buffer %d is both input and output", oi->name, op->out[i]);
     }
