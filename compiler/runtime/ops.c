@@ -80,7 +80,7 @@ const char *rt_strerror(int code) {
     case RT_EVERSION: return "unsupported artifact version or backend";
     case RT_ECHECKSUM: return "checksum mismatch";
     case RT_EBIND: return "tensors do not match the model";
-    case RT_EINDEX: return "gather index out of range";
+    case RT_EINDEX: return "index out of range (a gather index, or a slice_update box outside its state)";
     case RT_ESYS: return "system error";
     }
     return "unknown error";
