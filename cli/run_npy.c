@@ -32,14 +32,14 @@ static void shape_str(const int64_t *dims, int rank, char *buf, size_t n) {
 
 /* Copy an .npy array into a tensor of the model's dtype: the npy dtype must be
  * the input's, except that fp32 data may feed an fp16 input (rounded). */
-static int bind_input(const RtIoInfo *io, const char *file, const NpyArray *arr, RtTensor *t) {
+static int bind_input(const RtIoInfo *io, const char *what, const char *file, const NpyArray *arr, RtTensor *t) {
     char want[128], got[128];
     shape_str(io->dims, io->rank, want, sizeof want);
     shape_str(arr->dims, arr->rank, got, sizeof got);
     bool same_shape = arr->rank == io->rank;
     for (int d = 0; same_shape && d < io->rank; d++) same_shape = arr->dims[d] == io->dims[d];
     if (!same_shape) {
-        cli_error("%s: input '%s' wants shape %s, the file has %s", file, io->name, want, got);
+        cli_error("%s: %s '%s' wants shape %s, the file has %s", file, what, io->name, want, got);
         return EXIT_INPUT;
     }
     size_t n = arr->count;
@@ -57,7 +57,7 @@ static int bind_input(const RtIoInfo *io, const char *file, const NpyArray *arr,
     else if (io->dtype == RT_BOOL && arr->dtype == NPY_DTYPE_BOOL) memcpy(t->data, arr->data, t->size);
     else ok = false;
     if (!ok) {
-        cli_error("%s: input '%s' wants %s, the file holds %s", file, io->name, rt_dtype_str(io->dtype),
+        cli_error("%s: %s '%s' wants %s, the file holds %s", file, what, io->name, rt_dtype_str(io->dtype),
                   npy_dtype_name(arr->dtype));
         free(t->data);
         t->data = NULL;
@@ -66,56 +66,87 @@ static int bind_input(const RtIoInfo *io, const char *file, const NpyArray *arr,
     return EXIT_OK;
 }
 
+/* The FILE of the NAME=FILE spec for name, or NULL. */
+static const char *spec_file(const char *const *specs, int n, const char *name) {
+    for (int k = 0; k < n; k++) {
+        const char *eq = strchr(specs[k], '=');
+        if (eq && strlen(name) == (size_t)(eq - specs[k]) && strncmp(name, specs[k], (size_t)(eq - specs[k])) == 0) return eq + 1;
+    }
+    return NULL;
+}
+
+/* io i of the model: an input, or (state) a state. */
+static void io_of(const RtModel *m, int i, bool state, RtIoInfo *io) {
+    if (state) rt_model_state(m, i, io);
+    else rt_model_input(m, i, io);
+}
+
+/* Every spec must be NAME=FILE and name an input (a state). */
+static int specs_check(const RtModel *m, const char *const *specs, int n, bool state) {
+    int count = state ? rt_model_nstates(m) : rt_model_ninputs(m);
+    for (int k = 0; k < n; k++) {
+        const char *eq = strchr(specs[k], '=');
+        if (!eq) { cli_usage_error("run", "--%s wants NAME=FILE.npy, not '%s'", state ? "state" : "input", specs[k]); return EXIT_USAGE; }
+        bool found = false;
+        for (int i = 0; i < count; i++) {
+            RtIoInfo io;
+            io_of(m, i, state, &io);
+            found |= spec_file(specs + k, 1, io.name) != NULL;
+        }
+        if (!found) { cli_error("the model has no %s '%.*s'", state ? "state" : "input", (int)(eq - specs[k]), specs[k]); return EXIT_INPUT; }
+    }
+    return EXIT_OK;
+}
+
+/* Reads FILE.npy into t for io (an input, a state). */
+static int read_npy(const RtIoInfo *io, const char *what, const char *file, RtTensor *t) {
+    NpyFile nf;
+    char err[512];
+    int r = npy_open(&nf, file, err, sizeof err);
+    if (r != 0) { cli_error("%s", err); return r == NPY_EIO ? EXIT_SYSTEM : EXIT_INPUT; }
+    int rc = bind_input(io, what, file, &nf.arr, t);
+    npy_close(&nf);
+    return rc;
+}
+
 static NpyDType npy_of(RtDType t) {
     return t == RT_F16 ? NPY_DTYPE_F16 : t == RT_F32 ? NPY_DTYPE_F32 : t == RT_I32 ? NPY_DTYPE_I32 : NPY_DTYPE_BOOL;
 }
 
-int model_run_npy(LoadedModel *lm, const char *const *inputs, int ninputs, const char *outdir, int json, int repeat,
-                  int quiet) {
+int model_run_npy(LoadedModel *lm, const char *const *inputs, int ninputs, const char *const *states, int nstates,
+                  const char *outdir, int json, int repeat, int quiet) {
     RtModel *m = lm->model;
-    int nin = rt_model_ninputs(m), nout = rt_model_noutputs(m);
-    RtTensor *in = calloc((size_t)nin + 1, sizeof *in), *out = calloc((size_t)nout + 1, sizeof *out);
+    int nin = rt_model_ninputs(m), nout = rt_model_noutputs(m), nst = rt_model_nstates(m);
+    RtTensor *in = calloc((size_t)nin + 1, sizeof *in), *out = calloc((size_t)nout + (size_t)nst + 1, sizeof *out);
+    RtTensor *st_in = calloc((size_t)nst + 1, sizeof *st_in); /* the seeds: data NULL for a state left at zero */
     int rc = EXIT_OK;
     json_t *outs = NULL; /* --json: the outputs written */
-    if (!in || !out) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto done; }
-    /* Every --input must name an input, and every input must be given. */
-    for (int k = 0; k < ninputs; k++) {
-        const char *eq = strchr(inputs[k], '=');
-        bool found = false;
-        for (int i = 0; eq && i < nin; i++) {
-            RtIoInfo io;
-            rt_model_input(m, i, &io);
-            found |= strlen(io.name) == (size_t)(eq - inputs[k]) && strncmp(io.name, inputs[k], (size_t)(eq - inputs[k])) == 0;
-        }
-        if (!eq) { cli_usage_error("run", "--input wants NAME=FILE.npy, not '%s'", inputs[k]); rc = EXIT_USAGE; goto done; }
-        if (!found) { cli_error("the model has no input '%.*s'", (int)(eq - inputs[k]), inputs[k]); rc = EXIT_INPUT; goto done; }
-    }
+    if (!in || !out || !st_in) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto done; }
+    /* Every --input must name an input, and every input must be given;
+     * every --state must name a state (the others start at zero). */
+    if ((rc = specs_check(m, inputs, ninputs, false)) || (rc = specs_check(m, states, nstates, true))) goto done;
     for (int i = 0; i < nin; i++) {
         RtIoInfo io;
         rt_model_input(m, i, &io);
-        const char *file = NULL;
-        for (int k = 0; k < ninputs; k++) {
-            const char *eq = strchr(inputs[k], '=');
-            if (strlen(io.name) == (size_t)(eq - inputs[k]) && strncmp(io.name, inputs[k], (size_t)(eq - inputs[k])) == 0)
-                file = eq + 1;
-        }
+        const char *file = spec_file(inputs, ninputs, io.name);
         char shape[128];
         shape_str(io.dims, io.rank, shape, sizeof shape);
         if (!file) { cli_error("missing --input %s=FILE.npy (%s %s)", io.name, rt_dtype_str(io.dtype), shape); rc = EXIT_USAGE; goto done; }
-        NpyFile nf;
-        char err[512];
-        int r = npy_open(&nf, file, err, sizeof err);
-        if (r != 0) { cli_error("%s", err); rc = r == NPY_EIO ? EXIT_SYSTEM : EXIT_INPUT; goto done; }
-        rc = bind_input(&io, file, &nf.arr, &in[i]);
-        npy_close(&nf);
-        if (rc) goto done;
+        if ((rc = read_npy(&io, "input", file, &in[i]))) goto done;
+    }
+    for (int i = 0; i < nst; i++) {
+        RtIoInfo io;
+        rt_model_state(m, i, &io);
+        const char *file = spec_file(states, nstates, io.name);
+        if (file && (rc = read_npy(&io, "state", file, &st_in[i]))) goto done;
     }
     /* Inputs are right: now the arena and scratch (checked against --max-memory). */
     if ((rc = model_realize(lm)) != EXIT_OK) goto done;
     m = lm->model;
-    for (int i = 0; i < nout; i++) {
+    for (int i = 0; i < nout + nst; i++) { /* the outputs, then each state's final value */
         RtIoInfo io;
-        rt_model_output(m, i, &io);
+        if (i < nout) rt_model_output(m, i, &io);
+        else rt_model_state(m, i - nout, &io);
         out[i] = (RtTensor){.dtype = io.dtype, .rank = io.rank};
         memcpy(out[i].dims, io.dims, sizeof out[i].dims);
         size_t n = rt_dtype_size(io.dtype);
@@ -127,20 +158,27 @@ int model_run_npy(LoadedModel *lm, const char *const *inputs, int ninputs, const
     RtRunStats st = {0};
     double best = 1e30;
     for (int k = 0; k < (repeat > 0 ? repeat : 1); k++) {
+        /* every repeat starts from the seeds: the same run each time */
+        rt_model_state_reset(m);
+        for (int i = 0; i < nst; i++)
+            if (st_in[i].data && rt_model_state_set(m, i, &st_in[i]) != 0) { cli_error("internal: state %d seed", i); rc = EXIT_SYSTEM; goto done; }
         int r = rt_run(m, in, nin, out, nout, 0, &st);
         if (r == RT_EINDEX) { /* an input's fault: a token id or position past its table */
-            cli_error("run failed: an index input is out of range (a token id at or above the vocabulary, or a position "
-                      "at or above the model's positions)");
+            cli_error("run failed: an index input is out of range (a token id at or above the vocabulary, a position "
+                      "at or above the model's positions, or a state update outside its state)");
             rc = EXIT_INPUT;
             goto done;
         }
         if (r != 0) { cli_error("run failed: %s", rt_strerror(r)); rc = r == RT_EBIND ? EXIT_INPUT : EXIT_SYSTEM; goto done; }
         if (st.seconds < best) best = st.seconds;
     }
+    for (int i = 0; i < nst; i++)
+        if (rt_model_state_get(m, i, &out[nout + i]) != 0) { cli_error("internal: state %d", i); rc = EXIT_SYSTEM; goto done; }
     outs = json_array();
-    for (int i = 0; i < nout; i++) {
+    for (int i = 0; i < nout + nst; i++) {
         RtIoInfo io;
-        rt_model_output(m, i, &io);
+        if (i < nout) rt_model_output(m, i, &io);
+        else rt_model_state(m, i - nout, &io);
         char path[4096], err[512], shape[128];
         shape_str(io.dims, io.rank, shape, sizeof shape);
         if (!rt_name_ok(io.name)) { /* the loader refused it already: a file name must never leave outdir */
@@ -159,8 +197,9 @@ int model_run_npy(LoadedModel *lm, const char *const *inputs, int ninputs, const
             json_t *dims = json_array();
             for (int d = 0; d < io.rank; d++) cli_json_push(dims, json_integer(io.dims[d]));
             cli_json_push(outs, cli_json_obj("name", cli_json_str(io.name), "file", cli_json_str(path), "dtype",
-                                             json_string(rt_dtype_str(io.dtype)), "shape", dims, NULL));
-        } else if (!quiet) fprintf(stderr, "wrote %s (%s %s)\n", path, rt_dtype_str(io.dtype), shape);
+                                             json_string(rt_dtype_str(io.dtype)), "shape", dims, "state",
+                                             json_boolean(i >= nout), NULL));
+        } else if (!quiet) fprintf(stderr, "wrote %s (%s%s %s)\n", path, i >= nout ? "state, " : "", rt_dtype_str(io.dtype), shape);
     }
     if (json)
         cli_json_print(stdout, cli_json_obj("run_ms", cli_json_real(best * 1e3, 4), "dispatches",
@@ -171,7 +210,9 @@ int model_run_npy(LoadedModel *lm, const char *const *inputs, int ninputs, const
                  st.dispatches == 1 ? "" : "es", (unsigned long long)st.ops);
 done:
     for (int i = 0; in && i < nin; i++) free(in[i].data);
-    for (int i = 0; out && i < nout; i++) free(out[i].data);
+    for (int i = 0; out && i < nout + nst; i++) free(out[i].data);
+    for (int i = 0; st_in && i < nst; i++) free(st_in[i].data);
+    free(st_in);
     free(in);
     free(out);
     json_decref(outs);
