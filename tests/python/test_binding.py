@@ -8,27 +8,8 @@ the cache directory but the cache.
 import os, subprocess, sys, tempfile
 import numpy as np
 
-src, lib, milc_exe = sys.argv[1:4]
-sys.path.insert(0, os.path.join(src, "python"))
-import milc  # noqa: E402
-
-milc.load_library(lib)
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
-
-
-def raises(status, fn, what):
-    try:
-        fn()
-    except milc.MilcError as e:
-        check(e.status == status and e.message, f"{what}: status {e.status} ({e.message.splitlines()[0]})")
-        return e
-    check(False, f"{what}: no error")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import milc, milc_exe, check, raises, failures  # noqa: E402
 
 
 with tempfile.TemporaryDirectory() as work:

@@ -9,27 +9,8 @@ errors that leave the state as it was.
 import os, subprocess, sys, tempfile
 import numpy as np
 
-src, lib, milc_exe = sys.argv[1:4]
-sys.path.insert(0, os.path.join(src, "python"))
-import milc  # noqa: E402
-
-milc.load_library(lib)
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
-
-
-def raises(status, fn, what):
-    try:
-        fn()
-    except milc.MilcError as e:
-        check(e.status == status and e.message, f"{what}: status {e.status} ({e.message.splitlines()[0]})")
-        return e
-    check(False, f"{what}: no error")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import milc, milc_exe, check, raises, finish  # noqa: E402
 
 
 # A KV-cache step: the new column written at a run-time position into the
@@ -140,7 +121,4 @@ with tempfile.TemporaryDirectory() as work:
                 acc = acc + x
                 check(np.allclose(m.read_state("acc"), acc, rtol=1e-6), f"mode {mode}: acc run {step}: the state accumulates")
 
-if failures:
-    print(f"{len(failures)} failed")
-    sys.exit(1)
-print("all passed")
+finish()
