@@ -1119,8 +1119,8 @@ static int lower_read_state(LowerShared *s, const IrOp *op) {
     if (b < 0) return -1;
     View w;
     view_ident(&w, b, st->type.rank, st->type.dims);
-    bool sole_su = r->uses == 1;
-    for (IrOp *u = op->next; sole_su && u; u = u->next)
+    bool sole_su = false; /* read only by the slice_update done in place */
+    for (IrOp *u = op->next; r->uses == 1 && u; u = u->next)
         if (u->kind == OP_SLICE_UPDATE && arg_value(u, "x") == r) {
             sole_su = s->su_in_place[vid(u->results[0])];
             break;

@@ -315,6 +315,22 @@ def states_roundtrip():
         failures.append("ct_state: coremltools -> milc -> package -> milc changed the program")
         return
     print("ok  %-22s coremltools' package with a state -> milc -> package -> coremltools loads it" % "ct_state")
+    # ... and milc runs it: the state seeded from a file, its final value written beside y.
+    rng = np.random.RandomState(4)
+    seed, kv = rng.randn(1, 2, 8, 4).astype(np.float16), rng.randn(1, 2, 1, 4).astype(np.float16)
+    np.save(os.path.join(WORK, "ct_seed.npy"), seed)
+    np.save(os.path.join(WORK, "ct_kv.npy"), kv)
+    out = os.path.join(WORK, "ct_state_run")
+    sh(MILC, "-q", "run", ct_pkg, "--input", "kv=" + os.path.join(WORK, "ct_kv.npy"),
+       "--state", "cache=" + os.path.join(WORK, "ct_seed.npy"), "-o", out)
+    want = seed.copy()
+    want[:, :, 3:4, :] = kv
+    y, cache = np.load(os.path.join(out, "y.npy")), np.load(os.path.join(out, "cache.npy"))
+    wy = want.astype(np.float32).sum(axis=2)
+    if not np.array_equal(cache, want) or np.abs(y.astype(np.float32) - wy).max() > 2e-3 * np.abs(wy).max():
+        failures.append("ct_state: milc run of coremltools' package with a seeded state differs from numpy")
+        return
+    print("ok  %-22s coremltools' package with a state run by milc (--state seed), matches numpy" % "ct_state")
     bad_states(ct_pkg)
 
 

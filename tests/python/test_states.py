@@ -54,6 +54,18 @@ ACC = """program(1.3)
 }
 """
 
+# A read whose only use comes after a write of its state: it must see the
+# value before the write (a view of the state would see the new one).
+ORDER = """program(1.3)
+{
+    func main<ios18>(state<tensor<fp32, [3]>> s, tensor<fp32, [3]> x) {
+        tensor<fp32, [3]> old = read_state(input = s)[name = string("old")];
+        write_state(data = x, input = s)[name = string("w")];
+        tensor<fp32, [3]> y = mul(x = old, y = fp32(2))[name = string("y")];
+    } -> (y);
+}
+"""
+
 
 def compile_(work, name, text, mode):
     path = os.path.join(work, f"{name}.mil")
@@ -103,6 +115,15 @@ with tempfile.TemporaryDirectory() as work:
             check(np.array_equal(m.read_state("cache"), seed), f"mode {mode}: refused seeds changed nothing")
             m.reset_states()
             check(not m.read_state("cache").any(), f"mode {mode}: reset_states zeroes the state")
+
+        with compile_(work, "order", ORDER, mode) as m:
+            prev = np.zeros(3, np.float32)
+            for step in range(3):
+                x = rng.randn(3).astype(np.float32)
+                y = m.run({"x": x})["y"]
+                check(np.array_equal(y, 2 * prev) and np.array_equal(m.read_state("s"), x),
+                      f"mode {mode}: order run {step}: a read used after the write sees the value before it")
+                prev = x
 
         with compile_(work, "acc", ACC, mode) as m:
             names = sorted((t.name, np.dtype(t.dtype).name) for t in m.states)
