@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "jobs.h"
+#include "milc/jobs.h"
 
 bool opt_name_eq(const char *a, const char *b) { return lib_name_eq(a, b); }
 

@@ -10,13 +10,13 @@
 #include <stdio.h>
 
 #include "cli.h"
-#include "jobs.h"
+#include "milc/jobs.h"
 #include "milc/backend.h"
 #include "milc/estimate.h"
 #include "genopts.h"
 #include "json.h"
-#include "model.h"
-#include "pipeline.h"
+#include "milc/model.h"
+#include "milc/pipeline.h"
 
 /* ---- a program family --------------------------------------------------- */
 
@@ -104,6 +104,13 @@ int bench_child(Cli *cli, int argc, char **argv);
  * a usage error (printed) otherwise.  opt names the option in the message. */
 bool bench_parse_list(const char *opt, const char *s, long lo, long hi, long *out, int *n);
 
+/* --modes into out[] (at most RT_NMODES): compile modes, none twice; without
+ * it every mode of the mode table, in number order.  A usage error of cmd
+ * (printed) otherwise. */
+bool bench_parse_modes(const char *cmd, const Args *a, long *out, int *n);
+/* Every compile mode, "0,1,2", into buf. */
+const char *bench_all_modes(char *buf, size_t n);
+
 /* ---- statistics --------------------------------------------------------- */
 
 typedef struct BenchStat {
@@ -190,7 +197,7 @@ typedef struct BenchReport {
     long layers, chunk, nchunks, seq, ctx, depth_seq;
     int repeat, cold_repeat, threads;
     int verify; /* how hits are checked: BUILD_VERIFY_* (pipeline.h), as `milc build` */
-    BenchModeResult modes[3];
+    BenchModeResult modes[RT_NMODES];
     int nmodes;
     bool has_dispatch;
     BenchDispatch dispatch; /* measured directly, once per run */
@@ -204,10 +211,10 @@ typedef struct BenchProjection {
     char chip_path[4096];
     EstModel model;
     int prompt, ctx;
-    int modes[3], nmodes;
+    int modes[RT_NMODES], nmodes;
     int depths[BENCH_MAX_POINTS], ndepths;
-    EstPlan plan[3][BENCH_MAX_POINTS];       /* [mode][depth] */
-    EstResult res[3][BENCH_MAX_POINTS][2]; /* [mode][depth][EST_DIRECT, EST_COREML] */
+    EstPlan plan[RT_NMODES][BENCH_MAX_POINTS];       /* [mode][depth] */
+    EstResult res[RT_NMODES][BENCH_MAX_POINTS][2]; /* [mode][depth][EST_DIRECT, EST_COREML] */
 } BenchProjection;
 
 /* The chip file a --chip argument names: a bare NAME is milc's

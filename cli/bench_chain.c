@@ -10,7 +10,7 @@
 #include "milc/ossys.h"
 #include "bench.h"
 #include "json.h"
-#include "request.h"
+#include "milc/request.h"
 #include "milc/half.h"
 
 /* ---- parameters ---------------------------------------------------------- */

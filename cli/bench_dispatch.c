@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "bench.h"
-#include "jobs.h"
+#include "milc/jobs.h"
 #include "milc/mil.h"
 
 int bench_compile_job(const TemplatePath *tp, const BuildJob *j, const char *dir, const BackendOptions *bo,

@@ -77,6 +77,12 @@ int bench_project_model(const TemplatePath *tp, const BenchParams *decode, const
     return rc;
 }
 
+/* A mode that compiles both programs pays the chip's factor for it. */
+static double compile_factor(const BenchProjection *p, int mode) {
+    const RtModeInfo *mi = rt_mode(mode);
+    return mi && mi->bonded && mi->nonbonded ? p->chip.mode0_compile_factor : 1;
+}
+
 void bench_project_run(BenchProjection *p) {
     for (int mi = 0; mi < p->nmodes; mi++)
         for (int di = 0; di < p->ndepths; di++) {
@@ -84,7 +90,7 @@ void bench_project_run(BenchProjection *p) {
             if (est_plan_depth(&p->model, p->depths[di], p->modes[mi], pl) != 0) continue;
             for (int path = 0; path < 2; path++) {
                 EstScenario s = {.prompt_tokens = p->prompt, .prefill_chunk = p->prompt, .ctx = p->ctx, .path = path,
-                                 .compile_factor = p->modes[mi] == 0 ? p->chip.mode0_compile_factor : 1};
+                                 .compile_factor = compile_factor(p, p->modes[mi])};
                 est_project(&p->chip, pl, &s, &p->res[mi][di][path]);
             }
         }

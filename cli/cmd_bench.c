@@ -19,13 +19,13 @@
 #include "scratch.h"
 #include "milc/ossys.h"
 #include "bench.h"
-#include "jobs.h"
+#include "milc/jobs.h"
 
 extern char **environ;
 
 static const OptSpec bench_opts[] = {
     GEN_COMMON_OPTS,
-    {"modes", 0, OPT_VALUE, "N[,N]", "compile modes to compare (default 0,1,2)"},
+    {"modes", 0, OPT_VALUE, "N[,N]", "compile modes to compare (default: every mode)"},
     {"chunk", 0, OPT_VALUE, "K", "layers per chunk of the headline figures (default 4)"},
     {"ctx", 0, OPT_VALUE, "N", "KV-cache positions for decode (default 1024)"},
     {"repeat", 0, OPT_VALUE, "N", "runs per figure, median reported (default 5)"},
@@ -120,6 +120,28 @@ bool bench_parse_list(const char *opt, const char *s, long lo, long hi, long *ou
         if (!p[len]) return true;
         p += len + 1;
     }
+}
+
+const char *bench_all_modes(char *buf, size_t n) {
+    size_t len = 0;
+    buf[0] = 0;
+    for (int m = 0; m < RT_NMODES && len < n; m++)
+        if (rt_mode(m)) len += (size_t)snprintf(buf + len, n - len, "%s%d", len ? "," : "", m);
+    return buf;
+}
+
+bool bench_parse_modes(const char *cmd, const Args *a, long *out, int *n) {
+    char all[64];
+    const char *s = args_get(a, "modes") ? args_get(a, "modes") : bench_all_modes(all, sizeof all);
+    long v[MAX_LIST];
+    if (!bench_parse_list("modes", s, 0, RT_NMODES - 1, v, n)) return false;
+    for (int i = 0; i < *n; i++) {
+        if (!rt_mode((int)v[i])) { cli_usage_error(cmd, "--modes: %ld is not a compile mode", v[i]); return false; }
+        for (int k = 0; k < i; k++)
+            if (v[i] == v[k]) { cli_usage_error(cmd, "--modes: mode %ld twice", v[i]); return false; }
+        out[i] = v[i];
+    }
+    return true;
 }
 
 /* ---- fresh processes -------------------------------------------------------- */
@@ -623,15 +645,12 @@ static int bench_options(const Args *a, bool quick, Bench *b, long *modes, int *
     if (!opt_long(a, "chunk", 1, 4096, &b->chunk) || !opt_long(a, "ctx", 1, 65536, &b->ctx) ||
         !opt_long(a, "repeat", 1, 1000, &repeat) || !opt_long(a, "cold-repeat", 1, 1000, &cold) ||
         !opt_long(a, "depth-seq", 1, 65536, &b->depth_seq) || !opt_long(a, "threads", 1, 256, &threads) ||
-        !bench_parse_list("modes", args_get(a, "modes") ? args_get(a, "modes") : "0,1,2", 0, RT_NMODES - 1, modes, nmodes) ||
+        !bench_parse_modes("bench", a, modes, nmodes) ||
         !bench_parse_list("depths", args_get(a, "depths") ? args_get(a, "depths") : quick ? "1,2" : "1,2,4,6,12", 1, 4096,
                     b->depths, &b->ndepths) ||
         !bench_parse_list("seqs", args_get(a, "seqs") ? args_get(a, "seqs") : quick ? "1,8" : "1,8,16,32,64,128", 1, 65536,
                     b->seqs, &b->nseqs))
         return EXIT_USAGE;
-    for (int i = 0; i < *nmodes; i++)
-        for (int k = 0; k < i; k++)
-            if (modes[i] == modes[k]) { cli_usage_error("bench", "--modes: mode %ld twice", modes[i]); return EXIT_USAGE; }
     for (int i = 0; i < a->nextra; i++)
         if (strchr(a->extra[i].value, ',')) {
             cli_usage_error("bench", "--%s: one value per parameter (sweeps are --seqs and --depths)", a->extra[i].name);
@@ -760,8 +779,9 @@ static int bench_run(Cli *cli, int argc, char **argv) {
     BenchReport r = {.config = config, .layers = b.layers, .chunk = b.chunk, .nchunks = b.nchunks, .seq = b.seq,
                      .ctx = b.ctx, .depth_seq = b.depth_seq, .verify = b.verify, .repeat = b.repeat,
                      .cold_repeat = b.cold_repeat, .threads = b.threads ? b.threads : (int)sysconf(_SC_NPROCESSORS_ONLN)};
+    char allm[64];
     progress(&b, "%s: %ld layers in %ld chunk%s of %ld, T=%ld, modes %s; scratch %s", config, b.layers, b.nchunks,
-             b.nchunks == 1 ? "" : "s", b.chunk, b.seq, args_get(&a, "modes") ? args_get(&a, "modes") : "0,1,2", b.root);
+             b.nchunks == 1 ? "" : "s", b.chunk, b.seq, args_get(&a, "modes") ? args_get(&a, "modes") : bench_all_modes(allm, sizeof allm), b.root);
     rc = measure_dispatch(&b, &r);
     for (int i = 0; i < nmodes && rc == EXIT_OK; i++) {
         rc = bench_mode(&b, (int)modes[i], &r.modes[i]);

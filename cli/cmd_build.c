@@ -10,8 +10,8 @@
 #include "json.h"
 #include "genopts.h"
 #include "explain.h"
-#include "jobs.h"
-#include "request.h"
+#include "milc/jobs.h"
+#include "milc/request.h"
 #include "tier.h"
 
 static const OptSpec build_opts[] = {

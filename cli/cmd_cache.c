@@ -8,10 +8,10 @@
 #include "cli.h"
 #include "json.h"
 #include "milc/cache.h"
-#include "drift.h"
+#include "milc/drift.h"
 #include "stale.h"
 #include "explain.h"
-#include "ledger.h"
+#include "milc/ledger.h"
 #include "tier.h"
 
 static const OptSpec cache_opts[] = {

@@ -13,7 +13,7 @@
 
 static const OptSpec est_opts[] = {
     GEN_COMMON_OPTS,
-    {"modes", 0, OPT_VALUE, "N[,N]", "compile modes (default 0,1,2)"},
+    {"modes", 0, OPT_VALUE, "N[,N]", "compile modes (default: every mode)"},
     {"depths", 0, OPT_VALUE, "LIST", "layers per chunk (default: every divisor of the model's layers)"},
     {"chip", 0, OPT_VALUE, "NAME|FILE", "chip parameters: data/ane/NAME.json or a file (default m4-max)"},
     {"prompt", 0, OPT_VALUE, "N", "prefill tokens, one forward (default 128)"},
@@ -100,13 +100,10 @@ static int estimate_run(Cli *cli, int argc, char **argv) {
     int nmodes = 0, ndepths = 0, rc = EXIT_USAGE;
     if (!pr) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out; }
     if (a.npos) { cli_usage_error("estimate", "unexpected argument '%s'", a.pos[0]); goto out; }
-    if (!bench_parse_list("modes", args_get(&a, "modes") ? args_get(&a, "modes") : "0,1,2", 0, RT_NMODES - 1, modes, &nmodes) ||
+    if (!bench_parse_modes("estimate", &a, modes, &nmodes) ||
         (args_get(&a, "depths") && !bench_parse_list("depths", args_get(&a, "depths"), 1, 4096, depths, &ndepths)) ||
         !opt_int(&a, "prompt", 1, 65536, &prompt) || !opt_int(&a, "ctx", 1, 1 << 20, &ctx))
         goto out;
-    for (int i = 0; i < nmodes; i++)
-        for (int k = 0; k < i; k++)
-            if (modes[i] == modes[k]) { cli_usage_error("estimate", "--modes: mode %ld twice", modes[i]); goto out; }
     for (int i = 0; i < nmodes; i++) pr->modes[i] = (int)modes[i];
     pr->nmodes = nmodes;
     pr->prompt = (int)prompt, pr->ctx = (int)ctx;

@@ -26,11 +26,11 @@
 #include "cli.h"
 #include "json.h"
 #include "genopts.h"
-#include "drift.h"
-#include "ledger.h"
+#include "milc/drift.h"
+#include "milc/ledger.h"
 #include "tier.h"
-#include "manifest.h"
-#include "request.h"
+#include "milc/manifest.h"
+#include "milc/request.h"
 
 static const OptSpec prewarm_opts[] = {
     {"jobs", 'j', OPT_VALUE, "N", "worker processes (default: the number of CPUs)"},

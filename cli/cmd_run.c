@@ -7,12 +7,12 @@
 
 #include "cli.h"
 #include "genopts.h"
-#include "jobs.h"
-#include "model.h"
+#include "milc/jobs.h"
+#include "milc/model.h"
 #include "run_npy.h"
-#include "drift.h"
+#include "milc/drift.h"
 #include "tier.h"
-#include "pipeline.h"
+#include "milc/pipeline.h"
 #include "program.h"
 
 static const OptSpec run_opts[] = {

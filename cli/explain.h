@@ -6,7 +6,7 @@
 #include <stdio.h>
 
 #include "cli.h"
-#include "keyrec.h"
+#include "milc/keyrec.h"
 
 /* For every job: whether its direct key is in the cache and, if not, the
  * nearest stored direct keys of the same template with the key fields that

@@ -6,7 +6,7 @@
 
 #include "cli.h"
 #include "genopts.h"
-#include "pipeline.h"
+#include "milc/pipeline.h"
 
 const char *cli_config_name(const Args *a) {
     const char *m = args_get(a, "model");

@@ -4,7 +4,7 @@
 #define MILC_CLI_GENOPTS_H
 
 #include "cli.h"
-#include "jobs.h"
+#include "milc/jobs.h"
 #include "milc/gen.h"
 
 /* --template, --model, --weights: the first entries of every generating

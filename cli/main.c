@@ -10,7 +10,7 @@
 
 #include "scratch.h"
 #include "cli.h"
-#include "lib.h"
+#include "milc/lib.h"
 #include "milc/ossys.h"
 #include "milc/rt.h"
 

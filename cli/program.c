@@ -2,6 +2,7 @@
  * program from its container, check it, print the diagnostics. */
 #include <string.h>
 
+#include "milc/pipeline.h"
 #include "program.h"
 
 int cli_load_program(Cli *cli, const char *path, const char *model_path, MilTarget target, bool werror, Arena *arena,
@@ -9,17 +10,10 @@ int cli_load_program(Cli *cli, const char *path, const char *model_path, MilTarg
     DiagSink d;
     diag_init(&d);
     d.warn_as_error = werror;
-    bool ok = pkg_load(arena, &d, path, model_path, out) == 0;
-    if (ok) {
-        MilCheckOptions o = {.target = target, .model_path = out->model_dir};
-        ok = mil_check(out->prog, &o, &d);
-    }
-    int rc = cli_report(cli, &d);
-    bool failed = diag_failed(&d) || !ok;
-    int sys = d.system_errors;
+    int rc = pipeline_load_program(arena, path, model_path, target, out, &d);
+    int drc = cli_report(cli, &d);
     diag_free(&d);
-    if (failed) return sys ? EXIT_SYSTEM : EXIT_INPUT;
-    return rc;
+    return rc != EXIT_OK ? rc : drc;
 }
 
 bool cli_is_program(const char *path) {

@@ -7,7 +7,7 @@
 
 #include "cli.h"
 #include "json.h"
-#include "model.h"
+#include "milc/model.h"
 #include "run_npy.h"
 #include "milc/half.h"
 #include "milc/npy.h"
@@ -66,13 +66,14 @@ static int bind_input(const RtIoInfo *io, const char *what, const char *file, co
     return EXIT_OK;
 }
 
-/* The FILE of the NAME=FILE spec for name, or NULL. */
-static const char *spec_file(const char *const *specs, int n, const char *name) {
-    for (int k = 0; k < n; k++) {
-        const char *eq = strchr(specs[k], '=');
-        if (eq && strlen(name) == (size_t)(eq - specs[k]) && strncmp(name, specs[k], (size_t)(eq - specs[k])) == 0) return eq + 1;
-    }
-    return NULL;
+static NpyDType npy_of(RtDType t) {
+    return t == RT_F16 ? NPY_DTYPE_F16 : t == RT_F32 ? NPY_DTYPE_F32 : t == RT_I32 ? NPY_DTYPE_I32 : NPY_DTYPE_BOOL;
+}
+
+/* Whether spec (NAME=FILE, eq at its '=') names the input (state) called name. */
+static bool names_input(const char *spec, const char *eq, const char *name) {
+    size_t n = (size_t)(eq - spec);
+    return strlen(name) == n && strncmp(name, spec, n) == 0;
 }
 
 /* io i of the model: an input, or (state) a state. */
@@ -81,119 +82,116 @@ static void io_of(const RtModel *m, int i, bool state, RtIoInfo *io) {
     else rt_model_input(m, i, io);
 }
 
-/* Every spec must be NAME=FILE and name an input (a state). */
-static int specs_check(const RtModel *m, const char *const *specs, int n, bool state) {
-    int count = state ? rt_model_nstates(m) : rt_model_ninputs(m);
-    for (int k = 0; k < n; k++) {
-        const char *eq = strchr(specs[k], '=');
-        if (!eq) { cli_usage_error("run", "--%s wants NAME=FILE.npy, not '%s'", state ? "state" : "input", specs[k]); return EXIT_USAGE; }
+/* Every --input (--state) must be NAME=FILE and name an input (a state) of m. */
+static int check_inputs(RtModel *m, const char *const *inputs, int ninputs, bool state) {
+    int nin = state ? rt_model_nstates(m) : rt_model_ninputs(m);
+    const char *what = state ? "state" : "input";
+    for (int k = 0; k < ninputs; k++) {
+        const char *eq = strchr(inputs[k], '=');
         bool found = false;
-        for (int i = 0; i < count; i++) {
+        for (int i = 0; eq && i < nin; i++) {
             RtIoInfo io;
             io_of(m, i, state, &io);
-            found |= spec_file(specs + k, 1, io.name) != NULL;
+            found |= names_input(inputs[k], eq, io.name);
         }
-        if (!found) { cli_error("the model has no %s '%.*s'", state ? "state" : "input", (int)(eq - specs[k]), specs[k]); return EXIT_INPUT; }
+        if (!eq) { cli_usage_error("run", "--%s wants NAME=FILE.npy, not '%s'", what, inputs[k]); return EXIT_USAGE; }
+        if (!found) { cli_error("the model has no %s '%.*s'", what, (int)(eq - inputs[k]), inputs[k]); return EXIT_INPUT; }
     }
     return EXIT_OK;
 }
 
-/* Reads FILE.npy into t for io (an input, a state). */
-static int read_npy(const RtIoInfo *io, const char *what, const char *file, RtTensor *t) {
-    NpyFile nf;
-    char err[512];
-    int r = npy_open(&nf, file, err, sizeof err);
-    if (r != 0) { cli_error("%s", err); return r == NPY_EIO ? EXIT_SYSTEM : EXIT_INPUT; }
-    int rc = bind_input(io, what, file, &nf.arr, t);
-    npy_close(&nf);
-    return rc;
-}
-
-static NpyDType npy_of(RtDType t) {
-    return t == RT_F16 ? NPY_DTYPE_F16 : t == RT_F32 ? NPY_DTYPE_F32 : t == RT_I32 ? NPY_DTYPE_I32 : NPY_DTYPE_BOOL;
-}
-
-int model_run_npy(LoadedModel *lm, const char *const *inputs, int ninputs, const char *const *states, int nstates,
-                  const char *outdir, int json, int repeat, int quiet) {
-    RtModel *m = lm->model;
-    int nin = rt_model_ninputs(m), nout = rt_model_noutputs(m), nst = rt_model_nstates(m);
-    RtTensor *in = calloc((size_t)nin + 1, sizeof *in), *out = calloc((size_t)nout + (size_t)nst + 1, sizeof *out);
-    RtTensor *st_in = calloc((size_t)nst + 1, sizeof *st_in); /* the seeds: data NULL for a state left at zero */
-    int rc = EXIT_OK;
-    json_t *outs = NULL; /* --json: the outputs written */
-    if (!in || !out || !st_in) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto done; }
-    /* Every --input must name an input, and every input must be given;
-     * every --state must name a state (the others start at zero). */
-    if ((rc = specs_check(m, inputs, ninputs, false)) || (rc = specs_check(m, states, nstates, true))) goto done;
-    for (int i = 0; i < nin; i++) {
+/* Every input of m read from its file into in[] (each given: check_inputs);
+ * state: the states given a seed (the others keep data NULL: zero). */
+static int read_inputs(RtModel *m, const char *const *inputs, int ninputs, bool state, RtTensor *in) {
+    for (int i = 0; i < (state ? rt_model_nstates(m) : rt_model_ninputs(m)); i++) {
         RtIoInfo io;
-        rt_model_input(m, i, &io);
-        const char *file = spec_file(inputs, ninputs, io.name);
+        io_of(m, i, state, &io);
+        const char *file = NULL;
+        for (int k = 0; k < ninputs; k++)
+            if (names_input(inputs[k], strchr(inputs[k], '='), io.name)) file = strchr(inputs[k], '=') + 1;
         char shape[128];
         shape_str(io.dims, io.rank, shape, sizeof shape);
-        if (!file) { cli_error("missing --input %s=FILE.npy (%s %s)", io.name, rt_dtype_str(io.dtype), shape); rc = EXIT_USAGE; goto done; }
-        if ((rc = read_npy(&io, "input", file, &in[i]))) goto done;
+        if (!file && state) continue;
+        if (!file) { cli_error("missing --input %s=FILE.npy (%s %s)", io.name, rt_dtype_str(io.dtype), shape); return EXIT_USAGE; }
+        NpyFile nf;
+        char err[512];
+        int r = npy_open(&nf, file, err, sizeof err);
+        if (r != 0) { cli_error("%s", err); return r == NPY_EIO ? EXIT_SYSTEM : EXIT_INPUT; }
+        int rc = bind_input(&io, state ? "state" : "input", file, &nf.arr, &in[i]);
+        npy_close(&nf);
+        if (rc) return rc;
     }
-    for (int i = 0; i < nst; i++) {
+    return EXIT_OK;
+}
+
+/* Output (or, past the outputs, state) i of m. */
+static void out_of(const RtModel *m, int i, RtIoInfo *io) {
+    int nout = rt_model_noutputs(m);
+    if (i < nout) rt_model_output(m, i, io);
+    else rt_model_state(m, i - nout, io);
+}
+
+/* The outputs, then a tensor for each state's final value. */
+static int alloc_outputs(RtModel *m, RtTensor *out) {
+    for (int i = 0; i < rt_model_noutputs(m) + rt_model_nstates(m); i++) {
         RtIoInfo io;
-        rt_model_state(m, i, &io);
-        const char *file = spec_file(states, nstates, io.name);
-        if (file && (rc = read_npy(&io, "state", file, &st_in[i]))) goto done;
-    }
-    /* Inputs are right: now the arena and scratch (checked against --max-memory). */
-    if ((rc = model_realize(lm)) != EXIT_OK) goto done;
-    m = lm->model;
-    for (int i = 0; i < nout + nst; i++) { /* the outputs, then each state's final value */
-        RtIoInfo io;
-        if (i < nout) rt_model_output(m, i, &io);
-        else rt_model_state(m, i - nout, &io);
+        out_of(m, i, &io);
         out[i] = (RtTensor){.dtype = io.dtype, .rank = io.rank};
         memcpy(out[i].dims, io.dims, sizeof out[i].dims);
         size_t n = rt_dtype_size(io.dtype);
         for (int d = 0; d < io.rank; d++) n *= (size_t)io.dims[d];
         out[i].size = n;
         out[i].data = malloc(n ? n : 1);
-        if (!out[i].data) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto done; }
+        if (!out[i].data) { cli_error("out of memory"); return EXIT_SYSTEM; }
     }
-    RtRunStats st = {0};
-    double best = 1e30;
+    return EXIT_OK;
+}
+
+/* Run repeat times (at least once), each from the state seeds (seeds[i].data
+ * NULL: zero), so every repeat is the same run; *best: the fastest run's
+ * seconds.  Then each state's final value into out[noutputs + i]. */
+static int run_repeat(RtModel *m, RtTensor *in, const RtTensor *seeds, RtTensor *out, int repeat, RtRunStats *st,
+                      double *best) {
+    *best = 1e30;
+    int nout = rt_model_noutputs(m), nst = rt_model_nstates(m);
     for (int k = 0; k < (repeat > 0 ? repeat : 1); k++) {
-        /* every repeat starts from the seeds: the same run each time */
         rt_model_state_reset(m);
         for (int i = 0; i < nst; i++)
-            if (st_in[i].data && rt_model_state_set(m, i, &st_in[i]) != 0) { cli_error("internal: state %d seed", i); rc = EXIT_SYSTEM; goto done; }
-        int r = rt_run(m, in, nin, out, nout, 0, &st);
+            if (seeds[i].data && rt_model_state_set(m, i, &seeds[i]) != 0) { cli_error("internal: state %d seed", i); return EXIT_SYSTEM; }
+        int r = rt_run(m, in, rt_model_ninputs(m), out, nout, 0, st);
         if (r == RT_EINDEX) { /* an input's fault: a token id or position past its table */
             cli_error("run failed: an index input is out of range (a token id at or above the vocabulary, a position "
                       "at or above the model's positions, or a state update outside its state)");
-            rc = EXIT_INPUT;
-            goto done;
+            return EXIT_INPUT;
         }
-        if (r != 0) { cli_error("run failed: %s", rt_strerror(r)); rc = r == RT_EBIND ? EXIT_INPUT : EXIT_SYSTEM; goto done; }
-        if (st.seconds < best) best = st.seconds;
+        if (r != 0) { cli_error("run failed: %s", rt_strerror(r)); return r == RT_EBIND ? EXIT_INPUT : EXIT_SYSTEM; }
+        if (st->seconds < *best) *best = st->seconds;
     }
     for (int i = 0; i < nst; i++)
-        if (rt_model_state_get(m, i, &out[nout + i]) != 0) { cli_error("internal: state %d", i); rc = EXIT_SYSTEM; goto done; }
-    outs = json_array();
-    for (int i = 0; i < nout + nst; i++) {
+        if (rt_model_state_get(m, i, &out[nout + i]) != 0) { cli_error("internal: state %d", i); return EXIT_SYSTEM; }
+    return EXIT_OK;
+}
+
+/* Each output and each state's final value as OUTDIR/NAME.npy, listed in
+ * outs (--json) or on stderr. */
+static int write_outputs(RtModel *m, const RtTensor *out, const char *outdir, json_t *outs, int quiet) {
+    int nout = rt_model_noutputs(m);
+    for (int i = 0; i < nout + rt_model_nstates(m); i++) {
         RtIoInfo io;
-        if (i < nout) rt_model_output(m, i, &io);
-        else rt_model_state(m, i - nout, &io);
+        out_of(m, i, &io);
         char path[4096], err[512], shape[128];
         shape_str(io.dims, io.rank, shape, sizeof shape);
         if (!rt_name_ok(io.name)) { /* the loader refused it already: a file name must never leave outdir */
             rt_name_show(io.name, err, sizeof err);
             cli_error("refusing to write output \"%s\": not an identifier", err);
-            rc = EXIT_INPUT;
-            goto done;
+            return EXIT_INPUT;
         }
         snprintf(path, sizeof path, "%s/%s.npy", outdir, io.name);
         if (npy_write_file(path, npy_of(io.dtype), io.rank, io.dims, out[i].data, err, sizeof err) != 0) {
             cli_error("%s", err);
-            rc = EXIT_SYSTEM;
-            goto done;
+            return EXIT_SYSTEM;
         }
-        if (json) {
+        if (outs) {
             json_t *dims = json_array();
             for (int d = 0; d < io.rank; d++) cli_json_push(dims, json_integer(io.dims[d]));
             cli_json_push(outs, cli_json_obj("name", cli_json_str(io.name), "file", cli_json_str(path), "dtype",
@@ -201,18 +199,40 @@ int model_run_npy(LoadedModel *lm, const char *const *inputs, int ninputs, const
                                              json_boolean(i >= nout), NULL));
         } else if (!quiet) fprintf(stderr, "wrote %s (%s%s %s)\n", path, i >= nout ? "state, " : "", rt_dtype_str(io.dtype), shape);
     }
-    if (json)
+    return EXIT_OK;
+}
+
+int model_run_npy(LoadedModel *lm, const char *const *inputs, int ninputs, const char *const *states, int nstates,
+                  const char *outdir, int json, int repeat, int quiet) {
+    int nin = rt_model_ninputs(lm->model), nout = rt_model_noutputs(lm->model), nst = rt_model_nstates(lm->model);
+    RtTensor *in = calloc((size_t)nin + 1, sizeof *in), *out = calloc((size_t)nout + (size_t)nst + 1, sizeof *out);
+    RtTensor *seeds = calloc((size_t)nst + 1, sizeof *seeds); /* data NULL: a state left at zero */
+    json_t *outs = json ? json_array() : NULL; /* --json: the outputs written */
+    RtRunStats st = {0};
+    double best = 0;
+    int rc = EXIT_OK;
+    if (!in || !out || !seeds || (json && !outs)) { cli_error("out of memory"); rc = EXIT_SYSTEM; }
+    if (rc == EXIT_OK) rc = check_inputs(lm->model, inputs, ninputs, false);
+    if (rc == EXIT_OK) rc = check_inputs(lm->model, states, nstates, true);
+    if (rc == EXIT_OK) rc = read_inputs(lm->model, inputs, ninputs, false, in);
+    if (rc == EXIT_OK) rc = read_inputs(lm->model, states, nstates, true, seeds);
+    /* Inputs are right: now the arena and scratch (checked against --max-memory). */
+    if (rc == EXIT_OK) rc = model_realize(lm);
+    if (rc == EXIT_OK) rc = alloc_outputs(lm->model, out);
+    if (rc == EXIT_OK) rc = run_repeat(lm->model, in, seeds, out, repeat, &st, &best);
+    if (rc == EXIT_OK) rc = write_outputs(lm->model, out, outdir, outs, quiet);
+    if (rc == EXIT_OK && json)
         cli_json_print(stdout, cli_json_obj("run_ms", cli_json_real(best * 1e3, 4), "dispatches",
                                             json_integer((json_int_t)st.dispatches), "ops", json_integer((json_int_t)st.ops),
                                             "outputs", outs, NULL)),
             outs = NULL;
-    else if (!quiet) fprintf(stderr, "ran in %.3f ms, %llu dispatch%s, %llu ops\n", best * 1e3, (unsigned long long)st.dispatches,
-                 st.dispatches == 1 ? "" : "es", (unsigned long long)st.ops);
-done:
+    else if (rc == EXIT_OK && !quiet)
+        fprintf(stderr, "ran in %.3f ms, %llu dispatch%s, %llu ops\n", best * 1e3, (unsigned long long)st.dispatches,
+                st.dispatches == 1 ? "" : "es", (unsigned long long)st.ops);
     for (int i = 0; in && i < nin; i++) free(in[i].data);
     for (int i = 0; out && i < nout + nst; i++) free(out[i].data);
-    for (int i = 0; st_in && i < nst; i++) free(st_in[i].data);
-    free(st_in);
+    for (int i = 0; seeds && i < nst; i++) free(seeds[i].data);
+    free(seeds);
     free(in);
     free(out);
     json_decref(outs);

@@ -2,7 +2,7 @@
 #ifndef MILC_CLI_RUN_NPY_H
 #define MILC_CLI_RUN_NPY_H
 
-#include "model.h"
+#include "milc/model.h"
 
 /* Bind --input NAME=FILE.npy pairs to the model's inputs and --state
  * NAME=FILE.npy seeds to its states (checked before the model is realized,

@@ -6,7 +6,7 @@
 
 #include "cli.h"
 #include "json.h"
-#include "drift.h"
+#include "milc/drift.h"
 #include "stale.h"
 
 typedef struct {

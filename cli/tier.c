@@ -1,10 +1,10 @@
 /* tier.c — opening the remote tier from the CLI's options (tier.h).  The
- * build path's read-through and write-back are the library's (lib/src/tier_io.c). */
+ * build path's read-through and write-back are the library's (tier_io.c); the
+ * warnings are printed here. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "tier.h"
-#include "tier_io.h"
 
 int tier_open(const Cli *cli, const char *cmd, bool need_key, Store **out) {
     *out = NULL;
@@ -40,7 +40,10 @@ int tier_open(const Cli *cli, const char *cmd, bool need_key, Store **out) {
     return EXIT_OK;
 }
 
-void tier_warn(Store *r) { tier_io_warn(r); }
+void tier_warn(Store *r) {
+    const char *w = r ? store_notice(r) : NULL;
+    if (w) fprintf(stderr, "milc: warning: %s\n", w);
+}
 
 void tier_close(Store *r) {
     tier_warn(r);

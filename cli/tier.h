@@ -1,7 +1,7 @@
 /* tier.h — the remote cache tier as the CLI uses it: opened from the global
  * options (--remote, --remote-key-file, --remote-readonly), and its warnings,
  * each printed once.  Read-through and write-back on the build path are the
- * library's (lib/src/tier_io.h). */
+ * library's (tier_io.c). */
 #ifndef MILC_CLI_TIER_H
 #define MILC_CLI_TIER_H
 

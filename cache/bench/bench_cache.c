@@ -23,13 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "milc/cache.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* CPU time of this process: what a hit costs whatever else the machine runs. */
 static double cpu_now_s(void) {
@@ -102,14 +97,14 @@ static HitTimes hit_in_fresh_process(const char *dir, const char *what, uint64_t
         CacheKeyBuilder b;
         CacheKey k;
         key_for(what, n, &b, &k);
-        double t0 = now_s(), c0 = cpu_now_s();
+        double t0 = bench_now_s(), c0 = cpu_now_s();
         Cache *c = open_or_die(dir, 1, 0);
-        double t1 = now_s();
+        double t1 = bench_now_s();
         CacheHit *h;
         t.rc = cache_get(c, &k, b.buf, b.len, flags | CACHE_GET_NOTOUCH, &h);
         const CacheSection *secs;
         if (!t.rc && cache_hit_sections(h, &secs, &t.nsec) == 0) {
-            double t2 = now_s();
+            double t2 = bench_now_s();
             t.open_s = t1 - t0, t.get_s = t2 - t1, t.total_s = t2 - t0, t.cpu_s = cpu_now_s() - c0;
             for (int i = 0; i < t.nsec; i++) t.zero_copy += ((uintptr_t)secs[i].data & 15) == 0;
             cache_hit_release(h);
@@ -145,9 +140,9 @@ static void bench_hit(const char *dir, uint64_t mb, int nsec, int nosync, double
         CacheKeyBuilder bw;
         CacheKey kw;
         key_for(i < 2 ? "warm" : "hit", i < 2 ? (uint64_t)i : mb, &bw, &kw);
-        double t0 = now_s();
+        double t0 = bench_now_s();
         rc = cache_put(c, &kw, bw.buf, bw.len, &m, secs, nsec);
-        put_s[i] = now_s() - t0;
+        put_s[i] = bench_now_s() - t0;
         ckey_free(&bw);
     }
     /* The same section count at 1/100 of the bytes: the hit path must not care. */
@@ -210,7 +205,7 @@ static void bench_stores(const char *dir, int stores, uint64_t max_mb, uint64_t 
     fill_random(buf, maxb);
     Cache *c = open_or_die(dir, nosync, cap_mb << 20);
     CacheSection secs[64];
-    double first_probe = 0, last_probe = 0, min_probe = 0, max_probe = 0, total_s = 0, t_all = now_s();
+    double first_probe = 0, last_probe = 0, min_probe = 0, max_probe = 0, total_s = 0, t_all = bench_now_s();
     uint64_t total_b = 0;
     int probes = 0;
     for (int i = 0; i < stores; i++) {
@@ -227,9 +222,9 @@ static void bench_stores(const char *dir, int stores, uint64_t max_mb, uint64_t 
         CacheKey k;
         key_for("store", (uint64_t)i, &b, &k);
         CacheEntryMeta m = {.description = "bench store", .backend = "cpu", .mode = 2};
-        double t0 = now_s();
+        double t0 = bench_now_s();
         int rc = cache_put(c, &k, b.buf, b.len, &m, secs, nsec);
-        double dt = now_s() - t0;
+        double dt = bench_now_s() - t0;
         ckey_free(&b);
         if (rc) {
             fprintf(stderr, "store %d failed: %s\n", i, cache_errmsg(c));
@@ -249,7 +244,7 @@ static void bench_stores(const char *dir, int stores, uint64_t max_mb, uint64_t 
     free(buf);
     printf("stores: %d artifacts, 1-%llu MB (log-uniform), cap %llu MB: %.2f GB in %.1f s (%.2f GB/s in put), wall %.1f s\n",
            stores, (unsigned long long)max_mb, (unsigned long long)cap_mb, (double)total_b / 1e9, total_s,
-           (double)total_b / total_s / 1e9, now_s() - t_all);
+           (double)total_b / total_s / 1e9, bench_now_s() - t_all);
     printf("stores: probe %llu MB: first %.1f ms, last %.1f ms, min %.1f, max %.1f (%d probes)\n",
            (unsigned long long)(probe >> 20), first_probe * 1e3, last_probe * 1e3, min_probe * 1e3, max_probe * 1e3,
            probes);

@@ -16,27 +16,12 @@
 
 #include <hiredis/hiredis.h>
 
+#include "bench_util.h"
 #include "milc/remote.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void die(const char *what, const char *msg) {
     fprintf(stderr, "bench_remote: %s: %s\n", what, msg);
     exit(1);
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* A GPT-2-like artifact: a few big panels and many small vectors. */
@@ -48,7 +33,7 @@ static int make_entry(Cache *c, uint64_t mb, CacheKey *k) {
     for (int i = 0; i < NSEC; i++) {
         uint64_t n = i == NSEC - 1 ? left : i % 4 == 0 && left > big ? big : left > 3072 ? 3072 : left;
         uint8_t *p = malloc(n + 1);
-        for (uint64_t j = 0; j < n; j++) x ^= x << 13, x ^= x >> 7, x ^= x << 17, p[j] = (uint8_t)x;
+        bench_fill(p, n, &x);
         secs[i] = (CacheSection){p, n};
         left -= n;
     }
@@ -128,22 +113,22 @@ int main(int argc, char **argv) {
            *tpull = calloc((size_t)rounds, sizeof(double));
     uint64_t bytes = 0;
     for (int i = 0; i < rounds; i++) {
-        double t0 = now_s();
+        double t0 = bench_now_s();
         bytes = raw_get(rc, names, n);
-        traw[i] = now_s() - t0;
+        traw[i] = bench_now_s() - t0;
         RemoteEntry *e;
-        t0 = now_s();
+        t0 = bench_now_s();
         if (remote_get(r, &k, NULL, 0, &e) != 0) die("remote_get", remote_errmsg(r));
-        tget[i] = now_s() - t0;
+        tget[i] = bench_now_s() - t0;
         remote_entry_free(e);
         cache_destroy(dst, NULL, 0);
         if (cache_open(&d, dst, &(CacheOptions){.no_sync = 1}, err, sizeof err) != 0) die("cache_open", err);
-        t0 = now_s();
+        t0 = bench_now_s();
         if (remote_pull(r, d, &k, NULL, 0) != 0) die("remote_pull", remote_errmsg(r));
-        tpull[i] = now_s() - t0;
+        tpull[i] = bench_now_s() - t0;
         cache_close(d);
     }
-    double raw = median(traw, rounds), get = median(tget, rounds), pull = median(tpull, rounds), gb = (double)bytes / 1e9;
+    double raw = bench_median(traw, rounds), get = bench_median(tget, rounds), pull = bench_median(tpull, rounds), gb = (double)bytes / 1e9;
     printf("entry %.1f MB in %d chunks, %d rounds, medians\n", (double)bytes / 1048576.0, n, rounds);
     printf("raw pipelined GET       %7.1f ms  %5.2f GB/s\n", raw * 1e3, gb / raw);
     printf("remote_get (checked)    %7.1f ms  %5.2f GB/s\n", get * 1e3, gb / get);

@@ -23,27 +23,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "milc/cache.h"
 #include "../src/internal.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void die(const char *what, const char *why) {
     fprintf(stderr, "bench_store: %s: %s\n", what, why);
     exit(3);
-}
-
-/* Bytes that do not compress or dedupe (a file system may do either). */
-static void fill(uint8_t *p, size_t n) {
-    uint64_t x = 0x9E3779B97F4A7C15ull;
-    for (size_t i = 0; i + 8 <= n; i += 8) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        memcpy(p + i, &x, 8);
-    }
 }
 
 /* The file system's own figure: write n bytes in 2 MB writes to a new file
@@ -52,7 +38,7 @@ static double raw_write(const char *dir, const uint8_t *buf, size_t n) {
     char path[4096];
     snprintf(path, sizeof path, "%s/raw.bin", dir);
     unlink(path);
-    double t0 = now_s();
+    double t0 = bench_now_s();
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) die(path, strerror(errno));
     for (size_t o = 0; o < n;) {
@@ -62,7 +48,7 @@ static double raw_write(const char *dir, const uint8_t *buf, size_t n) {
         o += (size_t)w;
     }
     if (fdatasync(fd) != 0) die(path, strerror(errno));
-    double t = now_s() - t0;
+    double t = bench_now_s() - t0;
     close(fd);
     unlink(path);
     return t;
@@ -97,9 +83,9 @@ static double put_once(const char *dir, int v, const uint8_t *buf, size_t n, int
     ckey_init(&kb);
     ckey_add_u64(&kb, 0x54534E42u, n);
     ckey_finish(&kb, &k);
-    double t0 = now_s();
+    double t0 = bench_now_s();
     int rc = cache_put(c, &k, kb.buf, kb.len, NULL, s, nsec);
-    double t = now_s() - t0;
+    double t = bench_now_s() - t0;
     if (rc) die("cache_put", cache_errmsg(c));
     ckey_free(&kb);
     free(s);
@@ -107,15 +93,6 @@ static double put_once(const char *dir, int v, const uint8_t *buf, size_t n, int
     cache_tune = 0;
     rm_cache(d);
     return t;
-}
-
-static int dcmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, dcmp);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 int main(int argc, char **argv) {
@@ -148,18 +125,19 @@ int main(int argc, char **argv) {
         size_t n = (size_t)mb << 20;
         uint8_t *buf = aligned_alloc(64, n);
         if (!buf) die("buffer", "out of memory");
-        fill(buf, n);
+        uint64_t seed = 0x9E3779B97F4A7C15ull;
+        bench_fill(buf, n, &seed);
         double raw[99], put[NV][99];
         /* Alternate so that the machine's load falls on every variant alike. */
         for (int r = 0; r < rounds; r++) {
             raw[r] = raw_write(dir, buf, n);
             for (int v = 0; v < NV; v++) put[v][r] = put_once(dir, v, buf, n, nsec);
         }
-        double rm = median(raw, rounds), pm[NV];
+        double rm = bench_median(raw, rounds), pm[NV];
         printf("%ld MB in %d sections, %d rounds, medians:\n", mb, nsec, rounds);
         printf("  write + fdatasync of a file beside the cache  %8.1f ms  %6.0f MB/s\n", rm * 1e3, (double)mb / rm);
         for (int v = 0; v < NV; v++) {
-            pm[v] = median(put[v], rounds);
+            pm[v] = bench_median(put[v], rounds);
             printf("  %-44s %8.1f ms  %6.0f MB/s  %.2fx the file system\n", vname[v], pm[v] * 1e3, (double)mb / pm[v],
                    rm / pm[v]);
         }

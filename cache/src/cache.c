@@ -1143,6 +1143,7 @@ typedef struct PutJob {
     uint64_t limit;
     uint64_t now;
     const CachePutOptions *po; /* its direct key, if any, goes in with the entry */
+    int filled;                /* po->fill has been called: its bytes cannot be had again */
 } PutJob;
 
 /* Bytes bound for values reserved in the map.  With WRITEMAP they go in
@@ -1164,9 +1165,11 @@ enum { COPY_BLOCK = 2 << 20 };
 typedef struct Stage {
     Cache *c;
     int fd;          /* -1: no WRITEMAP, copy into LMDB's buffers */
-    uint8_t *buf;    /* COPY_BLOCK bytes (c->stage) */
+    uint8_t *buf;    /* COPY_BLOCK bytes: one half of c->stage */
     uint64_t blk;    /* file offset of the block staged, UINT64_MAX: none */
     size_t lo, hi;   /* staged: buf[lo, hi) = file [blk + lo, blk + hi) */
+    const CachePutOptions *sync; /* a fill that reads its bytes after handing them
+                                    over (fill_sync): the halves alternate */
 } Stage;
 
 static int stage_flush(Stage *s) {
@@ -1177,7 +1180,9 @@ static int stage_flush(Stage *s) {
         o += (size_t)w;
     }
     s->blk = UINT64_MAX, s->lo = s->hi = 0;
-    return 0;
+    if (!s->sync) return 0;
+    s->buf = s->buf == s->c->stage ? s->c->stage + COPY_BLOCK : s->c->stage;
+    return s->sync->fill_sync(s->sync->fill_ctx, CACHE_FILL_REUSE);
 }
 
 /* Before a value's blocks are written: drop what the page cache already
@@ -1193,16 +1198,31 @@ static void stage_clear(Stage *s, const uint8_t *val, uint64_t n) {
     if (hi > lo) posix_fadvise(s->fd, (off_t)lo, (off_t)(hi - lo), POSIX_FADV_DONTNEED);
 }
 
-/* Store n bytes at dst, a value reserved in the map (or, without WRITEMAP,
- * in LMDB's staging page), folding them into the checksum while they are in
- * cache: one pass over the caller's bytes.  src NULL writes zeros. */
-static int put_bytes(Stage *s, uint8_t *dst, const uint8_t *src, uint64_t n, XXH3_state_t *st) {
-    if (s->fd < 0) {
-        if (src) memcpy(dst, src, (size_t)n);
-        else memset(dst, 0, (size_t)n);
-        if (st && src) XXH3_128bits_update(st, dst, (size_t)n);
+/* Where a value's bytes come from: the caller's memory, or its fill. */
+typedef struct Source {
+    const uint8_t *src; /* NULL (and no fill): zeros */
+    const CachePutOptions *po;
+} Source;
+
+/* n bytes of the source into dst, then into the checksum while in cache. */
+static int source_copy(const Source *from, uint8_t *dst, size_t n, XXH3_state_t *st) {
+    if (from->src) memcpy(dst, from->src, n);
+    else if (from->po) {
+        int rc = from->po->fill(from->po->fill_ctx, dst, n);
+        if (rc) return rc;
+    } else {
+        memset(dst, 0, n);
         return 0;
     }
+    if (st) XXH3_128bits_update(st, dst, n);
+    return 0;
+}
+
+/* Store n bytes at dst, a value reserved in the map (or, without WRITEMAP,
+ * in LMDB's staging page), folding them into the checksum while they are in
+ * cache: one pass over the caller's bytes.  No source writes zeros. */
+static int put_from(Stage *s, uint8_t *dst, Source from, uint64_t n, XXH3_state_t *st) {
+    if (s->fd < 0) return source_copy(&from, dst, (size_t)n, st);
     for (uint64_t o = 0; o < n;) {
         uint64_t fo = (uint64_t)(dst + o - s->c->mapaddr), blk = fo & ~(uint64_t)(COPY_BLOCK - 1);
         size_t at = (size_t)(fo - blk);
@@ -1210,17 +1230,17 @@ static int put_bytes(Stage *s, uint8_t *dst, const uint8_t *src, uint64_t n, XXH
         if ((s->blk != blk || at != s->hi) && (rc = stage_flush(s)) != 0) return rc;
         if (s->blk != blk) s->blk = blk, s->lo = s->hi = at;
         size_t b = (size_t)(n - o < COPY_BLOCK - at ? n - o : COPY_BLOCK - at);
-        if (src) {
-            memcpy(s->buf + at, src + o, b);
-            if (st) XXH3_128bits_update(st, s->buf + at, b);
-        } else {
-            memset(s->buf + at, 0, b);
-        }
+        if ((rc = source_copy(&from, s->buf + at, b, st)) != 0) return rc;
+        if (from.src) from.src += b;
         s->hi = at + b;
         o += b;
         if (s->hi == COPY_BLOCK && (rc = stage_flush(s)) != 0) return rc;
     }
     return 0;
+}
+
+static int put_bytes(Stage *s, uint8_t *dst, const uint8_t *src, uint64_t n, XXH3_state_t *st) {
+    return put_from(s, dst, (Source){src, NULL}, n, st);
 }
 
 /* A direct key's value: the artifact key, then the direct record. */
@@ -1236,8 +1256,12 @@ static int direct_in(Cache *c, MDB_txn *txn, const CacheKey *dkey, const void *d
     return rc;
 }
 
-static int put_body(Cache *c, MDB_txn *txn, void *arg) {
-    PutJob *j = arg;
+static int put_entry(Cache *c, MDB_txn *txn, PutJob *j) {
+    const CachePutOptions *fill = j->po && j->po->fill ? j->po : NULL;
+    if (fill && j->filled) {
+        seterr(c, "store entry: the cache map had to grow while the entry's bytes were streamed in; store it again");
+        return CACHE_EFULL;
+    }
     int rc = cache_del_entry(c, txn, j->key, NULL);
     if (rc && rc != MDB_NOTFOUND) return rc;
     /* Copy each section into the values reserved for it (through the
@@ -1249,9 +1273,9 @@ static int put_body(Cache *c, MDB_txn *txn, void *arg) {
     uint8_t *val = NULL;
     uint64_t pos = 0, vsz = 0;
     uint32_t cur = UINT32_MAX;
-    Stage sg = {c, -1, NULL, UINT64_MAX, 0, 0};
+    Stage sg = {c, -1, NULL, UINT64_MAX, 0, 0, fill && fill->fill_sync ? fill : NULL};
     if (!c->mapaddr || (cache_tune & CACHE_TUNE_NO_PWRITE) || mdb_env_get_fd(c->env, &sg.fd) != 0) sg.fd = -1;
-    if (sg.fd >= 0 && !c->stage && !(c->stage = aligned_alloc(64, COPY_BLOCK))) return ENOMEM;
+    if (sg.fd >= 0 && !c->stage && !(c->stage = aligned_alloc(64, 2 * COPY_BLOCK))) return ENOMEM;
     sg.buf = c->stage;
     for (uint32_t i = 0; i < j->e->nsec; i++) {
         uint32_t ch = ld32(j->e->sectab + 16 * i), off = ld32(j->e->sectab + 16 * i + 4);
@@ -1269,8 +1293,10 @@ static int put_body(Cache *c, MDB_txn *txn, void *arg) {
                 stage_clear(&sg, val, vsz);
             }
             uint64_t at = done ? 0 : off;
+            j->filled |= fill != NULL;
             if ((rc = put_bytes(&sg, val + pos, NULL, at - pos, NULL)) != 0 ||
-                (rc = put_bytes(&sg, val + at, (const uint8_t *)j->secs[i].data + done, piece, st)) != 0)
+                (rc = put_from(&sg, val + at,
+                               (Source){fill ? NULL : (const uint8_t *)j->secs[i].data + done, fill}, piece, st)) != 0)
                 return rc;
             pos = at + piece;
             done += piece;
@@ -1284,6 +1310,7 @@ static int put_body(Cache *c, MDB_txn *txn, void *arg) {
     }
     if (val && (rc = put_bytes(&sg, val + pos, NULL, vsz - pos, NULL)) != 0) return rc;
     if (sg.fd >= 0 && (rc = stage_flush(&sg)) != 0) return rc;
+    if (fill && fill->fill_sync && (rc = fill->fill_sync(fill->fill_ctx, CACHE_FILL_COMMIT)) != 0) return rc;
     if (st) cache_checksum_digest(&sum, j->meta + 48);
     MDB_val k = mval(j->key->b, 16), v = mval(j->meta, j->meta_len);
     if ((rc = mdb_put(txn, c->db_meta, &k, &v, 0)) != 0) return rc;
@@ -1299,6 +1326,15 @@ static int put_body(Cache *c, MDB_txn *txn, void *arg) {
         return rc;
     uint64_t limit = j->limit ? j->limit : ctr_get(c, txn, CTR_MAX_BYTES), nev, bev;
     return limit ? cache_evict_in(c, txn, limit, 0, j->key, &nev, &bev) : 0;
+}
+
+/* The transaction's body.  A failed one is aborted next, which frees the
+ * pages a fill without WRITEMAP wrote into: the fill is told first. */
+static int put_body(Cache *c, MDB_txn *txn, void *arg) {
+    PutJob *j = arg;
+    int rc = put_entry(c, txn, j);
+    if (rc && j->filled && j->po->fill_sync) j->po->fill_sync(j->po->fill_ctx, CACHE_FILL_ABORT);
+    return rc;
 }
 
 int cache_put_at(Cache *c, const CacheKey *k, const void *record, size_t rlen, const CacheEntryMeta *m,
@@ -1325,7 +1361,7 @@ int cache_put_at(Cache *c, const CacheKey *k, const void *record, size_t rlen, c
         uint64_t sz = secs[i].size, o = (fill + 63) & ~(uint64_t)63;
         uint32_t ch = 0;
         total += sz;
-        if (sz && !secs[i].data) {
+        if (sz && !secs[i].data && !(po && po->fill)) {
             free(meta);
             return CACHE_EINVAL;
         }

@@ -62,7 +62,7 @@ struct Cache {
     int lockfd;          /* milc.lock, shared flock held while open */
     uint64_t mapsize, psize;
     uint8_t *mapaddr;    /* LMDB's map (WRITEMAP: kept PROT_READ outside writes) */
-    uint8_t *stage;      /* a put's 2 MB write-combining buffer (cache.c), lazily */
+    uint8_t *stage;      /* a put's two 2 MB write-combining buffers (cache.c), lazily */
     int writemap;
     uint64_t boot;       /* tag of this boot (hash of the kernel's boot_id), 0 = unknown */
     int stampfd;         /* milc.stamp (stamp.c), or -1 */

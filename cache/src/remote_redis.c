@@ -4,7 +4,10 @@
  * back from the server is untrusted until its MAC has been checked. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
+#include <sys/socket.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -45,6 +48,7 @@ struct Remote {
     int down, warned;
     CacheKey refused; /* the last entry a pull refused: its push replaces it */
     int has_refused;
+    int failed_locally; /* the last pull failed storing the entry locally */
     uint8_t *spare;   /* the last freed entry's buffer, kept for the next get */
     size_t spare_len;
     char warning[1024], err[512];
@@ -362,14 +366,20 @@ static void mac_of(const Remote *r, const uint8_t *p, size_t n, uint8_t mac[MAC_
  * derived from the secret, the entry key, the upload's random id and i: each
  * one-time key authenticates exactly one message, as Poly1305 requires, and a
  * chunk cannot be moved to another entry, upload or position. */
-static void chunk_tag(const Remote *r, const CacheKey *k, const uint8_t upload[16], uint32_t i, const uint8_t *p,
-                      size_t n, uint8_t tag[TAG_BYTES]) {
-    uint8_t in[8 + 16 + 16 + 4], otk[crypto_onetimeauth_KEYBYTES];
+static void chunk_key(const Remote *r, const CacheKey *k, const uint8_t upload[16], uint32_t i,
+                      uint8_t otk[crypto_onetimeauth_KEYBYTES]) {
+    uint8_t in[8 + 16 + 16 + 4];
     memcpy(in, MAGIC_CHUNK, 8);
     memcpy(in + 8, k->b, 16);
     memcpy(in + 24, upload, 16);
     st32(in + 40, i);
-    crypto_generichash(otk, sizeof otk, in, sizeof in, r->secret, REMOTE_SECRET_BYTES);
+    crypto_generichash(otk, crypto_onetimeauth_KEYBYTES, in, sizeof in, r->secret, REMOTE_SECRET_BYTES);
+}
+
+static void chunk_tag(const Remote *r, const CacheKey *k, const uint8_t upload[16], uint32_t i, const uint8_t *p,
+                      size_t n, uint8_t tag[TAG_BYTES]) {
+    uint8_t otk[crypto_onetimeauth_KEYBYTES];
+    chunk_key(r, k, upload, i, otk);
     crypto_onetimeauth(tag, p, n, otk);
     sodium_memzero(otk, sizeof otk);
 }
@@ -466,91 +476,333 @@ static int manifest_decode(Remote *r, const CacheKey *k, const uint8_t *p, size_
 
 /* ---- pull ---------------------------------------------------------------- */
 
-static size_t window_cap(uint32_t chunk) { return (size_t)WINDOW * ((size_t)chunk + 64) + (1u << 16); }
+/* ---- reading chunks -------------------------------------------------------
+ * Chunk values are read from the socket here, not through hiredis: its reader
+ * takes 16 KB per read() into a stack buffer, appends that to a buffer of its
+ * own, and hands out the value from there, two copies before the bytes reach
+ * the caller.  Here each value goes from the socket straight to where the
+ * caller wants it (the entry's buffer, or the block about to be written into
+ * the local cache file) and its Poly1305 tag is computed over it there, while
+ * it is in cache.  WINDOW GETs stay in flight, and each reply read asks for
+ * the next chunk, so the server writes while this side checks. */
+/* The tags are checked on a thread of their own while the socket is read and
+ * the bytes written out (Poly1305 is a third of a pull's CPU time): jobs in
+ * the order the bytes came, each a piece of one chunk. */
+enum { MAC_QUEUE = 256 };
+typedef struct MacJob {
+    const uint8_t *p;
+    size_t n;
+    uint32_t chunk;
+    int last; /* the chunk's final piece: check its tag */
+} MacJob;
+typedef struct MacThread {
+    pthread_t tid;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    MacJob q[MAC_QUEUE];
+    uint64_t queued, done, mark; /* jobs handed over, finished; queued at the last sync */
+    int stop;
+    int64_t bad;                 /* the first chunk whose tag failed, or -1 */
+    const Remote *r;
+    const Manifest *m;
+} MacThread;
 
-/* A chunk reply goes straight from hiredis's read buffer to its place in the
- * entry's buffer: while a pull reads chunks the reader builds no reply
- * objects (a malloc and a copy of each megabyte) but calls these, which copy
- * a string of the expected size to dst and note what else came. */
-enum { SINK_NONE, SINK_OK, SINK_SIZE, SINK_NIL, SINK_ERROR, SINK_OTHER };
-typedef struct Sink {
-    uint8_t *dst;
-    uint64_t want;
-    int state;
-    char msg[200];
-} Sink;
-static char sink_marker;
+typedef struct Stream {
+    Remote *r;
+    const Manifest *m;
+    MacThread *mt;       /* NULL: tags checked here, inline */
+    uint32_t asked, cur; /* GETs sent; the chunk being read (nchunks: all read) */
+    uint64_t left;       /* bytes of chunk cur's value still to come; 0: its header is next */
+    crypto_onetimeauth_state mac;
+    long long deadline;  /* of the reply being read */
+    int rc;              /* the first failure: every later read returns it */
+    size_t hpos, hlen;   /* hbuf[hpos, hlen): read, not yet used */
+    uint8_t hbuf[256];   /* reply headers, and what came in with them */
+} Stream;
 
-static void *sink_string(const redisReadTask *t, char *str, size_t len) {
-    Sink *s = t->privdata;
-    if (t->parent) s->state = SINK_OTHER;
-    else if (t->type == REDIS_REPLY_ERROR) s->state = SINK_ERROR, snprintf(s->msg, sizeof s->msg, "%.*s", (int)(len < 199 ? len : 199), str);
-    else if (t->type != REDIS_REPLY_STRING) s->state = SINK_OTHER;
-    else if ((uint64_t)len != s->want) s->state = SINK_SIZE;
-    else memcpy(s->dst, str, len), s->state = SINK_OK;
-    return &sink_marker;
-}
-static void *sink_array(const redisReadTask *t, int n) {
-    (void)n;
-    ((Sink *)t->privdata)->state = SINK_OTHER;
-    return &sink_marker;
-}
-static void *sink_integer(const redisReadTask *t, long long v) {
-    (void)v;
-    ((Sink *)t->privdata)->state = SINK_OTHER;
-    return &sink_marker;
-}
-static void *sink_nil(const redisReadTask *t) {
-    ((Sink *)t->privdata)->state = SINK_NIL;
-    return &sink_marker;
-}
-static void sink_free(void *p) { (void)p; }
-static redisReplyObjectFunctions sink_fns = {sink_string, sink_array, sink_integer, sink_nil, sink_free};
-
-/* Read chunk j's reply into buf and check it: 0, 1 missing, 2 bad, or
- * CACHE_EIO (the breaker tripped). */
-static int chunk_read(Remote *r, const Manifest *m, uint32_t j, uint8_t *buf, Sink *s) {
-    uint64_t at = (uint64_t)j * m->chunk;
-    *s = (Sink){.dst = buf + at, .want = m->total - at < m->chunk ? m->total - at : m->chunk};
-    if (!get_reply(r, window_cap(m->chunk))) return CACHE_EIO;
-    if (s->state == SINK_ERROR) return trip(r, "reading a chunk: the server answered: %s", s->msg);
-    if (s->state == SINK_NIL) return 1;
-    if (s->state != SINK_OK) return 2;
-    uint8_t tag[TAG_BYTES];
-    chunk_tag(r, &m->key, m->upload, j, s->dst, (size_t)s->want, tag);
-    return sodium_memcmp(tag, m->tags + (size_t)TAG_BYTES * j, TAG_BYTES) != 0 ? 2 : 0;
+/* A reply that is not what a GET of a chunk gets: the connection is out of
+ * step with its requests, so it goes (the next call connects again; nothing
+ * is tripped: the server works, the entry does not). */
+static int stream_drop(Stream *s, int rc) {
+    if (s->r->ctx) redisFree(s->r->ctx);
+    s->r->ctx = NULL;
+    return s->rc = rc;
 }
 
-/* Every chunk into buf, WINDOW requests in flight.  0, CACHE_ENOTFOUND (a
- * chunk is gone), CACHE_ECORRUPT (one has the wrong size or tag), CACHE_EIO. */
-static int chunks_fetch(Remote *r, const Manifest *m, uint8_t *buf) {
-    char name[160], hex[33];
-    int64_t missing = -1, bad = -1;
-    Sink sink;
-    redisReader *rd = r->ctx->reader;
-    redisReplyObjectFunctions *fns = rd->fn;
-    rd->fn = &sink_fns, rd->privdata = &sink, rd->maxbuf = 0; /* keep the read buffer's megabyte between chunks */
-    for (uint32_t j0 = 0; j0 < m->nchunks; j0 += WINDOW) {
-        uint32_t w = m->nchunks - j0 < WINDOW ? m->nchunks - j0 : WINDOW;
-        for (uint32_t i = 0; i < w; i++) {
-            chunk_name(name, sizeof name, &m->key, m->upload, j0 + i);
-            if (redisAppendCommand(r->ctx, "GET %s", name) != REDIS_OK) return trip(r, "%s", r->ctx->errstr);
+static int stream_trip(Stream *s, const char *why) { return s->rc = trip(s->r, "%s", why); }
+
+static int mac_queue(Stream *s, const uint8_t *p, size_t n, int last);
+
+/* Ask for chunks until WINDOW are in flight. */
+static int stream_ask(Stream *s) {
+    char name[160];
+    int sent = 0, done = 0;
+    for (; s->asked < s->m->nchunks && s->asked - s->cur < WINDOW; s->asked++, sent = 1) {
+        chunk_name(name, sizeof name, &s->m->key, s->m->upload, s->asked);
+        if (redisAppendCommand(s->r->ctx, "GET %s", name) != REDIS_OK) return s->rc = trip(s->r, "%s", s->r->ctx->errstr);
+    }
+    while (sent && !done)
+        if (redisBufferWrite(s->r->ctx, &done) != REDIS_OK || mono_ms() > s->deadline)
+            return s->rc = trip(s->r, "sending failed: %s",
+                                s->r->ctx->err ? s->r->ctx->errstr : "no progress within the I/O timeout");
+    return 0;
+}
+
+/* Up to n bytes from the socket into dst (at least one): the count, or a
+ * failure (the breaker tripped).  The socket's receive timeout (the I/O
+ * timeout, set at connect) ends a read from a frozen server. */
+static ssize_t stream_recv(Stream *s, uint8_t *dst, size_t n) {
+    for (;;) {
+        if (mono_ms() > s->deadline) {
+            char why[96];
+            snprintf(why, sizeof why, "answer not complete within %d ms", s->r->o.io_timeout_ms);
+            return stream_trip(s, why);
         }
-        for (uint32_t i = 0; i < w; i++) {
-            int s = chunk_read(r, m, j0 + i, buf, &sink);
-            if (s < 0) return s; /* the connection is gone with the reader */
-            if (s == 1 && missing < 0) missing = j0 + i;
-            if (s == 2 && bad < 0) bad = j0 + i;
+        ssize_t got = recv(s->r->ctx->fd, dst, n, 0);
+        if (got > 0) return got;
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            char why[96];
+            snprintf(why, sizeof why, "no answer within %d ms", s->r->o.io_timeout_ms);
+            return stream_trip(s, why);
+        }
+        return stream_trip(s, got == 0 ? "connection lost" : strerror(errno));
+    }
+}
+
+/* Exactly n bytes into dst: what was read ahead first, then the socket. */
+static int stream_take(Stream *s, uint8_t *dst, size_t n) {
+    size_t have = s->hlen - s->hpos < n ? s->hlen - s->hpos : n;
+    memcpy(dst, s->hbuf + s->hpos, have);
+    s->hpos += have;
+    for (size_t o = have; o < n;) {
+        ssize_t got = stream_recv(s, dst + o, n - o);
+        if (got < 0) return (int)got;
+        o += (size_t)got;
+    }
+    return 0;
+}
+
+/* A reply's first line, without its CRLF, NUL-terminated in line. */
+static int stream_line(Stream *s, char *line, size_t cap) {
+    for (;;) {
+        uint8_t *at = s->hbuf + s->hpos, *lf = memchr(at, '\n', s->hlen - s->hpos);
+        if (lf) {
+            size_t n = (size_t)(lf - at);
+            if (n == 0 || at[n - 1] != '\r' || n > cap) break;
+            memcpy(line, at, n - 1), line[n - 1] = 0;
+            s->hpos += n + 1;
+            return 0;
+        }
+        if (s->hlen - s->hpos >= cap) break;
+        memmove(s->hbuf, at, s->hlen - s->hpos);
+        s->hlen -= s->hpos, s->hpos = 0;
+        ssize_t got = stream_recv(s, s->hbuf + s->hlen, sizeof s->hbuf - s->hlen);
+        if (got < 0) return (int)got;
+        s->hlen += (size_t)got;
+    }
+    return stream_trip(s, "protocol error (is it a Redis server?): a reply header that is not one");
+}
+
+static uint64_t chunk_size(const Manifest *m, uint32_t j) {
+    uint64_t at = (uint64_t)j * m->chunk;
+    return m->total - at < m->chunk ? m->total - at : m->chunk;
+}
+
+/* Start reading chunk cur: its header. */
+static int stream_begin(Stream *s) {
+    char line[64], hex[33], *end;
+    s->deadline = mono_ms() + s->r->o.io_timeout_ms;
+    int rc = stream_ask(s);
+    if (rc == 0) rc = stream_line(s, line, sizeof line);
+    if (rc) return rc;
+    cache_key_hex(&s->m->key, hex);
+    if (line[0] == '-') return s->rc = trip(s->r, "reading a chunk: the server answered: %.200s", line + 1);
+    errno = 0;
+    long long n = line[0] == '$' && line[1] ? strtoll(line + 1, &end, 10) : -2;
+    if (n < -1 || errno || *end) return stream_trip(s, "protocol error (is it a Redis server?): a GET answered with something other than a string");
+    if (n == -1)
+        return stream_drop(s, fail(s->r, CACHE_ENOTFOUND, "remote entry %s is not whole: chunk %u is gone (evicted or lost)",
+                                   hex, s->cur));
+    if ((uint64_t)n != chunk_size(s->m, s->cur))
+        return stream_drop(s, fail(s->r, CACHE_ECORRUPT,
+                                   "remote entry %s: chunk %u has the wrong size (%lld bytes, not %llu): tampered or damaged; refused",
+                                   hex, s->cur, n, (unsigned long long)chunk_size(s->m, s->cur)));
+    if (!s->mt) {
+        uint8_t otk[crypto_onetimeauth_KEYBYTES];
+        chunk_key(s->r, &s->m->key, s->m->upload, s->cur, otk);
+        crypto_onetimeauth_init(&s->mac, otk);
+        sodium_memzero(otk, sizeof otk);
+    }
+    s->left = (uint64_t)n;
+    return 0;
+}
+
+/* Chunk cur was read whole: its CRLF, and its tag. */
+static int stream_end(Stream *s) {
+    uint8_t crlf[2], tag[TAG_BYTES];
+    char hex[33];
+    int rc = stream_take(s, crlf, 2);
+    if (rc) return rc;
+    if (crlf[0] != '\r' || crlf[1] != '\n') return stream_trip(s, "protocol error (is it a Redis server?): a string reply not ended by CRLF");
+    if (!s->mt) {
+        crypto_onetimeauth_final(&s->mac, tag);
+        if (sodium_memcmp(tag, s->m->tags + (size_t)TAG_BYTES * s->cur, TAG_BYTES) != 0) {
+            cache_key_hex(&s->m->key, hex);
+            return stream_drop(s, fail(s->r, CACHE_ECORRUPT, "remote entry %s: chunk %u fails its MAC (tampered or damaged); refused",
+                                       hex, s->cur));
         }
     }
-    rd->fn = fns, rd->privdata = NULL;
-    cache_key_hex(&m->key, hex);
-    if (bad >= 0)
-        return fail(r, CACHE_ECORRUPT, "remote entry %s: chunk %lld has the wrong size or fails its MAC (tampered or damaged); refused",
-                    hex, (long long)bad);
-    if (missing >= 0)
-        return fail(r, CACHE_ENOTFOUND, "remote entry %s is not whole: chunk %lld is gone (evicted or lost)", hex, (long long)missing);
+    if (++s->cur == s->m->nchunks && s->hpos != s->hlen)
+        return stream_trip(s, "protocol error (is it a Redis server?): bytes nobody asked for");
     return 0;
+}
+
+static void *mac_main(void *arg) {
+    MacThread *t = arg;
+    crypto_onetimeauth_state st;
+    int64_t cur = -1;
+    pthread_mutex_lock(&t->mu);
+    for (;;) {
+        while (t->done == t->queued && !t->stop) pthread_cond_wait(&t->cv, &t->mu);
+        if (t->done == t->queued) break;
+        MacJob j = t->q[t->done % MAC_QUEUE];
+        int skip = t->bad >= 0;
+        pthread_mutex_unlock(&t->mu);
+        int failed = 0;
+        if (!skip) {
+            if (cur != j.chunk) {
+                uint8_t otk[crypto_onetimeauth_KEYBYTES];
+                chunk_key(t->r, &t->m->key, t->m->upload, j.chunk, otk);
+                crypto_onetimeauth_init(&st, otk);
+                sodium_memzero(otk, sizeof otk);
+                cur = j.chunk;
+            }
+            if (j.n) crypto_onetimeauth_update(&st, j.p, j.n);
+            if (j.last) {
+                uint8_t tag[TAG_BYTES];
+                crypto_onetimeauth_final(&st, tag);
+                failed = sodium_memcmp(tag, t->m->tags + (size_t)TAG_BYTES * j.chunk, TAG_BYTES) != 0;
+                cur = -1;
+            }
+        }
+        pthread_mutex_lock(&t->mu);
+        if (failed && t->bad < 0) t->bad = j.chunk;
+        t->done++;
+        pthread_cond_broadcast(&t->cv);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return NULL;
+}
+
+/* A checking thread for a pull of more than one chunk, or NULL (check inline). */
+static MacThread *mac_start(const Remote *r, const Manifest *m) {
+    if (m->nchunks < 2) return NULL;
+    MacThread *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->r = r, t->m = m, t->bad = -1;
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->cv, NULL);
+    if (pthread_create(&t->tid, NULL, mac_main, t) == 0) return t;
+    pthread_cond_destroy(&t->cv), pthread_mutex_destroy(&t->mu);
+    free(t);
+    return NULL;
+}
+
+static void mac_stop(MacThread *t) {
+    if (!t) return;
+    pthread_mutex_lock(&t->mu);
+    t->stop = 1;
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    pthread_join(t->tid, NULL);
+    pthread_cond_destroy(&t->cv), pthread_mutex_destroy(&t->mu);
+    free(t);
+}
+
+/* A chunk that failed its tag: the stream stops there (later replies are
+ * still on their way). */
+static int mac_refused(Stream *s, int64_t bad) {
+    char hex[33];
+    cache_key_hex(&s->m->key, hex);
+    return stream_drop(s, fail(s->r, CACHE_ECORRUPT, "remote entry %s: chunk %lld fails its MAC (tampered or damaged); refused",
+                               hex, (long long)bad));
+}
+
+/* Hand n bytes at p (of chunk cur) to the checking thread. */
+static int mac_queue(Stream *s, const uint8_t *p, size_t n, int last) {
+    MacThread *t = s->mt;
+    pthread_mutex_lock(&t->mu);
+    while (t->queued - t->done == MAC_QUEUE) pthread_cond_wait(&t->cv, &t->mu);
+    int64_t bad = t->bad;
+    t->q[t->queued++ % MAC_QUEUE] = (MacJob){p, n, s->cur, last};
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    return bad >= 0 ? mac_refused(s, bad) : 0;
+}
+
+/* CachePutOptions.fill_sync: wait for the jobs handed over before the
+ * previous reuse (the staging half they point into is about to be written
+ * again); before the commit, for all of them, and say whether every tag
+ * passed; before an abort, for all of them (the bytes may be freed). */
+static int stream_sync(void *ctx, int when) {
+    Stream *s = ctx;
+    MacThread *t = s->mt;
+    if (!t) return s->rc;
+    pthread_mutex_lock(&t->mu);
+    uint64_t upto = when == CACHE_FILL_REUSE ? t->mark : t->queued;
+    t->mark = t->queued;
+    while (t->done < upto) pthread_cond_wait(&t->cv, &t->mu);
+    int64_t bad = t->bad;
+    pthread_mutex_unlock(&t->mu);
+    if (s->rc || when == CACHE_FILL_ABORT) return s->rc;
+    if (bad >= 0) return mac_refused(s, bad);
+    if (when == CACHE_FILL_COMMIT && s->cur != s->m->nchunks)
+        return s->rc = fail(s->r, CACHE_EINVAL, "an entry was not read to its end");
+    return 0;
+}
+
+/* The next n bytes of the entry (its chunks back to back) into dst, each
+ * chunk's tag checked as its last byte arrives: when this returns 0, every
+ * chunk the bytes came from has passed.  0, CACHE_ENOTFOUND (a chunk is
+ * gone), CACHE_ECORRUPT (a chunk has the wrong size or tag), CACHE_EIO (the
+ * breaker tripped); a failure is sticky. */
+static int stream_read(void *ctx, uint8_t *dst, uint64_t n) {
+    Stream *s = ctx;
+    while (n && !s->rc) {
+        if (s->cur >= s->m->nchunks) return s->rc = fail(s->r, CACHE_EINVAL, "an entry read past its end");
+        if (!s->left && stream_begin(s)) break;
+        size_t take = (size_t)(n < s->left ? n : s->left);
+        if (stream_take(s, dst, take)) break;
+        if (s->mt) {
+            if (mac_queue(s, dst, take, take == s->left)) break;
+        } else {
+            crypto_onetimeauth_update(&s->mac, dst, take);
+        }
+        dst += take, n -= take, s->left -= take;
+        if (!s->left && stream_end(s)) break;
+    }
+    return s->rc;
+}
+
+/* Ready to read entry m's chunks: nothing may be buffered from before. */
+static int stream_open(Stream *s, Remote *r, const Manifest *m) {
+    memset(s, 0, offsetof(Stream, hbuf));
+    s->r = r, s->m = m;
+    if (r->ctx->reader->len != r->ctx->reader->pos) return stream_trip(s, "protocol error (is it a Redis server?): bytes nobody asked for");
+    return 0;
+}
+
+/* Every chunk into buf.  Codes as stream_read. */
+static int chunks_fetch(Remote *r, const Manifest *m, uint8_t *buf) {
+    Stream s;
+    int rc = stream_open(&s, r, m);
+    if (rc) return rc;
+    s.mt = mac_start(r, m);
+    rc = stream_read(&s, buf, m->total);
+    rc = stream_sync(&s, rc ? CACHE_FILL_ABORT : CACHE_FILL_COMMIT);
+    mac_stop(s.mt);
+    return rc;
 }
 
 static int manifest_get(Remote *r, const CacheKey *k, redisReply **out) {
@@ -629,14 +881,22 @@ static uint8_t *entry_buffer(Remote *r, uint64_t size, size_t *len) {
     return p;
 }
 
-static int get_into(Remote *r, const CacheKey *k, const void *record, size_t record_len, struct RemoteGot *g) {
-    int rc = manifest_get(r, k, &g->manifest);
+/* A manifest read and checked for k (and record, if given). */
+static int manifest_for(Remote *r, const CacheKey *k, const void *record, size_t record_len, redisReply **rep,
+                        Manifest *m) {
+    int rc = manifest_get(r, k, rep);
     if (rc == CACHE_ENOTFOUND) return fail(r, rc, "not on the remote");
     if (rc != 0) return rc;
-    Manifest m;
-    if ((rc = manifest_decode(r, k, (const uint8_t *)g->manifest->str, g->manifest->len, &m)) != 0) return rc;
-    if (record && (record_len != m.rlen || memcmp(record, m.record, record_len) != 0))
+    if ((rc = manifest_decode(r, k, (const uint8_t *)(*rep)->str, (*rep)->len, m)) != 0) return rc;
+    if (record && (record_len != m->rlen || memcmp(record, m->record, record_len) != 0))
         return fail(r, CACHE_EMISMATCH, "the remote entry has another key record");
+    return 0;
+}
+
+static int get_into(Remote *r, const CacheKey *k, const void *record, size_t record_len, struct RemoteGot *g) {
+    Manifest m;
+    int rc = manifest_for(r, k, record, record_len, &g->manifest, &m);
+    if (rc != 0) return rc;
     if (!(g->buf = entry_buffer(r, m.total, &g->buf_len))) return fail(r, CACHE_ENOMEM, "out of memory");
     if ((rc = chunks_fetch(r, &m, g->buf)) != 0) return rc;
     return entry_view(r, g, &m);
@@ -658,23 +918,54 @@ int remote_get(Remote *r, const CacheKey *k, const void *record, size_t record_l
     return 0;
 }
 
+/* The entry's chunks straight into the local cache: the put reads them from
+ * the socket as it writes each block (CacheFillFn), checking every tag as the
+ * chunk's last byte arrives, and commits only after the last one passed; a
+ * chunk refused, gone or cut short aborts the put, and nothing is stored. */
+static int stream_put(Remote *r, Cache *c, const Manifest *m, CachePutOptions *po) {
+    Stream s;
+    int rc = stream_open(&s, r, m);
+    CacheSection *secs = calloc(m->nsec ? m->nsec : 1, sizeof *secs);
+    if (!secs) rc = fail(r, CACHE_ENOMEM, "out of memory");
+    if (rc) {
+        free(secs);
+        return rc;
+    }
+    for (uint32_t i = 0; i < m->nsec; i++) secs[i].size = ld64(m->sizes + 8ull * i);
+    CacheEntryMeta meta = {.description = m->desc, .backend = m->backend, .mode = m->mode, .compile_ns = m->compile_ns};
+    s.mt = mac_start(r, m);
+    po->fill = stream_read, po->fill_sync = stream_sync, po->fill_ctx = &s;
+    rc = cache_put_ex(c, &m->key, m->record, m->rlen, &meta, secs, (int)m->nsec, po);
+    mac_stop(s.mt);
+    free(secs);
+    if (s.rc) return s.rc; /* the remote's failure, worded by the stream */
+    if (rc) {
+        if (s.asked != s.cur || s.left) stream_drop(&s, 0); /* replies still on their way */
+        r->failed_locally = 1;
+        return fail(r, rc, "storing the pulled entry locally: %s: %s", cache_strerror(rc), cache_errmsg(c));
+    }
+    return 0;
+}
+
 /* Fetch entry k and store it locally, with the direct key po names (if
  * any) in the same transaction.  A pulled entry can be pulled again, so its
  * commit does not wait for the disk (CACHE_PUT_REFETCHABLE: a crash may cost
  * the local cache, never serve a torn entry). */
 static int pull_into(Remote *r, Cache *c, const CacheKey *k, const void *record, size_t record_len,
                      CachePutOptions *po) {
-    RemoteEntry *e;
-    int rc = remote_get(r, k, record, record_len, &e);
+    r->failed_locally = 0;
+    int rc = usable(r, 0);
     if (rc != 0) return rc;
-    CacheEntryMeta meta = {.description = e->description, .backend = e->backend, .mode = e->mode,
-                           .compile_ns = e->compile_ns};
+    redisReply *rep = NULL;
+    Manifest m;
     po->flags |= CACHE_PUT_REFETCHABLE;
-    if ((rc = cache_put_ex(c, k, e->record, e->record_len, &meta, e->secs, e->nsecs, po)) != 0)
-        fail(r, rc, "storing the pulled entry locally: %s: %s", cache_strerror(rc), cache_errmsg(c));
-    remote_entry_free(e);
+    if ((rc = manifest_for(r, k, record, record_len, &rep, &m)) == 0) rc = stream_put(r, c, &m, po);
+    if (rc == CACHE_ECORRUPT && !r->failed_locally) r->refused = *k, r->has_refused = 1;
+    if (rep) freeReplyObject(rep);
     return rc;
 }
+
+int remote_failed_locally(const Remote *r) { return r->failed_locally; }
 
 int remote_pull(Remote *r, Cache *c, const CacheKey *k, const void *record, size_t record_len) {
     CachePutOptions po = {0};
@@ -1016,6 +1307,7 @@ int remote_resolve_direct(Remote *r, const CacheKey *dkey, const void *drecord, 
 int remote_pull_direct(Remote *r, Cache *c, const CacheKey *dkey, const void *drecord, size_t drecord_len,
                        CacheKey *akey) {
     CacheKey ak;
+    r->failed_locally = 0;
     int rc = remote_resolve_direct(r, dkey, drecord, drecord_len, &ak);
     if (rc != 0) return rc;
     if (akey) *akey = ak;
@@ -1024,8 +1316,10 @@ int remote_pull_direct(Remote *r, Cache *c, const CacheKey *dkey, const void *dr
     if (have) cache_hit_release(hit);
     CachePutOptions po = {.dkey = dkey, .drecord = drecord, .drecord_len = drecord_len};
     if (!have) return pull_into(r, c, &ak, NULL, 0, &po);
-    if ((rc = cache_direct_put(c, dkey, drecord, drecord_len, &ak)) != 0)
+    if ((rc = cache_direct_put(c, dkey, drecord, drecord_len, &ak)) != 0) {
+        r->failed_locally = 1;
         return fail(r, rc, "storing the pulled direct key locally: %s", cache_errmsg(c));
+    }
     return 0;
 }
 

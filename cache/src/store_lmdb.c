@@ -1,4 +1,4 @@
-/* store_lmdb.c — the local LMDB cache (cache.h) as a Store, and store_copy.
+/* store_lmdb.c — the local LMDB cache (cache.h) as a Store, and store_copy / store_pull.
  * Everything that knows LMDB and its file is behind cache.h (cache.c,
  * envfile.c, stamp.c, unsynced.c); this file only maps the seam onto it. */
 #include <stdlib.h>
@@ -189,11 +189,53 @@ Cache *store_lmdb_cache(Store *s) {
     return s && s->ops == &lmdb_ops ? ls_of(s)->c : NULL;
 }
 
-int store_copy(Store *from, Store *to, const CacheKey *k, const void *record, size_t record_len, unsigned put_flags) {
+/* From the Redis tier into the LMDB cache, a pull streams (remote.h): only
+ * for a put that may skip the sync, as every pull's is. */
+static Remote *streams(Store *from, Store *to, unsigned put_flags, Cache **c) {
+    *c = store_lmdb_cache(to);
+    Remote *r = store_redis_remote(from);
+    return r && *c && (put_flags & STORE_PUT_REFETCHABLE) ? r : NULL;
+}
+
+static int put_side(int rc, int failed_put, int *put_failed) {
+    if (put_failed) *put_failed = rc && failed_put;
+    return rc;
+}
+
+int store_pull(Store *from, Store *to, const CacheKey *k, const void *record, size_t record_len, unsigned put_flags,
+               int *put_failed) {
+    Cache *c;
+    Remote *r = streams(from, to, put_flags, &c);
+    if (r) {
+        int rc = remote_pull(r, c, k, record, record_len);
+        return put_side(rc, remote_failed_locally(r), put_failed);
+    }
     StoreEntry *e;
     int rc = store_get(from, k, record, record_len, STORE_GET_VERIFY, &e);
-    if (rc) return rc;
+    if (rc) return put_side(rc, 0, put_failed);
     rc = store_put(to, k, e->record, e->record_len, &e->meta, e->secs, e->nsecs, put_flags);
     store_release(from, e);
-    return rc;
+    return put_side(rc, 1, put_failed);
+}
+
+int store_copy(Store *from, Store *to, const CacheKey *k, const void *record, size_t record_len, unsigned put_flags) {
+    return store_pull(from, to, k, record, record_len, put_flags, NULL);
+}
+
+int store_pull_alias(Store *from, Store *to, const CacheKey *alias, const void *record, size_t record_len,
+                     unsigned put_flags, int *put_failed) {
+    Cache *c;
+    Remote *r = streams(from, to, put_flags, &c);
+    if (r) {
+        int rc = remote_pull_direct(r, c, alias, record, record_len, NULL);
+        return put_side(rc, remote_failed_locally(r), put_failed);
+    }
+    StoreEntry *e, *have;
+    int rc = store_alias_get(from, alias, record, record_len, STORE_GET_VERIFY, &e);
+    if (rc) return put_side(rc, 0, put_failed);
+    if (store_get(to, &e->key, NULL, 0, STORE_GET_NOTOUCH | STORE_GET_TRUSTED, &have) == 0) store_release(to, have);
+    else rc = store_put(to, &e->key, e->record, e->record_len, &e->meta, e->secs, e->nsecs, put_flags);
+    if (rc == 0) rc = store_alias_put(to, alias, record, record_len, &e->key);
+    store_release(from, e);
+    return put_side(rc, 1, put_failed);
 }

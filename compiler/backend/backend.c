@@ -137,7 +137,7 @@ int backend_compile(IrProgram *p, const BackendOptions *o, RtArtifact **out, Bac
         diag_error(d, ploc, "out of memory");
         goto fail;
     }
-    LowerShared *ls = lower_shared_new(b, f, dir, o && o->own_weights, d);
+    LowerShared *ls = lower_shared_new(b, f, dir, d);
     if (o->weights) lower_shared_weights(ls, o->weights);
     if (o->weights && o->weights_image) rtb_on_consumed(b, discard_weight, (void *)o->weights_image);
     int rc = lower_inputs_outputs(ls, fusing ? &fuse : NULL);

@@ -65,7 +65,7 @@ char *backend_fuse_describe(const FuseTable *t);
  * when a kernel needs them) select the bonded flavour.  Weights are shared
  * across both programs of mode 0 through ctx.  Returns 0 or -1 (errors in d). */
 typedef struct LowerShared LowerShared;
-LowerShared *lower_shared_new(RtPlanBuilder *b, IrFunction *f, const char *model_dir, bool own_weights, DiagSink *d);
+LowerShared *lower_shared_new(RtPlanBuilder *b, IrFunction *f, const char *model_dir, DiagSink *d);
 /* Every BLOBFILE reads weights (BackendOptions.weights), no file. */
 void lower_shared_weights(LowerShared *s, const MilBlobFile *weights);
 void lower_shared_free(LowerShared *s);

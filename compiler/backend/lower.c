@@ -50,7 +50,6 @@ struct LowerShared {
     IrFunction *f;
     DiagSink *d;
     const char *model_dir;
-    bool own_weights; /* BackendOptions.own_weights */
     const MilBlobFile *weights; /* BackendOptions.weights */
     int nvals;
     IrValue **vals;  /* id -> value */
@@ -254,7 +253,7 @@ static const MilBlobFile *blob_file(LowerShared *s, const char *written, SrcLoc 
     BlobOpen *b = &s->blobs[s->nblobs++];
     b->path = strdup(path);
     MILC_ASSERT(b->path);
-    b->ok = (s->own_weights ? milblob_open_own : milblob_open)(&b->file, path, s->d) == 0;
+    b->ok = milblob_open(&b->file, path, s->d) == 0;
     if (!b->ok) s->failed = true;
     return b->ok ? &b->file : NULL;
 }
@@ -2101,10 +2100,10 @@ static int lower_op(LowerShared *s, IrOp *op) {
 
 void lower_shared_weights(LowerShared *s, const MilBlobFile *weights) { s->weights = weights; }
 
-LowerShared *lower_shared_new(RtPlanBuilder *b, IrFunction *f, const char *model_dir, bool own_weights, DiagSink *d) {
+LowerShared *lower_shared_new(RtPlanBuilder *b, IrFunction *f, const char *model_dir, DiagSink *d) {
     LowerShared *s = calloc(1, sizeof *s);
     MILC_ASSERT(s);
-    s->b = b, s->f = f, s->d = d, s->model_dir = model_dir, s->own_weights = own_weights;
+    s->b = b, s->f = f, s->d = d, s->model_dir = model_dir;
     int n = f->ninputs;
     IR_FOR_EACH_OP(op, f) n += op->nresults;
     s->vals = calloc((size_t)n + 1, sizeof *s->vals);

@@ -183,32 +183,3 @@ char *diag_render(const DiagSink *s) {
     return b.p;
 }
 
-static void json_str(Buf *b, const char *s) {
-    buf_put(b, "\"", 1);
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') { buf_put(b, "\\", 1); buf_put(b, (const char *)&c, 1); }
-        else if (c == '\n') buf_put(b, "\\n", 2);
-        else if (c == '\t') buf_put(b, "\\t", 2);
-        else if (c < 0x20) buf_printf(b, "\\u%04x", c);
-        else buf_put(b, (const char *)&c, 1);
-    }
-    buf_put(b, "\"", 1);
-}
-
-char *diag_render_json(const DiagSink *s) {
-    Buf b = {0};
-    buf_put(&b, "[", 1);
-    for (int i = 0; i < s->count; i++) {
-        const Diag *d = &s->items[i];
-        if (i) buf_put(&b, ",", 1);
-        buf_put(&b, "{\"file\":", 8);
-        json_str(&b, d->loc.file ? d->loc.file : "");
-        buf_printf(&b, ",\"line\":%d,\"col\":%d,\"level\":\"%s\",\"message\":", d->loc.line, d->loc.col,
-                   level_name(d->level));
-        json_str(&b, d->msg);
-        buf_put(&b, "}", 1);
-    }
-    buf_put(&b, "]", 1);
-    return b.p;
-}

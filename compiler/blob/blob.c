@@ -1,4 +1,4 @@
-/* blob.c — the MILBlob v2 weight file: a validating reader (mmap or memory)
+/* blob.c — the MILBlob v2 weight file: a validating reader (a file read into memory, or memory)
  * and a buffered streaming writer that renames a temp file into place.
  * Every field of a file being read is untrusted; see milc/blob.h for the layout. */
 #include "milc/blob.h"
@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -284,29 +283,24 @@ int milblob_open_records(MilBlobFile *f, const char *path, DiagSink *d) {
     return rc;
 }
 
-static int blob_open(MilBlobFile *f, const char *path, bool own, DiagSink *d) {
+int milblob_open(MilBlobFile *f, const char *path, DiagSink *d) {
     memset(f, 0, sizeof *f);
     const char *name = diag_intern(d, path);
     SrcLoc loc = {name, 0, 0};
-    void *map;
+    void *buf;
     size_t size;
-    if ((own ? blob_map_own : blob_read_file)(path, loc, d, &map, &size) != 0) return -1;
-    if (milblob_parse(f, name, map, size, d) != 0) {
-        if (own && map) munmap(map, size);
-        else if (!own) free(map);
+    if (blob_read_file(path, loc, d, &buf, &size) != 0) return -1;
+    if (milblob_parse(f, name, buf, size, d) != 0) {
+        free(buf);
         memset(f, 0, sizeof *f);
         return -1;
     }
-    f->mapped = true, f->own_map = own; /* the memory is ours to release */
+    f->mapped = true; /* the memory is ours to release */
     return 0;
 }
 
-int milblob_open(MilBlobFile *f, const char *path, DiagSink *d) { return blob_open(f, path, false, d); }
-int milblob_open_own(MilBlobFile *f, const char *path, DiagSink *d) { return blob_open(f, path, true, d); }
-
 void milblob_close(MilBlobFile *f) {
-    if (f->mapped && f->own_map && f->bytes) munmap((void *)f->bytes, f->size);
-    else if (f->mapped) free((void *)f->bytes);
+    if (f->mapped) free((void *)f->bytes);
     free(f->records);
     memset(f, 0, sizeof *f);
 }

@@ -3,8 +3,6 @@
  * is read (a checkpoint writer, another build) must be an error, not SIGBUS. */
 #include <errno.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "milc/osfile.h"
@@ -28,22 +26,4 @@ int blob_read_file(const char *path, SrcLoc loc, DiagSink *d, void **buf, size_t
     close(fd);
     if (rc) diag_syserror(d, loc, "%s", err);
     return rc ? -1 : 0;
-}
-
-int blob_map_own(const char *path, SrcLoc loc, DiagSink *d, void **map, size_t *size) {
-    char err[600];
-    struct stat st;
-    int fd, rc = os_open_input(path, OS_REG, &fd, err, sizeof err);
-    *map = NULL, *size = 0;
-    if (rc) {
-        diag_error(d, loc, "%s", err);
-        return -1;
-    }
-    if (fstat(fd, &st) == 0 && st.st_size > 0) {
-        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m != MAP_FAILED) *map = m, *size = (size_t)st.st_size;
-        else rc = -1, diag_syserror(d, loc, "cannot map: %s", strerror(errno));
-    }
-    close(fd);
-    return rc;
 }

@@ -15,9 +15,4 @@ int blob_open_input(const char *path, SrcLoc loc, DiagSink *d, int *fd);
  * meanwhile is an I/O error.  Errors go to d at loc.  0 or -1. */
 int blob_read_file(const char *path, SrcLoc loc, DiagSink *d, void **buf, size_t *size);
 
-/* Map the regular file at path read-only (only for milc's own scratch files:
- * a mapping of a file someone truncates faults).  *map NULL for an empty file;
- * the caller munmaps. */
-int blob_map_own(const char *path, SrcLoc loc, DiagSink *d, void **map, size_t *size);
-
 #endif

@@ -7,16 +7,25 @@
 #include <string.h>
 
 #include "milc/estimate.h"
+#include "milc/plan.h"
+
+/* Which programs each compile mode carries, from the one mode table. */
+#define EST_MODE_(id, n, name, bonded, nonbonded, ...) [n] = {true, bonded, nonbonded},
+static const struct {
+    bool exists, bonded, nonbonded;
+} est_modes[RT_NMODES] = {RT_MODE_TABLE(EST_MODE_)};
 
 int est_plan_depth(const EstModel *m, int depth, int mode, EstPlan *out) {
     memset(out, 0, sizeof *out);
-    if (depth < 1 || depth > m->layers || mode < 0 || mode > 2) return -1;
+    if (depth < 1 || depth > m->layers || mode < 0 || mode >= RT_NMODES || !est_modes[mode].exists) return -1;
     int programs = (m->layers + depth - 1) / depth;
     double ops = m->layer_ops * m->layers;
     out->programs = programs;
-    /* Mode 1 runs every op as its own dispatch; 0 and 2 run the bonded program. */
-    out->dispatches = mode == 1 ? (int)ceil(ops) : programs;
-    out->ops_per_dispatch = mode == 1 ? 1 : ops / programs;
+    /* A mode with a bonded program runs it; one without runs every op as its
+     * own dispatch. */
+    bool per_op = !est_modes[mode].bonded;
+    out->dispatches = per_op ? (int)ceil(ops) : programs;
+    out->ops_per_dispatch = per_op ? 1 : ops / programs;
     out->weight_bytes = m->layer_weight_bytes * m->layers;
     out->flops_per_pos = m->layer_flops_per_pos * m->layers;
     out->attn_flops_per_pos_ctx = m->layer_attn_flops_per_pos_ctx * m->layers;

@@ -487,7 +487,7 @@ int gen_generate(GenConfig *c, const GenOptions *o, const char *dir, GenResult *
         arena_init(&ia);
         diag_add_source(d, genfile, b.p, b.n);
         IrProgram *prog = mil_parse(&ia, &fe, genfile, b.p, b.n);
-        MilCheckOptions co = {MIL_TARGET_CPU, dir, o->scratch, o->in_memory ? &imagef : NULL};
+        MilCheckOptions co = {.target = MIL_TARGET_CPU, .model_path = dir, .weights = o->in_memory ? &imagef : NULL};
         if (prog && dir) mil_check(prog, &co, &fe);
         if (prog && !diag_failed(&fe)) canon = mil_print(prog, NULL);
         forward_diags(&fe, d, genfile, map, nmap);

@@ -38,7 +38,6 @@ typedef struct Checker {
     DiagSink *d;
     IrProgram *p;
     MilTarget target;
-    bool own_weights; /* MilCheckOptions.own_weights */
     const MilBlobFile *weights; /* MilCheckOptions.weights */
     char *model_dir; /* malloc'd */
     BlobEntry *blobs;
@@ -1175,34 +1174,124 @@ static void infer_constexpr_cast(OpCtx *x) {
     set_out(x, 0, IR_DT_FP32, t->rank, t->dims);
 }
 
-/* constexpr_lut_to_dense (ios18): indices [*d] pick entries of lut
- * [*blocks, palette, vector]; vector > 1 widens dim vector_axis. */
-static void infer_constexpr_lut(OpCtx *x) {
-    const IrType *ix = type_of(x, "indices"), *lut = type_of(x, "lut");
+/* The dense shape a palette gives (constexpr_lut_to_dense and _to_sparse):
+ * indices [*d] of dtype ixdt pick entries of lut [*blocks, palette, vector];
+ * each blocks dim divides its d, palette = 2^bits(ixdt), and vector > 1
+ * widens dim vector_axis.  *vec gets the vector size, *axis that dim (-1 if none). */
+static bool lut_shape(OpCtx *x, const char *ixname, const IrType *ix, IrDType ixdt, int64_t *out, int64_t *vec, int64_t *axis) {
+    const IrType *lut = type_of(x, "lut");
     char s1[256], s2[256];
-    if (lut->rank != ix->rank + 2) {
-        ERR("'lut' %s must have the rank of 'indices' %s plus 2 [*blocks, palette, vector]",
-            fmt_dims(lut->dims, lut->rank, s1, sizeof s1), fmt_dims(ix->dims, ix->rank, s2, sizeof s2));
+    if (ix->rank < 1) { ERR("'%s' must have rank >= 1, not a scalar", ixname); return false; }
+    if (lut->rank != ix->rank + 2 || ix->rank > MAX_RANK) {
+        ERR("'lut' %s must have the rank of '%s' %s plus 2 [*blocks, palette, vector]",
+            fmt_dims(lut->dims, lut->rank, s1, sizeof s1), ixname, fmt_dims(ix->dims, ix->rank, s2, sizeof s2));
+        return false;
+    }
+    for (int i = 0; i < ix->rank; i++)
+        if (dim_known(ix->dims[i]) && dim_known(lut->dims[i]) && (lut->dims[i] == 0 || ix->dims[i] % lut->dims[i] != 0)) {
+            ERR("'%s' dim %d (%lld) is not divisible by the lut's blocks in that dim (%lld)", ixname, i,
+                (long long)ix->dims[i], (long long)lut->dims[i]);
+            return false;
+        }
+    int64_t palette = lut->dims[ix->rank];
+    *vec = lut->dims[ix->rank + 1];
+    if (dim_known(palette) && palette != (INT64_C(1) << ir_dtype_bits(ixdt))) {
+        ERR("'lut' has %lld entries per palette but %s indices need %lld", (long long)palette, ir_dtype_name(ixdt),
+            (long long)(INT64_C(1) << ir_dtype_bits(ixdt)));
+        return false;
+    }
+    memcpy(out, ix->dims, sizeof(int64_t) * (size_t)ix->rank);
+    *axis = -1;
+    if (arg_of(x, "vector_axis")) {
+        int64_t va;
+        if (!int_of(x, "vector_axis", 0, &va) || !norm_axis(x, "vector_axis", va, ix->rank, axis)) return false;
+    } else if (*vec != 1) {
+        ERR("'vector_axis' is needed when the lut's vector size is %lld", (long long)*vec);
+        return false;
+    }
+    if (*vec != 1) out[*axis] = sat_mul(out[*axis], *vec);
+    return true;
+}
+
+/* The sparse pair (nonzero_data [n], mask): n must be the mask's count of ones. */
+static bool sparse_pair(OpCtx *x, const char *data, const char *mask) {
+    const IrType *d = type_of(x, data);
+    if (d->rank != 1) { ERR("'%s' must have rank 1, not %d", data, d->rank); return false; }
+    const IrLiteral *m = const_of(x, mask);
+    if (!m || !dim_known(d->dims[0])) return true;
+    int64_t ones = 0;
+    for (size_t i = 0; i < m->count; i++) ones += ir_lit_i64(m, i) != 0;
+    if (ones != d->dims[0]) {
+        ERR("'%s' has %lld ones but '%s' has %lld values", mask, (long long)ones, data, (long long)d->dims[0]);
+        return false;
+    }
+    return true;
+}
+
+/* constexpr_lut_to_dense (ios18): the palette's dense shape in the lut's
+ * dtype.  constexpr_lut_to_sparse: the mask (widened like the indices) and
+ * the nonzero values (every dim times the vector size). */
+static void infer_constexpr_lut(OpCtx *x) {
+    int64_t d[MAX_RANK], vec, axis;
+    const IrType *lut = type_of(x, "lut");
+    if (x->op->kind == OP_CONSTEXPR_LUT_TO_DENSE) {
+        const IrType *ix = type_of(x, "indices");
+        if (lut_shape(x, "indices", ix, ix->dtype, d, &vec, &axis)) set_out(x, 0, lut->dtype, ix->rank, d);
         return;
     }
-    int64_t palette = lut->dims[ix->rank], vec = lut->dims[ix->rank + 1];
-    if (dim_known(palette) && palette != (INT64_C(1) << ir_dtype_bits(ix->dtype))) {
-        ERR("'lut' has %lld entries per palette but %s indices need %lld", (long long)palette, ir_dtype_name(ix->dtype),
-            (long long)(INT64_C(1) << ir_dtype_bits(ix->dtype)));
+    const IrType *m = type_of(x, "indices_mask"), *nz = type_of(x, "indices_nonzero_data");
+    if (!sparse_pair(x, "indices_nonzero_data", "indices_mask") ||
+        !lut_shape(x, "indices_mask", m, nz->dtype, d, &vec, &axis))
+        return;
+    set_out(x, 0, IR_DT_UINT1, m->rank, d);
+    set_out(x, 1, lut->dtype, 1, nz->dims)->dims[0] = sat_mul(nz->dims[0], vec);
+}
+
+/* constexpr_blockwise_shift_scale (ios18): data [*d] in scale's dtype; scale
+ * [*blocks] with each block dim dividing its d; offset shaped like scale, of
+ * a float dtype or the data's.  The sparse form takes data as (nonzero_data,
+ * data_mask) and gives the mask and the dequantized nonzero values. */
+static void infer_shift_scale(OpCtx *x) {
+    bool sparse = x->op->kind == OP_CONSTEXPR_SPARSE_BLOCKWISE_SHIFT_SCALE;
+    const IrType *data = type_of(x, sparse ? "data_mask" : "data"), *sc = type_of(x, "scale"), *off = type_of(x, "offset");
+    IrDType ddt = type_of(x, sparse ? "nonzero_data" : "data")->dtype;
+    char s1[256], s2[256];
+    if (sparse && !sparse_pair(x, "nonzero_data", "data_mask")) return;
+    if (data->rank != sc->rank) {
+        ERR("'scale' %s must have the rank of the data %s", fmt_dims(sc->dims, sc->rank, s1, sizeof s1),
+            fmt_dims(data->dims, data->rank, s2, sizeof s2));
         return;
     }
-    IrType *o = set_out(x, 0, lut->dtype, ix->rank, ix->dims);
-    if (vec != 1) {
-        int64_t va, a;
-        if (!arg_of(x, "vector_axis")) { ERR("'vector_axis' is needed when the lut's vector size is %lld", (long long)vec); return; }
-        if (!int_of(x, "vector_axis", 0, &va) || !norm_axis(x, "vector_axis", va, ix->rank, &a)) return;
-        o->dims[a] = sat_mul(o->dims[a], vec);
+    if (data->rank < 1) { ERR("the data must have rank >= 1, not a scalar"); return; }
+    for (int i = 0; i < data->rank; i++)
+        if (dim_known(data->dims[i]) && dim_known(sc->dims[i]) && (sc->dims[i] == 0 || data->dims[i] % sc->dims[i] != 0)) {
+            ERR("data dim %d (%lld) is not divisible by the number of scales in that dim (%lld)", i,
+                (long long)data->dims[i], (long long)sc->dims[i]);
+            return;
+        }
+    if (off) {
+        bool same = off->rank == sc->rank;
+        for (int i = 0; same && i < sc->rank; i++) same = dims_match(off->dims[i], sc->dims[i]);
+        if (!same) {
+            ERR("'offset' %s must have the shape of 'scale' %s", fmt_dims(off->dims, off->rank, s1, sizeof s1),
+                fmt_dims(sc->dims, sc->rank, s2, sizeof s2));
+            return;
+        }
+        if (!ir_dtype_is_float(off->dtype) && off->dtype != ddt) {
+            ERR("'offset' is %s: it must be fp16, fp32 or the data's dtype (%s)", ir_dtype_name(off->dtype), ir_dtype_name(ddt));
+            return;
+        }
     }
+    if (!sparse) { set_out(x, 0, sc->dtype, data->rank, data->dims); return; }
+    const IrType *nz = type_of(x, "nonzero_data");
+    set_out(x, 0, IR_DT_UINT1, data->rank, data->dims);
+    set_out(x, 1, sc->dtype, 1, nz->dims);
 }
 
 /* constexpr_sparse_to_dense (ios18): mask's shape in the data's dtype. */
 static void infer_constexpr_sparse(OpCtx *x) {
     const IrType *m = type_of(x, "mask");
+    if (!sparse_pair(x, "nonzero_data", "mask")) return;
     set_out(x, 0, type_of(x, "nonzero_data")->dtype, m->rank, m->dims);
 }
 
@@ -1811,6 +1900,176 @@ static void infer_while_loop(OpCtx *x) {
     }
 }
 
+/* A const string argument, or dflt when absent. */
+static const char *str_of(const OpCtx *x, const char *name, const char *dflt) {
+    const IrLiteral *l = const_of(x, name);
+    const char *v = l ? ir_lit_str(l, 0) : NULL;
+    return v ? v : dflt;
+}
+
+/* Whether string argument name is one of the NULL-terminated modes
+ * (case-insensitively when nocase), reporting the choices when not. */
+static bool mode_ok(OpCtx *x, const char *name, const char *dflt, const char *const *modes, bool nocase) {
+    const char *v = str_of(x, name, dflt);
+    char list[256] = "";
+    for (int i = 0; modes[i]; i++) {
+        if (nocase ? strcasecmp(v, modes[i]) == 0 : strcmp(v, modes[i]) == 0) return true;
+        size_t n = strlen(list);
+        snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", modes[i]);
+    }
+    ERR("unknown %s \"%s\" (%s)", name, v, list);
+    return false;
+}
+
+static const char *const SAMPLING_MODES[] = {"STRICT_ALIGN_CORNERS", "ALIGN_CORNERS", "UNALIGN_CORNERS", "DEFAULT",
+                                             "OFFSET_CORNERS", NULL};
+
+/* resize (ios17): the last resized_dims dims of x become the last
+ * resized_dims entries of shape (0 keeps x's dim); shape has at most rank(x)
+ * entries.  A run-time shape leaves those dims unknown. */
+static void infer_resize_nd(OpCtx *x) {
+    static const char *const interp[] = {"LINEAR", "NEAREST_NEIGHBOR", NULL};
+    const IrType *t = type_of(x, "x"), *sh = type_of(x, "shape");
+    int64_t n, v[MAX_RANK];
+    if (!rank_at_most(x, "x", t) || !int_of(x, "resized_dims", 0, &n)) return;
+    int nv = ints_of(x, "shape", v);
+    int64_t len = nv >= 0 ? nv : sh->dims[0];
+    if (dim_known(len) && n > len) { ERR("'resized_dims' %lld is more than the %lld entries of 'shape'", (long long)n, (long long)len); return; }
+    if (dim_known(len) && len > t->rank) { ERR("'shape' has %lld entries but 'x' has rank %d", (long long)len, t->rank); return; }
+    if (n > t->rank) { ERR("'resized_dims' %lld is more than the rank of 'x' (%d)", (long long)n, t->rank); return; }
+    if (!mode_ok(x, "interpolation_mode", "LINEAR", interp, false) || !mode_ok(x, "sampling_mode", "DEFAULT", SAMPLING_MODES, false))
+        return;
+    IrType *o = set_out(x, 0, t->dtype, t->rank, t->dims);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t at = t->rank - n + i;
+        if (nv < 0) { o->dims[at] = IR_DIM_DYNAMIC; continue; }
+        int64_t want = v[nv - n + i];
+        if (want < 0) { ERR("'shape' entry %lld is negative", (long long)want); return; }
+        if (want) o->dims[at] = want;
+    }
+}
+
+/* affine (ios15): x [N, C, H, W] sampled through transform_matrix [*, 6]
+ * into [N, C, output_height, output_width]; Core ML defines only bilinear
+ * sampling, constant zero padding and normalized [-1, 1] coordinates. */
+static void infer_affine(OpCtx *x) {
+    static const char *const bilinear[] = {"bilinear", NULL}, *const constant[] = {"constant", NULL},
+                             *const coords[] = {"normalized_minus_one_to_one", NULL};
+    const IrType *t = type_of(x, "x"), *m = type_of(x, "transform_matrix");
+    int64_t h, w;
+    double pv = 0;
+    if (t->rank != 4) { ERR("'x' must be [N, C, H, W] (rank 4), not rank %d", t->rank); return; }
+    if (m->rank != 2) { ERR("'transform_matrix' must be [N, 6] (rank 2), not rank %d", m->rank); return; }
+    if (!mode_ok(x, "sampling_mode", "", bilinear, true) || !mode_ok(x, "coordinates_mode", "", coords, true) ||
+        !mode_ok(x, "padding_mode", "", constant, true))
+        return;
+    const IrLiteral *l = const_of(x, "padding_value");
+    if (l) pv = ir_lit_f64(l, 0);
+    if (pv != 0) { ERR("'padding_value' must be 0 (the only padding Core ML defines), not %g", pv); return; }
+    if (dim_known(m->dims[1]) && m->dims[1] != 6) {
+        ERR("'transform_matrix' rows must have 6 entries [a0, a1, a2, b0, b1, b2], not %lld", (long long)m->dims[1]);
+        return;
+    }
+    if (!int_of(x, "output_height", 1, &h) || !int_of(x, "output_width", 1, &w)) return;
+    if (h < 1 || w < 1) { ERR("the output size must be positive, not %lld x %lld", (long long)h, (long long)w); return; }
+    int64_t d[4] = {t->dims[0], t->dims[1], h, w};
+    set_out(x, 0, t->dtype, 4, d);
+}
+
+/* resample (ios15): x [N, C, H, W] sampled at coordinates [N, h, w, 2] into
+ * [N, C, h, w]. */
+static void infer_resample(OpCtx *x) {
+    static const char *const sampling[] = {"bilinear", "nearest", NULL},
+                             *const padding[] = {"constant", "border", "reflection", "symmetric", NULL},
+                             *const coords[] = {"unnormalized", "normalized_minus_one_to_one", "normalized_zero_to_one", NULL};
+    const IrType *t = type_of(x, "x"), *c = type_of(x, "coordinates");
+    if (t->rank != 4) { ERR("'x' must be [N, C, H, W] (rank 4), not rank %d", t->rank); return; }
+    if (c->rank != 4) { ERR("'coordinates' must be [N, H_out, W_out, 2] (rank 4), not rank %d", c->rank); return; }
+    if (!dims_match(t->dims[0], c->dims[0])) {
+        ERR("'x' has batch %lld but 'coordinates' %lld", (long long)t->dims[0], (long long)c->dims[0]);
+        return;
+    }
+    if (dim_known(c->dims[3]) && c->dims[3] != 2) { ERR("'coordinates' last dim must be 2 (x, y), not %lld", (long long)c->dims[3]); return; }
+    if (!mode_ok(x, "sampling_mode", "", sampling, true) || !mode_ok(x, "padding_mode", "", padding, true) ||
+        !mode_ok(x, "coordinates_mode", "", coords, true))
+        return;
+    int64_t d[4] = {t->dims[0], t->dims[1], c->dims[1], c->dims[2]};
+    set_out(x, 0, t->dtype, 4, d);
+}
+
+/* crop_resize: x [B, C, H, W]; boxes cut and resized to target_height x
+ * target_width.  ios15/16: roi [N, B, 4 or 5, 1, 1] gives [N, B, C, h, w];
+ * ios17: boxes [N, 4] with box_indices [N] into x's batch (default 0..N-1)
+ * gives [N, C, h, w]. */
+static void infer_crop_resize(OpCtx *x) {
+    static const char *const boxes_modes[] = {"CORNERS_HEIGHT_FIRST", "CORNERS_WIDTH_FIRST", "CENTER_SIZE_HEIGHT_FIRST",
+                                              "CENTER_SIZE_WIDTH_FIRST", NULL};
+    const IrType *t = type_of(x, "x");
+    int64_t h, w;
+    bool v17 = !x->op->fn || x->op->fn->opset_version == 0 || x->op->fn->opset_version >= 17;
+    if (t->rank != 4) { ERR("'x' must be [B, C, H, W] (rank 4), not rank %d", t->rank); return; }
+    if (!int_of(x, "target_height", 1, &h) || !int_of(x, "target_width", 1, &w)) return;
+    if (!v17) {
+        const IrType *r = type_of(x, "roi");
+        if (r->rank != 5) { ERR("'roi' must be [N, B, 4 or 5, 1, 1] (rank 5), not rank %d", r->rank); return; }
+        if (!mode_ok(x, "box_coordinate_mode", "CORNERS_HEIGHT_FIRST", boxes_modes, false) ||
+            !mode_ok(x, "sampling_mode", "DEFAULT", SAMPLING_MODES, false))
+            return;
+        int64_t d[5] = {r->dims[0], t->dims[0], t->dims[1], h, w};
+        set_out(x, 0, t->dtype, 5, d);
+        return;
+    }
+    const IrType *b = type_of(x, "boxes"), *bi = type_of(x, "box_indices");
+    if (b->rank != 2 || (dim_known(b->dims[1]) && b->dims[1] != 4)) { ERR("'boxes' must be [N, 4]"); return; }
+    int64_t n = b->dims[0];
+    if (!bi && dim_known(n) && dim_known(t->dims[0]) && n > t->dims[0]) {
+        ERR("%lld boxes but 'x' has batch %lld: give 'box_indices' (the default 0..N-1 leaves x)", (long long)n,
+            (long long)t->dims[0]);
+        return;
+    }
+    if (bi && (bi->rank != 1 || !dims_match(bi->dims[0], n))) { ERR("'box_indices' must be [%lld], one per box", (long long)n); return; }
+    const IrLiteral *il = bi ? const_of(x, "box_indices") : NULL;
+    for (size_t i = 0; il && dim_known(t->dims[0]) && i < il->count; i++)
+        if (ir_lit_i64(il, i) >= t->dims[0]) {
+            ERR("'box_indices' entry %lld is past the batch of 'x' (%lld)", (long long)ir_lit_i64(il, i), (long long)t->dims[0]);
+            return;
+        }
+    if (!mode_ok(x, "box_coordinate_mode", "CORNERS_HEIGHT_FIRST", boxes_modes, false) ||
+        !mode_ok(x, "sampling_mode", "DEFAULT", SAMPLING_MODES, false))
+        return;
+    if (bool_of(x, "normalized_coordinates") && !ir_dtype_is_float(b->dtype)) {
+        ERR("normalized_coordinates needs fp16 or fp32 'boxes', not %s", ir_dtype_name(b->dtype));
+        return;
+    }
+    int64_t d[4] = {n, t->dims[1], h, w};
+    set_out(x, 0, t->dtype, 4, d);
+}
+
+/* non_maximum_suppression: scores [B, N, K] (ios17: [B, K, N]) keep at most
+ * max_boxes boxes per batch.  ios15/16: boxes [B, max, 4], scores [B, max, K],
+ * indices [B, max], counts [B]; ios17: boxes [B, 4, max], scores [B, K, max],
+ * indices [B, max]. */
+static void infer_nms(OpCtx *x) {
+    const IrType *b = type_of(x, "boxes"), *sc = type_of(x, "scores");
+    bool v17 = !x->op->fn || x->op->fn->opset_version == 0 || x->op->fn->opset_version >= 17;
+    int64_t m;
+    if (sc->rank != 3) { ERR("'scores' must have rank 3, not %d", sc->rank); return; }
+    if (b->rank != 3) { ERR("'boxes' must have rank 3, not %d", b->rank); return; }
+    if (!int_of(x, "max_boxes", 1, &m)) return;
+    if (m < 1) { ERR("'max_boxes' must be positive, not %lld", (long long)m); return; }
+    int64_t bt = sc->dims[0], k = sc->dims[v17 ? 1 : 2];
+    if (v17) {
+        set_out(x, 0, b->dtype, 3, (int64_t[]){bt, 4, m});
+        set_out(x, 1, sc->dtype, 3, (int64_t[]){bt, k, m});
+        set_out(x, 2, IR_DT_INT32, 2, (int64_t[]){bt, m});
+        return;
+    }
+    set_out(x, 0, b->dtype, 3, (int64_t[]){bt, m, 4});
+    set_out(x, 1, sc->dtype, 3, (int64_t[]){bt, m, k});
+    set_out(x, 2, IR_DT_INT32, 2, (int64_t[]){bt, m});
+    set_out(x, 3, IR_DT_INT32, 1, (int64_t[]){bt});
+}
+
 typedef void (*InferFn)(OpCtx *);
 static const InferFn infer_fns[] = {
 #define X(e, n, sig, rule) infer_##rule,
@@ -1853,7 +2112,8 @@ static bool arg_is_const(const IrArg *a) {
     if (a->kind != IR_ARG_VALUE || !a->value->def) return false;
     switch (a->value->def->kind) {
     case OP_CONST: case OP_CONSTEXPR_AFFINE_DEQUANTIZE: case OP_CONSTEXPR_CAST: case OP_CONSTEXPR_BLOCKWISE_SHIFT_SCALE:
-    case OP_CONSTEXPR_LUT_TO_DENSE: case OP_CONSTEXPR_SPARSE_TO_DENSE:
+    case OP_CONSTEXPR_LUT_TO_DENSE: case OP_CONSTEXPR_SPARSE_TO_DENSE: case OP_CONSTEXPR_LUT_TO_SPARSE:
+    case OP_CONSTEXPR_SPARSE_BLOCKWISE_SHIFT_SCALE:
         return true;
     default: return false;
     }
@@ -1922,6 +2182,11 @@ static void check_op(Checker *c, IrOp *op) {
                      x.specs[k].since, op->fn->name, op->fn->opset);
             continue;
         }
+        if (opset && x.specs[k].until && opset >= x.specs[k].until) {
+            op_error(&x, a->loc, "argument '%s' exists only before opset ios%d; function '%s' is %s", a->name,
+                     x.specs[k].until, op->fn->name, op->fn->opset);
+            continue;
+        }
         if (x.args[k]) { op_error(&x, a->loc, "duplicate argument '%s'", a->name); continue; }
         x.args[k] = a;
         if (a->kind == IR_ARG_LITERAL && a->lit->kind == IR_LIT_BLOBFILE) check_blobfile(c, a->lit);
@@ -1931,7 +2196,8 @@ static void check_op(Checker *c, IrOp *op) {
         }
     }
     for (int k = 0; k < x.nspecs; k++)
-        if (!x.args[k] && !x.specs[k].optional) op_error(&x, op->loc, "missing argument '%s'", x.specs[k].name);
+        if (!x.args[k] && !x.specs[k].optional && !(opset && (opset < x.specs[k].since || (x.specs[k].until && opset >= x.specs[k].until))))
+            op_error(&x, op->loc, "missing argument '%s'", x.specs[k].name);
     if (op->kind == OP_CONST) {
         for (int i = 0; i < op->nattrs; i++)
             if (strcmp(op->attrs[i].name, "val") != 0)
@@ -2304,7 +2570,6 @@ bool mil_check(IrProgram *p, const MilCheckOptions *o, DiagSink *d) {
     c.p = p;
     c.target = o ? o->target : MIL_TARGET_CPU;
     c.model_dir = o && o->model_path ? strdup(o->model_path) : dir_of(p->file);
-    c.own_weights = o && o->own_weights;
     c.weights = o ? o->weights : NULL;
     MILC_ASSERT(c.model_dir != NULL);
     for (int f = 0; f < p->nfuncs; f++) {

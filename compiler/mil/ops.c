@@ -140,6 +140,9 @@ int mil_op_args(IrOpKind k, MilArgSpec *out, int max) {
             else if (*p == '>') {
                 s->since = (p[1] - '0') * 10 + (p[2] - '0');
                 p += 2;
+            } else if (*p == '<') {
+                s->until = (p[1] - '0') * 10 + (p[2] - '0');
+                p += 2;
             } else if (*p == '%') {
                 s->old_group = p[1];
                 s->old_until = (p[2] - '0') * 10 + (p[3] - '0');

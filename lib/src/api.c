@@ -10,8 +10,8 @@
 
 #include "api.h"
 #include "milc/osfile.h"
-#include "manifest.h"
-#include "request.h"
+#include "milc/manifest.h"
+#include "milc/request.h"
 
 static _Thread_local char last_err[4096];
 

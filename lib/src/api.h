@@ -2,10 +2,10 @@
 #ifndef MILC_LIB_API_H
 #define MILC_LIB_API_H
 
-#include "jobs.h"
-#include "lib.h"
+#include "milc/jobs.h"
+#include "milc/lib.h"
 #include "milc.h"
-#include "model.h"
+#include "milc/model.h"
 
 struct MilcCache {
     Store *store; /* the local LMDB cache (store_lmdb_open) */

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "api.h"
-#include "drift.h"
+#include "milc/drift.h"
 
 struct MilcModel {
     LoadedModel lm;

@@ -1,7 +1,7 @@
 /* cpufeat.c — the instruction-set features milc was compiled for, as a key
  * field: an artifact compiled by a milc built for other features is another
  * entry (and `cache verify --stale` lists it). */
-#include "pipeline.h"
+#include "milc/pipeline.h"
 
 const char *pipeline_cpu_features(void) {
     return ""

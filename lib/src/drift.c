@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drift.h"
-#include "keyrec.h"
+#include "milc/drift.h"
+#include "milc/keyrec.h"
 
 bool drift_why(const uint8_t *rec, size_t len, char *why, size_t n) {
     CacheKeyBuilder b;

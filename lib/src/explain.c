@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "keyrec.h"
+#include "milc/keyrec.h"
 
 
 int keyrec_parse(const uint8_t *rec, size_t len, KeyRecord *r) {

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ledger.h"
-#include "pipeline.h"
+#include "milc/ledger.h"
+#include "milc/pipeline.h"
 
 /* What keeping an entry is worth per byte: the compile time it saves each
  * time it is used, weighted by how often it was (once more for the build

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jobs.h"
-#include "manifest.h"
+#include "milc/jobs.h"
+#include "milc/manifest.h"
 
 int manifest_parse_line(char *text, SrcLoc loc, ManifestLine *ln, DiagSink *d) {
     memset(ln, 0, sizeof *ln);

@@ -8,8 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lib.h"
-#include "model.h"
+#include "milc/lib.h"
+#include "milc/model.h"
 #include "milc/half.h"
 #include "milc/npy.h"
 #include "milc/osfile.h"

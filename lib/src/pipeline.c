@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pipeline.h"
+#include "milc/pipeline.h"
 #include "tier_io.h"
 #include "milc/arena.h"
 #include "milc/backend.h"
@@ -131,11 +131,24 @@ static int store(Store *s, const CacheKey *key, const CacheKeyBuilder *fb, const
     return 0;
 }
 
-/* The entry just stored, for a caller that runs it next. */
+/* The entry just stored or found, for a caller that runs it next (checked
+ * already, or just written: no checksum again). */
 static int read_back(Store *s, const CacheKeyBuilder *fb, BuildResult *res, StoreEntry **hit_out) {
     int r;
-    if (hit_out && (r = store_get(s, &res->key, fb->buf, fb->len, STORE_GET_TRUSTED, hit_out)) != 0) {
+    if (hit_out &&
+        (r = store_get(s, &res->key, fb->buf, fb->len, STORE_GET_TRUSTED | STORE_GET_POPULATE, hit_out)) != 0) {
+        *hit_out = NULL;
         lib_error("cannot read back what was stored: %s: %s", cache_strerror(r), store_errmsg(s));
+        return MILC_E_SYSTEM;
+    }
+    return MILC_OK;
+}
+
+/* Map the direct key to the artifact key (after a full-key hit or a store). */
+static int put_alias(Store *s, const CacheKey *dkey, const CacheKeyBuilder *db, const CacheKey *key) {
+    int r = store_alias_put(s, dkey, db->buf, db->len, key);
+    if (r != 0) {
+        lib_error("cache store failed: %s: %s", cache_strerror(r), store_errmsg(s));
         return MILC_E_SYSTEM;
     }
     return MILC_OK;
@@ -221,174 +234,184 @@ out:
     return rc;
 }
 
-int pipeline_build(Store *s, const BuildRequest *req, BuildResult *res, DiagSink *d) {
-    long long t_all = lib_now_ns(), t0 = t_all;
-    memset(res, 0, sizeof *res);
-    if (req->hit_out) *req->hit_out = NULL;
-    const char *weights = req->weights ? req->weights : "random:0";
-    int rc = MILC_E_SYSTEM;
-    char *params = gen_config_canonical(req->config);
-    if (!params) { lib_error("out of memory"); return MILC_E_SYSTEM; }
-    snprintf(res->description, sizeof res->description, "%s", params);
-    /* One line for `cache ls`: the parameters, newline-separated, as k=v k=v. */
-    for (char *p = res->description; *p; p++)
-        if (*p == '\n') *p = ' ';
-
-    /* ---- direct key ---- */
-    CacheKeyBuilder db;
+/* One pipeline_build across its stages: what each makes, and what the end
+ * frees. */
+typedef struct Build {
+    Store *s;
+    const BuildRequest *req;
+    BuildResult *res;
+    DiagSink *d;
+    long long t_all;
+    const char *weights;    /* req->weights, or random:0 */
+    char *params;           /* the canonical parameters (the direct key's) */
+    CacheKeyBuilder db, fb; /* the direct and the full key records */
     CacheKey dkey;
-    GenWeights *own = NULL;
-    const GenWeights *src = req->source;
-    uint8_t *wdig = res->wdig;
-    if (src) gen_weights_id(src, wdig);
+    unsigned gflags;        /* store_get flags for a hit */
+    GenWeights *own;        /* the weights, when read here */
+    const GenWeights *src;  /* req->source, or own */
+    char dir[4096];         /* the scratch directory, "" until made */
+    GenResult gr;
+    MilBlobFile wf;
+    Arena arena;
+    RtArtifact *art;
+} Build;
+
+/* A stage's result besides MILC_OK (go on) and a failure: the build is
+ * done, with the hit handed out (a direct hit) or to read back (a full one). */
+enum { STAGE_DONE = -1, STAGE_FOUND = -2 };
+
+/* The direct key.  On a miss without req->source the weights are read once,
+ * here, and keyed by what was read: a checkpoint replaced since its digest
+ * was taken is looked up anew under the bytes it now holds. */
+static int build_direct(Build *b) {
+    const BuildRequest *req = b->req;
+    uint8_t *wdig = b->res->wdig;
+    if (b->src) gen_weights_id(b->src, wdig);
     else if (req->weights_digest) memcpy(wdig, req->weights_digest, 16);
-    else if (gen_weights_digest(weights, wdig, d) != 0) { free(params); return failed_rc(d); }
-    if (direct_key(req, params, wdig, &db, &dkey) != 0) {
-        ckey_free(&db);
-        free(params);
-        lib_error("out of memory");
-        return MILC_E_SYSTEM;
-    }
-    unsigned gflags = verify_store_flags(req->verify_hits);
-    if (req->hit_out) gflags |= STORE_GET_POPULATE; /* the caller runs it next */
-    StoreEntry *hit = NULL;
-    int r = direct_hit(s, req, &db, &dkey, gflags, res);
-    if (r == 0 && !src) {
-        /* A miss compiles: read the weights once, and key what was read.  A
-         * checkpoint replaced since its digest was taken is looked up anew
-         * under the bytes it now holds. */
+    else if (gen_weights_digest(b->weights, wdig, b->d) != 0) return failed_rc(b->d);
+    if (direct_key(req, b->params, wdig, &b->db, &b->dkey) != 0) { lib_error("out of memory"); return MILC_E_SYSTEM; }
+    int r = direct_hit(b->s, req, &b->db, &b->dkey, b->gflags, b->res);
+    if (r == 0 && !b->src) {
         uint8_t looked[16];
         memcpy(looked, wdig, 16);
-        if (gen_weights_open(weights, &own, d) != 0) r = -2;
-        else if (gen_weights_id(own, wdig), memcmp(wdig, looked, 16) != 0) {
-            ckey_free(&db);
-            if (direct_key(req, params, wdig, &db, &dkey) != 0) r = -1, lib_error("out of memory");
-            else r = direct_hit(s, req, &db, &dkey, gflags, res);
+        if (gen_weights_open(b->weights, &b->own, b->d) != 0) return failed_rc(b->d);
+        b->src = b->own;
+        gen_weights_id(b->own, wdig);
+        if (memcmp(wdig, looked, 16) != 0) {
+            ckey_free(&b->db);
+            if (direct_key(req, b->params, wdig, &b->db, &b->dkey) != 0) { lib_error("out of memory"); return MILC_E_SYSTEM; }
+            r = direct_hit(b->s, req, &b->db, &b->dkey, b->gflags, b->res);
         }
-        src = own;
     }
-    if (r != 0) {
-        if (r == 1) res->ms_lookup = lib_ms_since(t0);
-        res->ms_total = lib_ms_since(t_all);
-        gen_weights_close(own);
-        ckey_free(&db);
-        free(params);
-        return r == 1 ? MILC_OK : r == -2 ? failed_rc(d) : MILC_E_SYSTEM;
-    }
-    res->ms_lookup = lib_ms_since(t0);
+    b->res->ms_lookup = lib_ms_since(b->t_all);
+    return r == 1 ? STAGE_DONE : r == 0 ? MILC_OK : MILC_E_SYSTEM;
+}
 
-    /* ---- generate into a scratch directory ---- */
-    char dir[4096];
-    if (lib_scratch_make(req->tmp_root, "tmp-build", dir, sizeof dir) != 0) {
+/* Generate the program into a scratch directory, its weights in memory. */
+static int build_generate(Build *b) {
+    const BuildRequest *req = b->req;
+    if (lib_scratch_make(req->tmp_root, "tmp-build", b->dir, sizeof b->dir) != 0) {
         lib_error("cannot create a scratch directory in '%s': %s", req->tmp_root, strerror(errno));
-        ckey_free(&db);
-        gen_weights_close(own);
-        free(params);
+        b->dir[0] = 0;
         return MILC_E_SYSTEM;
     }
-    Arena arena;
-    arena_init(&arena);
-    CacheKeyBuilder fb;
-    ckey_init(&fb);
-    RtArtifact *art = NULL;
-    GenResult gr = {0};
-    MilBlobFile wf = {0};
-    t0 = lib_now_ns();
-    if (gen_generate(req->config, &(GenOptions){.weights = weights, .source = src, .compile_mode = req->mode,
-                                                      .max_memory = req->max_memory, .in_memory = true},
-                     dir, &gr, d) != 0) {
-        rc = failed_rc(d);
-        goto out;
-    }
-    res->ms_generate = lib_ms_since(t0);
+    long long t0 = lib_now_ns();
+    GenOptions go = {.weights = b->weights, .source = b->src, .compile_mode = req->mode, .max_memory = req->max_memory,
+                     .in_memory = true};
+    if (gen_generate(req->config, &go, b->dir, &b->gr, b->d) != 0) return failed_rc(b->d);
+    b->res->ms_generate = lib_ms_since(t0);
+    return MILC_OK;
+}
 
-    /* ---- full key: canonical text + weight digest ---- */
-    t0 = lib_now_ns();
-    /* The weights were made in memory, their digest as they were made: no
-     * file, nothing read back. */
-    const uint8_t *blobdig = gr.weights_digest;
-    key_common(&fb, req->mode);
-    ckey_add(&fb, KEY_TAG('M', 'I', 'L', ' '), gr.mil, gr.mil_len);
-    ckey_add(&fb, KEY_TAG('W', 'B', 'L', 'B'), blobdig, 16);
-    if (ckey_finish(&fb, &res->key) != 0) { lib_error("out of memory"); goto out; }
-    r = store_get(s, &res->key, fb.buf, fb.len, gflags, &hit);
-    if (CACHE_IS_MISS(r) && (res->from_remote = tier_pull(req->remote, s, &res->key, fb.buf, fb.len)))
-        r = store_get(s, &res->key, fb.buf, fb.len, gflags, &hit);
-    if (r == 0 && !pipeline_hit_usable(hit, req->mode)) {
+/* The full key: the canonical text and the weights' digest as they were
+ * made (no file, nothing read back).  A hit maps the direct key to it. */
+static int build_full(Build *b) {
+    Store *s = b->s;
+    BuildResult *res = b->res;
+    long long t0 = lib_now_ns();
+    key_common(&b->fb, b->req->mode);
+    ckey_add(&b->fb, KEY_TAG('M', 'I', 'L', ' '), b->gr.mil, b->gr.mil_len);
+    ckey_add(&b->fb, KEY_TAG('W', 'B', 'L', 'B'), b->gr.weights_digest, 16);
+    if (ckey_finish(&b->fb, &res->key) != 0) { lib_error("out of memory"); return MILC_E_SYSTEM; }
+    StoreEntry *hit = NULL;
+    int r = store_get(s, &res->key, b->fb.buf, b->fb.len, b->gflags, &hit);
+    if (CACHE_IS_MISS(r) && (res->from_remote = tier_pull(b->req->remote, s, &res->key, b->fb.buf, b->fb.len)))
+        r = store_get(s, &res->key, b->fb.buf, b->fb.len, b->gflags, &hit);
+    if (r == 0 && !pipeline_hit_usable(hit, b->req->mode)) {
         store_release(s, hit);
         r = CACHE_ENOTFOUND; /* compile and replace it */
     }
-    if (r == 0) {
-        /* The direct key is written with no hit held (a live hit stops the
-         * map from growing), and the caller gets a hit only on success:
-         * on any failure nothing is handed out, so nothing leaks. */
-        res->artifact_bytes = hit->bytes;
-        res->checksummed = hit->checked;
-        store_release(s, hit);
-        res->outcome = BUILD_HIT_FULL;
-        res->ms_lookup += lib_ms_since(t0);
-        if ((r = store_alias_put(s, &dkey, db.buf, db.len, &res->key)) != 0) {
-            lib_error("cache store failed: %s: %s", cache_strerror(r), store_errmsg(s));
-            goto out;
-        }
-        rc = MILC_OK;
-        goto read_back;
+    if (r != 0 && !CACHE_IS_MISS(r)) {
+        lib_error("cache lookup failed: %s: %s", cache_strerror(r), store_errmsg(s));
+        return MILC_E_SYSTEM;
     }
-    if (!CACHE_IS_MISS(r)) { lib_error("cache lookup failed: %s: %s", cache_strerror(r), store_errmsg(s)); goto out; }
     res->ms_lookup += lib_ms_since(t0);
+    if (r != 0) return MILC_OK;
+    /* The direct key is written with no hit held (a live hit stops the map
+     * from growing), and the caller gets a hit only on success: on any
+     * failure nothing is handed out, so nothing leaks. */
+    res->artifact_bytes = hit->bytes;
+    res->checksummed = hit->checked;
+    store_release(s, hit);
+    res->outcome = BUILD_HIT_FULL;
+    int rc = put_alias(s, &b->dkey, &b->db, &res->key);
+    return rc == MILC_OK ? STAGE_FOUND : rc;
+}
 
-    /* ---- parse, check, compile ---- */
-    t0 = lib_now_ns();
+/* Parse, check and compile the generated program.  Each weight's memory
+ * goes back as it is packed, and the rest before the store: the artifact is
+ * the one copy of the weights in memory. */
+static int build_compile(Build *b) {
+    BuildResult *res = b->res;
+    long long t0 = lib_now_ns();
     char mpath[4200];
-    snprintf(mpath, sizeof mpath, "%s/model.mil", dir);
-    IrProgram *p = mil_parse(&arena, d, mpath, gr.mil, gr.mil_len);
-    if (milblob_parse(&wf, "weights/weight.bin", gr.weights.bytes, gr.weights.size, d) != 0) { rc = failed_rc(d); goto out; }
-    if (!p || !mil_check(p, &(MilCheckOptions){.target = MIL_TARGET_CPU, .model_path = dir, .weights = &wf}, d)) { rc = failed_rc(d); goto out; }
+    snprintf(mpath, sizeof mpath, "%s/model.mil", b->dir);
+    IrProgram *p = mil_parse(&b->arena, b->d, mpath, b->gr.mil, b->gr.mil_len);
+    if (milblob_parse(&b->wf, "weights/weight.bin", b->gr.weights.bytes, b->gr.weights.size, b->d) != 0)
+        return failed_rc(b->d);
+    MilCheckOptions co = {.target = MIL_TARGET_CPU, .model_path = b->dir, .weights = &b->wf};
+    if (!p || !mil_check(p, &co, b->d)) return failed_rc(b->d);
     res->ms_check = lib_ms_since(t0);
     BackendStats bs = {0};
-    /* Each weight's memory goes back as it is packed, and the rest before
-     * the store: the artifact is the one copy of the weights in memory. */
-    BackendOptions bo = {.mode = req->mode, .model_path = dir, .weights = &wf, .weights_image = &gr.weights};
-    int brc = backend_compile(p, &bo, &art, &bs, d);
-    milblob_close(&wf);
-    milblob_image_free(&gr.weights);
-    if (brc != 0) {
-        rc = failed_rc(d);
-        goto out;
-    }
+    BackendOptions bo = {.mode = b->req->mode, .model_path = b->dir, .weights = &b->wf, .weights_image = &b->gr.weights};
+    int brc = backend_compile(p, &bo, &b->art, &bs, b->d);
+    milblob_close(&b->wf);
+    milblob_image_free(&b->gr.weights);
+    if (brc != 0) return failed_rc(b->d);
     res->ms_passes = bs.ms_passes;
     res->ms_lower = bs.ms_lower + bs.ms_pack;
     res->dispatches = bs.dispatches;
+    return MILC_OK;
+}
 
-    /* ---- store: artifact, then the direct mapping ---- */
-    t0 = lib_now_ns();
-    if (store(s, &res->key, &fb, art, req->mode, t_all, res) != 0) goto out;
-    if ((r = store_alias_put(s, &dkey, db.buf, db.len, &res->key)) != 0) {
-        lib_error("cache store failed: %s: %s", cache_strerror(r), store_errmsg(s));
-        goto out;
-    }
+/* Store the artifact, then the direct mapping; then the remote's copy. */
+static int build_store(Build *b) {
+    BuildResult *res = b->res;
+    long long t0 = lib_now_ns();
+    if (store(b->s, &res->key, &b->fb, b->art, b->req->mode, b->t_all, res) != 0) return MILC_E_SYSTEM;
+    int rc = put_alias(b->s, &b->dkey, &b->db, &res->key);
+    if (rc != MILC_OK) return rc;
     res->ms_store = lib_ms_since(t0);
     res->from_remote = false;
-    tier_push(req->remote, s, &res->key, &dkey, db.buf, db.len);
+    tier_push(b->req->remote, b->s, &res->key, &b->dkey, b->db.buf, b->db.len);
     res->outcome = BUILD_MISS;
-    rc = MILC_OK;
-read_back: /* checked above (a hit) or just written (a miss): no checksum again */
-    if (req->hit_out &&
-        (r = store_get(s, &res->key, fb.buf, fb.len, STORE_GET_TRUSTED | STORE_GET_POPULATE, req->hit_out)) != 0) {
-        *req->hit_out = NULL;
-        lib_error("cannot read back what was stored: %s: %s", cache_strerror(r), store_errmsg(s));
-        rc = MILC_E_SYSTEM;
+    return MILC_OK;
+}
+
+int pipeline_build(Store *s, const BuildRequest *req, BuildResult *res, DiagSink *d) {
+    memset(res, 0, sizeof *res);
+    if (req->hit_out) *req->hit_out = NULL;
+    Build b = {.s = s, .req = req, .res = res, .d = d, .t_all = lib_now_ns(), .src = req->source,
+               .weights = req->weights ? req->weights : "random:0"};
+    ckey_init(&b.db);
+    ckey_init(&b.fb);
+    arena_init(&b.arena);
+    b.gflags = verify_store_flags(req->verify_hits);
+    if (req->hit_out) b.gflags |= STORE_GET_POPULATE; /* the caller runs it next */
+    int rc = MILC_E_SYSTEM;
+    if (!(b.params = gen_config_canonical(req->config))) lib_error("out of memory");
+    else {
+        /* One line for `cache ls`: the parameters, newline-separated, as k=v k=v. */
+        snprintf(res->description, sizeof res->description, "%s", b.params);
+        for (char *p = res->description; *p; p++)
+            if (*p == '\n') *p = ' ';
+        rc = build_direct(&b);
     }
-out:
-    res->ms_total = lib_ms_since(t_all);
-    if (art) rt_artifact_free(art);
-    milblob_close(&wf);
-    gen_result_free(&gr);
-    arena_free(&arena);
-    ckey_free(&fb);
-    ckey_free(&db);
-    gen_weights_close(own);
-    free(params);
-    lib_scratch_remove(dir);
+    if (rc == MILC_OK) rc = build_generate(&b);
+    if (rc == MILC_OK) rc = build_full(&b);
+    if (rc == MILC_OK) rc = build_compile(&b);
+    if (rc == MILC_OK) rc = build_store(&b);
+    if (rc == MILC_OK || rc == STAGE_FOUND) rc = read_back(s, &b.fb, res, req->hit_out);
+    if (rc == STAGE_DONE) rc = MILC_OK;
+    res->ms_total = lib_ms_since(b.t_all);
+    if (b.art) rt_artifact_free(b.art);
+    milblob_close(&b.wf);
+    gen_result_free(&b.gr);
+    arena_free(&b.arena);
+    ckey_free(&b.fb);
+    ckey_free(&b.db);
+    gen_weights_close(b.own);
+    free(b.params);
+    if (b.dir[0]) lib_scratch_remove(b.dir);
     return rc;
 }

@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lib.h"
+#include "milc/lib.h"
 #include "milc/rt.h"
 
 static LibSink process_sink;

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "note.h"
-#include "request.h"
+#include "milc/request.h"
 
 
 enum { NOTE_VERSION = 1 };

@@ -1,5 +1,5 @@
 /* tier_io.c — the remote tier's read-through and write-back (tier_io.h). */
-#include "lib.h"
+#include "milc/lib.h"
 #include "tier_io.h"
 
 void tier_io_warn(Store *remote) {
@@ -34,26 +34,18 @@ static bool stored_locally(Store *remote, Store *local, int rc) {
 
 bool tier_pull(Store *remote, Store *local, const CacheKey *k, const void *rec, size_t rlen) {
     if (!up(remote)) return false;
-    StoreEntry *e;
-    int rc = store_get(remote, k, rec, rlen, STORE_GET_VERIFY, &e);
-    if (!pulled(remote, rc)) return false;
-    rc = store_put(local, k, e->record, e->record_len, &e->meta, e->secs, e->nsecs, STORE_PUT_REFETCHABLE);
-    store_release(remote, e);
-    return stored_locally(remote, local, rc);
+    int put_failed;
+    int rc = store_pull(remote, local, k, rec, rlen, STORE_PUT_REFETCHABLE, &put_failed);
+    return put_failed ? stored_locally(remote, local, rc) : pulled(remote, rc);
 }
 
 /* The mapping and the entry it names; the entry is put only if the local
  * store lacks it, then the mapping beside it. */
 bool tier_pull_direct(Store *remote, Store *local, const CacheKey *dkey, const void *drec, size_t dlen) {
     if (!up(remote)) return false;
-    StoreEntry *e, *have;
-    int rc = store_alias_get(remote, dkey, drec, dlen, STORE_GET_VERIFY, &e);
-    if (!pulled(remote, rc)) return false;
-    if (store_get(local, &e->key, NULL, 0, STORE_GET_NOTOUCH | STORE_GET_TRUSTED, &have) == 0) store_release(local, have);
-    else rc = store_put(local, &e->key, e->record, e->record_len, &e->meta, e->secs, e->nsecs, STORE_PUT_REFETCHABLE);
-    if (rc == 0) rc = store_alias_put(local, dkey, drec, dlen, &e->key);
-    store_release(remote, e);
-    return stored_locally(remote, local, rc);
+    int put_failed;
+    int rc = store_pull_alias(remote, local, dkey, drec, dlen, STORE_PUT_REFETCHABLE, &put_failed);
+    return put_failed ? stored_locally(remote, local, rc) : pulled(remote, rc);
 }
 
 void tier_push(Store *remote, Store *local, const CacheKey *k, const CacheKey *dkey, const void *drec, size_t dlen) {

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jobs.h"
+#include "milc/jobs.h"
 
 int tpath_init(TemplatePath *tp, const char *dirs) {
     memset(tp, 0, sizeof *tp);

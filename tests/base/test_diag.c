@@ -38,16 +38,6 @@ TEST(error_cap) {
     diag_free(&s);
 }
 
-TEST(json) {
-    DiagSink s;
-    diag_init(&s);
-    diag_error(&s, ((SrcLoc){diag_intern(&s, "x\"y"), 1, 2}), "a\nb");
-    char *out = diag_render_json(&s);
-    CHECK_STR(out, "[{\"file\":\"x\\\"y\",\"line\":1,\"col\":2,\"level\":\"error\",\"message\":\"a\\nb\"}]");
-    free(out);
-    diag_free(&s);
-}
-
 TEST(arena) {
     Arena a;
     arena_init(&a);
@@ -63,7 +53,6 @@ int main(void) {
     RUN(render_with_caret);
     RUN(no_source_no_caret);
     RUN(error_cap);
-    RUN(json);
     RUN(arena);
     TEST_MAIN_END();
 }

@@ -2,6 +2,8 @@
  * run against the LMDB cache and, when $MILC_TEST_REDIS_PORT names a
  * redis-server (tests/remote/test_store.sh starts one), the Redis tier; and
  * a copy from the shared tier into the local cache as a pull does it. */
+#include <hiredis/hiredis.h>
+
 #include "milc/store.h"
 #include "test.h"
 #include "util.h"
@@ -164,9 +166,99 @@ TEST(copy_from_redis_into_lmdb) {
     tmpdir_rm(dir);
 }
 
+/* A pull streams each chunk into the local cache file and checks its tag on
+ * the way (store_pull): many small chunks (the tags on their own thread, the
+ * staging halves reused many times) and one chunk (checked inline), into a
+ * cache with and without WRITEMAP.  A chunk changed on the server, one of
+ * the wrong size and one gone are refused with nothing stored locally, and
+ * the same handle pulls again afterwards (the connection is dropped, not the
+ * remote). */
+static void tamper(const char *port, const CacheKey *k, uint32_t chunk, const char *how) {
+    redisContext *rc = redisConnect("127.0.0.1", atoi(port));
+    char hex[33], pat[96];
+    cache_key_hex(k, hex);
+    snprintf(pat, sizeof pat, "milc:c:%s:*:%u", hex, chunk);
+    redisReply *keys = redisCommand(rc, "KEYS %s", pat);
+    CHECK(keys && keys->type == REDIS_REPLY_ARRAY && keys->elements == 1);
+    if (keys && keys->type == REDIS_REPLY_ARRAY && keys->elements == 1) {
+        const char *name = keys->element[0]->str;
+        redisReply *r = !strcmp(how, "flip") ? redisCommand(rc, "SETRANGE %s 77 X", name)
+                        : !strcmp(how, "grow") ? redisCommand(rc, "APPEND %s Z", name)
+                                               : redisCommand(rc, "DEL %s", name);
+        CHECK(r && r->type == REDIS_REPLY_INTEGER);
+        freeReplyObject(r);
+    }
+    freeReplyObject(keys);
+    redisFree(rc);
+}
+
+static int local_has(Store *l, const TestArt *a) {
+    StoreEntry *e = NULL;
+    int rc = store_get(l, &a->key, a->rec.buf, a->rec.len, STORE_GET_VERIFY, &e);
+    store_release(l, e);
+    return rc == 0;
+}
+
+TEST(pull_streams_and_refuses) {
+    const char *port = getenv("MILC_TEST_REDIS_PORT");
+    if (!port || !*port) return;
+    char url[64], err[512];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%s", port);
+    Store *r = NULL;
+    CHECK_EQ_INT(store_redis_open(&r, &(RemoteOptions){.url = url, .secret = team_key, .chunk_bytes = 65536}, err,
+                                  sizeof err), 0);
+    if (!r) return;
+    struct { uint64_t sz[3]; int n; uint32_t bad; } shapes[] = {
+        {{2500000, 1, 900000}, 3, 31}, /* 52 chunks */
+        {{40000, 0, 0}, 1, 0},         /* one chunk */
+    };
+    for (int wm = 0; wm < 2; wm++)
+        for (int sh = 0; sh < 2; sh++) {
+            char *dir = tmpdir_new("pull");
+            Store *l = NULL;
+            CHECK_EQ_INT(store_lmdb_open(&l, dir, &(CacheOptions){.no_writemap = wm}, err, sizeof err), 0);
+            uint64_t seed = 960 + (uint64_t)(wm * 2 + sh);
+            TestArt a;
+            art_make(&a, seed, shapes[sh].sz, shapes[sh].n);
+            int put_failed = -1;
+            CHECK_EQ_INT(store_put(r, &a.key, a.rec.buf, a.rec.len, NULL, a.secs, a.n, 0), 0);
+            CHECK_EQ_INT(store_pull(r, l, &a.key, a.rec.buf, a.rec.len, STORE_PUT_REFETCHABLE, &put_failed), 0);
+            CHECK_EQ_INT(put_failed, 0);
+            StoreEntry *e = NULL;
+            CHECK_EQ_INT(store_get(l, &a.key, a.rec.buf, a.rec.len, STORE_GET_VERIFY, &e), 0);
+            if (e) {
+                CHECK(entry_is(e, seed, shapes[sh].sz, shapes[sh].n));
+                store_release(l, e);
+            }
+            static const char *hows[] = {"flip", "grow", "del"};
+            static const int codes[] = {CACHE_ECORRUPT, CACHE_ECORRUPT, CACHE_ENOTFOUND};
+            for (int t = 0; t < 3; t++) {
+                CHECK_EQ_INT(store_remove(l, &a.key), 0);
+                CHECK_EQ_INT(store_put(r, &a.key, a.rec.buf, a.rec.len, NULL, a.secs, a.n, 0), 0);
+                tamper(port, &a.key, shapes[sh].bad, hows[t]);
+                CHECK_EQ_INT(store_pull(r, l, &a.key, a.rec.buf, a.rec.len, STORE_PUT_REFETCHABLE, &put_failed),
+                             codes[t]);
+                CHECK_EQ_INT(put_failed, 0);
+                CHECK(!local_has(l, &a));
+                CHECK(strstr(store_errmsg(r), t < 2 ? "refused" : "is gone") != NULL);
+                /* The refused entry is pushed anew (a rebuild heals the remote), then pulled whole. */
+                CHECK_EQ_INT(store_put(r, &a.key, a.rec.buf, a.rec.len, NULL, a.secs, a.n, 0), 0);
+                CHECK_EQ_INT(store_pull(r, l, &a.key, a.rec.buf, a.rec.len, STORE_PUT_REFETCHABLE, &put_failed), 0);
+                CHECK(local_has(l, &a));
+                CHECK(store_state(r) & STORE_UP);
+            }
+            CHECK_EQ_INT(store_remove(r, &a.key), 0);
+            art_free(&a);
+            store_close(l);
+            tmpdir_rm(dir);
+        }
+    store_close(r);
+}
+
 int main(void) {
     RUN(lmdb_store_conforms);
     RUN(redis_store_conforms);
     RUN(copy_from_redis_into_lmdb);
+    RUN(pull_streams_and_refuses);
     TEST_MAIN_END();
 }

@@ -31,6 +31,15 @@ PYEOF
 run "$MILC" compile m/model.mil --dump fold -o m-dump.milc
 printf '%s\n' "$OUT" > m/dump.mil
 expect_rc 0 "$MILC" check m/dump.mil
+# A program that parses but fails its checks: --dump parse still shows it,
+# no artifact is written, and one that does not parse dumps nothing.
+printf 'program(1.0)\n{\n    func main<ios16>(tensor<fp32, [2]> x) {\n        tensor<fp32, [3]> y = relu(x = x);\n    } -> (y);\n}\n' > badshape.mil
+expect_rc 1 "$MILC" compile badshape.mil --dump parse -o badshape.milc
+expect_in "$OUT" "relu(x = x)"
+[ ! -e badshape.milc ] && ok || fail "a program failing its checks wrote an artifact"
+printf 'program(1.0)\n{\n  func main<ios16>(\n' > noparse.mil
+expect_rc 1 "$MILC" compile noparse.mil --dump parse -o noparse.milc
+[ -z "$OUT" ] && [ ! -e noparse.milc ] && ok || fail "a program that does not parse dumped or wrote something"
 # Bad inputs: missing input, wrong shape, wrong dtype, unknown name, bad npy.
 expect_rc 2 "$MILC" run m2.milc -o o
 expect_in "$ERR" "missing --input x="

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "manifest.h"
+#include "milc/manifest.h"
 #include "milc/assert.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -15,8 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "jobs.h"
-#include "pipeline.h"
+#include "milc/jobs.h"
+#include "milc/pipeline.h"
 
 /* Every check is fatal: what follows one depends on it. */
 #define CHECK(c)                                                                     \

@@ -1,7 +1,9 @@
 /* ops_md — docs/OPS.md, the op coverage table, generated from the op table
  * (ops.h: opsets, checked) and the CPU backend (backend_lowers).
  *   ops_md FILE          exit 0 if FILE is up to date, else 1 (it names the fix)
- *   ops_md FILE --write  rewrite FILE */
+ *   ops_md FILE --write  rewrite FILE
+ *   ops_md --dict DICT   exit 0 if the fuzz dictionary DICT names every op
+ *                        (as "name(" or "name"), else 1 naming the missing */
 #include "milc/backend.h"
 #include "milc/ops.h"
 
@@ -35,9 +37,34 @@ static char *table(size_t *len) {
     return buf;
 }
 
+/* Every op of the table in the libFuzzer dictionary, so fuzz_mil reaches it. */
+static int check_dict(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        perror(path);
+        return 3;
+    }
+    static char text[1 << 20];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    int missing = 0;
+    for (int k = 0; k < OP_COUNT; k++) {
+        char a[96], b[96];
+        snprintf(a, sizeof a, "\"%s(\"", mil_op_name((IrOpKind)k));
+        snprintf(b, sizeof b, "\"%s\"", mil_op_name((IrOpKind)k));
+        if (!strstr(text, a) && !strstr(text, b)) {
+            fprintf(stderr, "%s: op %s is missing (add the line %s)\n", path, mil_op_name((IrOpKind)k), a);
+            missing++;
+        }
+    }
+    return missing ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "--dict") == 0) return check_dict(argv[2]);
     if (argc < 2) {
-        fprintf(stderr, "usage: ops_md FILE [--write]\n");
+        fprintf(stderr, "usage: ops_md FILE [--write] | ops_md --dict DICT\n");
         return 2;
     }
     size_t len;

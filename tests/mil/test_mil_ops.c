@@ -472,6 +472,51 @@ static const Case cases[] = {
      "while_loop: the condition block takes 1 inputs but there are 2 loop variables"},
     {F16 "[2]> x", F16 "[2]> y = relu(x = x)[name = string(\"y\")] { () { } -> (x); };",
      "relu: takes no nested blocks (only cond and while_loop do)"},
+    /* resize (ios17) */
+    {F16 "[1, 3, 8, 8]> a", F16 "[1, 3, 4, 8]> y = resize(resized_dims = uint32(2), shape = tensor<int32, [2]>([4, 0]), x = a)[name = string(\"y\")];", ""},
+    {F16 "[1, 3, 8, 8]> a, tensor<int32, [2]> s", F16 "[1, 3, ?, ?]> y = resize(resized_dims = uint32(2), shape = s, x = a)[name = string(\"y\")];", ""},
+    {F16 "[1, 3, 8, 8]> a", F16 "[1, 3, 4, 8]> y = resize(resized_dims = uint32(1), sampling_mode = string(\"CUBIC\"), shape = tensor<int32, [1]>([4]), x = a)[name = string(\"y\")];",
+     "resize: unknown sampling_mode \"CUBIC\" (STRICT_ALIGN_CORNERS, ALIGN_CORNERS, UNALIGN_CORNERS, DEFAULT, OFFSET_CORNERS)"},
+    /* affine, resample */
+    {F16 "[2, 3, 8, 8]> a, " F16 "[2, 6]> m",
+     F16 "[2, 3, 4, 5]> y = affine(align_corners = bool(true), coordinates_mode = string(\"normalized_minus_one_to_one\"), output_height = int32(4), output_width = int32(5), "
+         "padding_mode = string(\"constant\"), padding_value = fp16(0), sampling_mode = string(\"bilinear\"), transform_matrix = m, x = a)[name = string(\"y\")];", ""},
+    {F16 "[2, 3, 8, 8]> a, " F16 "[2, 4]> m",
+     F16 "[2, 3, 4, 5]> y = affine(align_corners = bool(true), coordinates_mode = string(\"normalized_minus_one_to_one\"), output_height = int32(4), output_width = int32(5), "
+         "padding_mode = string(\"constant\"), padding_value = fp16(0), sampling_mode = string(\"bilinear\"), transform_matrix = m, x = a)[name = string(\"y\")];",
+     "affine: 'transform_matrix' rows must have 6 entries [a0, a1, a2, b0, b1, b2], not 4"},
+    {F16 "[2, 3, 8, 8]> a, tensor<int32, [2, 4, 5, 2]> c",
+     F16 "[2, 3, 4, 5]> y = resample(align_corners = bool(false), coordinates = c, coordinates_mode = string(\"unnormalized\"), padding_mode = string(\"border\"), "
+         "padding_value = fp16(0), sampling_mode = string(\"nearest\"), x = a)[name = string(\"y\")];", ""},
+    {F16 "[2, 3, 8, 8]> a, tensor<int32, [1, 4, 5, 2]> c",
+     F16 "[2, 3, 4, 5]> y = resample(align_corners = bool(false), coordinates = c, coordinates_mode = string(\"unnormalized\"), padding_mode = string(\"border\"), "
+         "padding_value = fp16(0), sampling_mode = string(\"nearest\"), x = a)[name = string(\"y\")];", "resample: 'x' has batch 2 but 'coordinates' 1"},
+    /* crop_resize (ios17 form), non_maximum_suppression (ios17 form) */
+    {F16 "[2, 3, 8, 8]> a, " F16 "[3, 4]> b", F16 "[3, 3, 2, 4]> y = crop_resize(box_indices = tensor<int32, [3]>([0, 1, 1]), boxes = b, target_height = int32(2), target_width = int32(4), x = a)[name = string(\"y\")];", ""},
+    {F16 "[2, 3, 8, 8]> a, " F16 "[3, 4]> b", F16 "[3, 3, 1, 1]> y = crop_resize(boxes = b, x = a)[name = string(\"y\")];",
+     "crop_resize: 3 boxes but 'x' has batch 2: give 'box_indices' (the default 0..N-1 leaves x)"},
+    {F16 "[1, 4, 7]> b, " F16 "[1, 2, 7]> s",
+     F16 "[1, 4, 3]> y, " F16 "[1, 2, 3]> ys, tensor<int32, [1, 3]> yi = non_maximum_suppression(boxes = b, iou_threshold = fp16(0.5), max_boxes = int32(3), scores = s)[name = string(\"y\")];", ""},
+    {F16 "[1, 4, 7]> b, " F16 "[2, 7]> s",
+     F16 "[1, 4, 3]> y, " F16 "[1, 2, 3]> ys, tensor<int32, [1, 3]> yi = non_maximum_suppression(boxes = b, iou_threshold = fp16(0.5), max_boxes = int32(3), scores = s)[name = string(\"y\")];",
+     "non_maximum_suppression: 'scores' must have rank 3, not 2"},
+    /* conv_quantized */
+    {F16 "[1, 2, 5, 5]> a, tensor<uint8, [4, 2, 3, 3]> w",
+     F16 "[1, 4, 3, 3]> y = conv_quantized(quant_bias = fp16(0), quant_scale = fp16(0.1), quantization_type = string(\"linear\"), weight = w, x = a)[name = string(\"y\")];", ""},
+    {F16 "[1, 2, 5, 5]> a, tensor<uint8, [4, 2, 3, 3]> w, fp16 qs",
+     F16 "[1, 4, 3, 3]> y = conv_quantized(quant_bias = fp16(0), quant_scale = qs, quantization_type = string(\"linear\"), weight = w, x = a)[name = string(\"y\")];",
+     "conv_quantized: argument 'quant_scale' must be a const, but 'qs' is computed at run time"},
+    /* constexpr_lut_to_sparse, constexpr_sparse_blockwise_shift_scale (ios18) */
+    {"", "tensor<uint1, [2, 4]> y, tensor<fp16, [6]> v = constexpr_lut_to_sparse(indices_mask = tensor<uint1, [2, 2]>([[1, 0], [1, 1]]), indices_nonzero_data = tensor<uint1, [3]>([0, 1, 1]), "
+         "lut = tensor<fp16, [1, 1, 2, 2]>([[[[1, 2], [3, 4]]]]), vector_axis = int32(1))[name = string(\"y\")];", ""},
+    {"", "tensor<uint1, [2, 2]> y, tensor<fp16, [3]> v = constexpr_lut_to_sparse(indices_mask = tensor<uint1, [2, 2]>([[1, 0], [1, 1]]), indices_nonzero_data = tensor<uint1, [3]>([0, 1, 1]), "
+         "lut = tensor<fp16, [1, 1, 2, 2]>([[[[1, 2], [3, 4]]]]))[name = string(\"y\")];",
+     "constexpr_lut_to_sparse: 'vector_axis' is needed when the lut's vector size is 2"},
+    {"", "tensor<uint1, [4]> y, tensor<fp16, [3]> v = constexpr_sparse_blockwise_shift_scale(data_mask = tensor<uint1, [4]>([1, 0, 1, 1]), nonzero_data = tensor<int8, [3]>([1, 2, 3]), "
+         "offset = tensor<int8, [2]>([1, 0]), scale = tensor<fp16, [2]>([0.5, 2]))[name = string(\"y\")];", ""},
+    {"", "tensor<uint1, [4]> y, tensor<fp16, [3]> v = constexpr_sparse_blockwise_shift_scale(data_mask = tensor<uint1, [4]>([1, 0, 1, 1]), nonzero_data = tensor<int8, [3]>([1, 2, 3]), "
+         "scale = tensor<fp16, [3]>([0.5, 2, 1]))[name = string(\"y\")];",
+     "constexpr_sparse_blockwise_shift_scale: data dim 0 (4) is not divisible by the number of scales in that dim (3)"},
 };
 
 /* Parse and check one case; returns the messages, one per line (caller frees). */

@@ -189,13 +189,34 @@ int cache_put(Cache *c, const CacheKey *k, const void *record, size_t record_len
  * CacheStats.restarted) — never a torn entry.  Where the boot cannot be told
  * apart (no boot id), the flag is ignored and the put is durable.
  * dkey: also map this direct key to the entry (as cache_direct_put), in the
- * same transaction; NULL: none. */
+ * same transaction; NULL: none.
+ * fill: the sections' bytes come from fill instead of secs[i].data (which may
+ * be NULL; only the sizes are read): called in order, each call for the next
+ * n bytes of the sections back to back, written straight into their place in
+ * the cache file.  It returns 0, or a CACHE_E* code that aborts the put (the
+ * put returns that code; nothing is stored).  It runs inside the write
+ * transaction: a stream from a socket lands once, without a buffer for the
+ * whole entry.  A put that would need the bytes a second time (the map had to
+ * grow after all) fails with CACHE_EFULL and stores nothing.
+ * fill_sync (optional, with fill): for a fill that goes on reading its bytes
+ * after handing them over (checking them on another thread).  The cache
+ * calls fill_sync(ctx, CACHE_FILL_REUSE) whenever it has written out a block
+ * of staged bytes: after that call returns it may overwrite what fill wrote
+ * before the previous such call, never what came since.  CACHE_FILL_COMMIT
+ * comes after the last byte, before the commit, CACHE_FILL_ABORT before an
+ * abort: after either, the fill's owner reads none of those bytes again.
+ * Nonzero from REUSE or COMMIT aborts the put with that code. */
 enum { CACHE_PUT_REFETCHABLE = 1u << 0 };
+enum { CACHE_FILL_REUSE, CACHE_FILL_COMMIT, CACHE_FILL_ABORT };
+typedef int (*CacheFillFn)(void *ctx, uint8_t *dst, uint64_t n);
 typedef struct CachePutOptions {
     unsigned flags;
     const CacheKey *dkey;
     const void *drecord;
     size_t drecord_len;
+    CacheFillFn fill;
+    int (*fill_sync)(void *ctx, int when); /* CACHE_FILL_* */
+    void *fill_ctx;
 } CachePutOptions;
 /* cache_put with options (po NULL = cache_put). */
 int cache_put_ex(Cache *c, const CacheKey *k, const void *record, size_t record_len, const CacheEntryMeta *m,

@@ -98,6 +98,10 @@ void remote_entry_free(RemoteEntry *e);
  * CACHE_EIO the server failed (breaker tripped); CACHE_EINVAL no secret; or
  * what cache_put returned. */
 int remote_pull(Remote *r, Cache *c, const CacheKey *k, const void *record, size_t record_len);
+/* 1 if the last remote_pull or remote_pull_direct failed storing into the
+ * local cache (the entry itself was fine; the message names the local
+ * failure), 0 if it failed on the remote's side or did not fail. */
+int remote_failed_locally(const Remote *r);
 
 /* A direct key's mapping (cache_direct_put) on the server: if present and
  * authentic, with drecord equal to the stored one, pull its artifact and store

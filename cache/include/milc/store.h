@@ -168,6 +168,20 @@ static inline void store_close(Store *s) {
  * put_flags.  Codes of the get, then of the put (whose message is in
  * store_errmsg(to)). */
 int store_copy(Store *from, Store *to, const CacheKey *k, const void *record, size_t record_len, unsigned put_flags);
+/* store_copy, saying which side failed: *put_failed (may be NULL) is 1 when
+ * the put did (its message is store_errmsg(to)), 0 when the get did (in
+ * store_errmsg(from)).  From the Redis tier into the LMDB cache with
+ * STORE_PUT_REFETCHABLE the entry streams: each chunk goes from the socket
+ * into its place in the cache file, its MAC checked there, and the put
+ * commits only after every chunk passed (remote_pull); no copy of the whole
+ * entry is held in memory. */
+int store_pull(Store *from, Store *to, const CacheKey *k, const void *record, size_t record_len, unsigned put_flags,
+               int *put_failed);
+/* The entry an alias names in `from` (record is the alias's, compared as
+ * alias_get does), copied into `to` unless `to` holds it, then the alias
+ * beside it.  Codes and *put_failed as store_pull; it streams likewise. */
+int store_pull_alias(Store *from, Store *to, const CacheKey *alias, const void *record, size_t record_len,
+                     unsigned put_flags, int *put_failed);
 
 /* ---- the LMDB cache (cache.h) ------------------------------------------- */
 

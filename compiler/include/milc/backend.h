@@ -28,7 +28,6 @@
 typedef struct BackendOptions {
     int mode;               /* RT_MODE_* (milc/plan.h's table) */
     const char *model_path; /* directory @model_path names; NULL: the MIL file's directory */
-    bool own_weights;       /* weight files are milc's own scratch: mapped, not read (milblob_open_own) */
     /* Or NULL; else the file every BLOBFILE names (a build's weights, made
      * in memory), and with weights_image its memory: each weight's pages go
      * back to the OS once packed into the artifact. */

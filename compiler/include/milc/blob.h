@@ -50,8 +50,7 @@ typedef struct MilBlobFile {
     size_t size;
     uint32_t count;            /* blobs in the file */
     MilBlobRecord *records;    /* count of them, in file order (malloc'd) */
-    bool mapped;               /* bytes is memory this struct owns (read, or mapped by milblob_open_own) */
-    bool own_map;              /* that memory is a mapping (milblob_open_own), not a heap buffer */
+    bool mapped;               /* bytes is memory this struct owns (milblob_open read it) */
 } MilBlobFile;
 
 /* Map and validate a weight file: header, every record's sentinel, dtype,
@@ -61,10 +60,6 @@ typedef struct MilBlobFile {
 int milblob_open(MilBlobFile *f, const char *path, DiagSink *d);
 /* The same on memory the caller owns and keeps alive (fuzzing, tests). */
 int milblob_parse(MilBlobFile *f, const char *name, const void *bytes, size_t size, DiagSink *d);
-/* milblob_open for a file milc wrote itself in its own scratch directory
- * (a build's weight.bin): mapped, not read, since nobody else can truncate it
- * there, and a check that reads only record headers then costs nothing. */
-int milblob_open_own(MilBlobFile *f, const char *path, DiagSink *d);
 /* Validate a weight file as milblob_open does, reading only the header,
  * the records and the padding between blobs (by pread): memory and time do
  * not grow with the data.  Every record's data is NULL and bytes is NULL: for

@@ -75,8 +75,4 @@ bool diag_failed(const DiagSink *s);
  * Returns a malloc'd NUL-terminated string the caller frees (NULL on OOM). */
 char *diag_render(const DiagSink *s);
 
-/* Render as a JSON array of {"file","line","col","level","message"}.
- * malloc'd; caller frees. */
-char *diag_render_json(const DiagSink *s);
-
 #endif

@@ -87,8 +87,9 @@ typedef struct EstModel {
 
 enum { EST_DIRECT = 0, EST_COREML = 1 };
 
-/* The plan of m cut into chunks of depth layers, compiled in mode (0, 1, 2:
- * mode 1 dispatches once per op, 0 and 2 once per program).  0, or -1 for a
+/* The plan of m cut into chunks of depth layers, compiled in mode (RT_MODE_*:
+ * a mode without a bonded program dispatches once per op, the others once
+ * per program).  0, or -1 for a
  * depth outside 1..layers or a bad mode. */
 int est_plan_depth(const EstModel *m, int depth, int mode, EstPlan *out);
 

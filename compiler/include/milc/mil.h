@@ -22,7 +22,6 @@ typedef enum MilTarget { MIL_TARGET_CPU, MIL_TARGET_ANE } MilTarget;
 typedef struct MilCheckOptions {
     MilTarget target;
     const char *model_path; /* the dir @model_path names; NULL: the MIL file's directory */
-    bool own_weights;       /* weight files are milc's own scratch: mapped, not read (milblob_open_own) */
     const MilBlobFile *weights; /* or NULL; else the file every BLOBFILE names (a build's, made in memory) */
 } MilCheckOptions;
 

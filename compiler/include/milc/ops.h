@@ -20,6 +20,8 @@
  *            (axes.c); @+ counts against rank + 1 (stack), @^ against rank +
  *            the number of axes given (expand_dims)
  *          >NN the argument exists from opset iosNN on
+ *          <NN the argument exists before opset iosNN only (a later
+ *              opset replaced it: crop_resize's roi, nms's score_threshold)
  *          %GNN before opset iosNN the argument is in group G instead
  *   =DEFAULT the value when absent, as text: a number, false, a mode string,
  *          or a word: zeros, ones (per-dim 1s), all (every axis).
@@ -211,7 +213,7 @@
       ">16 quantized_data:Q" DOM_Q "! zero_point:Z{fp32,int8,uint8}! scale:T! axis:int32#0!@", dequantize) \
     X(CONSTEXPR_CAST, "constexpr_cast", ">16 source_val:fp16! output_dtype:string#0!", constexpr_cast) \
     X(CONSTEXPR_BLOCKWISE_SHIFT_SCALE, "constexpr_blockwise_shift_scale",                      \
-      ">18 data:S{fp16,fp32,int4,int8,uint4,uint8}! scale:T! offset:O{fp16,fp32,int4,int8,uint4,uint8}!?", dequantize) \
+      ">18 data:S{fp16,fp32,int4,int8,uint4,uint8}! scale:T! offset:O{fp16,fp32,int4,int8,uint4,uint8}!?", shift_scale) \
     X(CONSTEXPR_LUT_TO_DENSE, "constexpr_lut_to_dense",                                        \
       ">18 indices:I{uint1,uint2,uint3,uint4,uint6,uint8}! lut:T{fp16,fp32,int8,uint8}! vector_axis:int32#0!?", constexpr_lut) \
     X(CONSTEXPR_SPARSE_TO_DENSE, "constexpr_sparse_to_dense",                                  \
@@ -279,7 +281,39 @@
     X(RANDOM_CATEGORICAL, "random_categorical",                                                \
       "x:T mode:string#0!?=logits size:int32#0!?=1 seed:int32#0!?=-1", random_categorical)     \
     X(COND, "cond", "pred:bool#0", cond)                                                       \
-    X(WHILE_LOOP, "while_loop", "loop_vars:any*", while_loop)
+    X(WHILE_LOOP, "while_loop", "loop_vars:any*", while_loop)                                  \
+    MILC_OPS_VISION(X)
+
+/* Image sampling, detection and the remaining compressed-weight forms. */
+#define DOM_RESAMPLE_COORD "{fp32,int32;16:fp16;17:int8,int16,uint8,uint16}"
+#define MILC_SAMPLER                                                                           \
+    "sampling_mode:string#0! padding_mode:string#0! padding_value:T#0! coordinates_mode:string#0! " \
+    "align_corners:bool#0!"
+#define MILC_OPS_VISION(X)                                                                     \
+    X(RESIZE, "resize",                                                                        \
+      ">17 x:T{fp16,fp32,int32} shape:U{int16,int32,uint16,uint32}#1 resized_dims:uint32#0! "  \
+      "interpolation_mode:string#0!?=LINEAR sampling_mode:string#0!?=DEFAULT", resize_nd)      \
+    X(AFFINE, "affine",                                                                        \
+      "x:T transform_matrix:T output_height:int32#0! output_width:int32#0! " MILC_SAMPLER, affine) \
+    X(RESAMPLE, "resample", "x:T coordinates:U" DOM_RESAMPLE_COORD " " MILC_SAMPLER, resample)  \
+    X(CROP_RESIZE, "crop_resize",                                                              \
+      "x:T roi:T<17 boxes:B{fp16,fp32,uint16}>17 box_indices:I{int32,uint16}?>17 "             \
+      "target_height:int32#0!?=1 target_width:int32#0!?=1 normalized_coordinates:bool#0!?=false " \
+      "spatial_scale:fp32#0!?=1 box_coordinate_mode:string#0!?=CORNERS_HEIGHT_FIRST "          \
+      "sampling_mode:string#0!?=DEFAULT pad_value:T#0!?>16=0", crop_resize)                     \
+    X(NON_MAXIMUM_SUPPRESSION, "non_maximum_suppression",                                      \
+      "boxes:T scores:T iou_threshold:T#0! score_threshold:T#0!<17 max_boxes:int32#0! "        \
+      "per_class_suppression:bool#0!?=false", nms)                                              \
+    X(CONV_QUANTIZED, "conv_quantized",                                                        \
+      "x:T weight:U{uint8} bias:U{uint8}!? quantization_type:string#0! nbits:int32#0!?=8 "      \
+      "quant_scale:T! quant_bias:T! strides:int32#1!?=ones pad_type:string#0!?=valid "          \
+      "pad:int32#1!?=zeros dilations:int32#1!?=ones groups:int32#0!?=1", conv)                 \
+    X(CONSTEXPR_LUT_TO_SPARSE, "constexpr_lut_to_sparse",                                      \
+      ">18 indices_mask:uint1! indices_nonzero_data:I{uint1,uint2,uint3,uint4,uint6,uint8}! "  \
+      "lut:T{fp16,fp32,int8,uint8}! vector_axis:int32#0!?", constexpr_lut)                     \
+    X(CONSTEXPR_SPARSE_BLOCKWISE_SHIFT_SCALE, "constexpr_sparse_blockwise_shift_scale",        \
+      ">18 data_mask:uint1! nonzero_data:S{fp16,fp32,int4,int8,uint4,uint8}! scale:T! "         \
+      "offset:O{fp16,fp32,int4,int8,uint4,uint8}!?", shift_scale)
 
 typedef enum IrOpKind {
 #define X(e, n, sig, rule) OP_##e,
@@ -288,7 +322,7 @@ typedef enum IrOpKind {
     OP_COUNT
 } IrOpKind;
 
-enum { MIL_MAX_OP_ARGS = 16, MIL_ARG_NAME_MAX = 32, MIL_ARG_DEFAULT_MAX = 16 };
+enum { MIL_MAX_OP_ARGS = 16, MIL_ARG_NAME_MAX = 32, MIL_ARG_DEFAULT_MAX = 24 };
 
 /* One argument of an op signature, decoded. */
 typedef struct MilArgSpec {
@@ -303,6 +337,7 @@ typedef struct MilArgSpec {
     bool state; /* a state<tensor<...>> value (only these take states) */
     char axis; /* 0, or '@' '+' '^': an axis argument and what its rank is */
     int since; /* first opset (15..18) with this argument */
+    int until; /* the opset (16..18) that dropped it; 0: every later opset has it */
     char old_group; /* the group before opset old_until (0: none) */
     int old_until;
     char def[MIL_ARG_DEFAULT_MAX]; /* default as text, "" if none */

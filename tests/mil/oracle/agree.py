@@ -47,8 +47,22 @@ except Exception as e:  # the oracle is not set up on this machine
     sys.exit(1 if os.environ.get("CI") == "true" else 77)
 
 rng = random.Random(SEED)
-DT = {"fp16": types.fp16, "fp32": types.fp32, "int32": types.int32, "bool": types.bool}
-NP = {"fp16": np.float16, "fp32": np.float32, "int32": np.int32, "bool": np.bool_}
+DT = {"fp16": types.fp16, "fp32": types.fp32, "int32": types.int32, "bool": types.bool, "uint16": types.uint16,
+      "int8": types.int8, "uint8": types.uint8, "int16": types.int16}
+NP = {"fp16": np.float16, "fp32": np.float32, "int32": np.int32, "bool": np.bool_, "uint16": np.uint16,
+      "int8": np.int8, "uint8": np.uint8, "int16": np.int16, "uint32": np.uint32}
+OPSET = "iOS18"  # the opset the current case is made for (main sets it)
+
+
+class Sub:
+    """A constant of a sub-byte dtype (uint1..uint6, int4): its values as uint8
+    or int8 and the dtype's name; coremltools gets them in its own NumPy dtype."""
+
+    def __init__(self, v, dt):
+        self.v, self.dt = np.asarray(v), dt
+
+    def oracle(self):
+        return self.v.astype(getattr(types, "np_%s_dtype" % self.dt))
 
 
 class In:
@@ -739,6 +753,204 @@ FAMILIES.update({"rnn": g_recurrent("rnn"), "gru": g_recurrent("gru"), "lstm": g
                  "random_categorical": g_random_categorical})
 
 
+# ---- image sampling, detection, compressed weights ----
+
+def bad(p):
+    return rng.random() < p
+
+
+def g_resize_nd():
+    s = shape(rmin=1, rmax=4)
+    k = rng.randint(1, len(s)) if not bad(0.1) else len(s) + 1
+    a = {"x": In(s, rng.choice(["fp16", "fp32", "int32"] + (["bool"] if bad(0.1) else [])))}
+    if bad(0.2):
+        k = min(k, len(s))
+        a["shape"] = In([k], "int32")
+    else:
+        a["shape"] = const([rng.randint(0, 5) for _ in range(k)], "int32")
+    a["resized_dims"] = np.uint32(rng.randint(0, k + (1 if bad(0.1) else 0)))
+    if rng.random() < 0.4:
+        a["interpolation_mode"] = const(rng.choice(["LINEAR", "NEAREST_NEIGHBOR"] + (["CUBIC"] if bad(0.2) else [])), "string")
+    if rng.random() < 0.4:
+        a["sampling_mode"] = const(rng.choice(["DEFAULT", "ALIGN_CORNERS", "OFFSET_CORNERS"] + (["BOGUS"] if bad(0.2) else [])), "string")
+    return a
+
+
+def g_affine():
+    dt = rng.choice(["fp16", "fp32"])
+    n = rng.randint(1, 2)
+    return {"x": In([n, rng.randint(1, 3), rng.randint(2, 5), rng.randint(2, 5)][:3 if bad(0.1) else 4], dt),
+            "transform_matrix": In([n, 6 if not bad(0.1) else 5], dt if not bad(0.1) else "fp32"),
+            "output_height": const(rng.randint(1, 5), "int32"), "output_width": const(rng.randint(1, 5), "int32"),
+            "sampling_mode": const(rng.choice(["bilinear", "BILINEAR"] + (["nearest"] if bad(0.2) else [])), "string"),
+            "padding_mode": const("constant" if not bad(0.1) else "reflection", "string"),
+            "padding_value": const(0.0 if not bad(0.1) else 1.0, dt),
+            "coordinates_mode": const("normalized_minus_one_to_one" if not bad(0.1) else "unnormalized", "string"),
+            "align_corners": const(rng.random() < 0.5, "bool")}
+
+
+def g_resample():
+    dt = rng.choice(["fp16", "fp32"])
+    n = rng.randint(1, 2)
+    cdt = rng.choice(["fp32", "fp32", "int32", "fp16", "int8", "uint16"])
+    return {"x": In([n, rng.randint(1, 3), rng.randint(2, 5), rng.randint(2, 5)], dt),
+            "coordinates": In([n if not bad(0.1) else n + 1, rng.randint(1, 4), rng.randint(1, 4), 2 if not bad(0.1) else 3][:4 if not bad(0.05) else 3], cdt),
+            "sampling_mode": const(rng.choice(["bilinear", "nearest"]), "string"),
+            "padding_mode": const(rng.choice(["constant", "border", "reflection", "symmetric"]), "string"),
+            "padding_value": const(0.5, dt),
+            "coordinates_mode": const(rng.choice(["unnormalized", "normalized_minus_one_to_one", "normalized_zero_to_one"]), "string"),
+            "align_corners": const(rng.random() < 0.5, "bool")}
+
+
+def g_crop_resize():
+    dt = rng.choice(["fp16", "fp32"])
+    b, n = rng.randint(1, 3), rng.randint(1, 3)
+    a = {"x": In([b, rng.randint(1, 3), rng.randint(2, 6), rng.randint(2, 6)][:3 if bad(0.05) else 4], dt)}
+    if OPSET in ("iOS15", "iOS16") and not bad(0.1):
+        a["roi"] = In([n, 1, 4, 1, 1][:5 if not bad(0.1) else 4], dt)
+    else:
+        a["boxes"] = In([n, 4 if not bad(0.1) else 5], rng.choice([dt, dt, "uint16"]))
+        if rng.random() < 0.6:
+            if rng.random() < 0.5:
+                a["box_indices"] = In([n], rng.choice(["int32", "uint16"]))
+            else:
+                a["box_indices"] = const([rng.randint(0, b - 1 + (1 if bad(0.15) else 0)) for _ in range(n)], "int32")
+    if rng.random() < 0.7:
+        a["target_height"] = const(rng.randint(1, 4), "int32")
+        a["target_width"] = const(rng.randint(1, 4), "int32")
+    if rng.random() < 0.3:
+        a["normalized_coordinates"] = const(rng.random() < 0.5, "bool")
+    if rng.random() < 0.3:
+        a["spatial_scale"] = const(0.5, "fp32")
+    if rng.random() < 0.4:
+        a["box_coordinate_mode"] = const(rng.choice(["CORNERS_HEIGHT_FIRST", "CENTER_SIZE_WIDTH_FIRST"] + (["CORNERS"] if bad(0.2) else [])), "string")
+    if rng.random() < 0.3:
+        a["sampling_mode"] = const(rng.choice(["DEFAULT", "ALIGN_CORNERS"] + (["CUBIC"] if bad(0.2) else [])), "string")
+    if rng.random() < 0.3:
+        a["pad_value"] = const(0.0, dt)
+    return a
+
+
+def g_nms():
+    dt = rng.choice(["fp16", "fp32"])
+    b, n, k = rng.randint(1, 2), rng.randint(1, 6), rng.randint(1, 3)
+    old = OPSET in ("iOS15", "iOS16")
+    a = {"boxes": In([b, n, 4] if old else [b, 4, n], dt),
+         "scores": In(([b, n, k] if old else [b, k, n])[:3 if not bad(0.1) else 2], dt),
+         "iou_threshold": const(0.5, dt), "max_boxes": const(rng.randint(1, 5), "int32")}
+    if old != bad(0.1):
+        a["score_threshold"] = const(0.1, dt)
+    if rng.random() < 0.4:
+        a["per_class_suppression"] = const(rng.random() < 0.5, "bool")
+    return a
+
+
+def g_conv_quantized():
+    a = g_conv()
+    a["weight"] = (np.abs(a["weight"]) * 10).astype(np.uint8)
+    a["x"] = In(a["x"].shape, rng.choice(["fp16", "fp32"]))
+    a["quantization_type"] = const("linear", "string")
+    a["quant_scale"] = const(0.1, a["x"].dt)
+    a["quant_bias"] = const(0.0, a["x"].dt)
+    return a
+
+
+def sub_rand(shp, dt):
+    bits = int(dt[4:]) if dt.startswith("uint") else 4
+    lo, hi = (0, (1 << bits) - 1) if dt.startswith("uint") else (-8, 7)
+    v = np.random.default_rng(rng.randint(0, 1 << 30)).integers(lo, hi + 1, shp)
+    return Sub(v.astype(np.uint8 if dt.startswith("uint") else np.int8), dt)
+
+
+def lut_case(ishape):
+    nbits = rng.choice([1, 2, 4, 6, 8])
+    blocks = [d if rng.random() < 0.3 else 1 for d in ishape]
+    if bad(0.1):
+        blocks[0] = ishape[0] + 1
+    vec = rng.choice([1, 1, 2])
+    pal = 1 << (nbits if not bad(0.1) else nbits + 1)
+    lut = rand_const(blocks + [pal, vec], rng.choice(["fp16", "fp32"]))
+    return nbits, lut, vec
+
+
+def g_lut_to_dense():
+    s = shape(rmin=1, rmax=3)
+    nbits, lut, vec = lut_case(s)
+    a = {"indices": sub_rand(s, "uint%d" % nbits) if nbits != 8 else rand_const(s, "int32").astype(np.uint8), "lut": lut}
+    if vec > 1 or bad(0.2):
+        a["vector_axis"] = const(rng.randint(-len(s), len(s) - 1 + (1 if bad(0.1) else 0)), "int32")
+    return a
+
+
+def sparse_mask(s):
+    m = np.random.default_rng(rng.randint(0, 1 << 30)).random(s) < 0.5
+    return m, int(m.sum()) + (1 if bad(0.1) else 0)
+
+
+def g_lut_to_sparse():
+    s = shape(rmin=1, rmax=3)
+    nbits, lut, vec = lut_case(s)
+    m, nz = sparse_mask(s)
+    a = {"indices_mask": Sub(m.astype(np.uint8), "uint1"), "lut": lut,
+         "indices_nonzero_data": sub_rand([nz], "uint%d" % nbits) if nbits != 8 else rand_const([nz], "int32").astype(np.uint8)}
+    if vec > 1 or bad(0.2):
+        a["vector_axis"] = const(rng.randint(-len(s), len(s) - 1), "int32")
+    return a
+
+
+def g_sparse_to_dense():
+    s = shape(rmin=1, rmax=3)
+    m, nz = sparse_mask(s)
+    return {"mask": Sub(m.astype(np.uint8), "uint1"), "nonzero_data": rand_const([nz], rng.choice(["fp16", "fp32"]))}
+
+
+def shift_scale_args(s, ddt):
+    blocks = [d if rng.random() < 0.4 else 1 for d in s]
+    if bad(0.1):
+        blocks = blocks[1:] or [2]
+    a = {"scale": rand_const(blocks, rng.choice(["fp16", "fp32"]))}
+    if rng.random() < 0.5:
+        odt = rng.choice([ddt, ddt, "fp16", "int8"])
+        a["offset"] = sub_rand(blocks, odt) if odt in ("uint4", "int4") else (
+            rand_const(blocks, "int32").astype(np.int8) if odt == "int8" else rand_const(blocks, odt))
+    return a
+
+
+def sub_or_byte(shp, dt):
+    return sub_rand(shp, dt) if dt in ("uint4", "int4") else rand_const(shp, "int32").astype(NP[dt])
+
+
+def g_shift_scale():
+    s = shape(rmin=1, rmax=3)
+    ddt = rng.choice(["int8", "uint8", "int4", "uint4"])
+    a = {"data": sub_or_byte(s, ddt)}
+    a.update(shift_scale_args(s, ddt))
+    return a
+
+
+def g_sparse_shift_scale():
+    s = shape(rmin=1, rmax=3)
+    ddt = rng.choice(["int8", "uint8", "int4", "uint4"])
+    m, nz = sparse_mask(s)
+    a = {"data_mask": Sub(m.astype(np.uint8), "uint1"), "nonzero_data": sub_or_byte([nz], ddt)}
+    a.update(shift_scale_args(s, ddt))
+    return a
+
+
+def g_constexpr_cast():
+    return {"source_val": rand_const(shape(), rng.choice(["fp16", "fp16", "fp32"])),
+            "output_dtype": const(rng.choice(["fp32", "fp32", "int32"]), "string")}
+
+
+FAMILIES.update({
+    "resize": g_resize_nd, "affine": g_affine, "resample": g_resample, "crop_resize": g_crop_resize,
+    "non_maximum_suppression": g_nms, "conv_quantized": g_conv_quantized,
+    "constexpr_lut_to_dense": g_lut_to_dense, "constexpr_lut_to_sparse": g_lut_to_sparse,
+    "constexpr_sparse_to_dense": g_sparse_to_dense, "constexpr_blockwise_shift_scale": g_shift_scale,
+    "constexpr_sparse_blockwise_shift_scale": g_sparse_shift_scale, "constexpr_cast": g_constexpr_cast,
+})
+
+
 # ---- coremltools side ----
 
 def oracle_case(op, opset, a):
@@ -756,7 +968,7 @@ def oracle_case(op, opset, a):
             kw[k] = [next(it) for _ in vs]
         for k, v in a.items():
             if not isinstance(v, (In, list)):
-                kw[k] = v
+                kw[k] = v.oracle() if isinstance(v, Sub) else v
         r = getattr(mb, op)(**kw)
         return list(r) if isinstance(r, (tuple, list)) else r
     # mb.program reads the inputs from the function's parameter names.
@@ -779,10 +991,12 @@ def oracle_case(op, opset, a):
 def lit(v, dt=None):
     if isinstance(v, str):
         return 'string("%s")' % v
+    if isinstance(v, Sub):
+        v, dt = v.v, v.dt
     v = np.asarray(v)
     dt = dt or {np.dtype(np.float16): "fp16", np.dtype(np.float32): "fp32", np.dtype(np.int32): "int32",
                 np.dtype(np.bool_): "bool", np.dtype(np.int8): "int8", np.dtype(np.uint8): "uint8",
-                np.dtype(np.uint32): "uint32"}[v.dtype]
+                np.dtype(np.uint32): "uint32", np.dtype(np.uint16): "uint16", np.dtype(np.int16): "int16"}[v.dtype]
 
     def el(x):
         if dt == "bool":
@@ -857,6 +1071,8 @@ def main():
     for op in sorted(FAMILIES):
         for opset in OPSETS:
             funcs, expect = [], []
+            global OPSET
+            OPSET = opset
             for i in range(PER_OP):
                 a = FAMILIES[op]()
                 ok, res = oracle_case(op, opset, a)
@@ -878,18 +1094,21 @@ def main():
                     continue
                 bad.append("%s %s: coremltools %s (%s), milc %s (%s)\n%s" % (
                     op, opset, "accepts" if ok else "refuses", res, "accepts" if milc_ok else "refuses", msg, f))
-            table[(op, opset)] = (PER_OP, agree, PER_OP - agree)
-    print("%-26s %s" % ("op", "  ".join("%-14s" % o for o in OPSETS)))
+            table[(op, opset)] = (PER_OP, agree, PER_OP - agree, sum(ok for ok, _ in expect))
+    print("%-40s %s" % ("op", "  ".join("%-20s" % o for o in OPSETS)))
+    print("%-40s %s" % ("", "  ".join("%-20s" % "agree/cases (valid)" for o in OPSETS)))
     tot = [0, 0, 0]
+    valid = 0
     for op in sorted(FAMILIES):
         cells = []
         for opset in OPSETS:
-            n, ag, dis = table[(op, opset)]
+            n, ag, dis, acc = table[(op, opset)]
             tot = [tot[0] + n, tot[1] + ag, tot[2] + dis]
-            cells.append("%2d/%2d agree %-3s" % (ag, n, "" if not dis else "!%d" % dis))
-        print("%-26s %s" % (op, " ".join(cells)))
-    print("total: %d cases, %d agree (%d of them listed known differences), %d disagree (%d ops x %d opsets)" % (
-        tot[0], tot[1], known_hits, tot[2], len(FAMILIES), len(OPSETS)))
+            valid += acc
+            cells.append("%2d/%2d (%2d) %-8s" % (ag, n, acc, "" if not dis else "!%d" % dis))
+        print("%-40s %s" % (op, "  ".join(cells)))
+    print("total: %d cases (%d of them valid for coremltools), %d agree (%d of them listed known differences), "
+          "%d disagree (%d ops x %d opsets)" % (tot[0], valid, tot[1], known_hits, tot[2], len(FAMILIES), len(OPSETS)))
     for b in bad:
         print("DISAGREE " + b)
     sys.exit(1 if bad else 0)

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "lib.h"
+#include "milc/lib.h"
 #include "milc/store.h"
 #include "milc/rt.h"
 

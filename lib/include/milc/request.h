@@ -4,7 +4,7 @@
 #ifndef MILC_LIB_REQUEST_H
 #define MILC_LIB_REQUEST_H
 
-#include "jobs.h"
+#include "milc/jobs.h"
 
 typedef struct RequestOptions {
     int verify_hits;      /* BUILD_VERIFY_* */

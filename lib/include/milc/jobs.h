@@ -4,9 +4,9 @@
 #ifndef MILC_LIB_JOBS_H
 #define MILC_LIB_JOBS_H
 
-#include "lib.h"
+#include "milc/lib.h"
 #include "milc/diag.h"
-#include "pipeline.h"
+#include "milc/pipeline.h"
 
 /* The template search path, split from a ':'-separated list of directories. */
 typedef struct TemplatePath {

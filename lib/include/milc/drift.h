@@ -4,7 +4,7 @@
 #ifndef MILC_LIB_DRIFT_H
 #define MILC_LIB_DRIFT_H
 
-#include "jobs.h"
+#include "milc/jobs.h"
 
 /* Whether key record rec was made by another milc: true, with what differs
  * ("milc version 0.3.0, this milc 0.4.0") in why. */

@@ -4,9 +4,11 @@
 #define MILC_LIB_PIPELINE_H
 
 #include <stdbool.h>
-#include "lib.h"
+#include "milc/lib.h"
 #include "milc/cache.h"
 #include "milc/gen.h"
+#include "milc/mil.h"
+#include "milc/pkg.h"
 #include "milc/store.h"
 
 /* A key-record item tag: four characters, big-endian. */
@@ -100,5 +102,42 @@ int pipeline_program(Store *s, const struct IrProgram *p, const char *model_dir,
 /* Build one program or find it in the cache.  Returns MILC_OK, or MILC_E_INPUT
  * with diagnostics in d, or MILC_E_SYSTEM with a message printed. */
 int pipeline_build(Store *s, const BuildRequest *req, BuildResult *res, DiagSink *d);
+
+/* ---- program files (compile.c) ---- */
+
+/* Read the program at path (a .mil file, a folder holding one, a .mlpackage;
+ * model_path, if not NULL, is what @model_path stands for) into arena and
+ * check it for target.  MILC_OK with out filled, or MILC_E_INPUT /
+ * MILC_E_SYSTEM with diagnostics in d (out->prog is set if it parsed). */
+int pipeline_load_program(Arena *arena, const char *path, const char *model_path, MilTarget target, PkgProgram *out,
+                          DiagSink *d);
+
+/* The artifact file beside a program: path without a trailing '/' and its
+ * .mil, .mlpackage or .mlmodelc, plus ".milc".  malloc'd, NULL if out of memory. */
+char *pipeline_artifact_path(const char *path);
+/* Whether stage is one of the backend's stages a compile can dump. */
+bool pipeline_stage_known(const char *stage);
+
+typedef struct CompileFileOptions {
+    const char *model_path; /* what @model_path stands for; NULL: the program's folder */
+    int mode;               /* RT_MODE_* */
+    bool no_fuse;           /* BackendOptions.no_fuse */
+    const char *dump_stage; /* a stage (pipeline_stage_known), or NULL */
+} CompileFileOptions;
+
+typedef struct CompileFileResult {
+    char *dump;     /* the program after dump_stage as MIL text (the caller frees),
+                       also when only parsing succeeded and the stage is "parse" */
+    uint64_t bytes; /* the artifact file's */
+    int ops_in, ops_out, dispatches; /* BackendStats */
+    double ms_check, ms_passes, ms_lower, ms_pack, ms_total;
+} CompileFileResult;
+
+/* Read, check and compile the program at path into the artifact file
+ * out_path, no cache involved.  A warning d treats as an error keeps the
+ * file from being written.  MILC_OK, MILC_E_INPUT with diagnostics in d, or
+ * MILC_E_SYSTEM (diagnostics, or a message reported). */
+int pipeline_compile_file(const char *path, const char *out_path, const CompileFileOptions *o, CompileFileResult *res,
+                          DiagSink *d);
 
 #endif

@@ -6,7 +6,7 @@
 
 #include <stdio.h>
 
-#include "jobs.h"
+#include "milc/jobs.h"
 
 /* A key record's items, as ckey_record_next gives them (explain.c). */
 enum { KEYREC_MAX_FIELDS = 32 };

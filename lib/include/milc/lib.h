@@ -1,7 +1,7 @@
 /* lib.h — what the library's modules share and the public header leaves out:
  * reporting without printing, scratch directories, a clock, and the kernel
- * variant every key and load names.  Private to lib/ and its one in-tree
- * front end (cli/); never installed. */
+ * variant every key and load names.  A front-end header (lib/README.md):
+ * for lib/, the CLI and the tests; never installed. */
 #ifndef MILC_LIB_H
 #define MILC_LIB_H
 

@@ -4,7 +4,7 @@
 #ifndef MILC_LIB_LEDGER_H
 #define MILC_LIB_LEDGER_H
 
-#include "jobs.h"
+#include "milc/jobs.h"
 #include "milc/cache.h"
 
 typedef struct LedgerTotals {

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Palettized weights made by coremltools, run by milc (issue 17).
+
+coremltools (the oracle, ../shared/oracles/coreml) writes packages whose
+weights are constexpr_lut_to_dense ops: sub-byte indices (uint4, uint2) into
+a look-up table, per tensor, per block of output channels, and with vector
+entries (vector_axis).  milc reads each package, checks it, compiles and runs
+it, and the outputs match numpy computed from the same indices and tables.
+
+usage: palettized.py MILC ORACLE_DIR WORK
+Exit 0 on success; 77 (ctest's skip code) without the oracle unless CI=true,
+when a missing oracle fails the test."""
+import os
+import subprocess
+import sys
+import zlib
+
+import numpy as np
+
+MILC, ORACLE, WORK = sys.argv[1:4]
+
+
+def sh(*args):
+    r = subprocess.run(list(args), capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError("%s exited %d: %s%s" % (" ".join(args), r.returncode, r.stdout[-2000:], r.stderr[-2000:]))
+    return r
+
+
+def lut_dense(idx, lut, vector_axis=None):
+    """The dense weight: indices [*d] pick entries of lut [*blocks, palette, vector];
+    each block of lut serves d/blocks indices along every dim."""
+    blocks = lut.shape[:idx.ndim]
+    out_shape = list(idx.shape)
+    vec = lut.shape[-1]
+    if vec > 1:
+        out_shape[vector_axis] *= vec
+    w = np.zeros(out_shape, np.float32)
+    for pos in np.ndindex(*idx.shape):
+        b = tuple(p // (d // nb) for p, d, nb in zip(pos, idx.shape, blocks))
+        entry = lut[b + (idx[pos],)].astype(np.float32)
+        if vec == 1:
+            w[pos] = entry[0]
+        else:
+            for j in range(vec):
+                q = list(pos)
+                q[vector_axis] = pos[vector_axis] * vec + j
+                w[tuple(q)] = entry[j]
+    return w
+
+
+# name -> (nbits, indices shape, lut shape, vector_axis, the op using the weight, x shape)
+CASES = {
+    "linear_uint4": (4, (48, 32), (1, 1, 16, 1), None, "linear", (1, 8, 32)),
+    "linear_uint4_grouped": (4, (64, 32), (4, 1, 16, 1), None, "linear", (2, 5, 32)),
+    "matmul_uint2": (2, (32, 24), (1, 3, 4, 1), None, "matmul", (1, 6, 32)),
+    "conv_uint4_per_channel": (4, (16, 16, 1, 1), (16, 1, 1, 1, 16, 1), None, "conv", (1, 16, 1, 16)),
+    # Vector palettes (each index picks 2 values along vector_axis): milc
+    # checks them; its CPU backend does not lower them yet, so this case is
+    # read and checked only.
+    "conv_uint4_vector": (4, (8, 16, 1, 1), (1, 1, 1, 1, 16, 2), 0, "conv", (1, 16, 1, 16)),
+}
+CHECK_ONLY = {"conv_uint4_vector"}
+
+
+def case(name, nbits, ishape, lshape, vaxis, use, xshape):
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    idx = rng.integers(0, 1 << nbits, ishape).astype(np.uint8)
+    lut = (rng.standard_normal(lshape) * 0.2).astype(np.float16)
+    x = rng.standard_normal(xshape).astype(np.float16)
+    wfile = os.path.join(WORK, name + "_w.npz")
+    np.savez(wfile, idx=idx, lut=lut)
+    call = {"linear": "mb.linear(x=x, weight=w, name='y')",
+            "matmul": "mb.matmul(x=x, y=w, name='y')",
+            "conv": "mb.conv(x=x, weight=w, name='y')"}[use]
+    script = """
+import numpy as np
+W = dict(np.load(%r))
+idx = W["idx"].astype(types.np_uint%d_dtype)
+@mb.program(input_specs=[mb.TensorSpec(shape=%r, dtype=types.fp16)], opset_version=ct.target.iOS18)
+def prog(x):
+    w = mb.constexpr_lut_to_dense(indices=idx, lut=W["lut"]%s, name="w")
+    return %s
+""" % (wfile, nbits, xshape, "" if vaxis is None else ", vector_axis=np.int32(%d)" % vaxis, call)
+    sfile, pkg = os.path.join(WORK, name + ".py"), os.path.join(WORK, name + ".mlpackage")
+    open(sfile, "w").write(script)
+    sh("/usr/bin/python3", os.path.join(ORACLE, "oracle.py"), "make", sfile, pkg)
+    text = sh(MILC, "fmt", pkg).stdout
+    if "constexpr_lut_to_dense" not in text or "uint%d" % nbits not in text:
+        raise RuntimeError("the package does not hold a uint%d constexpr_lut_to_dense:\n%s" % (nbits, text))
+    sh(MILC, "check", pkg)
+    if name in CHECK_ONLY:
+        print("ok  %-22s uint%d vector palettes made by coremltools, checked by milc" % (name, nbits))
+        return
+    xf = os.path.join(WORK, name + "_x.npy")
+    np.save(xf, x)
+    out = os.path.join(WORK, name + "_out")
+    sh(MILC, "-q", "--cache-dir", os.path.join(WORK, "cache"), "run", pkg, "--input", "x=" + xf, "-o", out)
+    w = lut_dense(idx, lut, vaxis)
+    x32 = x.astype(np.float32)
+    if use == "linear":
+        want = x32 @ w.T
+    elif use == "matmul":
+        want = x32 @ w
+    else:
+        want = np.einsum("oc,bchw->bohw", w[:, :, 0, 0], x32)
+    got = np.load(os.path.join(out, "y.npy")).astype(np.float32)
+    if got.shape != want.shape:
+        raise RuntimeError("y has shape %s, numpy %s" % (got.shape, want.shape))
+    err = np.linalg.norm(got - want) / max(1e-6, np.linalg.norm(want))
+    if not err <= 2e-3:
+        raise RuntimeError("y is off numpy by relative L2 %.3g (> 2e-3)" % err)
+    print("ok  %-22s uint%d palettized %s made by coremltools, run by milc: relative L2 %.2g" % (name, nbits, use, err))
+
+
+def main():
+    if not os.path.exists(os.path.join(ORACLE, "oracle.py")) or subprocess.run(
+            ["/usr/bin/python3", os.path.join(ORACLE, "oracle.py"), "ops"], capture_output=True).returncode != 0:
+        if os.environ.get("CI") == "true":
+            print("FAIL: the coremltools oracle is required in CI (%s)" % ORACLE)
+            return 1
+        print("SKIP: no coremltools oracle in %s (run its setup.sh and export its PYTHONPATH)" % ORACLE)
+        return 77
+    os.makedirs(WORK, exist_ok=True)
+    failures = []
+    for name, c in CASES.items():
+        try:
+            case(name, *c)
+        except RuntimeError as e:
+            failures.append("%s: %s" % (name, e))
+    for f in failures:
+        print("FAIL: " + f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
