@@ -429,11 +429,12 @@ int rt_model_load(RtModel **out, const RtSection *secs, int n, const RtLoadOptio
                      (unsigned long long)opts->max_arena);
         goto fail;
     }
-    if (sbytes && !(m->state_mem = aligned_alloc(RT_ARENA_ALIGN, (size_t)sbytes))) {
+    /* calloc: big states come as untouched zero pages (16-byte aligned, as
+     * the kernels need; each state at a 64-byte offset in it) */
+    if (sbytes && !(m->state_mem = calloc(1, (size_t)sbytes))) {
         rc = rt_errf(err, errlen, RT_ENOMEM, "out of memory allocating %llu bytes of states", (unsigned long long)sbytes);
         goto fail;
     }
-    if (sbytes) memset(m->state_mem, 0, (size_t)sbytes);
     rt_model_bind_memory(m);
     m->ex.bufs = m->bufs;
     m->last_prog = m->has_prog[0] ? 0 : 1;

@@ -262,7 +262,7 @@ struct RtModel {
     uint32_t nbuf, ninputs, noutputs, nstates;
     RtBuf *bufs;
     RtIoRec *inputs, *outputs, *states;
-    unsigned char *state_mem; /* every state's bytes, 64-aligned each; the model's for its life */
+    unsigned char *state_mem; /* every state's bytes (each at a 64-byte offset); the model's for its life */
     uint64_t *state_off;      /* [nstates]: offset of each in state_mem */
     const void **weight;      /* [nbuf]: section bytes of weights, else NULL */
     RtProg prog[2];
