@@ -19,6 +19,7 @@ static const OptSpec build_opts[] = {
     {"mode", 0, OPT_VALUE, "N[,N]", RT_MODES_HELP},
     {"chunk", 0, OPT_VALUE, "K", "build the whole model in chunks of K layers"},
     {"whole", 0, OPT_FLAG, NULL, "also the embedding and the LM head (--part embed, head): token ids to logits"},
+    {"jobs", 'j', OPT_VALUE, "N", "1: each program made and stored in turn; 2 (the default on 2+ CPUs): one stored while the next is made"},
     VERIFY_OPTS,
     {"explain", 0, OPT_FLAG, NULL, "for each program not in the cache, first show the nearest stored entries and the key fields that differ"},
     {"help", 'h', OPT_FLAG, NULL, "this help, with the template's parameters"},
@@ -115,6 +116,8 @@ static int build_run(Cli *cli, int argc, char **argv) {
     Store *remote = NULL;
     if (a.npos) { cli_usage_error("build", "unexpected argument '%s'", a.pos[0]); goto out_args; }
     if (args_get(&a, "chunk") && !args_int("build", "chunk", args_get(&a, "chunk"), 1, 4096, &chunk)) goto out_args;
+    long overlap = 0;
+    if (args_get(&a, "jobs") && !args_int("build", "jobs", args_get(&a, "jobs"), 1, 2, &overlap)) goto out_args;
     const char *modes = args_get(&a, "mode");
     for (const char *p = modes; p && *p; p += p[1] ? 2 : 1)
         if (*p < '0' || *p > '9' || !rt_mode(*p - '0') || (p[1] && (p[1] != ',' || !p[2]))) {
@@ -158,7 +161,7 @@ static int build_run(Cli *cli, int argc, char **argv) {
     if (!(s = store_lmdb_wrap(c))) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out; }
     rc = build_request(s, &tp, &spec,
                        &(RequestOptions){.verify_hits = verify_policy(&a), .tmp_root = cli->cache_dir, .jobs = expanded,
-                                         .max_memory = cli->max_memory, .remote = remote},
+                                         .max_memory = cli->max_memory, .remote = remote, .overlap = (int)overlap},
                        print_result, &pr, &d);
     if (cli->json && pr.printed) cli_json_print(stdout, cli_json_obj("builds", pr.builds, NULL));
     int drc = cli_report(cli, &d);

@@ -164,7 +164,7 @@ static int run_repeat(RtModel *m, RtTensor *in, const RtTensor *seeds, RtTensor 
                       "at or above the model's positions, or a state update outside its state)");
             return EXIT_INPUT;
         }
-        if (r != 0) { cli_error("run failed: %s", rt_strerror(r)); return r == RT_EBIND ? EXIT_INPUT : EXIT_SYSTEM; }
+        if (r != 0) { cli_error("run failed: %s", rt_strerror(r)); return r == RT_EBIND || r == RT_ELOOP ? EXIT_INPUT : EXIT_SYSTEM; }
         if (st->seconds < *best) *best = st->seconds;
     }
     for (int i = 0; i < nst; i++)

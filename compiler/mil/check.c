@@ -128,7 +128,7 @@ static bool bool_of(const OpCtx *x, const char *name) {
 static IrType *set_out(OpCtx *x, int i, IrDType dt, int rank, const int64_t *dims) {
     MILC_ASSERT(i < MAX_RESULTS && rank <= MAX_RANK);
     if (i >= x->nout) x->nout = i + 1;
-    x->out[i] = (IrType){dt, rank, x->out_dims[i], false};
+    x->out[i] = (IrType){dt, rank, x->out_dims[i], false, false, 0};
     if (dims && rank) memcpy(x->out_dims[i], dims, sizeof(int64_t) * (size_t)rank);
     return &x->out[i];
 }
@@ -1104,9 +1104,55 @@ static void infer_scatter(OpCtx *x) {
     for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) known |= strcmp(s, modes[i]) == 0;
     if (!known) { ERR("unknown mode \"%s\" (update, add, sub, mul, div, max, min)", s); return; }
     if (t->rank == 0) { ERR("'data' must have rank >= 1"); return; }
-    if (x->op->kind != OP_SCATTER_ND) { /* scatter_nd has no axis */
-        int64_t axis, a;
+    const IrType *ix = type_of(x, "indices"), *u = type_of(x, "updates");
+    int64_t want[MAX_RANK], a = 0;
+    int nw = 0;
+    char s1[256], s2[256];
+    if (!rank_at_most(x, "data", t) || !rank_at_most(x, "indices", ix)) return;
+    if (x->op->kind == OP_SCATTER_ND) {
+        /* indices [*b, k] address data's first k dims; updates [*b, *data[k:]] */
+        int64_t k = ix->rank ? ix->dims[ix->rank - 1] : IR_DIM_DYNAMIC;
+        if (ix->rank < 1 || !dim_known(k) || k > t->rank) {
+            ERR("'indices' %s must be [*batch, k] with k known and at most the rank of 'data' (%d)",
+                fmt_dims(ix->dims, ix->rank, s1, sizeof s1), t->rank);
+            return;
+        }
+        for (int i = 0; i < ix->rank - 1; i++) want[nw++] = ix->dims[i];
+        for (int64_t i = k; i < t->rank; i++) want[nw++] = t->dims[i];
+    } else {
+        int64_t axis;
         if (!int_of(x, "axis", 0, &axis) || !norm_axis(x, "axis", axis, t->rank, &a)) return;
+        if (x->op->kind == OP_SCATTER) { /* updates: data[:axis] + indices.shape + data[axis+1:] */
+            if (t->rank - 1 + ix->rank > MAX_RANK) { ERR("'updates' would have rank above %d", MAX_RANK); return; }
+            for (int64_t i = 0; i < a; i++) want[nw++] = t->dims[i];
+            for (int i = 0; i < ix->rank; i++) want[nw++] = ix->dims[i];
+            for (int64_t i = a + 1; i < t->rank; i++) want[nw++] = t->dims[i];
+        } else { /* scatter_along_axis: indices and updates shaped like data but along axis */
+            bool ok = ix->rank == t->rank;
+            for (int i = 0; ok && i < t->rank; i++) ok = i == a || dims_match(ix->dims[i], t->dims[i]);
+            if (!ok) {
+                ERR("'indices' %s must have the shape of 'data' %s except along axis %lld", fmt_dims(ix->dims, ix->rank, s1, sizeof s1),
+                    fmt_dims(t->dims, t->rank, s2, sizeof s2), (long long)a);
+                return;
+            }
+            nw = ix->rank;
+            memcpy(want, ix->dims, sizeof(int64_t) * (size_t)nw);
+        }
+    }
+    bool same = u->rank == nw;
+    for (int i = 0; same && i < nw; i++) same = dims_match(u->dims[i], want[i]);
+    if (!same) {
+        ERR("'updates' %s must be %s", fmt_dims(u->dims, u->rank, s1, sizeof s1), fmt_dims(want, nw, s2, sizeof s2));
+        return;
+    }
+    /* validate_indices (ios17): const indices must lie in [0, data.shape[axis]). */
+    const IrLiteral *il = x->op->kind != OP_SCATTER_ND && bool_of(x, "validate_indices") ? const_of(x, "indices") : NULL;
+    for (size_t i = 0; il && dim_known(t->dims[a]) && i < il->count; i++) {
+        int64_t v = ir_lit_i64(il, i);
+        if (v < 0 || v >= t->dims[a]) {
+            ERR("'indices' entry %lld is outside [0, %lld) (validate_indices)", (long long)v, (long long)t->dims[a]);
+            return;
+        }
     }
     set_out(x, 0, t->dtype, t->rank, t->dims);
 }
@@ -1826,7 +1872,8 @@ static void infer_random_categorical(OpCtx *x) {
 /* cond: two blocks without inputs (true, false branch) whose outputs agree;
  * the results have their types. */
 static bool block_types_equal(const IrType *a, const IrType *b) {
-    if (a->dtype != b->dtype || a->rank != b->rank || a->state != b->state) return false;
+    if (a->dtype != b->dtype || a->rank != b->rank || a->state != b->state || a->list != b->list) return false;
+    if (a->list && !dims_match(a->list_len, b->list_len)) return false;
     for (int i = 0; i < a->rank; i++)
         if (!dims_match(a->dims[i], b->dims[i])) return false;
     return true;
@@ -2070,6 +2117,81 @@ static void infer_nms(OpCtx *x) {
     set_out(x, 3, IR_DT_INT32, 1, (int64_t[]){bt});
 }
 
+/* make_list: a list of dtype tensors shaped elem_shape (a tuple of const
+ * ints; a string item is a dimension known only at run time).  Its length is
+ * init_length when dynamic_length is false, else unknown (the list grows). */
+static void infer_make_list(OpCtx *x) {
+    const IrArg *es = arg_of(x, "elem_shape");
+    const char *dts = str_of(x, "dtype", "fp32");
+    IrDType dt;
+    int64_t d[MAX_RANK], len;
+    if (!ir_dtype_from_name(dts, strlen(dts), &dt) || dt == IR_DT_STRING) { ERR("unknown element 'dtype' \"%s\"", dts); return; }
+    if (es->nitems > MAX_RANK) { ERR("'elem_shape' has %d items; milc supports rank %d", es->nitems, MAX_RANK); return; }
+    for (int i = 0; i < es->nitems; i++) {
+        const IrLiteral *l = ir_value_const(es->items[i]);
+        if (!l || l->kind != IR_LIT_DATA || l->count != 1 || (l->type.dtype != IR_DT_INT32 && l->type.dtype != IR_DT_STRING)) {
+            ERR("'elem_shape' item '%s' must be an int32 or string scalar const", es->items[i]->name);
+            return;
+        }
+        d[i] = l->type.dtype == IR_DT_STRING ? IR_DIM_DYNAMIC : ir_lit_i64(l, 0);
+        if (l->type.dtype != IR_DT_STRING && d[i] < 0) { ERR("'elem_shape' item '%s' is negative (%lld)", es->items[i]->name, (long long)d[i]); return; }
+    }
+    len = 1;
+    if (arg_of(x, "init_length") && !const_of(x, "init_length")) len = IR_DIM_DYNAMIC; /* known at run time */
+    else if (!int_of(x, "init_length", 1, &len)) return;
+    else if (len < 0) { ERR("'init_length' must be >= 0, not %lld", (long long)len); return; }
+    bool dynamic = !arg_of(x, "dynamic_length") || bool_of(x, "dynamic_length");
+    IrType *o = set_out(x, 0, dt, es->nitems, d);
+    o->list = true;
+    o->list_len = dynamic ? IR_DIM_DYNAMIC : len;
+}
+
+/* Whether tensor type v fits a list's element type el (a '?' in either fits any dim). */
+static bool fits_elem(const IrType *v, const int64_t *vdims, int vrank, const IrType *el) {
+    if (v->dtype != el->dtype || vrank != el->rank) return false;
+    for (int i = 0; i < vrank; i++)
+        if (!dims_match(vdims[i], el->dims[i])) return false;
+    return true;
+}
+
+/* list_length (int32), list_read (an element), list_gather ([len(indices),
+ * *element]), list_write and list_scatter (the list, after value, or each
+ * value[i] of scatter, is checked against the element type). */
+static void infer_list_op(OpCtx *x) {
+    const IrType *ls = type_of(x, "ls");
+    char s1[256], s2[256];
+    IrType el = *ls;
+    el.list = false;
+    IrOpKind k = x->op->kind;
+    if (k == OP_LIST_LENGTH) { set_out(x, 0, IR_DT_INT32, 0, NULL); return; }
+    if (k == OP_LIST_READ) { set_out(x, 0, el.dtype, el.rank, el.dims); return; }
+    if (k == OP_LIST_GATHER) {
+        int64_t d[MAX_RANK];
+        if (el.rank + 1 > MAX_RANK) { ERR("the list's elements have rank %d; milc supports %d", el.rank, MAX_RANK - 1); return; }
+        d[0] = type_of(x, "indices")->dims[0];
+        if (el.rank) memcpy(d + 1, el.dims, sizeof(int64_t) * (size_t)el.rank);
+        set_out(x, 0, el.dtype, el.rank + 1, d);
+        return;
+    }
+    const IrType *v = type_of(x, "value");
+    bool scatter = k == OP_LIST_SCATTER;
+    if (scatter) {
+        int64_t n = type_of(x, "indices")->dims[0];
+        if (v->rank < 1 || !dims_match(v->dims[0], n)) {
+            ERR("'value' %s must hold one element per index (%lld)", fmt_dims(v->dims, v->rank, s1, sizeof s1), (long long)n);
+            return;
+        }
+    }
+    if (!fits_elem(v, v->dims + scatter, v->rank - scatter, &el)) {
+        ERR("'value' %s%s does not fit the list's element type %s", scatter ? "element of " : "", fmt_type(v, s1, sizeof s1),
+            fmt_type(&el, s2, sizeof s2));
+        return;
+    }
+    IrType *o = set_out(x, 0, el.dtype, el.rank, el.dims);
+    o->list = true;
+    o->list_len = ls->list_len;
+}
+
 typedef void (*InferFn)(OpCtx *);
 static const InferFn infer_fns[] = {
 #define X(e, n, sig, rule) infer_##rule,
@@ -2107,10 +2229,9 @@ static unsigned domain_of(const OpCtx *x, const MilArgSpec *s) {
 
 /* A const, or the result of a constexpr_* op (a compressed weight is
  * decompressed at load: Core ML takes it wherever a const is required). */
-static bool arg_is_const(const IrArg *a) {
-    if (a->kind == IR_ARG_LITERAL) return true;
-    if (a->kind != IR_ARG_VALUE || !a->value->def) return false;
-    switch (a->value->def->kind) {
+static bool value_is_const(const IrValue *v) {
+    if (!v->def) return false;
+    switch (v->def->kind) {
     case OP_CONST: case OP_CONSTEXPR_AFFINE_DEQUANTIZE: case OP_CONSTEXPR_CAST: case OP_CONSTEXPR_BLOCKWISE_SHIFT_SCALE:
     case OP_CONSTEXPR_LUT_TO_DENSE: case OP_CONSTEXPR_SPARSE_TO_DENSE: case OP_CONSTEXPR_LUT_TO_SPARSE:
     case OP_CONSTEXPR_SPARSE_BLOCKWISE_SHIFT_SCALE:
@@ -2119,11 +2240,26 @@ static bool arg_is_const(const IrArg *a) {
     }
 }
 
+/* A literal, a const value, or a tuple of const values (make_list's elem_shape). */
+static bool arg_is_const(const IrArg *a) {
+    if (a->kind == IR_ARG_LITERAL) return true;
+    if (a->kind == IR_ARG_VALUE) return value_is_const(a->value);
+    for (int i = 0; i < a->nitems; i++)
+        if (!value_is_const(a->items[i])) return false;
+    return true;
+}
+
 /* Check one argument's dtype and rank against its spec and group.  first[g]
  * is the first argument seen of group g (its dtype rules the group). */
 static void check_arg_type(OpCtx *x, const MilArgSpec *s, const IrArg *a, const IrType *t, const char *what,
                            const IrArg **first, const IrType **first_t) {
     char tb[256];
+    if (s->list != t->list && !(s->any && t->list)) {
+        op_error(x, a->loc, s->list ? "argument '%s' must be a list (make one with make_list), not %s" : "argument '%s' cannot be a list (%s); read it with list_read or list_gather",
+                 what, fmt_type(t, tb, sizeof tb));
+        return;
+    }
+    if (s->list) return;
     if (s->state != t->state) {
         op_error(x, a->loc, s->state ? "argument '%s' must be a state (state<tensor<...>>), not %s" : "argument '%s' cannot be a state (%s); read it with read_state",
                  what, fmt_type(t, tb, sizeof tb));
@@ -2217,8 +2353,10 @@ static void check_op(Checker *c, IrOp *op) {
             continue;
         }
         if (s->is_const && !arg_is_const(a)) {
-            op_error(&x, a->loc, "argument '%s' must be a const, but '%s' is computed at run time", a->name,
-                     a->kind == IR_ARG_VALUE ? a->value->name : "?");
+            const char *what = a->kind == IR_ARG_VALUE ? a->value->name : "?";
+            for (int j = 0; a->kind == IR_ARG_TUPLE && j < a->nitems; j++)
+                if (!value_is_const(a->items[j])) { what = a->items[j]->name; break; }
+            op_error(&x, a->loc, "argument '%s' must be a const, but '%s' is computed at run time", a->name, what);
             continue;
         }
         if (a->kind == IR_ARG_TUPLE) {
@@ -2243,7 +2381,8 @@ static void check_op(Checker *c, IrOp *op) {
     }
     for (int i = 0; i < x.nout; i++) {
         const IrType *want = &op->results[i]->type, *got = &x.out[i];
-        bool ok = want->dtype == got->dtype && want->rank == got->rank;
+        bool ok = want->dtype == got->dtype && want->rank == got->rank && want->list == got->list &&
+                  (!want->list || dims_match(want->list_len, got->list_len));
         for (int k = 0; ok && k < want->rank; k++) ok = dims_match(want->dims[k], got->dims[k]);
         if (!ok) {
             char s1[512], s2[512];
@@ -2533,11 +2672,18 @@ static void verify_function(Checker *c, IrFunction *fn) {
         if (!mil_is_identifier(fn->inputs[i]->name))
             diag_error(c->d, fn->inputs[i]->loc, "input name '%s' of function '%s' is not an identifier",
                        fn->inputs[i]->name, fn->name);
+        if (fn->inputs[i]->type.list)
+            diag_error(c->d, fn->inputs[i]->loc, "input '%s' of function '%s' is a list; functions take tensors and states",
+                       fn->inputs[i]->name, fn->name);
     }
-    for (int i = 0; i < fn->noutputs; i++)
+    for (int i = 0; i < fn->noutputs; i++) {
         if (!mil_is_identifier(fn->outputs[i]->name))
             diag_error(c->d, fn->output_locs[i], "output name '%s' of function '%s' is not an identifier",
                        fn->outputs[i]->name, fn->name);
+        if (fn->outputs[i]->type.list)
+            diag_error(c->d, fn->output_locs[i], "output '%s' of function '%s' is a list; give a tensor (list_gather)",
+                       fn->outputs[i]->name, fn->name);
+    }
     verify_ops(c, &defined, fn->first, NULL);
     for (int i = 0; i < fn->noutputs; i++)
         if (!set_has(&defined, fn->outputs[i]) || fn->outputs[i]->block)

@@ -53,7 +53,8 @@ void ir_dtype_int_range(IrDType t, int64_t *lo, int64_t *hi) {
 /* ---- types ---- */
 
 bool ir_type_equal(const IrType *a, const IrType *b) {
-    if (a->dtype != b->dtype || a->rank != b->rank || a->state != b->state) return false;
+    if (a->dtype != b->dtype || a->rank != b->rank || a->state != b->state || a->list != b->list) return false;
+    if (a->list && a->list_len != b->list_len) return false;
     for (int i = 0; i < a->rank; i++)
         if (a->dims[i] != b->dims[i]) return false;
     return true;
@@ -71,7 +72,7 @@ int64_t ir_type_numel(const IrType *t) {
 }
 
 IrType ir_type_make(Arena *a, IrDType dt, int rank, const int64_t *dims) {
-    IrType t = {dt, rank, NULL, false};
+    IrType t = {dt, rank, NULL, false, false, 0};
     if (rank > 0) {
         t.dims = ARENA_ARRAY(a, int64_t, rank);
         if (dims) memcpy(t.dims, dims, sizeof(int64_t) * (size_t)rank);
@@ -82,6 +83,8 @@ IrType ir_type_make(Arena *a, IrDType dt, int rank, const int64_t *dims) {
 IrType ir_type_copy(Arena *a, const IrType *t) {
     IrType c = ir_type_make(a, t->dtype, t->rank, t->dims);
     c.state = t->state;
+    c.list = t->list;
+    c.list_len = t->list_len;
     return c;
 }
 
@@ -108,9 +111,15 @@ char *ir_dims_format(const int64_t *dims, int rank, char *buf, size_t size) {
 }
 
 char *ir_type_format(const IrType *t, char *buf, size_t size) {
-    char dims[256];
-    snprintf(buf, size, "%stensor<%s, %s>%s", t->state ? "state<" : "", ir_dtype_name(t->dtype),
-             ir_dims_format(t->dims, t->rank, dims, sizeof dims), t->state ? ">" : "");
+    char dims[256], len[32] = "?";
+    if (t->list && t->list_len >= 0) snprintf(len, sizeof len, "%lld", (long long)t->list_len);
+    snprintf(buf, size, "%s%stensor<%s, %s>%s%s%s", t->state ? "state<" : "", t->list ? "list<" : "", ir_dtype_name(t->dtype),
+             ir_dims_format(t->dims, t->rank, dims, sizeof dims), t->state ? ">" : "", t->list ? ", " : "",
+             t->list ? len : "");
+    if (t->list) {
+        size_t n = strlen(buf);
+        if (n + 1 < size) strcpy(buf + n, ">");
+    }
     return buf;
 }
 
@@ -165,7 +174,7 @@ IrLiteral *ir_literal_new(Arena *a, const IrType *t) {
 }
 
 IrLiteral *ir_literal_i64(Arena *a, IrDType dt, int64_t v) {
-    IrType t = {dt, 0, NULL, false};
+    IrType t = {dt, 0, NULL, false, false, 0};
     IrLiteral *l = ir_literal_new(a, &t);
     if (dt == IR_DT_BOOL) l->data.b[0] = v != 0;
     else if (ir_dtype_is_float(dt)) return ir_literal_f64(a, dt, (double)v);
@@ -174,7 +183,7 @@ IrLiteral *ir_literal_i64(Arena *a, IrDType dt, int64_t v) {
 }
 
 IrLiteral *ir_literal_f64(Arena *a, IrDType dt, double v) {
-    IrType t = {dt, 0, NULL, false};
+    IrType t = {dt, 0, NULL, false, false, 0};
     IrLiteral *l = ir_literal_new(a, &t);
     switch (dt) {
     case IR_DT_FP16: l->data.f16[0] = ir_double_to_half(v); break;
@@ -189,7 +198,7 @@ IrLiteral *ir_literal_f64(Arena *a, IrDType dt, double v) {
 IrLiteral *ir_literal_bool(Arena *a, bool v) { return ir_literal_i64(a, IR_DT_BOOL, v); }
 
 IrLiteral *ir_literal_str(Arena *a, const char *s) {
-    IrType t = {IR_DT_STRING, 0, NULL, false};
+    IrType t = {IR_DT_STRING, 0, NULL, false, false, 0};
     IrLiteral *l = ir_literal_new(a, &t);
     l->data.s[0] = arena_strdup(a, s);
     return l;
@@ -197,7 +206,7 @@ IrLiteral *ir_literal_str(Arena *a, const char *s) {
 
 IrLiteral *ir_literal_ints(Arena *a, const int64_t *v, int n) {
     int64_t dim = n;
-    IrType t = {IR_DT_INT32, 1, &dim, false};
+    IrType t = {IR_DT_INT32, 1, &dim, false, false, 0};
     IrLiteral *l = ir_literal_new(a, &t);
     for (int i = 0; i < n; i++) l->data.i[i] = v[i];
     return l;

@@ -128,7 +128,11 @@ int mil_op_args(IrOpKind k, MilArgSpec *out, int max) {
             s->group = *t;
             default_domain(s);
             if (*p == '{') p = parse_domain(p + 1, s);
-        } else if (!(p - t == 3 && memcmp(t, "any", 3) == 0)) {
+        } else if (p - t == 3 && memcmp(t, "any", 3) == 0) {
+            s->any = true;
+        } else if (p - t == 4 && memcmp(t, "list", 4) == 0) {
+            s->list = true;
+        } else {
             IrDType dt;
             if (ir_dtype_from_name(t, (size_t)(p - t), &dt)) s->dtype = (int)dt;
         }

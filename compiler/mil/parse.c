@@ -388,8 +388,30 @@ static bool parse_count(Parser *P, const Token *t, int64_t *out) {
 
 /* type := 'tensor' '<' DTYPE ',' '[' [dim (',' dim)*] ']' '>' | DTYPE
  *       | 'state' '<' 'tensor' '<' ... '>' '>'    (ios18 states)
+ *       | 'list' '<' type ',' dim '>'            (make_list's value: element type, length)
  * dim  := NUMBER | '?' */
 static bool parse_type(Parser *P, IrType *ty) {
+    if (tok_is(peek(P), "list") && peek_at(P, 1)->kind == TK_LT) {
+        Token *start = next(P);
+        next(P);
+        if (!parse_type(P, ty) || !expect(P, TK_COMMA)) return false;
+        if (ty->list || ty->state) {
+            perr(P, start, "a list holds tensors, not lists or states");
+            return false;
+        }
+        Token *t = next(P);
+        ty->list_len = IR_DIM_DYNAMIC;
+        if (t->kind == TK_NUMBER) {
+            if (!parse_count(P, t, &ty->list_len)) return false;
+        } else if (t->kind != TK_QUESTION) {
+            char buf[48];
+            perr(P, t, "expected the list's length (a number or ?), found %s", tok_text(t, buf, sizeof buf));
+            return false;
+        }
+        if (!expect(P, TK_GT)) return false;
+        ty->list = true;
+        return true;
+    }
     if (tok_is(peek(P), "state") && peek_at(P, 1)->kind == TK_LT) {
         next(P);
         next(P);
@@ -432,7 +454,7 @@ static bool parse_type(Parser *P, IrType *ty) {
     }
     IrDType dt;
     if (!parse_dtype(P, &dt)) return false;
-    *ty = (IrType){dt, 0, NULL, false};
+    *ty = (IrType){dt, 0, NULL, false, false, 0};
     return true;
 }
 
@@ -696,7 +718,7 @@ static IrLiteral *parse_dict(Parser *P) {
     IrLiteral **ks = NULL, **vs = NULL;
     size_t n = 0, cap = 0;
     bool ok = true;
-    IrType kst = {kt, 0, NULL, false}, vst = {vt, 0, NULL, false};
+    IrType kst = {kt, 0, NULL, false, false, 0}, vst = {vt, 0, NULL, false, false, 0};
     if (peek(P)->kind != TK_RBRACE) {
         for (;;) {
             if (n == cap) {
@@ -733,7 +755,7 @@ static IrLiteral *parse_dict(Parser *P) {
     IrLiteral *l = NULL;
     if (ok) {
         int64_t dim = (int64_t)n;
-        IrType ktype = {kt, 1, &dim, false}, vtype = {vt, 1, &dim, false};
+        IrType ktype = {kt, 1, &dim, false, false, 0}, vtype = {vt, 1, &dim, false, false, 0};
         l = ARENA_NEW(P->a, IrLiteral);
         l->kind = IR_LIT_DICT;
         l->loc = tok_loc(P, kw);
@@ -803,8 +825,8 @@ static IrLiteral *parse_literal_inner(Parser *P, Token *start) {
     if (tok_is(start, "dict") && peek_at(P, 1)->kind == TK_LT) return parse_dict(P);
     IrType ty;
     if (!parse_type(P, &ty)) return NULL;
-    if (ty.state) {
-        perr(P, start, "a literal cannot be a state");
+    if (ty.state || ty.list) {
+        perr(P, start, ty.state ? "a literal cannot be a state" : "a literal cannot be a list (build one with make_list)");
         return NULL;
     }
     for (int i = 0; i < ty.rank; i++)
@@ -1159,7 +1181,7 @@ static bool at_stmt_start(Parser *P) {
         return is_dtype_word(t1) || (tok_is(t1, "tensor") && peek_at(P, 2)->kind == TK_LT);
     }
     if (is_dtype_word(t)) return peek_at(P, 1)->kind == TK_IDENT;
-    if (!tok_is(t, "tensor") || peek_at(P, 1)->kind != TK_LT) return false;
+    if (!(tok_is(t, "tensor") || tok_is(t, "list")) || peek_at(P, 1)->kind != TK_LT) return false;
     for (int k = 2; k < 200; k++) {
         TokKind kk = peek_at(P, k)->kind;
         if (kk == TK_GT) return peek_at(P, k + 1)->kind == TK_IDENT;

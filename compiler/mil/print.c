@@ -77,6 +77,18 @@ char *mil_format_hexfloat(double v, char *buf) {
 }
 
 static void print_type(Out *o, const IrType *t) {
+    if (t->list) {
+        IrType inner = *t;
+        inner.list = false;
+        puts_(o, "list<");
+        bool ts = o->tensor_scalars;
+        o->tensor_scalars = true; /* the element is always written as a tensor */
+        print_type(o, &inner);
+        o->tensor_scalars = ts;
+        if (t->list_len >= 0) putf(o, ", %lld>", (long long)t->list_len);
+        else puts_(o, ", ?>");
+        return;
+    }
     if (t->state) {
         IrType inner = *t;
         inner.state = false;
@@ -147,7 +159,7 @@ static void sort_ctx(size_t *v, size_t n, int (*cmp)(const void *, const void *,
 
 /* Sort the dict's pair indices by key (strings bytewise, numbers by value). */
 static void print_dict(Out *o, const IrLiteral *l) {
-    IrType kt = {l->keys->type.dtype, 0, NULL, false}, vt = {l->values->type.dtype, 0, NULL, false};
+    IrType kt = {l->keys->type.dtype, 0, NULL, false, false, 0}, vt = {l->values->type.dtype, 0, NULL, false, false, 0};
     puts_(o, "dict<");
     print_type(o, &kt);
     puts_(o, ", ");
@@ -194,7 +206,7 @@ static void print_literal(Out *o, const IrLiteral *l) {
     print_type(o, &l->type);
     puts_(o, "(");
     if (l->kind == IR_LIT_BLOBFILE) {
-        IrType st = {IR_DT_STRING, 0, NULL, false}, ut = {IR_DT_UINT64, 0, NULL, false};
+        IrType st = {IR_DT_STRING, 0, NULL, false, false, 0}, ut = {IR_DT_UINT64, 0, NULL, false, false, 0};
         puts_(o, "BLOBFILE(path = ");
         print_type(o, &st);
         puts_(o, "(\"");
@@ -288,7 +300,7 @@ static void print_op(Out *o, const IrOp *op, int depth) {
     }
     puts_(o, ")[");
     /* Every statement is named: an op built without a name takes its first result's. */
-    IrType st = {IR_DT_STRING, 0, NULL, false};
+    IrType st = {IR_DT_STRING, 0, NULL, false, false, 0};
     int m = 0;
     items[m++] = (Item){"name", NULL, NULL};
     for (int i = 0; i < op->nattrs; i++) items[m++] = (Item){op->attrs[i].name, NULL, op->attrs[i].lit};

@@ -162,6 +162,24 @@ static bool read_type(Reader *R, const Cml__ValueType *vt, const char *field, Ir
         out->state = true;
         return true;
     }
+    if (vt->type_case == CML__VALUE_TYPE__TYPE_LIST_TYPE) { /* make_list's value: element type and length */
+        const Cml__ValueType *w = vt->listtype->type;
+        const Cml__Dimension *n = vt->listtype->length;
+        if (!w || w->type_case != CML__VALUE_TYPE__TYPE_TENSOR_TYPE || !read_tensor_type(R, w->tensortype, field, out)) {
+            if (!w || w->type_case != CML__VALUE_TYPE__TYPE_TENSOR_TYPE) rerr(R, field, "a list type must hold a tensor type");
+            return false;
+        }
+        out->list = true;
+        out->list_len = IR_DIM_DYNAMIC;
+        if (n && n->dimension_case == CML__DIMENSION__DIMENSION_CONSTANT) {
+            if (n->constant->size > (UINT64_C(1) << 40)) {
+                rerr(R, field, "a list length of %llu", (unsigned long long)n->constant->size);
+                return false;
+            }
+            out->list_len = (int64_t)n->constant->size;
+        }
+        return true;
+    }
     if (vt->type_case != CML__VALUE_TYPE__TYPE_TENSOR_TYPE) {
         rerr(R, field, "a %s type: milc reads tensors only",
              vt->type_case == CML__VALUE_TYPE__TYPE_LIST_TYPE    ? "list"
@@ -377,7 +395,7 @@ static IrLiteral *read_dict(Reader *R, const Cml__Value *v, const char *field) {
         goto out;
     }
     int64_t dim = (int64_t)n;
-    IrType kt = {ks[0]->type.dtype, 1, &dim, false}, vt = {vs[0]->type.dtype, 1, &dim, false};
+    IrType kt = {ks[0]->type.dtype, 1, &dim, false, false, 0}, vt = {vs[0]->type.dtype, 1, &dim, false, false, 0};
     out = ARENA_NEW(R->a, IrLiteral);
     out->kind = IR_LIT_DICT;
     out->loc = R->loc;

@@ -57,6 +57,23 @@ static Cml__ValueType *enc_type(Enc *E, const IrType *t) {
     Cml__ValueType *vt = NEW(E, Cml__ValueType, CML__VALUE_TYPE__INIT);
     vt->type_case = CML__VALUE_TYPE__TYPE_TENSOR_TYPE;
     vt->tensortype = tt;
+    if (t->list) { /* list<tensor<...>, N>: a ListType of the element type and length */
+        Cml__ListType *lt = NEW(E, Cml__ListType, CML__LIST_TYPE__INIT);
+        lt->type = vt;
+        lt->length = NEW(E, Cml__Dimension, CML__DIMENSION__INIT);
+        if (t->list_len < 0) {
+            lt->length->dimension_case = CML__DIMENSION__DIMENSION_UNKNOWN;
+            lt->length->unknown = NEW(E, Cml__Dimension__UnknownDimension, CML__DIMENSION__UNKNOWN_DIMENSION__INIT);
+        } else {
+            lt->length->dimension_case = CML__DIMENSION__DIMENSION_CONSTANT;
+            lt->length->constant = NEW(E, Cml__Dimension__ConstantDimension, CML__DIMENSION__CONSTANT_DIMENSION__INIT);
+            lt->length->constant->size = (uint64_t)t->list_len;
+        }
+        Cml__ValueType *lv = NEW(E, Cml__ValueType, CML__VALUE_TYPE__INIT);
+        lv->type_case = CML__VALUE_TYPE__TYPE_LIST_TYPE;
+        lv->listtype = lt;
+        return lv;
+    }
     if (!t->state) return vt;
     /* state<tensor<...>>: a StateType wrapping the tensor type. */
     Cml__StateType *st = NEW(E, Cml__StateType, CML__STATE_TYPE__INIT);
@@ -128,7 +145,7 @@ static Cml__Value *enc_value(Enc *E, const IrLiteral *l);
 
 /* Element i of a DATA literal as a scalar literal of its dtype. */
 static IrLiteral *elem(Enc *E, const IrLiteral *l, size_t i) {
-    IrType t = {l->type.dtype, 0, NULL, false};
+    IrType t = {l->type.dtype, 0, NULL, false, false, 0};
     IrLiteral *s = ir_literal_new(&E->a, &t);
     size_t sz = l->type.dtype == IR_DT_BOOL ? 1 : l->type.dtype == IR_DT_FP16 ? 2 : l->type.dtype == IR_DT_FP32 ? 4
               : l->type.dtype == IR_DT_STRING ? sizeof(char *) : 8;
@@ -138,8 +155,8 @@ static IrLiteral *elem(Enc *E, const IrLiteral *l, size_t i) {
 
 static Cml__Value *enc_dict(Enc *E, const IrLiteral *l) {
     Cml__DictionaryType *dt = NEW(E, Cml__DictionaryType, CML__DICTIONARY_TYPE__INIT);
-    dt->keytype = enc_type(E, &(IrType){l->keys->type.dtype, 0, NULL, false});
-    dt->valuetype = enc_type(E, &(IrType){l->values->type.dtype, 0, NULL, false});
+    dt->keytype = enc_type(E, &(IrType){l->keys->type.dtype, 0, NULL, false, false, 0});
+    dt->valuetype = enc_type(E, &(IrType){l->values->type.dtype, 0, NULL, false, false, 0});
     Cml__Value *v = NEW(E, Cml__Value, CML__VALUE__INIT);
     v->type = NEW(E, Cml__ValueType, CML__VALUE_TYPE__INIT);
     v->type->type_case = CML__VALUE_TYPE__TYPE_DICTIONARY_TYPE;

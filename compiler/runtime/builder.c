@@ -588,6 +588,15 @@ static int plan_arena(RtPlanBuilder *b, int pi, uint64_t *offsets, uint64_t *are
                    fail(b, RT_EINVAL, "%s program never writes output %s", pi ? "non-bonded" : "bonded", b->outputs[i].name);
         last[id] = p->n;
     }
+    uint32_t *jump = malloc(sizeof(uint32_t) * (p->n ? p->n : 1));
+    char msg[200];
+    int nloops = jump ? rt_loops(p->ops, p->n, jump, msg, sizeof msg) : RT_ENOMEM;
+    if (nloops > 0) rt_loops_extend(p->ops, p->n, jump, b->nbuf, first, last);
+    bool had_jump = jump != NULL;
+    free(jump);
+    if (nloops < 0)
+        return free(first), free(last), free(lv), free(placed),
+               fail(b, nloops, "%s program: %s", pi ? "non-bonded" : "bonded", had_jump ? msg : "out of memory");
     uint32_t nl = 0;
     for (uint32_t i = 0; i < b->nbuf; i++) {
         offsets[i] = UINT64_MAX;

@@ -222,6 +222,21 @@ static int parse_plan(RtModel *m, int pi, const RtSection *s, char *err, size_t 
         if (last[id] == -2) BAD("plan %d never writes output %s", pi, m->outputs[i].name);
         last[id] = ph.nops;
     }
+    {
+        uint32_t *jump = malloc(sizeof(uint32_t) * 2 * (ph.nops ? ph.nops : 1));
+        if (!jump) {
+            rc = rt_errf(err, errlen, RT_ENOMEM, "out of memory");
+            goto fail;
+        }
+        char msg[200];
+        int nl = rt_loops(pr->ops, ph.nops, jump, msg, sizeof msg);
+        if (nl <= 0) free(jump);
+        if (nl < 0) BAD("plan %d: %s", pi, msg);
+        if (nl > 0) {
+            pr->jump = jump, pr->iters = jump + ph.nops;
+            rt_loops_extend(pr->ops, ph.nops, jump, m->nbuf, first, last);
+        }
+    }
     /* Arena: every live buffer inside it, aligned; overlapping ones must not be live at once. */
     uint32_t nl = 0;
     for (uint32_t i = 0; i < m->nbuf; i++) {
@@ -270,6 +285,7 @@ void rt_model_free(RtModel *m) {
         free(m->prog[p].ops);
         free(m->prog[p].parts);
         free(m->prog[p].sync);
+        free(m->prog[p].jump);
         free(m->ptr[p]);
     }
     free(m);

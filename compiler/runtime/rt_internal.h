@@ -82,6 +82,9 @@ typedef struct {
         RtConvParams conv;
         RtLutParams lut;
         RtScanParams scan;
+        RtScatterParams scatter;
+        RtSortParams sort;
+        RtRandomParams rnd;
         RtUpdateParams upd;
     } p;
 } RtOpRec;
@@ -204,6 +207,21 @@ int rt_check_lut_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t er
 size_t rt_s_lut_gemm(const RtBuf *bufs, const RtOpRec *op);
 int rt_check_cumsum(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 int rt_check_gather_axis(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+int rt_check_scatter(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+int rt_check_sort(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+size_t rt_s_sort(const RtBuf *bufs, const RtOpRec *op);
+int rt_check_random(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+size_t rt_s_random(const RtBuf *bufs, const RtOpRec *op);
+/* Loops of a program: checks their structure (nesting, one TEST each) and
+ * fills jump[nops]: BEGIN -> its TEST, TEST -> past its END, END -> past its
+ * BEGIN (other ops: 0).  Returns the loop count or a negative RT_E* code. */
+int rt_loops(const RtOpRec *ops, uint32_t nops, uint32_t *jump, char *err, size_t errlen);
+/* Extends last[] so that a buffer live into a loop stays live to its END. */
+void rt_loops_extend(const RtOpRec *ops, uint32_t nops, const uint32_t *jump, uint32_t nbuf, const int64_t *first,
+                     int64_t *last);
+static inline bool rt_op_control(uint32_t kind) {
+    return kind == RT_OP_LOOP_BEGIN || kind == RT_OP_LOOP_TEST || kind == RT_OP_LOOP_END;
+}
 int rt_check_conv(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 int rt_check_pool(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 int rt_check_update(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
@@ -255,6 +273,8 @@ typedef struct {
     uint32_t *ahead;  /* [nops]: the next op cut into more than one part (nops: none);
                        * in parts' allocation, after it */
     RtOpSync *sync;   /* [nops], 64-aligned */
+    uint32_t *jump;   /* [nops]: rt_loops' targets; NULL when the program has no loop */
+    uint32_t *iters;  /* [nops]: a LOOP_TEST's iterations in the current execution of its loop */
 } RtProg;
 
 struct RtModel {

@@ -144,6 +144,14 @@ MilcStatus milc_prewarm(MilcCache *c, const char *manifest_path, MilcPrewarmResu
 
 /* ---- artifacts --------------------------------------------------------------- */
 
+/* Compile a MIL program (a model.mil file, a folder holding one, or a
+ * .mlpackage) into the artifact file out_path, as `milc compile` does: no
+ * cache involved; milc_model_load_file loads the result.  mode: MILC_MODE_*.
+ * The file is replaced atomically, and not at all on failure.
+ * MILC_E_INPUT: the program does not parse or check (its diagnostics in
+ * milc_last_error). */
+MilcStatus milc_compile_file(const char *path, const char *out_path, int mode);
+
 typedef struct MilcArtifactInfo {
     int mode;
     uint64_t bytes;      /* its sections' total */

@@ -168,6 +168,20 @@ static void collect(void *ctx, int idx, const char *label, const BuildResult *r)
     p->ms_compile = r->ms_generate + r->ms_check + r->ms_passes + r->ms_lower;
 }
 
+MilcStatus milc_compile_file(const char *path, const char *out_path, int mode) {
+    ApiCall k;
+    api_begin(&k);
+    if (!path || !out_path) return api_end(&k, MILC_E_USAGE);
+    CompileFileOptions o = {.mode = mode == MILC_MODE_DEFAULT ? RT_MODE_DEFAULT : mode};
+    if (!milc_mode_name(o.mode)) { lib_error("mode %d is not a compile mode", mode); return api_end(&k, MILC_E_USAGE); }
+    DiagSink d;
+    diag_init(&d);
+    CompileFileResult r;
+    int rc = pipeline_compile_file(path, out_path, &o, &r, &d);
+    free(r.dump);
+    return api_end(&k, api_diags(&d, rc));
+}
+
 MilcStatus milc_build(MilcCache *c, const MilcRequest *req, MilcBuild **out) {
     ApiCall k;
     api_begin(&k);

@@ -170,7 +170,7 @@ MilcStatus milc_model_run(MilcModel *m, const void *const *inputs, void *const *
     if (stats) *stats = (MilcRunStats){st.dispatches, st.ops, st.seconds};
     if (r == 0) return api_end(&k, MILC_OK);
     lib_error("run failed: %s", rt_strerror(r));
-    return api_end(&k, r == RT_EINDEX || r == RT_EBIND ? MILC_E_INPUT : MILC_E_SYSTEM);
+    return api_end(&k, r == RT_EINDEX || r == RT_EBIND || r == RT_ELOOP ? MILC_E_INPUT : MILC_E_SYSTEM);
 }
 
 /* ---- states ---- */

@@ -18,7 +18,7 @@ import os
 
 import numpy as np
 
-__all__ = ["Cache", "Model", "Program", "MilcError", "build", "load_library", "version",
+__all__ = ["Cache", "Model", "Program", "MilcError", "build", "compile_file", "load_library", "version",
            "OK", "E_INPUT", "E_USAGE", "E_SYSTEM", "E_UNSUPPORTED", "E_NOTFOUND"]
 
 OK, E_INPUT, E_USAGE, E_SYSTEM, E_UNSUPPORTED, E_NOTFOUND = range(6)
@@ -97,6 +97,7 @@ def _declare(lib):
         "milc_artifact_info": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.POINTER(_ArtifactInfo)]),
         "milc_model_load": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.POINTER(_P)]),
         "milc_model_load_file": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(_P)]),
+        "milc_compile_file": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int]),
         "milc_model_free": (None, [_P]),
         "milc_model_ninputs": (ctypes.c_int, [_P]),
         "milc_model_noutputs": (ctypes.c_int, [_P]),
@@ -258,6 +259,15 @@ def build(cache, model="gpt2", weights=None, mode=None, chunk=0, **params):
         return cache.build(model, weights, mode, chunk, **params)
     with Cache(cache) as c:
         return c.build(model, weights, mode, chunk, **params)
+
+
+def compile_file(path, out_path, mode=None):
+    """A MIL program (model.mil, a folder holding one, a .mlpackage) compiled
+    into the artifact file out_path, no cache: `milc compile`.  Load it with
+    Model.load_file."""
+    load_library()
+    _check(_lib.milc_compile_file(_b(os.fspath(path)), _b(os.fspath(out_path)),
+                                  MODE_DEFAULT if mode is None else int(mode)))
 
 
 class TensorInfo:

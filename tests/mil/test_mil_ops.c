@@ -273,7 +273,16 @@ static const Case cases[] = {
     {"tensor<int32, [2]> s", "tensor<fp32, [?, ?]> y = fill(shape = s)[name = string(\"y\")];", ""},
     {"tensor<fp16, [2, 3]> x", "tensor<fp16, [2, 1]> y = gather_along_axis(axis = int32(1), indices = tensor<int32, [2, 1]>([[0], [2]]), x = x)[name = string(\"y\")];", ""},
     {"tensor<fp16, [2, 3]> x", "tensor<fp16, [3, 1]> y = gather_along_axis(axis = int32(1), indices = tensor<int32, [3, 1]>([[0], [2], [1]]), x = x)[name = string(\"y\")];", "gather_along_axis: 'indices' [3, 1] must have the rank of 'x' [2, 3] and its dims off axis 1"},
-    {"tensor<fp16, [2, 3]> d, tensor<fp16, [2, 1]> u", "tensor<fp16, [2, 3]> y = scatter(axis = int32(1), data = d, indices = tensor<int32, [2, 1]>([[0], [2]]), updates = u)[name = string(\"y\")];", ""},
+    {"tensor<fp16, [2, 3]> d, tensor<fp16, [2, 2]> u", "tensor<fp16, [2, 3]> y = scatter(axis = int32(1), data = d, indices = tensor<int32, [2]>([0, 2]), updates = u)[name = string(\"y\")];", ""},
+    /* updates must be data[:axis] + indices.shape + data[axis+1:] (milc took any updates before) */
+    {"tensor<fp16, [2, 3]> d, tensor<fp16, [2, 1]> u", "tensor<fp16, [2, 3]> y = scatter(axis = int32(1), data = d, indices = tensor<int32, [2, 1]>([[0], [2]]), updates = u)[name = string(\"y\")];",
+     "scatter: 'updates' [2, 1] must be [2, 2, 1]"},
+    {"tensor<fp16, [2, 3]> d, tensor<fp16, [2, 2]> u", "tensor<fp16, [2, 3]> y = scatter(axis = int32(1), data = d, indices = tensor<int32, [2]>([0, 3]), updates = u, validate_indices = bool(true))[name = string(\"y\")];",
+     "scatter: 'indices' entry 3 is outside [0, 3) (validate_indices)"},
+    {"tensor<fp16, [2, 3]> d, tensor<fp16, [3, 1]> u", "tensor<fp16, [2, 3]> y = scatter_along_axis(axis = int32(1), data = d, indices = tensor<int32, [2, 1]>([[0], [2]]), updates = u)[name = string(\"y\")];",
+     "scatter_along_axis: 'updates' [3, 1] must be [2, 1]"},
+    {"tensor<fp16, [2, 3]> d, tensor<fp16, [1, 2]> u", "tensor<fp16, [2, 3]> y = scatter_nd(data = d, indices = tensor<int32, [1, 1]>([[0]]), updates = u)[name = string(\"y\")];",
+     "scatter_nd: 'updates' [1, 2] must be [1, 3]"},
     {"tensor<fp16, [2, 3]> d, tensor<fp16, [2, 1]> u", "tensor<fp16, [2, 3]> y = scatter_along_axis(axis = int32(1), data = d, indices = tensor<int32, [2, 1]>([[0], [2]]), updates = u)[name = string(\"y\")];", ""},
     {"tensor<fp16, [2, 3]> d, tensor<fp16, [1, 3]> u", "tensor<fp16, [2, 3]> y = scatter_nd(data = d, indices = tensor<int32, [1, 1]>([[0]]), mode = string(\"update\"), updates = u)[name = string(\"y\")];", ""},
     {"tensor<fp16, [2, 3]> d, tensor<fp16, [1, 3]> u", "tensor<fp16, [2, 3]> y = scatter_nd(data = d, indices = tensor<int32, [1, 1]>([[0]]), mode = string(\"xor\"), updates = u)[name = string(\"y\")];", "scatter_nd: unknown mode \"xor\" (update, add, sub, mul, div, max, min)"},
@@ -517,6 +526,26 @@ static const Case cases[] = {
     {"", "tensor<uint1, [4]> y, tensor<fp16, [3]> v = constexpr_sparse_blockwise_shift_scale(data_mask = tensor<uint1, [4]>([1, 0, 1, 1]), nonzero_data = tensor<int8, [3]>([1, 2, 3]), "
          "scale = tensor<fp16, [3]>([0.5, 2, 1]))[name = string(\"y\")];",
      "constexpr_sparse_blockwise_shift_scale: data dim 0 (4) is not divisible by the number of scales in that dim (3)"},
+    /* lists: make_list, list_write, list_read, list_gather, list_scatter, list_length */
+#define MKLIST "int32 e0 = const()[name = string(\"e0\"), val = int32(3)]; list<tensor<fp16, [3]>, ?> ls = make_list(dtype = string(\"fp16\"), elem_shape = (e0))[name = string(\"ls\")]; "
+    {F16 "[3]> v", MKLIST "list<tensor<fp16, [3]>, ?> l2 = list_write(index = int32(0), ls = ls, value = v)[name = string(\"l2\")]; " F16 "[3]> y = list_read(index = int32(0), ls = l2)[name = string(\"y\")];", ""},
+    {F16 "[2, 3]> v", MKLIST "list<tensor<fp16, [3]>, ?> l2 = list_scatter(indices = tensor<int32, [2]>([0, 1]), ls = ls, value = v)[name = string(\"l2\")]; "
+     F16 "[2, 3]> y = list_gather(indices = tensor<int32, [2]>([1, 0]), ls = l2)[name = string(\"y\")];", ""},
+    {"", MKLIST "int32 y = list_length(ls = ls)[name = string(\"y\")];", ""},
+    {"", "int32 e0 = const()[name = string(\"e0\"), val = int32(2)]; list<tensor<int32, [2]>, 4> ls = make_list(dtype = string(\"int32\"), dynamic_length = bool(false), elem_shape = (e0), init_length = int32(4))[name = string(\"ls\")]; "
+         "tensor<int32, [1, 2]> y = list_gather(indices = tensor<int32, [1]>([3]), ls = ls)[name = string(\"y\")];",
+     ""},
+    {"tensor<fp32, [3]> v", MKLIST "list<tensor<fp16, [3]>, ?> l2 = list_write(index = int32(0), ls = ls, value = v)[name = string(\"l2\")]; " F16 "[3]> y = list_read(index = int32(0), ls = l2)[name = string(\"y\")];",
+     "list_write: 'value' tensor<fp32, [3]> does not fit the list's element type tensor<fp16, [3]>"},
+    {F16 "[3, 3]> v", MKLIST "list<tensor<fp16, [3]>, ?> l2 = list_scatter(indices = tensor<int32, [2]>([0, 1]), ls = ls, value = v)[name = string(\"l2\")]; " F16 "[3]> y = list_read(index = int32(0), ls = l2)[name = string(\"y\")];",
+     "list_scatter: 'value' [3, 3] must hold one element per index (2)"},
+    {F16 "[3]> v", F16 "[3]> y = list_read(index = int32(0), ls = v)[name = string(\"y\")];",
+     "list_read: argument 'ls' must be a list (make one with make_list), not tensor<fp16, [3]>"},
+    {"", MKLIST F16 "[3]> y = relu(x = ls)[name = string(\"y\")];",
+     "relu: argument 'x' cannot be a list (list<tensor<fp16, [3]>, ?>); read it with list_read or list_gather"},
+    {"int32 n", "int32 e0 = const()[name = string(\"e0\"), val = int32(3)]; list<tensor<fp16, [3]>, ?> ls = make_list(dtype = string(\"fp16\"), elem_shape = (n, e0))[name = string(\"ls\")]; "
+         F16 "[3]> y = list_read(index = int32(0), ls = ls)[name = string(\"y\")];",
+     "make_list: argument 'elem_shape' must be a const, but 'n' is computed at run time"},
 };
 
 /* Parse and check one case; returns the messages, one per line (caller frees). */

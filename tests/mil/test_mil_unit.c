@@ -147,9 +147,14 @@ TEST(op_table) {
     IrOpKind k;
     CHECK(mil_op_lookup("scaled_dot_product_attention", 28, &k) && k == OP_SCALED_DOT_PRODUCT_ATTENTION);
     CHECK(!mil_op_lookup("matmull", 7, &k));
+    CHECK(mil_op_arg_spec(OP_LIST_READ, "ls", &one) && one.list && !one.any && one.dtype < 0);
+    CHECK(mil_op_arg_spec(OP_MAKE_LIST, "elem_shape", &one) && one.any && one.tuple && one.is_const);
+    CHECK(mil_op_arg_spec(OP_CROP_RESIZE, "roi", &one) && one.until == 17 && one.since == 15);
+    CHECK(mil_op_arg_spec(OP_CROP_RESIZE, "boxes", &one) && one.until == 0 && one.since == 17);
+    CHECK(mil_op_arg_spec(OP_CROP_RESIZE, "box_coordinate_mode", &one) && strcmp(one.def, "CORNERS_HEIGHT_FIRST") == 0);
     for (int i = 0; i < OP_COUNT; i++) { /* every signature decodes to known dtypes and groups */
         n = mil_op_args((IrOpKind)i, s, MIL_MAX_OP_ARGS);
-        for (int j = 0; j < n; j++) CHECK(s[j].name[0] && (s[j].group || s[j].dtype >= 0 || strstr(mil_op_signature((IrOpKind)i), ":any")));
+        for (int j = 0; j < n; j++) CHECK(s[j].name[0] && (s[j].group || s[j].dtype >= 0 || s[j].any || s[j].list));
     }
 }
 

@@ -22,10 +22,12 @@ with tempfile.TemporaryDirectory() as work:
         check([p.key for p in again] == [p.key for p in progs] and all(p.outcome != "built" for p in again),
               "the same request again: every chunk a hit, same keys")
         y = x
+        y0 = None
         for p in progs:
             with cache.load(p.key) as m:
                 check([t.name for t in m.inputs] == ["x"] and m.mode == 2, f"chunk {p.label}: x -> {[t.name for t in m.outputs]}")
                 y = m.run({"x": y})["y"]
+                y0 = y if y0 is None else y0
                 check(m.last_stats["dispatches"] > 0, "run stats counted dispatches")
                 check(m.states == [], "no states")
                 m.reset_states()  # nothing to reset: not an error
@@ -43,6 +45,21 @@ with tempfile.TemporaryDirectory() as work:
         want = np.load(prev)
         check(want.dtype == y.dtype and np.array_equal(want, y) and np.abs(y).max() > 0,
               "the binding's chain equals milc run's, bit for bit")
+
+        # A program file compiled without the cache runs like the cached chunk.
+        mdir = os.path.join(work, "m")
+        subprocess.run([milc_exe, "emit", "--model", "tiny", "--io", "split", "--layers", "1", "-o", mdir, "-q"], check=True)
+        art = os.path.join(work, "m.milc")
+        milc.compile_file(os.path.join(mdir, "model.mil"), art)
+        with milc.Model.load_file(art) as m:
+            check(m.mode == 2 and np.array_equal(m.run({"x": x})["y"], y0), "compile_file: its artifact runs like the cached chunk")
+        bad = os.path.join(work, "bad.mil")
+        with open(bad, "w") as f:
+            f.write("program(1.0)\n{\n  func main<ios16>(tensor<fp32, [2]> x) {\n    tensor<fp32, [3]> y = relu(x = x);\n  } -> (y);\n}\n")
+        e = raises(milc.E_INPUT, lambda: milc.compile_file(bad, os.path.join(work, "bad.milc")), "compile_file of a program that fails its checks")
+        check(e is not None and "bad.mil:" in e.message and not os.path.exists(os.path.join(work, "bad.milc")),
+              "the message names the file, and no artifact is written")
+        raises(milc.E_USAGE, lambda: milc.compile_file(bad, art, mode=7), "compile_file in mode 7")
 
         info = cache.artifact_info(progs[0].key)
         check(info["mode"] == 2 and info["bytes"] > 0, f"artifact_info: {info}")

@@ -75,12 +75,16 @@ void ir_dtype_int_range(IrDType t, int64_t *lo, int64_t *hi);
 
 enum { IR_DIM_DYNAMIC = -1 }; /* a '?' dimension */
 
-/* A tensor type.  rank 0 is a scalar. dims[rank] (arena; NULL when rank 0). */
+/* A tensor type.  rank 0 is a scalar. dims[rank] (arena; NULL when rank 0).
+ * A list (list<tensor<...>, N>, what make_list builds) is its element type
+ * with list set and its length (IR_DIM_DYNAMIC: grows at run time). */
 typedef struct IrType {
     IrDType dtype;
     int rank;
     int64_t *dims;
     bool state; /* state<tensor<...>>: a mutable state (ios18), read by read_state */
+    bool list;  /* list<tensor<...>, list_len>: the list ops' value */
+    int64_t list_len;
 } IrType;
 
 bool ir_type_equal(const IrType *a, const IrType *b);
@@ -89,7 +93,8 @@ int64_t ir_type_numel(const IrType *t);
 /* A copy of t whose dims live in a. */
 IrType ir_type_copy(Arena *a, const IrType *t);
 IrType ir_type_make(Arena *a, IrDType dt, int rank, const int64_t *dims);
-/* "tensor<fp16, [1, ?, 4]>" (always the tensor form) into buf; returns buf. */
+/* "tensor<fp16, [1, ?, 4]>" (always the tensor form; states and lists
+ * wrapped: "list<tensor<fp16, [2]>, ?>") into buf; returns buf. */
 char *ir_type_format(const IrType *t, char *buf, size_t size);
 /* "[1, ?, 4]" into buf; returns buf. */
 char *ir_dims_format(const int64_t *dims, int rank, char *buf, size_t size);

@@ -7,7 +7,7 @@
  *   TYPE   one uppercase letter = a dtype group; arguments sharing a letter must
  *          have the same dtype.  T, U: fp16 or fp32.  A, B: any dtype.
  *          I: any integer dtype.  Or a fixed dtype (int32, bool, string), or
- *          `any` (no constraint, no group).
+ *          `any` (no constraint, no group), or `list` (a list<...> value).
  *          A letter may carry its dtypes in braces, with dtypes an opset adds
  *          after ';': T{fp16,fp32,int32;17:int8,uint8} (the DOM_* macros).
  *          A leading $ (input:$A) means a state<tensor<...>> of that group.
@@ -282,7 +282,20 @@
       "x:T mode:string#0!?=logits size:int32#0!?=1 seed:int32#0!?=-1", random_categorical)     \
     X(COND, "cond", "pred:bool#0", cond)                                                       \
     X(WHILE_LOOP, "while_loop", "loop_vars:any*", while_loop)                                  \
-    MILC_OPS_VISION(X)
+    MILC_OPS_VISION(X)                                                                         \
+    MILC_OPS_LIST(X)
+
+/* Lists (make_list's value, list<tensor<...>, N>): TensorFlow's tensor arrays. */
+#define DOM_LIST "{bool,fp16,fp32,int32}"
+#define MILC_OPS_LIST(X)                                                                       \
+    X(MAKE_LIST, "make_list",                                                                  \
+      "init_length:int32#0?=1 dynamic_length:bool#0!?=true elem_shape:any#0!* "    \
+      "dtype:string#0!?=fp32", make_list)                                                       \
+    X(LIST_LENGTH, "list_length", "ls:list", list_op)                                          \
+    X(LIST_WRITE, "list_write", "ls:list index:int32#0 value:T" DOM_LIST, list_op)              \
+    X(LIST_READ, "list_read", "ls:list index:int32#0", list_op)                                \
+    X(LIST_GATHER, "list_gather", "ls:list indices:int32#1", list_op)                          \
+    X(LIST_SCATTER, "list_scatter", "ls:list indices:int32#1 value:T" DOM_LIST, list_op)
 
 /* Image sampling, detection and the remaining compressed-weight forms. */
 #define DOM_RESAMPLE_COORD "{fp32,int32;16:fp16;17:int8,int16,uint8,uint16}"
@@ -335,6 +348,8 @@ typedef struct MilArgSpec {
     bool optional;
     bool tuple;
     bool state; /* a state<tensor<...>> value (only these take states) */
+    bool list;  /* a list<...> value (only the list ops take lists) */
+    bool any;   /* `any`: no constraint at all (while_loop's loop variables) */
     char axis; /* 0, or '@' '+' '^': an axis argument and what its rank is */
     int since; /* first opset (15..18) with this argument */
     int until; /* the opset (16..18) that dropped it; 0: every later opset has it */

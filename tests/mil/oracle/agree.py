@@ -11,6 +11,7 @@ the file.  milc agrees when it accepts exactly the calls coremltools accepts
 others with a diagnostic about the op itself, not only about the declared type.
 
   agree.py MILC ORACLE_DIR KNOWN_DIFFERENCES [--seed N] [--per-op N] [--ops OP,OP...]
+           [--parse-driver MIL_CHECK_DRIVER]
 
 Prints the agreement table (op x opset: cases, agree, disagree) and exits 1 on
 any disagreement not listed in KNOWN_DIFFERENCES (lines `OP accepts|refuses
@@ -32,6 +33,7 @@ args = sys.argv[4:]
 SEED = int(args[args.index("--seed") + 1]) if "--seed" in args else 16
 PER_OP = int(args[args.index("--per-op") + 1]) if "--per-op" in args else 6
 ONLY = args[args.index("--ops") + 1].split(",") if "--ops" in args else None
+PARSER = args[args.index("--parse-driver") + 1] if "--parse-driver" in args else None
 OPSETS = ["iOS15", "iOS16", "iOS17", "iOS18"]
 
 try:
@@ -63,6 +65,47 @@ class Sub:
 
     def oracle(self):
         return self.v.astype(getattr(types, "np_%s_dtype" % self.dt))
+
+
+class ListArg:
+    """A list built by make_list before the op (argument ls), or make_list's own
+    arguments: element dtype, elem_shape (ints; a string is a run-time dim),
+    init_length, dynamic_length (None: left to the default)."""
+
+    def __init__(self, dt, elem, init=None, dynamic=None):
+        self.dt, self.elem, self.init, self.dynamic = dt, elem, init, dynamic
+
+    def kwargs(self):
+        kw = {"dtype": self.dt, "elem_shape": self.elem}
+        if self.init is not None:
+            kw["init_length"] = np.int32(self.init)
+        if self.dynamic is not None:
+            kw["dynamic_length"] = np.bool_(self.dynamic)
+        return kw
+
+    def milc_type(self):
+        dims = ", ".join("?" if isinstance(d, str) else str(d) for d in self.elem)
+        fixed = self.dynamic is False
+        # A dtype coremltools does not know is declared fp32: make_list must refuse it.
+        dt = self.dt if self.dt in NP else "fp32"
+        return "list<tensor<%s, [%s]>, %s>" % (dt, dims, (self.init if self.init is not None else 1) if fixed else "?")
+
+    def milc_lines(self, name):
+        lines, items = [], []
+        for i, d in enumerate(self.elem):
+            items.append("%s_e%d" % (name, i))
+            lines.append("        %s %s = const()[name = string(\"%s\"), val = %s];\n" % (
+                "string" if isinstance(d, str) else "int32", items[-1], items[-1], lit(d) if isinstance(d, str) else "int32(%d)" % d))
+        args = ["dtype = %s" % lit(self.dt), "elem_shape = (%s)" % ", ".join(items)]
+        if self.init is not None:
+            args.append("init_length = int32(%d)" % self.init)
+        if self.dynamic is not None:
+            args.append("dynamic_length = bool(%s)" % ("true" if self.dynamic else "false"))
+        lines.append("        %s %s = make_list(%s)[name = string(\"%s\")];\n" % (self.milc_type(), name, ", ".join(sorted(args)), name))
+        return lines
+
+
+LIST_RESULT = {"make_list", "list_write", "list_scatter"}  # ops whose result is a list: list_gather gives it out
 
 
 class In:
@@ -942,6 +985,111 @@ def g_constexpr_cast():
             "output_dtype": const(rng.choice(["fp32", "fp32", "int32"]), "string")}
 
 
+def list_arg():
+    dt = rng.choice(["fp16", "fp32", "int32", "bool"] + (["float"] if bad(0.05) else []))
+    elem = shape(rmin=1, rmax=3)
+    if bad(0.1):
+        elem[0] = "w"
+    return ListArg(dt, elem, init=rng.randint(0, 3) if rng.random() < 0.6 else None,
+                   dynamic=rng.random() < 0.5 if rng.random() < 0.6 else None)
+
+
+def list_value(ls, lead=()):
+    s = [d if isinstance(d, int) else 2 for d in ls.elem]
+    if bad(0.15):
+        s[-1] += 1
+    dt = ls.dt if ls.dt != "float" else "fp32"
+    return In(list(lead) + s, dt if not bad(0.1) else rng.choice(["fp16", "fp32", "int32"]))
+
+
+def g_list(op):
+    def g():
+        ls = list_arg()
+        a = {"ls": ls}
+        if op in ("list_write", "list_read"):
+            a["index"] = const(rng.randint(0, 2), "int32")
+        if op == "list_write":
+            a["value"] = list_value(ls)
+        if op in ("list_gather", "list_scatter"):
+            n = rng.randint(1, 3)
+            a["indices"] = const(list(range(n)), "int32")
+            if op == "list_scatter":
+                a["value"] = list_value(ls, [n if not bad(0.1) else n + 1])
+        return a
+    return g
+
+
+def g_eps(op):
+    def g():
+        dt = rng.choice(["fp16", "fp32"])
+        a = {"x": In(shape(rmin=3 if op == "l2_norm" and not bad(0.1) else 1), dt if not bad(0.1) else "int32")}
+        if rng.random() < 0.6:
+            a["epsilon"] = const(1e-3, rng.choice([dt, dt, "fp32", "fp16"]))
+        return a
+    return g
+
+
+def g_clip_threshold(op):
+    def g():
+        dt = rng.choice(["fp16", "fp32"] + (["int32"] if op == "threshold" else []))
+        a = {"x": In(shape(), dt), "alpha": const(-1, dt if not bad(0.1) else "fp32")}
+        if op == "clip":
+            a["beta"] = const(1, dt)
+        return a
+    return g
+
+
+def g_slice_by_index():
+    s = shape()
+    b = [rng.randint(0, d - 1) for d in s]
+    e = [rng.randint(bb + 1, d) for bb, d in zip(b, s)]
+    a = {"x": In(s, rng.choice(["fp16", "fp32", "int32", "bool"])), "begin": const(b, "int32"),
+         "end": const(e if not bad(0.1) else e + [1], "int32")}
+    if rng.random() < 0.5:
+        a["stride"] = const([rng.choice([1, 1, 2]) for _ in s], "int32")
+    if rng.random() < 0.3:
+        a["squeeze_mask"] = const([rng.random() < 0.3 and e[i] - b[i] == 1 for i in range(len(s))], "bool")
+    if rng.random() < 0.3:
+        a["begin_mask"] = const([rng.random() < 0.5 for _ in s], "bool")
+    return a
+
+
+def g_scatter(op):
+    def g():
+        s = shape()
+        if op == "scatter":
+            n = rng.randint(1, 3)
+            u = [n] + s[1:]
+            if bad(0.1):
+                u = u + [1]
+            return {"data": In(s, "fp32"), "indices": const(np.zeros([n], np.int32), "int32"), "updates": In(u, "fp32"),
+                    "axis": const(0, "int32"), "mode": const(rng.choice(["update", "add", "mul", "max"]), "string")}
+        k = rng.randint(1, len(s))
+        n = rng.randint(1, 3)
+        u = [n] + s[k:]
+        if bad(0.1):
+            u[0] += 1
+        return {"data": In(s, "fp32"), "indices": const(np.zeros([n, k], np.int32), "int32"), "updates": In(u, "fp32"),
+                "mode": const(rng.choice(["update", "add", "sub", "min"]), "string")}
+    return g
+
+
+def g_bernoulli():
+    a = {"shape": const(shape(rmin=1, rmax=3), "int32")}
+    if rng.random() < 0.6:
+        a["prob"] = const(0.3, rng.choice(["fp16", "fp32"]))
+    if rng.random() < 0.4:
+        a["seed"] = const(rng.randint(0, 9), "int32")
+    return a
+
+
+FAMILIES.update({"inverse": g_eps("inverse"), "log": g_eps("log"), "l2_norm": g_eps("l2_norm"),
+                 "clip": g_clip_threshold("clip"), "threshold": g_clip_threshold("threshold"),
+                 "slice_by_index": g_slice_by_index, "scatter": g_scatter("scatter"), "scatter_nd": g_scatter("scatter_nd"),
+                 "random_bernoulli": g_bernoulli})
+
+FAMILIES.update({op: g_list(op) for op in ("make_list", "list_length", "list_write", "list_read", "list_gather", "list_scatter")})
+
 FAMILIES.update({
     "resize": g_resize_nd, "affine": g_affine, "resample": g_resample, "crop_resize": g_crop_resize,
     "non_maximum_suppression": g_nms, "conv_quantized": g_conv_quantized,
@@ -969,7 +1117,14 @@ def oracle_case(op, opset, a):
         for k, v in a.items():
             if not isinstance(v, (In, list)):
                 kw[k] = v.oracle() if isinstance(v, Sub) else v
-        r = getattr(mb, op)(**kw)
+        if op == "make_list":
+            r = mb.make_list(**kw.pop("ls").kwargs())
+        else:
+            if isinstance(kw.get("ls"), ListArg):
+                kw["ls"] = mb.make_list(**kw["ls"].kwargs())
+            r = getattr(mb, op)(**kw)
+        if op in LIST_RESULT:
+            r = mb.list_gather(ls=r, indices=np.array([0], np.int32))
         return list(r) if isinstance(r, (tuple, list)) else r
     # mb.program reads the inputs from the function's parameter names.
     names = ", ".join("i%d" % i for i in range(len(flat)))
@@ -1017,8 +1172,12 @@ def ty(dt, dims):
 def milc_func(name, opset, op, a, outs):
     ins = []
     argv = []
+    pre = []
     for k, v in sorted(a.items()):
-        if isinstance(v, In):
+        if isinstance(v, ListArg):
+            pre += v.milc_lines("ls")
+            argv.append("ls = ls")
+        elif isinstance(v, In):
             ins.append("%s %s" % (ty(v.dt, v.shape), k))
             argv.append("%s = %s" % (k, k))
         elif isinstance(v, list):
@@ -1030,12 +1189,29 @@ def milc_func(name, opset, op, a, outs):
         else:
             argv.append("%s = %s" % (k, lit(v)))
     res = ", ".join("%s r%d" % (ty(dt, dims), i) for i, (dt, dims) in enumerate(outs))
-    body = "        %s = %s(%s)[name = string(\"r\")];\n" % (res, op, ", ".join(argv))
+    if op == "make_list":
+        body = "".join(pre)
+    elif op in LIST_RESULT:
+        body = "".join(pre) + "        %s l0 = %s(%s)[name = string(\"l0\")];\n" % (a["ls"].milc_type(), op, ", ".join(argv))
+    else:
+        body = "".join(pre) + "        %s = %s(%s)[name = string(\"r\")];\n" % (res, op, ", ".join(argv))
+    if op in LIST_RESULT:
+        body += "        %s = list_gather(indices = tensor<int32, [1]>([0]), ls = %s)[name = string(\"r\")];\n" % (
+            res, "ls" if op == "make_list" else "l0")
     return "    func %s<%s>(%s) {\n%s    } -> (%s);\n" % (name, opset.lower(), ", ".join(ins), body,
                                                          ", ".join("r%d" % i for i in range(len(outs))))
 
 
 def milc_verdicts(funcs, workdir, tag):
+    """As milc_file_verdicts, 10 functions a file: milc records at most 100
+    errors a run, and a refused case can give several."""
+    out = []
+    for i in range(0, len(funcs), 10):
+        out += milc_file_verdicts(funcs[i:i + 10], workdir, "%s_%d" % (tag, i // 10))
+    return out
+
+
+def milc_file_verdicts(funcs, workdir, tag):
     """funcs: [(first line, last line)] of each function in the file; returns
     per function None (accepted) or its first diagnostic about the op."""
     path = os.path.join(workdir, tag + ".mil")
@@ -1043,11 +1219,16 @@ def milc_verdicts(funcs, workdir, tag):
     open(path, "w").write(text)
     r = subprocess.run([MILC, "check", "--json", path], capture_output=True, text=True)
     diags = json.loads(r.stdout or "{}").get("diagnostics", [])
+    # A file that does not parse is never checked: no function of it may
+    # count as accepted (their missing diagnostics would read as acceptance).
+    parsed = r.returncode == 0 or not PARSER or subprocess.run([PARSER, "--parse", path], capture_output=True).returncode == 0
     out, line = [], 3
     for f, _ in funcs:
         n = f.count("\n")
         ds = [d for d in diags if line <= d["line"] < line + n and d["level"] == "error"]
         real = [d["message"] for d in ds if "is declared" not in d["message"]]
+        if not parsed and not ds:
+            ds = real = ["the file does not parse (%s)" % (diags[0]["message"] if diags else "?")]
         out.append((bool(ds), real[0] if real else (ds[0]["message"] if ds else None)))
         line += n
     if r.returncode not in (0, 1):
