@@ -2654,6 +2654,21 @@ static int lower_resize(LowerShared *s, const IrOp *op) {
     return 0;
 }
 
+/* The RT_OP_UNARY of a recurrent activation name; -1 linear, -2 unknown. */
+static int recurrent_act(const char *a) {
+    return !a ? -2 : !strcmp(a, "tanh") ? RT_UN_TANH : !strcmp(a, "sigmoid") ? RT_UN_SIGMOID : !strcmp(a, "relu") ? RT_UN_RELU
+         : !strcmp(a, "linear") ? -1 : -2;
+}
+
+/* A step's h [B, H] copied to its place in the sequence output. */
+static int step_out(LowerShared *s, int h, const int64_t *hd, int yseq, int64_t off) {
+    View hv;
+    int64_t st[2];
+    view_ident(&hv, h, 2, hd);
+    row_major(2, hd, st);
+    return emit_copy(s, &hv, yseq, off, st);
+}
+
 /* rnn, unrolled over its static sequence: the input projection for every
  * step in one GEMM (with the bias), then per step h = act(W_hh h + that
  * step's projection) (a GEMM with the step as its residual, then the
@@ -2665,8 +2680,7 @@ static int lower_rnn(LowerShared *s, IrOp *op) {
     const char *dir = arg_str_or(op, "direction", "forward"), *act = arg_str_or(op, "activation", "tanh");
     int64_t seq = 0;
     ir_op_arg_i64(op, "output_sequence", &seq);
-    int un = !act ? -2 : !strcmp(act, "tanh") ? RT_UN_TANH : !strcmp(act, "sigmoid") ? RT_UN_SIGMOID : !strcmp(act, "relu") ? RT_UN_RELU
-           : !strcmp(act, "linear") ? -1 : -2;
+    int un = recurrent_act(act);
     if (un == -2) return FAIL("rnn: the CPU backend runs the activations tanh, sigmoid, relu and linear");
     if (!dir || (strcmp(dir, "forward") && strcmp(dir, "reverse"))) return FAIL("rnn: 'direction' must be forward or reverse");
     if (!h0 || !wi || !wh) return FAIL("rnn: 'initial_h', 'weight_ih' and 'weight_hh' must be tensors");
@@ -2702,14 +2716,96 @@ static int lower_rnn(LowerShared *s, IrOp *op) {
             nh = a;
         }
         h = nh;
-        if (seq || last) {
-            View hv;
-            view_ident(&hv, h, 2, hd);
-            if (emit_copy(s, &hv, yseq, seq ? t * B * H : 0, st) < 0) return -1;
-        }
+        if ((seq || last) && step_out(s, h, hd, yseq, seq ? t * B * H : 0) < 0) return -1;
     }
     set_buffer(s, ys, yseq, s->bi[yseq].rank, s->bi[yseq].dims);
     set_buffer(s, yh, h, 2, hd);
+    return 0;
+}
+
+/* act(v) for a view v of [B, H] (copied dense first when it is not), into out (or a new temp). */
+static int act_of(LowerShared *s, const View *v, int un, const int64_t *hd, int out) {
+    int x = buffer_of_view(s, v, RT_F32, 2, hd);
+    if (x < 0) return -1;
+    if (un < 0 && out < 0) return x;
+    if (out < 0) out = new_temp(s, RT_F32, 2, hd);
+    if (un < 0) {
+        View xv;
+        int64_t st[2];
+        view_ident(&xv, x, 2, hd);
+        row_major(2, hd, st);
+        return emit_copy(s, &xv, out, 0, st) < 0 ? -1 : out;
+    }
+    RtUnaryParams u = {.op = un};
+    return emit(s, RT_OP_UNARY, &x, 1, out, &u, sizeof u) < 0 ? -1 : out;
+}
+
+static int emit_bin(LowerShared *s, int op, int a, int b, const int64_t *hd, int out) {
+    RtBinaryParams p = {.op = op};
+    int in[2] = {a, b};
+    if (out < 0) out = new_temp(s, RT_F32, 2, hd);
+    return emit(s, RT_OP_BINARY, in, 2, out, &p, sizeof p) < 0 ? -1 : out;
+}
+
+/* lstm (forward or reverse; no peephole, clip or second direction yet),
+ * unrolled like rnn: gates [i, f, o, z] = W_ih x_t + b + W_hh h (one GEMM
+ * per step on the step's projection), c = f·c + i·z, h = o·act(c). */
+static int lower_lstm(LowerShared *s, IrOp *op) {
+    IrValue *x = arg_value(op, "x"), *h0 = arg_value(op, "initial_h"), *c0 = arg_value(op, "initial_c");
+    IrValue *wi = arg_value(op, "weight_ih"), *wh = arg_value(op, "weight_hh"), *bias = arg_value(op, "bias");
+    const char *dir = arg_str_or(op, "direction", "forward");
+    int ra = recurrent_act(arg_str_or(op, "recurrent_activation", "sigmoid")), ca = recurrent_act(arg_str_or(op, "cell_activation", "tanh"));
+    int ha = recurrent_act(arg_str_or(op, "activation", "tanh"));
+    int64_t seq = 0;
+    ir_op_arg_i64(op, "output_sequence", &seq);
+    if (ra == -2 || ca == -2 || ha == -2) return FAIL("lstm: the CPU backend runs the activations tanh, sigmoid, relu and linear");
+    if (!dir || (strcmp(dir, "forward") && strcmp(dir, "reverse"))) return FAIL("lstm: the CPU backend runs direction forward or reverse");
+    if (ir_op_arg(op, "peephole") || ir_op_arg(op, "clip")) return FAIL("lstm: 'peephole' and 'clip' are not supported by the CPU backend yet");
+    if (!h0 || !c0 || !wi || !wh) return FAIL("lstm: 'initial_h', 'initial_c' and the weights must be tensors");
+    int64_t S = x->type.dims[0], B = x->type.dims[1], I = x->type.dims[2], H = wh->type.dims[1];
+    if (wi->type.dims[0] != 4 * H || wi->type.dims[1] != I || wh->type.dims[0] != 4 * H || ir_type_numel(&h0->type) != B * H ||
+        ir_type_numel(&c0->type) != B * H)
+        return FAIL("lstm: the weights must be [4H, %lld] and [4H, H], the initial states [%lld, H]", (long long)I, (long long)B);
+    int64_t xd[2] = {S * B, I}, pd[2] = {S * B, 4 * H}, gd[2] = {B, 4 * H}, hd[2] = {B, H}, st[2];
+    row_major(2, hd, st);
+    RtGemmParams gp = {.layout = RT_GEMM_ROWS, .has_bias = bias != NULL};
+    int in[3] = {buffer_as(s, x, 2, xd, -1), gemm_weight(s, wi), bias ? const_weight(s, bias) : 0};
+    int pre = new_temp(s, RT_F32, 2, pd);
+    if (emit(s, RT_OP_GEMM, in, bias ? 3 : 2, pre, &gp, sizeof gp) < 0) return -1;
+    IrValue *ys = op->results[0], *yh = op->results[1], *yc = op->results[2];
+    int yseq = result_buf(s, ys, ys->type.rank, ys->type.dims), h = buffer_as(s, h0, 2, hd, -1), c = buffer_as(s, c0, 2, hd, -1);
+    int whw = gemm_weight(s, wh);
+    if (yseq < 0 || h < 0 || c < 0 || whw < 0) return -1;
+    bool rev = strcmp(dir, "reverse") == 0;
+    for (int64_t k = 0; k < S; k++) {
+        int64_t t = rev ? S - 1 - k : k;
+        bool last = k == S - 1;
+        View pv;
+        view_ident(&pv, pre, 2, gd);
+        pv.offset = t * B * 4 * H;
+        int r = buffer_of_view(s, &pv, RT_F32, 2, gd), g = new_temp(s, RT_F32, 2, gd);
+        RtGemmParams rp = {.layout = RT_GEMM_ROWS, .has_residual = 1};
+        int gi[3] = {h, whw, r};
+        if (emit(s, RT_OP_GEMM, gi, 3, g, &rp, sizeof rp) < 0) return -1;
+        int gate[4];
+        for (int q = 0; q < 4; q++) {
+            View v;
+            view_ident(&v, g, 2, gd);
+            v.dims[1] = H, v.offset = q * H;
+            if ((gate[q] = act_of(s, &v, q == 3 ? ca : ra, hd, -1)) < 0) return -1;
+        }
+        int fc = emit_bin(s, RT_BIN_MUL, gate[1], c, hd, -1), iz = emit_bin(s, RT_BIN_MUL, gate[0], gate[3], hd, -1);
+        c = emit_bin(s, RT_BIN_ADD, fc, iz, hd, last ? result_buf(s, yc, 2, hd) : -1);
+        View cv;
+        view_ident(&cv, c, 2, hd);
+        int ac = act_of(s, &cv, ha, hd, -1);
+        h = emit_bin(s, RT_BIN_MUL, gate[2], ac, hd, last ? result_buf(s, yh, 2, hd) : -1);
+        if (h < 0 || c < 0) return -1;
+        if ((seq || last) && step_out(s, h, hd, yseq, seq ? t * B * H : 0) < 0) return -1;
+    }
+    set_buffer(s, ys, yseq, s->bi[yseq].rank, s->bi[yseq].dims);
+    set_buffer(s, yh, h, 2, hd);
+    set_buffer(s, yc, c, 2, hd);
     return 0;
 }
 
@@ -2857,7 +2953,7 @@ static bool lower_data_op(IrOpKind k) {
     case OP_PIXEL_SHUFFLE: case OP_PIXEL_UNSHUFFLE: case OP_SLIDING_WINDOWS: case OP_PAD: case OP_ONE_HOT:
     case OP_GATHER_ND: case OP_EINSUM: case OP_RESHAPE_LIKE: case OP_REVERSE_SEQUENCE:
     case OP_SPACE_TO_BATCH: case OP_BATCH_TO_SPACE: case OP_RESIZE_NEAREST_NEIGHBOR: case OP_RESIZE_BILINEAR:
-    case OP_UPSAMPLE_BILINEAR: case OP_RNN:
+    case OP_UPSAMPLE_BILINEAR: case OP_RNN: case OP_LSTM:
         return true;
     default: return false;
     }
@@ -2884,6 +2980,7 @@ static int lower_data(LowerShared *s, IrOp *op) {
     case OP_SPACE_TO_BATCH: case OP_BATCH_TO_SPACE: return lower_space_batch(s, op);
     case OP_RESIZE_NEAREST_NEIGHBOR: case OP_RESIZE_BILINEAR: case OP_UPSAMPLE_BILINEAR: return lower_resize(s, op);
     case OP_RNN: return lower_rnn(s, op);
+    case OP_LSTM: return lower_lstm(s, op);
     default: return lower_random(s, op);
     }
 }

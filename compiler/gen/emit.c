@@ -367,6 +367,16 @@ int gen_config_expand(GenConfig *c, Arena *a, GenProgram *p, DiagSink *d) {
     return gen_expand(c->t, a, param_scope(c, a), 0, p, d);
 }
 
+int gen_config_weight_bytes(GenConfig *c, uint64_t *bytes, DiagSink *d) {
+    Arena a;
+    arena_init(&a);
+    GenProgram p;
+    int rc = gen_config_expand(c, &a, &p, d);
+    if (rc == 0) *bytes = p.blob_end;
+    arena_free(&a);
+    return rc;
+}
+
 int gen_generate(GenConfig *c, const GenOptions *o, const char *dir, GenResult *r, DiagSink *d) {
     memset(r, 0, sizeof *r);
     if (!c->resolved && gen_config_resolve(c, d) != 0) return -1;

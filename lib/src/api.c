@@ -282,7 +282,7 @@ static int prewarm_text(MilcCache *c, char *text, const char *file, MilcPrewarmR
         lines[nlines++] = ln;
         JobList jl = {0}; /* checked now: a bad line fails before anything is built */
         JobSpec spec = {.config = ln.config, .weights = ln.weights, .modes = ln.modes, .chunk = ln.chunk,
-                        .extra = ln.extra, .nextra = ln.nextra, .loc = {file, lineno, 1}};
+                        .max_chunk_bytes = ln.max_chunk_bytes, .extra = ln.extra, .nextra = ln.nextra, .loc = {file, lineno, 1}};
         jobs_expand(&c->tp, &spec, &jl, d);
         jobs_free(&jl);
     }
@@ -290,7 +290,7 @@ static int prewarm_text(MilcCache *c, char *text, const char *file, MilcPrewarmR
     RequestOptions o = {.verify_hits = api_verify_policy(c->o.verify), .tmp_root = c->dir, .max_memory = c->o.max_memory};
     for (int i = 0; i < nlines && rc == MILC_OK; i++) {
         JobSpec spec = {.config = lines[i].config, .weights = lines[i].weights, .modes = lines[i].modes,
-                        .chunk = lines[i].chunk, .extra = lines[i].extra, .nextra = lines[i].nextra};
+                        .chunk = lines[i].chunk, .max_chunk_bytes = lines[i].max_chunk_bytes, .extra = lines[i].extra, .nextra = lines[i].nextra};
         int brc = build_request(c->store, &c->tp, &spec, &o, tally, t, d);
         if (brc == MILC_E_SYSTEM) rc = brc;
         else if (brc != MILC_OK) t->failed++; /* a request that fails reports none of its programs */

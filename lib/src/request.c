@@ -54,6 +54,9 @@ static void request_init(Request *r, const TemplatePath *tp, const JobSpec *spec
     ckey_add(b, KEY_TAG('W', 'D', 'I', 'G'), wdig, 16);
     ckey_add_str(b, KEY_TAG('M', 'O', 'D', 'S'), spec->modes ? spec->modes : RT_MODE_STR(RT_MODE_DEFAULT_N));
     ckey_add_u64(b, KEY_TAG('C', 'H', 'N', 'K'), (uint64_t)spec->chunk);
+    /* Only auto's ceiling: every other request keeps the key it had. */
+    if (spec->chunk == JOBS_CHUNK_AUTO)
+        ckey_add_u64(b, KEY_TAG('C', 'M', 'A', 'X'), spec->max_chunk_bytes ? spec->max_chunk_bytes : JOBS_DEFAULT_MAX_CHUNK_BYTES);
     ckey_add_u64(b, KEY_TAG('W', 'H', 'O', 'L'), spec->whole);
     for (int i = 0; i < spec->nextra; i++) {
         ckey_add_str(b, KEY_TAG('P', 'N', 'A', 'M'), spec->extra[i].name);

@@ -562,3 +562,29 @@ for dt in ("fp32", "fp16"):
               "%s ys, %s yh = rnn(x = x, initial_h = h0, weight_ih = wi, weight_hh = wh, bias = b, direction = d, "
               "output_sequence = sq, activation = a);" % (ty(ys, dt), ty(h, dt))],
              {"ys": (ys, dt), "yh": (h, dt)}, tol=1e-4)
+
+
+# lstm: gates [i, f, o, z], c = f c + i z, h = o act(c); forward and reverse
+wil, whl, bl = R(4 * H_, I_) * 0.5, R(4 * H_, H_) * 0.5, R(4 * H_) * 0.5
+c0_ = R(B_, H_)
+sg = lambda v: 1 / (1 + np.exp(-v))
+for dt in ("fp32", "fp16"):
+    for direction, seq, ra in (("forward", True, "sigmoid"), ("reverse", False, "sigmoid"), ("forward", False, "relu")):
+        xv, hv, cv = as_dt(xr5, dt), as_dt(h0_, dt), as_dt(c0_, dt)
+        wiv, whv, bv = as_dt(wil, dt), as_dt(whl, dt), as_dt(bl, dt)
+        h, c = hv.astype(np.float64), cv.astype(np.float64)
+        outs = np.zeros((S_, B_, H_))
+        rf = acts_[ra]
+        for t in (range(S_) if direction == "forward" else range(S_ - 1, -1, -1)):
+            g = xv[t] @ wiv.T.astype(np.float64) + bv + h @ whv.T.astype(np.float64)
+            i, f, o, z = rf(g[:, :H_]), rf(g[:, H_:2 * H_]), rf(g[:, 2 * H_:3 * H_]), np.tanh(g[:, 3 * H_:])
+            c = f * c + i * z
+            h = o * np.tanh(c)
+            outs[t] = h
+        ys = outs if seq else h[None]
+        case("lstm_%s_%s_%s" % (direction, ra, dt), {"x": (xv, dt), "h0": (hv, dt), "c0": (cv, dt)},
+             [const("wi", wiv, dt), const("wh", whv, dt), const("b", bv, dt), 'string d = const()[val = string("%s")];' % direction,
+              'string ra = const()[val = string("%s")];' % ra, const("sq", seq, "bool"),
+              "%s ys, %s yh, %s yc = lstm(x = x, initial_h = h0, initial_c = c0, weight_ih = wi, weight_hh = wh, bias = b, "
+              "direction = d, output_sequence = sq, recurrent_activation = ra);" % (ty(ys, dt), ty(h, dt), ty(c, dt))],
+             {"ys": (ys, dt), "yh": (h, dt), "yc": (c, dt)}, tol=1e-4)

@@ -533,13 +533,14 @@ TEST(unsupported_op_is_diagnosed) {
     check_refused(src, want, 1);
 }
 
-/* The shapes the checker leaves to the backend: a clear error at the op. */
+/* Scatter misuse is refused with a clear error at the op (since the checker
+ * follows coremltools' shape rule for updates, it is the checker that says so). */
 TEST(scatter_misuse_is_diagnosed) {
     const char *src = HDR "tensor<fp32, [4, 5]> d, tensor<fp32, [4, 3]> u) {\n"
                       "        tensor<int32, [2]> i = const()[val = tensor<int32, [2]>([1, 2])];\n"
                       "        tensor<fp32, [4, 5]> y = scatter(data = d, indices = i, updates = u, axis = int32(1));\n"
                       "    } -> (y);\n}\n";
-    const char *want[] = {"t.mil:5:", "error: scatter: 'indices' must be [C] and 'updates' data's shape with dim 1 = C"};
+    const char *want[] = {"t.mil:5:", "error: scatter: 'updates' [4, 3] must be [4, 2]"};
     check_refused(src, want, 2);
 }
 

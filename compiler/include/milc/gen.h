@@ -151,6 +151,12 @@ bool gen_config_get_str(const GenConfig *c, const char *name, const char **out);
 
 /* ---- generation --------------------------------------------------------- */
 
+/* The size of the weight file the config's program would have (records and
+ * headers), from the template's weight declarations alone: nothing is
+ * generated, so it is cheap at any model size (`build --chunk auto` sizes
+ * chunks with it).  0, or -1 with diagnostics in d. */
+int gen_config_weight_bytes(GenConfig *c, uint64_t *bytes, DiagSink *d);
+
 /* A weight source, opened once: "random" or "random:SEED" (SEED a decimal
  * uint64; NULL means random:0), or a .safetensors checkpoint: its header
  * read and validated, every byte hashed (the digest), the descriptor kept;
