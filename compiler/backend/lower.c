@@ -61,6 +61,12 @@ struct LowerShared {
     bool *out_done;  /* output index -> written by the current program */
     BufInfo *bi;
     int nbi, capbi;
+    /* states (plan_states): per value id, a state input's last write (the
+     * op position; an in-place slice_update's own), -1 for none; whether a
+     * slice_update result is written into its state in place */
+    int *wpos;
+    bool *su_in_place;
+    int opi; /* position of the op being lowered */
     BlobOpen blobs[8];
     int nblobs;
     /* per program */
@@ -1052,6 +1058,173 @@ static int slice_region(LowerShared *s, const IrOp *op, const IrType *xt, View *
         if (!slice_axis(&v, i, b, c, stride[i])) return FAIL("%s: empty slice on axis %d", mil_op_name(op->kind), i);
     }
     *vp = v;
+    return 0;
+}
+
+/* ---- states ---- */
+
+static bool is_write_of(const IrOp *op, const IrValue *st) {
+    return (op->kind == OP_WRITE_STATE && arg_value(op, "input") == st) ||
+           (op->kind == OP_COREML_UPDATE_STATE && arg_value(op, "state") == st);
+}
+
+static IrValue *written_value(const IrOp *op) {
+    return arg_value(op, op->kind == OP_WRITE_STATE ? "data" : "value");
+}
+
+/* Decides, before lowering, where each state is written.  A slice_update is
+ * done in place in its state's buffer (no copy of the state) when it updates
+ * the state's own read (used by nothing else), its result is what the
+ * state's only write stores, and no other read of the state lies between the
+ * two: then no op can tell the write happened early. */
+static void plan_states(LowerShared *s) {
+    IrFunction *f = s->f;
+    for (int i = 0; i < f->ninputs; i++) {
+        IrValue *st = f->inputs[i];
+        s->wpos[vid(st)] = -1;
+        if (!st->type.state) continue;
+        int nw = 0, pos = 0, wp = -1;
+        IrOp *w = NULL;
+        IR_FOR_EACH_OP(op, f) {
+            if (is_write_of(op, st)) nw++, w = op, wp = pos;
+            pos++;
+        }
+        s->wpos[vid(st)] = wp;
+        IrValue *val = nw == 1 ? written_value(w) : NULL;
+        IrOp *su = val ? val->def : NULL;
+        if (!su || su->kind != OP_SLICE_UPDATE) continue;
+        IrValue *x = arg_value(su, "x");
+        IrOp *rd = x ? x->def : NULL;
+        if (!rd || rd->kind != OP_READ_STATE || arg_value(rd, "input") != st || x->uses != 1) continue;
+        bool between = false, after_rd = false;
+        int supos = 0;
+        pos = 0;
+        IR_FOR_EACH_OP(op, f) {
+            if (op == w) break;
+            if (after_rd && op->kind == OP_READ_STATE && arg_value(op, "input") == st) between = true;
+            if (op == rd) after_rd = true;
+            if (op == su) supos = pos;
+            pos++;
+        }
+        if (between) continue;
+        s->su_in_place[vid(su->results[0])] = true;
+        s->wpos[vid(st)] = supos;
+    }
+}
+
+/* The state buffer of state input st. */
+static int state_buf(LowerShared *s, const IrValue *st) {
+    int b = st ? s->input_buf[vid(st)] : -1;
+    if (b < 0 || !st->type.state) FAIL("internal: '%s' is not a state", st ? st->name : "?");
+    return b;
+}
+
+/* read_state: a view of the state's buffer (no copy) when no write of the
+ * state follows, or when only the in-place slice_update reads it; else a
+ * copy of the value now, before a later write changes the buffer. */
+static int lower_read_state(LowerShared *s, const IrOp *op) {
+    IrValue *st = arg_value(op, "input"), *r = op->results[0];
+    int b = state_buf(s, st);
+    if (b < 0) return -1;
+    View w;
+    view_ident(&w, b, st->type.rank, st->type.dims);
+    bool sole_su = false; /* read only by the slice_update done in place */
+    for (IrOp *u = op->next; r->uses == 1 && u; u = u->next)
+        if (u->kind == OP_SLICE_UPDATE && arg_value(u, "x") == r) {
+            sole_su = s->su_in_place[vid(u->results[0])];
+            break;
+        }
+    if (sole_su || s->wpos[vid(st)] < s->opi) return set_view(s, r, &w, false);
+    int out = copy_dest(s, r);
+    int64_t strides[MAXR];
+    row_major(s->bi[out].rank, s->bi[out].dims, strides);
+    View dv;
+    view_ident(&dv, out, s->bi[out].rank, s->bi[out].dims);
+    if (!view_reshape(&dv, st->type.rank, st->type.dims, &dv)) return FAIL("internal: read_state copy shape");
+    if (emit_copy(s, &w, out, 0, dv.strides) < 0) return -1;
+    set_buffer(s, r, out, s->bi[out].rank, s->bi[out].dims);
+    return 0;
+}
+
+/* x, then begin and end as int32 [rank] (constants become weights). */
+static int update_inputs(LowerShared *s, const IrOp *op, int rank, int *in) {
+    for (int i = 0; i < 2; i++) {
+        IrValue *v = arg_value(op, i ? "end" : "begin");
+        if (!v) {
+            const IrLiteral *l = ir_op_arg_const(op, i ? "end" : "begin");
+            return l ? FAIL("slice_update: internal: constant '%s' without a value", i ? "end" : "begin") : FAIL("slice_update: no '%s'", i ? "end" : "begin");
+        }
+        if (v->type.dtype != IR_DT_INT32 || ir_value_numel(v) != rank)
+            return FAIL("slice_update: '%s' must be int32 [%d] on the CPU backend", i ? "end" : "begin", rank);
+        in[1 + i] = materialize(s, v);
+        if (in[1 + i] < 0) return -1;
+    }
+    return 0;
+}
+
+static int lower_slice_update_const(LowerShared *s, const IrOp *op);
+
+/* slice_update: the update written into a box of x at a run-time begin.  In
+ * place in the state (plan_states), else into a copy of x; with constant
+ * begin and end (any stride) the copies of lower_slice_update_const. */
+static int lower_slice_update(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x"), *u = arg_value(op, "update"), *r = op->results[0];
+    if (!s->su_in_place[vid(r)] && ir_op_arg_const(op, "begin") && ir_op_arg_const(op, "end"))
+        return lower_slice_update_const(s, op);
+    int rank = x->type.rank;
+    int64_t stride[MAXR], m[3][MAXR];
+    int n = const_ints(s, op, "stride", stride, MAXR);
+    if (n == -1) return -1;
+    for (int i = 0; i < n; i++)
+        if (stride[i] != 1) return FAIL("slice_update: strides other than 1 are not supported by the CPU backend");
+    RtUpdateParams p = {0};
+    int32_t *mask[3] = {&p.begin_mask, &p.end_mask, &p.squeeze_mask};
+    static const char *const mname[3] = {"begin_mask", "end_mask", "squeeze_mask"};
+    for (int k = 0; k < 3; k++) {
+        int c = const_ints(s, op, mname[k], m[k], MAXR);
+        if (c == -1) return -1;
+        for (int i = 0; i < c && i < rank; i++)
+            if (m[k][i]) *mask[k] |= 1 << i;
+    }
+    /* the update with the squeezed axes back as 1s: x's rank */
+    int64_t ud[MAXR];
+    for (int i = 0, j = 0; i < rank; i++) ud[i] = (p.squeeze_mask >> i & 1) ? 1 : (j < u->type.rank ? u->type.dims[j++] : 1);
+    int in[3];
+    in[0] = buffer_as(s, u, rank, ud, -1);
+    if (in[0] < 0 || update_inputs(s, op, rank, in) < 0) return -1;
+    if (s->su_in_place[vid(r)]) {
+        IrValue *st = x->def ? arg_value(x->def, "input") : NULL;
+        int b = state_buf(s, st);
+        if (b < 0 || emit(s, RT_OP_UPDATE, in, 3, b, &p, sizeof p) < 0) return -1;
+        View w;
+        view_ident(&w, b, rank, x->type.dims);
+        return set_view(s, r, &w, false);
+    }
+    int out = result_buf(s, r, rank, x->type.dims);
+    if (out < 0 || buffer_as(s, x, rank, x->type.dims, out) < 0) return -1;
+    if (emit(s, RT_OP_UPDATE, in, 3, out, &p, sizeof p) < 0) return -1;
+    set_buffer(s, r, out, rank, x->type.dims);
+    return 0;
+}
+
+/* write_state / coreml_update_state: the value into the state's buffer
+ * (nothing when an in-place slice_update already put it there). */
+static int lower_write_state(LowerShared *s, const IrOp *op) {
+    bool upd = op->kind == OP_COREML_UPDATE_STATE;
+    IrValue *st = arg_value(op, upd ? "state" : "input"), *val = written_value(op);
+    int b = state_buf(s, st);
+    LVal *L = lval(s, val);
+    if (b < 0 || !L->has) return -1;
+    View w;
+    view_ident(&w, b, st->type.rank, st->type.dims);
+    bool there = !L->pend && L->v.buf == b && L->v.offset == 0 && dims_same(L->v.rank, L->v.dims, w.rank, w.dims) &&
+                 !memcmp(L->v.strides, w.strides, sizeof(int64_t) * (size_t)w.rank);
+    if (!there) {
+        int x = buffer_as(s, val, st->type.rank, st->type.dims, -1);
+        RtUpdateParams p = {0};
+        if (x < 0 || emit(s, RT_OP_UPDATE, &x, 1, b, &p, sizeof p) < 0) return -1;
+    }
+    if (upd) s->lv[vid(op->results[0])] = *lval(s, val); /* the result is the value */
     return 0;
 }
 
@@ -2248,9 +2421,11 @@ static int lower_einsum(LowerShared *s, const IrOp *op) {
     return set_view(s, op->results[0], &w, false);
 }
 
-/* slice_update: y = x, then update copied over the slice of y that
- * slice_by_index's arguments describe (squeezed axes dropped from update). */
-static int lower_slice_update(LowerShared *s, const IrOp *op) {
+/* slice_update with constant begin and end: y = x, then update copied over
+ * the slice of y that slice_by_index's arguments describe (squeezed axes
+ * dropped from update).  Run-time bounds and a state's in-place update:
+ * lower_slice_update. */
+static int lower_slice_update_const(LowerShared *s, const IrOp *op) {
     IrValue *x = arg_value(op, "x"), *u = arg_value(op, "update");
     const IrType *t = rtype(op);
     int out = out_for(s, op);
@@ -2776,7 +2951,7 @@ static bool lower_data_op(IrOpKind k) {
     case OP_QUANTIZE: case OP_DEQUANTIZE: case OP_RANDOM_UNIFORM: case OP_RANDOM_NORMAL: case OP_RANDOM_BERNOULLI:
     case OP_RANDOM_CATEGORICAL: case OP_COND: case OP_WHILE_LOOP: case OP_FILL_LIKE: case OP_RANGE_1D: case OP_CROP:
     case OP_PIXEL_SHUFFLE: case OP_PIXEL_UNSHUFFLE: case OP_SLIDING_WINDOWS: case OP_PAD: case OP_ONE_HOT:
-    case OP_GATHER_ND: case OP_EINSUM: case OP_RESHAPE_LIKE: case OP_SLICE_UPDATE: case OP_REVERSE_SEQUENCE:
+    case OP_GATHER_ND: case OP_EINSUM: case OP_RESHAPE_LIKE: case OP_REVERSE_SEQUENCE:
     case OP_SPACE_TO_BATCH: case OP_BATCH_TO_SPACE: case OP_RESIZE_NEAREST_NEIGHBOR: case OP_RESIZE_BILINEAR:
     case OP_UPSAMPLE_BILINEAR: case OP_RNN: case OP_LSTM:
         return true;
@@ -2801,7 +2976,6 @@ static int lower_data(LowerShared *s, IrOp *op) {
     case OP_GATHER_ND: return lower_gather_nd(s, op);
     case OP_EINSUM: return lower_einsum(s, op);
     case OP_RESHAPE_LIKE: return lower_reshape(s, op);
-    case OP_SLICE_UPDATE: return lower_slice_update(s, op);
     case OP_REVERSE_SEQUENCE: return lower_reverse_sequence(s, op);
     case OP_SPACE_TO_BATCH: case OP_BATCH_TO_SPACE: return lower_space_batch(s, op);
     case OP_RESIZE_NEAREST_NEIGHBOR: case OP_RESIZE_BILINEAR: case OP_UPSAMPLE_BILINEAR: return lower_resize(s, op);
@@ -2835,6 +3009,8 @@ bool backend_lowers(IrOpKind k) {
         OP_IDENTITY, OP_FLATTEN2D, OP_REVERSE, OP_STACK, OP_FILL, OP_SHAPE, OP_SPACE_TO_DEPTH, OP_DEPTH_TO_SPACE,
         OP_UPSAMPLE_NEAREST_NEIGHBOR, OP_CONSTEXPR_LUT_TO_DENSE, OP_CONSTEXPR_CAST, OP_CONSTEXPR_AFFINE_DEQUANTIZE,
         OP_CONSTEXPR_BLOCKWISE_SHIFT_SCALE, OP_CONSTEXPR_SPARSE_TO_DENSE,
+        /* states */
+        OP_READ_STATE, OP_WRITE_STATE, OP_COREML_UPDATE_STATE, OP_SLICE_UPDATE,
     };
     for (size_t i = 0; i < sizeof lowered / sizeof *lowered; i++)
         if (lowered[i] == k) return true;
@@ -2917,6 +3093,9 @@ static int lower_op(LowerShared *s, IrOp *op) {
     case OP_CONCAT: return lower_concat(s, op);
     case OP_SPLIT: return lower_split(s, op);
     case OP_SLICE_BY_INDEX: case OP_SLICE_BY_SIZE: return lower_slice(s, op);
+    case OP_READ_STATE: return lower_read_state(s, op);
+    case OP_WRITE_STATE: case OP_COREML_UPDATE_STATE: return lower_write_state(s, op);
+    case OP_SLICE_UPDATE: return lower_slice_update(s, op);
     case OP_GATHER: {
         int64_t a = 0, bd = 0;
         ir_op_arg_i64(op, "axis", &a);
@@ -3006,8 +3185,11 @@ LowerShared *lower_shared_new(RtPlanBuilder *b, IrFunction *f, const char *model
     }
     s->nvals = id;
     s->reshaped = calloc((size_t)n + 1, sizeof *s->reshaped);
-    MILC_ASSERT(s->reshaped);
+    s->wpos = malloc(sizeof(int) * ((size_t)n + 1));
+    s->su_in_place = calloc((size_t)n + 1, 1);
+    MILC_ASSERT(s->reshaped && s->wpos && s->su_in_place);
     ir_function_count_uses(f);
+    plan_states(s);
     IR_FOR_EACH_OP(op, f) {
         if (op->kind != OP_RESHAPE && op->kind != OP_EXPAND_DIMS && op->kind != OP_SQUEEZE) continue;
         IrArg *x = ir_op_arg(op, "x");
@@ -3023,7 +3205,7 @@ void lower_shared_free(LowerShared *s) {
         free(s->blobs[i].path);
     }
     free(s->vals), free(s->reshaped), free(s->weight), free(s->weight2d), free(s->input_buf), free(s->lv);
-    free(s->out_buf), free(s->out_done), free(s->bi);
+    free(s->out_buf), free(s->out_done), free(s->bi), free(s->wpos), free(s->su_in_place);
     free(s);
 }
 
@@ -3058,6 +3240,14 @@ int lower_inputs_outputs(LowerShared *s, const FuseTable *fuse) {
         RtDType dt;
         if (io_dtype(s, v, v->loc, &dt) < 0) return -1;
         if (ir_value_numel(v) < 0) return fail_at(s, v->loc, "input '%s' has a dynamic shape", v->name), -1;
+        if (v->type.state) { /* the model's own buffer, in its declared dtype */
+            int id = check_rc(s, rtb_state(s->b, v->name, dt, v->type.rank, v->type.dims));
+            if (id < 0) return -1;
+            note_buf(s, id, v->type.rank, v->type.dims);
+            s->bi[id].f16 = dt == RT_F16;
+            s->input_buf[vid(v)] = id;
+            continue;
+        }
         /* A KV cache the attention kernel reads as fp16 stays fp16: no
          * conversion pass at rt_run, half the bytes read. */
         bool raw = dt == RT_F16 && read_in_place(fuse, v);
@@ -3098,8 +3288,10 @@ int lower_program(LowerShared *s, const FuseTable *fuse, bool views, int *nops, 
         s->lv[vid(v)].has = true;
         view_ident(&s->lv[vid(v)].v, s->input_buf[vid(v)], v->type.rank, v->type.dims);
     }
+    s->opi = 0;
     IR_FOR_EACH_OP(op, f) {
         if (lower_op(s, op) < 0 || s->failed) return -1;
+        s->opi++;
     }
     s->cur = NULL;
     for (int i = 0; i < f->noutputs; i++) {

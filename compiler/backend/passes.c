@@ -123,7 +123,8 @@ int backend_dce(IrFunction *f) {
      * so a dead chain goes in one sweep. */
     for (IrOp *op = f->last, *prev; op; op = prev) {
         prev = op->prev;
-        bool live = false;
+        /* a state's write is its effect, whatever uses its result */
+        bool live = op->kind == OP_WRITE_STATE || op->kind == OP_COREML_UPDATE_STATE;
         for (int r = 0; r < op->nresults; r++) live |= op->results[r]->uses > 0;
         if (live) continue;
         for_each_value_arg(op, drop_use);

@@ -246,9 +246,9 @@ static void bputs(Buf *b, const char *s) { bput(b, s, strlen(s)); }
 
 static char *shape_text(Arena *a, const GenIo *io) {
     char buf[256];
-    int n = snprintf(buf, sizeof buf, "tensor<%s, [", io->dtype);
+    int n = snprintf(buf, sizeof buf, "%stensor<%s, [", io->state ? "state<" : "", io->dtype);
     for (int i = 0; i < io->rank; i++) n += snprintf(buf + n, sizeof buf - (size_t)n, "%s%" PRId64, i ? ", " : "", io->shape[i]);
-    snprintf(buf + n, sizeof buf - (size_t)n, "]>");
+    snprintf(buf + n, sizeof buf - (size_t)n, "]>%s", io->state ? ">" : "");
     return arena_strdup(a, buf);
 }
 
@@ -281,6 +281,7 @@ static json_t *io_json(const GenIo *io) {
     json_object_set_new(o, "name", json_string(io->name));
     json_object_set_new(o, "dtype", json_string(io->dtype));
     json_object_set_new(o, "shape", sh);
+    if (io->state) json_object_set_new(o, "state", json_true());
     return o;
 }
 

@@ -216,6 +216,7 @@ bool rt_op_serial(const RtBuf *bufs, const RtOpRec *op) {
         for (int i = 0; i < op->p.copy.rank; i++) n *= op->p.copy.dims[i];
         return 2 * n < SERIAL_WORK;
     }
+    if (op->kind == RT_OP_UPDATE) return 2 * bufs[op->in[0]].numel < SERIAL_WORK; /* a box of a (big) state */
     for (uint32_t i = 0; i < op->nin; i++) work += bufs[op->in[i]].numel;
     for (uint32_t i = 0; i < op->nout; i++) work += bufs[op->out[i]].numel;
     return work < SERIAL_WORK;

@@ -45,7 +45,7 @@ uint64_t rt_buf_storage(const RtBufRec *r) {
 
 int rt_buf_init(RtBuf *b, const RtBufRec *r, char *err, size_t errlen) {
     memset(b, 0, sizeof *b);
-    if (r->kind < RT_BUF_INPUT || r->kind > RT_BUF_TEMP)
+    if (r->kind < RT_BUF_INPUT || r->kind > RT_BUF_STATE)
         return rt_errf(err, errlen, RT_EFORMAT, "buffer kind %u invalid", r->kind);
     if (r->flags & ~(uint32_t)RT_BUFF_PANELS)
         return rt_errf(err, errlen, RT_EFORMAT, "buffer flags %#x invalid", r->flags);
@@ -80,7 +80,7 @@ const char *rt_strerror(int code) {
     case RT_EVERSION: return "unsupported artifact version or backend";
     case RT_ECHECKSUM: return "checksum mismatch";
     case RT_EBIND: return "tensors do not match the model";
-    case RT_EINDEX: return "gather index out of range";
+    case RT_EINDEX: return "index out of range (a gather index, or a slice_update box outside its state)";
     case RT_ELOOP: return "a while_loop ran past its limit of " RT_MODE_STR(RT_LOOP_MAX_ITERS) " iterations";
     case RT_ESYS: return "system error";
     }
@@ -478,6 +478,7 @@ static const RtOpInfo op_table[RT_OP_COUNT_] = {
     [RT_OP_LOOP_BEGIN] = {"loop_begin", 0, 0, 0, 0, 0, check_loop_op, NULL},
     [RT_OP_LOOP_TEST] = {"loop_test", 0, 1, 1, 0, 0, check_loop_op, NULL},
     [RT_OP_LOOP_END] = {"loop_end", 0, 0, 0, 0, 0, check_loop_op, NULL},
+    [RT_OP_UPDATE] = {"update", sizeof(RtUpdateParams), 1, 3, 1, 1, rt_check_update, NULL},
 };
 
 const RtOpInfo *rt_op_info(uint32_t kind) {
@@ -513,7 +514,10 @@ int rt_op_check(const RtBuf *bufs, uint32_t nbuf, const RtOpRec *op, bool loadin
     }
     for (uint32_t i = 0; i < op->nout; i++) {
         if (op->out[i] < 0 || (uint32_t)op->out[i] >= nbuf) FAIL("%s: output %u: buffer %d out of range", oi->name, i, op->out[i]);
-        if (bufs[op->out[i]].kind != RT_BUF_TEMP) FAIL("%s: output %u is not a temp", oi->name, i);
+        /* a state changes only by an UPDATE: its one in-place writer */
+        uint32_t ok = bufs[op->out[i]].kind;
+        if (ok != RT_BUF_TEMP && !(ok == RT_BUF_STATE && op->kind == RT_OP_UPDATE))
+            FAIL("%s: output %u is not a temp", oi->name, i);
         for (uint32_t j = 0; j < op->nin; j++)
             if (op->in[j] == op->out[i]) FAIL("%s: buffer %d is both input and output", oi->name, op->out[i]);
     }

@@ -215,15 +215,16 @@ MilcStatus milc_model_run(MilcModel *m, const void *const *inputs, void *const *
 
 /* ---- states ------------------------------------------------------------------ */
 
-/* States are buffers a model keeps between runs (a KV cache held by the
- * model, read and updated in place by each run, instead of passed in as
- * inputs and returned as outputs).  The design: milc_model_nstates says how
- * many; milc_model_state describes one like an input; a run reads and
- * updates them; milc_model_state_read/_write copy one out or in (a chain
- * hands its caches from prefill to decode that way); milc_model_reset_states
- * zeroes them all.  Today's runtime keeps no state: templates take their
- * caches as inputs and return the new entries as outputs, so nstates is 0
- * and the rest return MILC_E_UNSUPPORTED. */
+/* States are buffers a model keeps between runs (MIL's state<tensor<...>>:
+ * a KV cache held by the model, read and updated in place by each run,
+ * instead of passed in as inputs and returned as outputs), as Core ML keeps
+ * an MLState: zero at load, changed only by the model's runs and by
+ * milc_model_state_write.  milc_model_nstates says how many;
+ * milc_model_state describes one like an input (its dtype is its own: an
+ * fp16 state is read and written as fp16); milc_model_state_read/_write
+ * copy one out or in, exactly its bytes (MILC_E_INPUT for another size,
+ * MILC_E_USAGE for an index out of range); milc_model_reset_states zeroes
+ * them all. */
 int milc_model_nstates(const MilcModel *m);
 MilcStatus milc_model_state(const MilcModel *m, int i, MilcTensorInfo *out);
 MilcStatus milc_model_state_read(MilcModel *m, int i, void *dst, size_t bytes);

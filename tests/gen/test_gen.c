@@ -285,10 +285,10 @@ TEST(describe) {
     CHECK(strstr(s, "  --phase enum             default prefill, one of prefill, decode\n"));
     CHECK(strstr(s, "  --rope_theta float       default 500000, >= 1\n"));
     CHECK(strstr(s, "  hd = dim / heads\n"));
-    CHECK(strstr(s, "blocks: blocks/embed blocks/rmsnorm blocks/proj blocks/packed_in blocks/cols blocks/rope blocks/attention "
-                    "blocks/packed_kv\n"));
+    CHECK(strstr(s, "blocks: blocks/embed blocks/rmsnorm blocks/proj blocks/packed_in blocks/cols blocks/kv_state_at "
+                    "blocks/rope blocks/kv_state blocks/attention blocks/packed_kv\n"));
     free(s);
-    CHECK_EQ_INT(gen_template_param_count(t), 18);
+    CHECK_EQ_INT(gen_template_param_count(t), 19);
     gen_template_free(t);
     diag_free(&d);
 }
@@ -302,7 +302,7 @@ TEST(canonical_and_presets) {
     if (!c) return;
     char *s = gen_config_canonical(c);
     CHECK_STR(s, "template=llama\nctx=48\ndim=128\neps=0x1.4f8b588e368f1p-17\nffn=256\nfirst_layer=0\nheads=4\n"
-                 "io=packed\nkv_heads=2\nlayers=2\nmin_seq=16\nmodel_layers=2\npart=layers\nphase=decode\nproj=conv\n"
+                 "io=packed\nkv=io\nkv_heads=2\nlayers=2\nmin_seq=16\nmodel_layers=2\npart=layers\nphase=decode\nproj=conv\n"
                  "rope_theta=0x1.388p+13\nseq=1\ntied=1\nvocab=512\n");
     free(s);
     CHECK_STR(gen_config_preset(c), "tiny-llama");
@@ -716,7 +716,7 @@ TEST(checkpoint_changed_while_open) {
 TEST(parameter_errors) {
     char *s;
     CHECK_STR(s = errors_of(&SP, "tiny", (const char *[]){"--heads", "5", NULL}),
-              "$T/gpt2.xml:25: error: 128 is not divisible by 5 (in 'dim / heads')\n");
+              "$T/gpt2.xml:26: error: 128 is not divisible by 5 (in 'dim / heads')\n");
     free(s);
     CHECK_STR(s = errors_of(&SP, "tiny", (const char *[]){"--dim", "abc", NULL}),
               "error: --dim: expected an integer, got 'abc'\n");
@@ -736,13 +736,13 @@ TEST(parameter_errors) {
               "error: template 'gpt2' has no parameter 'kv-heads' (see: milc templates show gpt2)\n");
     free(s);
     CHECK_STR(s = errors_of(&SP, "tiny", (const char *[]){"--first_layer", "1", NULL}),
-              "$T/gpt2.xml:36: error: layers 1..2 do not exist in a 2-layer model\n");
+              "$T/gpt2.xml:38: error: layers 1..2 do not exist in a 2-layer model\n");
     free(s);
     CHECK_STR(s = errors_of(&SP, "tiny-llama", (const char *[]){"--kv_heads", "3", NULL}),
-              "$T/llama.xml:38: error: heads (4) must be a multiple of kv_heads (3)\n");
+              "$T/llama.xml:40: error: heads (4) must be a multiple of kv_heads (3)\n");
     free(s);
     CHECK_STR(s = errors_of(&SP, "tiny-llama", (const char *[]){"--heads", "128", "--kv-heads", "128", NULL}),
-              "$T/llama.xml:39: error: the head dimension dim / heads = 1 must be even for RoPE\n");
+              "$T/llama.xml:41: error: the head dimension dim / heads = 1 must be even for RoPE\n");
     free(s);
     CHECK_STR(s = errors_of(&SP, "nosuch", NULL), "error: template 'nosuch' not found in the template path\n");
     free(s);

@@ -202,6 +202,7 @@ typedef struct GenIo {
     char *dtype;       /* "fp16", ... */
     int rank;
     int64_t shape[8];
+    bool state;        /* an input held as state<tensor<...>> (ios18): the model keeps it across runs */
 } GenIo;
 
 typedef struct GenResult {

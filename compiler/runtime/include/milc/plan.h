@@ -118,6 +118,7 @@ typedef enum {
     RT_OP_LOOP_BEGIN, /* none -> none */
     RT_OP_LOOP_TEST,  /* cond(BOOL, 1 element) -> none */
     RT_OP_LOOP_END,   /* none -> none */
+    RT_OP_UPDATE,     /* RtUpdateParams: x[, begin, end (I32)] -> y, written in place (a state's write) */
     RT_OP_COUNT_
 } RtOpKind;
 
@@ -352,6 +353,18 @@ typedef struct {
     int64_t seed;
     float a, b;
 } RtRandomParams;
+/* RT_OP_UPDATE writes x into the box of y that starts at begin (input 1;
+ * all zeros without inputs 1 and 2) and leaves the rest of y as it is: y is a
+ * state (rtb_state), or a temp an earlier op filled.  x has y's rank and
+ * dims <= y's; an F16 y (an fp16 state) gets x rounded to fp16.  begin and
+ * end are I32 [rank of y], read at run time: negative values count from the
+ * end of the axis; bit a of begin_mask starts axis a at 0, of end_mask ends
+ * it at y's dim, of squeeze_mask makes it one element at begin.  A box outside
+ * y, or one whose extent (end - begin) is not x's, writes nothing and rt_run
+ * returns RT_EINDEX. */
+typedef struct {
+    int32_t begin_mask, end_mask, squeeze_mask, reserved;
+} RtUpdateParams;
 
 /* ---- the builder ---- */
 typedef struct RtPlanBuilder RtPlanBuilder;
@@ -373,6 +386,12 @@ int rtb_input(RtPlanBuilder *b, const char *name, RtDType io_dtype, int rank, co
  * tensor in place (no conversion, no copy).  Only a COPY (converting to F32)
  * and a flagged ATTENTION's K/V read F16 buffers.  Returns its index. */
 int rtb_input_f16(RtPlanBuilder *b, const char *name, int rank, const int64_t *dims);
+/* A state (MIL's state<tensor<...>>): a buffer of dtype F32, F16, I32 or
+ * BOOL (its own: an fp16 state stays fp16) that the loaded model keeps
+ * across runs, zero at load, set and read by name (rt_model_state_set/get).
+ * Ops read it like an input (F16: a converting COPY or a flagged ATTENTION's
+ * K/V); only RT_OP_UPDATE writes it.  Returns its index. */
+int rtb_state(RtPlanBuilder *b, const char *name, RtDType dtype, int rank, const int64_t *dims);
 /* A constant: data (numel × element size bytes, dense row-major) is copied.
  * dtype F32, F16, I32 or BOOL.  An F16 weight read by any op but a GEMM (as
  * its W) becomes F32 at that rtb_op; rtb_finish repacks every GEMM W into
