@@ -17,6 +17,7 @@
 #include "json.h"
 #include "milc/model.h"
 #include "milc/pipeline.h"
+#include "milc/whole.h"
 
 /* ---- a program family --------------------------------------------------- */
 
@@ -202,6 +203,8 @@ typedef struct BenchReport {
     bool has_dispatch;
     BenchDispatch dispatch; /* measured directly, once per run */
     const struct BenchProjection *projection; /* --project: the ANE estimate, or NULL */
+    const WholeResult *whole; /* --whole: embedding → chunks → head, or NULL */
+    int whole_mode;
 } BenchReport;
 
 /* ---- the ANE projection (an ESTIMATE; bench_project.c) ------------------ */
@@ -231,6 +234,10 @@ int bench_project_model(const TemplatePath *tp, const BenchParams *decode, const
 void bench_project_run(BenchProjection *p);
 void bench_project_table(FILE *f, const BenchProjection *p);
 json_t *bench_project_json(const BenchProjection *p); /* one JSON object, a new reference */
+
+/* --whole's figures (bench_whole.c): Orion's table on this backend. */
+void bench_whole_table(FILE *f, const BenchReport *r);
+json_t *bench_whole_json(const BenchReport *r); /* a new reference; null without --whole */
 
 void bench_print_table(FILE *f, const BenchReport *r);
 void bench_write_json(FILE *f, const BenchReport *r);

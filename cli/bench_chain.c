@@ -86,7 +86,10 @@ int bench_build(Cache *c, const TemplatePath *tp, const BenchParams *p, int mode
     Collect cl = {out, false};
     Store *s = store_lmdb_wrap(c);
     if (!s) { cli_error("out of memory"); return EXIT_SYSTEM; }
-    int rc = build_request(s, tp, &spec, &(RequestOptions){.verify_hits = verify_hits, .tmp_root = tmp_root}, collect,
+    /* Each program made and stored in turn: the cold path's parts (BENCH.md)
+     * then add up to compile_ms, which overlapping them would not. */
+    int rc = build_request(s, tp, &spec,
+                           &(RequestOptions){.verify_hits = verify_hits, .tmp_root = tmp_root, .overlap = 1}, collect,
                            &cl, d);
     store_close(s);
     if (rc == EXIT_OK && cl.oom) cli_error("out of memory"), rc = EXIT_SYSTEM;

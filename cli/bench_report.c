@@ -220,6 +220,7 @@ void bench_print_table(FILE *f, const BenchReport *r) {
     fprintf(f, "  warm `milc build`, whole process, all %ld chunks   %.2f ms (goal <= 20)\n", r->nchunks,
             m->build_warm_ms.med);
     if (r->projection) bench_project_table(f, r->projection);
+    if (r->whole) bench_whole_table(f, r);
 }
 
 /* ---- JSON ------------------------------------------------------------------ */
@@ -337,7 +338,8 @@ void bench_write_json(FILE *f, const BenchReport *r) {
         "depth_seq", json_integer(r->depth_seq), "verify_hits", json_boolean(r->verify != BUILD_VERIFY_NONE),
         "verify_policy",
         json_string(r->verify == BUILD_VERIFY_NONE ? "none" : r->verify == BUILD_VERIFY_FULL ? "full" : "once"),
-        "dispatch", jdispatch(r), "modes", modes, "projection", proj, "summary", jsummary(r), NULL));
+        "dispatch", jdispatch(r), "modes", modes, "projection", proj, "summary", jsummary(r), "whole",
+        bench_whole_json(r), NULL));
 }
 
 /* ---- CSV ------------------------------------------------------------------- */

@@ -34,6 +34,7 @@ static const OptSpec bench_opts[] = {
     {"depth-seq", 0, OPT_VALUE, "T", "tokens per dispatch in the depth sweep (default 1)"},
     {"seqs", 0, OPT_VALUE, "LIST", "token sweep, tokens per dispatch (default 1,8,16,32,64,128)"},
     {"no-sweeps", 0, OPT_FLAG, NULL, "skip the sweeps"},
+    {"whole", 0, OPT_FLAG, NULL, "also the whole model (embedding, chunks, head): first call empty and cached, steady prefill, decode"},
     VERIFY_OPTS,
     {"threads", 'j', OPT_VALUE, "N", "runtime threads (default: all CPUs)"},
     {"json", 0, OPT_VALUE, "FILE", "also write the results as JSON (--json alone: JSON on stdout)"},
@@ -68,6 +69,7 @@ static void bench_usage(FILE *f) {
           "  milc bench --modes 2 --no-sweeps --json out.json\n"
           "  milc bench --quick --json               seconds; a smoke test\n"
           "  milc bench --modes 2 --project ane      and an ESTIMATE of the same chunkings on the ANE\n"
+          "  milc bench --modes 2 --no-sweeps --whole and the whole model, token ids to logits\n"
           "\noptions:\n", f);
     print_options(f, bench_opts);
 }
@@ -611,6 +613,30 @@ static int project(const Bench *b, const BenchReport *r, BenchProjection *pr) {
     return EXIT_OK;
 }
 
+/* ---- the whole model ------------------------------------------------------------ */
+
+static void whole_progress(void *ctx, const char *what) { progress(ctx, "%s", what); }
+
+/* --whole, in the headline mode (2 when measured, else the first): the
+ * library's figures of embedding → chunks → head. */
+static int measure_whole(const Bench *b, const long *modes, int nmodes, WholeResult *w, int *mode) {
+    *mode = (int)modes[0];
+    for (int i = 0; i < nmodes; i++)
+        if (modes[i] == RT_MODE_DEFAULT) *mode = RT_MODE_DEFAULT;
+    DiagSink d;
+    diag_init(&d);
+    int rc = whole_bench(&(WholeSpec){.tp = &b->tp, .config = b->base.config, .weights = b->base.weights,
+                                      .prefill = b->base.v, .nprefill = b->base.n, .decode = b->decode.v,
+                                      .ndecode = b->decode.n, .chunk = b->chunk, .mode = *mode, .nthreads = b->threads,
+                                      .verify_hits = b->verify, .cold_repeat = b->cold_repeat, .repeat = b->repeat,
+                                      .tokens = b->repeat < 16 ? 16 : b->repeat, .root = b->root,
+                                      .progress = whole_progress, .ctx = (void *)b},
+                         w, &d);
+    if (rc == EXIT_INPUT) cli_report(b->cli, &d);
+    diag_free(&d);
+    return rc;
+}
+
 /* ---- the command -------------------------------------------------------------- */
 
 static bool opt_long(const Args *a, const char *name, long lo, long hi, long *v) {
@@ -788,6 +814,9 @@ static int bench_run(Cli *cli, int argc, char **argv) {
         r.nmodes = i + 1;
     }
     if (rc == EXIT_OK && pr && (rc = project(&b, &r, pr)) == EXIT_OK) r.projection = pr;
+    WholeResult whole;
+    if (rc == EXIT_OK && args_flag(&a, "whole") && (rc = measure_whole(&b, modes, nmodes, &whole, &r.whole_mode)) == EXIT_OK)
+        r.whole = &whole;
     scratch_remove(b.root);
     if (rc != EXIT_OK) goto out;
     if (json_stdout) bench_write_json(stdout, &r);

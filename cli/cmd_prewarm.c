@@ -30,17 +30,19 @@
 #include "milc/ledger.h"
 #include "tier.h"
 #include "milc/manifest.h"
+#include "milc/packages.h"
 #include "milc/request.h"
 
 static const OptSpec prewarm_opts[] = {
     {"jobs", 'j', OPT_VALUE, "N", "worker processes (default: the number of CPUs)"},
     {"stale", 0, OPT_FLAG, NULL, "instead of a manifest: rebuild every entry another milc made (cache verify --stale) from its stored recipe, costliest first"},
+    {"packages", 0, OPT_VALUE, "DIR", "also leave each program as a Core ML package, DIR/KEY.mlpackage (after the builds)"},
     VERIFY_OPTS,
     {0},
 };
 
 static void prewarm_help(FILE *f) {
-    fputs("usage: milc prewarm MANIFEST [-j N]\n"
+    fputs("usage: milc prewarm MANIFEST [-j N] [--packages DIR]\n"
           "       milc prewarm --stale [-j N]\n"
           "\n"
           "Build every program a manifest lists into the cache, in parallel worker\n"
@@ -86,7 +88,7 @@ static void remember_lines(const Cli *cli, const TemplatePath *tp, const Manifes
                  memcmp(reports[i].wdig, reports[first].wdig, 16) == 0;
         const ManifestLine *ln = &lines[l];
         JobSpec spec = {.config = ln->config, .weights = ln->weights, .modes = ln->modes, .chunk = ln->chunk,
-                        .extra = ln->extra, .nextra = ln->nextra};
+                        .max_chunk_bytes = ln->max_chunk_bytes, .extra = ln->extra, .nextra = ln->nextra};
         if (ok) request_remember(c, tp, &spec, &jobs->v[first], n, &keys[first], reports[first].wdig);
     }
     free(keys);
@@ -214,7 +216,7 @@ static int read_manifest(char *text, const char *file, const TemplatePath *tp, M
         m->line_first[m->nlines] = m->jobs.n;
         m->lines[m->nlines++] = ln;
         JobSpec spec = {.config = ln.config, .weights = ln.weights, .modes = ln.modes, .chunk = ln.chunk,
-                        .extra = ln.extra, .nextra = ln.nextra, .loc = {file, lineno, 1}};
+                        .max_chunk_bytes = ln.max_chunk_bytes, .extra = ln.extra, .nextra = ln.nextra, .loc = {file, lineno, 1}};
         jobs_expand(tp, &spec, &m->jobs, d);
     }
     if (m->line_first) m->line_first[m->nlines] = m->jobs.n;
@@ -321,6 +323,36 @@ static void print_totals(const Cli *cli, const JobList *jobs, const Results *res
                 res->built, res->hits, res->failed + missing, res->secs, nworkers);
 }
 
+static void print_package(void *ctx, int idx, const char *path, bool written) {
+    const Cli *cli = ctx;
+    (void)idx;
+    if (cli->verbosity >= 0 && !cli->json) fprintf(stderr, "prewarm: package %s%s\n", path, written ? "" : " (already there)");
+}
+
+/* --packages DIR: a package of every program that built or hit, in the
+ * parent once the workers are done (a worker's report holds only the key). */
+static int prewarm_packages(const Cli *cli, const TemplatePath *tp, const JobList *jobs, const Results *res,
+                            const char *dir) {
+    CacheKey *keys = calloc((size_t)jobs->n + 1, sizeof *keys);
+    const CacheKey **have = calloc((size_t)jobs->n + 1, sizeof *have);
+    if (!keys || !have) {
+        free(keys), free(have);
+        cli_error("out of memory");
+        return EXIT_SYSTEM;
+    }
+    for (int i = 0; i < jobs->n; i++)
+        if (res->have[i] && res->reports[i].rc == EXIT_OK && cache_key_parse(res->reports[i].key, &keys[i]) == 0)
+            have[i] = &keys[i];
+    DiagSink d;
+    diag_init(&d);
+    int rc = packages_leave(tp, jobs->v, have, jobs->n, dir, print_package, (void *)cli, &d);
+    int drc = cli_report(cli, &d);
+    diag_free(&d);
+    free(keys);
+    free(have);
+    return rc != EXIT_OK ? rc : drc;
+}
+
 /* Build the manifest's jobs (parsed into m) with nworkers workers. */
 static int prewarm_jobs(const Cli *cli, const Args *a, const TemplatePath *tp, const char *file, Manifest *m,
                         long nworkers) {
@@ -339,6 +371,10 @@ static int prewarm_jobs(const Cli *cli, const Args *a, const TemplatePath *tp, c
     }
     rc = summarize(cli, file, jobs, &res, nworkers);
     remember_lines(cli, tp, m->lines, m->nlines, m->line_first, jobs, res.reports, res.have);
+    if (args_get(a, "packages")) {
+        int prc = prewarm_packages(cli, tp, jobs, &res, args_get(a, "packages"));
+        if (rc == EXIT_OK) rc = prc;
+    }
     print_totals(cli, jobs, &res, nworkers);
     free(res.reports);
     free(res.have);

@@ -20,6 +20,7 @@ static const OptSpec run_opts[] = {
     {"mode", 0, OPT_VALUE, "N", "with build options: " RT_MODES_HELP},
     {"model-path", 0, OPT_VALUE, "DIR", "with a model.mil file: the directory @model_path stands for"},
     {"input", 'i', OPT_VALUE, "NAME=FILE.npy", "bind an input (repeat for each)"},
+    {"state", 0, OPT_VALUE, "NAME=FILE.npy", "seed a state (repeat for each; the others start at zero)"},
     {"output", 'o', OPT_VALUE, "DIR", "write each output as DIR/NAME.npy (default .)"},
     {"threads", 'j', OPT_VALUE, "N", "worker threads (default: all CPUs)"},
     {"repeat", 0, OPT_VALUE, "N", "run N times and report the fastest"},
@@ -28,7 +29,8 @@ static const OptSpec run_opts[] = {
 };
 
 static void run_help(FILE *f) {
-    fputs("usage: milc run (ARTIFACT.milc | KEY | FILE.mil | PKG.mlpackage | DIR | build options) --input NAME=FILE.npy ... [-o DIR]\n"
+    fputs("usage: milc run (ARTIFACT.milc | KEY | FILE.mil | PKG.mlpackage | DIR | build options) --input NAME=FILE.npy ...\n"
+          "                [--state NAME=FILE.npy ...] [-o DIR]\n"
           "\n"
           "Load a compiled artifact - a file from 'milc compile', a cache entry by its\n"
           "key (see 'milc cache ls'), or the chunk that 'milc build' with the same\n"
@@ -37,7 +39,11 @@ static void run_help(FILE *f) {
           "same key whatever its container - validate it, bind every input from an .npy\n"
           "file (fp16 inputs also take fp32 files), run it, and write each output as\n"
           "DIR/NAME.npy under its MIL name.  Outputs of one run are inputs of the\n"
-          "next, so prefill and decode steps chain through files.\n\noptions:\n", f);
+          "next, so prefill and decode steps chain through files.  A program with\n"
+          "states (state<tensor<...>> inputs: a KV cache the model keeps) starts\n"
+          "from the --state seeds (same dtype and shape; fp16 states also take fp32\n"
+          "files), zero otherwise, and each state's value after the run is written\n"
+          "as DIR/NAME.npy too: the next run's seed.\n\noptions:\n", f);
     print_options(f, run_opts);
 }
 
@@ -138,10 +144,13 @@ static int run_run(Cli *cli, int argc, char **argv) {
     if (!args_parse("run", run_opts, argc - 1, argv + 1, true, &a)) return EXIT_USAGE;
     if (!verify_flags_ok("run", &a)) { args_free(&a); return EXIT_USAGE; }
     int rc = EXIT_USAGE;
-    const char **inputs = calloc((size_t)a.nhits + 1, sizeof(char *));
-    int ninputs = 0;
-    for (int i = 0; i < a.nhits; i++)
+    const char **inputs = calloc((size_t)a.nhits + 1, sizeof(char *)), **states = calloc((size_t)a.nhits + 1, sizeof(char *));
+    int ninputs = 0, nstates = 0;
+    for (int i = 0; inputs && states && i < a.nhits; i++) {
         if (strcmp(a.hits[i].spec->name, "input") == 0) inputs[ninputs++] = a.hits[i].value;
+        if (strcmp(a.hits[i].spec->name, "state") == 0) states[nstates++] = a.hits[i].value;
+    }
+    if (!inputs || !states) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out; }
     long threads = 0, repeat = 1;
     bool from_build = a.npos == 0 && (a.nextra || args_get(&a, "model") || args_get(&a, "template"));
     if (a.npos != 1 && !from_build) { cli_usage_error("run", "expected one ARTIFACT or KEY, or build options"); goto out; }
@@ -198,12 +207,13 @@ static int run_run(Cli *cli, int argc, char **argv) {
         rc = model_load_file(&lm, a.pos[0], &how);
     }
     if (rc == EXIT_OK) {
-        rc = model_run_npy(&lm, inputs, ninputs, outdir, cli->json, (int)repeat, cli->verbosity < 0);
+        rc = model_run_npy(&lm, inputs, ninputs, states, nstates, outdir, cli->json, (int)repeat, cli->verbosity < 0);
         model_free(&lm);
     }
     if (c) store_close(c);
 out:
     free(inputs);
+    free(states);
     args_free(&a);
     return rc;
 }

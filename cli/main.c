@@ -120,23 +120,6 @@ static uint64_t default_max_memory(void) {
     return ram / 2;
 }
 
-/* "123", "64M", "2G", "1T" → bytes; false if malformed or zero. */
-static bool parse_size(const char *s, uint64_t *out) {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (end == s || errno || s[0] == '-') return false;
-    int shift = 0;
-    if (*end) {
-        const char *units = "KMGT", *u = strchr(units, end[0] & ~0x20);
-        if (!u || end[1]) return false;
-        shift = 10 * (int)(u - units + 1);
-    }
-    if (v == 0 || v > (UINT64_MAX >> shift)) return false;
-    *out = (uint64_t)v << shift;
-    return true;
-}
-
 /* The library's messages, as the CLI prints its own. */
 static void print_msg(void *ctx, int level, const char *msg) {
     (void)ctx;
@@ -191,7 +174,7 @@ int main(int argc, char **argv) {
         }
     }
     argc = n;
-    if (maxmem_flag && !parse_size(maxmem_flag, &cli.max_memory)) {
+    if (maxmem_flag && !lib_parse_size(maxmem_flag, &cli.max_memory)) {
         fprintf(stderr, "milc: --max-memory wants a size such as 4G, not '%s'\nTry 'milc --help'.\n", maxmem_flag);
         return EXIT_USAGE;
     }

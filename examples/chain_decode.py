@@ -8,11 +8,16 @@ checked against one prefill of all n + steps tokens, which must agree
 contract of mil-templates/README.md hold.
 
     examples/chain_decode.py [--lib libmilc.so] [--model tiny] [--prompt 12] [--steps 4] [--ctx 48] [--io split|packed]
+                             [--kv io|state]
 
 --io split gives every tensor its own name (unpadded: the CPU layout);
 --io packed (the templates' default, what the ANE takes) packs each program's
 inputs into one tensor and its outputs into another, padded to a multiple of
-16 tokens.  Every program is built (or found) in a cache in a temporary
+16 tokens.  --kv state builds the decode chunk with its caches held as
+states: the prefill's K/V are written into them once (Model.write_state),
+then each step passes only the new token, its mask and its position, and the
+chunk writes its keys and values into the states in place: nothing of the
+cache crosses the API per token.  Every program is built (or found) in a cache in a temporary
 directory, removed at the end.  Exit 0 when decode matches prefill within
 --tol (relative L2).  Needs numpy."""
 import argparse, os, sys, tempfile
@@ -29,8 +34,12 @@ ap.add_argument("--steps", type=int, default=4, help="decode steps after it")
 ap.add_argument("--ctx", type=int, default=48, help="KV-cache positions")
 ap.add_argument("--mode", type=int, default=2, help="compile mode of every program")
 ap.add_argument("--io", default="split", choices=["split", "packed"], help="the chunks' I/O layout")
+ap.add_argument("--kv", default="io", choices=["io", "state"], help="decode: the cache as inputs/outputs or as states")
 ap.add_argument("--tol", type=float, default=1e-2)
 a = ap.parse_args()
+st = a.kv == "state"
+if st and a.io == "packed":
+    sys.exit("--kv state chunks use the split layout: leave out --io packed")
 milc.load_library(a.lib)
 packed = a.io == "packed"
 # The CPU needs no padding to 16; packed chunks are run as the ANE takes them.
@@ -52,7 +61,7 @@ def pad(t, s):  # [1, C, 1, n] -> [1, C, 1, s], zeros after the real tokens
 with tempfile.TemporaryDirectory(prefix="milc-chain-") as work, milc.Cache(work) as cache:
     def param(name):
         return float(cache.param(name, a.model, **base, **decode_opts))
-    decode = program(cache, **decode_opts)
+    decode = program(cache, **decode_opts, **({"kv": "state"} if st else {}))
     shapes = {t.name: t.shape for t in decode.inputs}
     dim, heads = int(param("dim")), int(param("heads"))
     hd = dim // heads
@@ -68,7 +77,9 @@ with tempfile.TemporaryDirectory(prefix="milc-chain-") as work, milc.Cache(work)
         shapes.update({f"{kv}_cache_{L}": (1, kvd, 1, slots) for L in layers for kv in "kv"})
         shapes["mask"] = (1, slots + S, 1, S)
     else:
-        layers = sorted(int(k[len("k_cache_"):]) for k in shapes if k.startswith("k_cache_"))
+        names = [t.name for t in decode.states] if st else list(shapes)
+        shapes.update({t.name: t.shape for t in decode.states})
+        layers = sorted(int(k[len("k_cache_"):]) for k in names if k.startswith("k_cache_"))
         slots = a.ctx
 
     def unpack(y, s):  # the packed output's rows: hidden states, then k, v of each layer
@@ -109,12 +120,18 @@ with tempfile.TemporaryDirectory(prefix="milc-chain-") as work, milc.Cache(work)
             c = np.zeros(shapes[f"{kv}_cache_{L}"], np.float32)
             c[..., :n] = pre[f"{kv}_{L}"]
             caches[f"{kv}_cache_{L}"] = c
+            if st:  # once: the model keeps the cache from here on
+                decode.write_state(f"{kv}_cache_{L}", c)
     ys = []
     for p in range(n, total):
         mask = np.full(shapes["mask"], -1e4, np.float32)
-        mask[0, :p, 0, 0] = 0       # cache slots 0..p-1
-        mask[0, slots, 0, 0] = 0    # the new token itself
-        inputs = {"x": x[..., p:p + 1], "mask": mask, **caches}
+        if st:  # the new token is written to slot p before the attention reads the cache
+            mask[0, :p + 1, 0, 0] = 0
+            inputs = {"x": x[..., p:p + 1], "mask": mask, "pos": np.array([p], np.int32)}
+        else:
+            mask[0, :p, 0, 0] = 0       # cache slots 0..p-1
+            mask[0, slots, 0, 0] = 0    # the new token itself
+            inputs = {"x": x[..., p:p + 1], "mask": mask, **caches}
         if theta is not None:       # Llama: the new token's rotation
             j = np.arange(hd)
             ang = p * theta ** (-2.0 * (j % (hd // 2)) / hd)
@@ -124,12 +141,12 @@ with tempfile.TemporaryDirectory(prefix="milc-chain-") as work, milc.Cache(work)
         if packed:
             out = unpack(out["y"].astype(np.float32), 1)
         ys.append(out["y"].astype(np.float32))
-        for L in layers:
+        for L in layers if not st else ():
             caches[f"k_cache_{L}"][..., p] = out[f"k_{L}"][..., 0]
             caches[f"v_cache_{L}"][..., p] = out[f"v_{L}"][..., 0]
     got = np.concatenate(ys, axis=3)
     want = ref["y"].astype(np.float32)[..., n:total]
 err = np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30)
-print(f"{a.model} ({a.io}): prefill {n} + decode {a.steps} vs prefill {total}: relative L2 error {err:.2e} "
+print(f"{a.model} ({a.io}, kv {a.kv}): prefill {n} + decode {a.steps} vs prefill {total}: relative L2 error {err:.2e} "
       f"(tolerance {a.tol:g})")
 sys.exit(0 if err <= a.tol else 1)

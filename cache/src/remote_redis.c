@@ -501,7 +501,8 @@ typedef struct MacThread {
     pthread_cond_t cv;
     MacJob q[MAC_QUEUE];
     uint64_t queued, done, mark; /* jobs handed over, finished; queued at the last sync */
-    int stop;
+    int stop, idle, waiting;     /* idle: the thread sleeps; waiting: the stream does */
+    size_t unwoken;              /* bytes queued since the thread was last woken */
     int64_t bad;                 /* the first chunk whose tag failed, or -1 */
     const Remote *r;
     const Manifest *m;
@@ -664,7 +665,8 @@ static void *mac_main(void *arg) {
     int64_t cur = -1;
     pthread_mutex_lock(&t->mu);
     for (;;) {
-        while (t->done == t->queued && !t->stop) pthread_cond_wait(&t->cv, &t->mu);
+        while (t->done == t->queued && !t->stop) t->idle = 1, pthread_cond_wait(&t->cv, &t->mu);
+        t->idle = 0;
         if (t->done == t->queued) break;
         MacJob j = t->q[t->done % MAC_QUEUE];
         int skip = t->bad >= 0;
@@ -689,7 +691,7 @@ static void *mac_main(void *arg) {
         pthread_mutex_lock(&t->mu);
         if (failed && t->bad < 0) t->bad = j.chunk;
         t->done++;
-        pthread_cond_broadcast(&t->cv);
+        if (t->waiting) pthread_cond_broadcast(&t->cv); /* a wake-up per job would cost more than the job */
     }
     pthread_mutex_unlock(&t->mu);
     return NULL;
@@ -733,10 +735,15 @@ static int mac_refused(Stream *s, int64_t bad) {
 static int mac_queue(Stream *s, const uint8_t *p, size_t n, int last) {
     MacThread *t = s->mt;
     pthread_mutex_lock(&t->mu);
-    while (t->queued - t->done == MAC_QUEUE) pthread_cond_wait(&t->cv, &t->mu);
+    while (t->queued - t->done == MAC_QUEUE) t->waiting = 1, pthread_cond_wait(&t->cv, &t->mu);
+    t->waiting = 0;
     int64_t bad = t->bad;
     t->q[t->queued++ % MAC_QUEUE] = (MacJob){p, n, s->cur, last};
-    pthread_cond_broadcast(&t->cv);
+    t->unwoken += n;
+    /* Woken per chunk or 256 KB, not per piece: a GPT-2 entry's many small
+     * sections are a piece each. */
+    if (t->idle && (last || t->unwoken >= (256u << 10) || t->queued - t->done > MAC_QUEUE / 2))
+        t->unwoken = 0, pthread_cond_broadcast(&t->cv);
     pthread_mutex_unlock(&t->mu);
     return bad >= 0 ? mac_refused(s, bad) : 0;
 }
@@ -752,7 +759,9 @@ static int stream_sync(void *ctx, int when) {
     pthread_mutex_lock(&t->mu);
     uint64_t upto = when == CACHE_FILL_REUSE ? t->mark : t->queued;
     t->mark = t->queued;
-    while (t->done < upto) pthread_cond_wait(&t->cv, &t->mu);
+    if (t->done < upto && t->idle) t->unwoken = 0, pthread_cond_broadcast(&t->cv);
+    while (t->done < upto) t->waiting = 1, pthread_cond_wait(&t->cv, &t->mu);
+    t->waiting = 0;
     int64_t bad = t->bad;
     pthread_mutex_unlock(&t->mu);
     if (s->rc || when == CACHE_FILL_ABORT) return s->rc;

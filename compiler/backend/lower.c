@@ -61,6 +61,12 @@ struct LowerShared {
     bool *out_done;  /* output index -> written by the current program */
     BufInfo *bi;
     int nbi, capbi;
+    /* states (plan_states): per value id, a state input's last write (the
+     * op position; an in-place slice_update's own), -1 for none; whether a
+     * slice_update result is written into its state in place */
+    int *wpos;
+    bool *su_in_place;
+    int opi; /* position of the op being lowered */
     BlobOpen blobs[8];
     int nblobs;
     /* per program */
@@ -1007,10 +1013,23 @@ static bool slice_axis(View *v, int a, int64_t start, int64_t count, int64_t ste
     return true;
 }
 
+/* The slice op describes of a tensor of type xt: v (its view, or the view
+ * of a buffer of that shape) cut down to it, squeezed axes kept at extent 1. */
+static int slice_region(LowerShared *s, const IrOp *op, const IrType *xt, View *v);
+
 static int lower_slice(LowerShared *s, const IrOp *op) {
     IrValue *x = arg_value(op, "x");
-    int r = x->type.rank;
     View v;
+    if (!resolved_view(s, x, &v) || slice_region(s, op, &x->type, &v) < 0) return -1;
+    /* squeezed axes have extent 1: the result type simply drops them */
+    View w;
+    if (!view_reshape(&v, rtype(op)->rank, rtype(op)->dims, &w)) return FAIL("internal: slice result shape");
+    return set_view(s, op->results[0], &w, false);
+}
+
+static int slice_region(LowerShared *s, const IrOp *op, const IrType *xt, View *vp) {
+    int r = xt->rank;
+    View v = *vp;
     int64_t begin[MAXR], end[MAXR], size[MAXR], stride[MAXR], bm[MAXR] = {0}, em[MAXR] = {0}, sq[MAXR] = {0};
     if (const_ints(s, op, "begin", begin, MAXR) != r) return s->failed ? -1 : FAIL("slice: 'begin' must be a constant of rank %d", r);
     if (op->kind == OP_SLICE_BY_SIZE) {
@@ -1022,9 +1041,8 @@ static int lower_slice(LowerShared *s, const IrOp *op) {
             const_ints(s, op, "end_mask", em, MAXR) == -1 || const_ints(s, op, "squeeze_mask", sq, MAXR) == -1)
             return -1;
     }
-    if (!resolved_view(s, x, &v)) return -1;
     for (int i = 0; i < r; i++) {
-        int64_t d = x->type.dims[i], b = begin[i], c;
+        int64_t d = xt->dims[i], b = begin[i], c;
         if (b < 0) b += d;
         if (op->kind == OP_SLICE_BY_SIZE) {
             c = size[i] < 0 ? d - b : size[i];
@@ -1037,12 +1055,177 @@ static int lower_slice(LowerShared *s, const IrOp *op) {
         if (e > d) e = d;
         if (b < 0) b = 0;
         c = sq[i] ? 1 : (e - b + stride[i] - 1) / stride[i];
-        if (!slice_axis(&v, i, b, c, stride[i])) return FAIL("slice_by_index: empty slice on axis %d", i);
+        if (!slice_axis(&v, i, b, c, stride[i])) return FAIL("%s: empty slice on axis %d", mil_op_name(op->kind), i);
     }
-    /* squeezed axes have extent 1: the result type simply drops them */
+    *vp = v;
+    return 0;
+}
+
+/* ---- states ---- */
+
+static bool is_write_of(const IrOp *op, const IrValue *st) {
+    return (op->kind == OP_WRITE_STATE && arg_value(op, "input") == st) ||
+           (op->kind == OP_COREML_UPDATE_STATE && arg_value(op, "state") == st);
+}
+
+static IrValue *written_value(const IrOp *op) {
+    return arg_value(op, op->kind == OP_WRITE_STATE ? "data" : "value");
+}
+
+/* Decides, before lowering, where each state is written.  A slice_update is
+ * done in place in its state's buffer (no copy of the state) when it updates
+ * the state's own read (used by nothing else), its result is what the
+ * state's only write stores, and no other read of the state lies between the
+ * two: then no op can tell the write happened early. */
+static void plan_states(LowerShared *s) {
+    IrFunction *f = s->f;
+    for (int i = 0; i < f->ninputs; i++) {
+        IrValue *st = f->inputs[i];
+        s->wpos[vid(st)] = -1;
+        if (!st->type.state) continue;
+        int nw = 0, pos = 0, wp = -1;
+        IrOp *w = NULL;
+        IR_FOR_EACH_OP(op, f) {
+            if (is_write_of(op, st)) nw++, w = op, wp = pos;
+            pos++;
+        }
+        s->wpos[vid(st)] = wp;
+        IrValue *val = nw == 1 ? written_value(w) : NULL;
+        IrOp *su = val ? val->def : NULL;
+        if (!su || su->kind != OP_SLICE_UPDATE) continue;
+        IrValue *x = arg_value(su, "x");
+        IrOp *rd = x ? x->def : NULL;
+        if (!rd || rd->kind != OP_READ_STATE || arg_value(rd, "input") != st || x->uses != 1) continue;
+        bool between = false, after_rd = false;
+        int supos = 0;
+        pos = 0;
+        IR_FOR_EACH_OP(op, f) {
+            if (op == w) break;
+            if (after_rd && op->kind == OP_READ_STATE && arg_value(op, "input") == st) between = true;
+            if (op == rd) after_rd = true;
+            if (op == su) supos = pos;
+            pos++;
+        }
+        if (between) continue;
+        s->su_in_place[vid(su->results[0])] = true;
+        s->wpos[vid(st)] = supos;
+    }
+}
+
+/* The state buffer of state input st. */
+static int state_buf(LowerShared *s, const IrValue *st) {
+    int b = st ? s->input_buf[vid(st)] : -1;
+    if (b < 0 || !st->type.state) FAIL("internal: '%s' is not a state", st ? st->name : "?");
+    return b;
+}
+
+/* read_state: a view of the state's buffer (no copy) when no write of the
+ * state follows, or when only the in-place slice_update reads it; else a
+ * copy of the value now, before a later write changes the buffer. */
+static int lower_read_state(LowerShared *s, const IrOp *op) {
+    IrValue *st = arg_value(op, "input"), *r = op->results[0];
+    int b = state_buf(s, st);
+    if (b < 0) return -1;
     View w;
-    if (!view_reshape(&v, rtype(op)->rank, rtype(op)->dims, &w)) return FAIL("internal: slice result shape");
-    return set_view(s, op->results[0], &w, false);
+    view_ident(&w, b, st->type.rank, st->type.dims);
+    bool sole_su = false; /* read only by the slice_update done in place */
+    for (IrOp *u = op->next; r->uses == 1 && u; u = u->next)
+        if (u->kind == OP_SLICE_UPDATE && arg_value(u, "x") == r) {
+            sole_su = s->su_in_place[vid(u->results[0])];
+            break;
+        }
+    if (sole_su || s->wpos[vid(st)] < s->opi) return set_view(s, r, &w, false);
+    int out = copy_dest(s, r);
+    int64_t strides[MAXR];
+    row_major(s->bi[out].rank, s->bi[out].dims, strides);
+    View dv;
+    view_ident(&dv, out, s->bi[out].rank, s->bi[out].dims);
+    if (!view_reshape(&dv, st->type.rank, st->type.dims, &dv)) return FAIL("internal: read_state copy shape");
+    if (emit_copy(s, &w, out, 0, dv.strides) < 0) return -1;
+    set_buffer(s, r, out, s->bi[out].rank, s->bi[out].dims);
+    return 0;
+}
+
+/* x, then begin and end as int32 [rank] (constants become weights). */
+static int update_inputs(LowerShared *s, const IrOp *op, int rank, int *in) {
+    for (int i = 0; i < 2; i++) {
+        IrValue *v = arg_value(op, i ? "end" : "begin");
+        if (!v) {
+            const IrLiteral *l = ir_op_arg_const(op, i ? "end" : "begin");
+            return l ? FAIL("slice_update: internal: constant '%s' without a value", i ? "end" : "begin") : FAIL("slice_update: no '%s'", i ? "end" : "begin");
+        }
+        if (v->type.dtype != IR_DT_INT32 || ir_value_numel(v) != rank)
+            return FAIL("slice_update: '%s' must be int32 [%d] on the CPU backend", i ? "end" : "begin", rank);
+        in[1 + i] = materialize(s, v);
+        if (in[1 + i] < 0) return -1;
+    }
+    return 0;
+}
+
+static int lower_slice_update_const(LowerShared *s, const IrOp *op);
+
+/* slice_update: the update written into a box of x at a run-time begin.  In
+ * place in the state (plan_states), else into a copy of x; with constant
+ * begin and end (any stride) the copies of lower_slice_update_const. */
+static int lower_slice_update(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x"), *u = arg_value(op, "update"), *r = op->results[0];
+    if (!s->su_in_place[vid(r)] && ir_op_arg_const(op, "begin") && ir_op_arg_const(op, "end"))
+        return lower_slice_update_const(s, op);
+    int rank = x->type.rank;
+    int64_t stride[MAXR], m[3][MAXR];
+    int n = const_ints(s, op, "stride", stride, MAXR);
+    if (n == -1) return -1;
+    for (int i = 0; i < n; i++)
+        if (stride[i] != 1) return FAIL("slice_update: strides other than 1 are not supported by the CPU backend");
+    RtUpdateParams p = {0};
+    int32_t *mask[3] = {&p.begin_mask, &p.end_mask, &p.squeeze_mask};
+    static const char *const mname[3] = {"begin_mask", "end_mask", "squeeze_mask"};
+    for (int k = 0; k < 3; k++) {
+        int c = const_ints(s, op, mname[k], m[k], MAXR);
+        if (c == -1) return -1;
+        for (int i = 0; i < c && i < rank; i++)
+            if (m[k][i]) *mask[k] |= 1 << i;
+    }
+    /* the update with the squeezed axes back as 1s: x's rank */
+    int64_t ud[MAXR];
+    for (int i = 0, j = 0; i < rank; i++) ud[i] = (p.squeeze_mask >> i & 1) ? 1 : (j < u->type.rank ? u->type.dims[j++] : 1);
+    int in[3];
+    in[0] = buffer_as(s, u, rank, ud, -1);
+    if (in[0] < 0 || update_inputs(s, op, rank, in) < 0) return -1;
+    if (s->su_in_place[vid(r)]) {
+        IrValue *st = x->def ? arg_value(x->def, "input") : NULL;
+        int b = state_buf(s, st);
+        if (b < 0 || emit(s, RT_OP_UPDATE, in, 3, b, &p, sizeof p) < 0) return -1;
+        View w;
+        view_ident(&w, b, rank, x->type.dims);
+        return set_view(s, r, &w, false);
+    }
+    int out = result_buf(s, r, rank, x->type.dims);
+    if (out < 0 || buffer_as(s, x, rank, x->type.dims, out) < 0) return -1;
+    if (emit(s, RT_OP_UPDATE, in, 3, out, &p, sizeof p) < 0) return -1;
+    set_buffer(s, r, out, rank, x->type.dims);
+    return 0;
+}
+
+/* write_state / coreml_update_state: the value into the state's buffer
+ * (nothing when an in-place slice_update already put it there). */
+static int lower_write_state(LowerShared *s, const IrOp *op) {
+    bool upd = op->kind == OP_COREML_UPDATE_STATE;
+    IrValue *st = arg_value(op, upd ? "state" : "input"), *val = written_value(op);
+    int b = state_buf(s, st);
+    LVal *L = lval(s, val);
+    if (b < 0 || !L->has) return -1;
+    View w;
+    view_ident(&w, b, st->type.rank, st->type.dims);
+    bool there = !L->pend && L->v.buf == b && L->v.offset == 0 && dims_same(L->v.rank, L->v.dims, w.rank, w.dims) &&
+                 !memcmp(L->v.strides, w.strides, sizeof(int64_t) * (size_t)w.rank);
+    if (!there) {
+        int x = buffer_as(s, val, st->type.rank, st->type.dims, -1);
+        RtUpdateParams p = {0};
+        if (x < 0 || emit(s, RT_OP_UPDATE, &x, 1, b, &p, sizeof p) < 0) return -1;
+    }
+    if (upd) s->lv[vid(op->results[0])] = *lval(s, val); /* the result is the value */
+    return 0;
 }
 
 static int lower_split(LowerShared *s, const IrOp *op) {
@@ -1777,6 +1960,1031 @@ static int lower_lut_linear(LowerShared *s, const IrOp *op, const IrValue *w) {
     return emit_result(s, op, RT_OP_LUT_GEMM, in, bias ? 4 : 3, &p, sizeof p);
 }
 
+/* ---- scatter, sort, quantization and random ops ---- */
+
+/* A string argument (its default when absent), or NULL when not constant. */
+static const char *arg_str_or(const IrOp *op, const char *name, const char *def) {
+    if (!ir_op_arg(op, name)) return def;
+    const IrLiteral *l = ir_op_arg_const(op, name);
+    return l ? ir_lit_str(l, 0) : NULL;
+}
+
+/* An op with several results: each result its own buffer. */
+static int emit_results(LowerShared *s, const IrOp *op, RtOpKind k, const int *in, int nin, int nout, const void *p, size_t plen) {
+    int out[RT_MAX_OUT];
+    for (int i = 0; i < nout; i++) {
+        const IrType *t = &op->results[i]->type;
+        if ((out[i] = result_buf(s, op->results[i], t->rank, t->dims)) < 0) return -1;
+    }
+    for (int i = 0; i < nin; i++)
+        if (in[i] < 0) return -1;
+    if (s->failed || check_rc(s, rtb_op(s->b, k, in, nin, out, nout, p, plen)) < 0) return -1;
+    s->nops++;
+    for (int i = 0; i < nout; i++) set_buffer(s, op->results[i], out[i], s->bi[out[i]].rank, s->bi[out[i]].dims);
+    return 0;
+}
+
+static int lower_scatter(LowerShared *s, const IrOp *op) {
+    static const char *const modes[RT_SCM_COUNT_] = {"update", "add", "sub", "mul", "div", "max", "min"};
+    const char *m = arg_str_or(op, "mode", "add");
+    RtScatterParams p = {.kind = op->kind == OP_SCATTER ? RT_SC_AXIS : op->kind == OP_SCATTER_ALONG_AXIS ? RT_SC_ALONG : RT_SC_ND,
+                         .mode = -1};
+    for (int i = 0; m && i < RT_SCM_COUNT_; i++)
+        if (strcmp(m, modes[i]) == 0) p.mode = i;
+    if (p.mode < 0) return FAIL("%s: 'mode' must be a constant update, add, sub, mul, div, max or min", mil_op_name(op->kind));
+    IrValue *d = arg_value(op, "data"), *ix = arg_value(op, "indices"), *u = arg_value(op, "updates");
+    if (!d || !ix || !u) return FAIL("%s: 'data', 'indices' and 'updates' must be tensors", mil_op_name(op->kind));
+    if (p.kind != RT_SC_ND) {
+        int64_t a = 0;
+        if (!ir_op_arg_i64(op, "axis", &a)) return FAIL("%s: 'axis' must be a constant", mil_op_name(op->kind));
+        p.axis = normalize_axis(a, d->type.rank);
+    }
+    /* the shape rules the checker leaves to the backend, said in MIL's terms */
+    const IrType *dt = &d->type, *it = &ix->type, *ut = &u->type;
+    bool ok = true;
+    if (p.kind == RT_SC_AXIS) {
+        ok = it->rank == 1 && ut->rank == dt->rank;
+        for (int i = 0; ok && i < dt->rank; i++) ok = ut->dims[i] == (i == p.axis ? it->dims[0] : dt->dims[i]);
+        if (!ok) return FAIL("scatter: 'indices' must be [C] and 'updates' data's shape with dim %d = C", p.axis);
+    } else if (p.kind == RT_SC_ALONG) {
+        ok = it->rank == dt->rank && dims_same(it->rank, it->dims, ut->rank, ut->dims);
+        for (int i = 0; ok && i < dt->rank; i++) ok = i == p.axis || ut->dims[i] <= dt->dims[i];
+        if (!ok) return FAIL("scatter_along_axis: 'indices' and 'updates' must have one shape, data's rank, within data off the axis");
+    } else {
+        int64_t k = it->rank ? it->dims[it->rank - 1] : 0;
+        ok = it->rank >= 1 && k >= 1 && k <= dt->rank && ut->rank == it->rank - 1 + dt->rank - k;
+        for (int i = 0; ok && i + 1 < it->rank; i++) ok = ut->dims[i] == it->dims[i];
+        for (int64_t i = k; ok && i < dt->rank; i++) ok = ut->dims[it->rank - 1 + i - k] == dt->dims[i];
+        if (!ok) return FAIL("scatter_nd: 'updates' must be indices' dims but the last (K), then data's dims after the first K");
+    }
+    int in[3] = {materialize(s, d), materialize(s, ix), materialize(s, u)};
+    return emit_result(s, op, RT_OP_SCATTER, in, 3, &p, sizeof p);
+}
+
+/* argsort (indices only, every element) and topk (values, and indices
+ * unless return_indices is false; the first k). */
+static int lower_sort(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    int64_t a = -1, asc = 0, k = 1;
+    ir_op_arg_i64(op, "axis", &a);
+    ir_op_arg_i64(op, "ascending", &asc);
+    int ax = normalize_axis(a, x->type.rank);
+    if (x->type.rank < 1) return FAIL("%s: 'x' must have rank >= 1", mil_op_name(op->kind));
+    RtSortParams p = {.axis = ax, .ascending = asc != 0};
+    if (op->kind == OP_ARGSORT) {
+        p.k = (int32_t)x->type.dims[ax], p.has_indices = 1;
+    } else {
+        if (!ir_op_arg_i64(op, "k", &k)) return FAIL("topk: 'k' must be a constant on the CPU backend");
+        if (k < 1 || k > x->type.dims[ax]) return FAIL("topk: 'k' %lld is not in 1..%lld", (long long)k, (long long)x->type.dims[ax]);
+        p.k = (int32_t)k, p.has_values = 1, p.has_indices = op->nresults > 1;
+    }
+    if (x->type.dims[ax] > INT32_MAX) return FAIL("%s: the axis is too long", mil_op_name(op->kind));
+    int in = materialize(s, x);
+    return emit_results(s, op, RT_OP_SORT, &in, 1, p.has_values + p.has_indices, &p, sizeof p);
+}
+
+/* A constant scale or zero point of quantize / dequantize as an F32 weight
+ * broadcasting over x: a scalar, or a vector along axis. */
+static int quant_param(LowerShared *s, const IrOp *op, const char *name, const IrValue *x, int axis) {
+    IrValue *v = arg_value(op, name);
+    float *f = v ? const_floats(s, v) : NULL;
+    if (!f) return v ? -1 : FAIL("%s: '%s' must be a constant", mil_op_name(op->kind), name);
+    int64_t n = ir_type_numel(&v->type), dims[MAXR];
+    int rank = x->type.rank;
+    for (int i = 0; i < rank; i++) dims[i] = 1;
+    if (n != 1) {
+        if (axis < 0 || v->type.rank != 1 || n != x->type.dims[axis]) {
+            free(f);
+            return FAIL("%s: '%s' must be a scalar, or a vector of dim 'axis' of the input (%lld) with 'axis' given",
+                        mil_op_name(op->kind), name, axis < 0 ? -1LL : (long long)x->type.dims[axis]);
+        }
+        dims[axis] = n;
+    }
+    char wn[RT_NAME_MAX];
+    snprintf(wn, sizeof wn, "%s.%s", op->results[0]->name, name);
+    int id = check_rc(s, rtb_weight(s->b, wn, RT_F32, rank ? rank : 1, rank ? dims : &n, f));
+    free(f);
+    note_buf(s, id, rank ? rank : 1, rank ? dims : &n);
+    return id;
+}
+
+static int emit_temp(LowerShared *s, RtOpKind k, const int *in, int nin, RtDType dt, const IrType *t, const void *p, size_t plen) {
+    int out = new_temp(s, dt, t->rank, t->dims);
+    return emit(s, k, in, nin, out, p, plen) < 0 ? -1 : out;
+}
+
+/* quantize: clip(round(x / scale) + zero_point) to int8 / uint8 (round half
+ * to even, as NumPy's around); dequantize: (x - zero_point) · scale. */
+static int lower_quant(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "input");
+    const IrType *t = rtype(op);
+    int64_t a = -1;
+    if (ir_op_arg(op, "axis") && !ir_op_arg_i64(op, "axis", &a)) return FAIL("%s: 'axis' must be a constant", mil_op_name(op->kind));
+    int axis = ir_op_arg(op, "axis") ? normalize_axis(a, x->type.rank) : -1;
+    if (x->type.rank < 1) return FAIL("%s: 'input' must have rank >= 1", mil_op_name(op->kind));
+    int sc = quant_param(s, op, "scale", x, axis);
+    int zp = ir_op_arg(op, "zero_point") ? quant_param(s, op, "zero_point", x, axis) : -2;
+    if (sc < 0 || zp == -1) return -1;
+    int in = materialize(s, x);
+    if (op->kind == OP_DEQUANTIZE) {
+        RtCastParams c = {0};
+        int v = emit_temp(s, RT_OP_CAST, &in, 1, RT_F32, t, &c, sizeof c);
+        if (zp >= 0) {
+            RtBinaryParams b = {.op = RT_BIN_SUB};
+            int i2[2] = {v, zp};
+            v = emit_temp(s, RT_OP_BINARY, i2, 2, RT_F32, t, &b, sizeof b);
+        }
+        RtBinaryParams m = {.op = RT_BIN_MUL};
+        int i3[2] = {v, sc};
+        return emit_result(s, op, RT_OP_BINARY, i3, 2, &m, sizeof m);
+    }
+    bool u8 = t->dtype == IR_DT_UINT8;
+    RtBinaryParams dv = {.op = RT_BIN_DIV}, ad = {.op = RT_BIN_ADD};
+    RtEltParams rnd = {.op = RT_EL_ROUND}, clip = {.op = RT_EL_CLIP, .alpha = u8 ? 0 : -128, .beta = u8 ? 255 : 127};
+    int i2[2] = {in, sc};
+    int v = emit_temp(s, RT_OP_BINARY, i2, 2, RT_F32, t, &dv, sizeof dv);
+    v = emit_temp(s, RT_OP_ELTWISE, &v, 1, RT_F32, t, &rnd, sizeof rnd);
+    if (zp >= 0) {
+        int i3[2] = {v, zp};
+        v = emit_temp(s, RT_OP_BINARY, i3, 2, RT_F32, t, &ad, sizeof ad);
+    }
+    v = emit_temp(s, RT_OP_ELTWISE, &v, 1, RT_F32, t, &clip, sizeof clip);
+    RtCastParams c = {0};
+    return emit_result(s, op, RT_OP_CAST, &v, 1, &c, sizeof c);
+}
+
+/* The random ops: RT_OP_RANDOM's counter-based generator keyed by 'seed'
+ * (-1, the default, is a seed like any other: every run is reproducible). */
+static int lower_random(LowerShared *s, const IrOp *op) {
+    int64_t seed = -1;
+    if (!ir_op_arg_i64(op, "seed", &seed)) return FAIL("%s: 'seed' must be a constant", mil_op_name(op->kind));
+    RtRandomParams p = {.seed = seed};
+    switch (op->kind) {
+    case OP_RANDOM_UNIFORM:
+        p.kind = RT_RAND_UNIFORM, p.a = (float)arg_f64_or(op, "low", 0), p.b = (float)arg_f64_or(op, "high", 1);
+        break;
+    case OP_RANDOM_NORMAL:
+        p.kind = RT_RAND_NORMAL, p.a = (float)arg_f64_or(op, "mean", 0), p.b = (float)arg_f64_or(op, "stddev", 1);
+        break;
+    case OP_RANDOM_BERNOULLI: p.kind = RT_RAND_BERNOULLI, p.a = (float)arg_f64_or(op, "prob", 0.5); break;
+    default: {
+        const char *m = arg_str_or(op, "mode", "logits");
+        if (!m || (strcmp(m, "logits") && strcmp(m, "probs"))) return FAIL("random_categorical: 'mode' must be \"logits\" or \"probs\"");
+        p.kind = RT_RAND_CATEGORICAL, p.probs = strcmp(m, "probs") == 0;
+        int in = materialize(s, arg_value(op, "x"));
+        return emit_result(s, op, RT_OP_RANDOM, &in, 1, &p, sizeof p);
+    }
+    }
+    if (!isfinite(p.a) || !isfinite(p.b)) return FAIL("%s: its parameters must be finite", mil_op_name(op->kind));
+    int out = out_for(s, op);
+    if (s->failed || out < 0 || check_rc(s, rtb_op(s->b, RT_OP_RANDOM, NULL, 0, &out, 1, &p, sizeof p)) < 0) return -1;
+    s->nops++;
+    done(s, op, out);
+    return 0;
+}
+
+/* ---- layout and index ops: views, copies, gathers ---- */
+
+/* fill_like: ref_tensor's shape filled with value; range_1d with constant
+ * bounds (its length is then known): its values, computed here. */
+static int lower_fill_like(LowerShared *s, const IrOp *op) {
+    const IrType *t = rtype(op);
+    double v = arg_f64_or(op, "value", 0);
+    float f = (float)v;
+    int32_t i = (int32_t)v;
+    uint8_t b = v != 0;
+    RtDType dt = rt_dt(t->dtype);
+    return lower_const_result(s, op, dt, dt == RT_F32 ? (const void *)&f : dt == RT_I32 ? (const void *)&i : &b, 1);
+}
+
+static int lower_range(LowerShared *s, const IrOp *op) {
+    const IrType *t = rtype(op);
+    double st = 0, step = 1;
+    if (!ir_op_arg_f64(op, "start", &st) || !ir_op_arg_f64(op, "step", &step))
+        return FAIL("range_1d: the CPU backend needs constant 'start', 'end' and 'step'");
+    int64_t n = t->dims[0];
+    if (n < 1) return FAIL("range_1d: an empty range is an empty tensor, which the CPU backend cannot hold");
+    bool fl = rt_dt(t->dtype) == RT_F32;
+    void *d = malloc((size_t)n * 4);
+    MILC_ASSERT(d);
+    for (int64_t i = 0; i < n; i++) {
+        if (fl) ((float *)d)[i] = (float)(st + (double)i * step);
+        else ((int32_t *)d)[i] = (int32_t)((int64_t)st + i * (int64_t)step);
+    }
+    int rc = lower_const_result(s, op, fl ? RT_F32 : RT_I32, d, n);
+    free(d);
+    return rc;
+}
+
+/* crop: the last two dims cut by crop_height [top, bottom] and crop_width
+ * [left, right]. */
+static int lower_crop(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    int64_t ch[2], cw[2];
+    View v;
+    if (const_ints(s, op, "crop_height", ch, 2) != 2 || const_ints(s, op, "crop_width", cw, 2) != 2)
+        return s->failed ? -1 : FAIL("crop: 'crop_height' and 'crop_width' must be two constants each");
+    if (!resolved_view(s, x, &v)) return -1;
+    int r = v.rank;
+    if (r < 2 || !slice_axis(&v, r - 2, ch[0], rtype(op)->dims[r - 2], 1) || !slice_axis(&v, r - 1, cw[0], rtype(op)->dims[r - 1], 1))
+        return FAIL("crop: crops out of range");
+    return set_view(s, op->results[0], &v, false);
+}
+
+/* pixel_shuffle (PyTorch's order): y[n, c, h·f + i, w·f + j] = x[n, c·f² + i·f + j, h, w];
+ * pixel_unshuffle the inverse.  Both one strided view. */
+static int lower_pixel_shuffle(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    int64_t f = 0;
+    View v, w;
+    bool up = op->kind == OP_PIXEL_SHUFFLE;
+    if (!ir_op_arg_i64(op, up ? "upscale_factor" : "downscale_factor", &f) || f < 1)
+        return FAIL("%s: the factor must be a positive constant", mil_op_name(op->kind));
+    if (!resolved_view(s, x, &v)) return -1;
+    if (v.rank != 4) return FAIL("%s: the CPU backend needs x of rank 4", mil_op_name(op->kind));
+    const int64_t *d = v.dims, *st = v.strides;
+    w = v;
+    w.rank = 6;
+    if (up) { /* read as [N, C', H, i, W, j] */
+        int64_t dd[6] = {d[0], d[1] / (f * f), d[2], f, d[3], f}, ss[6] = {st[0], f * f * st[1], st[2], f * st[1], st[3], st[1]};
+        dims_copy(w.dims, dd, 6), dims_copy(w.strides, ss, 6);
+    } else { /* read as [N, C, i, j, H', W'] */
+        int64_t dd[6] = {d[0], d[1], f, f, d[2] / f, d[3] / f}, ss[6] = {st[0], st[1], st[2], st[3], f * st[2], f * st[3]};
+        dims_copy(w.dims, dd, 6), dims_copy(w.strides, ss, 6);
+    }
+    return set_view(s, op->results[0], &w, true);
+}
+
+/* sliding_windows: window k of dim axis is x[.., k·stride : k·stride + size, ..]:
+ * overlapping strides of one view. */
+static int lower_sliding_windows(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    int64_t a = 0, stride = 1;
+    View v, w;
+    ir_op_arg_i64(op, "axis", &a);
+    ir_op_arg_i64(op, "stride", &stride);
+    if (!resolved_view(s, x, &v)) return -1;
+    if (v.rank + 1 > MAXR) return FAIL("sliding_windows: the result's rank is above the CPU backend's %d", MAXR);
+    int ax = normalize_axis(a, v.rank);
+    const IrType *t = rtype(op);
+    w = v;
+    w.rank = v.rank + 1;
+    for (int i = 0, k = 0; i < v.rank; i++) {
+        if (i != ax) {
+            w.dims[k] = v.dims[i], w.strides[k++] = v.strides[i];
+            continue;
+        }
+        w.dims[k] = t->dims[k], w.strides[k++] = stride * v.strides[i];
+        w.dims[k] = t->dims[k], w.strides[k++] = v.strides[i];
+    }
+    return set_view(s, op->results[0], &w, false);
+}
+
+/* pad on the last K dims (pad [2K]: before, after).  constant: the value
+ * broadcast, then x copied inside; reflect / replicate: one gather per
+ * padded dim with its source indices computed here. */
+static int lower_pad(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    const IrType *t = rtype(op);
+    int64_t pad[2 * MAXR];
+    int np = const_ints(s, op, "pad", pad, 2 * MAXR);
+    const char *mode = arg_str_or(op, "mode", "constant");
+    if (np < 0 || np % 2 || np / 2 > x->type.rank) return s->failed ? -1 : FAIL("pad: 'pad' must be a constant of 2 values per padded dim");
+    if (!mode || (strcmp(mode, "constant") && strcmp(mode, "reflect") && strcmp(mode, "replicate")))
+        return FAIL("pad: 'mode' must be constant, reflect or replicate");
+    int r = x->type.rank, k = np / 2;
+    if (strcmp(mode, "constant") == 0) {
+        double c = arg_f64_or(op, "constant_val", 0);
+        float cv = (float)c;
+        int32_t ci = (int32_t)c;
+        RtDType dt = rt_dt(t->dtype);
+        int w = check_rc(s, rtb_weight(s->b, op->results[0]->name, dt, 1, (int64_t[]){1}, dt == RT_I32 ? (const void *)&ci : &cv));
+        int out = out_for(s, op);
+        if (w < 0 || out < 0) return -1;
+        note_buf(s, w, 1, (int64_t[]){1});
+        RtCopyParams p;
+        memset(&p, 0, sizeof p);
+        p.rank = 1, p.dims[0] = ir_type_numel(t), p.dst_stride[0] = 1;
+        if (emit(s, RT_OP_COPY, &w, 1, out, &p, sizeof p) < 0) return -1;
+        View v;
+        int64_t st[MAXR], off = 0;
+        row_major(r, t->dims, st);
+        for (int i = 0; i < k; i++) off += pad[2 * i] * st[r - k + i];
+        if (!resolved_view(s, x, &v) || emit_copy(s, &v, out, off, st) < 0) return -1;
+        done(s, op, out);
+        return 0;
+    }
+    bool reflect = strcmp(mode, "reflect") == 0;
+    int cur = materialize(s, x);
+    int64_t dims[MAXR];
+    dims_copy(dims, x->type.dims, r);
+    for (int i = 0; i < k; i++) {
+        int a = r - k + i;
+        int64_t lo = pad[2 * i], hi = pad[2 * i + 1], n = dims[a], m = n + lo + hi;
+        if (!lo && !hi) continue;
+        if (reflect && (lo >= n || hi >= n)) return FAIL("pad: reflect needs pads below the dim (%lld)", (long long)n);
+        int32_t *ix = malloc(sizeof(int32_t) * (size_t)m);
+        MILC_ASSERT(ix);
+        for (int64_t j = 0; j < m; j++) {
+            int64_t q = j - lo;
+            if (q < 0) q = reflect ? -q : 0;
+            if (q >= n) q = reflect ? 2 * (n - 1) - q : n - 1;
+            ix[j] = (int32_t)q;
+        }
+        char name[RT_NAME_MAX];
+        snprintf(name, sizeof name, "%s.pad%d", op->results[0]->name, a);
+        int iw = check_rc(s, rtb_weight(s->b, name, RT_I32, 1, &m, ix));
+        free(ix);
+        if (iw < 0) return -1;
+        note_buf(s, iw, 1, &m);
+        dims[a] = m;
+        bool last = true;
+        for (int j = i + 1; j < k; j++) last = last && !pad[2 * j] && !pad[2 * j + 1];
+        int out = last ? out_for(s, op) : new_temp(s, rt_dt(t->dtype), r, dims);
+        RtAxisParams p = {.axis = a};
+        int in[2] = {cur, iw};
+        if (emit(s, RT_OP_GATHER, in, 2, out, &p, sizeof p) < 0) return -1;
+        cur = out;
+    }
+    done(s, op, cur);
+    return 0;
+}
+
+/* one_hot: equal(indices with a unit dim at axis, 0..D-1 along axis), then
+ * select(on_value, off_value). */
+static int lower_one_hot(LowerShared *s, const IrOp *op) {
+    IrValue *ix = arg_value(op, "indices");
+    const IrType *t = rtype(op);
+    int64_t a = -1;
+    ir_op_arg_i64(op, "axis", &a);
+    int ax = (int)(a < 0 ? a + t->rank : a), r = t->rank;
+    int64_t depth = t->dims[ax], idims[MAXR], odims[MAXR];
+    for (int i = 0, k = 0; i < r; i++) idims[i] = i == ax ? 1 : ix->type.dims[k++], odims[i] = i == ax ? depth : 1;
+    int32_t *iota = malloc(sizeof(int32_t) * (size_t)(depth + 1));
+    MILC_ASSERT(iota);
+    for (int64_t i = 0; i < depth; i++) iota[i] = (int32_t)i;
+    char name[RT_NAME_MAX];
+    snprintf(name, sizeof name, "%s.iota", op->results[0]->name);
+    int iw = check_rc(s, rtb_weight(s->b, name, RT_I32, r, odims, iota));
+    free(iota);
+    if (iw < 0) return -1;
+    note_buf(s, iw, r, odims);
+    RtDType dt = rt_dt(t->dtype);
+    double on = arg_f64_or(op, "on_value", 1), off = arg_f64_or(op, "off_value", 0);
+    int vals[2];
+    for (int k = 0; k < 2; k++) {
+        double v = k ? off : on;
+        float f = (float)v;
+        int32_t i = (int32_t)v;
+        uint8_t b = v != 0;
+        snprintf(name, sizeof name, "%s.%s", op->results[0]->name, k ? "off" : "on");
+        vals[k] = check_rc(s, rtb_weight(s->b, name, dt, 1, (int64_t[]){1}, dt == RT_F32 ? (const void *)&f : dt == RT_I32 ? (const void *)&i : &b));
+        if (vals[k] < 0) return -1;
+        note_buf(s, vals[k], 1, (int64_t[]){1});
+    }
+    int in0 = buffer_as(s, ix, r, idims, -1);
+    RtBinaryParams eq = {.op = RT_BO_EQ};
+    int in[2] = {in0, iw};
+    int m = emit_temp(s, RT_OP_BINOP, in, 2, RT_BOOL, t, &eq, sizeof eq);
+    int sel[3] = {m, vals[0], vals[1]};
+    return emit_result(s, op, RT_OP_SELECT, sel, 3, NULL, 0);
+}
+
+/* gather_nd (batch_dims 0): the row index Σ idx[.., k] · stride_k (each
+ * component taken modulo its dim, so -1 is the last), then a gather of the
+ * rows of x seen as [prod(dims[:K]), rest]. */
+static int lower_gather_nd(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x"), *ix = arg_value(op, "indices");
+    int64_t bd = 0;
+    ir_op_arg_i64(op, "batch_dims", &bd);
+    if (bd) return FAIL("gather_nd: batch_dims is not supported by the CPU backend");
+    int ir = ix->type.rank, xr = x->type.rank;
+    int64_t kk = ix->type.dims[ir - 1], rows = 1, xd[MAXR], kd[MAXR], ld[MAXR];
+    if (kk < 1 || kk > xr) return FAIL("gather_nd: the index depth must be in 1..%d", xr);
+    int32_t dims[MAXR], strides[MAXR];
+    for (int i = (int)kk - 1; i >= 0; i--) dims[i] = (int32_t)x->type.dims[i], strides[i] = (int32_t)rows, rows *= x->type.dims[i];
+    xd[0] = rows;
+    for (int i = (int)kk; i < xr; i++) xd[1 + i - kk] = x->type.dims[i];
+    for (int i = 0; i < ir; i++) kd[i] = i == ir - 1 ? kk : 1;
+    char name[RT_NAME_MAX];
+    snprintf(name, sizeof name, "%s.dims", op->results[0]->name);
+    int dw = check_rc(s, rtb_weight(s->b, name, RT_I32, ir, kd, dims));
+    note_buf(s, dw, ir, kd);
+    snprintf(name, sizeof name, "%s.strides", op->results[0]->name);
+    int sw = check_rc(s, rtb_weight(s->b, name, RT_I32, ir, kd, strides));
+    note_buf(s, sw, ir, kd);
+    RtBinaryParams md = {.op = RT_BO_MOD}, mu = {.op = RT_BIN_MUL};
+    RtReduceParams sum = {.op = RT_RX_SUM, .axes = 1u << (ir - 1)};
+    int in[2] = {materialize(s, ix), dw};
+    int m = emit_temp(s, RT_OP_BINOP, in, 2, RT_I32, &ix->type, &md, sizeof md);
+    int in2[2] = {m, sw};
+    int p = emit_temp(s, RT_OP_BINARY, in2, 2, RT_I32, &ix->type, &mu, sizeof mu);
+    dims_copy(ld, ix->type.dims, ir - 1);
+    int lin = new_temp(s, RT_I32, ir > 1 ? ir - 1 : 1, ir > 1 ? ld : (int64_t[]){1});
+    if (emit(s, RT_OP_REDUCEX, &p, 1, lin, &sum, sizeof sum) < 0) return -1;
+    RtAxisParams ax = {.axis = 0};
+    int g[2] = {buffer_as(s, x, 1 + xr - (int)kk, xd, -1), lin}, gr = (ir > 1 ? ir - 1 : 1) + xr - (int)kk;
+    int64_t gd[2 * MAXR];
+    dims_copy(gd, ir > 1 ? ld : (int64_t[]){1}, ir > 1 ? ir - 1 : 1);
+    dims_copy(gd + (ir > 1 ? ir - 1 : 1), xd + 1, xr - (int)kk);
+    if (gr > MAXR) return FAIL("gather_nd: the result's rank is above the CPU backend's %d", MAXR);
+    int out = new_temp(s, rt_dt(x->type.dtype), gr, gd);
+    if (emit(s, RT_OP_GATHER, g, 2, out, &ax, sizeof ax) < 0) return -1;
+    set_buffer(s, op->results[0], out, gr, gd);
+    return 0;
+}
+
+/* einsum in Core ML's two forms: abc,cbd->abd and abcd,adce->abce, a
+ * batched matmul over (b) or (a, c) after transposing views. */
+static int lower_einsum(LowerShared *s, const IrOp *op) {
+    IrArg *vals = ir_op_arg(op, "values");
+    if (!vals || vals->kind != IR_ARG_TUPLE || vals->nitems != 2) return FAIL("einsum: needs two tensors");
+    if (rt_dt(rtype(op)->dtype) != RT_F32) return FAIL("einsum: the CPU backend runs it on fp16 and fp32 only");
+    View a, b;
+    if (!resolved_view(s, vals->items[0], &a) || !resolved_view(s, vals->items[1], &b)) return -1;
+    int r = a.rank;
+    static const int pa3[] = {1, 0, 2}, pb3[] = {1, 0, 2}, pa4[] = {0, 2, 1, 3}, pb4[] = {0, 2, 1, 3};
+    const int *pa = r == 3 ? pa3 : pa4, *pb = r == 3 ? pb3 : pb4;
+    View ta = a, tb = b;
+    for (int i = 0; i < r; i++) ta.dims[i] = a.dims[pa[i]], ta.strides[i] = a.strides[pa[i]], tb.dims[i] = b.dims[pb[i]], tb.strides[i] = b.strides[pb[i]];
+    const IrType *t = rtype(op);
+    int64_t md[MAXR];
+    for (int i = 0; i < r; i++) md[i] = t->dims[pa[i]];
+    int in[2] = {buffer_of_view(s, &ta, RT_F32, r, ta.dims), buffer_of_view(s, &tb, RT_F32, r, tb.dims)};
+    int m = new_temp(s, RT_F32, r, md);
+    RtMatmulParams p = {0};
+    if (emit(s, RT_OP_MATMUL, in, 2, m, &p, sizeof p) < 0) return -1;
+    View mv, w;
+    view_ident(&mv, m, r, md);
+    w = mv;
+    for (int i = 0; i < r; i++) w.dims[i] = mv.dims[pa[i]], w.strides[i] = mv.strides[pa[i]];
+    return set_view(s, op->results[0], &w, false);
+}
+
+/* slice_update with constant begin and end: y = x, then update copied over
+ * the slice of y that slice_by_index's arguments describe (squeezed axes
+ * dropped from update).  Run-time bounds and a state's in-place update:
+ * lower_slice_update. */
+static int lower_slice_update_const(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x"), *u = arg_value(op, "update");
+    const IrType *t = rtype(op);
+    int out = out_for(s, op);
+    View xv, region, uv;
+    int64_t st[MAXR], dst[MAXR];
+    if (out < 0 || !resolved_view(s, x, &xv)) return -1;
+    row_major(t->rank, t->dims, st);
+    if (emit_copy(s, &xv, out, 0, st) < 0) return -1;
+    view_ident(&region, out, t->rank, t->dims);
+    if (slice_region(s, op, t, &region) < 0 || !resolved_view(s, u, &uv)) return -1;
+    int64_t sq[MAXR] = {0};
+    if (const_ints(s, op, "squeeze_mask", sq, MAXR) == -1) return -1;
+    int k = 0;
+    for (int i = 0; i < t->rank; i++) {
+        if (sq[i]) continue;
+        if (k >= uv.rank || uv.dims[k] != region.dims[i]) return FAIL("slice_update: 'update' must have the slice's shape");
+        dst[k++] = region.strides[i];
+    }
+    if (k != uv.rank) return FAIL("slice_update: 'update' must have the slice's shape");
+    if (emit_copy(s, &uv, out, region.offset, dst) < 0) return -1;
+    done(s, op, out);
+    return 0;
+}
+
+/* An I32 weight of dims holding v (n values), named after op's result. */
+static int int_weight(LowerShared *s, const IrOp *op, const char *what, int rank, const int64_t *dims, const int32_t *v) {
+    char name[RT_NAME_MAX];
+    snprintf(name, sizeof name, "%s.%s", op->results[0]->name, what);
+    int id = check_rc(s, rtb_weight(s->b, name, RT_I32, rank, dims, v));
+    note_buf(s, id, rank, dims);
+    return id;
+}
+
+/* reverse_sequence: per batch b, the first lengths[b] positions of seq_axis
+ * reversed: a gather_along_axis with index t < L[b] ? L[b] - 1 - t : t,
+ * computed at run time from lengths (an index past the axis: RT_EINDEX). */
+static int lower_reverse_sequence(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x"), *len = arg_value(op, "lengths");
+    int64_t sa = 0, ba = 0;
+    ir_op_arg_i64(op, "seq_axis", &sa);
+    ir_op_arg_i64(op, "batch_axis", &ba);
+    int r = x->type.rank, sx = normalize_axis(sa, r), bx = normalize_axis(ba, r);
+    if (sx == bx) return FAIL("reverse_sequence: 'seq_axis' and 'batch_axis' must differ");
+    int64_t B = x->type.dims[bx], T = x->type.dims[sx];
+    if (ir_type_numel(&len->type) != B) return FAIL("reverse_sequence: 'lengths' must hold one length per batch (%lld)", (long long)B);
+    int32_t *iota = malloc(sizeof(int32_t) * (size_t)(T + 1));
+    MILC_ASSERT(iota);
+    for (int64_t i = 0; i < T; i++) iota[i] = (int32_t)i;
+    int64_t jd[2] = {1, T}, ld[2] = {B, 1}, bt[2] = {B, T}, one = 1;
+    int32_t onev = 1;
+    int jw = int_weight(s, op, "iota", 2, jd, iota), ow = int_weight(s, op, "one", 1, &one, &onev);
+    free(iota);
+    IrType tt = {.dtype = IR_DT_INT32, .rank = 2, .dims = bt};
+    int L = buffer_as(s, len, 2, ld, -1);
+    RtBinaryParams lt = {.op = RT_BO_LT}, sub = {.op = RT_BIN_SUB};
+    int a[2] = {jw, L}, b2[2] = {L, jw};
+    int m = emit_temp(s, RT_OP_BINOP, a, 2, RT_BOOL, &tt, &lt, sizeof lt);
+    int d = emit_temp(s, RT_OP_BINARY, b2, 2, RT_I32, &tt, &sub, sizeof sub);
+    int d1[2] = {d, ow};
+    int rv = emit_temp(s, RT_OP_BINARY, d1, 2, RT_I32, &tt, &sub, sizeof sub);
+    int sel[3] = {m, rv, jw};
+    int idx = emit_temp(s, RT_OP_SELECT, sel, 3, RT_I32, &tt, NULL, 0);
+    if (idx < 0) return -1;
+    View iv;
+    view_ident(&iv, idx, 2, bt);
+    View full = iv;
+    full.rank = r;
+    for (int i = 0; i < r; i++) {
+        full.dims[i] = x->type.dims[i];
+        full.strides[i] = i == bx ? T : i == sx ? 1 : 0;
+    }
+    int in[2] = {materialize(s, x), buffer_of_view(s, &full, RT_I32, r, x->type.dims)};
+    RtAxisParams p = {.axis = sx};
+    return emit_result(s, op, RT_OP_GATHER_AXIS, in, 2, &p, sizeof p);
+}
+
+/* space_to_batch / batch_to_space with TensorFlow's order (what converters
+ * map them from): batch (i·bw + j)·N + n holds the spatial offset (i, j)
+ * of image n.  space_to_batch: x zero-padded into a buffer, read as one view;
+ * batch_to_space: one view copied dense, then the crops sliced off. */
+static int lower_space_batch(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    bool down = op->kind == OP_SPACE_TO_BATCH;
+    int64_t bs[2], pc[4];
+    if (const_ints(s, op, "block_shape", bs, 2) != 2 || const_ints(s, op, down ? "paddings" : "crops", pc, 4) != 4)
+        return s->failed ? -1 : FAIL("%s: 'block_shape' and '%s' must be constants [2] and [2, 2]", mil_op_name(op->kind), down ? "paddings" : "crops");
+    View v, w;
+    if (!resolved_view(s, x, &v)) return -1;
+    if (v.rank != 4 || bs[0] < 1 || bs[1] < 1) return FAIL("%s: the CPU backend needs x of rank 4 and positive blocks", mil_op_name(op->kind));
+    const IrType *t = rtype(op);
+    if (down) {
+        int64_t N = v.dims[0], C = v.dims[1], pd[4] = {N, C, v.dims[2] + pc[0] + pc[1], v.dims[3] + pc[2] + pc[3]}, st[4];
+        row_major(4, pd, st);
+        int buf = new_temp(s, RT_F32, 4, pd);
+        float zero = 0;
+        char name[RT_NAME_MAX];
+        snprintf(name, sizeof name, "%s.zero", op->results[0]->name);
+        int z = check_rc(s, rtb_weight(s->b, name, RT_F32, 1, (int64_t[]){1}, &zero));
+        if (buf < 0 || z < 0) return -1;
+        note_buf(s, z, 1, (int64_t[]){1});
+        RtCopyParams p;
+        memset(&p, 0, sizeof p);
+        p.rank = 1, p.dims[0] = N * C * pd[2] * pd[3], p.dst_stride[0] = 1;
+        if (emit(s, RT_OP_COPY, &z, 1, buf, &p, sizeof p) < 0 || emit_copy(s, &v, buf, pc[0] * st[2] + pc[2] * st[3], st) < 0) return -1;
+        /* read as [i, j, N, C, H', W'] */
+        int64_t dd[6] = {bs[0], bs[1], N, C, t->dims[2], t->dims[3]}, ss[6] = {st[2], st[3], st[0], st[1], bs[0] * st[2], bs[1] * st[3]};
+        view_ident(&w, buf, 4, pd);
+        w.rank = 6;
+        dims_copy(w.dims, dd, 6), dims_copy(w.strides, ss, 6);
+        return set_view(s, op->results[0], &w, true);
+    }
+    int64_t N = v.dims[0] / (bs[0] * bs[1]), H = v.dims[2], W = v.dims[3], C = v.dims[1];
+    /* y[n, c, h·bh + i, w·bw + j] = x[(i·bw + j)·N + n, c, h, w]: read as [N, C, H, i, W, j] */
+    int64_t dd[6] = {N, C, H, bs[0], W, bs[1]};
+    int64_t ss[6] = {v.strides[0], v.strides[1], v.strides[2], bs[1] * N * v.strides[0], v.strides[3], N * v.strides[0]};
+    w = v;
+    w.rank = 6;
+    dims_copy(w.dims, dd, 6), dims_copy(w.strides, ss, 6);
+    int64_t fd[4] = {N, C, H * bs[0], W * bs[1]};
+    int full = buffer_of_view(s, &w, RT_F32, 4, fd);
+    if (full < 0) return -1;
+    View f;
+    view_ident(&f, full, 4, fd);
+    if (!slice_axis(&f, 2, pc[0], t->dims[2], 1) || !slice_axis(&f, 3, pc[2], t->dims[3], 1)) return FAIL("batch_to_space: crops out of range");
+    return set_view(s, op->results[0], &f, false);
+}
+
+/* Resampling on the last two dims, one dim at a time, at grid points g[i]
+ * in input coordinates (coremltools' formulas, per mode): nearest is one
+ * gather at floor(g); bilinear two gathers at floor(g) and the next,
+ * weighted by 1 - frac and frac (weights [m, 1] or [m]: broadcast). */
+enum { GRID_NEAREST, GRID_ALIGN, GRID_ALIGN_STRICT, GRID_HALF, GRID_LEGACY, GRID_DEFAULT, GRID_OFFSET };
+
+static double grid_point(int mode, int64_t i, int64_t in, int64_t out) {
+    double g, n = (double)in, m = (double)out;
+    switch (mode) {
+    case GRID_NEAREST: return floor((double)i * n / m);
+    case GRID_ALIGN: case GRID_ALIGN_STRICT:
+        g = out > 1 ? (double)i * (n - 1) / (m - 1) : mode == GRID_ALIGN ? (n - 1) / 2 : 0;
+        break;
+    case GRID_HALF: g = ((double)i + 0.5) * n / m - 0.5; break;
+    case GRID_LEGACY: g = (double)i * n / m; break;
+    case GRID_DEFAULT: g = out > 1 ? (double)i * (n - n / m) / (m - 1) : 0; break;
+    default: {
+        double delta = (in > 1 ? n - 1 : 1) / m;
+        g = 0.5 * delta + (double)i * delta;
+    }
+    }
+    return g < 0 ? 0 : g > n - 1 ? n - 1 : g;
+}
+
+static int resample_axis(LowerShared *s, const IrOp *op, int cur, int a, int mode, const int64_t *dims, int rank, int out) {
+    int64_t in = s->bi[cur].dims[a], m = dims[a], wd[2] = {m, 1};
+    int32_t *i0 = malloc(sizeof(int32_t) * 2 * (size_t)m), *i1 = i0 + m;
+    float *w0 = malloc(sizeof(float) * 2 * (size_t)m), *w1 = w0 + m;
+    MILC_ASSERT(i0 && w0);
+    for (int64_t i = 0; i < m; i++) {
+        double g = grid_point(mode, i, in, m), f = floor(g);
+        i0[i] = (int32_t)f, i1[i] = (int32_t)(f + 1 < (double)in ? f + 1 : f);
+        w1[i] = (float)(g - f), w0[i] = (float)(1 - (g - f));
+    }
+    char nm[24];
+    snprintf(nm, sizeof nm, "i0_%d", a);
+    int iw0 = int_weight(s, op, nm, 1, &m, i0);
+    snprintf(nm, sizeof nm, "i1_%d", a);
+    int iw1 = mode == GRID_NEAREST ? -1 : int_weight(s, op, nm, 1, &m, i1);
+    int fw[2] = {-1, -1};
+    for (int k = 0; k < 2 && mode != GRID_NEAREST; k++) {
+        char name[RT_NAME_MAX];
+        snprintf(name, sizeof name, "%s.w%d_%d", op->results[0]->name, k, a);
+        int wr = a == rank - 2 ? 2 : 1;
+        fw[k] = check_rc(s, rtb_weight(s->b, name, RT_F32, wr, wd, k ? w1 : w0));
+        note_buf(s, fw[k], wr, wd);
+    }
+    free(i0), free(w0);
+    RtAxisParams ax = {.axis = a};
+    IrType t = {.dtype = IR_DT_FP32, .rank = rank, .dims = (int64_t *)dims};
+    int g0[2] = {cur, iw0};
+    if (mode == GRID_NEAREST) return emit(s, RT_OP_GATHER, g0, 2, out, &ax, sizeof ax) < 0 ? -1 : out;
+    int g1[2] = {cur, iw1};
+    int x0 = emit_temp(s, RT_OP_GATHER, g0, 2, RT_F32, &t, &ax, sizeof ax);
+    int x1 = emit_temp(s, RT_OP_GATHER, g1, 2, RT_F32, &t, &ax, sizeof ax);
+    RtBinaryParams mul = {.op = RT_BIN_MUL}, add = {.op = RT_BIN_ADD};
+    int m0[2] = {x0, fw[0]}, m1[2] = {x1, fw[1]};
+    int p0 = emit_temp(s, RT_OP_BINARY, m0, 2, RT_F32, &t, &mul, sizeof mul);
+    int p1 = emit_temp(s, RT_OP_BINARY, m1, 2, RT_F32, &t, &mul, sizeof mul);
+    int sum[2] = {p0, p1};
+    return emit(s, RT_OP_BINARY, sum, 2, out, &add, sizeof add) < 0 ? -1 : out;
+}
+
+/* resize_nearest_neighbor (input index floor(i · in / out)), resize_bilinear
+ * (its sampling modes) and upsample_bilinear (align_corners,
+ * half_pixel_centers). */
+static int lower_resize(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x");
+    const IrType *t = rtype(op);
+    int r = t->rank, mode = GRID_NEAREST;
+    if (r < 2) return FAIL("%s: 'x' must have rank >= 2", mil_op_name(op->kind));
+    if (op->kind == OP_RESIZE_BILINEAR) {
+        static const char *const names[] = {"ALIGN_CORNERS", "STRICT_ALIGN_CORNERS", "UNALIGN_CORNERS", "DEFAULT", "OFFSET_CORNERS"};
+        static const int modes[] = {GRID_ALIGN, GRID_ALIGN_STRICT, GRID_HALF, GRID_DEFAULT, GRID_OFFSET};
+        const char *m = arg_str_or(op, "sampling_mode", "DEFAULT");
+        mode = -1;
+        for (int i = 0; m && i < 5; i++)
+            if (strcmp(m, names[i]) == 0) mode = modes[i];
+        if (mode < 0) return FAIL("resize_bilinear: unknown 'sampling_mode'");
+    } else if (op->kind == OP_UPSAMPLE_BILINEAR) {
+        int64_t ac = 1, hp = -1;
+        ir_op_arg_i64(op, "align_corners", &ac);
+        if (ir_op_arg(op, "half_pixel_centers")) ir_op_arg_i64(op, "half_pixel_centers", &hp);
+        if (hp < 0) hp = !ac;
+        if (ac && hp) return FAIL("upsample_bilinear: 'half_pixel_centers' needs 'align_corners' false");
+        mode = ac ? GRID_ALIGN_STRICT : hp ? GRID_HALF : GRID_LEGACY;
+    }
+    int cur = materialize(s, x);
+    int64_t dims[MAXR];
+    dims_copy(dims, x->type.dims, r);
+    if (cur < 0) return -1;
+    for (int k = 0; k < 2; k++) {
+        int a = r - 2 + k;
+        dims[a] = t->dims[a];
+        int out = k ? out_for(s, op) : new_temp(s, RT_F32, r, dims);
+        if (out < 0 || (cur = resample_axis(s, op, cur, a, mode, dims, r, out)) < 0) return -1;
+    }
+    done(s, op, cur);
+    return 0;
+}
+
+/* The RT_OP_UNARY of a recurrent activation name; -1 linear, -2 unknown. */
+static int recurrent_act(const char *a) {
+    return !a ? -2 : !strcmp(a, "tanh") ? RT_UN_TANH : !strcmp(a, "sigmoid") ? RT_UN_SIGMOID : !strcmp(a, "relu") ? RT_UN_RELU
+         : !strcmp(a, "linear") ? -1 : -2;
+}
+
+/* A step's h [B, H] copied to its place in the sequence output. */
+static int step_out(LowerShared *s, int h, const int64_t *hd, int yseq, int64_t off) {
+    View hv;
+    int64_t st[2];
+    view_ident(&hv, h, 2, hd);
+    row_major(2, hd, st);
+    return emit_copy(s, &hv, yseq, off, st);
+}
+
+/* rnn, unrolled over its static sequence: the input projection for every
+ * step in one GEMM (with the bias), then per step h = act(W_hh h + that
+ * step's projection) (a GEMM with the step as its residual, then the
+ * activation); the step's h also lands at its time in the sequence output
+ * (reverse runs from the last step, each h kept at its own time). */
+static int lower_rnn(LowerShared *s, IrOp *op) {
+    IrValue *x = arg_value(op, "x"), *h0 = arg_value(op, "initial_h"), *wi = arg_value(op, "weight_ih"), *wh = arg_value(op, "weight_hh");
+    IrValue *bias = arg_value(op, "bias");
+    const char *dir = arg_str_or(op, "direction", "forward"), *act = arg_str_or(op, "activation", "tanh");
+    int64_t seq = 0;
+    ir_op_arg_i64(op, "output_sequence", &seq);
+    int un = recurrent_act(act);
+    if (un == -2) return FAIL("rnn: the CPU backend runs the activations tanh, sigmoid, relu and linear");
+    if (!dir || (strcmp(dir, "forward") && strcmp(dir, "reverse"))) return FAIL("rnn: 'direction' must be forward or reverse");
+    if (!h0 || !wi || !wh) return FAIL("rnn: 'initial_h', 'weight_ih' and 'weight_hh' must be tensors");
+    int64_t S = x->type.dims[0], B = x->type.dims[1], I = x->type.dims[2], H = wi->type.dims[0];
+    if (wi->type.dims[1] != I || wh->type.dims[0] != H || wh->type.dims[1] != H || h0->type.dims[0] != B || h0->type.dims[1] != H)
+        return FAIL("rnn: 'weight_ih' must be [H, %lld], 'weight_hh' [H, H] and 'initial_h' [%lld, H]", (long long)I, (long long)B);
+    int64_t xd[2] = {S * B, I}, pd[2] = {S * B, H}, hd[2] = {B, H};
+    RtGemmParams gp = {.layout = RT_GEMM_ROWS, .has_bias = bias != NULL};
+    int in[4] = {buffer_as(s, x, 2, xd, -1), gemm_weight(s, wi), bias ? const_weight(s, bias) : 0};
+    int pre = new_temp(s, RT_F32, 2, pd);
+    if (emit(s, RT_OP_GEMM, in, bias ? 3 : 2, pre, &gp, sizeof gp) < 0) return -1;
+    IrValue *ys = op->results[0], *yh = op->results[1];
+    int yseq = result_buf(s, ys, ys->type.rank, ys->type.dims), h = materialize(s, h0), whw = gemm_weight(s, wh);
+    if (yseq < 0 || h < 0 || whw < 0) return -1;
+    bool rev = strcmp(dir, "reverse") == 0;
+    int64_t st[2];
+    row_major(2, hd, st);
+    for (int64_t k = 0; k < S; k++) {
+        int64_t t = rev ? S - 1 - k : k;
+        View pv;
+        view_ident(&pv, pre, 2, hd);
+        pv.offset = t * B * H;
+        int r = buffer_of_view(s, &pv, RT_F32, 2, hd);
+        RtGemmParams rp = {.layout = RT_GEMM_ROWS, .has_residual = 1};
+        int g[3] = {h, whw, r};
+        bool last = k == S - 1;
+        int nh = last && un < 0 ? result_buf(s, yh, 2, hd) : new_temp(s, RT_F32, 2, hd);
+        if (emit(s, RT_OP_GEMM, g, 3, nh, &rp, sizeof rp) < 0) return -1;
+        if (un >= 0) {
+            RtUnaryParams u = {.op = un};
+            int a = last ? result_buf(s, yh, 2, hd) : new_temp(s, RT_F32, 2, hd);
+            if (emit(s, RT_OP_UNARY, &nh, 1, a, &u, sizeof u) < 0) return -1;
+            nh = a;
+        }
+        h = nh;
+        if ((seq || last) && step_out(s, h, hd, yseq, seq ? t * B * H : 0) < 0) return -1;
+    }
+    set_buffer(s, ys, yseq, s->bi[yseq].rank, s->bi[yseq].dims);
+    set_buffer(s, yh, h, 2, hd);
+    return 0;
+}
+
+/* act(v) for a view v of [B, H] (copied dense first when it is not), into out (or a new temp). */
+static int act_of(LowerShared *s, const View *v, int un, const int64_t *hd, int out) {
+    int x = buffer_of_view(s, v, RT_F32, 2, hd);
+    if (x < 0) return -1;
+    if (un < 0 && out < 0) return x;
+    if (out < 0) out = new_temp(s, RT_F32, 2, hd);
+    if (un < 0) {
+        View xv;
+        int64_t st[2];
+        view_ident(&xv, x, 2, hd);
+        row_major(2, hd, st);
+        return emit_copy(s, &xv, out, 0, st) < 0 ? -1 : out;
+    }
+    RtUnaryParams u = {.op = un};
+    return emit(s, RT_OP_UNARY, &x, 1, out, &u, sizeof u) < 0 ? -1 : out;
+}
+
+static int emit_bin(LowerShared *s, int op, int a, int b, const int64_t *hd, int out) {
+    RtBinaryParams p = {.op = op};
+    int in[2] = {a, b};
+    if (out < 0) out = new_temp(s, RT_F32, 2, hd);
+    return emit(s, RT_OP_BINARY, in, 2, out, &p, sizeof p) < 0 ? -1 : out;
+}
+
+/* lstm (forward or reverse; no peephole, clip or second direction yet),
+ * unrolled like rnn: gates [i, f, o, z] = W_ih x_t + b + W_hh h (one GEMM
+ * per step on the step's projection), c = f·c + i·z, h = o·act(c). */
+static int lower_lstm(LowerShared *s, IrOp *op) {
+    IrValue *x = arg_value(op, "x"), *h0 = arg_value(op, "initial_h"), *c0 = arg_value(op, "initial_c");
+    IrValue *wi = arg_value(op, "weight_ih"), *wh = arg_value(op, "weight_hh"), *bias = arg_value(op, "bias");
+    const char *dir = arg_str_or(op, "direction", "forward");
+    int ra = recurrent_act(arg_str_or(op, "recurrent_activation", "sigmoid")), ca = recurrent_act(arg_str_or(op, "cell_activation", "tanh"));
+    int ha = recurrent_act(arg_str_or(op, "activation", "tanh"));
+    int64_t seq = 0;
+    ir_op_arg_i64(op, "output_sequence", &seq);
+    if (ra == -2 || ca == -2 || ha == -2) return FAIL("lstm: the CPU backend runs the activations tanh, sigmoid, relu and linear");
+    if (!dir || (strcmp(dir, "forward") && strcmp(dir, "reverse"))) return FAIL("lstm: the CPU backend runs direction forward or reverse");
+    if (ir_op_arg(op, "peephole") || ir_op_arg(op, "clip")) return FAIL("lstm: 'peephole' and 'clip' are not supported by the CPU backend yet");
+    if (!h0 || !c0 || !wi || !wh) return FAIL("lstm: 'initial_h', 'initial_c' and the weights must be tensors");
+    int64_t S = x->type.dims[0], B = x->type.dims[1], I = x->type.dims[2], H = wh->type.dims[1];
+    if (wi->type.dims[0] != 4 * H || wi->type.dims[1] != I || wh->type.dims[0] != 4 * H || ir_type_numel(&h0->type) != B * H ||
+        ir_type_numel(&c0->type) != B * H)
+        return FAIL("lstm: the weights must be [4H, %lld] and [4H, H], the initial states [%lld, H]", (long long)I, (long long)B);
+    int64_t xd[2] = {S * B, I}, pd[2] = {S * B, 4 * H}, gd[2] = {B, 4 * H}, hd[2] = {B, H}, st[2];
+    row_major(2, hd, st);
+    RtGemmParams gp = {.layout = RT_GEMM_ROWS, .has_bias = bias != NULL};
+    int in[3] = {buffer_as(s, x, 2, xd, -1), gemm_weight(s, wi), bias ? const_weight(s, bias) : 0};
+    int pre = new_temp(s, RT_F32, 2, pd);
+    if (emit(s, RT_OP_GEMM, in, bias ? 3 : 2, pre, &gp, sizeof gp) < 0) return -1;
+    IrValue *ys = op->results[0], *yh = op->results[1], *yc = op->results[2];
+    int yseq = result_buf(s, ys, ys->type.rank, ys->type.dims), h = buffer_as(s, h0, 2, hd, -1), c = buffer_as(s, c0, 2, hd, -1);
+    int whw = gemm_weight(s, wh);
+    if (yseq < 0 || h < 0 || c < 0 || whw < 0) return -1;
+    bool rev = strcmp(dir, "reverse") == 0;
+    for (int64_t k = 0; k < S; k++) {
+        int64_t t = rev ? S - 1 - k : k;
+        bool last = k == S - 1;
+        View pv;
+        view_ident(&pv, pre, 2, gd);
+        pv.offset = t * B * 4 * H;
+        int r = buffer_of_view(s, &pv, RT_F32, 2, gd), g = new_temp(s, RT_F32, 2, gd);
+        RtGemmParams rp = {.layout = RT_GEMM_ROWS, .has_residual = 1};
+        int gi[3] = {h, whw, r};
+        if (emit(s, RT_OP_GEMM, gi, 3, g, &rp, sizeof rp) < 0) return -1;
+        int gate[4];
+        for (int q = 0; q < 4; q++) {
+            View v;
+            view_ident(&v, g, 2, gd);
+            v.dims[1] = H, v.offset = q * H;
+            if ((gate[q] = act_of(s, &v, q == 3 ? ca : ra, hd, -1)) < 0) return -1;
+        }
+        int fc = emit_bin(s, RT_BIN_MUL, gate[1], c, hd, -1), iz = emit_bin(s, RT_BIN_MUL, gate[0], gate[3], hd, -1);
+        c = emit_bin(s, RT_BIN_ADD, fc, iz, hd, last ? result_buf(s, yc, 2, hd) : -1);
+        View cv;
+        view_ident(&cv, c, 2, hd);
+        int ac = act_of(s, &cv, ha, hd, -1);
+        h = emit_bin(s, RT_BIN_MUL, gate[2], ac, hd, last ? result_buf(s, yh, 2, hd) : -1);
+        if (h < 0 || c < 0) return -1;
+        if ((seq || last) && step_out(s, h, hd, yseq, seq ? t * B * H : 0) < 0) return -1;
+    }
+    set_buffer(s, ys, yseq, s->bi[yseq].rank, s->bi[yseq].dims);
+    set_buffer(s, yh, h, 2, hd);
+    set_buffer(s, yc, c, 2, hd);
+    return 0;
+}
+
+/* ---- control flow ---- */
+
+static int lower_op(LowerShared *s, IrOp *op);
+
+/* The ops of a nested block, in order, in the program being built. */
+static int lower_block(LowerShared *s, IrBlock *b) {
+    for (IrOp *o = b->first; o; o = o->next) {
+        o->aux = NULL; /* fusion groups are function-level: none here */
+        if (lower_op(s, o) < 0 || s->failed) return -1;
+    }
+    return 0;
+}
+
+/* cond: a constant predicate lowers the branch it takes; otherwise both
+ * branches run and each result is select(pred, true's, false's).  Branch
+ * ops have no side effects (states are not in a branch's reach here), so
+ * that is the program's meaning; the cost is running both, and an index
+ * error in the branch not taken is still reported. */
+static int lower_cond(LowerShared *s, IrOp *op) {
+    IrValue *pred = arg_value(op, "pred");
+    const IrLiteral *l = ir_op_arg_const(op, "pred");
+    if (op->nblocks != 2) return FAIL("cond: needs a true and a false branch");
+    for (int k = 0; k < 2; k++)
+        if (op->blocks[k]->noutputs != op->nresults) return FAIL("cond: each branch must return %d values", op->nresults);
+    if (l) {
+        IrBlock *b = op->blocks[ir_lit_i64(l, 0) != 0 ? 0 : 1];
+        if (lower_block(s, b) < 0) return -1;
+        s->cur = op;
+        for (int i = 0; i < op->nresults; i++) {
+            LVal *L = lval(s, b->outputs[i]);
+            if (!L->has) return -1;
+            View v = L->v;
+            if (set_view(s, op->results[i], &v, L->pend) < 0) return -1;
+        }
+        return 0;
+    }
+    if (!pred) return FAIL("cond: 'pred' must be a bool value");
+    if (lower_block(s, op->blocks[0]) < 0 || lower_block(s, op->blocks[1]) < 0) return -1;
+    s->cur = op;
+    for (int i = 0; i < op->nresults; i++) {
+        IrValue *r = op->results[i];
+        int in[3] = {materialize(s, pred), materialize(s, op->blocks[0]->outputs[i]), materialize(s, op->blocks[1]->outputs[i])};
+        int out = result_buf(s, r, r->type.rank, r->type.dims);
+        if (emit(s, RT_OP_SELECT, in, 3, out, NULL, 0) < 0) return -1;
+        set_buffer(s, r, out, s->bi[out].rank, s->bi[out].dims);
+    }
+    return 0;
+}
+
+/* A loop's control op (RT_OP_LOOP_*): no output. */
+static int emit_control(LowerShared *s, RtOpKind k, const int *in, int nin) {
+    if (s->failed || (nin && in[0] < 0)) return -1;
+    if (check_rc(s, rtb_op(s->b, k, in, nin, NULL, 0, NULL, 0)) < 0) return -1;
+    s->nops++;
+    return 0;
+}
+
+/* Is v defined inside one of op's nested blocks (at any depth)? */
+static bool inside(const IrValue *v, const IrOp *op) {
+    for (const IrBlock *b = v->block; b; b = b->parent ? b->parent->block : NULL)
+        if (b->parent == op) return true;
+    return false;
+}
+
+/* while_loop: each loop variable lives in a buffer of its own (C), set from
+ * its initial value before the loop; LOOP_BEGIN, the condition block on C,
+ * LOOP_TEST, the body on C, its results copied out (all of them first, then
+ * into C: a body may swap variables), LOOP_END.  The results are C after the
+ * loop.  RT_LOOP_MAX_ITERS bounds each execution of the loop (RT_ELOOP). */
+static int lower_while(LowerShared *s, IrOp *op) {
+    IrArg *lv = ir_op_arg(op, "loop_vars");
+    int n = lv && lv->kind == IR_ARG_TUPLE ? lv->nitems : lv && lv->kind == IR_ARG_VALUE ? 1 : 0;
+    IrBlock *cb = op->nblocks == 2 ? op->blocks[0] : NULL, *body = op->nblocks == 2 ? op->blocks[1] : NULL;
+    if (!n || !cb || cb->ninputs != n || body->ninputs != n || body->noutputs != n || cb->noutputs != 1 || op->nresults != n)
+        return FAIL("while_loop: needs loop variables, a condition and a body that agree on them");
+    int *c = malloc(sizeof(int) * 2 * (size_t)n), *t = c + n;
+    LVal *saved = malloc(sizeof(LVal) * (size_t)s->nvals);
+    MILC_ASSERT(c && saved);
+    int rc = -1;
+    for (int i = 0; i < n; i++) {
+        IrValue *init = lv->kind == IR_ARG_TUPLE ? lv->items[i] : lv->value;
+        View v;
+        const IrType *ty = &init->type;
+        int64_t st[MAXR];
+        row_major(ty->rank, ty->dims, st);
+        c[i] = new_temp(s, rt_dt(ty->dtype), ty->rank, ty->dims);
+        if (c[i] < 0 || !resolved_view(s, init, &v) || emit_copy(s, &v, c[i], 0, st) < 0) goto out;
+    }
+    /* Values outside the loop that its blocks materialize get their copies
+     * inside the loop, which may run no iteration: after the loop they are
+     * read as they were before it. */
+    memcpy(saved, s->lv, sizeof(LVal) * (size_t)s->nvals);
+    if (emit_control(s, RT_OP_LOOP_BEGIN, NULL, 0) < 0) goto out;
+    for (int i = 0; i < n; i++) set_buffer(s, cb->inputs[i], c[i], s->bi[c[i]].rank, s->bi[c[i]].dims);
+    if (lower_block(s, cb) < 0) goto out;
+    s->cur = op;
+    int pred = materialize(s, cb->outputs[0]);
+    if (pred < 0 || emit_control(s, RT_OP_LOOP_TEST, &pred, 1) < 0) goto out;
+    for (int i = 0; i < n; i++) set_buffer(s, body->inputs[i], c[i], s->bi[c[i]].rank, s->bi[c[i]].dims);
+    if (lower_block(s, body) < 0) goto out;
+    s->cur = op;
+    for (int i = 0; i < n; i++) {
+        const IrType *ty = &body->outputs[i]->type;
+        View v;
+        int64_t st[MAXR];
+        row_major(ty->rank, ty->dims, st);
+        t[i] = new_temp(s, rt_dt(ty->dtype), ty->rank, ty->dims);
+        if (t[i] < 0 || !resolved_view(s, body->outputs[i], &v) || emit_copy(s, &v, t[i], 0, st) < 0) goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        View v;
+        int64_t st[MAXR];
+        view_ident(&v, t[i], s->bi[t[i]].rank, s->bi[t[i]].dims);
+        row_major(v.rank, v.dims, st);
+        if (emit_copy(s, &v, c[i], 0, st) < 0) goto out;
+    }
+    if (emit_control(s, RT_OP_LOOP_END, NULL, 0) < 0) goto out;
+    for (int id = 0; id < s->nvals; id++)
+        if (!inside(s->vals[id], op)) s->lv[id] = saved[id];
+    for (int i = 0; i < n; i++) {
+        IrValue *r = op->results[i];
+        int out = result_buf(s, r, r->type.rank, r->type.dims);
+        View v;
+        int64_t st[MAXR];
+        view_ident(&v, c[i], s->bi[c[i]].rank, s->bi[c[i]].dims);
+        row_major(v.rank, v.dims, st);
+        if (out < 0 || emit_copy(s, &v, out, 0, st) < 0) goto out;
+        set_buffer(s, r, out, s->bi[out].rank, s->bi[out].dims);
+    }
+    rc = 0;
+out:
+    free(c), free(saved);
+    return s->failed ? -1 : rc;
+}
+
+/* The ops of this section; lower_op's default case comes here. */
+static bool lower_data_op(IrOpKind k) {
+    switch (k) {
+    case OP_SCATTER: case OP_SCATTER_ALONG_AXIS: case OP_SCATTER_ND: case OP_ARGSORT: case OP_TOPK:
+    case OP_QUANTIZE: case OP_DEQUANTIZE: case OP_RANDOM_UNIFORM: case OP_RANDOM_NORMAL: case OP_RANDOM_BERNOULLI:
+    case OP_RANDOM_CATEGORICAL: case OP_COND: case OP_WHILE_LOOP: case OP_FILL_LIKE: case OP_RANGE_1D: case OP_CROP:
+    case OP_PIXEL_SHUFFLE: case OP_PIXEL_UNSHUFFLE: case OP_SLIDING_WINDOWS: case OP_PAD: case OP_ONE_HOT:
+    case OP_GATHER_ND: case OP_EINSUM: case OP_RESHAPE_LIKE: case OP_REVERSE_SEQUENCE:
+    case OP_SPACE_TO_BATCH: case OP_BATCH_TO_SPACE: case OP_RESIZE_NEAREST_NEIGHBOR: case OP_RESIZE_BILINEAR:
+    case OP_UPSAMPLE_BILINEAR: case OP_RNN: case OP_LSTM:
+        return true;
+    default: return false;
+    }
+}
+
+static int lower_data(LowerShared *s, IrOp *op) {
+    switch (op->kind) {
+    case OP_SCATTER: case OP_SCATTER_ALONG_AXIS: case OP_SCATTER_ND: return lower_scatter(s, op);
+    case OP_ARGSORT: case OP_TOPK: return lower_sort(s, op);
+    case OP_QUANTIZE: case OP_DEQUANTIZE: return lower_quant(s, op);
+    case OP_COND: return lower_cond(s, op);
+    case OP_WHILE_LOOP: return lower_while(s, op);
+    case OP_FILL_LIKE: return lower_fill_like(s, op);
+    case OP_RANGE_1D: return lower_range(s, op);
+    case OP_CROP: return lower_crop(s, op);
+    case OP_PIXEL_SHUFFLE: case OP_PIXEL_UNSHUFFLE: return lower_pixel_shuffle(s, op);
+    case OP_SLIDING_WINDOWS: return lower_sliding_windows(s, op);
+    case OP_PAD: return lower_pad(s, op);
+    case OP_ONE_HOT: return lower_one_hot(s, op);
+    case OP_GATHER_ND: return lower_gather_nd(s, op);
+    case OP_EINSUM: return lower_einsum(s, op);
+    case OP_RESHAPE_LIKE: return lower_reshape(s, op);
+    case OP_REVERSE_SEQUENCE: return lower_reverse_sequence(s, op);
+    case OP_SPACE_TO_BATCH: case OP_BATCH_TO_SPACE: return lower_space_batch(s, op);
+    case OP_RESIZE_NEAREST_NEIGHBOR: case OP_RESIZE_BILINEAR: case OP_UPSAMPLE_BILINEAR: return lower_resize(s, op);
+    case OP_RNN: return lower_rnn(s, op);
+    case OP_LSTM: return lower_lstm(s, op);
+    default: return lower_random(s, op);
+    }
+}
+
 bool backend_lowers(IrOpKind k) {
     /* The ops lower_op's switch handles; every other op of the table is
      * checked but not run yet. */
@@ -1801,10 +3009,12 @@ bool backend_lowers(IrOpKind k) {
         OP_IDENTITY, OP_FLATTEN2D, OP_REVERSE, OP_STACK, OP_FILL, OP_SHAPE, OP_SPACE_TO_DEPTH, OP_DEPTH_TO_SPACE,
         OP_UPSAMPLE_NEAREST_NEIGHBOR, OP_CONSTEXPR_LUT_TO_DENSE, OP_CONSTEXPR_CAST, OP_CONSTEXPR_AFFINE_DEQUANTIZE,
         OP_CONSTEXPR_BLOCKWISE_SHIFT_SCALE, OP_CONSTEXPR_SPARSE_TO_DENSE,
+        /* states */
+        OP_READ_STATE, OP_WRITE_STATE, OP_COREML_UPDATE_STATE, OP_SLICE_UPDATE,
     };
     for (size_t i = 0; i < sizeof lowered / sizeof *lowered; i++)
         if (lowered[i] == k) return true;
-    return false;
+    return lower_data_op(k);
 }
 
 static int lower_op(LowerShared *s, IrOp *op) {
@@ -1883,6 +3093,9 @@ static int lower_op(LowerShared *s, IrOp *op) {
     case OP_CONCAT: return lower_concat(s, op);
     case OP_SPLIT: return lower_split(s, op);
     case OP_SLICE_BY_INDEX: case OP_SLICE_BY_SIZE: return lower_slice(s, op);
+    case OP_READ_STATE: return lower_read_state(s, op);
+    case OP_WRITE_STATE: case OP_COREML_UPDATE_STATE: return lower_write_state(s, op);
+    case OP_SLICE_UPDATE: return lower_slice_update(s, op);
     case OP_GATHER: {
         int64_t a = 0, bd = 0;
         ir_op_arg_i64(op, "axis", &a);
@@ -1918,6 +3131,7 @@ static int lower_op(LowerShared *s, IrOp *op) {
     case OP_SCALED_DOT_PRODUCT_ATTENTION: return lower_sdpa(s, op);
     default:
         if (op->kind == OP_RELU || elt_op(op->kind) >= 0) return lower_eltwise(s, op);
+        if (lower_data_op(op->kind)) return lower_data(s, op);
         break;
     }
     return FAIL("%s: not supported by the CPU backend", mil_op_name(op->kind));
@@ -1927,12 +3141,29 @@ static int lower_op(LowerShared *s, IrOp *op) {
 
 void lower_shared_weights(LowerShared *s, const MilBlobFile *weights) { s->weights = weights; }
 
+/* The values of op's nested blocks (control flow), numbered from id on
+ * when vals is given: their count. */
+static int nested_values(IrOp *op, IrValue **vals, int id) {
+    int n = 0;
+    for (int k = 0; k < op->nblocks; k++) {
+        IrBlock *b = op->blocks[k];
+        for (int i = 0; i < b->ninputs; i++, n++)
+            if (vals) vals[id + n] = b->inputs[i], b->inputs[i]->aux = (void *)(intptr_t)(id + n + 1);
+        for (IrOp *o = b->first; o; o = o->next) {
+            for (int r = 0; r < o->nresults; r++, n++)
+                if (vals) vals[id + n] = o->results[r], o->results[r]->aux = (void *)(intptr_t)(id + n + 1);
+            n += nested_values(o, vals, vals ? id + n : 0);
+        }
+    }
+    return n;
+}
+
 LowerShared *lower_shared_new(RtPlanBuilder *b, IrFunction *f, const char *model_dir, DiagSink *d) {
     LowerShared *s = calloc(1, sizeof *s);
     MILC_ASSERT(s);
     s->b = b, s->f = f, s->d = d, s->model_dir = model_dir;
     int n = f->ninputs;
-    IR_FOR_EACH_OP(op, f) n += op->nresults;
+    IR_FOR_EACH_OP(op, f) n += op->nresults + nested_values(op, NULL, 0);
     s->vals = calloc((size_t)n + 1, sizeof *s->vals);
     s->weight = malloc(sizeof(int) * ((size_t)n + 1));
     s->weight2d = malloc(sizeof(int) * ((size_t)n + 1));
@@ -1944,15 +3175,21 @@ LowerShared *lower_shared_new(RtPlanBuilder *b, IrFunction *f, const char *model
     for (int i = 0; i < n; i++) s->weight[i] = s->weight2d[i] = s->input_buf[i] = -1;
     int id = 0;
     for (int i = 0; i < f->ninputs; i++) s->vals[id] = f->inputs[i], f->inputs[i]->aux = (void *)(intptr_t)(id + 1), id++;
-    IR_FOR_EACH_OP(op, f) for (int r = 0; r < op->nresults; r++) {
-        s->vals[id] = op->results[r];
-        op->results[r]->aux = (void *)(intptr_t)(id + 1);
-        id++;
+    IR_FOR_EACH_OP(op, f) {
+        for (int r = 0; r < op->nresults; r++) {
+            s->vals[id] = op->results[r];
+            op->results[r]->aux = (void *)(intptr_t)(id + 1);
+            id++;
+        }
+        id += nested_values(op, s->vals, id);
     }
     s->nvals = id;
     s->reshaped = calloc((size_t)n + 1, sizeof *s->reshaped);
-    MILC_ASSERT(s->reshaped);
+    s->wpos = malloc(sizeof(int) * ((size_t)n + 1));
+    s->su_in_place = calloc((size_t)n + 1, 1);
+    MILC_ASSERT(s->reshaped && s->wpos && s->su_in_place);
     ir_function_count_uses(f);
+    plan_states(s);
     IR_FOR_EACH_OP(op, f) {
         if (op->kind != OP_RESHAPE && op->kind != OP_EXPAND_DIMS && op->kind != OP_SQUEEZE) continue;
         IrArg *x = ir_op_arg(op, "x");
@@ -1968,7 +3205,7 @@ void lower_shared_free(LowerShared *s) {
         free(s->blobs[i].path);
     }
     free(s->vals), free(s->reshaped), free(s->weight), free(s->weight2d), free(s->input_buf), free(s->lv);
-    free(s->out_buf), free(s->out_done), free(s->bi);
+    free(s->out_buf), free(s->out_done), free(s->bi), free(s->wpos), free(s->su_in_place);
     free(s);
 }
 
@@ -2003,6 +3240,14 @@ int lower_inputs_outputs(LowerShared *s, const FuseTable *fuse) {
         RtDType dt;
         if (io_dtype(s, v, v->loc, &dt) < 0) return -1;
         if (ir_value_numel(v) < 0) return fail_at(s, v->loc, "input '%s' has a dynamic shape", v->name), -1;
+        if (v->type.state) { /* the model's own buffer, in its declared dtype */
+            int id = check_rc(s, rtb_state(s->b, v->name, dt, v->type.rank, v->type.dims));
+            if (id < 0) return -1;
+            note_buf(s, id, v->type.rank, v->type.dims);
+            s->bi[id].f16 = dt == RT_F16;
+            s->input_buf[vid(v)] = id;
+            continue;
+        }
         /* A KV cache the attention kernel reads as fp16 stays fp16: no
          * conversion pass at rt_run, half the bytes read. */
         bool raw = dt == RT_F16 && read_in_place(fuse, v);
@@ -2043,8 +3288,10 @@ int lower_program(LowerShared *s, const FuseTable *fuse, bool views, int *nops, 
         s->lv[vid(v)].has = true;
         view_ident(&s->lv[vid(v)].v, s->input_buf[vid(v)], v->type.rank, v->type.dims);
     }
+    s->opi = 0;
     IR_FOR_EACH_OP(op, f) {
         if (lower_op(s, op) < 0 || s->failed) return -1;
+        s->opi++;
     }
     s->cur = NULL;
     for (int i = 0; i < f->noutputs; i++) {

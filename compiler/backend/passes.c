@@ -123,7 +123,8 @@ int backend_dce(IrFunction *f) {
      * so a dead chain goes in one sweep. */
     for (IrOp *op = f->last, *prev; op; op = prev) {
         prev = op->prev;
-        bool live = false;
+        /* a state's write is its effect, whatever uses its result */
+        bool live = op->kind == OP_WRITE_STATE || op->kind == OP_COREML_UPDATE_STATE;
         for (int r = 0; r < op->nresults; r++) live |= op->results[r]->uses > 0;
         if (live) continue;
         for_each_value_arg(op, drop_use);
@@ -270,12 +271,10 @@ int backend_fold(IrFunction *f) {
     return folded;
 }
 
-int backend_hoist_literals(IrFunction *f) {
-    /* Inline literal arguments (`axis = int32(1)`, `y = fp16(0.5)`) become
-     * const ops, so the passes and the lowering see one form: every argument
-     * is a value, and constants are values defined by a const op. */
-    int n = 0;
-    IR_FOR_EACH_OP(op, f) {
+/* The literals of the ops from first on, nested blocks' ops included. */
+static int hoist_in(IrFunction *f, IrOp *first, int n) {
+    for (IrOp *op = first; op; op = op->next) {
+        for (int b = 0; b < op->nblocks; b++) n = hoist_in(f, op->blocks[b]->first, n);
         if (op->kind == OP_CONST) continue;
         for (int i = 0; i < op->nargs; i++) {
             IrArg *a = &op->args[i];
@@ -284,6 +283,7 @@ int backend_hoist_literals(IrFunction *f) {
             IrOp *c = ir_op_new_const(f, name, a->lit);
             c->loc = a->loc;
             c->results[0]->loc = a->loc;
+            c->results[0]->block = op->block;
             ir_op_insert_before(op, c);
             a->kind = IR_ARG_VALUE;
             a->value = c->results[0];
@@ -291,4 +291,12 @@ int backend_hoist_literals(IrFunction *f) {
         }
     }
     return n;
+}
+
+int backend_hoist_literals(IrFunction *f) {
+    /* Inline literal arguments (`axis = int32(1)`, `y = fp16(0.5)`) become
+     * const ops, so the passes and the lowering see one form: every argument
+     * is a value, and constants are values defined by a const op.  A literal
+     * in a nested block (cond, while_loop) gets its const in that block. */
+    return hoist_in(f, f->first, 0);
 }

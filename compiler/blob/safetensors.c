@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 static const struct {
     const char *name;
@@ -146,12 +147,14 @@ static bool check_tensor(SafetensorsTensor *t, json_t *v, const uint8_t *data, s
         return false;
     }
     t->offset = data_at + (uint64_t)begin;
-    t->data = data + begin;
-    t->aligned = (uintptr_t)t->data % item == 0;
+    t->data = data ? data + begin : NULL;
+    t->aligned = data && (uintptr_t)t->data % item == 0;
     return true;
 }
 
-int safetensors_parse(SafetensorsFile *f, const char *name, const void *bytes, size_t size, DiagSink *d) {
+/* bytes holds the whole file, or (whole false) its length field and header
+ * only: then the tensors get no data pointer.  size is the file's. */
+static int parse(SafetensorsFile *f, const char *name, const void *bytes, bool whole, size_t size, DiagSink *d) {
     memset(f, 0, sizeof *f);
     SrcLoc loc = {name, 0, 0};
     const uint8_t *p = bytes;
@@ -184,7 +187,7 @@ int safetensors_parse(SafetensorsFile *f, const char *name, const void *bytes, s
         diag_error(d, loc, "header is not a JSON object");
         goto out;
     }
-    const uint8_t *data = p + 8 + n;
+    const uint8_t *data = whole ? p + 8 + n : NULL;
     size_t data_at = 8 + (size_t)n, data_size = size - data_at;
 
     /* One allocation for every string, so close is two frees. */
@@ -273,7 +276,7 @@ int safetensors_parse(SafetensorsFile *f, const char *name, const void *bytes, s
         f->meta[2 * i + 1] = meta[i].value;
     }
     f->name = name;
-    f->bytes = p;
+    f->bytes = data ? p : NULL;
     f->size = size;
     rc = 0;
 out:
@@ -281,6 +284,41 @@ out:
     free(by_offset);
     free(meta);
     if (rc != 0) safetensors_close(f);
+    return rc;
+}
+
+int safetensors_parse(SafetensorsFile *f, const char *name, const void *bytes, size_t size, DiagSink *d) {
+    return parse(f, name, bytes, true, size, d);
+}
+
+/* All n bytes at off, or an error: a file that ends early shrank since its
+ * size was taken. */
+static int pread_all(int fd, void *buf, size_t n, uint64_t off, SrcLoc loc, DiagSink *d) {
+    for (size_t got = 0; got < n;) {
+        ssize_t k = pread(fd, (uint8_t *)buf + got, n - got, (off_t)(off + got));
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) { diag_syserror(d, loc, "read error: %s", strerror(errno)); return -1; }
+        if (k == 0) { diag_syserror(d, loc, "the file shrank while it was read"); return -1; }
+        got += (size_t)k;
+    }
+    return 0;
+}
+
+int safetensors_read_header(SafetensorsFile *f, const char *name, int fd, uint64_t size, DiagSink *d) {
+    memset(f, 0, sizeof *f);
+    SrcLoc loc = {name, 0, 0};
+    uint8_t le[8] = {0};
+    if (size > SIZE_MAX / 2) { diag_error(d, loc, "too large (%" PRIu64 " bytes)", size); return -1; }
+    if (size < 8) return parse(f, name, le, false, (size_t)size, d); /* its message; le is not read */
+    if (pread_all(fd, le, 8, 0, loc, d) != 0) return -1;
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--) n = n << 8 | le[i];
+    if (n > ST_MAX_HEADER || n > size - 8) return parse(f, name, le, false, (size_t)size, d); /* its message */
+    uint8_t *head = malloc((size_t)n + 8);
+    if (!head) { diag_syserror(d, loc, "out of memory reading the header"); return -1; }
+    int rc = pread_all(fd, head, (size_t)n + 8, 0, loc, d);
+    if (rc == 0) rc = parse(f, name, head, false, (size_t)size, d);
+    free(head); /* the names were copied out */
     return rc;
 }
 

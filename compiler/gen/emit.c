@@ -246,9 +246,9 @@ static void bputs(Buf *b, const char *s) { bput(b, s, strlen(s)); }
 
 static char *shape_text(Arena *a, const GenIo *io) {
     char buf[256];
-    int n = snprintf(buf, sizeof buf, "tensor<%s, [", io->dtype);
+    int n = snprintf(buf, sizeof buf, "%stensor<%s, [", io->state ? "state<" : "", io->dtype);
     for (int i = 0; i < io->rank; i++) n += snprintf(buf + n, sizeof buf - (size_t)n, "%s%" PRId64, i ? ", " : "", io->shape[i]);
-    snprintf(buf + n, sizeof buf - (size_t)n, "]>");
+    snprintf(buf + n, sizeof buf - (size_t)n, "]>%s", io->state ? ">" : "");
     return arena_strdup(a, buf);
 }
 
@@ -281,6 +281,7 @@ static json_t *io_json(const GenIo *io) {
     json_object_set_new(o, "name", json_string(io->name));
     json_object_set_new(o, "dtype", json_string(io->dtype));
     json_object_set_new(o, "shape", sh);
+    if (io->state) json_object_set_new(o, "state", json_true());
     return o;
 }
 
@@ -364,6 +365,16 @@ static void sort_io(GenIo *io, SrcLoc *locs, int n) {
 int gen_config_expand(GenConfig *c, Arena *a, GenProgram *p, DiagSink *d) {
     if (!c->resolved && gen_config_resolve(c, d) != 0) return -1;
     return gen_expand(c->t, a, param_scope(c, a), 0, p, d);
+}
+
+int gen_config_weight_bytes(GenConfig *c, uint64_t *bytes, DiagSink *d) {
+    Arena a;
+    arena_init(&a);
+    GenProgram p;
+    int rc = gen_config_expand(c, &a, &p, d);
+    if (rc == 0) *bytes = p.blob_end;
+    arena_free(&a);
+    return rc;
 }
 
 int gen_generate(GenConfig *c, const GenOptions *o, const char *dir, GenResult *r, DiagSink *d) {

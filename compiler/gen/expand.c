@@ -227,13 +227,18 @@ static int add_io(Exec *e, const char *path, xmlNode *n, Scope *s, bool output) 
     SrcLoc at = gen_loc(e->d, path, n);
     const char *name = attr_text(e, path, n, s, "name", &err);
     const char *dtype = attr_text(e, path, n, s, "dtype", &err);
+    const char *state = attr_text(e, path, n, s, "state", &err);
     if (err) return -1;
+    if (state && (output || (strcmp(state, "1") && strcmp(state, "0")))) {
+        diag_error(e->d, at, "state=\"%s\": an <input> takes state=\"1\" or \"0\"", state);
+        return -1;
+    }
     if (!name || !ident_ok(name)) {
         diag_error(e->d, at, "<%s> needs a name that is a MIL identifier (got '%s')", (const char *)n->name,
                    name ? name : "");
         return -1;
     }
-    GenIo io = {.name = (char *)name, .dtype = (char *)(dtype ? dtype : "fp16")};
+    GenIo io = {.name = (char *)name, .dtype = (char *)(dtype ? dtype : "fp16"), .state = state && !strcmp(state, "1")};
     if (!eval_shape(e, path, n, s, &io.rank, io.shape)) return -1;
     GenProgram *p = e->p;
     GenIo *list = output ? p->outputs : p->inputs;

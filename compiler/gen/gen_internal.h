@@ -175,5 +175,9 @@ void gen_init_piece(const GenWeight *w, uint64_t seed, uint64_t first, size_t n,
 /* Use the portable fill loops (true) or the CPU's best (false, the
  * default): the bytes must be the same either way (tests). */
 void gen_fill_select(bool portable);
+/* The bf16 -> fp16 loops this CPU can run (portable first, then its vector
+ * twins), with their names: each must give the same bytes (tests, bench). */
+typedef void (*GenConvertFn)(const uint16_t *src, uint16_t *dst, size_t n);
+int gen_bf16_variants(GenConvertFn out[], const char *names[], int max);
 
 #endif

@@ -106,8 +106,40 @@ __attribute__((target("avx2,f16c"))) static void normal_f16_avx2(uint16_t *dst, 
 }
 #endif
 
+/* bf16 -> fp16, a checkpoint's hot loop: bf16 is an fp32's top half, so
+ * widen and round as above (the same bytes on every CPU). */
+static void bf16_to_f16_portable(const uint16_t *src, uint16_t *dst, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)src[i] << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        dst[i] = float_to_half(f);
+    }
+}
+
+#ifdef GEN_X86_TWINS
+__attribute__((target("avx2,f16c"))) static void bf16_to_f16_avx2(const uint16_t *src, uint16_t *dst, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i w = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + i))), 16);
+        _mm_storeu_si128((__m128i *)(dst + i), _mm256_cvtps_ph(_mm256_castsi256_ps(w), _MM_FROUND_TO_NEAREST_INT));
+    }
+    bf16_to_f16_portable(src + i, dst + i, n - i);
+}
+
+__attribute__((target("avx512f"))) static void bf16_to_f16_avx512(const uint16_t *src, uint16_t *dst, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i w = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(src + i))), 16);
+        _mm256_storeu_si256((__m256i *)(dst + i), _mm512_cvtps_ph(_mm512_castsi512_ps(w), _MM_FROUND_TO_NEAREST_INT));
+    }
+    bf16_to_f16_portable(src + i, dst + i, n - i);
+}
+#endif
+
 static void (*f32_to_f16)(const float *, uint16_t *, size_t) = f32_to_f16_portable;
 static void (*normal_f16)(uint16_t *, size_t, uint64_t, uint64_t, float) = normal_f16_portable;
+static void (*bf16_to_f16)(const uint16_t *, uint16_t *, size_t) = bf16_to_f16_portable;
 
 static pthread_once_t select_once = PTHREAD_ONCE_INIT;
 
@@ -116,14 +148,28 @@ static void select_default(void) {
     /* F16C from CPUID itself: clang's __builtin_cpu_supports does not know it. */
     unsigned a, b, c, d;
     bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
-    if (__builtin_cpu_supports("avx2") && f16c) f32_to_f16 = f32_to_f16_avx2, normal_f16 = normal_f16_avx2;
+    if (__builtin_cpu_supports("avx2") && f16c)
+        f32_to_f16 = f32_to_f16_avx2, normal_f16 = normal_f16_avx2, bf16_to_f16 = bf16_to_f16_avx2;
+    if (__builtin_cpu_supports("avx512f")) bf16_to_f16 = bf16_to_f16_avx512;
 #endif
 }
 
 void gen_fill_select(bool portable) {
     pthread_once(&select_once, select_default); /* so the default never comes after */
-    f32_to_f16 = f32_to_f16_portable, normal_f16 = normal_f16_portable;
+    f32_to_f16 = f32_to_f16_portable, normal_f16 = normal_f16_portable, bf16_to_f16 = bf16_to_f16_portable;
     if (!portable) select_default();
+}
+
+int gen_bf16_variants(GenConvertFn out[], const char *names[], int max) {
+    int n = 0;
+    if (n < max) out[n] = bf16_to_f16_portable, names[n++] = "portable";
+#ifdef GEN_X86_TWINS
+    unsigned a, b, c, d;
+    bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
+    if (n < max && __builtin_cpu_supports("avx2") && f16c) out[n] = bf16_to_f16_avx2, names[n++] = "avx2";
+    if (n < max && __builtin_cpu_supports("avx512f")) out[n] = bf16_to_f16_avx512, names[n++] = "avx512";
+#endif
+    return n;
 }
 
 /* ---- computed initializers ---- */
@@ -213,15 +259,78 @@ static const SafetensorsTensor *st_find(const SafetensorsFile *f, const char *na
     return hit;
 }
 
-static inline float st_get(const SafetensorsTensor *t, uint64_t i) {
-    const uint8_t *p = (const uint8_t *)t->data + i * (t->dtype == ST_DTYPE_F32 ? 4 : 2);
-    if (t->dtype == ST_DTYPE_F32) { float f; memcpy(&f, p, 4); return f; }
+/* A checkpoint's tensors are little-endian, as milc's weight file: an
+ * element is its bytes as they are. */
+static inline float st_get(SafetensorsDType dt, const uint8_t *data, uint64_t i) {
+    const uint8_t *p = data + i * (dt == ST_DTYPE_F32 ? 4 : 2);
+    if (dt == ST_DTYPE_F32) { float f; memcpy(&f, p, 4); return f; }
     uint16_t h = (uint16_t)(p[0] | p[1] << 8);
-    if (t->dtype == ST_DTYPE_F16) return half_to_float(h);
+    if (dt == ST_DTYPE_F16) return half_to_float(h);
     uint32_t u = (uint32_t)h << 16; /* bf16 is the top half of an fp32 */
     float f;
     memcpy(&f, &u, 4);
     return f;
+}
+
+/* ---- a source read once ---- */
+
+/* What tells that an open checkpoint is still the file that was hashed:
+ * written in place, it gets a new mtime and ctime (the ctime also when a
+ * tool sets the mtime back); truncated, a new size.  One replaced by a
+ * rename is another inode, and the descriptor held goes on reading the old
+ * one, so the digest still names what is read: the old inode's ctime moves
+ * then (its link count drops), its bytes do not, so a ctime is compared
+ * only while the link count stays. */
+typedef struct FileId {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    nlink_t nlink;
+    struct timespec mtime, ctime;
+} FileId;
+
+static FileId file_id(const struct stat *sb) {
+    return (FileId){sb->st_dev, sb->st_ino, sb->st_size, sb->st_nlink, sb->st_mtim, sb->st_ctim};
+}
+
+static bool same_time(struct timespec a, struct timespec b) { return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec; }
+
+static bool same_id(const FileId *a, const FileId *b) {
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size && same_time(a->mtime, b->mtime) &&
+           (a->nlink != b->nlink || same_time(a->ctime, b->ctime));
+}
+
+struct GenWeights {
+    bool random;
+    uint64_t seed;
+    uint8_t digest[16];
+    int fd;             /* a checkpoint: open as long as the source is */
+    FileId id;          /* its identity when hashed */
+    SrcLoc at;          /* its name, for messages */
+    SafetensorsFile st; /* its header; the tensors' data is read when used */
+};
+
+/* n bytes at off of the checkpoint.  A file that ends early was cut while
+ * milc used it: an I/O error, never a fault (nothing is mapped). */
+static int ck_read(const GenWeights *src, void *buf, size_t n, uint64_t off, DiagSink *d) {
+    for (size_t got = 0; got < n;) {
+        ssize_t k = pread(src->fd, (uint8_t *)buf + got, n - got, (off_t)(off + got));
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) { diag_syserror(d, src->at, "read error: %s", strerror(errno)); return -1; }
+        if (k == 0) { diag_syserror(d, src->at, "weights: the file shrank while it was read"); return -1; }
+        got += (size_t)k;
+    }
+    return 0;
+}
+
+/* The checkpoint is the file that was hashed, or an error. */
+static int ck_unchanged(const GenWeights *src, DiagSink *d) {
+    struct stat sb;
+    if (fstat(src->fd, &sb) != 0) { diag_syserror(d, src->at, "cannot stat weights: %s", strerror(errno)); return -1; }
+    FileId now = file_id(&sb);
+    if (same_id(&now, &src->id)) return 0;
+    diag_syserror(d, src->at, "weights: the file was changed while milc read it (build again once it is written)");
+    return -1;
 }
 
 /* A 2-D strided view of a source tensor after transforms. */
@@ -306,44 +415,81 @@ static int map_view(const GenWeight *w, const SafetensorsFile *f, const Safetens
     return 0;
 }
 
-/* n elements of a source row from element base on, stride cs, as dtype. */
-static void convert_run(const SafetensorsTensor *t, uint64_t base, int64_t cs, size_t n, uint32_t dtype, void *out) {
-    const uint8_t *src = (const uint8_t *)t->data;
-    if (cs == 1 && ((t->dtype == ST_DTYPE_F16 && dtype == MILBLOB_FP16) || (t->dtype == ST_DTYPE_F32 && dtype == MILBLOB_FP32))) {
-        size_t es = dtype == MILBLOB_FP16 ? 2 : 4; /* little-endian both sides: the bytes as they are */
-        memcpy(out, src + base * es, n * es);
-        return;
-    }
-    float buf[CHUNK];
-    if (cs == 1 && t->dtype == ST_DTYPE_F32) {
-        memcpy(buf, src + base * 4, n * 4);
-    } else if (cs == 1 && t->dtype == ST_DTYPE_BF16) { /* Llama's own dtype: a loop that vectorizes */
-        const uint8_t *p = src + base * 2;
-        for (size_t c = 0; c < n; c++) {
-            uint32_t u = ((uint32_t)p[2 * c] | (uint32_t)p[2 * c + 1] << 8) << 16; /* bf16: an fp32's top half */
-            memcpy(&buf[c], &u, 4);
+/* Elements per piece of a contiguous run: read and converted while in L2,
+ * and few enough syscalls per gigabyte not to count. */
+enum { PIECE = 128 * 1024 };
+
+/* n elements of source dtype sdt at src as out's dtype (they differ). */
+static void convert(SafetensorsDType sdt, const void *src, uint32_t dtype, void *out, size_t n) {
+    if (sdt == ST_DTYPE_BF16 && dtype == MILBLOB_FP16) bf16_to_f16(src, out, n);
+    else if (sdt == ST_DTYPE_F32 && dtype == MILBLOB_FP16) f32_to_f16(src, out, n);
+    else
+        for (size_t i = 0; i < n; i++) { /* to fp32: exact */
+            float f = st_get(sdt, src, i);
+            memcpy((uint8_t *)out + 4 * i, &f, 4);
         }
-    } else {
-        for (size_t c = 0; c < n; c++) buf[c] = st_get(t, base + (uint64_t)c * (uint64_t)cs);
+}
+
+/* A view whose rows are runs of the file (no transpose): each run read
+ * piece by piece by pread, straight into the writer's buffer when the
+ * dtypes agree, else into a staging buffer and converted from there. */
+static int map_runs(const GenWeight *w, const GenWeights *src, const SafetensorsTensor *t, const View *v,
+                    MilBlobWriter *wr, DiagSink *d) {
+    size_t es = w->dtype == MILBLOB_FP16 ? 2 : 4, ss = safetensors_dtype_size(t->dtype);
+    bool same = es == ss && (t->dtype == ST_DTYPE_F32 || t->dtype == ST_DTYPE_F16); /* bf16 is 2 bytes, not fp16 */
+    int64_t rows = v->rows, cols = v->cols;
+    if (v->rs == v->cols) cols *= rows, rows = 1; /* the rows follow each other: one run */
+    uint8_t *stage = same ? NULL : malloc((size_t)PIECE * ss);
+    if (!same && !stage) { diag_syserror(d, src->at, "out of memory"); return -1; }
+    int rc = 0;
+    for (int64_t r = 0; r < rows && rc == 0; r++) {
+        for (int64_t c0 = 0; c0 < cols; c0 += PIECE) {
+            size_t n = (size_t)(cols - c0 < PIECE ? cols - c0 : PIECE);
+            uint64_t off = t->offset + (v->off + (uint64_t)(r * v->rs + c0)) * ss;
+            void *out = milblob_writer_take(wr, n * es);
+            if (!out) break; /* a sticky writer error: finish reports it */
+            if (same) rc = ck_read(src, out, n * es, off, d);
+            else if ((rc = ck_read(src, stage, n * ss, off, d)) == 0) convert(t->dtype, stage, w->dtype, out, n);
+            if (rc) break;
+        }
     }
-    store(out, dtype, buf, n);
+    free(stage);
+    return rc;
+}
+
+/* A transposed view: the bytes it spans read whole (at most the tensor:
+ * GPT-2's Conv1D weights, a few MB), then gathered element by element. */
+static int map_strided(const GenWeight *w, const GenWeights *src, const SafetensorsTensor *t, const View *v,
+                       MilBlobWriter *wr, DiagSink *d) {
+    size_t es = w->dtype == MILBLOB_FP16 ? 2 : 4, ss = safetensors_dtype_size(t->dtype);
+    uint64_t span = (uint64_t)((v->rows - 1) * v->rs + (v->cols - 1) * v->cs + 1) * ss;
+    uint8_t *data = malloc(span ? (size_t)span : 1);
+    if (!data) {
+        diag_syserror(d, src->at, "out of memory reading tensor '%s' (%" PRIu64 " bytes)", t->name, span);
+        return -1;
+    }
+    int rc = ck_read(src, data, (size_t)span, t->offset + v->off * ss, d);
+    for (int64_t r = 0; r < v->rows && rc == 0; r++) {
+        for (int64_t c0 = 0; c0 < v->cols; c0 += CHUNK) {
+            size_t n = (size_t)(v->cols - c0 < CHUNK ? v->cols - c0 : CHUNK);
+            void *out = milblob_writer_take(wr, n * es);
+            if (!out) break;
+            float buf[CHUNK];
+            for (size_t c = 0; c < n; c++) buf[c] = st_get(t->dtype, data, (uint64_t)(r * v->rs + (c0 + (int64_t)c) * v->cs));
+            store(out, w->dtype, buf, n);
+        }
+    }
+    free(data);
+    return rc;
 }
 
 /* Weight w from its checkpoint tensor, streamed into the writer's blob. */
-static int map_source(const GenWeight *w, const SafetensorsFile *f, MilBlobWriter *wr, DiagSink *d) {
+static int map_source(const GenWeight *w, const GenWeights *src, MilBlobWriter *wr, DiagSink *d) {
     const SafetensorsTensor *t;
     View v;
-    if (map_view(w, f, &t, &v, d) != 0) return -1;
-    size_t es = w->dtype == MILBLOB_FP16 ? 2 : 4;
-    for (int64_t r = 0; r < v.rows; r++) {
-        for (int64_t c0 = 0; c0 < v.cols; c0 += CHUNK) {
-            int64_t n = v.cols - c0 < CHUNK ? v.cols - c0 : CHUNK;
-            void *out = milblob_writer_take(wr, (size_t)n * es);
-            if (!out) return 0; /* a sticky writer error: finish reports it */
-            convert_run(t, v.off + (uint64_t)(r * v.rs + c0 * v.cs), v.cs, (size_t)n, w->dtype, out);
-        }
-    }
-    return 0;
+    if (map_view(w, &src->st, &t, &v, d) != 0) return -1;
+    if (v.rows == 0 || v.cols == 0) return 0;
+    return v.cs == 1 ? map_runs(w, src, t, &v, wr, d) : map_strided(w, src, t, &v, wr, d);
 }
 
 /* "random" / "random:SEED" → seed; -1 if the source is not random. */
@@ -360,16 +506,6 @@ static int parse_random(const char *src, uint64_t *seed, bool *bad) {
     *seed = v;
     return 0;
 }
-
-/* ---- a source read once ---- */
-
-struct GenWeights {
-    bool random;
-    uint64_t seed;
-    uint8_t digest[16];
-    uint8_t *bytes;     /* a checkpoint: its bytes, owned */
-    SafetensorsFile st; /* parsed over bytes */
-};
 
 static void digest_random(uint64_t seed, uint8_t out[16]) {
     char canon[40];
@@ -396,40 +532,55 @@ static void digest_file_end(XXH3_state_t *st, uint8_t out[16]) {
     memcpy(out, c.digest, 16);
 }
 
-/* The whole file into owned memory, by pread: a checkpoint replaced or
- * rewritten while milc works cannot change (or, truncated, fault) what was
- * read, so the digest and the generated weights come from the same bytes. */
-static int read_whole(const char *path, SrcLoc at, uint8_t **out, size_t *size, DiagSink *d) {
-    /* O_NONBLOCK: opening a FIFO must not wait for a writer; the regular-file
-     * check refuses it. */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) { diag_error(d, at, "cannot open weights: %s", strerror(errno)); return -1; }
-    struct stat sb;
-    int rc = -1;
-    uint8_t *buf = NULL;
-    if (fstat(fd, &sb) != 0) diag_syserror(d, at, "cannot stat weights: %s", strerror(errno));
-    else if (!S_ISREG(sb.st_mode)) diag_error(d, at, "weights: not a regular file");
-    else if (!(buf = malloc(sb.st_size > 0 ? (size_t)sb.st_size : 1)))
-        diag_syserror(d, at, "out of memory reading a %" PRIu64 "-byte checkpoint", (uint64_t)sb.st_size);
-    else {
-        size_t want = (size_t)sb.st_size, got = 0;
-        ssize_t n = 1;
-        while (got < want && (n = pread(fd, buf + got, want - got, (off_t)got)) > 0) got += (size_t)n;
-        if (n < 0) diag_syserror(d, at, "read error: %s", strerror(errno));
-        else if (got < want) diag_syserror(d, at, "weights: the file shrank while it was read");
-        else rc = 0;
+/* A checkpoint's digest: "file:" then its size bytes, by pread in pieces
+ * that stay in L2 while they are hashed.  The key is over every byte. */
+static int digest_fd(int fd, uint64_t size, SrcLoc at, uint8_t out[16], DiagSink *d) {
+    enum { BLK = 512 * 1024 };
+    uint8_t *buf = malloc(BLK);
+    if (!buf) { diag_syserror(d, at, "out of memory"); return -1; }
+    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL); /* a hint: a cold file reads ahead further */
+    XXH3_state_t *st = digest_file_begin();
+    GenWeights rd = {.fd = fd, .at = at};
+    int rc = 0;
+    for (uint64_t off = 0; off < size && rc == 0; off += BLK) {
+        size_t n = size - off < BLK ? (size_t)(size - off) : BLK;
+        if ((rc = ck_read(&rd, buf, n, off, d)) == 0) XXH3_128bits_update(st, buf, n);
     }
-    close(fd);
-    if (rc != 0) { free(buf); return -1; }
-    *out = buf;
-    *size = (size_t)sb.st_size;
-    return 0;
+    digest_file_end(st, out);
+    free(buf);
+    return rc;
+}
+
+/* path opened for reading: a regular file (O_NONBLOCK: a FIFO must not
+ * wait for a writer; the regular-file check then refuses it). */
+static int open_regular(const char *path, SrcLoc at, int *fd, struct stat *sb, DiagSink *d) {
+    *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (*fd < 0) { diag_error(d, at, "cannot open weights: %s", strerror(errno)); return -1; }
+    if (fstat(*fd, sb) != 0) diag_syserror(d, at, "cannot stat weights: %s", strerror(errno));
+    else if (!S_ISREG(sb->st_mode)) diag_error(d, at, "weights: not a regular file");
+    else return 0;
+    close(*fd);
+    *fd = -1;
+    return -1;
+}
+
+/* A checkpoint: its header parsed, its bytes hashed, the descriptor kept.
+ * The tensors are read when a program needs them (a chunk reads its own
+ * layers), so memory does not grow with the checkpoint. */
+static int checkpoint_open(GenWeights *w, const char *path, DiagSink *d) {
+    struct stat sb;
+    if (open_regular(path, w->at, &w->fd, &sb, d) != 0) return -1;
+    w->id = file_id(&sb);
+    if (safetensors_read_header(&w->st, w->at.file, w->fd, (uint64_t)sb.st_size, d) != 0) return -1;
+    if (digest_fd(w->fd, (uint64_t)sb.st_size, w->at, w->digest, d) != 0) return -1;
+    return ck_unchanged(w, d);
 }
 
 int gen_weights_open(const char *source, GenWeights **out, DiagSink *d) {
     *out = NULL;
     GenWeights *w = calloc(1, sizeof *w);
     if (!w) { diag_syserror(d, (SrcLoc){0}, "out of memory"); return -1; }
+    w->fd = -1;
     bool bad;
     w->random = parse_random(source, &w->seed, &bad) == 0;
     if (bad) {
@@ -442,13 +593,8 @@ int gen_weights_open(const char *source, GenWeights **out, DiagSink *d) {
         *out = w;
         return 0;
     }
-    const char *name = diag_intern(d, source);
-    size_t size;
-    if (read_whole(source, (SrcLoc){name, 0, 0}, &w->bytes, &size, d) != 0) { free(w); return -1; }
-    if (safetensors_parse(&w->st, name, w->bytes, size, d) != 0) { free(w->bytes); free(w); return -1; }
-    XXH3_state_t *st = digest_file_begin();
-    XXH3_128bits_update(st, w->bytes, size);
-    digest_file_end(st, w->digest);
+    w->at = (SrcLoc){diag_intern(d, source), 0, 0};
+    if (checkpoint_open(w, source, d) != 0) { gen_weights_close(w); return -1; }
     *out = w;
     return 0;
 }
@@ -457,10 +603,11 @@ void gen_weights_id(const GenWeights *w, uint8_t out[16]) { memcpy(out, w->diges
 
 void gen_weights_close(GenWeights *w) {
     if (!w) return;
-    if (!w->random) safetensors_close(&w->st);
-    free(w->bytes);
+    safetensors_close(&w->st);
+    if (w->fd >= 0) close(w->fd);
     free(w);
 }
+
 
 /* Weight w computed (random or a table), streamed into the writer's blob. */
 static void init_weight(const GenWeight *w, uint64_t seed, MilBlobWriter *wr) {
@@ -484,12 +631,13 @@ static int fill_all(const GenProgram *p, const GenWeights *src, MilBlobWriter *w
         if (off == UINT64_MAX) return 0;
         MILC_ASSERT(off == w->offset); /* expand.c laid out the same file */
         if (!src->random && w->source) {
-            if (map_source(w, &src->st, wr, d) != 0) return -1;
+            if (map_source(w, src, wr, d) != 0) return -1;
         } else {
             init_weight(w, src->seed, wr);
         }
     }
-    return 0;
+    /* What was read is what was hashed: the key names these weights. */
+    return src->random ? 0 : ck_unchanged(src, d);
 }
 
 int gen_weights_write(const GenProgram *p, const GenWeights *src, const char *path, bool scratch, uint8_t digest[16],
@@ -519,23 +667,10 @@ int gen_weights_digest(const char *weights, uint8_t out[16], DiagSink *d) {
         return 0;
     }
     SrcLoc at = {diag_intern(d, weights), 0, 0};
-    int fd = open(weights, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) { diag_error(d, at, "cannot open weights: %s", strerror(errno)); return -1; }
+    int fd;
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        diag_error(d, at, "weights: not a regular file");
-        close(fd);
-        return -1;
-    }
-    XXH3_state_t *st = digest_file_begin();
-    char *buf = malloc(1 << 20);
-    MILC_ASSERT(buf != NULL);
-    ssize_t n;
-    while ((n = read(fd, buf, 1 << 20)) > 0) XXH3_128bits_update(st, buf, (size_t)n);
-    int err = errno;
-    free(buf);
+    if (open_regular(weights, at, &fd, &sb, d) != 0) return -1;
+    int rc = digest_fd(fd, (uint64_t)sb.st_size, at, out, d);
     close(fd);
-    digest_file_end(st, out);
-    if (n < 0) { diag_error(d, at, "read error: %s", strerror(err)); return -1; }
-    return 0;
+    return rc;
 }

@@ -34,8 +34,8 @@ struct RtPlanBuilder {
     BBuf *bufs;
     RtBuf *rb; /* parallel to bufs: what the checkers read */
     uint32_t nbuf, capbuf;
-    RtIoRec *inputs, *outputs;
-    uint32_t nin, nout, capin, capout;
+    RtIoRec *inputs, *outputs, *states;
+    uint32_t nin, nout, capin, capout, nstate, capstate;
     BProg prog[2];
     PackJob *packs; /* queued by pack_weights, run by run_packs */
     uint32_t npack, cappack;
@@ -84,6 +84,7 @@ void rtb_free(RtPlanBuilder *b) {
     free(b->rb);
     free(b->inputs);
     free(b->outputs);
+    free(b->states);
     free(b->prog[0].ops);
     free(b->prog[1].ops);
     free(b->packs);
@@ -149,6 +150,22 @@ int rtb_input_f16(RtPlanBuilder *b, const char *name, int rank, const int64_t *d
     memset(r, 0, sizeof *r);
     r->buf = (uint32_t)id;
     r->io_dtype = RT_F16;
+    snprintf(r->name, sizeof r->name, "%s", name);
+    return id;
+}
+
+int rtb_state(RtPlanBuilder *b, const char *name, RtDType dt, int rank, const int64_t *dims) {
+    if (b->rc) return b->rc;
+    if (!name || !rt_name_ok(name)) return fail(b, RT_EINVAL, "state needs an identifier shorter than %d for a name", RT_NAME_MAX);
+    if (name_taken(b->states, b->nstate, name)) return fail(b, RT_EINVAL, "state %s declared twice", name);
+    if (dt != RT_F16 && dt != RT_F32 && dt != RT_I32 && dt != RT_BOOL) return fail(b, RT_EINVAL, "state %s: bad dtype", name);
+    int id = add_buf(b, RT_BUF_STATE, dt, rank, dims, name);
+    if (id < 0) return id;
+    if (!grow((void **)&b->states, &b->capstate, b->nstate + 1, sizeof(RtIoRec))) return fail(b, RT_ENOMEM, "out of memory");
+    RtIoRec *r = &b->states[b->nstate++];
+    memset(r, 0, sizeof *r);
+    r->buf = (uint32_t)id;
+    r->io_dtype = (uint32_t)dt;
     snprintf(r->name, sizeof r->name, "%s", name);
     return id;
 }
@@ -288,6 +305,7 @@ int rtb_output(RtPlanBuilder *b, const char *name, int buf, RtDType io) {
     bool ok = dt == RT_F32 ? (io == RT_F16 || io == RT_F32) : (dt == RT_F16 ? io == RT_F16 : (uint32_t)io == dt);
     if (!ok) return fail(b, RT_EINVAL, "output %s: cannot return a %u buffer as dtype %d", name, dt, (int)io);
     if (dt == RT_F16 || (b->rb[buf].flags & RT_BUFF_PANELS)) return fail(b, RT_EINVAL, "output %s: fp16 weight storage", name);
+    if (b->rb[buf].kind == RT_BUF_STATE) return fail(b, RT_EINVAL, "output %s: a state is returned through a copy", name);
     if (!grow((void **)&b->outputs, &b->capout, b->nout + 1, sizeof(RtIoRec))) return fail(b, RT_ENOMEM, "out of memory");
     RtIoRec *r = &b->outputs[b->nout++];
     memset(r, 0, sizeof *r);
@@ -548,6 +566,7 @@ static int plan_arena(RtPlanBuilder *b, int pi, uint64_t *offsets, uint64_t *are
     }
     for (uint32_t i = 0; i < b->nbuf; i++) first[i] = INT64_MAX, last[i] = -2;
     for (uint32_t i = 0; i < b->nin; i++) first[b->inputs[i].buf] = -1, last[b->inputs[i].buf] = -1;
+    for (uint32_t i = 0; i < b->nstate; i++) first[b->states[i].buf] = -1, last[b->states[i].buf] = -1;
     for (uint32_t i = 0; i < p->n; i++) {
         const RtOpRec *op = &p->ops[i];
         for (uint32_t j = 0; j < op->nin + op->nout; j++) {
@@ -569,6 +588,15 @@ static int plan_arena(RtPlanBuilder *b, int pi, uint64_t *offsets, uint64_t *are
                    fail(b, RT_EINVAL, "%s program never writes output %s", pi ? "non-bonded" : "bonded", b->outputs[i].name);
         last[id] = p->n;
     }
+    uint32_t *jump = malloc(sizeof(uint32_t) * (p->n ? p->n : 1));
+    char msg[200];
+    int nloops = jump ? rt_loops(p->ops, p->n, jump, msg, sizeof msg) : RT_ENOMEM;
+    if (nloops > 0) rt_loops_extend(p->ops, p->n, jump, b->nbuf, first, last);
+    bool had_jump = jump != NULL;
+    free(jump);
+    if (nloops < 0)
+        return free(first), free(last), free(lv), free(placed),
+               fail(b, nloops, "%s program: %s", pi ? "non-bonded" : "bonded", had_jump ? msg : "out of memory");
     uint32_t nl = 0;
     for (uint32_t i = 0; i < b->nbuf; i++) {
         offsets[i] = UINT64_MAX;
@@ -616,17 +644,19 @@ int rtb_finish(RtPlanBuilder *b, const char *source_mil, size_t mlen, RtArtifact
     int k = 1, rc = RT_OK;
     if (!secs) goto nomem;
 
-    /* META: head, buffer records, input records, output records. */
-    size_t msize = sizeof(RtMetaHead) + b->nbuf * sizeof(RtBufRec) + (b->nin + b->nout) * sizeof(RtIoRec);
+    /* META: head, buffer records, input records, output records, state records. */
+    size_t msize = sizeof(RtMetaHead) + b->nbuf * sizeof(RtBufRec) + (b->nin + b->nout + b->nstate) * sizeof(RtIoRec);
     unsigned char *meta = calloc(1, msize);
     if (!meta) goto nomem;
-    RtMetaHead mh = {b->nbuf, b->nin, b->nout, 0};
+    RtMetaHead mh = {b->nbuf, b->nin, b->nout, b->nstate};
     memcpy(meta, &mh, sizeof mh);
     size_t o = sizeof mh;
     for (uint32_t i = 0; i < b->nbuf; i++, o += sizeof(RtBufRec)) memcpy(meta + o, &b->bufs[i].rec, sizeof(RtBufRec));
     memcpy(meta + o, b->inputs, b->nin * sizeof(RtIoRec));
     o += b->nin * sizeof(RtIoRec);
     memcpy(meta + o, b->outputs, b->nout * sizeof(RtIoRec));
+    o += b->nout * sizeof(RtIoRec);
+    if (b->nstate) memcpy(meta + o, b->states, b->nstate * sizeof(RtIoRec));
     secs[k++] = (RtSection){.kind = RT_SEC_META, .id = 0, .data = meta, .size = msize};
 
     for (int p = 0; p < 2; p++) {

@@ -216,6 +216,7 @@ bool rt_op_serial(const RtBuf *bufs, const RtOpRec *op) {
         for (int i = 0; i < op->p.copy.rank; i++) n *= op->p.copy.dims[i];
         return 2 * n < SERIAL_WORK;
     }
+    if (op->kind == RT_OP_UPDATE) return 2 * bufs[op->in[0]].numel < SERIAL_WORK; /* a box of a (big) state */
     for (uint32_t i = 0; i < op->nin; i++) work += bufs[op->in[i]].numel;
     for (uint32_t i = 0; i < op->nout; i++) work += bufs[op->out[i]].numel;
     return work < SERIAL_WORK;
@@ -350,6 +351,37 @@ static int dispatch(RtModel *m, int prog, uint32_t begin, uint32_t end) {
     return RT_OK;
 }
 
+/* A program with loops: the runs of ops between control ops are dispatched
+ * (one dispatch per op when non-bonded), and the control ops are done here,
+ * on the caller's thread, once every op before them is complete. */
+static int run_loops(RtModel *m, int prog, uint64_t *dispatches) {
+    RtProg *pr = &m->prog[prog];
+    uint32_t i = 0;
+    while (i < pr->nops) {
+        uint32_t e = i;
+        while (e < pr->nops && !rt_op_control(pr->ops[e].kind)) e++;
+        for (uint32_t b = i; b < e;) {
+            uint32_t end = prog == RT_PROG_BONDED ? e : b + 1;
+            int rc = dispatch(m, prog, b, end);
+            if (rc) return rc;
+            ++*dispatches, b = end;
+        }
+        if (e == pr->nops) break;
+        const RtOpRec *op = &pr->ops[e];
+        if (op->kind == RT_OP_LOOP_BEGIN) {
+            pr->iters[pr->jump[e]] = 0;
+            i = e + 1;
+        } else if (op->kind == RT_OP_LOOP_TEST) {
+            if (!*(const uint8_t *)m->ptr[prog][op->in[0]]) i = pr->jump[e];
+            else if (++pr->iters[e] > RT_LOOP_MAX_ITERS) return RT_ELOOP;
+            else i = e + 1;
+        } else {
+            i = pr->jump[e];
+        }
+    }
+    return RT_OK;
+}
+
 static int bind_check(const RtModel *m, const RtIoRec *r, const RtTensor *t) {
     const RtBuf *b = &m->bufs[r->buf];
     if (!t->data || (uint32_t)t->dtype != r->io_dtype || t->rank != (int)b->rank) return RT_EBIND;
@@ -389,7 +421,9 @@ int rt_run(RtModel *m, const RtTensor *in, int nin, RtTensor *out, int nout, int
     RtProg *pr = &m->prog[prog];
     uint64_t dispatches = 0;
     int rc = RT_OK;
-    if (prog == RT_PROG_BONDED) {
+    if (pr->jump) {
+        rc = run_loops(m, prog, &dispatches);
+    } else if (prog == RT_PROG_BONDED) {
         if (pr->nops) rc = dispatch(m, prog, 0, pr->nops), dispatches = 1;
     } else {
         for (uint32_t i = 0; i < pr->nops && !rc; i++, dispatches++) rc = dispatch(m, prog, i, i + 1);

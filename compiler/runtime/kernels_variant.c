@@ -7,6 +7,8 @@
 #include "kernels_eltwise.c"
 #include "kernels_conv.c"
 #include "kernels_lut.c"
+#include "kernels_data.c"
+#include "kernels_state.c"
 
 /* Each variant must get the vector code it is named for, or it would run
  * another variant's instructions (or plain C) under its name. */
@@ -47,6 +49,10 @@ const RtKernels RT_KERNELS = {
             [RT_OP_LUT_GEMM] = rt_k_lut_gemm,
             [RT_OP_CUMSUM] = rt_k_cumsum,
             [RT_OP_GATHER_AXIS] = rt_k_gather_axis,
+            [RT_OP_SCATTER] = rt_k_scatter,
+            [RT_OP_SORT] = rt_k_sort,
+            [RT_OP_RANDOM] = rt_k_random,
+            [RT_OP_UPDATE] = rt_k_update,
         },
     .prefetch = {[RT_OP_GEMM] = rt_p_gemm, [RT_OP_ATTENTION] = rt_p_attention},
 };

@@ -24,18 +24,22 @@ static int parse_meta(RtModel *m, const RtSection *s, char *err, size_t errlen) 
     RtMetaHead mh;
     if (s->size < sizeof mh) BAD("meta section too short");
     memcpy(&mh, s->data, sizeof mh);
-    if (mh.nbuf > RT_MAX_BUFS || mh.ninputs > mh.nbuf || mh.noutputs > RT_MAX_BUFS || mh.noutputs == 0 || mh.reserved)
-        BAD("meta: counts %u/%u/%u invalid", mh.nbuf, mh.ninputs, mh.noutputs);
-    uint64_t want = sizeof mh + (uint64_t)mh.nbuf * sizeof(RtBufRec) + (uint64_t)(mh.ninputs + mh.noutputs) * sizeof(RtIoRec);
+    if (mh.nbuf > RT_MAX_BUFS || mh.ninputs > mh.nbuf || mh.noutputs > RT_MAX_BUFS || mh.noutputs == 0 || mh.nstates > mh.nbuf)
+        BAD("meta: counts %u/%u/%u/%u invalid", mh.nbuf, mh.ninputs, mh.noutputs, mh.nstates);
+    uint64_t want = sizeof mh + (uint64_t)mh.nbuf * sizeof(RtBufRec) +
+                    (uint64_t)(mh.ninputs + mh.noutputs + mh.nstates) * sizeof(RtIoRec);
     if (s->size != want) BAD("meta section is %zu bytes, its counts need %llu", s->size, (unsigned long long)want);
     m->nbuf = mh.nbuf;
     m->ninputs = mh.ninputs;
     m->noutputs = mh.noutputs;
+    m->nstates = mh.nstates;
+    m->states = calloc(mh.nstates ? mh.nstates : 1, sizeof(RtIoRec));
+    m->state_off = calloc(mh.nstates ? mh.nstates : 1, sizeof(uint64_t));
     m->bufs = calloc(mh.nbuf ? mh.nbuf : 1, sizeof(RtBuf));
     m->inputs = calloc(mh.ninputs ? mh.ninputs : 1, sizeof(RtIoRec));
     m->outputs = calloc(mh.noutputs, sizeof(RtIoRec));
     m->weight = calloc(mh.nbuf ? mh.nbuf : 1, sizeof(void *));
-    if (!m->bufs || !m->inputs || !m->outputs || !m->weight) return rt_errf(err, errlen, RT_ENOMEM, "out of memory");
+    if (!m->bufs || !m->inputs || !m->outputs || !m->weight || !m->states || !m->state_off) return rt_errf(err, errlen, RT_ENOMEM, "out of memory");
     const unsigned char *p = (const unsigned char *)s->data + sizeof mh;
     for (uint32_t i = 0; i < mh.nbuf; i++, p += sizeof(RtBufRec)) {
         RtBufRec r;
@@ -46,9 +50,23 @@ static int parse_meta(RtModel *m, const RtSection *s, char *err, size_t errlen) 
     memcpy(m->inputs, p, mh.ninputs * sizeof(RtIoRec));
     p += mh.ninputs * sizeof(RtIoRec);
     memcpy(m->outputs, p, mh.noutputs * sizeof(RtIoRec));
-    uint32_t ninput_bufs = 0;
-    for (uint32_t i = 0; i < mh.nbuf; i++) ninput_bufs += m->bufs[i].kind == RT_BUF_INPUT;
+    p += mh.noutputs * sizeof(RtIoRec);
+    memcpy(m->states, p, mh.nstates * sizeof(RtIoRec));
+    uint32_t ninput_bufs = 0, nstate_bufs = 0;
+    for (uint32_t i = 0; i < mh.nbuf; i++) ninput_bufs += m->bufs[i].kind == RT_BUF_INPUT, nstate_bufs += m->bufs[i].kind == RT_BUF_STATE;
     if (ninput_bufs != mh.ninputs) BAD("meta: %u input buffers but %u input records", ninput_bufs, mh.ninputs);
+    if (nstate_bufs != mh.nstates) BAD("meta: %u state buffers but %u state records", nstate_bufs, mh.nstates);
+    uint64_t soff = 0;
+    for (uint32_t i = 0; i < mh.nstates; i++) {
+        RtIoRec *r = &m->states[i];
+        if (!memchr(r->name, 0, RT_NAME_MAX) || !rt_name_ok(r->name)) BAD("state %u: name is not an identifier", i);
+        if (r->buf >= mh.nbuf || m->bufs[r->buf].kind != RT_BUF_STATE) BAD("state %s: buffer %u is not a state", r->name, r->buf);
+        if (r->io_dtype != m->bufs[r->buf].dtype || m->bufs[r->buf].flags) BAD("state %s: dtype %u is not its buffer's", r->name, r->io_dtype);
+        for (uint32_t j = 0; j < i; j++)
+            if (m->states[j].buf == r->buf || !strcmp(m->states[j].name, r->name)) BAD("state %s: declared twice", r->name);
+        m->state_off[i] = soff;
+        soff += (m->bufs[r->buf].bytes + RT_ARENA_ALIGN - 1) & ~(uint64_t)(RT_ARENA_ALIGN - 1);
+    }
     for (uint32_t i = 0; i < mh.ninputs + mh.noutputs; i++) {
         bool isin = i < mh.ninputs;
         RtIoRec *r = isin ? &m->inputs[i] : &m->outputs[i - mh.ninputs];
@@ -66,6 +84,7 @@ static int parse_meta(RtModel *m, const RtSection *s, char *err, size_t errlen) 
         /* fp16 is storage only: a weight, or an input the run binds in place
          * and lets go of before it copies outputs out. */
         if (!isin && b->dtype == RT_F16) BAD("output %s: buffer %u is fp16 storage", r->name, r->buf);
+        if (!isin && b->kind == RT_BUF_STATE) BAD("output %s: buffer %u is a state", r->name, r->buf);
         if (isin)
             for (uint32_t j = 0; j < i; j++)
                 if (m->inputs[j].buf == r->buf) BAD("input %s: buffer %u bound twice", r->name, r->buf);
@@ -184,6 +203,7 @@ static int parse_plan(RtModel *m, int pi, const RtSection *s, char *err, size_t 
     memcpy(pr->ops, p + m->nbuf * 8, ph.nops * sizeof(RtOpRec));
     for (uint32_t i = 0; i < m->nbuf; i++) first[i] = INT64_MAX, last[i] = -2;
     for (uint32_t i = 0; i < m->ninputs; i++) first[m->inputs[i].buf] = last[m->inputs[i].buf] = -1;
+    for (uint32_t i = 0; i < m->nstates; i++) first[m->states[i].buf] = last[m->states[i].buf] = -1;
     for (uint32_t i = 0; i < ph.nops; i++) {
         const RtOpRec *op = &pr->ops[i];
         char msg[200];
@@ -201,6 +221,21 @@ static int parse_plan(RtModel *m, int pi, const RtSection *s, char *err, size_t 
         if (m->bufs[id].kind == RT_BUF_WEIGHT) continue;
         if (last[id] == -2) BAD("plan %d never writes output %s", pi, m->outputs[i].name);
         last[id] = ph.nops;
+    }
+    {
+        uint32_t *jump = malloc(sizeof(uint32_t) * 2 * (ph.nops ? ph.nops : 1));
+        if (!jump) {
+            rc = rt_errf(err, errlen, RT_ENOMEM, "out of memory");
+            goto fail;
+        }
+        char msg[200];
+        int nl = rt_loops(pr->ops, ph.nops, jump, msg, sizeof msg);
+        if (nl <= 0) free(jump);
+        if (nl < 0) BAD("plan %d: %s", pi, msg);
+        if (nl > 0) {
+            pr->jump = jump, pr->iters = jump + ph.nops;
+            rt_loops_extend(pr->ops, ph.nops, jump, m->nbuf, first, last);
+        }
     }
     /* Arena: every live buffer inside it, aligned; overlapping ones must not be live at once. */
     uint32_t nl = 0;
@@ -241,12 +276,16 @@ void rt_model_free(RtModel *m) {
     free(m->bufs);
     free(m->inputs);
     free(m->outputs);
+    free(m->states);
+    free(m->state_off);
+    free(m->state_mem);
     free(m->weight);
     for (int p = 0; p < 2; p++) {
         free(m->prog[p].offset);
         free(m->prog[p].ops);
         free(m->prog[p].parts);
         free(m->prog[p].sync);
+        free(m->prog[p].jump);
         free(m->ptr[p]);
     }
     free(m);
@@ -262,6 +301,7 @@ void rt_model_bind_memory(RtModel *m) {
             if (m->bufs[i].kind == RT_BUF_WEIGHT) m->ptr[p][i] = (void *)m->weight[i];
             else if (m->prog[p].offset[i] != UINT64_MAX) m->ptr[p][i] = m->arena + m->prog[p].offset[i];
         }
+        for (uint32_t i = 0; i < m->nstates; i++) m->ptr[p][m->states[i].buf] = m->state_mem + m->state_off[i];
     }
 }
 
@@ -393,6 +433,22 @@ int rt_model_load(RtModel **out, const RtSection *secs, int n, const RtLoadOptio
     m->ptr[1] = calloc(m->nbuf ? m->nbuf : 1, sizeof(void *));
     if (!m->ptr[0] || !m->ptr[1] || rt_pool_memory(m->pool, asz, ssz) != RT_OK) {
         rc = rt_errf(err, errlen, RT_ENOMEM, "out of memory allocating a %llu-byte arena", (unsigned long long)m->arena_size);
+        goto fail;
+    }
+    /* States live as long as the model, outside the arena the pool's models
+     * share, zero until a run or the caller writes them. */
+    uint64_t sbytes = 0;
+    for (uint32_t i = 0; i < m->nstates; i++)
+        sbytes = m->state_off[i] + ((m->bufs[m->states[i].buf].bytes + RT_ARENA_ALIGN - 1) & ~(uint64_t)(RT_ARENA_ALIGN - 1));
+    if (sbytes && (opts && opts->max_arena && sbytes > opts->max_arena)) {
+        rc = rt_errf(err, errlen, RT_ENOMEM, "states of %llu bytes exceed the limit of %llu", (unsigned long long)sbytes,
+                     (unsigned long long)opts->max_arena);
+        goto fail;
+    }
+    /* calloc: big states come as untouched zero pages (16-byte aligned, as
+     * the kernels need; each state at a 64-byte offset in it) */
+    if (sbytes && !(m->state_mem = calloc(1, (size_t)sbytes))) {
+        rc = rt_errf(err, errlen, RT_ENOMEM, "out of memory allocating %llu bytes of states", (unsigned long long)sbytes);
         goto fail;
     }
     rt_model_bind_memory(m);

@@ -45,7 +45,7 @@ uint64_t rt_buf_storage(const RtBufRec *r) {
 
 int rt_buf_init(RtBuf *b, const RtBufRec *r, char *err, size_t errlen) {
     memset(b, 0, sizeof *b);
-    if (r->kind < RT_BUF_INPUT || r->kind > RT_BUF_TEMP)
+    if (r->kind < RT_BUF_INPUT || r->kind > RT_BUF_STATE)
         return rt_errf(err, errlen, RT_EFORMAT, "buffer kind %u invalid", r->kind);
     if (r->flags & ~(uint32_t)RT_BUFF_PANELS)
         return rt_errf(err, errlen, RT_EFORMAT, "buffer flags %#x invalid", r->flags);
@@ -80,7 +80,8 @@ const char *rt_strerror(int code) {
     case RT_EVERSION: return "unsupported artifact version or backend";
     case RT_ECHECKSUM: return "checksum mismatch";
     case RT_EBIND: return "tensors do not match the model";
-    case RT_EINDEX: return "gather index out of range";
+    case RT_EINDEX: return "index out of range (a gather index, or a slice_update box outside its state)";
+    case RT_ELOOP: return "a while_loop ran past its limit of " RT_MODE_STR(RT_LOOP_MAX_ITERS) " iterations";
     case RT_ESYS: return "system error";
     }
     return "unknown error";
@@ -397,6 +398,56 @@ size_t rt_s_attention(const RtBuf *bufs, const RtOpRec *op) {
     return (size_t)(RT_ATT_LB * s + e * s) * sizeof(float); /* scores + kᵀ */
 }
 
+static int check_loop_op(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    if (op->kind == RT_OP_LOOP_TEST && (B(0)->dtype != RT_BOOL || B(0)->numel != 1)) FAIL("loop_test: cond must be one bool");
+    return RT_OK;
+}
+
+enum { LOOP_MAX_DEPTH = 32 };
+
+int rt_loops(const RtOpRec *ops, uint32_t nops, uint32_t *jump, char *err, size_t errlen) {
+    uint32_t stack[LOOP_MAX_DEPTH];
+    int depth = 0, n = 0;
+    for (uint32_t i = 0; i < nops; i++) {
+        jump[i] = 0;
+        switch (ops[i].kind) {
+        case RT_OP_LOOP_BEGIN:
+            if (depth == LOOP_MAX_DEPTH) FAIL("op %u: loops nested deeper than %d", i, LOOP_MAX_DEPTH);
+            stack[depth++] = i;
+            jump[i] = UINT32_MAX; /* its TEST, not seen yet */
+            n++;
+            break;
+        case RT_OP_LOOP_TEST:
+            if (!depth || jump[stack[depth - 1]] != UINT32_MAX) FAIL("op %u: a loop test outside a loop, or a second one", i);
+            jump[stack[depth - 1]] = i;
+            break;
+        case RT_OP_LOOP_END: {
+            if (!depth) FAIL("op %u: a loop end without its begin", i);
+            uint32_t b = stack[--depth];
+            if (jump[b] == UINT32_MAX) FAIL("op %u: a loop without a test", i);
+            jump[jump[b]] = i + 1;
+            jump[i] = b + 1;
+            break;
+        }
+        default: break;
+        }
+    }
+    if (depth) FAIL("a loop begun at op %u never ends", stack[depth - 1]);
+    return n;
+}
+
+/* Ends come in program order, an inner loop's before its outer one's: a
+ * lifetime stretched to an inner END is then seen by the outer loop. */
+void rt_loops_extend(const RtOpRec *ops, uint32_t nops, const uint32_t *jump, uint32_t nbuf, const int64_t *first,
+                     int64_t *last) {
+    for (uint32_t e = 0; e < nops; e++) {
+        if (ops[e].kind != RT_OP_LOOP_END) continue;
+        int64_t b = (int64_t)jump[e] - 1;
+        for (uint32_t i = 0; i < nbuf; i++)
+            if (first[i] < b && last[i] >= b && last[i] < (int64_t)e) last[i] = e;
+    }
+}
+
 static const RtOpInfo op_table[RT_OP_COUNT_] = {
     [RT_OP_GEMM] = {"gemm", sizeof(RtGemmParams), 2, 4, 1, 1, check_gemm, rt_s_gemm},
     [RT_OP_MATMUL] = {"matmul", sizeof(RtMatmulParams), 2, 2, 1, 1, check_matmul, rt_s_matmul},
@@ -421,6 +472,13 @@ static const RtOpInfo op_table[RT_OP_COUNT_] = {
     [RT_OP_CUMSUM] = {"cumsum", sizeof(RtScanParams), 1, 1, 1, 1, rt_check_cumsum, NULL},
     [RT_OP_GATHER_AXIS] = {"gather_along_axis", sizeof(RtAxisParams), 2, 2, 1, 1, rt_check_gather_axis, NULL},
     [RT_OP_POOL] = {"pool", sizeof(RtConvParams), 1, 1, 1, 1, rt_check_pool, NULL},
+    [RT_OP_SCATTER] = {"scatter", sizeof(RtScatterParams), 3, 3, 1, 1, rt_check_scatter, NULL},
+    [RT_OP_SORT] = {"sort", sizeof(RtSortParams), 1, 1, 1, 2, rt_check_sort, rt_s_sort},
+    [RT_OP_RANDOM] = {"random", sizeof(RtRandomParams), 0, 1, 1, 1, rt_check_random, rt_s_random},
+    [RT_OP_LOOP_BEGIN] = {"loop_begin", 0, 0, 0, 0, 0, check_loop_op, NULL},
+    [RT_OP_LOOP_TEST] = {"loop_test", 0, 1, 1, 0, 0, check_loop_op, NULL},
+    [RT_OP_LOOP_END] = {"loop_end", 0, 0, 0, 0, 0, check_loop_op, NULL},
+    [RT_OP_UPDATE] = {"update", sizeof(RtUpdateParams), 1, 3, 1, 1, rt_check_update, NULL},
 };
 
 const RtOpInfo *rt_op_info(uint32_t kind) {
@@ -456,7 +514,10 @@ int rt_op_check(const RtBuf *bufs, uint32_t nbuf, const RtOpRec *op, bool loadin
     }
     for (uint32_t i = 0; i < op->nout; i++) {
         if (op->out[i] < 0 || (uint32_t)op->out[i] >= nbuf) FAIL("%s: output %u: buffer %d out of range", oi->name, i, op->out[i]);
-        if (bufs[op->out[i]].kind != RT_BUF_TEMP) FAIL("%s: output %u is not a temp", oi->name, i);
+        /* a state changes only by an UPDATE: its one in-place writer */
+        uint32_t ok = bufs[op->out[i]].kind;
+        if (ok != RT_BUF_TEMP && !(ok == RT_BUF_STATE && op->kind == RT_OP_UPDATE))
+            FAIL("%s: output %u is not a temp", oi->name, i);
         for (uint32_t j = 0; j < op->nin; j++)
             if (op->in[j] == op->out[i]) FAIL("%s: buffer %d is both input and output", oi->name, op->out[i]);
     }

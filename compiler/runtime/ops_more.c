@@ -219,3 +219,79 @@ int rt_check_gather_axis(const RtBuf *bufs, const RtOpRec *op, char *err, size_t
         if ((int)i != a && x->dims[i] != y->dims[i]) FAIL("gather_along_axis: y must match x but on the axis");
     return RT_OK;
 }
+
+int rt_check_scatter(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtScatterParams *p = &op->p.scatter;
+    const RtBuf *d = B(0), *ix = B(1), *u = B(2), *y = O(0);
+    if (p->kind < RT_SC_AXIS || p->kind > RT_SC_ND || p->mode < 0 || p->mode >= RT_SCM_COUNT_ || p->reserved)
+        FAIL("scatter: bad params");
+    if ((d->dtype != RT_F32 && d->dtype != RT_I32) || u->dtype != d->dtype || y->dtype != d->dtype || !rt_same_dims(d, y))
+        FAIL("scatter: data, updates and y must be one dtype (fp32 or int32), y data's shape");
+    if (ix->dtype != RT_I32) FAIL("scatter: indices must be int32");
+    if (p->kind != RT_SC_ND && (p->axis < 0 || p->axis >= (int)d->rank)) FAIL("scatter: axis %d out of range", p->axis);
+    if (p->kind == RT_SC_AXIS) {
+        if (ix->rank != 1 || u->rank != d->rank) FAIL("scatter: indices must be [C] and updates of data's rank");
+        for (uint32_t i = 0; i < d->rank; i++)
+            if (u->dims[i] != ((int)i == p->axis ? ix->dims[0] : d->dims[i])) FAIL("scatter: updates must be data's shape with dim %d = %lld", p->axis, (long long)ix->dims[0]);
+    } else if (p->kind == RT_SC_ALONG) {
+        if (!rt_same_dims(ix, u) || u->rank != d->rank) FAIL("scatter_along_axis: indices and updates must have one shape, of data's rank");
+        for (uint32_t i = 0; i < d->rank; i++)
+            if ((int)i != p->axis && u->dims[i] > d->dims[i]) FAIL("scatter_along_axis: updates exceed data on dim %u", i);
+    } else {
+        if (ix->rank < 1) FAIL("scatter_nd: indices must have rank >= 1");
+        int64_t k = ix->dims[ix->rank - 1];
+        if (k < 1 || k > (int64_t)d->rank || u->rank != ix->rank - 1 + d->rank - (uint32_t)k)
+            FAIL("scatter_nd: updates must be indices' leading dims then data's dims after the first %lld", (long long)k);
+        for (uint32_t i = 0; i + 1 < ix->rank; i++)
+            if (u->dims[i] != ix->dims[i]) FAIL("scatter_nd: updates' leading dims must be indices'");
+        for (uint32_t i = (uint32_t)k; i < d->rank; i++)
+            if (u->dims[ix->rank - 1 + i - k] != d->dims[i]) FAIL("scatter_nd: updates' trailing dims must be data's");
+    }
+    return RT_OK;
+}
+
+int rt_check_sort(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtSortParams *p = &op->p.sort;
+    const RtBuf *x = B(0);
+    if ((p->ascending | p->has_values | p->has_indices) & ~1 || p->reserved || !(p->has_values | p->has_indices) ||
+        (int)op->nout != p->has_values + p->has_indices)
+        FAIL("sort: bad params");
+    if ((x->dtype != RT_F32 && x->dtype != RT_I32) || p->axis < 0 || p->axis >= (int)x->rank) FAIL("sort: x must be fp32 or int32, axis in range");
+    if (p->k < 1 || p->k > x->dims[p->axis]) FAIL("sort: k %d is not in 1..%lld", p->k, (long long)x->dims[p->axis]);
+    for (int o = 0; o < (int)op->nout; o++) {
+        const RtBuf *y = O(o);
+        bool vals = p->has_values && o == 0;
+        if (y->dtype != (vals ? x->dtype : RT_I32) || y->rank != x->rank) FAIL("sort: output %d has the wrong dtype or rank", o);
+        for (uint32_t i = 0; i < x->rank; i++)
+            if (y->dims[i] != ((int)i == p->axis ? p->k : x->dims[i])) FAIL("sort: output %d must be x's shape with dim %d = %d", o, p->axis, p->k);
+    }
+    return RT_OK;
+}
+
+/* Two int32 index lines of the axis (merge sort's source and target). */
+size_t rt_s_sort(const RtBuf *bufs, const RtOpRec *op) {
+    return (size_t)bufs[op->in[0]].dims[op->p.sort.axis] * 2 * sizeof(int32_t);
+}
+
+int rt_check_random(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtRandomParams *p = &op->p.rnd;
+    const RtBuf *y = O(0);
+    if (p->kind < 0 || p->kind >= RT_RAND_COUNT_ || p->probs & ~1) FAIL("random: bad params");
+    if (y->dtype != RT_F32) FAIL("random: y must be fp32");
+    if ((int)op->nin != (p->kind == RT_RAND_CATEGORICAL)) FAIL("random: categorical takes x, the others no input");
+    if (!isfinite(p->a) || !isfinite(p->b)) FAIL("random: parameters must be finite");
+    if (p->kind == RT_RAND_CATEGORICAL) {
+        const RtBuf *x = B(0);
+        if (x->dtype != RT_F32 || x->rank < 1 || y->rank != x->rank) FAIL("random_categorical: x and y must be fp32 of one rank");
+        for (uint32_t i = 0; i + 1 < x->rank; i++)
+            if (x->dims[i] != y->dims[i]) FAIL("random_categorical: y's leading dims must be x's");
+    }
+    return RT_OK;
+}
+
+/* One row of cumulative probabilities (double). */
+size_t rt_s_random(const RtBuf *bufs, const RtOpRec *op) {
+    if (op->p.rnd.kind != RT_RAND_CATEGORICAL) return 0;
+    const RtBuf *x = &bufs[op->in[0]];
+    return (size_t)x->dims[x->rank - 1] * sizeof(double);
+}

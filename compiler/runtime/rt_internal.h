@@ -36,7 +36,7 @@ typedef struct {
 } RtEntry;
 _Static_assert(sizeof(RtEntry) == RT_ENTRY_SIZE, "entry layout");
 
-enum { RT_BUF_INPUT = 1, RT_BUF_WEIGHT = 2, RT_BUF_TEMP = 3 };
+enum { RT_BUF_INPUT = 1, RT_BUF_WEIGHT = 2, RT_BUF_TEMP = 3, RT_BUF_STATE = 4 };
 enum { RT_BUFF_PANELS = 1 }; /* GEMM weight [N, K] as 64-column panels [N/64][K][64] */
 /* A panel is one kernel tile wide, so the weight bytes a thread reads for its
  * columns lie in one run and a GEMV streams them as one sequence.  32-column
@@ -58,7 +58,7 @@ typedef struct {
 _Static_assert(sizeof(RtIoRec) == 72, "io record layout");
 
 typedef struct {
-    uint32_t nbuf, ninputs, noutputs, reserved;
+    uint32_t nbuf, ninputs, noutputs, nstates; /* nstates: 0 before states existed */
 } RtMetaHead;
 
 enum { RT_PARAMS_MAX = 216 };
@@ -82,6 +82,10 @@ typedef struct {
         RtConvParams conv;
         RtLutParams lut;
         RtScanParams scan;
+        RtScatterParams scatter;
+        RtSortParams sort;
+        RtRandomParams rnd;
+        RtUpdateParams upd;
     } p;
 } RtOpRec;
 _Static_assert(sizeof(RtCopyParams) == RT_PARAMS_MAX, "copy params fill the record");
@@ -103,11 +107,14 @@ typedef struct {
     uint64_t bytes; /* storage bytes (packed weights are padded) */
 } RtBuf;
 
-/* Buffers not in a program's arena: weights (section bytes) and fp16 inputs
- * (the caller's tensor, bound at rt_run and read in place). */
+/* Buffers not in a program's arena: weights (section bytes), fp16 inputs
+ * (the caller's tensor, bound at rt_run and read in place) and states (the
+ * model's own memory, kept across runs). */
 static inline bool rt_buf_external(const RtBuf *b) {
-    return b->kind == RT_BUF_WEIGHT || (b->kind == RT_BUF_INPUT && b->dtype == RT_F16);
+    return b->kind == RT_BUF_WEIGHT || b->kind == RT_BUF_STATE || (b->kind == RT_BUF_INPUT && b->dtype == RT_F16);
 }
+/* Buffers that hold a value before the first op runs. */
+static inline bool rt_buf_preset(const RtBuf *b) { return b->kind == RT_BUF_INPUT || b->kind == RT_BUF_STATE; }
 
 /* Fills derived fields; RT_EFORMAT with a message for bad dtype/rank/dims. */
 int rt_buf_init(RtBuf *b, const RtBufRec *r, char *err, size_t errlen);
@@ -200,8 +207,28 @@ int rt_check_lut_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t er
 size_t rt_s_lut_gemm(const RtBuf *bufs, const RtOpRec *op);
 int rt_check_cumsum(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 int rt_check_gather_axis(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+int rt_check_scatter(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+int rt_check_sort(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+size_t rt_s_sort(const RtBuf *bufs, const RtOpRec *op);
+int rt_check_random(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+size_t rt_s_random(const RtBuf *bufs, const RtOpRec *op);
+/* Loops of a program: checks their structure (nesting, one TEST each) and
+ * fills jump[nops]: BEGIN -> its TEST, TEST -> past its END, END -> past its
+ * BEGIN (other ops: 0).  Returns the loop count or a negative RT_E* code. */
+int rt_loops(const RtOpRec *ops, uint32_t nops, uint32_t *jump, char *err, size_t errlen);
+/* Extends last[] so that a buffer live into a loop stays live to its END. */
+void rt_loops_extend(const RtOpRec *ops, uint32_t nops, const uint32_t *jump, uint32_t nbuf, const int64_t *first,
+                     int64_t *last);
+static inline bool rt_op_control(uint32_t kind) {
+    return kind == RT_OP_LOOP_BEGIN || kind == RT_OP_LOOP_TEST || kind == RT_OP_LOOP_END;
+}
 int rt_check_conv(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 int rt_check_pool(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+int rt_check_update(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+/* UPDATE's box in y for begin/end (NULL: none): false when it leaves y or
+ * its extent is not x's (state.c; the kernel runs it at every run). */
+bool rt_update_box(const RtBuf *x, const RtBuf *y, const RtUpdateParams *p, const int32_t *begin,
+                   const int32_t *end, int64_t *start);
 
 /* NULL for an out-of-range kind. */
 const RtOpInfo *rt_op_info(uint32_t kind);
@@ -246,13 +273,17 @@ typedef struct {
     uint32_t *ahead;  /* [nops]: the next op cut into more than one part (nops: none);
                        * in parts' allocation, after it */
     RtOpSync *sync;   /* [nops], 64-aligned */
+    uint32_t *jump;   /* [nops]: rt_loops' targets; NULL when the program has no loop */
+    uint32_t *iters;  /* [nops]: a LOOP_TEST's iterations in the current execution of its loop */
 } RtProg;
 
 struct RtModel {
     int mode, nthreads;
-    uint32_t nbuf, ninputs, noutputs;
+    uint32_t nbuf, ninputs, noutputs, nstates;
     RtBuf *bufs;
-    RtIoRec *inputs, *outputs;
+    RtIoRec *inputs, *outputs, *states;
+    unsigned char *state_mem; /* every state's bytes (each at a 64-byte offset); the model's for its life */
+    uint64_t *state_off;      /* [nstates]: offset of each in state_mem */
     const void **weight;      /* [nbuf]: section bytes of weights, else NULL */
     RtProg prog[2];
     int has_prog[2];

@@ -144,6 +144,14 @@ MilcStatus milc_prewarm(MilcCache *c, const char *manifest_path, MilcPrewarmResu
 
 /* ---- artifacts --------------------------------------------------------------- */
 
+/* Compile a MIL program (a model.mil file, a folder holding one, or a
+ * .mlpackage) into the artifact file out_path, as `milc compile` does: no
+ * cache involved; milc_model_load_file loads the result.  mode: MILC_MODE_*.
+ * The file is replaced atomically, and not at all on failure.
+ * MILC_E_INPUT: the program does not parse or check (its diagnostics in
+ * milc_last_error). */
+MilcStatus milc_compile_file(const char *path, const char *out_path, int mode);
+
 typedef struct MilcArtifactInfo {
     int mode;
     uint64_t bytes;      /* its sections' total */
@@ -207,15 +215,16 @@ MilcStatus milc_model_run(MilcModel *m, const void *const *inputs, void *const *
 
 /* ---- states ------------------------------------------------------------------ */
 
-/* States are buffers a model keeps between runs (a KV cache held by the
- * model, read and updated in place by each run, instead of passed in as
- * inputs and returned as outputs).  The design: milc_model_nstates says how
- * many; milc_model_state describes one like an input; a run reads and
- * updates them; milc_model_state_read/_write copy one out or in (a chain
- * hands its caches from prefill to decode that way); milc_model_reset_states
- * zeroes them all.  Today's runtime keeps no state: templates take their
- * caches as inputs and return the new entries as outputs, so nstates is 0
- * and the rest return MILC_E_UNSUPPORTED. */
+/* States are buffers a model keeps between runs (MIL's state<tensor<...>>:
+ * a KV cache held by the model, read and updated in place by each run,
+ * instead of passed in as inputs and returned as outputs), as Core ML keeps
+ * an MLState: zero at load, changed only by the model's runs and by
+ * milc_model_state_write.  milc_model_nstates says how many;
+ * milc_model_state describes one like an input (its dtype is its own: an
+ * fp16 state is read and written as fp16); milc_model_state_read/_write
+ * copy one out or in, exactly its bytes (MILC_E_INPUT for another size,
+ * MILC_E_USAGE for an index out of range); milc_model_reset_states zeroes
+ * them all. */
 int milc_model_nstates(const MilcModel *m);
 MilcStatus milc_model_state(const MilcModel *m, int i, MilcTensorInfo *out);
 MilcStatus milc_model_state_read(MilcModel *m, int i, void *dst, size_t bytes);

@@ -168,6 +168,20 @@ static void collect(void *ctx, int idx, const char *label, const BuildResult *r)
     p->ms_compile = r->ms_generate + r->ms_check + r->ms_passes + r->ms_lower;
 }
 
+MilcStatus milc_compile_file(const char *path, const char *out_path, int mode) {
+    ApiCall k;
+    api_begin(&k);
+    if (!path || !out_path) return api_end(&k, MILC_E_USAGE);
+    CompileFileOptions o = {.mode = mode == MILC_MODE_DEFAULT ? RT_MODE_DEFAULT : mode};
+    if (!milc_mode_name(o.mode)) { lib_error("mode %d is not a compile mode", mode); return api_end(&k, MILC_E_USAGE); }
+    DiagSink d;
+    diag_init(&d);
+    CompileFileResult r;
+    int rc = pipeline_compile_file(path, out_path, &o, &r, &d);
+    free(r.dump);
+    return api_end(&k, api_diags(&d, rc));
+}
+
 MilcStatus milc_build(MilcCache *c, const MilcRequest *req, MilcBuild **out) {
     ApiCall k;
     api_begin(&k);
@@ -268,7 +282,7 @@ static int prewarm_text(MilcCache *c, char *text, const char *file, MilcPrewarmR
         lines[nlines++] = ln;
         JobList jl = {0}; /* checked now: a bad line fails before anything is built */
         JobSpec spec = {.config = ln.config, .weights = ln.weights, .modes = ln.modes, .chunk = ln.chunk,
-                        .extra = ln.extra, .nextra = ln.nextra, .loc = {file, lineno, 1}};
+                        .max_chunk_bytes = ln.max_chunk_bytes, .extra = ln.extra, .nextra = ln.nextra, .loc = {file, lineno, 1}};
         jobs_expand(&c->tp, &spec, &jl, d);
         jobs_free(&jl);
     }
@@ -276,7 +290,7 @@ static int prewarm_text(MilcCache *c, char *text, const char *file, MilcPrewarmR
     RequestOptions o = {.verify_hits = api_verify_policy(c->o.verify), .tmp_root = c->dir, .max_memory = c->o.max_memory};
     for (int i = 0; i < nlines && rc == MILC_OK; i++) {
         JobSpec spec = {.config = lines[i].config, .weights = lines[i].weights, .modes = lines[i].modes,
-                        .chunk = lines[i].chunk, .extra = lines[i].extra, .nextra = lines[i].nextra};
+                        .chunk = lines[i].chunk, .max_chunk_bytes = lines[i].max_chunk_bytes, .extra = lines[i].extra, .nextra = lines[i].nextra};
         int brc = build_request(c->store, &c->tp, &spec, &o, tally, t, d);
         if (brc == MILC_E_SYSTEM) rc = brc;
         else if (brc != MILC_OK) t->failed++; /* a request that fails reports none of its programs */

@@ -170,28 +170,65 @@ MilcStatus milc_model_run(MilcModel *m, const void *const *inputs, void *const *
     if (stats) *stats = (MilcRunStats){st.dispatches, st.ops, st.seconds};
     if (r == 0) return api_end(&k, MILC_OK);
     lib_error("run failed: %s", rt_strerror(r));
-    return api_end(&k, r == RT_EINDEX || r == RT_EBIND ? MILC_E_INPUT : MILC_E_SYSTEM);
+    return api_end(&k, r == RT_EINDEX || r == RT_EBIND || r == RT_ELOOP ? MILC_E_INPUT : MILC_E_SYSTEM);
 }
 
-/* ---- states (milc.h says why these are not there yet) ---- */
+/* ---- states ---- */
 
-int milc_model_nstates(const MilcModel *m) {
-    (void)m;
-    return 0;
-}
+int milc_model_nstates(const MilcModel *m) { return m ? rt_model_nstates(m->lm.model) : 0; }
 
-static int no_states(void) {
+MilcStatus milc_model_state(const MilcModel *m, int i, MilcTensorInfo *out) {
     ApiCall k;
     api_begin(&k);
-    lib_error("this runtime keeps no model states: caches are inputs and outputs");
-    return api_end(&k, MILC_E_UNSUPPORTED);
+    RtIoInfo io;
+    if (!m || !out || rt_model_state(m->lm.model, i, &io) != 0) {
+        lib_error("state %d: no such state", i);
+        return api_end(&k, MILC_E_USAGE);
+    }
+    tensor_info(&io, out);
+    return api_end(&k, MILC_OK);
 }
 
-MilcStatus milc_model_state(const MilcModel *m, int i, MilcTensorInfo *out) { return (void)m, (void)i, (void)out, no_states(); }
+/* State i as a tensor over the caller's bytes: exactly the state's size. */
+static int state_tensor(const MilcModel *m, int i, void *p, size_t bytes, RtTensor *t) {
+    RtIoInfo io;
+    if (!m || !p || rt_model_state(m->lm.model, i, &io) != 0) {
+        lib_error("state %d: no such state or no buffer", i);
+        return MILC_E_USAGE;
+    }
+    MilcTensorInfo ti;
+    tensor_info(&io, &ti);
+    if (bytes != ti.bytes) {
+        lib_error("state %s: %zu bytes given, it holds %zu (%s)", io.name, bytes, ti.bytes, io.dtype == RT_F16 ? "fp16" : "4 or 1 bytes an element");
+        return MILC_E_INPUT;
+    }
+    *t = (RtTensor){.dtype = io.dtype, .rank = io.rank, .data = p, .size = bytes};
+    memcpy(t->dims, io.dims, sizeof t->dims);
+    return MILC_OK;
+}
+
 MilcStatus milc_model_state_read(MilcModel *m, int i, void *dst, size_t bytes) {
-    return (void)m, (void)i, (void)dst, (void)bytes, no_states();
+    ApiCall k;
+    api_begin(&k);
+    RtTensor t;
+    int rc = state_tensor(m, i, dst, bytes, &t);
+    if (rc == MILC_OK && rt_model_state_get(m->lm.model, i, &t) != 0) lib_error("state %d: cannot be read", i), rc = MILC_E_USAGE;
+    return api_end(&k, rc);
 }
+
 MilcStatus milc_model_state_write(MilcModel *m, int i, const void *src, size_t bytes) {
-    return (void)m, (void)i, (void)src, (void)bytes, no_states();
+    ApiCall k;
+    api_begin(&k);
+    RtTensor t;
+    int rc = state_tensor(m, i, (void *)src, bytes, &t);
+    if (rc == MILC_OK && rt_model_state_set(m->lm.model, i, &t) != 0) lib_error("state %d: cannot be written", i), rc = MILC_E_USAGE;
+    return api_end(&k, rc);
 }
-MilcStatus milc_model_reset_states(MilcModel *m) { return (void)m, no_states(); }
+
+MilcStatus milc_model_reset_states(MilcModel *m) {
+    ApiCall k;
+    api_begin(&k);
+    if (!m) return api_end(&k, MILC_E_USAGE);
+    rt_model_state_reset(m->lm.model);
+    return api_end(&k, MILC_OK);
+}

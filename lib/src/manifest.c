@@ -11,6 +11,7 @@ int manifest_parse_line(char *text, SrcLoc loc, ManifestLine *ln, DiagSink *d) {
     memset(ln, 0, sizeof *ln);
     char *p = text;
     int errors = d->errors;
+    SrcLoc max_at = loc;
     while (*p) {
         while (*p == ' ' || *p == '\t' || *p == '\r') p++;
         if (!*p || *p == '#') break;
@@ -36,13 +37,20 @@ int manifest_parse_line(char *text, SrcLoc loc, ManifestLine *ln, DiagSink *d) {
         else if (lib_name_eq(name, "mode")) ln->modes = val;
         else if (lib_name_eq(name, "chunk")) {
             char *end;
-            ln->chunk = strtol(val, &end, 10);
-            if (*end || ln->chunk < 1 || ln->chunk > 4096) diag_error(d, at, "--chunk wants a whole number >= 1, not '%s'", val);
+            ln->chunk = strcmp(val, "auto") == 0 ? JOBS_CHUNK_AUTO : strtol(val, &end, 10);
+            if (ln->chunk != JOBS_CHUNK_AUTO && (*end || ln->chunk < 1 || ln->chunk > 4096))
+                diag_error(d, at, "--chunk wants a whole number >= 1 or 'auto', not '%s'", val);
+        } else if (lib_name_eq(name, "max-chunk-bytes")) {
+            if (!lib_parse_size(val, &ln->max_chunk_bytes))
+                diag_error(d, at, "--max-chunk-bytes wants a size such as 512M or 1G, not '%s'", val);
+            max_at = at;
         } else {
             ln->extra = realloc(ln->extra, sizeof(MilcParam) * (size_t)(ln->nextra + 1));
             ln->extra[ln->nextra++] = (MilcParam){name, val};
         }
     }
+    if (ln->max_chunk_bytes && ln->chunk != JOBS_CHUNK_AUTO && d->errors == errors)
+        diag_error(d, max_at, "--max-chunk-bytes sizes the chunks of --chunk auto; give --chunk auto too");
     return d->errors > errors ? -1 : 0;
 }
 

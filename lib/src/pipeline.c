@@ -266,11 +266,21 @@ enum { STAGE_DONE = -1, STAGE_FOUND = -2 };
 static int build_direct(Build *b) {
     const BuildRequest *req = b->req;
     uint8_t *wdig = b->res->wdig;
+    if (!b->src && !req->weights_digest) {
+        /* Opened now: its digest keys the lookup and, on a miss, names the
+         * bytes built (one pass over a checkpoint, not one per use). */
+        if (gen_weights_open(b->weights, &b->own, b->d) != 0) return failed_rc(b->d);
+        b->src = b->own;
+    }
     if (b->src) gen_weights_id(b->src, wdig);
-    else if (req->weights_digest) memcpy(wdig, req->weights_digest, 16);
-    else if (gen_weights_digest(b->weights, wdig, b->d) != 0) return failed_rc(b->d);
+    else memcpy(wdig, req->weights_digest, 16);
     if (direct_key(req, b->params, wdig, &b->db, &b->dkey) != 0) { lib_error("out of memory"); return MILC_E_SYSTEM; }
-    int r = direct_hit(b->s, req, &b->db, &b->dkey, b->gflags, b->res);
+    int r = req->known_miss ? 0 : direct_hit(b->s, req, &b->db, &b->dkey, b->gflags, b->res);
+    if (r == 0 && req->missed) {
+        *req->missed = true; /* looked up only */
+        b->res->ms_lookup = lib_ms_since(b->t_all);
+        return STAGE_DONE;
+    }
     if (r == 0 && !b->src) {
         uint8_t looked[16];
         memcpy(looked, wdig, 16);
@@ -313,6 +323,9 @@ static int build_full(Build *b) {
     ckey_add(&b->fb, KEY_TAG('M', 'I', 'L', ' '), b->gr.mil, b->gr.mil_len);
     ckey_add(&b->fb, KEY_TAG('W', 'B', 'L', 'B'), b->gr.weights_digest, 16);
     if (ckey_finish(&b->fb, &res->key) != 0) { lib_error("out of memory"); return MILC_E_SYSTEM; }
+    /* Deferred, the full key is looked up by pipeline_keep: the Store may be
+     * busy with the previous program's store on another thread. */
+    if (b->req->kept && !b->req->hit_out) return MILC_OK;
     StoreEntry *hit = NULL;
     int r = store_get(s, &res->key, b->fb.buf, b->fb.len, b->gflags, &hit);
     if (CACHE_IS_MISS(r) && (res->from_remote = tier_pull(b->req->remote, s, &res->key, b->fb.buf, b->fb.len)))
@@ -378,6 +391,71 @@ static int build_store(Build *b) {
     return MILC_OK;
 }
 
+struct PipelineKept {
+    CacheKeyBuilder fb, db; /* the full and direct key records */
+    CacheKey dkey;
+    RtArtifact *art;
+    int mode;
+    unsigned gflags;
+    long long t_all;
+    Store *remote;
+};
+
+void pipeline_kept_free(PipelineKept *k) {
+    if (!k) return;
+    if (k->art) rt_artifact_free(k->art);
+    ckey_free(&k->fb);
+    ckey_free(&k->db);
+    free(k);
+}
+
+/* The compiled artifact handed out (req->kept), its store left to
+ * pipeline_keep. */
+static int build_defer(Build *b) {
+    PipelineKept *k = calloc(1, sizeof *k);
+    if (!k) { lib_error("out of memory"); return MILC_E_SYSTEM; }
+    *k = (PipelineKept){.fb = b->fb, .db = b->db, .dkey = b->dkey, .art = b->art, .mode = b->req->mode,
+                        .gflags = b->gflags, .t_all = b->t_all, .remote = b->req->remote};
+    ckey_init(&b->fb), ckey_init(&b->db), b->art = NULL; /* moved into k */
+    *b->req->kept = k;
+    return STAGE_DONE;
+}
+
+int pipeline_keep(Store *s, PipelineKept *k, BuildResult *res) {
+    long long t0 = lib_now_ns();
+    int rc = MILC_E_SYSTEM;
+    StoreEntry *hit = NULL;
+    int r = store_get(s, &res->key, k->fb.buf, k->fb.len, k->gflags, &hit);
+    if (CACHE_IS_MISS(r) && (res->from_remote = tier_pull(k->remote, s, &res->key, k->fb.buf, k->fb.len)))
+        r = store_get(s, &res->key, k->fb.buf, k->fb.len, k->gflags, &hit);
+    if (r == 0 && !pipeline_hit_usable(hit, k->mode)) {
+        store_release(s, hit);
+        r = CACHE_ENOTFOUND; /* replace it */
+    }
+    if (r == 0) { /* stored meanwhile by someone else, or the same program under another direct key */
+        res->artifact_bytes = hit->bytes;
+        res->checksummed = hit->checked;
+        store_release(s, hit);
+        res->outcome = BUILD_HIT_FULL;
+    } else if (!CACHE_IS_MISS(r)) {
+        lib_error("cache lookup failed: %s: %s", cache_strerror(r), store_errmsg(s));
+        goto out;
+    } else if (store(s, &res->key, &k->fb, k->art, k->mode, k->t_all, res) != 0) {
+        goto out;
+    } else {
+        res->from_remote = false;
+        res->outcome = BUILD_MISS;
+    }
+    if (put_alias(s, &k->dkey, &k->db, &res->key) != MILC_OK) goto out;
+    if (res->outcome == BUILD_MISS) tier_push(k->remote, s, &res->key, &k->dkey, k->db.buf, k->db.len);
+    rc = MILC_OK;
+out:
+    res->ms_store = lib_ms_since(t0);
+    res->ms_total = lib_ms_since(k->t_all);
+    pipeline_kept_free(k);
+    return rc;
+}
+
 int pipeline_build(Store *s, const BuildRequest *req, BuildResult *res, DiagSink *d) {
     memset(res, 0, sizeof *res);
     if (req->hit_out) *req->hit_out = NULL;
@@ -400,6 +478,7 @@ int pipeline_build(Store *s, const BuildRequest *req, BuildResult *res, DiagSink
     if (rc == MILC_OK) rc = build_generate(&b);
     if (rc == MILC_OK) rc = build_full(&b);
     if (rc == MILC_OK) rc = build_compile(&b);
+    if (rc == MILC_OK && req->kept && !req->hit_out) rc = build_defer(&b);
     if (rc == MILC_OK) rc = build_store(&b);
     if (rc == MILC_OK || rc == STAGE_FOUND) rc = read_back(s, &b.fb, res, req->hit_out);
     if (rc == STAGE_DONE) rc = MILC_OK;

@@ -105,3 +105,19 @@ int lib_cpu(void) {
 }
 
 void lib_set_cpu(int c) { cpu = c; }
+
+bool lib_parse_size(const char *s, uint64_t *out) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s || errno || s[0] == '-') return false;
+    int shift = 0;
+    if (*end) {
+        const char *units = "KMGT", *u = strchr(units, end[0] & ~0x20);
+        if (!u || end[1]) return false;
+        shift = 10 * (int)(u - units + 1);
+    }
+    if (v == 0 || v > (UINT64_MAX >> shift)) return false;
+    *out = (uint64_t)v << shift;
+    return true;
+}

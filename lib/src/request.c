@@ -11,9 +11,11 @@
  * Any change to any template file, or any other word of the request, is a
  * miss: the ordinary path (direct key, full key, compile) runs and writes the
  * note anew. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "note.h"
 #include "milc/request.h"
@@ -52,6 +54,9 @@ static void request_init(Request *r, const TemplatePath *tp, const JobSpec *spec
     ckey_add(b, KEY_TAG('W', 'D', 'I', 'G'), wdig, 16);
     ckey_add_str(b, KEY_TAG('M', 'O', 'D', 'S'), spec->modes ? spec->modes : RT_MODE_STR(RT_MODE_DEFAULT_N));
     ckey_add_u64(b, KEY_TAG('C', 'H', 'N', 'K'), (uint64_t)spec->chunk);
+    /* Only auto's ceiling: every other request keeps the key it had. */
+    if (spec->chunk == JOBS_CHUNK_AUTO)
+        ckey_add_u64(b, KEY_TAG('C', 'M', 'A', 'X'), spec->max_chunk_bytes ? spec->max_chunk_bytes : JOBS_DEFAULT_MAX_CHUNK_BYTES);
     ckey_add_u64(b, KEY_TAG('W', 'H', 'O', 'L'), spec->whole);
     for (int i = 0; i < spec->nextra; i++) {
         ckey_add_str(b, KEY_TAG('P', 'N', 'A', 'M'), spec->extra[i].name);
@@ -114,48 +119,217 @@ miss:
     return -1;
 }
 
+/* ---- a request's programs: one stored while the next is made ----
+ *
+ * Every job is looked up first, in order.  The misses are then made (generate,
+ * check, compile) on this thread while a storer thread stores the one made
+ * before: on two cores the disk's part and the CPU's part of consecutive
+ * programs overlap.  The storer is the Store's only user while it runs (a
+ * Store has one user at a time; this thread touches it again only after
+ * waiting for the storer).  At most two programs are in memory: the one being
+ * stored and the one being made, so a cold build's peak is about twice one
+ * program's (lib/README.md, "Overlap"). */
+
+typedef struct Storer {
+    Store *s;
+    const LibSink *sink; /* the caller's thread sink: the storer's messages go where its would */
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    PipelineKept *job;   /* handed, not yet stored */
+    BuildResult *res;
+    int rc;              /* of the last job stored */
+    bool busy, quit;
+} Storer;
+
+static void *storer_main(void *arg) {
+    Storer *st = arg;
+    lib_sink_push(st->sink);
+    pthread_mutex_lock(&st->mu);
+    for (;;) {
+        while (!st->job && !st->quit) pthread_cond_wait(&st->cv, &st->mu);
+        if (!st->job) break;
+        PipelineKept *k = st->job;
+        BuildResult *res = st->res;
+        pthread_mutex_unlock(&st->mu);
+        int rc = pipeline_keep(st->s, k, res);
+        pthread_mutex_lock(&st->mu);
+        st->job = NULL, st->rc = rc, st->busy = false;
+        pthread_cond_broadcast(&st->cv);
+    }
+    pthread_mutex_unlock(&st->mu);
+    return NULL;
+}
+
+static bool storer_start(Storer *st, Store *s) {
+    memset(st, 0, sizeof *st);
+    st->s = s;
+    st->sink = lib_sink_push(NULL);
+    lib_sink_pop(st->sink);
+    if (pthread_mutex_init(&st->mu, NULL) != 0) return false;
+    if (pthread_cond_init(&st->cv, NULL) != 0) { pthread_mutex_destroy(&st->mu); return false; }
+    if (pthread_create(&st->th, NULL, storer_main, st) != 0) {
+        pthread_cond_destroy(&st->cv);
+        pthread_mutex_destroy(&st->mu);
+        return false; /* then each is stored on this thread */
+    }
+    return true;
+}
+
+static void storer_hand(Storer *st, PipelineKept *k, BuildResult *res) {
+    pthread_mutex_lock(&st->mu);
+    st->job = k, st->res = res, st->busy = true;
+    pthread_cond_broadcast(&st->cv);
+    pthread_mutex_unlock(&st->mu);
+}
+
+/* The job handed last, stored: its pipeline_keep's code. */
+static int storer_wait(Storer *st) {
+    pthread_mutex_lock(&st->mu);
+    while (st->busy) pthread_cond_wait(&st->cv, &st->mu);
+    int rc = st->rc;
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
+static void storer_stop(Storer *st) {
+    pthread_mutex_lock(&st->mu);
+    st->quit = true;
+    pthread_cond_broadcast(&st->cv);
+    pthread_mutex_unlock(&st->mu);
+    pthread_join(st->th, NULL);
+    pthread_cond_destroy(&st->cv);
+    pthread_mutex_destroy(&st->mu);
+}
+
+typedef struct Jobs {
+    const JobList *jobs;
+    BuildResult *res;
+    bool *done;
+    int reported;
+    RequestResultFn fn;
+    void *ctx;
+    CacheKey *keys;
+} Jobs;
+
+/* Report, in job order, every job finished with all before it. */
+static void report_ready(Jobs *j) {
+    for (; j->reported < j->jobs->n && j->done[j->reported]; j->reported++) {
+        const BuildJob *b = &j->jobs->v[j->reported];
+        j->keys[j->reported] = j->res[j->reported].key;
+        j->fn(j->ctx, j->reported, b->label[0] ? b->label : b->config, &j->res[j->reported]);
+    }
+}
+
+static int build_jobs(Store *s, const TemplatePath *tp, const JobList *jobs, const RequestOptions *o,
+                      const GenWeights *src, RequestResultFn fn, void *ctx, CacheKey *keys, DiagSink *d) {
+    int n = jobs->n, rc = MILC_OK, limit = n, nmiss = 0, prev = -1;
+    BuildResult *res = calloc((size_t)n + 1, sizeof *res);
+    GenConfig **cfg = calloc((size_t)n + 1, sizeof *cfg);
+    bool *miss = calloc((size_t)n + 1, 1), *done = calloc((size_t)n + 1, 1);
+    Jobs j = {jobs, res, done, 0, fn, ctx, keys};
+    if (!res || !cfg || !miss || !done) {
+        lib_error("out of memory");
+        rc = MILC_E_SYSTEM;
+        goto out;
+    }
+#define JOB_REQUEST(i) .config = cfg[i], .weights = jobs->v[i].weights, .mode = jobs->v[i].mode, .source = src, \
+                       .tmp_root = o->tmp_root, .verify_hits = o->verify_hits, .max_memory = o->max_memory, \
+                       .remote = o->remote
+    for (int i = 0; i < n; i++) { /* every job looked up, up to the first that fails */
+        if (!(cfg[i] = job_config(tp, &jobs->v[i], d))) { rc = MILC_E_INPUT, limit = i; break; }
+        int r = pipeline_build(s, &(BuildRequest){JOB_REQUEST(i), .missed = &miss[i]}, &res[i], d);
+        if (r != MILC_OK) { rc = r, limit = i; break; }
+        if (miss[i]) nmiss++;
+        else done[i] = true;
+    }
+    Storer st;
+    bool threaded = nmiss >= 2 && (o->overlap ? o->overlap >= 2 : sysconf(_SC_NPROCESSORS_ONLN) >= 2) &&
+                    storer_start(&st, s);
+    for (int i = 0; i < limit; i++) {
+        if (!miss[i]) continue;
+        double looked = res[i].ms_lookup;
+        PipelineKept *k = NULL;
+        int r = pipeline_build(s, &(BuildRequest){JOB_REQUEST(i), .known_miss = true, .kept = &k}, &res[i], d);
+        res[i].ms_lookup += looked;
+        if (prev >= 0) { /* the Store is this thread's again */
+            int pr = storer_wait(&st);
+            done[prev] = pr == MILC_OK;
+            if (pr != MILC_OK) rc = pr;
+            prev = -1;
+        }
+        if (r != MILC_OK || rc != MILC_OK) {
+            pipeline_kept_free(k);
+            if (rc == MILC_OK) rc = r;
+            break;
+        }
+        if (k && threaded) {
+            storer_hand(&st, k, &res[i]);
+            prev = i;
+        } else if (k && (r = pipeline_keep(s, k, &res[i])) != MILC_OK) {
+            rc = r;
+            break;
+        } else {
+            done[i] = true;
+        }
+        report_ready(&j);
+    }
+#undef JOB_REQUEST
+    if (prev >= 0) {
+        int pr = storer_wait(&st);
+        done[prev] = pr == MILC_OK;
+        if (pr != MILC_OK && rc == MILC_OK) rc = pr;
+    }
+    if (threaded) storer_stop(&st);
+    report_ready(&j);
+out:
+    if (cfg)
+        for (int i = 0; i < n; i++) gen_config_free(cfg[i]);
+    free(cfg);
+    free(res);
+    free(miss);
+    free(done);
+    return rc;
+}
+
 int build_request(Store *s, const TemplatePath *tp, const JobSpec *spec, const RequestOptions *o, RequestResultFn fn,
                   void *ctx, DiagSink *d) {
     long long t0 = lib_now_ns(); /* the template path's digest is part of the first lookup */
     Request r;
-    request_init(&r, tp, spec, NULL);
+    uint8_t wdig[16];
+    /* The weights opened first: their digest looks the note up and keys
+     * every program (one pass over a checkpoint's bytes).  A source that
+     * cannot be opened is reported below, where the ordinary path meets it. */
+    GenWeights *src = NULL;
+    DiagSink quiet;
+    diag_init(&quiet);
+    if (gen_weights_open(spec->weights, &src, &quiet) == 0) gen_weights_id(src, wdig);
+    diag_free(&quiet);
+    request_init(&r, tp, spec, src ? wdig : NULL);
     NoteJob *nj;
     BuildResult *res;
     int n;
-    uint8_t wdig[16];
     if (r.usable && from_note(s, &r, o, t0, &nj, &res, &n) == 0) {
         for (int i = 0; i < n; i++) fn(ctx, i, nj[i].label[0] ? nj[i].label : (jobs_config(spec)), &res[i]);
         free(nj);
         free(res);
         ckey_free(&r.rec);
+        gen_weights_close(src);
         return MILC_OK;
     }
     JobList own = {0};
     const JobList *jobs = o->jobs ? o->jobs : &own;
     CacheKey *keys = NULL;
-    GenWeights *src = NULL;
     int rc = MILC_OK;
     if (!o->jobs && jobs_expand(tp, spec, &own, d) != 0) rc = MILC_E_INPUT;
     else if (!(keys = calloc((size_t)jobs->n + 1, sizeof *keys))) lib_error("out of memory"), rc = MILC_E_SYSTEM;
-    else if (gen_weights_open(spec->weights, &src, d) != 0) rc = d->system_errors ? MILC_E_SYSTEM : MILC_E_INPUT;
+    else if (!src && gen_weights_open(spec->weights, &src, d) != 0) rc = d->system_errors ? MILC_E_SYSTEM : MILC_E_INPUT;
     else if (r.usable && (gen_weights_id(src, wdig), memcmp(wdig, r.wdig, 16) != 0)) {
         /* Replaced since the note was looked up: the note names what is compiled. */
         ckey_free(&r.rec);
         request_init(&r, tp, spec, wdig);
     }
-    for (int i = 0; i < jobs->n && rc == MILC_OK; i++) {
-        GenConfig *cfg = job_config(tp, &jobs->v[i], d);
-        if (!cfg) { rc = MILC_E_INPUT; break; }
-        BuildResult br;
-        rc = pipeline_build(s, &(BuildRequest){.config = cfg, .weights = jobs->v[i].weights, .mode = jobs->v[i].mode,
-                                                .source = src, .tmp_root = o->tmp_root, .verify_hits = o->verify_hits,
-                                                .max_memory = o->max_memory, .remote = o->remote},
-                            &br, d);
-        gen_config_free(cfg);
-        if (rc != MILC_OK) break;
-        keys[i] = br.key;
-        fn(ctx, i, jobs->v[i].label[0] ? jobs->v[i].label : jobs->v[i].config, &br);
-    }
+    if (rc == MILC_OK) rc = build_jobs(s, tp, jobs, o, src, fn, ctx, keys, d);
     if (rc == MILC_OK && r.usable && jobs->n > 0) note_write(s, &r, jobs->v, jobs->n, keys);
     gen_weights_close(src);
     free(keys);

@@ -18,7 +18,7 @@ import os
 
 import numpy as np
 
-__all__ = ["Cache", "Model", "Program", "MilcError", "build", "load_library", "version",
+__all__ = ["Cache", "Model", "Program", "MilcError", "build", "compile_file", "load_library", "version",
            "OK", "E_INPUT", "E_USAGE", "E_SYSTEM", "E_UNSUPPORTED", "E_NOTFOUND"]
 
 OK, E_INPUT, E_USAGE, E_SYSTEM, E_UNSUPPORTED, E_NOTFOUND = range(6)
@@ -97,6 +97,7 @@ def _declare(lib):
         "milc_artifact_info": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.POINTER(_ArtifactInfo)]),
         "milc_model_load": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.POINTER(_P)]),
         "milc_model_load_file": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(_P)]),
+        "milc_compile_file": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int]),
         "milc_model_free": (None, [_P]),
         "milc_model_ninputs": (ctypes.c_int, [_P]),
         "milc_model_noutputs": (ctypes.c_int, [_P]),
@@ -260,6 +261,15 @@ def build(cache, model="gpt2", weights=None, mode=None, chunk=0, **params):
         return c.build(model, weights, mode, chunk, **params)
 
 
+def compile_file(path, out_path, mode=None):
+    """A MIL program (model.mil, a folder holding one, a .mlpackage) compiled
+    into the artifact file out_path, no cache: `milc compile`.  Load it with
+    Model.load_file."""
+    load_library()
+    _check(_lib.milc_compile_file(_b(os.fspath(path)), _b(os.fspath(out_path)),
+                                  MODE_DEFAULT if mode is None else int(mode)))
+
+
 class TensorInfo:
     def __init__(self, t):
         self.name = t.name.decode()
@@ -328,24 +338,42 @@ class Model:
         self.last_stats = {"dispatches": st.dispatches, "ops": st.ops, "seconds": st.seconds}
         return {t.name: a for t, a in zip(self.outputs, outs)}
 
-    # ---- states (milc.h: designed; today's runtime keeps none) ----
+    # ---- states: buffers the model keeps from run to run (run keeps them) ----
 
     @property
     def states(self):
         """The model's states (TensorInfo each): buffers it keeps between runs."""
         return [self._info(_lib.milc_model_state, i) for i in range(_lib.milc_model_nstates(self._h))]
 
-    def read_state(self, index):
-        t = self.states[index] if index < len(self.states) else None
-        if t is None:
-            _check(_lib.milc_model_state(self._h, index, ctypes.byref(_TensorInfo())))
+    def _state_index(self, key):
+        if isinstance(key, str):
+            for i, t in enumerate(self.states):
+                if t.name == key:
+                    return i, t
+            raise MilcError(E_USAGE, f"no state {key!r}; the model has {[t.name for t in self.states]}")
+        sts = self.states
+        if not 0 <= key < len(sts):
+            raise MilcError(E_USAGE, f"state {key}: the model has {len(sts)}")
+        return key, sts[key]
+
+    def read_state(self, key):
+        """The current value of state key (its name or index), as its own dtype."""
+        i, t = self._state_index(key)
         a = np.empty(t.shape, t.dtype)
-        _check(_lib.milc_model_state_read(self._h, index, a.ctypes.data, a.nbytes))
+        _check(_lib.milc_model_state_read(self._h, i, a.ctypes.data, a.nbytes))
         return a
 
-    def write_state(self, index, array):
+    def write_state(self, key, array):
+        """Sets state key (its name or index): array of its shape (converted
+        to its dtype); another shape is an error (E_INPUT)."""
+        i, t = self._state_index(key)
         a = np.ascontiguousarray(array)
-        _check(_lib.milc_model_state_write(self._h, index, a.ctypes.data, a.nbytes))
+        if a.shape != t.shape:
+            raise MilcError(E_INPUT, f"state {t.name}: shape {list(a.shape)}, the model holds {list(t.shape)}")
+        if a.dtype.kind != np.dtype(t.dtype).kind:
+            raise MilcError(E_INPUT, f"state {t.name}: dtype {a.dtype}, the model holds {np.dtype(t.dtype)}")
+        a = np.ascontiguousarray(a, dtype=t.dtype)
+        _check(_lib.milc_model_state_write(self._h, i, a.ctypes.data, a.nbytes))
 
     def reset_states(self):
         _check(_lib.milc_model_reset_states(self._h))

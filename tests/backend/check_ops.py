@@ -215,6 +215,7 @@ case("neg_expand_squeeze", {"x": (x23, "fp32")},
       const("a0", np.array([-4]), "int32"), "tensor<fp32, [2, 3, 1]> z = squeeze(x = y, axes = a0);"],
      {"y": (x23[None, :, :, None], "fp32"), "z": (x23[:, :, None], "fp32")})
 exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "check_ops_more.py")).read())
+exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "check_ops_data.py")).read())
 if failures:
     print("\n".join(failures))
     sys.exit(1)

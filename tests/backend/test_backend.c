@@ -507,22 +507,82 @@ TEST(conv_3x3_runs) {
     }
 }
 
-TEST(unsupported_op_is_diagnosed) {
-    const char *src = HDR "tensor<fp32, [1, 2, 4, 4]> x) {\n"
-                      "        tensor<int32, [2]> s = const()[val = tensor<int32, [2]>([2, 3])];\n"
-                      "        tensor<fp32, [2, 3]> r = random_normal(shape = s);\n"
-                      "    } -> (r);\n}\n";
+/* src fails to compile in modes 1 and 2 with a diagnostic holding each of want[]. */
+static void check_refused(const char *src, const char *const *want, int nwant) {
     for (int mode = 1; mode <= 2; mode++) {
         Compiled c;
         compile(&c, src, mode);
         CHECK_EQ_INT(c.rc, -1);
         CHECK(c.art == NULL);
         char *s = diags(&c);
-        CHECK(strstr(s, "error: op random_normal is not supported by the cpu backend yet\n") != NULL);
-        if (!strstr(s, "random_normal")) fputs(s, stderr);
+        bool all = true;
+        for (int i = 0; i < nwant; i++) all = all && strstr(s, want[i]);
+        CHECK(all);
+        if (!all) fputs(s, stderr);
         free(s);
         release(&c);
     }
+}
+
+TEST(unsupported_op_is_diagnosed) {
+    /* non_zero's result has a dynamic shape: the CPU backend cannot run it */
+    const char *src = HDR "tensor<fp32, [2, 3]> x) {\n"
+                      "        tensor<int32, [?, 2]> r = non_zero(x = x);\n"
+                      "    } -> (r);\n}\n";
+    const char *want[] = {"error: op non_zero is not supported by the cpu backend yet\n"};
+    check_refused(src, want, 1);
+}
+
+/* Scatter misuse is refused with a clear error at the op (since the checker
+ * follows coremltools' shape rule for updates, it is the checker that says so). */
+TEST(scatter_misuse_is_diagnosed) {
+    const char *src = HDR "tensor<fp32, [4, 5]> d, tensor<fp32, [4, 3]> u) {\n"
+                      "        tensor<int32, [2]> i = const()[val = tensor<int32, [2]>([1, 2])];\n"
+                      "        tensor<fp32, [4, 5]> y = scatter(data = d, indices = i, updates = u, axis = int32(1));\n"
+                      "    } -> (y);\n}\n";
+    const char *want[] = {"t.mil:5:", "error: scatter: 'updates' [4, 3] must be [4, 2]"};
+    check_refused(src, want, 2);
+}
+
+/* src compiles in modes 1 and 2, and its run fails with want. */
+static void check_run_fails(const char *src, const float *const *in, float *const *out, int want) {
+    for (int mode = 1; mode <= 2; mode++) {
+        Compiled c;
+        compile(&c, src, mode);
+        CHECK_EQ_INT(c.rc, 0);
+        if (c.art) CHECK_EQ_INT(run(&c, in, out, 0), want);
+        release(&c);
+    }
+}
+
+/* An index out of range is RT_EINDEX at run time, its update skipped. */
+TEST(scatter_index_out_of_range_is_an_error) {
+    const char *src = HDR "tensor<fp32, [4]> d, tensor<fp32, [2]> u) {\n"
+                      "        tensor<int32, [2, 1]> i = const()[val = tensor<int32, [2, 1]>([[1], [4]])];\n"
+                      "        tensor<fp32, [4]> y = scatter_nd(data = d, indices = i, updates = u, mode = string(\"update\"));\n"
+                      "    } -> (y);\n}\n";
+    float d[4] = {1, 2, 3, 4}, u[2] = {10, 20}, y[4];
+    const float *in[2] = {d, u};
+    float *out[1] = {y};
+    check_run_fails(src, in, out, RT_EINDEX);
+}
+
+/* A loop that never ends stops at RT_LOOP_MAX_ITERS with RT_ELOOP. */
+TEST(endless_while_loop_is_stopped) {
+    const char *src = HDR "tensor<fp32, [2]> x) {\n"
+                      "        tensor<fp32, [2]> y = while_loop(loop_vars = (x)) {\n"
+                      "            (tensor<fp32, [2]> s) {\n"
+                      "                bool go = const()[val = bool(true)];\n"
+                      "            } -> (go);\n"
+                      "            (tensor<fp32, [2]> s) {\n"
+                      "                tensor<fp32, [2]> t = add(x = s, y = fp32(1));\n"
+                      "            } -> (t);\n"
+                      "        };\n"
+                      "    } -> (y);\n}\n";
+    float x[2] = {0, 1}, y[2];
+    const float *in[1] = {x};
+    float *out[1] = {y};
+    check_run_fails(src, in, out, RT_ELOOP);
 }
 
 TEST(missing_weight_file_is_diagnosed) {
@@ -591,6 +651,9 @@ int main(void) {
     RUN(linear_post_views_fallback);
     RUN(conv_3x3_runs);
     RUN(unsupported_op_is_diagnosed);
+    RUN(scatter_misuse_is_diagnosed);
+    RUN(scatter_index_out_of_range_is_an_error);
+    RUN(endless_while_loop_is_stopped);
     RUN(missing_weight_file_is_diagnosed);
     RUN(view_chain_is_one_copy);
     TEST_MAIN_END();

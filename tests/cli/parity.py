@@ -9,8 +9,11 @@ chunks (--chunk layers each), the head (--part head), with the KV cache carried
 between runs as the chunks' inputs and outputs (--io split, unpadded: the CPU
 layout).  Checked: the prefill's logits at every position, then 16 greedy
 decode steps — each step's logits (relative L2 <= 2e-3) and the greedy token.
+With --kv state the decode chunks hold the cache as states (`--kv state`):
+each `milc run` is seeded with the caches (`--state NAME=FILE.npy`) and
+writes them back, updated in place by the chunk, for the next step.
 
-    parity.py MILC PRESET WEIGHTS [--chunk N] [--prompt N] [--steps N] [--ctx N]
+    parity.py MILC PRESET WEIGHTS [--chunk N] [--prompt N] [--steps N] [--ctx N] [--kv io|state]
 
 WEIGHTS is `random:SEED` (milc's own random weights, read back from the
 emitted programs and renamed to HF's tensors for the reference) or `hf:SEED`
@@ -42,6 +45,7 @@ ap.add_argument("--prompt", type=int, default=12)
 ap.add_argument("--steps", type=int, default=16)
 ap.add_argument("--ctx", type=int, default=0, help="decode cache slots (default: prompt + steps)")
 ap.add_argument("--tol", type=float, default=2e-3)
+ap.add_argument("--kv", choices=["io", "state"], default="io", help="decode with the cache as inputs and outputs, or as states")
 ap.add_argument("--extra", default="", help="more milc options, space-separated (e.g. --tied 0)")
 a = ap.parse_args()
 work = tempfile.mkdtemp(prefix="milc-parity-")
@@ -225,15 +229,16 @@ chunks = [(f, min(a.chunk, NL - f)) for f in range(0, NL, a.chunk)]
 calls = 0
 
 
-def run(opts, inputs):
+def run(opts, inputs, states=None):
     global calls
     calls += 1
     out = os.path.join(work, f"run{calls}")
     cmd = ["run", *common, *opts, "-o", out, "-q"]
-    for k, arr in inputs.items():
-        path = os.path.join(work, f"in{calls}-{k}.npy")
-        np.save(path, arr)
-        cmd += ["--input", f"{k}={path}"]
+    for flag, group in (("--input", inputs), ("--state", states or {})):
+        for k, arr in group.items():
+            path = os.path.join(work, f"in{calls}-{k}.npy")
+            np.save(path, arr)
+            cmd += [flag, f"{k}={path}"]
     milc(*cmd)
     return {f[:-4]: np.load(os.path.join(out, f)).astype(np.float32) for f in os.listdir(out)}
 
@@ -268,6 +273,7 @@ e = rel(logits, want)
 check(e <= a.tol, f"{a.preset} {a.weights}: prefill logits of {n} tokens, relative L2 {e:.2e}")
 
 dec = ["--phase", "decode", "--seq", "1", "--ctx", str(ctx)]
+st = a.kv == "state"
 worst, same = 0.0, 0
 for p in range(n, n + steps):
     tok = int(np.argmax(logits[-1]))
@@ -281,27 +287,36 @@ for p in range(n, n + steps):
     x = embed([tok], p, 1, dec)
     for f, c in chunks:
         inp = {"x": x}
-        mask = np.full((1, ctx + 1, 1, 1), -1e4, np.float16)
-        mask[0, :p, 0, 0] = 0  # cache slots 0..p-1
-        mask[0, ctx, 0, 0] = 0  # the new token
+        if st:  # the new token goes to slot p: the mask covers the cache after the write
+            mask = np.full((1, ctx, 1, 1), -1e4, np.float16)
+            mask[0, :p + 1, 0, 0] = 0
+            inp["pos"] = np.array([p], np.int32)
+        else:
+            mask = np.full((1, ctx + 1, 1, 1), -1e4, np.float16)
+            mask[0, :p, 0, 0] = 0  # cache slots 0..p-1
+            mask[0, ctx, 0, 0] = 0  # the new token
         inp["mask"] = mask
         if not gpt2:
             j = np.arange(hd)
             ang = p * P["rope_theta"] ** (-2.0 * (j % (hd // 2)) / hd)
             inp["rope_cos"] = np.cos(ang).reshape(1, hd, 1, 1).astype(np.float16)
             inp["rope_sin"] = np.sin(ang).reshape(1, hd, 1, 1).astype(np.float16)
-        for L in range(f, f + c):
-            inp[f"k_cache_{L}"], inp[f"v_cache_{L}"] = caches[f"k_cache_{L}"], caches[f"v_cache_{L}"]
-        o = run(["--layers", str(c), "--first-layer", str(f), *dec], inp)
+        mine = {f"{kv}_cache_{L}": caches[f"{kv}_cache_{L}"] for L in range(f, f + c) for kv in "kv"}
+        if st:
+            o = run(["--layers", str(c), "--first-layer", str(f), *dec, "--kv", "state"], inp, mine)
+            for name in mine:  # the states as the chunk left them: the next step's seeds
+                caches[name] = o[name].astype(np.float16)
+        else:
+            o = run(["--layers", str(c), "--first-layer", str(f), *dec], {**inp, **mine})
+            for L in range(f, f + c):
+                caches[f"k_cache_{L}"][..., p] = o[f"k_{L}"][..., 0]
+                caches[f"v_cache_{L}"][..., p] = o[f"v_{L}"][..., 0]
         x = o["y"].astype(np.float16)
-        for L in range(f, f + c):
-            caches[f"k_cache_{L}"][..., p] = o[f"k_{L}"][..., 0]
-            caches[f"v_cache_{L}"][..., p] = o[f"v_{L}"][..., 0]
     logits = run(["--part", "head", *dec], {"x": x})["logits"][0, :, 0, :].T
     with torch.no_grad():
         want = forward(torch.tensor(ids)).numpy()[-1:]
     worst = max(worst, rel(logits, want))
-check(worst <= a.tol, f"{a.preset} {a.weights}: {steps} decode steps, worst relative L2 of the logits {worst:.2e}")
-check(same == steps, f"{a.preset} {a.weights}: the same greedy token at {same} of {steps} steps")
+check(worst <= a.tol, f"{a.preset} {a.weights} kv {a.kv}: {steps} decode steps, worst relative L2 of the logits {worst:.2e}")
+check(same == steps, f"{a.preset} {a.weights} kv {a.kv}: the same greedy token at {same} of {steps} steps")
 print(f"parity: {'FAILED %d' % failures if failures else 'ok'} ({calls} milc runs)")
 sys.exit(1 if failures else 0)

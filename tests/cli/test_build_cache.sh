@@ -57,6 +57,19 @@ expect_in "$OUT" "hit (direct)"
 # Whole model in chunks, parameter lists.
 expect_rc 0 "$MILC" build --model tiny --chunk 1 --seq 16,32 --json
 expect_json "$OUT" "len(j['builds']) == 4"
+# Overlap: one program stored while the next is made (-j 2, the default on 2+
+# CPUs) gives -j 1's keys in -j 1's order, and a hit among the misses keeps
+# its place; every entry stored passes a full verify.
+keys_of() { printf '%s' "$1" | "$PY" -c "import json,sys; print(' '.join(b['key'] + ':' + b['outcome'] for b in json.load(sys.stdin)['builds']))"; }
+expect_rc 0 "$MILC" --cache-dir "$WORK/ov1" build --model tiny --chunk 1 --mode 0,2 --json -j 1
+ov1=$(keys_of "$OUT")
+expect_rc 0 "$MILC" --cache-dir "$WORK/ov2" build --model tiny --layers 1 --first_layer 1 --mode 2 --json
+mid=$(key_of "$OUT")
+expect_rc 0 "$MILC" --cache-dir "$WORK/ov2" build --model tiny --chunk 1 --mode 0,2 --json -j 2
+expect_eq "$(keys_of "$OUT")" "$(printf '%s' "$ov1" | sed "s/$mid:miss/$mid:direct_hit/")"
+expect_in "$(keys_of "$OUT")" "$mid:direct_hit"
+expect_rc 0 "$MILC" --cache-dir "$WORK/ov2" cache verify
+expect_rc 2 "$MILC" build --model tiny -j 3
 
 # cache ls / stat / show / verify.
 expect_rc 0 "$MILC" cache ls --json

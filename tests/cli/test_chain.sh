@@ -17,5 +17,10 @@ for model in tiny tiny-llama; do
     run "$PY" "$SRC/examples/chain_decode.py" --lib "$LIB" --model $model --mode $mode --prompt 12 --steps 3 --io packed
     if [ "$RC" = 0 ]; then ok; else fail "chain $model packed mode $mode: $OUT $ERR"; fi
   done
+  # The cache held as states by the decode chunk (--kv state): seeded once, updated in place.
+  for mode in 1 2; do
+    run "$PY" "$SRC/examples/chain_decode.py" --lib "$LIB" --model $model --mode $mode --prompt 12 --steps 3 --kv state
+    if [ "$RC" = 0 ]; then ok; else fail "chain $model kv state mode $mode: $OUT $ERR"; fi
+  done
 done
 if [ -z "$(ls -A "$TMPDIR")" ]; then ok; else fail "the example left $(ls "$TMPDIR") behind"; fi

@@ -2,7 +2,8 @@
 # chunks and head of --part embed|layers|head) against an independent PyTorch
 # implementation of the Hugging Face GPT-2 and Llama (parity.py): the
 # prefill's logits and 16 greedy decode steps, relative L2 <= 2e-3 and the
-# same tokens; milc's random weights and a Hugging Face .safetensors.
+# same tokens; milc's random weights and a Hugging Face .safetensors; the
+# decode with the cache as inputs and outputs and as states.
 # test_parity_slow.sh: the other weight sources, and the real shapes.
 parity() {
   run "$PY" "$SRC/tests/cli/parity.py" "$MILC" "$@"
@@ -11,6 +12,9 @@ parity() {
 parity tiny hf:1
 parity tiny-llama random:0 --chunk 2
 parity tiny-llama hf:2 --extra=--tied=0
+# the decode chain with the cache as states (--kv state), carried run to run by --state
+parity tiny hf:1 --kv state
+parity tiny-llama hf:2 --chunk 2 --kv state
 
 # Bad input: an id past the vocabulary, a position past the model's, more
 # tokens than positions, a checkpoint without the embedding: exit 1, named.

@@ -285,10 +285,10 @@ TEST(describe) {
     CHECK(strstr(s, "  --phase enum             default prefill, one of prefill, decode\n"));
     CHECK(strstr(s, "  --rope_theta float       default 500000, >= 1\n"));
     CHECK(strstr(s, "  hd = dim / heads\n"));
-    CHECK(strstr(s, "blocks: blocks/embed blocks/rmsnorm blocks/proj blocks/packed_in blocks/cols blocks/rope blocks/attention "
-                    "blocks/packed_kv\n"));
+    CHECK(strstr(s, "blocks: blocks/embed blocks/rmsnorm blocks/proj blocks/packed_in blocks/cols blocks/kv_state_at "
+                    "blocks/rope blocks/kv_state blocks/attention blocks/packed_kv\n"));
     free(s);
-    CHECK_EQ_INT(gen_template_param_count(t), 18);
+    CHECK_EQ_INT(gen_template_param_count(t), 19);
     gen_template_free(t);
     diag_free(&d);
 }
@@ -302,7 +302,7 @@ TEST(canonical_and_presets) {
     if (!c) return;
     char *s = gen_config_canonical(c);
     CHECK_STR(s, "template=llama\nctx=48\ndim=128\neps=0x1.4f8b588e368f1p-17\nffn=256\nfirst_layer=0\nheads=4\n"
-                 "io=packed\nkv_heads=2\nlayers=2\nmin_seq=16\nmodel_layers=2\npart=layers\nphase=decode\nproj=conv\n"
+                 "io=packed\nkv=io\nkv_heads=2\nlayers=2\nmin_seq=16\nmodel_layers=2\npart=layers\nphase=decode\nproj=conv\n"
                  "rope_theta=0x1.388p+13\nseq=1\ntied=1\nvocab=512\n");
     free(s);
     CHECK_STR(gen_config_preset(c), "tiny-llama");
@@ -585,12 +585,138 @@ TEST(weights_digest) {
     diag_free(&d);
 }
 
+/* Every bf16 value, at every alignment and tail length, gives the same
+ * fp16 bytes through each loop this CPU has (the weight file, and so the
+ * cache key, must not depend on the CPU), and the portable loop rounds as
+ * IEEE says on the values where it matters. */
+TEST(bf16_variants_agree) {
+    enum { N = 65536 };
+    uint16_t *src = malloc((N + 64) * 2), *want = malloc(N * 2), *got = malloc((N + 64) * 2);
+    for (uint32_t i = 0; i < N; i++) src[i] = (uint16_t)i;
+    GenConvertFn fn[4];
+    const char *name[4];
+    int n = gen_bf16_variants(fn, name, 4);
+    CHECK(n >= 1 && !strcmp(name[0], "portable"));
+    fn[0](src, want, N);
+    static const uint16_t cases[][2] = {
+        {0x3f80, 0x3c00}, {0xbf80, 0xbc00}, {0x0000, 0x0000}, {0x8000, 0x8000}, /* ±1, ±0 */
+        {0x477f, 0x7bf8}, {0x4780, 0x7c00},                                     /* 65280; 65536 overflows */
+        {0x7f80, 0x7c00}, {0xff80, 0xfc00}, {0x7fc0, 0x7e00},                   /* ±Inf, a quiet NaN */
+        {0x3380, 0x0001}, {0x3300, 0x0000}, {0x3340, 0x0001},                   /* 2^-24; 2^-25 ties to 0; 1.5*2^-25 up */
+        {0x3f81, 0x3c08}, {0x0001, 0x0000},                                     /* 1 + 2^-7; a bf16 subnormal */
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        if (want[cases[k][0]] != cases[k][1]) printf("  bf16 %04x -> %04x, want %04x\n", cases[k][0], want[cases[k][0]], cases[k][1]);
+        CHECK(want[cases[k][0]] == cases[k][1]);
+    }
+    for (int v = 1; v < n; v++) {
+        memset(got, 0, N * 2);
+        fn[v](src, got, N);
+        if (memcmp(got, want, N * 2)) printf("  %s differs from portable\n", name[v]);
+        CHECK(memcmp(got, want, N * 2) == 0);
+        for (size_t at = 0; at < 17; at++) { /* unaligned starts, every tail length */
+            size_t len = 4096 + 1 - at;
+            memset(got, 0xee, (len + 2) * 2);
+            fn[v](src + 1000 + at, got + 1, len);
+            CHECK(memcmp(got + 1, want + 1000 + at, len * 2) == 0 && got[0] == 0xeeee && got[len + 1] == 0xeeee);
+        }
+    }
+    free(src), free(want), free(got);
+}
+
+/* A checkpoint of zeros holding every tensor p maps, in F16 (the shapes
+ * without their 1-dims, as Hugging Face stores them). */
+static void write_zero_checkpoint(const GenProgram *p, const char *path) {
+    char hdr[1 << 15];
+    size_t len = 0;
+    uint64_t off = 0;
+    len += (size_t)snprintf(hdr, sizeof hdr, "{");
+    for (int i = 0; i < p->nweights; i++) {
+        const GenWeight *w = &p->weights[i];
+        if (!w->source) continue;
+        len += (size_t)snprintf(hdr + len, sizeof hdr - len, "%s\"%s\":{\"dtype\":\"F16\",\"shape\":[",
+                                len > 1 ? "," : "", w->source);
+        for (int k = 0, nd = 0; k < w->rank; k++)
+            if (w->shape[k] != 1) len += (size_t)snprintf(hdr + len, sizeof hdr - len, "%s%lld", nd++ ? "," : "", (long long)w->shape[k]);
+        len += (size_t)snprintf(hdr + len, sizeof hdr - len, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
+                                (unsigned long long)(off + w->count * 2));
+        off += w->count * 2;
+    }
+    len += (size_t)snprintf(hdr + len, sizeof hdr - len, "}");
+    CHECK(len < sizeof hdr);
+    FILE *f = fopen(path, "wb");
+    uint8_t le[8];
+    for (int k = 0; k < 8; k++) le[k] = (uint8_t)((uint64_t)len >> 8 * k);
+    fwrite(le, 1, 8, f);
+    fwrite(hdr, 1, len, f);
+    for (uint64_t k = 0; k < off; k++) fputc(0, f);
+    fclose(f);
+}
+
+/* The weights compiled are the bytes hashed: a checkpoint written in place
+ * or cut after it was opened (and hashed) fails the build, naming why, and
+ * one replaced by a rename is still read from the file that was opened. */
+TEST(checkpoint_changed_while_open) {
+    const char *const kv[] = {"--layers", "1", NULL};
+    DiagSink d;
+    diag_init(&d);
+    GenConfig *c = config(&SP, "tiny-llama", kv, &d);
+    Arena a;
+    arena_init(&a);
+    GenProgram p;
+    CHECK(c && gen_config_expand(c, &a, &p, &d) == 0);
+    char ck[128], out[128];
+    snprintf(ck, sizeof ck, "%s/zero.safetensors", tmpdir);
+    snprintf(out, sizeof out, "%s/ckout", tmpdir);
+    for (int how = 0; how < 3; how++) {
+        write_zero_checkpoint(&p, ck);
+        GenWeights *w = NULL;
+        CHECK_EQ_INT(gen_weights_open(ck, &w, &d), 0);
+        struct stat sb;
+        CHECK(stat(ck, &sb) == 0);
+        if (how == 0) { /* in place, once the clock has moved past the open's stat */
+            usleep(30000);
+            FILE *f = fopen(ck, "r+b");
+            fseek(f, -2, SEEK_END);
+            fputc(1, f);
+            fclose(f);
+        } else if (how == 1) {
+            CHECK(truncate(ck, sb.st_size / 2) == 0);
+        } else { /* replaced: another file now has the name */
+            char tmp[160];
+            snprintf(tmp, sizeof tmp, "%s.new", ck);
+            write_text(tmp, "not a checkpoint");
+            CHECK(rename(tmp, ck) == 0);
+        }
+        GenResult r;
+        int rc = gen_generate(c, &(GenOptions){.weights = ck, .source = w, .compile_mode = -1}, out, &r, &d);
+        char *s = headlines(&d);
+        if (how == 2) {
+            CHECK_EQ_INT(rc, 0);
+            CHECK_STR(s, "");
+            if (rc == 0) gen_result_free(&r);
+        } else {
+            CHECK_EQ_INT(rc, -1);
+            CHECK(d.system_errors > 0);
+            CHECK(strstr(s, how == 0 ? "the file was changed while milc read it" : "the file shrank while it was read"));
+            if (!strstr(s, "zero.safetensors")) printf("  got: %s", s);
+        }
+        free(s);
+        gen_weights_close(w);
+        diag_free(&d);
+        diag_init(&d);
+    }
+    arena_free(&a);
+    gen_config_free(c);
+    diag_free(&d);
+}
+
 /* ---- parameter errors ---- */
 
 TEST(parameter_errors) {
     char *s;
     CHECK_STR(s = errors_of(&SP, "tiny", (const char *[]){"--heads", "5", NULL}),
-              "$T/gpt2.xml:25: error: 128 is not divisible by 5 (in 'dim / heads')\n");
+              "$T/gpt2.xml:26: error: 128 is not divisible by 5 (in 'dim / heads')\n");
     free(s);
     CHECK_STR(s = errors_of(&SP, "tiny", (const char *[]){"--dim", "abc", NULL}),
               "error: --dim: expected an integer, got 'abc'\n");
@@ -610,13 +736,13 @@ TEST(parameter_errors) {
               "error: template 'gpt2' has no parameter 'kv-heads' (see: milc templates show gpt2)\n");
     free(s);
     CHECK_STR(s = errors_of(&SP, "tiny", (const char *[]){"--first_layer", "1", NULL}),
-              "$T/gpt2.xml:36: error: layers 1..2 do not exist in a 2-layer model\n");
+              "$T/gpt2.xml:38: error: layers 1..2 do not exist in a 2-layer model\n");
     free(s);
     CHECK_STR(s = errors_of(&SP, "tiny-llama", (const char *[]){"--kv_heads", "3", NULL}),
-              "$T/llama.xml:38: error: heads (4) must be a multiple of kv_heads (3)\n");
+              "$T/llama.xml:40: error: heads (4) must be a multiple of kv_heads (3)\n");
     free(s);
     CHECK_STR(s = errors_of(&SP, "tiny-llama", (const char *[]){"--heads", "128", "--kv-heads", "128", NULL}),
-              "$T/llama.xml:39: error: the head dimension dim / heads = 1 must be even for RoPE\n");
+              "$T/llama.xml:41: error: the head dimension dim / heads = 1 must be even for RoPE\n");
     free(s);
     CHECK_STR(s = errors_of(&SP, "nosuch", NULL), "error: template 'nosuch' not found in the template path\n");
     free(s);
@@ -933,6 +1059,8 @@ int main(void) {
     RUN(chunks_compose);
     RUN(fill_variants_agree);
     RUN(weights_digest);
+    RUN(bf16_variants_agree);
+    RUN(checkpoint_changed_while_open);
     RUN(parameter_errors);
     RUN(template_errors);
     RUN(generated_error_points_at_template);

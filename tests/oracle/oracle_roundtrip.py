@@ -19,6 +19,7 @@ Exit 0 on success; 77 (ctest's skip code) without the oracle unless CI=true,
 when a missing oracle fails the test."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -58,7 +59,22 @@ GOLDEN = {  # golden file -> the emit options that make it (tests/gen/test_gen.c
 KINDS = {  # further generated chunk kinds, no golden file
     "gpt2_verify": ["--model", "tiny", "--phase", "decode", "--seq", "4"],
     "gpt2_prefill_mode0": ["--model", "tiny", "--mode", "0"],
+    # the KV cache held as iOS18 states (read_state, slice_update at a run-time position, coreml_update_state)
+    "gpt2_decode_kv_state": ["--model", "tiny", "--phase", "decode", "--seq", "1", "--kv", "state"],
+    "llama_verify_kv_state": ["--model", "tiny-llama", "--phase", "decode", "--seq", "4", "--min-seq", "1", "--kv", "state"],
 }
+
+
+UPDATE_RE = re.compile(r'^(\s*)(tensor<[^>]*>) (\w+) = coreml_update_state\(state = (\w+), value = (\w+)\)\[name = string\("(\w+)"\)\];$',
+                       re.M)
+
+
+def package_form(text):
+    """The program as a package holds it: coreml_update_state written as
+    write_state + read_state, as coremltools writes it."""
+    return UPDATE_RE.sub(lambda m: '%swrite_state(data = %s, input = %s)[name = string("%s_write_state")];\n'
+                         '%s%s %s = read_state(input = %s)[name = string("%s")];'
+                         % (m[1], m[5], m[4], m[6], m[1], m[2], m[3], m[4], m[6]), text)
 
 
 def roundtrip(name, opts, golden):
@@ -75,7 +91,7 @@ def roundtrip(name, opts, golden):
         failures.append("%s: coremltools does not load milc's package: %s" % (name, (r.stdout + r.stderr)[-1500:]))
         return
     back = sh(MILC, "fmt", pkg).stdout
-    if back != text:
+    if back != package_form(text):
         failures.append("%s: package read back differs from the program" % name)
     print("ok  %-22s milc -> package -> coremltools loads it -> milc reads the same text" % name)
 
@@ -299,6 +315,22 @@ def states_roundtrip():
         failures.append("ct_state: coremltools -> milc -> package -> milc changed the program")
         return
     print("ok  %-22s coremltools' package with a state -> milc -> package -> coremltools loads it" % "ct_state")
+    # ... and milc runs it: the state seeded from a file, its final value written beside y.
+    rng = np.random.RandomState(4)
+    seed, kv = rng.randn(1, 2, 8, 4).astype(np.float16), rng.randn(1, 2, 1, 4).astype(np.float16)
+    np.save(os.path.join(WORK, "ct_seed.npy"), seed)
+    np.save(os.path.join(WORK, "ct_kv.npy"), kv)
+    out = os.path.join(WORK, "ct_state_run")
+    sh(MILC, "-q", "run", ct_pkg, "--input", "kv=" + os.path.join(WORK, "ct_kv.npy"),
+       "--state", "cache=" + os.path.join(WORK, "ct_seed.npy"), "-o", out)
+    want = seed.copy()
+    want[:, :, 3:4, :] = kv
+    y, cache = np.load(os.path.join(out, "y.npy")), np.load(os.path.join(out, "cache.npy"))
+    wy = want.astype(np.float32).sum(axis=2)
+    if not np.array_equal(cache, want) or np.abs(y.astype(np.float32) - wy).max() > 2e-3 * np.abs(wy).max():
+        failures.append("ct_state: milc run of coremltools' package with a seeded state differs from numpy")
+        return
+    print("ok  %-22s coremltools' package with a state run by milc (--state seed), matches numpy" % "ct_state")
     bad_states(ct_pkg)
 
 

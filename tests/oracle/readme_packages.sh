@@ -6,11 +6,7 @@
 # usage: readme_packages.sh MILC SRC ORACLE_DIR WORK
 set -euo pipefail
 MILC=$1 SRC=$2 ORACLE=$3 WORK=$4
-export PYTHONPATH=${PYTHONPATH:-/tmp/coreml-oracle/lib}
-if ! /usr/bin/python3 -c 'import coremltools' 2>/dev/null; then
-  [ "${CI:-}" = true ] && { echo "coremltools not importable (PYTHONPATH=$PYTHONPATH)"; exit 1; }
-  echo "skip: the coremltools oracle is not set up"; exit 77
-fi
+source "$(dirname "$0")/oracle_env.sh"
 rm -rf "$WORK"; mkdir -p "$WORK"; cd "$WORK"
 export MILC_CACHE_DIR="$WORK/cache"
 /usr/bin/python3 "$SRC/examples/coreml_mlp.py" mlp.mlpackage x.npy >/dev/null 2>&1

@@ -1,34 +1,15 @@
 """The Python binding (python/milc) against the real libmilc and milc:
 build a chunk chain, run it in this process, and compare with `milc run` of
 the same chunks; hits on the second build; errors as MilcError with milc's
-message and status; states reported unsupported; prewarm; nothing left in
+message and status; no states on a chunk (test_states.py runs them); prewarm; nothing left in
 the cache directory but the cache.
 
     test_binding.py SRC LIBMILC MILC"""
 import os, subprocess, sys, tempfile
 import numpy as np
 
-src, lib, milc_exe = sys.argv[1:4]
-sys.path.insert(0, os.path.join(src, "python"))
-import milc  # noqa: E402
-
-milc.load_library(lib)
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
-
-
-def raises(status, fn, what):
-    try:
-        fn()
-    except milc.MilcError as e:
-        check(e.status == status and e.message, f"{what}: status {e.status} ({e.message.splitlines()[0]})")
-        return e
-    check(False, f"{what}: no error")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import milc, milc_exe, check, raises, failures  # noqa: E402
 
 
 with tempfile.TemporaryDirectory() as work:
@@ -41,13 +22,16 @@ with tempfile.TemporaryDirectory() as work:
         check([p.key for p in again] == [p.key for p in progs] and all(p.outcome != "built" for p in again),
               "the same request again: every chunk a hit, same keys")
         y = x
+        y0 = None
         for p in progs:
             with cache.load(p.key) as m:
                 check([t.name for t in m.inputs] == ["x"] and m.mode == 2, f"chunk {p.label}: x -> {[t.name for t in m.outputs]}")
                 y = m.run({"x": y})["y"]
+                y0 = y if y0 is None else y0
                 check(m.last_stats["dispatches"] > 0, "run stats counted dispatches")
                 check(m.states == [], "no states")
-                raises(milc.E_UNSUPPORTED, m.reset_states, "reset_states")
+                m.reset_states()  # nothing to reset: not an error
+                raises(milc.E_USAGE, lambda: m.read_state("k"), "reading a state the chunk does not have")
                 raises(milc.E_USAGE, lambda: m.run({"x": np.zeros((1, 2))}), "an input of the wrong shape")
                 raises(milc.E_USAGE, lambda: m.run({}), "a missing input")
         # The CLI, chunk by chunk, through files, in its own cache.
@@ -61,6 +45,21 @@ with tempfile.TemporaryDirectory() as work:
         want = np.load(prev)
         check(want.dtype == y.dtype and np.array_equal(want, y) and np.abs(y).max() > 0,
               "the binding's chain equals milc run's, bit for bit")
+
+        # A program file compiled without the cache runs like the cached chunk.
+        mdir = os.path.join(work, "m")
+        subprocess.run([milc_exe, "emit", "--model", "tiny", "--io", "split", "--layers", "1", "-o", mdir, "-q"], check=True)
+        art = os.path.join(work, "m.milc")
+        milc.compile_file(os.path.join(mdir, "model.mil"), art)
+        with milc.Model.load_file(art) as m:
+            check(m.mode == 2 and np.array_equal(m.run({"x": x})["y"], y0), "compile_file: its artifact runs like the cached chunk")
+        bad = os.path.join(work, "bad.mil")
+        with open(bad, "w") as f:
+            f.write("program(1.0)\n{\n  func main<ios16>(tensor<fp32, [2]> x) {\n    tensor<fp32, [3]> y = relu(x = x);\n  } -> (y);\n}\n")
+        e = raises(milc.E_INPUT, lambda: milc.compile_file(bad, os.path.join(work, "bad.milc")), "compile_file of a program that fails its checks")
+        check(e is not None and "bad.mil:" in e.message and not os.path.exists(os.path.join(work, "bad.milc")),
+              "the message names the file, and no artifact is written")
+        raises(milc.E_USAGE, lambda: milc.compile_file(bad, art, mode=7), "compile_file in mode 7")
 
         info = cache.artifact_info(progs[0].key)
         check(info["mode"] == 2 and info["bytes"] > 0, f"artifact_info: {info}")

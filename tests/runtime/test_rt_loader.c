@@ -481,6 +481,158 @@ TEST(models_share_a_pool) {
     rt_artifact_free(a);
 }
 
+/* States: an fp16 state s [6] read (widened), added to x, written back with
+ * an UPDATE at a run-time begin; its old value is the output.  Kept from run
+ * to run, set and read by name, checked by shape and dtype; a box outside
+ * the state writes nothing; hostile state records are refused. */
+static RtArtifact *build_state(void) {
+    RtPlanBuilder *b = rtb_new(RT_MODE_BOTH);
+    int s = rtb_state(b, "s", RT_F16, 1, (const int64_t[]){6});
+    int x = rtb_input(b, "x", RT_F32, 1, (const int64_t[]){2});
+    int at = rtb_input(b, "at", RT_I32, 1, (const int64_t[]){1});
+    int out = rtb_temp(b, RT_F32, 1, (const int64_t[]){6});
+    for (int p = 0; p < 2; p++) {
+        rtb_program(b, (RtProgram)p);
+        int part = rtb_temp(b, RT_F32, 1, (const int64_t[]){2}), sum = rtb_temp(b, RT_F32, 1, (const int64_t[]){2});
+        int end = rtb_temp(b, RT_I32, 1, (const int64_t[]){1});
+        RtCopyParams cp = {.rank = 1, .dims = {6}, .src_stride = {1}, .dst_stride = {1}};
+        rtb_op(b, RT_OP_COPY, &s, 1, &out, 1, &cp, sizeof cp); /* the old value, before the write */
+        RtCopyParams c2 = {.rank = 1, .dims = {2}, .src_stride = {1}, .dst_stride = {1}};
+        rtb_op(b, RT_OP_COPY, &s, 1, &part, 1, &c2, sizeof c2);
+        RtBinaryParams bp = {RT_BIN_ADD};
+        rtb_op(b, RT_OP_BINARY, (const int[]){part, x}, 2, &sum, 1, &bp, sizeof bp);
+        int two = rtb_weight(b, "two", RT_I32, 1, (const int64_t[]){1}, (const int32_t[]){2});
+        rtb_op(b, RT_OP_BINARY, (const int[]){at, two}, 2, &end, 1, &bp, sizeof bp);
+        RtUpdateParams up = {0};
+        rtb_op(b, RT_OP_UPDATE, (const int[]){sum, at, end}, 3, &s, 1, &up, sizeof up);
+    }
+    rtb_output(b, "old", out, RT_F32);
+    RtArtifact *a = NULL;
+    char err[200];
+    if (rtb_finish(b, "", 0, &a, err, sizeof err)) fprintf(stderr, "build: %s\n", err);
+    rtb_free(b);
+    return a;
+}
+
+static int run_state(RtModel *m, float x0, float x1, int32_t at, float *old, int flags) {
+    float x[2] = {x0, x1};
+    RtTensor in[2] = {{.dtype = RT_F32, .rank = 1, .dims = {2}, .data = x, .size = sizeof x},
+                      {.dtype = RT_I32, .rank = 1, .dims = {1}, .data = &at, .size = sizeof at}};
+    RtTensor out = {.dtype = RT_F32, .rank = 1, .dims = {6}, .data = old, .size = 6 * sizeof(float)};
+    return rt_run(m, in, 2, &out, 1, flags, NULL);
+}
+
+TEST(states) {
+    RtArtifact *a = build_state();
+    CHECK(a != NULL);
+    if (!a) return;
+    const RtSection *cs;
+    int cn;
+    rt_artifact_sections(a, &cs, &cn);
+    char err[256] = "";
+    for (int flags = 0; flags <= RT_RUN_NONBONDED; flags++) {
+        RtModel *m = NULL;
+        CHECK_EQ_INT(rt_model_load(&m, cs, cn, &(RtLoadOptions){.nthreads = 2}, err, sizeof err), RT_OK);
+        if (!m) return;
+        RtIoInfo si;
+        CHECK(rt_model_nstates(m) == 1 && rt_model_state(m, 0, &si) == RT_OK && !strcmp(si.name, "s") && si.dtype == RT_F16);
+        CHECK_EQ_INT(rt_model_find_state(m, "s"), 0);
+        CHECK_EQ_INT(rt_model_find_state(m, "x"), RT_EINVAL);
+        uint16_t h[6];
+        float old[6], want[6] = {0};
+        RtTensor st = {.dtype = RT_F16, .rank = 1, .dims = {6}, .data = h, .size = sizeof h};
+        CHECK_EQ_INT(rt_model_state_get(m, 0, &st), RT_OK);
+        for (int i = 0; i < 6; i++) CHECK(h[i] == 0); /* zero at load */
+        /* three runs: each reads what the one before left */
+        const int32_t ats[3] = {0, 4, 1};
+        for (int r = 0; r < 3; r++) {
+            CHECK_EQ_INT(run_state(m, 1.5f + (float)r, -2.0f, ats[r], old, flags), RT_OK);
+            for (int i = 0; i < 6; i++) CHECK(old[i] == want[i]);
+            /* the new box: the state's first two, plus x, at ats[r] (fp16 exact here) */
+            float first[2] = {want[0], want[1]};
+            want[ats[r]] = first[0] + 1.5f + (float)r, want[ats[r] + 1] = first[1] - 2.0f;
+        }
+        CHECK_EQ_INT(rt_model_state_get(m, 0, &st), RT_OK);
+        for (int i = 0; i < 6; i++) CHECK(half_to_float(h[i]) == want[i]);
+        /* a box past the end: RT_EINDEX, nothing written; -3 (end -1): from the end */
+        CHECK_EQ_INT(run_state(m, 9, 9, 5, old, flags), RT_EINDEX);
+        CHECK_EQ_INT(run_state(m, 9, 9, -7, old, flags), RT_EINDEX);
+        CHECK_EQ_INT(rt_model_state_get(m, 0, &st), RT_OK);
+        for (int i = 0; i < 6; i++) CHECK(half_to_float(h[i]) == want[i]);
+        CHECK_EQ_INT(run_state(m, 0, 0, -3, old, flags), RT_OK);
+        want[3] = want[0], want[4] = want[1];
+        /* seeds: the state's own dtype and shape only */
+        for (int i = 0; i < 6; i++) h[i] = float_to_half((float)i);
+        CHECK_EQ_INT(rt_model_state_set(m, 0, &st), RT_OK);
+        CHECK_EQ_INT(run_state(m, 0, 0, 0, old, flags), RT_OK);
+        for (int i = 0; i < 6; i++) CHECK(old[i] == (float)i);
+        float f[6] = {0};
+        RtTensor bad = {.dtype = RT_F32, .rank = 1, .dims = {6}, .data = f, .size = sizeof f};
+        CHECK_EQ_INT(rt_model_state_set(m, 0, &bad), RT_EBIND);
+        bad = (RtTensor){.dtype = RT_F16, .rank = 1, .dims = {5}, .data = h, .size = sizeof h};
+        CHECK_EQ_INT(rt_model_state_set(m, 0, &bad), RT_EBIND);
+        bad = (RtTensor){.dtype = RT_F16, .rank = 1, .dims = {6}, .data = h, .size = 4};
+        CHECK_EQ_INT(rt_model_state_get(m, 0, &bad), RT_EBIND);
+        CHECK_EQ_INT(rt_model_state_set(m, 1, &st), RT_EINVAL);
+        rt_model_state_reset(m);
+        CHECK_EQ_INT(rt_model_state_get(m, 0, &st), RT_OK);
+        for (int i = 0; i < 6; i++) CHECK(h[i] == 0);
+        rt_model_free(m);
+    }
+    /* hostile state records (resealed): each refused with its message */
+    struct {
+        size_t off; /* in the state record, after the outputs' */
+        uint32_t val;
+        const char *msg;
+    } bad[] = {{0, 1, "is not a state"}, {4, RT_F32, "is not its buffer's"}, {0, 99, "is not a state"}};
+    for (int k = 0; k < 4; k++) {
+        RtSection s[32];
+        memcpy(s, cs, sizeof(RtSection) * (size_t)cn);
+        unsigned char *man = malloc(s[0].size), *meta = NULL;
+        memcpy(man, s[0].data, s[0].size);
+        s[0].data = man;
+        for (int i = 1; i < cn; i++)
+            if (s[i].kind == RT_SEC_META) {
+                meta = malloc(s[i].size);
+                memcpy(meta, s[i].data, s[i].size);
+                s[i].data = meta;
+            }
+        uint32_t head[4];
+        memcpy(head, meta, sizeof head);
+        const char *msg;
+        if (k < 3) {
+            size_t rec = 16 + (size_t)head[0] * 64 + (size_t)(head[1] + head[2]) * 72;
+            memcpy(meta + rec + bad[k].off, &bad[k].val, 4);
+            msg = bad[k].msg;
+        } else { /* a state buffer without its record: the count says none */
+            head[3] = 0;
+            memcpy(meta, head, sizeof head);
+            /* the meta keeps its bytes: its size no longer matches the counts */
+            msg = "meta section is";
+        }
+        reseal(s, cn, man);
+        RtModel *m = NULL;
+        CHECK_EQ_INT(rt_model_load(&m, s, cn, &(RtLoadOptions){.nthreads = 1}, err, sizeof err), RT_EFORMAT);
+        if (!strstr(err, msg)) fprintf(stderr, "state case %d: got '%s'\n", k, err);
+        CHECK(strstr(err, msg) != NULL);
+        if (m) rt_model_free(m);
+        free(man);
+        free(meta);
+    }
+    rt_artifact_free(a);
+    /* only an UPDATE writes a state; a state is never an output */
+    RtPlanBuilder *b = rtb_new(RT_MODE_BONDED);
+    int s = rtb_state(b, "s", RT_F32, 1, (const int64_t[]){2});
+    int x = rtb_input(b, "x", RT_F32, 1, (const int64_t[]){2});
+    RtCopyParams cp = {.rank = 1, .dims = {2}, .src_stride = {1}, .dst_stride = {1}};
+    CHECK(rtb_op(b, RT_OP_COPY, &x, 1, &s, 1, &cp, sizeof cp) < 0 && strstr(rtb_error(b), "not a temp"));
+    rtb_free(b);
+    b = rtb_new(RT_MODE_BONDED);
+    s = rtb_state(b, "s", RT_F32, 1, (const int64_t[]){2});
+    CHECK(rtb_output(b, "s", s, RT_F32) < 0 && strstr(rtb_error(b), "a state"));
+    rtb_free(b);
+}
+
 int main(void) {
     RUN(roundtrip);
     RUN(truncated);
@@ -488,5 +640,6 @@ int main(void) {
     RUN(targeted_corruption);
     RUN(io_names_are_identifiers);
     RUN(models_share_a_pool);
+    RUN(states);
     TEST_MAIN_END();
 }

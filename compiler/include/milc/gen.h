@@ -151,12 +151,21 @@ bool gen_config_get_str(const GenConfig *c, const char *name, const char **out);
 
 /* ---- generation --------------------------------------------------------- */
 
-/* A weight source, read once: "random" or "random:SEED" (SEED a decimal
- * uint64; NULL means random:0), or a .safetensors checkpoint read whole
- * into memory and validated.  Its digest and every program generated from it
- * come from the same bytes, whatever happens to the file meanwhile: a key
- * made from the digest names exactly the weights compiled.  0, or -1 with an
- * error in d (a missing, unreadable or malformed checkpoint). */
+/* The size of the weight file the config's program would have (records and
+ * headers), from the template's weight declarations alone: nothing is
+ * generated, so it is cheap at any model size (`build --chunk auto` sizes
+ * chunks with it).  0, or -1 with diagnostics in d. */
+int gen_config_weight_bytes(GenConfig *c, uint64_t *bytes, DiagSink *d);
+
+/* A weight source, opened once: "random" or "random:SEED" (SEED a decimal
+ * uint64; NULL means random:0), or a .safetensors checkpoint: its header
+ * read and validated, every byte hashed (the digest), the descriptor kept;
+ * a program reads the tensors it maps by pread when it is generated, so
+ * memory does not grow with the checkpoint.  A key made from the digest
+ * names exactly the weights compiled: a checkpoint replaced by a rename is
+ * still read from the file opened, and one written in place or cut after
+ * the open fails the generation (a system error) instead of mixing bytes.
+ * 0, or -1 with an error in d (a missing, unreadable or malformed file). */
 typedef struct GenWeights GenWeights;
 int gen_weights_open(const char *weights, GenWeights **out, DiagSink *d);
 /* The source's digest, as gen_weights_digest gives for the same bytes. */
@@ -193,6 +202,7 @@ typedef struct GenIo {
     char *dtype;       /* "fp16", ... */
     int rank;
     int64_t shape[8];
+    bool state;        /* an input held as state<tensor<...>> (ios18): the model keeps it across runs */
 } GenIo;
 
 typedef struct GenResult {

@@ -35,7 +35,7 @@ typedef struct SafetensorsTensor {
     size_t count;            /* product of dims (1 for rank 0) */
     size_t nbytes;           /* count × itemsize = end - begin */
     uint64_t offset;         /* of the data, from the start of the file */
-    const void *data;        /* into the file's bytes; valid until safetensors_close */
+    const void *data;        /* into the file's bytes; valid until safetensors_close (NULL: header only) */
     bool aligned;            /* data is aligned for the dtype (else read it with memcpy) */
 } SafetensorsTensor;
 
@@ -56,6 +56,11 @@ typedef struct SafetensorsFile {
 int safetensors_open(SafetensorsFile *f, const char *path, DiagSink *d);
 /* The same on memory the caller owns and keeps alive. */
 int safetensors_parse(SafetensorsFile *f, const char *name, const void *bytes, size_t size, DiagSink *d);
+/* The header only, of the open file fd whose size is size, read by pread:
+ * every check above against that size, the data left unread (each
+ * tensor's data NULL, bytes NULL: the caller preads data at offset).  For
+ * a checkpoint of gigabytes that must not be held in memory whole. */
+int safetensors_read_header(SafetensorsFile *f, const char *name, int fd, uint64_t size, DiagSink *d);
 void safetensors_close(SafetensorsFile *f);
 
 /* The tensor called name, or NULL.  O(log n). */

@@ -6,7 +6,9 @@
 #define MILC_LIB_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "milc.h"
 #include "milc/plan.h"
@@ -39,6 +41,10 @@ typedef struct LibScratch {
 void lib_set_scratch(const LibScratch *s); /* NULL: the default */
 int lib_scratch_make(const char *root, const char *prefix, char *out, size_t n);
 void lib_scratch_remove(const char *dir);
+
+/* "123", "64M", "2G", "1T" (K, M, G, T are powers of 1024) into bytes: the
+ * CLI's sizes and a manifest's.  false if malformed or zero. */
+bool lib_parse_size(const char *s, uint64_t *out);
 
 /* Monotonic time in nanoseconds, and milliseconds since such a time. */
 long long lib_now_ns(void);

@@ -2,6 +2,8 @@
 #ifndef MILC_LIB_MANIFEST_H
 #define MILC_LIB_MANIFEST_H
 
+#include <stdint.h>
+
 #include "milc.h"
 #include "milc/diag.h"
 
@@ -11,7 +13,8 @@ typedef struct ManifestLine {
     MilcParam *extra; /* template parameters, in order */
     int nextra;
     const char *config, *weights, *modes; /* --model/--template, --weights, --mode */
-    long chunk;                           /* --chunk, 0 if absent */
+    long chunk;                           /* --chunk, 0 if absent; JOBS_CHUNK_AUTO for auto */
+    uint64_t max_chunk_bytes;             /* --max-chunk-bytes (with --chunk auto), 0 if absent */
 } ManifestLine;
 
 /* Parse text (one line, NUL-terminated, modified in place).  A blank or

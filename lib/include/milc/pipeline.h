@@ -57,6 +57,13 @@ typedef struct BuildRequest {
     uint64_t max_memory; /* --max-memory: GenOptions.max_memory; 0: no limit */
     Store *remote;       /* the shared tier (tier.h), or NULL: read-through on a
                             local miss, write-back after a store */
+    bool *missed;        /* non-NULL: look up only; on a direct miss set it
+                            (nothing built) and return MILC_OK */
+    bool known_miss;     /* the direct lookup ran already (missed): skip it */
+    struct PipelineKept **kept; /* non-NULL (and hit_out NULL): on a miss, stop
+                            once the artifact is compiled and hand it out here,
+                            full-key lookup and store left to pipeline_keep,
+                            which may run on another thread meanwhile */
 } BuildRequest;
 
 /* What every key record starts with: key format, milc version, backend,
@@ -102,6 +109,15 @@ int pipeline_program(Store *s, const struct IrProgram *p, const char *model_dir,
 /* Build one program or find it in the cache.  Returns MILC_OK, or MILC_E_INPUT
  * with diagnostics in d, or MILC_E_SYSTEM with a message printed. */
 int pipeline_build(Store *s, const BuildRequest *req, BuildResult *res, DiagSink *d);
+
+/* A compiled artifact on its way into the cache (BuildRequest.kept).  Its
+ * store finished by pipeline_keep: the full-key lookup (a hit there stores
+ * nothing), the store, the direct key, the remote's copy; res is the one
+ * pipeline_build filled, completed.  Frees k.  Touches the Store only: the
+ * thread that runs it is the Store's one user meanwhile. */
+typedef struct PipelineKept PipelineKept;
+int pipeline_keep(Store *s, PipelineKept *k, BuildResult *res);
+void pipeline_kept_free(PipelineKept *k);
 
 /* ---- program files (compile.c) ---- */
 

@@ -12,6 +12,8 @@ typedef struct RequestOptions {
     const JobList *jobs;  /* spec already expanded by the caller, or NULL */
     uint64_t max_memory;  /* --max-memory (BuildRequest.max_memory) */
     Store *remote;        /* the shared tier for the builds, or NULL */
+    int overlap;          /* 1: each program made and stored in turn; 2: one stored
+                             while the next is made; 0: 2 on 2+ CPUs */
 } RequestOptions;
 
 /* Called once per program, in job order, after every program is built or

@@ -24,6 +24,12 @@ extern "C" {
 #define RT_EINDEX (-8)    /* rt_run: a gather index was out of range (rows zeroed) */
 #define RT_ESYS (-9)      /* thread creation or another system call failed */
 #define RT_ECPU (-10)     /* the kernel variant asked for is not built in or this CPU lacks it */
+#define RT_ELOOP (-11)    /* rt_run: a loop passed RT_LOOP_MAX_ITERS iterations (the run stops) */
+
+/* The most iterations one execution of a loop (a MIL while_loop) may take:
+ * a program whose loop would run longer is stopped with RT_ELOOP, so a
+ * hostile or broken program cannot hang its caller. */
+#define RT_LOOP_MAX_ITERS 1000000
 
 #define RT_MAX_RANK 6      /* buffers */
 #define RT_COPY_MAX_RANK 8 /* copy iteration space; tile doubles the rank */
@@ -101,6 +107,18 @@ typedef enum {
     RT_OP_LUT_GEMM,   /* RtLutParams: x, indices(U8), lut[, bias] -> y (palettized linear) */
     RT_OP_CUMSUM,     /* RtScanParams: x -> y (F32 or I32)                    */
     RT_OP_GATHER_AXIS, /* RtAxisParams: x, indices(I32, y's shape) -> y      */
+    RT_OP_SCATTER,    /* RtScatterParams: data, indices(I32), updates -> y (data's shape) */
+    RT_OP_SORT,       /* RtSortParams: x -> [values][, indices(I32)] (stable; first k along axis) */
+    RT_OP_RANDOM,     /* RtRandomParams: [x] -> y (counter-based, keyed by the seed)   */
+    /* A loop (while_loop), no params: LOOP_BEGIN, the test's ops, LOOP_TEST
+     * (cond: one BOOL element; false leaves the loop, past its LOOP_END), the
+     * body's ops, LOOP_END (back to the test).  Properly nested, one TEST per
+     * loop at its own level; rt_run executes the control ops itself, and a
+     * buffer live into a loop stays live to the loop's end. */
+    RT_OP_LOOP_BEGIN, /* none -> none */
+    RT_OP_LOOP_TEST,  /* cond(BOOL, 1 element) -> none */
+    RT_OP_LOOP_END,   /* none -> none */
+    RT_OP_UPDATE,     /* RtUpdateParams: x[, begin, end (I32)] -> y, written in place (a state's write) */
     RT_OP_COUNT_
 } RtOpKind;
 
@@ -294,6 +312,60 @@ typedef struct {
     int32_t axis, exclusive, reverse, reserved;
 } RtScanParams;
 
+/* RT_OP_SCATTER: y = data, then every update applied in order (update:
+ * y[i] = u; add, sub, mul, div, max, min: y[i] = y[i] op u; int32 div
+ * truncates, x/0 gives 0).  F32 or I32 data, updates of its dtype.
+ *   AXIS   indices [C], updates = data's shape with dim `axis` C:
+ *          y[.., indices[c], ..] op= updates[.., c, ..]
+ *   ALONG  indices and updates of one shape, data's rank, dims ≤ data's
+ *          off the axis: y[p with p[axis] = indices[p]] op= updates[p]
+ *   ND     indices [*I, K], updates [*I, *data.dims[K:]]:
+ *          y[indices[i], ...] op= updates[i, ...]
+ * Negative indices count from the end; an index out of range skips its
+ * update and sets RT_EINDEX.  Applied by one part, in order: the last of
+ * duplicate updates wins. */
+enum { RT_SC_AXIS = 0, RT_SC_ALONG, RT_SC_ND };
+enum { RT_SCM_UPDATE = 0, RT_SCM_ADD, RT_SCM_SUB, RT_SCM_MUL, RT_SCM_DIV, RT_SCM_MAX, RT_SCM_MIN, RT_SCM_COUNT_ };
+typedef struct {
+    int32_t kind, mode, axis, reserved;
+} RtScatterParams;
+
+/* RT_OP_SORT along axis of x (F32 or I32), stable (equal values keep their
+ * order), ascending or descending, the first k of each line: outputs values
+ * (x's dtype) if has_values, then indices (I32) if has_indices, each x's
+ * shape with dim axis k.  NaN sorts as the largest value. */
+typedef struct {
+    int32_t axis, ascending, k, has_values, has_indices, reserved;
+} RtSortParams;
+
+/* RT_OP_RANDOM: element i of y draws from the counter-based generator
+ * r(j) = splitmix64's finalizer of key + (j + 1)·0x9E3779B97F4A7C15, key =
+ * the finalizer of the seed (as uint64).  u(j) = (r(j) >> 40) · 2⁻²⁴ in [0, 1).
+ *   UNIFORM    y = a + (b - a) · u(i)
+ *   NORMAL     y = a + b · sqrt(-2 ln(1 - u(2i))) · cos(2π u(2i + 1))
+ *   BERNOULLI  y = u(i) < a ? 1 : 0
+ *   CATEGORICAL x [.., N] (logits, or probabilities when probs is set),
+ *              y [.., size] (F32): the index of the first category whose
+ *              cumulative probability exceeds u(row · size + s). */
+enum { RT_RAND_UNIFORM = 0, RT_RAND_NORMAL, RT_RAND_BERNOULLI, RT_RAND_CATEGORICAL, RT_RAND_COUNT_ };
+typedef struct {
+    int32_t kind, probs;
+    int64_t seed;
+    float a, b;
+} RtRandomParams;
+/* RT_OP_UPDATE writes x into the box of y that starts at begin (input 1;
+ * all zeros without inputs 1 and 2) and leaves the rest of y as it is: y is a
+ * state (rtb_state), or a temp an earlier op filled.  x has y's rank and
+ * dims <= y's; an F16 y (an fp16 state) gets x rounded to fp16.  begin and
+ * end are I32 [rank of y], read at run time: negative values count from the
+ * end of the axis; bit a of begin_mask starts axis a at 0, of end_mask ends
+ * it at y's dim, of squeeze_mask makes it one element at begin.  A box outside
+ * y, or one whose extent (end - begin) is not x's, writes nothing and rt_run
+ * returns RT_EINDEX. */
+typedef struct {
+    int32_t begin_mask, end_mask, squeeze_mask, reserved;
+} RtUpdateParams;
+
 /* ---- the builder ---- */
 typedef struct RtPlanBuilder RtPlanBuilder;
 typedef struct RtArtifact RtArtifact; /* see rt.h */
@@ -314,6 +386,12 @@ int rtb_input(RtPlanBuilder *b, const char *name, RtDType io_dtype, int rank, co
  * tensor in place (no conversion, no copy).  Only a COPY (converting to F32)
  * and a flagged ATTENTION's K/V read F16 buffers.  Returns its index. */
 int rtb_input_f16(RtPlanBuilder *b, const char *name, int rank, const int64_t *dims);
+/* A state (MIL's state<tensor<...>>): a buffer of dtype F32, F16, I32 or
+ * BOOL (its own: an fp16 state stays fp16) that the loaded model keeps
+ * across runs, zero at load, set and read by name (rt_model_state_set/get).
+ * Ops read it like an input (F16: a converting COPY or a flagged ATTENTION's
+ * K/V); only RT_OP_UPDATE writes it.  Returns its index. */
+int rtb_state(RtPlanBuilder *b, const char *name, RtDType dtype, int rank, const int64_t *dims);
 /* A constant: data (numel × element size bytes, dense row-major) is copied.
  * dtype F32, F16, I32 or BOOL.  An F16 weight read by any op but a GEMM (as
  * its W) becomes F32 at that rtb_op; rtb_finish repacks every GEMM W into

@@ -166,6 +166,21 @@ bool rt_name_ok(const char *name);
  * \xHH, cut to fit cap (> 0). */
 void rt_name_show(const char *name, char *out, size_t cap);
 
+/* States (rtb_state): buffers the loaded model keeps from run to run, as
+ * Core ML keeps an MLState: zero at load, changed only by the model's
+ * writes and by rt_model_state_set.  A state's dtype is its own (F16, F32,
+ * I32 or BOOL): set and get copy it as it is.  RT_EINVAL for an index out
+ * of range or a model loaded with RT_LOAD_DESCRIBE (set/get), RT_EBIND for
+ * a tensor of another dtype or shape, or too small. */
+int rt_model_nstates(const RtModel *m);
+int rt_model_state(const RtModel *m, int i, RtIoInfo *info);
+/* Index of the state called name, or RT_EINVAL. */
+int rt_model_find_state(const RtModel *m, const char *name);
+int rt_model_state_set(RtModel *m, int i, const RtTensor *t);
+int rt_model_state_get(const RtModel *m, int i, RtTensor *t);
+/* Every state back to zero, as at load. */
+void rt_model_state_reset(RtModel *m);
+
 typedef struct {
     uint64_t dispatches; /* sub-program dispatches in this run */
     uint64_t ops;        /* ops executed */

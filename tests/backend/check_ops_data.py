@@ -1,0 +1,590 @@
+# check_ops_data.py — scatter (three index forms, every mode), argsort and
+# topk, quantize / dequantize and the random ops against NumPy, for each
+# dtype MIL allows them: fp32, fp16 (relative L2 <= 2e-3 against a reference
+# on fp16-rounded inputs), int32 and the int8 / uint8 of quantization
+# (exact).  Run by check_ops.py, whose helpers (case, const, ty, R, rng, as_dt,
+# op_case) it uses.
+
+SC_MODES = ("update", "add", "sub", "mul", "div", "max", "min")
+
+
+def sc_op(mode, y, u, dt):
+    if mode == "update":
+        return u
+    if mode == "add":
+        return y + u
+    if mode == "sub":
+        return y - u
+    if mode == "mul":
+        return y * u
+    if mode == "div":
+        if dt == "int32":
+            return 0 if u == 0 else int(np.trunc(y / u))
+        return y / u
+    return max(y, u) if mode == "max" else min(y, u)
+
+
+def sc_ref(kind, data, idx, upd, axis, mode, dt):
+    """The updates applied one at a time, in order (duplicates: the last wins)."""
+    y = data.astype(np.float64).copy()
+    u = upd.astype(np.float64)
+    if kind == "scatter":
+        for p in np.ndindex(*u.shape):
+            q = list(p)
+            q[axis] = idx[p[axis]] % data.shape[axis]
+            y[tuple(q)] = sc_op(mode, y[tuple(q)], u[p], dt)
+    elif kind == "scatter_along_axis":
+        for p in np.ndindex(*u.shape):
+            q = list(p)
+            q[axis] = idx[p] % data.shape[axis]
+            y[tuple(q)] = sc_op(mode, y[tuple(q)], u[p], dt)
+    else:
+        k = idx.shape[-1]
+        for p in np.ndindex(*u.shape):
+            lead, rest = p[:idx.ndim - 1], p[idx.ndim - 1:]
+            q = tuple(int(i) % data.shape[j] for j, i in enumerate(idx[lead])) + rest
+            y[q] = sc_op(mode, y[q], u[p], dt)
+    return y
+
+
+def scatter_case(kind, dt, mode):
+    data = as_dt(R(4, 5, 3) * 3, dt)
+    if kind == "scatter":  # axis 1, duplicates and a negative index
+        idx, axis = np.array([3, -1, 0, 3]), 1
+        upd = as_dt(R(4, 4, 3) * 3, dt)
+    elif kind == "scatter_along_axis":
+        idx, axis = rng.integers(-3, 3, (2, 5, 3)), 0
+        upd = as_dt(R(2, 5, 3) * 3, dt)
+    else:  # indices [2, 2, 2]: four (i, j) pairs, one repeated, updates [2, 2, 3]
+        idx, axis = np.array([[[1, 2], [3, -1]], [[1, 2], [0, 0]]]), None
+        upd = as_dt(R(2, 2, 3) * 3, dt)
+    if mode == "div":
+        upd = np.where(np.abs(upd) < 1, 2, upd).astype(upd.dtype)
+    want = sc_ref(kind, data, idx, upd, axis, mode, dt)
+    body = [const("i", idx, "int32"), 'string m = const()[val = string("%s")];' % mode]
+    axarg = ""
+    if axis is not None:
+        body.append(const("ax", axis, "int32"))
+        axarg = ", axis = ax"
+    body.append("%s y = %s(data = d, indices = i, updates = u%s, mode = m);" % (ty(data, dt), kind, axarg))
+    case("%s_%s_%s" % (kind, mode, dt), {"d": (data, dt), "u": (upd, dt)}, body, {"y": (want, dt)}, tol=1e-5)
+
+
+for kind in ("scatter", "scatter_along_axis", "scatter_nd"):
+    for dt in ("fp32", "int32"):
+        for mode in SC_MODES:
+            scatter_case(kind, dt, mode)
+    for mode in ("update", "add", "max"):
+        scatter_case(kind, "fp16", mode)
+
+
+# argsort and topk: stable (equal values keep their order), so the ties of
+# rounded data have one right answer
+def sort_ref(v, axis, asc):
+    return np.argsort(v if asc else -v, axis=axis, kind="stable")
+
+
+xs = R(3, 6, 4) * 3
+for dt in ("fp32", "fp16", "int32"):
+    for axis, asc in [(-1, False), (1, True), (0, False)]:
+        xv = as_dt(xs, dt)
+        op_case("argsort_%s_%d%d" % (dt, axis, asc), "argsort", {"x": xs}, dt,
+                lambda v: sort_ref(v, axis, asc), [("axis", axis, "int32"), ("ascending", asc, "bool")], out_dt="int32")
+    for axis, k, asc in [(-1, 2, False), (1, 4, True), (1, 6, False)]:
+        xv = as_dt(xs, dt)
+        ix = np.take(sort_ref(xv.astype(np.float64), axis, asc), np.arange(k), axis=axis)
+        vals = np.take_along_axis(xv.astype(np.float64), ix, axis)
+        shp = ty(vals, dt)
+        case("topk_%s_%d%d%d" % (dt, axis, k, asc), {"x": (xv, dt)},
+             [const("k", k, "int32"), const("ax", axis, "int32"), const("as", asc, "bool"),
+              "%s v, %s i = topk(x = x, k = k, axis = ax, ascending = as);" % (shp, ty(ix, "int32"))],
+             {"v": (vals, dt), "i": (ix, "int32")})
+xv = as_dt(xs, "fp32")
+ix = sort_ref(xv, -1, False)[..., :3]
+case("topk_values_only", {"x": (xv, "fp32")},
+     [const("k", 3, "int32"), const("ri", False, "bool"),
+      "%s v = topk(x = x, k = k, return_indices = ri);" % ty(ix)],
+     {"v": (np.take_along_axis(xv.astype(np.float64), ix, -1), "fp32")})
+
+
+# quantize / dequantize: per tensor and per channel, int8 and uint8, with
+# and without a zero point; quantized values leave through a cast to int32
+def quant_ref(x, scale, zp, odt, axis):
+    sh = [1] * x.ndim
+    if np.ndim(scale):
+        sh[axis] = -1
+    q = np.around(x.astype(np.float32) / np.reshape(scale, sh).astype(np.float32)).astype(np.float64)
+    if zp is not None:
+        q = q + np.reshape(zp, sh)
+    lo, hi = (0, 255) if odt == "uint8" else (-128, 127)
+    return np.clip(q, lo, hi)
+
+
+xq = R(2, 3, 4) * 40
+for dt in ("fp32", "fp16"):
+    for odt, per_ch, with_zp in [("int8", False, False), ("uint8", False, True), ("int8", True, True), ("uint8", True, False)]:
+        scale = (np.abs(R(3)) * 0.5 + 0.2) if per_ch else np.float32(0.37)
+        zp = (rng.integers(0, 20, 3) if per_ch else np.int64(100 if odt == "uint8" else -3)) if with_zp else None
+        scale = as_dt(scale, dt)
+        xin = as_dt(xq, dt)
+        want = quant_ref(xin, scale, zp, odt, 1)
+        deq = (want - (np.reshape(zp, [1, -1, 1]) if per_ch and zp is not None else (zp if zp is not None else 0))) * \
+            (np.reshape(scale, [1, -1, 1]) if per_ch else scale)
+        body = [const("sc", scale, dt), 'string od = const()[val = string("%s")];' % odt]
+        extra = ""
+        if with_zp:
+            body.append(const("zp", zp, odt))
+            extra += ", zero_point = zp"
+        if per_ch:
+            body.append(const("ax", 1, "int32"))
+            extra += ", axis = ax"
+        body += ["tensor<%s, [2, 3, 4]> q = quantize(input = x, scale = sc%s, output_dtype = od);" % (odt, extra),
+                 'tensor<int32, [2, 3, 4]> y = cast(x = q, dtype = string("int32"));',
+                 "tensor<%s, [2, 3, 4]> z = dequantize(input = q, scale = sc%s);" % (dt, extra)]
+        case("quantize_%s_%s_%d%d" % (dt, odt, per_ch, with_zp), {"x": (xin, dt)}, body,
+             {"y": (want, "int32"), "z": (deq, dt)}, tol=1e-5)
+# dequantize of a constant int8 tensor (the usual form: a quantized weight)
+qw = rng.integers(-128, 128, (3, 5))
+for dt in ("fp32", "fp16"):
+    zpw, scw, xw = rng.integers(-4, 4, 3), as_dt(np.abs(R(3)) * 0.1 + 0.01, dt), as_dt(R(3, 5), dt)
+    case("dequantize_const_" + dt, {"x": (xw, dt)},
+         [const("q", qw, "int8"), const("zp", zpw, "int8"), const("sc", scw, dt), const("ax", 0, "int32"),
+          "tensor<%s, [3, 5]> w = dequantize(input = q, zero_point = zp, scale = sc, axis = ax);" % dt,
+          "tensor<%s, [3, 5]> y = add(x = x, y = w);" % dt],
+         {"y": (xw + (qw - zpw[:, None]) * scw[:, None].astype(np.float64), dt)}, tol=1e-5)
+
+
+# random ops: the documented counter-based generator, in NumPy
+def mix(z):
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def uni(seed, j):
+    with np.errstate(over="ignore"):
+        key = mix(np.array([seed], np.int64).astype(np.uint64))
+        r = mix(key + (np.asarray(j, np.uint64) + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15))
+    return (r >> np.uint64(40)).astype(np.float64) / 16777216.0
+
+
+shp = (3, 4, 5)
+n = int(np.prod(shp))
+for dt in ("fp32", "fp16"):
+    for seed in (-1, 7):
+        u_ = uni(seed, np.arange(n)).reshape(shp)
+        u2 = uni(seed, np.arange(2 * n))
+        nrm = np.sqrt(-2 * np.log(1 - u2[0::2])) * np.cos(2 * np.pi * u2[1::2])
+        a16 = lambda v: float(as_dt(np.float32(v), dt))
+        for name, params, want in [
+                ("random_uniform", [("low", -2.0), ("high", 3.0)], a16(-2.0) + (a16(3.0) - a16(-2.0)) * u_),
+                ("random_normal", [("mean", 1.5), ("stddev", 0.5)], 1.5 + 0.5 * nrm.reshape(shp)),
+                ("random_bernoulli", [("prob", 0.3)], (u_ < a16(0.3)).astype(np.float64))]:
+            body = [const("sh", np.array(shp), "int32"), const("sd", seed, "int32")] + [const(a, v, dt) for a, v in params]
+            body.append("%s y = %s(shape = sh, %s, seed = sd);" % (ty(want, dt), name, ", ".join("%s = %s" % (a, a) for a, _ in params)))
+            case("%s_%s_%d" % (name, dt, seed), {"x": (np.zeros(1, np.float32), "fp32")}, body, {"y": (want, dt)}, tol=1e-5)
+# the distribution itself, on many draws: mean and deviation within 4 standard errors
+big = uni(3, np.arange(200000))
+assert abs(big.mean() - 0.5) < 4 * np.sqrt(1 / 12 / big.size), "the generator's uniforms are not uniform"
+
+
+def categorical_ref(x, size, seed, probs):
+    rows = x.reshape(-1, x.shape[-1]).astype(np.float64)
+    out = np.zeros((rows.shape[0], size))
+    for r, row in enumerate(rows):
+        w = np.maximum(row, 0) if probs else np.exp(row - row.max())
+        cdf = np.cumsum(w)
+        for s_ in range(size):
+            t = uni(seed, r * size + s_)[0] * cdf[-1]
+            j = 0
+            while j < len(row) - 1 and not cdf[j] > t:
+                j += 1
+            out[r, s_] = j
+    return out.reshape(x.shape[:-1] + (size,))
+
+
+xl_ = R(2, 3, 6)
+for dt in ("fp32", "fp16"):
+    for mode in ("logits", "probs"):
+        xin = as_dt(np.abs(xl_) if mode == "probs" else xl_ * 2, dt)
+        want = categorical_ref(xin, 5, 11, mode == "probs")
+        case("random_categorical_%s_%s" % (mode, dt), {"x": (xin, dt)},
+             ['string m = const()[val = string("%s")];' % mode, const("n", 5, "int32"), const("sd", 11, "int32"),
+              "%s y = random_categorical(x = x, mode = m, size = n, seed = sd);" % ty(want, dt)],
+             {"y": (want, dt)})
+
+
+# cond: a run-time predicate (both branches run, the results selected), a
+# constant one (only its branch is lowered), a nested cond, every dtype
+def cond_case(label, pred, dt, const_pred=False, nested=False):
+    x, z = as_dt(R(2, 3) * 3, dt), as_dt(R(2, 3) * 3, dt)
+    if dt == "bool":
+        x, z = rng.random((2, 3)) > 0.5, rng.random((2, 3)) > 0.5
+        ta, fb = "logical_not(x = x)", "logical_and(x = x, y = z)"
+        tref, fref = np.logical_not(x), np.logical_and(x, z)
+    else:
+        ta, fb = "abs(x = x)", "maximum(x = x, y = z)"
+        tref, fref = np.abs(x.astype(np.float64)), np.maximum(x, z).astype(np.float64)
+    inner = fb
+    if nested:  # the false branch is itself a cond on the negated predicate
+        inner = None
+    lines = []
+    ins = {"x": (x, dt), "z": (z, dt)}
+    if const_pred:
+        lines.append(const("p", pred, "bool"))
+    else:
+        ins = {"p": (np.array(pred), "bool"), **ins}
+    t = "tensor<%s, [2, 3]>" % dt
+    lines += ["%s y, tensor<int32, [2]> w = cond(pred = p) {" % t,
+              "    () {",
+              "        %s a = %s;" % (t, ta),
+              "        tensor<int32, [2]> c = const()[val = tensor<int32, [2]>([1, 2])];",
+              "    } -> (a, c);",
+              "    () {"]
+    if nested:
+        lines += ["        bool q = logical_not(x = p);",
+                  "        %s b, tensor<int32, [2]> d = cond(pred = q) {" % t,
+                  "            () {",
+                  "                %s b1 = %s;" % (t, fb),
+                  "                tensor<int32, [2]> d1 = const()[val = tensor<int32, [2]>([5, 6])];",
+                  "            } -> (b1, d1);",
+                  "            () {",
+                  "            } -> (x, w0);",
+                  "        };"]
+        lines.insert(0, "tensor<int32, [2]> w0 = const()[val = tensor<int32, [2]>([7, 8])];")
+    else:
+        lines += ["        %s b = %s;" % (t, fb),
+                  "        tensor<int32, [2]> d = const()[val = tensor<int32, [2]>([3, 4])];"]
+    lines += ["    } -> (b, d);", "};"]
+    wref = np.array([1, 2]) if pred else np.array([5, 6] if nested else [3, 4])
+    case(label, ins, lines, {"y": (tref if pred else fref, dt), "w": (wref, "int32")})
+
+
+for dt in ("fp32", "fp16", "int32", "bool"):
+    for pred in (True, False):
+        cond_case("cond_%s_%d" % (dt, pred), pred, dt)
+for pred in (True, False):
+    cond_case("cond_const_%d" % pred, pred, "fp32", const_pred=True)
+    cond_case("cond_nested_%d" % pred, pred, "fp32", nested=True)
+
+
+# while_loop: a trip count read at run time (0 and 3 iterations), every
+# dtype of loop variable, variables swapped each iteration, a nested loop
+def while_case(label, trips, dt):
+    x = as_dt(R(2, 3) * 3, dt) if dt != "bool" else rng.random((2, 3)) > 0.5
+    t = "tensor<%s, [2, 3]>" % dt
+    step = {"fp32": "mul(x = s, y = fp32(0.5))", "fp16": "mul(x = s, y = fp16(0.5))", "int32": "add(x = s, y = int32(3))",
+            "bool": "logical_not(x = s)"}[dt]
+    lines = ["int32 i0 = const()[val = int32(0)];",
+             "int32 m, %s y = while_loop(loop_vars = (i0, x)) {" % t,
+             "    (int32 i, %s s) {" % t,
+             "        bool go = less(x = i, y = n);",
+             "    } -> (go);",
+             "    (int32 i, %s s) {" % t,
+             "        int32 j = add(x = i, y = int32(1));",
+             "        %s u = %s;" % (t, step),
+             "    } -> (j, u);",
+             "};"]
+    want = x.astype(np.float64) if dt != "bool" else x.copy()
+    for _ in range(trips):
+        want = {"fp32": lambda v: v * 0.5, "fp16": lambda v: v * 0.5, "int32": lambda v: v + 3, "bool": np.logical_not}[dt](want)
+    case(label, {"n": (np.array(trips), "int32"), "x": (x, dt)}, lines, {"m": (np.array(trips), "int32"), "y": (want, dt)})
+
+
+for dt in ("fp32", "fp16", "int32", "bool"):
+    for trips in (0, 3):
+        while_case("while_%s_%d" % (dt, trips), trips, dt)
+a_, b_ = R(2, 2), R(2, 2)
+pu, pv = a_.astype(np.float64), b_.astype(np.float64)
+for _ in range(5):
+    pu, pv = pv, pu + pv
+case("while_swap", {"a": (a_, "fp32"), "b": (b_, "fp32")},
+     ["int32 i0 = const()[val = int32(0)];",
+      "int32 k, tensor<fp32, [2, 2]> p, tensor<fp32, [2, 2]> q = while_loop(loop_vars = (i0, a, b)) {",
+      "    (int32 i, tensor<fp32, [2, 2]> u, tensor<fp32, [2, 2]> v) {",
+      "        bool go = less(x = i, y = int32(5));",
+      "    } -> (go);",
+      "    (int32 i, tensor<fp32, [2, 2]> u, tensor<fp32, [2, 2]> v) {",
+      "        int32 j = add(x = i, y = int32(1));",
+      "        tensor<fp32, [2, 2]> w = add(x = u, y = v);",
+      "    } -> (j, v, w);",
+      "};"],
+     {"k": (np.array(5), "int32"), "p": (pu, "fp32"), "q": (pv, "fp32")})
+# nested: an outer loop of n rounds, each an inner loop of 2 doublings, then + x
+xn_ = R(3)
+acc = xn_.astype(np.float64)
+for _ in range(3):
+    acc = acc * 4 + xn_
+case("while_nested", {"n": (np.array(3), "int32"), "x": (xn_, "fp32")},
+     ["int32 i0 = const()[val = int32(0)];",
+      "int32 m, tensor<fp32, [3]> y = while_loop(loop_vars = (i0, x)) {",
+      "    (int32 i, tensor<fp32, [3]> s) {",
+      "        bool go = less(x = i, y = n);",
+      "    } -> (go);",
+      "    (int32 i, tensor<fp32, [3]> s) {",
+      "        int32 j = add(x = i, y = int32(1));",
+      "        int32 k0 = const()[val = int32(0)];",
+      "        int32 kk, tensor<fp32, [3]> d = while_loop(loop_vars = (k0, s)) {",
+      "            (int32 k, tensor<fp32, [3]> e) {",
+      "                bool more = less(x = k, y = int32(2));",
+      "            } -> (more);",
+      "            (int32 k, tensor<fp32, [3]> e) {",
+      "                int32 k1 = add(x = k, y = int32(1));",
+      "                tensor<fp32, [3]> e2 = add(x = e, y = e);",
+      "            } -> (k1, e2);",
+      "        };",
+      "        tensor<fp32, [3]> t = add(x = d, y = x);",
+      "    } -> (j, t);",
+      "};"],
+     {"m": (np.array(3), "int32"), "y": (acc, "fp32")})
+
+
+# layout and index ops: views, copies and gathers
+xa = R(2, 8, 3, 4)
+for dt in ("fp32", "fp16"):
+    op_case("pixel_shuffle_" + dt, "pixel_shuffle", {"x": xa}, dt,
+            lambda v: v.reshape(2, 2, 2, 2, 3, 4).transpose(0, 1, 4, 2, 5, 3).reshape(2, 2, 6, 8), [("upscale_factor", 2, "int32")])
+    op_case("pixel_unshuffle_" + dt, "pixel_unshuffle", {"x": R(2, 2, 6, 8)}, dt,
+            lambda v: v.reshape(2, 2, 3, 2, 4, 2).transpose(0, 1, 3, 5, 2, 4).reshape(2, 8, 3, 4), [("downscale_factor", 2, "uint32")])
+    op_case("crop_" + dt, "crop", {"x": xa}, dt, lambda v: v[:, :, 1:2, 1:3],
+            [("crop_height", np.array([1, 1]), "int32"), ("crop_width", np.array([1, 1]), "int32")])
+for dt in ("fp32", "fp16", "int32"):
+    xw = R(3, 7, 2) * 3
+    op_case("sliding_windows_" + dt, "sliding_windows", {"x": xw}, dt,
+            lambda v: np.stack([v[:, k * 2:k * 2 + 3] for k in range(3)], 1),
+            [("axis", 1, "int32"), ("size", 3, "int32"), ("stride", 2, "int32")])
+xp_ = R(2, 3, 4) * 3
+for dt in ("fp32", "fp16"):
+    for mode, npm in [("constant", "constant"), ("reflect", "reflect"), ("replicate", "edge")]:
+        xv = as_dt(xp_, dt)
+        cv = 1.5
+        want = np.pad(xv.astype(np.float64), [(0, 0), (1, 2), (2, 1)], npm, **({"constant_values": cv} if mode == "constant" else {}))
+        body = [const("pd", np.array([1, 2, 2, 1]), "int32"), 'string m = const()[val = string("%s")];' % mode]
+        extra = ""
+        if mode == "constant":
+            body.append(const("cv", cv, dt))
+            extra = ", constant_val = cv"
+        body.append("%s y = pad(x = x, pad = pd, mode = m%s);" % (ty(want, dt), extra))
+        case("pad_%s_%s" % (mode, dt), {"x": (xv, dt)}, body, {"y": (want, dt)})
+# one_hot: int32, fp32 and bool values, the axis inside and last
+oi = rng.integers(0, 5, (2, 3))
+for dt, on, off in [("int32", 7, -1), ("fp32", 0.5, -2.0), ("fp16", 1.0, 0.0), ("bool", True, False)]:
+    for axis in (-1, 1):
+        want = np.where(np.expand_dims(oi, axis % 3) == np.arange(5).reshape([5 if i == axis % 3 else 1 for i in range(3)]), on, off)
+        case("one_hot_%s_%d" % (dt, axis), {"i": (oi, "int32")},
+             [const("n", 5, "int32"), const("ax", axis, "int32"), const("on", on, dt), const("off", off, dt),
+              "%s y = one_hot(indices = i, one_hot_vector_size = n, axis = ax, on_value = on, off_value = off);" % ty(want, dt)],
+             {"y": (want, dt)})
+# gather_nd: depth 1 and 2, negative components
+xg_ = R(4, 3, 5) * 3
+for dt in ("fp32", "fp16", "int32"):
+    for idx in (np.array([[1, 2], [3, -1], [0, 0]]), np.array([[2], [-4]]), np.array([1, 2, 4])):
+        xv = as_dt(xg_, dt)
+        want = np.array([xv[tuple(int(c) for c in row)] for row in idx.reshape(-1, idx.shape[-1])]).astype(np.float64)
+        want = want.reshape(idx.shape[:-1] + want.shape[1:])
+        case("gather_nd_%s_%s" % (dt, "x".join(map(str, idx.shape))), {"x": (xv, dt)},
+             [const("i", idx, "int32"), "%s y = gather_nd(x = x, indices = i);" % ty(want, dt)], {"y": (want, dt)})
+# einsum, Core ML's two forms, with a broadcast batch dim
+for dt in ("fp32", "fp16"):
+    a3, b3 = as_dt(R(2, 3, 4), dt), as_dt(R(4, 1, 5), dt)
+    w3 = np.einsum("abc,cbd->abd", a3.astype(np.float64), np.broadcast_to(b3, (4, 3, 5)).astype(np.float64))
+    case("einsum3_" + dt, {"a": (a3, dt), "b": (b3, dt)},
+         ['%s y = einsum(values = (a, b), equation = string("abc,cbd->abd"));' % ty(w3, dt)], {"y": (w3, dt)}, tol=1e-5)
+    a4, b4 = as_dt(R(2, 3, 4, 5), dt), as_dt(R(2, 5, 4, 6), dt)
+    w4 = np.einsum("abcd,adce->abce", a4.astype(np.float64), b4.astype(np.float64))
+    case("einsum4_" + dt, {"a": (a4, dt), "b": (b4, dt)},
+         ['%s y = einsum(values = (a, b), equation = string("abcd,adce->abce"));' % ty(w4, dt)], {"y": (w4, dt)}, tol=1e-5)
+# fill_like, reshape_like, range_1d
+case("fill_like", {"x": (R(2, 3), "fp32")}, [const("v", 4, "int32"), "tensor<int32, [2, 3]> y = fill_like(ref_tensor = x, value = v);"],
+     {"y": (np.full((2, 3), 4), "int32")})
+xr_ = R(2, 6)
+case("reshape_like", {"x": (xr_, "fp32"), "r": (R(3, 4, 5), "fp32")},
+     [const("b0", 0, "int32"), const("e0", 2, "int32"), const("m0", False, "bool"),
+      "tensor<fp32, [3, 4]> y = reshape_like(x = x, ref_tensors = (r), begins = (b0), ends = (e0), end_masks = (m0));"],
+     {"y": (xr_.reshape(3, 4), "fp32")})
+for dt, (st, en, sp) in [("int32", (2, 11, 3)), ("fp32", (-1.0, 1.0, 0.25)), ("fp16", (0.0, 2.0, 0.5))]:
+    want = np.arange(st, en, sp)
+    case("range_1d_" + dt, {"x": (R(1), "fp32")},
+         [const("s", st, dt), const("e", en, dt), const("p", sp, dt), "%s y = range_1d(start = s, end = e, step = p);" % ty(want, dt)],
+         {"y": (want, dt)})
+# slice_update: a strided slice, a squeezed axis, every dtype
+xs_ = R(4, 5, 6) * 3
+for dt in ("fp32", "fp16", "int32", "bool"):
+    xv = as_dt(xs_, dt) if dt != "bool" else rng.random((4, 5, 6)) > 0.5
+    uv = as_dt(R(2, 3) * 3, dt) if dt != "bool" else rng.random((2, 3)) > 0.5
+    want = xv.astype(np.float64) if dt != "bool" else xv.copy()
+    want[1:4:2, 2, 0:6:2] = uv
+    case("slice_update_" + dt, {"x": (xv, dt), "u": (uv, dt)},
+         [const("b", np.array([1, 2, 0]), "int32"), const("e", np.array([4, 3, 6]), "int32"), const("st", np.array([2, 1, 2]), "int32"),
+          const("sq", np.array([False, True, False]), "bool"),
+          "%s y = slice_update(x = x, update = u, begin = b, end = e, stride = st, squeeze_mask = sq);" % ty(want, dt)],
+         {"y": (want, dt)})
+# reverse_sequence: lengths at run time, batch before and after the sequence axis
+xq_ = R(3, 5, 2) * 3
+lens = np.array([2, 5, 0])
+for dt in ("fp32", "fp16", "int32"):
+    for sa, ba in ((1, 0), (0, 2)):
+        xv = as_dt(xq_ if sa == 1 else np.transpose(xq_, (1, 2, 0)), dt).copy()
+        want = xv.astype(np.float64).copy()
+        for b in range(3):
+            L = lens[b]
+            if sa == 1:
+                want[b, :L] = want[b, :L][::-1]
+            else:
+                want[:L, :, b] = want[:L, :, b][::-1]
+        case("reverse_sequence_%s_%d%d" % (dt, sa, ba), {"x": (xv, dt), "l": (lens, "int32")},
+             [const("sa", sa, "int32"), const("ba", ba, "int32"),
+              "%s y = reverse_sequence(x = x, lengths = l, seq_axis = sa, batch_axis = ba);" % ty(want, dt)],
+             {"y": (want, dt)})
+
+
+# space_to_batch / batch_to_space: TensorFlow's order
+def s2b(x, bs, pads):
+    xp = np.pad(x, [(0, 0), (0, 0), tuple(pads[0]), tuple(pads[1])])
+    n, c, h, w = xp.shape
+    y = xp.reshape(n, c, h // bs[0], bs[0], w // bs[1], bs[1]).transpose(3, 5, 0, 1, 2, 4)
+    return y.reshape(bs[0] * bs[1] * n, c, h // bs[0], w // bs[1])
+
+
+def b2s(x, bs, crops):
+    b, c, h, w = x.shape
+    n = b // (bs[0] * bs[1])
+    y = x.reshape(bs[0], bs[1], n, c, h, w).transpose(2, 3, 4, 0, 5, 1).reshape(n, c, h * bs[0], w * bs[1])
+    return y[:, :, crops[0][0]:h * bs[0] - crops[0][1], crops[1][0]:w * bs[1] - crops[1][1]]
+
+
+for dt in ("fp32", "fp16"):
+    xv = as_dt(R(2, 3, 4, 3), dt)
+    pads = [[1, 1], [0, 3]]
+    want = s2b(xv.astype(np.float64), (2, 3), pads)
+    case("space_to_batch_" + dt, {"x": (xv, dt)},
+         [const("bs", np.array([2, 3]), "int32"), const("pd", np.array(pads), "int32"),
+          "%s y = space_to_batch(x = x, block_shape = bs, paddings = pd);" % ty(want, dt)], {"y": (want, dt)})
+    xb_ = as_dt(R(12, 3, 2, 3), dt)
+    crops = [[1, 0], [2, 1]]
+    want = b2s(xb_.astype(np.float64), (2, 3), crops)
+    case("batch_to_space_" + dt, {"x": (xb_, dt)},
+         [const("bs", np.array([2, 3]), "int32"), const("cr", np.array(crops), "int32"),
+          "%s y = batch_to_space(x = x, block_shape = bs, crops = cr);" % ty(want, dt)], {"y": (want, dt)})
+
+
+# resampling: grid points as coremltools documents them per mode; the
+# bilinear ones also against PyTorch's interpolate where it has the mode
+def grid(mode, n, m):
+    i = np.arange(m, dtype=np.float64)
+    if mode == "nearest":
+        return np.floor(i * n / m)
+    if mode in ("ALIGN_CORNERS", "STRICT_ALIGN_CORNERS"):
+        g = i * (n - 1) / (m - 1) if m > 1 else np.full(m, (n - 1) / 2 if mode == "ALIGN_CORNERS" else 0.0)
+    elif mode == "UNALIGN_CORNERS":
+        g = (i + 0.5) * n / m - 0.5
+    elif mode == "LEGACY":
+        g = i * n / m
+    elif mode == "DEFAULT":
+        g = i * (n - n / m) / (m - 1) if m > 1 else np.zeros(m)
+    else:  # OFFSET_CORNERS
+        d = max(1, n - 1) / m
+        g = 0.5 * d + i * d
+    return np.clip(g, 0, n - 1)
+
+
+assert np.allclose(grid("UNALIGN_CORNERS", 2, 5), [0, 0.1, 0.5, 0.9, 1]) and np.allclose(grid("DEFAULT", 2, 5), [0, 0.4, 0.8, 1, 1])
+assert np.allclose(grid("OFFSET_CORNERS", 2, 5), [0.1, 0.3, 0.5, 0.7, 0.9])  # coremltools' own examples
+
+
+def resample(x, mode, oh, ow):
+    for axis, m in ((-2, oh), (-1, ow)):
+        n = x.shape[axis]
+        g = grid(mode, n, m)
+        if mode == "nearest":
+            x = np.take(x, g.astype(int), axis)
+            continue
+        i0 = np.floor(g).astype(int)
+        i1 = np.minimum(i0 + 1, n - 1)
+        f = (g - i0).reshape((-1, 1) if axis == -2 else (-1,))
+        x = np.take(x, i0, axis) * (1 - f) + np.take(x, i1, axis) * f
+    return x
+
+
+xi_ = R(2, 3, 4, 5)
+try:
+    import torch
+    tx = torch.tensor(xi_.astype(np.float64))
+    for ac, mode in ((True, "STRICT_ALIGN_CORNERS"), (False, "UNALIGN_CORNERS")):
+        tref = torch.nn.functional.interpolate(tx, size=(7, 9), mode="bilinear", align_corners=ac).numpy()
+        assert np.allclose(tref, resample(xi_.astype(np.float64), mode, 7, 9)), "the bilinear reference disagrees with PyTorch"
+except ImportError:
+    pass
+for dt in ("fp32", "fp16"):
+    xv = as_dt(xi_, dt)
+    want = resample(xv.astype(np.float64), "nearest", 7, 3)
+    case("resize_nearest_neighbor_" + dt, {"x": (xv, dt)},
+         [const("h", 7, "int32"), const("w", 3, "int32"),
+          "%s y = resize_nearest_neighbor(x = x, target_size_height = h, target_size_width = w);" % ty(want, dt)], {"y": (want, dt)})
+    for mode in ("ALIGN_CORNERS", "STRICT_ALIGN_CORNERS", "UNALIGN_CORNERS", "DEFAULT", "OFFSET_CORNERS"):
+        want = resample(xv.astype(np.float64), mode, 7, 3)
+        case("resize_bilinear_%s_%s" % (mode.lower(), dt), {"x": (xv, dt)},
+             [const("h", 7, "int32"), const("w", 3, "int32"), 'string m = const()[val = string("%s")];' % mode,
+              "%s y = resize_bilinear(x = x, target_size_height = h, target_size_width = w, sampling_mode = m);" % ty(want, dt)],
+             {"y": (want, dt)}, tol=1e-5)
+    for ac, hp, mode in ((True, None, "STRICT_ALIGN_CORNERS"), (False, None, "UNALIGN_CORNERS"), (False, False, "LEGACY")):
+        want = resample(xv.astype(np.float64), mode, 8, 12)
+        body = [const("sh", 2.0, "fp32"), const("sw", 2.5, "fp32"), const("ac", ac, "bool")]
+        extra = ""
+        if hp is not None:
+            body.append(const("hp", hp, "bool"))
+            extra = ", half_pixel_centers = hp"
+        body.append("%s y = upsample_bilinear(x = x, scale_factor_height = sh, scale_factor_width = sw, align_corners = ac%s);"
+                    % (ty(want, dt), extra))
+        case("upsample_bilinear_%s_%s" % (mode.lower(), dt), {"x": (xv, dt)}, body, {"y": (want, dt)}, tol=1e-5)
+
+
+# rnn: h_t = act(W_ih x_t + b + W_hh h_t-1), forward and reverse, with and
+# without the sequence output (fp32 only in ios15-16: the ios18 program
+# here takes fp16 too)
+S_, B_, I_, H_ = 5, 2, 3, 4
+xr5, h0_ = R(S_, B_, I_), R(B_, H_)
+wi_, wh_, bb_ = R(H_, I_) * 0.5, R(H_, H_) * 0.5, R(H_) * 0.5
+acts_ = {"tanh": np.tanh, "sigmoid": lambda v: 1 / (1 + np.exp(-v)), "relu": lambda v: np.maximum(v, 0), "linear": lambda v: v}
+for dt in ("fp32", "fp16"):
+    for act, direction, seq in (("tanh", "forward", True), ("sigmoid", "reverse", True), ("relu", "forward", False), ("linear", "reverse", False)):
+        xv, hv = as_dt(xr5, dt), as_dt(h0_, dt)
+        wiv, whv, bv = as_dt(wi_, dt), as_dt(wh_, dt), as_dt(bb_, dt)
+        h = hv.astype(np.float64)
+        outs = np.zeros((S_, B_, H_))
+        for t in (range(S_) if direction == "forward" else range(S_ - 1, -1, -1)):
+            h = acts_[act](xv[t] @ wiv.T.astype(np.float64) + bv + h @ whv.T.astype(np.float64))
+            outs[t] = h
+        ys = outs if seq else h[None]
+        case("rnn_%s_%s_%s" % (act, direction, dt), {"x": (xv, dt), "h0": (hv, dt)},
+             [const("wi", wiv, dt), const("wh", whv, dt), const("b", bv, dt), 'string d = const()[val = string("%s")];' % direction,
+              'string a = const()[val = string("%s")];' % act, const("sq", seq, "bool"),
+              "%s ys, %s yh = rnn(x = x, initial_h = h0, weight_ih = wi, weight_hh = wh, bias = b, direction = d, "
+              "output_sequence = sq, activation = a);" % (ty(ys, dt), ty(h, dt))],
+             {"ys": (ys, dt), "yh": (h, dt)}, tol=1e-4)
+
+
+# lstm: gates [i, f, o, z], c = f c + i z, h = o act(c); forward and reverse
+wil, whl, bl = R(4 * H_, I_) * 0.5, R(4 * H_, H_) * 0.5, R(4 * H_) * 0.5
+c0_ = R(B_, H_)
+sg = lambda v: 1 / (1 + np.exp(-v))
+for dt in ("fp32", "fp16"):
+    for direction, seq, ra in (("forward", True, "sigmoid"), ("reverse", False, "sigmoid"), ("forward", False, "relu")):
+        xv, hv, cv = as_dt(xr5, dt), as_dt(h0_, dt), as_dt(c0_, dt)
+        wiv, whv, bv = as_dt(wil, dt), as_dt(whl, dt), as_dt(bl, dt)
+        h, c = hv.astype(np.float64), cv.astype(np.float64)
+        outs = np.zeros((S_, B_, H_))
+        rf = acts_[ra]
+        for t in (range(S_) if direction == "forward" else range(S_ - 1, -1, -1)):
+            g = xv[t] @ wiv.T.astype(np.float64) + bv + h @ whv.T.astype(np.float64)
+            i, f, o, z = rf(g[:, :H_]), rf(g[:, H_:2 * H_]), rf(g[:, 2 * H_:3 * H_]), np.tanh(g[:, 3 * H_:])
+            c = f * c + i * z
+            h = o * np.tanh(c)
+            outs[t] = h
+        ys = outs if seq else h[None]
+        case("lstm_%s_%s_%s" % (direction, ra, dt), {"x": (xv, dt), "h0": (hv, dt), "c0": (cv, dt)},
+             [const("wi", wiv, dt), const("wh", whv, dt), const("b", bv, dt), 'string d = const()[val = string("%s")];' % direction,
+              'string ra = const()[val = string("%s")];' % ra, const("sq", seq, "bool"),
+              "%s ys, %s yh, %s yc = lstm(x = x, initial_h = h0, initial_c = c0, weight_ih = wi, weight_hh = wh, bias = b, "
+              "direction = d, output_sequence = sq, recurrent_activation = ra);" % (ty(ys, dt), ty(h, dt), ty(c, dt))],
+             {"ys": (ys, dt), "yh": (h, dt), "yc": (c, dt)}, tol=1e-4)
