@@ -394,11 +394,13 @@ static bool parse_type(Parser *P, IrType *ty) {
     if (tok_is(peek(P), "list") && peek_at(P, 1)->kind == TK_LT) {
         Token *start = next(P);
         next(P);
-        if (!parse_type(P, ty) || !expect(P, TK_COMMA)) return false;
-        if (ty->list || ty->state) {
+        /* Checked before recursing: nested list<list<...>> must not be able to
+         * recurse as deep as the input is long. */
+        if (tok_is(peek(P), "list") || tok_is(peek(P), "state")) {
             perr(P, start, "a list holds tensors, not lists or states");
             return false;
         }
+        if (!parse_type(P, ty) || !expect(P, TK_COMMA)) return false;
         Token *t = next(P);
         ty->list_len = IR_DIM_DYNAMIC;
         if (t->kind == TK_NUMBER) {

@@ -261,6 +261,26 @@ TEST(length_bounded_input) {
     diag_free(&d);
 }
 
+/* list<list<list<... as deep as the input: an error at the first nested
+ * list, not a recursion per level (the parser would overflow the stack). */
+TEST(nested_list_types) {
+    const char *head = "program(1.3)\n{\n    func main<ios17>(tensor<fp32, [2]> x) {\n        ";
+    size_t depth = 200000, n = strlen(head) + 5 * depth + 1;
+    char *src = malloc(n);
+    strcpy(src, head);
+    for (size_t i = 0; i < depth; i++) memcpy(src + strlen(head) + 5 * i, "list<", 5);
+    src[n - 1] = 0;
+    Arena a;
+    arena_init(&a);
+    DiagSink d;
+    diag_init(&d);
+    CHECK(mil_parse(&a, &d, "deep.mil", src, n - 1) == NULL);
+    CHECK(d.count >= 1 && strstr(d.items[0].msg, "a list holds tensors") != NULL);
+    arena_free(&a);
+    diag_free(&d);
+    free(src);
+}
+
 TEST(literal_accessors) {
     Arena a;
     arena_init(&a);
@@ -290,5 +310,6 @@ int main(void) {
     RUN(io_names_are_identifiers);
     RUN(length_bounded_input);
     RUN(literal_accessors);
+    RUN(nested_list_types);
     TEST_MAIN_END();
 }
