@@ -22,44 +22,72 @@ static bool opt_name_eqn(const char *a, size_t n, const char *b) {
 
 static void push(OptHit **v, int *n, OptHit h) {
     *v = realloc(*v, sizeof(OptHit) * (size_t)(*n + 1));
-    if (!*v) { perror("milc"); exit(EXIT_SYSTEM); }
+    if (!*v) {
+        perror("milc");
+        exit(EXIT_SYSTEM);
+    }
     (*v)[(*n)++] = h;
 }
 
 bool args_parse(const char *cmd, const OptSpec *specs, int argc, char **argv, bool allow_extra, Args *out) {
     memset(out, 0, sizeof *out);
     out->pos = calloc((size_t)argc + 1, sizeof(char *));
-    if (!out->pos) { perror("milc"); exit(EXIT_SYSTEM); }
+    if (!out->pos) {
+        perror("milc");
+        exit(EXIT_SYSTEM);
+    }
     bool only_pos = false;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
-        if (only_pos || a[0] != '-' || a[1] == 0) { out->pos[out->npos++] = a; continue; }
-        if (strcmp(a, "--") == 0) { only_pos = true; continue; }
+        if (only_pos || a[0] != '-' || a[1] == 0) {
+            out->pos[out->npos++] = a;
+            continue;
+        }
+        if (strcmp(a, "--") == 0) {
+            only_pos = true;
+            continue;
+        }
         if (a[1] == '-') {
             const char *name = a + 2, *eq = strchr(name, '=');
             size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
             const OptSpec *s = NULL;
             for (const OptSpec *p = specs; p && p->name; p++)
-                if (opt_name_eqn(name, nlen, p->name)) { s = p; break; }
+                if (opt_name_eqn(name, nlen, p->name)) {
+                    s = p;
+                    break;
+                }
             if (!s && !allow_extra) {
                 cli_usage_error(cmd, "unknown option '--%.*s'", (int)nlen, name);
                 goto fail;
             }
             const char *val = NULL;
             if (!s || s->kind == OPT_VALUE) {
-                if (eq) val = eq + 1;
-                else if (i + 1 < argc) val = argv[++i];
-                else { cli_usage_error(cmd, "option '--%.*s' needs a value", (int)nlen, name); goto fail; }
+                if (eq)
+                    val = eq + 1;
+                else if (i + 1 < argc)
+                    val = argv[++i];
+                else {
+                    cli_usage_error(cmd, "option '--%.*s' needs a value", (int)nlen, name);
+                    goto fail;
+                }
             } else if (eq) {
                 cli_usage_error(cmd, "option '--%s' takes no value", s->name);
                 goto fail;
             }
-            if (s) push(&out->hits, &out->nhits, (OptHit){s, s->name, val});
+            if (s)
+                push(&out->hits, &out->nhits, (OptHit){s, s->name, val});
             else {
                 char *nm = strndup(name, nlen);
-                if (!nm || nlen == 0) { cli_usage_error(cmd, "bad option '%s'", a); free(nm); goto fail; }
+                if (!nm || nlen == 0) {
+                    cli_usage_error(cmd, "bad option '%s'", a);
+                    free(nm);
+                    goto fail;
+                }
                 out->extra = realloc(out->extra, sizeof(MilcParam) * (size_t)(out->nextra + 1));
-                if (!out->extra) { perror("milc"); exit(EXIT_SYSTEM); }
+                if (!out->extra) {
+                    perror("milc");
+                    exit(EXIT_SYSTEM);
+                }
                 out->extra[out->nextra++] = (MilcParam){nm, val};
             }
             continue;
@@ -68,11 +96,23 @@ bool args_parse(const char *cmd, const OptSpec *specs, int argc, char **argv, bo
         for (const char *c = a + 1; *c; c++) {
             const OptSpec *s = NULL;
             for (const OptSpec *p = specs; p && p->name; p++)
-                if (p->shortname == *c) { s = p; break; }
-            if (!s) { cli_usage_error(cmd, "unknown option '-%c'", *c); goto fail; }
-            if (s->kind == OPT_FLAG) { push(&out->hits, &out->nhits, (OptHit){s, s->name, NULL}); continue; }
+                if (p->shortname == *c) {
+                    s = p;
+                    break;
+                }
+            if (!s) {
+                cli_usage_error(cmd, "unknown option '-%c'", *c);
+                goto fail;
+            }
+            if (s->kind == OPT_FLAG) {
+                push(&out->hits, &out->nhits, (OptHit){s, s->name, NULL});
+                continue;
+            }
             const char *val = c[1] ? c + 1 : (i + 1 < argc ? argv[++i] : NULL);
-            if (!val) { cli_usage_error(cmd, "option '-%c' needs a value", *c); goto fail; }
+            if (!val) {
+                cli_usage_error(cmd, "option '-%c' needs a value", *c);
+                goto fail;
+            }
             push(&out->hits, &out->nhits, (OptHit){s, s->name, val});
             break;
         }

@@ -66,18 +66,18 @@ void bench_built_free(BenchBuilt *b);
  * bench_chain_free: build nothing into the same cache meanwhile. */
 typedef struct BenchChain {
     int n;
-    RtPool *pool;     /* one thread pool for the whole chain: its chunks run in turn */
-    LoadedModel *lm;  /* [n] */
-    Store *store;     /* bench_chain_load: the cache as the models' entries' store */
-    RtTensor **in;    /* [n][nin[i]] */
-    RtTensor **out;   /* [n][nout[i]] */
+    RtPool *pool;    /* one thread pool for the whole chain: its chunks run in turn */
+    LoadedModel *lm; /* [n] */
+    Store *store;    /* bench_chain_load: the cache as the models' entries' store */
+    RtTensor **in;   /* [n][nin[i]] */
+    RtTensor **out;  /* [n][nout[i]] */
     int *nin, *nout;
     unsigned char *mem; /* every tensor, bump-allocated in one huge-page mapping */
     size_t mem_len, mem_used;
-    RtArtifact **arts;  /* bench_chain_adopt: the artifacts the models run on; owned */
+    RtArtifact **arts; /* bench_chain_adopt: the artifacts the models run on; owned */
     int narts;
-    int run_flags;      /* rt_run flags of every program (RT_RUN_NONBONDED: mode 0's per-op variant) */
-    uint64_t last_ops;  /* plan ops the last forward ran */
+    int run_flags;     /* rt_run flags of every program (RT_RUN_NONBONDED: mode 0's per-op variant) */
+    uint64_t last_ops; /* plan ops the last forward ran */
 } BenchChain;
 
 typedef struct BenchRange {
@@ -121,18 +121,18 @@ typedef struct BenchStat {
 BenchStat bench_stat(const double *v, int n);
 
 typedef struct BenchPoint {
-    double work;       /* layers or tokens per dispatch */
-    BenchStat ms;      /* time per forward of the program */
-    double dispatches; /* per forward */
+    double work;         /* layers or tokens per dispatch */
+    BenchStat ms;        /* time per forward of the program */
+    double dispatches;   /* per forward */
     double weight_bytes; /* the program's weights */
-    double stream_ms;  /* weight_bytes ÷ the bandwidth of those bytes, read right after: the floor of a forward */
+    double stream_ms;    /* weight_bytes ÷ the bandwidth of those bytes, read right after: the floor of a forward */
 } BenchPoint;
 
 enum { BENCH_MAX_POINTS = 32 };
 
 /* The per-dispatch overhead measured directly (bench_dispatch.c). */
 typedef struct BenchDispatch {
-    BenchStat us;    /* µs per dispatch: (per-op forward - bonded forward) / extra dispatches, per pair */
+    BenchStat us;       /* µs per dispatch: (per-op forward - bonded forward) / extra dispatches, per pair */
     int bonded, per_op; /* dispatches of one forward each way */
     int pairs;
 } BenchDispatch;
@@ -160,9 +160,9 @@ typedef struct BenchSweep {
     int fixed;             /* the other dimension: seq of the depth sweep, layers of the token sweep */
     BenchPoint pts[BENCH_MAX_POINTS];
     int npts;
-    bool has_fit; /* at least two distinct work values */
+    bool has_fit;          /* at least two distinct work values */
     double a_ms, b_ms, r2; /* the line (= fit.a, fit.b, fit.r2) */
-    EstFit fit;   /* with the flags that say when a_ms is not a cost, and the hinge */
+    EstFit fit;            /* with the flags that say when a_ms is not a cost, and the hinge */
 } BenchSweep;
 void bench_fit(BenchSweep *s);
 
@@ -170,24 +170,24 @@ void bench_fit(BenchSweep *s);
 
 typedef struct BenchModeResult {
     int mode;
-    BenchStat compile_ms;     /* cold: generate+check+compile+store of every chunk */
-    BenchStat load_ms;        /* fresh process, warm cache: rt_model_load of every chunk */
+    BenchStat compile_ms; /* cold: generate+check+compile+store of every chunk */
+    BenchStat load_ms;    /* fresh process, warm cache: rt_model_load of every chunk */
     /* Where a cached ttft goes: spawn → command entry, cache open, lookup
      * (+ checksum) of every chunk, and the first forward (load_ms above). */
     BenchStat cached_start_ms, cached_open_ms, cached_lookup_ms, cached_run_ms;
-    BenchStat ttft_cold_ms;   /* spawn → first prefill output, empty cache */
-    BenchStat ttft_cached_ms; /* spawn → first prefill output, warm cache */
-    BenchStat prefill_ms;     /* steady state, in process */
-    BenchStat ttft_pair;      /* each cached run ÷ the steady forward taken right after it */
-    BenchStat decode_ms;      /* one token through every chunk */
-    BenchStat build_warm_ms;  /* whole `milc build` process on the warm cache */
+    BenchStat ttft_cold_ms;         /* spawn → first prefill output, empty cache */
+    BenchStat ttft_cached_ms;       /* spawn → first prefill output, warm cache */
+    BenchStat prefill_ms;           /* steady state, in process */
+    BenchStat ttft_pair;            /* each cached run ÷ the steady forward taken right after it */
+    BenchStat decode_ms;            /* one token through every chunk */
+    BenchStat build_warm_ms;        /* whole `milc build` process on the warm cache */
     BenchStat rss_cached, rss_cold; /* peak RSS bytes of the fresh processes */
     /* The cold build's parts (compile_ms split), and what the disk under the
      * cache takes to write and fdatasync as many bytes, measured beside them. */
     BenchStat cold_generate_ms, cold_check_ms, cold_lower_ms, cold_store_ms;
     double disk_write_ms;
     uint64_t artifact_bytes;
-    double prefill_dispatches, decode_dispatches; /* per forward / per token */
+    double prefill_dispatches, decode_dispatches;       /* per forward / per token */
     double decode_ops, decode_weight_bytes, decode_gbs; /* plan ops per token; weights; their read bandwidth */
     bool has_sweeps;
     BenchSweep depth, tokens;
@@ -201,9 +201,9 @@ typedef struct BenchReport {
     BenchModeResult modes[RT_NMODES];
     int nmodes;
     bool has_dispatch;
-    BenchDispatch dispatch; /* measured directly, once per run */
+    BenchDispatch dispatch;                   /* measured directly, once per run */
     const struct BenchProjection *projection; /* --project: the ANE estimate, or NULL */
-    const WholeResult *whole; /* --whole: embedding → chunks → head, or NULL */
+    const WholeResult *whole;                 /* --whole: embedding → chunks → head, or NULL */
     int whole_mode;
 } BenchReport;
 
@@ -216,7 +216,7 @@ typedef struct BenchProjection {
     int prompt, ctx;
     int modes[RT_NMODES], nmodes;
     int depths[BENCH_MAX_POINTS], ndepths;
-    EstPlan plan[RT_NMODES][BENCH_MAX_POINTS];       /* [mode][depth] */
+    EstPlan plan[RT_NMODES][BENCH_MAX_POINTS];     /* [mode][depth] */
     EstResult res[RT_NMODES][BENCH_MAX_POINTS][2]; /* [mode][depth][EST_DIRECT, EST_COREML] */
 } BenchProjection;
 

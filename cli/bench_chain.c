@@ -31,15 +31,25 @@ int bparams_add(BenchParams *p, const char *name, const char *value) {
         p->cap = cap;
     }
     char *n = strdup(name), *val = strdup(value);
-    if (!n || !val) { free(n); free(val); return -1; }
+    if (!n || !val) {
+        free(n);
+        free(val);
+        return -1;
+    }
     p->v[p->n++] = (MilcParam){n, val};
     return 0;
 }
 
 int bparams_copy(BenchParams *dst, const BenchParams *src) {
-    if (bparams_init(dst, src->config, src->weights) != 0) { bparams_free(dst); return -1; }
+    if (bparams_init(dst, src->config, src->weights) != 0) {
+        bparams_free(dst);
+        return -1;
+    }
     for (int i = 0; i < src->n; i++)
-        if (bparams_add(dst, src->v[i].name, src->v[i].value) != 0) { bparams_free(dst); return -1; }
+        if (bparams_add(dst, src->v[i].name, src->v[i].value) != 0) {
+            bparams_free(dst);
+            return -1;
+        }
     return 0;
 }
 
@@ -66,31 +76,39 @@ static void collect(void *ctx, int idx, const char *label, const BuildResult *r)
     Collect *cl = ctx;
     BenchBuilt *b = cl->out;
     CacheKey *k = realloc(b->keys, sizeof *k * (size_t)(b->n + 1));
-    if (!k) { cl->oom = true; return; }
+    if (!k) {
+        cl->oom = true;
+        return;
+    }
     b->keys = k;
     b->keys[b->n++] = r->key;
     b->ms_total += r->ms_total;
     b->artifact_bytes += r->artifact_bytes;
     b->ms_generate += r->ms_generate, b->ms_check += r->ms_check;
     b->ms_lower += r->ms_passes + r->ms_lower, b->ms_store += r->ms_store;
-    if (r->outcome == BUILD_MISS) b->misses++;
-    else b->hits++, b->checksummed += r->checksummed;
+    if (r->outcome == BUILD_MISS)
+        b->misses++;
+    else
+        b->hits++, b->checksummed += r->checksummed;
 }
 
 int bench_build(Cache *c, const TemplatePath *tp, const BenchParams *p, int mode, long chunk, int verify_hits,
                 const char *tmp_root, BenchBuilt *out, DiagSink *d) {
     memset(out, 0, sizeof *out);
     char modes[2] = {(char)('0' + mode), 0};
-    JobSpec spec = {.config = p->config, .weights = p->weights, .modes = modes, .chunk = chunk, .extra = p->v,
-                    .nextra = p->n};
+    JobSpec spec = {
+        .config = p->config, .weights = p->weights, .modes = modes, .chunk = chunk, .extra = p->v, .nextra = p->n};
     Collect cl = {out, false};
     Store *s = store_lmdb_wrap(c);
-    if (!s) { cli_error("out of memory"); return EXIT_SYSTEM; }
+    if (!s) {
+        cli_error("out of memory");
+        return EXIT_SYSTEM;
+    }
     /* Each program made and stored in turn: the cold path's parts (BENCH.md)
      * then add up to compile_ms, which overlapping them would not. */
-    int rc = build_request(s, tp, &spec,
-                           &(RequestOptions){.verify_hits = verify_hits, .tmp_root = tmp_root, .overlap = 1}, collect,
-                           &cl, d);
+    int rc =
+        build_request(s, tp, &spec, &(RequestOptions){.verify_hits = verify_hits, .tmp_root = tmp_root, .overlap = 1},
+                      collect, &cl, d);
     store_close(s);
     if (rc == EXIT_OK && cl.oom) cli_error("out of memory"), rc = EXIT_SYSTEM;
     if (rc != EXIT_OK) bench_built_free(out);
@@ -135,8 +153,10 @@ static void fill_input(RtTensor *t, const char *name, uint64_t seed) {
     for (size_t i = 0; i < n; i++) {
         s ^= s << 13, s ^= s >> 7, s ^= s << 17; /* xorshift64 */
         float v = ((float)(s >> 40) / (float)(1u << 24) - 0.5f);
-        if (t->dtype == RT_F16) ((uint16_t *)t->data)[i] = float_to_half(v);
-        else ((float *)t->data)[i] = v;
+        if (t->dtype == RT_F16)
+            ((uint16_t *)t->data)[i] = float_to_half(v);
+        else
+            ((float *)t->data)[i] = v;
     }
 }
 
@@ -144,7 +164,8 @@ static int io_find(const RtModel *m, bool input, const char *name) {
     int n = input ? rt_model_ninputs(m) : rt_model_noutputs(m);
     for (int i = 0; i < n; i++) {
         RtIoInfo io;
-        if ((input ? rt_model_input(m, i, &io) : rt_model_output(m, i, &io)) == 0 && strcmp(io.name, name) == 0) return i;
+        if ((input ? rt_model_input(m, i, &io) : rt_model_output(m, i, &io)) == 0 && strcmp(io.name, name) == 0)
+            return i;
     }
     return -1;
 }
@@ -160,7 +181,8 @@ static int tensor_for(BenchChain *ch, const RtIoInfo *io, RtTensor *t) {
 }
 
 static bool same_shape(const RtTensor *a, const RtTensor *b) {
-    return a->dtype == b->dtype && a->rank == b->rank && memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank) == 0;
+    return a->dtype == b->dtype && a->rank == b->rank &&
+           memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank) == 0;
 }
 
 /* The chain's arrays for n programs and its thread pool.  EXIT_OK or EXIT_*
@@ -208,7 +230,8 @@ static int chain_bind(BenchChain *ch, int i) {
         if (tensor_for(ch, &io, &t) != 0) return -1;
         fill_input(&t, io.name, (uint64_t)(i * 131 + k + 1));
         /* Chain the hidden states: this chunk reads what the last wrote. */
-        if (px >= 0 && strcmp(io.name, "x") == 0 && same_shape(&t, &ch->out[i - 1][px])) t.data = ch->out[i - 1][px].data;
+        if (px >= 0 && strcmp(io.name, "x") == 0 && same_shape(&t, &ch->out[i - 1][px]))
+            t.data = ch->out[i - 1][px].data;
         ch->in[i][k] = t;
     }
     return 0;
@@ -226,7 +249,8 @@ int bench_chain_load(Cache *c, const BenchBuilt *b, int nthreads, BenchChain *ch
          * hit), so the record compare and the checksum are not repeated.
          * The pages are mapped now, in one call per value: faulted in by the
          * first prefill instead they cost it ~7 ms, against ~3 ms here. */
-        int r = store_get(ch->store, &b->keys[i], NULL, 0, STORE_GET_NOTOUCH | STORE_GET_POPULATE | STORE_GET_TRUSTED, &hit);
+        int r = store_get(ch->store, &b->keys[i], NULL, 0, STORE_GET_NOTOUCH | STORE_GET_POPULATE | STORE_GET_TRUSTED,
+                          &hit);
         if (r != 0) {
             cli_error("cache entry %s: %s", hex, cache_strerror(r));
             bench_chain_free(ch);
@@ -234,7 +258,10 @@ int bench_chain_load(Cache *c, const BenchBuilt *b, int nthreads, BenchChain *ch
         }
         rc = model_load_hit(&ch->lm[i], ch->store, hit, &(ModelLoad){.nthreads = nthreads, .pool = ch->pool}, hex);
         ch->n = i + 1;
-        if (rc != EXIT_OK) { bench_chain_free(ch); return rc; }
+        if (rc != EXIT_OK) {
+            bench_chain_free(ch);
+            return rc;
+        }
         if (chain_bind(ch, i) != 0) goto nomem;
     }
     return EXIT_OK;
@@ -305,7 +332,10 @@ int bench_chain_run(BenchChain *ch, double *ms, uint64_t *dispatches) {
     for (int i = 0; i < ch->n; i++) {
         RtRunStats st = {0};
         int r = rt_run(ch->lm[i].model, ch->in[i], ch->nin[i], ch->out[i], ch->nout[i], ch->run_flags, &st);
-        if (r != 0) { cli_error("run failed: %s", rt_strerror(r)); return EXIT_SYSTEM; }
+        if (r != 0) {
+            cli_error("run failed: %s", rt_strerror(r));
+            return EXIT_SYSTEM;
+        }
         nd += st.dispatches;
         ops += st.ops;
     }
@@ -368,8 +398,14 @@ static double peak_rss_bytes(void) {
 int bench_child(Cli *cli, int argc, char **argv) {
     long long t_entry = cli_now_ns();
     Args a;
-    if (!args_parse("bench --child", child_opts, argc - 1, argv + 1, true, &a)) { args_free(&a); return EXIT_USAGE; }
-    if (!verify_flags_ok("bench", &a)) { args_free(&a); return EXIT_USAGE; }
+    if (!args_parse("bench --child", child_opts, argc - 1, argv + 1, true, &a)) {
+        args_free(&a);
+        return EXIT_USAGE;
+    }
+    if (!verify_flags_ok("bench", &a)) {
+        args_free(&a);
+        return EXIT_USAGE;
+    }
     int rc = EXIT_USAGE;
     long mode = RT_MODE_DEFAULT, chunk = 0, threads = 0;
     const char *t0s = args_get(&a, "t0");
@@ -383,12 +419,22 @@ int bench_child(Cli *cli, int argc, char **argv) {
         (args_get(&a, "threads") && !args_int("bench", "threads", args_get(&a, "threads"), 0, 256, &threads)))
         goto out_args;
     BenchParams p;
-    if (bparams_init(&p, cli_config_name(&a), args_get(&a, "weights")) != 0) { rc = EXIT_SYSTEM; goto out_args; }
+    if (bparams_init(&p, cli_config_name(&a), args_get(&a, "weights")) != 0) {
+        rc = EXIT_SYSTEM;
+        goto out_args;
+    }
     for (int i = 0; i < a.nextra; i++)
-        if (bparams_add(&p, a.extra[i].name, a.extra[i].value) != 0) { rc = EXIT_SYSTEM; goto out_p; }
+        if (bparams_add(&p, a.extra[i].name, a.extra[i].value) != 0) {
+            rc = EXIT_SYSTEM;
+            goto out_p;
+        }
 
     TemplatePath tp;
-    if (tpath_init(&tp, cli->template_dirs) != 0) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out_p; }
+    if (tpath_init(&tp, cli->template_dirs) != 0) {
+        cli_error("out of memory");
+        rc = EXIT_SYSTEM;
+        goto out_p;
+    }
     DiagSink d;
     diag_init(&d);
     Cache *c = NULL;
@@ -397,11 +443,18 @@ int bench_child(Cli *cli, int argc, char **argv) {
     char err[512] = "";
     long long t1 = cli_now_ns();
     int r = cache_open(&c, cli->cache_dir, NULL, err, sizeof err);
-    if (r != 0) { cli_cache_error(r, err); rc = EXIT_SYSTEM; goto out; }
+    if (r != 0) {
+        cli_cache_error(r, err);
+        rc = EXIT_SYSTEM;
+        goto out;
+    }
     double open_ms = (double)(cli_now_ns() - t1) / 1e6;
     t1 = cli_now_ns();
     rc = bench_build(c, &tp, &p, (int)mode, chunk, verify_policy(&a), cli->cache_dir, &b, &d);
-    if (rc != EXIT_OK) { if (rc == EXIT_INPUT) cli_report(cli, &d); goto out; }
+    if (rc != EXIT_OK) {
+        if (rc == EXIT_INPUT) cli_report(cli, &d);
+        goto out;
+    }
     double build_ms = (double)(cli_now_ns() - t1) / 1e6; /* with the templates read and resolved */
     t1 = cli_now_ns();
     if ((rc = bench_chain_load(c, &b, (int)threads, &ch)) != EXIT_OK) goto out;
@@ -416,16 +469,17 @@ int bench_child(Cli *cli, int argc, char **argv) {
     bool finite = true;
     for (size_t i = 0; last && last->dtype == RT_F16 && i < last->size / 2; i++)
         finite &= isfinite(half_to_float(((const uint16_t *)last->data)[i])) != 0;
-    cli_json_print(stdout, cli_json_obj("ttft_ms", cli_json_real((double)(t_done - t0) / 1e6, 4), "start_ms",
-                                        cli_json_real((double)(t_entry - t0) / 1e6, 4), "open_ms", cli_json_real(open_ms, 4),
-                                        "build_ms", cli_json_real(build_ms, 4), "misses", json_integer(b.misses), "hits",
-                                        json_integer(b.hits), "checksummed", json_integer(b.checksummed), "artifact_bytes",
-                                        json_integer((json_int_t)b.artifact_bytes), "load_ms", cli_json_real(load_ms, 4),
-                                        "run_ms", cli_json_real(run_ms, 4), "dispatches", json_integer((json_int_t)nd),
-                                        "programs", json_integer(b.n), "peak_rss_bytes", cli_json_real(peak_rss_bytes(), 0),
-                                        "finite", json_boolean(finite), "generate_ms", cli_json_real(b.ms_generate, 4),
-                                        "check_ms", cli_json_real(b.ms_check, 4), "lower_ms", cli_json_real(b.ms_lower, 4),
-                                        "store_ms", cli_json_real(b.ms_store, 4), NULL));
+    cli_json_print(stdout,
+                   cli_json_obj("ttft_ms", cli_json_real((double)(t_done - t0) / 1e6, 4), "start_ms",
+                                cli_json_real((double)(t_entry - t0) / 1e6, 4), "open_ms", cli_json_real(open_ms, 4),
+                                "build_ms", cli_json_real(build_ms, 4), "misses", json_integer(b.misses), "hits",
+                                json_integer(b.hits), "checksummed", json_integer(b.checksummed), "artifact_bytes",
+                                json_integer((json_int_t)b.artifact_bytes), "load_ms", cli_json_real(load_ms, 4),
+                                "run_ms", cli_json_real(run_ms, 4), "dispatches", json_integer((json_int_t)nd),
+                                "programs", json_integer(b.n), "peak_rss_bytes", cli_json_real(peak_rss_bytes(), 0),
+                                "finite", json_boolean(finite), "generate_ms", cli_json_real(b.ms_generate, 4),
+                                "check_ms", cli_json_real(b.ms_check, 4), "lower_ms", cli_json_real(b.ms_lower, 4),
+                                "store_ms", cli_json_real(b.ms_store, 4), NULL));
     rc = EXIT_OK;
 out:
     bench_chain_free(&ch);

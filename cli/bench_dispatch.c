@@ -24,7 +24,8 @@ int bench_compile_job(const TemplatePath *tp, const BuildJob *j, const char *dir
     IrProgram *p = mil_parse(&a, d, "model.mil", gr.mil, gr.mil_len);
     BackendOptions o = *bo;
     o.model_path = dir;
-    rc = p && mil_check(p, &(MilCheckOptions){.model_path = dir}, d) && backend_compile(p, &o, art, st, d) == 0 ? 0 : -1;
+    rc =
+        p && mil_check(p, &(MilCheckOptions){.model_path = dir}, d) && backend_compile(p, &o, art, st, d) == 0 ? 0 : -1;
     arena_free(&a);
     gen_result_free(&gr);
     return rc;
@@ -33,9 +34,13 @@ int bench_compile_job(const TemplatePath *tp, const BuildJob *j, const char *dir
 static int compile_all(const TemplatePath *tp, const BenchParams *p, long chunk, const char *dir, RtArtifact ***arts,
                        int *n, DiagSink *d) {
     JobList jobs = {0};
-    JobSpec spec = {.config = p->config, .weights = p->weights, .modes = "0", .chunk = chunk, .extra = p->v, .nextra = p->n};
+    JobSpec spec = {
+        .config = p->config, .weights = p->weights, .modes = "0", .chunk = chunk, .extra = p->v, .nextra = p->n};
     *arts = NULL, *n = 0;
-    if (jobs_expand(tp, &spec, &jobs, d) != 0) { jobs_free(&jobs); return EXIT_INPUT; }
+    if (jobs_expand(tp, &spec, &jobs, d) != 0) {
+        jobs_free(&jobs);
+        return EXIT_INPUT;
+    }
     *arts = calloc((size_t)jobs.n + 1, sizeof **arts);
     int rc = *arts ? EXIT_OK : EXIT_SYSTEM;
     for (int i = 0; i < jobs.n && rc == EXIT_OK; i++) {
@@ -44,7 +49,8 @@ static int compile_all(const TemplatePath *tp, const BenchParams *p, long chunk,
         BackendOptions bo = {.mode = 0, .same_ops = true};
         if (bench_compile_job(tp, &jobs.v[i], sub, &bo, &(*arts)[i], NULL, d) != 0)
             rc = diag_failed(d) ? EXIT_INPUT : EXIT_SYSTEM;
-        else *n = i + 1;
+        else
+            *n = i + 1;
     }
     jobs_free(&jobs);
     if (rc == EXIT_SYSTEM && !diag_failed(d)) cli_error("out of memory");
@@ -65,7 +71,11 @@ int bench_dispatch(const TemplatePath *tp, const BenchParams *p, long chunk, int
     if ((rc = bench_chain_adopt(arts, n, nthreads, &ch)) != EXIT_OK) return rc;
     uint64_t nb = 0, np = 0;
     double t, *v = malloc(sizeof *v * (size_t)(pairs > 0 ? pairs : 1));
-    if (!v) { bench_chain_free(&ch); cli_error("out of memory"); return EXIT_SYSTEM; }
+    if (!v) {
+        bench_chain_free(&ch);
+        cli_error("out of memory");
+        return EXIT_SYSTEM;
+    }
     /* One untimed forward of each kind first: the weights touched, the pool awake. */
     rc = bench_chain_run(&ch, &t, &nb);
     ch.run_flags = RT_RUN_NONBONDED;

@@ -20,12 +20,18 @@ const char *bench_chip_path(const char *arg, char *buf, size_t len) {
 
 int bench_chip_load(const char *path, EstChip *c) {
     FILE *f = fopen(path, "rb");
-    if (!f) { cli_error("chip file '%s': %s", path, strerror(errno)); return EXIT_INPUT; }
+    if (!f) {
+        cli_error("chip file '%s': %s", path, strerror(errno));
+        return EXIT_INPUT;
+    }
     char *text = malloc(1 << 20);
     size_t n = text ? fread(text, 1, 1 << 20, f) : 0;
     bool err = text && ferror(f), big = text && n == 1 << 20;
     fclose(f);
-    if (!text) { cli_error("out of memory"); return EXIT_SYSTEM; }
+    if (!text) {
+        cli_error("out of memory");
+        return EXIT_SYSTEM;
+    }
     if (err || big) {
         free(text);
         cli_error("chip file '%s': %s", path, err ? "read error" : "larger than 1 MB");
@@ -34,7 +40,10 @@ int bench_chip_load(const char *path, EstChip *c) {
     char msg[512];
     int rc = est_chip_parse(text, n, path, c, msg, sizeof msg);
     free(text);
-    if (rc != 0) { cli_error("%s", msg); return EXIT_INPUT; }
+    if (rc != 0) {
+        cli_error("%s", msg);
+        return EXIT_INPUT;
+    }
     return EXIT_OK;
 }
 
@@ -51,9 +60,16 @@ static double weight_bytes_of(const RtArtifact *a) {
 int bench_project_model(const TemplatePath *tp, const BenchParams *decode, const char *dir, EstModel *m, DiagSink *d) {
     memset(m, 0, sizeof *m);
     JobList jobs = {0};
-    JobSpec spec = {.config = decode->config, .weights = decode->weights, .modes = "1", .chunk = 1, .extra = decode->v,
+    JobSpec spec = {.config = decode->config,
+                    .weights = decode->weights,
+                    .modes = "1",
+                    .chunk = 1,
+                    .extra = decode->v,
                     .nextra = decode->n};
-    if (jobs_expand(tp, &spec, &jobs, d) != 0 || jobs.n < 1) { jobs_free(&jobs); return EXIT_INPUT; }
+    if (jobs_expand(tp, &spec, &jobs, d) != 0 || jobs.n < 1) {
+        jobs_free(&jobs);
+        return EXIT_INPUT;
+    }
     GenConfig *gc = job_config(tp, &jobs.v[0], d);
     int64_t dim = 0;
     bool have = gc != NULL;
@@ -62,16 +78,21 @@ int bench_project_model(const TemplatePath *tp, const BenchParams *decode, const
     RtArtifact *a = NULL;
     BackendStats st = {0};
     int rc = have && bench_compile_job(tp, &jobs.v[0], dir, &(BackendOptions){.mode = 1}, &a, &st, d) == 0 ? EXIT_OK
-             : diag_failed(d)                                                                       ? EXIT_INPUT
-                                                                                                    : EXIT_SYSTEM;
+             : diag_failed(d)                                                                              ? EXIT_INPUT
+                              : EXIT_SYSTEM;
     if (rc == EXIT_OK) {
         /* fp16 weights: 2 bytes and 2 FLOPs (a multiply-add) per parameter;
          * fp16 hidden states in and out, and K and V rows, of dim each. */
         double wb = weight_bytes_of(a);
-        *m = (EstModel){.layers = jobs.n, .layer_weight_bytes = wb, .layer_flops_per_pos = wb,
-                        .layer_attn_flops_per_pos_ctx = 4.0 * (double)dim, .layer_ops = st.dispatches,
-                        .io_bytes_per_pos = 4.0 * (double)dim, .layer_kv_bytes_per_ctx = 4.0 * (double)dim};
-    } else if (rc == EXIT_SYSTEM) cli_error("cannot compile a layer of '%s' to count its ops", decode->config);
+        *m = (EstModel){.layers = jobs.n,
+                        .layer_weight_bytes = wb,
+                        .layer_flops_per_pos = wb,
+                        .layer_attn_flops_per_pos_ctx = 4.0 * (double)dim,
+                        .layer_ops = st.dispatches,
+                        .io_bytes_per_pos = 4.0 * (double)dim,
+                        .layer_kv_bytes_per_ctx = 4.0 * (double)dim};
+    } else if (rc == EXIT_SYSTEM)
+        cli_error("cannot compile a layer of '%s' to count its ops", decode->config);
     rt_artifact_free(a);
     jobs_free(&jobs);
     return rc;
@@ -89,7 +110,10 @@ void bench_project_run(BenchProjection *p) {
             EstPlan *pl = &p->plan[mi][di];
             if (est_plan_depth(&p->model, p->depths[di], p->modes[mi], pl) != 0) continue;
             for (int path = 0; path < 2; path++) {
-                EstScenario s = {.prompt_tokens = p->prompt, .prefill_chunk = p->prompt, .ctx = p->ctx, .path = path,
+                EstScenario s = {.prompt_tokens = p->prompt,
+                                 .prefill_chunk = p->prompt,
+                                 .ctx = p->ctx,
+                                 .path = path,
                                  .compile_factor = compile_factor(p, p->modes[mi])};
                 est_project(&p->chip, pl, &s, &p->res[mi][di][path]);
             }
@@ -113,14 +137,16 @@ static const char *path_name(int path) { return path == EST_COREML ? "coreml" : 
 void bench_project_table(FILE *f, const BenchProjection *p) {
     fprintf(f, "\nANE ESTIMATE (projected from published figures, NOT measured): %s, chip file %s\n", p->chip.name,
             p->chip_path);
-    fprintf(f, "%d layers; per layer %.1f MB of weights, %.0f MIL ops; prompt %d tokens, decode at ctx %d;"
-               " positions padded to %d. How: docs/ANE-ESTIMATE.md\n",
+    fprintf(f,
+            "%d layers; per layer %.1f MB of weights, %.0f MIL ops; prompt %d tokens, decode at ctx %d;"
+            " positions padded to %d. How: docs/ANE-ESTIMATE.md\n",
             p->model.layers, p->model.layer_weight_bytes / 1e6, p->model.layer_ops, p->prompt, p->ctx, p->chip.min_seq);
     for (int path = 0; path < 2; path++) {
         fprintf(f, "\n  %s path%s\n", path_name(path),
-                path == EST_COREML ? " (fixed cost per dispatch x the chip's Core ML factor)" : " (the private client)");
-        fprintf(f, "  %4s %5s %8s %9s %11s %10s %11s %10s %11s\n", "mode", "depth", "programs", "dispatch",
-                "decode ms", "decode t/s", "prefill t/s", "compile ms", "cold t/s");
+                path == EST_COREML ? " (fixed cost per dispatch x the chip's Core ML factor)"
+                                   : " (the private client)");
+        fprintf(f, "  %4s %5s %8s %9s %11s %10s %11s %10s %11s\n", "mode", "depth", "programs", "dispatch", "decode ms",
+                "decode t/s", "prefill t/s", "compile ms", "cold t/s");
         for (int mi = 0; mi < p->nmodes; mi++)
             for (int di = 0; di < p->ndepths; di++) {
                 const EstResult *r = &p->res[mi][di][path];
@@ -144,13 +170,13 @@ static json_t *json_row(const BenchProjection *p, int mi, int di, int path) {
     const EstPlan *pl = &p->plan[mi][di];
     return cli_json_obj("mode", json_integer(p->modes[mi]), "depth", json_integer(p->depths[di]), "path",
                         json_string(path_name(path)), "programs", json_integer(pl->programs), "dispatches_per_token",
-                        json_integer(pl->dispatches), "ops_per_dispatch", cli_json_g(pl->ops_per_dispatch),
-                        "decode_ms", cli_json_g(r->decode_ms), "decode_tok_s", cli_json_g(r->decode_tok_s),
-                        "decode_fixed_ms", cli_json_g(r->decode.fixed_ms), "decode_compute_ms",
-                        cli_json_g(r->decode.compute_ms), "decode_stream_ms", cli_json_g(r->decode.stream_ms),
-                        "prefill_ms", cli_json_g(r->prefill_ms), "prefill_tok_s", cli_json_g(r->prefill_tok_s),
-                        "compile_ms", cli_json_g(r->compile_ms), "cold_ms", cli_json_g(r->cold_ms), "cold_tok_s",
-                        cli_json_g(r->cold_tok_s), "over_max_program", json_boolean(r->over_max_program), NULL);
+                        json_integer(pl->dispatches), "ops_per_dispatch", cli_json_g(pl->ops_per_dispatch), "decode_ms",
+                        cli_json_g(r->decode_ms), "decode_tok_s", cli_json_g(r->decode_tok_s), "decode_fixed_ms",
+                        cli_json_g(r->decode.fixed_ms), "decode_compute_ms", cli_json_g(r->decode.compute_ms),
+                        "decode_stream_ms", cli_json_g(r->decode.stream_ms), "prefill_ms", cli_json_g(r->prefill_ms),
+                        "prefill_tok_s", cli_json_g(r->prefill_tok_s), "compile_ms", cli_json_g(r->compile_ms),
+                        "cold_ms", cli_json_g(r->cold_ms), "cold_tok_s", cli_json_g(r->cold_tok_s), "over_max_program",
+                        json_boolean(r->over_max_program), NULL);
 }
 
 json_t *bench_project_json(const BenchProjection *p) {
@@ -163,14 +189,15 @@ json_t *bench_project_json(const BenchProjection *p) {
         for (int mi = 0; mi < p->nmodes; mi++) {
             int b = best_depth(p, mi, path);
             if (b >= 0)
-                cli_json_push(best, cli_json_obj("mode", json_integer(p->modes[mi]), "path", json_string(path_name(path)),
-                                                 "depth", json_integer(p->depths[b]), "decode_ms",
-                                                 cli_json_g(p->res[mi][b][path].decode_ms), NULL));
+                cli_json_push(best, cli_json_obj("mode", json_integer(p->modes[mi]), "path",
+                                                 json_string(path_name(path)), "depth", json_integer(p->depths[b]),
+                                                 "decode_ms", cli_json_g(p->res[mi][b][path].decode_ms), NULL));
         }
     return cli_json_obj("estimate", json_true(), "note",
                         json_string("projected from published figures, not measured: docs/ANE-ESTIMATE.md"), "chip",
                         cli_json_str(p->chip.name), "chip_file", cli_json_str(p->chip_path), "layers",
                         json_integer(p->model.layers), "layer_weight_bytes", cli_json_g(p->model.layer_weight_bytes),
                         "layer_ops", cli_json_g(p->model.layer_ops), "prompt", json_integer(p->prompt), "ctx",
-                        json_integer(p->ctx), "min_seq", json_integer(p->chip.min_seq), "rows", rows, "best", best, NULL);
+                        json_integer(p->ctx), "min_seq", json_integer(p->chip.min_seq), "rows", rows, "best", best,
+                        NULL);
 }

@@ -69,24 +69,71 @@ static double tok_s(long tokens, double ms) { return ms > 0 ? (double)tokens * 1
 /* ---- table ----------------------------------------------------------------- */
 
 typedef double (*ModeValue)(const BenchReport *r, const BenchModeResult *m);
-static double v_compile(const BenchReport *r, const BenchModeResult *m) { (void)r; return m->compile_ms.med; }
-static double v_mb(const BenchReport *r, const BenchModeResult *m) { (void)r; return (double)m->artifact_bytes / 1048576.0; }
-static double v_load(const BenchReport *r, const BenchModeResult *m) { (void)r; return m->load_ms.med; }
-static double v_cold(const BenchReport *r, const BenchModeResult *m) { (void)r; return m->ttft_cold_ms.med; }
+static double v_compile(const BenchReport *r, const BenchModeResult *m) {
+    (void)r;
+    return m->compile_ms.med;
+}
+static double v_mb(const BenchReport *r, const BenchModeResult *m) {
+    (void)r;
+    return (double)m->artifact_bytes / 1048576.0;
+}
+static double v_load(const BenchReport *r, const BenchModeResult *m) {
+    (void)r;
+    return m->load_ms.med;
+}
+static double v_cold(const BenchReport *r, const BenchModeResult *m) {
+    (void)r;
+    return m->ttft_cold_ms.med;
+}
 static double v_cold_tps(const BenchReport *r, const BenchModeResult *m) { return tok_s(r->seq, m->ttft_cold_ms.med); }
-static double v_cached(const BenchReport *r, const BenchModeResult *m) { (void)r; return m->ttft_cached_ms.med; }
-static double v_cached_tps(const BenchReport *r, const BenchModeResult *m) { return tok_s(r->seq, m->ttft_cached_ms.med); }
-static double v_c_start(const BenchReport *r, const BenchModeResult *m) { (void)r; return m->cached_start_ms.med; }
-static double v_c_lookup(const BenchReport *r, const BenchModeResult *m) { (void)r; return m->cached_lookup_ms.med; }
-static double v_c_run(const BenchReport *r, const BenchModeResult *m) { (void)r; return m->cached_run_ms.med; }
-static double v_steady(const BenchReport *r, const BenchModeResult *m) { (void)r; return m->prefill_ms.med; }
+static double v_cached(const BenchReport *r, const BenchModeResult *m) {
+    (void)r;
+    return m->ttft_cached_ms.med;
+}
+static double v_cached_tps(const BenchReport *r, const BenchModeResult *m) {
+    return tok_s(r->seq, m->ttft_cached_ms.med);
+}
+static double v_c_start(const BenchReport *r, const BenchModeResult *m) {
+    (void)r;
+    return m->cached_start_ms.med;
+}
+static double v_c_lookup(const BenchReport *r, const BenchModeResult *m) {
+    (void)r;
+    return m->cached_lookup_ms.med;
+}
+static double v_c_run(const BenchReport *r, const BenchModeResult *m) {
+    (void)r;
+    return m->cached_run_ms.med;
+}
+static double v_steady(const BenchReport *r, const BenchModeResult *m) {
+    (void)r;
+    return m->prefill_ms.med;
+}
 static double v_steady_tps(const BenchReport *r, const BenchModeResult *m) { return tok_s(r->seq, m->prefill_ms.med); }
-static double v_pdisp(const BenchReport *r, const BenchModeResult *m) { (void)r; return m->prefill_dispatches; }
-static double v_decode(const BenchReport *r, const BenchModeResult *m) { (void)r; return m->decode_ms.med; }
-static double v_ddisp(const BenchReport *r, const BenchModeResult *m) { (void)r; return m->decode_dispatches; }
-static double v_rss(const BenchReport *r, const BenchModeResult *m) { (void)r; return m->rss_cached.med / 1048576.0; }
-static double v_rss_cold(const BenchReport *r, const BenchModeResult *m) { (void)r; return m->rss_cold.med / 1048576.0; }
-static double v_build(const BenchReport *r, const BenchModeResult *m) { (void)r; return m->build_warm_ms.med; }
+static double v_pdisp(const BenchReport *r, const BenchModeResult *m) {
+    (void)r;
+    return m->prefill_dispatches;
+}
+static double v_decode(const BenchReport *r, const BenchModeResult *m) {
+    (void)r;
+    return m->decode_ms.med;
+}
+static double v_ddisp(const BenchReport *r, const BenchModeResult *m) {
+    (void)r;
+    return m->decode_dispatches;
+}
+static double v_rss(const BenchReport *r, const BenchModeResult *m) {
+    (void)r;
+    return m->rss_cached.med / 1048576.0;
+}
+static double v_rss_cold(const BenchReport *r, const BenchModeResult *m) {
+    (void)r;
+    return m->rss_cold.med / 1048576.0;
+}
+static double v_build(const BenchReport *r, const BenchModeResult *m) {
+    (void)r;
+    return m->build_warm_ms.med;
+}
 
 /* The flags of a fit, as words; "" when none. */
 static void flag_words(unsigned flags, char *buf, size_t len) {
@@ -113,41 +160,54 @@ static void print_intercept(FILE *f, const BenchSweep *s, const char *work) {
 }
 
 static void print_sweep(FILE *f, int mode, const BenchSweep *s, bool depth) {
-    if (depth) fprintf(f, "\nmode %d, depth sweep (T=%d): time per forward vs layers per chunk\n", mode, s->fixed);
-    else fprintf(f, "mode %d, token sweep (%d layers): time per forward vs tokens per dispatch\n", mode, s->fixed);
+    if (depth)
+        fprintf(f, "\nmode %d, depth sweep (T=%d): time per forward vs layers per chunk\n", mode, s->fixed);
+    else
+        fprintf(f, "mode %d, token sweep (%d layers): time per forward vs tokens per dispatch\n", mode, s->fixed);
     fprintf(f, "  %-8s", s->work_name);
     for (int p = 0; p < s->npts; p++) fprintf(f, "%10g", s->pts[p].work);
     fprintf(f, "\n  %-8s", "ms");
     for (int p = 0; p < s->npts; p++) fprintf(f, "%10.3f", s->pts[p].ms.med);
     fprintf(f, "\n  %-8s", "stream");
     for (int p = 0; p < s->npts; p++)
-        if (isfinite(s->pts[p].stream_ms)) fprintf(f, "%10.3f", s->pts[p].stream_ms);
-        else fprintf(f, "%10s", "-");
+        if (isfinite(s->pts[p].stream_ms))
+            fprintf(f, "%10.3f", s->pts[p].stream_ms);
+        else
+            fprintf(f, "%10s", "-");
     fprintf(f, "\n  %-8s", "dispatch");
     for (int p = 0; p < s->npts; p++) fprintf(f, "%10.0f", s->pts[p].dispatches);
     fputc('\n', f);
-    if (!s->has_fit) { fprintf(f, "  fit: needs two distinct %s values\n", s->work_name); return; }
+    if (!s->has_fit) {
+        fprintf(f, "  fit: needs two distinct %s values\n", s->work_name);
+        return;
+    }
     const char *unit = depth ? "layer" : "token";
     fprintf(f, "  line: time = %.4f ms + %.4f ms/%s (R^2 = %.4f)\n  intercept: ", s->a_ms, s->b_ms, unit, s->r2);
     print_intercept(f, s, depth ? "layers per chunk" : "tokens per dispatch");
     fputc('\n', f);
     if (s->fit.flags & EST_FIT_NEGATIVE_INTERCEPT)
         fprintf(f, "  negative intercept: no fixed cost is negative; the line is pulled by points it does not fit\n");
-    if (s->fit.flags & EST_FIT_POOR) fprintf(f, "  poor fit: R^2 below %.2f, the points are not on a line\n", EST_FIT_MIN_R2);
+    if (s->fit.flags & EST_FIT_POOR)
+        fprintf(f, "  poor fit: R^2 below %.2f, the points are not on a line\n", EST_FIT_MIN_R2);
     if (s->fit.flags & EST_FIT_BENDS)
-        fprintf(f, "  bends at %g %ss: %.4f ms/%s up to it, %.4f after (R^2 = %.4f): past it the weights no longer fit in a"
-                   " cache, so the straight line is the wrong model\n",
-                s->fit.knot, unit, s->fit.hb, unit, s->fit.hb + s->fit.hc, s->fit.hr2);
+        fprintf(
+            f,
+            "  bends at %g %ss: %.4f ms/%s up to it, %.4f after (R^2 = %.4f): past it the weights no longer fit in a"
+            " cache, so the straight line is the wrong model\n",
+            s->fit.knot, unit, s->fit.hb, unit, s->fit.hb + s->fit.hc, s->fit.hr2);
     if (depth && isfinite(sweep_stream_ms(s, true)))
-        fprintf(f, "  streaming one layer's weights once takes %.4f ms (the slope's floor)\n", sweep_stream_ms(s, true));
+        fprintf(f, "  streaming one layer's weights once takes %.4f ms (the slope's floor)\n",
+                sweep_stream_ms(s, true));
 }
 
 static void print_dispatch(FILE *f, const BenchReport *r) {
     if (!r->has_dispatch) return;
     const BenchDispatch *d = &r->dispatch;
-    fprintf(f, "  per-dispatch overhead          %.3f us (measured: the decode chunks bonded, %d dispatches, vs one per op,"
-               " %d; median of %d alternated pairs, %.3f..%.3f)\n",
-            d->us.med, d->bonded, d->per_op, d->pairs, d->us.min, d->us.max);
+    fprintf(
+        f,
+        "  per-dispatch overhead          %.3f us (measured: the decode chunks bonded, %d dispatches, vs one per op,"
+        " %d; median of %d alternated pairs, %.3f..%.3f)\n",
+        d->us.med, d->bonded, d->per_op, d->pairs, d->us.min, d->us.max);
     if (!(d->us.med > 0))
         fprintf(f, "                                 (not above this run's noise: more pairs with --repeat)\n");
 }
@@ -178,8 +238,8 @@ void bench_print_table(FILE *f, const BenchReport *r) {
     };
     fprintf(f, "milc bench: %s, %ld layers in %ld chunk%s of %ld; prefill T=%ld, decode T=1 at ctx %ld\n", r->config,
             r->layers, r->nchunks, r->nchunks == 1 ? "" : "s", r->chunk, r->seq, r->ctx);
-    fprintf(f, "medians of %d runs (cold: %d), %d thread%s%s; spreads in --json / --csv\n\n", r->repeat,
-            r->cold_repeat, r->threads, r->threads == 1 ? "" : "s",
+    fprintf(f, "medians of %d runs (cold: %d), %d thread%s%s; spreads in --json / --csv\n\n", r->repeat, r->cold_repeat,
+            r->threads, r->threads == 1 ? "" : "s",
             r->verify == BUILD_VERIFY_NONE   ? ", hits not checksummed"
             : r->verify == BUILD_VERIFY_FULL ? ", every hit checksummed"
                                              : "");
@@ -187,12 +247,16 @@ void bench_print_table(FILE *f, const BenchReport *r) {
     for (int i = 0; i < r->nmodes; i++) fprintf(f, "%14s %d", "mode", r->modes[i].mode);
     fputc('\n', f);
     for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
-        fprintf(f, "%-26s", rows[k].v == v_c_lookup && r->verify == BUILD_VERIFY_NONE ? "  lookup, no checksum (ms)" : rows[k].label);
+        fprintf(f, "%-26s",
+                rows[k].v == v_c_lookup && r->verify == BUILD_VERIFY_NONE ? "  lookup, no checksum (ms)"
+                                                                          : rows[k].label);
         for (int i = 0; i < r->nmodes; i++) {
             char buf[64];
             double v = rows[k].v(r, &r->modes[i]);
-            if (isfinite(v)) snprintf(buf, sizeof buf, rows[k].fmt, v);
-            else snprintf(buf, sizeof buf, "-");
+            if (isfinite(v))
+                snprintf(buf, sizeof buf, rows[k].fmt, v);
+            else
+                snprintf(buf, sizeof buf, "-");
             fprintf(f, "%16s", buf);
         }
         fputc('\n', f);
@@ -246,11 +310,11 @@ static json_t *jsweep(const BenchSweep *s, const char *fixed_name) {
     json_t *pts = json_array();
     for (int p = 0; p < s->npts; p++) {
         const BenchPoint *pt = &s->pts[p];
-        cli_json_push(pts, cli_json_obj("work", cli_json_g(pt->work), "ms", cli_json_g(pt->ms.med), "min",
-                                        cli_json_g(pt->ms.min), "max", cli_json_g(pt->ms.max), "n",
-                                        json_integer(pt->ms.n), "dispatches", cli_json_g(pt->dispatches),
-                                        "weight_bytes", cli_json_g(pt->weight_bytes), "stream_ms",
-                                        cli_json_g(pt->stream_ms), NULL));
+        cli_json_push(pts,
+                      cli_json_obj("work", cli_json_g(pt->work), "ms", cli_json_g(pt->ms.med), "min",
+                                   cli_json_g(pt->ms.min), "max", cli_json_g(pt->ms.max), "n", json_integer(pt->ms.n),
+                                   "dispatches", cli_json_g(pt->dispatches), "weight_bytes",
+                                   cli_json_g(pt->weight_bytes), "stream_ms", cli_json_g(pt->stream_ms), NULL));
     }
     return cli_json_obj("work", cli_json_str(s->work_name), fixed_name, json_integer(s->fixed), "a_ms",
                         cli_json_g(s->has_fit ? s->a_ms : NAN), "b_ms", cli_json_g(s->has_fit ? s->b_ms : NAN), "r2",
@@ -276,8 +340,8 @@ static json_t *jbreakdown(const BenchModeResult *m) {
 }
 
 static json_t *jcold_path(const BenchModeResult *m) {
-    return cli_json_obj("generate_ms", cli_json_g(m->cold_generate_ms.med), "check_ms", cli_json_g(m->cold_check_ms.med),
-                        "lower_pack_ms", cli_json_g(m->cold_lower_ms.med), "store_ms",
+    return cli_json_obj("generate_ms", cli_json_g(m->cold_generate_ms.med), "check_ms",
+                        cli_json_g(m->cold_check_ms.med), "lower_pack_ms", cli_json_g(m->cold_lower_ms.med), "store_ms",
                         cli_json_g(m->cold_store_ms.med), "disk_write_ms", cli_json_g(m->disk_write_ms),
                         "compile_over_disk", cli_json_g(m->compile_ms.med / m->disk_write_ms), "store_over_disk",
                         cli_json_g(m->cold_store_ms.med / m->disk_write_ms), NULL);
@@ -292,9 +356,9 @@ static json_t *jmode_spread(const BenchModeResult *m) {
 }
 
 static json_t *jmode(const BenchReport *r, const BenchModeResult *m) {
-    json_t *sweeps = m->has_sweeps ? cli_json_obj("depth", jsweep(&m->depth, "seq"), "tokens",
-                                                  jsweep(&m->tokens, "layers"), NULL)
-                                   : json_null();
+    json_t *sweeps = m->has_sweeps
+                         ? cli_json_obj("depth", jsweep(&m->depth, "seq"), "tokens", jsweep(&m->tokens, "layers"), NULL)
+                         : json_null();
     return cli_json_obj(
         "mode", json_integer(m->mode), "layers_per_chunk", json_integer(r->chunk), "chunks", json_integer(r->nchunks),
         "seq", json_integer(r->seq), "compile_ms", cli_json_g(m->compile_ms.med), "artifact_bytes",
@@ -320,9 +384,10 @@ static json_t *jsummary(const BenchReport *r) {
         "ttft_cached_over_steady_paired", cli_json_g(m->ttft_pair.med), "ttft_cold_over_cached",
         cli_json_g(m->ttft_cold_ms.med / m->ttft_cached_ms.med), "dispatch_overhead_ms",
         cli_json_g(r->has_dispatch ? r->dispatch.us.med / 1e3 : NAN), "tokens_intercept_ms",
-        cli_json_g(tf ? m->tokens.a_ms : NAN), "tokens_stream_ms", cli_json_g(tf ? sweep_stream_ms(&m->tokens, false) : NAN),
-        "depth_intercept_ms", cli_json_g(df ? m->depth.a_ms : NAN), "tokens_flags", jflags(tf ? m->tokens.fit.flags : 0),
-        "depth_flags", jflags(df ? m->depth.fit.flags : 0), "build_warm_ms", cli_json_g(m->build_warm_ms.med), NULL);
+        cli_json_g(tf ? m->tokens.a_ms : NAN), "tokens_stream_ms",
+        cli_json_g(tf ? sweep_stream_ms(&m->tokens, false) : NAN), "depth_intercept_ms",
+        cli_json_g(df ? m->depth.a_ms : NAN), "tokens_flags", jflags(tf ? m->tokens.fit.flags : 0), "depth_flags",
+        jflags(df ? m->depth.fit.flags : 0), "build_warm_ms", cli_json_g(m->build_warm_ms.med), NULL);
 }
 
 void bench_write_json(FILE *f, const BenchReport *r) {
@@ -330,16 +395,18 @@ void bench_write_json(FILE *f, const BenchReport *r) {
     for (int i = 0; i < r->nmodes; i++) cli_json_push(modes, jmode(r, &r->modes[i]));
     /* --project: an ESTIMATE, not a measurement */
     json_t *proj = r->projection ? bench_project_json(r->projection) : json_null();
-    cli_json_print(f, cli_json_obj(
-        "schema", json_string("milc-bench/2"), "milc_version", cli_json_str(MILC_VERSION), "config",
-        cli_json_str(r->config), "layers", json_integer(r->layers), "layers_per_chunk", json_integer(r->chunk), "chunks",
-        json_integer(r->nchunks), "seq", json_integer(r->seq), "ctx", json_integer(r->ctx), "repeat",
-        json_integer(r->repeat), "cold_repeat", json_integer(r->cold_repeat), "threads", json_integer(r->threads),
-        "depth_seq", json_integer(r->depth_seq), "verify_hits", json_boolean(r->verify != BUILD_VERIFY_NONE),
-        "verify_policy",
-        json_string(r->verify == BUILD_VERIFY_NONE ? "none" : r->verify == BUILD_VERIFY_FULL ? "full" : "once"),
-        "dispatch", jdispatch(r), "modes", modes, "projection", proj, "summary", jsummary(r), "whole",
-        bench_whole_json(r), NULL));
+    cli_json_print(f, cli_json_obj("schema", json_string("milc-bench/2"), "milc_version", cli_json_str(MILC_VERSION),
+                                   "config", cli_json_str(r->config), "layers", json_integer(r->layers),
+                                   "layers_per_chunk", json_integer(r->chunk), "chunks", json_integer(r->nchunks),
+                                   "seq", json_integer(r->seq), "ctx", json_integer(r->ctx), "repeat",
+                                   json_integer(r->repeat), "cold_repeat", json_integer(r->cold_repeat), "threads",
+                                   json_integer(r->threads), "depth_seq", json_integer(r->depth_seq), "verify_hits",
+                                   json_boolean(r->verify != BUILD_VERIFY_NONE), "verify_policy",
+                                   json_string(r->verify == BUILD_VERIFY_NONE   ? "none"
+                                               : r->verify == BUILD_VERIFY_FULL ? "full"
+                                                                                : "once"),
+                                   "dispatch", jdispatch(r), "modes", modes, "projection", proj, "summary", jsummary(r),
+                                   "whole", bench_whole_json(r), NULL));
 }
 
 /* ---- CSV ------------------------------------------------------------------- */

@@ -40,8 +40,8 @@ typedef struct Cli {
 typedef enum { OPT_FLAG, OPT_VALUE } OptKind;
 
 typedef struct OptSpec {
-    const char *name;  /* long name without "--" ("model-path"); '_' and '-' match each other */
-    char shortname;    /* 0 if none */
+    const char *name; /* long name without "--" ("model-path"); '_' and '-' match each other */
+    char shortname;   /* 0 if none */
     OptKind kind;
     const char *metavar; /* for help: "DIR" */
     const char *help;
@@ -114,7 +114,7 @@ typedef struct Command {
     const char *summary;
     int (*run)(Cli *cli, int argc, char **argv); /* argv[0] is the command name */
     void (*help)(FILE *f);
-    bool own_help; /* the command handles --help itself (template-aware help) */
+    bool own_help;   /* the command handles --help itself (template-aware help) */
     bool uses_cache; /* needs a cache directory (refused when none can be found) */
 } Command;
 

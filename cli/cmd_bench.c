@@ -34,7 +34,8 @@ static const OptSpec bench_opts[] = {
     {"depth-seq", 0, OPT_VALUE, "T", "tokens per dispatch in the depth sweep (default 1)"},
     {"seqs", 0, OPT_VALUE, "LIST", "token sweep, tokens per dispatch (default 1,8,16,32,64,128)"},
     {"no-sweeps", 0, OPT_FLAG, NULL, "skip the sweeps"},
-    {"whole", 0, OPT_FLAG, NULL, "also the whole model (embedding, chunks, head): first call empty and cached, steady prefill, decode"},
+    {"whole", 0, OPT_FLAG, NULL,
+     "also the whole model (embedding, chunks, head): first call empty and cached, steady prefill, decode"},
     VERIFY_OPTS,
     {"threads", 'j', OPT_VALUE, "N", "runtime threads (default: all CPUs)"},
     {"json", 0, OPT_VALUE, "FILE", "also write the results as JSON (--json alone: JSON on stdout)"},
@@ -70,7 +71,8 @@ static void bench_usage(FILE *f) {
           "  milc bench --quick --json               seconds; a smoke test\n"
           "  milc bench --modes 2 --project ane      and an ESTIMATE of the same chunkings on the ANE\n"
           "  milc bench --modes 2 --no-sweeps --whole and the whole model, token ids to logits\n"
-          "\noptions:\n", f);
+          "\noptions:\n",
+          f);
     print_options(f, bench_opts);
 }
 
@@ -138,9 +140,15 @@ bool bench_parse_modes(const char *cmd, const Args *a, long *out, int *n) {
     long v[MAX_LIST];
     if (!bench_parse_list("modes", s, 0, RT_NMODES - 1, v, n)) return false;
     for (int i = 0; i < *n; i++) {
-        if (!rt_mode((int)v[i])) { cli_usage_error(cmd, "--modes: %ld is not a compile mode", v[i]); return false; }
+        if (!rt_mode((int)v[i])) {
+            cli_usage_error(cmd, "--modes: %ld is not a compile mode", v[i]);
+            return false;
+        }
         for (int k = 0; k < i; k++)
-            if (v[i] == v[k]) { cli_usage_error(cmd, "--modes: mode %ld twice", v[i]); return false; }
+            if (v[i] == v[k]) {
+                cli_usage_error(cmd, "--modes: mode %ld twice", v[i]);
+                return false;
+            }
         out[i] = v[i];
     }
     return true;
@@ -158,12 +166,18 @@ static void av_push(Argv *a, const char *s) {
     if (a->n + 2 > a->cap) {
         int cap = a->cap ? a->cap * 2 : 32;
         char **v = realloc(a->v, sizeof *v * (size_t)cap);
-        if (!v) { a->oom = true; return; }
+        if (!v) {
+            a->oom = true;
+            return;
+        }
         a->v = v;
         a->cap = cap;
     }
     char *d = strdup(s);
-    if (!d) { a->oom = true; return; }
+    if (!d) {
+        a->oom = true;
+        return;
+    }
     a->v[a->n++] = d;
     a->v[a->n] = NULL;
 }
@@ -211,7 +225,10 @@ typedef struct Spawned {
  * shared.  EXIT_OK if it exited 0, else EXIT_SYSTEM with a message. */
 static int spawn_wait(const Bench *b, Argv *av, bool capture, Spawned *s) {
     memset(s, 0, sizeof *s);
-    if (av->oom) { cli_error("out of memory"); return EXIT_SYSTEM; }
+    if (av->oom) {
+        cli_error("out of memory");
+        return EXIT_SYSTEM;
+    }
     int fds[2] = {-1, -1};
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
@@ -266,11 +283,16 @@ static int spawn_wait(const Bench *b, Argv *av, bool capture, Spawned *s) {
     while ((w = wait4(pid, &status, 0, &ru)) < 0 && errno == EINTR) {}
     scratch_child_del(pid);
     s->wall_ms = (double)(cli_now_ns() - t0) / 1e6;
-    if (w < 0) { cli_error("wait4: %s", strerror(errno)); return EXIT_SYSTEM; }
+    if (w < 0) {
+        cli_error("wait4: %s", strerror(errno));
+        return EXIT_SYSTEM;
+    }
     s->rss_bytes = (double)ru.ru_maxrss * 1024.0; /* Linux reports KiB */
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        if (WIFSIGNALED(status)) cli_error("'milc %s' was killed by signal %d", av->v[5], WTERMSIG(status));
-        else cli_error("'milc %s' failed (exit %d)", av->v[5], WEXITSTATUS(status));
+        if (WIFSIGNALED(status))
+            cli_error("'milc %s' was killed by signal %d", av->v[5], WTERMSIG(status));
+        else
+            cli_error("'milc %s' failed (exit %d)", av->v[5], WEXITSTATUS(status));
         return EXIT_SYSTEM;
     }
     return EXIT_OK;
@@ -315,7 +337,10 @@ static int run_ttft(const Bench *b, const char *cache_dir, int mode, Ttft *t) {
               json_num(s.out, "open_ms", &t->open_ms) && json_num(s.out, "run_ms", &t->run_ms);
     ok = ok && json_num(s.out, "generate_ms", &t->generate_ms) && json_num(s.out, "check_ms", &t->check_ms) &&
          json_num(s.out, "lower_ms", &t->lower_ms) && json_num(s.out, "store_ms", &t->store_ms);
-    if (!ok) { cli_error("bench child printed no result: '%.200s'", s.out); return EXIT_SYSTEM; }
+    if (!ok) {
+        cli_error("bench child printed no result: '%.200s'", s.out);
+        return EXIT_SYSTEM;
+    }
     if (!strstr(s.out, "\"finite\":true")) progress(b, "warning: mode %d prefill produced non-finite values", mode);
     double own;
     t->rss = json_num(s.out, "peak_rss_bytes", &own) && own > 0 ? own : s.rss_bytes;
@@ -377,8 +402,8 @@ static int sweep_point(const Bench *b, Cache *c, const char *dir, int mode, long
     char lv[32], sv[32];
     snprintf(lv, sizeof lv, "%ld", layers);
     snprintf(sv, sizeof sv, "%ld", seq);
-    if (bparams_copy(&p, &b->base) != 0 || bparams_add(&p, "layers", lv) != 0 || bparams_add(&p, "first_layer", "0") != 0 ||
-        bparams_add(&p, "seq", sv) != 0) {
+    if (bparams_copy(&p, &b->base) != 0 || bparams_add(&p, "layers", lv) != 0 ||
+        bparams_add(&p, "first_layer", "0") != 0 || bparams_add(&p, "seq", sv) != 0) {
         bparams_free(&p);
         cli_error("out of memory");
         return EXIT_SYSTEM;
@@ -434,8 +459,10 @@ static int cold_runs(const Bench *b, int mode, const char *warm, BenchModeResult
     for (int i = 0; i < b->cold_repeat; i++) {
         progress(b, "mode %d: cold run %d/%d (compile %ld chunk%s, then prefill)", mode, i + 1, b->cold_repeat,
                  b->nchunks, b->nchunks == 1 ? "" : "s");
-        if (i == 0) snprintf(dir, sizeof dir, "%s", warm);
-        else snprintf(dir, sizeof dir, "%s/cold-%d-%d", b->root, mode, i);
+        if (i == 0)
+            snprintf(dir, sizeof dir, "%s", warm);
+        else
+            snprintf(dir, sizeof dir, "%s/cold-%d-%d", b->root, mode, i);
         if ((rc = run_ttft(b, dir, mode, &t)) != EXIT_OK) return rc;
         if (i > 0) cli_rm_tree(dir);
         if (t.misses != (double)b->nchunks || t.hits != 0) {
@@ -511,12 +538,14 @@ static int bench_mode(const Bench *b, int mode, BenchModeResult *m) {
     if ((rc = cold_runs(b, mode, warm, m)) != EXIT_OK) return rc;
     if ((rc = warm_builds(b, mode, warm, m)) != EXIT_OK) return rc;
 
-
     /* In process, on the warm cache: this process opens it once. */
     Cache *c = NULL;
     char err[512] = "";
     int r = cache_open(&c, warm, &(CacheOptions){.no_sync = 1}, err, sizeof err);
-    if (r != 0) { cli_cache_error(r, err); return EXIT_SYSTEM; }
+    if (r != 0) {
+        cli_cache_error(r, err);
+        return EXIT_SYSTEM;
+    }
 
     /* Cached first prefills and steady ones in turn: a fresh process on the
      * warm cache, then one forward of the chain loaded here.  The VM's speed
@@ -625,12 +654,23 @@ static int measure_whole(const Bench *b, const long *modes, int nmodes, WholeRes
         if (modes[i] == RT_MODE_DEFAULT) *mode = RT_MODE_DEFAULT;
     DiagSink d;
     diag_init(&d);
-    int rc = whole_bench(&(WholeSpec){.tp = &b->tp, .config = b->base.config, .weights = b->base.weights,
-                                      .prefill = b->base.v, .nprefill = b->base.n, .decode = b->decode.v,
-                                      .ndecode = b->decode.n, .chunk = b->chunk, .mode = *mode, .nthreads = b->threads,
-                                      .verify_hits = b->verify, .cold_repeat = b->cold_repeat, .repeat = b->repeat,
-                                      .tokens = b->repeat < 16 ? 16 : b->repeat, .root = b->root,
-                                      .progress = whole_progress, .ctx = (void *)b},
+    int rc = whole_bench(&(WholeSpec){.tp = &b->tp,
+                                      .config = b->base.config,
+                                      .weights = b->base.weights,
+                                      .prefill = b->base.v,
+                                      .nprefill = b->base.n,
+                                      .decode = b->decode.v,
+                                      .ndecode = b->decode.n,
+                                      .chunk = b->chunk,
+                                      .mode = *mode,
+                                      .nthreads = b->threads,
+                                      .verify_hits = b->verify,
+                                      .cold_repeat = b->cold_repeat,
+                                      .repeat = b->repeat,
+                                      .tokens = b->repeat < 16 ? 16 : b->repeat,
+                                      .root = b->root,
+                                      .progress = whole_progress,
+                                      .ctx = (void *)b},
                          w, &d);
     if (rc == EXIT_INPUT) cli_report(b->cli, &d);
     diag_free(&d);
@@ -655,9 +695,16 @@ static int write_report(const char *path, void (*fn)(FILE *, const BenchReport *
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    if (!f) { cli_error("out of memory"); return -1; }
+    if (!f) {
+        cli_error("out of memory");
+        return -1;
+    }
     fn(f, r);
-    if (fclose(f) != 0) { free(buf); cli_error("out of memory"); return -1; }
+    if (fclose(f) != 0) {
+        free(buf);
+        cli_error("out of memory");
+        return -1;
+    }
     int rc = cli_write_file(path, buf, len);
     free(buf);
     return rc;
@@ -672,22 +719,38 @@ static int bench_options(const Args *a, bool quick, Bench *b, long *modes, int *
         !opt_long(a, "repeat", 1, 1000, &repeat) || !opt_long(a, "cold-repeat", 1, 1000, &cold) ||
         !opt_long(a, "depth-seq", 1, 65536, &b->depth_seq) || !opt_long(a, "threads", 1, 256, &threads) ||
         !bench_parse_modes("bench", a, modes, nmodes) ||
-        !bench_parse_list("depths", args_get(a, "depths") ? args_get(a, "depths") : quick ? "1,2" : "1,2,4,6,12", 1, 4096,
-                    b->depths, &b->ndepths) ||
-        !bench_parse_list("seqs", args_get(a, "seqs") ? args_get(a, "seqs") : quick ? "1,8" : "1,8,16,32,64,128", 1, 65536,
-                    b->seqs, &b->nseqs))
+        !bench_parse_list("depths",
+                          args_get(a, "depths") ? args_get(a, "depths")
+                          : quick               ? "1,2"
+                                                : "1,2,4,6,12",
+                          1, 4096, b->depths, &b->ndepths) ||
+        !bench_parse_list("seqs",
+                          args_get(a, "seqs") ? args_get(a, "seqs")
+                          : quick             ? "1,8"
+                                              : "1,8,16,32,64,128",
+                          1, 65536, b->seqs, &b->nseqs))
         return EXIT_USAGE;
     for (int i = 0; i < a->nextra; i++)
         if (strchr(a->extra[i].value, ',')) {
-            cli_usage_error("bench", "--%s: one value per parameter (sweeps are --seqs and --depths)", a->extra[i].name);
+            cli_usage_error("bench", "--%s: one value per parameter (sweeps are --seqs and --depths)",
+                            a->extra[i].name);
             return EXIT_USAGE;
         }
     const char *proj = args_get(a, "project");
-    if (proj && strcmp(proj, "ane") != 0) { cli_usage_error("bench", "--project: only 'ane' exists"); return EXIT_USAGE; }
-    if (args_get(a, "chip") && !proj) { cli_usage_error("bench", "--chip needs --project ane"); return EXIT_USAGE; }
+    if (proj && strcmp(proj, "ane") != 0) {
+        cli_usage_error("bench", "--project: only 'ane' exists");
+        return EXIT_USAGE;
+    }
+    if (args_get(a, "chip") && !proj) {
+        cli_usage_error("bench", "--chip needs --project ane");
+        return EXIT_USAGE;
+    }
     if (proj) { /* the chip file first: a bad one fails before minutes of measuring */
         char buf[4096];
-        if (!(pr = *prp = calloc(1, sizeof *pr))) { cli_error("out of memory"); return EXIT_SYSTEM; }
+        if (!(pr = *prp = calloc(1, sizeof *pr))) {
+            cli_error("out of memory");
+            return EXIT_SYSTEM;
+        }
         snprintf(pr->chip_path, sizeof pr->chip_path, "%s", bench_chip_path(args_get(a, "chip"), buf, sizeof buf));
         int rc = bench_chip_load(pr->chip_path, &pr->chip);
         if (rc != EXIT_OK) return rc;
@@ -712,7 +775,11 @@ static int bench_shape(Bench *b, const char *config) {
     DiagSink d;
     diag_init(&d);
     JobList jobs = {0};
-    JobSpec spec = {.config = config, .weights = b->base.weights, .modes = "2", .chunk = b->chunk, .extra = b->base.v,
+    JobSpec spec = {.config = config,
+                    .weights = b->base.weights,
+                    .modes = "2",
+                    .chunk = b->chunk,
+                    .extra = b->base.v,
                     .nextra = b->base.n};
     int erc = jobs_expand(&b->tp, &spec, &jobs, &d);
     b->nchunks = jobs.n;
@@ -720,7 +787,8 @@ static int bench_shape(Bench *b, const char *config) {
     if (erc == 0) erc = jobs_expand(&b->tp, &spec, &jobs, &d);
     jobs_free(&jobs);
     BuildJob whole = {.config = b->base.config, .nparams = b->base.n};
-    char **names = calloc((size_t)b->base.n + 1, sizeof *names), **values = calloc((size_t)b->base.n + 1, sizeof *values);
+    char **names = calloc((size_t)b->base.n + 1, sizeof *names),
+         **values = calloc((size_t)b->base.n + 1, sizeof *values);
     for (int i = 0; names && values && i < b->base.n; i++) {
         names[i] = (char *)b->base.v[i].name;
         values[i] = (char *)b->base.v[i].value;
@@ -731,7 +799,8 @@ static int bench_shape(Bench *b, const char *config) {
     free(values);
     int64_t seq = 0, layers = 0;
     bool known = gc && gen_config_get_int(gc, "seq", &seq) && gen_config_get_int(gc, "layers", &layers);
-    if (gc && !known) diag_error(&d, (SrcLoc){0}, "template '%s' has no 'seq' or 'layers' parameter: bench needs both", config);
+    if (gc && !known)
+        diag_error(&d, (SrcLoc){0}, "template '%s' has no 'seq' or 'layers' parameter: bench needs both", config);
     gen_config_free(gc);
     if (!known) {
         int rc = cli_report(b->cli, &d);
@@ -753,8 +822,14 @@ static int bench_run(Cli *cli, int argc, char **argv) {
     if (argc > 1 && strncmp(argv[1], "--child", 7) == 0) return bench_child(cli, argc, argv);
     Args a;
     /* A failed parse leaves its partial arrays in a. */
-    if (!args_parse("bench", bench_opts, argc - 1, argv + 1, true, &a)) { args_free(&a); return EXIT_USAGE; }
-    if (!verify_flags_ok("bench", &a)) { args_free(&a); return EXIT_USAGE; }
+    if (!args_parse("bench", bench_opts, argc - 1, argv + 1, true, &a)) {
+        args_free(&a);
+        return EXIT_USAGE;
+    }
+    if (!verify_flags_ok("bench", &a)) {
+        args_free(&a);
+        return EXIT_USAGE;
+    }
     int rc = EXIT_USAGE;
     BenchProjection *pr = NULL; /* --project */
     if (args_flag(&a, "help")) {
@@ -767,21 +842,35 @@ static int bench_run(Cli *cli, int argc, char **argv) {
     /* The global --json is a flag (main takes it out of argv), so
      * `--json FILE` arrives as --json plus a positional FILE. */
     const char *json_file = args_get(&a, "json");
-    if (a.npos == 1 && cli->json && !json_file) json_file = a.pos[0];
-    else if (a.npos) { cli_usage_error("bench", "unexpected argument '%s'", a.pos[0]); goto out_args; }
+    if (a.npos == 1 && cli->json && !json_file)
+        json_file = a.pos[0];
+    else if (a.npos) {
+        cli_usage_error("bench", "unexpected argument '%s'", a.pos[0]);
+        goto out_args;
+    }
     bool json_stdout = cli->json && !json_file;
 
-    Bench b = {.cli = cli, .verify = BUILD_VERIFY_ONCE, .chunk = quick ? 1 : 4, .ctx = quick ? 64 : 1024, .depth_seq = 1, .sweeps = true};
+    Bench b = {.cli = cli,
+               .verify = BUILD_VERIFY_ONCE,
+               .chunk = quick ? 1 : 4,
+               .ctx = quick ? 64 : 1024,
+               .depth_seq = 1,
+               .sweeps = true};
     long modes[MAX_LIST];
     int nmodes = 0;
     if ((rc = bench_options(&a, quick, &b, modes, &nmodes, &pr)) != EXIT_OK) goto out_args;
 
     /* The program families: bench's defaults first, so the user's own
      * --seq / --min-seq (applied later) win. */
-    const char *config = args_get(&a, "model") || args_get(&a, "template") ? cli_config_name(&a) : quick ? "tiny" : "gpt2";
+    const char *config = args_get(&a, "model") || args_get(&a, "template") ? cli_config_name(&a)
+                         : quick                                           ? "tiny"
+                                                                           : "gpt2";
     char cv[32];
     rc = EXIT_SYSTEM;
-    if (tpath_init(&b.tp, cli->template_dirs) != 0) { cli_error("out of memory"); goto out_args; }
+    if (tpath_init(&b.tp, cli->template_dirs) != 0) {
+        cli_error("out of memory");
+        goto out_args;
+    }
     bool oom = bparams_init(&b.base, config, args_get(&a, "weights")) != 0;
     if (!has_param(&a, "seq")) oom |= bparams_add(&b.base, "seq", quick ? "32" : "128") != 0;
     oom |= bparams_add(&b.base, "min_seq", "1") != 0; /* the CPU backend needs no padding */
@@ -791,7 +880,10 @@ static int bench_run(Cli *cli, int argc, char **argv) {
     oom |= bparams_copy(&b.decode, &b.base) != 0;
     oom |= bparams_add(&b.decode, "phase", "decode") != 0 || bparams_add(&b.decode, "seq", "1") != 0 ||
            bparams_add(&b.decode, "ctx", cv) != 0;
-    if (oom) { cli_error("out of memory"); goto out; }
+    if (oom) {
+        cli_error("out of memory");
+        goto out;
+    }
 
     if ((rc = bench_shape(&b, config)) != EXIT_OK) goto out;
 
@@ -802,12 +894,21 @@ static int bench_run(Cli *cli, int argc, char **argv) {
         cli_error("cannot create a scratch directory in '%s': %s", tmp && *tmp ? tmp : "/tmp", strerror(errno));
         goto out;
     }
-    BenchReport r = {.config = config, .layers = b.layers, .chunk = b.chunk, .nchunks = b.nchunks, .seq = b.seq,
-                     .ctx = b.ctx, .depth_seq = b.depth_seq, .verify = b.verify, .repeat = b.repeat,
-                     .cold_repeat = b.cold_repeat, .threads = b.threads ? b.threads : (int)sysconf(_SC_NPROCESSORS_ONLN)};
+    BenchReport r = {.config = config,
+                     .layers = b.layers,
+                     .chunk = b.chunk,
+                     .nchunks = b.nchunks,
+                     .seq = b.seq,
+                     .ctx = b.ctx,
+                     .depth_seq = b.depth_seq,
+                     .verify = b.verify,
+                     .repeat = b.repeat,
+                     .cold_repeat = b.cold_repeat,
+                     .threads = b.threads ? b.threads : (int)sysconf(_SC_NPROCESSORS_ONLN)};
     char allm[64];
     progress(&b, "%s: %ld layers in %ld chunk%s of %ld, T=%ld, modes %s; scratch %s", config, b.layers, b.nchunks,
-             b.nchunks == 1 ? "" : "s", b.chunk, b.seq, args_get(&a, "modes") ? args_get(&a, "modes") : bench_all_modes(allm, sizeof allm), b.root);
+             b.nchunks == 1 ? "" : "s", b.chunk, b.seq,
+             args_get(&a, "modes") ? args_get(&a, "modes") : bench_all_modes(allm, sizeof allm), b.root);
     rc = measure_dispatch(&b, &r);
     for (int i = 0; i < nmodes && rc == EXIT_OK; i++) {
         rc = bench_mode(&b, (int)modes[i], &r.modes[i]);
@@ -815,12 +916,15 @@ static int bench_run(Cli *cli, int argc, char **argv) {
     }
     if (rc == EXIT_OK && pr && (rc = project(&b, &r, pr)) == EXIT_OK) r.projection = pr;
     WholeResult whole;
-    if (rc == EXIT_OK && args_flag(&a, "whole") && (rc = measure_whole(&b, modes, nmodes, &whole, &r.whole_mode)) == EXIT_OK)
+    if (rc == EXIT_OK && args_flag(&a, "whole") &&
+        (rc = measure_whole(&b, modes, nmodes, &whole, &r.whole_mode)) == EXIT_OK)
         r.whole = &whole;
     scratch_remove(b.root);
     if (rc != EXIT_OK) goto out;
-    if (json_stdout) bench_write_json(stdout, &r);
-    else if (cli->verbosity >= 0) bench_print_table(stdout, &r);
+    if (json_stdout)
+        bench_write_json(stdout, &r);
+    else if (cli->verbosity >= 0)
+        bench_print_table(stdout, &r);
     if (json_file && write_report(json_file, bench_write_json, &r) != 0) rc = EXIT_SYSTEM;
     if (args_get(&a, "csv") && write_report(args_get(&a, "csv"), bench_write_csv, &r) != 0) rc = EXIT_SYSTEM;
 
@@ -834,5 +938,5 @@ out_args:
     return rc;
 }
 
-const Command cmd_bench = {"bench", "measure compile modes: cold vs cached, prefill, decode, sweeps", bench_run, bench_help,
-                           true, false};
+const Command cmd_bench = {
+    "bench", "measure compile modes: cold vs cached, prefill, decode, sweeps", bench_run, bench_help, true, false};

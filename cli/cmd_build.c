@@ -18,13 +18,17 @@
 static const OptSpec build_opts[] = {
     GEN_COMMON_OPTS,
     {"mode", 0, OPT_VALUE, "N[,N]", RT_MODES_HELP},
-    {"chunk", 0, OPT_VALUE, "K|auto", "build the whole model in chunks of K layers; auto: as deep as --max-chunk-bytes allows"},
-    {"max-chunk-bytes", 0, OPT_VALUE, "SIZE", "--chunk auto: the most weight bytes one chunk may hold (default 1G; K, M, G, T suffixes)"},
+    {"chunk", 0, OPT_VALUE, "K|auto",
+     "build the whole model in chunks of K layers; auto: as deep as --max-chunk-bytes allows"},
+    {"max-chunk-bytes", 0, OPT_VALUE, "SIZE",
+     "--chunk auto: the most weight bytes one chunk may hold (default 1G; K, M, G, T suffixes)"},
     {"whole", 0, OPT_FLAG, NULL, "also the embedding and the LM head (--part embed, head): token ids to logits"},
     {"packages", 0, OPT_VALUE, "DIR", "also leave each program as a Core ML package, DIR/KEY.mlpackage"},
-    {"jobs", 'j', OPT_VALUE, "N", "1: each program made and stored in turn; 2 (the default on 2+ CPUs): one stored while the next is made"},
+    {"jobs", 'j', OPT_VALUE, "N",
+     "1: each program made and stored in turn; 2 (the default on 2+ CPUs): one stored while the next is made"},
     VERIFY_OPTS,
-    {"explain", 0, OPT_FLAG, NULL, "for each program not in the cache, first show the nearest stored entries and the key fields that differ"},
+    {"explain", 0, OPT_FLAG, NULL,
+     "for each program not in the cache, first show the nearest stored entries and the key fields that differ"},
     {"help", 'h', OPT_FLAG, NULL, "this help, with the template's parameters"},
     {0},
 };
@@ -44,7 +48,8 @@ static void build_usage(FILE *f) {
           "  milc build --model gpt2 --chunk 4 --whole      embedding, 3 chunks, head\n"
           "  milc build --model llama-3.2-1b --chunk auto --max-chunk-bytes 512M\n"
           "                                                 chunks as deep as 512 MiB of weights allow\n"
-          "\noptions:\n", f);
+          "\noptions:\n",
+          f);
     print_options(f, build_opts);
 }
 
@@ -57,8 +62,8 @@ static const char *outcome_name(BuildOutcome o) {
 typedef struct {
     const Cli *cli;
     int printed;
-    json_t *builds; /* --json */
-    CacheKey *keys; /* --packages: each job's key, by index */
+    json_t *builds;        /* --json */
+    CacheKey *keys;        /* --packages: each job's key, by index */
     const CacheKey **have; /* [i] = &keys[i] once job i is built or found */
     int nkeys;
 } Printer;
@@ -73,16 +78,18 @@ static void print_result(void *ctx, int idx, const char *label, const BuildResul
     cache_key_hex(&r->key, key);
     if (cli->json) {
         if (!pr->printed++) pr->builds = json_array();
-        json_t *ms = cli_json_obj("lookup", cli_json_real(r->ms_lookup, 3), "generate", cli_json_real(r->ms_generate, 3),
-                                  "check", cli_json_real(r->ms_check, 3), "passes", cli_json_real(r->ms_passes, 3), "lower",
-                                  cli_json_real(r->ms_lower, 3), "store", cli_json_real(r->ms_store, 3), "total",
-                                  cli_json_real(r->ms_total, 3), NULL);
-        cli_json_push(pr->builds,
-                      cli_json_obj("key", json_string(key), "outcome",
-                                   json_string(r->outcome == BUILD_MISS ? "miss" : r->outcome == BUILD_HIT_DIRECT ? "direct_hit" : "full_hit"),
-                                   "chunk", cli_json_str(label), "artifact_bytes", json_integer((json_int_t)r->artifact_bytes),
-                                   "checksummed", json_boolean(r->checksummed), "note", json_boolean(r->from_note), "remote",
-                                   json_boolean(r->from_remote), "ms", ms, NULL));
+        json_t *ms = cli_json_obj("lookup", cli_json_real(r->ms_lookup, 3), "generate",
+                                  cli_json_real(r->ms_generate, 3), "check", cli_json_real(r->ms_check, 3), "passes",
+                                  cli_json_real(r->ms_passes, 3), "lower", cli_json_real(r->ms_lower, 3), "store",
+                                  cli_json_real(r->ms_store, 3), "total", cli_json_real(r->ms_total, 3), NULL);
+        cli_json_push(pr->builds, cli_json_obj("key", json_string(key), "outcome",
+                                               json_string(r->outcome == BUILD_MISS         ? "miss"
+                                                           : r->outcome == BUILD_HIT_DIRECT ? "direct_hit"
+                                                                                            : "full_hit"),
+                                               "chunk", cli_json_str(label), "artifact_bytes",
+                                               json_integer((json_int_t)r->artifact_bytes), "checksummed",
+                                               json_boolean(r->checksummed), "note", json_boolean(r->from_note),
+                                               "remote", json_boolean(r->from_remote), "ms", ms, NULL));
         return;
     }
     if (cli->verbosity < 0) return;
@@ -93,17 +100,20 @@ static void print_result(void *ctx, int idx, const char *label, const BuildResul
                r->ms_generate, r->ms_check, r->ms_passes, r->ms_lower, r->ms_store, r->ms_total,
                (double)r->artifact_bytes / 1048576.0);
     else
-        printf("    %s %.2f ms%s, total %.2f ms, %.1f MB\n", r->checksummed ? "lookup+checksum" : "lookup", r->ms_lookup,
-               r->outcome == BUILD_HIT_FULL ? " (generated to find the program)" : r->from_note ? " (request note)" : "",
-               r->ms_total,
-               (double)r->artifact_bytes / 1048576.0);
+        printf("    %s %.2f ms%s, total %.2f ms, %.1f MB\n", r->checksummed ? "lookup+checksum" : "lookup",
+               r->ms_lookup,
+               r->outcome == BUILD_HIT_FULL ? " (generated to find the program)"
+               : r->from_note               ? " (request note)"
+                                            : "",
+               r->ms_total, (double)r->artifact_bytes / 1048576.0);
 }
 
 /* --chunk K|auto and --max-chunk-bytes SIZE (auto's alone); false after a
  * usage error. */
 static bool build_chunk_opts(const Args *a, long *chunk, uint64_t *max_bytes) {
     const char *v = args_get(a, "chunk"), *m = args_get(a, "max-chunk-bytes");
-    if (v && strcmp(v, "auto") == 0) *chunk = JOBS_CHUNK_AUTO;
+    if (v && strcmp(v, "auto") == 0)
+        *chunk = JOBS_CHUNK_AUTO;
     else if (v) {
         char *end;
         long k = strtol(v, &end, 10);
@@ -130,8 +140,9 @@ static uint64_t split_max(uint64_t max_bytes) { return max_bytes ? max_bytes : J
 static void print_split(const JobList *jobs, uint64_t max_bytes) {
     for (int i = 0; i < jobs->nsplits; i++) {
         const JobSplit *sp = &jobs->splits[i];
-        printf("split%s%s: %d chunks of at most %.1f MiB of weights (--max-chunk-bytes %llu)\n", sp->label[0] ? " " : "",
-               sp->label, sp->n, (double)split_max(max_bytes) / 1048576.0, (unsigned long long)split_max(max_bytes));
+        printf("split%s%s: %d chunks of at most %.1f MiB of weights (--max-chunk-bytes %llu)\n",
+               sp->label[0] ? " " : "", sp->label, sp->n, (double)split_max(max_bytes) / 1048576.0,
+               (unsigned long long)split_max(max_bytes));
         for (int k = 0; k < sp->n; k++)
             printf("    layers %ld-%ld  %ld layers, %.1f MiB\n", sp->v[k].first, sp->v[k].first + sp->v[k].layers - 1,
                    sp->v[k].layers, (double)sp->v[k].weight_bytes / 1048576.0);
@@ -192,7 +203,10 @@ static int build_explain(Cache *c, const TemplatePath *tp, const JobSpec *spec, 
 static int build_run(Cli *cli, int argc, char **argv) {
     Args a;
     if (!args_parse("build", build_opts, argc - 1, argv + 1, true, &a)) return EXIT_USAGE;
-    if (!verify_flags_ok("build", &a)) { args_free(&a); return EXIT_USAGE; }
+    if (!verify_flags_ok("build", &a)) {
+        args_free(&a);
+        return EXIT_USAGE;
+    }
     int rc = EXIT_USAGE;
     if (args_flag(&a, "help")) {
         build_usage(stdout);
@@ -202,7 +216,10 @@ static int build_run(Cli *cli, int argc, char **argv) {
     }
     long chunk = 0;
     Store *remote = NULL;
-    if (a.npos) { cli_usage_error("build", "unexpected argument '%s'", a.pos[0]); goto out_args; }
+    if (a.npos) {
+        cli_usage_error("build", "unexpected argument '%s'", a.pos[0]);
+        goto out_args;
+    }
     uint64_t max_chunk = 0;
     if (!build_chunk_opts(&a, &chunk, &max_chunk)) goto out_args;
     long overlap = 0;
@@ -210,21 +227,31 @@ static int build_run(Cli *cli, int argc, char **argv) {
     const char *modes = args_get(&a, "mode");
     for (const char *p = modes; p && *p; p += p[1] ? 2 : 1)
         if (*p < '0' || *p > '9' || !rt_mode(*p - '0') || (p[1] && (p[1] != ',' || !p[2]))) {
-            cli_usage_error("build", "--mode: '%s' is not a list of compile modes (%s)", modes, RT_MODE_TABLE(RT_MODE_HELP_) + 1);
+            cli_usage_error("build", "--mode: '%s' is not a list of compile modes (%s)", modes,
+                            RT_MODE_TABLE(RT_MODE_HELP_) + 1);
             goto out_args;
         }
 
     if ((rc = tier_open(cli, "build", true, &remote)) != EXIT_OK) goto out_args;
     rc = EXIT_USAGE;
     TemplatePath tp;
-    if (tpath_init(&tp, cli->template_dirs) != 0) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out_args; }
+    if (tpath_init(&tp, cli->template_dirs) != 0) {
+        cli_error("out of memory");
+        rc = EXIT_SYSTEM;
+        goto out_args;
+    }
     DiagSink d;
     diag_init(&d);
     Cache *c = NULL;
     Printer pr = {cli, 0, NULL, NULL, NULL, 0}; /* set before the first goto out */
-    Store *s = NULL; /* the build path's view of c */
-    JobSpec spec = {.config = cli_config_name(&a), .weights = args_get(&a, "weights"), .modes = modes,
-                    .chunk = chunk, .max_chunk_bytes = max_chunk, .whole = args_flag(&a, "whole"), .extra = a.extra,
+    Store *s = NULL;                            /* the build path's view of c */
+    JobSpec spec = {.config = cli_config_name(&a),
+                    .weights = args_get(&a, "weights"),
+                    .modes = modes,
+                    .chunk = chunk,
+                    .max_chunk_bytes = max_chunk,
+                    .whole = args_flag(&a, "whole"),
+                    .extra = a.extra,
                     .nextra = a.nextra};
     char err[512] = "";
     /* Where there is no cache yet there is no request note either: expand
@@ -246,7 +273,11 @@ static int build_run(Cli *cli, int argc, char **argv) {
         expanded = &jobs;
     }
     int r = cache_open(&c, cli->cache_dir, NULL, err, sizeof err);
-    if (r != 0) { cli_cache_error(r, err); rc = EXIT_SYSTEM; goto out; }
+    if (r != 0) {
+        cli_cache_error(r, err);
+        rc = EXIT_SYSTEM;
+        goto out;
+    }
     if (args_flag(&a, "explain") && (rc = build_explain(c, &tp, &spec, expanded, cli->json, &d)) != EXIT_OK) {
         (void)cli_report(cli, &d);
         goto out;
@@ -259,10 +290,18 @@ static int build_run(Cli *cli, int argc, char **argv) {
     }
     pr.nkeys = jobs.n;
     if (chunk == JOBS_CHUNK_AUTO && !cli->json && cli->verbosity >= 0) print_split(&jobs, max_chunk);
-    if (!(s = store_lmdb_wrap(c))) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out; }
+    if (!(s = store_lmdb_wrap(c))) {
+        cli_error("out of memory");
+        rc = EXIT_SYSTEM;
+        goto out;
+    }
     rc = build_request(s, &tp, &spec,
-                       &(RequestOptions){.verify_hits = verify_policy(&a), .tmp_root = cli->cache_dir, .jobs = expanded,
-                                         .max_memory = cli->max_memory, .remote = remote, .overlap = (int)overlap},
+                       &(RequestOptions){.verify_hits = verify_policy(&a),
+                                         .tmp_root = cli->cache_dir,
+                                         .jobs = expanded,
+                                         .max_memory = cli->max_memory,
+                                         .remote = remote,
+                                         .overlap = (int)overlap},
                        print_result, &pr, &d);
     json_t *pkgs = NULL;
     if (rc == EXIT_OK && packages) rc = build_packages(cli, &tp, &jobs, &pr, packages, &pkgs, &d);
@@ -289,4 +328,5 @@ out_args:
     return rc;
 }
 
-const Command cmd_build = {"build", "generate, compile and cache transformer chunks", build_run, build_help, true, true};
+const Command cmd_build = {"build", "generate, compile and cache transformer chunks", build_run, build_help, true,
+                           true};

@@ -18,7 +18,9 @@ static const OptSpec cache_opts[] = {
     {"max-size", 0, OPT_VALUE, "SIZE", "gc: evict least-recently-used entries down to SIZE (e.g. 2G, 500M)"},
     {"evict-older-than", 0, OPT_VALUE, "AGE", "gc: evict entries unused for AGE (e.g. 30d, 12h, 90m, 3600s)"},
     {"no-compact", 0, OPT_FLAG, NULL, "gc: do not compact the file afterwards"},
-    {"policy", 0, OPT_VALUE, "age|value", "gc: evict the least recently used first (age, the default) or the least compile time saved per byte first (value)"},
+    {"policy", 0, OPT_VALUE, "age|value",
+     "gc: evict the least recently used first (age, the default) or the least compile time saved per byte first "
+     "(value)"},
     {"repair", 0, OPT_FLAG, NULL, "verify: remove bad entries (with --stale: stale ones)"},
     {"stale", 0, OPT_FLAG, NULL, "verify: list entries another milc made (version, formats, backend, CPU features)"},
     {"set-limit", 0, OPT_VALUE, "SIZE", "stat: also set the cache's size limit (0 = none)"},
@@ -51,7 +53,8 @@ static void cache_help(FILE *f) {
           "  push      copy entries (all, or the KEYs) to the remote tier (needs the team key)\n"
           "  pull      copy entries (all on the remote, or the KEYs) into the local cache,\n"
           "            each authenticated (MAC) before it is stored\n"
-          "\noptions:\n", f);
+          "\noptions:\n",
+          f);
     print_options(f, cache_opts);
 }
 
@@ -63,10 +66,26 @@ static bool parse_size(const char *s, uint64_t *out) {
     double mul = 1;
     switch (*end) {
     case 0: break;
-    case 'k': case 'K': mul = 1024.0; end++; break;
-    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
-    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
-    case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    case 'k':
+    case 'K':
+        mul = 1024.0;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        mul = 1024.0 * 1024;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        mul = 1024.0 * 1024 * 1024;
+        end++;
+        break;
+    case 't':
+    case 'T':
+        mul = 1024.0 * 1024 * 1024 * 1024;
+        end++;
+        break;
     default: return false;
     }
     if (*end == 'B' || *end == 'b') end++;
@@ -82,7 +101,8 @@ static bool parse_age(const char *s, uint64_t *out) {
     if (end == s || v < 0) return false;
     double mul = 1;
     switch (*end) {
-    case 0: case 's': break;
+    case 0:
+    case 's': break;
     case 'm': mul = 60; break;
     case 'h': mul = 3600; break;
     case 'd': mul = 86400; break;
@@ -95,14 +115,21 @@ static bool parse_age(const char *s, uint64_t *out) {
 }
 
 static void fmt_bytes(uint64_t b, char *buf, size_t n) {
-    if (b >= (1ull << 30)) snprintf(buf, n, "%.2f GB", (double)b / (1 << 30));
-    else if (b >= (1ull << 20)) snprintf(buf, n, "%.1f MB", (double)b / (1 << 20));
-    else if (b >= 1024) snprintf(buf, n, "%.1f kB", (double)b / 1024);
-    else snprintf(buf, n, "%" PRIu64 " B", b);
+    if (b >= (1ull << 30))
+        snprintf(buf, n, "%.2f GB", (double)b / (1 << 30));
+    else if (b >= (1ull << 20))
+        snprintf(buf, n, "%.1f MB", (double)b / (1 << 20));
+    else if (b >= 1024)
+        snprintf(buf, n, "%.1f kB", (double)b / 1024);
+    else
+        snprintf(buf, n, "%" PRIu64 " B", b);
 }
 
 static void fmt_time(uint64_t ns, char *buf, size_t n) {
-    if (!ns) { snprintf(buf, n, "-"); return; }
+    if (!ns) {
+        snprintf(buf, n, "-");
+        return;
+    }
     time_t t = (time_t)(ns / 1000000000ull);
     struct tm tm;
     gmtime_r(&t, &tm);
@@ -117,11 +144,12 @@ typedef struct {
 
 static json_t *entry_json(const CacheEntryInfo *e, const char *key, const char *created, const char *used) {
     return cli_json_obj("key", json_string(key), "description", cli_json_str(e->description), "backend",
-                        cli_json_str(e->backend), "mode", json_integer(e->mode), "bytes", json_integer((json_int_t)e->bytes),
-                        "sections", json_integer(e->nsections), "created", json_string(created), "last_used",
-                        json_string(used), "hits", json_integer((json_int_t)e->hits), "compile_ms",
-                        cli_json_real((double)e->compile_ns / 1e6, 3), "load_ms", cli_json_real((double)e->load_ns / 1e6, 3),
-                        "saved_ms", cli_json_real((double)e->compile_ns * (double)e->hits / 1e6, 3), NULL);
+                        cli_json_str(e->backend), "mode", json_integer(e->mode), "bytes",
+                        json_integer((json_int_t)e->bytes), "sections", json_integer(e->nsections), "created",
+                        json_string(created), "last_used", json_string(used), "hits", json_integer((json_int_t)e->hits),
+                        "compile_ms", cli_json_real((double)e->compile_ns / 1e6, 3), "load_ms",
+                        cli_json_real((double)e->load_ns / 1e6, 3), "saved_ms",
+                        cli_json_real((double)e->compile_ns * (double)e->hits / 1e6, 3), NULL);
 }
 
 static int ls_entry(void *ctx, const CacheEntryInfo *e) {
@@ -137,8 +165,8 @@ static int ls_entry(void *ctx, const CacheEntryInfo *e) {
         char load[16];
         snprintf(load, sizeof load, e->load_ns ? "%.1f" : "-", (double)e->load_ns / 1e6);
         if (lc->n == 0)
-            printf("%-32s %4s %10s %-20s %-20s %6s %9s %8s %9s  %s\n", "KEY", "MODE", "SIZE", "CREATED", "LAST USED", "HITS",
-                   "COMPILEms", "LOADms", "SAVED s", "DESCRIPTION");
+            printf("%-32s %4s %10s %-20s %-20s %6s %9s %8s %9s  %s\n", "KEY", "MODE", "SIZE", "CREATED", "LAST USED",
+                   "HITS", "COMPILEms", "LOADms", "SAVED s", "DESCRIPTION");
         printf("%s %4d %10s %-20s %-20s %6" PRIu64 " %9.1f %8s %9.2f  ", key, e->mode, size, created, used, e->hits,
                (double)e->compile_ns / 1e6, load, (double)e->compile_ns * (double)e->hits / 1e9);
         cli_print_text(stdout, e->description); /* stored text: a bundle's maker chose it */
@@ -172,38 +200,49 @@ static int show_entry(void *ctx, const CacheEntryInfo *e) {
         char tn[5];
         bool text = true;
         for (uint64_t i = 0; i < len; i++)
-            if ((bytes[i] < 32 && bytes[i] != '\n' && bytes[i] != '\t') || bytes[i] > 126) { text = false; break; }
+            if ((bytes[i] < 32 && bytes[i] != '\n' && bytes[i] != '\t') || bytes[i] > 126) {
+                text = false;
+                break;
+            }
         if (cli->json) {
             char *v = malloc(2 * len + 1);
             for (uint64_t i = 0; v && i < len; i++)
-                if (text) v[i] = (char)bytes[i], v[i + 1] = 0;
-                else snprintf(v + 2 * i, 3, "%02x", bytes[i]);
+                if (text)
+                    v[i] = (char)bytes[i], v[i + 1] = 0;
+                else
+                    snprintf(v + 2 * i, 3, "%02x", bytes[i]);
             if (v && !len) v[0] = 0;
-            cli_json_push(rec, cli_json_obj("tag", json_string(tag_name(tag, tn)), "length", json_integer((json_int_t)len),
-                                            text ? "text" : "hex", v ? cli_json_str(v) : NULL, NULL));
+            cli_json_push(rec,
+                          cli_json_obj("tag", json_string(tag_name(tag, tn)), "length", json_integer((json_int_t)len),
+                                       text ? "text" : "hex", v ? cli_json_str(v) : NULL, NULL));
             free(v);
         } else {
             printf("  %s  %8" PRIu64 " bytes  ", tag_name(tag, tn), len);
-            if (text && len <= 80 && !memchr(bytes, '\n', len)) printf("%.*s\n", (int)len, (const char *)bytes);
+            if (text && len <= 80 && !memchr(bytes, '\n', len))
+                printf("%.*s\n", (int)len, (const char *)bytes);
             else if (text) {
                 uint64_t lines = 0;
                 for (uint64_t i = 0; i < len; i++) lines += bytes[i] == '\n';
                 printf("(text, %" PRIu64 " lines; --json shows it)\n", lines);
-            }
-            else {
+            } else {
                 for (uint64_t i = 0; i < len && i < 32; i++) printf("%02x", bytes[i]);
                 printf("%s\n", len > 32 ? "..." : "");
             }
         }
         k++;
     }
-    if (cli->json) cli_json_print(stdout, cli_json_obj("entry", lc.json, "record", rec, NULL));
-    else json_decref(lc.json), json_decref(rec);
+    if (cli->json)
+        cli_json_print(stdout, cli_json_obj("entry", lc.json, "record", rec, NULL));
+    else
+        json_decref(lc.json), json_decref(rec);
     if (r < 0) fprintf(stderr, "milc: warning: key record is malformed after %d items\n", k);
     return 0;
 }
 
-typedef struct { const Cli *cli; int n; } BadCtx;
+typedef struct {
+    const Cli *cli;
+    int n;
+} BadCtx;
 static void bad_entry(void *ctx, const CacheKey *k, const char *why) {
     BadCtx *b = ctx;
     char key[33];
@@ -244,17 +283,20 @@ static int stat_cmd(const Cli *cli, Cache *c, const Args *a, uint64_t limit) {
     if (cli->json) {
         json_t *tops = json_array();
         for (int i = 0; i < lt.ntop; i++) cli_json_push(tops, json_string(top[i]));
-        cli_json_print(stdout, cli_json_obj(
-            "cache_dir", cli_json_str(cli->cache_dir), "direct_hits", json_integer((json_int_t)s.direct_hits), "full_hits",
-            json_integer((json_int_t)s.hits), "misses", json_integer((json_int_t)s.misses), "errors",
-            json_integer((json_int_t)s.errors), "entries", json_integer((json_int_t)s.entries), "bytes",
-            json_integer((json_int_t)s.bytes), "max_bytes", json_integer((json_int_t)s.max_bytes), "file_bytes",
-            json_integer((json_int_t)s.file_bytes), "saved_ms", cli_json_real((double)s.saved_ns / 1e6, 3), "scratch_dirs",
-            json_integer(su.dirs), "scratch_bytes", json_integer((json_int_t)su.bytes), "stale_scratch_dirs",
-            json_integer(su.dead_dirs), "compile_ms_held", cli_json_real((double)lt.compile_ns / 1e6, 3), "saved_ms_held",
-            cli_json_real((double)lt.saved_ns / 1e6, 3), "loads_recorded", json_integer((json_int_t)lt.loads),
-            "load_ms_mean", cli_json_real(lt.loads ? (double)lt.load_ns / 1e6 / (double)lt.loads : 0.0, 3),
-            "most_saved_per_byte", tops, NULL));
+        cli_json_print(
+            stdout,
+            cli_json_obj(
+                "cache_dir", cli_json_str(cli->cache_dir), "direct_hits", json_integer((json_int_t)s.direct_hits),
+                "full_hits", json_integer((json_int_t)s.hits), "misses", json_integer((json_int_t)s.misses), "errors",
+                json_integer((json_int_t)s.errors), "entries", json_integer((json_int_t)s.entries), "bytes",
+                json_integer((json_int_t)s.bytes), "max_bytes", json_integer((json_int_t)s.max_bytes), "file_bytes",
+                json_integer((json_int_t)s.file_bytes), "saved_ms", cli_json_real((double)s.saved_ns / 1e6, 3),
+                "scratch_dirs", json_integer(su.dirs), "scratch_bytes", json_integer((json_int_t)su.bytes),
+                "stale_scratch_dirs", json_integer(su.dead_dirs), "compile_ms_held",
+                cli_json_real((double)lt.compile_ns / 1e6, 3), "saved_ms_held",
+                cli_json_real((double)lt.saved_ns / 1e6, 3), "loads_recorded", json_integer((json_int_t)lt.loads),
+                "load_ms_mean", cli_json_real(lt.loads ? (double)lt.load_ns / 1e6 / (double)lt.loads : 0.0, 3),
+                "most_saved_per_byte", tops, NULL));
     } else {
         char b1[32], b2[32], b3[32];
         fmt_bytes(s.bytes, b1, sizeof b1);
@@ -278,7 +320,9 @@ static int stat_cmd(const Cli *cli, Cache *c, const Args *a, uint64_t limit) {
                b4, su.dirs, su.dirs == 1 ? "y" : "ies", su.dead_dirs);
         printf("compile time held    %.3f s (rebuilding every entry; %.3f s saved by them so far)\n",
                (double)lt.compile_ns / 1e9, (double)lt.saved_ns / 1e9);
-        if (lt.loads) printf("load time            %.2f ms mean over %" PRIu64 " entries run\n", (double)lt.load_ns / 1e6 / (double)lt.loads, lt.loads);
+        if (lt.loads)
+            printf("load time            %.2f ms mean over %" PRIu64 " entries run\n",
+                   (double)lt.load_ns / 1e6 / (double)lt.loads, lt.loads);
         for (int i = 0; i < lt.ntop; i++) printf("%-20s %s\n", i ? "" : "most saved per byte", top[i]);
     }
     if (args_flag(a, "zero") && (r = cache_zero_stats(c)) < 0) rc = cache_fail(c, "stat", r);
@@ -300,9 +344,9 @@ static int gc_cmd(const Cli *cli, Cache *c, const Args *a, bool by_value, uint64
         cli_json_print(stdout, cli_json_obj("evicted", json_integer((json_int_t)g.evicted), "evicted_bytes",
                                             json_integer((json_int_t)g.evicted_bytes), "file_before",
                                             json_integer((json_int_t)g.file_before), "file_after",
-                                            json_integer((json_int_t)g.file_after), "compacted", json_boolean(g.compacted),
-                                            "scratch_removed", json_integer(su.dead_dirs), "scratch_removed_bytes",
-                                            json_integer((json_int_t)su.dead_bytes), NULL));
+                                            json_integer((json_int_t)g.file_after), "compacted",
+                                            json_boolean(g.compacted), "scratch_removed", json_integer(su.dead_dirs),
+                                            "scratch_removed_bytes", json_integer((json_int_t)su.dead_bytes), NULL));
     else if (cli->verbosity >= 0) {
         char b1[32], b2[32], b3[32];
         fmt_bytes(g.evicted_bytes, b1, sizeof b1);
@@ -312,7 +356,8 @@ static int gc_cmd(const Cli *cli, Cache *c, const Args *a, bool by_value, uint64
                g.compacted ? "" : " (not compacted: cache in use by another process, or --no-compact)");
         if (su.dead_dirs) {
             fmt_bytes(su.dead_bytes, b1, sizeof b1);
-            printf("removed %d scratch director%s of dead builds (%s)\n", su.dead_dirs, su.dead_dirs == 1 ? "y" : "ies", b1);
+            printf("removed %d scratch director%s of dead builds (%s)\n", su.dead_dirs, su.dead_dirs == 1 ? "y" : "ies",
+                   b1);
         }
     }
     return EXIT_OK;
@@ -326,8 +371,10 @@ static int verify_cmd(const Cli *cli, Cache *c, const Args *a) {
     r = cache_verify(c, args_flag(a, "repair"), bad_entry, &b);
     if (r < 0) return cache_fail(c, "verify", r);
     if (cli->json)
-        cli_json_print(stdout, cli_json_obj("bad", json_integer(r), "repaired", json_boolean(args_flag(a, "repair") && r), NULL));
-    else if (cli->verbosity >= 0) printf("%d bad entr%s%s\n", r, r == 1 ? "y" : "ies", r && args_flag(a, "repair") ? " removed" : "");
+        cli_json_print(
+            stdout, cli_json_obj("bad", json_integer(r), "repaired", json_boolean(args_flag(a, "repair") && r), NULL));
+    else if (cli->verbosity >= 0)
+        printf("%d bad entr%s%s\n", r, r == 1 ? "y" : "ies", r && args_flag(a, "repair") ? " removed" : "");
     if (r > 0 && !args_flag(a, "repair")) rc = EXIT_INPUT;
     return rc;
 }
@@ -345,8 +392,10 @@ static int export_cmd(const Cli *cli, Cache *c, const Args *a) {
     int r = cache_export(c, a->pos[1], keys, nk);
     free(keys);
     if (r < 0) return cache_fail(c, "export", r);
-    if (cli->json) cli_json_print(stdout, cli_json_obj("exported", json_integer(r), "file", cli_json_str(a->pos[1]), NULL));
-    else if (cli->verbosity >= 0) fprintf(stderr, "exported %d entr%s to %s\n", r, r == 1 ? "y" : "ies", a->pos[1]);
+    if (cli->json)
+        cli_json_print(stdout, cli_json_obj("exported", json_integer(r), "file", cli_json_str(a->pos[1]), NULL));
+    else if (cli->verbosity >= 0)
+        fprintf(stderr, "exported %d entr%s to %s\n", r, r == 1 ? "y" : "ies", a->pos[1]);
     return EXIT_OK;
 }
 
@@ -364,7 +413,8 @@ static bool size_opts(const Args *a, SizeOpts *o) {
         return false;
     }
     if (args_get(a, "evict-older-than") && !parse_age(args_get(a, "evict-older-than"), &o->max_age)) {
-        cli_usage_error("cache", "--evict-older-than: '%s' is not an age such as 30d or 12h", args_get(a, "evict-older-than"));
+        cli_usage_error("cache", "--evict-older-than: '%s' is not an age such as 30d or 12h",
+                        args_get(a, "evict-older-than"));
         return false;
     }
     const char *policy = args_get(a, "policy");
@@ -387,14 +437,18 @@ static int cache_run(Cli *cli, int argc, char **argv) {
     int rc = EXIT_USAGE;
     Cache *c = NULL;
     const char *sub = a.npos ? a.pos[0] : NULL;
-    static const char *const subs[] = {"ls", "stat", "show", "rm", "gc", "verify", "clear", "export", "import", "push", "pull"};
+    static const char *const subs[] = {"ls",    "stat",   "show",   "rm",   "gc",  "verify",
+                                       "clear", "export", "import", "push", "pull"};
     static const int nargs_min[] = {0, 0, 1, 1, 0, 0, 0, 1, 1, 0, 0},
                      nargs_max[] = {0, 0, 1, 1, 0, 0, 0, 1 << 20, 1, 1 << 20, 1 << 20};
     Store *remote = NULL;
     int si = -1;
     for (int i = 0; sub && i < 11; i++)
         if (strcmp(sub, subs[i]) == 0) si = i;
-    if (si < 0) { cli_usage_error("cache", sub ? "no subcommand '%s'" : "expected a subcommand%s", sub ? sub : ""); goto out; }
+    if (si < 0) {
+        cli_usage_error("cache", sub ? "no subcommand '%s'" : "expected a subcommand%s", sub ? sub : "");
+        goto out;
+    }
     if (a.npos - 1 < nargs_min[si] || a.npos - 1 > nargs_max[si]) {
         cli_usage_error("cache", "wrong number of arguments for '%s'", sub);
         goto out;
@@ -408,64 +462,75 @@ static int cache_run(Cli *cli, int argc, char **argv) {
     if (!size_opts(&a, &so)) goto out;
     bool want_remote = si >= 9 || (si == 1 && args_flag(&a, "remote"));
     if (want_remote && (rc = tier_open(cli, "cache", si >= 9, &remote)) != EXIT_OK) goto out;
-    if (si == 1 && want_remote) { rc = tier_cmd_stat(cli, store_redis_remote(remote)); goto out; }
+    if (si == 1 && want_remote) {
+        rc = tier_cmd_stat(cli, store_redis_remote(remote));
+        goto out;
+    }
     rc = EXIT_USAGE;
     char err[512] = "";
     if (si == 6) { /* clear: must work on a damaged cache, so no open. */
         int r = cache_destroy(cli->cache_dir, err, sizeof err);
-        if (r != 0) { cli_error("cache clear: %s", err[0] ? err : cache_strerror(r)); rc = EXIT_SYSTEM; goto out; }
+        if (r != 0) {
+            cli_error("cache clear: %s", err[0] ? err : cache_strerror(r));
+            rc = EXIT_SYSTEM;
+            goto out;
+        }
         ScratchUsage su; /* builds killed outright left these; live ones stay */
         scratch_sweep(cli->cache_dir, "tmp-build", 1, &su);
-        if (cli->json) cli_json_print(stdout, cli_json_obj("cleared", json_true(), "scratch_removed", json_integer(su.dead_dirs), NULL));
-        else if (cli->verbosity >= 0) fprintf(stderr, "cleared %s\n", cli->cache_dir);
+        if (cli->json)
+            cli_json_print(stdout,
+                           cli_json_obj("cleared", json_true(), "scratch_removed", json_integer(su.dead_dirs), NULL));
+        else if (cli->verbosity >= 0)
+            fprintf(stderr, "cleared %s\n", cli->cache_dir);
         rc = EXIT_OK;
         goto out;
     }
     int r = cache_open(&c, cli->cache_dir, NULL, err, sizeof err);
-    if (r != 0) { cli_cache_error(r, err); rc = EXIT_SYSTEM; goto out; }
+    if (r != 0) {
+        cli_cache_error(r, err);
+        rc = EXIT_SYSTEM;
+        goto out;
+    }
     rc = EXIT_OK;
     switch (si) {
     case 0: {
         LsCtx lc = {cli, 0, json_array()};
         r = cache_ls(c, ls_entry, &lc);
-        if (cli->json && r >= 0) cli_json_print(stdout, lc.json);
-        else json_decref(lc.json);
+        if (cli->json && r >= 0)
+            cli_json_print(stdout, lc.json);
+        else
+            json_decref(lc.json);
         if (r < 0) rc = cache_fail(c, "ls", r);
         break;
     }
-    case 1:
-        rc = stat_cmd(cli, c, &a, so.limit);
-        break;
+    case 1: rc = stat_cmd(cli, c, &a, so.limit); break;
     case 2:
         r = cache_show(c, &key, show_entry, cli);
         if (r < 0) rc = cache_fail(c, "show", r);
         break;
     case 3:
         r = cache_rm(c, &key);
-        if (r < 0) rc = cache_fail(c, "rm", r);
-        else if (cli->json) cli_json_print(stdout, cli_json_obj("removed", cli_json_str(a.pos[1]), NULL));
+        if (r < 0)
+            rc = cache_fail(c, "rm", r);
+        else if (cli->json)
+            cli_json_print(stdout, cli_json_obj("removed", cli_json_str(a.pos[1]), NULL));
         break;
-    case 4:
-        rc = gc_cmd(cli, c, &a, so.by_value, so.max_size, so.max_age);
-        break;
-    case 5:
-        rc = verify_cmd(cli, c, &a);
-        break;
-    case 7:
-        rc = export_cmd(cli, c, &a);
-        break;
+    case 4: rc = gc_cmd(cli, c, &a, so.by_value, so.max_size, so.max_age); break;
+    case 5: rc = verify_cmd(cli, c, &a); break;
+    case 7: rc = export_cmd(cli, c, &a); break;
     case 8:
         r = cache_import(c, a.pos[1]);
-        if (r < 0) { rc = cache_fail(c, "import", r); break; }
-        if (cli->json) cli_json_print(stdout, cli_json_obj("imported", json_integer(r), NULL));
-        else if (cli->verbosity >= 0) fprintf(stderr, "imported %d entr%s from %s\n", r, r == 1 ? "y" : "ies", a.pos[1]);
+        if (r < 0) {
+            rc = cache_fail(c, "import", r);
+            break;
+        }
+        if (cli->json)
+            cli_json_print(stdout, cli_json_obj("imported", json_integer(r), NULL));
+        else if (cli->verbosity >= 0)
+            fprintf(stderr, "imported %d entr%s from %s\n", r, r == 1 ? "y" : "ies", a.pos[1]);
         break;
-    case 9:
-        rc = tier_cmd_push(cli, c, store_redis_remote(remote), a.pos + 1, a.npos - 1);
-        break;
-    case 10:
-        rc = tier_cmd_pull(cli, c, store_redis_remote(remote), a.pos + 1, a.npos - 1);
-        break;
+    case 9: rc = tier_cmd_push(cli, c, store_redis_remote(remote), a.pos + 1, a.npos - 1); break;
+    case 10: rc = tier_cmd_pull(cli, c, store_redis_remote(remote), a.pos + 1, a.npos - 1); break;
     }
 out:
     if (c) cache_close(c);

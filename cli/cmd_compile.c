@@ -16,28 +16,30 @@ static const OptSpec compile_opts[] = {
 };
 
 static void compile_help(FILE *f) {
-    fputs("usage: milc compile (FILE.mil | PKG.mlpackage | DIR) [--model-path DIR] [--mode N] [-o FILE.milc] [--dump STAGE]\n"
+    fputs("usage: milc compile (FILE.mil | PKG.mlpackage | DIR) [--model-path DIR] [--mode N] [-o FILE.milc] [--dump "
+          "STAGE]\n"
           "\n"
           "Check and compile a MIL program (a model.mil file, a folder holding one, or\n"
           "a .mlpackage) for the CPU backend into an artifact file:\n"
           "passes (dead code, constant folding, fusion), lowering for the compile mode,\n"
           "weights packed for the kernels.  No cache is involved; 'milc run' executes\n"
-          "the result.  --dump prints the program after a stage as valid MIL text.\n\noptions:\n", f);
+          "the result.  --dump prints the program after a stage as valid MIL text.\n\noptions:\n",
+          f);
     print_options(f, compile_opts);
 }
 
 /* What was written, as the command reports it. */
 static void compile_print(const Cli *cli, const char *outpath, long mode, const CompileFileResult *r) {
     if (cli->json)
-        cli_json_print(stdout,
-                       cli_json_obj("artifact", cli_json_str(outpath), "mode", json_integer(mode), "bytes",
-                                    json_integer((json_int_t)r->bytes), "ops_in", json_integer(r->ops_in), "ops_out",
-                                    json_integer(r->ops_out), "dispatches", json_integer(r->dispatches), "ms",
-                                    cli_json_obj("check", cli_json_real(r->ms_check, 3), "passes",
-                                                 cli_json_real(r->ms_passes, 3), "lower", cli_json_real(r->ms_lower, 3),
-                                                 "pack", cli_json_real(r->ms_pack, 3), "total",
-                                                 cli_json_real(r->ms_total, 3), NULL),
-                                    NULL));
+        cli_json_print(
+            stdout,
+            cli_json_obj("artifact", cli_json_str(outpath), "mode", json_integer(mode), "bytes",
+                         json_integer((json_int_t)r->bytes), "ops_in", json_integer(r->ops_in), "ops_out",
+                         json_integer(r->ops_out), "dispatches", json_integer(r->dispatches), "ms",
+                         cli_json_obj("check", cli_json_real(r->ms_check, 3), "passes", cli_json_real(r->ms_passes, 3),
+                                      "lower", cli_json_real(r->ms_lower, 3), "pack", cli_json_real(r->ms_pack, 3),
+                                      "total", cli_json_real(r->ms_total, 3), NULL),
+                         NULL));
     else if (cli->verbosity >= 0)
         fprintf(stderr, "wrote %s (mode %ld, %.1f MB, %d MIL ops -> %d plan ops, %d dispatch%s per forward; %.1f ms)\n",
                 outpath, mode, (double)r->bytes / 1048576.0, r->ops_in, r->ops_out, r->dispatches,
@@ -51,15 +53,26 @@ static int compile_run(Cli *cli, int argc, char **argv) {
     long mode = RT_MODE_DEFAULT;
     char *outpath = NULL;
     const char *stage = args_get(&a, "dump");
-    if (a.npos != 1) { cli_usage_error("compile", "expected one FILE.mil, package or folder"); goto out; }
+    if (a.npos != 1) {
+        cli_usage_error("compile", "expected one FILE.mil, package or folder");
+        goto out;
+    }
     if (args_get(&a, "mode") && !args_int("compile", "mode", args_get(&a, "mode"), 0, RT_NMODES - 1, &mode)) goto out;
-    if (stage && !pipeline_stage_known(stage)) { cli_usage_error("compile", "--dump: no stage '%s'", stage); goto out; }
+    if (stage && !pipeline_stage_known(stage)) {
+        cli_usage_error("compile", "--dump: no stage '%s'", stage);
+        goto out;
+    }
     outpath = args_get(&a, "output") ? strdup(args_get(&a, "output")) : pipeline_artifact_path(a.pos[0]);
-    if (!outpath) { rc = EXIT_SYSTEM; goto out; }
+    if (!outpath) {
+        rc = EXIT_SYSTEM;
+        goto out;
+    }
     DiagSink d;
     diag_init(&d);
     CompileFileResult r;
-    CompileFileOptions o = {.model_path = args_get(&a, "model-path"), .mode = (int)mode, .no_fuse = args_flag(&a, "no-fuse"),
+    CompileFileOptions o = {.model_path = args_get(&a, "model-path"),
+                            .mode = (int)mode,
+                            .no_fuse = args_flag(&a, "no-fuse"),
                             .dump_stage = stage};
     rc = pipeline_compile_file(a.pos[0], outpath, &o, &r, &d);
     if (r.dump) fputs(r.dump, stdout);
@@ -74,4 +87,5 @@ out:
     return rc;
 }
 
-const Command cmd_compile = {"compile", "compile a MIL file to an artifact file", compile_run, compile_help, false, false};
+const Command cmd_compile = {"compile", "compile a MIL file to an artifact file", compile_run, compile_help, false,
+                             false};

@@ -21,7 +21,8 @@ static void convert_help(FILE *f) {
           ".mlpackage; check it; and write it as a .mlpackage (Manifest.json, the\n"
           "Core ML Model spec, weights) or a model.mil folder.  Weight files are\n"
           "copied byte for byte.  The same input gives the same bytes.  On an error\n"
-          "nothing is written; an existing DST is replaced only on success.\n\noptions:\n", f);
+          "nothing is written; an existing DST is replaced only on success.\n\noptions:\n",
+          f);
     print_options(f, convert_opts);
 }
 
@@ -29,10 +30,14 @@ static void convert_help(FILE *f) {
 static bool out_format(const char *dst, const char *fmt, PkgFormat *out) {
     size_t n = strlen(dst);
     while (n > 1 && dst[n - 1] == '/') n--;
-    if (!fmt) *out = n > 10 && strncmp(dst + n - 10, ".mlpackage", 10) == 0 ? PKG_OUT_MLPACKAGE : PKG_OUT_MIL_DIR;
-    else if (strcmp(fmt, "mlpackage") == 0) *out = PKG_OUT_MLPACKAGE;
-    else if (strcmp(fmt, "mil") == 0) *out = PKG_OUT_MIL_DIR;
-    else return false;
+    if (!fmt)
+        *out = n > 10 && strncmp(dst + n - 10, ".mlpackage", 10) == 0 ? PKG_OUT_MLPACKAGE : PKG_OUT_MIL_DIR;
+    else if (strcmp(fmt, "mlpackage") == 0)
+        *out = PKG_OUT_MLPACKAGE;
+    else if (strcmp(fmt, "mil") == 0)
+        *out = PKG_OUT_MIL_DIR;
+    else
+        return false;
     return true;
 }
 
@@ -42,10 +47,13 @@ int cli_write_program(Cli *cli, const PkgProgram *pp, PkgFormat fmt, const char 
     long long t0 = cli_now_ns();
     int r = pkg_write(pp->prog, pp->model_dir, fmt, dst, &d);
     int rc = cli_report(cli, &d);
-    if (r != 0) rc = d.system_errors ? EXIT_SYSTEM : EXIT_INPUT;
+    if (r != 0)
+        rc = d.system_errors ? EXIT_SYSTEM : EXIT_INPUT;
     else if (cli->json)
-        cli_json_print(stdout, cli_json_obj("output", cli_json_str(dst), "ms", cli_json_real(cli_ms_since(t0), 3), NULL));
-    else if (cli->verbosity >= 0) fprintf(stderr, "wrote %s (%.1f ms)\n", dst, cli_ms_since(t0));
+        cli_json_print(stdout,
+                       cli_json_obj("output", cli_json_str(dst), "ms", cli_json_real(cli_ms_since(t0), 3), NULL));
+    else if (cli->verbosity >= 0)
+        fprintf(stderr, "wrote %s (%.1f ms)\n", dst, cli_ms_since(t0));
     diag_free(&d);
     return rc;
 }
@@ -56,9 +64,12 @@ static int convert_run(Cli *cli, int argc, char **argv) {
     int rc = EXIT_USAGE;
     const char *dst = args_get(&a, "output");
     PkgFormat fmt;
-    if (a.npos != 1) cli_usage_error("convert", "expected one SRC");
-    else if (!dst) cli_usage_error("convert", "missing -o DST");
-    else if (!out_format(dst, args_get(&a, "format"), &fmt)) cli_usage_error("convert", "--format must be mlpackage or mil");
+    if (a.npos != 1)
+        cli_usage_error("convert", "expected one SRC");
+    else if (!dst)
+        cli_usage_error("convert", "missing -o DST");
+    else if (!out_format(dst, args_get(&a, "format"), &fmt))
+        cli_usage_error("convert", "--format must be mlpackage or mil");
     else {
         Arena arena;
         arena_init(&arena);
@@ -71,5 +82,5 @@ static int convert_run(Cli *cli, int argc, char **argv) {
     return rc;
 }
 
-const Command cmd_convert = {"convert", "convert a MIL program between .mlpackage and model.mil", convert_run, convert_help,
-                             false, false};
+const Command cmd_convert = {
+    "convert", "convert a MIL program between .mlpackage and model.mil", convert_run, convert_help, false, false};

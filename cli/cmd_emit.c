@@ -22,7 +22,8 @@ static void emit_usage(FILE *f) {
           "Generate one transformer chunk from a template: DIR/model.mil (canonical\n"
           "model.mil text), DIR/weights/weight.bin (MILBlob v2) and DIR/manifest.json\n"
           "(parameters, inputs and outputs with shapes).  The same template,\n"
-          "parameters and weights always give byte-identical files.\n\noptions:\n", f);
+          "parameters and weights always give byte-identical files.\n\noptions:\n",
+          f);
     print_options(f, emit_opts);
 }
 
@@ -39,12 +40,22 @@ static int emit_run(Cli *cli, int argc, char **argv) {
         goto out;
     }
     const char *dir = args_get(&a, "output");
-    if (!dir) { cli_usage_error("emit", "missing -o DIR"); goto out; }
-    if (a.npos) { cli_usage_error("emit", "unexpected argument '%s'", a.pos[0]); goto out; }
+    if (!dir) {
+        cli_usage_error("emit", "missing -o DIR");
+        goto out;
+    }
+    if (a.npos) {
+        cli_usage_error("emit", "unexpected argument '%s'", a.pos[0]);
+        goto out;
+    }
     long mode = -1;
     if (args_get(&a, "mode") && !args_int("emit", "mode", args_get(&a, "mode"), 0, RT_NMODES - 1, &mode)) goto out;
     TemplatePath tp;
-    if (tpath_init(&tp, cli->template_dirs) != 0) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out; }
+    if (tpath_init(&tp, cli->template_dirs) != 0) {
+        cli_error("out of memory");
+        rc = EXIT_SYSTEM;
+        goto out;
+    }
     DiagSink d;
     diag_init(&d);
     long long t0 = cli_now_ns();
@@ -65,9 +76,11 @@ static int emit_run(Cli *cli, int argc, char **argv) {
         cli_error("cannot create a folder beside '%s'", dir);
         pkg = false, c = (gen_config_free(c), NULL);
     }
-    int ok = c && gen_emit(c, &(GenOptions){.weights = args_get(&a, "weights"), .compile_mode = (int)mode,
-                                                .max_memory = cli->max_memory},
-                           pkg ? scratch : dir, &d) == 0;
+    int ok =
+        c && gen_emit(c,
+                      &(GenOptions){
+                          .weights = args_get(&a, "weights"), .compile_mode = (int)mode, .max_memory = cli->max_memory},
+                      pkg ? scratch : dir, &d) == 0;
     rc = cli_report(cli, &d);
     if (ok && rc == EXIT_OK && pkg) {
         Arena arena;
@@ -79,12 +92,16 @@ static int emit_run(Cli *cli, int argc, char **argv) {
         cli_rm_tree(scratch);
         ok = rc == EXIT_OK;
         if (!ok) goto done;
-    } else if (pkg) cli_rm_tree(scratch);
+    } else if (pkg)
+        cli_rm_tree(scratch);
     if (ok && rc == EXIT_OK) {
         double ms = (double)(cli_now_ns() - t0) / 1e6;
-        if (pkg) (void)ms;
-        else if (cli->json) cli_json_print(stdout, cli_json_obj("dir", cli_json_str(dir), "ms", cli_json_real(ms, 3), NULL));
-        else if (cli->verbosity >= 0) fprintf(stderr, "wrote %s/model.mil, %s/weights/weight.bin (%.1f ms)\n", dir, dir, ms);
+        if (pkg)
+            (void)ms;
+        else if (cli->json)
+            cli_json_print(stdout, cli_json_obj("dir", cli_json_str(dir), "ms", cli_json_real(ms, 3), NULL));
+        else if (cli->verbosity >= 0)
+            fprintf(stderr, "wrote %s/model.mil, %s/weights/weight.bin (%.1f ms)\n", dir, dir, ms);
     } else if (rc == EXIT_OK) {
         rc = EXIT_SYSTEM;
     }

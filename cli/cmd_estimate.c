@@ -34,7 +34,8 @@ static void est_usage(FILE *f) {
           "parameters are a JSON file you can edit with your own measurements; how the\n"
           "projection works and how it compares with published whole-model figures is in\n"
           "docs/ANE-ESTIMATE.md.  --json prints JSON.\n"
-          "\noptions:\n", f);
+          "\noptions:\n",
+          f);
     print_options(f, est_opts);
 }
 
@@ -67,12 +68,16 @@ static int est_params(const Args *a, BenchParams *p) {
 /* The per-layer plan, from one decode layer compiled in a scratch directory. */
 static int est_model(Cli *cli, const BenchParams *p, BenchProjection *pr) {
     TemplatePath tp;
-    if (tpath_init(&tp, cli->template_dirs) != 0) { cli_error("out of memory"); return EXIT_SYSTEM; }
+    if (tpath_init(&tp, cli->template_dirs) != 0) {
+        cli_error("out of memory");
+        return EXIT_SYSTEM;
+    }
     const char *tmp = getenv("TMPDIR");
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/milc-estimate-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     int rc = EXIT_SYSTEM;
-    if (!mkdtemp(dir)) cli_error("cannot create a scratch directory '%s': %s", dir, strerror(errno));
+    if (!mkdtemp(dir))
+        cli_error("cannot create a scratch directory '%s': %s", dir, strerror(errno));
     else {
         DiagSink d;
         diag_init(&d);
@@ -87,7 +92,10 @@ static int est_model(Cli *cli, const BenchParams *p, BenchProjection *pr) {
 
 static int estimate_run(Cli *cli, int argc, char **argv) {
     Args a;
-    if (!args_parse("estimate", est_opts, argc - 1, argv + 1, true, &a)) { args_free(&a); return EXIT_USAGE; }
+    if (!args_parse("estimate", est_opts, argc - 1, argv + 1, true, &a)) {
+        args_free(&a);
+        return EXIT_USAGE;
+    }
     if (args_flag(&a, "help")) {
         est_usage(stdout);
         cli_template_help(cli, stdout, &a);
@@ -98,8 +106,15 @@ static int estimate_run(Cli *cli, int argc, char **argv) {
     BenchParams p = {0};
     long modes[BENCH_MAX_POINTS], depths[BENCH_MAX_POINTS], prompt = 128, ctx = 1024;
     int nmodes = 0, ndepths = 0, rc = EXIT_USAGE;
-    if (!pr) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out; }
-    if (a.npos) { cli_usage_error("estimate", "unexpected argument '%s'", a.pos[0]); goto out; }
+    if (!pr) {
+        cli_error("out of memory");
+        rc = EXIT_SYSTEM;
+        goto out;
+    }
+    if (a.npos) {
+        cli_usage_error("estimate", "unexpected argument '%s'", a.pos[0]);
+        goto out;
+    }
     if (!bench_parse_modes("estimate", &a, modes, &nmodes) ||
         (args_get(&a, "depths") && !bench_parse_list("depths", args_get(&a, "depths"), 1, 4096, depths, &ndepths)) ||
         !opt_int(&a, "prompt", 1, 65536, &prompt) || !opt_int(&a, "ctx", 1, 1 << 20, &ctx))
@@ -115,7 +130,8 @@ static int estimate_run(Cli *cli, int argc, char **argv) {
     bench_project_run(pr);
     if (cli->json) {
         if (cli_json_print(stdout, bench_project_json(pr)) != 0) rc = EXIT_SYSTEM;
-    } else if (cli->verbosity >= 0) bench_project_table(stdout, pr);
+    } else if (cli->verbosity >= 0)
+        bench_project_table(stdout, pr);
 out:
     bparams_free(&p);
     free(pr);
@@ -123,5 +139,5 @@ out:
     return rc;
 }
 
-const Command cmd_estimate = {"estimate", "ESTIMATE a chunking's cost on the ANE from published figures", estimate_run,
-                              est_help, true, false};
+const Command cmd_estimate = {
+    "estimate", "ESTIMATE a chunking's cost on the ANE from published figures", estimate_run, est_help, true, false};

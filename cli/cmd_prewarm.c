@@ -35,8 +35,11 @@
 
 static const OptSpec prewarm_opts[] = {
     {"jobs", 'j', OPT_VALUE, "N", "worker processes (default: the number of CPUs)"},
-    {"stale", 0, OPT_FLAG, NULL, "instead of a manifest: rebuild every entry another milc made (cache verify --stale) from its stored recipe, costliest first"},
-    {"packages", 0, OPT_VALUE, "DIR", "also leave each program as a Core ML package, DIR/KEY.mlpackage (after the builds)"},
+    {"stale", 0, OPT_FLAG, NULL,
+     "instead of a manifest: rebuild every entry another milc made (cache verify --stale) from its stored recipe, "
+     "costliest first"},
+    {"packages", 0, OPT_VALUE, "DIR",
+     "also leave each program as a Core ML package, DIR/KEY.mlpackage (after the builds)"},
     VERIFY_OPTS,
     {0},
 };
@@ -56,7 +59,8 @@ static void prewarm_help(FILE *f) {
           "  --model gpt2 --chunk 4 --mode 0,2 --seq 128\n"
           "  --model gpt2 --chunk 4 --phase decode --seq 1,8,16\n"
           "Keys: --template --model --weights --mode --chunk and template parameters.\n"
-          "\noptions:\n", f);
+          "\noptions:\n",
+          f);
     print_options(f, prewarm_opts);
 }
 
@@ -87,8 +91,13 @@ static void remember_lines(const Cli *cli, const TemplatePath *tp, const Manifes
             ok = have[i] && reports[i].rc == EXIT_OK && cache_key_parse(reports[i].key, &keys[i]) == 0 &&
                  memcmp(reports[i].wdig, reports[first].wdig, 16) == 0;
         const ManifestLine *ln = &lines[l];
-        JobSpec spec = {.config = ln->config, .weights = ln->weights, .modes = ln->modes, .chunk = ln->chunk,
-                        .max_chunk_bytes = ln->max_chunk_bytes, .extra = ln->extra, .nextra = ln->nextra};
+        JobSpec spec = {.config = ln->config,
+                        .weights = ln->weights,
+                        .modes = ln->modes,
+                        .chunk = ln->chunk,
+                        .max_chunk_bytes = ln->max_chunk_bytes,
+                        .extra = ln->extra,
+                        .nextra = ln->nextra};
         if (ok) request_remember(c, tp, &spec, &jobs->v[first], n, &keys[first], reports[first].wdig);
     }
     free(keys);
@@ -116,10 +125,14 @@ static void worker(const Cli *cli, const TemplatePath *tp, const JobList *jobs, 
             BuildResult res;
             /* A build error prints to stderr from inside the pipeline; keep
              * diagnostics in the report so the parent lists them at the end. */
-            rep.rc = cfg ? pipeline_build(c, &(BuildRequest){.config = cfg, .weights = jobs->v[i].weights,
-                                                              .mode = jobs->v[i].mode, .tmp_root = cli->cache_dir,
-                                                              .verify_hits = verify, .max_memory = cli->max_memory,
-                                                              .remote = remote},
+            rep.rc = cfg ? pipeline_build(c,
+                                          &(BuildRequest){.config = cfg,
+                                                          .weights = jobs->v[i].weights,
+                                                          .mode = jobs->v[i].mode,
+                                                          .tmp_root = cli->cache_dir,
+                                                          .verify_hits = verify,
+                                                          .max_memory = cli->max_memory,
+                                                          .remote = remote},
                                           &res, &d)
                          : EXIT_INPUT;
             gen_config_free(cfg);
@@ -130,7 +143,10 @@ static void worker(const Cli *cli, const TemplatePath *tp, const JobList *jobs, 
                 memcpy(rep.wdig, res.wdig, 16);
             }
             char *s = diag_render(&d);
-            if (s) { snprintf(rep.msg, sizeof rep.msg, "%s", s); free(s); }
+            if (s) {
+                snprintf(rep.msg, sizeof rep.msg, "%s", s);
+                free(s);
+            }
             diag_free(&d);
         }
         ssize_t w = write(fd, &rep, sizeof rep);
@@ -157,7 +173,8 @@ static void progress(const Cli *cli, int done, int total, int hits, int built, i
     for (int i = 0; i < width; i++) bar[i] = i < fill ? '=' : i == fill ? '>' : ' ';
     bar[width] = 0;
     double eta = done ? elapsed / done * (total - done) : 0;
-    fprintf(stderr, "\r[%s] %d/%d  hit %d  built %d  failed %d  %.0fs left   ", bar, done, total, hits, built, failed, eta);
+    fprintf(stderr, "\r[%s] %d/%d  hit %d  built %d  failed %d  %.0fs left   ", bar, done, total, hits, built, failed,
+            eta);
     if (done == total) fputc('\n', stderr);
 }
 
@@ -167,7 +184,10 @@ static int build_order(const Cli *cli, const TemplatePath *tp, const JobList *jo
     Cache *c;
     char err[512] = "";
     for (int i = 0; i < jobs->n; i++) order[i] = i;
-    if (cache_open(&c, cli->cache_dir, NULL, err, sizeof err) != 0) { cli_error("%s", err); return EXIT_SYSTEM; }
+    if (cache_open(&c, cli->cache_dir, NULL, err, sizeof err) != 0) {
+        cli_error("%s", err);
+        return EXIT_SYSTEM;
+    }
     ledger_order(c, tp, jobs, order);
     cache_close(c);
     return EXIT_OK;
@@ -177,7 +197,10 @@ static int build_order(const Cli *cli, const TemplatePath *tp, const JobList *jo
 static int stale_recipes(const Cli *cli, JobList *jobs) {
     Cache *c;
     char err[512] = "";
-    if (cache_open(&c, cli->cache_dir, NULL, err, sizeof err) != 0) { cli_error("%s", err); return EXIT_SYSTEM; }
+    if (cache_open(&c, cli->cache_dir, NULL, err, sizeof err) != 0) {
+        cli_error("%s", err);
+        return EXIT_SYSTEM;
+    }
     int r = drift_jobs(c, jobs);
     cache_close(c);
     return r == 0 ? EXIT_OK : EXIT_SYSTEM;
@@ -206,17 +229,30 @@ static int read_manifest(char *text, const char *file, const TemplatePath *tp, M
         next = strchr(p, '\n');
         if (next) *next++ = 0;
         ManifestLine ln;
-        if (manifest_parse_line(p, (SrcLoc){file, lineno, 1}, &ln, d) != 0) { manifest_line_free(&ln); continue; }
+        if (manifest_parse_line(p, (SrcLoc){file, lineno, 1}, &ln, d) != 0) {
+            manifest_line_free(&ln);
+            continue;
+        }
         if (!ln.config && !ln.nextra && !ln.chunk && !ln.modes && !ln.weights) continue; /* blank or comment */
         ManifestLine *nl = realloc(m->lines, sizeof(ManifestLine) * (size_t)(m->nlines + 1));
         int *nf = realloc(m->line_first, sizeof(int) * (size_t)(m->nlines + 2));
         if (nl) m->lines = nl;
         if (nf) m->line_first = nf;
-        if (!nl || !nf) { manifest_line_free(&ln); cli_error("out of memory"); return EXIT_SYSTEM; }
+        if (!nl || !nf) {
+            manifest_line_free(&ln);
+            cli_error("out of memory");
+            return EXIT_SYSTEM;
+        }
         m->line_first[m->nlines] = m->jobs.n;
         m->lines[m->nlines++] = ln;
-        JobSpec spec = {.config = ln.config, .weights = ln.weights, .modes = ln.modes, .chunk = ln.chunk,
-                        .max_chunk_bytes = ln.max_chunk_bytes, .extra = ln.extra, .nextra = ln.nextra, .loc = {file, lineno, 1}};
+        JobSpec spec = {.config = ln.config,
+                        .weights = ln.weights,
+                        .modes = ln.modes,
+                        .chunk = ln.chunk,
+                        .max_chunk_bytes = ln.max_chunk_bytes,
+                        .extra = ln.extra,
+                        .nextra = ln.nextra,
+                        .loc = {file, lineno, 1}};
         jobs_expand(tp, &spec, &m->jobs, d);
     }
     if (m->line_first) m->line_first[m->nlines] = m->jobs.n;
@@ -239,7 +275,10 @@ static int run_workers(const Cli *cli, const TemplatePath *tp, const JobList *jo
                        int policy, bool use_remote, Results *res) {
     atomic_int *next = mmap(NULL, sizeof *next, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     int fds[2];
-    if (next == MAP_FAILED || pipe(fds) != 0) { cli_error("cannot start workers: %s", strerror(errno)); return EXIT_SYSTEM; }
+    if (next == MAP_FAILED || pipe(fds) != 0) {
+        cli_error("cannot start workers: %s", strerror(errno));
+        return EXIT_SYSTEM;
+    }
     atomic_init(next, 0);
     fflush(stdout);
     fflush(stderr);
@@ -257,7 +296,10 @@ static int run_workers(const Cli *cli, const TemplatePath *tp, const JobList *jo
         }
         if (pid > 0) scratch_child_add(pid); /* a signal to the parent stops the workers too */
         scratch_release(&held);
-        if (pid < 0) { cli_error("fork failed: %s", strerror(errno)); break; }
+        if (pid < 0) {
+            cli_error("fork failed: %s", strerror(errno));
+            break;
+        }
         pids[w] = pid;
     }
     close(fds[1]);
@@ -271,20 +313,26 @@ static int run_workers(const Cli *cli, const TemplatePath *tp, const JobList *jo
         res->have[rep.job] = true;
         res->reports[rep.job] = rep;
         res->done++;
-        if (rep.rc != EXIT_OK) res->failed++;
-        else if (rep.outcome == BUILD_MISS) res->built++;
-        else res->hits++;
+        if (rep.rc != EXIT_OK)
+            res->failed++;
+        else if (rep.outcome == BUILD_MISS)
+            res->built++;
+        else
+            res->hits++;
         const BuildJob *j = &jobs->v[rep.job];
         if (!cli->is_tty && !cli->json && cli->verbosity >= 0)
             printf("[%d/%d] %-12s %s %s%s%s (%.0f ms)\n", res->done, jobs->n,
-                   rep.rc != EXIT_OK ? "FAILED" : rep.outcome == BUILD_MISS ? "built" : "hit", rep.key, j->config,
-                   j->label[0] ? " " : "", j->label, rep.ms);
+                   rep.rc != EXIT_OK           ? "FAILED"
+                   : rep.outcome == BUILD_MISS ? "built"
+                                               : "hit",
+                   rep.key, j->config, j->label[0] ? " " : "", j->label, rep.ms);
         progress(cli, res->done, jobs->n, res->hits, res->built, res->failed, (double)(cli_now_ns() - t0) / 1e9);
     }
     close(fds[0]);
     for (long w = 0; w < nworkers; w++) {
         int st;
-        if (pids[w] > 0 && waitpid(pids[w], &st, 0) == pids[w] && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) res->crashed++;
+        if (pids[w] > 0 && waitpid(pids[w], &st, 0) == pids[w] && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+            res->crashed++;
         scratch_child_del(pids[w]);
     }
     res->secs = (double)(cli_now_ns() - t0) / 1e9;
@@ -299,10 +347,12 @@ static int summarize(const Cli *cli, const char *file, const JobList *jobs, cons
     for (int i = 0; i < jobs->n; i++) {
         if (!res->have[i] || res->reports[i].rc == EXIT_OK) continue;
         const BuildJob *j = &jobs->v[i];
-        fprintf(stderr, "%s:%d: error: build failed: %s %s (mode %d)\n%s", file, j->loc.line, j->config, j->label, j->mode,
-                res->reports[i].msg);
-        if (res->reports[i].rc == EXIT_SYSTEM || rc == EXIT_SYSTEM) rc = EXIT_SYSTEM;
-        else rc = EXIT_INPUT;
+        fprintf(stderr, "%s:%d: error: build failed: %s %s (mode %d)\n%s", file, j->loc.line, j->config, j->label,
+                j->mode, res->reports[i].msg);
+        if (res->reports[i].rc == EXIT_SYSTEM || rc == EXIT_SYSTEM)
+            rc = EXIT_SYSTEM;
+        else
+            rc = EXIT_INPUT;
     }
     if (missing || res->crashed) {
         cli_error("%d job%s not finished (%d worker%s died)", missing, missing == 1 ? "" : "s", res->crashed,
@@ -319,14 +369,15 @@ static void print_totals(const Cli *cli, const JobList *jobs, const Results *res
                                             json_integer(res->hits), "failed", json_integer(res->failed), "unfinished",
                                             json_integer(missing), "seconds", cli_json_real(res->secs, 3), NULL));
     else if (cli->verbosity >= 0)
-        fprintf(stderr, "prewarm: %d programs: %d built, %d already cached, %d failed in %.1f s (%ld workers)\n", jobs->n,
-                res->built, res->hits, res->failed + missing, res->secs, nworkers);
+        fprintf(stderr, "prewarm: %d programs: %d built, %d already cached, %d failed in %.1f s (%ld workers)\n",
+                jobs->n, res->built, res->hits, res->failed + missing, res->secs, nworkers);
 }
 
 static void print_package(void *ctx, int idx, const char *path, bool written) {
     const Cli *cli = ctx;
     (void)idx;
-    if (cli->verbosity >= 0 && !cli->json) fprintf(stderr, "prewarm: package %s%s\n", path, written ? "" : " (already there)");
+    if (cli->verbosity >= 0 && !cli->json)
+        fprintf(stderr, "prewarm: package %s%s\n", path, written ? "" : " (already there)");
 }
 
 /* --packages DIR: a package of every program that built or hit, in the
@@ -362,8 +413,14 @@ static int prewarm_jobs(const Cli *cli, const Args *a, const TemplatePath *tp, c
     int rc;
     if ((rc = remote_for_workers(cli, &use_remote)) != EXIT_OK) return rc;
     int *order = calloc((size_t)jobs->n, sizeof *order); /* the jobs in the order workers take them */
-    if (!order) { cli_error("out of memory"); return EXIT_SYSTEM; }
-    if ((rc = build_order(cli, tp, jobs, order)) != EXIT_OK) { free(order); return rc; }
+    if (!order) {
+        cli_error("out of memory");
+        return EXIT_SYSTEM;
+    }
+    if ((rc = build_order(cli, tp, jobs, order)) != EXIT_OK) {
+        free(order);
+        return rc;
+    }
     Results res = {0};
     if ((rc = run_workers(cli, tp, jobs, order, nworkers, verify_policy(a), use_remote, &res)) != EXIT_OK) {
         free(order);
@@ -385,7 +442,10 @@ static int prewarm_jobs(const Cli *cli, const Args *a, const TemplatePath *tp, c
 static int prewarm_run(Cli *cli, int argc, char **argv) {
     Args a;
     if (!args_parse("prewarm", prewarm_opts, argc - 1, argv + 1, false, &a)) return EXIT_USAGE;
-    if (!verify_flags_ok("prewarm", &a)) { args_free(&a); return EXIT_USAGE; }
+    if (!verify_flags_ok("prewarm", &a)) {
+        args_free(&a);
+        return EXIT_USAGE;
+    }
     long nworkers = sysconf(_SC_NPROCESSORS_ONLN);
     bool stale = args_flag(&a, "stale");
     if (a.npos != (stale ? 0 : 1)) {
@@ -399,7 +459,10 @@ static int prewarm_run(Cli *cli, int argc, char **argv) {
     }
     size_t len = 0;
     char *text = stale ? strdup("") : cli_read_file(a.pos[0], &len);
-    if (!text) { args_free(&a); return EXIT_SYSTEM; }
+    if (!text) {
+        args_free(&a);
+        return EXIT_SYSTEM;
+    }
     TemplatePath tp;
     if (tpath_init(&tp, cli->template_dirs) != 0) {
         cli_error("out of memory");
@@ -413,14 +476,21 @@ static int prewarm_run(Cli *cli, int argc, char **argv) {
     Manifest m = {0};
     int rc = read_manifest(text, file, &tp, &m, &d);
     if (rc != EXIT_OK) goto out;
-    if (diag_failed(&d)) { rc = cli_report(cli, &d); goto out; }
+    if (diag_failed(&d)) {
+        rc = cli_report(cli, &d);
+        goto out;
+    }
     if (stale && (rc = stale_recipes(cli, &m.jobs)) != EXIT_OK) goto out;
     if (stale && m.jobs.n == 0) {
         if (cli->verbosity >= 0) fprintf(stderr, "prewarm: no stale entries\n");
         rc = EXIT_OK;
         goto out;
     }
-    if (m.jobs.n == 0) { cli_error("%s: the manifest lists nothing to build", a.pos[0]); rc = EXIT_INPUT; goto out; }
+    if (m.jobs.n == 0) {
+        cli_error("%s: the manifest lists nothing to build", a.pos[0]);
+        rc = EXIT_INPUT;
+        goto out;
+    }
     rc = prewarm_jobs(cli, &a, &tp, file, &m, nworkers);
 out:
     manifest_free(&m);
@@ -431,5 +501,5 @@ out:
     return rc;
 }
 
-const Command cmd_prewarm = {"prewarm", "build everything a manifest lists into the cache", prewarm_run, prewarm_help,
-                             false, true};
+const Command cmd_prewarm = {
+    "prewarm", "build everything a manifest lists into the cache", prewarm_run, prewarm_help, false, true};

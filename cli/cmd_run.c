@@ -29,7 +29,8 @@ static const OptSpec run_opts[] = {
 };
 
 static void run_help(FILE *f) {
-    fputs("usage: milc run (ARTIFACT.milc | KEY | FILE.mil | PKG.mlpackage | DIR | build options) --input NAME=FILE.npy ...\n"
+    fputs("usage: milc run (ARTIFACT.milc | KEY | FILE.mil | PKG.mlpackage | DIR | build options) --input "
+          "NAME=FILE.npy ...\n"
           "                [--state NAME=FILE.npy ...] [-o DIR]\n"
           "\n"
           "Load a compiled artifact - a file from 'milc compile', a cache entry by its\n"
@@ -43,7 +44,8 @@ static void run_help(FILE *f) {
           "states (state<tensor<...>> inputs: a KV cache the model keeps) starts\n"
           "from the --state seeds (same dtype and shape; fp16 states also take fp32\n"
           "files), zero otherwise, and each state's value after the run is written\n"
-          "as DIR/NAME.npy too: the next run's seed.\n\noptions:\n", f);
+          "as DIR/NAME.npy too: the next run's seed.\n\noptions:\n",
+          f);
     print_options(f, run_opts);
 }
 
@@ -58,7 +60,8 @@ static bool is_key(const char *s) {
  * load it from the cache. */
 static int run_build(Cli *cli, const Args *a, Store **c, LoadedModel *lm, int threads) {
     long mode = RT_MODE_DEFAULT;
-    if (args_get(a, "mode") && !args_int("run", "mode", args_get(a, "mode"), 0, RT_NMODES - 1, &mode)) return EXIT_USAGE;
+    if (args_get(a, "mode") && !args_int("run", "mode", args_get(a, "mode"), 0, RT_NMODES - 1, &mode))
+        return EXIT_USAGE;
     for (int i = 0; i < a->nextra; i++)
         if (strchr(a->extra[i].value, ',')) {
             cli_usage_error("run", "--%s: one value, not a list", a->extra[i].name);
@@ -68,29 +71,41 @@ static int run_build(Cli *cli, const Args *a, Store **c, LoadedModel *lm, int th
     int trc = tier_open(cli, "run", true, &remote);
     if (trc != EXIT_OK) return trc;
     TemplatePath tp;
-    if (tpath_init(&tp, cli->template_dirs) != 0) { cli_error("out of memory"); tier_close(remote); return EXIT_SYSTEM; }
+    if (tpath_init(&tp, cli->template_dirs) != 0) {
+        cli_error("out of memory");
+        tier_close(remote);
+        return EXIT_SYSTEM;
+    }
     DiagSink d;
     diag_init(&d);
     int rc = EXIT_SYSTEM;
     GenConfig *cfg = cli_gen_config(&tp.sp, a, &d);
     char err[512] = "";
     int r;
-    if (!cfg) rc = EXIT_INPUT;
+    if (!cfg)
+        rc = EXIT_INPUT;
     else if ((r = store_lmdb_open(c, cli->cache_dir, NULL, err, sizeof err)) != 0)
         cli_cache_error(r, err);
     else {
         StoreEntry *hit = NULL;
         BuildResult res;
-        rc = pipeline_build(*c, &(BuildRequest){.config = cfg, .weights = args_get(a, "weights"), .mode = (int)mode,
-                                                .tmp_root = cli->cache_dir, .verify_hits = verify_policy(a), .hit_out = &hit,
-                                                .max_memory = cli->max_memory, .remote = remote},
+        rc = pipeline_build(*c,
+                            &(BuildRequest){.config = cfg,
+                                            .weights = args_get(a, "weights"),
+                                            .mode = (int)mode,
+                                            .tmp_root = cli->cache_dir,
+                                            .verify_hits = verify_policy(a),
+                                            .hit_out = &hit,
+                                            .max_memory = cli->max_memory,
+                                            .remote = remote},
                             &res, &d);
         if (rc == EXIT_OK) {
             char key[33];
             cache_key_hex(&res.key, key);
             if (cli->verbosity > 0) fprintf(stderr, "%s %s\n", key, res.outcome == BUILD_MISS ? "built" : "cached");
             long long t0 = cli_now_ns();
-            rc = model_load_hit(lm, *c, hit, &(ModelLoad){.nthreads = threads, .describe = true, .max_memory = cli->max_memory}, key);
+            rc = model_load_hit(
+                lm, *c, hit, &(ModelLoad){.nthreads = threads, .describe = true, .max_memory = cli->max_memory}, key);
             if (rc == EXIT_OK) cache_record_load(store_lmdb_cache(*c), &res.key, (uint64_t)(cli_now_ns() - t0));
         }
     }
@@ -107,7 +122,8 @@ static int run_build(Cli *cli, const Args *a, Store **c, LoadedModel *lm, int th
  * find it there) and load the entry. */
 static int run_program(Cli *cli, const Args *a, Store **c, LoadedModel *lm, int threads) {
     long mode = RT_MODE_DEFAULT;
-    if (args_get(a, "mode") && !args_int("run", "mode", args_get(a, "mode"), 0, RT_NMODES - 1, &mode)) return EXIT_USAGE;
+    if (args_get(a, "mode") && !args_int("run", "mode", args_get(a, "mode"), 0, RT_NMODES - 1, &mode))
+        return EXIT_USAGE;
     Arena arena;
     arena_init(&arena);
     PkgProgram pp;
@@ -132,8 +148,10 @@ static int run_program(Cli *cli, const Args *a, Store **c, LoadedModel *lm, int 
             char key[33];
             cache_key_hex(&res.key, key);
             if (cli->verbosity > 0) fprintf(stderr, "%s %s\n", key, res.outcome == BUILD_MISS ? "built" : "cached");
-            rc = model_load_hit(lm, *c, hit, &(ModelLoad){.nthreads = threads, .describe = true, .max_memory = cli->max_memory}, key);
-        } else if (hit) store_release(*c, hit);
+            rc = model_load_hit(
+                lm, *c, hit, &(ModelLoad){.nthreads = threads, .describe = true, .max_memory = cli->max_memory}, key);
+        } else if (hit)
+            store_release(*c, hit);
     }
     arena_free(&arena);
     return rc;
@@ -142,20 +160,32 @@ static int run_program(Cli *cli, const Args *a, Store **c, LoadedModel *lm, int 
 static int run_run(Cli *cli, int argc, char **argv) {
     Args a;
     if (!args_parse("run", run_opts, argc - 1, argv + 1, true, &a)) return EXIT_USAGE;
-    if (!verify_flags_ok("run", &a)) { args_free(&a); return EXIT_USAGE; }
+    if (!verify_flags_ok("run", &a)) {
+        args_free(&a);
+        return EXIT_USAGE;
+    }
     int rc = EXIT_USAGE;
-    const char **inputs = calloc((size_t)a.nhits + 1, sizeof(char *)), **states = calloc((size_t)a.nhits + 1, sizeof(char *));
+    const char **inputs = calloc((size_t)a.nhits + 1, sizeof(char *)),
+               **states = calloc((size_t)a.nhits + 1, sizeof(char *));
     int ninputs = 0, nstates = 0;
     for (int i = 0; inputs && states && i < a.nhits; i++) {
         if (strcmp(a.hits[i].spec->name, "input") == 0) inputs[ninputs++] = a.hits[i].value;
         if (strcmp(a.hits[i].spec->name, "state") == 0) states[nstates++] = a.hits[i].value;
     }
-    if (!inputs || !states) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out; }
+    if (!inputs || !states) {
+        cli_error("out of memory");
+        rc = EXIT_SYSTEM;
+        goto out;
+    }
     long threads = 0, repeat = 1;
     bool from_build = a.npos == 0 && (a.nextra || args_get(&a, "model") || args_get(&a, "template"));
-    if (a.npos != 1 && !from_build) { cli_usage_error("run", "expected one ARTIFACT or KEY, or build options"); goto out; }
+    if (a.npos != 1 && !from_build) {
+        cli_usage_error("run", "expected one ARTIFACT or KEY, or build options");
+        goto out;
+    }
     bool program = a.npos == 1 && cli_is_program(a.pos[0]);
-    if (a.npos == 1 && (a.nextra || args_get(&a, "model") || args_get(&a, "template") || (args_get(&a, "mode") && !program))) {
+    if (a.npos == 1 &&
+        (a.nextra || args_get(&a, "model") || args_get(&a, "template") || (args_get(&a, "mode") && !program))) {
         cli_usage_error("run", "build options go without an ARTIFACT or KEY");
         goto out;
     }
@@ -181,7 +211,11 @@ static int run_run(Cli *cli, int argc, char **argv) {
         cache_key_parse(a.pos[0], &k);
         char err[512] = "";
         int r = store_lmdb_open(&c, cli->cache_dir, NULL, err, sizeof err);
-        if (r != 0) { cli_cache_error(r, err); rc = EXIT_SYSTEM; goto out; }
+        if (r != 0) {
+            cli_cache_error(r, err);
+            rc = EXIT_SYSTEM;
+            goto out;
+        }
         StoreEntry *hit;
         /* A key typed by the user has no key record to compare: the
          * checksum is all that vouches for the bytes. */
@@ -194,7 +228,8 @@ static int run_run(Cli *cli, int argc, char **argv) {
         }
         char why[512];
         if (drift_why(hit->record, hit->record_len, why, sizeof why)) { /* never served: rebuild it */
-            cli_error("cache entry %s was made by another milc (%s): 'milc prewarm --stale' rebuilds it", a.pos[0], why);
+            cli_error("cache entry %s was made by another milc (%s): 'milc prewarm --stale' rebuilds it", a.pos[0],
+                      why);
             store_release(c, hit);
             store_close(c);
             rc = EXIT_INPUT;
@@ -202,7 +237,8 @@ static int run_run(Cli *cli, int argc, char **argv) {
         }
         long long t0 = cli_now_ns();
         rc = model_load_hit(&lm, c, hit, &how, a.pos[0]);
-        if (rc == EXIT_OK) cache_record_load(store_lmdb_cache(c), &k, (uint64_t)(cli_now_ns() - t0)); /* the cost ledger */
+        if (rc == EXIT_OK)
+            cache_record_load(store_lmdb_cache(c), &k, (uint64_t)(cli_now_ns() - t0)); /* the cost ledger */
     } else {
         rc = model_load_file(&lm, a.pos[0], &how);
     }

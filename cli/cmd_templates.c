@@ -13,7 +13,8 @@ static void templates_help(FILE *f) {
           "List the templates and presets on the search path (--template-dir,\n"
           "$MILC_TEMPLATE_PATH, the built-in directory), or show one template's\n"
           "documentation and parameters.  A user adds a template by dropping an XML\n"
-          "file into a directory on the path; see mil-templates/README.md.\n", f);
+          "file into a directory on the path; see mil-templates/README.md.\n",
+          f);
 }
 
 static int templates_run(Cli *cli, int argc, char **argv) {
@@ -31,7 +32,11 @@ static int templates_run(Cli *cli, int argc, char **argv) {
         goto out;
     }
     TemplatePath tp;
-    if (tpath_init(&tp, cli->template_dirs) != 0) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out; }
+    if (tpath_init(&tp, cli->template_dirs) != 0) {
+        cli_error("out of memory");
+        rc = EXIT_SYSTEM;
+        goto out;
+    }
     DiagSink d;
     diag_init(&d);
     if (strcmp(sub, "ls") == 0) {
@@ -64,16 +69,20 @@ static int templates_run(Cli *cli, int argc, char **argv) {
                 for (int i = 0; i < gen_template_param_count(t); i++) {
                     const GenParam *p = gen_template_param(t, i);
                     static const char *const types[] = {"int", "float", "enum", "string"};
-                    cli_json_push(params, cli_json_obj("name", cli_json_str(p->name), "type", json_string(types[p->type]),
-                                                       "default", cli_json_str(p->default_value), "doc",
-                                                       cli_json_str(p->doc), NULL));
+                    cli_json_push(params,
+                                  cli_json_obj("name", cli_json_str(p->name), "type", json_string(types[p->type]),
+                                               "default", cli_json_str(p->default_value), "doc", cli_json_str(p->doc),
+                                               NULL));
                 }
                 cli_json_print(stdout, cli_json_obj("name", cli_json_str(gen_template_name(t)), "path",
                                                     cli_json_str(gen_template_path(t)), "doc",
                                                     cli_json_str(gen_template_doc(t)), "params", params, NULL));
             } else {
                 char *s = gen_template_describe(t);
-                if (s) { fputs(s, stdout); free(s); }
+                if (s) {
+                    fputs(s, stdout);
+                    free(s);
+                }
             }
             gen_template_free(t);
         }
@@ -86,4 +95,5 @@ out:
     return rc;
 }
 
-const Command cmd_templates = {"templates", "list templates and presets, or show one", templates_run, templates_help, false, false};
+const Command cmd_templates = {
+    "templates", "list templates and presets, or show one", templates_run, templates_help, false, false};

@@ -18,8 +18,9 @@ static void print_job(const Explain *s, const char *label, bool hit, json_t *out
             const ExplainDiff *df = &s->best[i].diff;
             json_t *differs = json_array();
             for (int k = 0; k < df->count && k < EXPLAIN_MAX_FIELDS; k++)
-                cli_json_push(differs, cli_json_obj("field", cli_json_str(df->f[k].field), "stored",
-                                                    cli_json_str(df->f[k].stored), "asked", cli_json_str(df->f[k].asked), NULL));
+                cli_json_push(differs,
+                              cli_json_obj("field", cli_json_str(df->f[k].field), "stored",
+                                           cli_json_str(df->f[k].stored), "asked", cli_json_str(df->f[k].asked), NULL));
             cache_key_hex(&s->best[i].akey, hex);
             cli_json_push(near, cli_json_obj("key", json_string(hex), "present", json_boolean(s->best[i].present),
                                              "differs", differs, NULL));
@@ -27,13 +28,20 @@ static void print_job(const Explain *s, const char *label, bool hit, json_t *out
         cli_json_push(out, cli_json_obj("job", cli_json_str(label), "hit", json_boolean(hit), "nearest", near, NULL));
         return;
     }
-    if (hit) { fprintf(f, "%s: in the cache\n", label); return; }
+    if (hit) {
+        fprintf(f, "%s: in the cache\n", label);
+        return;
+    }
     fprintf(f, "%s: not in the cache; ", label);
-    if (!s->nbest) { fprintf(f, "no stored entry of template %.*s\n", (int)s->tl, s->tmpl); return; }
+    if (!s->nbest) {
+        fprintf(f, "no stored entry of template %.*s\n", (int)s->tl, s->tmpl);
+        return;
+    }
     fprintf(f, "nearest stored entries of template %.*s (stored -> asked):\n", (int)s->tl, s->tmpl);
     for (int i = 0; i < s->nbest; i++) {
         cache_key_hex(&s->best[i].akey, hex);
-        fprintf(f, "  %s  %d %s: %s%s\n", hex, s->best[i].diff.count, s->best[i].diff.count == 1 ? "field differs" : "fields differ",
+        fprintf(f, "  %s  %d %s: %s%s\n", hex, s->best[i].diff.count,
+                s->best[i].diff.count == 1 ? "field differs" : "fields differ",
                 s->best[i].diff.count ? s->best[i].diff.text : "none",
                 s->best[i].present ? "" : " (its artifact is gone: evicted or removed)");
     }
@@ -66,7 +74,11 @@ int explain_cmd(Cli *cli, int argc, char **argv) {
     if (!args_parse("cache", why_opts, argc - 1, argv + 1, true, &a)) return EXIT_USAGE;
     long chunk = 0;
     int rc = EXIT_USAGE;
-    if (a.npos) { cli_usage_error("cache", "why: unexpected argument '%s'", a.pos[0]); args_free(&a); return rc; }
+    if (a.npos) {
+        cli_usage_error("cache", "why: unexpected argument '%s'", a.pos[0]);
+        args_free(&a);
+        return rc;
+    }
     if (args_get(&a, "chunk") && !args_int("cache", "chunk", args_get(&a, "chunk"), 1, 4096, &chunk)) {
         args_free(&a);
         return rc;
@@ -77,12 +89,24 @@ int explain_cmd(Cli *cli, int argc, char **argv) {
     JobList jobs = {0};
     Cache *c = NULL;
     char err[512] = "";
-    JobSpec spec = {.config = cli_config_name(&a), .weights = args_get(&a, "weights"), .modes = args_get(&a, "mode"),
-                    .chunk = chunk, .extra = a.extra, .nextra = a.nextra};
-    if (tpath_init(&tp, cli->template_dirs) != 0) { cli_error("out of memory"); rc = EXIT_SYSTEM; goto out; }
-    if (jobs_expand(&tp, &spec, &jobs, &d) != 0) rc = EXIT_INPUT;
-    else if (cache_open(&c, cli->cache_dir, NULL, err, sizeof err) != 0) { cli_error("%s", err); rc = EXIT_SYSTEM; }
-    else rc = explain_jobs(c, &tp, &jobs, cli->json, stdout, &d);
+    JobSpec spec = {.config = cli_config_name(&a),
+                    .weights = args_get(&a, "weights"),
+                    .modes = args_get(&a, "mode"),
+                    .chunk = chunk,
+                    .extra = a.extra,
+                    .nextra = a.nextra};
+    if (tpath_init(&tp, cli->template_dirs) != 0) {
+        cli_error("out of memory");
+        rc = EXIT_SYSTEM;
+        goto out;
+    }
+    if (jobs_expand(&tp, &spec, &jobs, &d) != 0)
+        rc = EXIT_INPUT;
+    else if (cache_open(&c, cli->cache_dir, NULL, err, sizeof err) != 0) {
+        cli_error("%s", err);
+        rc = EXIT_SYSTEM;
+    } else
+        rc = explain_jobs(c, &tp, &jobs, cli->json, stdout, &d);
     int drc = cli_report(cli, &d);
     if (rc == EXIT_OK) rc = drc;
     tpath_free(&tp);

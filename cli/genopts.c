@@ -19,8 +19,14 @@ GenConfig *cli_gen_config(const GenSearchPath *sp, const Args *a, DiagSink *d) {
     GenConfig *c = gen_config_open(sp, cli_config_name(a), d);
     if (!c) return NULL;
     for (int i = 0; i < a->nextra; i++)
-        if (gen_config_set(c, a->extra[i].name, a->extra[i].value, d) != 0) { gen_config_free(c); return NULL; }
-    if (gen_config_resolve(c, d) != 0) { gen_config_free(c); return NULL; }
+        if (gen_config_set(c, a->extra[i].name, a->extra[i].value, d) != 0) {
+            gen_config_free(c);
+            return NULL;
+        }
+    if (gen_config_resolve(c, d) != 0) {
+        gen_config_free(c);
+        return NULL;
+    }
     return c;
 }
 
@@ -39,7 +45,10 @@ void cli_template_help(const Cli *cli, FILE *f, const Args *a) {
         gen_config_free(c);
     } else {
         char *s = diag_render(&d);
-        if (s) { fputs(s, stderr); free(s); }
+        if (s) {
+            fputs(s, stderr);
+            free(s);
+        }
     }
     diag_free(&d);
     tpath_free(&tp);

@@ -27,8 +27,10 @@ json_t *cli_json_str(const char *s) {
     if (!buf) return NULL;
     for (const unsigned char *p = (const unsigned char *)s; *p;) {
         int l = utf8_len(p);
-        if (l) memcpy(buf + k, p, (size_t)l), k += (size_t)l, p += l;
-        else memcpy(buf + k, "\xEF\xBF\xBD", 3), k += 3, p++;
+        if (l)
+            memcpy(buf + k, p, (size_t)l), k += (size_t)l, p += l;
+        else
+            memcpy(buf + k, "\xEF\xBF\xBD", 3), k += 3, p++;
     }
     json_t *v = json_stringn(buf, k);
     free(buf);
@@ -65,15 +67,20 @@ json_t *cli_json_obj(const char *key, ...) {
 }
 
 void cli_json_push(json_t *a, json_t *v) {
-    if (a && v) json_array_append_new(a, v);
-    else json_decref(v);
+    if (a && v)
+        json_array_append_new(a, v);
+    else
+        json_decref(v);
 }
 
 int cli_json_print(FILE *f, json_t *v) {
     /* 15 significant digits: a rounded real prints as written ("1.25"). */
     char *s = v ? json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15) | JSON_ENCODE_ANY) : NULL;
     json_decref(v);
-    if (!s) { cli_error("out of memory"); return -1; }
+    if (!s) {
+        cli_error("out of memory");
+        return -1;
+    }
     fputs(s, f);
     fputc('\n', f);
     free(s);

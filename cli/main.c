@@ -19,8 +19,8 @@
 #endif
 
 static const Command *const commands[] = {
-    &cmd_build, &cmd_emit, &cmd_check, &cmd_fmt, &cmd_compile, &cmd_convert, &cmd_run,
-    &cmd_bench, &cmd_estimate, &cmd_prewarm, &cmd_cache, &cmd_templates,
+    &cmd_build, &cmd_emit,  &cmd_check,    &cmd_fmt,     &cmd_compile, &cmd_convert,
+    &cmd_run,   &cmd_bench, &cmd_estimate, &cmd_prewarm, &cmd_cache,   &cmd_templates,
 };
 enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
 
@@ -30,7 +30,8 @@ static void print_usage(FILE *f) {
           "milc generates Core ML MIL programs for transformer layer chunks, compiles\n"
           "each once for its CPU backend, and caches the artifacts in LMDB.\n"
           "\n"
-          "commands:\n", f);
+          "commands:\n",
+          f);
     for (int i = 0; i < NCOMMANDS; i++) fprintf(f, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
     fputs("  help       show help for a command\n"
           "\n"
@@ -58,7 +59,8 @@ static void print_usage(FILE *f) {
           "             (default: the best this CPU runs; one it lacks is a usage error)\n"
           "\n"
           "exit codes: 0 success, 1 invalid input (diagnostics printed),\n"
-          "            2 usage error, 3 I/O, cache or system failure\n", f);
+          "            2 usage error, 3 I/O, cache or system failure\n",
+          f);
 }
 
 static const Command *find_command(const char *name) {
@@ -73,7 +75,10 @@ static char *resolve_cache_dir(const char *flag) {
     if (e && *e) return strdup(e);
     char buf[4096];
     e = getenv("XDG_CACHE_HOME");
-    if (e && *e) { snprintf(buf, sizeof buf, "%s/milc", e); return strdup(buf); }
+    if (e && *e) {
+        snprintf(buf, sizeof buf, "%s/milc", e);
+        return strdup(buf);
+    }
     e = getenv("HOME");
     /* Without a home there is no per-user place: never the current directory. */
     if (!e || !*e) return strdup("");
@@ -150,24 +155,45 @@ int main(int argc, char **argv) {
     int n = 1, cmd_at = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--") == 0) { for (; i < argc; i++) argv[n++] = argv[i]; break; }
-        if (strcmp(a, "--json") == 0) cli.json = true;
-        else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) cli.verbosity = -1;
-        else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) cli.verbosity = 1;
-        else if (strcmp(a, "--version") == 0) { printf("milc %s\n", MILC_VERSION); return EXIT_OK; }
-        else if (strcmp(a, "--remote-readonly") == 0) cli.remote_readonly = true;
+        if (strcmp(a, "--") == 0) {
+            for (; i < argc; i++) argv[n++] = argv[i];
+            break;
+        }
+        if (strcmp(a, "--json") == 0)
+            cli.json = true;
+        else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0)
+            cli.verbosity = -1;
+        else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0)
+            cli.verbosity = 1;
+        else if (strcmp(a, "--version") == 0) {
+            printf("milc %s\n", MILC_VERSION);
+            return EXIT_OK;
+        } else if (strcmp(a, "--remote-readonly") == 0)
+            cli.remote_readonly = true;
         /* Bare `--remote` (no URL after it) is `cache stat --remote`'s flag. */
-        else if (strcmp(a, "--remote") == 0 && i + 1 < argc && argv[i + 1][0] != '-') cli.remote = argv[++i];
-        else if (strncmp(a, "--remote=", 9) == 0) cli.remote = a + 9;
-        else if (strcmp(a, "--remote-key-file") == 0 && i + 1 < argc) cli.remote_key = argv[++i];
-        else if (strncmp(a, "--remote-key-file=", 18) == 0) cli.remote_key = a + 18;
+        else if (strcmp(a, "--remote") == 0 && i + 1 < argc && argv[i + 1][0] != '-')
+            cli.remote = argv[++i];
+        else if (strncmp(a, "--remote=", 9) == 0)
+            cli.remote = a + 9;
+        else if (strcmp(a, "--remote-key-file") == 0 && i + 1 < argc)
+            cli.remote_key = argv[++i];
+        else if (strncmp(a, "--remote-key-file=", 18) == 0)
+            cli.remote_key = a + 18;
         else if ((strcmp(a, "--cache-dir") == 0 || strcmp(a, "--template-dir") == 0) && i + 1 < argc) {
-            if (a[2] == 'c') cache_flag = argv[++i]; else tmpl_flag = argv[++i];
-        } else if (strcmp(a, "--max-memory") == 0 && i + 1 < argc) maxmem_flag = argv[++i];
-        else if (strncmp(a, "--max-memory=", 13) == 0) maxmem_flag = a + 13;
-        else if (strncmp(a, "--cache-dir=", 12) == 0) cache_flag = a + 12;
-        else if (strncmp(a, "--template-dir=", 15) == 0) tmpl_flag = a + 15;
-        else if ((strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) && cmd_at < 0) want_help = true;
+            if (a[2] == 'c')
+                cache_flag = argv[++i];
+            else
+                tmpl_flag = argv[++i];
+        } else if (strcmp(a, "--max-memory") == 0 && i + 1 < argc)
+            maxmem_flag = argv[++i];
+        else if (strncmp(a, "--max-memory=", 13) == 0)
+            maxmem_flag = a + 13;
+        else if (strncmp(a, "--cache-dir=", 12) == 0)
+            cache_flag = a + 12;
+        else if (strncmp(a, "--template-dir=", 15) == 0)
+            tmpl_flag = a + 15;
+        else if ((strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) && cmd_at < 0)
+            want_help = true;
         else {
             if (cmd_at < 0 && a[0] != '-') cmd_at = n;
             argv[n++] = argv[i];
@@ -179,7 +205,10 @@ int main(int argc, char **argv) {
         return EXIT_USAGE;
     }
     if (cmd_at < 0) {
-        if (want_help) { print_usage(stdout); return EXIT_OK; }
+        if (want_help) {
+            print_usage(stdout);
+            return EXIT_OK;
+        }
         print_usage(stderr);
         return EXIT_USAGE;
     }
@@ -189,23 +218,41 @@ int main(int argc, char **argv) {
     }
     const char *name = argv[1];
     if (strcmp(name, "help") == 0) {
-        if (argc < 3) { print_usage(stdout); return EXIT_OK; }
+        if (argc < 3) {
+            print_usage(stdout);
+            return EXIT_OK;
+        }
         const Command *c = find_command(argv[2]);
-        if (!c) { fprintf(stderr, "milc: no command '%s'\nTry 'milc --help'.\n", argv[2]); return EXIT_USAGE; }
+        if (!c) {
+            fprintf(stderr, "milc: no command '%s'\nTry 'milc --help'.\n", argv[2]);
+            return EXIT_USAGE;
+        }
         c->help(stdout);
         return EXIT_OK;
     }
     const Command *c = find_command(name);
-    if (!c) { fprintf(stderr, "milc: no command '%s'\nTry 'milc --help'.\n", name); return EXIT_USAGE; }
+    if (!c) {
+        fprintf(stderr, "milc: no command '%s'\nTry 'milc --help'.\n", name);
+        return EXIT_USAGE;
+    }
     if (resolve_cpu() != 0) return EXIT_USAGE;
     for (int i = 2; i < argc && !c->own_help; i++) {
         if (strcmp(argv[i], "--") == 0) break;
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) { c->help(stdout); return EXIT_OK; }
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            c->help(stdout);
+            return EXIT_OK;
+        }
     }
-    if (want_help && !c->own_help) { c->help(stdout); return EXIT_OK; }
+    if (want_help && !c->own_help) {
+        c->help(stdout);
+        return EXIT_OK;
+    }
     char *cache_dir = resolve_cache_dir(cache_flag);
     char *tmpl_dirs = resolve_template_dirs(tmpl_flag);
-    if (!cache_dir || !tmpl_dirs) { cli_error("out of memory"); return EXIT_SYSTEM; }
+    if (!cache_dir || !tmpl_dirs) {
+        cli_error("out of memory");
+        return EXIT_SYSTEM;
+    }
     if (!*cache_dir && c->uses_cache) {
         cli_error("no cache directory: HOME is not set, nor MILC_CACHE_DIR or XDG_CACHE_HOME; pass --cache-dir DIR");
         free(cache_dir), free(tmpl_dirs);
@@ -221,7 +268,10 @@ int main(int argc, char **argv) {
     lib_set_scratch(&(LibScratch){scratch_make, scratch_remove});
     int rc = c->run(&cli, argc - 1, argv + 1);
     fflush(stdout);
-    if (ferror(stdout)) { cli_error("cannot write output"); rc = EXIT_SYSTEM; }
+    if (ferror(stdout)) {
+        cli_error("cannot write output");
+        rc = EXIT_SYSTEM;
+    }
     free(cache_dir);
     free(tmpl_dirs);
     return rc;

@@ -19,5 +19,6 @@ int cli_load_program(Cli *cli, const char *path, const char *model_path, MilTarg
 bool cli_is_program(const char *path) {
     PkgKind k = pkg_kind(path);
     size_t n = strlen(path);
-    return k == PKG_KIND_MIL_DIR || k == PKG_KIND_MLPACKAGE || (k == PKG_KIND_MIL && n > 4 && strcmp(path + n - 4, ".mil") == 0);
+    return k == PKG_KIND_MIL_DIR || k == PKG_KIND_MLPACKAGE ||
+           (k == PKG_KIND_MIL && n > 4 && strcmp(path + n - 4, ".mil") == 0);
 }

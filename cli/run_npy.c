@@ -26,7 +26,8 @@ static const char *rt_dtype_str(RtDType t) {
 
 static void shape_str(const int64_t *dims, int rank, char *buf, size_t n) {
     size_t k = (size_t)snprintf(buf, n, "[");
-    for (int i = 0; i < rank && k < n; i++) k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)dims[i]);
+    for (int i = 0; i < rank && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)dims[i]);
     if (k < n) snprintf(buf + k, n - k, "]");
 }
 
@@ -47,15 +48,25 @@ static int bind_input(const RtIoInfo *io, const char *what, const char *file, co
     memcpy(t->dims, io->dims, sizeof t->dims);
     t->size = n * rt_dtype_size(io->dtype);
     t->data = malloc(t->size ? t->size : 1);
-    if (!t->data) { cli_error("out of memory"); return EXIT_SYSTEM; }
+    if (!t->data) {
+        cli_error("out of memory");
+        return EXIT_SYSTEM;
+    }
     bool ok = true;
-    if (io->dtype == RT_F16 && arr->dtype == NPY_DTYPE_F16) memcpy(t->data, arr->data, t->size);
-    else if (io->dtype == RT_F16 && arr->dtype == NPY_DTYPE_F32) float_to_half_n(arr->data, t->data, n);
-    else if (io->dtype == RT_F32 && arr->dtype == NPY_DTYPE_F32) memcpy(t->data, arr->data, t->size);
-    else if (io->dtype == RT_F32 && arr->dtype == NPY_DTYPE_F16) half_to_float_n(arr->data, t->data, n);
-    else if (io->dtype == RT_I32 && arr->dtype == NPY_DTYPE_I32) memcpy(t->data, arr->data, t->size);
-    else if (io->dtype == RT_BOOL && arr->dtype == NPY_DTYPE_BOOL) memcpy(t->data, arr->data, t->size);
-    else ok = false;
+    if (io->dtype == RT_F16 && arr->dtype == NPY_DTYPE_F16)
+        memcpy(t->data, arr->data, t->size);
+    else if (io->dtype == RT_F16 && arr->dtype == NPY_DTYPE_F32)
+        float_to_half_n(arr->data, t->data, n);
+    else if (io->dtype == RT_F32 && arr->dtype == NPY_DTYPE_F32)
+        memcpy(t->data, arr->data, t->size);
+    else if (io->dtype == RT_F32 && arr->dtype == NPY_DTYPE_F16)
+        half_to_float_n(arr->data, t->data, n);
+    else if (io->dtype == RT_I32 && arr->dtype == NPY_DTYPE_I32)
+        memcpy(t->data, arr->data, t->size);
+    else if (io->dtype == RT_BOOL && arr->dtype == NPY_DTYPE_BOOL)
+        memcpy(t->data, arr->data, t->size);
+    else
+        ok = false;
     if (!ok) {
         cli_error("%s: %s '%s' wants %s, the file holds %s", file, what, io->name, rt_dtype_str(io->dtype),
                   npy_dtype_name(arr->dtype));
@@ -78,8 +89,10 @@ static bool names_input(const char *spec, const char *eq, const char *name) {
 
 /* io i of the model: an input, or (state) a state. */
 static void io_of(const RtModel *m, int i, bool state, RtIoInfo *io) {
-    if (state) rt_model_state(m, i, io);
-    else rt_model_input(m, i, io);
+    if (state)
+        rt_model_state(m, i, io);
+    else
+        rt_model_input(m, i, io);
 }
 
 /* Every --input (--state) must be NAME=FILE and name an input (a state) of m. */
@@ -94,8 +107,14 @@ static int check_inputs(RtModel *m, const char *const *inputs, int ninputs, bool
             io_of(m, i, state, &io);
             found |= names_input(inputs[k], eq, io.name);
         }
-        if (!eq) { cli_usage_error("run", "--%s wants NAME=FILE.npy, not '%s'", what, inputs[k]); return EXIT_USAGE; }
-        if (!found) { cli_error("the model has no %s '%.*s'", what, (int)(eq - inputs[k]), inputs[k]); return EXIT_INPUT; }
+        if (!eq) {
+            cli_usage_error("run", "--%s wants NAME=FILE.npy, not '%s'", what, inputs[k]);
+            return EXIT_USAGE;
+        }
+        if (!found) {
+            cli_error("the model has no %s '%.*s'", what, (int)(eq - inputs[k]), inputs[k]);
+            return EXIT_INPUT;
+        }
     }
     return EXIT_OK;
 }
@@ -112,11 +131,17 @@ static int read_inputs(RtModel *m, const char *const *inputs, int ninputs, bool 
         char shape[128];
         shape_str(io.dims, io.rank, shape, sizeof shape);
         if (!file && state) continue;
-        if (!file) { cli_error("missing --input %s=FILE.npy (%s %s)", io.name, rt_dtype_str(io.dtype), shape); return EXIT_USAGE; }
+        if (!file) {
+            cli_error("missing --input %s=FILE.npy (%s %s)", io.name, rt_dtype_str(io.dtype), shape);
+            return EXIT_USAGE;
+        }
         NpyFile nf;
         char err[512];
         int r = npy_open(&nf, file, err, sizeof err);
-        if (r != 0) { cli_error("%s", err); return r == NPY_EIO ? EXIT_SYSTEM : EXIT_INPUT; }
+        if (r != 0) {
+            cli_error("%s", err);
+            return r == NPY_EIO ? EXIT_SYSTEM : EXIT_INPUT;
+        }
         int rc = bind_input(&io, state ? "state" : "input", file, &nf.arr, &in[i]);
         npy_close(&nf);
         if (rc) return rc;
@@ -127,8 +152,10 @@ static int read_inputs(RtModel *m, const char *const *inputs, int ninputs, bool 
 /* Output (or, past the outputs, state) i of m. */
 static void out_of(const RtModel *m, int i, RtIoInfo *io) {
     int nout = rt_model_noutputs(m);
-    if (i < nout) rt_model_output(m, i, io);
-    else rt_model_state(m, i - nout, io);
+    if (i < nout)
+        rt_model_output(m, i, io);
+    else
+        rt_model_state(m, i - nout, io);
 }
 
 /* The outputs, then a tensor for each state's final value. */
@@ -142,7 +169,10 @@ static int alloc_outputs(RtModel *m, RtTensor *out) {
         for (int d = 0; d < io.rank; d++) n *= (size_t)io.dims[d];
         out[i].size = n;
         out[i].data = malloc(n ? n : 1);
-        if (!out[i].data) { cli_error("out of memory"); return EXIT_SYSTEM; }
+        if (!out[i].data) {
+            cli_error("out of memory");
+            return EXIT_SYSTEM;
+        }
     }
     return EXIT_OK;
 }
@@ -157,18 +187,27 @@ static int run_repeat(RtModel *m, RtTensor *in, const RtTensor *seeds, RtTensor 
     for (int k = 0; k < (repeat > 0 ? repeat : 1); k++) {
         rt_model_state_reset(m);
         for (int i = 0; i < nst; i++)
-            if (seeds[i].data && rt_model_state_set(m, i, &seeds[i]) != 0) { cli_error("internal: state %d seed", i); return EXIT_SYSTEM; }
+            if (seeds[i].data && rt_model_state_set(m, i, &seeds[i]) != 0) {
+                cli_error("internal: state %d seed", i);
+                return EXIT_SYSTEM;
+            }
         int r = rt_run(m, in, rt_model_ninputs(m), out, nout, 0, st);
         if (r == RT_EINDEX) { /* an input's fault: a token id or position past its table */
             cli_error("run failed: an index input is out of range (a token id at or above the vocabulary, a position "
                       "at or above the model's positions, or a state update outside its state)");
             return EXIT_INPUT;
         }
-        if (r != 0) { cli_error("run failed: %s", rt_strerror(r)); return r == RT_EBIND || r == RT_ELOOP ? EXIT_INPUT : EXIT_SYSTEM; }
+        if (r != 0) {
+            cli_error("run failed: %s", rt_strerror(r));
+            return r == RT_EBIND || r == RT_ELOOP ? EXIT_INPUT : EXIT_SYSTEM;
+        }
         if (st->seconds < *best) *best = st->seconds;
     }
     for (int i = 0; i < nst; i++)
-        if (rt_model_state_get(m, i, &out[nout + i]) != 0) { cli_error("internal: state %d", i); return EXIT_SYSTEM; }
+        if (rt_model_state_get(m, i, &out[nout + i]) != 0) {
+            cli_error("internal: state %d", i);
+            return EXIT_SYSTEM;
+        }
     return EXIT_OK;
 }
 
@@ -197,7 +236,8 @@ static int write_outputs(RtModel *m, const RtTensor *out, const char *outdir, js
             cli_json_push(outs, cli_json_obj("name", cli_json_str(io.name), "file", cli_json_str(path), "dtype",
                                              json_string(rt_dtype_str(io.dtype)), "shape", dims, "state",
                                              json_boolean(i >= nout), NULL));
-        } else if (!quiet) fprintf(stderr, "wrote %s (%s%s %s)\n", path, i >= nout ? "state, " : "", rt_dtype_str(io.dtype), shape);
+        } else if (!quiet)
+            fprintf(stderr, "wrote %s (%s%s %s)\n", path, i >= nout ? "state, " : "", rt_dtype_str(io.dtype), shape);
     }
     return EXIT_OK;
 }
@@ -207,11 +247,14 @@ int model_run_npy(LoadedModel *lm, const char *const *inputs, int ninputs, const
     int nin = rt_model_ninputs(lm->model), nout = rt_model_noutputs(lm->model), nst = rt_model_nstates(lm->model);
     RtTensor *in = calloc((size_t)nin + 1, sizeof *in), *out = calloc((size_t)nout + (size_t)nst + 1, sizeof *out);
     RtTensor *seeds = calloc((size_t)nst + 1, sizeof *seeds); /* data NULL: a state left at zero */
-    json_t *outs = json ? json_array() : NULL; /* --json: the outputs written */
+    json_t *outs = json ? json_array() : NULL;                /* --json: the outputs written */
     RtRunStats st = {0};
     double best = 0;
     int rc = EXIT_OK;
-    if (!in || !out || !seeds || (json && !outs)) { cli_error("out of memory"); rc = EXIT_SYSTEM; }
+    if (!in || !out || !seeds || (json && !outs)) {
+        cli_error("out of memory");
+        rc = EXIT_SYSTEM;
+    }
     if (rc == EXIT_OK) rc = check_inputs(lm->model, inputs, ninputs, false);
     if (rc == EXIT_OK) rc = check_inputs(lm->model, states, nstates, true);
     if (rc == EXIT_OK) rc = read_inputs(lm->model, inputs, ninputs, false, in);
@@ -223,8 +266,8 @@ int model_run_npy(LoadedModel *lm, const char *const *inputs, int ninputs, const
     if (rc == EXIT_OK) rc = write_outputs(lm->model, out, outdir, outs, quiet);
     if (rc == EXIT_OK && json)
         cli_json_print(stdout, cli_json_obj("run_ms", cli_json_real(best * 1e3, 4), "dispatches",
-                                            json_integer((json_int_t)st.dispatches), "ops", json_integer((json_int_t)st.ops),
-                                            "outputs", outs, NULL)),
+                                            json_integer((json_int_t)st.dispatches), "ops",
+                                            json_integer((json_int_t)st.ops), "outputs", outs, NULL)),
             outs = NULL;
     else if (rc == EXIT_OK && !quiet)
         fprintf(stderr, "ran in %.3f ms, %llu dispatch%s, %llu ops\n", best * 1e3, (unsigned long long)st.dispatches,

@@ -67,8 +67,10 @@ static void stop_children(int sig) {
             if (tick == 500) kill(p, SIGKILL);
             int st;
             pid_t w = waitpid(p, &st, tick == 500 ? 0 : WNOHANG);
-            if (w == p || (w < 0 && errno == ECHILD)) children[i] = 0;
-            else left++;
+            if (w == p || (w < 0 && errno == ECHILD))
+                children[i] = 0;
+            else
+                left++;
         }
         if (!left) break;
         nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);

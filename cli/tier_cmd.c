@@ -42,7 +42,10 @@ static int collect(Cache *c, Remote *r, const char *const *keys, int nkeys, KeyL
             cli_usage_error("cache", "'%s' is not a key (32 hex digits)", keys[i]);
             return EXIT_USAGE;
         }
-        if (keys_add(out, &k) != 0) { cli_error("out of memory"); return EXIT_SYSTEM; }
+        if (keys_add(out, &k) != 0) {
+            cli_error("out of memory");
+            return EXIT_SYSTEM;
+        }
     }
     if (nkeys) return EXIT_OK;
     int rc = c ? cache_ls(c, ls_add, out) : remote_list(r, keys_add, out);
@@ -54,7 +57,10 @@ static int collect(Cache *c, Remote *r, const char *const *keys, int nkeys, KeyL
 
 static int need(const Cli *cli, Remote *r, const char *what) {
     (void)cli;
-    if (!r) { cli_usage_error("cache", "'cache %s' needs --remote URL (or $MILC_REMOTE)", what); return EXIT_USAGE; }
+    if (!r) {
+        cli_usage_error("cache", "'cache %s' needs --remote URL (or $MILC_REMOTE)", what);
+        return EXIT_USAGE;
+    }
     if (remote_ping(r) != 0) return down(r);
     return EXIT_OK;
 }
@@ -63,13 +69,17 @@ static void summary(const Cli *cli, const char *verb, int done, int skipped, int
     if (cli->json)
         cli_json_print(stdout, cli_json_obj(verb, json_integer(done), "already", json_integer(skipped), "failed",
                                             json_integer(failed), NULL));
-    else if (cli->verbosity >= 0) printf("%s %d, already there %d, failed %d\n", verb, done, skipped, failed);
+    else if (cli->verbosity >= 0)
+        printf("%s %d, already there %d, failed %d\n", verb, done, skipped, failed);
 }
 
 int tier_cmd_push(const Cli *cli, Cache *c, Remote *r, const char *const *keys, int nkeys) {
     int rc = need(cli, r, "push");
     if (rc != EXIT_OK) return rc;
-    if (remote_readonly(r)) { cli_usage_error("cache", "'cache push' with --remote-readonly"); return EXIT_USAGE; }
+    if (remote_readonly(r)) {
+        cli_usage_error("cache", "'cache push' with --remote-readonly");
+        return EXIT_USAGE;
+    }
     KeyList l = {0};
     int done = 0, skipped = 0, failed = 0;
     if ((rc = collect(c, r, keys, nkeys, &l)) == EXIT_OK)
@@ -77,9 +87,15 @@ int tier_cmd_push(const Cli *cli, Cache *c, Remote *r, const char *const *keys, 
             int p = remote_push(r, c, &l.v[i]);
             char hex[33];
             cache_key_hex(&l.v[i], hex);
-            if (p >= 0) { p ? skipped++ : done++; continue; }
+            if (p >= 0) {
+                p ? skipped++ : done++;
+                continue;
+            }
             failed++;
-            if (p == CACHE_EIO) { rc = down(r); break; }
+            if (p == CACHE_EIO) {
+                rc = down(r);
+                break;
+            }
             cli_error("push %s: %s", hex, remote_errmsg(r));
             if (rc == EXIT_OK) rc = p == CACHE_ENOTFOUND ? EXIT_INPUT : EXIT_SYSTEM;
         }
@@ -102,13 +118,22 @@ int tier_cmd_pull(const Cli *cli, Cache *c, Remote *r, const char *const *keys, 
     int done = 0, skipped = 0, failed = 0;
     if ((rc = collect(NULL, r, keys, nkeys, &l)) == EXIT_OK)
         for (int i = 0; i < l.n; i++) {
-            if (have_local(c, &l.v[i])) { skipped++; continue; }
+            if (have_local(c, &l.v[i])) {
+                skipped++;
+                continue;
+            }
             int p = remote_pull(r, c, &l.v[i], NULL, 0);
             char hex[33];
             cache_key_hex(&l.v[i], hex);
-            if (p == 0) { done++; continue; }
+            if (p == 0) {
+                done++;
+                continue;
+            }
             failed++;
-            if (p == CACHE_EIO) { rc = down(r); break; }
+            if (p == CACHE_EIO) {
+                rc = down(r);
+                break;
+            }
             cli_error("pull %s: %s", hex, remote_errmsg(r));
             if (rc == EXIT_OK) rc = CACHE_IS_MISS(p) ? EXIT_INPUT : EXIT_SYSTEM;
         }
@@ -123,17 +148,17 @@ int tier_cmd_stat(const Cli *cli, Remote *r) {
     RemoteStats s;
     if (remote_stat(r, &s) != 0) return down(r);
     if (cli->json)
-        cli_json_print(stdout, cli_json_obj("remote",
-                                            cli_json_obj("entries", json_integer((json_int_t)s.entries), "direct_keys",
-                                                         json_integer((json_int_t)s.directs), "chunks",
-                                                         json_integer((json_int_t)s.chunks), "other_keys",
-                                                         json_integer((json_int_t)s.other_keys), "used_memory",
-                                                         json_integer((json_int_t)s.used_memory), "maxmemory",
-                                                         json_integer((json_int_t)s.maxmemory), "evicted_keys",
-                                                         json_integer((json_int_t)s.evicted_keys), "redis_version",
-                                                         cli_json_str(s.version), "maxmemory_policy", cli_json_str(s.policy),
-                                                         NULL),
-                                            NULL));
+        cli_json_print(
+            stdout,
+            cli_json_obj("remote",
+                         cli_json_obj("entries", json_integer((json_int_t)s.entries), "direct_keys",
+                                      json_integer((json_int_t)s.directs), "chunks", json_integer((json_int_t)s.chunks),
+                                      "other_keys", json_integer((json_int_t)s.other_keys), "used_memory",
+                                      json_integer((json_int_t)s.used_memory), "maxmemory",
+                                      json_integer((json_int_t)s.maxmemory), "evicted_keys",
+                                      json_integer((json_int_t)s.evicted_keys), "redis_version",
+                                      cli_json_str(s.version), "maxmemory_policy", cli_json_str(s.policy), NULL),
+                         NULL));
     else {
         printf("remote entries       %" PRIu64 "\n", s.entries);
         printf("remote direct keys   %" PRIu64 "\n", s.directs);

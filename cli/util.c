@@ -25,8 +25,10 @@ void cli_error(const char *fmt, ...) {
 }
 
 void cli_cache_error(int rc, const char *msg) {
-    if (rc == CACHE_ECORRUPT) cli_error("%s; run `milc cache clear` to start the cache afresh", *msg ? msg : cache_strerror(rc));
-    else cli_error("%s", *msg ? msg : cache_strerror(rc));
+    if (rc == CACHE_ECORRUPT)
+        cli_error("%s; run `milc cache clear` to start the cache afresh", *msg ? msg : cache_strerror(rc));
+    else
+        cli_error("%s", *msg ? msg : cache_strerror(rc));
 }
 
 void cli_usage_error(const char *cmd, const char *fmt, ...) {
@@ -45,7 +47,10 @@ int cli_report(const Cli *cli, DiagSink *d) {
         cli_json_diags(stdout, d);
     } else if (!(cli->verbosity < 0 && rc == EXIT_OK)) {
         char *s = diag_render(d);
-        if (s) { fputs(s, stderr); free(s); }
+        if (s) {
+            fputs(s, stderr);
+            free(s);
+        }
     }
     return rc;
 }
@@ -99,10 +104,11 @@ static int utf8_printable(const unsigned char *s) {
     int n = s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : s[0] >= 0xE0 ? 3 : s[0] >= 0xC2 && s[0] < 0xE0 ? 2 : 0;
     for (int i = 1; i < n; i++)
         if ((s[i] & 0xC0) != 0x80) return 0;
-    uint32_t cp = n == 2 ? (uint32_t)(s[0] & 0x1F) << 6 | (s[1] & 0x3F)
-                : n == 3 ? (uint32_t)(s[0] & 0x0F) << 12 | (uint32_t)(s[1] & 0x3F) << 6 | (s[2] & 0x3F)
-                : n == 4 ? (uint32_t)(s[0] & 0x07) << 18 | (uint32_t)(s[1] & 0x3F) << 12 | (uint32_t)(s[2] & 0x3F) << 6 | (s[3] & 0x3F)
-                         : 0;
+    uint32_t cp = n == 2   ? (uint32_t)(s[0] & 0x1F) << 6 | (s[1] & 0x3F)
+                  : n == 3 ? (uint32_t)(s[0] & 0x0F) << 12 | (uint32_t)(s[1] & 0x3F) << 6 | (s[2] & 0x3F)
+                  : n == 4 ? (uint32_t)(s[0] & 0x07) << 18 | (uint32_t)(s[1] & 0x3F) << 12 |
+                                 (uint32_t)(s[2] & 0x3F) << 6 | (s[3] & 0x3F)
+                           : 0;
     /* Overlong forms, surrogates and beyond U+10FFFF are not UTF-8. */
     if (!n || cp < 0xA0 || (n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
         (cp >= 0xD800 && cp <= 0xDFFF))
@@ -114,12 +120,21 @@ void cli_print_text(FILE *f, const char *text) {
     const unsigned char *s = (const unsigned char *)text;
     while (s && *s) {
         int n = *s >= 0x80 ? utf8_printable(s) : 0;
-        if (n) fwrite(s, 1, (size_t)n, f), s += n;
-        else if (*s >= 0x20 && *s < 0x7F && *s != '\\') fputc(*s++, f);
+        if (n)
+            fwrite(s, 1, (size_t)n, f), s += n;
+        else if (*s >= 0x20 && *s < 0x7F && *s != '\\')
+            fputc(*s++, f);
         else {
-            const char *e = *s == '\n' ? "\\n" : *s == '\r' ? "\\r" : *s == '\t' ? "\\t" : *s == 0x1B ? "\\e" : *s == '\\' ? "\\\\" : NULL;
-            if (e) fputs(e, f);
-            else fprintf(f, "\\x%02x", *s);
+            const char *e = *s == '\n'   ? "\\n"
+                            : *s == '\r' ? "\\r"
+                            : *s == '\t' ? "\\t"
+                            : *s == 0x1B ? "\\e"
+                            : *s == '\\' ? "\\\\"
+                                         : NULL;
+            if (e)
+                fputs(e, f);
+            else
+                fprintf(f, "\\x%02x", *s);
             s++;
         }
     }

@@ -13,7 +13,8 @@
 int os_dir_check_private(int dirfd, const char *shown, char *err, size_t errlen) {
     struct stat st;
     if (fstat(dirfd, &st) != 0) return os_errf(err, errlen, -errno, "cannot stat %s: %s", shown, strerror(errno));
-    if (!S_ISDIR(st.st_mode)) return os_errf(err, errlen, -ENOTDIR, "%s is %s, not a directory", shown, os_kind(st.st_mode));
+    if (!S_ISDIR(st.st_mode))
+        return os_errf(err, errlen, -ENOTDIR, "%s is %s, not a directory", shown, os_kind(st.st_mode));
     if (st.st_uid != geteuid())
         return os_errf(err, errlen, -EPERM,
                        "directory %s is owned by uid %u, not by you (uid %u): its owner could make milc overwrite "
@@ -23,7 +24,8 @@ int os_dir_check_private(int dirfd, const char *shown, char *err, size_t errlen)
         return os_errf(err, errlen, -EPERM,
                        "directory %s is writable by %s (mode %04o): they could make milc overwrite your files; "
                        "run `chmod go-w %s` or use another directory",
-                       shown, (st.st_mode & S_IWOTH) ? "other users" : "its group", (unsigned)(st.st_mode & 07777), shown);
+                       shown, (st.st_mode & S_IWOTH) ? "other users" : "its group", (unsigned)(st.st_mode & 07777),
+                       shown);
     return 0;
 }
 

@@ -100,7 +100,8 @@ int os_publish_write(OsPublish *p, const void *data, size_t n, char *err, size_t
 
 int os_publish_commit(OsPublish *p, char *err, size_t errlen) {
     int rc = 0;
-    if (!p->nosync && fsync(p->fd) != 0) rc = os_errf(err, errlen, -errno, "cannot write %s: %s", p->tmp, strerror(errno));
+    if (!p->nosync && fsync(p->fd) != 0)
+        rc = os_errf(err, errlen, -errno, "cannot write %s: %s", p->tmp, strerror(errno));
     if (close(p->fd) != 0 && !rc) rc = os_errf(err, errlen, -errno, "cannot write %s: %s", p->tmp, strerror(errno));
     p->fd = -1;
     if (!rc && rename(p->tmp, p->path) != 0)

@@ -156,7 +156,10 @@ static void bench_hit(const char *dir, uint64_t mb, int nsec, int nosync, double
     free(buf), free(secs);
     printf("put: %llu MB in %d sections (checksum + copy + commit%s): first %.1f ms, then %.1f, %.1f ms "
            "(%.2f GB/s)\n",
-           (unsigned long long)mb, nsec, nosync ? ", no fsync" : opt_meta_sync ? " + 2 fsyncs" : " + data fsync",
+           (unsigned long long)mb, nsec,
+           nosync          ? ", no fsync"
+           : opt_meta_sync ? " + 2 fsyncs"
+                           : " + data fsync",
            put_s[0] * 1e3, put_s[1] * 1e3, put_s[2] * 1e3, (double)size / put_s[2] / 1e9);
     HitTimes best = {0}, bests = {0}, ver = {0}, pop = {0}, once = {0};
     for (int rep = 0; rep < 3; rep++) {
@@ -184,8 +187,8 @@ static void bench_hit(const char *dir, uint64_t mb, int nsec, int nosync, double
     printf("hit: fresh process, %llu MB: open %.3f ms + lookup/record check/pointers %.3f ms = %.3f ms; "
            "%d/%d sections zero-copy and 16-aligned\n",
            (unsigned long long)mb, best.open_s * 1e3, best.get_s * 1e3, best.total_s * 1e3, best.zero_copy, best.nsec);
-    printf("hit: fresh process, %.1f MB (same %d sections): %.3f ms total (ratio big/small %.2f)\n",
-           (double)mb / 100, nsec, bests.total_s * 1e3, best.total_s / bests.total_s);
+    printf("hit: fresh process, %.1f MB (same %d sections): %.3f ms total (ratio big/small %.2f)\n", (double)mb / 100,
+           nsec, bests.total_s * 1e3, best.total_s / bests.total_s);
     printf("hit: with CACHE_GET_POPULATE (all pages mapped, no checksum): %.2f ms total\n", pop.total_s * 1e3);
     double sum_s = ver.get_s - pop.get_s;
     printf("hit: with CACHE_GET_VERIFY (populate + checksum): %.1f ms total (CPU %.1f ms); checksum pass %.1f ms "
@@ -212,7 +215,10 @@ static void bench_stores(const char *dir, int stores, uint64_t max_mb, uint64_t 
         /* Log-uniform sizes between 1 MB and max; every 10th store a fixed
          * probe size, to compare like with like over time. */
         int is_probe = i % 10 == 0 || i == stores - 1;
-        uint64_t size = is_probe ? probe : (uint64_t)((double)(1u << 20) * exp(log((double)max_mb) * (double)(next_rand() % 10000) / 10000.0));
+        uint64_t size =
+            is_probe
+                ? probe
+                : (uint64_t)((double)(1u << 20) * exp(log((double)max_mb) * (double)(next_rand() % 10000) / 10000.0));
         if (size > maxb) size = maxb;
         int nsec = 1 + (int)(size / (8u << 20));
         if (nsec > 50) nsec = 50;
@@ -242,7 +248,8 @@ static void bench_stores(const char *dir, int stores, uint64_t max_mb, uint64_t 
     cache_stat(c, &st);
     cache_close(c);
     free(buf);
-    printf("stores: %d artifacts, 1-%llu MB (log-uniform), cap %llu MB: %.2f GB in %.1f s (%.2f GB/s in put), wall %.1f s\n",
+    printf("stores: %d artifacts, 1-%llu MB (log-uniform), cap %llu MB: %.2f GB in %.1f s (%.2f GB/s in put), wall "
+           "%.1f s\n",
            stores, (unsigned long long)max_mb, (unsigned long long)cap_mb, (double)total_b / 1e9, total_s,
            (double)total_b / total_s / 1e9, bench_now_s() - t_all);
     printf("stores: probe %llu MB: first %.1f ms, last %.1f ms, min %.1f, max %.1f (%d probes)\n",
@@ -260,17 +267,28 @@ int main(int argc, char **argv) {
     int nsec = 50, stores = 200, nosync = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--smoke")) hit_mb = 4, nsec = 5, stores = 12, max_mb = 2, cap_mb = 6, nosync = 1;
-        else if (!strcmp(a, "--nosync")) nosync = 1;
-        else if (!strcmp(a, "--meta-sync")) opt_meta_sync = 1;
-        else if (!strcmp(a, "--classic")) opt_classic = 1;
-        else if (!strcmp(a, "--cold-ms") && v) cold_ms = atof(v), i++;
-        else if (!strcmp(a, "--dir") && v) dir = v, i++;
-        else if (!strcmp(a, "--hit-mb") && v) hit_mb = strtoull(v, NULL, 10), i++;
-        else if (!strcmp(a, "--sections") && v) nsec = atoi(v), i++;
-        else if (!strcmp(a, "--stores") && v) stores = atoi(v), i++;
-        else if (!strcmp(a, "--max-mb") && v) max_mb = strtoull(v, NULL, 10), i++;
-        else if (!strcmp(a, "--cap-mb") && v) cap_mb = strtoull(v, NULL, 10), i++;
+        if (!strcmp(a, "--smoke"))
+            hit_mb = 4, nsec = 5, stores = 12, max_mb = 2, cap_mb = 6, nosync = 1;
+        else if (!strcmp(a, "--nosync"))
+            nosync = 1;
+        else if (!strcmp(a, "--meta-sync"))
+            opt_meta_sync = 1;
+        else if (!strcmp(a, "--classic"))
+            opt_classic = 1;
+        else if (!strcmp(a, "--cold-ms") && v)
+            cold_ms = atof(v), i++;
+        else if (!strcmp(a, "--dir") && v)
+            dir = v, i++;
+        else if (!strcmp(a, "--hit-mb") && v)
+            hit_mb = strtoull(v, NULL, 10), i++;
+        else if (!strcmp(a, "--sections") && v)
+            nsec = atoi(v), i++;
+        else if (!strcmp(a, "--stores") && v)
+            stores = atoi(v), i++;
+        else if (!strcmp(a, "--max-mb") && v)
+            max_mb = strtoull(v, NULL, 10), i++;
+        else if (!strcmp(a, "--cap-mb") && v)
+            cap_mb = strtoull(v, NULL, 10), i++;
         else {
             fprintf(stderr, "usage: bench_cache [--smoke] [--dir D] [--hit-mb N] [--sections N] [--stores N] "
                             "[--max-mb N] [--cap-mb N] [--nosync] [--meta-sync] [--classic] [--cold-ms MS]\n");

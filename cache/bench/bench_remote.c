@@ -86,11 +86,16 @@ int main(int argc, char **argv) {
     int port = 0, rounds = 7;
     uint64_t mb = 54;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--port") && i + 1 < argc) port = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--mb") && i + 1 < argc) mb = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--smoke")) mb = 4, rounds = 3;
-        else die("usage", "bench_remote --port P [--mb 54] [--rounds 7] [--smoke]");
+        if (!strcmp(argv[i], "--port") && i + 1 < argc)
+            port = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--mb") && i + 1 < argc)
+            mb = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
+            rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--smoke"))
+            mb = 4, rounds = 3;
+        else
+            die("usage", "bench_remote --port P [--mb 54] [--rounds 7] [--smoke]");
     }
     if (port <= 0 || rounds < 1 || rounds > 101 || mb < 1) die("usage", "bench_remote --port P [--mb N] [--rounds N]");
     char dir[] = "/tmp/bench_remote.XXXXXX", url[64], err[600], src[64], dst[64];
@@ -128,7 +133,8 @@ int main(int argc, char **argv) {
         tpull[i] = bench_now_s() - t0;
         cache_close(d);
     }
-    double raw = bench_median(traw, rounds), get = bench_median(tget, rounds), pull = bench_median(tpull, rounds), gb = (double)bytes / 1e9;
+    double raw = bench_median(traw, rounds), get = bench_median(tget, rounds), pull = bench_median(tpull, rounds),
+           gb = (double)bytes / 1e9;
     printf("entry %.1f MB in %d chunks, %d rounds, medians\n", (double)bytes / 1048576.0, n, rounds);
     printf("raw pipelined GET       %7.1f ms  %5.2f GB/s\n", raw * 1e3, gb / raw);
     printf("remote_get (checked)    %7.1f ms  %5.2f GB/s\n", get * 1e3, gb / get);

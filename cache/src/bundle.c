@@ -55,8 +55,7 @@ static int bad(char *err, size_t errlen, const char *why, uint64_t at) {
 
 /* Verify buf completely; if fn != NULL call it per entry afterwards (only once
  * everything checked out).  Returns the entry count or CACHE_EBUNDLE/ENOMEM. */
-static int bundle_walk(const uint8_t *buf, size_t len, char *err, size_t errlen, BundleEntryFn fn,
-                       void *ctx) {
+static int bundle_walk(const uint8_t *buf, size_t len, char *err, size_t errlen, BundleEntryFn fn, void *ctx) {
     if (len < HDR_SIZE + TRAILER_SIZE) return bad(err, errlen, "too short", len);
     if (memcmp(buf, bundle_magic, 8) != 0) return bad(err, errlen, "not a milc bundle", 0);
     if (ld32(buf + 8) != BUNDLE_VERSION) {
@@ -82,16 +81,25 @@ static int bundle_walk(const uint8_t *buf, size_t len, char *err, size_t errlen,
         while (pos < end && !rc) {
             BundleEntry e;
             const uint8_t *p = buf + pos;
-            if (end - pos < ENT_FIXED) { rc = bad(err, errlen, "entry header truncated", pos); break; }
+            if (end - pos < ENT_FIXED) {
+                rc = bad(err, errlen, "entry header truncated", pos);
+                break;
+            }
             memcpy(e.key.b, p, 16);
             e.created = ld64(p + 16), e.compile_ns = ld64(p + 24);
             e.mode = (int32_t)ld32(p + 32), e.nsec = ld32(p + 36);
             e.rlen = ld32(p + 40), e.dlen = ld32(p + 44), e.blen = ld32(p + 48);
             e.checksum = p + 56;
-            if (ld32(p + 52) != 0) { rc = bad(err, errlen, "reserved field not zero", pos + 52); break; }
+            if (ld32(p + 52) != 0) {
+                rc = bad(err, errlen, "reserved field not zero", pos + 52);
+                break;
+            }
             size_t left = end - pos - ENT_FIXED;
             uint64_t var = (uint64_t)e.nsec * 8 + e.rlen + e.dlen + e.blen;
-            if (var > left) { rc = bad(err, errlen, "entry lengths exceed the file", pos); break; }
+            if (var > left) {
+                rc = bad(err, errlen, "entry lengths exceed the file", pos);
+                break;
+            }
             e.sizes = p + ENT_FIXED;
             e.record = e.sizes + (size_t)e.nsec * 8;
             e.desc = (const char *)e.record + e.rlen;
@@ -104,10 +112,16 @@ static int bundle_walk(const uint8_t *buf, size_t len, char *err, size_t errlen,
             }
             CacheKey k;
             cache_key_of(e.record, e.rlen, &k);
-            if (memcmp(k.b, e.key.b, 16) != 0) { rc = bad(err, errlen, "key is not the hash of its record", pos); break; }
+            if (memcmp(k.b, e.key.b, 16) != 0) {
+                rc = bad(err, errlen, "key is not the hash of its record", pos);
+                break;
+            }
             free(secs);
             secs = malloc((e.nsec ? e.nsec : 1) * sizeof *secs);
-            if (!secs) { rc = CACHE_ENOMEM; break; }
+            if (!secs) {
+                rc = CACHE_ENOMEM;
+                break;
+            }
             uint64_t off = 0;
             for (uint32_t i = 0; i < e.nsec && !rc; i++) {
                 uint64_t sz = ld64(e.sizes + 8 * (size_t)i);
@@ -119,7 +133,10 @@ static int bundle_walk(const uint8_t *buf, size_t len, char *err, size_t errlen,
             if (pass == 0) {
                 uint8_t sum[16];
                 if ((rc = cache_sections_checksum(secs, (int)e.nsec, sum)) != 0) break;
-                if (memcmp(sum, e.checksum, 16) != 0) { rc = bad(err, errlen, "section checksum mismatch", pos); break; }
+                if (memcmp(sum, e.checksum, 16) != 0) {
+                    rc = bad(err, errlen, "section checksum mismatch", pos);
+                    break;
+                }
             } else if ((rc = fn(ctx, &e, secs)) != 0) {
                 break;
             }
@@ -192,7 +209,10 @@ int cache_export(Cache *c, const char *path, const CacheKey *keys, int nkeys) {
                 if (k.mv_size != 16) continue;
                 if ((size_t)nkeys == cap) {
                     CacheKey *na = realloc(all, (cap = cap ? 2 * cap : 64) * sizeof *na);
-                    if (!na) { rc = ENOMEM; break; }
+                    if (!na) {
+                        rc = ENOMEM;
+                        break;
+                    }
                     all = na;
                 }
                 memcpy(all[nkeys++].b, k.mv_data, 16);

@@ -58,17 +58,16 @@ static const char *errno_tag(int e) {
 int cache_lmdb_err(Cache *c, int rc, const char *what) {
     if (!is_lmdb_rc(rc)) return rc; /* already ours */
     switch (rc) {
-    case MDB_CORRUPTED: case MDB_PAGE_NOTFOUND: case MDB_INVALID: case MDB_VERSION_MISMATCH:
+    case MDB_CORRUPTED:
+    case MDB_PAGE_NOTFOUND:
+    case MDB_INVALID:
+    case MDB_VERSION_MISMATCH:
     case MDB_BAD_TXN:
         seterr(c, "cache file %s is damaged (%s: %s); cache_destroy or deleting the directory %s starts afresh",
                c->datapath, what, mdb_strerror(rc), c->dir);
         return CACHE_ECORRUPT;
-    case MDB_MAP_FULL:
-        seterr(c, "%s: cache map full", what);
-        return CACHE_EFULL;
-    case ENOMEM:
-        seterr(c, "%s: out of memory", what);
-        return CACHE_ENOMEM;
+    case MDB_MAP_FULL: seterr(c, "%s: cache map full", what); return CACHE_EFULL;
+    case ENOMEM: seterr(c, "%s: out of memory", what); return CACHE_ENOMEM;
     default:
         seterr(c, "%s on %s: %s%s", what, c->datapath, mdb_strerror(rc), errno_tag(rc));
         return rc > 0 ? CACHE_EIO : CACHE_ELMDB;
@@ -86,9 +85,9 @@ static uint64_t file_size(const char *path) {
 /* ---- counters ----------------------------------------------------------- */
 
 static const char *const ctr_names[CTR_COUNT] = {
-    [CTR_HITS] = "hits", [CTR_DIRECT_HITS] = "direct_hits", [CTR_MISSES] = "misses",
-    [CTR_ERRORS] = "errors", [CTR_SAVED_NS] = "saved_ns", [CTR_ENTRIES] = "entries",
-    [CTR_BYTES] = "bytes", [CTR_MAX_BYTES] = "max_bytes",
+    [CTR_HITS] = "hits",     [CTR_DIRECT_HITS] = "direct_hits", [CTR_MISSES] = "misses",
+    [CTR_ERRORS] = "errors", [CTR_SAVED_NS] = "saved_ns",       [CTR_ENTRIES] = "entries",
+    [CTR_BYTES] = "bytes",   [CTR_MAX_BYTES] = "max_bytes",
 };
 
 static uint64_t ctr_get(Cache *c, MDB_txn *txn, int id) {
@@ -591,7 +590,8 @@ static int flush_pending_in(Cache *c, MDB_txn *txn) {
         uint64_t load = p->load_ns ? p->load_ns : v.mv_size >= USAGE_LEN ? ld64((uint8_t *)v.mv_data + 24) : 0;
         /* A verification still speaks for the bytes if nothing wrote the
          * file since it began (stamp.c). */
-        if (p->verified && c->wtag && p->vctime.sec == c->wctime.sec && p->vctime.nsec == c->wctime.nsec) mark = c->wtag;
+        if (p->verified && c->wtag && p->vctime.sec == c->wctime.sec && p->vctime.nsec == c->wctime.nsec)
+            mark = c->wtag;
         st64(u, p->last_used > last ? p->last_used : last);
         st64(u + 8, ld64((uint8_t *)v.mv_data + 8) + p->hits);
         st64(u + 16, mark);
@@ -627,8 +627,10 @@ int cache_write_txn(Cache *c, TxnBody body, void *arg, uint64_t grow_hint, const
     c->txn_refetch = 0;
     if (nosync) mdb_env_set_flags(c->env, MDB_NOSYNC, 1);
     int rc = write_txn(c, body, arg, grow_hint, what);
-    if (nosync) mdb_env_set_flags(c->env, MDB_NOSYNC, 0);
-    else if (rc == 0 && !c->opt.no_sync && c->stamp_locked) cache_unsynced_clear(c);
+    if (nosync)
+        mdb_env_set_flags(c->env, MDB_NOSYNC, 0);
+    else if (rc == 0 && !c->opt.no_sync && c->stamp_locked)
+        cache_unsynced_clear(c);
     cache_stamp_end(c, rc == 0);
     return rc;
 }
@@ -706,12 +708,16 @@ static void pend_hit(Cache *c, const CacheKey *k, int direct, uint64_t compile_n
             return;
         }
     if (c->npend == PENDING_MAX) return; /* flushed at release; losing a touch is harmless */
-    c->pend[c->npend++] = (Pending){.key = *k, .last_used = now, .hits = 1, .verified = h->verified, .vctime = h->vctime};
+    c->pend[c->npend++] =
+        (Pending){.key = *k, .last_used = now, .hits = 1, .verified = h->verified, .vctime = h->vctime};
 }
 
 void cache_record_load(Cache *c, const CacheKey *k, uint64_t load_ns) {
     for (int i = 0; i < c->npend; i++)
-        if (!memcmp(c->pend[i].key.b, k->b, 16)) { c->pend[i].load_ns = load_ns ? load_ns : 1; return; }
+        if (!memcmp(c->pend[i].key.b, k->b, 16)) {
+            c->pend[i].load_ns = load_ns ? load_ns : 1;
+            return;
+        }
     if (c->npend < PENDING_MAX) c->pend[c->npend++] = (Pending){.key = *k, .load_ns = load_ns ? load_ns : 1};
 }
 
@@ -925,9 +931,12 @@ int cache_load(Cache *c, MDB_txn *txn, const CacheKey *k, const void *rec, size_
         uint32_t ch = ld32(e.sectab + 16 * i), off = ld32(e.sectab + 16 * i + 4);
         uint64_t sz = ld64(e.sectab + 16 * i + 8);
         h->secs[i].size = sz;
-        if (!sz) h->secs[i].data = empty_section;
-        else if ((uint64_t)off + sz <= e.bound) h->secs[i].data = h->chunkp[ch] + off;
-        else h->split++; /* materialized by cache_hit_sections */
+        if (!sz)
+            h->secs[i].data = empty_section;
+        else if ((uint64_t)off + sz <= e.bound)
+            h->secs[i].data = h->chunkp[ch] + off;
+        else
+            h->split++; /* materialized by cache_hit_sections */
     }
     rc = mdb_get(txn, c->db_usage, &key, &u);
     int verify = (flags & (CACHE_GET_VERIFY | CACHE_GET_VERIFY_ONCE)) != 0;
@@ -956,7 +965,6 @@ int cache_load(Cache *c, MDB_txn *txn, const CacheKey *k, const void *rec, size_
     *out = h;
     return 0;
 }
-
 
 int cache_hit_sections(CacheHit *h, const CacheSection **secs, int *nsecs) {
     if (h->split) {
@@ -995,8 +1003,8 @@ void cache_hit_release(CacheHit *h) {
     if (c->npend >= FLUSH_EVERY && !c->live_hits) cache_flush(c);
 }
 
-static int get_common(Cache *c, const CacheKey *lookup, const void *rec, size_t rlen, unsigned flags,
-                      CacheHit **hit, int direct, CacheKey *akey_out) {
+static int get_common(Cache *c, const CacheKey *lookup, const void *rec, size_t rlen, unsigned flags, CacheHit **hit,
+                      int direct, CacheKey *akey_out) {
     *hit = NULL;
     if (!c || !lookup || (rlen && !rec)) return CACHE_EINVAL;
     c->err[0] = 0;
@@ -1022,8 +1030,10 @@ static int get_common(Cache *c, const CacheKey *lookup, const void *rec, size_t 
         mdb_txn_abort(txn);
         if (!(flags & CACHE_GET_NOTOUCH)) {
             /* A direct miss is not a miss yet: the full lookup that follows decides. */
-            if (rc == CACHE_ECORRUPT) c->pctr[CTR_ERRORS]++;
-            else if (!direct && !(flags & CACHE_GET_COUNT_DIRECT) && CACHE_IS_MISS(rc)) c->pctr[CTR_MISSES]++;
+            if (rc == CACHE_ECORRUPT)
+                c->pctr[CTR_ERRORS]++;
+            else if (!direct && !(flags & CACHE_GET_COUNT_DIRECT) && CACHE_IS_MISS(rc))
+                c->pctr[CTR_MISSES]++;
         }
         return rc;
     }
@@ -1034,13 +1044,12 @@ static int get_common(Cache *c, const CacheKey *lookup, const void *rec, size_t 
     return 0;
 }
 
-int cache_get(Cache *c, const CacheKey *k, const void *record, size_t record_len, unsigned flags,
-              CacheHit **hit) {
+int cache_get(Cache *c, const CacheKey *k, const void *record, size_t record_len, unsigned flags, CacheHit **hit) {
     return get_common(c, k, record, record_len, flags, hit, 0, NULL);
 }
 
-int cache_get_direct(Cache *c, const CacheKey *dkey, const void *drecord, size_t drecord_len,
-                     unsigned flags, CacheHit **hit, CacheKey *akey) {
+int cache_get_direct(Cache *c, const CacheKey *dkey, const void *drecord, size_t drecord_len, unsigned flags,
+                     CacheHit **hit, CacheKey *akey) {
     return get_common(c, dkey, drecord, drecord_len, flags, hit, 1, akey);
 }
 
@@ -1091,8 +1100,8 @@ static int lru_cmp(const void *a, const void *b) {
 
 /* Evict entries last used before age_cut, then least-recently-used ones while
  * artifact bytes exceed limit (0 = none); never keep (may be NULL). */
-int cache_evict_in(Cache *c, MDB_txn *txn, uint64_t limit, uint64_t age_cut, const CacheKey *keep,
-                   uint64_t *nev, uint64_t *bytes_ev) {
+int cache_evict_in(Cache *c, MDB_txn *txn, uint64_t limit, uint64_t age_cut, const CacheKey *keep, uint64_t *nev,
+                   uint64_t *bytes_ev) {
     uint64_t bytes = ctr_get(c, txn, CTR_BYTES);
     *nev = *bytes_ev = 0;
     if ((!limit || bytes <= limit) && !age_cut) return 0;
@@ -1134,7 +1143,7 @@ int cache_evict_in(Cache *c, MDB_txn *txn, uint64_t limit, uint64_t age_cut, con
 
 typedef struct PutJob {
     const CacheKey *key;
-    uint8_t *meta;      /* its checksum is filled in by put_body unless have_sum */
+    uint8_t *meta; /* its checksum is filled in by put_body unless have_sum */
     int have_sum;
     size_t meta_len;
     const CacheSection *secs;
@@ -1164,10 +1173,10 @@ enum { COPY_BLOCK = 2 << 20 };
 
 typedef struct Stage {
     Cache *c;
-    int fd;          /* -1: no WRITEMAP, copy into LMDB's buffers */
-    uint8_t *buf;    /* COPY_BLOCK bytes: one half of c->stage */
-    uint64_t blk;    /* file offset of the block staged, UINT64_MAX: none */
-    size_t lo, hi;   /* staged: buf[lo, hi) = file [blk + lo, blk + hi) */
+    int fd;                      /* -1: no WRITEMAP, copy into LMDB's buffers */
+    uint8_t *buf;                /* COPY_BLOCK bytes: one half of c->stage */
+    uint64_t blk;                /* file offset of the block staged, UINT64_MAX: none */
+    size_t lo, hi;               /* staged: buf[lo, hi) = file [blk + lo, blk + hi) */
     const CachePutOptions *sync; /* a fill that reads its bytes after handing them
                                     over (fill_sync): the halves alternate */
 } Stage;
@@ -1206,7 +1215,8 @@ typedef struct Source {
 
 /* n bytes of the source into dst, then into the checksum while in cache. */
 static int source_copy(const Source *from, uint8_t *dst, size_t n, XXH3_state_t *st) {
-    if (from->src) memcpy(dst, from->src, n);
+    if (from->src)
+        memcpy(dst, from->src, n);
     else if (from->po) {
         int rc = from->po->fill(from->po->fill_ctx, dst, n);
         if (rc) return rc;
@@ -1302,8 +1312,8 @@ static int put_entry(Cache *c, MDB_txn *txn, PutJob *j) {
             uint64_t at = done ? 0 : off;
             j->filled |= fill != NULL;
             if ((rc = put_bytes(&sg, val + pos, NULL, at - pos, NULL)) != 0 ||
-                (rc = put_from(&sg, val + at,
-                               (Source){fill ? NULL : (const uint8_t *)j->secs[i].data + done, fill}, piece, st)) != 0)
+                (rc = put_from(&sg, val + at, (Source){fill ? NULL : (const uint8_t *)j->secs[i].data + done, fill},
+                               piece, st)) != 0)
                 return rc;
             pos = at + piece;
             done += piece;
@@ -1375,8 +1385,10 @@ int cache_put_at(Cache *c, const CacheKey *k, const void *record, size_t rlen, c
         if (!sz) {
             o = 0;
         } else if (sz <= bound) {
-            if (!nchunks || o + sz > bound) ch = nchunks++, o = 0;
-            else ch = nchunks - 1;
+            if (!nchunks || o + sz > bound)
+                ch = nchunks++, o = 0;
+            else
+                ch = nchunks - 1;
             fill = o + sz;
         } else {
             uint64_t pieces = (sz + bound - 1) / bound;
@@ -1412,8 +1424,16 @@ int cache_put_at(Cache *c, const CacheKey *k, const void *record, size_t rlen, c
      * 16 bytes past a page boundary: that is where the alignment comes from. */
     for (uint32_t i = 0; i < nchunks; i++)
         if (valsz[i] < c->psize / 2) valsz[i] = c->psize / 2;
-    PutJob job = {.key = k, .meta = meta, .have_sum = checksum != NULL, .meta_len = mlen, .secs = secs, .e = &e,
-                  .valsz = valsz, .limit = c->opt.max_bytes, .now = now, .po = po};
+    PutJob job = {.key = k,
+                  .meta = meta,
+                  .have_sum = checksum != NULL,
+                  .meta_len = mlen,
+                  .secs = secs,
+                  .e = &e,
+                  .valsz = valsz,
+                  .limit = c->opt.max_bytes,
+                  .now = now,
+                  .po = po};
     c->txn_refetch = po && (po->flags & CACHE_PUT_REFETCHABLE);
     uint64_t dextra = po && po->dkey ? po->drecord_len + 4096 : 0;
     rc = cache_write_txn(c, put_body, &job, total + mlen + dextra + (uint64_t)nchunks * c->psize, "store entry");
@@ -1447,8 +1467,7 @@ static int kv_body(Cache *c, MDB_txn *txn, void *arg) {
     return mdb_put(txn, j->dbi, &k, &v, 0);
 }
 
-int cache_direct_put(Cache *c, const CacheKey *dkey, const void *drecord, size_t drecord_len,
-                     const CacheKey *akey) {
+int cache_direct_put(Cache *c, const CacheKey *dkey, const void *drecord, size_t drecord_len, const CacheKey *akey) {
     if (!c || !dkey || !akey || (drecord_len && !drecord)) return CACHE_EINVAL;
     uint8_t *val = malloc(16 + drecord_len);
     if (!val) return CACHE_ENOMEM;
@@ -1500,17 +1519,17 @@ int cache_note_get(Cache *c, const CacheKey *k, const void *record, size_t recor
             rc = CACHE_EMISMATCH, seterr(c, "stored note record differs from the caller's");
         } else {
             size_t n = v.mv_size - 4 - record_len;
-            if (!(*value = malloc(n + 1))) rc = CACHE_ENOMEM;
-            else memcpy(*value, p + 4 + record_len, n), *value_len = n;
+            if (!(*value = malloc(n + 1)))
+                rc = CACHE_ENOMEM;
+            else
+                memcpy(*value, p + 4 + record_len, n), *value_len = n;
         }
     }
     mdb_txn_abort(txn);
     return rc;
 }
 
-static int limit_body(Cache *c, MDB_txn *txn, void *arg) {
-    return ctr_set(c, txn, CTR_MAX_BYTES, *(uint64_t *)arg);
-}
+static int limit_body(Cache *c, MDB_txn *txn, void *arg) { return ctr_set(c, txn, CTR_MAX_BYTES, *(uint64_t *)arg); }
 
 int cache_set_limit(Cache *c, uint64_t max_bytes) {
     return cache_write_txn(c, limit_body, &max_bytes, 4096, "set size limit");
@@ -1707,7 +1726,6 @@ static int gc_body(Cache *c, MDB_txn *txn, void *arg) {
     int rc = cache_evict_in(c, txn, limit, j->age_cut, NULL, &j->nev, &j->bev);
     return rc ? rc : mdb_drop(txn, c->db_notes, 0);
 }
-
 
 /* Rewrite data.mdb without free pages.  We must be the only process with the
  * environment open (exclusive flock), and we reopen afterwards; the lock file

@@ -30,8 +30,17 @@ typedef struct EntryView {
     const char *desc, *backend;
 } EntryView;
 
-enum { CTR_HITS, CTR_DIRECT_HITS, CTR_MISSES, CTR_ERRORS, CTR_SAVED_NS, CTR_ENTRIES, CTR_BYTES,
-       CTR_MAX_BYTES, CTR_COUNT };
+enum {
+    CTR_HITS,
+    CTR_DIRECT_HITS,
+    CTR_MISSES,
+    CTR_ERRORS,
+    CTR_SAVED_NS,
+    CTR_ENTRIES,
+    CTR_BYTES,
+    CTR_MAX_BYTES,
+    CTR_COUNT
+};
 
 /* data.mdb's ctime (stamp.c). */
 typedef struct {
@@ -42,9 +51,9 @@ enum { PENDING_MAX = 64, FLUSH_EVERY = 16 };
 typedef struct Pending {
     CacheKey key;
     uint64_t last_used, hits;
-    int verified;       /* a hit recomputed the checksum and it matched ... */
-    CacheCtime vctime;  /* ... with data.mdb at this ctime when it began */
-    uint64_t load_ns;   /* cache_record_load: the caller's load time, 0 = none */
+    int verified;      /* a hit recomputed the checksum and it matched ... */
+    CacheCtime vctime; /* ... with data.mdb at this ctime when it began */
+    uint64_t load_ns;  /* cache_record_load: the caller's load time, 0 = none */
 } Pending;
 
 /* Usage value in the "usage" database: u64 last-used ns, u64 hits, u64 mark
@@ -58,23 +67,23 @@ struct Cache {
     CacheOptions opt;
     MDB_env *env;
     MDB_dbi db_meta, db_data, db_usage, db_direct, db_count, db_notes;
-    int dirfd;           /* the verified cache directory (owned by us, writable by nobody else) */
-    int lockfd;          /* milc.lock, shared flock held while open */
+    int dirfd;  /* the verified cache directory (owned by us, writable by nobody else) */
+    int lockfd; /* milc.lock, shared flock held while open */
     uint64_t mapsize, psize;
-    uint8_t *mapaddr;    /* LMDB's map (WRITEMAP: kept PROT_READ outside writes) */
-    uint8_t *stage;      /* a put's two 2 MB write-combining buffers (cache.c), lazily */
+    uint8_t *mapaddr; /* LMDB's map (WRITEMAP: kept PROT_READ outside writes) */
+    uint8_t *stage;   /* a put's two 2 MB write-combining buffers (cache.c), lazily */
     int writemap;
-    uint64_t boot;       /* tag of this boot (hash of the kernel's boot_id), 0 = unknown */
-    int stampfd;         /* milc.stamp (stamp.c), or -1 */
-    int stamp_locked;    /* a write transaction holds the stamp lock */
+    uint64_t boot;         /* tag of this boot (hash of the kernel's boot_id), 0 = unknown */
+    int stampfd;           /* milc.stamp (stamp.c), or -1 */
+    int stamp_locked;      /* a write transaction holds the stamp lock */
     uint64_t wtag, wepoch; /* the write transaction's mark (0: none) and epoch */
-    uint64_t hepoch;     /* the epoch a cache_stamp_hold found */
-    CacheCtime wctime;   /* data.mdb's ctime when that transaction began */
-    int live_hits;       /* CacheHits holding read transactions */
-    unsigned grows;      /* map growths by this handle (tests) */
-    int txn_refetch;     /* the next write transaction may commit without a sync */
-    int restarted;       /* cache_open discarded an unsynced file of an earlier boot */
-    int broken;          /* a remap failed: LMDB may hold no map, no transaction may begin */
+    uint64_t hepoch;       /* the epoch a cache_stamp_hold found */
+    CacheCtime wctime;     /* data.mdb's ctime when that transaction began */
+    int live_hits;         /* CacheHits holding read transactions */
+    unsigned grows;        /* map growths by this handle (tests) */
+    int txn_refetch;       /* the next write transaction may commit without a sync */
+    int restarted;         /* cache_open discarded an unsynced file of an earlier boot */
+    int broken;            /* a remap failed: LMDB may hold no map, no transaction may begin */
     Pending pend[PENDING_MAX];
     int npend;
     uint64_t pctr[CTR_COUNT]; /* counter deltas not yet written */
@@ -83,16 +92,16 @@ struct Cache {
 
 struct CacheHit {
     Cache *c;
-    MDB_txn *txn;               /* owned; NULL while loading */
+    MDB_txn *txn; /* owned; NULL while loading */
     CacheEntryInfo info;
     uint32_t nsec, nchunks, bound, split;
-    CacheSection *secs;         /* data NULL for a split section until materialized */
-    const uint8_t **chunkp;     /* per chunk: pointer into the map */
+    CacheSection *secs;     /* data NULL for a split section until materialized */
+    const uint8_t **chunkp; /* per chunk: pointer into the map */
     uint64_t *chunksz;
-    const uint8_t *sectab;      /* into the map */
-    void **heap;                /* per section: materialized copy or NULL */
-    int verified;               /* this load recomputed the checksum and it matched */
-    CacheCtime vctime;          /* data.mdb's ctime before that */
+    const uint8_t *sectab; /* into the map */
+    void **heap;           /* per section: materialized copy or NULL */
+    int verified;          /* this load recomputed the checksum and it matched */
+    CacheCtime vctime;     /* data.mdb's ctime before that */
 };
 
 typedef int (*TxnBody)(Cache *c, MDB_txn *txn, void *arg);
@@ -121,8 +130,7 @@ int cache_lmdb_err(Cache *c, int rc, const char *what);
 int cache_read_txn(Cache *c, MDB_txn **txn);
 int cache_write_txn(Cache *c, TxnBody body, void *arg, uint64_t grow_hint, const char *what);
 int cache_entry_parse(const void *data, size_t size, EntryView *e, char *why, size_t whylen);
-int cache_load(Cache *c, MDB_txn *txn, const CacheKey *k, const void *rec, size_t rlen, unsigned flags,
-               CacheHit **out);
+int cache_load(Cache *c, MDB_txn *txn, const CacheKey *k, const void *rec, size_t rlen, unsigned flags, CacheHit **out);
 void cache_hit_free(CacheHit *h);
 
 /* The entry checksum built incrementally: add each section's size and
@@ -130,8 +138,8 @@ void cache_hit_free(CacheHit *h);
 void cache_checksum_add(XXH3_state_t *outer, uint64_t size, const uint8_t digest[16]);
 void cache_checksum_digest(XXH3_state_t *st, uint8_t out[16]);
 int cache_del_entry(Cache *c, MDB_txn *txn, const CacheKey *k, uint64_t *bytes);
-int cache_evict_in(Cache *c, MDB_txn *txn, uint64_t limit, uint64_t age_cut, const CacheKey *keep,
-                   uint64_t *nev, uint64_t *bytes_ev);
+int cache_evict_in(Cache *c, MDB_txn *txn, uint64_t limit, uint64_t age_cut, const CacheKey *keep, uint64_t *nev,
+                   uint64_t *bytes_ev);
 /* cache_put with a given creation time (0 = now) and precomputed checksum
  * (NULL = compute); import keeps the bundle's. */
 int cache_put_at(Cache *c, const CacheKey *k, const void *record, size_t rlen, const CacheEntryMeta *m,

@@ -38,7 +38,7 @@ typedef struct {
     const CachePiece *pieces;
     const uint32_t *first;
     uint8_t (*dig)[16];
-    long psize; /* > 0: map the pages of large pieces in one call each first */
+    long psize;      /* > 0: map the pages of large pieces in one call each first */
     uint32_t s0, s1; /* this thread's sections */
 } DigestJob;
 
@@ -101,8 +101,10 @@ static void digest_sections(const CachePiece *pieces, const uint32_t *first, uin
     for (int t = 1; t < nth; t++) started[t] = pthread_create(&th[t], NULL, digest_worker, &jobs[t]) == 0;
     digest_worker(&jobs[0]);
     for (int t = 1; t < nth; t++) {
-        if (started[t]) pthread_join(th[t], NULL);
-        else digest_worker(&jobs[t]);
+        if (started[t])
+            pthread_join(th[t], NULL);
+        else
+            digest_worker(&jobs[t]);
     }
 }
 

@@ -16,11 +16,20 @@
 
 enum {
     META_OFF = 16, /* PAGEHDRSZ */
-    M_MAGIC = 0, M_VERSION = 4, M_DBS = 24, DB_SIZE = 48, DB_PAD = 0, DB_FLAGS = 4, DB_DEPTH = 6, DB_ROOT = 40,
-    M_LAST_PG = 120, M_TXNID = 128, META_SIZE = 136,
+    M_MAGIC = 0,
+    M_VERSION = 4,
+    M_DBS = 24,
+    DB_SIZE = 48,
+    DB_PAD = 0,
+    DB_FLAGS = 4,
+    DB_DEPTH = 6,
+    DB_ROOT = 40,
+    M_LAST_PG = 120,
+    M_TXNID = 128,
+    META_SIZE = 136,
 };
 #define LMDB_MAGIC 0xBEEFC0DEu
-#define P_INVALID (~(uint64_t)0)
+#define P_INVALID  (~(uint64_t)0)
 enum { MDB_INTEGERKEY_FLAG = 0x08, MAX_DEPTH = 32 /* LMDB's cursor stack */ };
 
 /* An MDB_db record (in a meta page or a named database's node) as LMDB will
@@ -39,8 +48,7 @@ static const char *db_record_bad(const uint8_t *db, unsigned want_flags, uint64_
 }
 
 static int damaged(char *err, size_t errlen, const char *path, const char *dir, const char *why) {
-    cache_fmt(err, errlen,
-              "cache file %s is damaged (%s); cache_destroy or deleting the directory %s starts afresh",
+    cache_fmt(err, errlen, "cache file %s is damaged (%s); cache_destroy or deleting the directory %s starts afresh",
               path, why, dir);
     return CACHE_ECORRUPT;
 }
@@ -130,8 +138,8 @@ enum { P_BRANCH = 1, P_LEAF = 2, P_OVERFLOW = 4, F_BIGDATA = 1, F_SUBDATA = 2, P
 typedef struct Walk {
     int fd;
     uint64_t psize, last;
-    uint8_t *page;    /* one page per tree level: page + level * psize */
-    uint8_t *used;    /* per byte of a page: covered by a node yet? */
+    uint8_t *page; /* one page per tree level: page + level * psize */
+    uint8_t *used; /* per byte of a page: covered by a node yet? */
     uint64_t visited, budget;
     char why[160];
 } Walk;
@@ -180,8 +188,8 @@ static int walk_tree(Walk *w, uint64_t pgno, unsigned depth, unsigned level, int
     if (walk_read(w, pgno, pg, w->psize)) return -1;
     unsigned flags = pg[10] | pg[11] << 8, lower = pg[12] | pg[13] << 8, upper = pg[14] | pg[15] << 8;
     int leaf = level + 1 == depth;
-    if ((flags & (P_BRANCH | P_LEAF | P_OVERFLOW)) != (leaf ? P_LEAF : P_BRANCH) || (flags & 0x60) ||
-        lower < PAGEHDR || lower > upper || upper > w->psize || (lower - PAGEHDR) % 2) {
+    if ((flags & (P_BRANCH | P_LEAF | P_OVERFLOW)) != (leaf ? P_LEAF : P_BRANCH) || (flags & 0x60) || lower < PAGEHDR ||
+        lower > upper || upper > w->psize || (lower - PAGEHDR) % 2) {
         snprintf(w->why, sizeof w->why, "page %llu has a bad header", (unsigned long long)pgno);
         return -1;
     }
@@ -200,7 +208,8 @@ static int walk_tree(Walk *w, uint64_t pgno, unsigned depth, unsigned level, int
         if (off < upper || off + NODEHDR > w->psize) goto bad_node;
         const uint8_t *nd = pg + off;
         uint64_t nsize = NODEHDR + (uint64_t)(nd[6] | nd[7] << 8);
-        if (leaf) nsize += (nd[4] & F_BIGDATA) ? 8 : (uint64_t)(nd[0] | nd[1] << 8 | nd[2] << 16 | (uint64_t)nd[3] << 24);
+        if (leaf)
+            nsize += (nd[4] & F_BIGDATA) ? 8 : (uint64_t)(nd[0] | nd[1] << 8 | nd[2] << 16 | (uint64_t)nd[3] << 24);
         nsize += nsize & 1;
         if (off + nsize > w->psize) goto bad_node;
         for (uint64_t b = off; b < off + nsize; b++) {

@@ -13,13 +13,12 @@
 
 /* The cache may not include compiler headers, so it has its own always-on
  * assertion for broken invariants (never for bad input or bad files). */
-#define CACHE_ASSERT(cond)                                                                   \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            fprintf(stderr, "milc: internal error: %s:%d: assertion '%s' failed\n", __FILE__, \
-                    __LINE__, #cond);                                                        \
-            abort();                                                                         \
-        }                                                                                    \
+#define CACHE_ASSERT(cond)                                                                                             \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            fprintf(stderr, "milc: internal error: %s:%d: assertion '%s' failed\n", __FILE__, __LINE__, #cond);        \
+            abort();                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 static inline uint32_t ld32(const uint8_t *p) {

@@ -21,22 +21,22 @@
 #include "milc/remote.h"
 
 /* Server layout (cache/README.md, "Remote tier"). */
-#define PREFIX_ENTRY "milc:e:"
+#define PREFIX_ENTRY  "milc:e:"
 #define PREFIX_DIRECT "milc:d:"
-#define PREFIX_CHUNK "milc:c:"
+#define PREFIX_CHUNK  "milc:c:"
 static const char MAGIC_ENTRY[8] = {'M', 'I', 'L', 'C', 'R', 'M', '0', '1'};
 static const char MAGIC_DIRECT[8] = {'M', 'I', 'L', 'C', 'R', 'D', '0', '1'};
 static const char MAGIC_CHUNK[8] = {'M', 'I', 'L', 'C', 'R', 'C', '0', '1'};
 
 enum {
-    MAN_HDR = 112,          /* fixed part of a manifest */
+    MAN_HDR = 112, /* fixed part of a manifest */
     MAC_BYTES = 16,
-    TAG_BYTES = 16,         /* crypto_onetimeauth_BYTES */
-    WINDOW = 8,             /* chunks in flight per round trip */
+    TAG_BYTES = 16, /* crypto_onetimeauth_BYTES */
+    WINDOW = 8,     /* chunks in flight per round trip */
     MANIFEST_MAX = 64 << 20,
-    STAGE_TTL_S = 3600,     /* unpublished chunks of a killed push expire */
+    STAGE_TTL_S = 3600, /* unpublished chunks of a killed push expire */
     MAX_SECTIONS = 1 << 20,
-    MAX_STRING = 1 << 24,   /* record, description, backend */
+    MAX_STRING = 1 << 24, /* record, description, backend */
 };
 
 struct Remote {
@@ -49,7 +49,7 @@ struct Remote {
     CacheKey refused; /* the last entry a pull refused: its push replaces it */
     int has_refused;
     int failed_locally; /* the last pull failed storing the entry locally */
-    uint8_t *spare;   /* the last freed entry's buffer, kept for the next get */
+    uint8_t *spare;     /* the last freed entry's buffer, kept for the next get */
     size_t spare_len;
     char warning[1024], err[512];
 };
@@ -95,7 +95,10 @@ const char *remote_warning(Remote *r) {
 /* ---- URL ----------------------------------------------------------------- */
 
 static int hexval(char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
 }
 
 /* Percent-decode s[0..n) into out; control characters are refused. */
@@ -151,7 +154,7 @@ static int parse_host(const char *s, size_t n, RemoteUrl *u, const char *url, ch
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
         int ok = (c >= '0' && c <= '9') || (v6 ? (hexval(c) >= 0 || c == ':' || c == '.')
-                                                : ((c | 32) >= 'a' && (c | 32) <= 'z') || c == '.' || c == '-');
+                                               : ((c | 32) >= 'a' && (c | 32) <= 'z') || c == '.' || c == '-');
         if (!ok) return url_err(err, errlen, url, "bad character in host");
     }
     memcpy(u->host, s, n);
@@ -164,12 +167,16 @@ int remote_url_parse(const char *url, RemoteUrl *u, char *err, size_t errlen) {
     if (!url || strncmp(url, "redis://", 8) != 0) return url_err(err, errlen, url ? url : "", "not a redis:// URL");
     const char *p = url + 8, *slash = strchr(p, '/'), *end = slash ? slash : p + strlen(p);
     const char *at = memchr(p, '@', (size_t)(end - p));
-    if (at && memchr(at + 1, '@', (size_t)(end - at - 1))) return url_err(err, errlen, url, "'@' in a password must be written %40");
+    if (at && memchr(at + 1, '@', (size_t)(end - at - 1)))
+        return url_err(err, errlen, url, "'@' in a password must be written %40");
     if (at && parse_userinfo(p, (size_t)(at - p), u, url, err, errlen) != 0) return CACHE_EINVAL;
     const char *h = at ? at + 1 : p, *colon = NULL;
     for (const char *q = end; q > h; q--)
-        if (q[-1] == ':') { colon = q - 1; break; }
-        else if (q[-1] == ']') break;
+        if (q[-1] == ':') {
+            colon = q - 1;
+            break;
+        } else if (q[-1] == ']')
+            break;
     if (!colon) return url_err(err, errlen, url, "missing :port");
     if (parse_host(h, (size_t)(colon - h), u, url, err, errlen) != 0) return CACHE_EINVAL;
     if (parse_uint(colon + 1, (size_t)(end - colon - 1), 65535, &u->port) != 0 || u->port == 0)
@@ -182,7 +189,10 @@ int remote_url_parse(const char *url, RemoteUrl *u, char *err, size_t errlen) {
 /* ---- key file ------------------------------------------------------------ */
 
 int remote_key_load(const char *path, uint8_t secret[REMOTE_SECRET_BYTES], char *err, size_t errlen) {
-    if (sodium_init() < 0) { cache_fmt(err, errlen, "libsodium failed to initialize"); return CACHE_EIO; }
+    if (sodium_init() < 0) {
+        cache_fmt(err, errlen, "libsodium failed to initialize");
+        return CACHE_EIO;
+    }
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         cache_fmt(err, errlen, "remote key file '%s': %s", path,
@@ -192,20 +202,29 @@ int remote_key_load(const char *path, uint8_t secret[REMOTE_SECRET_BYTES], char 
     struct stat st;
     int rc = CACHE_EINVAL;
     uint8_t buf[65536];
-    if (fstat(fd, &st) != 0) { cache_fmt(err, errlen, "remote key file '%s': %s", path, strerror(errno)); rc = CACHE_EIO; }
-    else if (!S_ISREG(st.st_mode)) cache_fmt(err, errlen, "remote key file '%s' is not a regular file", path);
+    if (fstat(fd, &st) != 0) {
+        cache_fmt(err, errlen, "remote key file '%s': %s", path, strerror(errno));
+        rc = CACHE_EIO;
+    } else if (!S_ISREG(st.st_mode))
+        cache_fmt(err, errlen, "remote key file '%s' is not a regular file", path);
     else if (st.st_uid != geteuid() && st.st_uid != 0)
         cache_fmt(err, errlen, "remote key file '%s' is owned by another user (uid %u)", path, (unsigned)st.st_uid);
     else if (st.st_mode & 077)
-        cache_fmt(err, errlen, "permissions %04o for remote key file '%s' are too open: it must be accessible by its owner only (chmod 600)",
+        cache_fmt(err, errlen,
+                  "permissions %04o for remote key file '%s' are too open: it must be accessible by its owner only "
+                  "(chmod 600)",
                   (unsigned)(st.st_mode & 07777), path);
     else if (st.st_size < REMOTE_SECRET_BYTES || st.st_size > (off_t)sizeof buf)
-        cache_fmt(err, errlen, "remote key file '%s' holds %lld bytes: a team secret is 32 bytes to 64 KiB (e.g. head -c 32 /dev/urandom)",
-                  path, (long long)st.st_size);
+        cache_fmt(
+            err, errlen,
+            "remote key file '%s' holds %lld bytes: a team secret is 32 bytes to 64 KiB (e.g. head -c 32 /dev/urandom)",
+            path, (long long)st.st_size);
     else {
         ssize_t n = pread(fd, buf, (size_t)st.st_size, 0);
-        if (n != st.st_size) { cache_fmt(err, errlen, "remote key file '%s': short read", path); rc = CACHE_EIO; }
-        else {
+        if (n != st.st_size) {
+            cache_fmt(err, errlen, "remote key file '%s': short read", path);
+            rc = CACHE_EIO;
+        } else {
             crypto_generichash_state h;
             crypto_generichash_init(&h, NULL, 0, REMOTE_SECRET_BYTES);
             crypto_generichash_update(&h, (const uint8_t *)"milc remote secret v1", 21);
@@ -223,11 +242,20 @@ int remote_key_load(const char *path, uint8_t secret[REMOTE_SECRET_BYTES], char 
 
 int remote_open(Remote **out, const RemoteOptions *o, char *err, size_t errlen) {
     *out = NULL;
-    if (sodium_init() < 0) { cache_fmt(err, errlen, "libsodium failed to initialize"); return CACHE_EIO; }
+    if (sodium_init() < 0) {
+        cache_fmt(err, errlen, "libsodium failed to initialize");
+        return CACHE_EIO;
+    }
     Remote *r = calloc(1, sizeof *r);
-    if (!r) { cache_fmt(err, errlen, "out of memory"); return CACHE_ENOMEM; }
+    if (!r) {
+        cache_fmt(err, errlen, "out of memory");
+        return CACHE_ENOMEM;
+    }
     int rc = remote_url_parse(o->url, &r->u, err, errlen);
-    if (rc != 0) { free(r); return rc; }
+    if (rc != 0) {
+        free(r);
+        return rc;
+    }
     r->o = *o;
     r->o.url = NULL; /* not kept: it may hold the password */
     if (!r->o.connect_timeout_ms) r->o.connect_timeout_ms = 1000;
@@ -281,7 +309,8 @@ static redisReply *get_reply(Remote *r, size_t cap) {
         if (redisBufferRead(c) != REDIS_OK) {
             if (c->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK))
                 trip(r, "no answer within %d ms", r->o.io_timeout_ms);
-            else trip(r, "%s", c->errstr[0] ? c->errstr : "connection lost");
+            else
+                trip(r, "%s", c->errstr[0] ? c->errstr : "connection lost");
             return NULL;
         }
         if (c->reader->len - c->reader->pos > cap) {
@@ -305,7 +334,10 @@ static redisReply *command(Remote *r, size_t cap, const char *fmt, ...) {
     va_start(ap, fmt);
     int ok = redisvAppendCommand(r->ctx, fmt, ap) == REDIS_OK;
     va_end(ap);
-    if (!ok) { trip(r, "cannot format a command: %s", r->ctx->errstr); return NULL; }
+    if (!ok) {
+        trip(r, "cannot format a command: %s", r->ctx->errstr);
+        return NULL;
+    }
     return get_reply(r, cap);
 }
 
@@ -328,8 +360,10 @@ static int connect_now(Remote *r) {
     if (c->err) return trip(r, "cannot connect: %s", c->errstr);
     if (redisSetTimeout(c, tv_ms(r->o.io_timeout_ms)) != REDIS_OK) return trip(r, "cannot set timeouts: %s", c->errstr);
     int rc = 0;
-    if (r->u.pass[0] && r->u.user[0]) rc = expect_ok(r, command(r, 4096, "AUTH %s %s", r->u.user, r->u.pass), "authentication");
-    else if (r->u.pass[0]) rc = expect_ok(r, command(r, 4096, "AUTH %s", r->u.pass), "authentication");
+    if (r->u.pass[0] && r->u.user[0])
+        rc = expect_ok(r, command(r, 4096, "AUTH %s %s", r->u.user, r->u.pass), "authentication");
+    else if (r->u.pass[0])
+        rc = expect_ok(r, command(r, 4096, "AUTH %s", r->u.pass), "authentication");
     if (rc == 0 && r->u.db) rc = expect_ok(r, command(r, 4096, "SELECT %d", r->u.db), "selecting the database");
     return rc;
 }
@@ -445,7 +479,8 @@ static int manifest_decode(Remote *r, const CacheKey *k, const uint8_t *p, size_
         return fail(r, CACHE_ECORRUPT, "remote entry %s is not a milc manifest of this version", hex);
     mac_of(r, p, n - MAC_BYTES, mac);
     if (sodium_memcmp(mac, p + n - MAC_BYTES, MAC_BYTES) != 0)
-        return fail(r, CACHE_ECORRUPT, "remote entry %s fails its MAC: tampered with, or written under another team key; refused", hex);
+        return fail(r, CACHE_ECORRUPT,
+                    "remote entry %s fails its MAC: tampered with, or written under another team key; refused", hex);
     memset(m, 0, sizeof *m);
     memcpy(m->key.b, p + 16, 16);
     m->upload = p + 32, m->checksum = p + 96, m->sizes = p + MAN_HDR;
@@ -454,7 +489,8 @@ static int manifest_decode(Remote *r, const CacheKey *k, const uint8_t *p, size_
     m->nchunks = ld32(p + 80), m->chunk = ld32(p + 84), m->total = ld64(p + 88);
     if (memcmp(m->key.b, k->b, 16) != 0 || m->nsec > MAX_SECTIONS || m->rlen > MAX_STRING || m->dlen > MAX_STRING ||
         m->blen > MAX_STRING || m->chunk < 64 || m->chunk > REMOTE_CHUNK_MAX || m->total > r->o.max_entry_bytes ||
-        m->nchunks != chunks_of(m->total, m->chunk) || manifest_len(m->nsec, m->rlen, m->dlen, m->blen, m->nchunks) != n)
+        m->nchunks != chunks_of(m->total, m->chunk) ||
+        manifest_len(m->nsec, m->rlen, m->dlen, m->blen, m->nchunks) != n)
         return fail(r, CACHE_ECORRUPT, "remote entry %s: manifest fields out of bounds", hex);
     uint64_t sum = 0;
     for (uint32_t i = 0; i < m->nsec; i++) {
@@ -468,8 +504,8 @@ static int manifest_decode(Remote *r, const CacheKey *k, const uint8_t *p, size_
     m->tags = (const uint8_t *)m->backend + m->blen;
     CacheKey rk;
     cache_key_of(m->record, m->rlen, &rk);
-    if (sum != m->total || !text_ok((const uint8_t *)m->desc, m->dlen) || !text_ok((const uint8_t *)m->backend, m->blen) ||
-        memcmp(rk.b, k->b, 16) != 0)
+    if (sum != m->total || !text_ok((const uint8_t *)m->desc, m->dlen) ||
+        !text_ok((const uint8_t *)m->backend, m->blen) || memcmp(rk.b, k->b, 16) != 0)
         return fail(r, CACHE_ECORRUPT, "remote entry %s: sizes, strings or key record inconsistent", hex);
     return 0;
 }
@@ -515,10 +551,10 @@ typedef struct Stream {
     uint32_t asked, cur; /* GETs sent; the chunk being read (nchunks: all read) */
     uint64_t left;       /* bytes of chunk cur's value still to come; 0: its header is next */
     crypto_onetimeauth_state mac;
-    long long deadline;  /* of the reply being read */
-    int rc;              /* the first failure: every later read returns it */
-    size_t hpos, hlen;   /* hbuf[hpos, hlen): read, not yet used */
-    uint8_t hbuf[256];   /* reply headers, and what came in with them */
+    long long deadline; /* of the reply being read */
+    int rc;             /* the first failure: every later read returns it */
+    size_t hpos, hlen;  /* hbuf[hpos, hlen): read, not yet used */
+    uint8_t hbuf[256];  /* reply headers, and what came in with them */
 } Stream;
 
 /* A reply that is not what a GET of a chunk gets: the connection is out of
@@ -540,7 +576,8 @@ static int stream_ask(Stream *s) {
     int sent = 0, done = 0;
     for (; s->asked < s->m->nchunks && s->asked - s->cur < WINDOW; s->asked++, sent = 1) {
         chunk_name(name, sizeof name, &s->m->key, s->m->upload, s->asked);
-        if (redisAppendCommand(s->r->ctx, "GET %s", name) != REDIS_OK) return s->rc = trip(s->r, "%s", s->r->ctx->errstr);
+        if (redisAppendCommand(s->r->ctx, "GET %s", name) != REDIS_OK)
+            return s->rc = trip(s->r, "%s", s->r->ctx->errstr);
     }
     while (sent && !done)
         if (redisBufferWrite(s->r->ctx, &done) != REDIS_OK || mono_ms() > s->deadline)
@@ -621,14 +658,17 @@ static int stream_begin(Stream *s) {
     if (line[0] == '-') return s->rc = trip(s->r, "reading a chunk: the server answered: %.200s", line + 1);
     errno = 0;
     long long n = line[0] == '$' && line[1] ? strtoll(line + 1, &end, 10) : -2;
-    if (n < -1 || errno || *end) return stream_trip(s, "protocol error (is it a Redis server?): a GET answered with something other than a string");
+    if (n < -1 || errno || *end)
+        return stream_trip(s,
+                           "protocol error (is it a Redis server?): a GET answered with something other than a string");
     if (n == -1)
-        return stream_drop(s, fail(s->r, CACHE_ENOTFOUND, "remote entry %s is not whole: chunk %u is gone (evicted or lost)",
-                                   hex, s->cur));
+        return stream_drop(s, fail(s->r, CACHE_ENOTFOUND,
+                                   "remote entry %s is not whole: chunk %u is gone (evicted or lost)", hex, s->cur));
     if ((uint64_t)n != chunk_size(s->m, s->cur))
-        return stream_drop(s, fail(s->r, CACHE_ECORRUPT,
-                                   "remote entry %s: chunk %u has the wrong size (%lld bytes, not %llu): tampered or damaged; refused",
-                                   hex, s->cur, n, (unsigned long long)chunk_size(s->m, s->cur)));
+        return stream_drop(
+            s, fail(s->r, CACHE_ECORRUPT,
+                    "remote entry %s: chunk %u has the wrong size (%lld bytes, not %llu): tampered or damaged; refused",
+                    hex, s->cur, n, (unsigned long long)chunk_size(s->m, s->cur)));
     if (!s->mt) {
         uint8_t otk[crypto_onetimeauth_KEYBYTES];
         chunk_key(s->r, &s->m->key, s->m->upload, s->cur, otk);
@@ -645,13 +685,15 @@ static int stream_end(Stream *s) {
     char hex[33];
     int rc = stream_take(s, crlf, 2);
     if (rc) return rc;
-    if (crlf[0] != '\r' || crlf[1] != '\n') return stream_trip(s, "protocol error (is it a Redis server?): a string reply not ended by CRLF");
+    if (crlf[0] != '\r' || crlf[1] != '\n')
+        return stream_trip(s, "protocol error (is it a Redis server?): a string reply not ended by CRLF");
     if (!s->mt) {
         crypto_onetimeauth_final(&s->mac, tag);
         if (sodium_memcmp(tag, s->m->tags + (size_t)TAG_BYTES * s->cur, TAG_BYTES) != 0) {
             cache_key_hex(&s->m->key, hex);
-            return stream_drop(s, fail(s->r, CACHE_ECORRUPT, "remote entry %s: chunk %u fails its MAC (tampered or damaged); refused",
-                                       hex, s->cur));
+            return stream_drop(s, fail(s->r, CACHE_ECORRUPT,
+                                       "remote entry %s: chunk %u fails its MAC (tampered or damaged); refused", hex,
+                                       s->cur));
         }
     }
     if (++s->cur == s->m->nchunks && s->hpos != s->hlen)
@@ -727,8 +769,9 @@ static void mac_stop(MacThread *t) {
 static int mac_refused(Stream *s, int64_t bad) {
     char hex[33];
     cache_key_hex(&s->m->key, hex);
-    return stream_drop(s, fail(s->r, CACHE_ECORRUPT, "remote entry %s: chunk %lld fails its MAC (tampered or damaged); refused",
-                               hex, (long long)bad));
+    return stream_drop(s, fail(s->r, CACHE_ECORRUPT,
+                               "remote entry %s: chunk %lld fails its MAC (tampered or damaged); refused", hex,
+                               (long long)bad));
 }
 
 /* Hand n bytes at p (of chunk cur) to the checking thread. */
@@ -798,7 +841,8 @@ static int stream_read(void *ctx, uint8_t *dst, uint64_t n) {
 static int stream_open(Stream *s, Remote *r, const Manifest *m) {
     memset(s, 0, offsetof(Stream, hbuf));
     s->r = r, s->m = m;
-    if (r->ctx->reader->len != r->ctx->reader->pos) return stream_trip(s, "protocol error (is it a Redis server?): bytes nobody asked for");
+    if (r->ctx->reader->len != r->ctx->reader->pos)
+        return stream_trip(s, "protocol error (is it a Redis server?): bytes nobody asked for");
     return 0;
 }
 
@@ -866,9 +910,18 @@ static int entry_view(Remote *r, struct RemoteGot *g, const Manifest *m) {
         g->secs[i] = (CacheSection){g->buf + off, ld64(m->sizes + 8ull * i)};
         off += g->secs[i].size;
     }
-    g->e = (RemoteEntry){.key = m->key, .record = m->record, .record_len = m->rlen, .description = m->desc,
-                         .backend = m->backend, .mode = m->mode, .created_ns = m->created, .compile_ns = m->compile_ns,
-                         .bytes = m->total, .secs = g->secs, .nsecs = (int)m->nsec, .priv = g};
+    g->e = (RemoteEntry){.key = m->key,
+                         .record = m->record,
+                         .record_len = m->rlen,
+                         .description = m->desc,
+                         .backend = m->backend,
+                         .mode = m->mode,
+                         .created_ns = m->created,
+                         .compile_ns = m->compile_ns,
+                         .bytes = m->total,
+                         .secs = g->secs,
+                         .nsecs = (int)m->nsec,
+                         .priv = g};
     return 0;
 }
 
@@ -1043,7 +1096,8 @@ static int chunks_send(Remote *r, const CacheEntryInfo *e, const CacheSection *s
         if (redisAppendCommand(r->ctx, "SET %s %b EX %d", name, p, (size_t)want, STAGE_TTL_S) != REDIS_OK)
             rc = trip(r, "%s", r->ctx->errstr);
         if (rc == 0 && (j % WINDOW == WINDOW - 1 || j + 1 == nch))
-            for (uint32_t i = 0; i <= j % WINDOW && rc == 0; i++) rc = expect_ok(r, get_reply(r, 4096), "storing a chunk");
+            for (uint32_t i = 0; i <= j % WINDOW && rc == 0; i++)
+                rc = expect_ok(r, get_reply(r, 4096), "storing a chunk");
     }
     free(stage);
     return rc;
@@ -1053,15 +1107,14 @@ static int chunks_send(Remote *r, const CacheEntryInfo *e, const CacheSection *s
  * (ARGV[1], "" for none) and every staged chunk still exists, make the chunks
  * permanent, set the manifest and drop the replaced entry's chunks.
  * 1 published, 0 another push won, -1 a staged chunk was evicted. */
-static const char PUBLISH_LUA[] =
-    "local cur = redis.call('GET', KEYS[1]) or ''\n"
-    "if cur ~= ARGV[1] then return 0 end\n"
-    "local n = tonumber(ARGV[3])\n"
-    "for i = 2, n + 1 do if redis.call('EXISTS', KEYS[i]) == 0 then return -1 end end\n"
-    "for i = 2, n + 1 do redis.call('PERSIST', KEYS[i]) end\n"
-    "redis.call('SET', KEYS[1], ARGV[2])\n"
-    "for i = n + 2, #KEYS do redis.call('DEL', KEYS[i]) end\n"
-    "return 1\n";
+static const char PUBLISH_LUA[] = "local cur = redis.call('GET', KEYS[1]) or ''\n"
+                                  "if cur ~= ARGV[1] then return 0 end\n"
+                                  "local n = tonumber(ARGV[3])\n"
+                                  "for i = 2, n + 1 do if redis.call('EXISTS', KEYS[i]) == 0 then return -1 end end\n"
+                                  "for i = 2, n + 1 do redis.call('PERSIST', KEYS[i]) end\n"
+                                  "redis.call('SET', KEYS[1], ARGV[2])\n"
+                                  "for i = n + 2, #KEYS do redis.call('DEL', KEYS[i]) end\n"
+                                  "return 1\n";
 
 typedef struct {
     const char **argv;
@@ -1084,7 +1137,8 @@ static void argv_free(Argv *a) { free(a->argv), free(a->lens), free(a->names); }
 /* The chunk names of a manifest (the old one being replaced), if it is ours. */
 static void add_old_chunks(Remote *r, Argv *a, const CacheKey *k, const redisReply *old) {
     Manifest m;
-    if (!old || old->type != REDIS_REPLY_STRING || manifest_decode(r, k, (const uint8_t *)old->str, old->len, &m) != 0) return;
+    if (!old || old->type != REDIS_REPLY_STRING || manifest_decode(r, k, (const uint8_t *)old->str, old->len, &m) != 0)
+        return;
     for (uint32_t j = 0; j < m.nchunks; j++) {
         char *nm = argv_name(a);
         chunk_name(nm, 160, k, m.upload, j);
@@ -1097,7 +1151,10 @@ static int publish(Remote *r, const CacheKey *k, const uint8_t upload[16], uint3
     Argv a;
     int rc = argv_init(&a, 8 + (int)nch + (int)old_nch);
     char mname[64], nkeys[16], nnew[16];
-    if (rc != 0) { argv_free(&a); return fail(r, rc, "out of memory"); }
+    if (rc != 0) {
+        argv_free(&a);
+        return fail(r, rc, "out of memory");
+    }
     name_of(mname, sizeof mname, PREFIX_ENTRY, k);
     argv_add(&a, "EVAL", 4), argv_add(&a, PUBLISH_LUA, sizeof PUBLISH_LUA - 1), argv_add(&a, nkeys, 0);
     argv_add(&a, mname, strlen(mname));
@@ -1113,10 +1170,20 @@ static int publish(Remote *r, const CacheKey *k, const uint8_t upload[16], uint3
     argv_add(&a, have_old ? old->str : "", have_old ? (size_t)old->len : 0);
     argv_add(&a, man, manlen), argv_add(&a, nnew, strlen(nnew));
     redisReply *rep = NULL;
-    if (redisAppendCommandArgv(r->ctx, a.argc, a.argv, a.lens) != REDIS_OK) rc = trip(r, "%s", r->ctx->errstr);
-    else if (!(rep = get_reply(r, 4096))) rc = CACHE_EIO;
-    else if (rep->type != REDIS_REPLY_INTEGER) { rc = expect_ok(r, rep, "publishing"); rep = NULL; if (!rc) rc = trip(r, "publishing: unexpected answer"); }
-    else rc = rep->integer == 1 ? 0 : rep->integer == 0 ? 1 : fail(r, CACHE_EFULL, "a chunk was evicted before the entry was published: the server is short of memory");
+    if (redisAppendCommandArgv(r->ctx, a.argc, a.argv, a.lens) != REDIS_OK)
+        rc = trip(r, "%s", r->ctx->errstr);
+    else if (!(rep = get_reply(r, 4096)))
+        rc = CACHE_EIO;
+    else if (rep->type != REDIS_REPLY_INTEGER) {
+        rc = expect_ok(r, rep, "publishing");
+        rep = NULL;
+        if (!rc) rc = trip(r, "publishing: unexpected answer");
+    } else
+        rc = rep->integer == 1 ? 0
+             : rep->integer == 0
+                 ? 1
+                 : fail(r, CACHE_EFULL,
+                        "a chunk was evicted before the entry was published: the server is short of memory");
     if (rep) freeReplyObject(rep);
     argv_free(&a);
     return rc;
@@ -1137,13 +1204,15 @@ static int push_entry(Remote *r, const CacheEntryInfo *e, const CacheSection *se
     uint32_t nch = chunks_of(e->bytes, r->o.chunk_bytes), old_nch = 0;
     uint8_t upload[16], *tags = malloc((size_t)TAG_BYTES * nch + 1), *man = NULL;
     Manifest om;
-    if (old && old->type == REDIS_REPLY_STRING && manifest_decode(r, &e->key, (const uint8_t *)old->str, old->len, &om) == 0)
+    if (old && old->type == REDIS_REPLY_STRING &&
+        manifest_decode(r, &e->key, (const uint8_t *)old->str, old->len, &om) == 0)
         old_nch = om.nchunks;
     if (!tags) return fail(r, CACHE_ENOMEM, "out of memory");
     randombytes_buf(upload, sizeof upload);
     size_t manlen;
     int rc = chunks_send(r, e, secs, upload, tags);
-    if (rc == 0 && !(man = manifest_encode(r, e, secs, upload, tags, &manlen))) rc = fail(r, CACHE_ENOMEM, "out of memory");
+    if (rc == 0 && !(man = manifest_encode(r, e, secs, upload, tags, &manlen)))
+        rc = fail(r, CACHE_ENOMEM, "out of memory");
     if (rc == 0) rc = publish(r, &e->key, upload, nch, man, manlen, old, old_nch);
     if (rc == 1 || rc == CACHE_EFULL) unstage(r, &e->key, upload, nch);
     free(man);
@@ -1172,8 +1241,10 @@ int remote_push(Remote *r, Cache *c, const CacheKey *k) {
         return fail(r, rc, "the local entry cannot be read: %s", cache_strerror(rc));
     const CacheSection *secs;
     int nsec;
-    if ((rc = cache_hit_sections(hit, &secs, &nsec)) != 0) fail(r, rc, "out of memory");
-    else rc = push_unless_whole(r, cache_hit_info(hit), secs);
+    if ((rc = cache_hit_sections(hit, &secs, &nsec)) != 0)
+        fail(r, rc, "out of memory");
+    else
+        rc = push_unless_whole(r, cache_hit_info(hit), secs);
     cache_hit_release(hit);
     return rc;
 }
@@ -1189,9 +1260,14 @@ int remote_put(Remote *r, const CacheKey *k, const void *record, size_t record_l
     if (memcmp(rk.b, k->b, 16) != 0) return fail(r, CACHE_EINVAL, "remote_put: the key is not the hash of the record");
     static const CacheEntryMeta none;
     if (!m) m = &none;
-    CacheEntryInfo e = {.key = *k, .description = m->description ? m->description : "",
-                        .backend = m->backend ? m->backend : "", .mode = m->mode, .nsections = (uint32_t)nsecs,
-                        .compile_ns = m->compile_ns, .record = record, .record_len = record_len};
+    CacheEntryInfo e = {.key = *k,
+                        .description = m->description ? m->description : "",
+                        .backend = m->backend ? m->backend : "",
+                        .mode = m->mode,
+                        .nsections = (uint32_t)nsecs,
+                        .compile_ns = m->compile_ns,
+                        .record = record,
+                        .record_len = record_len};
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     e.created_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
@@ -1219,9 +1295,16 @@ int remote_info(Remote *r, const CacheKey *k, CacheEntryFn fn, void *ctx) {
     if ((rc = manifest_present(r, k, &rep)) != 0) return rc;
     Manifest m;
     if ((rc = manifest_decode(r, k, (const uint8_t *)rep->str, rep->len, &m)) == 0) {
-        CacheEntryInfo e = {.key = m.key, .description = m.desc, .backend = m.backend, .mode = m.mode,
-                            .nsections = m.nsec, .bytes = m.total, .created_ns = m.created, .compile_ns = m.compile_ns,
-                            .record = m.record, .record_len = m.rlen};
+        CacheEntryInfo e = {.key = m.key,
+                            .description = m.desc,
+                            .backend = m.backend,
+                            .mode = m.mode,
+                            .nsections = m.nsec,
+                            .bytes = m.total,
+                            .created_ns = m.created,
+                            .compile_ns = m.compile_ns,
+                            .record = m.record,
+                            .record_len = m.rlen};
         memcpy(e.checksum, m.checksum, 16);
         rc = fn(ctx, &e);
     }
@@ -1250,9 +1333,15 @@ int remote_rm(Remote *r, const CacheKey *k) {
      * replaces it (its push deletes them) or to the server's eviction. */
     add_old_chunks(r, &a, k, old);
     redisReply *rep = NULL;
-    if (redisAppendCommandArgv(r->ctx, a.argc, a.argv, a.lens) != REDIS_OK) rc = trip(r, "%s", r->ctx->errstr);
-    else if (!(rep = get_reply(r, 4096))) rc = CACHE_EIO;
-    else if (rep->type != REDIS_REPLY_INTEGER) { rc = expect_ok(r, rep, "removing an entry"); rep = NULL; if (!rc) rc = trip(r, "removing: unexpected answer"); }
+    if (redisAppendCommandArgv(r->ctx, a.argc, a.argv, a.lens) != REDIS_OK)
+        rc = trip(r, "%s", r->ctx->errstr);
+    else if (!(rep = get_reply(r, 4096)))
+        rc = CACHE_EIO;
+    else if (rep->type != REDIS_REPLY_INTEGER) {
+        rc = expect_ok(r, rep, "removing an entry");
+        rep = NULL;
+        if (!rc) rc = trip(r, "removing: unexpected answer");
+    }
     if (rep) freeReplyObject(rep);
     argv_free(&a);
     freeReplyObject(old);
@@ -1262,8 +1351,7 @@ int remote_rm(Remote *r, const CacheKey *k) {
 /* ---- direct keys --------------------------------------------------------- */
 
 /* "MILCRD01", direct key, artifact key, u32 record length, record, MAC. */
-int remote_push_direct(Remote *r, const CacheKey *dkey, const void *drecord, size_t drecord_len,
-                       const CacheKey *akey) {
+int remote_push_direct(Remote *r, const CacheKey *dkey, const void *drecord, size_t drecord_len, const CacheKey *akey) {
     int rc = usable(r, 1);
     if (rc != 0) return rc;
     if (drecord_len > MAX_STRING) return fail(r, CACHE_EINVAL, "direct record too long");
@@ -1306,9 +1394,14 @@ int remote_resolve_direct(Remote *r, const CacheKey *dkey, const void *drecord, 
     name_of(name, sizeof name, PREFIX_DIRECT, dkey);
     redisReply *rep = command(r, 1u << 26, "GET %s", name);
     if (!rep) return CACHE_EIO;
-    if (rep->type == REDIS_REPLY_NIL) rc = fail(r, CACHE_ENOTFOUND, "not on the remote");
-    else if (rep->type != REDIS_REPLY_STRING) { rc = expect_ok(r, rep, "reading a direct key"); rep = NULL; if (!rc) rc = trip(r, "unexpected answer"); }
-    else rc = direct_decode(r, dkey, rep, drecord, drecord_len, akey);
+    if (rep->type == REDIS_REPLY_NIL)
+        rc = fail(r, CACHE_ENOTFOUND, "not on the remote");
+    else if (rep->type != REDIS_REPLY_STRING) {
+        rc = expect_ok(r, rep, "reading a direct key");
+        rep = NULL;
+        if (!rc) rc = trip(r, "unexpected answer");
+    } else
+        rc = direct_decode(r, dkey, rep, drecord, drecord_len, akey);
     if (rep) freeReplyObject(rep);
     return rc;
 }
@@ -1380,10 +1473,14 @@ int remote_list(Remote *r, int (*fn)(void *ctx, const CacheKey *k), void *ctx) {
 
 static int count_one(void *ctx, const char *name, size_t len) {
     RemoteStats *s = ctx;
-    if (len > 7 && memcmp(name, PREFIX_ENTRY, 7) == 0) s->entries++;
-    else if (len > 7 && memcmp(name, PREFIX_DIRECT, 7) == 0) s->directs++;
-    else if (len > 7 && memcmp(name, PREFIX_CHUNK, 7) == 0) s->chunks++;
-    else s->other_keys++;
+    if (len > 7 && memcmp(name, PREFIX_ENTRY, 7) == 0)
+        s->entries++;
+    else if (len > 7 && memcmp(name, PREFIX_DIRECT, 7) == 0)
+        s->directs++;
+    else if (len > 7 && memcmp(name, PREFIX_CHUNK, 7) == 0)
+        s->chunks++;
+    else
+        s->other_keys++;
     return 0;
 }
 
@@ -1427,7 +1524,10 @@ int remote_manifest_check(const uint8_t secret[REMOTE_SECRET_BYTES], const void 
     memcpy(r.secret, secret, REMOTE_SECRET_BYTES);
     CacheKey k;
     Manifest m;
-    if (len < 32) { cache_fmt(err, errlen, "too short"); return CACHE_ECORRUPT; }
+    if (len < 32) {
+        cache_fmt(err, errlen, "too short");
+        return CACHE_ECORRUPT;
+    }
     memcpy(k.b, (const uint8_t *)buf + 16, 16);
     int rc = manifest_decode(&r, &k, buf, len, &m);
     cache_fmt(err, errlen, "%s", rc ? r.err : "");
@@ -1453,7 +1553,8 @@ int remote_chunks_check(const uint8_t secret[REMOTE_SECRET_BYTES], uint32_t chun
         chunk_tag(&r, &m.key, upload, j, payload + (size_t)j * m.chunk, (size_t)chunk_size(&m, j),
                   tags + (size_t)TAG_BYTES * j);
     m.tags = tags;
-    if ((size_t)write(sv[1], replies, len) != len || shutdown(sv[1], SHUT_WR) != 0 || !(r.ctx = redisConnectFd(sv[0]))) {
+    if ((size_t)write(sv[1], replies, len) != len || shutdown(sv[1], SHUT_WR) != 0 ||
+        !(r.ctx = redisConnectFd(sv[0]))) {
         close(sv[0]), close(sv[1]);
         rc = CACHE_EIO;
         goto out;

@@ -49,7 +49,8 @@ static int data_stat(Cache *c, struct stat *st) {
 static int stamp_read(Cache *c, Stamp *s) {
     uint8_t b[STAMP_LEN];
     if (c->stampfd < 0 || pread(c->stampfd, b, STAMP_LEN, 0) != STAMP_LEN) return -1;
-    if (ld32(b) != STAMP_MAGIC || XXH3_64bits(b, STAMP_LEN - 8) != ld64(b + STAMP_LEN - 8)) return -1; /* torn or foreign */
+    if (ld32(b) != STAMP_MAGIC || XXH3_64bits(b, STAMP_LEN - 8) != ld64(b + STAMP_LEN - 8))
+        return -1; /* torn or foreign */
     *s = (Stamp){ld64(b + 8), ld64(b + 16), ld64(b + 24), ld64(b + 32), ld64(b + 40), ld64(b + 48)};
     return 0;
 }
@@ -68,8 +69,9 @@ static void stamp_write(Cache *c, const Stamp *s) {
 static void stamp_record(Cache *c, uint64_t epoch) {
     struct stat st;
     if (!c->boot || data_stat(c, &st) != 0) return;
-    Stamp s = {c->boot, (uint64_t)st.st_dev, (uint64_t)st.st_ino, (uint64_t)st.st_ctim.tv_sec,
-               (uint64_t)st.st_ctim.tv_nsec, epoch};
+    Stamp s = {
+        c->boot, (uint64_t)st.st_dev, (uint64_t)st.st_ino, (uint64_t)st.st_ctim.tv_sec, (uint64_t)st.st_ctim.tv_nsec,
+        epoch};
     stamp_write(c, &s);
 }
 

@@ -16,9 +16,7 @@ typedef struct LmdbEntry {
     CacheHit *hit;
 } LmdbEntry;
 
-static LmdbStore *ls_of(Store *s) {
-    return (LmdbStore *)s;
-}
+static LmdbStore *ls_of(Store *s) { return (LmdbStore *)s; }
 
 static StoreMeta meta_of(const CacheEntryInfo *i) {
     return (StoreMeta){.description = i->description,
@@ -122,9 +120,7 @@ static int ls_iterate(Store *s, StoreIterFn fn, void *ctx) {
     return cache_ls(ls_of(s)->c, ls_iter_one, &ic);
 }
 
-static int ls_remove(Store *s, const CacheKey *k) {
-    return cache_rm(ls_of(s)->c, k);
-}
+static int ls_remove(Store *s, const CacheKey *k) { return cache_rm(ls_of(s)->c, k); }
 
 static int ls_stats(Store *s, StoreStats *st) {
     CacheStats cs;
@@ -149,9 +145,7 @@ static const char *ls_notice(Store *s) {
     return NULL;
 }
 
-static const char *ls_errmsg(const Store *s) {
-    return cache_errmsg(((const LmdbStore *)s)->c);
-}
+static const char *ls_errmsg(const Store *s) { return cache_errmsg(((const LmdbStore *)s)->c); }
 
 static void ls_close(Store *s) {
     LmdbStore *ls = ls_of(s);
@@ -159,9 +153,9 @@ static void ls_close(Store *s) {
     free(ls);
 }
 
-static const StoreOps lmdb_ops = {"lmdb",       ls_get,       ls_release, ls_put,    ls_note_put,
-                                  ls_note_get,  ls_alias_put, ls_alias_get, ls_iterate, ls_remove,
-                                  ls_stats,     ls_state,     ls_notice,    ls_errmsg, ls_close};
+static const StoreOps lmdb_ops = {"lmdb",      ls_get,       ls_release,   ls_put,     ls_note_put,
+                                  ls_note_get, ls_alias_put, ls_alias_get, ls_iterate, ls_remove,
+                                  ls_stats,    ls_state,     ls_notice,    ls_errmsg,  ls_close};
 
 Store *store_lmdb_wrap(Cache *c) {
     LmdbStore *ls = calloc(1, sizeof *ls);
@@ -185,9 +179,7 @@ int store_lmdb_open(Store **out, const char *dir, const CacheOptions *opt, char 
     return 0;
 }
 
-Cache *store_lmdb_cache(Store *s) {
-    return s && s->ops == &lmdb_ops ? ls_of(s)->c : NULL;
-}
+Cache *store_lmdb_cache(Store *s) { return s && s->ops == &lmdb_ops ? ls_of(s)->c : NULL; }
 
 /* From the Redis tier into the LMDB cache, a pull streams (remote.h): only
  * for a put that may skip the sync, as every pull's is. */
@@ -233,8 +225,10 @@ int store_pull_alias(Store *from, Store *to, const CacheKey *alias, const void *
     StoreEntry *e, *have;
     int rc = store_alias_get(from, alias, record, record_len, STORE_GET_VERIFY, &e);
     if (rc) return put_side(rc, 0, put_failed);
-    if (store_get(to, &e->key, NULL, 0, STORE_GET_NOTOUCH | STORE_GET_TRUSTED, &have) == 0) store_release(to, have);
-    else rc = store_put(to, &e->key, e->record, e->record_len, &e->meta, e->secs, e->nsecs, put_flags);
+    if (store_get(to, &e->key, NULL, 0, STORE_GET_NOTOUCH | STORE_GET_TRUSTED, &have) == 0)
+        store_release(to, have);
+    else
+        rc = store_put(to, &e->key, e->record, e->record_len, &e->meta, e->secs, e->nsecs, put_flags);
     if (rc == 0) rc = store_alias_put(to, alias, record, record_len, &e->key);
     store_release(from, e);
     return put_side(rc, 1, put_failed);

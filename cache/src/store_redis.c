@@ -11,9 +11,7 @@ typedef struct RedisStore {
     int owned;
 } RedisStore;
 
-static RedisStore *rs_of(Store *s) {
-    return (RedisStore *)s;
-}
+static RedisStore *rs_of(Store *s) { return (RedisStore *)s; }
 
 static int rs_get(Store *s, const CacheKey *k, const void *record, size_t record_len, unsigned flags,
                   StoreEntry **out) {
@@ -115,9 +113,7 @@ static int rs_iterate(Store *s, StoreIterFn fn, void *ctx) {
     return remote_list(rs_of(s)->r, rs_key_one, &ic);
 }
 
-static int rs_remove(Store *s, const CacheKey *k) {
-    return remote_rm(rs_of(s)->r, k);
-}
+static int rs_remove(Store *s, const CacheKey *k) { return remote_rm(rs_of(s)->r, k); }
 
 static int rs_stats(Store *s, StoreStats *st) {
     RemoteStats rs;
@@ -132,13 +128,9 @@ static unsigned rs_state(const Store *s) {
     return (remote_up(r) ? STORE_UP : 0u) | (remote_readonly(r) ? 0u : STORE_WRITABLE);
 }
 
-static const char *rs_notice(Store *s) {
-    return remote_warning(rs_of(s)->r);
-}
+static const char *rs_notice(Store *s) { return remote_warning(rs_of(s)->r); }
 
-static const char *rs_errmsg(const Store *s) {
-    return remote_errmsg(((const RedisStore *)s)->r);
-}
+static const char *rs_errmsg(const Store *s) { return remote_errmsg(((const RedisStore *)s)->r); }
 
 static void rs_close(Store *s) {
     RedisStore *rs = rs_of(s);
@@ -146,9 +138,9 @@ static void rs_close(Store *s) {
     free(rs);
 }
 
-static const StoreOps redis_ops = {"redis",      rs_get,       rs_release,   rs_put,     rs_note_put,
-                                   rs_note_get,  rs_alias_put, rs_alias_get, rs_iterate, rs_remove,
-                                   rs_stats,     rs_state,     rs_notice,    rs_errmsg, rs_close};
+static const StoreOps redis_ops = {"redis",     rs_get,       rs_release,   rs_put,     rs_note_put,
+                                   rs_note_get, rs_alias_put, rs_alias_get, rs_iterate, rs_remove,
+                                   rs_stats,    rs_state,     rs_notice,    rs_errmsg,  rs_close};
 
 Store *store_redis_wrap(Remote *r) {
     RedisStore *rs = calloc(1, sizeof *rs);
@@ -172,6 +164,4 @@ int store_redis_open(Store **out, const RemoteOptions *o, char *err, size_t errl
     return 0;
 }
 
-Remote *store_redis_remote(Store *s) {
-    return s && s->ops == &redis_ops ? rs_of(s)->r : NULL;
-}
+Remote *store_redis_remote(Store *s) { return s && s->ops == &redis_ops ? rs_of(s)->r : NULL; }

@@ -109,10 +109,10 @@ int backend_compile(IrProgram *p, const BackendOptions *o, RtArtifact **out, Bac
     /* Ops the backend does not run stop here, before any pass sees them. */
     bool lowerable = true;
     IR_FOR_EACH_OP(op, f)
-        if (!backend_lowers(op->kind)) {
-            diag_error(d, op->loc, "op %s is not supported by the cpu backend yet", mil_op_name(op->kind));
-            lowerable = false;
-        }
+    if (!backend_lowers(op->kind)) {
+        diag_error(d, op->loc, "op %s is not supported by the cpu backend yet", mil_op_name(op->kind));
+        lowerable = false;
+    }
     if (!lowerable) goto fail;
     backend_hoist_literals(f);
     backend_dce(f);
@@ -148,8 +148,9 @@ int backend_compile(IrProgram *p, const BackendOptions *o, RtArtifact **out, Bac
     }
     if (rc == 0 && mi->nonbonded) {
         bool same = o->same_ops && mi->bonded;
-        rc = rtb_program(b, RT_PROG_NONBONDED) < 0 ? -1
-             : lower_program(ls, same && fusing ? &fuse : NULL, same, &nops, &ncopies);
+        rc = rtb_program(b, RT_PROG_NONBONDED) < 0
+                 ? -1
+                 : lower_program(ls, same && fusing ? &fuse : NULL, same, &nops, &ncopies);
         if (!mi->bonded) st->ops_out = nops, st->copies = ncopies, st->dispatches = nops;
     }
     if (rc == 0) rc = lower_bind_outputs(ls);

@@ -24,25 +24,25 @@ typedef struct FuseGroup {
     IrOp **members;
     int nmembers;
     /* GEMM: y = act(W x + bias) + residual */
-    int layout;          /* RT_GEMM_ROWS (linear) or RT_GEMM_CHANNELS (1x1 conv) */
+    int layout;                       /* RT_GEMM_ROWS (linear) or RT_GEMM_CHANNELS (1x1 conv) */
     IrValue *x, *w, *bias, *residual; /* w, bias: consts */
-    int act;             /* RtAct */
-    bool post_views;     /* linear [M, K] -> transpose -> reshape [1, N, 1.., M] before the epilogue */
+    int act;                          /* RtAct */
+    bool post_views;                  /* linear [M, K] -> transpose -> reshape [1, N, 1.., M] before the epilogue */
     /* NORM */
-    int norm_kind;       /* RT_NORM_LAYER / RT_NORM_RMS */
+    int norm_kind; /* RT_NORM_LAYER / RT_NORM_RMS */
     int axis_begin, axis_end;
     IrValue *gamma, *beta; /* consts or NULL */
     double eps;
     /* ATTENTION: softmax(q kᵀ scale + mask) v in the frame [B, H, L, S] */
-    IrValue *q, *k, *v, *mask; /* q as [.., M, E]; k as [.., E, S] if k_t else [.., S, E] */
-    bool k_t, v_t;             /* v as [.., Ev, S] if v_t else [.., S, Ev] */
-    bool causal;               /* the mask is a constant causal mask: use the flag */
-    bool in_place;             /* few query rows and K or V transposed: the kernel reads
+    IrValue *q, *k, *v, *mask;        /* q as [.., M, E]; k as [.., E, S] if k_t else [.., S, E] */
+    bool k_t, v_t;                    /* v as [.., Ev, S] if v_t else [.., S, Ev] */
+    bool causal;                      /* the mask is a constant causal mask: use the flag */
+    bool in_place;                    /* few query rows and K or V transposed: the kernel reads
                                 * them where they lie (RtAttnParams flags), no transpose */
-    bool split;                /* in_place, and K, V are concats along S of two parts each */
+    bool split;                       /* in_place, and K, V are concats along S of two parts each */
     IrValue *k_parts[2], *v_parts[2]; /* split: the concat inputs, [B, C, 1.., S_i] */
     double scale;
-    int64_t frame[4];          /* B, H, L, S of the softmax */
+    int64_t frame[4]; /* B, H, L, S of the softmax */
 } FuseGroup;
 
 /* The fusion table: op->aux of every member points at its group.  Built by

@@ -99,9 +99,12 @@ static FuseGroup *commit(Builder *b, FuseGroup *g) {
         t->groups = ng, t->cap = cap;
     }
     t->groups[t->ngroups++] = G;
-    if (G->kind == FUSE_GEMM) t->ngemm++;
-    else if (G->kind == FUSE_NORM) t->nnorm++;
-    else t->nattn++;
+    if (G->kind == FUSE_GEMM)
+        t->ngemm++;
+    else if (G->kind == FUSE_NORM)
+        t->nnorm++;
+    else
+        t->nattn++;
     return G;
 }
 
@@ -175,8 +178,8 @@ static void fuse_gemm(Builder *b, IrOp *op) {
     }
     if (!g.bias && u && u->kind == OP_ADD) {
         IrValue *o = other_operand(u, cur);
-        if (o && o != cur && is_const(o) && bias_along(o, &cur->type, ax) && dims_equal(&u->results[0]->type, &cur->type) &&
-            claim(b, u)) {
+        if (o && o != cur && is_const(o) && bias_along(o, &cur->type, ax) &&
+            dims_equal(&u->results[0]->type, &cur->type) && claim(b, u)) {
             g.bias = o;
             cur = u->results[0];
             u = sole_user(cur);
@@ -187,8 +190,11 @@ static void fuse_gemm(Builder *b, IrOp *op) {
         if (u->kind == OP_GELU) {
             const IrLiteral *m = ir_op_arg_const(u, "mode");
             const char *s = m ? ir_lit_str(m, 0) : "EXACT";
-            act = !s ? -1 : !strcmp(s, "EXACT") ? RT_ACT_GELU_EXACT : !strcmp(s, "TANH_APPROXIMATION") ? RT_ACT_GELU_TANH
-                  : !strcmp(s, "SIGMOID_APPROXIMATION") ? RT_ACT_GELU_SIGMOID : -1;
+            act = !s                                    ? -1
+                  : !strcmp(s, "EXACT")                 ? RT_ACT_GELU_EXACT
+                  : !strcmp(s, "TANH_APPROXIMATION")    ? RT_ACT_GELU_TANH
+                  : !strcmp(s, "SIGMOID_APPROXIMATION") ? RT_ACT_GELU_SIGMOID
+                                                        : -1;
         }
         if (act >= 0 && claim(b, u)) {
             g.act = act;
@@ -303,8 +309,10 @@ static void fuse_layernorm_chain(Builder *b, IrOp *op) {
     if (xc->uses != 3) return; /* mul(xc, xc) and mul(xc, r) */
     IrOp *sqop = NULL, *nop = NULL;
     for (IrOp *o = s->next; o; o = o->next) {
-        if (o->kind == OP_MUL && argv_(o, "x") == xc && argv_(o, "y") == xc) sqop = o;
-        else if (o->kind == OP_MUL && (argv_(o, "x") == xc || argv_(o, "y") == xc)) nop = o;
+        if (o->kind == OP_MUL && argv_(o, "x") == xc && argv_(o, "y") == xc)
+            sqop = o;
+        else if (o->kind == OP_MUL && (argv_(o, "x") == xc || argv_(o, "y") == xc))
+            nop = o;
     }
     if (!sqop || !nop || !claim(b, sqop)) return;
     int ab, ae;
@@ -384,8 +392,8 @@ static void fuse_attention(Builder *b, IrOp *sm) {
             IrValue *x = argv_(d, "x"), *y = argv_(d, "y");
             bool xchain = x->def && x->uses == 1 && !is_const(x) && dims_equal(&x->type, &d->results[0]->type);
             IrValue *chain = xchain ? x : y, *mask = xchain ? y : x;
-            if (g.mask || !ir_dtype_is_float(mask->type.dtype) || !dims_equal(&d->results[0]->type, &in->type) || !dims_equal(&chain->type, &in->type) ||
-                !bcasts_to(&mask->type, g.frame))
+            if (g.mask || !ir_dtype_is_float(mask->type.dtype) || !dims_equal(&d->results[0]->type, &in->type) ||
+                !dims_equal(&chain->type, &in->type) || !bcasts_to(&mask->type, g.frame))
                 return;
             g.mask = mask;
             cur = chain;
@@ -401,9 +409,12 @@ static void fuse_attention(Builder *b, IrOp *sm) {
             break;
         }
         case OP_MUL:
-            if (const_scalar(argv_(d, "y"), &c)) cur = argv_(d, "x");
-            else if (const_scalar(argv_(d, "x"), &c)) cur = argv_(d, "y");
-            else return;
+            if (const_scalar(argv_(d, "y"), &c))
+                cur = argv_(d, "x");
+            else if (const_scalar(argv_(d, "x"), &c))
+                cur = argv_(d, "y");
+            else
+                return;
             g.scale *= c;
             break;
         case OP_REAL_DIV:
@@ -437,9 +448,12 @@ static void fuse_attention(Builder *b, IrOp *sm) {
     while (!pv) {
         IrOp *u = sole_user(p);
         if (!u || !claim(b, u)) return;
-        if (u->kind == OP_RESHAPE && reshape_keeps_last(u)) p = u->results[0];
-        else if (u->kind == OP_MATMUL && argv_(u, "x") == p) pv = u;
-        else return;
+        if (u->kind == OP_RESHAPE && reshape_keeps_last(u))
+            p = u->results[0];
+        else if (u->kind == OP_MATMUL && argv_(u, "x") == p)
+            pv = u;
+        else
+            return;
     }
     int64_t ptx = 0, pty = 0;
     if (!ir_op_arg_i64(pv, "transpose_x", &ptx) || !ir_op_arg_i64(pv, "transpose_y", &pty) || ptx) return;
@@ -464,7 +478,8 @@ static void fuse_attention(Builder *b, IrOp *sm) {
         g.in_place = true;
         int n0 = b->n;
         if (g.k_t && g.v_t && concat_parts(b, k, g.k_parts) && concat_parts(b, v, g.v_parts) &&
-            g.k_parts[0]->type.dims[g.k_parts[0]->type.rank - 1] == g.v_parts[0]->type.dims[g.v_parts[0]->type.rank - 1])
+            g.k_parts[0]->type.dims[g.k_parts[0]->type.rank - 1] ==
+                g.v_parts[0]->type.dims[g.v_parts[0]->type.rank - 1])
             g.split = true;
         else
             b->n = n0; /* not both concats: K and V stay whole */

@@ -52,13 +52,13 @@ struct LowerShared {
     const char *model_dir;
     const MilBlobFile *weights; /* BackendOptions.weights */
     int nvals;
-    IrValue **vals;  /* id -> value */
-    int *weight;     /* id -> weight buffer of a const (its own dims), -1 */
-    int *weight2d;   /* id -> the const as a GEMM W [N, K], -1 */
-    int *input_buf;  /* id -> input buffer, -1 */
-    int *out_buf;    /* output index -> its temp */
+    IrValue **vals;     /* id -> value */
+    int *weight;        /* id -> weight buffer of a const (its own dims), -1 */
+    int *weight2d;      /* id -> the const as a GEMM W [N, K], -1 */
+    int *input_buf;     /* id -> input buffer, -1 */
+    int *out_buf;       /* output index -> its temp */
     IrValue **reshaped; /* id -> the reshape that is the value's only use, or NULL */
-    bool *out_done;  /* output index -> written by the current program */
+    bool *out_done;     /* output index -> written by the current program */
     BufInfo *bi;
     int nbi, capbi;
     /* states (plan_states): per value id, a state input's last write (the
@@ -262,9 +262,11 @@ static const MilBlobFile *blob_file(LowerShared *s, const char *written, SrcLoc 
 static bool backend_is_constexpr(const IrValue *v) {
     if (!v->def) return false;
     switch (v->def->kind) {
-    case OP_CONSTEXPR_AFFINE_DEQUANTIZE: case OP_CONSTEXPR_CAST: case OP_CONSTEXPR_BLOCKWISE_SHIFT_SCALE:
-    case OP_CONSTEXPR_LUT_TO_DENSE: case OP_CONSTEXPR_SPARSE_TO_DENSE:
-        return true;
+    case OP_CONSTEXPR_AFFINE_DEQUANTIZE:
+    case OP_CONSTEXPR_CAST:
+    case OP_CONSTEXPR_BLOCKWISE_SHIFT_SCALE:
+    case OP_CONSTEXPR_LUT_TO_DENSE:
+    case OP_CONSTEXPR_SPARSE_TO_DENSE: return true;
     default: return false;
     }
 }
@@ -286,7 +288,8 @@ static double *const_values(LowerShared *s, const IrValue *v) {
     MILC_ASSERT(d);
     IrDType t = v->type.dtype;
     if (l->kind == IR_LIT_DATA) {
-        for (int64_t i = 0; i < n; i++) d[i] = ir_dtype_is_float(t) ? ir_lit_f64(l, (size_t)i) : (double)ir_lit_i64(l, (size_t)i);
+        for (int64_t i = 0; i < n; i++)
+            d[i] = ir_dtype_is_float(t) ? ir_lit_f64(l, (size_t)i) : (double)ir_lit_i64(l, (size_t)i);
         return d;
     }
     const MilBlobFile *f = l->kind == IR_LIT_BLOBFILE ? blob_file(s, l->blob_path, loc) : NULL;
@@ -294,21 +297,51 @@ static double *const_values(LowerShared *s, const IrValue *v) {
     unsigned bits = r ? milblob_dtype_bits(r->dtype) : 0;
     if (!r || !bits || r->size * 8 < (uint64_t)n * bits) {
         free(d);
-        return f ? fail_at(s, loc, "'%s': no record of %lld elements at offset %llu", v->name, (long long)n,
-                           (unsigned long long)l->blob_offset),
+        return f    ? fail_at(s, loc, "'%s': no record of %lld elements at offset %llu", v->name, (long long)n,
+                              (unsigned long long)l->blob_offset),
                NULL : NULL;
     }
     for (int64_t i = 0; i < n; i++) {
         const uint8_t *p = r->data + (size_t)i * bits / 8;
         switch (r->dtype) {
-        case MILBLOB_FP16: { uint16_t h; memcpy(&h, p, 2); d[i] = half_to_float(h); break; }
-        case MILBLOB_FP32: { float x; memcpy(&x, p, 4); d[i] = x; break; }
+        case MILBLOB_FP16: {
+            uint16_t h;
+            memcpy(&h, p, 2);
+            d[i] = half_to_float(h);
+            break;
+        }
+        case MILBLOB_FP32: {
+            float x;
+            memcpy(&x, p, 4);
+            d[i] = x;
+            break;
+        }
         case MILBLOB_INT8: d[i] = (int8_t)*p; break;
         case MILBLOB_UINT8: d[i] = *p; break;
-        case MILBLOB_INT16: { int16_t x; memcpy(&x, p, 2); d[i] = x; break; }
-        case MILBLOB_UINT16: { uint16_t x; memcpy(&x, p, 2); d[i] = x; break; }
-        case MILBLOB_INT32: { int32_t x; memcpy(&x, p, 4); d[i] = x; break; }
-        case MILBLOB_UINT32: { uint32_t x; memcpy(&x, p, 4); d[i] = x; break; }
+        case MILBLOB_INT16: {
+            int16_t x;
+            memcpy(&x, p, 2);
+            d[i] = x;
+            break;
+        }
+        case MILBLOB_UINT16: {
+            uint16_t x;
+            memcpy(&x, p, 2);
+            d[i] = x;
+            break;
+        }
+        case MILBLOB_INT32: {
+            int32_t x;
+            memcpy(&x, p, 4);
+            d[i] = x;
+            break;
+        }
+        case MILBLOB_UINT32: {
+            uint32_t x;
+            memcpy(&x, p, 4);
+            d[i] = x;
+            break;
+        }
         default: { /* sub-byte, low bits first; int4 is signed */
             uint64_t bit = (uint64_t)i * bits;
             unsigned raw = r->data[bit / 8] | (bit % 8 + bits > 8 ? (unsigned)r->data[bit / 8 + 1] << 8 : 0u);
@@ -347,7 +380,8 @@ static float *constexpr_dense(LowerShared *s, const IrValue *v) {
         IrValue *zp = arg_value(op, "zero_point"), *sc = arg_value(op, "scale");
         int64_t ax = 0;
         ir_op_arg_i64(op, "axis", &ax);
-        ok = (a = const_values(s, arg_value(op, "quantized_data"))) && (b = const_values(s, zp)) && (c = const_values(s, sc));
+        ok = (a = const_values(s, arg_value(op, "quantized_data"))) && (b = const_values(s, zp)) &&
+             (c = const_values(s, sc));
         int64_t inner = 1;
         for (int d = (int)ax + 1; d < t->rank; d++) inner *= t->dims[d];
         for (int64_t i = 0; ok && i < n; i++) {
@@ -359,7 +393,8 @@ static float *constexpr_dense(LowerShared *s, const IrValue *v) {
     }
     case OP_CONSTEXPR_BLOCKWISE_SHIFT_SCALE: { /* (data - offset[block]) · scale[block] */
         IrValue *sc = arg_value(op, "scale"), *of = arg_value(op, "offset");
-        ok = (a = const_values(s, arg_value(op, "data"))) && (c = const_values(s, sc)) && (!of || (b = const_values(s, of)));
+        ok = (a = const_values(s, arg_value(op, "data"))) && (c = const_values(s, sc)) &&
+             (!of || (b = const_values(s, of)));
         for (int64_t i = 0; ok && i < n; i++) {
             int64_t k = block_index(t->rank, t->dims, sc->type.dims, i);
             out[i] = (float)((a[i] - (b ? b[k] : 0)) * c[k]);
@@ -370,7 +405,9 @@ static float *constexpr_dense(LowerShared *s, const IrValue *v) {
         ok = (a = const_values(s, arg_value(op, "nonzero_data"))) && (b = const_values(s, arg_value(op, "mask")));
         int64_t nz = ok ? ir_type_numel(&arg_value(op, "nonzero_data")->type) : 0, j = 0;
         for (int64_t i = 0; ok && i < n; i++) out[i] = b[i] != 0 && j < nz ? (float)a[j++] : 0.0f;
-        if (ok && j != nz) ok = fail_at(s, op->loc, "constexpr_sparse_to_dense: the mask sets %lld bits for %lld values", (long long)j, (long long)nz);
+        if (ok && j != nz)
+            ok = fail_at(s, op->loc, "constexpr_sparse_to_dense: the mask sets %lld bits for %lld values", (long long)j,
+                         (long long)nz);
         break;
     }
     default: ok = fail_at(s, op->loc, "internal: %s is not a constexpr op", mil_op_name(op->kind));
@@ -399,14 +436,24 @@ static const void *const_data(LowerShared *s, const IrValue *v, RtDType *dt, boo
         const MilBlobFile *f = blob_file(s, l->blob_path, loc);
         if (!f) return NULL;
         const MilBlobRecord *r = milblob_find(f, l->blob_offset);
-        if (!r) return fail_at(s, loc, "%s: no weight record at offset %llu", f->name, (unsigned long long)l->blob_offset), NULL;
-        uint32_t want = t == IR_DT_FP16 ? MILBLOB_FP16 : t == IR_DT_FP32 ? MILBLOB_FP32 : t == IR_DT_INT32 ? MILBLOB_INT32 : 0;
+        if (!r)
+            return fail_at(s, loc, "%s: no weight record at offset %llu", f->name, (unsigned long long)l->blob_offset),
+                   NULL;
+        uint32_t want = t == IR_DT_FP16    ? MILBLOB_FP16
+                        : t == IR_DT_FP32  ? MILBLOB_FP32
+                        : t == IR_DT_INT32 ? MILBLOB_INT32
+                                           : 0;
         size_t es = t == IR_DT_FP16 ? 2 : 4;
-        if (!want) return fail_at(s, loc, "weight '%s': dtype %s is not supported by the CPU backend", v->name, ir_dtype_name(t)), NULL;
+        if (!want)
+            return fail_at(s, loc, "weight '%s': dtype %s is not supported by the CPU backend", v->name,
+                           ir_dtype_name(t)),
+                   NULL;
         if (r->dtype != want || r->size != (uint64_t)n * es)
-            return fail_at(s, loc, "weight '%s': the record at offset %llu holds %llu bytes of %s, the type wants %lld %s",
+            return fail_at(s, loc,
+                           "weight '%s': the record at offset %llu holds %llu bytes of %s, the type wants %lld %s",
                            v->name, (unsigned long long)l->blob_offset, (unsigned long long)r->size,
-                           milblob_dtype_name(r->dtype) ? milblob_dtype_name(r->dtype) : "?", (long long)n, ir_dtype_name(t)),
+                           milblob_dtype_name(r->dtype) ? milblob_dtype_name(r->dtype) : "?", (long long)n,
+                           ir_dtype_name(t)),
                    NULL;
         *dt = t == IR_DT_FP16 ? RT_F16 : t == IR_DT_FP32 ? RT_F32 : RT_I32;
         return r->data;
@@ -555,8 +602,10 @@ static void set_buffer(LowerShared *s, const IrValue *v, int buf, int rank, cons
     view_ident(&L->v, buf, rank, dims);
     if (!dims_same(rank, dims, v->type.rank, v->type.dims)) {
         View r;
-        if (view_reshape(&L->v, v->type.rank, v->type.dims, &r)) L->v = r;
-        else L->pend = true, L->prank = v->type.rank, dims_copy(L->pdims, v->type.dims, v->type.rank);
+        if (view_reshape(&L->v, v->type.rank, v->type.dims, &r))
+            L->v = r;
+        else
+            L->pend = true, L->prank = v->type.rank, dims_copy(L->pdims, v->type.dims, v->type.rank);
     }
 }
 
@@ -594,9 +643,7 @@ static int buffer_as(LowerShared *s, const IrValue *v, int rank, const int64_t *
     return dest;
 }
 
-static int materialize(LowerShared *s, const IrValue *v) {
-    return buffer_as(s, v, v->type.rank, v->type.dims, -1);
-}
+static int materialize(LowerShared *s, const IrValue *v) { return buffer_as(s, v, v->type.rank, v->type.dims, -1); }
 
 static bool resolved_view(LowerShared *s, const IrValue *v, View *out) {
     LVal *L = lval(s, v);
@@ -606,7 +653,8 @@ static bool resolved_view(LowerShared *s, const IrValue *v, View *out) {
         if (view_reshape(&L->v, L->prank, L->pdims, &r)) {
             L->v = r;
             L->pend = false;
-        } else if (materialize(s, v) < 0) return false;
+        } else if (materialize(s, v) < 0)
+            return false;
     }
     *out = L->v;
     return true;
@@ -650,7 +698,10 @@ static int normalize_axis(int64_t a, int rank) { return (int)(a < 0 ? a + rank :
 
 static int const_ints(LowerShared *s, const IrOp *op, const char *name, int64_t *out, int max) {
     const IrLiteral *l = ir_op_arg_const(op, name);
-    if (!l) return ir_op_arg(op, name) ? (FAIL("'%s' of %s must be a constant on the CPU backend", name, mil_op_name(op->kind))) : -2;
+    if (!l)
+        return ir_op_arg(op, name)
+                   ? (FAIL("'%s' of %s must be a constant on the CPU backend", name, mil_op_name(op->kind)))
+                   : -2;
     long n = ir_lit_to_i64(l, out, (size_t)max);
     return n < 0 ? FAIL("'%s' of %s must be integers", name, mil_op_name(op->kind)) : (int)n;
 }
@@ -733,7 +784,8 @@ static int lower_linear_post(LowerShared *s, const FuseGroup *g) {
         in[n++] = gemm_weight(s, w);
         if (g->bias) in[n++] = const_weight(s, g->bias);
         if (res) in[n++] = buffer_as(s, res, bi->rank, od, -1);
-        RtGemmParams p = {.layout = RT_GEMM_CHANNELS, .act = g->act, .has_bias = g->bias != NULL, .has_residual = res != NULL};
+        RtGemmParams p = {
+            .layout = RT_GEMM_CHANNELS, .act = g->act, .has_bias = g->bias != NULL, .has_residual = res != NULL};
         int out = result_buf(s, r, bi->rank, od);
         if (emit(s, RT_OP_GEMM, in, n, out, &p, sizeof p) < 0) return -1;
         set_buffer(s, r, out, bi->rank, od);
@@ -766,8 +818,12 @@ static int lower_norm(LowerShared *s, const IrValue *result, int kind, const IrV
     in[n++] = materialize(s, x);
     if (gamma) in[n++] = const_weight(s, gamma);
     if (beta) in[n++] = const_weight(s, beta);
-    RtNormParams p = {.kind = kind, .axis_begin = ab, .axis_end = ae, .has_gamma = gamma != NULL,
-                      .has_beta = beta != NULL, .eps = (float)eps};
+    RtNormParams p = {.kind = kind,
+                      .axis_begin = ab,
+                      .axis_end = ae,
+                      .has_gamma = gamma != NULL,
+                      .has_beta = beta != NULL,
+                      .eps = (float)eps};
     int out = result_buf(s, result, result->type.rank, result->type.dims);
     if (emit(s, RT_OP_NORM, in, n, out, &p, sizeof p) < 0) return -1;
     set_buffer(s, result, out, result->type.rank, result->type.dims);
@@ -788,7 +844,8 @@ static bool mask_is_causal(LowerShared *s, const IrValue *m, int64_t L, int64_t 
     bool ok = dt == RT_F16 || dt == RT_F32;
     for (int64_t i = 0; ok && i < L; i++)
         for (int64_t j = 0; ok && j < S; j++) {
-            float x = dt == RT_F16 ? half_to_float(((const uint16_t *)data)[i * S + j]) : ((const float *)data)[i * S + j];
+            float x =
+                dt == RT_F16 ? half_to_float(((const uint16_t *)data)[i * S + j]) : ((const float *)data)[i * S + j];
             ok = j <= i + (S - L) ? x == 0 : x <= -1e4f;
         }
     if (owned) free((void *)data);
@@ -809,8 +866,11 @@ static int lower_attention_in_place(LowerShared *s, const FuseGroup *g) {
     const int64_t B = g->frame[0], H = g->frame[1], L = g->frame[2], S = g->frame[3];
     int64_t E = g->q->type.dims[3], qd[4] = {B, H, L, E};
     const int64_t *kd = g->k->type.dims, *vd = g->v->type.dims; /* [B, Hk, E, S] or [B, Hk, S, E] */
-    RtAttnParams p = {.scale = (float)g->scale, .causal = g->causal, .kv_heads = (int32_t)kd[1],
-                      .flags = (g->k_t ? RT_ATTN_K_T : 0) | (g->v_t ? RT_ATTN_V_T : 0) | (g->split ? RT_ATTN_SPLIT : 0)};
+    RtAttnParams p = {.scale = (float)g->scale,
+                      .causal = g->causal,
+                      .kv_heads = (int32_t)kd[1],
+                      .flags =
+                          (g->k_t ? RT_ATTN_K_T : 0) | (g->v_t ? RT_ATTN_V_T : 0) | (g->split ? RT_ATTN_SPLIT : 0)};
     int in[6], n = 0;
     in[n++] = buffer_as(s, g->q, 4, qd, -1);
     for (int i = 0; i < (g->split ? 2 : 1); i++)
@@ -824,12 +884,16 @@ static int lower_attention_in_place(LowerShared *s, const FuseGroup *g) {
             /* the kernel reads elements in row-major order whatever the
              * buffer's dims: a whole dense buffer (an fp16 cache input, a
              * GEMM's [1, C, 1, S] result) is used as it is */
-            if (!w.offset && view_contiguous(&w) && view_numel(&w) == buf_numel(s, w.buf)) in[n++] = w.buf;
-            else in[n++] = buffer_of_view(s, &w, RT_F32, 4, d);
+            if (!w.offset && view_contiguous(&w) && view_numel(&w) == buf_numel(s, w.buf))
+                in[n++] = w.buf;
+            else
+                in[n++] = buffer_of_view(s, &w, RT_F32, 4, d);
         }
     if (g->mask) {
-        if (L <= S && mask_is_causal(s, g->mask, L, S)) p.causal = 1;
-        else in[n++] = materialize(s, g->mask), p.has_mask = 1;
+        if (L <= S && mask_is_causal(s, g->mask, L, S))
+            p.causal = 1;
+        else
+            in[n++] = materialize(s, g->mask), p.has_mask = 1;
     }
     int64_t od[4] = {B, H, L, g->v_t ? vd[2] : vd[3]};
     int out = result_buf(s, g->result, 4, od);
@@ -847,7 +911,8 @@ static int lower_attention(LowerShared *s, const FuseGroup *g) {
     if (!resolved_view(s, g->k, &kv) || !resolved_view(s, g->v, &vv)) return -1;
     if (g->k_t) swap_last2(&kv);
     if (g->v_t) swap_last2(&vv);
-    int64_t kd[4] = {kv.dims[0], kv.dims[1], kv.dims[2], kv.dims[3]}, vd[4] = {vv.dims[0], vv.dims[1], vv.dims[2], vv.dims[3]};
+    int64_t kd[4] = {kv.dims[0], kv.dims[1], kv.dims[2], kv.dims[3]},
+            vd[4] = {vv.dims[0], vv.dims[1], vv.dims[2], vv.dims[3]};
     int in[4];
     in[0] = buffer_as(s, g->q, 4, qd, -1);
     in[1] = buffer_of_view(s, &kv, RT_F32, 4, kd);
@@ -855,8 +920,10 @@ static int lower_attention(LowerShared *s, const FuseGroup *g) {
     RtAttnParams p = {.scale = (float)g->scale, .causal = g->causal};
     int n = 3;
     if (g->mask) {
-        if (L <= S && mask_is_causal(s, g->mask, L, S)) p.causal = 1;
-        else in[n++] = materialize(s, g->mask), p.has_mask = 1;
+        if (L <= S && mask_is_causal(s, g->mask, L, S))
+            p.causal = 1;
+        else
+            in[n++] = materialize(s, g->mask), p.has_mask = 1;
     }
     int64_t od[4] = {B, H, L, vd[3]};
     int out = result_buf(s, g->result, 4, od); /* the result's own buffer when the shapes agree */
@@ -870,7 +937,8 @@ static int lower_group(LowerShared *s, const FuseGroup *g) {
     case FUSE_GEMM:
         if (g->post_views) return lower_linear_post(s, g);
         return lower_gemm(s, g->root, g->result, g->layout, g->x, g->w, g->bias, g->act, g->residual);
-    case FUSE_NORM: return lower_norm(s, g->result, g->norm_kind, g->x, g->axis_begin, g->axis_end, g->gamma, g->beta, g->eps);
+    case FUSE_NORM:
+        return lower_norm(s, g->result, g->norm_kind, g->x, g->axis_begin, g->axis_end, g->gamma, g->beta, g->eps);
     case FUSE_ATTN: return lower_attention(s, g);
     }
     return FAIL("internal: bad fusion group");
@@ -880,14 +948,17 @@ static int lower_binary(LowerShared *s, const IrOp *op) {
     IrValue *x = arg_value(op, "x"), *y = arg_value(op, "y");
     const IrType *t = rtype(op);
     RtDType dt = rt_dt(t->dtype);
-    if (dt != RT_F32 && dt != RT_I32) return FAIL("%s on %s is not supported by the CPU backend", mil_op_name(op->kind), ir_dtype_name(t->dtype));
+    if (dt != RT_F32 && dt != RT_I32)
+        return FAIL("%s on %s is not supported by the CPU backend", mil_op_name(op->kind), ir_dtype_name(t->dtype));
     /* x * c and x / c with a scalar constant: one pass, no weight buffer */
     const IrLiteral *c = NULL;
     IrValue *other = NULL;
     if (dt == RT_F32 && (op->kind == OP_MUL || op->kind == OP_REAL_DIV)) {
         const IrLiteral *ly = ir_value_const(y), *lx = ir_value_const(x);
-        if (ly && ly->kind == IR_LIT_DATA && ly->count == 1) c = ly, other = x;
-        else if (op->kind == OP_MUL && lx && lx->kind == IR_LIT_DATA && lx->count == 1) c = lx, other = y;
+        if (ly && ly->kind == IR_LIT_DATA && ly->count == 1)
+            c = ly, other = x;
+        else if (op->kind == OP_MUL && lx && lx->kind == IR_LIT_DATA && lx->count == 1)
+            c = lx, other = y;
         if (c && dims_same(other->type.rank, other->type.dims, t->rank, t->dims)) {
             double k = ir_lit_f64(c, 0);
             RtUnaryParams p = {.op = RT_UN_SCALE, .eps = (float)(op->kind == OP_MUL ? k : 1 / k)};
@@ -897,9 +968,9 @@ static int lower_binary(LowerShared *s, const IrOp *op) {
             return 0;
         }
     }
-    static const int map[OP_COUNT] = {[OP_ADD] = RT_BIN_ADD, [OP_SUB] = RT_BIN_SUB, [OP_MUL] = RT_BIN_MUL,
-                                      [OP_REAL_DIV] = RT_BIN_DIV, [OP_POW] = RT_BIN_POW, [OP_MAXIMUM] = RT_BIN_MAX,
-                                      [OP_MINIMUM] = RT_BIN_MIN};
+    static const int map[OP_COUNT] = {
+        [OP_ADD] = RT_BIN_ADD, [OP_SUB] = RT_BIN_SUB,     [OP_MUL] = RT_BIN_MUL,    [OP_REAL_DIV] = RT_BIN_DIV,
+        [OP_POW] = RT_BIN_POW, [OP_MAXIMUM] = RT_BIN_MAX, [OP_MINIMUM] = RT_BIN_MIN};
     RtBinaryParams p = {.op = map[op->kind]};
     int in[2] = {materialize(s, x), materialize(s, y)}, out = out_for(s, op);
     if (emit(s, RT_OP_BINARY, in, 2, out, &p, sizeof p) < 0) return -1;
@@ -925,10 +996,14 @@ static int lower_unary(LowerShared *s, const IrOp *op) {
         const IrLiteral *m = ir_op_arg_const(op, "mode");
         const char *mode = m ? ir_lit_str(m, 0) : "EXACT";
         if (!mode) return FAIL("gelu: mode must be a constant string");
-        if (!strcmp(mode, "EXACT")) p.op = RT_UN_GELU_EXACT;
-        else if (!strcmp(mode, "TANH_APPROXIMATION")) p.op = RT_UN_GELU_TANH;
-        else if (!strcmp(mode, "SIGMOID_APPROXIMATION")) p.op = RT_UN_GELU_SIGMOID;
-        else return FAIL("gelu: unknown mode '%s'", mode);
+        if (!strcmp(mode, "EXACT"))
+            p.op = RT_UN_GELU_EXACT;
+        else if (!strcmp(mode, "TANH_APPROXIMATION"))
+            p.op = RT_UN_GELU_TANH;
+        else if (!strcmp(mode, "SIGMOID_APPROXIMATION"))
+            p.op = RT_UN_GELU_SIGMOID;
+        else
+            return FAIL("gelu: unknown mode '%s'", mode);
         break;
     }
     default: return FAIL("internal: not a unary op");
@@ -951,7 +1026,9 @@ static int lower_reduce(LowerShared *s, const IrOp *op) {
     int64_t ax[MAXR];
     int n = const_ints(s, op, "axes", ax, MAXR);
     if (n == -1) return -1;
-    RtReduceParams p = {.op = op->kind == OP_REDUCE_SUM ? RT_RED_SUM : op->kind == OP_REDUCE_MEAN ? RT_RED_MEAN : RT_RED_MAX};
+    RtReduceParams p = {.op = op->kind == OP_REDUCE_SUM    ? RT_RED_SUM
+                              : op->kind == OP_REDUCE_MEAN ? RT_RED_MEAN
+                                                           : RT_RED_MAX};
     if (n == -2) p.axes = (1u << x->type.rank) - 1;
     for (int i = 0; i < n; i++) p.axes |= 1u << normalize_axis(ax[i], x->type.rank);
     bool basic = op->kind == OP_REDUCE_SUM || op->kind == OP_REDUCE_MEAN || op->kind == OP_REDUCE_MAX;
@@ -1031,11 +1108,13 @@ static int slice_region(LowerShared *s, const IrOp *op, const IrType *xt, View *
     int r = xt->rank;
     View v = *vp;
     int64_t begin[MAXR], end[MAXR], size[MAXR], stride[MAXR], bm[MAXR] = {0}, em[MAXR] = {0}, sq[MAXR] = {0};
-    if (const_ints(s, op, "begin", begin, MAXR) != r) return s->failed ? -1 : FAIL("slice: 'begin' must be a constant of rank %d", r);
+    if (const_ints(s, op, "begin", begin, MAXR) != r)
+        return s->failed ? -1 : FAIL("slice: 'begin' must be a constant of rank %d", r);
     if (op->kind == OP_SLICE_BY_SIZE) {
         if (const_ints(s, op, "size", size, MAXR) != r) return s->failed ? -1 : FAIL("slice_by_size: bad 'size'");
     } else {
-        if (const_ints(s, op, "end", end, MAXR) != r) return s->failed ? -1 : FAIL("slice_by_index: 'end' must be a constant of rank %d", r);
+        if (const_ints(s, op, "end", end, MAXR) != r)
+            return s->failed ? -1 : FAIL("slice_by_index: 'end' must be a constant of rank %d", r);
         for (int i = 0; i < r; i++) stride[i] = 1;
         if (const_ints(s, op, "stride", stride, MAXR) == -1 || const_ints(s, op, "begin_mask", bm, MAXR) == -1 ||
             const_ints(s, op, "end_mask", em, MAXR) == -1 || const_ints(s, op, "squeeze_mask", sq, MAXR) == -1)
@@ -1068,9 +1147,7 @@ static bool is_write_of(const IrOp *op, const IrValue *st) {
            (op->kind == OP_COREML_UPDATE_STATE && arg_value(op, "state") == st);
 }
 
-static IrValue *written_value(const IrOp *op) {
-    return arg_value(op, op->kind == OP_WRITE_STATE ? "data" : "value");
-}
+static IrValue *written_value(const IrOp *op) { return arg_value(op, op->kind == OP_WRITE_STATE ? "data" : "value"); }
 
 /* Decides, before lowering, where each state is written.  A slice_update is
  * done in place in its state's buffer (no copy of the state) when it updates
@@ -1152,7 +1229,8 @@ static int update_inputs(LowerShared *s, const IrOp *op, int rank, int *in) {
         IrValue *v = arg_value(op, i ? "end" : "begin");
         if (!v) {
             const IrLiteral *l = ir_op_arg_const(op, i ? "end" : "begin");
-            return l ? FAIL("slice_update: internal: constant '%s' without a value", i ? "end" : "begin") : FAIL("slice_update: no '%s'", i ? "end" : "begin");
+            return l ? FAIL("slice_update: internal: constant '%s' without a value", i ? "end" : "begin")
+                     : FAIL("slice_update: no '%s'", i ? "end" : "begin");
         }
         if (v->type.dtype != IR_DT_INT32 || ir_value_numel(v) != rank)
             return FAIL("slice_update: '%s' must be int32 [%d] on the CPU backend", i ? "end" : "begin", rank);
@@ -1188,7 +1266,8 @@ static int lower_slice_update(LowerShared *s, const IrOp *op) {
     }
     /* the update with the squeezed axes back as 1s: x's rank */
     int64_t ud[MAXR];
-    for (int i = 0, j = 0; i < rank; i++) ud[i] = (p.squeeze_mask >> i & 1) ? 1 : (j < u->type.rank ? u->type.dims[j++] : 1);
+    for (int i = 0, j = 0; i < rank; i++)
+        ud[i] = (p.squeeze_mask >> i & 1) ? 1 : (j < u->type.rank ? u->type.dims[j++] : 1);
     int in[3];
     in[0] = buffer_as(s, u, rank, ud, -1);
     if (in[0] < 0 || update_inputs(s, op, rank, in) < 0) return -1;
@@ -1250,7 +1329,8 @@ static int lower_concat(LowerShared *s, const IrOp *op) {
     IrArg *vals = ir_op_arg(op, "values");
     int64_t a = 0, il = 0;
     if (!ir_op_arg_i64(op, "axis", &a)) return FAIL("concat: 'axis' must be a constant");
-    if (ir_op_arg_i64(op, "interleave", &il) && il) return FAIL("concat: interleave is not supported by the CPU backend");
+    if (ir_op_arg_i64(op, "interleave", &il) && il)
+        return FAIL("concat: interleave is not supported by the CPU backend");
     const IrType *t = rtype(op);
     int ax = normalize_axis(a, t->rank);
     int out = copy_dest(s, op->results[0]);
@@ -1272,7 +1352,8 @@ static int lower_tile(LowerShared *s, const IrOp *op) {
     IrValue *x = arg_value(op, "x");
     int r = x->type.rank;
     int64_t reps[MAXR];
-    if (const_ints(s, op, "reps", reps, MAXR) != r) return s->failed ? -1 : FAIL("tile: 'reps' must be a constant of rank %d", r);
+    if (const_ints(s, op, "reps", reps, MAXR) != r)
+        return s->failed ? -1 : FAIL("tile: 'reps' must be a constant of rank %d", r);
     if (2 * r > RT_COPY_MAX_RANK) return FAIL("tile: rank %d is too high for the CPU backend", r);
     View v;
     if (!resolved_view(s, x, &v)) return -1;
@@ -1297,7 +1378,8 @@ static int lower_tile(LowerShared *s, const IrOp *op) {
 static int lower_cast(LowerShared *s, const IrOp *op) {
     IrValue *x = arg_value(op, "x");
     IrDType to = rtype(op)->dtype, from = x->type.dtype;
-    if (!rt_dt(to) || !rt_dt(from)) return FAIL("cast between %s and %s is not supported", ir_dtype_name(from), ir_dtype_name(to));
+    if (!rt_dt(to) || !rt_dt(from))
+        return FAIL("cast between %s and %s is not supported", ir_dtype_name(from), ir_dtype_name(to));
     bool round = to == IR_DT_FP16 && from != IR_DT_FP16;
     if (rt_dt(to) == rt_dt(from) && !round && s->views) { /* fp16 <-> fp32 share fp32 storage */
         LVal *L = lval(s, x);
@@ -1312,10 +1394,12 @@ static int lower_cast(LowerShared *s, const IrOp *op) {
 }
 
 static int lower_sdpa(LowerShared *s, const IrOp *op) {
-    IrValue *q = arg_value(op, "query"), *k = arg_value(op, "key"), *v = arg_value(op, "value"), *m = arg_value(op, "attn_mask");
+    IrValue *q = arg_value(op, "query"), *k = arg_value(op, "key"), *v = arg_value(op, "value"),
+            *m = arg_value(op, "attn_mask");
     if (q->type.rank != 4 || k->type.rank != 4 || v->type.rank != 4)
         return FAIL("scaled_dot_product_attention: the CPU backend needs rank-4 query, key and value");
-    if (m && !ir_dtype_is_float(m->type.dtype)) return FAIL("scaled_dot_product_attention: only additive float masks are supported");
+    if (m && !ir_dtype_is_float(m->type.dtype))
+        return FAIL("scaled_dot_product_attention: only additive float masks are supported");
     RtAttnParams p = {.scale = (float)(1 / sqrt((double)q->type.dims[3])), .has_mask = m != NULL};
     int in[4] = {materialize(s, q), materialize(s, k), materialize(s, v), m ? materialize(s, m) : 0};
     int out = out_for(s, op);
@@ -1390,12 +1474,15 @@ static int lower_eltwise(LowerShared *s, const IrOp *op) {
     switch (op->kind) {
     case OP_INVERSE: p.alpha = (float)arg_f64_or(op, "epsilon", 1e-4); break;
     case OP_LOG: p.alpha = (float)arg_f64_or(op, "epsilon", 1e-45); break;
-    case OP_CLIP: case OP_CLAMPED_RELU: case OP_LINEAR_ACTIVATION: case OP_SCALED_TANH: case OP_SIGMOID_HARD:
-        p.alpha = (float)arg_f64_or(op, "alpha", 0), p.beta = (float)arg_f64_or(op, "beta", 0);
-        break;
-    case OP_THRESHOLD: case OP_THRESHOLDED_RELU: case OP_ELU: case OP_LEAKY_RELU:
-        p.alpha = (float)arg_f64_or(op, "alpha", 0);
-        break;
+    case OP_CLIP:
+    case OP_CLAMPED_RELU:
+    case OP_LINEAR_ACTIVATION:
+    case OP_SCALED_TANH:
+    case OP_SIGMOID_HARD: p.alpha = (float)arg_f64_or(op, "alpha", 0), p.beta = (float)arg_f64_or(op, "beta", 0); break;
+    case OP_THRESHOLD:
+    case OP_THRESHOLDED_RELU:
+    case OP_ELU:
+    case OP_LEAKY_RELU: p.alpha = (float)arg_f64_or(op, "alpha", 0); break;
     default: break;
     }
     int in[3], n = 0;
@@ -1461,9 +1548,10 @@ static float *const_floats(LowerShared *s, const IrValue *v) {
     float *f = malloc(sizeof(float) * (size_t)(n + 1));
     MILC_ASSERT(f);
     for (int64_t i = 0; i < n; i++)
-        f[i] = dt == RT_F16 ? half_to_float(((const uint16_t *)d)[i])
-             : dt == RT_F32 ? ((const float *)d)[i]
-             : dt == RT_I32 ? (float)((const int32_t *)d)[i] : (float)((const uint8_t *)d)[i];
+        f[i] = dt == RT_F16   ? half_to_float(((const uint16_t *)d)[i])
+               : dt == RT_F32 ? ((const float *)d)[i]
+               : dt == RT_I32 ? (float)((const int32_t *)d)[i]
+                              : (float)((const uint8_t *)d)[i];
     if (owned) free((void *)d);
     return f;
 }
@@ -1528,7 +1616,8 @@ static int lower_instance_norm(LowerShared *s, const IrOp *op) {
     IrValue *x = arg_value(op, "x"), *g = arg_value(op, "gamma"), *b = arg_value(op, "beta");
     const IrType *t = rtype(op);
     if (t->rank < 3) return FAIL("instance_norm: x needs spatial dims");
-    RtNormParams p = {.kind = RT_NORM_LAYER, .axis_begin = 2, .axis_end = t->rank, .eps = (float)arg_f64_or(op, "epsilon", 1e-5)};
+    RtNormParams p = {
+        .kind = RT_NORM_LAYER, .axis_begin = 2, .axis_end = t->rank, .eps = (float)arg_f64_or(op, "epsilon", 1e-5)};
     int in = materialize(s, x);
     if (!g && !b) return emit_result(s, op, RT_OP_NORM, &in, 1, &p, sizeof p);
     int mid = new_temp(s, RT_F32, t->rank, t->dims);
@@ -1551,7 +1640,8 @@ static int lower_l2_norm(LowerShared *s, const IrOp *op) {
     RtUnaryParams up = {.op = RT_UN_RSQRT, .eps = (float)arg_f64_or(op, "epsilon", 1e-6)};
     RtBinaryParams mp = {.op = RT_BIN_MUL};
     int in = materialize(s, x), ss = new_temp(s, RT_F32, t->rank, rd), r = new_temp(s, RT_F32, t->rank, rd);
-    if (emit(s, RT_OP_REDUCEX, &in, 1, ss, &rp, sizeof rp) < 0 || emit(s, RT_OP_UNARY, &ss, 1, r, &up, sizeof up) < 0) return -1;
+    if (emit(s, RT_OP_REDUCEX, &in, 1, ss, &rp, sizeof rp) < 0 || emit(s, RT_OP_UNARY, &ss, 1, r, &up, sizeof up) < 0)
+        return -1;
     int b[2] = {in, r};
     return emit_result(s, op, RT_OP_BINARY, b, 2, &mp, sizeof mp);
 }
@@ -1564,16 +1654,23 @@ static int lower_lrn(LowerShared *s, const IrOp *op) {
     IrValue *x = arg_value(op, "x");
     const IrType *t = rtype(op);
     int64_t size = 0;
-    if (!ir_op_arg_i64(op, "size", &size) || size < 1) return FAIL("local_response_norm: 'size' must be a positive constant");
+    if (!ir_op_arg_i64(op, "size", &size) || size < 1)
+        return FAIL("local_response_norm: 'size' must be a positive constant");
     if (t->rank < 3) return FAIL("local_response_norm: x needs rank >= 3");
     double alpha = arg_f64_or(op, "alpha", 1e-4), beta = arg_f64_or(op, "beta", 0.75), k = arg_f64_or(op, "k", 1);
     int64_t rest = 1;
     for (int i = 2; i < t->rank; i++) rest *= t->dims[i];
     int64_t v4[4] = {t->dims[0], 1, t->dims[1], rest};
     RtEltParams sq = {.op = RT_EL_SQUARE}, lin = {.op = RT_EL_LINEAR, .alpha = (float)alpha, .beta = (float)k};
-    RtConvParams pp = {.nsp = 2, .groups = 1, .pool = RT_POOL_AVG, .k = {(int32_t)size, 1, 1}, .stride = {1, 1, 1},
-                       .dil = {1, 1, 1}, .pad_lo = {(int32_t)((size - 1) / 2), 0, 0},
-                       .pad_hi = {(int32_t)(size - 1 - (size - 1) / 2), 0, 0}, .out = {(int32_t)t->dims[1], (int32_t)rest, 1}};
+    RtConvParams pp = {.nsp = 2,
+                       .groups = 1,
+                       .pool = RT_POOL_AVG,
+                       .k = {(int32_t)size, 1, 1},
+                       .stride = {1, 1, 1},
+                       .dil = {1, 1, 1},
+                       .pad_lo = {(int32_t)((size - 1) / 2), 0, 0},
+                       .pad_hi = {(int32_t)(size - 1 - (size - 1) / 2), 0, 0},
+                       .out = {(int32_t)t->dims[1], (int32_t)rest, 1}};
     RtBinaryParams pw = {.op = RT_BIN_POW}, mul = {.op = RT_BIN_MUL};
     float nb = (float)-beta;
     int64_t one = 1;
@@ -1633,7 +1730,8 @@ static int conv_pads(LowerShared *s, const IrOp *op, int nsp, const int64_t *in,
             lo[i] = hi[i] = 0;
             continue;
         }
-        if (strcmp(mode, "same") && strcmp(mode, "same_lower")) return FAIL("%s: unknown pad_type '%s'", mil_op_name(op->kind), mode);
+        if (strcmp(mode, "same") && strcmp(mode, "same_lower"))
+            return FAIL("%s: unknown pad_type '%s'", mil_op_name(op->kind), mode);
         total = transpose ? (in[i] - 1) * st[i] + span - out[i] : (out[i] - 1) * st[i] + span - in[i];
         if (total < 0) total = 0;
         lo[i] = !strcmp(mode, "same_lower") ? (total + 1) / 2 : total / 2;
@@ -1656,7 +1754,8 @@ static int conv_geometry(LowerShared *s, const IrOp *op, const IrValue *x, const
     for (int i = 0; i < 3; i++) {
         bool u = i < nsp;
         p->k[i] = u ? (int32_t)k[i] : 1, p->stride[i] = u ? (int32_t)st[i] : 1, p->dil[i] = u ? (int32_t)dil[i] : 1;
-        p->pad_lo[i] = u ? (int32_t)lo[i] : 0, p->pad_hi[i] = u ? (int32_t)hi[i] : 0, p->out[i] = u ? (int32_t)t->dims[2 + i] : 1;
+        p->pad_lo[i] = u ? (int32_t)lo[i] : 0, p->pad_hi[i] = u ? (int32_t)hi[i] : 0,
+        p->out[i] = u ? (int32_t)t->dims[2 + i] : 1;
     }
     return 0;
 }
@@ -1670,7 +1769,8 @@ static int lower_conv_general(LowerShared *s, const IrOp *op) {
     int64_t groups = 1;
     ir_op_arg_i64(op, "groups", &groups);
     p.groups = (int32_t)groups;
-    if (bias && !ir_value_const(bias)) return FAIL("%s: the bias must be a constant on the CPU backend", mil_op_name(op->kind));
+    if (bias && !ir_value_const(bias))
+        return FAIL("%s: the bias must be a constant on the CPU backend", mil_op_name(op->kind));
     int xin = materialize(s, x);
     if (!transpose && groups == 1 && p.nsp == 2 && (ir_value_const(w) || backend_is_constexpr(w))) {
         /* one group, 2-D: x channels last and padded once, then GEMMs that
@@ -1770,7 +1870,8 @@ static int lower_stack(LowerShared *s, const IrOp *op) {
 static int lower_const_result(LowerShared *s, const IrOp *op, RtDType dt, const void *data, int64_t n) {
     const IrType *t = rtype(op);
     int64_t one = 1, nel = ir_type_numel(t);
-    int w = check_rc(s, rtb_weight(s->b, op->results[0]->name, dt, n == 1 ? 1 : t->rank, n == 1 ? &one : t->dims, data));
+    int w =
+        check_rc(s, rtb_weight(s->b, op->results[0]->name, dt, n == 1 ? 1 : t->rank, n == 1 ? &one : t->dims, data));
     if (w < 0) return -1;
     note_buf(s, w, n == 1 ? 1 : t->rank, n == 1 ? &one : t->dims);
     if (n != 1) {
@@ -1826,7 +1927,8 @@ static int lower_rearrange(LowerShared *s, const IrOp *op) {
         return set_view(s, op->results[0], &w, true);
     }
     int64_t bs = 0;
-    if (!ir_op_arg_i64(op, "block_size", &bs) || bs < 1) return FAIL("%s: 'block_size' must be a positive constant", mil_op_name(op->kind));
+    if (!ir_op_arg_i64(op, "block_size", &bs) || bs < 1)
+        return FAIL("%s: 'block_size' must be a positive constant", mil_op_name(op->kind));
     if (op->kind == OP_SPACE_TO_DEPTH) { /* [B, C, H/bs, i, W/bs, j] read as [B, i, j, C, H/bs, W/bs] */
         int64_t d[6] = {B, bs, bs, C, H / bs, W / bs}, st[6] = {sb, sh, sw, sc, bs * sh, bs * sw};
         dims_copy(w.dims, d, 6), dims_copy(w.strides, st, 6);
@@ -1855,7 +1957,8 @@ static const uint8_t *lut_indices(LowerShared *s, const IrValue *iv, int bits, b
         const MilBlobRecord *r = f ? milblob_find(f, l->blob_offset) : NULL;
         if (!f) return NULL;
         if (!r || milblob_dtype_bits(r->dtype) != (unsigned)bits || r->size < bytes)
-            return fail_at(s, loc, "constexpr_lut_to_dense: the indices record at offset %llu does not hold %lld %d-bit values",
+            return fail_at(s, loc,
+                           "constexpr_lut_to_dense: the indices record at offset %llu does not hold %lld %d-bit values",
                            (unsigned long long)l->blob_offset, (long long)n, bits),
                    NULL;
         return r->data;
@@ -1886,7 +1989,8 @@ static bool lut_info(LowerShared *s, const IrValue *v, LutInfo *li) {
     const IrType *lt = &li->lut->type;
     li->palette = lt->dims[lt->rank - 2];
     if (lt->dims[lt->rank - 1] != 1) {
-        fail_at(s, op->loc, "constexpr_lut_to_dense: vector palettes (vector size %lld) are not supported by the CPU backend",
+        fail_at(s, op->loc,
+                "constexpr_lut_to_dense: vector palettes (vector size %lld) are not supported by the CPU backend",
                 (long long)lt->dims[lt->rank - 1]);
         return false;
     }
@@ -1934,7 +2038,8 @@ static int lower_lut_linear(LowerShared *s, const IrOp *op, const IrValue *w) {
     const IrType *t = &li.ix->type, *lt = &li.lut->type;
     int64_t N = t->dims[0], K = t->dims[1];
     if ((li.bits != 4 && li.bits != 8) || t->rank != 2 || K * li.bits % 8)
-        return FAIL("linear: the CPU backend runs 4- and 8-bit palettized weights [N, K] (K·bits a whole number of bytes), not %d-bit",
+        return FAIL("linear: the CPU backend runs 4- and 8-bit palettized weights [N, K] (K·bits a whole number of "
+                    "bytes), not %d-bit",
                     li.bits);
     if (bias && !ir_value_const(bias)) return FAIL("the bias of linear must be a constant");
     bool owned;
@@ -1970,7 +2075,8 @@ static const char *arg_str_or(const IrOp *op, const char *name, const char *def)
 }
 
 /* An op with several results: each result its own buffer. */
-static int emit_results(LowerShared *s, const IrOp *op, RtOpKind k, const int *in, int nin, int nout, const void *p, size_t plen) {
+static int emit_results(LowerShared *s, const IrOp *op, RtOpKind k, const int *in, int nin, int nout, const void *p,
+                        size_t plen) {
     int out[RT_MAX_OUT];
     for (int i = 0; i < nout; i++) {
         const IrType *t = &op->results[i]->type;
@@ -1987,11 +2093,14 @@ static int emit_results(LowerShared *s, const IrOp *op, RtOpKind k, const int *i
 static int lower_scatter(LowerShared *s, const IrOp *op) {
     static const char *const modes[RT_SCM_COUNT_] = {"update", "add", "sub", "mul", "div", "max", "min"};
     const char *m = arg_str_or(op, "mode", "add");
-    RtScatterParams p = {.kind = op->kind == OP_SCATTER ? RT_SC_AXIS : op->kind == OP_SCATTER_ALONG_AXIS ? RT_SC_ALONG : RT_SC_ND,
+    RtScatterParams p = {.kind = op->kind == OP_SCATTER              ? RT_SC_AXIS
+                                 : op->kind == OP_SCATTER_ALONG_AXIS ? RT_SC_ALONG
+                                                                     : RT_SC_ND,
                          .mode = -1};
     for (int i = 0; m && i < RT_SCM_COUNT_; i++)
         if (strcmp(m, modes[i]) == 0) p.mode = i;
-    if (p.mode < 0) return FAIL("%s: 'mode' must be a constant update, add, sub, mul, div, max or min", mil_op_name(op->kind));
+    if (p.mode < 0)
+        return FAIL("%s: 'mode' must be a constant update, add, sub, mul, div, max or min", mil_op_name(op->kind));
     IrValue *d = arg_value(op, "data"), *ix = arg_value(op, "indices"), *u = arg_value(op, "updates");
     if (!d || !ix || !u) return FAIL("%s: 'data', 'indices' and 'updates' must be tensors", mil_op_name(op->kind));
     if (p.kind != RT_SC_ND) {
@@ -2009,13 +2118,17 @@ static int lower_scatter(LowerShared *s, const IrOp *op) {
     } else if (p.kind == RT_SC_ALONG) {
         ok = it->rank == dt->rank && dims_same(it->rank, it->dims, ut->rank, ut->dims);
         for (int i = 0; ok && i < dt->rank; i++) ok = i == p.axis || ut->dims[i] <= dt->dims[i];
-        if (!ok) return FAIL("scatter_along_axis: 'indices' and 'updates' must have one shape, data's rank, within data off the axis");
+        if (!ok)
+            return FAIL("scatter_along_axis: 'indices' and 'updates' must have one shape, data's rank, within data off "
+                        "the axis");
     } else {
         int64_t k = it->rank ? it->dims[it->rank - 1] : 0;
         ok = it->rank >= 1 && k >= 1 && k <= dt->rank && ut->rank == it->rank - 1 + dt->rank - k;
         for (int i = 0; ok && i + 1 < it->rank; i++) ok = ut->dims[i] == it->dims[i];
         for (int64_t i = k; ok && i < dt->rank; i++) ok = ut->dims[it->rank - 1 + i - k] == dt->dims[i];
-        if (!ok) return FAIL("scatter_nd: 'updates' must be indices' dims but the last (K), then data's dims after the first K");
+        if (!ok)
+            return FAIL(
+                "scatter_nd: 'updates' must be indices' dims but the last (K), then data's dims after the first K");
     }
     int in[3] = {materialize(s, d), materialize(s, ix), materialize(s, u)};
     return emit_result(s, op, RT_OP_SCATTER, in, 3, &p, sizeof p);
@@ -2035,7 +2148,8 @@ static int lower_sort(LowerShared *s, const IrOp *op) {
         p.k = (int32_t)x->type.dims[ax], p.has_indices = 1;
     } else {
         if (!ir_op_arg_i64(op, "k", &k)) return FAIL("topk: 'k' must be a constant on the CPU backend");
-        if (k < 1 || k > x->type.dims[ax]) return FAIL("topk: 'k' %lld is not in 1..%lld", (long long)k, (long long)x->type.dims[ax]);
+        if (k < 1 || k > x->type.dims[ax])
+            return FAIL("topk: 'k' %lld is not in 1..%lld", (long long)k, (long long)x->type.dims[ax]);
         p.k = (int32_t)k, p.has_values = 1, p.has_indices = op->nresults > 1;
     }
     if (x->type.dims[ax] > INT32_MAX) return FAIL("%s: the axis is too long", mil_op_name(op->kind));
@@ -2068,7 +2182,8 @@ static int quant_param(LowerShared *s, const IrOp *op, const char *name, const I
     return id;
 }
 
-static int emit_temp(LowerShared *s, RtOpKind k, const int *in, int nin, RtDType dt, const IrType *t, const void *p, size_t plen) {
+static int emit_temp(LowerShared *s, RtOpKind k, const int *in, int nin, RtDType dt, const IrType *t, const void *p,
+                     size_t plen) {
     int out = new_temp(s, dt, t->rank, t->dims);
     return emit(s, k, in, nin, out, p, plen) < 0 ? -1 : out;
 }
@@ -2079,7 +2194,8 @@ static int lower_quant(LowerShared *s, const IrOp *op) {
     IrValue *x = arg_value(op, "input");
     const IrType *t = rtype(op);
     int64_t a = -1;
-    if (ir_op_arg(op, "axis") && !ir_op_arg_i64(op, "axis", &a)) return FAIL("%s: 'axis' must be a constant", mil_op_name(op->kind));
+    if (ir_op_arg(op, "axis") && !ir_op_arg_i64(op, "axis", &a))
+        return FAIL("%s: 'axis' must be a constant", mil_op_name(op->kind));
     int axis = ir_op_arg(op, "axis") ? normalize_axis(a, x->type.rank) : -1;
     if (x->type.rank < 1) return FAIL("%s: 'input' must have rank >= 1", mil_op_name(op->kind));
     int sc = quant_param(s, op, "scale", x, axis);
@@ -2129,7 +2245,8 @@ static int lower_random(LowerShared *s, const IrOp *op) {
     case OP_RANDOM_BERNOULLI: p.kind = RT_RAND_BERNOULLI, p.a = (float)arg_f64_or(op, "prob", 0.5); break;
     default: {
         const char *m = arg_str_or(op, "mode", "logits");
-        if (!m || (strcmp(m, "logits") && strcmp(m, "probs"))) return FAIL("random_categorical: 'mode' must be \"logits\" or \"probs\"");
+        if (!m || (strcmp(m, "logits") && strcmp(m, "probs")))
+            return FAIL("random_categorical: 'mode' must be \"logits\" or \"probs\"");
         p.kind = RT_RAND_CATEGORICAL, p.probs = strcmp(m, "probs") == 0;
         int in = materialize(s, arg_value(op, "x"));
         return emit_result(s, op, RT_OP_RANDOM, &in, 1, &p, sizeof p);
@@ -2168,8 +2285,10 @@ static int lower_range(LowerShared *s, const IrOp *op) {
     void *d = malloc((size_t)n * 4);
     MILC_ASSERT(d);
     for (int64_t i = 0; i < n; i++) {
-        if (fl) ((float *)d)[i] = (float)(st + (double)i * step);
-        else ((int32_t *)d)[i] = (int32_t)((int64_t)st + i * (int64_t)step);
+        if (fl)
+            ((float *)d)[i] = (float)(st + (double)i * step);
+        else
+            ((int32_t *)d)[i] = (int32_t)((int64_t)st + i * (int64_t)step);
     }
     int rc = lower_const_result(s, op, fl ? RT_F32 : RT_I32, d, n);
     free(d);
@@ -2186,7 +2305,8 @@ static int lower_crop(LowerShared *s, const IrOp *op) {
         return s->failed ? -1 : FAIL("crop: 'crop_height' and 'crop_width' must be two constants each");
     if (!resolved_view(s, x, &v)) return -1;
     int r = v.rank;
-    if (r < 2 || !slice_axis(&v, r - 2, ch[0], rtype(op)->dims[r - 2], 1) || !slice_axis(&v, r - 1, cw[0], rtype(op)->dims[r - 1], 1))
+    if (r < 2 || !slice_axis(&v, r - 2, ch[0], rtype(op)->dims[r - 2], 1) ||
+        !slice_axis(&v, r - 1, cw[0], rtype(op)->dims[r - 1], 1))
         return FAIL("crop: crops out of range");
     return set_view(s, op->results[0], &v, false);
 }
@@ -2206,10 +2326,12 @@ static int lower_pixel_shuffle(LowerShared *s, const IrOp *op) {
     w = v;
     w.rank = 6;
     if (up) { /* read as [N, C', H, i, W, j] */
-        int64_t dd[6] = {d[0], d[1] / (f * f), d[2], f, d[3], f}, ss[6] = {st[0], f * f * st[1], st[2], f * st[1], st[3], st[1]};
+        int64_t dd[6] = {d[0], d[1] / (f * f), d[2], f, d[3], f},
+                ss[6] = {st[0], f * f * st[1], st[2], f * st[1], st[3], st[1]};
         dims_copy(w.dims, dd, 6), dims_copy(w.strides, ss, 6);
     } else { /* read as [N, C, i, j, H', W'] */
-        int64_t dd[6] = {d[0], d[1], f, f, d[2] / f, d[3] / f}, ss[6] = {st[0], st[1], st[2], st[3], f * st[2], f * st[3]};
+        int64_t dd[6] = {d[0], d[1], f, f, d[2] / f, d[3] / f},
+                ss[6] = {st[0], st[1], st[2], st[3], f * st[2], f * st[3]};
         dims_copy(w.dims, dd, 6), dims_copy(w.strides, ss, 6);
     }
     return set_view(s, op->results[0], &w, true);
@@ -2249,7 +2371,8 @@ static int lower_pad(LowerShared *s, const IrOp *op) {
     int64_t pad[2 * MAXR];
     int np = const_ints(s, op, "pad", pad, 2 * MAXR);
     const char *mode = arg_str_or(op, "mode", "constant");
-    if (np < 0 || np % 2 || np / 2 > x->type.rank) return s->failed ? -1 : FAIL("pad: 'pad' must be a constant of 2 values per padded dim");
+    if (np < 0 || np % 2 || np / 2 > x->type.rank)
+        return s->failed ? -1 : FAIL("pad: 'pad' must be a constant of 2 values per padded dim");
     if (!mode || (strcmp(mode, "constant") && strcmp(mode, "reflect") && strcmp(mode, "replicate")))
         return FAIL("pad: 'mode' must be constant, reflect or replicate");
     int r = x->type.rank, k = np / 2;
@@ -2258,7 +2381,8 @@ static int lower_pad(LowerShared *s, const IrOp *op) {
         float cv = (float)c;
         int32_t ci = (int32_t)c;
         RtDType dt = rt_dt(t->dtype);
-        int w = check_rc(s, rtb_weight(s->b, op->results[0]->name, dt, 1, (int64_t[]){1}, dt == RT_I32 ? (const void *)&ci : &cv));
+        int w = check_rc(
+            s, rtb_weight(s->b, op->results[0]->name, dt, 1, (int64_t[]){1}, dt == RT_I32 ? (const void *)&ci : &cv));
         int out = out_for(s, op);
         if (w < 0 || out < 0) return -1;
         note_buf(s, w, 1, (int64_t[]){1});
@@ -2338,7 +2462,10 @@ static int lower_one_hot(LowerShared *s, const IrOp *op) {
         int32_t i = (int32_t)v;
         uint8_t b = v != 0;
         snprintf(name, sizeof name, "%s.%s", op->results[0]->name, k ? "off" : "on");
-        vals[k] = check_rc(s, rtb_weight(s->b, name, dt, 1, (int64_t[]){1}, dt == RT_F32 ? (const void *)&f : dt == RT_I32 ? (const void *)&i : &b));
+        vals[k] = check_rc(s, rtb_weight(s->b, name, dt, 1, (int64_t[]){1},
+                                         dt == RT_F32   ? (const void *)&f
+                                         : dt == RT_I32 ? (const void *)&i
+                                                        : &b));
         if (vals[k] < 0) return -1;
         note_buf(s, vals[k], 1, (int64_t[]){1});
     }
@@ -2362,7 +2489,8 @@ static int lower_gather_nd(LowerShared *s, const IrOp *op) {
     int64_t kk = ix->type.dims[ir - 1], rows = 1, xd[MAXR], kd[MAXR], ld[MAXR];
     if (kk < 1 || kk > xr) return FAIL("gather_nd: the index depth must be in 1..%d", xr);
     int32_t dims[MAXR], strides[MAXR];
-    for (int i = (int)kk - 1; i >= 0; i--) dims[i] = (int32_t)x->type.dims[i], strides[i] = (int32_t)rows, rows *= x->type.dims[i];
+    for (int i = (int)kk - 1; i >= 0; i--)
+        dims[i] = (int32_t)x->type.dims[i], strides[i] = (int32_t)rows, rows *= x->type.dims[i];
     xd[0] = rows;
     for (int i = (int)kk; i < xr; i++) xd[1 + i - kk] = x->type.dims[i];
     for (int i = 0; i < ir; i++) kd[i] = i == ir - 1 ? kk : 1;
@@ -2406,7 +2534,9 @@ static int lower_einsum(LowerShared *s, const IrOp *op) {
     static const int pa3[] = {1, 0, 2}, pb3[] = {1, 0, 2}, pa4[] = {0, 2, 1, 3}, pb4[] = {0, 2, 1, 3};
     const int *pa = r == 3 ? pa3 : pa4, *pb = r == 3 ? pb3 : pb4;
     View ta = a, tb = b;
-    for (int i = 0; i < r; i++) ta.dims[i] = a.dims[pa[i]], ta.strides[i] = a.strides[pa[i]], tb.dims[i] = b.dims[pb[i]], tb.strides[i] = b.strides[pb[i]];
+    for (int i = 0; i < r; i++)
+        ta.dims[i] = a.dims[pa[i]], ta.strides[i] = a.strides[pa[i]], tb.dims[i] = b.dims[pb[i]],
+        tb.strides[i] = b.strides[pb[i]];
     const IrType *t = rtype(op);
     int64_t md[MAXR];
     for (int i = 0; i < r; i++) md[i] = t->dims[pa[i]];
@@ -2441,7 +2571,8 @@ static int lower_slice_update_const(LowerShared *s, const IrOp *op) {
     int k = 0;
     for (int i = 0; i < t->rank; i++) {
         if (sq[i]) continue;
-        if (k >= uv.rank || uv.dims[k] != region.dims[i]) return FAIL("slice_update: 'update' must have the slice's shape");
+        if (k >= uv.rank || uv.dims[k] != region.dims[i])
+            return FAIL("slice_update: 'update' must have the slice's shape");
         dst[k++] = region.strides[i];
     }
     if (k != uv.rank) return FAIL("slice_update: 'update' must have the slice's shape");
@@ -2451,7 +2582,8 @@ static int lower_slice_update_const(LowerShared *s, const IrOp *op) {
 }
 
 /* An I32 weight of dims holding v (n values), named after op's result. */
-static int int_weight(LowerShared *s, const IrOp *op, const char *what, int rank, const int64_t *dims, const int32_t *v) {
+static int int_weight(LowerShared *s, const IrOp *op, const char *what, int rank, const int64_t *dims,
+                      const int32_t *v) {
     char name[RT_NAME_MAX];
     snprintf(name, sizeof name, "%s.%s", op->results[0]->name, what);
     int id = check_rc(s, rtb_weight(s->b, name, RT_I32, rank, dims, v));
@@ -2470,7 +2602,8 @@ static int lower_reverse_sequence(LowerShared *s, const IrOp *op) {
     int r = x->type.rank, sx = normalize_axis(sa, r), bx = normalize_axis(ba, r);
     if (sx == bx) return FAIL("reverse_sequence: 'seq_axis' and 'batch_axis' must differ");
     int64_t B = x->type.dims[bx], T = x->type.dims[sx];
-    if (ir_type_numel(&len->type) != B) return FAIL("reverse_sequence: 'lengths' must hold one length per batch (%lld)", (long long)B);
+    if (ir_type_numel(&len->type) != B)
+        return FAIL("reverse_sequence: 'lengths' must hold one length per batch (%lld)", (long long)B);
     int32_t *iota = malloc(sizeof(int32_t) * (size_t)(T + 1));
     MILC_ASSERT(iota);
     for (int64_t i = 0; i < T; i++) iota[i] = (int32_t)i;
@@ -2511,13 +2644,17 @@ static int lower_space_batch(LowerShared *s, const IrOp *op) {
     bool down = op->kind == OP_SPACE_TO_BATCH;
     int64_t bs[2], pc[4];
     if (const_ints(s, op, "block_shape", bs, 2) != 2 || const_ints(s, op, down ? "paddings" : "crops", pc, 4) != 4)
-        return s->failed ? -1 : FAIL("%s: 'block_shape' and '%s' must be constants [2] and [2, 2]", mil_op_name(op->kind), down ? "paddings" : "crops");
+        return s->failed ? -1
+                         : FAIL("%s: 'block_shape' and '%s' must be constants [2] and [2, 2]", mil_op_name(op->kind),
+                                down ? "paddings" : "crops");
     View v, w;
     if (!resolved_view(s, x, &v)) return -1;
-    if (v.rank != 4 || bs[0] < 1 || bs[1] < 1) return FAIL("%s: the CPU backend needs x of rank 4 and positive blocks", mil_op_name(op->kind));
+    if (v.rank != 4 || bs[0] < 1 || bs[1] < 1)
+        return FAIL("%s: the CPU backend needs x of rank 4 and positive blocks", mil_op_name(op->kind));
     const IrType *t = rtype(op);
     if (down) {
-        int64_t N = v.dims[0], C = v.dims[1], pd[4] = {N, C, v.dims[2] + pc[0] + pc[1], v.dims[3] + pc[2] + pc[3]}, st[4];
+        int64_t N = v.dims[0], C = v.dims[1], pd[4] = {N, C, v.dims[2] + pc[0] + pc[1], v.dims[3] + pc[2] + pc[3]},
+                st[4];
         row_major(4, pd, st);
         int buf = new_temp(s, RT_F32, 4, pd);
         float zero = 0;
@@ -2529,9 +2666,12 @@ static int lower_space_batch(LowerShared *s, const IrOp *op) {
         RtCopyParams p;
         memset(&p, 0, sizeof p);
         p.rank = 1, p.dims[0] = N * C * pd[2] * pd[3], p.dst_stride[0] = 1;
-        if (emit(s, RT_OP_COPY, &z, 1, buf, &p, sizeof p) < 0 || emit_copy(s, &v, buf, pc[0] * st[2] + pc[2] * st[3], st) < 0) return -1;
+        if (emit(s, RT_OP_COPY, &z, 1, buf, &p, sizeof p) < 0 ||
+            emit_copy(s, &v, buf, pc[0] * st[2] + pc[2] * st[3], st) < 0)
+            return -1;
         /* read as [i, j, N, C, H', W'] */
-        int64_t dd[6] = {bs[0], bs[1], N, C, t->dims[2], t->dims[3]}, ss[6] = {st[2], st[3], st[0], st[1], bs[0] * st[2], bs[1] * st[3]};
+        int64_t dd[6] = {bs[0], bs[1], N, C, t->dims[2], t->dims[3]},
+                ss[6] = {st[2], st[3], st[0], st[1], bs[0] * st[2], bs[1] * st[3]};
         view_ident(&w, buf, 4, pd);
         w.rank = 6;
         dims_copy(w.dims, dd, 6), dims_copy(w.strides, ss, 6);
@@ -2540,7 +2680,8 @@ static int lower_space_batch(LowerShared *s, const IrOp *op) {
     int64_t N = v.dims[0] / (bs[0] * bs[1]), H = v.dims[2], W = v.dims[3], C = v.dims[1];
     /* y[n, c, h·bh + i, w·bw + j] = x[(i·bw + j)·N + n, c, h, w]: read as [N, C, H, i, W, j] */
     int64_t dd[6] = {N, C, H, bs[0], W, bs[1]};
-    int64_t ss[6] = {v.strides[0], v.strides[1], v.strides[2], bs[1] * N * v.strides[0], v.strides[3], N * v.strides[0]};
+    int64_t ss[6] = {v.strides[0], v.strides[1],    v.strides[2], bs[1] * N * v.strides[0],
+                     v.strides[3], N * v.strides[0]};
     w = v;
     w.rank = 6;
     dims_copy(w.dims, dd, 6), dims_copy(w.strides, ss, 6);
@@ -2549,7 +2690,8 @@ static int lower_space_batch(LowerShared *s, const IrOp *op) {
     if (full < 0) return -1;
     View f;
     view_ident(&f, full, 4, fd);
-    if (!slice_axis(&f, 2, pc[0], t->dims[2], 1) || !slice_axis(&f, 3, pc[2], t->dims[3], 1)) return FAIL("batch_to_space: crops out of range");
+    if (!slice_axis(&f, 2, pc[0], t->dims[2], 1) || !slice_axis(&f, 3, pc[2], t->dims[3], 1))
+        return FAIL("batch_to_space: crops out of range");
     return set_view(s, op->results[0], &f, false);
 }
 
@@ -2563,9 +2705,8 @@ static double grid_point(int mode, int64_t i, int64_t in, int64_t out) {
     double g, n = (double)in, m = (double)out;
     switch (mode) {
     case GRID_NEAREST: return floor((double)i * n / m);
-    case GRID_ALIGN: case GRID_ALIGN_STRICT:
-        g = out > 1 ? (double)i * (n - 1) / (m - 1) : mode == GRID_ALIGN ? (n - 1) / 2 : 0;
-        break;
+    case GRID_ALIGN:
+    case GRID_ALIGN_STRICT: g = out > 1 ? (double)i * (n - 1) / (m - 1) : mode == GRID_ALIGN ? (n - 1) / 2 : 0; break;
     case GRID_HALF: g = ((double)i + 0.5) * n / m - 0.5; break;
     case GRID_LEGACY: g = (double)i * n / m; break;
     case GRID_DEFAULT: g = out > 1 ? (double)i * (n - n / m) / (m - 1) : 0; break;
@@ -2577,7 +2718,8 @@ static double grid_point(int mode, int64_t i, int64_t in, int64_t out) {
     return g < 0 ? 0 : g > n - 1 ? n - 1 : g;
 }
 
-static int resample_axis(LowerShared *s, const IrOp *op, int cur, int a, int mode, const int64_t *dims, int rank, int out) {
+static int resample_axis(LowerShared *s, const IrOp *op, int cur, int a, int mode, const int64_t *dims, int rank,
+                         int out) {
     int64_t in = s->bi[cur].dims[a], m = dims[a], wd[2] = {m, 1};
     int32_t *i0 = malloc(sizeof(int32_t) * 2 * (size_t)m), *i1 = i0 + m;
     float *w0 = malloc(sizeof(float) * 2 * (size_t)m), *w1 = w0 + m;
@@ -2625,7 +2767,8 @@ static int lower_resize(LowerShared *s, const IrOp *op) {
     int r = t->rank, mode = GRID_NEAREST;
     if (r < 2) return FAIL("%s: 'x' must have rank >= 2", mil_op_name(op->kind));
     if (op->kind == OP_RESIZE_BILINEAR) {
-        static const char *const names[] = {"ALIGN_CORNERS", "STRICT_ALIGN_CORNERS", "UNALIGN_CORNERS", "DEFAULT", "OFFSET_CORNERS"};
+        static const char *const names[] = {"ALIGN_CORNERS", "STRICT_ALIGN_CORNERS", "UNALIGN_CORNERS", "DEFAULT",
+                                            "OFFSET_CORNERS"};
         static const int modes[] = {GRID_ALIGN, GRID_ALIGN_STRICT, GRID_HALF, GRID_DEFAULT, GRID_OFFSET};
         const char *m = arg_str_or(op, "sampling_mode", "DEFAULT");
         mode = -1;
@@ -2656,8 +2799,12 @@ static int lower_resize(LowerShared *s, const IrOp *op) {
 
 /* The RT_OP_UNARY of a recurrent activation name; -1 linear, -2 unknown. */
 static int recurrent_act(const char *a) {
-    return !a ? -2 : !strcmp(a, "tanh") ? RT_UN_TANH : !strcmp(a, "sigmoid") ? RT_UN_SIGMOID : !strcmp(a, "relu") ? RT_UN_RELU
-         : !strcmp(a, "linear") ? -1 : -2;
+    return !a                      ? -2
+           : !strcmp(a, "tanh")    ? RT_UN_TANH
+           : !strcmp(a, "sigmoid") ? RT_UN_SIGMOID
+           : !strcmp(a, "relu")    ? RT_UN_RELU
+           : !strcmp(a, "linear")  ? -1
+                                   : -2;
 }
 
 /* A step's h [B, H] copied to its place in the sequence output. */
@@ -2675,18 +2822,22 @@ static int step_out(LowerShared *s, int h, const int64_t *hd, int yseq, int64_t 
  * activation); the step's h also lands at its time in the sequence output
  * (reverse runs from the last step, each h kept at its own time). */
 static int lower_rnn(LowerShared *s, IrOp *op) {
-    IrValue *x = arg_value(op, "x"), *h0 = arg_value(op, "initial_h"), *wi = arg_value(op, "weight_ih"), *wh = arg_value(op, "weight_hh");
+    IrValue *x = arg_value(op, "x"), *h0 = arg_value(op, "initial_h"), *wi = arg_value(op, "weight_ih"),
+            *wh = arg_value(op, "weight_hh");
     IrValue *bias = arg_value(op, "bias");
     const char *dir = arg_str_or(op, "direction", "forward"), *act = arg_str_or(op, "activation", "tanh");
     int64_t seq = 0;
     ir_op_arg_i64(op, "output_sequence", &seq);
     int un = recurrent_act(act);
     if (un == -2) return FAIL("rnn: the CPU backend runs the activations tanh, sigmoid, relu and linear");
-    if (!dir || (strcmp(dir, "forward") && strcmp(dir, "reverse"))) return FAIL("rnn: 'direction' must be forward or reverse");
+    if (!dir || (strcmp(dir, "forward") && strcmp(dir, "reverse")))
+        return FAIL("rnn: 'direction' must be forward or reverse");
     if (!h0 || !wi || !wh) return FAIL("rnn: 'initial_h', 'weight_ih' and 'weight_hh' must be tensors");
     int64_t S = x->type.dims[0], B = x->type.dims[1], I = x->type.dims[2], H = wi->type.dims[0];
-    if (wi->type.dims[1] != I || wh->type.dims[0] != H || wh->type.dims[1] != H || h0->type.dims[0] != B || h0->type.dims[1] != H)
-        return FAIL("rnn: 'weight_ih' must be [H, %lld], 'weight_hh' [H, H] and 'initial_h' [%lld, H]", (long long)I, (long long)B);
+    if (wi->type.dims[1] != I || wh->type.dims[0] != H || wh->type.dims[1] != H || h0->type.dims[0] != B ||
+        h0->type.dims[1] != H)
+        return FAIL("rnn: 'weight_ih' must be [H, %lld], 'weight_hh' [H, H] and 'initial_h' [%lld, H]", (long long)I,
+                    (long long)B);
     int64_t xd[2] = {S * B, I}, pd[2] = {S * B, H}, hd[2] = {B, H};
     RtGemmParams gp = {.layout = RT_GEMM_ROWS, .has_bias = bias != NULL};
     int in[4] = {buffer_as(s, x, 2, xd, -1), gemm_weight(s, wi), bias ? const_weight(s, bias) : 0};
@@ -2754,18 +2905,23 @@ static int lower_lstm(LowerShared *s, IrOp *op) {
     IrValue *x = arg_value(op, "x"), *h0 = arg_value(op, "initial_h"), *c0 = arg_value(op, "initial_c");
     IrValue *wi = arg_value(op, "weight_ih"), *wh = arg_value(op, "weight_hh"), *bias = arg_value(op, "bias");
     const char *dir = arg_str_or(op, "direction", "forward");
-    int ra = recurrent_act(arg_str_or(op, "recurrent_activation", "sigmoid")), ca = recurrent_act(arg_str_or(op, "cell_activation", "tanh"));
+    int ra = recurrent_act(arg_str_or(op, "recurrent_activation", "sigmoid")),
+        ca = recurrent_act(arg_str_or(op, "cell_activation", "tanh"));
     int ha = recurrent_act(arg_str_or(op, "activation", "tanh"));
     int64_t seq = 0;
     ir_op_arg_i64(op, "output_sequence", &seq);
-    if (ra == -2 || ca == -2 || ha == -2) return FAIL("lstm: the CPU backend runs the activations tanh, sigmoid, relu and linear");
-    if (!dir || (strcmp(dir, "forward") && strcmp(dir, "reverse"))) return FAIL("lstm: the CPU backend runs direction forward or reverse");
-    if (ir_op_arg(op, "peephole") || ir_op_arg(op, "clip")) return FAIL("lstm: 'peephole' and 'clip' are not supported by the CPU backend yet");
+    if (ra == -2 || ca == -2 || ha == -2)
+        return FAIL("lstm: the CPU backend runs the activations tanh, sigmoid, relu and linear");
+    if (!dir || (strcmp(dir, "forward") && strcmp(dir, "reverse")))
+        return FAIL("lstm: the CPU backend runs direction forward or reverse");
+    if (ir_op_arg(op, "peephole") || ir_op_arg(op, "clip"))
+        return FAIL("lstm: 'peephole' and 'clip' are not supported by the CPU backend yet");
     if (!h0 || !c0 || !wi || !wh) return FAIL("lstm: 'initial_h', 'initial_c' and the weights must be tensors");
     int64_t S = x->type.dims[0], B = x->type.dims[1], I = x->type.dims[2], H = wh->type.dims[1];
-    if (wi->type.dims[0] != 4 * H || wi->type.dims[1] != I || wh->type.dims[0] != 4 * H || ir_type_numel(&h0->type) != B * H ||
-        ir_type_numel(&c0->type) != B * H)
-        return FAIL("lstm: the weights must be [4H, %lld] and [4H, H], the initial states [%lld, H]", (long long)I, (long long)B);
+    if (wi->type.dims[0] != 4 * H || wi->type.dims[1] != I || wh->type.dims[0] != 4 * H ||
+        ir_type_numel(&h0->type) != B * H || ir_type_numel(&c0->type) != B * H)
+        return FAIL("lstm: the weights must be [4H, %lld] and [4H, H], the initial states [%lld, H]", (long long)I,
+                    (long long)B);
     int64_t xd[2] = {S * B, I}, pd[2] = {S * B, 4 * H}, gd[2] = {B, 4 * H}, hd[2] = {B, H}, st[2];
     row_major(2, hd, st);
     RtGemmParams gp = {.layout = RT_GEMM_ROWS, .has_bias = bias != NULL};
@@ -2773,7 +2929,8 @@ static int lower_lstm(LowerShared *s, IrOp *op) {
     int pre = new_temp(s, RT_F32, 2, pd);
     if (emit(s, RT_OP_GEMM, in, bias ? 3 : 2, pre, &gp, sizeof gp) < 0) return -1;
     IrValue *ys = op->results[0], *yh = op->results[1], *yc = op->results[2];
-    int yseq = result_buf(s, ys, ys->type.rank, ys->type.dims), h = buffer_as(s, h0, 2, hd, -1), c = buffer_as(s, c0, 2, hd, -1);
+    int yseq = result_buf(s, ys, ys->type.rank, ys->type.dims), h = buffer_as(s, h0, 2, hd, -1),
+        c = buffer_as(s, c0, 2, hd, -1);
     int whw = gemm_weight(s, wh);
     if (yseq < 0 || h < 0 || c < 0 || whw < 0) return -1;
     bool rev = strcmp(dir, "reverse") == 0;
@@ -2832,7 +2989,8 @@ static int lower_cond(LowerShared *s, IrOp *op) {
     const IrLiteral *l = ir_op_arg_const(op, "pred");
     if (op->nblocks != 2) return FAIL("cond: needs a true and a false branch");
     for (int k = 0; k < 2; k++)
-        if (op->blocks[k]->noutputs != op->nresults) return FAIL("cond: each branch must return %d values", op->nresults);
+        if (op->blocks[k]->noutputs != op->nresults)
+            return FAIL("cond: each branch must return %d values", op->nresults);
     if (l) {
         IrBlock *b = op->blocks[ir_lit_i64(l, 0) != 0 ? 0 : 1];
         if (lower_block(s, b) < 0) return -1;
@@ -2850,7 +3008,8 @@ static int lower_cond(LowerShared *s, IrOp *op) {
     s->cur = op;
     for (int i = 0; i < op->nresults; i++) {
         IrValue *r = op->results[i];
-        int in[3] = {materialize(s, pred), materialize(s, op->blocks[0]->outputs[i]), materialize(s, op->blocks[1]->outputs[i])};
+        int in[3] = {materialize(s, pred), materialize(s, op->blocks[0]->outputs[i]),
+                     materialize(s, op->blocks[1]->outputs[i])};
         int out = result_buf(s, r, r->type.rank, r->type.dims);
         if (emit(s, RT_OP_SELECT, in, 3, out, NULL, 0) < 0) return -1;
         set_buffer(s, r, out, s->bi[out].rank, s->bi[out].dims);
@@ -2882,7 +3041,8 @@ static int lower_while(LowerShared *s, IrOp *op) {
     IrArg *lv = ir_op_arg(op, "loop_vars");
     int n = lv && lv->kind == IR_ARG_TUPLE ? lv->nitems : lv && lv->kind == IR_ARG_VALUE ? 1 : 0;
     IrBlock *cb = op->nblocks == 2 ? op->blocks[0] : NULL, *body = op->nblocks == 2 ? op->blocks[1] : NULL;
-    if (!n || !cb || cb->ninputs != n || body->ninputs != n || body->noutputs != n || cb->noutputs != 1 || op->nresults != n)
+    if (!n || !cb || cb->ninputs != n || body->ninputs != n || body->noutputs != n || cb->noutputs != 1 ||
+        op->nresults != n)
         return FAIL("while_loop: needs loop variables, a condition and a body that agree on them");
     int *c = malloc(sizeof(int) * 2 * (size_t)n), *t = c + n;
     LVal *saved = malloc(sizeof(LVal) * (size_t)s->nvals);
@@ -2947,29 +3107,58 @@ out:
 /* The ops of this section; lower_op's default case comes here. */
 static bool lower_data_op(IrOpKind k) {
     switch (k) {
-    case OP_SCATTER: case OP_SCATTER_ALONG_AXIS: case OP_SCATTER_ND: case OP_ARGSORT: case OP_TOPK:
-    case OP_QUANTIZE: case OP_DEQUANTIZE: case OP_RANDOM_UNIFORM: case OP_RANDOM_NORMAL: case OP_RANDOM_BERNOULLI:
-    case OP_RANDOM_CATEGORICAL: case OP_COND: case OP_WHILE_LOOP: case OP_FILL_LIKE: case OP_RANGE_1D: case OP_CROP:
-    case OP_PIXEL_SHUFFLE: case OP_PIXEL_UNSHUFFLE: case OP_SLIDING_WINDOWS: case OP_PAD: case OP_ONE_HOT:
-    case OP_GATHER_ND: case OP_EINSUM: case OP_RESHAPE_LIKE: case OP_REVERSE_SEQUENCE:
-    case OP_SPACE_TO_BATCH: case OP_BATCH_TO_SPACE: case OP_RESIZE_NEAREST_NEIGHBOR: case OP_RESIZE_BILINEAR:
-    case OP_UPSAMPLE_BILINEAR: case OP_RNN: case OP_LSTM:
-        return true;
+    case OP_SCATTER:
+    case OP_SCATTER_ALONG_AXIS:
+    case OP_SCATTER_ND:
+    case OP_ARGSORT:
+    case OP_TOPK:
+    case OP_QUANTIZE:
+    case OP_DEQUANTIZE:
+    case OP_RANDOM_UNIFORM:
+    case OP_RANDOM_NORMAL:
+    case OP_RANDOM_BERNOULLI:
+    case OP_RANDOM_CATEGORICAL:
+    case OP_COND:
+    case OP_WHILE_LOOP:
+    case OP_FILL_LIKE:
+    case OP_RANGE_1D:
+    case OP_CROP:
+    case OP_PIXEL_SHUFFLE:
+    case OP_PIXEL_UNSHUFFLE:
+    case OP_SLIDING_WINDOWS:
+    case OP_PAD:
+    case OP_ONE_HOT:
+    case OP_GATHER_ND:
+    case OP_EINSUM:
+    case OP_RESHAPE_LIKE:
+    case OP_REVERSE_SEQUENCE:
+    case OP_SPACE_TO_BATCH:
+    case OP_BATCH_TO_SPACE:
+    case OP_RESIZE_NEAREST_NEIGHBOR:
+    case OP_RESIZE_BILINEAR:
+    case OP_UPSAMPLE_BILINEAR:
+    case OP_RNN:
+    case OP_LSTM: return true;
     default: return false;
     }
 }
 
 static int lower_data(LowerShared *s, IrOp *op) {
     switch (op->kind) {
-    case OP_SCATTER: case OP_SCATTER_ALONG_AXIS: case OP_SCATTER_ND: return lower_scatter(s, op);
-    case OP_ARGSORT: case OP_TOPK: return lower_sort(s, op);
-    case OP_QUANTIZE: case OP_DEQUANTIZE: return lower_quant(s, op);
+    case OP_SCATTER:
+    case OP_SCATTER_ALONG_AXIS:
+    case OP_SCATTER_ND: return lower_scatter(s, op);
+    case OP_ARGSORT:
+    case OP_TOPK: return lower_sort(s, op);
+    case OP_QUANTIZE:
+    case OP_DEQUANTIZE: return lower_quant(s, op);
     case OP_COND: return lower_cond(s, op);
     case OP_WHILE_LOOP: return lower_while(s, op);
     case OP_FILL_LIKE: return lower_fill_like(s, op);
     case OP_RANGE_1D: return lower_range(s, op);
     case OP_CROP: return lower_crop(s, op);
-    case OP_PIXEL_SHUFFLE: case OP_PIXEL_UNSHUFFLE: return lower_pixel_shuffle(s, op);
+    case OP_PIXEL_SHUFFLE:
+    case OP_PIXEL_UNSHUFFLE: return lower_pixel_shuffle(s, op);
     case OP_SLIDING_WINDOWS: return lower_sliding_windows(s, op);
     case OP_PAD: return lower_pad(s, op);
     case OP_ONE_HOT: return lower_one_hot(s, op);
@@ -2977,8 +3166,11 @@ static int lower_data(LowerShared *s, IrOp *op) {
     case OP_EINSUM: return lower_einsum(s, op);
     case OP_RESHAPE_LIKE: return lower_reshape(s, op);
     case OP_REVERSE_SEQUENCE: return lower_reverse_sequence(s, op);
-    case OP_SPACE_TO_BATCH: case OP_BATCH_TO_SPACE: return lower_space_batch(s, op);
-    case OP_RESIZE_NEAREST_NEIGHBOR: case OP_RESIZE_BILINEAR: case OP_UPSAMPLE_BILINEAR: return lower_resize(s, op);
+    case OP_SPACE_TO_BATCH:
+    case OP_BATCH_TO_SPACE: return lower_space_batch(s, op);
+    case OP_RESIZE_NEAREST_NEIGHBOR:
+    case OP_RESIZE_BILINEAR:
+    case OP_UPSAMPLE_BILINEAR: return lower_resize(s, op);
     case OP_RNN: return lower_rnn(s, op);
     case OP_LSTM: return lower_lstm(s, op);
     default: return lower_random(s, op);
@@ -2989,28 +3181,130 @@ bool backend_lowers(IrOpKind k) {
     /* The ops lower_op's switch handles; every other op of the table is
      * checked but not run yet. */
     static const IrOpKind lowered[] = {
-        OP_CONST, OP_LINEAR, OP_CONV, OP_MATMUL, OP_ADD, OP_SUB, OP_MUL, OP_REAL_DIV, OP_POW, OP_RSQRT, OP_SQRT,
-        OP_EXP, OP_TANH, OP_SIGMOID, OP_SILU, OP_GELU, OP_SOFTMAX, OP_REDUCE_MEAN, OP_REDUCE_SUM, OP_REDUCE_MAX,
-        OP_LAYER_NORM, OP_RESHAPE, OP_EXPAND_DIMS, OP_SQUEEZE, OP_TRANSPOSE, OP_CONCAT, OP_SPLIT, OP_SLICE_BY_INDEX,
-        OP_SLICE_BY_SIZE, OP_GATHER, OP_CAST, OP_BAND_PART, OP_TILE, OP_SELECT, OP_SCALED_DOT_PRODUCT_ATTENTION,
+        OP_CONST,
+        OP_LINEAR,
+        OP_CONV,
+        OP_MATMUL,
+        OP_ADD,
+        OP_SUB,
+        OP_MUL,
+        OP_REAL_DIV,
+        OP_POW,
+        OP_RSQRT,
+        OP_SQRT,
+        OP_EXP,
+        OP_TANH,
+        OP_SIGMOID,
+        OP_SILU,
+        OP_GELU,
+        OP_SOFTMAX,
+        OP_REDUCE_MEAN,
+        OP_REDUCE_SUM,
+        OP_REDUCE_MAX,
+        OP_LAYER_NORM,
+        OP_RESHAPE,
+        OP_EXPAND_DIMS,
+        OP_SQUEEZE,
+        OP_TRANSPOSE,
+        OP_CONCAT,
+        OP_SPLIT,
+        OP_SLICE_BY_INDEX,
+        OP_SLICE_BY_SIZE,
+        OP_GATHER,
+        OP_CAST,
+        OP_BAND_PART,
+        OP_TILE,
+        OP_SELECT,
+        OP_SCALED_DOT_PRODUCT_ATTENTION,
         /* elementwise math, activations, comparisons and logic */
-        OP_ABS, OP_ACOS, OP_ASIN, OP_ATAN, OP_ATANH, OP_CEIL, OP_COS, OP_COSH, OP_ERF, OP_EXP2, OP_FLOOR, OP_INVERSE,
-        OP_LOG, OP_ROUND, OP_SIGN, OP_SIN, OP_SINH, OP_SQUARE, OP_TAN, OP_RELU, OP_RELU6, OP_SOFTPLUS, OP_SOFTSIGN,
-        OP_CLIP, OP_THRESHOLD, OP_THRESHOLDED_RELU, OP_ELU, OP_LEAKY_RELU, OP_CLAMPED_RELU, OP_LINEAR_ACTIVATION,
-        OP_SCALED_TANH, OP_SIGMOID_HARD, OP_PRELU, OP_SOFTPLUS_PARAMETRIC, OP_FLOOR_DIV, OP_MAXIMUM, OP_MINIMUM, OP_MOD,
-        OP_EQUAL, OP_NOT_EQUAL, OP_GREATER, OP_GREATER_EQUAL, OP_LESS, OP_LESS_EQUAL, OP_LOGICAL_AND, OP_LOGICAL_OR,
-        OP_LOGICAL_XOR, OP_LOGICAL_NOT,
+        OP_ABS,
+        OP_ACOS,
+        OP_ASIN,
+        OP_ATAN,
+        OP_ATANH,
+        OP_CEIL,
+        OP_COS,
+        OP_COSH,
+        OP_ERF,
+        OP_EXP2,
+        OP_FLOOR,
+        OP_INVERSE,
+        OP_LOG,
+        OP_ROUND,
+        OP_SIGN,
+        OP_SIN,
+        OP_SINH,
+        OP_SQUARE,
+        OP_TAN,
+        OP_RELU,
+        OP_RELU6,
+        OP_SOFTPLUS,
+        OP_SOFTSIGN,
+        OP_CLIP,
+        OP_THRESHOLD,
+        OP_THRESHOLDED_RELU,
+        OP_ELU,
+        OP_LEAKY_RELU,
+        OP_CLAMPED_RELU,
+        OP_LINEAR_ACTIVATION,
+        OP_SCALED_TANH,
+        OP_SIGMOID_HARD,
+        OP_PRELU,
+        OP_SOFTPLUS_PARAMETRIC,
+        OP_FLOOR_DIV,
+        OP_MAXIMUM,
+        OP_MINIMUM,
+        OP_MOD,
+        OP_EQUAL,
+        OP_NOT_EQUAL,
+        OP_GREATER,
+        OP_GREATER_EQUAL,
+        OP_LESS,
+        OP_LESS_EQUAL,
+        OP_LOGICAL_AND,
+        OP_LOGICAL_OR,
+        OP_LOGICAL_XOR,
+        OP_LOGICAL_NOT,
         /* reductions, normalizations, convolution and pooling */
-        OP_REDUCE_MIN, OP_REDUCE_PROD, OP_REDUCE_L1_NORM, OP_REDUCE_L2_NORM, OP_REDUCE_LOG_SUM, OP_REDUCE_LOG_SUM_EXP,
-        OP_REDUCE_SUM_SQUARE, OP_REDUCE_ARGMAX, OP_REDUCE_ARGMIN, OP_BATCH_NORM, OP_INSTANCE_NORM, OP_MAX_POOL,
-        OP_AVG_POOL, OP_L2_POOL, OP_CONV_TRANSPOSE, OP_L2_NORM, OP_LOCAL_RESPONSE_NORM, OP_CUMSUM,
+        OP_REDUCE_MIN,
+        OP_REDUCE_PROD,
+        OP_REDUCE_L1_NORM,
+        OP_REDUCE_L2_NORM,
+        OP_REDUCE_LOG_SUM,
+        OP_REDUCE_LOG_SUM_EXP,
+        OP_REDUCE_SUM_SQUARE,
+        OP_REDUCE_ARGMAX,
+        OP_REDUCE_ARGMIN,
+        OP_BATCH_NORM,
+        OP_INSTANCE_NORM,
+        OP_MAX_POOL,
+        OP_AVG_POOL,
+        OP_L2_POOL,
+        OP_CONV_TRANSPOSE,
+        OP_L2_NORM,
+        OP_LOCAL_RESPONSE_NORM,
+        OP_CUMSUM,
         OP_GATHER_ALONG_AXIS,
         /* data movement */
-        OP_IDENTITY, OP_FLATTEN2D, OP_REVERSE, OP_STACK, OP_FILL, OP_SHAPE, OP_SPACE_TO_DEPTH, OP_DEPTH_TO_SPACE,
-        OP_UPSAMPLE_NEAREST_NEIGHBOR, OP_CONSTEXPR_LUT_TO_DENSE, OP_CONSTEXPR_CAST, OP_CONSTEXPR_AFFINE_DEQUANTIZE,
-        OP_CONSTEXPR_BLOCKWISE_SHIFT_SCALE, OP_CONSTEXPR_SPARSE_TO_DENSE,
+        OP_IDENTITY,
+        OP_FLATTEN2D,
+        OP_REVERSE,
+        OP_STACK,
+        OP_FILL,
+        OP_SHAPE,
+        OP_SPACE_TO_DEPTH,
+        OP_DEPTH_TO_SPACE,
+        OP_UPSAMPLE_NEAREST_NEIGHBOR,
+        OP_CONSTEXPR_LUT_TO_DENSE,
+        OP_CONSTEXPR_CAST,
+        OP_CONSTEXPR_AFFINE_DEQUANTIZE,
+        OP_CONSTEXPR_BLOCKWISE_SHIFT_SCALE,
+        OP_CONSTEXPR_SPARSE_TO_DENSE,
         /* states */
-        OP_READ_STATE, OP_WRITE_STATE, OP_COREML_UPDATE_STATE, OP_SLICE_UPDATE,
+        OP_READ_STATE,
+        OP_WRITE_STATE,
+        OP_COREML_UPDATE_STATE,
+        OP_SLICE_UPDATE,
     };
     for (size_t i = 0; i < sizeof lowered / sizeof *lowered; i++)
         if (lowered[i] == k) return true;
@@ -3025,11 +3319,15 @@ static int lower_op(LowerShared *s, IrOp *op) {
     }
     if (!backend_lowers(op->kind)) return FAIL("op %s is not supported by the cpu backend yet", mil_op_name(op->kind));
     for (int r = 0; r < op->nresults; r++)
-        if (ir_value_numel(op->results[r]) < 0) return FAIL("'%s' has a dynamic shape; the CPU backend needs static shapes", op->results[r]->name);
+        if (ir_value_numel(op->results[r]) < 0)
+            return FAIL("'%s' has a dynamic shape; the CPU backend needs static shapes", op->results[r]->name);
     switch (op->kind) {
     case OP_CONST: return 0; /* a weight when first used as a tensor */
-    case OP_CONSTEXPR_LUT_TO_DENSE: case OP_CONSTEXPR_CAST: case OP_CONSTEXPR_AFFINE_DEQUANTIZE:
-    case OP_CONSTEXPR_BLOCKWISE_SHIFT_SCALE: case OP_CONSTEXPR_SPARSE_TO_DENSE:
+    case OP_CONSTEXPR_LUT_TO_DENSE:
+    case OP_CONSTEXPR_CAST:
+    case OP_CONSTEXPR_AFFINE_DEQUANTIZE:
+    case OP_CONSTEXPR_BLOCKWISE_SHIFT_SCALE:
+    case OP_CONSTEXPR_SPARSE_TO_DENSE:
         return 0; /* its consumer reads it (lower_lut_linear) or makes it dense (const_data) */
     case OP_LINEAR: {
         IrValue *w = arg_value(op, "weight");
@@ -3053,10 +3351,20 @@ static int lower_op(LowerShared *s, IrOp *op) {
         done(s, op, out);
         return 0;
     }
-    case OP_ADD: case OP_SUB: case OP_MUL: case OP_REAL_DIV: case OP_POW: case OP_MAXIMUM: case OP_MINIMUM:
-        return lower_binary(s, op);
-    case OP_RSQRT: case OP_SQRT: case OP_EXP: case OP_TANH: case OP_SIGMOID: case OP_SILU: case OP_GELU:
-        return lower_unary(s, op);
+    case OP_ADD:
+    case OP_SUB:
+    case OP_MUL:
+    case OP_REAL_DIV:
+    case OP_POW:
+    case OP_MAXIMUM:
+    case OP_MINIMUM: return lower_binary(s, op);
+    case OP_RSQRT:
+    case OP_SQRT:
+    case OP_EXP:
+    case OP_TANH:
+    case OP_SIGMOID:
+    case OP_SILU:
+    case OP_GELU: return lower_unary(s, op);
     case OP_SOFTMAX: {
         int64_t a = -1;
         ir_op_arg_i64(op, "axis", &a);
@@ -3066,35 +3374,60 @@ static int lower_op(LowerShared *s, IrOp *op) {
         done(s, op, out);
         return 0;
     }
-    case OP_REDUCE_MEAN: case OP_REDUCE_SUM: case OP_REDUCE_MAX: case OP_REDUCE_MIN: case OP_REDUCE_PROD:
-    case OP_REDUCE_L1_NORM: case OP_REDUCE_L2_NORM: case OP_REDUCE_LOG_SUM: case OP_REDUCE_LOG_SUM_EXP:
-    case OP_REDUCE_SUM_SQUARE: case OP_REDUCE_ARGMAX: case OP_REDUCE_ARGMIN:
-        return lower_reduce(s, op);
-    case OP_FLOOR_DIV: case OP_MOD: case OP_EQUAL: case OP_NOT_EQUAL: case OP_GREATER: case OP_GREATER_EQUAL:
-    case OP_LESS: case OP_LESS_EQUAL: case OP_LOGICAL_AND: case OP_LOGICAL_OR: case OP_LOGICAL_XOR:
-        return lower_binop(s, op);
+    case OP_REDUCE_MEAN:
+    case OP_REDUCE_SUM:
+    case OP_REDUCE_MAX:
+    case OP_REDUCE_MIN:
+    case OP_REDUCE_PROD:
+    case OP_REDUCE_L1_NORM:
+    case OP_REDUCE_L2_NORM:
+    case OP_REDUCE_LOG_SUM:
+    case OP_REDUCE_LOG_SUM_EXP:
+    case OP_REDUCE_SUM_SQUARE:
+    case OP_REDUCE_ARGMAX:
+    case OP_REDUCE_ARGMIN: return lower_reduce(s, op);
+    case OP_FLOOR_DIV:
+    case OP_MOD:
+    case OP_EQUAL:
+    case OP_NOT_EQUAL:
+    case OP_GREATER:
+    case OP_GREATER_EQUAL:
+    case OP_LESS:
+    case OP_LESS_EQUAL:
+    case OP_LOGICAL_AND:
+    case OP_LOGICAL_OR:
+    case OP_LOGICAL_XOR: return lower_binop(s, op);
     case OP_BATCH_NORM: return lower_batch_norm(s, op);
     case OP_INSTANCE_NORM: return lower_instance_norm(s, op);
     case OP_L2_NORM: return lower_l2_norm(s, op);
     case OP_LOCAL_RESPONSE_NORM: return lower_lrn(s, op);
     case OP_CUMSUM: return lower_cumsum(s, op);
     case OP_GATHER_ALONG_AXIS: return lower_gather_axis(s, op);
-    case OP_MAX_POOL: case OP_AVG_POOL: case OP_L2_POOL: return lower_pool(s, op);
+    case OP_MAX_POOL:
+    case OP_AVG_POOL:
+    case OP_L2_POOL: return lower_pool(s, op);
     case OP_CONV_TRANSPOSE: return lower_conv_general(s, op);
     case OP_LAYER_NORM: return lower_layer_norm(s, op);
-    case OP_RESHAPE: case OP_EXPAND_DIMS: case OP_SQUEEZE: case OP_FLATTEN2D: return lower_reshape(s, op);
+    case OP_RESHAPE:
+    case OP_EXPAND_DIMS:
+    case OP_SQUEEZE:
+    case OP_FLATTEN2D: return lower_reshape(s, op);
     case OP_IDENTITY: return lower_identity(s, op);
     case OP_REVERSE: return lower_reverse(s, op);
     case OP_STACK: return lower_stack(s, op);
     case OP_FILL: return lower_fill(s, op);
     case OP_SHAPE: return lower_shape(s, op);
-    case OP_SPACE_TO_DEPTH: case OP_DEPTH_TO_SPACE: case OP_UPSAMPLE_NEAREST_NEIGHBOR: return lower_rearrange(s, op);
+    case OP_SPACE_TO_DEPTH:
+    case OP_DEPTH_TO_SPACE:
+    case OP_UPSAMPLE_NEAREST_NEIGHBOR: return lower_rearrange(s, op);
     case OP_TRANSPOSE: return lower_transpose(s, op);
     case OP_CONCAT: return lower_concat(s, op);
     case OP_SPLIT: return lower_split(s, op);
-    case OP_SLICE_BY_INDEX: case OP_SLICE_BY_SIZE: return lower_slice(s, op);
+    case OP_SLICE_BY_INDEX:
+    case OP_SLICE_BY_SIZE: return lower_slice(s, op);
     case OP_READ_STATE: return lower_read_state(s, op);
-    case OP_WRITE_STATE: case OP_COREML_UPDATE_STATE: return lower_write_state(s, op);
+    case OP_WRITE_STATE:
+    case OP_COREML_UPDATE_STATE: return lower_write_state(s, op);
     case OP_SLICE_UPDATE: return lower_slice_update(s, op);
     case OP_GATHER: {
         int64_t a = 0, bd = 0;
@@ -3174,7 +3507,8 @@ LowerShared *lower_shared_new(RtPlanBuilder *b, IrFunction *f, const char *model
     MILC_ASSERT(s->vals && s->weight && s->weight2d && s->input_buf && s->lv && s->out_buf && s->out_done);
     for (int i = 0; i < n; i++) s->weight[i] = s->weight2d[i] = s->input_buf[i] = -1;
     int id = 0;
-    for (int i = 0; i < f->ninputs; i++) s->vals[id] = f->inputs[i], f->inputs[i]->aux = (void *)(intptr_t)(id + 1), id++;
+    for (int i = 0; i < f->ninputs; i++)
+        s->vals[id] = f->inputs[i], f->inputs[i]->aux = (void *)(intptr_t)(id + 1), id++;
     IR_FOR_EACH_OP(op, f) {
         for (int r = 0; r < op->nresults; r++) {
             s->vals[id] = op->results[r];

@@ -109,7 +109,8 @@ bool backend_verify(IrFunction *f, const char *stage, DiagSink *d) {
 static void for_each_value_arg(IrOp *op, void (*fn)(IrValue *)) {
     for (int a = 0; a < op->nargs; a++) {
         IrArg *arg = &op->args[a];
-        if (arg->kind == IR_ARG_VALUE) fn(arg->value);
+        if (arg->kind == IR_ARG_VALUE)
+            fn(arg->value);
         else if (arg->kind == IR_ARG_TUPLE)
             for (int k = 0; k < arg->nitems; k++) fn(arg->items[k]);
     }
@@ -178,7 +179,8 @@ static bool fold_binary(IrOpKind k, double x, double y, double *r, bool is_int) 
         if (is_int) {
             if (y == 0) return false;
             *r = trunc(x / y);
-        } else *r = x / y;
+        } else
+            *r = x / y;
         return true;
     case OP_POW: *r = pow(x, y); return true;
     default: return false;
@@ -195,7 +197,11 @@ static IrLiteral *fold_op(Arena *a, IrOp *op) {
     IrArg *ax = ir_op_arg(op, "x");
     if (!ax || ax->kind != IR_ARG_VALUE || !small_const(ax->value, &x)) return NULL;
     switch (op->kind) {
-    case OP_ADD: case OP_SUB: case OP_MUL: case OP_REAL_DIV: case OP_POW: {
+    case OP_ADD:
+    case OP_SUB:
+    case OP_MUL:
+    case OP_REAL_DIV:
+    case OP_POW: {
         IrArg *ay = ir_op_arg(op, "y");
         if (!ay || ay->kind != IR_ARG_VALUE || !small_const(ay->value, &y)) return NULL;
         IrLiteral *l = ir_literal_new(a, &res->type);
@@ -208,7 +214,9 @@ static IrLiteral *fold_op(Arena *a, IrOp *op) {
         }
         return l;
     }
-    case OP_RSQRT: case OP_SQRT: case OP_EXP: {
+    case OP_RSQRT:
+    case OP_SQRT:
+    case OP_EXP: {
         if (!ir_dtype_is_float(res->type.dtype)) return NULL;
         double eps = 0;
         if (op->kind == OP_RSQRT && !ir_op_arg_f64(op, "epsilon", &eps)) return NULL;
@@ -219,7 +227,10 @@ static IrLiteral *fold_op(Arena *a, IrOp *op) {
         }
         return l;
     }
-    case OP_RESHAPE: case OP_EXPAND_DIMS: case OP_SQUEEZE: case OP_CAST: {
+    case OP_RESHAPE:
+    case OP_EXPAND_DIMS:
+    case OP_SQUEEZE:
+    case OP_CAST: {
         /* Same elements in the same order; only the type (or dtype) changes. */
         if ((size_t)n != x->count) return NULL;
         IrLiteral *l = ir_literal_new(a, &res->type);

@@ -16,7 +16,10 @@ struct ArenaBlock {
 
 enum { ARENA_MIN_BLOCK = 64 * 1024 };
 
-void arena_init(Arena *a) { a->head = NULL; a->used_total = 0; }
+void arena_init(Arena *a) {
+    a->head = NULL;
+    a->used_total = 0;
+}
 
 void arena_free(Arena *a) {
     ArenaBlock *b = a->head;

@@ -67,7 +67,10 @@ void diag_vadd(DiagSink *s, DiagLevel level, SrcLoc loc, const char *fmt, va_lis
     int cap = s->max_errors > 0 ? s->max_errors : 100;
     if (level == DIAG_ERROR) {
         s->errors++;
-        if (s->errors > cap) { s->truncated = true; return; }
+        if (s->errors > cap) {
+            s->truncated = true;
+            return;
+        }
     } else if (s->truncated) {
         return; /* notes and warnings of dropped errors would confuse */
     }
@@ -97,7 +100,10 @@ void diag_add(DiagSink *s, DiagLevel level, SrcLoc loc, const char *fmt, ...) {
 bool diag_failed(const DiagSink *s) { return s->errors > 0 || (s->warn_as_error && s->warnings > 0); }
 
 /* A growable string for the renderers. */
-typedef struct { char *p; size_t n, cap; } Buf;
+typedef struct {
+    char *p;
+    size_t n, cap;
+} Buf;
 
 static void buf_put(Buf *b, const char *s, size_t n) {
     if (b->n + n + 1 > b->cap) {
@@ -120,7 +126,10 @@ static void buf_printf(Buf *b, const char *fmt, ...) {
     int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
     if (n < 0) return;
-    if ((size_t)n < sizeof tmp) { buf_put(b, tmp, (size_t)n); return; }
+    if ((size_t)n < sizeof tmp) {
+        buf_put(b, tmp, (size_t)n);
+        return;
+    }
     char *big = malloc((size_t)n + 1);
     MILC_ASSERT(big != NULL);
     va_start(ap, fmt);
@@ -182,4 +191,3 @@ char *diag_render(const DiagSink *s) {
     }
     return b.p;
 }
-

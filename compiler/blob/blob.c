@@ -23,25 +23,18 @@ static const struct {
     const char *name;
     unsigned bits;
 } dtype_table[] = {
-    [MILBLOB_FP16] = {"fp16", 16},      [MILBLOB_FP32] = {"fp32", 32},
-    [MILBLOB_UINT8] = {"uint8", 8},     [MILBLOB_INT8] = {"int8", 8},
-    [MILBLOB_BF16] = {"bf16", 16},      [MILBLOB_INT16] = {"int16", 16},
-    [MILBLOB_UINT16] = {"uint16", 16},  [MILBLOB_INT4] = {"int4", 4},
-    [MILBLOB_UINT1] = {"uint1", 1},     [MILBLOB_UINT2] = {"uint2", 2},
-    [MILBLOB_UINT4] = {"uint4", 4},     [MILBLOB_UINT3] = {"uint3", 3},
-    [MILBLOB_UINT6] = {"uint6", 6},     [MILBLOB_INT32] = {"int32", 32},
-    [MILBLOB_UINT32] = {"uint32", 32},  [MILBLOB_FP8E4M3] = {"fp8e4m3", 8},
-    [MILBLOB_FP8E5M2] = {"fp8e5m2", 8},
+    [MILBLOB_FP16] = {"fp16", 16},      [MILBLOB_FP32] = {"fp32", 32},      [MILBLOB_UINT8] = {"uint8", 8},
+    [MILBLOB_INT8] = {"int8", 8},       [MILBLOB_BF16] = {"bf16", 16},      [MILBLOB_INT16] = {"int16", 16},
+    [MILBLOB_UINT16] = {"uint16", 16},  [MILBLOB_INT4] = {"int4", 4},       [MILBLOB_UINT1] = {"uint1", 1},
+    [MILBLOB_UINT2] = {"uint2", 2},     [MILBLOB_UINT4] = {"uint4", 4},     [MILBLOB_UINT3] = {"uint3", 3},
+    [MILBLOB_UINT6] = {"uint6", 6},     [MILBLOB_INT32] = {"int32", 32},    [MILBLOB_UINT32] = {"uint32", 32},
+    [MILBLOB_FP8E4M3] = {"fp8e4m3", 8}, [MILBLOB_FP8E5M2] = {"fp8e5m2", 8},
 };
 enum { DTYPE_TABLE_LEN = sizeof dtype_table / sizeof dtype_table[0] };
 
-unsigned milblob_dtype_bits(uint32_t dtype) {
-    return dtype < DTYPE_TABLE_LEN ? dtype_table[dtype].bits : 0;
-}
+unsigned milblob_dtype_bits(uint32_t dtype) { return dtype < DTYPE_TABLE_LEN ? dtype_table[dtype].bits : 0; }
 
-const char *milblob_dtype_name(uint32_t dtype) {
-    return dtype < DTYPE_TABLE_LEN ? dtype_table[dtype].name : NULL;
-}
+const char *milblob_dtype_name(uint32_t dtype) { return dtype < DTYPE_TABLE_LEN ? dtype_table[dtype].name : NULL; }
 
 static uint32_t load_u32(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -80,8 +73,8 @@ static bool check_size(const MilBlobRecord *r, char *why, size_t whylen) {
             return false;
         }
         if (r->size % (bits / 8) != 0) {
-            snprintf(why, whylen, "size %" PRIu64 " is not a whole number of %s elements (%u bytes each)",
-                     r->size, name, bits / 8);
+            snprintf(why, whylen, "size %" PRIu64 " is not a whole number of %s elements (%u bytes each)", r->size,
+                     name, bits / 8);
             return false;
         }
         return true;
@@ -89,13 +82,14 @@ static bool check_size(const MilBlobRecord *r, char *why, size_t whylen) {
     /* Sub-byte types pack elements into bytes; padding_bits says how many
      * bits of the last byte are unused.  size <= file size, so size * 8 fits. */
     if (r->padding_bits >= 8 || (r->size == 0 && r->padding_bits != 0)) {
-        snprintf(why, whylen, "padding_bits %" PRIu64 " invalid for %s (want 0..7, 0 when empty)",
-                 r->padding_bits, name);
+        snprintf(why, whylen, "padding_bits %" PRIu64 " invalid for %s (want 0..7, 0 when empty)", r->padding_bits,
+                 name);
         return false;
     }
     if ((r->size * 8 - r->padding_bits) % bits != 0) {
         snprintf(why, whylen,
-                 "size %" PRIu64 " bytes less padding_bits %" PRIu64 " is not a whole number of %s elements (%u bits each)",
+                 "size %" PRIu64 " bytes less padding_bits %" PRIu64
+                 " is not a whole number of %s elements (%u bits each)",
                  r->size, r->padding_bits, name, bits);
         return false;
     }
@@ -172,12 +166,13 @@ static int parse(MilBlobFile *f, const char *name, Bytes *src, size_t size, Diag
     for (i = 0; i < count; i++) {
         uint64_t m = at;
         if (m >= size) {
-            diag_error(d, loc, "offset %zu: file ends after %" PRIu32 " blobs (header count %" PRIu32 ")",
-                       size, i, count);
+            diag_error(d, loc, "offset %zu: file ends after %" PRIu32 " blobs (header count %" PRIu32 ")", size, i,
+                       count);
             goto fail;
         }
         if (size - m < RECORD_SIZE) {
-            diag_error(d, loc, "blob %" PRIu32 " at offset %" PRIu64 ": truncated record: file ends at %zu", i, m, size);
+            diag_error(d, loc, "blob %" PRIu32 " at offset %" PRIu64 ": truncated record: file ends at %zu", i, m,
+                       size);
             goto fail;
         }
         const uint8_t *rp = bytes_at(src, m, RECORD_SIZE, why, sizeof why);
@@ -192,8 +187,7 @@ static int parse(MilBlobFile *f, const char *name, Bytes *src, size_t size, Diag
         r->size = load_u64(rp + 8);
         r->data_offset = load_u64(rp + 16);
         r->padding_bits = load_u64(rp + 24);
-#define BLOB_ERR(fmt, ...) \
-    diag_error(d, loc, "blob %" PRIu32 " at offset %" PRIu64 ": " fmt, i, m, __VA_ARGS__)
+#define BLOB_ERR(fmt, ...) diag_error(d, loc, "blob %" PRIu32 " at offset %" PRIu64 ": " fmt, i, m, __VA_ARGS__)
         if (sentinel != MILBLOB_SENTINEL) {
             BLOB_ERR("bad sentinel 0x%08" PRIx32 " (want 0xdeadbeef)", sentinel);
             goto fail;
@@ -240,8 +234,8 @@ static int parse(MilBlobFile *f, const char *name, Bytes *src, size_t size, Diag
         nz = first_nonzero(gap, (size_t)(gap_end - end));
         if (nz != gap_end - end) {
             if (i + 1 == count)
-                diag_error(d, loc, "offset %" PRIu64 ": data after the last blob (header count %" PRIu32 ")",
-                           end + nz, count);
+                diag_error(d, loc, "offset %" PRIu64 ": data after the last blob (header count %" PRIu32 ")", end + nz,
+                           count);
             else
                 BLOB_ERR("nonzero padding byte at offset %" PRIu64, end + nz);
             goto fail;
@@ -277,8 +271,10 @@ int milblob_open_records(MilBlobFile *f, const char *path, DiagSink *d) {
     if (blob_open_input(path, loc, d, &fd) != 0) return -1;
     struct stat st;
     Bytes src = {.mem = NULL, .fd = fd};
-    if (fstat(fd, &st) != 0) diag_syserror(d, loc, "cannot stat: %s", strerror(errno)), rc = -1;
-    else rc = parse(f, name, &src, (size_t)st.st_size, d);
+    if (fstat(fd, &st) != 0)
+        diag_syserror(d, loc, "cannot stat: %s", strerror(errno)), rc = -1;
+    else
+        rc = parse(f, name, &src, (size_t)st.st_size, d);
     close(fd);
     return rc;
 }
@@ -311,8 +307,10 @@ const MilBlobRecord *milblob_find(const MilBlobFile *f, uint64_t offset) {
         size_t mid = lo + (hi - lo) / 2;
         uint64_t o = f->records[mid].offset;
         if (o == offset) return &f->records[mid];
-        if (o < offset) lo = mid + 1;
-        else hi = mid;
+        if (o < offset)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return NULL;
 }
@@ -353,21 +351,21 @@ void milblob_file_digest(const MilBlobFile *f, uint8_t out[16]) {
 enum { FLUSH_AT = 4u << 20 };
 
 struct MilBlobWriter {
-    char *path;     /* final name (for messages) */
-    OsPublish pub;  /* the temp file beside it, published at finish */
-    int fd;         /* pub.fd */
-    uint8_t *buf;   /* staged bytes, file offset pos - fill */
+    char *path;    /* final name (for messages) */
+    OsPublish pub; /* the temp file beside it, published at finish */
+    int fd;        /* pub.fd */
+    uint8_t *buf;  /* staged bytes, file offset pos - fill */
     size_t cap, fill;
-    uint64_t pos;   /* logical end of file, staged bytes included */
-    uint64_t left;  /* bytes the streamed blob still lacks */
-    bool mem;       /* the file is made in memory: buf is it, whole (maplen of mapping) */
+    uint64_t pos;  /* logical end of file, staged bytes included */
+    uint64_t left; /* bytes the streamed blob still lacks */
+    bool mem;      /* the file is made in memory: buf is it, whole (maplen of mapping) */
     size_t maplen;
     uint32_t count;
-    XXH3_state_t *hash;        /* the digest so far */
-    const uint8_t *unhashed;   /* a piece handed out, hashed once filled */
+    XXH3_state_t *hash;      /* the digest so far */
+    const uint8_t *unhashed; /* a piece handed out, hashed once filled */
     size_t nunhashed;
     bool failed;
-    char err[256];  /* first sticky error */
+    char err[256]; /* first sticky error */
 };
 
 static void writer_fail(MilBlobWriter *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -573,8 +571,10 @@ void milblob_writer_digest(MilBlobWriter *w, uint8_t out[16]) {
 
 static void writer_free(MilBlobWriter *w) {
     XXH3_freeState(w->hash);
-    if (w->mem) os_huge_free(w->buf, w->maplen); /* NULL once handed over */
-    else free(w->buf);
+    if (w->mem)
+        os_huge_free(w->buf, w->maplen); /* NULL once handed over */
+    else
+        free(w->buf);
     free(w->path);
     free(w);
 }

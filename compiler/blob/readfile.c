@@ -12,8 +12,10 @@ int blob_open_input(const char *path, SrcLoc loc, DiagSink *d, int *fd) {
     char err[600];
     int rc = os_open_input(path, OS_REG, fd, err, sizeof err);
     /* loc names the file: the messages do not repeat it. */
-    if (rc == -EINVAL) diag_error(d, loc, "not a regular file");
-    else if (rc) diag_error(d, loc, "cannot open: %s", strerror(-rc));
+    if (rc == -EINVAL)
+        diag_error(d, loc, "not a regular file");
+    else if (rc)
+        diag_error(d, loc, "cannot open: %s", strerror(-rc));
     return rc ? -1 : 0;
 }
 

@@ -16,23 +16,16 @@ static const struct {
     const char *name;
     size_t size;
 } dtypes[ST_DTYPE_COUNT] = {
-    [ST_DTYPE_BOOL] = {"BOOL", 1},       [ST_DTYPE_U8] = {"U8", 1},
-    [ST_DTYPE_I8] = {"I8", 1},           [ST_DTYPE_F8_E5M2] = {"F8_E5M2", 1},
-    [ST_DTYPE_F8_E4M3] = {"F8_E4M3", 1}, [ST_DTYPE_I16] = {"I16", 2},
-    [ST_DTYPE_U16] = {"U16", 2},         [ST_DTYPE_F16] = {"F16", 2},
-    [ST_DTYPE_BF16] = {"BF16", 2},       [ST_DTYPE_I32] = {"I32", 4},
-    [ST_DTYPE_U32] = {"U32", 4},         [ST_DTYPE_F32] = {"F32", 4},
-    [ST_DTYPE_I64] = {"I64", 8},         [ST_DTYPE_U64] = {"U64", 8},
-    [ST_DTYPE_F64] = {"F64", 8},
+    [ST_DTYPE_BOOL] = {"BOOL", 1},       [ST_DTYPE_U8] = {"U8", 1},           [ST_DTYPE_I8] = {"I8", 1},
+    [ST_DTYPE_F8_E5M2] = {"F8_E5M2", 1}, [ST_DTYPE_F8_E4M3] = {"F8_E4M3", 1}, [ST_DTYPE_I16] = {"I16", 2},
+    [ST_DTYPE_U16] = {"U16", 2},         [ST_DTYPE_F16] = {"F16", 2},         [ST_DTYPE_BF16] = {"BF16", 2},
+    [ST_DTYPE_I32] = {"I32", 4},         [ST_DTYPE_U32] = {"U32", 4},         [ST_DTYPE_F32] = {"F32", 4},
+    [ST_DTYPE_I64] = {"I64", 8},         [ST_DTYPE_U64] = {"U64", 8},         [ST_DTYPE_F64] = {"F64", 8},
 };
 
-const char *safetensors_dtype_name(SafetensorsDType t) {
-    return (unsigned)t < ST_DTYPE_COUNT ? dtypes[t].name : NULL;
-}
+const char *safetensors_dtype_name(SafetensorsDType t) { return (unsigned)t < ST_DTYPE_COUNT ? dtypes[t].name : NULL; }
 
-size_t safetensors_dtype_size(SafetensorsDType t) {
-    return (unsigned)t < ST_DTYPE_COUNT ? dtypes[t].size : 0;
-}
+size_t safetensors_dtype_size(SafetensorsDType t) { return (unsigned)t < ST_DTYPE_COUNT ? dtypes[t].size : 0; }
 
 /* Non-negative JSON integer, or -1. */
 static int64_t json_count(const json_t *v) {
@@ -56,7 +49,9 @@ typedef struct MetaPair {
     const char *key, *value;
 } MetaPair;
 
-static int cmp_meta(const void *a, const void *b) { return strcmp(((const MetaPair *)a)->key, ((const MetaPair *)b)->key); }
+static int cmp_meta(const void *a, const void *b) {
+    return strcmp(((const MetaPair *)a)->key, ((const MetaPair *)b)->key);
+}
 
 /* Check one tensor entry and fill t (name already set).  data_size is the
  * data section's length.  On failure writes why. */
@@ -110,12 +105,16 @@ static bool check_tensor(SafetensorsTensor *t, json_t *v, const uint8_t *data, s
             return false;
         }
         t->dims[i] = d;
-        if (d == 0) zero = true;
-        else if ((uint64_t)d > SIZE_MAX / count) overflow = true;
-        else count *= (size_t)d;
+        if (d == 0)
+            zero = true;
+        else if ((uint64_t)d > SIZE_MAX / count)
+            overflow = true;
+        else
+            count *= (size_t)d;
     }
     size_t item = dtypes[dt].size;
-    if (zero) count = 0;
+    if (zero)
+        count = 0;
     else if (overflow || count > SIZE_MAX / item) {
         snprintf(why, whylen, "'shape' has too many elements");
         return false;
@@ -132,8 +131,8 @@ static bool check_tensor(SafetensorsTensor *t, json_t *v, const uint8_t *data, s
         return false;
     }
     if (begin > end || (uint64_t)end > data_size) {
-        snprintf(why, whylen, "data_offsets [%" PRId64 ", %" PRId64 "] outside the data section (%zu bytes)", begin, end,
-                 data_size);
+        snprintf(why, whylen, "data_offsets [%" PRId64 ", %" PRId64 "] outside the data section (%zu bytes)", begin,
+                 end, data_size);
         return false;
     }
     if ((uint64_t)(end - begin) != t->nbytes) {
@@ -142,8 +141,9 @@ static bool check_tensor(SafetensorsTensor *t, json_t *v, const uint8_t *data, s
         for (int i = 0; i < t->rank; i++)
             k += (size_t)snprintf(shape + k, sizeof shape - k, i ? ", %" PRId64 : "%" PRId64, t->dims[i]);
         snprintf(shape + k, sizeof shape - k, "]");
-        snprintf(why, whylen, "data_offsets [%" PRId64 ", %" PRId64 "] hold %" PRId64 " bytes; shape %s of %s needs %zu",
-                 begin, end, end - begin, shape, dtypes[dt].name, t->nbytes);
+        snprintf(why, whylen,
+                 "data_offsets [%" PRId64 ", %" PRId64 "] hold %" PRId64 " bytes; shape %s of %s needs %zu", begin, end,
+                 end - begin, shape, dtypes[dt].name, t->nbytes);
         return false;
     }
     t->offset = data_at + (uint64_t)begin;
@@ -176,8 +176,8 @@ static int parse(SafetensorsFile *f, const char *name, const void *bytes, bool w
     json_t *root = json_loadb((const char *)p + 8, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
         /* jansson's position is just past the offending token; point into it. */
-        diag_error(d, loc, "offset %zu: header JSON: %s", (size_t)8 + (size_t)(jerr.position > 0 ? jerr.position - 1 : 0),
-                   jerr.text);
+        diag_error(d, loc, "offset %zu: header JSON: %s",
+                   (size_t)8 + (size_t)(jerr.position > 0 ? jerr.position - 1 : 0), jerr.text);
         return -1;
     }
     int rc = -1;
@@ -297,8 +297,14 @@ static int pread_all(int fd, void *buf, size_t n, uint64_t off, SrcLoc loc, Diag
     for (size_t got = 0; got < n;) {
         ssize_t k = pread(fd, (uint8_t *)buf + got, n - got, (off_t)(off + got));
         if (k < 0 && errno == EINTR) continue;
-        if (k < 0) { diag_syserror(d, loc, "read error: %s", strerror(errno)); return -1; }
-        if (k == 0) { diag_syserror(d, loc, "the file shrank while it was read"); return -1; }
+        if (k < 0) {
+            diag_syserror(d, loc, "read error: %s", strerror(errno));
+            return -1;
+        }
+        if (k == 0) {
+            diag_syserror(d, loc, "the file shrank while it was read");
+            return -1;
+        }
         got += (size_t)k;
     }
     return 0;
@@ -308,14 +314,20 @@ int safetensors_read_header(SafetensorsFile *f, const char *name, int fd, uint64
     memset(f, 0, sizeof *f);
     SrcLoc loc = {name, 0, 0};
     uint8_t le[8] = {0};
-    if (size > SIZE_MAX / 2) { diag_error(d, loc, "too large (%" PRIu64 " bytes)", size); return -1; }
+    if (size > SIZE_MAX / 2) {
+        diag_error(d, loc, "too large (%" PRIu64 " bytes)", size);
+        return -1;
+    }
     if (size < 8) return parse(f, name, le, false, (size_t)size, d); /* its message; le is not read */
     if (pread_all(fd, le, 8, 0, loc, d) != 0) return -1;
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = n << 8 | le[i];
     if (n > ST_MAX_HEADER || n > size - 8) return parse(f, name, le, false, (size_t)size, d); /* its message */
     uint8_t *head = malloc((size_t)n + 8);
-    if (!head) { diag_syserror(d, loc, "out of memory reading the header"); return -1; }
+    if (!head) {
+        diag_syserror(d, loc, "out of memory reading the header");
+        return -1;
+    }
     int rc = pread_all(fd, head, (size_t)n + 8, 0, loc, d);
     if (rc == 0) rc = parse(f, name, head, false, (size_t)size, d);
     free(head); /* the names were copied out */
@@ -351,8 +363,10 @@ const SafetensorsTensor *safetensors_find(const SafetensorsFile *f, const char *
         size_t mid = lo + (hi - lo) / 2;
         int c = strcmp(f->tensors[mid].name, name);
         if (c == 0) return &f->tensors[mid];
-        if (c < 0) lo = mid + 1;
-        else hi = mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return NULL;
 }
@@ -363,8 +377,10 @@ const char *safetensors_metadata(const SafetensorsFile *f, const char *key) {
         size_t mid = lo + (hi - lo) / 2;
         int c = strcmp(f->meta[2 * mid], key);
         if (c == 0) return f->meta[2 * mid + 1];
-        if (c < 0) lo = mid + 1;
-        else hi = mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return NULL;
 }

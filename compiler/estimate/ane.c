@@ -11,9 +11,7 @@
 
 /* Which programs each compile mode carries, from the one mode table. */
 #define EST_MODE_(id, n, name, bonded, nonbonded, ...) [n] = {true, bonded, nonbonded},
-static const struct {
-    bool exists, bonded, nonbonded;
-} est_modes[RT_NMODES] = {RT_MODE_TABLE(EST_MODE_)};
+static const struct { bool exists, bonded, nonbonded; } est_modes[RT_NMODES] = {RT_MODE_TABLE(EST_MODE_)};
 
 int est_plan_depth(const EstModel *m, int depth, int mode, EstPlan *out) {
     memset(out, 0, sizeof *out);
@@ -50,8 +48,10 @@ double est_utilization(const EstChip *c, double ops) {
  * production_bytes, log-interpolated between. */
 static double fixed_ms(const EstChip *c, double bytes, int path) {
     double f;
-    if (bytes <= c->small_bytes) f = c->dispatch_ms_small;
-    else if (bytes >= c->production_bytes) f = c->dispatch_ms;
+    if (bytes <= c->small_bytes)
+        f = c->dispatch_ms_small;
+    else if (bytes >= c->production_bytes)
+        f = c->dispatch_ms;
     else {
         double t = log(bytes / c->small_bytes) / log(c->production_bytes / c->small_bytes);
         f = c->dispatch_ms_small + t * (c->dispatch_ms - c->dispatch_ms_small);
@@ -91,6 +91,6 @@ void est_project(const EstChip *c, const EstPlan *p, const EstScenario *s, EstRe
     out->compile_ms = p->programs * c->compile_ms * (s->compile_factor > 0 ? s->compile_factor : 1);
     out->cold_ms = out->compile_ms + out->prefill_ms;
     out->cold_tok_s = out->cold_ms > 0 ? s->prompt_tokens * 1e3 / out->cold_ms : NAN;
-    out->over_max_program = c->max_program_bytes > 0 && p->programs > 0 &&
-                            p->weight_bytes / p->programs > c->max_program_bytes;
+    out->over_max_program =
+        c->max_program_bytes > 0 && p->programs > 0 && p->weight_bytes / p->programs > c->max_program_bytes;
 }

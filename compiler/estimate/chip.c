@@ -57,10 +57,24 @@ static int util_points(Ctx *c, json_t *o, EstChip *out) {
     return 0;
 }
 
-static const char *const known[] = {"schema", "chip", "fp16_tflops", "memory_gbs", "dispatch_ms_small", "dispatch_ms",
-                                     "small_bytes", "production_bytes", "coreml_factor", "utilization", "compile_ms",
-                                     "mode0_compile_factor", "min_seq", "sram_bytes", "sram_cliff", "max_program_bytes",
-                                     "sources", NULL};
+static const char *const known[] = {"schema",
+                                    "chip",
+                                    "fp16_tflops",
+                                    "memory_gbs",
+                                    "dispatch_ms_small",
+                                    "dispatch_ms",
+                                    "small_bytes",
+                                    "production_bytes",
+                                    "coreml_factor",
+                                    "utilization",
+                                    "compile_ms",
+                                    "mode0_compile_factor",
+                                    "min_seq",
+                                    "sram_bytes",
+                                    "sram_cliff",
+                                    "max_program_bytes",
+                                    "sources",
+                                    NULL};
 
 static int check_keys(Ctx *c, json_t *o) {
     const char *k;
@@ -76,15 +90,17 @@ static int check_keys(Ctx *c, json_t *o) {
     if (!json_is_string(n) || json_string_length(n) == 0 || json_string_length(n) >= 64)
         return fail(c, "field 'chip' must be a name of 1 to 63 characters");
     json_t *src = json_object_get(o, "sources");
-    if (src && !json_is_object(src) && !json_is_string(src)) return fail(c, "field 'sources' must be text or an object");
+    if (src && !json_is_object(src) && !json_is_string(src))
+        return fail(c, "field 'sources' must be text or an object");
     return 0;
 }
 
 static int fields(Ctx *c, json_t *o, EstChip *out) {
     double seq;
-    if (num(c, o, "fp16_tflops", 1e-3, 1e4, &out->fp16_tflops) || num(c, o, "memory_gbs", 1e-3, 1e5, &out->memory_gbs) ||
-        num(c, o, "dispatch_ms_small", 0, 1e3, &out->dispatch_ms_small) || num(c, o, "dispatch_ms", 0, 1e3, &out->dispatch_ms) ||
-        num(c, o, "small_bytes", 1, 1e15, &out->small_bytes) ||
+    if (num(c, o, "fp16_tflops", 1e-3, 1e4, &out->fp16_tflops) ||
+        num(c, o, "memory_gbs", 1e-3, 1e5, &out->memory_gbs) ||
+        num(c, o, "dispatch_ms_small", 0, 1e3, &out->dispatch_ms_small) ||
+        num(c, o, "dispatch_ms", 0, 1e3, &out->dispatch_ms) || num(c, o, "small_bytes", 1, 1e15, &out->small_bytes) ||
         num(c, o, "production_bytes", 1, 1e15, &out->production_bytes) ||
         num(c, o, "coreml_factor", 1, 100, &out->coreml_factor) || num(c, o, "compile_ms", 0, 1e7, &out->compile_ms) ||
         num(c, o, "mode0_compile_factor", 1, 10, &out->mode0_compile_factor) || num(c, o, "min_seq", 1, 4096, &seq) ||

@@ -10,7 +10,7 @@
 /* A bend must explain most of the line's misfit, and the line must miss some
  * point by a visible share of its time: noise of a few % is not a cliff. */
 #define BEND_SSRES_SHARE 0.25
-#define BEND_MIN_MISS 0.05
+#define BEND_MIN_MISS    0.05
 
 static double ssres_line(const double *x, const double *y, int n, double a, double b) {
     double s = 0;
@@ -89,7 +89,8 @@ void est_fit(const double *x, const double *y, int n, EstFit *f) {
     for (int i = 0; i < n; i++) mx += x[i], my += y[i];
     mx /= n, my /= n;
     double sxx = 0, sxy = 0, syy = 0;
-    for (int i = 0; i < n; i++) sxx += (x[i] - mx) * (x[i] - mx), sxy += (x[i] - mx) * (y[i] - my), syy += (y[i] - my) * (y[i] - my);
+    for (int i = 0; i < n; i++)
+        sxx += (x[i] - mx) * (x[i] - mx), sxy += (x[i] - mx) * (y[i] - my), syy += (y[i] - my) * (y[i] - my);
     if (!(sxx > 0)) return; /* one distinct x: no line */
     f->ok = true;
     f->b = sxy / sxx;

@@ -22,12 +22,11 @@
 struct GenConfig {
     GenTemplate *t;
     Arena arena;
-    Value *vals;      /* one per parameter */
+    Value *vals; /* one per parameter */
     bool resolved;
-    Scope *globals;   /* parameters + top-level lets, after resolve */
+    Scope *globals; /* parameters + top-level lets, after resolve */
     const char *preset;
 };
-
 
 static const char *type_word(GenParamType t) {
     return t == GEN_PARAM_INT ? "an integer" : t == GEN_PARAM_FLOAT ? "a number" : "a string";
@@ -107,7 +106,9 @@ GenConfig *gen_config_open(const GenSearchPath *sp, const char *name, DiagSink *
             xmlChar *tn = gx_prop(preset, "template");
             if (!tn) {
                 diag_error(d, gen_loc(d, ppath, preset), "preset '%s' has no template attribute", name);
-                gx_free_doc(pdoc); free(pbytes); free(ppath);
+                gx_free_doc(pdoc);
+                free(pbytes);
+                free(ppath);
                 return NULL;
             }
             tname = strdup((char *)tn);
@@ -178,9 +179,7 @@ int gen_config_resolve(GenConfig *c, DiagSink *d) {
     return c->resolved ? 0 : -1;
 }
 
-static int name_cmp(const void *a, const void *b) {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
+static int name_cmp(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
 char *gen_config_canonical(const GenConfig *c) {
     if (!c->resolved) return NULL;
@@ -196,10 +195,16 @@ char *gen_config_canonical(const GenConfig *c) {
     MILC_ASSERT(out != NULL);
     for (int k = -1; k < n; k++) {
         const char *line;
-        if (k < 0) line = arena_printf(&a, "template=%s\n", c->t->name);
-        else line = arena_printf(&a, "%s=%s\n", names[k], value_str(&a, *scope_get(c->globals, names[k])));
+        if (k < 0)
+            line = arena_printf(&a, "template=%s\n", c->t->name);
+        else
+            line = arena_printf(&a, "%s=%s\n", names[k], value_str(&a, *scope_get(c->globals, names[k])));
         size_t l = strlen(line);
-        while (len + l + 1 > cap) { cap *= 2; out = realloc(out, cap); MILC_ASSERT(out != NULL); }
+        while (len + l + 1 > cap) {
+            cap *= 2;
+            out = realloc(out, cap);
+            MILC_ASSERT(out != NULL);
+        }
         memcpy(out + len, line, l + 1);
         len += l;
     }
@@ -231,7 +236,10 @@ bool gen_config_get_str(const GenConfig *c, const char *name, const char **out) 
 
 /* ---- generation ---- */
 
-typedef struct { char *p; size_t n, cap; } Buf;
+typedef struct {
+    char *p;
+    size_t n, cap;
+} Buf;
 static void bput(Buf *b, const char *s, size_t n) {
     if (b->n + n + 1 > b->cap) {
         while (b->n + n + 1 > b->cap) b->cap = b->cap ? b->cap * 2 : 4096;
@@ -247,7 +255,8 @@ static void bputs(Buf *b, const char *s) { bput(b, s, strlen(s)); }
 static char *shape_text(Arena *a, const GenIo *io) {
     char buf[256];
     int n = snprintf(buf, sizeof buf, "%stensor<%s, [", io->state ? "state<" : "", io->dtype);
-    for (int i = 0; i < io->rank; i++) n += snprintf(buf + n, sizeof buf - (size_t)n, "%s%" PRId64, i ? ", " : "", io->shape[i]);
+    for (int i = 0; i < io->rank; i++)
+        n += snprintf(buf + n, sizeof buf - (size_t)n, "%s%" PRId64, i ? ", " : "", io->shape[i]);
     snprintf(buf + n, sizeof buf - (size_t)n, "]>%s", io->state ? ">" : "");
     return arena_strdup(a, buf);
 }
@@ -302,7 +311,9 @@ static char *manifest(GenConfig *c, const GenOptions *o, const GenProgram *p, ui
     for (int k = 0; k < n; k++) {
         const Value *v = scope_get(c->globals, names[k]);
         json_object_set_new(params, names[k],
-                            v->kind == VAL_INT ? json_integer(v->i) : v->kind == VAL_FLOAT ? json_real(v->f) : json_string(v->s));
+                            v->kind == VAL_INT     ? json_integer(v->i)
+                            : v->kind == VAL_FLOAT ? json_real(v->f)
+                                                   : json_string(v->s));
     }
     free(names);
     json_object_set_new(m, "params", params);
@@ -357,8 +368,14 @@ static int write_weights(const GenProgram *p, const GenOptions *o, const char *p
 static void sort_io(GenIo *io, SrcLoc *locs, int n) {
     for (int i = 1; i < n; i++) /* insertion sort: a few dozen names, stable */
         for (int j = i; j > 0 && strcmp(io[j - 1].name, io[j].name) > 0; j--) {
-            GenIo t = io[j]; io[j] = io[j - 1]; io[j - 1] = t;
-            if (locs) { SrcLoc l = locs[j]; locs[j] = locs[j - 1]; locs[j - 1] = l; }
+            GenIo t = io[j];
+            io[j] = io[j - 1];
+            io[j - 1] = t;
+            if (locs) {
+                SrcLoc l = locs[j];
+                locs[j] = locs[j - 1];
+                locs[j - 1] = l;
+            }
         }
 }
 
@@ -453,8 +470,10 @@ int gen_generate(GenConfig *c, const GenOptions *o, const char *dir, GenResult *
     map[nmap++] = root;
 
     char genfile[PATH_MAX];
-    if (dir) snprintf(genfile, sizeof genfile, "%s/model.mil", dir);
-    else snprintf(genfile, sizeof genfile, "%s.mil", c->t->name);
+    if (dir)
+        snprintf(genfile, sizeof genfile, "%s/model.mil", dir);
+    else
+        snprintf(genfile, sizeof genfile, "%s.mil", c->t->name);
 
     uint64_t wbytes = 0;
     uint8_t wdigest[16] = {0};
@@ -540,8 +559,14 @@ void gen_result_free(GenResult *r) {
     milblob_image_free(&r->weights);
     free(r->mil);
     free(r->manifest);
-    for (int i = 0; i < r->ninputs; i++) { free(r->inputs[i].name); free(r->inputs[i].dtype); }
-    for (int i = 0; i < r->noutputs; i++) { free(r->outputs[i].name); free(r->outputs[i].dtype); }
+    for (int i = 0; i < r->ninputs; i++) {
+        free(r->inputs[i].name);
+        free(r->inputs[i].dtype);
+    }
+    for (int i = 0; i < r->noutputs; i++) {
+        free(r->outputs[i].name);
+        free(r->outputs[i].dtype);
+    }
     free(r->inputs);
     free(r->outputs);
     memset(r, 0, sizeof *r);

@@ -31,14 +31,14 @@ static bool is_elem(xmlNode *n, const char *name) {
     return n->type == XML_ELEMENT_NODE && strcmp((const char *)n->name, name) == 0;
 }
 
-#define GROW(arr, n, cap)                                                      \
-    do {                                                                       \
-        if ((n) == (cap)) {                                                    \
-            (cap) = (cap) ? (cap) * 2 : 16;                                    \
-            void *nv_ = arena_alloc(e->a, sizeof(*(arr)) * (size_t)(cap));     \
-            if (n) memcpy(nv_, (arr), sizeof(*(arr)) * (size_t)(n));           \
-            (arr) = nv_;                                                       \
-        }                                                                      \
+#define GROW(arr, n, cap)                                                                                              \
+    do {                                                                                                               \
+        if ((n) == (cap)) {                                                                                            \
+            (cap) = (cap) ? (cap)*2 : 16;                                                                              \
+            void *nv_ = arena_alloc(e->a, sizeof(*(arr)) * (size_t)(cap));                                             \
+            if (n) memcpy(nv_, (arr), sizeof(*(arr)) * (size_t)(n));                                                   \
+            (arr) = nv_;                                                                                               \
+        }                                                                                                              \
     } while (0)
 
 /* An attribute evaluated as an expression. */
@@ -76,7 +76,10 @@ static bool ident_ok(const char *s) {
 static bool eval_shape(Exec *e, const char *path, xmlNode *n, Scope *s, int *rank, int64_t *shape) {
     const char *src = gen_attr(e->a, n, "shape");
     SrcLoc at = gen_loc(e->d, path, n);
-    if (!src) { diag_error(e->d, at, "<%s> needs a shape attribute", (const char *)n->name); return false; }
+    if (!src) {
+        diag_error(e->d, at, "<%s> needs a shape attribute", (const char *)n->name);
+        return false;
+    }
     *rank = 0;
     const char *p = src;
     while (*p == ' ') p++;
@@ -89,7 +92,10 @@ static bool eval_shape(Exec *e, const char *path, xmlNode *n, Scope *s, int *ran
             if (*q == ')') depth--;
             q++;
         }
-        if (*rank == 8) { diag_error(e->d, at, "shape '%s' has more than 8 dimensions", src); return false; }
+        if (*rank == 8) {
+            diag_error(e->d, at, "shape '%s' has more than 8 dimensions", src);
+            return false;
+        }
         ExprCtx x = {e->a, e->d, at, "shape"};
         Value v;
         if (!expr_eval(&x, s, arena_strndup(e->a, p, (size_t)(q - p)), &v)) return false;
@@ -107,7 +113,8 @@ static bool eval_shape(Exec *e, const char *path, xmlNode *n, Scope *s, int *ran
 static const char *type_text(Arena *a, const char *dtype, int rank, const int64_t *shape) {
     char buf[256];
     int n = snprintf(buf, sizeof buf, "tensor<%s, [", dtype);
-    for (int i = 0; i < rank; i++) n += snprintf(buf + n, sizeof buf - (size_t)n, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    for (int i = 0; i < rank; i++)
+        n += snprintf(buf + n, sizeof buf - (size_t)n, "%s%lld", i ? ", " : "", (long long)shape[i]);
     snprintf(buf + n, sizeof buf - (size_t)n, "]>");
     return arena_strdup(a, buf);
 }
@@ -137,7 +144,11 @@ static char *auto_name(Arena *a, const char *s) {
     if (*q != '(') return (char *)s;
     int depth = 0;
     for (; *q; q++) {
-        if (*q == '"') { q = strchr(q + 1, '"'); if (!q) return (char *)s; continue; }
+        if (*q == '"') {
+            q = strchr(q + 1, '"');
+            if (!q) return (char *)s;
+            continue;
+        }
         if (*q == '(') depth++;
         if (*q == ')' && --depth == 0) break;
     }
@@ -145,13 +156,16 @@ static char *auto_name(Arena *a, const char *s) {
     q++;
     while (isspace((unsigned char)*q)) q++;
     int vl = (int)(v1 - v0);
-    if (*q == ';')
-        return arena_printf(a, "%.*s[name = string(\"%.*s\")]%s", (int)(q - s), s, vl, v0, q);
+    if (*q == ';') return arena_printf(a, "%.*s[name = string(\"%.*s\")]%s", (int)(q - s), s, vl, v0, q);
     if (*q != '[') return (char *)s;
     /* Is there a top-level `name =` in the attribute list? */
     depth = 0;
     for (const char *r = q; *r; r++) {
-        if (*r == '"') { r = strchr(r + 1, '"'); if (!r) break; continue; }
+        if (*r == '"') {
+            r = strchr(r + 1, '"');
+            if (!r) break;
+            continue;
+        }
         if (*r == '[' || *r == '(') depth++;
         if (*r == ']' || *r == ')') depth--;
         if (depth == 1 && (r[-1] == '[' || r[-1] == ',' || r[-1] == ' ') && strncmp(r, "name", 4) == 0) {
@@ -176,7 +190,8 @@ static int exec_mil(Exec *e, const char *path, xmlNode *n, Scope *s) {
     for (xmlNode *c = n->children; c; c = c->next) {
         if (c->type != XML_TEXT_NODE && c->type != XML_CDATA_SECTION_NODE) {
             if (c->type == XML_ELEMENT_NODE) {
-                diag_error(e->d, gen_loc(e->d, path, c), "<mil> holds text only; close it before <%s>", (const char *)c->name);
+                diag_error(e->d, gen_loc(e->d, path, c), "<mil> holds text only; close it before <%s>",
+                           (const char *)c->name);
                 rc = -1;
                 break;
             }
@@ -204,8 +219,10 @@ static int exec_mil(Exec *e, const char *path, xmlNode *n, Scope *s) {
                     SrcLoc at = {file, stmt_line, 0};
                     ExprCtx x = {e->a, e->d, at, NULL};
                     char *txt = expr_interp(&x, s, buf);
-                    if (!txt) rc = -1;
-                    else add_line(e, auto_name(e->a, txt), at);
+                    if (!txt)
+                        rc = -1;
+                    else
+                        add_line(e, auto_name(e->a, txt), at);
                     len = 0;
                 }
             }
@@ -265,7 +282,8 @@ static int add_io(Exec *e, const char *path, xmlNode *n, Scope *s, bool output) 
     return 0;
 }
 
-static const char *const inits[] = {"normal", "zeros", "ones", "fill", "rope_cos", "rope_sin", "rope_sign", "causal_mask", NULL};
+static const char *const inits[] = {"normal",   "zeros",     "ones",        "fill", "rope_cos",
+                                    "rope_sin", "rope_sign", "causal_mask", NULL};
 
 static int add_weight(Exec *e, const char *path, xmlNode *n, Scope *s) {
     bool err = false;
@@ -305,13 +323,18 @@ static int add_weight(Exec *e, const char *path, xmlNode *n, Scope *s) {
     bool known = false;
     for (int i = 0; inits[i]; i++) known |= strcmp(inits[i], w.init) == 0;
     if (!known) {
-        diag_error(e->d, at, "weight '%s': unknown initializer '%s' (normal, zeros, ones, fill, rope_cos, rope_sin, rope_sign, causal_mask)",
+        diag_error(e->d, at,
+                   "weight '%s': unknown initializer '%s' (normal, zeros, ones, fill, rope_cos, rope_sin, rope_sign, "
+                   "causal_mask)",
                    name, w.init);
         return -1;
     }
     if (paren) {
         const char *end = strrchr(init, ')');
-        if (!end || end < paren) { diag_error(e->d, at, "weight '%s': bad init '%s'", name, init); return -1; }
+        if (!end || end < paren) {
+            diag_error(e->d, at, "weight '%s': bad init '%s'", name, init);
+            return -1;
+        }
         const char *p = paren + 1;
         while (p < end) {
             const char *q = p;
@@ -321,11 +344,17 @@ static int add_weight(Exec *e, const char *path, xmlNode *n, Scope *s) {
                 if (*q == ')') depth--;
                 q++;
             }
-            if (w.nargs == 4) { diag_error(e->d, at, "weight '%s': too many init arguments", name); return -1; }
+            if (w.nargs == 4) {
+                diag_error(e->d, at, "weight '%s': too many init arguments", name);
+                return -1;
+            }
             ExprCtx x = {e->a, e->d, at, "init"};
             Value v;
             if (!expr_eval(&x, s, arena_strndup(e->a, p, (size_t)(q - p)), &v)) return -1;
-            if (v.kind == VAL_STR) { diag_error(e->d, at, "weight '%s': init arguments are numbers", name); return -1; }
+            if (v.kind == VAL_STR) {
+                diag_error(e->d, at, "weight '%s': init arguments are numbers", name);
+                return -1;
+            }
             w.args[w.nargs++] = v.kind == VAL_INT ? (double)v.i : v.f;
             p = q < end ? q + 1 : q;
         }
@@ -376,17 +405,27 @@ static int exec_include(Exec *e, const char *path, xmlNode *n, Scope *s) {
     const char *bname = gen_attr(e->a, n, "block");
     const GenBlock *b = bname ? gen_template_block(e->t, bname) : NULL;
     MILC_ASSERT(b != NULL); /* loaded at gen_template_load */
-    if (e->depth >= 16) { diag_error(e->d, at, "includes nested too deeply (a block includes itself?)"); return -1; }
+    if (e->depth >= 16) {
+        diag_error(e->d, at, "includes nested too deeply (a block includes itself?)");
+        return -1;
+    }
     xmlNode *root = gx_root(b->doc);
     Scope *bs = scope_new(e->a, NULL); /* a block sees its arguments only */
     int rc = 0;
     for (xmlNode *c = root->children; c; c = c->next) {
         if (!is_elem(c, "arg")) continue;
         const char *an = gen_attr(e->a, c, "name");
-        if (!an) { diag_error(e->d, gen_loc(e->d, b->path, c), "<arg> needs a name"); rc = -1; continue; }
+        if (!an) {
+            diag_error(e->d, gen_loc(e->d, b->path, c), "<arg> needs a name");
+            rc = -1;
+            continue;
+        }
         bool err = false;
         const char *v = attr_text(e, path, n, s, an, &err);
-        if (err) { rc = -1; continue; }
+        if (err) {
+            rc = -1;
+            continue;
+        }
         if (!v) v = gen_attr(e->a, c, "default");
         if (!v) {
             diag_error(e->d, at, "block '%s' needs argument '%s'", bname, an);
@@ -406,7 +445,10 @@ static int exec_include(Exec *e, const char *path, xmlNode *n, Scope *s) {
             found = cn && strcmp((char *)cn, an) == 0;
             gx_free(cn);
         }
-        if (!found) { diag_error(e->d, at, "block '%s' has no argument '%s'", bname, an); rc = -1; }
+        if (!found) {
+            diag_error(e->d, at, "block '%s' has no argument '%s'", bname, an);
+            rc = -1;
+        }
     }
     if (rc) return -1;
     e->depth++;
@@ -420,7 +462,10 @@ static int exec_one(Exec *e, const char *path, xmlNode *n, Scope *s, int *if_sta
     SrcLoc at = gen_loc(e->d, path, n);
     bool is_if = !strcmp(name, "if"), is_else = !strcmp(name, "else");
     if (is_else) {
-        if (*if_state < 0) { diag_error(e->d, at, "<else> must follow an <if>"); return -1; }
+        if (*if_state < 0) {
+            diag_error(e->d, at, "<else> must follow an <if>");
+            return -1;
+        }
         int taken = *if_state;
         *if_state = -1;
         return taken ? 0 : exec_list(e, path, n->children, s);
@@ -440,7 +485,10 @@ static int exec_one(Exec *e, const char *path, xmlNode *n, Scope *s, int *if_sta
     }
     if (!strcmp(name, "let")) {
         const char *ln = gen_attr(e->a, n, "name");
-        if (!ln || !ident_ok(ln)) { diag_error(e->d, at, "<let> needs a name that is an identifier"); return -1; }
+        if (!ln || !ident_ok(ln)) {
+            diag_error(e->d, at, "<let> needs a name that is an identifier");
+            return -1;
+        }
         Value v;
         if (!attr_eval(e, path, n, s, "value", &v)) return -1;
         scope_set(e->a, s, ln, v);
@@ -453,13 +501,18 @@ static int exec_one(Exec *e, const char *path, xmlNode *n, Scope *s, int *if_sta
         bool err = false;
         const char *msg = attr_text(e, path, n, s, "message", &err);
         if (err) return -1;
-        if (msg) diag_error(e->d, at, "%s", msg);
-        else diag_error(e->d, at, "requirement failed: %s", gen_attr(e->a, n, "test"));
+        if (msg)
+            diag_error(e->d, at, "%s", msg);
+        else
+            diag_error(e->d, at, "requirement failed: %s", gen_attr(e->a, n, "test"));
         return -1;
     }
     if (!strcmp(name, "repeat")) {
         const char *var = gen_attr(e->a, n, "var");
-        if (!var || !ident_ok(var)) { diag_error(e->d, at, "<repeat> needs var=\"NAME\""); return -1; }
+        if (!var || !ident_ok(var)) {
+            diag_error(e->d, at, "<repeat> needs var=\"NAME\"");
+            return -1;
+        }
         Value cnt;
         if (!attr_eval(e, path, n, s, "count", &cnt)) return -1;
         if (cnt.kind != VAL_INT || cnt.i < 0 || cnt.i > 100000) {

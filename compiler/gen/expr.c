@@ -23,7 +23,10 @@ Scope *scope_new(Arena *a, Scope *parent) {
 
 void scope_set(Arena *a, Scope *s, const char *name, Value v) {
     for (int i = 0; i < s->n; i++)
-        if (strcmp(s->vars[i].name, name) == 0) { s->vars[i].v = v; return; }
+        if (strcmp(s->vars[i].name, name) == 0) {
+            s->vars[i].v = v;
+            return;
+        }
     if (s->n == s->cap) {
         int cap = s->cap ? s->cap * 2 : 16;
         Var *nv = ARENA_ARRAY(a, Var, cap);
@@ -75,9 +78,7 @@ bool value_parse(Arena *a, GenParamType type, const char *text, Value *out) {
         *out = (Value){.kind = VAL_FLOAT, .f = v};
         return true;
     }
-    default:
-        *out = (Value){.kind = VAL_STR, .s = arena_strdup(a, text)};
-        return true;
+    default: *out = (Value){.kind = VAL_STR, .s = arena_strdup(a, text)}; return true;
     }
 }
 
@@ -155,26 +156,35 @@ static double round_f16(double v) {
     double a = fabs(v);
     if (a >= 65520.0) return v > 0 ? INFINITY : -INFINITY;
     int e;
-    frexp(a, &e);                  /* a = m * 2^e, m in [0.5, 1) */
-    int q = e - 11;                /* 11 significant bits */
-    if (q < -24) q = -24;          /* subnormal spacing 2^-24 */
+    frexp(a, &e);         /* a = m * 2^e, m in [0.5, 1) */
+    int q = e - 11;       /* 11 significant bits */
+    if (q < -24) q = -24; /* subnormal spacing 2^-24 */
     double r = nearbyint(ldexp(a, -q));
     return copysign(ldexp(r, q), v);
 }
 
 static Value call(P *p, const char *fn, Value *args, int n) {
-#define NEED(k)                                                                 \
-    do {                                                                        \
-        if (n != (k)) { perr(p, "%s() takes %d argument%s, got %d", fn, (k), (k) == 1 ? "" : "s", n); return v_int(0); } \
+#define NEED(k)                                                                                                        \
+    do {                                                                                                               \
+        if (n != (k)) {                                                                                                \
+            perr(p, "%s() takes %d argument%s, got %d", fn, (k), (k) == 1 ? "" : "s", n);                              \
+            return v_int(0);                                                                                           \
+        }                                                                                                              \
     } while (0)
     for (int i = 0; i < n; i++)
         if (args[i].kind == VAL_STR && strcmp(fn, "str") != 0) {
             perr(p, "%s() takes numbers, not a string", fn);
             return v_int(0);
         }
-    if (!strcmp(fn, "str")) { NEED(1); return (Value){.kind = VAL_STR, .s = value_str(p->x->arena, args[0])}; }
+    if (!strcmp(fn, "str")) {
+        NEED(1);
+        return (Value){.kind = VAL_STR, .s = value_str(p->x->arena, args[0])};
+    }
     if (!strcmp(fn, "max") || !strcmp(fn, "min")) {
-        if (n < 1) { perr(p, "%s() needs arguments", fn); return v_int(0); }
+        if (n < 1) {
+            perr(p, "%s() needs arguments", fn);
+            return v_int(0);
+        }
         Value r = args[0];
         bool mx = fn[1] == 'a';
         for (int i = 1; i < n; i++) {
@@ -197,10 +207,22 @@ static Value call(P *p, const char *fn, Value *args, int n) {
         if (!int_op(p, '+', args[0].i, args[1].i - 1, &r)) return v_int(0);
         return v_int(r / args[1].i * args[1].i);
     }
-    if (!strcmp(fn, "sqrt")) { NEED(1); return v_float(sqrt(as_f(args[0]))); }
-    if (!strcmp(fn, "rsqrt")) { NEED(1); return v_float(1.0 / sqrt(as_f(args[0]))); }
-    if (!strcmp(fn, "f16")) { NEED(1); return v_float(round_f16(as_f(args[0]))); }
-    if (!strcmp(fn, "float")) { NEED(1); return v_float(as_f(args[0])); }
+    if (!strcmp(fn, "sqrt")) {
+        NEED(1);
+        return v_float(sqrt(as_f(args[0])));
+    }
+    if (!strcmp(fn, "rsqrt")) {
+        NEED(1);
+        return v_float(1.0 / sqrt(as_f(args[0])));
+    }
+    if (!strcmp(fn, "f16")) {
+        NEED(1);
+        return v_float(round_f16(as_f(args[0])));
+    }
+    if (!strcmp(fn, "float")) {
+        NEED(1);
+        return v_float(as_f(args[0]));
+    }
     if (!strcmp(fn, "int")) {
         NEED(1);
         if (args[0].kind == VAL_INT) return args[0];
@@ -227,7 +249,10 @@ static Value primary(P *p) {
     }
     if (*s == '\'' || *s == '"') {
         const char *e = strchr(s + 1, *s);
-        if (!e) { perr(p, "unterminated string"); return v_int(0); }
+        if (!e) {
+            perr(p, "unterminated string");
+            return v_int(0);
+        }
         p->p = e + 1;
         return (Value){.kind = VAL_STR, .s = arena_strndup(p->x->arena, s + 1, (size_t)(e - s - 1))};
     }
@@ -236,8 +261,14 @@ static Value primary(P *p) {
         errno = 0;
         long long i = strtoll(s, &e1, 10);
         double f = strtod(s, &e2);
-        if (e2 > e1) { p->p = e2; return v_float(f); }
-        if (errno) { perr(p, "integer out of range"); return v_int(0); }
+        if (e2 > e1) {
+            p->p = e2;
+            return v_float(f);
+        }
+        if (errno) {
+            perr(p, "integer out of range");
+            return v_int(0);
+        }
         p->p = e1;
         return v_int(i);
     }
@@ -246,7 +277,10 @@ static Value primary(P *p) {
         while (isalnum((unsigned char)*e) || *e == '_') e++;
         char name[64];
         size_t n = (size_t)(e - s);
-        if (n >= sizeof name) { perr(p, "name too long"); return v_int(0); }
+        if (n >= sizeof name) {
+            perr(p, "name too long");
+            return v_int(0);
+        }
         memcpy(name, s, n);
         name[n] = 0;
         p->p = e;
@@ -258,27 +292,41 @@ static Value primary(P *p) {
             skip(p);
             if (*p->p != ')') {
                 do {
-                    if (na == 8) { perr(p, "too many arguments"); return v_int(0); }
+                    if (na == 8) {
+                        perr(p, "too many arguments");
+                        return v_int(0);
+                    }
                     args[na++] = expr(p);
                 } while (accept(p, ","));
             }
-            if (!accept(p, ")")) { perr(p, "expected ')' after arguments of %s()", name); return v_int(0); }
+            if (!accept(p, ")")) {
+                perr(p, "expected ')' after arguments of %s()", name);
+                return v_int(0);
+            }
             if (p->failed) return v_int(0);
             return call(p, name, args, na);
         }
         const Value *v = scope_get(p->scope, name);
-        if (!v) { perr(p, "unknown name '%s'", name); return v_int(0); }
+        if (!v) {
+            perr(p, "unknown name '%s'", name);
+            return v_int(0);
+        }
         return *v;
     }
-    if (*s == 0) perr(p, "unexpected end of expression");
-    else perr(p, "unexpected '%c'", *s);
+    if (*s == 0)
+        perr(p, "unexpected end of expression");
+    else
+        perr(p, "unexpected '%c'", *s);
     return v_int(0);
 }
 
 static Value unary(P *p) {
     if (accept(p, "-")) {
         Value v = unary(p);
-        if (v.kind == VAL_STR) { perr(p, "cannot negate a string"); return v; }
+        if (v.kind == VAL_STR) {
+            perr(p, "cannot negate a string");
+            return v;
+        }
         if (v.kind == VAL_INT && !int_op(p, '-', 0, v.i, &v.i)) return v;
         return v.kind == VAL_INT ? v : v_float(-v.f);
     }
@@ -290,16 +338,27 @@ static Value mul(P *p) {
     Value a = unary(p);
     for (;;) {
         int op;
-        if (accept(p, "//")) op = 'f';
-        else if (accept(p, "*")) op = '*';
-        else if (accept(p, "/")) op = '/';
-        else if (accept(p, "%")) op = '%';
-        else return a;
+        if (accept(p, "//"))
+            op = 'f';
+        else if (accept(p, "*"))
+            op = '*';
+        else if (accept(p, "/"))
+            op = '/';
+        else if (accept(p, "%"))
+            op = '%';
+        else
+            return a;
         Value b = unary(p);
         if (p->failed) return a;
-        if (a.kind == VAL_STR || b.kind == VAL_STR) { perr(p, "arithmetic on a string"); return a; }
+        if (a.kind == VAL_STR || b.kind == VAL_STR) {
+            perr(p, "arithmetic on a string");
+            return a;
+        }
         if (a.kind == VAL_INT && b.kind == VAL_INT) {
-            if (op != '*' && b.i == 0) { perr(p, "division by zero"); return a; }
+            if (op != '*' && b.i == 0) {
+                perr(p, "division by zero");
+                return a;
+            }
             if (op == '/' && b.i != -1 && a.i % b.i != 0) {
                 /* Exact division is what shapes need; a silent floor would
                  * produce a program with the wrong shapes. */
@@ -309,10 +368,14 @@ static Value mul(P *p) {
             if (!int_op(p, op, a.i, b.i, &a.i)) return a;
         } else {
             double x = as_f(a), y = as_f(b);
-            if (op == '*') a = v_float(x * y);
-            else if (op == '/') a = v_float(x / y);
-            else if (op == 'f') a = v_float(floor(x / y));
-            else a = v_float(fmod(x, y));
+            if (op == '*')
+                a = v_float(x * y);
+            else if (op == '/')
+                a = v_float(x / y);
+            else if (op == 'f')
+                a = v_float(floor(x / y));
+            else
+                a = v_float(fmod(x, y));
         }
     }
 }
@@ -321,9 +384,12 @@ static Value add(P *p) {
     Value a = mul(p);
     for (;;) {
         int op;
-        if (accept(p, "+")) op = '+';
-        else if (accept(p, "-")) op = '-';
-        else return a;
+        if (accept(p, "+"))
+            op = '+';
+        else if (accept(p, "-"))
+            op = '-';
+        else
+            return a;
         Value b = mul(p);
         if (p->failed) return a;
         if (op == '+' && (a.kind == VAL_STR || b.kind == VAL_STR)) { /* concatenation */
@@ -331,10 +397,14 @@ static Value add(P *p) {
                         .s = arena_printf(p->x->arena, "%s%s", value_str(p->x->arena, a), value_str(p->x->arena, b))};
             continue;
         }
-        if (a.kind == VAL_STR || b.kind == VAL_STR) { perr(p, "arithmetic on a string"); return a; }
+        if (a.kind == VAL_STR || b.kind == VAL_STR) {
+            perr(p, "arithmetic on a string");
+            return a;
+        }
         if (a.kind == VAL_INT && b.kind == VAL_INT) {
             if (!int_op(p, op, a.i, b.i, &a.i)) return a;
-        } else a = v_float(op == '+' ? as_f(a) + as_f(b) : as_f(a) - as_f(b));
+        } else
+            a = v_float(op == '+' ? as_f(a) + as_f(b) : as_f(a) - as_f(b));
     }
 }
 
@@ -347,7 +417,10 @@ static Value cmp(P *p) {
         if (p->failed) return a;
         int c;
         if (a.kind == VAL_STR || b.kind == VAL_STR) {
-            if (a.kind != b.kind) { perr(p, "cannot compare %s with %s", kind_name(a.kind), kind_name(b.kind)); return a; }
+            if (a.kind != b.kind) {
+                perr(p, "cannot compare %s with %s", kind_name(a.kind), kind_name(b.kind));
+                return a;
+            }
             c = strcmp(a.s, b.s);
         } else if (a.kind == VAL_INT && b.kind == VAL_INT) {
             c = (a.i > b.i) - (a.i < b.i);
@@ -382,7 +455,10 @@ static Value expr(P *p) {
     Value c = or_(p);
     if (!accept(p, "?")) return c;
     Value a = expr(p);
-    if (!accept(p, ":")) { perr(p, "expected ':' in ?:"); return c; }
+    if (!accept(p, ":")) {
+        perr(p, "expected ':' in ?:");
+        return c;
+    }
     Value b = expr(p);
     return value_truthy(c) ? a : b;
 }
@@ -404,9 +480,15 @@ char *expr_interp(ExprCtx *x, const Scope *s, const char *text) {
     for (const char *q = text; *q;) {
         const char *piece = NULL;
         size_t plen = 0;
-        if (q[0] == '{' && q[1] == '{') { piece = "{"; plen = 1; q += 2; }
-        else if (q[0] == '}' && q[1] == '}') { piece = "}"; plen = 1; q += 2; }
-        else if (q[0] == '{') {
+        if (q[0] == '{' && q[1] == '{') {
+            piece = "{";
+            plen = 1;
+            q += 2;
+        } else if (q[0] == '}' && q[1] == '}') {
+            piece = "}";
+            plen = 1;
+            q += 2;
+        } else if (q[0] == '{') {
             const char *e = strchr(q, '}');
             if (!e) {
                 diag_error(x->diag, x->loc, "unclosed '{' in '%s'", text);
@@ -415,7 +497,10 @@ char *expr_interp(ExprCtx *x, const Scope *s, const char *text) {
             }
             char *src = arena_strndup(x->arena, q + 1, (size_t)(e - q - 1));
             Value v;
-            if (!expr_eval(x, s, src, &v)) { free(buf); return NULL; }
+            if (!expr_eval(x, s, src, &v)) {
+                free(buf);
+                return NULL;
+            }
             piece = value_str(x->arena, v);
             plen = strlen(piece);
             q = e + 1;

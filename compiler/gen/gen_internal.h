@@ -59,17 +59,17 @@ bool value_parse(Arena *a, GenParamType type, const char *text, Value *out);
 /* ---- templates (template.c) ---- */
 
 typedef struct GenBlock {
-    const char *name;   /* as included, e.g. "blocks/attention" */
-    const char *path;   /* file */
+    const char *name; /* as included, e.g. "blocks/attention" */
+    const char *path; /* file */
     xmlDoc *doc;
-    char *bytes;        /* file content (for the digest) */
+    char *bytes; /* file content (for the digest) */
     size_t len;
 } GenBlock;
 
 struct GenTemplate {
-    int refs;           /* loads not yet freed, the set's own included */
+    int refs; /* loads not yet freed, the set's own included */
     Arena arena;
-    GenSearchPath sp;   /* copy of the dirs (arena strings) */
+    GenSearchPath sp; /* copy of the dirs (arena strings) */
     const char *name, *path, *doc;
     xmlDoc *xml;
     char *bytes;
@@ -77,7 +77,7 @@ struct GenTemplate {
     GenParam *params;
     int nparams;
     const int *param_lines;
-    GenBlock *blocks;   /* every block reachable by <include>, loaded up front */
+    GenBlock *blocks; /* every block reachable by <include>, loaded up front */
     int nblocks, cap_blocks;
     uint8_t digest[16];
 };
@@ -118,13 +118,13 @@ SrcLoc gen_loc(DiagSink *d, const char *path, xmlNode *n);
 /* ---- expansion (expand.c) ---- */
 
 typedef struct GenWeight {
-    const char *name;      /* MIL variable */
+    const char *name; /* MIL variable */
     int rank;
     int64_t shape[8];
-    uint64_t count;        /* elements */
-    uint64_t offset;       /* BLOBFILE offset (metadata record) */
-    uint32_t dtype;        /* MILBLOB_FP16 or MILBLOB_FP32 */
-    const char *init;      /* initializer: normal zeros ones fill rope_cos rope_sin rope_sign causal_mask */
+    uint64_t count;   /* elements */
+    uint64_t offset;  /* BLOBFILE offset (metadata record) */
+    uint32_t dtype;   /* MILBLOB_FP16 or MILBLOB_FP32 */
+    const char *init; /* initializer: normal zeros ones fill rope_cos rope_sin rope_sign causal_mask */
     double args[4];
     int nargs;
     uint64_t seed_key;     /* hash of the global weight name: random values depend on it only */
@@ -134,19 +134,23 @@ typedef struct GenWeight {
 } GenWeight;
 
 typedef struct GenLine {
-    char *text;  /* one statement */
-    SrcLoc loc;  /* template line that produced it */
+    char *text; /* one statement */
+    SrcLoc loc; /* template line that produced it */
 } GenLine;
 
 typedef struct GenProgram {
-    GenIo *inputs; int ninputs, cap_inputs;
-    GenIo *outputs; int noutputs, cap_outputs;
+    GenIo *inputs;
+    int ninputs, cap_inputs;
+    GenIo *outputs;
+    int noutputs, cap_outputs;
     SrcLoc *output_locs;
-    GenWeight *weights; int nweights, cap_weights;
-    GenLine *lines; int nlines, cap_lines;
-    uint64_t blob_end;     /* next record offset in weight.bin */
-    uint64_t text_bytes;   /* of lines so far */
-    uint64_t max_text;     /* the most text lines may hold; 0: no limit */
+    GenWeight *weights;
+    int nweights, cap_weights;
+    GenLine *lines;
+    int nlines, cap_lines;
+    uint64_t blob_end;   /* next record offset in weight.bin */
+    uint64_t text_bytes; /* of lines so far */
+    uint64_t max_text;   /* the most text lines may hold; 0: no limit */
 } GenProgram;
 
 /* Run the template's body with the resolved parameters.  Arena-owned

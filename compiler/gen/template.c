@@ -27,8 +27,10 @@ char *gen_read_file(const char *path, size_t *len, DiagSink *d) {
     char err[600];
     SrcLoc at = {diag_intern(d, path), 0, 0};
     int fd, rc = os_open_input(path, OS_REG, &fd, err, sizeof err);
-    if (rc == -EINVAL) diag_error(d, at, "%s", err);
-    else if (rc) diag_error(d, at, "cannot open: %s", strerror(-rc));
+    if (rc == -EINVAL)
+        diag_error(d, at, "%s", err);
+    else if (rc)
+        diag_error(d, at, "cannot open: %s", strerror(-rc));
     if (rc) return NULL;
     rc = os_read_fd(fd, path, 0, &buf, len, err, sizeof err);
     close(fd);
@@ -125,8 +127,7 @@ static bool name_ok(const char *name) {
         if (c == '/') {
             if (seg_empty) return false;
             seg_empty = true;
-        } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-                   c == '-') {
+        } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-') {
             seg_empty = false;
         } else {
             return false;
@@ -157,9 +158,7 @@ static char *resolve(const GenSearchPath *sp, const char *name) {
     return NULL;
 }
 
-char *gen_resolve(const GenSearchPath *sp, const char *name) {
-    return name_ok(name) ? resolve(sp, name) : NULL;
-}
+char *gen_resolve(const GenSearchPath *sp, const char *name) { return name_ok(name) ? resolve(sp, name) : NULL; }
 
 /* ---- the path's digest ---- */
 
@@ -210,9 +209,13 @@ static bool digest_tree(PathDigest *pd, const char *dir, const char *rel, int de
         char r[PATH_MAX], full[PATH_MAX];
         int lr = snprintf(r, sizeof r, "%s%s%s", rel, *rel ? "/" : "", nm);
         int lf = snprintf(full, sizeof full, "%s/%s", dir, r);
-        if (lr < 0 || lf < 0 || (size_t)lr >= sizeof r || (size_t)lf >= sizeof full) ok = false; /* no such template path */
+        if (lr < 0 || lf < 0 || (size_t)lr >= sizeof r || (size_t)lf >= sizeof full)
+            ok = false; /* no such template path */
         struct stat st;
-        if (!ok || nm[0] == '.' || stat(full, &st) != 0) { free(ents[i]); continue; }
+        if (!ok || nm[0] == '.' || stat(full, &st) != 0) {
+            free(ents[i]);
+            continue;
+        }
         if (S_ISDIR(st.st_mode)) {
             ok = depth < DIGEST_MAX_DEPTH && digest_tree(pd, dir, r, depth + 1);
         } else if (S_ISREG(st.st_mode) && is_xml(nm)) {
@@ -260,9 +263,14 @@ static int scan_includes(GenTemplate *t, const char *path, xmlNode *n, DiagSink 
         if (is_elem(n, "include")) {
             const char *b = gen_attr(&t->arena, n, "block");
             SrcLoc at = gen_loc(d, path, n);
-            if (!b) { diag_error(d, at, "<include> needs a block attribute"); rc = -1; continue; }
+            if (!b) {
+                diag_error(d, at, "<include> needs a block attribute");
+                rc = -1;
+                continue;
+            }
             if (strchr(b, '{')) {
-                diag_error(d, at, "include block names are literal (no {…}), so a template's files are known before it runs");
+                diag_error(d, at,
+                           "include block names are literal (no {…}), so a template's files are known before it runs");
                 rc = -1;
                 continue;
             }
@@ -276,21 +284,34 @@ static int scan_includes(GenTemplate *t, const char *path, xmlNode *n, DiagSink 
 static GenBlock *load_block(GenTemplate *t, const char *name, SrcLoc at, DiagSink *d, int depth) {
     for (int i = 0; i < t->nblocks; i++)
         if (strcmp(t->blocks[i].name, name) == 0) return &t->blocks[i];
-    if (depth > 16) { diag_error(d, at, "includes nested too deeply at '%s'", name); return NULL; }
+    if (depth > 16) {
+        diag_error(d, at, "includes nested too deeply at '%s'", name);
+        return NULL;
+    }
     if (!name_ok(name)) {
-        diag_error(d, at, "bad block name '%s': use letters, digits, '_', '-' and '/' (no '..', no absolute paths)", name);
+        diag_error(d, at, "bad block name '%s': use letters, digits, '_', '-' and '/' (no '..', no absolute paths)",
+                   name);
         return NULL;
     }
     char *path = resolve(&t->sp, name);
-    if (!path) { diag_error(d, at, "block '%s' not found in the template path", name); return NULL; }
+    if (!path) {
+        diag_error(d, at, "block '%s' not found in the template path", name);
+        return NULL;
+    }
     size_t len;
     char *bytes = gen_read_file(path, &len, d);
     xmlDoc *doc = bytes ? gen_xml_parse(path, bytes, len, d) : NULL;
-    if (!doc) { free(path); free(bytes); return NULL; }
+    if (!doc) {
+        free(path);
+        free(bytes);
+        return NULL;
+    }
     xmlNode *root = gx_root(doc);
     if (!root || !is_elem(root, "block")) {
         diag_error(d, gen_loc(d, path, root), "'%s' is not a block (root element must be <block>)", name);
-        gx_free_doc(doc); free(path); free(bytes);
+        gx_free_doc(doc);
+        free(path);
+        free(bytes);
         return NULL;
     }
     if (t->nblocks == t->cap_blocks) {
@@ -316,7 +337,10 @@ static int parse_param(GenTemplate *t, xmlNode *n, GenParam *p, DiagSink *d) {
     SrcLoc at = gen_loc(d, t->path, n);
     const char *name = gen_attr(a, n, "name"), *type = gen_attr(a, n, "type");
     const char *def = gen_attr(a, n, "default"), *doc = gen_attr(a, n, "doc");
-    if (!name || !*name) { diag_error(d, at, "<param> needs a name"); return -1; }
+    if (!name || !*name) {
+        diag_error(d, at, "<param> needs a name");
+        return -1;
+    }
     for (const char *c = name; *c; c++)
         if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_')) {
             diag_error(d, at, "parameter name '%s': use lowercase letters, digits and '_'", name);
@@ -324,24 +348,46 @@ static int parse_param(GenTemplate *t, xmlNode *n, GenParam *p, DiagSink *d) {
         }
     p->name = name;
     p->doc = doc ? doc : "";
-    if (!type || !strcmp(type, "int")) p->type = GEN_PARAM_INT;
-    else if (!strcmp(type, "float")) p->type = GEN_PARAM_FLOAT;
-    else if (!strcmp(type, "enum")) p->type = GEN_PARAM_ENUM;
-    else if (!strcmp(type, "string")) p->type = GEN_PARAM_STRING;
-    else { diag_error(d, at, "parameter '%s': unknown type '%s' (int, float, enum, string)", name, type); return -1; }
-    if (!def) { diag_error(d, at, "parameter '%s' needs a default", name); return -1; }
+    if (!type || !strcmp(type, "int"))
+        p->type = GEN_PARAM_INT;
+    else if (!strcmp(type, "float"))
+        p->type = GEN_PARAM_FLOAT;
+    else if (!strcmp(type, "enum"))
+        p->type = GEN_PARAM_ENUM;
+    else if (!strcmp(type, "string"))
+        p->type = GEN_PARAM_STRING;
+    else {
+        diag_error(d, at, "parameter '%s': unknown type '%s' (int, float, enum, string)", name, type);
+        return -1;
+    }
+    if (!def) {
+        diag_error(d, at, "parameter '%s' needs a default", name);
+        return -1;
+    }
     p->default_value = def;
     for (int k = 0; k < 2; k++) {
         const char *s = gen_attr(a, n, k ? "max" : "min");
         if (!s) continue;
         char *end;
         double v = strtod(s, &end);
-        if (end == s || *end) { diag_error(d, at, "parameter '%s': bad %s '%s'", name, k ? "max" : "min", s); return -1; }
-        if (k) { p->has_max = true; p->max = v; } else { p->has_min = true; p->min = v; }
+        if (end == s || *end) {
+            diag_error(d, at, "parameter '%s': bad %s '%s'", name, k ? "max" : "min", s);
+            return -1;
+        }
+        if (k) {
+            p->has_max = true;
+            p->max = v;
+        } else {
+            p->has_min = true;
+            p->min = v;
+        }
     }
     if (p->type == GEN_PARAM_ENUM) {
         const char *vals = gen_attr(a, n, "values");
-        if (!vals || !*vals) { diag_error(d, at, "enum parameter '%s' needs values=\"a b c\"", name); return -1; }
+        if (!vals || !*vals) {
+            diag_error(d, at, "enum parameter '%s' needs values=\"a b c\"", name);
+            return -1;
+        }
         const char **ch = ARENA_ARRAY(a, const char *, strlen(vals) / 2 + 2);
         int nc = 0;
         for (const char *s = vals; *s;) {
@@ -435,7 +481,10 @@ static GenTemplate *template_read(const GenSearchPath *sp, const char *name, Dia
     for (xmlNode *n = root->children; n; n = n->next) {
         if (!is_elem(n, "param")) continue;
         GenParam *p = &t->params[t->nparams];
-        if (parse_param(t, n, p, d) != 0) { rc = -1; continue; }
+        if (parse_param(t, n, p, d) != 0) {
+            rc = -1;
+            continue;
+        }
         for (int i = 0; i < t->nparams; i++)
             if (strcmp(t->params[i].name, p->name) == 0) {
                 diag_error(d, gen_loc(d, t->path, n), "parameter '%s' declared twice", p->name);
@@ -508,7 +557,10 @@ int gen_template_find_param(const GenTemplate *t, const char *option) {
 
 /* ---- describe ---- */
 
-typedef struct { char *p; size_t n, cap; } Buf;
+typedef struct {
+    char *p;
+    size_t n, cap;
+} Buf;
 static void bprintf(Buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void bprintf(Buf *b, const char *fmt, ...) {
     va_list ap;
@@ -539,9 +591,12 @@ char *gen_template_describe(const GenTemplate *t) {
         char opt[96];
         snprintf(opt, sizeof opt, "--%s %s", p->name, type_name(p->type));
         bprintf(&b, "  %-24s default %s", opt, p->default_value);
-        if (p->has_min && p->has_max) bprintf(&b, ", %g..%g", p->min, p->max);
-        else if (p->has_min) bprintf(&b, ", >= %g", p->min);
-        else if (p->has_max) bprintf(&b, ", <= %g", p->max);
+        if (p->has_min && p->has_max)
+            bprintf(&b, ", %g..%g", p->min, p->max);
+        else if (p->has_min)
+            bprintf(&b, ", >= %g", p->min);
+        else if (p->has_max)
+            bprintf(&b, ", <= %g", p->max);
         if (p->nchoices) {
             bprintf(&b, ", one of");
             for (int k = 0; k < p->nchoices; k++) bprintf(&b, "%s %s", k ? "," : "", p->choices[k]);
@@ -557,8 +612,10 @@ char *gen_template_describe(const GenTemplate *t) {
         xmlChar *v = gx_prop(n, (is_elem(n, "let") ? "value" : "test"));
         if (!any) bprintf(&b, "\nderived values and requirements:\n");
         any = true;
-        if (is_elem(n, "let")) bprintf(&b, "  %s = %s\n", nm ? (char *)nm : "?", v ? (char *)v : "?");
-        else bprintf(&b, "  require %s\n", v ? (char *)v : "?");
+        if (is_elem(n, "let"))
+            bprintf(&b, "  %s = %s\n", nm ? (char *)nm : "?", v ? (char *)v : "?");
+        else
+            bprintf(&b, "  require %s\n", v ? (char *)v : "?");
         gx_free(nm);
         gx_free(v);
     }
@@ -581,7 +638,10 @@ static int entry_cmp(const void *a, const void *b) {
 static void add_entry(GenEntry **v, int *n, int *cap, GenEntry e) {
     for (int i = 0; i < *n; i++)
         if ((*v)[i].kind == e.kind && strcmp((*v)[i].name, e.name) == 0) { /* shadowed by an earlier dir */
-            free(e.name); free(e.template_name); free(e.path); free(e.doc);
+            free(e.name);
+            free(e.template_name);
+            free(e.path);
+            free(e.doc);
             return;
         }
     if (*n == *cap) {
@@ -616,7 +676,10 @@ static void list_presets(const char *path, GenEntry **v, int *n, int *cap, DiagS
     if (!doc && quiet.count)
         diag_warn(d, ((SrcLoc){diag_intern(d, path), quiet.items[0].loc.line, 0}), "skipped: %s", quiet.items[0].msg);
     diag_free(&quiet);
-    if (!doc) { free(bytes); return; }
+    if (!doc) {
+        free(bytes);
+        return;
+    }
     xmlNode *root = gx_root(doc);
     for (xmlNode *p = root ? root->children : NULL; p; p = p->next) {
         if (!is_elem(p, "preset")) continue;
@@ -626,7 +689,9 @@ static void list_presets(const char *path, GenEntry **v, int *n, int *cap, DiagS
             add_entry(v, n, cap,
                       (GenEntry){GEN_ENTRY_PRESET, strdup((char *)nm), strdup((char *)tn), strdup(path),
                                  strdup(dc ? (char *)dc : "")});
-        gx_free(nm); gx_free(tn); gx_free(dc);
+        gx_free(nm);
+        gx_free(tn);
+        gx_free(dc);
     }
     gx_free_doc(doc);
     free(bytes);
@@ -644,7 +709,10 @@ int gen_list(const GenSearchPath *sp, GenEntry **out, int *count, DiagSink *d) {
         while ((e = readdir(dir))) {
             size_t l = strlen(e->d_name);
             if (l < 5 || strcmp(e->d_name + l - 4, ".xml") != 0) continue;
-            if (nn == cn) { cn = cn ? cn * 2 : 16; names = realloc(names, sizeof(char *) * (size_t)cn); }
+            if (nn == cn) {
+                cn = cn ? cn * 2 : 16;
+                names = realloc(names, sizeof(char *) * (size_t)cn);
+            }
             names[nn++] = strdup(e->d_name);
         }
         closedir(dir);
@@ -684,7 +752,10 @@ int gen_list(const GenSearchPath *sp, GenEntry **out, int *count, DiagSink *d) {
 
 void gen_list_free(GenEntry *e, int count) {
     for (int i = 0; i < count; i++) {
-        free(e[i].name); free(e[i].template_name); free(e[i].path); free(e[i].doc);
+        free(e[i].name);
+        free(e[i].template_name);
+        free(e[i].path);
+        free(e[i].doc);
     }
     free(e);
 }

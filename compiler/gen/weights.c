@@ -38,8 +38,8 @@ static inline uint64_t mix64(uint64_t z) {
  * its four bytes (Irwin–Hall, n = 4) is bell-shaped with 1021 levels and
  * bounded tails (±3.45 σ) — what an initializer needs, far cheaper than
  * Box–Muller.  The hash is a bijection of the counter (xor-shift-multiply). */
-#define IH_MEAN 510.0f                 /* 4 * 255 / 2 */
-#define IH_INV_SD (1.0f / 147.7971f)   /* 1 / sqrt(4 * (256^2 - 1) / 12) */
+#define IH_MEAN   510.0f             /* 4 * 255 / 2 */
+#define IH_INV_SD (1.0f / 147.7971f) /* 1 / sqrt(4 * (256^2 - 1) / 12) */
 
 static inline uint32_t hash32(uint32_t x) {
     x ^= x >> 16;
@@ -98,8 +98,8 @@ __attribute__((target("avx2,f16c"))) static void f32_to_f16_avx2(const float *sr
     for (; i < n; i++) dst[i] = float_to_half(src[i]);
 }
 
-__attribute__((target("avx2,f16c"))) static void normal_f16_avx2(uint16_t *dst, size_t n, uint64_t key,
-                                                                  uint64_t first, float sd) {
+__attribute__((target("avx2,f16c"))) static void normal_f16_avx2(uint16_t *dst, size_t n, uint64_t key, uint64_t first,
+                                                                 float sd) {
     float t[CHUNK];
     normal_core(t, n, key, first, sd);
     f32_to_f16_avx2(t, dst, n);
@@ -223,8 +223,10 @@ static void init_chunk(const GenWeight *w, uint64_t seed, uint64_t first, size_t
 
 /* n values of dtype (fp16 or fp32) into out. */
 static void store(void *out, uint32_t dtype, const float *v, size_t n) {
-    if (dtype == MILBLOB_FP16) f32_to_f16(v, (uint16_t *)out, n);
-    else memcpy(out, v, n * sizeof(float));
+    if (dtype == MILBLOB_FP16)
+        f32_to_f16(v, (uint16_t *)out, n);
+    else
+        memcpy(out, v, n * sizeof(float));
 }
 
 /* Elements [first, first + n) of a computed weight, n <= CHUNK. */
@@ -263,7 +265,11 @@ static const SafetensorsTensor *st_find(const SafetensorsFile *f, const char *na
  * element is its bytes as they are. */
 static inline float st_get(SafetensorsDType dt, const uint8_t *data, uint64_t i) {
     const uint8_t *p = data + i * (dt == ST_DTYPE_F32 ? 4 : 2);
-    if (dt == ST_DTYPE_F32) { float f; memcpy(&f, p, 4); return f; }
+    if (dt == ST_DTYPE_F32) {
+        float f;
+        memcpy(&f, p, 4);
+        return f;
+    }
     uint16_t h = (uint16_t)(p[0] | p[1] << 8);
     if (dt == ST_DTYPE_F16) return half_to_float(h);
     uint32_t u = (uint32_t)h << 16; /* bf16 is the top half of an fp32 */
@@ -316,8 +322,14 @@ static int ck_read(const GenWeights *src, void *buf, size_t n, uint64_t off, Dia
     for (size_t got = 0; got < n;) {
         ssize_t k = pread(src->fd, (uint8_t *)buf + got, n - got, (off_t)(off + got));
         if (k < 0 && errno == EINTR) continue;
-        if (k < 0) { diag_syserror(d, src->at, "read error: %s", strerror(errno)); return -1; }
-        if (k == 0) { diag_syserror(d, src->at, "weights: the file shrank while it was read"); return -1; }
+        if (k < 0) {
+            diag_syserror(d, src->at, "read error: %s", strerror(errno));
+            return -1;
+        }
+        if (k == 0) {
+            diag_syserror(d, src->at, "weights: the file shrank while it was read");
+            return -1;
+        }
         got += (size_t)k;
     }
     return 0;
@@ -326,7 +338,10 @@ static int ck_read(const GenWeights *src, void *buf, size_t n, uint64_t off, Dia
 /* The checkpoint is the file that was hashed, or an error. */
 static int ck_unchanged(const GenWeights *src, DiagSink *d) {
     struct stat sb;
-    if (fstat(src->fd, &sb) != 0) { diag_syserror(d, src->at, "cannot stat weights: %s", strerror(errno)); return -1; }
+    if (fstat(src->fd, &sb) != 0) {
+        diag_syserror(d, src->at, "cannot stat weights: %s", strerror(errno));
+        return -1;
+    }
     FileId now = file_id(&sb);
     if (same_id(&now, &src->id)) return 0;
     diag_syserror(d, src->at, "weights: the file was changed while milc read it (build again once it is written)");
@@ -335,7 +350,7 @@ static int ck_unchanged(const GenWeights *src, DiagSink *d) {
 
 /* A 2-D strided view of a source tensor after transforms. */
 typedef struct View {
-    int rank;       /* 1 or 2, for messages */
+    int rank; /* 1 or 2, for messages */
     int64_t rows, cols, rs, cs;
     uint64_t off;
 } View;
@@ -365,8 +380,8 @@ static int map_view(const GenWeight *w, const SafetensorsFile *f, const Safetens
         diag_error(d, w->loc, "weight '%s': tensor '%s' has shape %s; rank 1 or 2 expected", w->name, t->name, ts);
         return -1;
     }
-    View v = t->rank == 2 ? (View){2, t->dims[0], t->dims[1], t->dims[1], 1, 0}
-                          : (View){1, 1, t->dims[0], t->dims[0], 1, 0};
+    View v =
+        t->rank == 2 ? (View){2, t->dims[0], t->dims[1], t->dims[1], 1, 0} : (View){1, 1, t->dims[0], t->dims[0], 1, 0};
     /* transforms: "split(axis, parts, index)" and "t", left to right */
     const char *p = w->transform ? w->transform : "";
     while (*p) {
@@ -386,8 +401,12 @@ static int map_view(const GenWeight *w, const SafetensorsFile *f, const Safetens
             p += used;
         } else if (*p == 't' && (p[1] == 0 || p[1] == ' ' || p[1] == ',')) {
             if (v.rank == 2) {
-                int64_t r = v.rows; v.rows = v.cols; v.cols = r;
-                int64_t s = v.rs; v.rs = v.cs; v.cs = s;
+                int64_t r = v.rows;
+                v.rows = v.cols;
+                v.cols = r;
+                int64_t s = v.rs;
+                v.rs = v.cs;
+                v.cs = s;
             }
             p++;
         } else {
@@ -398,7 +417,8 @@ static int map_view(const GenWeight *w, const SafetensorsFile *f, const Safetens
     /* The mapped tensor must be the weight's shape up to dims of size 1. */
     int64_t a[8], b[2];
     int na = 0, nb = 0;
-    for (int i = 0; i < w->rank; i++) if (w->shape[i] != 1) a[na++] = w->shape[i];
+    for (int i = 0; i < w->rank; i++)
+        if (w->shape[i] != 1) a[na++] = w->shape[i];
     if (v.rank == 2 && v.rows != 1) b[nb++] = v.rows;
     if (v.cols != 1) b[nb++] = v.cols;
     bool ok = na == nb;
@@ -421,8 +441,10 @@ enum { PIECE = 128 * 1024 };
 
 /* n elements of source dtype sdt at src as out's dtype (they differ). */
 static void convert(SafetensorsDType sdt, const void *src, uint32_t dtype, void *out, size_t n) {
-    if (sdt == ST_DTYPE_BF16 && dtype == MILBLOB_FP16) bf16_to_f16(src, out, n);
-    else if (sdt == ST_DTYPE_F32 && dtype == MILBLOB_FP16) f32_to_f16(src, out, n);
+    if (sdt == ST_DTYPE_BF16 && dtype == MILBLOB_FP16)
+        bf16_to_f16(src, out, n);
+    else if (sdt == ST_DTYPE_F32 && dtype == MILBLOB_FP16)
+        f32_to_f16(src, out, n);
     else
         for (size_t i = 0; i < n; i++) { /* to fp32: exact */
             float f = st_get(sdt, src, i);
@@ -440,7 +462,10 @@ static int map_runs(const GenWeight *w, const GenWeights *src, const Safetensors
     int64_t rows = v->rows, cols = v->cols;
     if (v->rs == v->cols) cols *= rows, rows = 1; /* the rows follow each other: one run */
     uint8_t *stage = same ? NULL : malloc((size_t)PIECE * ss);
-    if (!same && !stage) { diag_syserror(d, src->at, "out of memory"); return -1; }
+    if (!same && !stage) {
+        diag_syserror(d, src->at, "out of memory");
+        return -1;
+    }
     int rc = 0;
     for (int64_t r = 0; r < rows && rc == 0; r++) {
         for (int64_t c0 = 0; c0 < cols; c0 += PIECE) {
@@ -448,8 +473,10 @@ static int map_runs(const GenWeight *w, const GenWeights *src, const Safetensors
             uint64_t off = t->offset + (v->off + (uint64_t)(r * v->rs + c0)) * ss;
             void *out = milblob_writer_take(wr, n * es);
             if (!out) break; /* a sticky writer error: finish reports it */
-            if (same) rc = ck_read(src, out, n * es, off, d);
-            else if ((rc = ck_read(src, stage, n * ss, off, d)) == 0) convert(t->dtype, stage, w->dtype, out, n);
+            if (same)
+                rc = ck_read(src, out, n * es, off, d);
+            else if ((rc = ck_read(src, stage, n * ss, off, d)) == 0)
+                convert(t->dtype, stage, w->dtype, out, n);
             if (rc) break;
         }
     }
@@ -475,7 +502,8 @@ static int map_strided(const GenWeight *w, const GenWeights *src, const Safetens
             void *out = milblob_writer_take(wr, n * es);
             if (!out) break;
             float buf[CHUNK];
-            for (size_t c = 0; c < n; c++) buf[c] = st_get(t->dtype, data, (uint64_t)(r * v->rs + (c0 + (int64_t)c) * v->cs));
+            for (size_t c = 0; c < n; c++)
+                buf[c] = st_get(t->dtype, data, (uint64_t)(r * v->rs + (c0 + (int64_t)c) * v->cs));
             store(out, w->dtype, buf, n);
         }
     }
@@ -495,14 +523,20 @@ static int map_source(const GenWeight *w, const GenWeights *src, MilBlobWriter *
 /* "random" / "random:SEED" → seed; -1 if the source is not random. */
 static int parse_random(const char *src, uint64_t *seed, bool *bad) {
     *bad = false;
-    if (!src) { *seed = 0; return 0; }
+    if (!src) {
+        *seed = 0;
+        return 0;
+    }
     if (strncmp(src, "random", 6) != 0 || (src[6] && src[6] != ':')) return -1;
     *seed = 0;
     if (!src[6]) return 0;
     char *end;
     errno = 0;
     unsigned long long v = strtoull(src + 7, &end, 10);
-    if (end == src + 7 || *end || errno || src[7] == '-') { *bad = true; return 0; }
+    if (end == src + 7 || *end || errno || src[7] == '-') {
+        *bad = true;
+        return 0;
+    }
     *seed = v;
     return 0;
 }
@@ -537,7 +571,10 @@ static void digest_file_end(XXH3_state_t *st, uint8_t out[16]) {
 static int digest_fd(int fd, uint64_t size, SrcLoc at, uint8_t out[16], DiagSink *d) {
     enum { BLK = 512 * 1024 };
     uint8_t *buf = malloc(BLK);
-    if (!buf) { diag_syserror(d, at, "out of memory"); return -1; }
+    if (!buf) {
+        diag_syserror(d, at, "out of memory");
+        return -1;
+    }
     (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL); /* a hint: a cold file reads ahead further */
     XXH3_state_t *st = digest_file_begin();
     GenWeights rd = {.fd = fd, .at = at};
@@ -555,10 +592,16 @@ static int digest_fd(int fd, uint64_t size, SrcLoc at, uint8_t out[16], DiagSink
  * wait for a writer; the regular-file check then refuses it). */
 static int open_regular(const char *path, SrcLoc at, int *fd, struct stat *sb, DiagSink *d) {
     *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (*fd < 0) { diag_error(d, at, "cannot open weights: %s", strerror(errno)); return -1; }
-    if (fstat(*fd, sb) != 0) diag_syserror(d, at, "cannot stat weights: %s", strerror(errno));
-    else if (!S_ISREG(sb->st_mode)) diag_error(d, at, "weights: not a regular file");
-    else return 0;
+    if (*fd < 0) {
+        diag_error(d, at, "cannot open weights: %s", strerror(errno));
+        return -1;
+    }
+    if (fstat(*fd, sb) != 0)
+        diag_syserror(d, at, "cannot stat weights: %s", strerror(errno));
+    else if (!S_ISREG(sb->st_mode))
+        diag_error(d, at, "weights: not a regular file");
+    else
+        return 0;
     close(*fd);
     *fd = -1;
     return -1;
@@ -579,7 +622,10 @@ static int checkpoint_open(GenWeights *w, const char *path, DiagSink *d) {
 int gen_weights_open(const char *source, GenWeights **out, DiagSink *d) {
     *out = NULL;
     GenWeights *w = calloc(1, sizeof *w);
-    if (!w) { diag_syserror(d, (SrcLoc){0}, "out of memory"); return -1; }
+    if (!w) {
+        diag_syserror(d, (SrcLoc){0}, "out of memory");
+        return -1;
+    }
     w->fd = -1;
     bool bad;
     w->random = parse_random(source, &w->seed, &bad) == 0;
@@ -594,7 +640,10 @@ int gen_weights_open(const char *source, GenWeights **out, DiagSink *d) {
         return 0;
     }
     w->at = (SrcLoc){diag_intern(d, source), 0, 0};
-    if (checkpoint_open(w, source, d) != 0) { gen_weights_close(w); return -1; }
+    if (checkpoint_open(w, source, d) != 0) {
+        gen_weights_close(w);
+        return -1;
+    }
     *out = w;
     return 0;
 }
@@ -607,7 +656,6 @@ void gen_weights_close(GenWeights *w) {
     if (w->fd >= 0) close(w->fd);
     free(w);
 }
-
 
 /* Weight w computed (random or a table), streamed into the writer's blob. */
 static void init_weight(const GenWeight *w, uint64_t seed, MilBlobWriter *wr) {
@@ -645,7 +693,10 @@ int gen_weights_write(const GenProgram *p, const GenWeights *src, const char *pa
     MilBlobWriter *wr = milblob_writer_open(path, d);
     if (!wr) return -1;
     if (scratch) milblob_writer_scratch(wr);
-    if (fill_all(p, src, wr, d) != 0) { milblob_writer_abort(wr); return -1; }
+    if (fill_all(p, src, wr, d) != 0) {
+        milblob_writer_abort(wr);
+        return -1;
+    }
     if (digest) milblob_writer_digest(wr, digest);
     return milblob_writer_finish(wr, d);
 }
@@ -653,7 +704,10 @@ int gen_weights_write(const GenProgram *p, const GenWeights *src, const char *pa
 int gen_weights_make(const GenProgram *p, const GenWeights *src, MilBlobImage *out, uint8_t digest[16], DiagSink *d) {
     MilBlobWriter *wr = milblob_writer_open_mem(p->blob_end, d);
     if (!wr) return -1;
-    if (fill_all(p, src, wr, d) != 0) { milblob_writer_abort(wr); return -1; }
+    if (fill_all(p, src, wr, d) != 0) {
+        milblob_writer_abort(wr);
+        return -1;
+    }
     milblob_writer_digest(wr, digest);
     return milblob_writer_finish_mem(wr, out, d);
 }
@@ -662,7 +716,10 @@ int gen_weights_digest(const char *weights, uint8_t out[16], DiagSink *d) {
     uint64_t seed;
     bool bad;
     if (parse_random(weights, &seed, &bad) == 0) {
-        if (bad) { diag_error(d, (SrcLoc){0}, "bad weight source '%s'", weights); return -1; }
+        if (bad) {
+            diag_error(d, (SrcLoc){0}, "bad weight source '%s'", weights);
+            return -1;
+        }
         digest_random(seed, out);
         return 0;
     }

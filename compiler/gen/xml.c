@@ -44,10 +44,10 @@ static void load(void) {
         return;
     }
     /* Object to function pointer through memcpy: ISO C has no direct cast. */
-#define LOAD(field, name)                        \
-    do {                                         \
-        void *p_ = sym(h, name);                 \
-        memcpy(&X.field, &p_, sizeof p_);        \
+#define LOAD(field, name)                                                                                              \
+    do {                                                                                                               \
+        void *p_ = sym(h, name);                                                                                       \
+        memcpy(&X.field, &p_, sizeof p_);                                                                              \
     } while (0)
     LOAD(new_ctxt, "xmlNewParserCtxt");
     LOAD(free_ctxt, "xmlFreeParserCtxt");

@@ -39,7 +39,7 @@ typedef struct Checker {
     IrProgram *p;
     MilTarget target;
     const MilBlobFile *weights; /* MilCheckOptions.weights */
-    char *model_dir; /* malloc'd */
+    char *model_dir;            /* malloc'd */
     BlobEntry *blobs;
     int nblobs;
     uint64_t weight_bytes;
@@ -113,7 +113,10 @@ static int ints_of(const OpCtx *x, const char *name, int64_t *v) {
 
 static bool int_of(const OpCtx *x, const char *name, int64_t dflt, int64_t *out) {
     int64_t v[MAX_RANK];
-    if (!arg_of(x, name)) { *out = dflt; return true; }
+    if (!arg_of(x, name)) {
+        *out = dflt;
+        return true;
+    }
     if (ints_of(x, name, v) != 1) return false;
     *out = v[0];
     return true;
@@ -163,12 +166,18 @@ static bool broadcast(const int64_t *a, int ra, const int64_t *b, int rb, int64_
     for (int i = 0; i < r; i++) {
         int64_t da = i < r - ra ? 1 : a[i - (r - ra)];
         int64_t db = i < r - rb ? 1 : b[i - (r - rb)];
-        if (da == db) out[i] = da;
-        else if (da == 1) out[i] = db;
-        else if (db == 1) out[i] = da;
-        else if (!dim_known(da)) out[i] = db;
-        else if (!dim_known(db)) out[i] = da;
-        else return false;
+        if (da == db)
+            out[i] = da;
+        else if (da == 1)
+            out[i] = db;
+        else if (db == 1)
+            out[i] = da;
+        else if (!dim_known(da))
+            out[i] = db;
+        else if (!dim_known(db))
+            out[i] = da;
+        else
+            return false;
     }
     *rank = r;
     return true;
@@ -238,8 +247,14 @@ static void infer_linear(OpCtx *x) {
     const IrType *t = type_of(x, "x"), *w = type_of(x, "weight"), *b = type_of(x, "bias");
     char s1[256], s2[256];
     if (!rank_at_most(x, "x", t)) return;
-    if (t->rank < 1) { ERR("'x' must have rank >= 1, not 0"); return; }
-    if (w->rank != 2) { ERR("'weight' must have rank 2 [Dout, Din], not %d", w->rank); return; }
+    if (t->rank < 1) {
+        ERR("'x' must have rank >= 1, not 0");
+        return;
+    }
+    if (w->rank != 2) {
+        ERR("'weight' must have rank 2 [Dout, Din], not %d", w->rank);
+        return;
+    }
     if (!dims_match(t->dims[t->rank - 1], w->dims[1])) {
         ERR("'x' %s and 'weight' %s: Din differs (%lld vs %lld)", fmt_dims(t->dims, t->rank, s1, sizeof s1),
             fmt_dims(w->dims, w->rank, s2, sizeof s2), (long long)t->dims[t->rank - 1], (long long)w->dims[1]);
@@ -258,23 +273,40 @@ static void infer_matmul(OpCtx *x) {
     const IrType *a = type_of(x, "x"), *b = type_of(x, "y");
     char s1[256], s2[256];
     if (!rank_at_most(x, "x", a) || !rank_at_most(x, "y", b)) return;
-    if (a->rank < 1 || b->rank < 1) { ERR("'x' and 'y' must have rank >= 1"); return; }
+    if (a->rank < 1 || b->rank < 1) {
+        ERR("'x' and 'y' must have rank >= 1");
+        return;
+    }
     /* NumPy: a vector x is [1, K] and a vector y is [K, 1], the padded dim dropped after. */
     int64_t da[MAX_RANK + 1], db[MAX_RANK + 1];
     int ra = a->rank, rb = b->rank;
     memcpy(da, a->dims, sizeof(int64_t) * (size_t)ra);
     memcpy(db, b->dims, sizeof(int64_t) * (size_t)rb);
     bool tx = bool_of(x, "transpose_x"), ty = bool_of(x, "transpose_y");
-    if (ra >= 2 && tx) { int64_t t = da[ra - 1]; da[ra - 1] = da[ra - 2]; da[ra - 2] = t; }
-    if (rb >= 2 && ty) { int64_t t = db[rb - 1]; db[rb - 1] = db[rb - 2]; db[rb - 2] = t; }
+    if (ra >= 2 && tx) {
+        int64_t t = da[ra - 1];
+        da[ra - 1] = da[ra - 2];
+        da[ra - 2] = t;
+    }
+    if (rb >= 2 && ty) {
+        int64_t t = db[rb - 1];
+        db[rb - 1] = db[rb - 2];
+        db[rb - 2] = t;
+    }
     bool xvec = ra == 1, yvec = rb == 1;
-    if (xvec) { da[1] = da[0]; da[0] = 1; ra = 2; }
-    if (yvec) { db[1] = 1; rb = 2; }
+    if (xvec) {
+        da[1] = da[0];
+        da[0] = 1;
+        ra = 2;
+    }
+    if (yvec) {
+        db[1] = 1;
+        rb = 2;
+    }
     if (!dims_match(da[ra - 1], db[rb - 2])) {
-        ERR("inner dimensions differ: 'x' %s%s and 'y' %s%s (%lld vs %lld)",
-            fmt_dims(a->dims, a->rank, s1, sizeof s1), tx ? " transposed" : "",
-            fmt_dims(b->dims, b->rank, s2, sizeof s2), ty ? " transposed" : "", (long long)da[ra - 1],
-            (long long)db[rb - 2]);
+        ERR("inner dimensions differ: 'x' %s%s and 'y' %s%s (%lld vs %lld)", fmt_dims(a->dims, a->rank, s1, sizeof s1),
+            tx ? " transposed" : "", fmt_dims(b->dims, b->rank, s2, sizeof s2), ty ? " transposed" : "",
+            (long long)da[ra - 1], (long long)db[rb - 2]);
         return;
     }
     int64_t batch[MAX_RANK];
@@ -289,7 +321,10 @@ static void infer_matmul(OpCtx *x) {
     memcpy(d, batch, sizeof(int64_t) * (size_t)rbatch);
     if (!xvec) d[r++] = da[ra - 2];
     if (!yvec) d[r++] = db[rb - 1];
-    if (r > MAX_RANK) { ERR("result rank too large"); return; }
+    if (r > MAX_RANK) {
+        ERR("result rank too large");
+        return;
+    }
     set_out(x, 0, a->dtype, r, d);
 }
 
@@ -297,7 +332,10 @@ static void infer_conv(OpCtx *x) {
     const IrType *t = type_of(x, "x"), *w = type_of(x, "weight"), *b = type_of(x, "bias");
     char s1[256], s2[256];
     if (!rank_at_most(x, "x", t)) return;
-    if (t->rank < 3) { ERR("'x' must be [N, Cin, *spatial] (rank >= 3), not rank %d", t->rank); return; }
+    if (t->rank < 3) {
+        ERR("'x' must be [N, Cin, *spatial] (rank >= 3), not rank %d", t->rank);
+        return;
+    }
     if (w->rank != t->rank) {
         ERR("'weight' %s must have the rank of 'x' %s", fmt_dims(w->dims, w->rank, s1, sizeof s1),
             fmt_dims(t->dims, t->rank, s2, sizeof s2));
@@ -305,7 +343,10 @@ static void infer_conv(OpCtx *x) {
     }
     int ns = t->rank - 2;
     int64_t groups = 1;
-    if (!int_of(x, "groups", 1, &groups) || groups < 1) { ERR("'groups' must be a positive integer"); return; }
+    if (!int_of(x, "groups", 1, &groups) || groups < 1) {
+        ERR("'groups' must be a positive integer");
+        return;
+    }
     int64_t cin = t->dims[1], cout = w->dims[0];
     if (dim_known(cin) && dim_known(w->dims[1]) && cin != w->dims[1] * groups) {
         ERR("'x' has %lld input channels but 'weight' %s with groups = %lld expects %lld", (long long)cin,
@@ -322,7 +363,11 @@ static void infer_conv(OpCtx *x) {
     }
     int64_t strides[MAX_RANK], dil[MAX_RANK], pad[MAX_RANK];
     for (int i = 0; i < ns; i++) strides[i] = dil[i] = 1, pad[2 * i] = pad[2 * i + 1] = 0;
-    struct { const char *name; int64_t *v; int n; } vecs[] = {{"strides", strides, ns}, {"dilations", dil, ns}, {"pad", pad, 2 * ns}};
+    struct {
+        const char *name;
+        int64_t *v;
+        int n;
+    } vecs[] = {{"strides", strides, ns}, {"dilations", dil, ns}, {"pad", pad, 2 * ns}};
     for (int k = 0; k < 3; k++) {
         if (!arg_of(x, vecs[k].name)) continue;
         int64_t v[MAX_RANK];
@@ -355,7 +400,10 @@ static void infer_conv(OpCtx *x) {
     o->dims[1] = cout;
     for (int i = 0; i < ns; i++) {
         int64_t d = t->dims[2 + i], k = w->dims[2 + i];
-        if (!dim_known(d) || !dim_known(k)) { o->dims[2 + i] = IR_DIM_DYNAMIC; continue; }
+        if (!dim_known(d) || !dim_known(k)) {
+            o->dims[2 + i] = IR_DIM_DYNAMIC;
+            continue;
+        }
         int64_t ek = sat_add(sat_mul(dil[i], k - 1), 1);
         int64_t p = custom ? sat_add(pad[2 * i], pad[2 * i + 1]) : 0;
         int64_t dp = sat_add(d, p);
@@ -385,7 +433,10 @@ static void infer_softmax(OpCtx *x) {
     const IrType *t = type_of(x, "x");
     int64_t axis, a;
     if (!int_of(x, "axis", -1, &axis)) return;
-    if (t->rank == 0) { ERR("'x' must have rank >= 1"); return; }
+    if (t->rank == 0) {
+        ERR("'x' must have rank >= 1");
+        return;
+    }
     if (!norm_axis(x, "axis", axis, t->rank, &a)) return;
     infer_same(x);
 }
@@ -421,8 +472,10 @@ static void infer_reduce(OpCtx *x) {
     bool keep = bool_of(x, "keep_dims");
     int r = 0;
     for (int i = 0; i < t->rank; i++) {
-        if (!mask[i]) d[r++] = t->dims[i];
-        else if (keep) d[r++] = 1;
+        if (!mask[i])
+            d[r++] = t->dims[i];
+        else if (keep)
+            d[r++] = 1;
     }
     set_out(x, 0, t->dtype, r, d);
 }
@@ -456,8 +509,14 @@ static void infer_reshape(OpCtx *x) {
     int64_t v[MAX_RANK];
     char s1[256], s2[256];
     if (!rank_at_most(x, "x", t)) return;
-    if (!dim_known(st->dims[0])) { x->nout = -1; return; } /* rank unknown: nothing to infer */
-    if (st->dims[0] > MAX_RANK) { ERR("'shape' has more than %d entries", MAX_RANK); return; }
+    if (!dim_known(st->dims[0])) {
+        x->nout = -1;
+        return;
+    } /* rank unknown: nothing to infer */
+    if (st->dims[0] > MAX_RANK) {
+        ERR("'shape' has more than %d entries", MAX_RANK);
+        return;
+    }
     int n = ints_of(x, "shape", v);
     IrType *o = set_out(x, 0, t->dtype, (int)st->dims[0], NULL);
     if (n < 0) {
@@ -470,17 +529,25 @@ static void infer_reshape(OpCtx *x) {
     for (int i = 0; i < n; i++) {
         int64_t d = v[i];
         if (d == 0) {
-            if (i >= t->rank) { ERR("'shape' entry %d is 0 (copy) but 'x' has rank %d", i, t->rank); return; }
+            if (i >= t->rank) {
+                ERR("'shape' entry %d is 0 (copy) but 'x' has rank %d", i, t->rank);
+                return;
+            }
             d = t->dims[i];
         }
         if (d == -1) {
-            if (infer >= 0) { ERR("'shape' has more than one -1"); return; }
+            if (infer >= 0) {
+                ERR("'shape' has more than one -1");
+                return;
+            }
             infer = i;
         } else if (d < -1) {
             ERR("'shape' entry %lld is invalid", (long long)v[i]);
             return;
-        } else if (!dim_known(d)) dyn = true;
-        else known = sat_mul(known, d);
+        } else if (!dim_known(d))
+            dyn = true;
+        else
+            known = sat_mul(known, d);
         o->dims[i] = d;
     }
     int64_t total = ir_type_numel(t);
@@ -490,8 +557,8 @@ static void infer_reshape(OpCtx *x) {
     }
     if (infer >= 0) {
         if (known == 0 || total % known) {
-            ERR("cannot reshape %s (%lld elements) to %s", fmt_dims(t->dims, t->rank, s1, sizeof s1),
-                (long long)total, fmt_dims(v, n, s2, sizeof s2));
+            ERR("cannot reshape %s (%lld elements) to %s", fmt_dims(t->dims, t->rank, s1, sizeof s1), (long long)total,
+                fmt_dims(v, n, s2, sizeof s2));
             return;
         }
         o->dims[infer] = total / known;
@@ -517,7 +584,10 @@ static void infer_transpose(OpCtx *x) {
     for (int i = 0; i < n; i++) {
         int64_t a;
         if (!norm_axis(x, "perm entry", v[i], t->rank, &a)) return;
-        if (seen[a]) { ERR("'perm' %s is not a permutation", fmt_dims(v, n, s1, sizeof s1)); return; }
+        if (seen[a]) {
+            ERR("'perm' %s is not a permutation", fmt_dims(v, n, s1, sizeof s1));
+            return;
+        }
         seen[a] = true;
         o->dims[i] = t->dims[a];
     }
@@ -526,11 +596,17 @@ static void infer_transpose(OpCtx *x) {
 static void infer_concat(OpCtx *x) {
     IrArg *vals = arg_of(x, "values");
     char s1[256], s2[256];
-    if (vals->nitems < 1) { ERR("'values' is empty"); return; }
+    if (vals->nitems < 1) {
+        ERR("'values' is empty");
+        return;
+    }
     const IrType *t0 = &vals->items[0]->type;
     int64_t axis, a;
     if (!rank_at_most(x, "values", t0) || !int_of(x, "axis", 0, &axis)) return;
-    if (t0->rank == 0) { ERR("cannot concatenate scalars"); return; }
+    if (t0->rank == 0) {
+        ERR("cannot concatenate scalars");
+        return;
+    }
     if (!norm_axis(x, "axis", axis, t0->rank, &a)) return;
     IrType *o = set_out(x, 0, t0->dtype, t0->rank, t0->dims);
     for (int i = 1; i < vals->nitems; i++) {
@@ -551,18 +627,28 @@ static void infer_split(OpCtx *x) {
     const IrType *t = type_of(x, "x");
     int64_t axis, a, sizes[MAX_RESULTS];
     if (!rank_at_most(x, "x", t) || !int_of(x, "axis", 0, &axis)) return;
-    if (t->rank == 0) { ERR("cannot split a scalar"); return; }
+    if (t->rank == 0) {
+        ERR("cannot split a scalar");
+        return;
+    }
     if (!norm_axis(x, "axis", axis, t->rank, &a)) return;
     bool has_n = arg_of(x, "num_splits") != NULL, has_s = arg_of(x, "split_sizes") != NULL;
-    if (has_n == has_s) { ERR("needs exactly one of 'num_splits' and 'split_sizes'"); return; }
+    if (has_n == has_s) {
+        ERR("needs exactly one of 'num_splits' and 'split_sizes'");
+        return;
+    }
     int64_t d = t->dims[a];
     int n;
     if (has_n) {
         int64_t ns;
         if (!int_of(x, "num_splits", 1, &ns)) return;
-        if (ns < 1 || ns > MAX_RESULTS) { ERR("'num_splits' %lld must be in 1..%d", (long long)ns, MAX_RESULTS); return; }
+        if (ns < 1 || ns > MAX_RESULTS) {
+            ERR("'num_splits' %lld must be in 1..%d", (long long)ns, MAX_RESULTS);
+            return;
+        }
         if (dim_known(d) && d % ns) {
-            ERR("dimension %lld of size %lld is not divisible into %lld splits", (long long)a, (long long)d, (long long)ns);
+            ERR("dimension %lld of size %lld is not divisible into %lld splits", (long long)a, (long long)d,
+                (long long)ns);
             return;
         }
         n = (int)ns;
@@ -570,15 +656,22 @@ static void infer_split(OpCtx *x) {
     } else {
         int64_t v[MAX_RANK];
         n = ints_of(x, "split_sizes", v);
-        if (n < 1) { ERR("'split_sizes' is empty"); return; }
+        if (n < 1) {
+            ERR("'split_sizes' is empty");
+            return;
+        }
         int64_t sum = 0;
         for (int i = 0; i < n; i++) {
-            if (v[i] < 0) { ERR("'split_sizes' entry %lld is negative", (long long)v[i]); return; }
+            if (v[i] < 0) {
+                ERR("'split_sizes' entry %lld is negative", (long long)v[i]);
+                return;
+            }
             sizes[i] = v[i];
             sum = sat_add(sum, v[i]);
         }
         if (dim_known(d) && sum != d) {
-            ERR("'split_sizes' sum to %lld but dimension %lld has size %lld", (long long)sum, (long long)a, (long long)d);
+            ERR("'split_sizes' sum to %lld but dimension %lld has size %lld", (long long)sum, (long long)a,
+                (long long)d);
             return;
         }
     }
@@ -611,9 +704,15 @@ static int slice_shape(OpCtx *x, const IrType *t, int64_t *d, int *nout) {
     for (int i = 0; i < r; i++) {
         if (known[5] && sq[i]) continue;
         int64_t dim = t->dims[i];
-        if (!known[0] || !known[1] || !known[2] || !dim_known(dim)) { d[n++] = DIM_UNKNOWN; continue; }
+        if (!known[0] || !known[1] || !known[2] || !dim_known(dim)) {
+            d[n++] = DIM_UNKNOWN;
+            continue;
+        }
         int64_t st = s[i];
-        if (st == 0) { ERR("'stride' entry %d is 0", i); return 0; }
+        if (st == 0) {
+            ERR("'stride' entry %d is 0", i);
+            return 0;
+        }
         int64_t lo = b[i], hi = e[i];
         /* Python slice semantics, with masks selecting the full range. */
         if (lo < 0) lo += dim;
@@ -651,7 +750,10 @@ static void infer_slice_update(OpCtx *x) {
     int64_t d[MAX_RANK];
     int n = 0, k = slice_shape(x, t, d, &n);
     if (k == 0) return;
-    if (u->rank == 0) { ERR("'update' cannot be a scalar; give it the slice's shape with rank >= 1"); return; }
+    if (u->rank == 0) {
+        ERR("'update' cannot be a scalar; give it the slice's shape with rank >= 1");
+        return;
+    }
     bool ok = k < 0 || u->rank == n;
     for (int i = 0; ok && k > 0 && i < n; i++) ok = d[i] == DIM_UNKNOWN || dims_match(d[i], u->dims[i]);
     if (!ok) {
@@ -678,8 +780,8 @@ static void infer_slice_by_size(OpCtx *x) {
     for (int i = 0; i < r; i++) {
         if (sz[i] >= 0) {
             if (bk && dim_known(t->dims[i]) && (b[i] < 0 || b[i] + sz[i] > t->dims[i])) {
-                ERR("slice [%lld, %lld) is outside dimension %d of size %lld", (long long)b[i], (long long)(b[i] + sz[i]),
-                    i, (long long)t->dims[i]);
+                ERR("slice [%lld, %lld) is outside dimension %d of size %lld", (long long)b[i],
+                    (long long)(b[i] + sz[i]), i, (long long)t->dims[i]);
                 return;
             }
             o->dims[i] = sz[i];
@@ -697,7 +799,10 @@ static void infer_gather(OpCtx *x) {
     int64_t axis, a, bd;
     if (!rank_at_most(x, "x", t) || !rank_at_most(x, "indices", ix)) return;
     if (!int_of(x, "axis", 0, &axis) || !int_of(x, "batch_dims", 0, &bd)) return;
-    if (t->rank == 0) { ERR("'x' must have rank >= 1"); return; }
+    if (t->rank == 0) {
+        ERR("'x' must have rank >= 1");
+        return;
+    }
     if (!norm_axis(x, "axis", axis, t->rank, &a)) return;
     if (bd < 0 || bd > ix->rank || bd > a) {
         ERR("'batch_dims' %lld must be in 0..min(rank of indices, axis)", (long long)bd);
@@ -708,7 +813,10 @@ static void infer_gather(OpCtx *x) {
     for (int i = 0; i < a; i++) d[n++] = t->dims[i];
     for (int i = (int)bd; i < ix->rank; i++) d[n++] = ix->dims[i];
     for (int i = (int)a + 1; i < t->rank; i++) d[n++] = t->dims[i];
-    if (n > MAX_RANK) { ERR("result rank too large"); return; }
+    if (n > MAX_RANK) {
+        ERR("result rank too large");
+        return;
+    }
     set_out(x, 0, t->dtype, n, d);
 }
 
@@ -731,7 +839,10 @@ static void infer_cast(OpCtx *x) {
 
 static void infer_band_part(OpCtx *x) {
     const IrType *t = type_of(x, "x");
-    if (t->rank < 2) { ERR("'x' must have rank >= 2, not %d", t->rank); return; }
+    if (t->rank < 2) {
+        ERR("'x' must have rank >= 2, not %d", t->rank);
+        return;
+    }
     infer_same(x);
 }
 
@@ -742,10 +853,16 @@ static void infer_expand_dims(OpCtx *x) {
     if (!rank_at_most(x, "x", t)) return;
     int n = ints_of(x, "axes", v);
     int r = t->rank + n;
-    if (n < 1 || r > MAX_RANK) { ERR("'axes' must have 1..%d entries", MAX_RANK - t->rank); return; }
+    if (n < 1 || r > MAX_RANK) {
+        ERR("'axes' must have 1..%d entries", MAX_RANK - t->rank);
+        return;
+    }
     for (int i = 0; i < n; i++) {
         if (!norm_axis(x, "axes entry", v[i], r, &axes[i])) return;
-        if (mask[axes[i]]) { ERR("'axes' names axis %lld twice", (long long)axes[i]); return; }
+        if (mask[axes[i]]) {
+            ERR("'axes' names axis %lld twice", (long long)axes[i]);
+            return;
+        }
         mask[axes[i]] = true;
     }
     IrType *o = set_out(x, 0, t->dtype, r, NULL);
@@ -765,7 +882,10 @@ static void infer_squeeze(OpCtx *x) {
             ERR("dimension %d of 'x' has size %lld, not 1", i, (long long)t->dims[i]);
             return;
         }
-        if (mask[i] && !dim_known(t->dims[i]) && !given) { x->nout = -1; return; }
+        if (mask[i] && !dim_known(t->dims[i]) && !given) {
+            x->nout = -1;
+            return;
+        }
         if (!(mask[i] && (given || t->dims[i] == 1))) d[n++] = t->dims[i];
     }
     set_out(x, 0, t->dtype, n, d);
@@ -782,13 +902,17 @@ static void infer_tile(OpCtx *x) {
     bool known = ints_of(x, "reps", v) == t->rank;
     IrType *o = set_out(x, 0, t->dtype, t->rank, t->dims);
     for (int i = 0; i < t->rank; i++) {
-        if (known && v[i] < 0) { ERR("'reps' entry %lld is negative", (long long)v[i]); return; }
+        if (known && v[i] < 0) {
+            ERR("'reps' entry %lld is negative", (long long)v[i]);
+            return;
+        }
         o->dims[i] = !known ? DIM_UNKNOWN : dim_known(t->dims[i]) ? sat_mul(t->dims[i], v[i]) : IR_DIM_DYNAMIC;
     }
 }
 
 static void infer_sdpa(OpCtx *x) {
-    const IrType *q = type_of(x, "query"), *k = type_of(x, "key"), *v = type_of(x, "value"), *m = type_of(x, "attn_mask");
+    const IrType *q = type_of(x, "query"), *k = type_of(x, "key"), *v = type_of(x, "value"),
+                 *m = type_of(x, "attn_mask");
     char s1[256], s2[256], s3[256];
     if (!rank_at_most(x, "query", q) || !rank_at_most(x, "key", k) || !rank_at_most(x, "value", v)) return;
     if (q->rank < 3 || k->rank != q->rank || v->rank != q->rank) {
@@ -835,7 +959,10 @@ static void infer_compare(OpCtx *x) {
 static void infer_prelu(OpCtx *x) {
     const IrType *t = type_of(x, "x");
     char s1[256];
-    if (t->rank < 3) { ERR("'x' must be [B, C, *] (rank >= 3), not rank %d", t->rank); return; }
+    if (t->rank < 3) {
+        ERR("'x' must be [B, C, *] (rank >= 3), not rank %d", t->rank);
+        return;
+    }
     for (int i = 1; i < x->nspecs; i++) {
         const IrType *a = x->args[i] ? type_of(x, x->specs[i].name) : NULL;
         if (a && !dims_match(a->dims[0], t->dims[1])) {
@@ -843,10 +970,12 @@ static void infer_prelu(OpCtx *x) {
                 fmt_dims(a->dims, a->rank, s1, sizeof s1), (long long)t->dims[1]);
             return;
         }
-        const IrLiteral *l = x->op->kind == OP_PRELU && (t->rank == 3 || t->rank == 5) ? const_of(x, x->specs[i].name) : NULL;
+        const IrLiteral *l =
+            x->op->kind == OP_PRELU && (t->rank == 3 || t->rank == 5) ? const_of(x, x->specs[i].name) : NULL;
         for (size_t k = 1; l && k < l->count; k++)
             if (ir_lit_f64(l, k) != ir_lit_f64(l, 0)) {
-                ERR("'alpha' must hold one value repeated when 'x' has rank %d (per-channel alphas need rank 4)", t->rank);
+                ERR("'alpha' must hold one value repeated when 'x' has rank %d (per-channel alphas need rank 4)",
+                    t->rank);
                 return;
             }
     }
@@ -859,7 +988,10 @@ static void infer_reduce_arg(OpCtx *x) {
     int64_t axis, a, d[MAX_RANK];
     IrDType dt = IR_DT_INT32;
     if (!rank_at_most(x, "x", t) || !int_of(x, "axis", -1, &axis)) return;
-    if (t->rank == 0) { ERR("'x' must have rank >= 1"); return; }
+    if (t->rank == 0) {
+        ERR("'x' must have rank >= 1");
+        return;
+    }
     if (!norm_axis(x, "axis", axis, t->rank, &a)) return;
     const IrLiteral *od = const_of(x, "output_dtype");
     if (od) {
@@ -872,15 +1004,20 @@ static void infer_reduce_arg(OpCtx *x) {
     bool keep = bool_of(x, "keep_dims");
     int r = 0;
     for (int i = 0; i < t->rank; i++)
-        if (i != a) d[r++] = t->dims[i];
-        else if (keep) d[r++] = 1;
+        if (i != a)
+            d[r++] = t->dims[i];
+        else if (keep)
+            d[r++] = 1;
     set_out(x, 0, dt, r, d);
 }
 
 /* l2_norm: normalises over every dim but the batch; x needs rank >= 3. */
 static void infer_l2_norm(OpCtx *x) {
     const IrType *t = type_of(x, "x");
-    if (t->rank < 3) { ERR("'x' must have rank >= 3, not %d", t->rank); return; }
+    if (t->rank < 3) {
+        ERR("'x' must have rank >= 3, not %d", t->rank);
+        return;
+    }
     infer_same(x);
 }
 
@@ -895,7 +1032,10 @@ static bool spatial_vec(OpCtx *x, const char *name, int n, int64_t dflt, int64_t
         return false;
     }
     for (int i = 0; i < n; i++) {
-        if (w[i] < min) { ERR("'%s' values must be >= %lld", name, (long long)min); return false; }
+        if (w[i] < min) {
+            ERR("'%s' values must be >= %lld", name, (long long)min);
+            return false;
+        }
         v[i] = w[i];
     }
     return true;
@@ -905,7 +1045,10 @@ static bool spatial_vec(OpCtx *x, const char *name, int n, int64_t dflt, int64_t
 static void infer_pool(OpCtx *x) {
     const IrType *t = type_of(x, "x");
     int64_t k[MAX_RANK], st[MAX_RANK], pad[MAX_RANK];
-    if (t->rank < 3 || t->rank > 5) { ERR("'x' must be [N, C, *spatial] with 1 to 3 spatial dims (rank 3 to 5), not rank %d", t->rank); return; }
+    if (t->rank < 3 || t->rank > 5) {
+        ERR("'x' must be [N, C, *spatial] with 1 to 3 spatial dims (rank 3 to 5), not rank %d", t->rank);
+        return;
+    }
     int ns = t->rank - 2;
     if (!spatial_vec(x, "kernel_sizes", ns, 1, 1, k) || !spatial_vec(x, "strides", ns, 1, 1, st) ||
         !spatial_vec(x, "pad", 2 * ns, 0, 0, pad))
@@ -919,29 +1062,48 @@ static void infer_pool(OpCtx *x) {
     }
     bool ceil_mode = bool_of(x, "ceil_mode");
     int opset = x->op->fn ? x->op->fn->opset_version : 0;
-    if (opset == 15 && strcmp(mode, "same_lower") == 0) { ERR("pad_type \"same_lower\" needs opset ios16 or later"); return; }
-    if (strcmp(x->opname, "l2_pool") == 0 && ns > 2) { ERR("l2_pool pools 1 or 2 spatial dims, not %d", ns); return; }
+    if (opset == 15 && strcmp(mode, "same_lower") == 0) {
+        ERR("pad_type \"same_lower\" needs opset ios16 or later");
+        return;
+    }
+    if (strcmp(x->opname, "l2_pool") == 0 && ns > 2) {
+        ERR("l2_pool pools 1 or 2 spatial dims, not %d", ns);
+        return;
+    }
     if (ceil_mode) {
-        if (ns > 2) { ERR("'ceil_mode' works for 1-D and 2-D pooling only, not 3-D"); return; }
-        if (strcmp(mode, "same") == 0) { ERR("'ceil_mode' must be false with pad_type \"same\""); return; }
+        if (ns > 2) {
+            ERR("'ceil_mode' works for 1-D and 2-D pooling only, not 3-D");
+            return;
+        }
+        if (strcmp(mode, "same") == 0) {
+            ERR("'ceil_mode' must be false with pad_type \"same\"");
+            return;
+        }
         for (int i = 0; arg_of(x, "pad") && i < ns; i++)
-            if (pad[2 * i] != pad[2 * i + 1]) { ERR("'pad' must be symmetric when 'ceil_mode' is true"); return; }
+            if (pad[2 * i] != pad[2 * i + 1]) {
+                ERR("'pad' must be symmetric when 'ceil_mode' is true");
+                return;
+            }
     }
     IrType *o = set_out(x, 0, t->dtype, t->rank, t->dims);
     for (int i = 0; i < ns; i++) {
         int64_t d = t->dims[2 + i], s = st[i], od;
         if (!dim_known(d)) continue;
         /* Total padding: what "same" needs to give ceil(d / s) windows, the custom pads, or none. */
-        int64_t p = same ? sat_add(sat_mul(s, d / s + (d % s != 0)) - d, k[i] - s) : custom ? sat_add(pad[2 * i], pad[2 * i + 1]) : 0;
+        int64_t p = same     ? sat_add(sat_mul(s, d / s + (d % s != 0)) - d, k[i] - s)
+                    : custom ? sat_add(pad[2 * i], pad[2 * i + 1])
+                             : 0;
         if (p < 0) p = 0;
         int64_t span = sat_add(d, p) - k[i];
-        if (!ceil_mode) od = span >= 0 ? span / s + 1 : -((-span + s - 1) / s) + 1;
+        if (!ceil_mode)
+            od = span >= 0 ? span / s + 1 : -((-span + s - 1) / s) + 1;
         else {
             od = (span + s - 1 >= 0 ? (span + s - 1) / s : -((-(span + s - 1) + s - 1) / s)) + 1;
             if (p > 0 && (od - 1) * s >= d + p / 2) od--; /* the last window would start in the padding */
         }
         if (od <= 0) {
-            ERR("kernel %lld is larger than the padded input %lld in spatial dim %d", (long long)k[i], (long long)sat_add(d, p), i);
+            ERR("kernel %lld is larger than the padded input %lld in spatial dim %d", (long long)k[i],
+                (long long)sat_add(d, p), i);
             return;
         }
         o->dims[2 + i] = od;
@@ -958,19 +1120,26 @@ static void infer_shape(OpCtx *x) {
 static void infer_stack(OpCtx *x) {
     IrArg *vals = arg_of(x, "values");
     char s1[256], s2[256];
-    if (vals->nitems < 1) { ERR("'values' is empty"); return; }
+    if (vals->nitems < 1) {
+        ERR("'values' is empty");
+        return;
+    }
     const IrType *t0 = &vals->items[0]->type;
     int64_t axis, a, d[MAX_RANK];
     if (!rank_at_most(x, "values", t0) || !int_of(x, "axis", 0, &axis)) return;
-    if (t0->rank + 1 > MAX_RANK) { ERR("result rank too large"); return; }
+    if (t0->rank + 1 > MAX_RANK) {
+        ERR("result rank too large");
+        return;
+    }
     if (!norm_axis(x, "axis", axis, t0->rank + 1, &a)) return;
     for (int i = 1; i < vals->nitems; i++) {
         const IrType *t = &vals->items[i]->type;
         bool ok = t->rank == t0->rank;
         for (int k = 0; ok && k < t->rank; k++) ok = dims_match(t->dims[k], t0->dims[k]);
         if (!ok) {
-            ERR("'%s' %s and '%s' %s must have the same shape", vals->items[i]->name, fmt_dims(t->dims, t->rank, s1, sizeof s1),
-                vals->items[0]->name, fmt_dims(t0->dims, t0->rank, s2, sizeof s2));
+            ERR("'%s' %s and '%s' %s must have the same shape", vals->items[i]->name,
+                fmt_dims(t->dims, t->rank, s1, sizeof s1), vals->items[0]->name,
+                fmt_dims(t0->dims, t0->rank, s2, sizeof s2));
             return;
         }
     }
@@ -986,7 +1155,10 @@ static const IrType *first_type(const OpCtx *x) { return type_of(x, x->specs[0].
 static void infer_norm(OpCtx *x) {
     const IrType *t = type_of(x, "x");
     char s1[256];
-    if (t->rank < 2) { ERR("'x' must be [N, C, *] (rank >= 2), not rank %d", t->rank); return; }
+    if (t->rank < 2) {
+        ERR("'x' must be [N, C, *] (rank >= 2), not rank %d", t->rank);
+        return;
+    }
     for (int i = 1; i < x->nspecs; i++) {
         const IrType *p = x->args[i] && x->specs[i].rank == 1 ? type_of(x, x->specs[i].name) : NULL;
         if (p && !dims_match(p->dims[0], t->dims[1])) {
@@ -1003,7 +1175,10 @@ static void infer_axis_same(OpCtx *x) {
     const IrType *t = type_of(x, "x");
     int64_t axis, a;
     if (!int_of(x, "axis", 0, &axis)) return;
-    if (t->rank == 0) { ERR("'x' must have rank >= 1"); return; }
+    if (t->rank == 0) {
+        ERR("'x' must have rank >= 1");
+        return;
+    }
     if (norm_axis(x, "axis", axis, t->rank, &a)) infer_same(x);
 }
 
@@ -1025,7 +1200,10 @@ static void infer_flatten2d(OpCtx *x) {
     const IrType *t = type_of(x, "x");
     int64_t axis, d[2] = {1, 1};
     if (!rank_at_most(x, "x", t) || !int_of(x, "axis", 1, &axis)) return;
-    if (axis < -t->rank || axis > t->rank) { ERR("axis %lld is out of range for rank %d", (long long)axis, t->rank); return; }
+    if (axis < -t->rank || axis > t->rank) {
+        ERR("axis %lld is out of range for rank %d", (long long)axis, t->rank);
+        return;
+    }
     if (axis < 0) axis += t->rank;
     for (int i = 0; i < t->rank; i++) {
         int64_t *p = &d[i >= axis];
@@ -1040,12 +1218,21 @@ static bool shape_arg(OpCtx *x, const char *name, int *rank, int64_t *dims) {
     int n = ints_of(x, name, dims);
     if (n >= 0) {
         for (int i = 0; i < n; i++)
-            if (dims[i] < 0) { ERR("'%s' entry %lld is negative", name, (long long)dims[i]); return false; }
+            if (dims[i] < 0) {
+                ERR("'%s' entry %lld is negative", name, (long long)dims[i]);
+                return false;
+            }
         *rank = n;
         return true;
     }
-    if (!dim_known(st->dims[0])) { x->nout = -1; return false; }
-    if (st->dims[0] > MAX_RANK) { ERR("'%s' has more than %d entries", name, MAX_RANK); return false; }
+    if (!dim_known(st->dims[0])) {
+        x->nout = -1;
+        return false;
+    }
+    if (st->dims[0] > MAX_RANK) {
+        ERR("'%s' has more than %d entries", name, MAX_RANK);
+        return false;
+    }
     *rank = (int)st->dims[0];
     for (int i = 0; i < *rank; i++) dims[i] = DIM_UNKNOWN;
     return true;
@@ -1082,13 +1269,16 @@ static void infer_gather_along_axis(OpCtx *x) {
     int64_t axis, a;
     char s1[256], s2[256];
     if (!int_of(x, "axis", 0, &axis)) return;
-    if (t->rank == 0) { ERR("'x' must have rank >= 1"); return; }
+    if (t->rank == 0) {
+        ERR("'x' must have rank >= 1");
+        return;
+    }
     if (!norm_axis(x, "axis", axis, t->rank, &a)) return;
     bool ok = ix->rank == t->rank;
     for (int i = 0; ok && i < t->rank; i++) ok = i == a || dims_match(ix->dims[i], t->dims[i]);
     if (!ok) {
-        ERR("'indices' %s must have the rank of 'x' %s and its dims off axis %lld", fmt_dims(ix->dims, ix->rank, s1, sizeof s1),
-            fmt_dims(t->dims, t->rank, s2, sizeof s2), (long long)a);
+        ERR("'indices' %s must have the rank of 'x' %s and its dims off axis %lld",
+            fmt_dims(ix->dims, ix->rank, s1, sizeof s1), fmt_dims(t->dims, t->rank, s2, sizeof s2), (long long)a);
         return;
     }
     set_out(x, 0, t->dtype, ix->rank, ix->dims);
@@ -1102,8 +1292,14 @@ static void infer_scatter(OpCtx *x) {
     const char *s = m ? ir_lit_str(m, 0) : "add";
     bool known = false;
     for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) known |= strcmp(s, modes[i]) == 0;
-    if (!known) { ERR("unknown mode \"%s\" (update, add, sub, mul, div, max, min)", s); return; }
-    if (t->rank == 0) { ERR("'data' must have rank >= 1"); return; }
+    if (!known) {
+        ERR("unknown mode \"%s\" (update, add, sub, mul, div, max, min)", s);
+        return;
+    }
+    if (t->rank == 0) {
+        ERR("'data' must have rank >= 1");
+        return;
+    }
     const IrType *ix = type_of(x, "indices"), *u = type_of(x, "updates");
     int64_t want[MAX_RANK], a = 0;
     int nw = 0;
@@ -1123,7 +1319,10 @@ static void infer_scatter(OpCtx *x) {
         int64_t axis;
         if (!int_of(x, "axis", 0, &axis) || !norm_axis(x, "axis", axis, t->rank, &a)) return;
         if (x->op->kind == OP_SCATTER) { /* updates: data[:axis] + indices.shape + data[axis+1:] */
-            if (t->rank - 1 + ix->rank > MAX_RANK) { ERR("'updates' would have rank above %d", MAX_RANK); return; }
+            if (t->rank - 1 + ix->rank > MAX_RANK) {
+                ERR("'updates' would have rank above %d", MAX_RANK);
+                return;
+            }
             for (int64_t i = 0; i < a; i++) want[nw++] = t->dims[i];
             for (int i = 0; i < ix->rank; i++) want[nw++] = ix->dims[i];
             for (int64_t i = a + 1; i < t->rank; i++) want[nw++] = t->dims[i];
@@ -1131,8 +1330,9 @@ static void infer_scatter(OpCtx *x) {
             bool ok = ix->rank == t->rank;
             for (int i = 0; ok && i < t->rank; i++) ok = i == a || dims_match(ix->dims[i], t->dims[i]);
             if (!ok) {
-                ERR("'indices' %s must have the shape of 'data' %s except along axis %lld", fmt_dims(ix->dims, ix->rank, s1, sizeof s1),
-                    fmt_dims(t->dims, t->rank, s2, sizeof s2), (long long)a);
+                ERR("'indices' %s must have the shape of 'data' %s except along axis %lld",
+                    fmt_dims(ix->dims, ix->rank, s1, sizeof s1), fmt_dims(t->dims, t->rank, s2, sizeof s2),
+                    (long long)a);
                 return;
             }
             nw = ix->rank;
@@ -1146,7 +1346,8 @@ static void infer_scatter(OpCtx *x) {
         return;
     }
     /* validate_indices (ios17): const indices must lie in [0, data.shape[axis]). */
-    const IrLiteral *il = x->op->kind != OP_SCATTER_ND && bool_of(x, "validate_indices") ? const_of(x, "indices") : NULL;
+    const IrLiteral *il =
+        x->op->kind != OP_SCATTER_ND && bool_of(x, "validate_indices") ? const_of(x, "indices") : NULL;
     for (size_t i = 0; il && dim_known(t->dims[a]) && i < il->count; i++) {
         int64_t v = ir_lit_i64(il, i);
         if (v < 0 || v >= t->dims[a]) {
@@ -1161,18 +1362,30 @@ static void infer_scatter(OpCtx *x) {
 static void infer_space_to_depth(OpCtx *x) {
     const IrType *t = type_of(x, "x");
     int64_t b;
-    if (t->rank != 4) { ERR("'x' must be [N, C, H, W], not rank %d", t->rank); return; }
-    if (!int_of(x, "block_size", 1, &b) || b < 1) { ERR("'block_size' must be a positive integer"); return; }
+    if (t->rank != 4) {
+        ERR("'x' must be [N, C, H, W], not rank %d", t->rank);
+        return;
+    }
+    if (!int_of(x, "block_size", 1, &b) || b < 1) {
+        ERR("'block_size' must be a positive integer");
+        return;
+    }
     bool down = x->op->kind == OP_SPACE_TO_DEPTH;
     IrType *o = set_out(x, 0, t->dtype, 4, t->dims);
     int64_t bb = sat_mul(b, b);
     if (down) {
         for (int i = 2; i < 4; i++)
-            if (dim_known(t->dims[i]) && t->dims[i] % b) { ERR("dim %d (%lld) is not divisible by 'block_size' %lld", i, (long long)t->dims[i], (long long)b); return; }
+            if (dim_known(t->dims[i]) && t->dims[i] % b) {
+                ERR("dim %d (%lld) is not divisible by 'block_size' %lld", i, (long long)t->dims[i], (long long)b);
+                return;
+            }
         o->dims[1] = dim_known(t->dims[1]) ? sat_mul(t->dims[1], bb) : IR_DIM_DYNAMIC;
         for (int i = 2; i < 4; i++) o->dims[i] = dim_known(t->dims[i]) ? t->dims[i] / b : IR_DIM_DYNAMIC;
     } else {
-        if (dim_known(t->dims[1]) && t->dims[1] % bb) { ERR("channels (%lld) are not divisible by 'block_size'^2 %lld", (long long)t->dims[1], (long long)bb); return; }
+        if (dim_known(t->dims[1]) && t->dims[1] % bb) {
+            ERR("channels (%lld) are not divisible by 'block_size'^2 %lld", (long long)t->dims[1], (long long)bb);
+            return;
+        }
         o->dims[1] = dim_known(t->dims[1]) ? t->dims[1] / bb : IR_DIM_DYNAMIC;
         for (int i = 2; i < 4; i++) o->dims[i] = dim_known(t->dims[i]) ? sat_mul(t->dims[i], b) : IR_DIM_DYNAMIC;
     }
@@ -1182,12 +1395,18 @@ static void infer_space_to_depth(OpCtx *x) {
 static void infer_upsample(OpCtx *x) {
     const IrType *t = type_of(x, "x");
     const char *names[] = {"scale_factor_height", "scale_factor_width"};
-    if (t->rank < 3) { ERR("'x' must have rank >= 3, not %d", t->rank); return; }
+    if (t->rank < 3) {
+        ERR("'x' must have rank >= 3, not %d", t->rank);
+        return;
+    }
     IrType *o = set_out(x, 0, t->dtype, t->rank, t->dims);
     for (int k = 0; k < 2; k++) {
         const IrLiteral *l = const_of(x, names[k]);
         double s = l ? ir_lit_f64(l, 0) : 1;
-        if (!(s > 0)) { ERR("'%s' must be positive", names[k]); return; }
+        if (!(s > 0)) {
+            ERR("'%s' must be positive", names[k]);
+            return;
+        }
         int64_t d = t->dims[t->rank - 2 + k];
         o->dims[t->rank - 2 + k] = dim_known(d) ? (int64_t)((double)d * s) : IR_DIM_DYNAMIC;
     }
@@ -1216,7 +1435,10 @@ static void infer_constexpr_cast(OpCtx *x) {
     const IrType *t = type_of(x, "source_val");
     const IrLiteral *l = const_of(x, "output_dtype");
     const char *s = l ? ir_lit_str(l, 0) : "";
-    if (strcmp(s, "fp32") != 0) { ERR("'output_dtype' must be \"fp32\", not \"%s\"", s); return; }
+    if (strcmp(s, "fp32") != 0) {
+        ERR("'output_dtype' must be \"fp32\", not \"%s\"", s);
+        return;
+    }
     set_out(x, 0, IR_DT_FP32, t->rank, t->dims);
 }
 
@@ -1224,17 +1446,22 @@ static void infer_constexpr_cast(OpCtx *x) {
  * indices [*d] of dtype ixdt pick entries of lut [*blocks, palette, vector];
  * each blocks dim divides its d, palette = 2^bits(ixdt), and vector > 1
  * widens dim vector_axis.  *vec gets the vector size, *axis that dim (-1 if none). */
-static bool lut_shape(OpCtx *x, const char *ixname, const IrType *ix, IrDType ixdt, int64_t *out, int64_t *vec, int64_t *axis) {
+static bool lut_shape(OpCtx *x, const char *ixname, const IrType *ix, IrDType ixdt, int64_t *out, int64_t *vec,
+                      int64_t *axis) {
     const IrType *lut = type_of(x, "lut");
     char s1[256], s2[256];
-    if (ix->rank < 1) { ERR("'%s' must have rank >= 1, not a scalar", ixname); return false; }
+    if (ix->rank < 1) {
+        ERR("'%s' must have rank >= 1, not a scalar", ixname);
+        return false;
+    }
     if (lut->rank != ix->rank + 2 || ix->rank > MAX_RANK) {
         ERR("'lut' %s must have the rank of '%s' %s plus 2 [*blocks, palette, vector]",
             fmt_dims(lut->dims, lut->rank, s1, sizeof s1), ixname, fmt_dims(ix->dims, ix->rank, s2, sizeof s2));
         return false;
     }
     for (int i = 0; i < ix->rank; i++)
-        if (dim_known(ix->dims[i]) && dim_known(lut->dims[i]) && (lut->dims[i] == 0 || ix->dims[i] % lut->dims[i] != 0)) {
+        if (dim_known(ix->dims[i]) && dim_known(lut->dims[i]) &&
+            (lut->dims[i] == 0 || ix->dims[i] % lut->dims[i] != 0)) {
             ERR("'%s' dim %d (%lld) is not divisible by the lut's blocks in that dim (%lld)", ixname, i,
                 (long long)ix->dims[i], (long long)lut->dims[i]);
             return false;
@@ -1262,7 +1489,10 @@ static bool lut_shape(OpCtx *x, const char *ixname, const IrType *ix, IrDType ix
 /* The sparse pair (nonzero_data [n], mask): n must be the mask's count of ones. */
 static bool sparse_pair(OpCtx *x, const char *data, const char *mask) {
     const IrType *d = type_of(x, data);
-    if (d->rank != 1) { ERR("'%s' must have rank 1, not %d", data, d->rank); return false; }
+    if (d->rank != 1) {
+        ERR("'%s' must have rank 1, not %d", data, d->rank);
+        return false;
+    }
     const IrLiteral *m = const_of(x, mask);
     if (!m || !dim_known(d->dims[0])) return true;
     int64_t ones = 0;
@@ -1299,7 +1529,8 @@ static void infer_constexpr_lut(OpCtx *x) {
  * data_mask) and gives the mask and the dequantized nonzero values. */
 static void infer_shift_scale(OpCtx *x) {
     bool sparse = x->op->kind == OP_CONSTEXPR_SPARSE_BLOCKWISE_SHIFT_SCALE;
-    const IrType *data = type_of(x, sparse ? "data_mask" : "data"), *sc = type_of(x, "scale"), *off = type_of(x, "offset");
+    const IrType *data = type_of(x, sparse ? "data_mask" : "data"), *sc = type_of(x, "scale"),
+                 *off = type_of(x, "offset");
     IrDType ddt = type_of(x, sparse ? "nonzero_data" : "data")->dtype;
     char s1[256], s2[256];
     if (sparse && !sparse_pair(x, "nonzero_data", "data_mask")) return;
@@ -1308,9 +1539,13 @@ static void infer_shift_scale(OpCtx *x) {
             fmt_dims(data->dims, data->rank, s2, sizeof s2));
         return;
     }
-    if (data->rank < 1) { ERR("the data must have rank >= 1, not a scalar"); return; }
+    if (data->rank < 1) {
+        ERR("the data must have rank >= 1, not a scalar");
+        return;
+    }
     for (int i = 0; i < data->rank; i++)
-        if (dim_known(data->dims[i]) && dim_known(sc->dims[i]) && (sc->dims[i] == 0 || data->dims[i] % sc->dims[i] != 0)) {
+        if (dim_known(data->dims[i]) && dim_known(sc->dims[i]) &&
+            (sc->dims[i] == 0 || data->dims[i] % sc->dims[i] != 0)) {
             ERR("data dim %d (%lld) is not divisible by the number of scales in that dim (%lld)", i,
                 (long long)data->dims[i], (long long)sc->dims[i]);
             return;
@@ -1324,11 +1559,15 @@ static void infer_shift_scale(OpCtx *x) {
             return;
         }
         if (!ir_dtype_is_float(off->dtype) && off->dtype != ddt) {
-            ERR("'offset' is %s: it must be fp16, fp32 or the data's dtype (%s)", ir_dtype_name(off->dtype), ir_dtype_name(ddt));
+            ERR("'offset' is %s: it must be fp16, fp32 or the data's dtype (%s)", ir_dtype_name(off->dtype),
+                ir_dtype_name(ddt));
             return;
         }
     }
-    if (!sparse) { set_out(x, 0, sc->dtype, data->rank, data->dims); return; }
+    if (!sparse) {
+        set_out(x, 0, sc->dtype, data->rank, data->dims);
+        return;
+    }
     const IrType *nz = type_of(x, "nonzero_data");
     set_out(x, 0, IR_DT_UINT1, data->rank, data->dims);
     set_out(x, 1, sc->dtype, 1, nz->dims);
@@ -1354,9 +1593,13 @@ static void infer_conv_transpose(OpCtx *x) {
         return;
     }
     int ns = t->rank - 2;
-    if (!int_of(x, "groups", 1, &groups) || groups < 1) { ERR("'groups' must be a positive integer"); return; }
+    if (!int_of(x, "groups", 1, &groups) || groups < 1) {
+        ERR("'groups' must be a positive integer");
+        return;
+    }
     if (!dims_match(t->dims[1], w->dims[0])) {
-        ERR("'x' has %lld input channels but 'weight' %s has %lld", (long long)t->dims[1], fmt_dims(w->dims, w->rank, s1, sizeof s1), (long long)w->dims[0]);
+        ERR("'x' has %lld input channels but 'weight' %s has %lld", (long long)t->dims[1],
+            fmt_dims(w->dims, w->rank, s1, sizeof s1), (long long)w->dims[0]);
         return;
     }
     int64_t cout = dim_known(w->dims[1]) ? sat_mul(w->dims[1], groups) : IR_DIM_DYNAMIC;
@@ -1370,7 +1613,8 @@ static void infer_conv_transpose(OpCtx *x) {
     int n = ints_of(x, "output_shape", d);
     if (arg_of(x, "output_shape")) {
         if (n != t->rank || !dims_match(d[0], t->dims[0]) || !dims_match(d[1], cout)) {
-            ERR("'output_shape' must be [N, Cout, *spatial] = [%lld, %lld, ...] with rank %d", (long long)t->dims[0], (long long)cout, t->rank);
+            ERR("'output_shape' must be [N, Cout, *spatial] = [%lld, %lld, ...] with rank %d", (long long)t->dims[0],
+                (long long)cout, t->rank);
             return;
         }
         set_out(x, 0, t->dtype, n, d);
@@ -1379,16 +1623,29 @@ static void infer_conv_transpose(OpCtx *x) {
     const IrLiteral *pt = const_of(x, "pad_type");
     const char *mode = pt ? ir_lit_str(pt, 0) : "valid";
     bool same = strcmp(mode, "same") == 0, custom = strcmp(mode, "custom") == 0;
-    if (!same && !custom && strcmp(mode, "valid") != 0) { ERR("pad_type \"%s\" must be valid, same or custom", mode); return; }
-    if (custom && !arg_of(x, "pad")) { ERR("pad_type \"custom\" needs 'pad'"); return; }
+    if (!same && !custom && strcmp(mode, "valid") != 0) {
+        ERR("pad_type \"%s\" must be valid, same or custom", mode);
+        return;
+    }
+    if (custom && !arg_of(x, "pad")) {
+        ERR("pad_type \"custom\" needs 'pad'");
+        return;
+    }
     IrType *o = set_out(x, 0, t->dtype, t->rank, t->dims);
     o->dims[1] = cout;
     for (int i = 0; i < ns; i++) {
         int64_t di = t->dims[2 + i], k = w->dims[2 + i];
-        if (!dim_known(di) || !dim_known(k)) { o->dims[2 + i] = IR_DIM_DYNAMIC; continue; }
+        if (!dim_known(di) || !dim_known(k)) {
+            o->dims[2 + i] = IR_DIM_DYNAMIC;
+            continue;
+        }
         int64_t ek = sat_add(sat_mul(k - 1, dil[i]), 1);
-        int64_t od = same ? sat_mul(st[i], di) : sat_add(sat_mul(st[i], di - 1), ek) - (custom ? pad[2 * i] + pad[2 * i + 1] : 0);
-        if (od <= 0) { ERR("spatial dim %d has output size %lld", i, (long long)od); return; }
+        int64_t od = same ? sat_mul(st[i], di)
+                          : sat_add(sat_mul(st[i], di - 1), ek) - (custom ? pad[2 * i] + pad[2 * i + 1] : 0);
+        if (od <= 0) {
+            ERR("spatial dim %d has output size %lld", i, (long long)od);
+            return;
+        }
         o->dims[2 + i] = od;
     }
 }
@@ -1412,8 +1669,10 @@ static void infer_write_state(OpCtx *x) {
             fmt_type(&inner, s2, sizeof s2));
         return;
     }
-    if (update) set_out(x, 0, v->dtype, v->rank, v->dims);
-    else x->nout = 0;
+    if (update)
+        set_out(x, 0, v->dtype, v->rank, v->dims);
+    else
+        x->nout = 0;
 }
 
 /* pad: the last len(pad)/2 dims grow by their (before, after) pads; a
@@ -1445,7 +1704,10 @@ static void infer_pad(OpCtx *x) {
         return;
     }
     for (int i = 0; i < n; i++)
-        if (p[i] < 0) { ERR("'pad' entry %d is %lld; pads must be non-negative", i, (long long)p[i]); return; }
+        if (p[i] < 0) {
+            ERR("'pad' entry %d is %lld; pads must be non-negative", i, (long long)p[i]);
+            return;
+        }
     for (int i = 0; i < n / 2; i++) {
         int k = t->rank - n / 2 + i;
         o->dims[k] = dim_known(t->dims[k]) ? sat_add(t->dims[k], p[2 * i] + p[2 * i + 1]) : IR_DIM_DYNAMIC;
@@ -1458,7 +1720,10 @@ static void infer_topk(OpCtx *x) {
     const IrType *t = type_of(x, "x");
     int64_t k, axis, a;
     if (!rank_at_most(x, "x", t)) return;
-    if (t->rank == 0) { ERR("'x' must have rank >= 1"); return; }
+    if (t->rank == 0) {
+        ERR("'x' must have rank >= 1");
+        return;
+    }
     if (!int_of(x, "k", 1, &k) || !int_of(x, "axis", -1, &axis) || !norm_axis(x, "axis", axis, t->rank, &a)) return;
     if (k < 1 || (dim_known(t->dims[a]) && k > t->dims[a])) {
         ERR("'k' %lld must be in 1..%lld, the size of axis %lld", (long long)k, (long long)t->dims[a], (long long)a);
@@ -1467,10 +1732,17 @@ static void infer_topk(OpCtx *x) {
     bool indices = !arg_of(x, "return_indices") || bool_of(x, "return_indices");
     const IrLiteral *l = const_of(x, "output_indices_dtype");
     const char *s = l ? ir_lit_str(l, 0) : "int32";
-    if (l && !indices) { ERR("'output_indices_dtype' is given but 'return_indices' is false"); return; }
+    if (l && !indices) {
+        ERR("'output_indices_dtype' is given but 'return_indices' is false");
+        return;
+    }
     IrDType idt = IR_DT_INT32;
-    if (strcmp(s, "uint16") == 0) idt = IR_DT_UINT16;
-    else if (strcmp(s, "int32") != 0) { ERR("'output_indices_dtype' must be \"int32\" or \"uint16\", not \"%s\"", s); return; }
+    if (strcmp(s, "uint16") == 0)
+        idt = IR_DT_UINT16;
+    else if (strcmp(s, "int32") != 0) {
+        ERR("'output_indices_dtype' must be \"int32\" or \"uint16\", not \"%s\"", s);
+        return;
+    }
     IrType *o = set_out(x, 0, t->dtype, t->rank, t->dims);
     o->dims[a] = k;
     if (indices) set_out(x, 1, idt, t->rank, o->dims);
@@ -1483,18 +1755,28 @@ static void infer_gather_nd(OpCtx *x) {
     int64_t bd, d[MAX_RANK * 2];
     if (!rank_at_most(x, "x", t) || !rank_at_most(x, "indices", ix)) return;
     if (!int_of(x, "batch_dims", 0, &bd)) return;
-    if (ix->rank < 1) { ERR("'indices' must have rank >= 1 (its last dim is the index depth)"); return; }
+    if (ix->rank < 1) {
+        ERR("'indices' must have rank >= 1 (its last dim is the index depth)");
+        return;
+    }
     int64_t depth = ix->dims[ix->rank - 1];
-    if (!dim_known(depth)) { x->nout = -1; return; }
+    if (!dim_known(depth)) {
+        x->nout = -1;
+        return;
+    }
     if (bd < 0 || bd >= ix->rank || depth + bd > t->rank) {
-        ERR("'indices' depth %lld plus 'batch_dims' %lld must be at most the rank of 'x' (%d), with batch_dims in 0..%d",
+        ERR("'indices' depth %lld plus 'batch_dims' %lld must be at most the rank of 'x' (%d), with batch_dims in "
+            "0..%d",
             (long long)depth, (long long)bd, t->rank, ix->rank - 1);
         return;
     }
     int n = 0;
     for (int i = 0; i < ix->rank - 1; i++) d[n++] = ix->dims[i];
     for (int i = (int)(bd + depth); i < t->rank; i++) d[n++] = t->dims[i];
-    if (n > MAX_RANK) { ERR("result rank too large"); return; }
+    if (n > MAX_RANK) {
+        ERR("result rank too large");
+        return;
+    }
     set_out(x, 0, t->dtype, n, d);
 }
 
@@ -1519,7 +1801,10 @@ static void infer_one_hot(OpCtx *x) {
     size = DIM_UNKNOWN;
     int64_t v[MAX_RANK];
     if (ints_of(x, "one_hot_vector_size", v) == 1) size = v[0];
-    if (size != DIM_UNKNOWN && size < 0) { ERR("'one_hot_vector_size' %lld is negative", (long long)size); return; }
+    if (size != DIM_UNKNOWN && size < 0) {
+        ERR("'one_hot_vector_size' %lld is negative", (long long)size);
+        return;
+    }
     for (int i = 0, k = 0; i <= ix->rank; i++) d[i] = i == a ? size : ix->dims[k++];
     set_out(x, 0, don, ix->rank + 1, d);
 }
@@ -1544,7 +1829,10 @@ static void infer_einsum(OpCtx *x) {
     const IrArg *a = arg_of(x, "values");
     const IrLiteral *l = const_of(x, "equation");
     const char *eq = l ? ir_lit_str(l, 0) : "";
-    if (a->nitems != 2) { ERR("'values' must hold 2 tensors, not %d", a->nitems); return; }
+    if (a->nitems != 2) {
+        ERR("'values' must hold 2 tensors, not %d", a->nitems);
+        return;
+    }
     const IrType *t = &a->items[0]->type, *u = &a->items[1]->type;
     char s1[256], s2[256];
     if (t->rank != u->rank || (t->rank != 3 && t->rank != 4)) {
@@ -1560,7 +1848,8 @@ static void infer_einsum(OpCtx *x) {
         n[1] = einsum_term(comma + 1, arrow, map, &nmap, v[1]);
         n[2] = einsum_term(arrow + 2, eq + strlen(eq), map, &nmap, v[2]);
     }
-    static const int r3[3][4] = {{0, 1, 2}, {2, 1, 3}, {0, 1, 3}}, r4[3][4] = {{0, 1, 2, 3}, {0, 3, 2, 4}, {0, 1, 2, 4}};
+    static const int r3[3][4] = {{0, 1, 2}, {2, 1, 3}, {0, 1, 3}},
+                     r4[3][4] = {{0, 1, 2, 3}, {0, 3, 2, 4}, {0, 1, 2, 4}};
     bool ok = true;
     for (int k = 0; k < 3; k++) {
         ok = ok && n[k] == t->rank;
@@ -1599,8 +1888,14 @@ static void infer_range_1d(OpCtx *x) {
     int64_t d = DIM_UNKNOWN;
     if (e && s && st) {
         double step = ir_lit_f64(st, 0), n = ceil((ir_lit_f64(e, 0) - ir_lit_f64(s, 0)) / step);
-        if (step == 0) { ERR("'step' is 0"); return; }
-        if (!(n >= 0 && n < 1e15)) { ERR("the range from 'start' to 'end' by 'step' has %g values", n); return; }
+        if (step == 0) {
+            ERR("'step' is 0");
+            return;
+        }
+        if (!(n >= 0 && n < 1e15)) {
+            ERR("the range from 'start' to 'end' by 'step' has %g values", n);
+            return;
+        }
         d = (int64_t)n;
     }
     set_out(x, 0, t->dtype, 1, &d);
@@ -1647,7 +1942,10 @@ static void infer_reshape_like(OpCtx *x) {
         b = b < 0 ? (b + len < 0 ? 0 : b + len) : b > len ? len : b;
         e = e < 0 ? (e + len < 0 ? 0 : e + len) : e > len ? len : e;
         for (int64_t k = b; k < e; k++) {
-            if (r >= MAX_RANK) { ERR("result rank too large"); return; }
+            if (r >= MAX_RANK) {
+                ERR("result rank too large");
+                return;
+            }
             if (!dim_known(rt->dims[k])) {
                 ERR("'ref_tensors' item %d has an unknown dim %lld; the result shape must be known", i, (long long)k);
                 return;
@@ -1686,17 +1984,29 @@ static void infer_pixel_shuffle(OpCtx *x) {
     bool up = x->op->kind == OP_PIXEL_SHUFFLE;
     const char *fname = up ? "upscale_factor" : "downscale_factor";
     int64_t f;
-    if (t->rank != 4) { ERR("'x' must be [N, C, H, W], not rank %d", t->rank); return; }
-    if (!int_of(x, fname, 1, &f) || f < 1 || f > 65536) { ERR("'%s' must be a positive integer", fname); return; }
+    if (t->rank != 4) {
+        ERR("'x' must be [N, C, H, W], not rank %d", t->rank);
+        return;
+    }
+    if (!int_of(x, fname, 1, &f) || f < 1 || f > 65536) {
+        ERR("'%s' must be a positive integer", fname);
+        return;
+    }
     IrType *o = set_out(x, 0, t->dtype, 4, t->dims);
     int64_t ff = f * f;
     if (up) {
-        if (dim_known(t->dims[1]) && t->dims[1] % ff) { ERR("channels (%lld) are not divisible by '%s'^2 %lld", (long long)t->dims[1], fname, (long long)ff); return; }
+        if (dim_known(t->dims[1]) && t->dims[1] % ff) {
+            ERR("channels (%lld) are not divisible by '%s'^2 %lld", (long long)t->dims[1], fname, (long long)ff);
+            return;
+        }
         o->dims[1] = dim_known(t->dims[1]) ? t->dims[1] / ff : IR_DIM_DYNAMIC;
         for (int i = 2; i < 4; i++) o->dims[i] = dim_known(t->dims[i]) ? sat_mul(t->dims[i], f) : IR_DIM_DYNAMIC;
     } else {
         for (int i = 2; i < 4; i++)
-            if (dim_known(t->dims[i]) && t->dims[i] % f) { ERR("dim %d (%lld) is not divisible by '%s' %lld", i, (long long)t->dims[i], fname, (long long)f); return; }
+            if (dim_known(t->dims[i]) && t->dims[i] % f) {
+                ERR("dim %d (%lld) is not divisible by '%s' %lld", i, (long long)t->dims[i], fname, (long long)f);
+                return;
+            }
         o->dims[1] = dim_known(t->dims[1]) ? sat_mul(t->dims[1], ff) : IR_DIM_DYNAMIC;
         for (int i = 2; i < 4; i++) o->dims[i] = dim_known(t->dims[i]) ? t->dims[i] / f : IR_DIM_DYNAMIC;
     }
@@ -1708,7 +2018,10 @@ static void infer_sliding_windows(OpCtx *x) {
     const IrType *t = type_of(x, "x");
     int64_t axis, a, size, stride, d[MAX_RANK];
     if (!rank_at_most(x, "x", t) || t->rank + 1 > MAX_RANK) return;
-    if (t->rank == 0) { ERR("'x' must have rank >= 1"); return; }
+    if (t->rank == 0) {
+        ERR("'x' must have rank >= 1");
+        return;
+    }
     if (!int_of(x, "axis", 0, &axis) || !norm_axis(x, "axis", axis, t->rank, &a)) return;
     if (!int_of(x, "size", 1, &size) || !int_of(x, "stride", 1, &stride)) return;
     if (size < 1 || stride < 1 || (dim_known(t->dims[a]) && size > t->dims[a])) {
@@ -1740,32 +2053,56 @@ static void infer_space_to_batch(OpCtx *x) {
     const char *pname = down ? "paddings" : "crops";
     const IrType *pt = type_of(x, pname);
     int64_t bs[MAX_RANK], p[MAX_RANK];
-    if (t->rank != 4) { ERR("'x' must be [N, C, H, W], not rank %d", t->rank); return; }
-    if (ints_of(x, "block_shape", bs) != 2 || pt->rank != 2 || pt->dims[0] != 2 || pt->dims[1] != 2 || ints_of(x, pname, p) != 4) {
+    if (t->rank != 4) {
+        ERR("'x' must be [N, C, H, W], not rank %d", t->rank);
+        return;
+    }
+    if (ints_of(x, "block_shape", bs) != 2 || pt->rank != 2 || pt->dims[0] != 2 || pt->dims[1] != 2 ||
+        ints_of(x, pname, p) != 4) {
         ERR("'block_shape' must have 2 entries and '%s' shape [2, 2]", pname);
         return;
     }
     for (int i = 0; i < 2; i++)
-        if (bs[i] < 1 || p[2 * i] < 0 || p[2 * i + 1] < 0) { ERR("'block_shape' entries must be positive and '%s' non-negative", pname); return; }
+        if (bs[i] < 1 || p[2 * i] < 0 || p[2 * i + 1] < 0) {
+            ERR("'block_shape' entries must be positive and '%s' non-negative", pname);
+            return;
+        }
     IrType *o = set_out(x, 0, t->dtype, 4, t->dims);
     int64_t prod = sat_mul(bs[0], bs[1]);
     if (down) {
         o->dims[0] = dim_known(t->dims[0]) ? sat_mul(t->dims[0], prod) : IR_DIM_DYNAMIC;
         for (int i = 0; i < 2; i++) {
             int64_t d = t->dims[2 + i];
-            if (!dim_known(d)) { o->dims[2 + i] = IR_DIM_DYNAMIC; continue; }
+            if (!dim_known(d)) {
+                o->dims[2 + i] = IR_DIM_DYNAMIC;
+                continue;
+            }
             d = sat_add(d, p[2 * i] + p[2 * i + 1]);
-            if (d % bs[i]) { ERR("padded dim %d (%lld) is not divisible by 'block_shape' entry %lld", 2 + i, (long long)d, (long long)bs[i]); return; }
+            if (d % bs[i]) {
+                ERR("padded dim %d (%lld) is not divisible by 'block_shape' entry %lld", 2 + i, (long long)d,
+                    (long long)bs[i]);
+                return;
+            }
             o->dims[2 + i] = d / bs[i];
         }
     } else {
-        if (dim_known(t->dims[0]) && t->dims[0] % prod) { ERR("batch (%lld) is not divisible by the product of 'block_shape' (%lld)", (long long)t->dims[0], (long long)prod); return; }
+        if (dim_known(t->dims[0]) && t->dims[0] % prod) {
+            ERR("batch (%lld) is not divisible by the product of 'block_shape' (%lld)", (long long)t->dims[0],
+                (long long)prod);
+            return;
+        }
         o->dims[0] = dim_known(t->dims[0]) ? t->dims[0] / prod : IR_DIM_DYNAMIC;
         for (int i = 0; i < 2; i++) {
             int64_t d = t->dims[2 + i];
-            if (!dim_known(d)) { o->dims[2 + i] = IR_DIM_DYNAMIC; continue; }
+            if (!dim_known(d)) {
+                o->dims[2 + i] = IR_DIM_DYNAMIC;
+                continue;
+            }
             d = sat_mul(d, bs[i]) - p[2 * i] - p[2 * i + 1];
-            if (d < 0) { ERR("'crops' remove more than dim %d holds", 2 + i); return; }
+            if (d < 0) {
+                ERR("'crops' remove more than dim %d holds", 2 + i);
+                return;
+            }
             o->dims[2 + i] = d;
         }
     }
@@ -1777,10 +2114,16 @@ static void infer_crop(OpCtx *x) {
     int64_t c[2][MAX_RANK];
     const char *names[] = {"crop_height", "crop_width"};
     if (!rank_at_most(x, "x", t)) return;
-    if (t->rank < 3) { ERR("'x' must have rank >= 3, not %d", t->rank); return; }
+    if (t->rank < 3) {
+        ERR("'x' must have rank >= 3, not %d", t->rank);
+        return;
+    }
     IrType *o = set_out(x, 0, t->dtype, t->rank, t->dims);
     for (int k = 0; k < 2; k++) {
-        if (ints_of(x, names[k], c[k]) != 2) { ERR("'%s' must have 2 entries", names[k]); return; }
+        if (ints_of(x, names[k], c[k]) != 2) {
+            ERR("'%s' must have 2 entries", names[k]);
+            return;
+        }
         int64_t d = t->dims[t->rank - 2 + k];
         if (c[k][0] < 0 || c[k][1] < 0 || (dim_known(d) && c[k][0] + c[k][1] > d)) {
             ERR("'%s' [%lld, %lld] must be non-negative and leave some of the dim (%lld)", names[k], (long long)c[k][0],
@@ -1796,17 +2139,29 @@ static void infer_resize(OpCtx *x) {
     const IrType *t = type_of(x, "x");
     int64_t h, w;
     if (!rank_at_most(x, "x", t)) return;
-    if (t->rank < 3) { ERR("'x' must have rank >= 3, not %d", t->rank); return; }
+    if (t->rank < 3) {
+        ERR("'x' must have rank >= 3, not %d", t->rank);
+        return;
+    }
     if (x->op->kind == OP_RESIZE_BILINEAR) {
         const IrLiteral *l = const_of(x, "sampling_mode");
         const char *m = l ? ir_lit_str(l, 0) : "DEFAULT";
-        static const char *const modes[] = {"STRICT_ALIGN_CORNERS", "ALIGN_CORNERS", "UNALIGN_CORNERS", "DEFAULT", "OFFSET_CORNERS"};
+        static const char *const modes[] = {"STRICT_ALIGN_CORNERS", "ALIGN_CORNERS", "UNALIGN_CORNERS", "DEFAULT",
+                                            "OFFSET_CORNERS"};
         bool known = false;
         for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) known |= strcmp(m, modes[i]) == 0;
-        if (!known) { ERR("unknown sampling_mode \"%s\" (STRICT_ALIGN_CORNERS, ALIGN_CORNERS, UNALIGN_CORNERS, DEFAULT, OFFSET_CORNERS)", m); return; }
+        if (!known) {
+            ERR("unknown sampling_mode \"%s\" (STRICT_ALIGN_CORNERS, ALIGN_CORNERS, UNALIGN_CORNERS, DEFAULT, "
+                "OFFSET_CORNERS)",
+                m);
+            return;
+        }
     }
     if (!int_of(x, "target_size_height", 1, &h) || !int_of(x, "target_size_width", 1, &w)) return;
-    if (h < 1 || w < 1) { ERR("the target sizes must be positive, not %lld x %lld", (long long)h, (long long)w); return; }
+    if (h < 1 || w < 1) {
+        ERR("the target sizes must be positive, not %lld x %lld", (long long)h, (long long)w);
+        return;
+    }
     IrType *o = set_out(x, 0, t->dtype, t->rank, t->dims);
     o->dims[t->rank - 2] = h;
     o->dims[t->rank - 1] = w;
@@ -1822,8 +2177,14 @@ static void infer_recurrent(OpCtx *x) {
     const IrLiteral *dl = const_of(x, "direction");
     const char *dir = dl ? ir_lit_str(dl, 0) : "forward";
     char s1[256], s2[256];
-    if (t->rank != 3) { ERR("'x' must be [seq, batch, input], not rank %d", t->rank); return; }
-    if (wi->rank != 2 || wh->rank != 2) { ERR("'weight_ih' and 'weight_hh' must have rank 2"); return; }
+    if (t->rank != 3) {
+        ERR("'x' must be [seq, batch, input], not rank %d", t->rank);
+        return;
+    }
+    if (wi->rank != 2 || wh->rank != 2) {
+        ERR("'weight_ih' and 'weight_hh' must have rank 2");
+        return;
+    }
     bool bi = strcmp(dir, "bidirectional") == 0;
     if (strcmp(dir, "forward") != 0 && strcmp(dir, "reverse") != 0 && !(lstm && bi)) {
         ERR("direction \"%s\" must be forward or reverse%s", dir, lstm ? " or bidirectional" : "");
@@ -1840,14 +2201,17 @@ static void infer_recurrent(OpCtx *x) {
         static const char *const ok[] = {"tanh", "scaled_tanh", "sigmoid", "hard_sigmoid", "relu", "linear"};
         bool known = false;
         for (int i = 0; i < 6; i++) known |= strcasecmp(a, ok[i]) == 0;
-        if (!known) { ERR("'%s' \"%s\" is not one of tanh, scaled_tanh, sigmoid, hard_sigmoid, relu, linear", acts[k], a); return; }
+        if (!known) {
+            ERR("'%s' \"%s\" is not one of tanh, scaled_tanh, sigmoid, hard_sigmoid, relu, linear", acts[k], a);
+            return;
+        }
     }
     int64_t h = x->op->kind == OP_RNN ? wi->dims[0] : wh->dims[1];
     bool gated = x->op->kind != OP_RNN;
     if (dim_known(h) && (h <= 0 || (gated && dim_known(wh->dims[0]) && wh->dims[0] != gates * h) ||
                          (gated && dim_known(wi->dims[0]) && wi->dims[0] != gates * h))) {
-        ERR("'weight_ih' %s and 'weight_hh' %s must be [%d*H, input] and [%d*H, H]", fmt_dims(wi->dims, 2, s1, sizeof s1),
-            fmt_dims(wh->dims, 2, s2, sizeof s2), gates, gates);
+        ERR("'weight_ih' %s and 'weight_hh' %s must be [%d*H, input] and [%d*H, H]",
+            fmt_dims(wi->dims, 2, s1, sizeof s1), fmt_dims(wh->dims, 2, s2, sizeof s2), gates, gates);
         return;
     }
     int64_t hd = dim_known(h) ? h * (bi ? 2 : 1) : IR_DIM_DYNAMIC;
@@ -1862,8 +2226,14 @@ static void infer_random_categorical(OpCtx *x) {
     const IrType *t = type_of(x, "x");
     int64_t size, d[MAX_RANK];
     if (!rank_at_most(x, "x", t)) return;
-    if (t->rank < 1) { ERR("'x' must have rank >= 1"); return; }
-    if (!int_of(x, "size", 1, &size) || size < 1) { ERR("'size' must be a positive integer"); return; }
+    if (t->rank < 1) {
+        ERR("'x' must have rank >= 1");
+        return;
+    }
+    if (!int_of(x, "size", 1, &size) || size < 1) {
+        ERR("'size' must be a positive integer");
+        return;
+    }
     memcpy(d, t->dims, sizeof(int64_t) * (size_t)t->rank);
     d[t->rank - 1] = size;
     set_out(x, 0, t->dtype, t->rank, d);
@@ -1910,8 +2280,14 @@ static void infer_while_loop(OpCtx *x) {
     IrOp *op = x->op;
     const IrArg *lv = arg_of(x, "loop_vars");
     char s1[256], s2[256];
-    if (op->nblocks != 2) { ERR("needs two blocks (condition, body), not %d", op->nblocks); return; }
-    if (lv->nitems < 1) { ERR("'loop_vars' is empty"); return; }
+    if (op->nblocks != 2) {
+        ERR("needs two blocks (condition, body), not %d", op->nblocks);
+        return;
+    }
+    if (lv->nitems < 1) {
+        ERR("'loop_vars' is empty");
+        return;
+    }
     for (int k = 0; k < 2; k++) {
         IrBlock *b = op->blocks[k];
         const char *what = k ? "body" : "condition";
@@ -1968,8 +2344,8 @@ static bool mode_ok(OpCtx *x, const char *name, const char *dflt, const char *co
     return false;
 }
 
-static const char *const SAMPLING_MODES[] = {"STRICT_ALIGN_CORNERS", "ALIGN_CORNERS", "UNALIGN_CORNERS", "DEFAULT",
-                                             "OFFSET_CORNERS", NULL};
+static const char *const SAMPLING_MODES[] = {
+    "STRICT_ALIGN_CORNERS", "ALIGN_CORNERS", "UNALIGN_CORNERS", "DEFAULT", "OFFSET_CORNERS", NULL};
 
 /* resize (ios17): the last resized_dims dims of x become the last
  * resized_dims entries of shape (0 keeps x's dim); shape has at most rank(x)
@@ -1981,17 +2357,33 @@ static void infer_resize_nd(OpCtx *x) {
     if (!rank_at_most(x, "x", t) || !int_of(x, "resized_dims", 0, &n)) return;
     int nv = ints_of(x, "shape", v);
     int64_t len = nv >= 0 ? nv : sh->dims[0];
-    if (dim_known(len) && n > len) { ERR("'resized_dims' %lld is more than the %lld entries of 'shape'", (long long)n, (long long)len); return; }
-    if (dim_known(len) && len > t->rank) { ERR("'shape' has %lld entries but 'x' has rank %d", (long long)len, t->rank); return; }
-    if (n > t->rank) { ERR("'resized_dims' %lld is more than the rank of 'x' (%d)", (long long)n, t->rank); return; }
-    if (!mode_ok(x, "interpolation_mode", "LINEAR", interp, false) || !mode_ok(x, "sampling_mode", "DEFAULT", SAMPLING_MODES, false))
+    if (dim_known(len) && n > len) {
+        ERR("'resized_dims' %lld is more than the %lld entries of 'shape'", (long long)n, (long long)len);
+        return;
+    }
+    if (dim_known(len) && len > t->rank) {
+        ERR("'shape' has %lld entries but 'x' has rank %d", (long long)len, t->rank);
+        return;
+    }
+    if (n > t->rank) {
+        ERR("'resized_dims' %lld is more than the rank of 'x' (%d)", (long long)n, t->rank);
+        return;
+    }
+    if (!mode_ok(x, "interpolation_mode", "LINEAR", interp, false) ||
+        !mode_ok(x, "sampling_mode", "DEFAULT", SAMPLING_MODES, false))
         return;
     IrType *o = set_out(x, 0, t->dtype, t->rank, t->dims);
     for (int64_t i = 0; i < n; i++) {
         int64_t at = t->rank - n + i;
-        if (nv < 0) { o->dims[at] = IR_DIM_DYNAMIC; continue; }
+        if (nv < 0) {
+            o->dims[at] = IR_DIM_DYNAMIC;
+            continue;
+        }
         int64_t want = v[nv - n + i];
-        if (want < 0) { ERR("'shape' entry %lld is negative", (long long)want); return; }
+        if (want < 0) {
+            ERR("'shape' entry %lld is negative", (long long)want);
+            return;
+        }
         if (want) o->dims[at] = want;
     }
 }
@@ -2005,20 +2397,32 @@ static void infer_affine(OpCtx *x) {
     const IrType *t = type_of(x, "x"), *m = type_of(x, "transform_matrix");
     int64_t h, w;
     double pv = 0;
-    if (t->rank != 4) { ERR("'x' must be [N, C, H, W] (rank 4), not rank %d", t->rank); return; }
-    if (m->rank != 2) { ERR("'transform_matrix' must be [N, 6] (rank 2), not rank %d", m->rank); return; }
+    if (t->rank != 4) {
+        ERR("'x' must be [N, C, H, W] (rank 4), not rank %d", t->rank);
+        return;
+    }
+    if (m->rank != 2) {
+        ERR("'transform_matrix' must be [N, 6] (rank 2), not rank %d", m->rank);
+        return;
+    }
     if (!mode_ok(x, "sampling_mode", "", bilinear, true) || !mode_ok(x, "coordinates_mode", "", coords, true) ||
         !mode_ok(x, "padding_mode", "", constant, true))
         return;
     const IrLiteral *l = const_of(x, "padding_value");
     if (l) pv = ir_lit_f64(l, 0);
-    if (pv != 0) { ERR("'padding_value' must be 0 (the only padding Core ML defines), not %g", pv); return; }
+    if (pv != 0) {
+        ERR("'padding_value' must be 0 (the only padding Core ML defines), not %g", pv);
+        return;
+    }
     if (dim_known(m->dims[1]) && m->dims[1] != 6) {
         ERR("'transform_matrix' rows must have 6 entries [a0, a1, a2, b0, b1, b2], not %lld", (long long)m->dims[1]);
         return;
     }
     if (!int_of(x, "output_height", 1, &h) || !int_of(x, "output_width", 1, &w)) return;
-    if (h < 1 || w < 1) { ERR("the output size must be positive, not %lld x %lld", (long long)h, (long long)w); return; }
+    if (h < 1 || w < 1) {
+        ERR("the output size must be positive, not %lld x %lld", (long long)h, (long long)w);
+        return;
+    }
     int64_t d[4] = {t->dims[0], t->dims[1], h, w};
     set_out(x, 0, t->dtype, 4, d);
 }
@@ -2028,15 +2432,25 @@ static void infer_affine(OpCtx *x) {
 static void infer_resample(OpCtx *x) {
     static const char *const sampling[] = {"bilinear", "nearest", NULL},
                              *const padding[] = {"constant", "border", "reflection", "symmetric", NULL},
-                             *const coords[] = {"unnormalized", "normalized_minus_one_to_one", "normalized_zero_to_one", NULL};
+                             *const coords[] = {"unnormalized", "normalized_minus_one_to_one", "normalized_zero_to_one",
+                                                NULL};
     const IrType *t = type_of(x, "x"), *c = type_of(x, "coordinates");
-    if (t->rank != 4) { ERR("'x' must be [N, C, H, W] (rank 4), not rank %d", t->rank); return; }
-    if (c->rank != 4) { ERR("'coordinates' must be [N, H_out, W_out, 2] (rank 4), not rank %d", c->rank); return; }
+    if (t->rank != 4) {
+        ERR("'x' must be [N, C, H, W] (rank 4), not rank %d", t->rank);
+        return;
+    }
+    if (c->rank != 4) {
+        ERR("'coordinates' must be [N, H_out, W_out, 2] (rank 4), not rank %d", c->rank);
+        return;
+    }
     if (!dims_match(t->dims[0], c->dims[0])) {
         ERR("'x' has batch %lld but 'coordinates' %lld", (long long)t->dims[0], (long long)c->dims[0]);
         return;
     }
-    if (dim_known(c->dims[3]) && c->dims[3] != 2) { ERR("'coordinates' last dim must be 2 (x, y), not %lld", (long long)c->dims[3]); return; }
+    if (dim_known(c->dims[3]) && c->dims[3] != 2) {
+        ERR("'coordinates' last dim must be 2 (x, y), not %lld", (long long)c->dims[3]);
+        return;
+    }
     if (!mode_ok(x, "sampling_mode", "", sampling, true) || !mode_ok(x, "padding_mode", "", padding, true) ||
         !mode_ok(x, "coordinates_mode", "", coords, true))
         return;
@@ -2054,11 +2468,17 @@ static void infer_crop_resize(OpCtx *x) {
     const IrType *t = type_of(x, "x");
     int64_t h, w;
     bool v17 = !x->op->fn || x->op->fn->opset_version == 0 || x->op->fn->opset_version >= 17;
-    if (t->rank != 4) { ERR("'x' must be [B, C, H, W] (rank 4), not rank %d", t->rank); return; }
+    if (t->rank != 4) {
+        ERR("'x' must be [B, C, H, W] (rank 4), not rank %d", t->rank);
+        return;
+    }
     if (!int_of(x, "target_height", 1, &h) || !int_of(x, "target_width", 1, &w)) return;
     if (!v17) {
         const IrType *r = type_of(x, "roi");
-        if (r->rank != 5) { ERR("'roi' must be [N, B, 4 or 5, 1, 1] (rank 5), not rank %d", r->rank); return; }
+        if (r->rank != 5) {
+            ERR("'roi' must be [N, B, 4 or 5, 1, 1] (rank 5), not rank %d", r->rank);
+            return;
+        }
         if (!mode_ok(x, "box_coordinate_mode", "CORNERS_HEIGHT_FIRST", boxes_modes, false) ||
             !mode_ok(x, "sampling_mode", "DEFAULT", SAMPLING_MODES, false))
             return;
@@ -2067,18 +2487,25 @@ static void infer_crop_resize(OpCtx *x) {
         return;
     }
     const IrType *b = type_of(x, "boxes"), *bi = type_of(x, "box_indices");
-    if (b->rank != 2 || (dim_known(b->dims[1]) && b->dims[1] != 4)) { ERR("'boxes' must be [N, 4]"); return; }
+    if (b->rank != 2 || (dim_known(b->dims[1]) && b->dims[1] != 4)) {
+        ERR("'boxes' must be [N, 4]");
+        return;
+    }
     int64_t n = b->dims[0];
     if (!bi && dim_known(n) && dim_known(t->dims[0]) && n > t->dims[0]) {
         ERR("%lld boxes but 'x' has batch %lld: give 'box_indices' (the default 0..N-1 leaves x)", (long long)n,
             (long long)t->dims[0]);
         return;
     }
-    if (bi && (bi->rank != 1 || !dims_match(bi->dims[0], n))) { ERR("'box_indices' must be [%lld], one per box", (long long)n); return; }
+    if (bi && (bi->rank != 1 || !dims_match(bi->dims[0], n))) {
+        ERR("'box_indices' must be [%lld], one per box", (long long)n);
+        return;
+    }
     const IrLiteral *il = bi ? const_of(x, "box_indices") : NULL;
     for (size_t i = 0; il && dim_known(t->dims[0]) && i < il->count; i++)
         if (ir_lit_i64(il, i) >= t->dims[0]) {
-            ERR("'box_indices' entry %lld is past the batch of 'x' (%lld)", (long long)ir_lit_i64(il, i), (long long)t->dims[0]);
+            ERR("'box_indices' entry %lld is past the batch of 'x' (%lld)", (long long)ir_lit_i64(il, i),
+                (long long)t->dims[0]);
             return;
         }
     if (!mode_ok(x, "box_coordinate_mode", "CORNERS_HEIGHT_FIRST", boxes_modes, false) ||
@@ -2100,10 +2527,19 @@ static void infer_nms(OpCtx *x) {
     const IrType *b = type_of(x, "boxes"), *sc = type_of(x, "scores");
     bool v17 = !x->op->fn || x->op->fn->opset_version == 0 || x->op->fn->opset_version >= 17;
     int64_t m;
-    if (sc->rank != 3) { ERR("'scores' must have rank 3, not %d", sc->rank); return; }
-    if (b->rank != 3) { ERR("'boxes' must have rank 3, not %d", b->rank); return; }
+    if (sc->rank != 3) {
+        ERR("'scores' must have rank 3, not %d", sc->rank);
+        return;
+    }
+    if (b->rank != 3) {
+        ERR("'boxes' must have rank 3, not %d", b->rank);
+        return;
+    }
     if (!int_of(x, "max_boxes", 1, &m)) return;
-    if (m < 1) { ERR("'max_boxes' must be positive, not %lld", (long long)m); return; }
+    if (m < 1) {
+        ERR("'max_boxes' must be positive, not %lld", (long long)m);
+        return;
+    }
     int64_t bt = sc->dims[0], k = sc->dims[v17 ? 1 : 2];
     if (v17) {
         set_out(x, 0, b->dtype, 3, (int64_t[]){bt, 4, m});
@@ -2125,21 +2561,36 @@ static void infer_make_list(OpCtx *x) {
     const char *dts = str_of(x, "dtype", "fp32");
     IrDType dt;
     int64_t d[MAX_RANK], len;
-    if (!ir_dtype_from_name(dts, strlen(dts), &dt) || dt == IR_DT_STRING) { ERR("unknown element 'dtype' \"%s\"", dts); return; }
-    if (es->nitems > MAX_RANK) { ERR("'elem_shape' has %d items; milc supports rank %d", es->nitems, MAX_RANK); return; }
+    if (!ir_dtype_from_name(dts, strlen(dts), &dt) || dt == IR_DT_STRING) {
+        ERR("unknown element 'dtype' \"%s\"", dts);
+        return;
+    }
+    if (es->nitems > MAX_RANK) {
+        ERR("'elem_shape' has %d items; milc supports rank %d", es->nitems, MAX_RANK);
+        return;
+    }
     for (int i = 0; i < es->nitems; i++) {
         const IrLiteral *l = ir_value_const(es->items[i]);
-        if (!l || l->kind != IR_LIT_DATA || l->count != 1 || (l->type.dtype != IR_DT_INT32 && l->type.dtype != IR_DT_STRING)) {
+        if (!l || l->kind != IR_LIT_DATA || l->count != 1 ||
+            (l->type.dtype != IR_DT_INT32 && l->type.dtype != IR_DT_STRING)) {
             ERR("'elem_shape' item '%s' must be an int32 or string scalar const", es->items[i]->name);
             return;
         }
         d[i] = l->type.dtype == IR_DT_STRING ? IR_DIM_DYNAMIC : ir_lit_i64(l, 0);
-        if (l->type.dtype != IR_DT_STRING && d[i] < 0) { ERR("'elem_shape' item '%s' is negative (%lld)", es->items[i]->name, (long long)d[i]); return; }
+        if (l->type.dtype != IR_DT_STRING && d[i] < 0) {
+            ERR("'elem_shape' item '%s' is negative (%lld)", es->items[i]->name, (long long)d[i]);
+            return;
+        }
     }
     len = 1;
-    if (arg_of(x, "init_length") && !const_of(x, "init_length")) len = IR_DIM_DYNAMIC; /* known at run time */
-    else if (!int_of(x, "init_length", 1, &len)) return;
-    else if (len < 0) { ERR("'init_length' must be >= 0, not %lld", (long long)len); return; }
+    if (arg_of(x, "init_length") && !const_of(x, "init_length"))
+        len = IR_DIM_DYNAMIC; /* known at run time */
+    else if (!int_of(x, "init_length", 1, &len))
+        return;
+    else if (len < 0) {
+        ERR("'init_length' must be >= 0, not %lld", (long long)len);
+        return;
+    }
     bool dynamic = !arg_of(x, "dynamic_length") || bool_of(x, "dynamic_length");
     IrType *o = set_out(x, 0, dt, es->nitems, d);
     o->list = true;
@@ -2163,11 +2614,20 @@ static void infer_list_op(OpCtx *x) {
     IrType el = *ls;
     el.list = false;
     IrOpKind k = x->op->kind;
-    if (k == OP_LIST_LENGTH) { set_out(x, 0, IR_DT_INT32, 0, NULL); return; }
-    if (k == OP_LIST_READ) { set_out(x, 0, el.dtype, el.rank, el.dims); return; }
+    if (k == OP_LIST_LENGTH) {
+        set_out(x, 0, IR_DT_INT32, 0, NULL);
+        return;
+    }
+    if (k == OP_LIST_READ) {
+        set_out(x, 0, el.dtype, el.rank, el.dims);
+        return;
+    }
     if (k == OP_LIST_GATHER) {
         int64_t d[MAX_RANK];
-        if (el.rank + 1 > MAX_RANK) { ERR("the list's elements have rank %d; milc supports %d", el.rank, MAX_RANK - 1); return; }
+        if (el.rank + 1 > MAX_RANK) {
+            ERR("the list's elements have rank %d; milc supports %d", el.rank, MAX_RANK - 1);
+            return;
+        }
         d[0] = type_of(x, "indices")->dims[0];
         if (el.rank) memcpy(d + 1, el.dims, sizeof(int64_t) * (size_t)el.rank);
         set_out(x, 0, el.dtype, el.rank + 1, d);
@@ -2178,13 +2638,14 @@ static void infer_list_op(OpCtx *x) {
     if (scatter) {
         int64_t n = type_of(x, "indices")->dims[0];
         if (v->rank < 1 || !dims_match(v->dims[0], n)) {
-            ERR("'value' %s must hold one element per index (%lld)", fmt_dims(v->dims, v->rank, s1, sizeof s1), (long long)n);
+            ERR("'value' %s must hold one element per index (%lld)", fmt_dims(v->dims, v->rank, s1, sizeof s1),
+                (long long)n);
             return;
         }
     }
     if (!fits_elem(v, v->dims + scatter, v->rank - scatter, &el)) {
-        ERR("'value' %s%s does not fit the list's element type %s", scatter ? "element of " : "", fmt_type(v, s1, sizeof s1),
-            fmt_type(&el, s2, sizeof s2));
+        ERR("'value' %s%s does not fit the list's element type %s", scatter ? "element of " : "",
+            fmt_type(v, s1, sizeof s1), fmt_type(&el, s2, sizeof s2));
         return;
     }
     IrType *o = set_out(x, 0, el.dtype, el.rank, el.dims);
@@ -2210,7 +2671,11 @@ static const char *domain_text(unsigned m, char *buf, size_t size) {
     for (int d = 0; d < IR_DT_COUNT; d++) {
         if (!(m & 1u << d)) continue;
         size_t len = strlen(buf);
-        snprintf(buf + len, size - len, "%s%s", n == 0 ? "" : n == total - 1 ? " or " : ", ", ir_dtype_name((IrDType)d));
+        snprintf(buf + len, size - len, "%s%s",
+                 n == 0           ? ""
+                 : n == total - 1 ? " or "
+                                  : ", ",
+                 ir_dtype_name((IrDType)d));
         n++;
     }
     return buf;
@@ -2232,10 +2697,14 @@ static unsigned domain_of(const OpCtx *x, const MilArgSpec *s) {
 static bool value_is_const(const IrValue *v) {
     if (!v->def) return false;
     switch (v->def->kind) {
-    case OP_CONST: case OP_CONSTEXPR_AFFINE_DEQUANTIZE: case OP_CONSTEXPR_CAST: case OP_CONSTEXPR_BLOCKWISE_SHIFT_SCALE:
-    case OP_CONSTEXPR_LUT_TO_DENSE: case OP_CONSTEXPR_SPARSE_TO_DENSE: case OP_CONSTEXPR_LUT_TO_SPARSE:
-    case OP_CONSTEXPR_SPARSE_BLOCKWISE_SHIFT_SCALE:
-        return true;
+    case OP_CONST:
+    case OP_CONSTEXPR_AFFINE_DEQUANTIZE:
+    case OP_CONSTEXPR_CAST:
+    case OP_CONSTEXPR_BLOCKWISE_SHIFT_SCALE:
+    case OP_CONSTEXPR_LUT_TO_DENSE:
+    case OP_CONSTEXPR_SPARSE_TO_DENSE:
+    case OP_CONSTEXPR_LUT_TO_SPARSE:
+    case OP_CONSTEXPR_SPARSE_BLOCKWISE_SHIFT_SCALE: return true;
     default: return false;
     }
 }
@@ -2255,13 +2724,17 @@ static void check_arg_type(OpCtx *x, const MilArgSpec *s, const IrArg *a, const 
                            const IrArg **first, const IrType **first_t) {
     char tb[256];
     if (s->list != t->list && !(s->any && t->list)) {
-        op_error(x, a->loc, s->list ? "argument '%s' must be a list (make one with make_list), not %s" : "argument '%s' cannot be a list (%s); read it with list_read or list_gather",
+        op_error(x, a->loc,
+                 s->list ? "argument '%s' must be a list (make one with make_list), not %s"
+                         : "argument '%s' cannot be a list (%s); read it with list_read or list_gather",
                  what, fmt_type(t, tb, sizeof tb));
         return;
     }
     if (s->list) return;
     if (s->state != t->state) {
-        op_error(x, a->loc, s->state ? "argument '%s' must be a state (state<tensor<...>>), not %s" : "argument '%s' cannot be a state (%s); read it with read_state",
+        op_error(x, a->loc,
+                 s->state ? "argument '%s' must be a state (state<tensor<...>>), not %s"
+                          : "argument '%s' cannot be a state (%s); read it with read_state",
                  what, fmt_type(t, tb, sizeof tb));
         return;
     }
@@ -2312,7 +2785,10 @@ static void check_op(Checker *c, IrOp *op) {
         int k = -1;
         for (int j = 0; j < x.nspecs; j++)
             if (strcmp(x.specs[j].name, a->name) == 0) k = j;
-        if (k < 0) { op_error(&x, a->loc, "unknown argument '%s'", a->name); continue; }
+        if (k < 0) {
+            op_error(&x, a->loc, "unknown argument '%s'", a->name);
+            continue;
+        }
         if (opset && opset < x.specs[k].since) {
             op_error(&x, a->loc, "argument '%s' needs opset ios%d or later; function '%s' is %s", a->name,
                      x.specs[k].since, op->fn->name, op->fn->opset);
@@ -2323,7 +2799,10 @@ static void check_op(Checker *c, IrOp *op) {
                      x.specs[k].until, op->fn->name, op->fn->opset);
             continue;
         }
-        if (x.args[k]) { op_error(&x, a->loc, "duplicate argument '%s'", a->name); continue; }
+        if (x.args[k]) {
+            op_error(&x, a->loc, "duplicate argument '%s'", a->name);
+            continue;
+        }
         x.args[k] = a;
         if (a->kind == IR_ARG_LITERAL && a->lit->kind == IR_LIT_BLOBFILE) check_blobfile(c, a->lit);
         if (a->kind == IR_ARG_LITERAL && a->lit->kind == IR_LIT_DICT) {
@@ -2332,14 +2811,16 @@ static void check_op(Checker *c, IrOp *op) {
         }
     }
     for (int k = 0; k < x.nspecs; k++)
-        if (!x.args[k] && !x.specs[k].optional && !(opset && (opset < x.specs[k].since || (x.specs[k].until && opset >= x.specs[k].until))))
+        if (!x.args[k] && !x.specs[k].optional &&
+            !(opset && (opset < x.specs[k].since || (x.specs[k].until && opset >= x.specs[k].until))))
             op_error(&x, op->loc, "missing argument '%s'", x.specs[k].name);
     if (op->kind == OP_CONST) {
         for (int i = 0; i < op->nattrs; i++)
             if (strcmp(op->attrs[i].name, "val") != 0)
                 op_error(&x, op->attrs[i].loc, "unknown attribute '%s'", op->attrs[i].name);
     } else {
-        for (int i = 0; i < op->nattrs; i++) op_error(&x, op->attrs[i].loc, "unknown attribute '%s'", op->attrs[i].name);
+        for (int i = 0; i < op->nattrs; i++)
+            op_error(&x, op->attrs[i].loc, "unknown attribute '%s'", op->attrs[i].name);
     }
     const IrArg *first[26] = {0};
     const IrType *first_t[26] = {0};
@@ -2348,14 +2829,18 @@ static void check_op(Checker *c, IrOp *op) {
         const IrArg *a = x.args[k];
         if (!a) continue;
         if (s->tuple != (a->kind == IR_ARG_TUPLE)) {
-            op_error(&x, a->loc, s->tuple ? "argument '%s' must be a tuple (a, b, ...)" : "argument '%s' cannot be a tuple",
+            op_error(&x, a->loc,
+                     s->tuple ? "argument '%s' must be a tuple (a, b, ...)" : "argument '%s' cannot be a tuple",
                      a->name);
             continue;
         }
         if (s->is_const && !arg_is_const(a)) {
             const char *what = a->kind == IR_ARG_VALUE ? a->value->name : "?";
             for (int j = 0; a->kind == IR_ARG_TUPLE && j < a->nitems; j++)
-                if (!value_is_const(a->items[j])) { what = a->items[j]->name; break; }
+                if (!value_is_const(a->items[j])) {
+                    what = a->items[j]->name;
+                    break;
+                }
             op_error(&x, a->loc, "argument '%s' must be a const, but '%s' is computed at run time", a->name, what);
             continue;
         }
@@ -2366,7 +2851,8 @@ static void check_op(Checker *c, IrOp *op) {
                 check_arg_type(&x, s, a, &a->items[j]->type, what, first, first_t);
             }
         } else {
-            check_arg_type(&x, s, a, a->kind == IR_ARG_VALUE ? &a->value->type : &a->lit->type, a->name, first, first_t);
+            check_arg_type(&x, s, a, a->kind == IR_ARG_VALUE ? &a->value->type : &a->lit->type, a->name, first,
+                           first_t);
         }
     }
     if (op->nblocks && op->kind != OP_COND && op->kind != OP_WHILE_LOOP)
@@ -2478,7 +2964,8 @@ static void check_blobfile(Checker *c, const IrLiteral *l) {
     if ((int)r->dtype != bdt) {
         const char *dname = milblob_dtype_name(r->dtype);
         diag_error(c->d, l->loc, "BLOBFILE: the record at offset %llu holds %s but the tensor type is %s",
-                   (unsigned long long)l->blob_offset, dname ? dname : "an unknown dtype", ir_dtype_name(l->type.dtype));
+                   (unsigned long long)l->blob_offset, dname ? dname : "an unknown dtype",
+                   ir_dtype_name(l->type.dtype));
         return;
     }
     if (r->size != need)
@@ -2503,7 +2990,8 @@ static void ane_check_type(Checker *c, SrcLoc loc, const char *name, const IrTyp
             return;
         }
         if (t->dims[i] > ANE_MAX_DIM) {
-            diag_error(c->d, loc, "ane: '%s' %s has a dimension above %d", name, fmt_type(t, tb, sizeof tb), ANE_MAX_DIM);
+            diag_error(c->d, loc, "ane: '%s' %s has a dimension above %d", name, fmt_type(t, tb, sizeof tb),
+                       ANE_MAX_DIM);
             return;
         }
     }
@@ -2517,15 +3005,18 @@ static void ane_check_io(Checker *c, IrValue **vals, const SrcLoc *locs, int n, 
         SrcLoc loc = locs ? locs[i] : vals[i]->loc;
         if (t->dtype != IR_DT_FP16 || t->rank != 4 || t->dims[0] != 1 || t->dims[2] != 1 || t->dims[3] < 16 ||
             t->dims[3] % 16 != 0) {
-            diag_error(c->d, loc, "ane: %s '%s' is %s; the ANE path needs fp16 [1, C, 1, S] with S a multiple of 16 and >= 16",
+            diag_error(c->d, loc,
+                       "ane: %s '%s' is %s; the ANE path needs fp16 [1, C, 1, S] with S a multiple of 16 and >= 16",
                        what, vals[i]->name, fmt_type(t, tb, sizeof tb));
             continue;
         }
         int64_t size = ir_type_numel(t);
-        if (size0 < 0) size0 = size;
+        if (size0 < 0)
+            size0 = size;
         else if (size != size0)
-            diag_error(c->d, loc, "ane: %s '%s' has %lld elements but '%s' has %lld; ANE %ss need equal allocation sizes",
-                       what, vals[i]->name, (long long)size, vals[0]->name, (long long)size0, what);
+            diag_error(c->d, loc,
+                       "ane: %s '%s' has %lld elements but '%s' has %lld; ANE %ss need equal allocation sizes", what,
+                       vals[i]->name, (long long)size, vals[0]->name, (long long)size0, what);
         if (i > 0 && strcmp(vals[i - 1]->name, vals[i]->name) > 0)
             diag_warn(c->d, loc, "ane: %ss bind in alphabetical order of name, not declaration order ('%s' after '%s')",
                       what, vals[i]->name, vals[i - 1]->name);
@@ -2534,22 +3025,26 @@ static void ane_check_io(Checker *c, IrValue **vals, const SrcLoc *locs, int n, 
 
 static void ane_check_op(Checker *c, const IrOp *op) {
     const char *name = mil_op_name(op->kind);
-    for (int i = 0; i < op->nresults; i++) ane_check_type(c, op->results[i]->loc, op->results[i]->name, &op->results[i]->type);
+    for (int i = 0; i < op->nresults; i++)
+        ane_check_type(c, op->results[i]->loc, op->results[i]->name, &op->results[i]->type);
     switch (op->kind) {
     case OP_CONV:
         if (ir_op_arg(op, "bias"))
-            diag_error(c->d, ir_op_arg(op, "bias")->loc, "ane: conv with 'bias' fails on the ANE path; add the bias separately");
+            diag_error(c->d, ir_op_arg(op, "bias")->loc,
+                       "ane: conv with 'bias' fails on the ANE path; add the bias separately");
         break;
     case OP_GELU:
         if (!ir_op_arg(op, "mode")) diag_error(c->d, op->loc, "ane: give gelu its 'mode' on the ANE path");
         break;
     case OP_CONCAT:
-        if (!ir_op_arg(op, "interleave")) diag_error(c->d, op->loc, "ane: give concat its 'interleave' on the ANE path");
+        if (!ir_op_arg(op, "interleave"))
+            diag_error(c->d, op->loc, "ane: give concat its 'interleave' on the ANE path");
         break;
     case OP_SCALED_DOT_PRODUCT_ATTENTION:
         if (ir_op_arg(op, "attn_mask"))
             diag_error(c->d, ir_op_arg(op, "attn_mask")->loc,
-                       "ane: the ANE path ignores the attn_mask of %s; decompose attention (matmul, scale, add mask, softmax, matmul)",
+                       "ane: the ANE path ignores the attn_mask of %s; decompose attention (matmul, scale, add mask, "
+                       "softmax, matmul)",
                        name);
         break;
     case OP_MATMUL: {
@@ -2561,7 +3056,8 @@ static void ane_check_op(Checker *c, const IrOp *op) {
         ir_op_arg_i64(op, "transpose_x", &tx);
         int64_t inner = t->rank >= 2 && tx ? t->dims[t->rank - 2] : t->rank ? t->dims[t->rank - 1] : 1;
         if (inner >= 0 && inner % 32 != 0)
-            diag_error(c->d, op->loc, "ane: matmul with a runtime operand needs an inner dimension that is a multiple of 32, not %lld",
+            diag_error(c->d, op->loc,
+                       "ane: matmul with a runtime operand needs an inner dimension that is a multiple of 32, not %lld",
                        (long long)inner);
         break;
     }
@@ -2638,7 +3134,8 @@ static bool block_visible(const IrBlock *from, const IrBlock *b) {
 static void verify_use_in(Checker *c, const ValueSet *defined, const IrValue *v, SrcLoc loc, const IrBlock *in) {
     if (set_has(defined, v) && !block_visible(in, v->block))
         diag_error(c->d, loc, "'%s' is defined inside a nested block and is not visible here", v->name);
-    else verify_use(c, defined, v, loc);
+    else
+        verify_use(c, defined, v, loc);
 }
 
 /* Ops of one list (in block in, NULL at function level), nested blocks
@@ -2647,7 +3144,8 @@ static void verify_ops(Checker *c, ValueSet *defined, IrOp *first, const IrBlock
     for (IrOp *op = first; op; op = op->next) {
         for (int i = 0; i < op->nargs; i++) {
             IrArg *a = &op->args[i];
-            if (a->kind == IR_ARG_VALUE) verify_use_in(c, defined, a->value, a->loc, in);
+            if (a->kind == IR_ARG_VALUE)
+                verify_use_in(c, defined, a->value, a->loc, in);
             else if (a->kind == IR_ARG_TUPLE)
                 for (int j = 0; j < a->nitems; j++) verify_use_in(c, defined, a->items[j], a->loc, in);
         }
@@ -2673,8 +3171,9 @@ static void verify_function(Checker *c, IrFunction *fn) {
             diag_error(c->d, fn->inputs[i]->loc, "input name '%s' of function '%s' is not an identifier",
                        fn->inputs[i]->name, fn->name);
         if (fn->inputs[i]->type.list)
-            diag_error(c->d, fn->inputs[i]->loc, "input '%s' of function '%s' is a list; functions take tensors and states",
-                       fn->inputs[i]->name, fn->name);
+            diag_error(c->d, fn->inputs[i]->loc,
+                       "input '%s' of function '%s' is a list; functions take tensors and states", fn->inputs[i]->name,
+                       fn->name);
     }
     for (int i = 0; i < fn->noutputs; i++) {
         if (!mil_is_identifier(fn->outputs[i]->name))

@@ -92,18 +92,20 @@ char *ir_dims_format(const int64_t *dims, int rank, char *buf, size_t size) {
     size_t n = 0;
     if (size == 0) return buf;
     buf[0] = 0;
-#define PUT(...) \
-    do { \
-        if (n < size) { \
-            int k_ = snprintf(buf + n, size - n, __VA_ARGS__); \
-            if (k_ > 0) n += (size_t)k_; \
-        } \
+#define PUT(...)                                                                                                       \
+    do {                                                                                                               \
+        if (n < size) {                                                                                                \
+            int k_ = snprintf(buf + n, size - n, __VA_ARGS__);                                                         \
+            if (k_ > 0) n += (size_t)k_;                                                                               \
+        }                                                                                                              \
     } while (0)
     PUT("[");
     for (int i = 0; i < rank; i++) {
         if (i) PUT(", ");
-        if (dims[i] < 0) PUT("?");
-        else PUT("%lld", (long long)dims[i]);
+        if (dims[i] < 0)
+            PUT("?");
+        else
+            PUT("%lld", (long long)dims[i]);
     }
     PUT("]");
 #undef PUT
@@ -113,9 +115,9 @@ char *ir_dims_format(const int64_t *dims, int rank, char *buf, size_t size) {
 char *ir_type_format(const IrType *t, char *buf, size_t size) {
     char dims[256], len[32] = "?";
     if (t->list && t->list_len >= 0) snprintf(len, sizeof len, "%lld", (long long)t->list_len);
-    snprintf(buf, size, "%s%stensor<%s, %s>%s%s%s", t->state ? "state<" : "", t->list ? "list<" : "", ir_dtype_name(t->dtype),
-             ir_dims_format(t->dims, t->rank, dims, sizeof dims), t->state ? ">" : "", t->list ? ", " : "",
-             t->list ? len : "");
+    snprintf(buf, size, "%s%stensor<%s, %s>%s%s%s", t->state ? "state<" : "", t->list ? "list<" : "",
+             ir_dtype_name(t->dtype), ir_dims_format(t->dims, t->rank, dims, sizeof dims), t->state ? ">" : "",
+             t->list ? ", " : "", t->list ? len : "");
     if (t->list) {
         size_t n = strlen(buf);
         if (n + 1 < size) strcpy(buf + n, ">");
@@ -128,9 +130,12 @@ char *ir_type_format(const IrType *t, char *buf, size_t size) {
 double ir_half_to_double(uint16_t h) {
     int e = (h >> 10) & 0x1f, m = h & 0x3ff;
     double v;
-    if (e == 0) v = ldexp((double)m, -24);
-    else if (e == 31) v = m ? NAN : INFINITY;
-    else v = ldexp((double)(m + 1024), e - 25);
+    if (e == 0)
+        v = ldexp((double)m, -24);
+    else if (e == 31)
+        v = m ? NAN : INFINITY;
+    else
+        v = ldexp((double)(m + 1024), e - 25);
     return (h & 0x8000) ? -v : v;
 }
 
@@ -143,9 +148,12 @@ uint16_t ir_double_to_half(double v) {
     if (a < 0x1p-14) /* subnormal: units of 2^-24, rint rounds to even; 1024 encodes the smallest normal */
         return sign | (uint16_t)rint(ldexp(a, 24));
     int e;
-    frexp(a, &e); /* a = f * 2^e, f in [0.5, 1) */
+    frexp(a, &e);                      /* a = f * 2^e, f in [0.5, 1) */
     double m = rint(ldexp(a, 11 - e)); /* 11 significant bits, in [1024, 2048] */
-    if (m >= 2048) { m = 1024; e++; }
+    if (m >= 2048) {
+        m = 1024;
+        e++;
+    }
     return sign | (uint16_t)(((e - 1 + 15) << 10) | ((int)m - 1024));
 }
 
@@ -176,9 +184,12 @@ IrLiteral *ir_literal_new(Arena *a, const IrType *t) {
 IrLiteral *ir_literal_i64(Arena *a, IrDType dt, int64_t v) {
     IrType t = {dt, 0, NULL, false, false, 0};
     IrLiteral *l = ir_literal_new(a, &t);
-    if (dt == IR_DT_BOOL) l->data.b[0] = v != 0;
-    else if (ir_dtype_is_float(dt)) return ir_literal_f64(a, dt, (double)v);
-    else l->data.i[0] = v;
+    if (dt == IR_DT_BOOL)
+        l->data.b[0] = v != 0;
+    else if (ir_dtype_is_float(dt))
+        return ir_literal_f64(a, dt, (double)v);
+    else
+        l->data.i[0] = v;
     return l;
 }
 
@@ -278,7 +289,10 @@ IrProgram *ir_program_new(Arena *a, int major, int minor) {
 
 void ir_program_set_attr(IrProgram *p, const char *name, IrLiteral *lit) {
     for (int i = 0; i < p->nattrs; i++)
-        if (strcmp(p->attrs[i].name, name) == 0) { p->attrs[i].lit = lit; return; }
+        if (strcmp(p->attrs[i].name, name) == 0) {
+            p->attrs[i].lit = lit;
+            return;
+        }
     p->attrs = grow(p->arena, p->attrs, &p->cap_attrs, p->nattrs, sizeof(IrAttr));
     p->attrs[p->nattrs++] = (IrAttr){arena_strdup(p->arena, name), lit ? lit->loc : (SrcLoc){0}, lit};
 }
@@ -378,7 +392,10 @@ IrArg *ir_op_add_tuple(IrOp *op, const char *name, IrValue **items, int n) {
 
 IrAttr *ir_op_set_attr(IrOp *op, const char *name, IrLiteral *lit) {
     IrAttr *at = ir_op_attr(op, name);
-    if (at) { at->lit = lit; return at; }
+    if (at) {
+        at->lit = lit;
+        return at;
+    }
     Arena *a = op->fn->prog->arena;
     op->attrs = grow(a, op->attrs, &op->cap_attrs, op->nattrs, sizeof(IrAttr));
     at = &op->attrs[op->nattrs++];
@@ -399,8 +416,10 @@ void ir_op_append(IrFunction *f, IrOp *op) {
     op->fn = f;
     op->prev = f->last;
     op->next = NULL;
-    if (f->last) f->last->next = op;
-    else f->first = op;
+    if (f->last)
+        f->last->next = op;
+    else
+        f->first = op;
     f->last = op;
     f->nops++;
 }
@@ -441,8 +460,10 @@ void ir_block_append(IrBlock *b, IrOp *op) {
     op->block = b;
     op->prev = b->last;
     op->next = NULL;
-    if (b->last) b->last->next = op;
-    else b->first = op;
+    if (b->last)
+        b->last->next = op;
+    else
+        b->first = op;
     b->last = op;
     b->nops++;
     for (int i = 0; i < op->nresults; i++) op->results[i]->block = b;
@@ -458,23 +479,32 @@ void ir_op_insert_before(IrOp *pos, IrOp *op) {
     op->block = pos->block;
     op->next = pos;
     op->prev = pos->prev;
-    if (pos->prev) pos->prev->next = op;
-    else *list_first(pos) = op;
+    if (pos->prev)
+        pos->prev->next = op;
+    else
+        *list_first(pos) = op;
     pos->prev = op;
     (*list_count(pos))++;
 }
 
 void ir_op_insert_after(IrOp *pos, IrOp *op) {
-    if (pos->next) ir_op_insert_before(pos->next, op);
-    else if (pos->block) ir_block_append(pos->block, op);
-    else ir_op_append(pos->fn, op);
+    if (pos->next)
+        ir_op_insert_before(pos->next, op);
+    else if (pos->block)
+        ir_block_append(pos->block, op);
+    else
+        ir_op_append(pos->fn, op);
 }
 
 void ir_op_remove(IrOp *op) {
-    if (op->prev) op->prev->next = op->next;
-    else *list_first(op) = op->next;
-    if (op->next) op->next->prev = op->prev;
-    else *list_last(op) = op->prev;
+    if (op->prev)
+        op->prev->next = op->next;
+    else
+        *list_first(op) = op->next;
+    if (op->next)
+        op->next->prev = op->prev;
+    else
+        *list_last(op) = op->prev;
     op->prev = op->next = NULL;
     (*list_count(op))--;
 }
@@ -511,8 +541,14 @@ const IrLiteral *ir_op_arg_const(const IrOp *op, const char *name) {
 static bool default_number(IrOpKind k, const char *name, double *out) {
     MilArgSpec s;
     if (!mil_op_arg_spec(k, name, &s) || !s.def[0]) return false;
-    if (strcmp(s.def, "false") == 0) { *out = 0; return true; }
-    if (strcmp(s.def, "true") == 0) { *out = 1; return true; }
+    if (strcmp(s.def, "false") == 0) {
+        *out = 0;
+        return true;
+    }
+    if (strcmp(s.def, "true") == 0) {
+        *out = 1;
+        return true;
+    }
     char *end;
     *out = strtod(s.def, &end); /* defaults are plain ASCII numbers: no locale issue in practice */
     return end != s.def && *end == 0;
@@ -555,7 +591,8 @@ static void add_uses(IrOp *first) {
     for (IrOp *op = first; op; op = op->next) {
         for (int i = 0; i < op->nargs; i++) {
             IrArg *arg = &op->args[i];
-            if (arg->kind == IR_ARG_VALUE) arg->value->uses++;
+            if (arg->kind == IR_ARG_VALUE)
+                arg->value->uses++;
             else if (arg->kind == IR_ARG_TUPLE)
                 for (int j = 0; j < arg->nitems; j++) arg->items[j]->uses++;
         }
@@ -578,16 +615,24 @@ static int replace_in(IrOp *first, IrValue *old_v, IrValue *new_v) {
     for (IrOp *op = first; op; op = op->next) {
         for (int i = 0; i < op->nargs; i++) {
             IrArg *arg = &op->args[i];
-            if (arg->kind == IR_ARG_VALUE && arg->value == old_v) { arg->value = new_v; n++; }
-            else if (arg->kind == IR_ARG_TUPLE)
+            if (arg->kind == IR_ARG_VALUE && arg->value == old_v) {
+                arg->value = new_v;
+                n++;
+            } else if (arg->kind == IR_ARG_TUPLE)
                 for (int j = 0; j < arg->nitems; j++)
-                    if (arg->items[j] == old_v) { arg->items[j] = new_v; n++; }
+                    if (arg->items[j] == old_v) {
+                        arg->items[j] = new_v;
+                        n++;
+                    }
         }
         for (int b = 0; b < op->nblocks; b++) {
             IrBlock *bl = op->blocks[b];
             n += replace_in(bl->first, old_v, new_v);
             for (int i = 0; i < bl->noutputs; i++)
-                if (bl->outputs[i] == old_v) { bl->outputs[i] = new_v; n++; }
+                if (bl->outputs[i] == old_v) {
+                    bl->outputs[i] = new_v;
+                    n++;
+                }
         }
     }
     return n;
@@ -596,6 +641,9 @@ static int replace_in(IrOp *first, IrValue *old_v, IrValue *new_v) {
 int ir_value_replace_uses(IrFunction *f, IrValue *old_v, IrValue *new_v) {
     int n = replace_in(f->first, old_v, new_v);
     for (int i = 0; i < f->noutputs; i++)
-        if (f->outputs[i] == old_v) { f->outputs[i] = new_v; n++; }
+        if (f->outputs[i] == old_v) {
+            f->outputs[i] = new_v;
+            n++;
+        }
     return n;
 }

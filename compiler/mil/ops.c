@@ -18,7 +18,10 @@ static const char *const op_sigs[] = {
 _Static_assert(sizeof op_names / sizeof *op_names == OP_COUNT, "op table");
 
 int mil_opset_version(const char *s, size_t len) {
-    static const struct { const char *prefix; int offset; } forms[] = {{"ios", 0}, {"CoreML", 10}};
+    static const struct {
+        const char *prefix;
+        int offset;
+    } forms[] = {{"ios", 0}, {"CoreML", 10}};
     for (size_t f = 0; f < sizeof forms / sizeof *forms; f++) {
         size_t n = strlen(forms[f].prefix);
         if (len <= n || len > n + 2 || memcmp(s, forms[f].prefix, n) != 0) continue;
@@ -66,7 +69,8 @@ static unsigned dt_bit(const char *s, size_t n) {
 /* A letter without braces: T, U float; I every integer; others any dtype. */
 static void default_domain(MilArgSpec *s) {
     unsigned m = 0;
-    if (s->group == 'T' || s->group == 'U') m = 1u << IR_DT_FP16 | 1u << IR_DT_FP32;
+    if (s->group == 'T' || s->group == 'U')
+        m = 1u << IR_DT_FP16 | 1u << IR_DT_FP32;
     else if (s->group == 'I')
         for (int d = 0; d < IR_DT_COUNT; d++) m |= ir_dtype_is_int((IrDType)d) ? 1u << d : 0;
     for (int v = 0; v < 4; v++) s->domain[v] = m;
@@ -78,7 +82,10 @@ static const char *parse_domain(const char *p, MilArgSpec *s) {
     int from = 15;
     for (int v = 0; v < 4; v++) s->domain[v] = 0;
     while (*p && *p != '}') {
-        if (*p == ',') { p++; continue; }
+        if (*p == ',') {
+            p++;
+            continue;
+        }
         if (*p == ';') {
             from = (p[1] - '0') * 10 + (p[2] - '0');
             p += 4; /* ";17:" */
@@ -137,10 +144,14 @@ int mil_op_args(IrOpKind k, MilArgSpec *out, int max) {
             if (ir_dtype_from_name(t, (size_t)(p - t), &dt)) s->dtype = (int)dt;
         }
         for (; *p && *p != ' '; p++) {
-            if (*p == '#') s->rank = *++p - '0';
-            else if (*p == '!') s->is_const = true;
-            else if (*p == '?') s->optional = true;
-            else if (*p == '*') s->tuple = true;
+            if (*p == '#')
+                s->rank = *++p - '0';
+            else if (*p == '!')
+                s->is_const = true;
+            else if (*p == '?')
+                s->optional = true;
+            else if (*p == '*')
+                s->tuple = true;
             else if (*p == '>') {
                 s->since = (p[1] - '0') * 10 + (p[2] - '0');
                 p += 2;
@@ -151,7 +162,8 @@ int mil_op_args(IrOpKind k, MilArgSpec *out, int max) {
                 s->old_group = p[1];
                 s->old_until = (p[2] - '0') * 10 + (p[3] - '0');
                 p += 3;
-            } else if (*p == '@') s->axis = p[1] == '+' || p[1] == '^' ? *++p : '@';
+            } else if (*p == '@')
+                s->axis = p[1] == '+' || p[1] == '^' ? *++p : '@';
             else if (*p == '=') {
                 const char *d = ++p;
                 while (*p && *p != ' ') p++;

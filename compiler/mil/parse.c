@@ -20,9 +20,24 @@
 /* ---- lexer ---- */
 
 typedef enum TokKind {
-    TK_EOF, TK_IDENT, TK_NUMBER, TK_STRING,
-    TK_LPAREN, TK_RPAREN, TK_LBRACK, TK_RBRACK, TK_LBRACE, TK_RBRACE,
-    TK_LT, TK_GT, TK_COMMA, TK_EQ, TK_SEMI, TK_ARROW, TK_MINUS, TK_QUESTION,
+    TK_EOF,
+    TK_IDENT,
+    TK_NUMBER,
+    TK_STRING,
+    TK_LPAREN,
+    TK_RPAREN,
+    TK_LBRACK,
+    TK_RBRACK,
+    TK_LBRACE,
+    TK_RBRACE,
+    TK_LT,
+    TK_GT,
+    TK_COMMA,
+    TK_EQ,
+    TK_SEMI,
+    TK_ARROW,
+    TK_MINUS,
+    TK_QUESTION,
 } TokKind;
 
 typedef struct Token {
@@ -106,8 +121,16 @@ static void lex_one(Parser *P) {
         int c = (unsigned char)*p;
         int col = (int)(p - line_start) + 1;
         Token here = {TK_STRING, p, 0, line, col}; /* any kind but EOF */
-        if (c == '\n') { p++; line++; line_start = p; continue; }
-        if (c == ' ' || c == '\t' || c == '\r') { p++; continue; }
+        if (c == '\n') {
+            p++;
+            line++;
+            line_start = p;
+            continue;
+        }
+        if (c == ' ' || c == '\t' || c == '\r') {
+            p++;
+            continue;
+        }
         if (c == '/' && p + 1 < end && p[1] == '/') {
             while (p < end && *p != '\n') p++;
             continue;
@@ -179,12 +202,17 @@ static void lex_one(Parser *P) {
         case ';': k = TK_SEMI; break;
         case '?': k = TK_QUESTION; break;
         case '-':
-            if (p + 1 < end && p[1] == '>') { k = TK_ARROW; n = 2; }
-            else k = TK_MINUS;
+            if (p + 1 < end && p[1] == '>') {
+                k = TK_ARROW;
+                n = 2;
+            } else
+                k = TK_MINUS;
             break;
         default:
-            if (c >= 0x21 && c <= 0x7e) perr(P, &here, "unexpected character '%c'", c);
-            else perr(P, &here, "unexpected byte 0x%02x", c);
+            if (c >= 0x21 && c <= 0x7e)
+                perr(P, &here, "unexpected character '%c'", c);
+            else
+                perr(P, &here, "unexpected byte 0x%02x", c);
             p++;
             continue;
         }
@@ -221,8 +249,8 @@ static bool tok_is_n(const Token *t, const char *word, size_t n) {
 
 static const char *kind_text(TokKind k) {
     static const char *const names[] = {
-        "end of input", "a name", "a number", "a string", "'('", "')'", "'['", "']'", "'{'", "'}'",
-        "'<'", "'>'", "','", "'='", "';'", "'->'", "'-'", "'?'",
+        "end of input", "a name", "a number", "a string", "'('", "')'", "'['",  "']'", "'{'",
+        "'}'",          "'<'",    "'>'",      "','",      "'='", "';'", "'->'", "'-'", "'?'",
     };
     return names[k];
 }
@@ -238,7 +266,10 @@ static const char *tok_text(const Token *t, char *buf, size_t size) {
 
 static bool expect(Parser *P, TokKind k) {
     Token *t = peek(P);
-    if (t->kind == k) { next(P); return true; }
+    if (t->kind == k) {
+        next(P);
+        return true;
+    }
     char buf[48];
     perr(P, t, "expected %s, found %s", kind_text(k), tok_text(t, buf, sizeof buf));
     return false;
@@ -246,7 +277,10 @@ static bool expect(Parser *P, TokKind k) {
 
 static bool expect_word(Parser *P, const char *word) {
     Token *t = peek(P);
-    if (tok_is_n(t, word, strlen(word))) { next(P); return true; }
+    if (tok_is_n(t, word, strlen(word))) {
+        next(P);
+        return true;
+    }
     char buf[48];
     perr(P, t, "expected '%s', found %s", word, tok_text(t, buf, sizeof buf));
     return false;
@@ -437,8 +471,12 @@ static bool parse_type(Parser *P, IrType *ty) {
         if (peek(P)->kind != TK_RBRACK) {
             for (;;) {
                 Token *t = next(P);
-                if (rank == 64) { perr(P, t, "rank above 64"); return false; }
-                if (t->kind == TK_QUESTION) dims[rank++] = IR_DIM_DYNAMIC;
+                if (rank == 64) {
+                    perr(P, t, "rank above 64");
+                    return false;
+                }
+                if (t->kind == TK_QUESTION)
+                    dims[rank++] = IR_DIM_DYNAMIC;
                 else if (t->kind == TK_NUMBER) {
                     if (!parse_count(P, t, &dims[rank++])) return false;
                 } else {
@@ -526,8 +564,10 @@ static bool parse_scalar(Parser *P, IrLiteral *l, size_t i) {
     }
     if (dt == IR_DT_BOOL) {
         Token *t = next(P);
-        if (tok_is(t, "true")) l->data.b[i] = 1;
-        else if (tok_is(t, "false")) l->data.b[i] = 0;
+        if (tok_is(t, "true"))
+            l->data.b[i] = 1;
+        else if (tok_is(t, "false"))
+            l->data.b[i] = 0;
         else {
             perr(P, t, "expected true or false, found %s", tok_text(t, buf, sizeof buf));
             return false;
@@ -535,30 +575,44 @@ static bool parse_scalar(Parser *P, IrLiteral *l, size_t i) {
         return true;
     }
     bool neg = false;
-    if (peek(P)->kind == TK_MINUS) { next(P); neg = true; }
+    if (peek(P)->kind == TK_MINUS) {
+        next(P);
+        neg = true;
+    }
     Token *t = next(P);
     if (ir_dtype_is_float(dt)) {
         double v;
-        if (tok_is(t, "inf")) v = neg ? -INFINITY : INFINITY;
-        else if (tok_is(t, "nan")) v = neg ? -NAN : NAN;
+        if (tok_is(t, "inf"))
+            v = neg ? -INFINITY : INFINITY;
+        else if (tok_is(t, "nan"))
+            v = neg ? -NAN : NAN;
         else if (t->kind == TK_NUMBER) {
             if (!number_text(P, neg, t, buf, sizeof buf)) return false;
             char *end;
             if (dt == IR_DT_FP32) { /* direct, to avoid rounding twice through double */
                 float f = strtof_l(buf, &end, P->c_locale);
-                if (*end) { perr(P, t, "malformed number '%s'", buf); return false; }
+                if (*end) {
+                    perr(P, t, "malformed number '%s'", buf);
+                    return false;
+                }
                 l->data.f32[i] = f;
                 return true;
             }
             v = strtod_l(buf, &end, P->c_locale);
-            if (*end) { perr(P, t, "malformed number '%s'", buf); return false; }
+            if (*end) {
+                perr(P, t, "malformed number '%s'", buf);
+                return false;
+            }
         } else {
             perr(P, t, "expected a number for %s, found %s", ir_dtype_name(dt), tok_text(t, buf, sizeof buf));
             return false;
         }
-        if (dt == IR_DT_FP16) l->data.f16[i] = t->kind == TK_NUMBER ? text_to_half(P, buf, v) : ir_double_to_half(v);
-        else if (dt == IR_DT_FP32) l->data.f32[i] = (float)v;
-        else l->data.f64[i] = v;
+        if (dt == IR_DT_FP16)
+            l->data.f16[i] = t->kind == TK_NUMBER ? text_to_half(P, buf, v) : ir_double_to_half(v);
+        else if (dt == IR_DT_FP32)
+            l->data.f32[i] = (float)v;
+        else
+            l->data.f64[i] = v;
         return true;
     }
     /* integers */
@@ -584,10 +638,14 @@ static bool parse_scalar(Parser *P, IrLiteral *l, size_t i) {
     int64_t v = 0;
     if (!overflow) {
         if (neg) {
-            if (u > (unsigned long long)INT64_MAX + 1) overflow = true;
-            else v = u == (unsigned long long)INT64_MAX + 1 ? INT64_MIN : -(int64_t)u;
-        } else if (u > (unsigned long long)INT64_MAX) overflow = true;
-        else v = (int64_t)u;
+            if (u > (unsigned long long)INT64_MAX + 1)
+                overflow = true;
+            else
+                v = u == (unsigned long long)INT64_MAX + 1 ? INT64_MIN : -(int64_t)u;
+        } else if (u > (unsigned long long)INT64_MAX)
+            overflow = true;
+        else
+            v = (int64_t)u;
     }
     if (overflow || v < lo || v > hi) {
         perr(P, t, "integer %s%.*s out of range for %s", neg ? "-" : "", t->len, t->s, ir_dtype_name(dt));
@@ -748,8 +806,10 @@ static IrLiteral *parse_dict(Parser *P) {
         qsort(sorted, n, sizeof *sorted, cmp_key);
         for (size_t i = 1; i < n && ok; i++)
             if (cmp_key(&sorted[i - 1], &sorted[i]) == 0) {
-                if (kt == IR_DT_STRING) perr(P, kw, "duplicate key \"%s\" in dict", sorted[i]->data.s[0]);
-                else perr(P, kw, "duplicate key in dict");
+                if (kt == IR_DT_STRING)
+                    perr(P, kw, "duplicate key \"%s\" in dict", sorted[i]->data.s[0]);
+                else
+                    perr(P, kw, "duplicate key in dict");
                 ok = false;
             }
         free(sorted);
@@ -807,10 +867,14 @@ static void bare_value_error(Parser *P, int want) {
     bool neg = t->kind == TK_MINUS;
     Token *v = neg ? next(P) : t;
     const char *dt;
-    if (v->kind == TK_STRING) dt = "string";
-    else if (v->kind == TK_IDENT && !tok_is(v, "inf")) dt = "bool";
-    else if (want >= 0 && want != IR_DT_STRING && want != IR_DT_BOOL) dt = ir_dtype_name((IrDType)want);
-    else dt = is_float_number(v) || tok_is(v, "inf") ? "fp32" : "int32";
+    if (v->kind == TK_STRING)
+        dt = "string";
+    else if (v->kind == TK_IDENT && !tok_is(v, "inf"))
+        dt = "bool";
+    else if (want >= 0 && want != IR_DT_STRING && want != IR_DT_BOOL)
+        dt = ir_dtype_name((IrDType)want);
+    else
+        dt = is_float_number(v) || tok_is(v, "inf") ? "fp32" : "int32";
     const char *q = v->kind == TK_STRING ? "\"" : "";
     if (P->prog && ir_program_tensor_scalars(P->prog))
         perr(P, t, "a bare value is not a MIL literal: write tensor<%s, []>(%s%s%.*s%s)", dt, neg ? "-" : "", q, v->len,
@@ -828,7 +892,8 @@ static IrLiteral *parse_literal_inner(Parser *P, Token *start) {
     IrType ty;
     if (!parse_type(P, &ty)) return NULL;
     if (ty.state || ty.list) {
-        perr(P, start, ty.state ? "a literal cannot be a state" : "a literal cannot be a list (build one with make_list)");
+        perr(P, start,
+             ty.state ? "a literal cannot be a state" : "a literal cannot be a list (build one with make_list)");
         return NULL;
     }
     for (int i = 0; i < ty.rank; i++)
@@ -887,7 +952,8 @@ static bool visible(const Parser *P, const IrBlock *b) {
 
 static IrValue *resolve(Parser *P, const Token *t) {
     IrValue *v = scope_find(P, t);
-    if (!v) perr(P, t, "undefined variable '%.*s'", t->len, t->s);
+    if (!v)
+        perr(P, t, "undefined variable '%.*s'", t->len, t->s);
     else if (!visible(P, v->block)) {
         perr(P, t, "'%.*s' is defined inside a nested block of op '%s' and is not visible here", t->len, t->s,
              v->block->parent->name ? v->block->parent->name : mil_op_name(v->block->parent->kind));
@@ -928,7 +994,10 @@ static bool parse_arg(Parser *P, IrOp *op) {
             for (;;) {
                 Token *t = expect_ident(P, "a variable name");
                 if (!t) return false;
-                if (n == 1024) { perr(P, t, "tuple longer than 1024"); return false; }
+                if (n == 1024) {
+                    perr(P, t, "tuple longer than 1024");
+                    return false;
+                }
                 IrValue *v = resolve(P, t);
                 if (!v) ok = false;
                 items[n++] = v;
@@ -972,8 +1041,10 @@ static bool parse_attrs(Parser *P, IrOp *op, bool program) {
         if (!l) return false;
         char *nm = tok_str(P, name);
         bool dup;
-        if (program) dup = false;
-        else dup = (strcmp(nm, "name") == 0) ? have_name : ir_op_attr(op, nm) != NULL;
+        if (program)
+            dup = false;
+        else
+            dup = (strcmp(nm, "name") == 0) ? have_name : ir_op_attr(op, nm) != NULL;
         if (program)
             for (int i = 0; i < P->prog->nattrs; i++)
                 if (strcmp(P->prog->attrs[i].name, nm) == 0) dup = true;
@@ -1009,8 +1080,10 @@ static bool parse_blocks(Parser *P, IrOp *op);
 
 /* Append op where the parser is: the nested block, else the function. */
 static void place_op(Parser *P, IrOp *op) {
-    if (P->blk) ir_block_append(P->blk, op);
-    else ir_op_append(P->fn, op);
+    if (P->blk)
+        ir_block_append(P->blk, op);
+    else
+        ir_op_append(P->fn, op);
 }
 
 /* The part of a statement after its results: '=' IDENT '(' [arg (',' arg)*] ')' [attrs] ';'
@@ -1072,7 +1145,10 @@ static bool parse_stmt(Parser *P) {
     bool paren = peek(P)->kind == TK_LPAREN;
     if (paren) next(P);
     for (;;) {
-        if (nres == 64) { perr(P, peek(P), "more than 64 results"); return false; }
+        if (nres == 64) {
+            perr(P, peek(P), "more than 64 results");
+            return false;
+        }
         if (!parse_type(P, &res[nres].type)) return false;
         if (!(res[nres].name = expect_ident(P, "a variable name"))) return false;
         nres++;
@@ -1115,7 +1191,10 @@ static bool parse_block(Parser *P, IrOp *op) {
         for (;;) {
             IrType ty;
             Token *in = NULL;
-            if (!parse_type(P, &ty) || !(in = expect_ident(P, "a block input name"))) { ok = false; break; }
+            if (!parse_type(P, &ty) || !(in = expect_ident(P, "a block input name"))) {
+                ok = false;
+                break;
+            }
             IrValue *v = ir_block_add_input(b, tok_str(P, in), ty);
             v->loc = tok_loc(P, in);
             names_ok &= scope_define(P, v, in);
@@ -1125,17 +1204,25 @@ static bool parse_block(Parser *P, IrOp *op) {
     }
     ok = ok && expect(P, TK_RPAREN) && expect(P, TK_LBRACE);
     while (ok && peek(P)->kind != TK_RBRACE && peek(P)->kind != TK_EOF) {
-        if (P->d->truncated) { ok = false; break; }
+        if (P->d->truncated) {
+            ok = false;
+            break;
+        }
         if (!parse_stmt(P)) sync_stmt(P);
     }
     ok = ok && expect(P, TK_RBRACE) && expect(P, TK_ARROW) && expect(P, TK_LPAREN);
     if (ok && peek(P)->kind != TK_RPAREN) {
         for (;;) {
             Token *t = expect_ident(P, "a block output name");
-            if (!t) { ok = false; break; }
+            if (!t) {
+                ok = false;
+                break;
+            }
             IrValue *v = resolve(P, t);
-            if (v) ir_block_add_output(b, v, tok_loc(P, t));
-            else names_ok = false;
+            if (v)
+                ir_block_add_output(b, v, tok_loc(P, t));
+            else
+                names_ok = false;
             if (peek(P)->kind != TK_COMMA) break;
             next(P);
         }
@@ -1240,7 +1327,8 @@ static bool parse_func(Parser *P) {
     if (!opset || !expect(P, TK_GT) || !expect(P, TK_LPAREN)) return false;
     int version = mil_opset_version(opset->s, (size_t)opset->len);
     if (!version)
-        perr(P, opset, "unknown opset '%.*s' (ios15, ios16, ios17, ios18; or CoreML5 to CoreML8)", opset->len, opset->s);
+        perr(P, opset, "unknown opset '%.*s' (ios15, ios16, ios17, ios18; or CoreML5 to CoreML8)", opset->len,
+             opset->s);
     char *nm = tok_str(P, name);
     if (ir_program_function(P->prog, nm)) perr(P, name, "duplicate function '%s'", nm);
     IrFunction *f = ir_function_new(P->prog, nm, version ? mil_opset_name(version) : tok_str(P, opset));
@@ -1273,7 +1361,8 @@ static bool parse_func(Parser *P) {
             Token *t = expect_ident(P, "an output name");
             if (!t) return false;
             IrValue *v = scope_find(P, t);
-            if (!v) perr(P, t, "output '%.*s' is not defined in function '%s'", t->len, t->s, f->name);
+            if (!v)
+                perr(P, t, "output '%.*s' is not defined in function '%s'", t->len, t->s, f->name);
             else {
                 ir_function_add_output(f, v);
                 f->output_locs[f->noutputs - 1] = tok_loc(P, t);

@@ -57,7 +57,10 @@ char *mil_format_hexfloat(double v, char *buf) {
     }
     if (e == 0) { /* subnormal double: normalise so every value prints as 0x1.xxx */
         e = 1;
-        while (!(m & (UINT64_C(1) << 52))) { m <<= 1; e--; }
+        while (!(m & (UINT64_C(1) << 52))) {
+            m <<= 1;
+            e--;
+        }
         m &= (UINT64_C(1) << 52) - 1;
     }
     static const char hex[] = "0123456789abcdef";
@@ -85,8 +88,10 @@ static void print_type(Out *o, const IrType *t) {
         o->tensor_scalars = true; /* the element is always written as a tensor */
         print_type(o, &inner);
         o->tensor_scalars = ts;
-        if (t->list_len >= 0) putf(o, ", %lld>", (long long)t->list_len);
-        else puts_(o, ", ?>");
+        if (t->list_len >= 0)
+            putf(o, ", %lld>", (long long)t->list_len);
+        else
+            puts_(o, ", ?>");
         return;
     }
     if (t->state) {
@@ -104,8 +109,10 @@ static void print_type(Out *o, const IrType *t) {
     putf(o, "tensor<%s, [", ir_dtype_name(t->dtype));
     for (int i = 0; i < t->rank; i++) {
         if (i) puts_(o, ", ");
-        if (t->dims[i] < 0) puts_(o, "?");
-        else putf(o, "%lld", (long long)t->dims[i]);
+        if (t->dims[i] < 0)
+            puts_(o, "?");
+        else
+            putf(o, "%lld", (long long)t->dims[i]);
     }
     puts_(o, "]>");
 }
@@ -113,7 +120,11 @@ static void print_type(Out *o, const IrType *t) {
 static void print_elem(Out *o, const IrLiteral *l, size_t i) {
     char buf[40];
     switch (l->type.dtype) {
-    case IR_DT_STRING: puts_(o, "\""); puts_(o, l->data.s[i]); puts_(o, "\""); break;
+    case IR_DT_STRING:
+        puts_(o, "\"");
+        puts_(o, l->data.s[i]);
+        puts_(o, "\"");
+        break;
     case IR_DT_BOOL: puts_(o, l->data.b[i] ? "true" : "false"); break;
     case IR_DT_FP16: puts_(o, mil_format_hexfloat(ir_half_to_double(l->data.f16[i]), buf)); break;
     case IR_DT_FP32: puts_(o, mil_format_hexfloat(l->data.f32[i], buf)); break;
@@ -194,7 +205,8 @@ static int cmp_dict(const void *a, const void *b, void *ctx) {
     double x = ir_lit_f64(k, i), y = ir_lit_f64(k, j);
     if (isnan(x) || isnan(y)) { /* NaN keys last, among themselves in input order */
         if (isnan(x) != isnan(y)) return isnan(x) ? 1 : -1;
-    } else if (x != y) return x < y ? -1 : 1;
+    } else if (x != y)
+        return x < y ? -1 : 1;
     return (i > j) - (i < j);
 }
 
@@ -228,9 +240,7 @@ typedef struct Item {
     const IrLiteral *lit;
 } Item;
 
-static int cmp_item(const void *a, const void *b) {
-    return strcmp(((const Item *)a)->name, ((const Item *)b)->name);
-}
+static int cmp_item(const void *a, const void *b) { return strcmp(((const Item *)a)->name, ((const Item *)b)->name); }
 
 static void print_indent(Out *o, int depth) {
     for (int i = 0; i < depth; i++) puts_(o, "    ");
@@ -287,8 +297,10 @@ static void print_op(Out *o, const IrOp *op, int depth) {
         if (i) puts_(o, ", ");
         puts_(o, arg->name);
         puts_(o, " = ");
-        if (arg->kind == IR_ARG_VALUE) puts_(o, arg->value->name);
-        else if (arg->kind == IR_ARG_LITERAL) print_literal(o, arg->lit);
+        if (arg->kind == IR_ARG_VALUE)
+            puts_(o, arg->value->name);
+        else if (arg->kind == IR_ARG_LITERAL)
+            print_literal(o, arg->lit);
         else {
             puts_(o, "(");
             for (int j = 0; j < arg->nitems; j++) {
@@ -309,7 +321,8 @@ static void print_op(Out *o, const IrOp *op, int depth) {
         if (i) puts_(o, ", ");
         puts_(o, items[i].name);
         puts_(o, " = ");
-        if (items[i].lit) print_literal(o, items[i].lit);
+        if (items[i].lit)
+            print_literal(o, items[i].lit);
         else {
             print_type(o, &st);
             puts_(o, "(\"");

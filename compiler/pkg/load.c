@@ -63,18 +63,24 @@ char *pkg_manifest_root(Arena *a, DiagSink *d, const char *name, const char *jso
     json_t *items = json_object_get(root, "itemInfoEntries");
     json_t *item = json_is_string(rid) && json_is_object(items) ? json_object_get(items, json_string_value(rid)) : NULL;
     json_t *path = json_object_get(item, "path");
-    if (!json_is_object(root)) diag_error(d, at, "not a JSON object");
-    else if (!json_is_string(rid)) diag_error(d, at, "rootModelIdentifier: missing or not a string");
-    else if (!json_is_object(items)) diag_error(d, at, "itemInfoEntries: missing or not an object");
-    else if (json_object_size(items) > PKG_MAX_ITEMS) diag_error(d, at, "itemInfoEntries: more than %d items", PKG_MAX_ITEMS);
+    if (!json_is_object(root))
+        diag_error(d, at, "not a JSON object");
+    else if (!json_is_string(rid))
+        diag_error(d, at, "rootModelIdentifier: missing or not a string");
+    else if (!json_is_object(items))
+        diag_error(d, at, "itemInfoEntries: missing or not an object");
+    else if (json_object_size(items) > PKG_MAX_ITEMS)
+        diag_error(d, at, "itemInfoEntries: more than %d items", PKG_MAX_ITEMS);
     else if (!json_is_object(item))
-        diag_error(d, at, "itemInfoEntries[\"%.64s\"]: missing: the root model item is not listed", json_string_value(rid));
+        diag_error(d, at, "itemInfoEntries[\"%.64s\"]: missing: the root model item is not listed",
+                   json_string_value(rid));
     else if (!json_is_string(path))
         diag_error(d, at, "itemInfoEntries[\"%.64s\"].path: missing or not a string", json_string_value(rid));
     else if (!plain_relative(json_string_value(path)) || strlen(json_string_value(path)) > 1024)
         diag_error(d, at, "itemInfoEntries[\"%.64s\"].path: '%.128s' leaves the package's Data folder",
                    json_string_value(rid), json_string_value(path));
-    else out = arena_strdup(a, json_string_value(path));
+    else
+        out = arena_strdup(a, json_string_value(path));
     json_decref(root);
     return out;
 }
@@ -117,8 +123,7 @@ static void check_blob(DiagSink *d, const char *model_dir, const IrLiteral *l) {
 }
 
 static void check_blobs(DiagSink *d, const char *model_dir, const IrProgram *p) {
-    for (int f = 0; f < p->nfuncs; f++)
-        IR_FOR_EACH_OP(op, p->funcs[f]) {
+    for (int f = 0; f < p->nfuncs; f++) IR_FOR_EACH_OP(op, p->funcs[f]) {
             for (int i = 0; i < op->nattrs; i++) check_blob(d, model_dir, op->attrs[i].lit);
             for (int i = 0; i < op->nargs; i++)
                 if (op->args[i].kind == IR_ARG_LITERAL) check_blob(d, model_dir, op->args[i].lit);
@@ -188,9 +193,12 @@ int pkg_load(Arena *a, DiagSink *d, const char *path, const char *model_path, Pk
         /* A path that is not there is the system's answer (exit 3, as for
          * any file milc cannot open); one that holds no program is the input's. */
         struct stat sb;
-        if (stat(path, &sb) != 0) diag_syserror(d, at, "cannot open '%s': %s", path, strerror(errno));
-        else if (!S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode)) diag_error(d, at, "not a regular file or a folder");
-        else diag_error(d, at, "neither a MIL file, a folder with model.mil, nor a .mlpackage");
+        if (stat(path, &sb) != 0)
+            diag_syserror(d, at, "cannot open '%s': %s", path, strerror(errno));
+        else if (!S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode))
+            diag_error(d, at, "not a regular file or a folder");
+        else
+            diag_error(d, at, "neither a MIL file, a folder with model.mil, nor a .mlpackage");
         return -1;
     }
     }

@@ -19,8 +19,8 @@ typedef struct Reader {
     char where[512]; /* the field being read, for messages */
     SrcLoc loc;      /* file + where of the current function or op */
     IrFunction *fn;
-    IrBlock *blk; /* the nested block being read; NULL at function level */
-    int depth;    /* of nested blocks */
+    IrBlock *blk;    /* the nested block being read; NULL at function level */
+    int depth;       /* of nested blocks */
     IrValue **scope; /* open addressing by name */
     size_t scope_cap, scope_n;
     bool failed;
@@ -122,7 +122,8 @@ static bool read_tensor_type(Reader *R, const Cml__TensorType *tt, const char *f
         return false;
     }
     if (tt->rank < 0 || tt->rank > 16 || (size_t)tt->rank != tt->n_dimensions) {
-        rerr(R, field, "rank %lld does not match its %zu dimensions (at most 16)", (long long)tt->rank, tt->n_dimensions);
+        rerr(R, field, "rank %lld does not match its %zu dimensions (at most 16)", (long long)tt->rank,
+             tt->n_dimensions);
         return false;
     }
     int64_t dims[16];
@@ -165,8 +166,10 @@ static bool read_type(Reader *R, const Cml__ValueType *vt, const char *field, Ir
     if (vt->type_case == CML__VALUE_TYPE__TYPE_LIST_TYPE) { /* make_list's value: element type and length */
         const Cml__ValueType *w = vt->listtype->type;
         const Cml__Dimension *n = vt->listtype->length;
-        if (!w || w->type_case != CML__VALUE_TYPE__TYPE_TENSOR_TYPE || !read_tensor_type(R, w->tensortype, field, out)) {
-            if (!w || w->type_case != CML__VALUE_TYPE__TYPE_TENSOR_TYPE) rerr(R, field, "a list type must hold a tensor type");
+        if (!w || w->type_case != CML__VALUE_TYPE__TYPE_TENSOR_TYPE ||
+            !read_tensor_type(R, w->tensortype, field, out)) {
+            if (!w || w->type_case != CML__VALUE_TYPE__TYPE_TENSOR_TYPE)
+                rerr(R, field, "a list type must hold a tensor type");
             return false;
         }
         out->list = true;
@@ -182,8 +185,8 @@ static bool read_type(Reader *R, const Cml__ValueType *vt, const char *field, Ir
     }
     if (vt->type_case != CML__VALUE_TYPE__TYPE_TENSOR_TYPE) {
         rerr(R, field, "a %s type: milc reads tensors only",
-             vt->type_case == CML__VALUE_TYPE__TYPE_LIST_TYPE    ? "list"
-             : vt->type_case == CML__VALUE_TYPE__TYPE_TUPLE_TYPE ? "tuple"
+             vt->type_case == CML__VALUE_TYPE__TYPE_LIST_TYPE         ? "list"
+             : vt->type_case == CML__VALUE_TYPE__TYPE_TUPLE_TYPE      ? "tuple"
              : vt->type_case == CML__VALUE_TYPE__TYPE_DICTIONARY_TYPE ? "dictionary"
                                                                       : "missing");
         return false;
@@ -239,7 +242,8 @@ static bool fill_bytes(Reader *R, IrLiteral *l, const char *field, const Protobu
             u |= (uint64_t)(b->data[bit / 8] >> (bit % 8) & 1) << k;
         }
         int64_t x = (int64_t)u;
-        if (!ir_dtype_is_unsigned(dt) && bits < 64 && (u >> (bits - 1) & 1)) x = (int64_t)(u | ~((UINT64_C(1) << bits) - 1));
+        if (!ir_dtype_is_unsigned(dt) && bits < 64 && (u >> (bits - 1) & 1))
+            x = (int64_t)(u | ~((UINT64_C(1) << bits) - 1));
         l->data.i[i] = x;
     }
     return true;
@@ -248,27 +252,33 @@ static bool fill_bytes(Reader *R, IrLiteral *l, const char *field, const Protobu
 static bool fill_tensor(Reader *R, IrLiteral *l, const Cml__TensorValue *tv, const char *field) {
     IrDType dt = l->type.dtype;
     size_t n = l->count;
-#define COUNT_IS(m)                                                                                   \
-    if (tv->m->n_values != n) {                                                                       \
-        rerr(R, field, "%zu values for a %s tensor of %zu elements", tv->m->n_values, ir_dtype_name(dt), n); \
-        return false;                                                                                 \
+#define COUNT_IS(m)                                                                                                    \
+    if (tv->m->n_values != n) {                                                                                        \
+        rerr(R, field, "%zu values for a %s tensor of %zu elements", tv->m->n_values, ir_dtype_name(dt), n);           \
+        return false;                                                                                                  \
     }
     switch (tv->value_case) {
     case CML__TENSOR_VALUE__VALUE_FLOATS:
         if (!ir_dtype_is_float(dt)) break;
         COUNT_IS(floats);
         for (size_t i = 0; i < n; i++)
-            if (dt == IR_DT_FP32) l->data.f32[i] = tv->floats->values[i];
-            else if (dt == IR_DT_FP16) l->data.f16[i] = ir_double_to_half(tv->floats->values[i]);
-            else l->data.f64[i] = tv->floats->values[i];
+            if (dt == IR_DT_FP32)
+                l->data.f32[i] = tv->floats->values[i];
+            else if (dt == IR_DT_FP16)
+                l->data.f16[i] = ir_double_to_half(tv->floats->values[i]);
+            else
+                l->data.f64[i] = tv->floats->values[i];
         return true;
     case CML__TENSOR_VALUE__VALUE_DOUBLES:
         if (!ir_dtype_is_float(dt)) break;
         COUNT_IS(doubles);
         for (size_t i = 0; i < n; i++)
-            if (dt == IR_DT_FP64) l->data.f64[i] = tv->doubles->values[i];
-            else if (dt == IR_DT_FP32) l->data.f32[i] = (float)tv->doubles->values[i];
-            else l->data.f16[i] = ir_double_to_half(tv->doubles->values[i]);
+            if (dt == IR_DT_FP64)
+                l->data.f64[i] = tv->doubles->values[i];
+            else if (dt == IR_DT_FP32)
+                l->data.f32[i] = (float)tv->doubles->values[i];
+            else
+                l->data.f16[i] = ir_double_to_half(tv->doubles->values[i]);
         return true;
     case CML__TENSOR_VALUE__VALUE_INTS:
         if (!ir_dtype_is_int(dt)) break;
@@ -288,7 +298,8 @@ static bool fill_tensor(Reader *R, IrLiteral *l, const Cml__TensorValue *tv, con
         COUNT_IS(strings);
         for (size_t i = 0; i < n; i++) {
             if (!pkg_safe_string(tv->strings->values[i])) {
-                rerr(R, field, "string %zu holds a byte MIL text cannot carry (printable ASCII other than '\"' and '\\')", i);
+                rerr(R, field,
+                     "string %zu holds a byte MIL text cannot carry (printable ASCII other than '\"' and '\\')", i);
                 return false;
             }
             l->data.s[i] = arena_strdup(R->a, tv->strings->values[i]);
@@ -298,7 +309,8 @@ static bool fill_tensor(Reader *R, IrLiteral *l, const Cml__TensorValue *tv, con
     default: break;
     }
 #undef COUNT_IS
-    rerr(R, field, "a %s tensor's values are missing or of another kind (field %d)", ir_dtype_name(dt), (int)tv->value_case);
+    rerr(R, field, "a %s tensor's values are missing or of another kind (field %d)", ir_dtype_name(dt),
+         (int)tv->value_case);
     return false;
 }
 
@@ -409,12 +421,18 @@ static IrLiteral *read_dict(Reader *R, const Cml__Value *v, const char *field) {
         IrLiteral *dst[2] = {out->keys, out->values}, *src[2] = {ks[i], vs[i]};
         for (int k = 0; k < 2; k++) {
             IrDType dt = dst[k]->type.dtype;
-            if (dt == IR_DT_STRING) dst[k]->data.s[i] = src[k]->data.s[0];
-            else if (dt == IR_DT_BOOL) dst[k]->data.b[i] = src[k]->data.b[0];
-            else if (dt == IR_DT_FP16) dst[k]->data.f16[i] = src[k]->data.f16[0];
-            else if (dt == IR_DT_FP32) dst[k]->data.f32[i] = src[k]->data.f32[0];
-            else if (dt == IR_DT_FP64) dst[k]->data.f64[i] = src[k]->data.f64[0];
-            else dst[k]->data.i[i] = src[k]->data.i[0];
+            if (dt == IR_DT_STRING)
+                dst[k]->data.s[i] = src[k]->data.s[0];
+            else if (dt == IR_DT_BOOL)
+                dst[k]->data.b[i] = src[k]->data.b[0];
+            else if (dt == IR_DT_FP16)
+                dst[k]->data.f16[i] = src[k]->data.f16[0];
+            else if (dt == IR_DT_FP32)
+                dst[k]->data.f32[i] = src[k]->data.f32[0];
+            else if (dt == IR_DT_FP64)
+                dst[k]->data.f64[i] = src[k]->data.f64[0];
+            else
+                dst[k]->data.i[i] = src[k]->data.i[0];
         }
     }
 out:
@@ -435,7 +453,8 @@ static bool visible(const Reader *R, const IrBlock *b) {
 
 static IrValue *resolve(Reader *R, const char *name, const char *field) {
     IrValue *v = *scope_slot(R, name);
-    if (!v) rerr(R, field, "undefined variable '%.64s'", name);
+    if (!v)
+        rerr(R, field, "undefined variable '%.64s'", name);
     else if (!visible(R, v->block)) {
         rerr(R, field, "'%.64s' is defined inside a nested block and is not visible here", name);
         return NULL;
@@ -495,8 +514,10 @@ static void read_attrs(Reader *R, IrOp *op, Cml__ValueEntry **attrs, size_t n) {
         IrLiteral *l = read_value(R, attrs[i]->value, f);
         if (!l) continue;
         if (strcmp(attrs[i]->key, "name") == 0) {
-            if (l->kind != IR_LIT_DATA || l->type.dtype != IR_DT_STRING || l->type.rank != 0) rerr(R, f, "must be a string");
-            else op->name = l->data.s[0];
+            if (l->kind != IR_LIT_DATA || l->type.dtype != IR_DT_STRING || l->type.rank != 0)
+                rerr(R, f, "must be a string");
+            else
+                op->name = l->data.s[0];
         } else if (ir_op_attr(op, attrs[i]->key)) {
             rerr(R, f, "duplicate attribute");
         } else {
@@ -528,20 +549,28 @@ static bool read_blocks(Reader *R, IrOp *op, const Cml__Operation *o, const char
             char f[48];
             snprintf(f, sizeof f, "inputs[%zu]", i);
             IrType t;
-            if (!read_name(R, cb->inputs[i]->name, f) || !read_type(R, cb->inputs[i]->type, f, &t, false)) { ok = false; continue; }
+            if (!read_name(R, cb->inputs[i]->name, f) || !read_type(R, cb->inputs[i]->type, f, &t, false)) {
+                ok = false;
+                continue;
+            }
             IrValue *v = ir_block_add_input(b, arena_strdup(R->a, cb->inputs[i]->name), t);
             v->loc = R->loc;
             ok &= scope_define(R, v, f);
         }
-        if (cb->n_operations > 100000) { rerr(R, "operations", "%zu operations (at most 100000)", cb->n_operations); ok = false; }
+        if (cb->n_operations > 100000) {
+            rerr(R, "operations", "%zu operations (at most 100000)", cb->n_operations);
+            ok = false;
+        }
         for (size_t i = 0; ok && i < cb->n_operations && !R->d->truncated; i++) read_op(R, cb->operations[i], bpath, i);
         set_where(R, "%s", bpath);
         for (size_t i = 0; i < cb->n_outputs; i++) {
             char f[48];
             snprintf(f, sizeof f, "outputs[%zu]", i);
             IrValue *v = resolve(R, cb->outputs[i], f);
-            if (v) ir_block_add_output(b, v, R->loc);
-            else ok = false;
+            if (v)
+                ir_block_add_output(b, v, R->loc);
+            else
+                ok = false;
         }
         /* The block's names leave the scope (sibling blocks may reuse them). */
         for (int i = 0; i < b->ninputs; i++) scope_remove(R, b->inputs[i]);
@@ -560,7 +589,9 @@ static void read_op(Reader *R, const Cml__Operation *o, const char *path, size_t
     bool known = mil_op_lookup(o->type, strlen(o->type), &kind);
     if (!known) rerr(R, "type", "unknown op '%.64s'", o->type);
     if (known && kind == OP_COREML_UPDATE_STATE) { /* the writer spells it so too */
-        rerr(R, "type", "coreml_update_state is not an op of the Core ML format: a package spells it write_state, then read_state");
+        rerr(
+            R, "type",
+            "coreml_update_state is not an op of the Core ML format: a package spells it write_state, then read_state");
         return;
     }
     /* write_state alone has no results (as in MIL text). */
@@ -598,8 +629,10 @@ static void read_op(Reader *R, const Cml__Operation *o, const char *path, size_t
     if (known) read_attrs(R, op, o->attributes, o->n_attributes);
     if (!ok) return;
     if (!op->name) op->name = op->nresults ? op->results[0]->name : mil_op_name(op->kind);
-    if (R->blk) ir_block_append(R->blk, op);
-    else ir_op_append(R->fn, op);
+    if (R->blk)
+        ir_block_append(R->blk, op);
+    else
+        ir_op_append(R->fn, op);
 }
 
 static const Cml__Block *main_block(Reader *R, const Cml__Function *f) {
@@ -649,7 +682,8 @@ static void read_function(Reader *R, IrProgram *p, const Cml__FunctionEntry *e) 
         char fl[48];
         snprintf(fl, sizeof fl, "outputs[%zu]", i);
         IrValue *v = *scope_slot(R, b->outputs[i]);
-        if (!v || v->block) rerr(R, fl, "output '%.64s' is not defined in function '%s'", b->outputs[i], fn->name);
+        if (!v || v->block)
+            rerr(R, fl, "output '%.64s' is not defined in function '%s'", b->outputs[i], fn->name);
         else {
             ir_function_add_output(fn, v);
             fn->output_locs[fn->noutputs - 1] = R->loc;
@@ -683,7 +717,8 @@ static IrProgram *read_program(Reader *R, const Cml__Program *pr) {
     p->file = R->file;
     for (size_t i = 0; i < pr->n_attributes; i++) {
         set_where(R, "mlProgram.attributes[\"%.64s\"]", pr->attributes[i]->key);
-        IrLiteral *l = read_name(R, pr->attributes[i]->key, NULL) ? read_value(R, pr->attributes[i]->value, NULL) : NULL;
+        IrLiteral *l =
+            read_name(R, pr->attributes[i]->key, NULL) ? read_value(R, pr->attributes[i]->value, NULL) : NULL;
         if (l) ir_program_set_attr(p, arena_strdup(R->a, pr->attributes[i]->key), l);
     }
     for (size_t i = 0; i < pr->n_functions && !R->d->truncated; i++) read_function(R, p, pr->functions[i]);
@@ -702,7 +737,10 @@ static bool wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
     for (int shift = 0; shift < 64 && *p < end; shift += 7) {
         uint8_t b = *(*p)++;
         v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) { *out = v; return true; }
+        if (!(b & 0x80)) {
+            *out = v;
+            return true;
+        }
     }
     return false;
 }
@@ -714,9 +752,17 @@ static bool wire_nesting_ok(const ProtobufCMessageDescriptor *md, const uint8_t 
         uint64_t tag, n;
         if (!wire_varint(&p, end, &tag)) return false;
         switch (tag & 7) {
-        case 0: if (!wire_varint(&p, end, &n)) return false; break;
-        case 1: if (end - p < 8) return false; p += 8; break;
-        case 5: if (end - p < 4) return false; p += 4; break;
+        case 0:
+            if (!wire_varint(&p, end, &n)) return false;
+            break;
+        case 1:
+            if (end - p < 8) return false;
+            p += 8;
+            break;
+        case 5:
+            if (end - p < 4) return false;
+            p += 4;
+            break;
         case 2: {
             if (!wire_varint(&p, end, &n) || n > (uint64_t)(end - p)) return false;
             const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field(md, (unsigned)(tag >> 3));
@@ -739,7 +785,8 @@ IrProgram *pkg_read_spec(Arena *a, DiagSink *d, const char *spec_name, const voi
         return NULL;
     }
     if (!wire_nesting_ok(&cml__model__descriptor, spec, len, 0)) {
-        diag_error(d, R.loc, "not a Core ML model spec: the protobuf is malformed or nested more than %d deep", WIRE_MAX_DEPTH);
+        diag_error(d, R.loc, "not a Core ML model spec: the protobuf is malformed or nested more than %d deep",
+                   WIRE_MAX_DEPTH);
         return NULL;
     }
     Cml__Model *m = cml__model__unpack(NULL, len, spec);
@@ -749,8 +796,10 @@ IrProgram *pkg_read_spec(Arena *a, DiagSink *d, const char *spec_name, const voi
     }
     IrProgram *p = NULL;
     if (m->type_case != CML__MODEL__TYPE_ML_PROGRAM || !m->mlprogram)
-        diag_error(d, R.loc, "mlProgram: missing: the model is not an ML Program (a neural network or other model kind)");
-    else p = read_program(&R, m->mlprogram);
+        diag_error(d, R.loc,
+                   "mlProgram: missing: the model is not an ML Program (a neural network or other model kind)");
+    else
+        p = read_program(&R, m->mlprogram);
     cml__model__free_unpacked(m, NULL);
     free(R.scope);
     if (R.failed) return NULL;

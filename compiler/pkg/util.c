@@ -13,33 +13,42 @@ static const struct {
     IrDType ir;
     Cml__DataType cml;
 } dtypes[] = {
-    {IR_DT_BOOL, CML__DATA_TYPE__BOOL},       {IR_DT_STRING, CML__DATA_TYPE__STRING},
-    {IR_DT_FP16, CML__DATA_TYPE__FLOAT16},    {IR_DT_FP32, CML__DATA_TYPE__FLOAT32},
-    {IR_DT_FP64, CML__DATA_TYPE__FLOAT64},    {IR_DT_INT8, CML__DATA_TYPE__INT8},
-    {IR_DT_INT16, CML__DATA_TYPE__INT16},     {IR_DT_INT32, CML__DATA_TYPE__INT32},
-    {IR_DT_INT64, CML__DATA_TYPE__INT64},     {IR_DT_INT4, CML__DATA_TYPE__INT4},
-    {IR_DT_UINT8, CML__DATA_TYPE__UINT8},     {IR_DT_UINT16, CML__DATA_TYPE__UINT16},
-    {IR_DT_UINT32, CML__DATA_TYPE__UINT32},   {IR_DT_UINT64, CML__DATA_TYPE__UINT64},
-    {IR_DT_UINT4, CML__DATA_TYPE__UINT4},     {IR_DT_UINT2, CML__DATA_TYPE__UINT2},
-    {IR_DT_UINT1, CML__DATA_TYPE__UINT1},     {IR_DT_UINT6, CML__DATA_TYPE__UINT6},
+    {IR_DT_BOOL, CML__DATA_TYPE__BOOL},     {IR_DT_STRING, CML__DATA_TYPE__STRING},
+    {IR_DT_FP16, CML__DATA_TYPE__FLOAT16},  {IR_DT_FP32, CML__DATA_TYPE__FLOAT32},
+    {IR_DT_FP64, CML__DATA_TYPE__FLOAT64},  {IR_DT_INT8, CML__DATA_TYPE__INT8},
+    {IR_DT_INT16, CML__DATA_TYPE__INT16},   {IR_DT_INT32, CML__DATA_TYPE__INT32},
+    {IR_DT_INT64, CML__DATA_TYPE__INT64},   {IR_DT_INT4, CML__DATA_TYPE__INT4},
+    {IR_DT_UINT8, CML__DATA_TYPE__UINT8},   {IR_DT_UINT16, CML__DATA_TYPE__UINT16},
+    {IR_DT_UINT32, CML__DATA_TYPE__UINT32}, {IR_DT_UINT64, CML__DATA_TYPE__UINT64},
+    {IR_DT_UINT4, CML__DATA_TYPE__UINT4},   {IR_DT_UINT2, CML__DATA_TYPE__UINT2},
+    {IR_DT_UINT1, CML__DATA_TYPE__UINT1},   {IR_DT_UINT6, CML__DATA_TYPE__UINT6},
     {IR_DT_UINT3, CML__DATA_TYPE__UINT3},
 };
 
 bool pkg_dtype_to_cml(IrDType dt, Cml__DataType *out) {
     for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++)
-        if (dtypes[i].ir == dt) { *out = dtypes[i].cml; return true; }
+        if (dtypes[i].ir == dt) {
+            *out = dtypes[i].cml;
+            return true;
+        }
     return false;
 }
 
 bool pkg_dtype_from_cml(Cml__DataType t, IrDType *out) {
     for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++)
-        if (dtypes[i].cml == t) { *out = dtypes[i].ir; return true; }
+        if (dtypes[i].cml == t) {
+            *out = dtypes[i].ir;
+            return true;
+        }
     return false;
 }
 
 /* MIL text names an opset by OS release, the spec by Core ML version. */
 static const char *const opsets[][2] = {
-    {"ios15", "CoreML5"}, {"ios16", "CoreML6"}, {"ios17", "CoreML7"}, {"ios18", "CoreML8"},
+    {"ios15", "CoreML5"},
+    {"ios16", "CoreML6"},
+    {"ios17", "CoreML7"},
+    {"ios18", "CoreML8"},
 };
 
 const char *pkg_opset_to_cml(const char *opset) {
@@ -65,8 +74,10 @@ char *pkg_read_file(DiagSink *d, const char *path, size_t max, size_t *len) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
-        if (errno == ENOENT || errno == ENOTDIR) diag_error(d, at, "missing: %s", strerror(errno));
-        else diag_syserror(d, at, "cannot read: %s", strerror(errno));
+        if (errno == ENOENT || errno == ENOTDIR)
+            diag_error(d, at, "missing: %s", strerror(errno));
+        else
+            diag_syserror(d, at, "cannot read: %s", strerror(errno));
         if (fd >= 0) close(fd);
         return NULL;
     }
@@ -127,8 +138,10 @@ int pkg_copy_file(DiagSink *d, const char *src, const char *dst) {
             char buf[1 << 16];
             ssize_t n;
             while (left > 0 && (n = read(in, buf, sizeof buf)) > 0)
-                if (write(out, buf, (size_t)n) != n) break;
-                else left -= n;
+                if (write(out, buf, (size_t)n) != n)
+                    break;
+                else
+                    left -= n;
         }
         rc = left == 0 ? 0 : -1;
     }

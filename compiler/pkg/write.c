@@ -147,8 +147,11 @@ static Cml__Value *enc_value(Enc *E, const IrLiteral *l);
 static IrLiteral *elem(Enc *E, const IrLiteral *l, size_t i) {
     IrType t = {l->type.dtype, 0, NULL, false, false, 0};
     IrLiteral *s = ir_literal_new(&E->a, &t);
-    size_t sz = l->type.dtype == IR_DT_BOOL ? 1 : l->type.dtype == IR_DT_FP16 ? 2 : l->type.dtype == IR_DT_FP32 ? 4
-              : l->type.dtype == IR_DT_STRING ? sizeof(char *) : 8;
+    size_t sz = l->type.dtype == IR_DT_BOOL     ? 1
+                : l->type.dtype == IR_DT_FP16   ? 2
+                : l->type.dtype == IR_DT_FP32   ? 4
+                : l->type.dtype == IR_DT_STRING ? sizeof(char *)
+                                                : 8;
     memcpy(s->data.raw, (const char *)l->data.raw + i * sz, sz);
     return s;
 }
@@ -202,7 +205,9 @@ static Cml__ValueEntry *enc_entry(Enc *E, const char *key, Cml__Value *v) {
     return e;
 }
 
-static int cmp_attr(const void *a, const void *b) { return strcmp(((const IrAttr *)a)->name, ((const IrAttr *)b)->name); }
+static int cmp_attr(const void *a, const void *b) {
+    return strcmp(((const IrAttr *)a)->name, ((const IrAttr *)b)->name);
+}
 
 /* Attributes sorted by name (the printer's order), "name" among them. */
 static Cml__ValueEntry **enc_attrs(Enc *E, const IrAttr *attrs, int n, const char *opname, size_t *count) {
@@ -230,7 +235,8 @@ static Cml__ArgumentEntry *enc_arg(Enc *E, const IrArg *a) {
     arg->arguments = ARR(E, Cml__Argument__Binding *, n);
     if (a->kind == IR_ARG_TUPLE)
         for (int i = 0; i < n; i++) arg->arguments[i] = bind_name(E, a->items[i]->name);
-    else if (a->kind == IR_ARG_VALUE) arg->arguments[0] = bind_name(E, a->value->name);
+    else if (a->kind == IR_ARG_VALUE)
+        arg->arguments[0] = bind_name(E, a->value->name);
     else {
         Cml__Argument__Binding *b = arg->arguments[0] = NEW(E, Cml__Argument__Binding, CML__ARGUMENT__BINDING__INIT);
         b->binding_case = CML__ARGUMENT__BINDING__BINDING_VALUE;
@@ -321,7 +327,8 @@ static Cml__Operation **enc_ops(Enc *E, const IrOp *first, int nops, size_t *n) 
     Cml__Operation **ops = ARR(E, Cml__Operation *, max_ops);
     size_t i = 0;
     for (const IrOp *op = first; op; op = op->next) {
-        if (op->kind == OP_COREML_UPDATE_STATE && op->nresults == 1 && ir_op_arg(op, "state") && ir_op_arg(op, "value")) {
+        if (op->kind == OP_COREML_UPDATE_STATE && op->nresults == 1 && ir_op_arg(op, "state") &&
+            ir_op_arg(op, "value")) {
             enc_update_state(E, op, &ops[i]);
             i += 2;
         } else {
@@ -335,7 +342,8 @@ static Cml__Operation **enc_ops(Enc *E, const IrOp *first, int nops, size_t *n) 
 static Cml__FunctionEntry *enc_function(Enc *E, const IrFunction *fn) {
     const char *cml = pkg_opset_to_cml(fn->opset);
     if (!cml) {
-        diag_error(E->d, fn->loc, "function '%s': opset '%s' has no Core ML version (ios15..ios18)", fn->name, fn->opset);
+        diag_error(E->d, fn->loc, "function '%s': opset '%s' has no Core ML version (ios15..ios18)", fn->name,
+                   fn->opset);
         E->failed = true;
         cml = "";
     }
@@ -381,7 +389,8 @@ static Cml__FeatureDescription *enc_feature(Enc *E, const IrValue *v) {
     at->shape = ARR(E, int64_t, v->type.rank);
     for (int i = 0; i < v->type.rank; i++) {
         if (v->type.dims[i] == IR_DIM_DYNAMIC) {
-            diag_error(E->d, v->loc, "'%s': a feature with a dynamic dimension (shape ranges are not written)", v->name);
+            diag_error(E->d, v->loc, "'%s': a feature with a dynamic dimension (shape ranges are not written)",
+                       v->name);
             E->failed = true;
         }
         at->shape[i] = v->type.dims[i];
@@ -426,7 +435,8 @@ static Cml__ModelDescription *enc_description(Enc *E, const IrProgram *p) {
         md->functions = ARR(E, Cml__FunctionDescription *, p->nfuncs);
         for (int i = 0; i < p->nfuncs; i++) {
             const IrFunction *fn = p->funcs[i];
-            Cml__FunctionDescription *fd = md->functions[i] = NEW(E, Cml__FunctionDescription, CML__FUNCTION_DESCRIPTION__INIT);
+            Cml__FunctionDescription *fd = md->functions[i] =
+                NEW(E, Cml__FunctionDescription, CML__FUNCTION_DESCRIPTION__INIT);
             fd->name = (char *)fn->name;
             fd->input = enc_features(E, fn->inputs, fn->ninputs, false, &fd->n_input);
             fd->state = enc_features(E, fn->inputs, fn->ninputs, true, &fd->n_state);
@@ -463,7 +473,8 @@ int pkg_encode_spec(const IrProgram *p, void **data, size_t *len, DiagSink *d) {
         if (*data) {
             cml__model__pack(&m, *data);
             rc = 0;
-        } else diag_syserror(d, (SrcLoc){0}, "out of memory");
+        } else
+            diag_syserror(d, (SrcLoc){0}, "out of memory");
     }
     arena_free(&E.a);
     return rc;
@@ -481,7 +492,8 @@ static void content_id(const void *data, size_t len, const char *salt, char out[
     XXH128_hash_t h = XXH3_128bits_digest(st);
     XXH3_freeState(st);
     uint8_t b[16];
-    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(h.high64 >> (56 - 8 * i)), b[8 + i] = (uint8_t)(h.low64 >> (56 - 8 * i));
+    for (int i = 0; i < 8; i++)
+        b[i] = (uint8_t)(h.high64 >> (56 - 8 * i)), b[8 + i] = (uint8_t)(h.low64 >> (56 - 8 * i));
     b[6] = (uint8_t)((b[6] & 0x0f) | 0x40); /* version 4 layout, as Core ML's tools write */
     b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
     snprintf(out, 37, "%02X%02X%02X%02X-%02X%02X-%02X%02X-%02X%02X-%02X%02X%02X%02X%02X%02X", b[0], b[1], b[2], b[3],
@@ -489,7 +501,8 @@ static void content_id(const void *data, size_t len, const char *salt, char out[
 }
 
 static json_t *item(const char *desc, const char *name, const char *path) {
-    return json_pack("{s:s, s:s, s:s, s:s}", "author", "com.apple.CoreML", "description", desc, "name", name, "path", path);
+    return json_pack("{s:s, s:s, s:s, s:s}", "author", "com.apple.CoreML", "description", desc, "name", name, "path",
+                     path);
 }
 
 static int write_manifest(DiagSink *d, const char *dir, const void *spec, size_t len, bool weights) {
@@ -498,7 +511,8 @@ static int write_manifest(DiagSink *d, const char *dir, const void *spec, size_t
     content_id(spec, len, "model", mid);
     content_id(spec, len, "weights", wid);
     json_t *items = json_object();
-    json_object_set_new(items, mid, item("CoreML Model Specification", "model.mlmodel", "com.apple.CoreML/model.mlmodel"));
+    json_object_set_new(items, mid,
+                        item("CoreML Model Specification", "model.mlmodel", "com.apple.CoreML/model.mlmodel"));
     if (weights) json_object_set_new(items, wid, item("CoreML Model Weights", "weights", "com.apple.CoreML/weights"));
     json_t *root = json_pack("{s:s, s:o, s:s}", "fileFormatVersion", "1.0.0", "itemInfoEntries", items,
                              "rootModelIdentifier", mid);
@@ -515,18 +529,20 @@ static int write_manifest(DiagSink *d, const char *dir, const void *spec, size_t
 static int copy_weights(const IrProgram *p, const char *model_dir, const char *dst, DiagSink *d, bool *any) {
     const char **done = NULL;
     int ndone = 0, rc = 0;
-    for (int f = 0; f < p->nfuncs && rc == 0; f++)
-        IR_FOR_EACH_OP(op, p->funcs[f]) {
+    for (int f = 0; f < p->nfuncs && rc == 0; f++) IR_FOR_EACH_OP(op, p->funcs[f]) {
             for (int i = 0; i < op->nattrs + op->nargs && rc == 0; i++) {
-                const IrLiteral *l = i < op->nattrs ? op->attrs[i].lit
+                const IrLiteral *l = i < op->nattrs                                    ? op->attrs[i].lit
                                      : op->args[i - op->nattrs].kind == IR_ARG_LITERAL ? op->args[i - op->nattrs].lit
-                                                                                        : NULL;
+                                                                                       : NULL;
                 if (!l || l->kind != IR_LIT_BLOBFILE) continue;
                 bool seen = false;
                 for (int k = 0; k < ndone; k++) seen |= strcmp(done[k], l->blob_path) == 0;
                 if (seen) continue;
                 const char **nd = realloc(done, sizeof *done * (size_t)(ndone + 1));
-                if (!nd) { rc = -1; break; }
+                if (!nd) {
+                    rc = -1;
+                    break;
+                }
                 (done = nd)[ndone++] = l->blob_path;
                 char src[PATH_MAX], out[PATH_MAX * 2];
                 const char *why;
@@ -562,7 +578,8 @@ static int write_tree(const IrProgram *p, const char *model_dir, PkgFormat fmt, 
     snprintf(dir, sizeof dir, "%s/Data/com.apple.CoreML", tmp);
     snprintf(path, sizeof path, "%s/model.mlmodel", dir);
     int rc = pkg_make_dirs(d, tmp, "Data/com.apple.CoreML/") == 0 && pkg_write_bytes(d, path, spec, len) == 0 &&
-                     copy_weights(p, model_dir, dir, d, &weights) == 0 && write_manifest(d, tmp, spec, len, weights) == 0
+                     copy_weights(p, model_dir, dir, d, &weights) == 0 &&
+                     write_manifest(d, tmp, spec, len, weights) == 0
                  ? 0
                  : -1;
     free(spec);

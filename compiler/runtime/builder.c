@@ -96,7 +96,8 @@ const char *rtb_error(const RtPlanBuilder *b) { return b->err; }
 static int add_buf(RtPlanBuilder *b, uint32_t kind, RtDType dt, int rank, const int64_t *dims, const char *name) {
     if (b->rc) return b->rc;
     if (rank < 0 || rank > RT_MAX_RANK || (rank && !dims)) return fail(b, RT_EINVAL, "buffer rank %d invalid", rank);
-    if (name && strlen(name) >= RT_NAME_MAX) return fail(b, RT_EINVAL, "name '%.40s...' longer than %d", name, RT_NAME_MAX - 1);
+    if (name && strlen(name) >= RT_NAME_MAX)
+        return fail(b, RT_EINVAL, "name '%.40s...' longer than %d", name, RT_NAME_MAX - 1);
     if (b->nbuf >= INT32_MAX / 2) return fail(b, RT_EINVAL, "too many buffers");
     uint32_t cap = b->capbuf;
     if (!grow((void **)&b->bufs, &cap, b->nbuf + 1, sizeof(BBuf)) ||
@@ -141,7 +142,8 @@ int rtb_input(RtPlanBuilder *b, const char *name, RtDType io, int rank, const in
 
 int rtb_input_f16(RtPlanBuilder *b, const char *name, int rank, const int64_t *dims) {
     if (b->rc) return b->rc;
-    if (!name || !rt_name_ok(name)) return fail(b, RT_EINVAL, "input needs an identifier shorter than %d for a name", RT_NAME_MAX);
+    if (!name || !rt_name_ok(name))
+        return fail(b, RT_EINVAL, "input needs an identifier shorter than %d for a name", RT_NAME_MAX);
     if (name_taken(b->inputs, b->nin, name)) return fail(b, RT_EINVAL, "input %s declared twice", name);
     int id = add_buf(b, RT_BUF_INPUT, RT_F16, rank, dims, name);
     if (id < 0) return id;
@@ -156,12 +158,15 @@ int rtb_input_f16(RtPlanBuilder *b, const char *name, int rank, const int64_t *d
 
 int rtb_state(RtPlanBuilder *b, const char *name, RtDType dt, int rank, const int64_t *dims) {
     if (b->rc) return b->rc;
-    if (!name || !rt_name_ok(name)) return fail(b, RT_EINVAL, "state needs an identifier shorter than %d for a name", RT_NAME_MAX);
+    if (!name || !rt_name_ok(name))
+        return fail(b, RT_EINVAL, "state needs an identifier shorter than %d for a name", RT_NAME_MAX);
     if (name_taken(b->states, b->nstate, name)) return fail(b, RT_EINVAL, "state %s declared twice", name);
-    if (dt != RT_F16 && dt != RT_F32 && dt != RT_I32 && dt != RT_BOOL) return fail(b, RT_EINVAL, "state %s: bad dtype", name);
+    if (dt != RT_F16 && dt != RT_F32 && dt != RT_I32 && dt != RT_BOOL)
+        return fail(b, RT_EINVAL, "state %s: bad dtype", name);
     int id = add_buf(b, RT_BUF_STATE, dt, rank, dims, name);
     if (id < 0) return id;
-    if (!grow((void **)&b->states, &b->capstate, b->nstate + 1, sizeof(RtIoRec))) return fail(b, RT_ENOMEM, "out of memory");
+    if (!grow((void **)&b->states, &b->capstate, b->nstate + 1, sizeof(RtIoRec)))
+        return fail(b, RT_ENOMEM, "out of memory");
     RtIoRec *r = &b->states[b->nstate++];
     memset(r, 0, sizeof *r);
     r->buf = (uint32_t)id;
@@ -222,8 +227,7 @@ static void mark_shared(RtPlanBuilder *b) {
     }
     uint32_t n = 0;
     for (uint32_t i = 0; i < b->nbuf; i++)
-        if (b->rb[i].kind == RT_BUF_WEIGHT && b->bufs[i].borrowed)
-            sp[n++] = (Span){b->bufs[i].data, b->rb[i].bytes, i};
+        if (b->rb[i].kind == RT_BUF_WEIGHT && b->bufs[i].borrowed) sp[n++] = (Span){b->bufs[i].data, b->rb[i].bytes, i};
     qsort(sp, n, sizeof *sp, cmp_span);
     const uint8_t *end = NULL; /* the furthest end so far */
     uint32_t last = 0;
@@ -266,7 +270,8 @@ static void widen_weight(RtPlanBuilder *b, int id) {
     rt_buf_init(&b->rb[id], &bb->rec, NULL, 0);
 }
 
-int rtb_op(RtPlanBuilder *b, RtOpKind kind, const int *in, int nin, const int *out, int nout, const void *params, size_t plen) {
+int rtb_op(RtPlanBuilder *b, RtOpKind kind, const int *in, int nin, const int *out, int nout, const void *params,
+           size_t plen) {
     if (b->rc) return b->rc;
     const RtOpInfo *oi = rt_op_info((uint32_t)kind);
     if (!oi) return fail(b, RT_EINVAL, "op kind %d unknown", (int)kind);
@@ -298,15 +303,19 @@ int rtb_op(RtPlanBuilder *b, RtOpKind kind, const int *in, int nin, const int *o
 
 int rtb_output(RtPlanBuilder *b, const char *name, int buf, RtDType io) {
     if (b->rc) return b->rc;
-    if (!name || !rt_name_ok(name)) return fail(b, RT_EINVAL, "output needs an identifier shorter than %d for a name", RT_NAME_MAX);
+    if (!name || !rt_name_ok(name))
+        return fail(b, RT_EINVAL, "output needs an identifier shorter than %d for a name", RT_NAME_MAX);
     if (buf < 0 || (uint32_t)buf >= b->nbuf) return fail(b, RT_EINVAL, "output %s: buffer %d out of range", name, buf);
     if (name_taken(b->outputs, b->nout, name)) return fail(b, RT_EINVAL, "output %s declared twice", name);
     uint32_t dt = b->rb[buf].dtype;
     bool ok = dt == RT_F32 ? (io == RT_F16 || io == RT_F32) : (dt == RT_F16 ? io == RT_F16 : (uint32_t)io == dt);
     if (!ok) return fail(b, RT_EINVAL, "output %s: cannot return a %u buffer as dtype %d", name, dt, (int)io);
-    if (dt == RT_F16 || (b->rb[buf].flags & RT_BUFF_PANELS)) return fail(b, RT_EINVAL, "output %s: fp16 weight storage", name);
-    if (b->rb[buf].kind == RT_BUF_STATE) return fail(b, RT_EINVAL, "output %s: a state is returned through a copy", name);
-    if (!grow((void **)&b->outputs, &b->capout, b->nout + 1, sizeof(RtIoRec))) return fail(b, RT_ENOMEM, "out of memory");
+    if (dt == RT_F16 || (b->rb[buf].flags & RT_BUFF_PANELS))
+        return fail(b, RT_EINVAL, "output %s: fp16 weight storage", name);
+    if (b->rb[buf].kind == RT_BUF_STATE)
+        return fail(b, RT_EINVAL, "output %s: a state is returned through a copy", name);
+    if (!grow((void **)&b->outputs, &b->capout, b->nout + 1, sizeof(RtIoRec)))
+        return fail(b, RT_ENOMEM, "out of memory");
     RtIoRec *r = &b->outputs[b->nout++];
     memset(r, 0, sizeof *r);
     r->buf = (uint32_t)buf;
@@ -334,7 +343,8 @@ void rt_pack_panels(const void *w, int64_t n, int64_t k, RtDType src, RtDType ds
                     if (src == RT_F32)
                         for (int64_t kk = k0; kk < k1; kk++) d[kk * RT_PANEL + j] = ((const float *)w)[r + kk];
                     else
-                        for (int64_t kk = k0; kk < k1; kk++) d[kk * RT_PANEL + j] = half_to_float(((const uint16_t *)w)[r + kk]);
+                        for (int64_t kk = k0; kk < k1; kk++)
+                            d[kk * RT_PANEL + j] = half_to_float(((const uint16_t *)w)[r + kk]);
                 }
                 for (int64_t j = rows; j < RT_PANEL; j++)
                     for (int64_t kk = k0; kk < k1; kk++) d[kk * RT_PANEL + j] = 0;
@@ -361,7 +371,8 @@ static void pack_in_place(RtPlanBuilder *b, int w, RtDType dt) {
         return;
     }
     BBuf *bb = &b->bufs[w];
-    b->packs[b->npack++] = (PackJob){.w = w, .src = (RtDType)bb->rec.dtype, .n = b->rb[w].dims[0], .k = b->rb[w].dims[1]};
+    b->packs[b->npack++] =
+        (PackJob){.w = w, .src = (RtDType)bb->rec.dtype, .n = b->rb[w].dims[0], .k = b->rb[w].dims[1]};
     bb->rec.dtype = (uint32_t)dt;
     bb->rec.flags |= RT_BUFF_PANELS;
     rt_buf_init(&b->rb[w], &bb->rec, NULL, 0);
@@ -446,8 +457,10 @@ static void pack_weights(RtPlanBuilder *b) {
                 const RtOpRec *op = &b->prog[p].ops[i];
                 for (uint32_t j = 0; j < op->nin; j++) {
                     if (op->in[j] != w) continue;
-                    if (op->kind == RT_OP_GEMM && j == 1) gemm = true;
-                    else other = true;
+                    if (op->kind == RT_OP_GEMM && j == 1)
+                        gemm = true;
+                    else
+                        other = true;
                 }
             }
         if (!gemm) continue;
@@ -484,10 +497,10 @@ static int cmp_off(const void *a, const void *b) {
  * not by a scan of all placed so far, which made placement quadratic in the
  * op count.  Times run from -1 (inputs) to n (outputs); leaf = time + 1. */
 typedef struct {
-    uint32_t size;     /* leaves, a power of two */
-    int64_t *maxlast;  /* per node; INT64_MIN where nothing is placed */
-    uint32_t *head;    /* per leaf: first Live placed there + 1, 0 none */
-    uint32_t *next;    /* per Live: the next one in its leaf + 1 */
+    uint32_t size;    /* leaves, a power of two */
+    int64_t *maxlast; /* per node; INT64_MIN where nothing is placed */
+    uint32_t *head;   /* per leaf: first Live placed there + 1, 0 none */
+    uint32_t *next;   /* per Live: the next one in its leaf + 1 */
 } LiveIndex;
 
 static bool lix_init(LiveIndex *x, uint32_t nops, uint32_t nlive) {
@@ -512,8 +525,8 @@ static void lix_add(LiveIndex *x, const Live *lv, uint32_t i) {
 }
 
 /* Appends to out every placed Live whose lifetime meets [f, l]. */
-static void lix_find(const LiveIndex *x, const Live *lv, uint32_t node, uint32_t lo, uint32_t hi, int64_t f,
-                     int64_t l, Live **out, uint32_t *n) {
+static void lix_find(const LiveIndex *x, const Live *lv, uint32_t node, uint32_t lo, uint32_t hi, int64_t f, int64_t l,
+                     Live **out, uint32_t *n) {
     if ((int64_t)lo - 1 > l || x->maxlast[node] < f) return;
     if (node >= x->size) {
         for (uint32_t j = x->head[lo]; j; j = x->next[j - 1])
@@ -585,7 +598,8 @@ static int plan_arena(RtPlanBuilder *b, int pi, uint64_t *offsets, uint64_t *are
         if (b->rb[id].kind == RT_BUF_WEIGHT) continue;
         if (last[id] == -2)
             return free(first), free(last), free(lv), free(placed),
-                   fail(b, RT_EINVAL, "%s program never writes output %s", pi ? "non-bonded" : "bonded", b->outputs[i].name);
+                   fail(b, RT_EINVAL, "%s program never writes output %s", pi ? "non-bonded" : "bonded",
+                        b->outputs[i].name);
         last[id] = p->n;
     }
     uint32_t *jump = malloc(sizeof(uint32_t) * (p->n ? p->n : 1));
@@ -600,7 +614,8 @@ static int plan_arena(RtPlanBuilder *b, int pi, uint64_t *offsets, uint64_t *are
     uint32_t nl = 0;
     for (uint32_t i = 0; i < b->nbuf; i++) {
         offsets[i] = UINT64_MAX;
-        if (last[i] != -2 && !rt_buf_external(&b->rb[i])) lv[nl++] = (Live){.buf = i, .first = first[i], .last = last[i], .size = align_arena(b->rb[i].bytes)};
+        if (last[i] != -2 && !rt_buf_external(&b->rb[i]))
+            lv[nl++] = (Live){.buf = i, .first = first[i], .last = last[i], .size = align_arena(b->rb[i].bytes)};
     }
     uint64_t top = 0;
     if (pi == RT_PROG_NONBONDED) {
@@ -630,8 +645,10 @@ int rtb_finish(RtPlanBuilder *b, const char *source_mil, size_t mlen, RtArtifact
             continue;
         }
         offs[p] = malloc(sizeof(uint64_t) * (b->nbuf ? b->nbuf : 1));
-        if (!offs[p]) fail(b, RT_ENOMEM, "out of memory");
-        else plan_arena(b, p, offs[p], &arena[p]);
+        if (!offs[p])
+            fail(b, RT_ENOMEM, "out of memory");
+        else
+            plan_arena(b, p, offs[p], &arena[p]);
     }
     if (b->rc) {
         free(offs[0]), free(offs[1]);
@@ -667,7 +684,8 @@ int rtb_finish(RtPlanBuilder *b, const char *source_mil, size_t mlen, RtArtifact
         RtPlanHead ph = {(uint32_t)p, b->prog[p].n, arena[p]};
         memcpy(plan, &ph, sizeof ph);
         memcpy(plan + sizeof ph, offs[p], b->nbuf * sizeof(uint64_t));
-        if (b->prog[p].n) memcpy(plan + sizeof ph + b->nbuf * sizeof(uint64_t), b->prog[p].ops, b->prog[p].n * sizeof(RtOpRec));
+        if (b->prog[p].n)
+            memcpy(plan + sizeof ph + b->nbuf * sizeof(uint64_t), b->prog[p].ops, b->prog[p].n * sizeof(RtOpRec));
         secs[k++] = (RtSection){.kind = RT_SEC_PLAN, .id = (uint32_t)p, .data = plan, .size = psize};
     }
     void *src = malloc(mlen ? mlen : 1);
@@ -684,7 +702,8 @@ int rtb_finish(RtPlanBuilder *b, const char *source_mil, size_t mlen, RtArtifact
             b->bufs[i].data = copy;
             b->bufs[i].borrowed = false;
         }
-        secs[k++] = (RtSection){.kind = RT_SEC_WEIGHT, .id = i, .data = b->bufs[i].data, .size = (size_t)b->rb[i].bytes};
+        secs[k++] =
+            (RtSection){.kind = RT_SEC_WEIGHT, .id = i, .data = b->bufs[i].data, .size = (size_t)b->rb[i].bytes};
         b->bufs[i].data = NULL; /* now the artifact's */
     }
     free(offs[0]), free(offs[1]);

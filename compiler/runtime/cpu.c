@@ -114,9 +114,13 @@ int rt_cpu_check(RtCpu v, char *err, size_t errlen) {
     for (int w = RT_CPU_COUNT_ - 1; w > RT_CPU_AUTO; w--)
         if (table((RtCpu)w) && !*cpu_missing((RtCpu)w))
             snprintf(runs + strlen(runs), sizeof runs - strlen(runs), "%s%s", *runs ? ", " : "", names[w]);
-    if (!table(v)) return rt_errf(err, errlen, RT_ECPU, "kernel variant %s is not built into this milc (it runs: %s)", names[v], runs);
+    if (!table(v))
+        return rt_errf(err, errlen, RT_ECPU, "kernel variant %s is not built into this milc (it runs: %s)", names[v],
+                       runs);
     const char *miss = cpu_missing(v);
-    if (*miss) return rt_errf(err, errlen, RT_ECPU, "kernel variant %s needs %s, which this CPU lacks (it runs: %s)", names[v], miss, runs);
+    if (*miss)
+        return rt_errf(err, errlen, RT_ECPU, "kernel variant %s needs %s, which this CPU lacks (it runs: %s)", names[v],
+                       miss, runs);
     return RT_OK;
 }
 
@@ -175,7 +179,8 @@ static void blocking_init(void) {
     cache_sizes(&l1d, &l2);
     rt_block.l1d = l1d, rt_block.l2 = l2;
     if (l1d) rt_block.kc = clamp_down((int64_t)(l1d * 2 / 3 / (RT_PANEL * sizeof(float))), 32, RT_KC_MAX, 16);
-    if (l2) rt_block.mb = clamp_down((int64_t)(l2 / 4 / ((size_t)rt_block.kc * sizeof(float))), 24, RT_MB_MAX, RT_TILE_M);
+    if (l2)
+        rt_block.mb = clamp_down((int64_t)(l2 / 4 / ((size_t)rt_block.kc * sizeof(float))), 24, RT_MB_MAX, RT_TILE_M);
 }
 
 int rt_cpu_kernels(RtCpu v, const RtKernels **out, char *err, size_t errlen) {

@@ -62,13 +62,16 @@ static void *mem_alloc(size_t n, size_t *mapped) {
 }
 
 static void mem_free(void *p, size_t mapped) {
-    if (mapped) os_huge_free(p, mapped);
-    else free(p);
+    if (mapped)
+        os_huge_free(p, mapped);
+    else
+        free(p);
 }
 
 int rt_pool_memory(RtPool *p, size_t arena, size_t scratch) {
     if (arena <= p->arena_size && scratch <= p->scratch_size && p->arena && p->scratch) return RT_OK;
-    size_t an = arena > p->arena_size ? arena : p->arena_size, sn = scratch > p->scratch_size ? scratch : p->scratch_size;
+    size_t an = arena > p->arena_size ? arena : p->arena_size,
+           sn = scratch > p->scratch_size ? scratch : p->scratch_size;
     size_t am, sm;
     unsigned char *a = mem_alloc(an, &am), *s = mem_alloc(sn, &sm);
     if (!a || !s) {
@@ -322,7 +325,9 @@ static void run_job(void *arg, int ith, int nth) {
          * next parallel op (its region's first) while the others finish. */
         uint32_t x = j->ahead[i];
         RtKernelFn pre = x < j->end ? j->m->kern->prefetch[j->ops[x].kind] : NULL;
-        if (pre) pre(&j->m->ex, &j->ops[x], (int)region_first(j->parts[x], ith % regions(nth), regions(nth)), (int)j->parts[x]);
+        if (pre)
+            pre(&j->m->ex, &j->ops[x], (int)region_first(j->parts[x], ith % regions(nth), regions(nth)),
+                (int)j->parts[x]);
         wait_parts(s, parts);
     }
 }
@@ -346,8 +351,10 @@ static int dispatch(RtModel *m, int prog, uint32_t begin, uint32_t end) {
     }
     int nth = rt_pool_threads(m->pool);
     Job j = {m, pr->ops, pr->parts, pr->ahead, pr->sync, begin, end};
-    if (all_serial || nth == 1) run_job(&j, 0, 1);
-    else rt_pool_run(m->pool, run_job, &j); /* its seq_cst publication orders the resets above */
+    if (all_serial || nth == 1)
+        run_job(&j, 0, 1);
+    else
+        rt_pool_run(m->pool, run_job, &j); /* its seq_cst publication orders the resets above */
     return RT_OK;
 }
 
@@ -372,9 +379,12 @@ static int run_loops(RtModel *m, int prog, uint64_t *dispatches) {
             pr->iters[pr->jump[e]] = 0;
             i = e + 1;
         } else if (op->kind == RT_OP_LOOP_TEST) {
-            if (!*(const uint8_t *)m->ptr[prog][op->in[0]]) i = pr->jump[e];
-            else if (++pr->iters[e] > RT_LOOP_MAX_ITERS) return RT_ELOOP;
-            else i = e + 1;
+            if (!*(const uint8_t *)m->ptr[prog][op->in[0]])
+                i = pr->jump[e];
+            else if (++pr->iters[e] > RT_LOOP_MAX_ITERS)
+                return RT_ELOOP;
+            else
+                i = e + 1;
         } else {
             i = pr->jump[e];
         }
@@ -413,8 +423,10 @@ int rt_run(RtModel *m, const RtTensor *in, int nin, RtTensor *out, int nout, int
             continue;
         }
         void *dst = ptr[m->inputs[i].buf];
-        if (in[i].dtype == RT_F16) half_to_float_n(in[i].data, dst, (size_t)b->numel);
-        else memcpy(dst, in[i].data, (size_t)b->numel * rt_dtype_size((RtDType)b->dtype));
+        if (in[i].dtype == RT_F16)
+            half_to_float_n(in[i].data, dst, (size_t)b->numel);
+        else
+            memcpy(dst, in[i].data, (size_t)b->numel * rt_dtype_size((RtDType)b->dtype));
     }
     atomic_store(&m->ex.index_error, 0);
     m->last_prog = prog;
@@ -434,8 +446,10 @@ int rt_run(RtModel *m, const RtTensor *in, int nin, RtTensor *out, int nout, int
     for (int i = 0; i < nout; i++) {
         const RtBuf *b = &m->bufs[m->outputs[i].buf];
         const void *src = ptr[m->outputs[i].buf];
-        if (out[i].dtype == RT_F16) float_to_half_n(src, out[i].data, (size_t)b->numel);
-        else memcpy(out[i].data, src, (size_t)b->numel * rt_dtype_size((RtDType)b->dtype));
+        if (out[i].dtype == RT_F16)
+            float_to_half_n(src, out[i].data, (size_t)b->numel);
+        else
+            memcpy(out[i].data, src, (size_t)b->numel * rt_dtype_size((RtDType)b->dtype));
     }
     if (stats) {
         stats->dispatches = dispatches;

@@ -39,8 +39,10 @@ static int manifest_parse(const RtSection *ms, RtHeader *h, char *err, size_t er
     memcpy(h, ms->data, sizeof *h);
     if (memcmp(h->magic, RT_MAGIC, 8) != 0) return rt_errf(err, errlen, RT_EFORMAT, "not a milc artifact (bad magic)");
     if (h->format_version != RT_FORMAT_VERSION)
-        return rt_errf(err, errlen, RT_EVERSION, "artifact format version %u, this runtime reads %u", h->format_version, RT_FORMAT_VERSION);
-    if (h->backend != RT_BACKEND_CPU) return rt_errf(err, errlen, RT_EVERSION, "artifact backend %u is not cpu", h->backend);
+        return rt_errf(err, errlen, RT_EVERSION, "artifact format version %u, this runtime reads %u", h->format_version,
+                       RT_FORMAT_VERSION);
+    if (h->backend != RT_BACKEND_CPU)
+        return rt_errf(err, errlen, RT_EVERSION, "artifact backend %u is not cpu", h->backend);
     if (!rt_mode((int)h->mode)) return rt_errf(err, errlen, RT_EFORMAT, "compile mode %u invalid", h->mode);
     if (h->nsections > RT_MAX_SECTIONS || ms->size != RT_HEADER_SIZE + (uint64_t)h->nsections * RT_ENTRY_SIZE)
         return rt_errf(err, errlen, RT_EFORMAT, "manifest size %zu does not fit %u sections", ms->size, h->nsections);
@@ -73,11 +75,13 @@ int rt_artifact_verify(const RtSection *secs, int n, char *err, size_t errlen) {
     if (rc) return rc;
     if (manifest_checksum(secs[0].data, secs[0].size) != h.checksum)
         return rt_errf(err, errlen, RT_ECHECKSUM, "manifest checksum mismatch");
-    if ((uint64_t)n != h.nsections + 1ull) return rt_errf(err, errlen, RT_EFORMAT, "%d sections given, manifest lists %u", n - 1, h.nsections);
+    if ((uint64_t)n != h.nsections + 1ull)
+        return rt_errf(err, errlen, RT_EFORMAT, "%d sections given, manifest lists %u", n - 1, h.nsections);
     for (uint32_t i = 0; i < h.nsections; i++) {
         RtEntry e = entry_at(&secs[0], i);
         if (!secs[i + 1].data || secs[i + 1].size != e.size)
-            return rt_errf(err, errlen, RT_EFORMAT, "section %u: %zu bytes, manifest says %llu", i, secs[i + 1].size, (unsigned long long)e.size);
+            return rt_errf(err, errlen, RT_EFORMAT, "section %u: %zu bytes, manifest says %llu", i, secs[i + 1].size,
+                           (unsigned long long)e.size);
         if (XXH3_64bits(secs[i + 1].data, e.size) != e.checksum)
             return rt_errf(err, errlen, RT_ECHECKSUM, "section %u (kind %u id %u): checksum mismatch", i, e.kind, e.id);
     }
@@ -96,12 +100,16 @@ int rt_artifact_assemble(RtArtifact **out, RtSection *secs, int n, int mode, cha
         free(secs);
         return rt_errf(err, errlen, RT_ENOMEM, "out of memory assembling the artifact");
     }
-    RtHeader h = {.format_version = RT_FORMAT_VERSION, .backend = RT_BACKEND_CPU, .mode = (uint32_t)mode, .nsections = ns};
+    RtHeader h = {
+        .format_version = RT_FORMAT_VERSION, .backend = RT_BACKEND_CPU, .mode = (uint32_t)mode, .nsections = ns};
     memcpy(h.magic, RT_MAGIC, 8);
     snprintf(h.milc_version, sizeof h.milc_version, "%s", MILC_VERSION);
     uint64_t off = round64(msize);
     for (uint32_t i = 0; i < ns; i++) {
-        RtEntry e = {.kind = secs[i + 1].kind, .id = secs[i + 1].id, .offset = off, .size = secs[i + 1].size,
+        RtEntry e = {.kind = secs[i + 1].kind,
+                     .id = secs[i + 1].id,
+                     .offset = off,
+                     .size = secs[i + 1].size,
                      .checksum = XXH3_64bits(secs[i + 1].data, secs[i + 1].size)};
         memcpy(m + RT_HEADER_SIZE + (size_t)i * RT_ENTRY_SIZE, &e, sizeof e);
         off = round64(off + e.size);
@@ -167,7 +175,8 @@ int rt_artifact_write_file(const RtArtifact *a, const char *path, char *err, siz
 
 int rt_artifact_split(const void *bytes, size_t len, RtSection *secs, int max, int *n, char *err, size_t errlen) {
     if (!secs || max < 1) return rt_errf(err, errlen, RT_EINVAL, "no room for sections");
-    if (!bytes || len < RT_HEADER_SIZE) return rt_errf(err, errlen, RT_EFORMAT, "artifact of %zu bytes is too short", len);
+    if (!bytes || len < RT_HEADER_SIZE)
+        return rt_errf(err, errlen, RT_EFORMAT, "artifact of %zu bytes is too short", len);
     RtHeader h;
     memcpy(&h, bytes, sizeof h);
     if (h.nsections > RT_MAX_SECTIONS) return rt_errf(err, errlen, RT_EFORMAT, "%u sections is too many", h.nsections);
@@ -176,15 +185,18 @@ int rt_artifact_split(const void *bytes, size_t len, RtSection *secs, int max, i
     RtSection ms = {.kind = RT_SEC_MANIFEST, .data = bytes, .size = (size_t)msize};
     int rc = manifest_parse(&ms, &h, err, errlen);
     if (rc) return rc;
-    if ((uint64_t)max < h.nsections + 1ull) return rt_errf(err, errlen, RT_EFORMAT, "artifact has %u sections, room for %d", h.nsections, max - 1);
+    if ((uint64_t)max < h.nsections + 1ull)
+        return rt_errf(err, errlen, RT_EFORMAT, "artifact has %u sections, room for %d", h.nsections, max - 1);
     secs[0] = ms;
     /* Sections lie in table order, each 64-aligned after the previous one: no overlaps. */
     uint64_t end = msize;
     for (uint32_t i = 0; i < h.nsections; i++) {
         RtEntry e = entry_at(&ms, i);
         if (e.offset % RT_FILE_ALIGN || e.offset < end || e.offset > len || e.size > len - e.offset)
-            return rt_errf(err, errlen, RT_EFORMAT, "section %u: offset %llu size %llu out of bounds", i, (unsigned long long)e.offset, (unsigned long long)e.size);
-        secs[i + 1] = (RtSection){.kind = e.kind, .id = e.id, .data = (const unsigned char *)bytes + e.offset, .size = (size_t)e.size};
+            return rt_errf(err, errlen, RT_EFORMAT, "section %u: offset %llu size %llu out of bounds", i,
+                           (unsigned long long)e.offset, (unsigned long long)e.size);
+        secs[i + 1] = (RtSection){
+            .kind = e.kind, .id = e.id, .data = (const unsigned char *)bytes + e.offset, .size = (size_t)e.size};
         end = e.offset + e.size;
     }
     *n = (int)h.nsections + 1;

@@ -180,7 +180,8 @@ static void rt_k_conv(RtExec *ex, const RtOpRec *op, int ith, int nth) {
         float *yr = y + r * g.nout, bv = bias ? bias[oc] : 0.0f;
         for (int64_t i = 0; i < g.nout; i++) yr[i] = bv;
         const float *xg = x + (b * C + grp * cg) * g.nin;
-        if (!p->transpose) conv_channel(&g, xg, w + oc * cg * g.ntap, cg, yr);
+        if (!p->transpose)
+            conv_channel(&g, xg, w + oc * cg * g.ntap, cg, yr);
         else /* W [C, Cout/groups, taps]: input channel ic's taps for oc at (ic, oc % og) */
             convt_channel(&g, xg, w + (grp * cg * og + oc % og) * g.ntap, cg, og * g.ntap, yr);
     }
@@ -217,8 +218,10 @@ static void rt_k_pool(RtExec *ex, const RtOpRec *op, int ith, int nth) {
                 if (!in) continue;
                 inside++;
                 float v = xr[off];
-                if (p->pool == RT_POOL_MAX) acc = v > acc ? v : acc;
-                else acc += p->pool == RT_POOL_L2 ? v * v : v;
+                if (p->pool == RT_POOL_MAX)
+                    acc = v > acc ? v : acc;
+                else
+                    acc += p->pool == RT_POOL_L2 ? v * v : v;
             }
             if (p->pool == RT_POOL_AVG) {
                 int64_t n = p->exclude_pad ? inside : padded;

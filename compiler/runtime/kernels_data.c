@@ -66,7 +66,8 @@ static void rt_k_scatter(RtExec *ex, const RtOpRec *op, int ith, int nth) {
         for (int64_t o = 0; o < outer; o++)
             for (int64_t j = 0; j < c; j++) {
                 int64_t k = sc_index(idx[j], n);
-                for (int64_t i = 0; i < inner; i++) sc_apply(ex, op, k < 0 ? -1 : (o * n + k) * inner + i, (o * c + j) * inner + i);
+                for (int64_t i = 0; i < inner; i++)
+                    sc_apply(ex, op, k < 0 ? -1 : (o * n + k) * inner + i, (o * c + j) * inner + i);
             }
     } else if (p->kind == RT_SC_ALONG) {
         int64_t ds[RT_MAX_RANK], st = 1;
@@ -149,8 +150,10 @@ static void rt_k_sort(RtExec *ex, const RtOpRec *op, int ith, int nth) {
         for (int64_t i = 0; i < p->k; i++) {
             int64_t src = l.base + a[i] * inner, dst = yb + i * inner;
             if (p->has_values) {
-                if (l.f32) ((float *)OUT(0))[dst] = ((const float *)IN(0))[src];
-                else ((int32_t *)OUT(0))[dst] = ((const int32_t *)IN(0))[src];
+                if (l.f32)
+                    ((float *)OUT(0))[dst] = ((const float *)IN(0))[src];
+                else
+                    ((int32_t *)OUT(0))[dst] = ((const int32_t *)IN(0))[src];
             }
             if (p->has_indices) ((int32_t *)OUT(p->has_values))[dst] = a[i];
         }
@@ -197,10 +200,13 @@ static void rt_k_random(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     split(BUF_OUT(0)->numel, ith, nth, &lo, &hi);
     for (int64_t i = lo; i < hi; i++) {
         double v;
-        if (p->kind == RT_RAND_UNIFORM) v = p->a + ((double)p->b - p->a) * rnd_u(key, (uint64_t)i);
-        else if (p->kind == RT_RAND_BERNOULLI) v = rnd_u(key, (uint64_t)i) < p->a ? 1 : 0;
+        if (p->kind == RT_RAND_UNIFORM)
+            v = p->a + ((double)p->b - p->a) * rnd_u(key, (uint64_t)i);
+        else if (p->kind == RT_RAND_BERNOULLI)
+            v = rnd_u(key, (uint64_t)i) < p->a ? 1 : 0;
         else
-            v = p->a + p->b * sqrt(-2 * log(1 - rnd_u(key, 2 * (uint64_t)i))) * cos(6.283185307179586 * rnd_u(key, 2 * (uint64_t)i + 1));
+            v = p->a + p->b * sqrt(-2 * log(1 - rnd_u(key, 2 * (uint64_t)i))) *
+                           cos(6.283185307179586 * rnd_u(key, 2 * (uint64_t)i + 1));
         y[i] = (float)v;
     }
 }

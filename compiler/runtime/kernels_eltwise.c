@@ -28,20 +28,42 @@ static float softplus1(float v) { return log1pf(expf(-fabsf(v))) + (v > 0 ? v : 
 /* The ops whose loops vectorise are written out one loop each. */
 static void elt_f32(int e, const float *x, float *y, int64_t n, float a, float b) {
     switch (e) {
-    case RT_EL_ABS: for (int64_t i = 0; i < n; i++) y[i] = fabsf(x[i]); return;
-    case RT_EL_SQUARE: for (int64_t i = 0; i < n; i++) y[i] = x[i] * x[i]; return;
-    case RT_EL_RELU6: for (int64_t i = 0; i < n; i++) y[i] = fminf(fmaxf(x[i], 0.0f), 6.0f); return;
-    case RT_EL_CLIP: for (int64_t i = 0; i < n; i++) y[i] = fminf(fmaxf(x[i], a), b); return;
-    case RT_EL_THRESHOLD: for (int64_t i = 0; i < n; i++) y[i] = fmaxf(x[i], a); return;
-    case RT_EL_THRESHOLDED_RELU: for (int64_t i = 0; i < n; i++) y[i] = x[i] >= a ? x[i] : 0.0f; return;
-    case RT_EL_LEAKY_RELU: for (int64_t i = 0; i < n; i++) y[i] = x[i] < 0 ? a * x[i] : x[i]; return;
-    case RT_EL_LINEAR: for (int64_t i = 0; i < n; i++) y[i] = a * x[i] + b; return;
-    case RT_EL_SIGMOID_HARD: for (int64_t i = 0; i < n; i++) y[i] = fminf(fmaxf(a * x[i] + b, 0.0f), 1.0f); return;
+    case RT_EL_ABS:
+        for (int64_t i = 0; i < n; i++) y[i] = fabsf(x[i]);
+        return;
+    case RT_EL_SQUARE:
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] * x[i];
+        return;
+    case RT_EL_RELU6:
+        for (int64_t i = 0; i < n; i++) y[i] = fminf(fmaxf(x[i], 0.0f), 6.0f);
+        return;
+    case RT_EL_CLIP:
+        for (int64_t i = 0; i < n; i++) y[i] = fminf(fmaxf(x[i], a), b);
+        return;
+    case RT_EL_THRESHOLD:
+        for (int64_t i = 0; i < n; i++) y[i] = fmaxf(x[i], a);
+        return;
+    case RT_EL_THRESHOLDED_RELU:
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] >= a ? x[i] : 0.0f;
+        return;
+    case RT_EL_LEAKY_RELU:
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] < 0 ? a * x[i] : x[i];
+        return;
+    case RT_EL_LINEAR:
+        for (int64_t i = 0; i < n; i++) y[i] = a * x[i] + b;
+        return;
+    case RT_EL_SIGMOID_HARD:
+        for (int64_t i = 0; i < n; i++) y[i] = fminf(fmaxf(a * x[i] + b, 0.0f), 1.0f);
+        return;
     case RT_EL_CLAMPED_RELU:
         for (int64_t i = 0; i < n; i++) y[i] = fminf(fmaxf(x[i], 0.0f), b) + fminf(fminf(x[i], 0.0f) * a, b);
         return;
-    case RT_EL_SOFTSIGN: for (int64_t i = 0; i < n; i++) y[i] = x[i] / (1.0f + fabsf(x[i])); return;
-    case RT_EL_INVERSE: for (int64_t i = 0; i < n; i++) y[i] = 1.0f / (x[i] + a); return;
+    case RT_EL_SOFTSIGN:
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] / (1.0f + fabsf(x[i]));
+        return;
+    case RT_EL_INVERSE:
+        for (int64_t i = 0; i < n; i++) y[i] = 1.0f / (x[i] + a);
+        return;
     default: break;
     }
     for (int64_t i = 0; i < n; i++) {
@@ -111,10 +133,10 @@ static void rt_k_eltwise(RtExec *ex, const RtOpRec *op, int ith, int nth) {
 }
 
 /* ---- comparisons, logic, floor_div, mod ---- */
-#define BO_LOOP(T, R, EXPR)                                                                         \
-    for (int64_t j = 0; j < w; j++) {                                                               \
-        T av = ((const T *)a)[j * sa], bv = ((const T *)b)[j * sb];                                 \
-        ((R *)c)[j] = (EXPR);                                                                       \
+#define BO_LOOP(T, R, EXPR)                                                                                            \
+    for (int64_t j = 0; j < w; j++) {                                                                                  \
+        T av = ((const T *)a)[j * sa], bv = ((const T *)b)[j * sb];                                                    \
+        ((R *)c)[j] = (EXPR);                                                                                          \
     }
 
 static float fmodf_floor(float a, float b) {
@@ -175,8 +197,8 @@ static void rt_k_binop(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     for (int64_t r = r0; r < r1; r++) {
         int64_t off[2];
         bcast_row(&bc, r, 2, off);
-        bo_row(op->p.bin.op, ins[0]->dtype, (const char *)IN(0) + off[0] * ie, sa, (const char *)IN(1) + off[1] * ie, sb,
-               (char *)OUT(0) + r * w * oe, w);
+        bo_row(op->p.bin.op, ins[0]->dtype, (const char *)IN(0) + off[0] * ie, sa, (const char *)IN(1) + off[1] * ie,
+               sb, (char *)OUT(0) + r * w * oe, w);
     }
 }
 
@@ -190,8 +212,10 @@ static void redwalk_init(RedWalk *w, const RtBuf *xb, uint32_t axes) {
     int64_t st = 1;
     w->nk = w->nr = 0, w->rcount = 1;
     for (int d = (int)xb->rank - 1; d >= 0; d--) { /* innermost first */
-        if (axes >> d & 1) w->rd[w->nr] = xb->dims[d], w->rs[w->nr++] = st, w->rcount *= xb->dims[d];
-        else w->kd[w->nk] = xb->dims[d], w->ks[w->nk++] = st;
+        if (axes >> d & 1)
+            w->rd[w->nr] = xb->dims[d], w->rs[w->nr++] = st, w->rcount *= xb->dims[d];
+        else
+            w->kd[w->nk] = xb->dims[d], w->ks[w->nk++] = st;
         st *= xb->dims[d];
     }
 }
@@ -206,16 +230,25 @@ static float red_f32(int op, const float *x, const RedWalk *w, int64_t base) {
     int64_t n = w->rcount;
     /* a contiguous innermost run: the common case (reduce over the last axis) */
     bool dense = w->nr == 1 && w->rs[0] == 1;
-#define RX_FOR(BODY)                                                                  \
-    for (int64_t e = 0; e < n; e++) {                                                 \
-        float v = x[dense ? base + e : redwalk_off(w, base, e)];                      \
-        BODY;                                                                         \
+#define RX_FOR(BODY)                                                                                                   \
+    for (int64_t e = 0; e < n; e++) {                                                                                  \
+        float v = x[dense ? base + e : redwalk_off(w, base, e)];                                                       \
+        BODY;                                                                                                          \
     }
     float acc = 0.0f;
     switch (op) {
-    case RT_RX_MAX: acc = -INFINITY; RX_FOR(acc = v > acc ? v : acc) return acc;
-    case RT_RX_MIN: acc = INFINITY; RX_FOR(acc = v < acc ? v : acc) return acc;
-    case RT_RX_PROD: acc = 1.0f; RX_FOR(acc *= v) return acc;
+    case RT_RX_MAX:
+        acc = -INFINITY;
+        RX_FOR(acc = v > acc ? v : acc)
+        return acc;
+    case RT_RX_MIN:
+        acc = INFINITY;
+        RX_FOR(acc = v < acc ? v : acc)
+        return acc;
+    case RT_RX_PROD:
+        acc = 1.0f;
+        RX_FOR(acc *= v)
+        return acc;
     case RT_RX_L1: RX_FOR(acc += fabsf(v)) return acc;
     case RT_RX_L2: RX_FOR(acc += v * v) return sqrtf(acc);
     case RT_RX_SUM_SQUARE: RX_FOR(acc += v * v) return acc;
@@ -244,12 +277,14 @@ static int32_t red_i32(int op, const int32_t *x, const RedWalk *w, int64_t base)
         case RT_RX_MIN: ext = v < ext ? v : ext; break;
         case RT_RX_PROD: acc *= (uint32_t)v; break;
         case RT_RX_L1: acc += v < 0 ? 0u - (uint32_t)v : (uint32_t)v; break;
-        case RT_RX_SUM_SQUARE: case RT_RX_L2: acc += (uint32_t)v * (uint32_t)v; break;
+        case RT_RX_SUM_SQUARE:
+        case RT_RX_L2: acc += (uint32_t)v * (uint32_t)v; break;
         default: acc += (uint32_t)v; break;
         }
     }
     switch (op) {
-    case RT_RX_MAX: case RT_RX_MIN: return ext;
+    case RT_RX_MAX:
+    case RT_RX_MIN: return ext;
     case RT_RX_MEAN: return (int32_t)((double)(int32_t)acc / (double)n); /* wraps like the sum, truncates */
     case RT_RX_L2: return (int32_t)sqrt((double)acc);
     case RT_RX_LOG_SUM: return (int32_t)log((double)(int32_t)acc);
@@ -281,9 +316,12 @@ static void rt_k_reducex(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     for (int64_t o = lo; o < hi; o++) {
         int64_t base = 0, t = o;
         for (int i = 0; i < w.nk; i++) base += (t % w.kd[i]) * w.ks[i], t /= w.kd[i];
-        if (arg) ((int32_t *)OUT(0))[o] = red_arg(rop, IN(0), f32, &w, base);
-        else if (f32) ((float *)OUT(0))[o] = red_f32(rop, IN(0), &w, base);
-        else ((int32_t *)OUT(0))[o] = red_i32(rop, IN(0), &w, base);
+        if (arg)
+            ((int32_t *)OUT(0))[o] = red_arg(rop, IN(0), f32, &w, base);
+        else if (f32)
+            ((float *)OUT(0))[o] = red_f32(rop, IN(0), &w, base);
+        else
+            ((int32_t *)OUT(0))[o] = red_i32(rop, IN(0), &w, base);
     }
 }
 

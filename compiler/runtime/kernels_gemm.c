@@ -78,7 +78,8 @@ static __attribute__((noinline)) void tile_store(const Epi *e, int64_t m0, int m
          * columns at a time, and each column stored as rows 0-3 and 4-5:
          * one gather per column (7% of a GPT-2 prefill in perf) made prefill
          * 2.2-3.2% slower (paired runs), mr scalar stores more. */
-        const __mmask8 klo = (__mmask8)((1u << (mr < 4 ? mr : 4)) - 1), khi = (__mmask8)((1u << (mr > 4 ? mr - 4 : 0)) - 1);
+        const __mmask8 klo = (__mmask8)((1u << (mr < 4 ? mr : 4)) - 1),
+                       khi = (__mmask8)((1u << (mr > 4 ? mr - 4 : 0)) - 1);
         for (int j = 0; j < 4; j++) {
             if (!msk[j]) continue;
             int64_t n = n0 + 16 * j;
@@ -91,24 +92,28 @@ static __attribute__((noinline)) void tile_store(const Epi *e, int64_t m0, int m
             __m512 q[4], p[4];
             for (int h = 0; h < 2; h++) {
                 __m512 t0 = _mm512_unpacklo_ps(a[4 * h], a[4 * h + 1]), t1 = _mm512_unpackhi_ps(a[4 * h], a[4 * h + 1]);
-                __m512 t2 = _mm512_unpacklo_ps(a[4 * h + 2], a[4 * h + 3]), t3 = _mm512_unpackhi_ps(a[4 * h + 2], a[4 * h + 3]);
+                __m512 t2 = _mm512_unpacklo_ps(a[4 * h + 2], a[4 * h + 3]),
+                       t3 = _mm512_unpackhi_ps(a[4 * h + 2], a[4 * h + 3]);
                 __m512 *d = h ? p : q;
                 d[0] = _mm512_shuffle_ps(t0, t2, 0x44), d[1] = _mm512_shuffle_ps(t0, t2, 0xEE);
                 d[2] = _mm512_shuffle_ps(t1, t3, 0x44), d[3] = _mm512_shuffle_ps(t1, t3, 0xEE);
             }
             int cnt = __builtin_popcount(msk[j]);
-#define STORE_LANE(L)                                                                              \
-    for (int i = 0; i < 4 && 4 * (L) + i < cnt; i++) {                                             \
-        int64_t c = n + 4 * (L) + i;                                                               \
-        __m128 lo = _mm512_extractf32x4_ps(q[i], L), hi = _mm512_extractf32x4_ps(p[i], L);        \
-        if (e->res) {                                                                              \
-            lo = _mm_add_ps(lo, _mm_maskz_loadu_ps(klo, e->res + m0 + c * e->rn));                 \
-            hi = _mm_add_ps(hi, _mm_maskz_loadu_ps(khi, e->res + m0 + 4 + c * e->rn));             \
-        }                                                                                          \
-        _mm_mask_storeu_ps(e->y + m0 + c * e->yn, klo, lo);                                        \
-        _mm_mask_storeu_ps(e->y + m0 + 4 + c * e->yn, khi, hi);                                    \
+#define STORE_LANE(L)                                                                                                  \
+    for (int i = 0; i < 4 && 4 * (L) + i < cnt; i++) {                                                                 \
+        int64_t c = n + 4 * (L) + i;                                                                                   \
+        __m128 lo = _mm512_extractf32x4_ps(q[i], L), hi = _mm512_extractf32x4_ps(p[i], L);                             \
+        if (e->res) {                                                                                                  \
+            lo = _mm_add_ps(lo, _mm_maskz_loadu_ps(klo, e->res + m0 + c * e->rn));                                     \
+            hi = _mm_add_ps(hi, _mm_maskz_loadu_ps(khi, e->res + m0 + 4 + c * e->rn));                                 \
+        }                                                                                                              \
+        _mm_mask_storeu_ps(e->y + m0 + c * e->yn, klo, lo);                                                            \
+        _mm_mask_storeu_ps(e->y + m0 + 4 + c * e->yn, khi, hi);                                                        \
     }
-            STORE_LANE(0) STORE_LANE(1) STORE_LANE(2) STORE_LANE(3)
+            STORE_LANE(0)
+            STORE_LANE(1)
+            STORE_LANE(2)
+            STORE_LANE(3)
 #undef STORE_LANE
         }
         return;
@@ -129,34 +134,34 @@ static __attribute__((noinline)) void tile_store(const Epi *e, int64_t m0, int m
 /* One mr×64 tile.  The accumulators are named variables, not an array: GCC
  * keeps an array of them in memory and stores it every iteration. */
 #define ACC_DECL(r) __m512 c##r##0 = z, c##r##1 = z, c##r##2 = z, c##r##3 = z
-#define ACC_LOAD(r)                                \
-    if (mr > r) {                                  \
-        c##r##0 = _mm512_loadu_ps(pin[r]);         \
-        c##r##1 = _mm512_loadu_ps(pin[r] + 16);    \
-        c##r##2 = _mm512_loadu_ps(pin[r] + 32);    \
-        c##r##3 = _mm512_loadu_ps(pin[r] + 48);    \
+#define ACC_LOAD(r)                                                                                                    \
+    if (mr > r) {                                                                                                      \
+        c##r##0 = _mm512_loadu_ps(pin[r]);                                                                             \
+        c##r##1 = _mm512_loadu_ps(pin[r] + 16);                                                                        \
+        c##r##2 = _mm512_loadu_ps(pin[r] + 32);                                                                        \
+        c##r##3 = _mm512_loadu_ps(pin[r] + 48);                                                                        \
     }
-#define ACC_FMA(r)                                          \
-    if (mr > r) {                                           \
-        __m512 av = _mm512_set1_ps(ap[r * am]);             \
-        c##r##0 = _mm512_fmadd_ps(av, b0, c##r##0);         \
-        c##r##1 = _mm512_fmadd_ps(av, b1, c##r##1);         \
-        c##r##2 = _mm512_fmadd_ps(av, b2, c##r##2);         \
-        c##r##3 = _mm512_fmadd_ps(av, b3, c##r##3);         \
+#define ACC_FMA(r)                                                                                                     \
+    if (mr > r) {                                                                                                      \
+        __m512 av = _mm512_set1_ps(ap[r * am]);                                                                        \
+        c##r##0 = _mm512_fmadd_ps(av, b0, c##r##0);                                                                    \
+        c##r##1 = _mm512_fmadd_ps(av, b1, c##r##1);                                                                    \
+        c##r##2 = _mm512_fmadd_ps(av, b2, c##r##2);                                                                    \
+        c##r##3 = _mm512_fmadd_ps(av, b3, c##r##3);                                                                    \
     }
-#define ACC_STORE(r)                              \
-    if (mr > r) {                                 \
-        _mm512_storeu_ps(t[r], c##r##0);          \
-        _mm512_storeu_ps(t[r] + 16, c##r##1);     \
-        _mm512_storeu_ps(t[r] + 32, c##r##2);     \
-        _mm512_storeu_ps(t[r] + 48, c##r##3);     \
+#define ACC_STORE(r)                                                                                                   \
+    if (mr > r) {                                                                                                      \
+        _mm512_storeu_ps(t[r], c##r##0);                                                                               \
+        _mm512_storeu_ps(t[r] + 16, c##r##1);                                                                          \
+        _mm512_storeu_ps(t[r] + 32, c##r##2);                                                                          \
+        _mm512_storeu_ps(t[r] + 48, c##r##3);                                                                          \
     }
-
 
 /* pin: partial sums to start from (NULL: zero); pout: where to leave the
  * sums for the next k-block (NULL: this is the last, run the epilogue). */
-static inline __attribute__((always_inline)) void tile(const Opnd *o, int64_t m0, int mr, int64_t n0, int nc, const Epi *e,
-                                                       int f16, const float (*pin)[NR], float (*pout)[NR]) {
+static inline __attribute__((always_inline)) void tile(const Opnd *o, int64_t m0, int mr, int64_t n0, int nc,
+                                                       const Epi *e, int f16, const float (*pin)[NR],
+                                                       float (*pout)[NR]) {
     __mmask16 msk[4];
     for (int j = 0; j < 4; j++) {
         int c = nc - 16 * j;
@@ -164,9 +169,19 @@ static inline __attribute__((always_inline)) void tile(const Opnd *o, int64_t m0
     }
     const __mmask16 k0 = msk[0], k1 = msk[1], k2 = msk[2], k3 = msk[3];
     const __m512 z = _mm512_setzero_ps();
-    ACC_DECL(0); ACC_DECL(1); ACC_DECL(2); ACC_DECL(3); ACC_DECL(4); ACC_DECL(5);
+    ACC_DECL(0);
+    ACC_DECL(1);
+    ACC_DECL(2);
+    ACC_DECL(3);
+    ACC_DECL(4);
+    ACC_DECL(5);
     if (pin) {
-        ACC_LOAD(0) ACC_LOAD(1) ACC_LOAD(2) ACC_LOAD(3) ACC_LOAD(4) ACC_LOAD(5)
+        ACC_LOAD(0)
+        ACC_LOAD(1)
+        ACC_LOAD(2)
+        ACC_LOAD(3)
+        ACC_LOAD(4)
+        ACC_LOAD(5)
     }
     const int64_t am = o->am, ak = o->ak, ldb = o->ldb, kn = o->k;
     const void *pb0 = o->b0, *pb1 = o->b1;
@@ -186,26 +201,39 @@ static inline __attribute__((always_inline)) void tile(const Opnd *o, int64_t m0
         __m512 b0 = load_b(pb0, bo, k0, f16), b1 = load_b(pb0, bo + 16, k1, f16);
         __m512 b2 = load_b(pb1, bo, k2, f16), b3 = load_b(pb1, bo + 16, k3, f16);
         const float *ap = a + kk * ak;
-        ACC_FMA(0) ACC_FMA(1) ACC_FMA(2) ACC_FMA(3) ACC_FMA(4) ACC_FMA(5)
+        ACC_FMA(0)
+        ACC_FMA(1)
+        ACC_FMA(2)
+        ACC_FMA(3)
+        ACC_FMA(4)
+        ACC_FMA(5)
     }
     float tl[MR][NR], (*t)[NR] = pout ? pout : tl;
-    ACC_STORE(0) ACC_STORE(1) ACC_STORE(2) ACC_STORE(3) ACC_STORE(4) ACC_STORE(5)
+    ACC_STORE(0)
+    ACC_STORE(1)
+    ACC_STORE(2)
+    ACC_STORE(3)
+    ACC_STORE(4)
+    ACC_STORE(5)
     if (!pout) tile_store(e, m0, mr, n0, msk, (const float(*)[NR])t);
 }
 
-#define TILE_CASES(F16)                                     \
-    switch (mr) {                                           \
-    case 6: tile(o, m0, 6, n0, nc, e, F16, pin, pout); break;  \
-    case 5: tile(o, m0, 5, n0, nc, e, F16, pin, pout); break;  \
-    case 4: tile(o, m0, 4, n0, nc, e, F16, pin, pout); break;  \
-    case 3: tile(o, m0, 3, n0, nc, e, F16, pin, pout); break;  \
-    case 2: tile(o, m0, 2, n0, nc, e, F16, pin, pout); break;  \
-    default: tile(o, m0, 1, n0, nc, e, F16, pin, pout); break; \
+#define TILE_CASES(F16)                                                                                                \
+    switch (mr) {                                                                                                      \
+    case 6: tile(o, m0, 6, n0, nc, e, F16, pin, pout); break;                                                          \
+    case 5: tile(o, m0, 5, n0, nc, e, F16, pin, pout); break;                                                          \
+    case 4: tile(o, m0, 4, n0, nc, e, F16, pin, pout); break;                                                          \
+    case 3: tile(o, m0, 3, n0, nc, e, F16, pin, pout); break;                                                          \
+    case 2: tile(o, m0, 2, n0, nc, e, F16, pin, pout); break;                                                          \
+    default: tile(o, m0, 1, n0, nc, e, F16, pin, pout); break;                                                         \
     }
 
 static void tile_any(const Opnd *o, int64_t m0, int mr, int64_t n0, int nc, const Epi *e, const float (*pin)[NR],
                      float (*pout)[NR]) {
-    if (o->f16) TILE_CASES(1) else TILE_CASES(0)
+    if (o->f16)
+        TILE_CASES(1)
+    else
+        TILE_CASES(0)
 }
 #else
 /* ---- AVX2, NEON and scalar: the tile's sums land in t[mr][64], then one
@@ -264,28 +292,38 @@ static inline __attribute__((always_inline)) RtV load_bv(const void *base, int64
 }
 
 #define GACC_DECL(r) RtV c##r##0 = z, c##r##1 = z, c##r##2 = z, c##r##3 = z
-#define GACC_IO(r, OP)                                         \
-    if (mr > r) {                                              \
-        OP(c##r##0, 0, r);                                     \
-        if (GV > 1) OP(c##r##1, 1, r);                         \
-        if (GV > 2) OP(c##r##2, 2, r), OP(c##r##3, 3, r);      \
+#define GACC_IO(r, OP)                                                                                                 \
+    if (mr > r) {                                                                                                      \
+        OP(c##r##0, 0, r);                                                                                             \
+        if (GV > 1) OP(c##r##1, 1, r);                                                                                 \
+        if (GV > 2) OP(c##r##2, 2, r), OP(c##r##3, 3, r);                                                              \
     }
-#define GLOAD(acc, j, r) (acc = v_load(pin[r] + c0 + (j) * RT_VL))
-#define GSTORE(acc, j, r) v_store(t[r] + c0 + (j) * RT_VL, acc)
-#define GACC_FMA(r)                                                          \
-    if (mr > r) {                                                            \
-        RtV av = v_set1(ap[r * am]);                                         \
-        c##r##0 = v_fma(av, b0, c##r##0);                                    \
-        if (GV > 1) c##r##1 = v_fma(av, b1, c##r##1);                        \
-        if (GV > 2) c##r##2 = v_fma(av, b2, c##r##2), c##r##3 = v_fma(av, b3, c##r##3); \
+#define GLOAD(acc, j, r)  (acc = v_load(pin[r] + c0 + (j)*RT_VL))
+#define GSTORE(acc, j, r) v_store(t[r] + c0 + (j)*RT_VL, acc)
+#define GACC_FMA(r)                                                                                                    \
+    if (mr > r) {                                                                                                      \
+        RtV av = v_set1(ap[r * am]);                                                                                   \
+        c##r##0 = v_fma(av, b0, c##r##0);                                                                              \
+        if (GV > 1) c##r##1 = v_fma(av, b1, c##r##1);                                                                  \
+        if (GV > 2) c##r##2 = v_fma(av, b2, c##r##2), c##r##3 = v_fma(av, b3, c##r##3);                                \
     }
 
 static inline __attribute__((always_inline)) void group(const Opnd *o, int64_t m0, int mr, int c0, int f16,
                                                         const float (*pin)[NR], float (*t)[NR]) {
     const RtV z = v_zero();
-    GACC_DECL(0); GACC_DECL(1); GACC_DECL(2); GACC_DECL(3); GACC_DECL(4); GACC_DECL(5);
+    GACC_DECL(0);
+    GACC_DECL(1);
+    GACC_DECL(2);
+    GACC_DECL(3);
+    GACC_DECL(4);
+    GACC_DECL(5);
     if (pin) {
-        GACC_IO(0, GLOAD) GACC_IO(1, GLOAD) GACC_IO(2, GLOAD) GACC_IO(3, GLOAD) GACC_IO(4, GLOAD) GACC_IO(5, GLOAD)
+        GACC_IO(0, GLOAD)
+        GACC_IO(1, GLOAD)
+        GACC_IO(2, GLOAD)
+        GACC_IO(3, GLOAD)
+        GACC_IO(4, GLOAD)
+        GACC_IO(5, GLOAD)
     }
     const void *pb = c0 < 32 ? o->b0 : o->b1;
     const int64_t am = o->am, ak = o->ak, ldb = o->ldb, kn = o->k, j0 = c0 & 31;
@@ -301,22 +339,39 @@ static inline __attribute__((always_inline)) void group(const Opnd *o, int64_t m
         if (GV > 1) b1 = load_bv(pb, bo + RT_VL, f16);
         if (GV > 2) b2 = load_bv(pb, bo + 2 * RT_VL, f16), b3 = load_bv(pb, bo + 3 * RT_VL, f16);
         const float *ap = a + kk * ak;
-        GACC_FMA(0) GACC_FMA(1) GACC_FMA(2) GACC_FMA(3) GACC_FMA(4) GACC_FMA(5)
+        GACC_FMA(0)
+        GACC_FMA(1)
+        GACC_FMA(2)
+        GACC_FMA(3)
+        GACC_FMA(4)
+        GACC_FMA(5)
     }
-    GACC_IO(0, GSTORE) GACC_IO(1, GSTORE) GACC_IO(2, GSTORE) GACC_IO(3, GSTORE) GACC_IO(4, GSTORE) GACC_IO(5, GSTORE)
+    GACC_IO(0, GSTORE)
+    GACC_IO(1, GSTORE)
+    GACC_IO(2, GSTORE)
+    GACC_IO(3, GSTORE)
+    GACC_IO(4, GSTORE)
+    GACC_IO(5, GSTORE)
 }
 
 /* One row across the whole 64-column panel (a GEMV, decode's case): one
  * pass over each K row's bytes, RV accumulators. */
-#define R_DECL(j) RtV s##j = pin ? v_load(pin[0] + (j) * RT_VL) : z
-#define R_FMA(j)                                                                                                     \
-    if (RV > j) s##j = v_fma(av, load_bv((j) * RT_VL < 32 ? o->b0 : o->b1, bo + ((j) * RT_VL & 31), f16), s##j)
-#define R_STORE(j) \
-    if (RV > j) v_store(t[0] + (j) * RT_VL, s##j)
+#define R_DECL(j) RtV s##j = pin ? v_load(pin[0] + (j)*RT_VL) : z
+#define R_FMA(j)                                                                                                       \
+    if (RV > j) s##j = v_fma(av, load_bv((j)*RT_VL < 32 ? o->b0 : o->b1, bo + ((j)*RT_VL & 31), f16), s##j)
+#define R_STORE(j)                                                                                                     \
+    if (RV > j) v_store(t[0] + (j)*RT_VL, s##j)
 static inline __attribute__((always_inline)) void row64(const Opnd *o, int64_t m0, int f16, const float (*pin)[NR],
                                                         float (*t)[NR]) {
     const RtV z = v_zero();
-    R_DECL(0); R_DECL(1); R_DECL(2); R_DECL(3); R_DECL(4); R_DECL(5); R_DECL(6); R_DECL(7);
+    R_DECL(0);
+    R_DECL(1);
+    R_DECL(2);
+    R_DECL(3);
+    R_DECL(4);
+    R_DECL(5);
+    R_DECL(6);
+    R_DECL(7);
     RtV s8 = z, s9 = z, s10 = z, s11 = z, s12 = z, s13 = z, s14 = z, s15 = z;
     if (RV > 8 && pin) {
         s8 = v_load(pin[0] + 8 * RT_VL), s9 = v_load(pin[0] + 9 * RT_VL), s10 = v_load(pin[0] + 10 * RT_VL);
@@ -331,33 +386,66 @@ static inline __attribute__((always_inline)) void row64(const Opnd *o, int64_t m
         __builtin_prefetch((const char *)o->b0 + (size_t)(bo + B_AHEAD * ldb) * es);
         __builtin_prefetch((const char *)o->b1 + (size_t)(bo + B_AHEAD * ldb) * es);
         RtV av = v_set1(a[kk * ak]);
-        R_FMA(0); R_FMA(1); R_FMA(2); R_FMA(3); R_FMA(4); R_FMA(5); R_FMA(6); R_FMA(7);
-        R_FMA(8); R_FMA(9); R_FMA(10); R_FMA(11); R_FMA(12); R_FMA(13); R_FMA(14); R_FMA(15);
+        R_FMA(0);
+        R_FMA(1);
+        R_FMA(2);
+        R_FMA(3);
+        R_FMA(4);
+        R_FMA(5);
+        R_FMA(6);
+        R_FMA(7);
+        R_FMA(8);
+        R_FMA(9);
+        R_FMA(10);
+        R_FMA(11);
+        R_FMA(12);
+        R_FMA(13);
+        R_FMA(14);
+        R_FMA(15);
     }
-    R_STORE(0); R_STORE(1); R_STORE(2); R_STORE(3); R_STORE(4); R_STORE(5); R_STORE(6); R_STORE(7);
-    R_STORE(8); R_STORE(9); R_STORE(10); R_STORE(11); R_STORE(12); R_STORE(13); R_STORE(14); R_STORE(15);
+    R_STORE(0);
+    R_STORE(1);
+    R_STORE(2);
+    R_STORE(3);
+    R_STORE(4);
+    R_STORE(5);
+    R_STORE(6);
+    R_STORE(7);
+    R_STORE(8);
+    R_STORE(9);
+    R_STORE(10);
+    R_STORE(11);
+    R_STORE(12);
+    R_STORE(13);
+    R_STORE(14);
+    R_STORE(15);
 }
 
-#define GROUP_CASES(F16)                                         \
-    switch (mr) {                                                \
-    case 6: group(o, m0, 6, c0, F16, pin, t); break;             \
-    case 5: group(o, m0, 5, c0, F16, pin, t); break;             \
-    case 4: group(o, m0, 4, c0, F16, pin, t); break;             \
-    case 3: group(o, m0, 3, c0, F16, pin, t); break;             \
-    case 2: group(o, m0, 2, c0, F16, pin, t); break;             \
-    default: group(o, m0, 1, c0, F16, pin, t); break;            \
+#define GROUP_CASES(F16)                                                                                               \
+    switch (mr) {                                                                                                      \
+    case 6: group(o, m0, 6, c0, F16, pin, t); break;                                                                   \
+    case 5: group(o, m0, 5, c0, F16, pin, t); break;                                                                   \
+    case 4: group(o, m0, 4, c0, F16, pin, t); break;                                                                   \
+    case 3: group(o, m0, 3, c0, F16, pin, t); break;                                                                   \
+    case 2: group(o, m0, 2, c0, F16, pin, t); break;                                                                   \
+    default: group(o, m0, 1, c0, F16, pin, t); break;                                                                  \
     }
 
 /* The tile's sums in vector groups; columns past the last full group, plain. */
 static void sums(const Opnd *o, int64_t m0, int mr, int nc, const float (*pin)[NR], float (*t)[NR]) {
     if (mr == 1 && nc == NR) {
-        if (o->f16) row64(o, m0, 1, pin, t);
-        else row64(o, m0, 0, pin, t);
+        if (o->f16)
+            row64(o, m0, 1, pin, t);
+        else
+            row64(o, m0, 0, pin, t);
         return;
     }
     int c0 = 0;
     for (; c0 + GW <= nc; c0 += GW)
-        if (o->f16) GROUP_CASES(1) else GROUP_CASES(0)
+        if (o->f16)
+            GROUP_CASES(1)
+        else
+            GROUP_CASES(0)
     if (c0 < nc) sums_scalar(o, m0, mr, c0, nc, pin, t);
 }
 #else
@@ -474,7 +562,8 @@ static void gemm_range(const Opnd *base, const void *b, int64_t panel_stride, in
         for (int64_t n = n0; n < n1; n += NR) {
             Opnd o = panel_opnd(base, b, panel_stride, n_total, n);
             int nc = n1 - n < NR ? (int)(n1 - n) : NR;
-            for (int64_t m = m0; m < m1; m += MR) tile_any(&o, m, m1 - m < MR ? (int)(m1 - m) : MR, n, nc, e, NULL, NULL);
+            for (int64_t m = m0; m < m1; m += MR)
+                tile_any(&o, m, m1 - m < MR ? (int)(m1 - m) : MR, n, nc, e, NULL, NULL);
         }
         return;
     }
@@ -500,10 +589,12 @@ static void gemm_range(const Opnd *base, const void *b, int64_t panel_stride, in
                         Opnd o = panel_opnd(base, b, panel_stride, n_total, n);
                         /* next: this K-block of the group's next panel, else the next K-block of its first */
                         const char *nx = NULL;
-                        if (n + NR < ge) nx = (const char *)o.b0 + (size_t)(panel_stride + k0 * RT_PANEL) * es;
+                        if (n + NR < ge)
+                            nx = (const char *)o.b0 + (size_t)(panel_stride + k0 * RT_PANEL) * es;
                         else if (k0 + kl < base->k)
                             nx = (const char *)b + (size_t)(g / RT_PANEL * panel_stride + (k0 + kl) * RT_PANEL) * es;
-                        else if (ge < n1) nx = (const char *)b + (size_t)(ge / RT_PANEL * panel_stride) * es;
+                        else if (ge < n1)
+                            nx = (const char *)b + (size_t)(ge / RT_PANEL * panel_stride) * es;
                         kblock(&o, k0, kl, mb, mbe, n, n1 - n < NR ? (int)(n1 - n) : NR, e,
                                (float(*)[NR])(acc + (size_t)((n - g) / NR * mbs * NR)), wide, nx, nlen);
                     }
@@ -524,8 +615,10 @@ static void gemm_range(const Opnd *base, const void *b, int64_t panel_stride, in
                 kl = kblock_len(base->k, k0, KC);
                 /* next: the panel's next K-block, or the next panel's first */
                 const char *nx = NULL;
-                if (k0 + kl < base->k) nx = (const char *)o.b0 + (size_t)((k0 + kl) * o.ldb) * es;
-                else if (n + NR < n1 && panel_stride) nx = (const char *)o.b0 + (size_t)panel_stride * es;
+                if (k0 + kl < base->k)
+                    nx = (const char *)o.b0 + (size_t)((k0 + kl) * o.ldb) * es;
+                else if (n + NR < n1 && panel_stride)
+                    nx = (const char *)o.b0 + (size_t)panel_stride * es;
                 kblock(&o, k0, kl, mb, mbe, n, nc, e, part, wide, nx, (size_t)(KC * o.ldb) * es);
             }
         }
@@ -703,7 +796,8 @@ static float dot_any(const float *a, const void *x, bool f16, int64_t n) {
     for (; i + 32 <= n; i += 32) {
         _mm_prefetch((const char *)(h + i) + KV_AHEAD, _MM_HINT_T0);
         v0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + i))), v0);
-        v1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + i + 16))), v1);
+        v1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16),
+                             _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + i + 16))), v1);
     }
     s = _mm512_reduce_add_ps(_mm512_add_ps(v0, v1));
 #elif defined(RT_VL)
@@ -728,8 +822,8 @@ typedef struct {
 
 /* Where the K or V rows (rows × s positions, es bytes each) of the query
  * unit u's kv head begin: the kernel's and the prefetch's one mapping. */
-static const unsigned char *kv_rows(const unsigned char *base, int64_t u, int64_t H, int64_t L, int64_t Hk, int64_t rows,
-                                    int64_t s, size_t es) {
+static const unsigned char *kv_rows(const unsigned char *base, int64_t u, int64_t H, int64_t L, int64_t Hk,
+                                    int64_t rows, int64_t s, size_t es) {
     int64_t b = u / (H * L), hk = u / L % H / (H / Hk);
     return base + (size_t)((b * Hk + hk) * rows * s) * es;
 }
@@ -746,8 +840,12 @@ static void attention_kv(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     KvPart part[2];
     for (int i = 0; i < np; i++) {
         const RtBuf *kb = &ex->bufs[op->in[1 + 2 * i]], *vb = &ex->bufs[op->in[2 + 2 * i]];
-        part[i] = (KvPart){.k = ex->ptr[op->in[1 + 2 * i]], .v = ex->ptr[op->in[2 + 2 * i]], .kf16 = kb->dtype == RT_F16,
-                           .vf16 = vb->dtype == RT_F16, .s = kb->numel / (B * Hk * E), .off = S};
+        part[i] = (KvPart){.k = ex->ptr[op->in[1 + 2 * i]],
+                           .v = ex->ptr[op->in[2 + 2 * i]],
+                           .kf16 = kb->dtype == RT_F16,
+                           .vf16 = vb->dtype == RT_F16,
+                           .s = kb->numel / (B * Hk * E),
+                           .off = S};
         S += part[i].s;
     }
     const float *mask = p->has_mask ? ex->ptr[op->in[1 + 2 * np]] : NULL;
@@ -877,4 +975,3 @@ static void rt_k_attention(RtExec *ex, const RtOpRec *op, int ith, int nth) {
         gemm_range(&pv, v + (b * Hk + hk) * S * Ev, 0, Ev, 0, lb, 0, Ev, &eo, NULL);
     }
 }
-

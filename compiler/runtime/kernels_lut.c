@@ -11,8 +11,8 @@
 
 enum { LUT_MB = 4, LUT_CHUNK = 128 }; /* rows of x per pass (accumulators in registers); AVX-512 chunk */
 
-static void lut_scalar(const uint8_t *ix, const float *pal, int bits, int64_t k0, int64_t k1, const float *x, int64_t ldx,
-                       int mr, float *acc) {
+static void lut_scalar(const uint8_t *ix, const float *pal, int bits, int64_t k0, int64_t k1, const float *x,
+                       int64_t ldx, int mr, float *acc) {
     for (int64_t k = k0; k < k1; k++) {
         unsigned id = bits == 8 ? ix[k] : (unsigned)(ix[k >> 1] >> ((k & 1) * 4)) & 15u;
         float w = pal[id];
@@ -29,8 +29,8 @@ static void lut4_permute_x(const float *x, float *xp, int64_t k) {
 }
 
 /* Columns [k0, k1) (multiples of 128) of one row of 4-bit indices. */
-static void lut4_avx512(const uint8_t *ix, const float *pal, int64_t k0, int64_t k1, const float *xp, int64_t ldx, int mr,
-                        float *acc) {
+static void lut4_avx512(const uint8_t *ix, const float *pal, int64_t k0, int64_t k1, const float *xp, int64_t ldx,
+                        int mr, float *acc) {
     __m512 lz = _mm512_loadu_ps(pal), a[LUT_MB][2];
     if (mr == 1) { /* decode: one row of x, four accumulators in registers */
         __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;

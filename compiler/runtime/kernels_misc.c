@@ -11,9 +11,9 @@
 #include "rt_internal.h"
 #include "rt_math.h"
 
-#define IN(i) (ex->ptr[op->in[i]])
-#define OUT(i) (ex->ptr[op->out[i]])
-#define BUF_IN(i) (&ex->bufs[op->in[i]])
+#define IN(i)      (ex->ptr[op->in[i]])
+#define OUT(i)     (ex->ptr[op->out[i]])
+#define BUF_IN(i)  (&ex->bufs[op->in[i]])
 #define BUF_OUT(i) (&ex->bufs[op->out[i]])
 
 static void split(int64_t n, int ith, int nth, int64_t *lo, int64_t *hi) {
@@ -25,9 +25,12 @@ static void split(int64_t n, int ith, int nth, int64_t *lo, int64_t *hi) {
 static void view3(const RtBuf *x, int a0, int a1, int64_t *outer, int64_t *c, int64_t *inner) {
     *outer = *c = *inner = 1;
     for (int i = 0; i < (int)x->rank; i++) {
-        if (i < a0) *outer *= x->dims[i];
-        else if (i < a1) *c *= x->dims[i];
-        else *inner *= x->dims[i];
+        if (i < a0)
+            *outer *= x->dims[i];
+        else if (i < a1)
+            *c *= x->dims[i];
+        else
+            *inner *= x->dims[i];
     }
 }
 
@@ -160,17 +163,17 @@ static void bcast_row(const Bcast *bc, int64_t r, int n, int64_t *off) {
     }
 }
 
-#define BIN_LOOP(T, EXPR)                                                             \
-    for (int64_t j = 0; j < w; j++) {                                                 \
-        T av = a[j * sa], bv = b[j * sb];                                             \
-        c[j] = (EXPR);                                                                \
+#define BIN_LOOP(T, EXPR)                                                                                              \
+    for (int64_t j = 0; j < w; j++) {                                                                                  \
+        T av = a[j * sa], bv = b[j * sb];                                                                              \
+        c[j] = (EXPR);                                                                                                 \
     }
 
 static void bin_row_f32(int op, const float *a, int64_t sa, const float *b, int64_t sb, float *c, int64_t w) {
     switch (op) {
     case RT_BIN_ADD: BIN_LOOP(float, av + bv) break;
     case RT_BIN_SUB: BIN_LOOP(float, av - bv) break;
-    case RT_BIN_MUL: BIN_LOOP(float, av * bv) break;
+    case RT_BIN_MUL: BIN_LOOP(float, av *bv) break;
     case RT_BIN_DIV: BIN_LOOP(float, av / bv) break;
     case RT_BIN_POW: BIN_LOOP(float, powf(av, bv)) break;
     case RT_BIN_MAX: BIN_LOOP(float, av > bv ? av : bv) break;
@@ -202,9 +205,11 @@ static void rt_k_binary(RtExec *ex, const RtOpRec *op, int ith, int nth) {
         int64_t off[2];
         bcast_row(&bc, r, 2, off);
         if (cb->dtype == RT_F32)
-            bin_row_f32(op->p.bin.op, (const float *)IN(0) + off[0], sa, (const float *)IN(1) + off[1], sb, (float *)OUT(0) + r * w, w);
+            bin_row_f32(op->p.bin.op, (const float *)IN(0) + off[0], sa, (const float *)IN(1) + off[1], sb,
+                        (float *)OUT(0) + r * w, w);
         else
-            bin_row_i32(op->p.bin.op, (const int32_t *)IN(0) + off[0], sa, (const int32_t *)IN(1) + off[1], sb, (int32_t *)OUT(0) + r * w, w);
+            bin_row_i32(op->p.bin.op, (const int32_t *)IN(0) + off[0], sa, (const int32_t *)IN(1) + off[1], sb,
+                        (int32_t *)OUT(0) + r * w, w);
     }
 }
 
@@ -221,7 +226,8 @@ static void rt_k_select(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     for (int64_t r = r0; r < r1; r++) {
         int64_t off[3];
         bcast_row(&bc, r, 3, off);
-        const unsigned char *a = (const unsigned char *)IN(1) + off[1] * es, *b = (const unsigned char *)IN(2) + off[2] * es;
+        const unsigned char *a = (const unsigned char *)IN(1) + off[1] * es,
+                            *b = (const unsigned char *)IN(2) + off[2] * es;
         unsigned char *y = (unsigned char *)OUT(0) + r * w * es;
         for (int64_t j = 0; j < w; j++)
             memcpy(y + j * es, cond[off[0] + j * s[0]] ? a + j * s[1] * es : b + j * s[2] * es, es);
@@ -237,15 +243,33 @@ static void rt_k_unary(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     float eps = op->p.un.eps;
     int act = -1;
     switch (op->p.un.op) {
-    case RT_UN_RSQRT: for (int64_t i = lo; i < hi; i++) y[i] = 1.0f / sqrtf(x[i] + eps); return;
-    case RT_UN_SQRT: for (int64_t i = lo; i < hi; i++) y[i] = sqrtf(x[i]); return;
-    case RT_UN_EXP: if (hi > lo) rt_exp_row(x + lo, y + lo, hi - lo, 0.0f); return;
-    case RT_UN_TANH: for (int64_t i = lo; i < hi; i++) y[i] = tanhf(x[i]); return;
-    case RT_UN_SIGMOID: for (int64_t i = lo; i < hi; i++) y[i] = 1.0f / (1.0f + expf(-x[i])); return;
-    case RT_UN_NEG: for (int64_t i = lo; i < hi; i++) y[i] = -x[i]; return;
-    case RT_UN_ABS: for (int64_t i = lo; i < hi; i++) y[i] = fabsf(x[i]); return;
-    case RT_UN_LOG: for (int64_t i = lo; i < hi; i++) y[i] = logf(x[i]); return;
-    case RT_UN_SCALE: for (int64_t i = lo; i < hi; i++) y[i] = x[i] * eps; return;
+    case RT_UN_RSQRT:
+        for (int64_t i = lo; i < hi; i++) y[i] = 1.0f / sqrtf(x[i] + eps);
+        return;
+    case RT_UN_SQRT:
+        for (int64_t i = lo; i < hi; i++) y[i] = sqrtf(x[i]);
+        return;
+    case RT_UN_EXP:
+        if (hi > lo) rt_exp_row(x + lo, y + lo, hi - lo, 0.0f);
+        return;
+    case RT_UN_TANH:
+        for (int64_t i = lo; i < hi; i++) y[i] = tanhf(x[i]);
+        return;
+    case RT_UN_SIGMOID:
+        for (int64_t i = lo; i < hi; i++) y[i] = 1.0f / (1.0f + expf(-x[i]));
+        return;
+    case RT_UN_NEG:
+        for (int64_t i = lo; i < hi; i++) y[i] = -x[i];
+        return;
+    case RT_UN_ABS:
+        for (int64_t i = lo; i < hi; i++) y[i] = fabsf(x[i]);
+        return;
+    case RT_UN_LOG:
+        for (int64_t i = lo; i < hi; i++) y[i] = logf(x[i]);
+        return;
+    case RT_UN_SCALE:
+        for (int64_t i = lo; i < hi; i++) y[i] = x[i] * eps;
+        return;
     case RT_UN_SILU: act = RT_ACT_SILU; break;
     case RT_UN_GELU_EXACT: act = RT_ACT_GELU_EXACT; break;
     case RT_UN_GELU_TANH: act = RT_ACT_GELU_TANH; break;
@@ -268,8 +292,10 @@ static void rt_k_reduce(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     int nk = 0, nr = 0;
     int64_t kd[RT_MAX_RANK], ks[RT_MAX_RANK], rd[RT_MAX_RANK], rs[RT_MAX_RANK], st = 1, rcount = 1;
     for (int d = (int)xb->rank - 1; d >= 0; d--) {
-        if (axes >> d & 1) rd[nr] = xb->dims[d], rs[nr++] = st, rcount *= xb->dims[d];
-        else kd[nk] = xb->dims[d], ks[nk++] = st;
+        if (axes >> d & 1)
+            rd[nr] = xb->dims[d], rs[nr++] = st, rcount *= xb->dims[d];
+        else
+            kd[nk] = xb->dims[d], ks[nk++] = st;
         st *= xb->dims[d];
     }
     /* kd/rd are innermost first */
@@ -316,7 +342,8 @@ static void rt_k_copy(RtExec *ex, const RtOpRec *op, int ith, int nth) {
         if (widen) {
             const uint16_t *xs = (const uint16_t *)x + so;
             float *yd = (float *)y + dof;
-            if (ss == 1 && ds == 1) half_to_float_n(xs, yd, (size_t)w);
+            if (ss == 1 && ds == 1)
+                half_to_float_n(xs, yd, (size_t)w);
             else
                 for (int64_t j = 0; j < w; j++) yd[j * ds] = half_to_float(xs[j * ss]);
         } else if (ss == 1 && ds == 1) {
@@ -388,9 +415,9 @@ static void rt_k_cast(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     const void *x = IN(0);
     void *y = OUT(0);
     for (int64_t i = lo; i < hi; i++) {
-        float v = from == RT_F32 ? ((const float *)x)[i]
-                : from == RT_I32 ? (float)((const int32_t *)x)[i]
-                                 : (float)((const uint8_t *)x)[i];
+        float v = from == RT_F32   ? ((const float *)x)[i]
+                  : from == RT_I32 ? (float)((const int32_t *)x)[i]
+                                   : (float)((const uint8_t *)x)[i];
         if (to == RT_F32) {
             ((float *)y)[i] = op->p.cast.round_f16 ? half_to_float(float_to_half(v)) : v;
         } else if (to == RT_I32) {

@@ -23,7 +23,9 @@ static void rt_k_update(RtExec *ex, const RtOpRec *op, int ith, int nth) {
             stride *= yb->dims[a];
         }
         const unsigned char *src = (const unsigned char *)IN(0) + (size_t)(row * w) * es;
-        if (narrow) float_to_half_n((const float *)src, (uint16_t *)OUT(0) + off, (size_t)w);
-        else memcpy((unsigned char *)OUT(0) + (size_t)off * es, src, (size_t)w * es);
+        if (narrow)
+            float_to_half_n((const float *)src, (uint16_t *)OUT(0) + off, (size_t)w);
+        else
+            memcpy((unsigned char *)OUT(0) + (size_t)off * es, src, (size_t)w * es);
     }
 }

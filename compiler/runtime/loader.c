@@ -11,7 +11,11 @@
 enum { RT_MAX_BUFS = 1 << 20, RT_MAX_OPS = 1 << 20 };
 #define RT_MAX_ARENA (UINT64_C(1) << 40)
 
-#define BAD(...) do { rc = rt_errf(err, errlen, RT_EFORMAT, __VA_ARGS__); goto fail; } while (0)
+#define BAD(...)                                                                                                       \
+    do {                                                                                                               \
+        rc = rt_errf(err, errlen, RT_EFORMAT, __VA_ARGS__);                                                            \
+        goto fail;                                                                                                     \
+    } while (0)
 
 static bool io_compatible(uint32_t buf_dtype, uint32_t io) {
     if (buf_dtype == RT_F32) return io == RT_F16 || io == RT_F32;
@@ -24,7 +28,8 @@ static int parse_meta(RtModel *m, const RtSection *s, char *err, size_t errlen) 
     RtMetaHead mh;
     if (s->size < sizeof mh) BAD("meta section too short");
     memcpy(&mh, s->data, sizeof mh);
-    if (mh.nbuf > RT_MAX_BUFS || mh.ninputs > mh.nbuf || mh.noutputs > RT_MAX_BUFS || mh.noutputs == 0 || mh.nstates > mh.nbuf)
+    if (mh.nbuf > RT_MAX_BUFS || mh.ninputs > mh.nbuf || mh.noutputs > RT_MAX_BUFS || mh.noutputs == 0 ||
+        mh.nstates > mh.nbuf)
         BAD("meta: counts %u/%u/%u/%u invalid", mh.nbuf, mh.ninputs, mh.noutputs, mh.nstates);
     uint64_t want = sizeof mh + (uint64_t)mh.nbuf * sizeof(RtBufRec) +
                     (uint64_t)(mh.ninputs + mh.noutputs + mh.nstates) * sizeof(RtIoRec);
@@ -39,7 +44,8 @@ static int parse_meta(RtModel *m, const RtSection *s, char *err, size_t errlen) 
     m->inputs = calloc(mh.ninputs ? mh.ninputs : 1, sizeof(RtIoRec));
     m->outputs = calloc(mh.noutputs, sizeof(RtIoRec));
     m->weight = calloc(mh.nbuf ? mh.nbuf : 1, sizeof(void *));
-    if (!m->bufs || !m->inputs || !m->outputs || !m->weight || !m->states || !m->state_off) return rt_errf(err, errlen, RT_ENOMEM, "out of memory");
+    if (!m->bufs || !m->inputs || !m->outputs || !m->weight || !m->states || !m->state_off)
+        return rt_errf(err, errlen, RT_ENOMEM, "out of memory");
     const unsigned char *p = (const unsigned char *)s->data + sizeof mh;
     for (uint32_t i = 0; i < mh.nbuf; i++, p += sizeof(RtBufRec)) {
         RtBufRec r;
@@ -53,17 +59,21 @@ static int parse_meta(RtModel *m, const RtSection *s, char *err, size_t errlen) 
     p += mh.noutputs * sizeof(RtIoRec);
     memcpy(m->states, p, mh.nstates * sizeof(RtIoRec));
     uint32_t ninput_bufs = 0, nstate_bufs = 0;
-    for (uint32_t i = 0; i < mh.nbuf; i++) ninput_bufs += m->bufs[i].kind == RT_BUF_INPUT, nstate_bufs += m->bufs[i].kind == RT_BUF_STATE;
+    for (uint32_t i = 0; i < mh.nbuf; i++)
+        ninput_bufs += m->bufs[i].kind == RT_BUF_INPUT, nstate_bufs += m->bufs[i].kind == RT_BUF_STATE;
     if (ninput_bufs != mh.ninputs) BAD("meta: %u input buffers but %u input records", ninput_bufs, mh.ninputs);
     if (nstate_bufs != mh.nstates) BAD("meta: %u state buffers but %u state records", nstate_bufs, mh.nstates);
     uint64_t soff = 0;
     for (uint32_t i = 0; i < mh.nstates; i++) {
         RtIoRec *r = &m->states[i];
         if (!memchr(r->name, 0, RT_NAME_MAX) || !rt_name_ok(r->name)) BAD("state %u: name is not an identifier", i);
-        if (r->buf >= mh.nbuf || m->bufs[r->buf].kind != RT_BUF_STATE) BAD("state %s: buffer %u is not a state", r->name, r->buf);
-        if (r->io_dtype != m->bufs[r->buf].dtype || m->bufs[r->buf].flags) BAD("state %s: dtype %u is not its buffer's", r->name, r->io_dtype);
+        if (r->buf >= mh.nbuf || m->bufs[r->buf].kind != RT_BUF_STATE)
+            BAD("state %s: buffer %u is not a state", r->name, r->buf);
+        if (r->io_dtype != m->bufs[r->buf].dtype || m->bufs[r->buf].flags)
+            BAD("state %s: dtype %u is not its buffer's", r->name, r->io_dtype);
         for (uint32_t j = 0; j < i; j++)
-            if (m->states[j].buf == r->buf || !strcmp(m->states[j].name, r->name)) BAD("state %s: declared twice", r->name);
+            if (m->states[j].buf == r->buf || !strcmp(m->states[j].name, r->name))
+                BAD("state %s: declared twice", r->name);
         m->state_off[i] = soff;
         soff += (m->bufs[r->buf].bytes + RT_ARENA_ALIGN - 1) & ~(uint64_t)(RT_ARENA_ALIGN - 1);
     }
@@ -80,7 +90,8 @@ static int parse_meta(RtModel *m, const RtSection *s, char *err, size_t errlen) 
         if (r->buf >= mh.nbuf) BAD("%s %s: buffer %u out of range", isin ? "input" : "output", r->name, r->buf);
         const RtBuf *b = &m->bufs[r->buf];
         if (isin && b->kind != RT_BUF_INPUT) BAD("input %s: buffer %u is not an input", r->name, r->buf);
-        if (!io_compatible(b->dtype, r->io_dtype) || b->flags) BAD("%s %s: dtype %u incompatible", isin ? "input" : "output", r->name, r->io_dtype);
+        if (!io_compatible(b->dtype, r->io_dtype) || b->flags)
+            BAD("%s %s: dtype %u incompatible", isin ? "input" : "output", r->name, r->io_dtype);
         /* fp16 is storage only: a weight, or an input the run binds in place
          * and lets go of before it copies outputs out. */
         if (!isin && b->dtype == RT_F16) BAD("output %s: buffer %u is fp16 storage", r->name, r->buf);
@@ -163,8 +174,10 @@ static int find_shared(const LiveRange *lr, uint32_t nl, uint32_t *a, uint32_t *
         uint32_t lo = 0, hi = ns; /* slots starting before r's end */
         while (lo < hi) {
             uint32_t mid = lo + (hi - lo) / 2;
-            if (offs[mid] < r->end) lo = mid + 1;
-            else hi = mid;
+            if (offs[mid] < r->end)
+                lo = mid + 1;
+            else
+                hi = mid;
         }
         int64_t k = tree_last_below(cnt, size, lo);
         if (k >= 0 && lr[own[k]].end > r->off) *a = lr[own[k]].buf, *b = r->buf, found = 1;
@@ -183,7 +196,8 @@ static int parse_plan(RtModel *m, int pi, const RtSection *s, char *err, size_t 
     LiveRange *lr = NULL;
     if (s->size < sizeof ph) BAD("plan section too short");
     memcpy(&ph, s->data, sizeof ph);
-    if (ph.program != (uint32_t)pi || ph.nops > RT_MAX_OPS || ph.arena_size > RT_MAX_ARENA) BAD("plan %d: header invalid", pi);
+    if (ph.program != (uint32_t)pi || ph.nops > RT_MAX_OPS || ph.arena_size > RT_MAX_ARENA)
+        BAD("plan %d: header invalid", pi);
     uint64_t want = sizeof ph + (uint64_t)m->nbuf * 8 + (uint64_t)ph.nops * sizeof(RtOpRec);
     if (s->size != want) BAD("plan %d is %zu bytes, its counts need %llu", pi, s->size, (unsigned long long)want);
     RtProg *pr = &m->prog[pi];
@@ -213,7 +227,8 @@ static int parse_plan(RtModel *m, int pi, const RtSection *s, char *err, size_t 
             if (m->bufs[id].kind == RT_BUF_WEIGHT) continue;
             if (first[id] > (int64_t)i) first[id] = i;
             if (last[id] < (int64_t)i) last[id] = i;
-            if (j < op->nin && first[id] == (int64_t)i) BAD("plan %d op %u reads buffer %d before it is written", pi, i, id);
+            if (j < op->nin && first[id] == (int64_t)i)
+                BAD("plan %d op %u reads buffer %d before it is written", pi, i, id);
         }
     }
     for (uint32_t i = 0; i < m->noutputs; i++) {
@@ -253,8 +268,11 @@ static int parse_plan(RtModel *m, int pi, const RtSection *s, char *err, size_t 
     /* No plan needs more arena than all its buffers side by side; a bigger
      * claim is corruption and must not make us allocate it. */
     uint64_t total = 0;
-    for (uint32_t i = 0; i < nl; i++) total += (m->bufs[lr[i].buf].bytes + RT_ARENA_ALIGN - 1) & ~(uint64_t)(RT_ARENA_ALIGN - 1);
-    if (ph.arena_size > total) BAD("plan %d: arena of %llu bytes exceeds its buffers' %llu", pi, (unsigned long long)ph.arena_size, (unsigned long long)total);
+    for (uint32_t i = 0; i < nl; i++)
+        total += (m->bufs[lr[i].buf].bytes + RT_ARENA_ALIGN - 1) & ~(uint64_t)(RT_ARENA_ALIGN - 1);
+    if (ph.arena_size > total)
+        BAD("plan %d: arena of %llu bytes exceeds its buffers' %llu", pi, (unsigned long long)ph.arena_size,
+            (unsigned long long)total);
     qsort(lr, nl, sizeof *lr, cmp_lr);
     uint32_t ba, bb;
     int shared = find_shared(lr, nl, &ba, &bb);
@@ -298,8 +316,10 @@ void rt_model_bind_memory(RtModel *m) {
     for (int p = 0; p < 2; p++) {
         if (!m->has_prog[p]) continue;
         for (uint32_t i = 0; i < m->nbuf; i++) {
-            if (m->bufs[i].kind == RT_BUF_WEIGHT) m->ptr[p][i] = (void *)m->weight[i];
-            else if (m->prog[p].offset[i] != UINT64_MAX) m->ptr[p][i] = m->arena + m->prog[p].offset[i];
+            if (m->bufs[i].kind == RT_BUF_WEIGHT)
+                m->ptr[p][i] = (void *)m->weight[i];
+            else if (m->prog[p].offset[i] != UINT64_MAX)
+                m->ptr[p][i] = m->arena + m->prog[p].offset[i];
         }
         for (uint32_t i = 0; i < m->nstates; i++) m->ptr[p][m->states[i].buf] = m->state_mem + m->state_off[i];
     }
@@ -322,7 +342,8 @@ int rt_model_load(RtModel **out, const RtSection *secs, int n, const RtLoadOptio
     if ((uint64_t)n != h.nsections + 1ull) BAD("%d sections given, the manifest lists %u", n - 1, h.nsections);
     for (uint32_t i = 0; i < h.nsections; i++)
         if (secs[i + 1].size != ent[i].size || (!secs[i + 1].data && ent[i].size))
-            BAD("section %u: %zu bytes given, manifest says %llu", i, secs[i + 1].size, (unsigned long long)ent[i].size);
+            BAD("section %u: %zu bytes given, manifest says %llu", i, secs[i + 1].size,
+                (unsigned long long)ent[i].size);
     if (opts && (opts->flags & RT_LOAD_VERIFY) && (rc = rt_artifact_verify(secs, n, err, errlen))) goto fail;
     m->mode = (int)h.mode;
 
@@ -351,9 +372,12 @@ int rt_model_load(RtModel **out, const RtSection *secs, int n, const RtLoadOptio
     for (uint32_t i = 0; i < h.nsections; i++) {
         if (ent[i].kind != RT_SEC_WEIGHT) continue;
         uint32_t id = ent[i].id;
-        if (id >= m->nbuf || m->bufs[id].kind != RT_BUF_WEIGHT) BAD("weight section %u: buffer %u is not a weight", i, id);
+        if (id >= m->nbuf || m->bufs[id].kind != RT_BUF_WEIGHT)
+            BAD("weight section %u: buffer %u is not a weight", i, id);
         if (m->weight[id]) BAD("weight %u given twice", id);
-        if (ent[i].size != m->bufs[id].bytes) BAD("weight %u: %llu bytes, its shape needs %llu", id, (unsigned long long)ent[i].size, (unsigned long long)m->bufs[id].bytes);
+        if (ent[i].size != m->bufs[id].bytes)
+            BAD("weight %u: %llu bytes, its shape needs %llu", id, (unsigned long long)ent[i].size,
+                (unsigned long long)m->bufs[id].bytes);
         if ((uintptr_t)secs[i + 1].data % 16) BAD("weight %u is not 16-byte aligned", id);
         m->weight[id] = secs[i + 1].data;
     }
@@ -361,7 +385,8 @@ int rt_model_load(RtModel **out, const RtSection *secs, int n, const RtLoadOptio
         if (m->bufs[i].kind == RT_BUF_WEIGHT && !m->weight[i]) BAD("weight %u has no section", i);
     bool need[2] = {rt_mode((int)h.mode)->bonded, rt_mode((int)h.mode)->nonbonded};
     for (int p = 0; p < 2; p++) {
-        if (need[p] != (plan[p] >= 0)) BAD("mode %u artifact %s a %s plan", h.mode, need[p] ? "lacks" : "has", p ? "non-bonded" : "bonded");
+        if (need[p] != (plan[p] >= 0))
+            BAD("mode %u artifact %s a %s plan", h.mode, need[p] ? "lacks" : "has", p ? "non-bonded" : "bonded");
         if (!need[p]) continue;
         if ((rc = parse_plan(m, p, &secs[plan[p]], err, errlen))) goto fail;
         m->has_prog[p] = 1;
@@ -386,8 +411,8 @@ int rt_model_load(RtModel **out, const RtSection *secs, int n, const RtLoadOptio
     }
 
     if (opts && opts->max_arena && m->arena_size > opts->max_arena) {
-        rc = rt_errf(err, errlen, RT_ENOMEM, "arena of %llu bytes exceeds the limit of %llu", (unsigned long long)m->arena_size,
-                     (unsigned long long)opts->max_arena);
+        rc = rt_errf(err, errlen, RT_ENOMEM, "arena of %llu bytes exceeds the limit of %llu",
+                     (unsigned long long)m->arena_size, (unsigned long long)opts->max_arena);
         goto fail;
     }
     /* Run-time memory, all of it now: the threads, and the arena and scratch
@@ -403,7 +428,8 @@ int rt_model_load(RtModel **out, const RtSection *secs, int n, const RtLoadOptio
     m->nthreads = rt_pool_threads(m->pool);
     for (int p = 0; p < 2; p++) {
         RtProg *pr = &m->prog[p];
-        for (uint32_t i = 0; m->has_prog[p] && i < pr->nops; i++) pr->parts[i] = rt_op_parts(m->bufs, &pr->ops[i], m->nthreads);
+        for (uint32_t i = 0; m->has_prog[p] && i < pr->nops; i++)
+            pr->parts[i] = rt_op_parts(m->bufs, &pr->ops[i], m->nthreads);
         for (uint32_t i = m->has_prog[p] ? pr->nops : 0, next = i; i-- > 0;) {
             pr->ahead[i] = next;
             if (pr->parts[i] > 1) next = i;
@@ -432,23 +458,26 @@ int rt_model_load(RtModel **out, const RtSection *secs, int n, const RtLoadOptio
     m->ptr[0] = calloc(m->nbuf ? m->nbuf : 1, sizeof(void *));
     m->ptr[1] = calloc(m->nbuf ? m->nbuf : 1, sizeof(void *));
     if (!m->ptr[0] || !m->ptr[1] || rt_pool_memory(m->pool, asz, ssz) != RT_OK) {
-        rc = rt_errf(err, errlen, RT_ENOMEM, "out of memory allocating a %llu-byte arena", (unsigned long long)m->arena_size);
+        rc = rt_errf(err, errlen, RT_ENOMEM, "out of memory allocating a %llu-byte arena",
+                     (unsigned long long)m->arena_size);
         goto fail;
     }
     /* States live as long as the model, outside the arena the pool's models
      * share, zero until a run or the caller writes them. */
     uint64_t sbytes = 0;
     for (uint32_t i = 0; i < m->nstates; i++)
-        sbytes = m->state_off[i] + ((m->bufs[m->states[i].buf].bytes + RT_ARENA_ALIGN - 1) & ~(uint64_t)(RT_ARENA_ALIGN - 1));
+        sbytes = m->state_off[i] +
+                 ((m->bufs[m->states[i].buf].bytes + RT_ARENA_ALIGN - 1) & ~(uint64_t)(RT_ARENA_ALIGN - 1));
     if (sbytes && (opts && opts->max_arena && sbytes > opts->max_arena)) {
-        rc = rt_errf(err, errlen, RT_ENOMEM, "states of %llu bytes exceed the limit of %llu", (unsigned long long)sbytes,
-                     (unsigned long long)opts->max_arena);
+        rc = rt_errf(err, errlen, RT_ENOMEM, "states of %llu bytes exceed the limit of %llu",
+                     (unsigned long long)sbytes, (unsigned long long)opts->max_arena);
         goto fail;
     }
     /* calloc: big states come as untouched zero pages (16-byte aligned, as
      * the kernels need; each state at a 64-byte offset in it) */
     if (sbytes && !(m->state_mem = calloc(1, (size_t)sbytes))) {
-        rc = rt_errf(err, errlen, RT_ENOMEM, "out of memory allocating %llu bytes of states", (unsigned long long)sbytes);
+        rc = rt_errf(err, errlen, RT_ENOMEM, "out of memory allocating %llu bytes of states",
+                     (unsigned long long)sbytes);
         goto fail;
     }
     rt_model_bind_memory(m);
@@ -481,7 +510,7 @@ void rt_name_show(const char *name, char *out, size_t cap) {
     size_t k = 0;
     for (const unsigned char *p = (const unsigned char *)name; *p && k + 5 < cap; p++)
         k += (size_t)(*p >= 0x20 && *p < 0x7f && *p != '"' && *p != '\\' ? snprintf(out + k, cap - k, "%c", *p)
-                                                                           : snprintf(out + k, cap - k, "\\x%02x", *p));
+                                                                         : snprintf(out + k, cap - k, "\\x%02x", *p));
     out[k < cap ? k : 0] = 0;
 }
 

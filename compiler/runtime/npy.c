@@ -20,12 +20,12 @@ static const struct {
     const char *descr, *name;
     size_t size;
 } dtypes[NPY_DTYPE_COUNT] = {
-    [NPY_DTYPE_BOOL] = {"|b1", "bool", 1}, [NPY_DTYPE_I8] = {"|i1", "int8", 1},
-    [NPY_DTYPE_U8] = {"|u1", "uint8", 1},  [NPY_DTYPE_I16] = {"<i2", "int16", 2},
+    [NPY_DTYPE_BOOL] = {"|b1", "bool", 1},  [NPY_DTYPE_I8] = {"|i1", "int8", 1},
+    [NPY_DTYPE_U8] = {"|u1", "uint8", 1},   [NPY_DTYPE_I16] = {"<i2", "int16", 2},
     [NPY_DTYPE_U16] = {"<u2", "uint16", 2}, [NPY_DTYPE_I32] = {"<i4", "int32", 4},
     [NPY_DTYPE_U32] = {"<u4", "uint32", 4}, [NPY_DTYPE_I64] = {"<i8", "int64", 8},
     [NPY_DTYPE_U64] = {"<u8", "uint64", 8}, [NPY_DTYPE_F16] = {"<f2", "fp16", 2},
-    [NPY_DTYPE_F32] = {"<f4", "fp32", 4},  [NPY_DTYPE_F64] = {"<f8", "fp64", 8},
+    [NPY_DTYPE_F32] = {"<f4", "fp32", 4},   [NPY_DTYPE_F64] = {"<f8", "fp64", 8},
 };
 
 static const char MAGIC[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
@@ -105,9 +105,7 @@ static bool parse_word(Cursor *c, const char *w) {
     return true;
 }
 
-static const char *show(const Cursor *c) {
-    return c->p < c->end ? "unexpected character" : "unexpected end of header";
-}
+static const char *show(const Cursor *c) { return c->p < c->end ? "unexpected character" : "unexpected end of header"; }
 
 int npy_read(const void *bytes, size_t n, NpyArray *out, char *err, size_t errlen) {
     const uint8_t *b = bytes;
@@ -127,11 +125,11 @@ int npy_read(const void *bytes, size_t n, NpyArray *out, char *err, size_t errle
         return fail(NPY_EUNSUPPORTED, err, errlen, "unsupported .npy version %u.%u", major, minor);
     }
     if (hdr_len > n - hdr_at)
-        return fail(NPY_EFORMAT, err, errlen, "header of %zu bytes runs past the end of the file (%zu bytes)", hdr_len, n);
+        return fail(NPY_EFORMAT, err, errlen, "header of %zu bytes runs past the end of the file (%zu bytes)", hdr_len,
+                    n);
     Cursor c = {(const char *)b + hdr_at, (const char *)b + hdr_at + hdr_len, hdr_at, (const char *)b + hdr_at};
     /* The header ends with '\n' (numpy pads with spaces before it). */
-    if (hdr_len == 0 || c.end[-1] != '\n')
-        return fail(NPY_EFORMAT, err, errlen, "header does not end with a newline");
+    if (hdr_len == 0 || c.end[-1] != '\n') return fail(NPY_EFORMAT, err, errlen, "header does not end with a newline");
     c.end--;
 
     char descr[32] = "";
@@ -148,12 +146,17 @@ int npy_read(const void *bytes, size_t n, NpyArray *out, char *err, size_t errle
             seen = &have_descr;
             size_t at = (skip_ws(&c), cur_off(&c));
             if (!parse_str(&c, descr, sizeof descr))
-                return fail(NPY_EUNSUPPORTED, err, errlen, "offset %zu: header: 'descr' must be a simple dtype string", at);
+                return fail(NPY_EUNSUPPORTED, err, errlen, "offset %zu: header: 'descr' must be a simple dtype string",
+                            at);
         } else if (strcmp(key, "fortran_order") == 0) {
             seen = &have_order;
-            if (parse_word(&c, "False")) fortran = false;
-            else if (parse_word(&c, "True")) fortran = true;
-            else return fail(NPY_EFORMAT, err, errlen, "offset %zu: header: 'fortran_order' must be True or False", cur_off(&c));
+            if (parse_word(&c, "False"))
+                fortran = false;
+            else if (parse_word(&c, "True"))
+                fortran = true;
+            else
+                return fail(NPY_EFORMAT, err, errlen, "offset %zu: header: 'fortran_order' must be True or False",
+                            cur_off(&c));
         } else if (strcmp(key, "shape") == 0) {
             seen = &have_shape;
             if (!eat(&c, '('))
@@ -163,7 +166,8 @@ int npy_read(const void *bytes, size_t n, NpyArray *out, char *err, size_t errle
             while (!eat(&c, ')')) {
                 skip_ws(&c);
                 if (!comma || c.p >= c.end || *c.p < '0' || *c.p > '9')
-                    return fail(NPY_EFORMAT, err, errlen, "offset %zu: header: bad 'shape' tuple: %s", cur_off(&c), show(&c));
+                    return fail(NPY_EFORMAT, err, errlen, "offset %zu: header: bad 'shape' tuple: %s", cur_off(&c),
+                                show(&c));
                 if (rank == NPY_MAX_RANK)
                     return fail(NPY_EUNSUPPORTED, err, errlen, "shape has more than %d dimensions", NPY_MAX_RANK);
                 uint64_t v = 0;
@@ -179,8 +183,9 @@ int npy_read(const void *bytes, size_t n, NpyArray *out, char *err, size_t errle
             }
             /* (3) is the integer 3 in Python, not a tuple: rank 1 needs (3,). */
             if (rank == 1 && !comma)
-                return fail(NPY_EFORMAT, err, errlen, "header: 'shape' (%" PRId64 ") is not a tuple; want (%" PRId64 ",)",
-                            out->dims[0], out->dims[0]);
+                return fail(NPY_EFORMAT, err, errlen,
+                            "header: 'shape' (%" PRId64 ") is not a tuple; want (%" PRId64 ",)", out->dims[0],
+                            out->dims[0]);
             out->rank = rank;
         } else {
             return fail(NPY_EFORMAT, err, errlen, "offset %zu: header: unknown key '%s'", key_at, key);
@@ -197,7 +202,9 @@ int npy_read(const void *bytes, size_t n, NpyArray *out, char *err, size_t errle
     if (c.p != c.end) return fail(NPY_EFORMAT, err, errlen, "offset %zu: header: text after the dict", cur_off(&c));
     if (!have_descr || !have_order || !have_shape)
         return fail(NPY_EFORMAT, err, errlen, "header: missing '%s'",
-                    !have_descr ? "descr" : !have_order ? "fortran_order" : "shape");
+                    !have_descr   ? "descr"
+                    : !have_order ? "fortran_order"
+                                  : "shape");
 
     int dt = -1;
     for (int i = 0; i < NPY_DTYPE_COUNT; i++) {
@@ -222,11 +229,12 @@ int npy_read(const void *bytes, size_t n, NpyArray *out, char *err, size_t errle
             overflow = false; /* a zero dimension makes any product zero */
             break;
         }
-        if (!overflow && count > SIZE_MAX / d) overflow = true;
-        else if (!overflow) count *= (size_t)d;
+        if (!overflow && count > SIZE_MAX / d)
+            overflow = true;
+        else if (!overflow)
+            count *= (size_t)d;
     }
-    if (overflow || count > SIZE_MAX / item)
-        return fail(NPY_EFORMAT, err, errlen, "shape has too many elements");
+    if (overflow || count > SIZE_MAX / item) return fail(NPY_EFORMAT, err, errlen, "shape has too many elements");
     size_t data_at = hdr_at + hdr_len, have = n - data_at;
     if (have != count * item)
         return fail(NPY_EFORMAT, err, errlen, "data is %zu bytes; %zu elements of '%s' need %zu", have, count,
@@ -277,7 +285,10 @@ int npy_open(NpyFile *f, const char *path, char *err, size_t errlen) {
 
 void npy_to_c_order(const NpyArray *a, void *dst) {
     size_t item = npy_dtype_size(a->dtype);
-    if (!a->fortran_order) { memcpy(dst, a->data, a->nbytes); return; }
+    if (!a->fortran_order) {
+        memcpy(dst, a->data, a->nbytes);
+        return;
+    }
     if (a->count == 0) return;
     /* Walk the C-order positions with an odometer over the indices; the
      * element's Fortran offset moves by the stride of the index that ticks
@@ -290,7 +301,10 @@ void npy_to_c_order(const NpyArray *a, void *dst) {
     for (size_t i = 0; i < a->count; i++) {
         memcpy(out + i * item, src + off * item, item);
         for (int k = a->rank - 1; k >= 0; k--) {
-            if (++idx[k] < a->dims[k]) { off += fstride[k]; break; }
+            if (++idx[k] < a->dims[k]) {
+                off += fstride[k];
+                break;
+            }
             off -= fstride[k] * (size_t)(a->dims[k] - 1);
             idx[k] = 0;
         }
@@ -309,8 +323,8 @@ long npy_header(NpyDType dtype, int rank, const int64_t *dims, char *buf, size_t
     if ((unsigned)dtype >= NPY_DTYPE_COUNT || rank < 0 || rank > NPY_MAX_RANK) return NPY_EINVAL;
     /* The dict exactly as numpy.save spells it. */
     char dict[96 + NPY_MAX_RANK * 22];
-    size_t k = (size_t)snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (",
-                                dtypes[dtype].descr);
+    size_t k =
+        (size_t)snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (", dtypes[dtype].descr);
     for (int i = 0; i < rank; i++) {
         if (dims[i] < 0) return NPY_EINVAL;
         k += (size_t)snprintf(dict + k, sizeof dict - k, i ? ", %" PRId64 : "%" PRId64, dims[i]);
@@ -331,11 +345,12 @@ long npy_header(NpyDType dtype, int rank, const int64_t *dims, char *buf, size_t
     return (long)total;
 }
 
-int npy_write_file(const char *path, NpyDType dtype, int rank, const int64_t *dims, const void *data,
-                   char *err, size_t errlen) {
+int npy_write_file(const char *path, NpyDType dtype, int rank, const int64_t *dims, const void *data, char *err,
+                   size_t errlen) {
     char hdr[256 + NPY_MAX_RANK * 22];
     long hl = npy_header(dtype, rank, dims, hdr, sizeof hdr);
-    if (hl < 0 || (size_t)hl > sizeof hdr) return fail(NPY_EINVAL, err, errlen, "%s: bad dtype, rank or dimension", path);
+    if (hl < 0 || (size_t)hl > sizeof hdr)
+        return fail(NPY_EINVAL, err, errlen, "%s: bad dtype, rank or dimension", path);
     size_t count = 1, item = npy_dtype_size(dtype);
     for (int i = 0; i < rank; i++) {
         if (dims[i] != 0 && count > SIZE_MAX / (uint64_t)dims[i])

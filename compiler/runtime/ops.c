@@ -18,9 +18,11 @@ int rt_errf(char *err, size_t errlen, int code, const char *fmt, ...) {
 
 size_t rt_dtype_size(RtDType t) {
     switch (t) {
-    case RT_F32: case RT_I32: return 4;
+    case RT_F32:
+    case RT_I32: return 4;
     case RT_F16: return 2;
-    case RT_BOOL: case RT_U8: return 1;
+    case RT_BOOL:
+    case RT_U8: return 1;
     }
     return 0;
 }
@@ -89,8 +91,8 @@ const char *rt_strerror(int code) {
 
 /* ---- shape helpers ---- */
 #define FAIL(...) return rt_errf(err, errlen, RT_EINVAL, __VA_ARGS__)
-#define B(i) (&bufs[op->in[i]])
-#define O(i) (&bufs[op->out[i]])
+#define B(i)      (&bufs[op->in[i]])
+#define O(i)      (&bufs[op->out[i]])
 
 bool rt_same_dims(const RtBuf *a, const RtBuf *b) {
     if (a->rank != b->rank) return false;
@@ -144,8 +146,10 @@ static int check_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t er
     if (x->rank < (p->layout == RT_GEMM_ROWS ? 1u : 2u) || x->rank != y->rank) FAIL("gemm: x/y rank");
     for (uint32_t i = 0; i < x->rank; i++) {
         if (i == ax) {
-            if (x->dims[i] != k || y->dims[i] != n) FAIL("gemm: x has %lld features, W [%lld, %lld]", (long long)x->dims[i], (long long)n, (long long)k);
-        } else if (x->dims[i] != y->dims[i]) FAIL("gemm: y shape does not match x");
+            if (x->dims[i] != k || y->dims[i] != n)
+                FAIL("gemm: x has %lld features, W [%lld, %lld]", (long long)x->dims[i], (long long)n, (long long)k);
+        } else if (x->dims[i] != y->dims[i])
+            FAIL("gemm: y shape does not match x");
     }
     int j = 2;
     if (p->has_bias) {
@@ -188,7 +192,8 @@ static int check_attention_kv(const RtBuf *bufs, const RtOpRec *op, char *err, s
     if (!isfinite(p->scale)) FAIL("attention: scale must be finite");
     /* K_T / V_T only change the kernel's walk, not the sizes checked here */
     const RtBuf *q = B(0), *o = O(0);
-    if (q->dtype != RT_F32 || q->rank != 4 || o->dtype != RT_F32 || o->rank != 4) FAIL("attention: q and output must be fp32 rank 4");
+    if (q->dtype != RT_F32 || q->rank != 4 || o->dtype != RT_F32 || o->rank != 4)
+        FAIL("attention: q and output must be fp32 rank 4");
     int64_t b = q->dims[0], h = q->dims[1], l = q->dims[2], e = q->dims[3], hk = p->kv_heads, ev = o->dims[3], s = 0;
     if (hk < 1 || hk > h) FAIL("attention: bad kv_heads %lld", (long long)hk);
     for (int i = 0; i < nparts; i++) {
@@ -214,7 +219,8 @@ static int check_attention_kv(const RtBuf *bufs, const RtOpRec *op, char *err, s
 
 static int check_attention(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
     const RtAttnParams *p = &op->p.attn;
-    if ((p->causal | p->has_mask) & ~1 || (uint32_t)p->flags & ~(uint32_t)RT_ATTN_FLAGS_ALL) FAIL("attention: bad flags");
+    if ((p->causal | p->has_mask) & ~1 || (uint32_t)p->flags & ~(uint32_t)RT_ATTN_FLAGS_ALL)
+        FAIL("attention: bad flags");
     if (p->flags) return check_attention_kv(bufs, op, err, errlen);
     if (p->kv_heads) FAIL("attention: kv_heads is for the flagged form");
     if ((int)op->nin != 3 + p->has_mask) FAIL("attention: wrong input count");
@@ -320,8 +326,10 @@ static int check_copy(const RtBuf *bufs, const RtOpRec *op, char *err, size_t er
     if (n > y->numel) FAIL("copy: %lld steps into %lld elements", (long long)n, (long long)y->numel);
     for (int i = 0; i < p->rank; i++)
         if (p->dims[i] > 1 && p->dst_stride[i] == 0) FAIL("copy: destination stride 0 on dim %d", i);
-    if (!walk_inside(p->rank, p->dims, p->src_offset, p->src_stride, x->numel, true)) FAIL("copy: source walk leaves x");
-    if (!walk_inside(p->rank, p->dims, p->dst_offset, p->dst_stride, y->numel, false)) FAIL("copy: destination walk leaves y");
+    if (!walk_inside(p->rank, p->dims, p->src_offset, p->src_stride, x->numel, true))
+        FAIL("copy: source walk leaves x");
+    if (!walk_inside(p->rank, p->dims, p->dst_offset, p->dst_stride, y->numel, false))
+        FAIL("copy: destination walk leaves y");
     return RT_OK;
 }
 
@@ -399,7 +407,8 @@ size_t rt_s_attention(const RtBuf *bufs, const RtOpRec *op) {
 }
 
 static int check_loop_op(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
-    if (op->kind == RT_OP_LOOP_TEST && (B(0)->dtype != RT_BOOL || B(0)->numel != 1)) FAIL("loop_test: cond must be one bool");
+    if (op->kind == RT_OP_LOOP_TEST && (B(0)->dtype != RT_BOOL || B(0)->numel != 1))
+        FAIL("loop_test: cond must be one bool");
     return RT_OK;
 }
 
@@ -418,7 +427,8 @@ int rt_loops(const RtOpRec *ops, uint32_t nops, uint32_t *jump, char *err, size_
             n++;
             break;
         case RT_OP_LOOP_TEST:
-            if (!depth || jump[stack[depth - 1]] != UINT32_MAX) FAIL("op %u: a loop test outside a loop, or a second one", i);
+            if (!depth || jump[stack[depth - 1]] != UINT32_MAX)
+                FAIL("op %u: a loop test outside a loop, or a second one", i);
             jump[stack[depth - 1]] = i;
             break;
         case RT_OP_LOOP_END: {
@@ -500,7 +510,8 @@ int rt_op_check(const RtBuf *bufs, uint32_t nbuf, const RtOpRec *op, bool loadin
         FAIL("%s: %u inputs / %u outputs", oi->name, op->nin, op->nout);
     if (op->plen != oi->plen) FAIL("%s: params are %u bytes, want %u", oi->name, op->plen, oi->plen);
     for (uint32_t i = 0; i < op->nin; i++) {
-        if (op->in[i] < 0 || (uint32_t)op->in[i] >= nbuf) FAIL("%s: input %u: buffer %d out of range", oi->name, i, op->in[i]);
+        if (op->in[i] < 0 || (uint32_t)op->in[i] >= nbuf)
+            FAIL("%s: input %u: buffer %d out of range", oi->name, i, op->in[i]);
         const RtBuf *b = &bufs[op->in[i]];
         /* fp16 storage is read only by a GEMM's W, a converting copy and
          * the K/V operands of a flagged attention (the kernels convert on the fly). */
@@ -513,7 +524,8 @@ int rt_op_check(const RtBuf *bufs, uint32_t nbuf, const RtOpRec *op, bool loadin
         if (loading && is_w && !(b->flags & RT_BUFF_PANELS)) FAIL("%s: W must be packed", oi->name);
     }
     for (uint32_t i = 0; i < op->nout; i++) {
-        if (op->out[i] < 0 || (uint32_t)op->out[i] >= nbuf) FAIL("%s: output %u: buffer %d out of range", oi->name, i, op->out[i]);
+        if (op->out[i] < 0 || (uint32_t)op->out[i] >= nbuf)
+            FAIL("%s: output %u: buffer %d out of range", oi->name, i, op->out[i]);
         /* a state changes only by an UPDATE: its one in-place writer */
         uint32_t ok = bufs[op->out[i]].kind;
         if (ok != RT_BUF_TEMP && !(ok == RT_BUF_STATE && op->kind == RT_OP_UPDATE))

@@ -8,8 +8,8 @@
 #include "rt_internal.h"
 
 #define FAIL(...) return rt_errf(err, errlen, RT_EINVAL, __VA_ARGS__)
-#define B(i) (&bufs[op->in[i]])
-#define O(i) (&bufs[op->out[i]])
+#define B(i)      (&bufs[op->in[i]])
+#define O(i)      (&bufs[op->out[i]])
 
 /* Ops of RT_OP_ELTWISE that also take int32. */
 static bool elt_int_ok(int e) {
@@ -73,10 +73,12 @@ static int check_geometry(const RtBuf *x, const RtConvParams *p, char *err, size
     for (int i = 0; i < 3; i++) {
         bool used = i < p->nsp;
         const int32_t lim = 1 << 16;
-        if (p->k[i] < 1 || p->stride[i] < 1 || p->dil[i] < 1 || p->k[i] > lim || p->stride[i] > lim || p->dil[i] > lim ||
-            p->pad_lo[i] < 0 || p->pad_hi[i] < 0 || p->pad_lo[i] > lim || p->pad_hi[i] > lim || p->out[i] < 1)
+        if (p->k[i] < 1 || p->stride[i] < 1 || p->dil[i] < 1 || p->k[i] > lim || p->stride[i] > lim ||
+            p->dil[i] > lim || p->pad_lo[i] < 0 || p->pad_hi[i] < 0 || p->pad_lo[i] > lim || p->pad_hi[i] > lim ||
+            p->out[i] < 1)
             FAIL("conv: bad geometry on spatial dim %d", i);
-        if (!used && (p->k[i] != 1 || p->stride[i] != 1 || p->dil[i] != 1 || p->pad_lo[i] || p->pad_hi[i] || p->out[i] != 1))
+        if (!used &&
+            (p->k[i] != 1 || p->stride[i] != 1 || p->dil[i] != 1 || p->pad_lo[i] || p->pad_hi[i] || p->out[i] != 1))
             FAIL("conv: spatial dim %d is unused and must be neutral", i);
         taps *= p->k[i];
     }
@@ -84,11 +86,13 @@ static int check_geometry(const RtBuf *x, const RtConvParams *p, char *err, size
     return RT_OK;
 }
 
-static int check_out(const RtBuf *x, const RtBuf *y, int64_t channels, const RtConvParams *p, char *err, size_t errlen) {
+static int check_out(const RtBuf *x, const RtBuf *y, int64_t channels, const RtConvParams *p, char *err,
+                     size_t errlen) {
     if (y->dtype != RT_F32 || y->rank != x->rank || y->dims[0] != x->dims[0] || y->dims[1] != channels)
         FAIL("conv: y must be fp32 [B, %lld, ...]", (long long)channels);
     for (int i = 0; i < p->nsp; i++)
-        if (y->dims[2 + i] != p->out[i]) FAIL("conv: output spatial dim %d is %lld, params say %d", i, (long long)y->dims[2 + i], p->out[i]);
+        if (y->dims[2 + i] != p->out[i])
+            FAIL("conv: output spatial dim %d is %lld, params say %d", i, (long long)y->dims[2 + i], p->out[i]);
     return RT_OK;
 }
 
@@ -97,7 +101,8 @@ int rt_check_pad_nhwc(const RtBuf *bufs, const RtOpRec *op, char *err, size_t er
     const RtBuf *x = B(0), *y = O(0);
     int rc = check_geometry(x, p, err, errlen);
     if (rc) return rc;
-    if (p->nsp != 2 || p->groups != 1 || p->has_bias || p->transpose || p->pool || p->exclude_pad) FAIL("pad_nhwc: bad flags");
+    if (p->nsp != 2 || p->groups != 1 || p->has_bias || p->transpose || p->pool || p->exclude_pad)
+        FAIL("pad_nhwc: bad flags");
     /* any Hp, Wp: the kernel reads x only where the shifted index lies inside it */
     if (y->dtype != RT_F32 || y->rank != 4 || y->dims[0] != x->dims[0] || y->dims[3] != x->dims[1])
         FAIL("pad_nhwc: y must be fp32 [B, Hp, Wp, C]");
@@ -107,26 +112,30 @@ int rt_check_pad_nhwc(const RtBuf *bufs, const RtOpRec *op, char *err, size_t er
 int rt_check_conv_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
     const RtConvParams *p = &op->p.conv;
     const RtBuf *x = B(0), *w = B(1), *y = O(0);
-    if (p->nsp != 2 || p->groups != 1 || (p->has_bias & ~1) || p->transpose || p->pool || p->exclude_pad || p->reserved[0] ||
-        p->reserved[1] || p->k[2] != 1 || p->stride[2] != 1 || p->dil[2] != 1 || p->out[2] != 1)
+    if (p->nsp != 2 || p->groups != 1 || (p->has_bias & ~1) || p->transpose || p->pool || p->exclude_pad ||
+        p->reserved[0] || p->reserved[1] || p->k[2] != 1 || p->stride[2] != 1 || p->dil[2] != 1 || p->out[2] != 1)
         FAIL("conv_gemm: bad flags");
     if ((int)op->nin != 2 + p->has_bias) FAIL("conv_gemm: wrong input count");
     if (x->dtype != RT_F32 || x->rank != 4) FAIL("conv_gemm: x must be fp32 [B, Hp, Wp, C]");
     int64_t c = x->dims[3], span[2];
     for (int i = 0; i < 2; i++) {
         const int32_t lim = 1 << 16;
-        if (p->k[i] < 1 || p->stride[i] < 1 || p->dil[i] < 1 || p->k[i] > lim || p->stride[i] > lim || p->dil[i] > lim || p->out[i] < 1)
+        if (p->k[i] < 1 || p->stride[i] < 1 || p->dil[i] < 1 || p->k[i] > lim || p->stride[i] > lim ||
+            p->dil[i] > lim || p->out[i] < 1)
             FAIL("conv_gemm: bad geometry on spatial dim %d", i);
         /* every tap of every output inside x: the GEMM reads x where it lies */
         span[i] = (int64_t)(p->out[i] - 1) * p->stride[i] + (int64_t)(p->k[i] - 1) * p->dil[i] + 1;
-        if (span[i] > x->dims[1 + i]) FAIL("conv_gemm: x's dim %d (%lld) is short of %lld", 1 + i, (long long)x->dims[1 + i], (long long)span[i]);
+        if (span[i] > x->dims[1 + i])
+            FAIL("conv_gemm: x's dim %d (%lld) is short of %lld", 1 + i, (long long)x->dims[1 + i], (long long)span[i]);
     }
-    if (w->dtype != RT_F32 || w->rank != 2 || w->dims[0] != (int64_t)p->k[0] * p->k[1] * c) FAIL("conv_gemm: W must be fp32 [KH·KW·C, Cout]");
+    if (w->dtype != RT_F32 || w->rank != 2 || w->dims[0] != (int64_t)p->k[0] * p->k[1] * c)
+        FAIL("conv_gemm: W must be fp32 [KH·KW·C, Cout]");
     int64_t cout = w->dims[1];
-    if (y->dtype != RT_F32 || y->rank != 4 || y->dims[0] != x->dims[0] || y->dims[1] != cout || y->dims[2] != p->out[0] ||
-        y->dims[3] != p->out[1])
+    if (y->dtype != RT_F32 || y->rank != 4 || y->dims[0] != x->dims[0] || y->dims[1] != cout ||
+        y->dims[2] != p->out[0] || y->dims[3] != p->out[1])
         FAIL("conv_gemm: y must be fp32 [B, Cout, out0, out1]");
-    if (p->has_bias && (B(2)->dtype != RT_F32 || B(2)->numel != cout)) FAIL("conv_gemm: bias must hold %lld fp32", (long long)cout);
+    if (p->has_bias && (B(2)->dtype != RT_F32 || B(2)->numel != cout))
+        FAIL("conv_gemm: bias must hold %lld fp32", (long long)cout);
     return RT_OK;
 }
 
@@ -137,7 +146,8 @@ int rt_check_conv(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen
     if (rc) return rc;
     if ((p->has_bias | p->transpose) & ~1 || p->pool || p->exclude_pad) FAIL("conv: bad flags");
     if ((int)op->nin != 2 + p->has_bias) FAIL("conv: wrong input count");
-    if (p->groups < 1 || x->dims[1] % p->groups) FAIL("conv: %d groups do not divide %lld channels", p->groups, (long long)x->dims[1]);
+    if (p->groups < 1 || x->dims[1] % p->groups)
+        FAIL("conv: %d groups do not divide %lld channels", p->groups, (long long)x->dims[1]);
     if (w->dtype != RT_F32 || w->rank != x->rank) FAIL("conv: W must be fp32 of x's rank");
     for (int i = 0; i < p->nsp; i++)
         if (w->dims[2 + i] != p->k[i]) FAIL("conv: W's kernel dims disagree with the params");
@@ -150,7 +160,8 @@ int rt_check_conv(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen
         if (w->dims[0] != x->dims[1]) FAIL("conv_transpose: W must be [C, Cout/groups, ...]");
     }
     if ((rc = check_out(x, y, cout, p, err, errlen))) return rc;
-    if (p->has_bias && (B(2)->dtype != RT_F32 || B(2)->numel != cout)) FAIL("conv: bias must hold %lld fp32", (long long)cout);
+    if (p->has_bias && (B(2)->dtype != RT_F32 || B(2)->numel != cout))
+        FAIL("conv: bias must hold %lld fp32", (long long)cout);
     return RT_OK;
 }
 
@@ -159,7 +170,8 @@ int rt_check_pool(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen
     const RtBuf *x = B(0), *y = O(0);
     int rc = check_geometry(x, p, err, errlen);
     if (rc) return rc;
-    if (p->groups != 1 || p->has_bias || p->transpose || p->pool < RT_POOL_MAX || p->pool > RT_POOL_L2 || p->exclude_pad & ~1)
+    if (p->groups != 1 || p->has_bias || p->transpose || p->pool < RT_POOL_MAX || p->pool > RT_POOL_L2 ||
+        p->exclude_pad & ~1)
         FAIL("pool: bad flags");
     for (int i = 0; i < p->nsp; i++)
         if (p->dil[i] != 1) FAIL("pool: dilation must be 1");
@@ -186,16 +198,23 @@ size_t rt_s_conv_gemm(const RtBuf *bufs, const RtOpRec *op) {
 int rt_check_lut_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
     const RtLutParams *p = &op->p.lut;
     const RtBuf *x = B(0), *ix = B(1), *lut = B(2), *y = O(0);
-    if ((p->bits != 4 && p->bits != 8) || (p->has_bias & ~1) || (int)op->nin != 3 + p->has_bias) FAIL("lut_gemm: bad params");
-    if (x->dtype != RT_F32 || y->dtype != RT_F32 || x->rank < 1 || x->rank != y->rank) FAIL("lut_gemm: x and y must be fp32 of one rank");
-    if (ix->dtype != RT_U8 || ix->kind != RT_BUF_WEIGHT || ix->rank != 2) FAIL("lut_gemm: indices must be a u8 weight [N, K·bits/8]");
+    if ((p->bits != 4 && p->bits != 8) || (p->has_bias & ~1) || (int)op->nin != 3 + p->has_bias)
+        FAIL("lut_gemm: bad params");
+    if (x->dtype != RT_F32 || y->dtype != RT_F32 || x->rank < 1 || x->rank != y->rank)
+        FAIL("lut_gemm: x and y must be fp32 of one rank");
+    if (ix->dtype != RT_U8 || ix->kind != RT_BUF_WEIGHT || ix->rank != 2)
+        FAIL("lut_gemm: indices must be a u8 weight [N, K·bits/8]");
     int64_t k = x->dims[x->rank - 1], n = y->dims[y->rank - 1];
     for (uint32_t i = 0; i + 1 < x->rank; i++)
         if (x->dims[i] != y->dims[i]) FAIL("lut_gemm: y's leading dims must be x's");
-    if (k * p->bits % 8 || ix->dims[0] != n || ix->dims[1] != k * p->bits / 8) FAIL("lut_gemm: indices must be [%lld, %lld]", (long long)n, (long long)(k * p->bits / 8));
-    if (p->bn < 1 || p->bk < 1 || n % p->bn || k % p->bk) FAIL("lut_gemm: %d x %d palettes do not divide [%lld, %lld]", p->bn, p->bk, (long long)n, (long long)k);
-    if (lut->dtype != RT_F32 || lut->numel != (int64_t)p->bn * p->bk << p->bits) FAIL("lut_gemm: lut must hold %d x %d palettes of %d fp32", p->bn, p->bk, 1 << p->bits);
-    if (p->has_bias && (B(3)->dtype != RT_F32 || B(3)->numel != n)) FAIL("lut_gemm: bias must hold %lld fp32", (long long)n);
+    if (k * p->bits % 8 || ix->dims[0] != n || ix->dims[1] != k * p->bits / 8)
+        FAIL("lut_gemm: indices must be [%lld, %lld]", (long long)n, (long long)(k * p->bits / 8));
+    if (p->bn < 1 || p->bk < 1 || n % p->bn || k % p->bk)
+        FAIL("lut_gemm: %d x %d palettes do not divide [%lld, %lld]", p->bn, p->bk, (long long)n, (long long)k);
+    if (lut->dtype != RT_F32 || lut->numel != (int64_t)p->bn * p->bk << p->bits)
+        FAIL("lut_gemm: lut must hold %d x %d palettes of %d fp32", p->bn, p->bk, 1 << p->bits);
+    if (p->has_bias && (B(3)->dtype != RT_F32 || B(3)->numel != n))
+        FAIL("lut_gemm: bias must hold %lld fp32", (long long)n);
     return RT_OK;
 }
 
@@ -205,16 +224,20 @@ size_t rt_s_lut_gemm(const RtBuf *bufs, const RtOpRec *op) { return (size_t)bufs
 int rt_check_cumsum(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
     const RtScanParams *p = &op->p.scan;
     const RtBuf *x = B(0), *y = O(0);
-    if ((x->dtype != RT_F32 && x->dtype != RT_I32) || x->dtype != y->dtype || !rt_same_dims(x, y)) FAIL("cumsum: y must match x (fp32 or int32)");
-    if (p->axis < 0 || p->axis >= (int)x->rank || (p->exclusive | p->reverse) & ~1 || p->reserved) FAIL("cumsum: bad params");
+    if ((x->dtype != RT_F32 && x->dtype != RT_I32) || x->dtype != y->dtype || !rt_same_dims(x, y))
+        FAIL("cumsum: y must match x (fp32 or int32)");
+    if (p->axis < 0 || p->axis >= (int)x->rank || (p->exclusive | p->reverse) & ~1 || p->reserved)
+        FAIL("cumsum: bad params");
     return RT_OK;
 }
 
 int rt_check_gather_axis(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
     const RtBuf *x = B(0), *ix = B(1), *y = O(0);
     int a = op->p.axis.axis;
-    if (ix->dtype != RT_I32 || x->dtype == RT_F16 || x->dtype == RT_U8 || y->dtype != x->dtype) FAIL("gather_along_axis: dtypes");
-    if (a < 0 || a >= (int)x->rank || !rt_same_dims(ix, y) || x->rank != y->rank) FAIL("gather_along_axis: bad axis or shapes");
+    if (ix->dtype != RT_I32 || x->dtype == RT_F16 || x->dtype == RT_U8 || y->dtype != x->dtype)
+        FAIL("gather_along_axis: dtypes");
+    if (a < 0 || a >= (int)x->rank || !rt_same_dims(ix, y) || x->rank != y->rank)
+        FAIL("gather_along_axis: bad axis or shapes");
     for (uint32_t i = 0; i < x->rank; i++)
         if ((int)i != a && x->dims[i] != y->dims[i]) FAIL("gather_along_axis: y must match x but on the axis");
     return RT_OK;
@@ -225,23 +248,28 @@ int rt_check_scatter(const RtBuf *bufs, const RtOpRec *op, char *err, size_t err
     const RtBuf *d = B(0), *ix = B(1), *u = B(2), *y = O(0);
     if (p->kind < RT_SC_AXIS || p->kind > RT_SC_ND || p->mode < 0 || p->mode >= RT_SCM_COUNT_ || p->reserved)
         FAIL("scatter: bad params");
-    if ((d->dtype != RT_F32 && d->dtype != RT_I32) || u->dtype != d->dtype || y->dtype != d->dtype || !rt_same_dims(d, y))
+    if ((d->dtype != RT_F32 && d->dtype != RT_I32) || u->dtype != d->dtype || y->dtype != d->dtype ||
+        !rt_same_dims(d, y))
         FAIL("scatter: data, updates and y must be one dtype (fp32 or int32), y data's shape");
     if (ix->dtype != RT_I32) FAIL("scatter: indices must be int32");
     if (p->kind != RT_SC_ND && (p->axis < 0 || p->axis >= (int)d->rank)) FAIL("scatter: axis %d out of range", p->axis);
     if (p->kind == RT_SC_AXIS) {
         if (ix->rank != 1 || u->rank != d->rank) FAIL("scatter: indices must be [C] and updates of data's rank");
         for (uint32_t i = 0; i < d->rank; i++)
-            if (u->dims[i] != ((int)i == p->axis ? ix->dims[0] : d->dims[i])) FAIL("scatter: updates must be data's shape with dim %d = %lld", p->axis, (long long)ix->dims[0]);
+            if (u->dims[i] != ((int)i == p->axis ? ix->dims[0] : d->dims[i]))
+                FAIL("scatter: updates must be data's shape with dim %d = %lld", p->axis, (long long)ix->dims[0]);
     } else if (p->kind == RT_SC_ALONG) {
-        if (!rt_same_dims(ix, u) || u->rank != d->rank) FAIL("scatter_along_axis: indices and updates must have one shape, of data's rank");
+        if (!rt_same_dims(ix, u) || u->rank != d->rank)
+            FAIL("scatter_along_axis: indices and updates must have one shape, of data's rank");
         for (uint32_t i = 0; i < d->rank; i++)
-            if ((int)i != p->axis && u->dims[i] > d->dims[i]) FAIL("scatter_along_axis: updates exceed data on dim %u", i);
+            if ((int)i != p->axis && u->dims[i] > d->dims[i])
+                FAIL("scatter_along_axis: updates exceed data on dim %u", i);
     } else {
         if (ix->rank < 1) FAIL("scatter_nd: indices must have rank >= 1");
         int64_t k = ix->dims[ix->rank - 1];
         if (k < 1 || k > (int64_t)d->rank || u->rank != ix->rank - 1 + d->rank - (uint32_t)k)
-            FAIL("scatter_nd: updates must be indices' leading dims then data's dims after the first %lld", (long long)k);
+            FAIL("scatter_nd: updates must be indices' leading dims then data's dims after the first %lld",
+                 (long long)k);
         for (uint32_t i = 0; i + 1 < ix->rank; i++)
             if (u->dims[i] != ix->dims[i]) FAIL("scatter_nd: updates' leading dims must be indices'");
         for (uint32_t i = (uint32_t)k; i < d->rank; i++)
@@ -256,14 +284,17 @@ int rt_check_sort(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen
     if ((p->ascending | p->has_values | p->has_indices) & ~1 || p->reserved || !(p->has_values | p->has_indices) ||
         (int)op->nout != p->has_values + p->has_indices)
         FAIL("sort: bad params");
-    if ((x->dtype != RT_F32 && x->dtype != RT_I32) || p->axis < 0 || p->axis >= (int)x->rank) FAIL("sort: x must be fp32 or int32, axis in range");
+    if ((x->dtype != RT_F32 && x->dtype != RT_I32) || p->axis < 0 || p->axis >= (int)x->rank)
+        FAIL("sort: x must be fp32 or int32, axis in range");
     if (p->k < 1 || p->k > x->dims[p->axis]) FAIL("sort: k %d is not in 1..%lld", p->k, (long long)x->dims[p->axis]);
     for (int o = 0; o < (int)op->nout; o++) {
         const RtBuf *y = O(o);
         bool vals = p->has_values && o == 0;
-        if (y->dtype != (vals ? x->dtype : RT_I32) || y->rank != x->rank) FAIL("sort: output %d has the wrong dtype or rank", o);
+        if (y->dtype != (vals ? x->dtype : RT_I32) || y->rank != x->rank)
+            FAIL("sort: output %d has the wrong dtype or rank", o);
         for (uint32_t i = 0; i < x->rank; i++)
-            if (y->dims[i] != ((int)i == p->axis ? p->k : x->dims[i])) FAIL("sort: output %d must be x's shape with dim %d = %d", o, p->axis, p->k);
+            if (y->dims[i] != ((int)i == p->axis ? p->k : x->dims[i]))
+                FAIL("sort: output %d must be x's shape with dim %d = %d", o, p->axis, p->k);
     }
     return RT_OK;
 }
@@ -282,7 +313,8 @@ int rt_check_random(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errl
     if (!isfinite(p->a) || !isfinite(p->b)) FAIL("random: parameters must be finite");
     if (p->kind == RT_RAND_CATEGORICAL) {
         const RtBuf *x = B(0);
-        if (x->dtype != RT_F32 || x->rank < 1 || y->rank != x->rank) FAIL("random_categorical: x and y must be fp32 of one rank");
+        if (x->dtype != RT_F32 || x->rank < 1 || y->rank != x->rank)
+            FAIL("random_categorical: x and y must be fp32 of one rank");
         for (uint32_t i = 0; i + 1 < x->rank; i++)
             if (x->dims[i] != y->dims[i]) FAIL("random_categorical: y's leading dims must be x's");
     }

@@ -121,8 +121,7 @@ int rt_buf_init(RtBuf *b, const RtBufRec *r, char *err, size_t errlen);
 /* Storage bytes of a buffer given its record, or 0 if invalid. */
 uint64_t rt_buf_storage(const RtBufRec *r);
 
-int rt_errf(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+int rt_errf(char *err, size_t errlen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* ---- op table ---- */
 typedef struct RtExec RtExec;
@@ -132,10 +131,10 @@ typedef void (*RtKernelFn)(RtExec *ex, const RtOpRec *op, int ith, int nth);
 
 typedef struct {
     const char *name;
-    uint32_t plen;        /* exact parameter bytes */
+    uint32_t plen; /* exact parameter bytes */
     int min_in, max_in, min_out, max_out;
     RtCheckFn check;
-    RtScratchFn scratch;  /* NULL: none */
+    RtScratchFn scratch; /* NULL: none */
 } RtOpInfo;
 
 /* One kernel variant (kernels_variant.c, compiled once per instruction set
@@ -227,21 +226,20 @@ int rt_check_pool(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen
 int rt_check_update(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 /* UPDATE's box in y for begin/end (NULL: none): false when it leaves y or
  * its extent is not x's (state.c; the kernel runs it at every run). */
-bool rt_update_box(const RtBuf *x, const RtBuf *y, const RtUpdateParams *p, const int32_t *begin,
-                   const int32_t *end, int64_t *start);
+bool rt_update_box(const RtBuf *x, const RtBuf *y, const RtUpdateParams *p, const int32_t *begin, const int32_t *end,
+                   int64_t *start);
 
 /* NULL for an out-of-range kind. */
 const RtOpInfo *rt_op_info(uint32_t kind);
 /* Full check of one op against the buffer table: counts, indices, writable
  * outputs, param size, then the op's own shape rules.  loading: also the
  * storage rules of packed weights (the builder packs them only at finish). */
-int rt_op_check(const RtBuf *bufs, uint32_t nbuf, const RtOpRec *op, bool loading, char *err,
-                size_t errlen);
+int rt_op_check(const RtBuf *bufs, uint32_t nbuf, const RtOpRec *op, bool loading, char *err, size_t errlen);
 
 /* ---- the executor ---- */
 
 struct RtExec {
-    void **ptr;             /* per buffer: its bytes for the current program */
+    void **ptr; /* per buffer: its bytes for the current program */
     const RtBuf *bufs;
     unsigned char *scratch; /* nth × scratch_per_thread */
     size_t scratch_per_thread;
@@ -287,15 +285,15 @@ struct RtModel {
     const void **weight;      /* [nbuf]: section bytes of weights, else NULL */
     RtProg prog[2];
     int has_prog[2];
-    unsigned char *arena;     /* the pool's arena (the max of both programs, or more) */
-    uint32_t mem_gen;         /* the pool memory's generation arena and ptr were bound to */
+    unsigned char *arena; /* the pool's arena (the max of both programs, or more) */
+    uint32_t mem_gen;     /* the pool memory's generation arena and ptr were bound to */
     uint64_t arena_size;
-    void **ptr[2];            /* [prog][nbuf] resolved pointers */
+    void **ptr[2]; /* [prog][nbuf] resolved pointers */
     int last_prog;
     RtExec ex;
     RtPool *pool;
-    const RtKernels *kern;    /* the kernel variant chosen at load */
-    bool own_pool;            /* started by this model (else borrowed: RtLoadOptions.pool);
+    const RtKernels *kern; /* the kernel variant chosen at load */
+    bool own_pool;         /* started by this model (else borrowed: RtLoadOptions.pool);
                                  the arena and scratch are the pool's either way */
 };
 

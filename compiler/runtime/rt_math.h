@@ -42,7 +42,9 @@ static inline RtV v_abs(RtV a) { return _mm512_abs_ps(a); }
 static inline RtV v_round(RtV a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 /* p·2^n for integral n in [-126, 128] */
 static inline RtV v_ldexp(RtV p, RtV n) { return _mm512_scalef_ps(p, n); }
-static inline RtV v_sel_lt(RtV a, RtV b, RtV x, RtV y) { return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), x, y); }
+static inline RtV v_sel_lt(RtV a, RtV b, RtV x, RtV y) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), x, y);
+}
 static inline RtV v_copysign(RtV mag, RtV sgn) {
     const __m512i m = _mm512_set1_epi32((int)0x80000000u);
     return _mm512_castsi512_ps(_mm512_or_si512(_mm512_andnot_si512(m, _mm512_castps_si512(mag)),
@@ -66,7 +68,7 @@ static inline RtV v_mul(RtV a, RtV b) { return _mm256_mul_ps(a, b); }
 static inline RtV v_div(RtV a, RtV b) { return _mm256_div_ps(a, b); }
 static inline RtV v_min(RtV a, RtV b) { return _mm256_min_ps(a, b); }
 static inline RtV v_max(RtV a, RtV b) { return _mm256_max_ps(a, b); }
-static inline RtV v_fma(RtV a, RtV b, RtV c) { return _mm256_fmadd_ps(a, b, c); }  /* a·b + c */
+static inline RtV v_fma(RtV a, RtV b, RtV c) { return _mm256_fmadd_ps(a, b, c); }   /* a·b + c */
 static inline RtV v_fnma(RtV a, RtV b, RtV c) { return _mm256_fnmadd_ps(a, b, c); } /* c − a·b */
 static inline RtV v_abs(RtV a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
 static inline RtV v_round(RtV a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
@@ -75,7 +77,9 @@ static inline RtV v_pow2i(RtV n) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
 }
 /* lanes where a < b take y, the others x */
-static inline RtV v_sel_lt(RtV a, RtV b, RtV x, RtV y) { return _mm256_blendv_ps(x, y, _mm256_cmp_ps(a, b, _CMP_LT_OQ)); }
+static inline RtV v_sel_lt(RtV a, RtV b, RtV x, RtV y) {
+    return _mm256_blendv_ps(x, y, _mm256_cmp_ps(a, b, _CMP_LT_OQ));
+}
 static inline RtV v_copysign(RtV mag, RtV sgn) {
     const RtV m = _mm256_set1_ps(-0.0f);
     return _mm256_or_ps(_mm256_andnot_ps(m, mag), _mm256_and_ps(m, sgn));

@@ -13,31 +13,38 @@ int rt_check_update(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errl
     const RtUpdateParams *p = &op->p.upd;
     if (op->nin == 2) FAIL("update: begin without end");
     bool same = x->dtype == y->dtype || (x->dtype == RT_F32 && y->dtype == RT_F16);
-    if (!same || x->dtype == RT_F16 || x->dtype == RT_U8) FAIL("update: x dtype %u cannot be written to a %u buffer", x->dtype, y->dtype);
+    if (!same || x->dtype == RT_F16 || x->dtype == RT_U8)
+        FAIL("update: x dtype %u cannot be written to a %u buffer", x->dtype, y->dtype);
     if (x->rank != y->rank) FAIL("update: x has rank %u, y %u", x->rank, y->rank);
     for (uint32_t a = 0; a < x->rank; a++)
-        if (x->dims[a] > y->dims[a]) FAIL("update: x dim %u is %lld, past y's %lld", a, (long long)x->dims[a], (long long)y->dims[a]);
+        if (x->dims[a] > y->dims[a])
+            FAIL("update: x dim %u is %lld, past y's %lld", a, (long long)x->dims[a], (long long)y->dims[a]);
     uint32_t all = (1u << y->rank) - 1;
     if (((uint32_t)p->begin_mask | (uint32_t)p->end_mask | (uint32_t)p->squeeze_mask) & ~all || p->reserved)
         FAIL("update: bad masks");
     for (uint32_t i = 1; i < op->nin; i++) {
         const RtBuf *b = &bufs[op->in[i]];
-        if (b->dtype != RT_I32 || b->numel != (int64_t)y->rank) FAIL("update: %s must be int32 [%u]", i == 1 ? "begin" : "end", y->rank);
+        if (b->dtype != RT_I32 || b->numel != (int64_t)y->rank)
+            FAIL("update: %s must be int32 [%u]", i == 1 ? "begin" : "end", y->rank);
     }
     /* without begin and end the box is x at the origin: it always fits */
     return RT_OK;
 }
 
-bool rt_update_box(const RtBuf *x, const RtBuf *y, const RtUpdateParams *p, const int32_t *begin,
-                   const int32_t *end, int64_t *start) {
+bool rt_update_box(const RtBuf *x, const RtBuf *y, const RtUpdateParams *p, const int32_t *begin, const int32_t *end,
+                   int64_t *start) {
     for (uint32_t a = 0; a < y->rank; a++) {
         int64_t d = y->dims[a], b = begin ? begin[a] : 0, e;
         if (b < 0) b += d;
         if (p->begin_mask >> a & 1) b = 0;
-        if (p->squeeze_mask >> a & 1) e = b + 1;
-        else if (p->end_mask >> a & 1) e = d;
-        else if (end) e = end[a] < 0 ? end[a] + d : end[a];
-        else e = b + x->dims[a];
+        if (p->squeeze_mask >> a & 1)
+            e = b + 1;
+        else if (p->end_mask >> a & 1)
+            e = d;
+        else if (end)
+            e = end[a] < 0 ? end[a] + d : end[a];
+        else
+            e = b + x->dims[a];
         if (b < 0 || e > d || e - b != x->dims[a]) return false;
         start[a] = b;
     }
@@ -85,7 +92,8 @@ int rt_model_state_set(RtModel *m, int i, const RtTensor *t) {
     if (rc) return rc;
     if (b->dtype == RT_BOOL) /* kernels rely on bools being 0 or 1 */
         for (int64_t k = 0; k < b->numel; k++) d[k] = ((const unsigned char *)t->data)[k] != 0;
-    else memcpy(d, t->data, (size_t)b->bytes);
+    else
+        memcpy(d, t->data, (size_t)b->bytes);
     return RT_OK;
 }
 

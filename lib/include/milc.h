@@ -97,8 +97,8 @@ typedef struct MilcRequest {
     const char *weights;     /* "random:SEED" or FILE.safetensors; NULL: random:0 */
     const MilcParam *params; /* nparams template parameters */
     int nparams;
-    int mode;                /* MILC_MODE_*; 0 (MILC_MODE_BOTH) is a real mode: say MILC_MODE_DEFAULT */
-    long chunk;              /* 0: one program; K: the whole model in chunks of K layers */
+    int mode;   /* MILC_MODE_*; 0 (MILC_MODE_BOTH) is a real mode: say MILC_MODE_DEFAULT */
+    long chunk; /* 0: one program; K: the whole model in chunks of K layers */
 } MilcRequest;
 
 typedef struct MilcBuild MilcBuild;
@@ -107,13 +107,13 @@ enum { MILC_BUILT = 0, MILC_HIT_DIRECT = 1, MILC_HIT_FULL = 2 };
 
 /* One program of a build. */
 typedef struct MilcProgramInfo {
-    char key[33];            /* its artifact's cache key, 32 hex digits */
-    char label[256];         /* what tells it apart in its request ("first_layer=4 layers=4"), or "" */
-    int outcome;             /* MILC_BUILT, or how it was found */
+    char key[33];    /* its artifact's cache key, 32 hex digits */
+    char label[256]; /* what tells it apart in its request ("first_layer=4 layers=4"), or "" */
+    int outcome;     /* MILC_BUILT, or how it was found */
     int mode;
     uint64_t artifact_bytes;
-    double ms_total;         /* this program's build or lookup, ms */
-    double ms_compile;       /* of which generation, checks and compilation (0 on a hit) */
+    double ms_total;   /* this program's build or lookup, ms */
+    double ms_compile; /* of which generation, checks and compilation (0 on a hit) */
 } MilcProgramInfo;
 
 /* Build every program of req, or find it in the cache: the direct key (the
@@ -154,10 +154,10 @@ MilcStatus milc_compile_file(const char *path, const char *out_path, int mode);
 
 typedef struct MilcArtifactInfo {
     int mode;
-    uint64_t bytes;      /* its sections' total */
+    uint64_t bytes; /* its sections' total */
     int sections;
     char description[160]; /* what made it, one line */
-    uint64_t compile_ns; /* what building it took */
+    uint64_t compile_ns;   /* what building it took */
     uint64_t hits;
 } MilcArtifactInfo;
 
@@ -184,11 +184,11 @@ typedef enum MilcDType { MILC_F32 = 1, MILC_F16 = 2, MILC_I32 = 3, MILC_BOOL = 4
 enum { MILC_MAX_RANK = 6 };
 
 typedef struct MilcTensorInfo {
-    const char *name;  /* valid until milc_model_free */
-    int dtype;         /* MilcDType of the caller's buffer */
+    const char *name; /* valid until milc_model_free */
+    int dtype;        /* MilcDType of the caller's buffer */
     int rank;
     int64_t dims[MILC_MAX_RANK];
-    size_t bytes;      /* the buffer's size: elements x element size */
+    size_t bytes; /* the buffer's size: elements x element size */
 } MilcTensorInfo;
 
 int milc_model_ninputs(const MilcModel *m);

@@ -74,8 +74,9 @@ static const char *default_templates(void) {
 }
 
 int api_verify_policy(int verify) {
-    return verify == MILC_VERIFY_ALWAYS ? BUILD_VERIFY_FULL : verify == MILC_VERIFY_NEVER ? BUILD_VERIFY_NONE
-                                                                                           : BUILD_VERIFY_ONCE;
+    return verify == MILC_VERIFY_ALWAYS  ? BUILD_VERIFY_FULL
+           : verify == MILC_VERIFY_NEVER ? BUILD_VERIFY_NONE
+                                         : BUILD_VERIFY_ONCE;
 }
 
 MilcStatus milc_cache_open(MilcCache **out, const char *dir, const MilcCacheOptions *o) {
@@ -85,7 +86,11 @@ MilcStatus milc_cache_open(MilcCache **out, const char *dir, const MilcCacheOpti
     *out = NULL;
     MilcCache *c = calloc(1, sizeof *c);
     if (c && o) c->o = *o;
-    if (!c || !(c->dir = strdup(dir))) { free(c); lib_error("out of memory"); return api_end(&k, MILC_E_SYSTEM); }
+    if (!c || !(c->dir = strdup(dir))) {
+        free(c);
+        lib_error("out of memory");
+        return api_end(&k, MILC_E_SYSTEM);
+    }
     if (c->o.verify < MILC_VERIFY_ONCE || c->o.verify > MILC_VERIFY_NEVER) {
         lib_error("verify option %d is not a MILC_VERIFY_* value", c->o.verify);
         free(c->dir), free(c);
@@ -133,7 +138,10 @@ const char *milc_mode_name(int mode) { return rt_mode(mode) ? rt_mode(mode)->nam
 /* req as the jobs' spec; modes holds the mode's text.  MILC_OK or MILC_E_USAGE. */
 static int request_spec(const MilcRequest *req, char modes[16], JobSpec *spec) {
     int mode = req->mode == MILC_MODE_DEFAULT ? RT_MODE_DEFAULT : req->mode;
-    if (!milc_mode_name(mode)) { lib_error("mode %d is not a compile mode", req->mode); return MILC_E_USAGE; }
+    if (!milc_mode_name(mode)) {
+        lib_error("mode %d is not a compile mode", req->mode);
+        return MILC_E_USAGE;
+    }
     if (req->nparams < 0 || (req->nparams && !req->params) || req->chunk < 0) {
         lib_error("a request with %d parameters at %p, chunk %ld", req->nparams, (const void *)req->params, req->chunk);
         return MILC_E_USAGE;
@@ -144,8 +152,12 @@ static int request_spec(const MilcRequest *req, char modes[16], JobSpec *spec) {
             return MILC_E_USAGE;
         }
     snprintf(modes, 16, "%d", mode);
-    *spec = (JobSpec){.config = req->model, .weights = req->weights, .modes = modes, .chunk = req->chunk,
-                      .extra = req->params, .nextra = req->nparams};
+    *spec = (JobSpec){.config = req->model,
+                      .weights = req->weights,
+                      .modes = modes,
+                      .chunk = req->chunk,
+                      .extra = req->params,
+                      .nextra = req->nparams};
     return MILC_OK;
 }
 
@@ -162,7 +174,9 @@ static void collect(void *ctx, int idx, const char *label, const BuildResult *r)
     (void)idx;
     cache_key_hex(&r->key, p->key);
     snprintf(p->label, sizeof p->label, "%s", label);
-    p->outcome = r->outcome == BUILD_MISS ? MILC_BUILT : r->outcome == BUILD_HIT_DIRECT ? MILC_HIT_DIRECT : MILC_HIT_FULL;
+    p->outcome = r->outcome == BUILD_MISS         ? MILC_BUILT
+                 : r->outcome == BUILD_HIT_DIRECT ? MILC_HIT_DIRECT
+                                                  : MILC_HIT_FULL;
     p->artifact_bytes = r->artifact_bytes;
     p->ms_total = r->ms_total;
     p->ms_compile = r->ms_generate + r->ms_check + r->ms_passes + r->ms_lower;
@@ -173,7 +187,10 @@ MilcStatus milc_compile_file(const char *path, const char *out_path, int mode) {
     api_begin(&k);
     if (!path || !out_path) return api_end(&k, MILC_E_USAGE);
     CompileFileOptions o = {.mode = mode == MILC_MODE_DEFAULT ? RT_MODE_DEFAULT : mode};
-    if (!milc_mode_name(o.mode)) { lib_error("mode %d is not a compile mode", mode); return api_end(&k, MILC_E_USAGE); }
+    if (!milc_mode_name(o.mode)) {
+        lib_error("mode %d is not a compile mode", mode);
+        return api_end(&k, MILC_E_USAGE);
+    }
     DiagSink d;
     diag_init(&d);
     CompileFileResult r;
@@ -192,14 +209,21 @@ MilcStatus milc_build(MilcCache *c, const MilcRequest *req, MilcBuild **out) {
     int rc = request_spec(req, modes, &spec);
     if (rc != MILC_OK) return api_end(&k, rc);
     MilcBuild *b = calloc(1, sizeof *b);
-    if (!b) { lib_error("out of memory"); return api_end(&k, MILC_E_SYSTEM); }
+    if (!b) {
+        lib_error("out of memory");
+        return api_end(&k, MILC_E_SYSTEM);
+    }
     DiagSink d;
     diag_init(&d);
-    RequestOptions o = {.verify_hits = api_verify_policy(c->o.verify), .tmp_root = c->dir, .max_memory = c->o.max_memory};
+    RequestOptions o = {
+        .verify_hits = api_verify_policy(c->o.verify), .tmp_root = c->dir, .max_memory = c->o.max_memory};
     rc = build_request(c->store, &c->tp, &spec, &o, collect, b, &d);
     rc = api_diags(&d, rc);
     if (rc == MILC_OK && b->n == 0) lib_error("the request makes no program"), rc = MILC_E_INPUT;
-    if (rc != MILC_OK) { milc_build_free(b); return api_end(&k, rc); }
+    if (rc != MILC_OK) {
+        milc_build_free(b);
+        return api_end(&k, rc);
+    }
     for (int i = 0; i < b->n; i++) b->v[i].mode = atoi(modes);
     *out = b;
     return api_end(&k, MILC_OK);
@@ -230,9 +254,15 @@ MilcStatus milc_request_param(MilcCache *c, const MilcRequest *req, const char *
     int rc = request_spec(req, modes, &spec);
     if (rc != MILC_OK) return api_end(&k, rc);
     BuildJob j = {.config = (char *)jobs_config(&spec), .nparams = req->nparams};
-    char **names = calloc((size_t)req->nparams + 1, sizeof *names), **values = calloc((size_t)req->nparams + 1, sizeof *values);
-    if (!names || !values) { free(names), free(values); lib_error("out of memory"); return api_end(&k, MILC_E_SYSTEM); }
-    for (int i = 0; i < req->nparams; i++) names[i] = (char *)req->params[i].name, values[i] = (char *)req->params[i].value;
+    char **names = calloc((size_t)req->nparams + 1, sizeof *names),
+         **values = calloc((size_t)req->nparams + 1, sizeof *values);
+    if (!names || !values) {
+        free(names), free(values);
+        lib_error("out of memory");
+        return api_end(&k, MILC_E_SYSTEM);
+    }
+    for (int i = 0; i < req->nparams; i++)
+        names[i] = (char *)req->params[i].name, values[i] = (char *)req->params[i].value;
     j.names = names, j.values = values;
     DiagSink d;
     diag_init(&d);
@@ -243,10 +273,14 @@ MilcStatus milc_request_param(MilcCache *c, const MilcRequest *req, const char *
     int64_t v;
     double f;
     const char *s;
-    if (gen_config_get_int(cfg, name, &v)) snprintf(out, n, "%lld", (long long)v);
-    else if (gen_config_get_float(cfg, name, &f)) snprintf(out, n, "%.17g", f);
-    else if (gen_config_get_str(cfg, name, &s)) snprintf(out, n, "%s", s);
-    else lib_error("template '%s' has no parameter '%s'", j.config, name), rc = MILC_E_NOTFOUND;
+    if (gen_config_get_int(cfg, name, &v))
+        snprintf(out, n, "%lld", (long long)v);
+    else if (gen_config_get_float(cfg, name, &f))
+        snprintf(out, n, "%.17g", f);
+    else if (gen_config_get_str(cfg, name, &s))
+        snprintf(out, n, "%s", s);
+    else
+        lib_error("template '%s' has no parameter '%s'", j.config, name), rc = MILC_E_NOTFOUND;
     gen_config_free(cfg);
     return api_end(&k, rc);
 }
@@ -257,8 +291,10 @@ static void tally(void *ctx, int idx, const char *label, const BuildResult *r) {
     MilcPrewarmResult *t = ctx;
     (void)idx, (void)label;
     t->programs++;
-    if (r->outcome == BUILD_MISS) t->built++;
-    else t->hits++;
+    if (r->outcome == BUILD_MISS)
+        t->built++;
+    else
+        t->hits++;
 }
 
 /* Every line of the manifest text (cut in place) as a spec, checked; then
@@ -277,23 +313,42 @@ static int prewarm_text(MilcCache *c, char *text, const char *file, MilcPrewarmR
             continue;
         }
         ManifestLine *nl = realloc(lines, sizeof *nl * (size_t)(nlines + 1));
-        if (!nl) { manifest_line_free(&ln); lib_error("out of memory"); rc = MILC_E_SYSTEM; break; }
+        if (!nl) {
+            manifest_line_free(&ln);
+            lib_error("out of memory");
+            rc = MILC_E_SYSTEM;
+            break;
+        }
         lines = nl;
         lines[nlines++] = ln;
         JobList jl = {0}; /* checked now: a bad line fails before anything is built */
-        JobSpec spec = {.config = ln.config, .weights = ln.weights, .modes = ln.modes, .chunk = ln.chunk,
-                        .max_chunk_bytes = ln.max_chunk_bytes, .extra = ln.extra, .nextra = ln.nextra, .loc = {file, lineno, 1}};
+        JobSpec spec = {.config = ln.config,
+                        .weights = ln.weights,
+                        .modes = ln.modes,
+                        .chunk = ln.chunk,
+                        .max_chunk_bytes = ln.max_chunk_bytes,
+                        .extra = ln.extra,
+                        .nextra = ln.nextra,
+                        .loc = {file, lineno, 1}};
         jobs_expand(&c->tp, &spec, &jl, d);
         jobs_free(&jl);
     }
     if (rc == MILC_OK && diag_failed(d)) rc = MILC_E_INPUT;
-    RequestOptions o = {.verify_hits = api_verify_policy(c->o.verify), .tmp_root = c->dir, .max_memory = c->o.max_memory};
+    RequestOptions o = {
+        .verify_hits = api_verify_policy(c->o.verify), .tmp_root = c->dir, .max_memory = c->o.max_memory};
     for (int i = 0; i < nlines && rc == MILC_OK; i++) {
-        JobSpec spec = {.config = lines[i].config, .weights = lines[i].weights, .modes = lines[i].modes,
-                        .chunk = lines[i].chunk, .max_chunk_bytes = lines[i].max_chunk_bytes, .extra = lines[i].extra, .nextra = lines[i].nextra};
+        JobSpec spec = {.config = lines[i].config,
+                        .weights = lines[i].weights,
+                        .modes = lines[i].modes,
+                        .chunk = lines[i].chunk,
+                        .max_chunk_bytes = lines[i].max_chunk_bytes,
+                        .extra = lines[i].extra,
+                        .nextra = lines[i].nextra};
         int brc = build_request(c->store, &c->tp, &spec, &o, tally, t, d);
-        if (brc == MILC_E_SYSTEM) rc = brc;
-        else if (brc != MILC_OK) t->failed++; /* a request that fails reports none of its programs */
+        if (brc == MILC_E_SYSTEM)
+            rc = brc;
+        else if (brc != MILC_OK)
+            t->failed++; /* a request that fails reports none of its programs */
     }
     if (rc == MILC_OK && t->failed) rc = MILC_E_INPUT;
     for (int i = 0; i < nlines; i++) manifest_line_free(&lines[i]);
@@ -311,9 +366,16 @@ MilcStatus milc_prewarm(MilcCache *c, const char *manifest_path, MilcPrewarmResu
     void *buf;
     size_t len;
     int orc = os_read_file(manifest_path, 0, &buf, &len, oerr, sizeof oerr);
-    if (orc) { lib_error("%s", oerr); return api_end(&k, orc == -EINVAL ? MILC_E_INPUT : MILC_E_SYSTEM); }
+    if (orc) {
+        lib_error("%s", oerr);
+        return api_end(&k, orc == -EINVAL ? MILC_E_INPUT : MILC_E_SYSTEM);
+    }
     char *text = realloc(buf, len + 1);
-    if (!text) { free(buf); lib_error("out of memory"); return api_end(&k, MILC_E_SYSTEM); }
+    if (!text) {
+        free(buf);
+        lib_error("out of memory");
+        return api_end(&k, MILC_E_SYSTEM);
+    }
     text[len] = 0;
     DiagSink d;
     diag_init(&d);

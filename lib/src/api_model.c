@@ -24,7 +24,10 @@ static int entry(MilcCache *c, const char *key, unsigned flags, StoreEntry **hit
     /* A key from the caller has no key record to compare: the checksum is
      * all that vouches for the bytes. */
     int r = store_get(c->store, k, NULL, 0, verify_store_flags(api_verify_policy(c->o.verify)) | flags, hit);
-    if (r == CACHE_ENOTFOUND) { lib_error("cache entry %s: no such entry", key); return MILC_E_NOTFOUND; }
+    if (r == CACHE_ENOTFOUND) {
+        lib_error("cache entry %s: no such entry", key);
+        return MILC_E_NOTFOUND;
+    }
     if (r != 0) {
         lib_error("cache entry %s: %s", key, cache_strerror(r));
         return r == CACHE_ECORRUPT ? MILC_E_INPUT : MILC_E_SYSTEM;
@@ -46,8 +49,11 @@ MilcStatus milc_artifact_info(MilcCache *c, const char *key, MilcArtifactInfo *o
     if (!out) return api_end(&k, MILC_E_USAGE);
     int rc = entry(c, key, STORE_GET_NOTOUCH, &e, &ck);
     if (rc != MILC_OK) return api_end(&k, rc);
-    *out = (MilcArtifactInfo){.mode = e->meta.variant, .bytes = e->bytes, .sections = e->nsecs,
-                              .compile_ns = e->meta.cost_ns, .hits = e->meta.uses};
+    *out = (MilcArtifactInfo){.mode = e->meta.variant,
+                              .bytes = e->bytes,
+                              .sections = e->nsecs,
+                              .compile_ns = e->meta.cost_ns,
+                              .hits = e->meta.uses};
     snprintf(out->description, sizeof out->description, "%s", e->meta.description ? e->meta.description : "");
     store_release(c->store, e);
     return api_end(&k, MILC_OK);
@@ -145,8 +151,10 @@ int milc_model_find(const MilcModel *m, const char *name, int output) {
 /* t bound to the caller's buffer p for model io number i. */
 static void bind(const MilcModel *m, int i, int output, void *p, RtTensor *t) {
     RtIoInfo io;
-    if (output) rt_model_output(m->lm.model, i, &io);
-    else rt_model_input(m->lm.model, i, &io);
+    if (output)
+        rt_model_output(m->lm.model, i, &io);
+    else
+        rt_model_input(m->lm.model, i, &io);
     MilcTensorInfo ti;
     tensor_info(&io, &ti);
     *t = (RtTensor){.dtype = io.dtype, .rank = io.rank, .data = p, .size = ti.bytes};
@@ -158,11 +166,17 @@ MilcStatus milc_model_run(MilcModel *m, const void *const *inputs, void *const *
     api_begin(&k);
     if (!m || (m->nin && !inputs) || (m->nout && !outputs)) return api_end(&k, MILC_E_USAGE);
     for (int i = 0; i < m->nin; i++) {
-        if (!inputs[i]) { lib_error("input %d has no buffer", i); return api_end(&k, MILC_E_USAGE); }
+        if (!inputs[i]) {
+            lib_error("input %d has no buffer", i);
+            return api_end(&k, MILC_E_USAGE);
+        }
         bind(m, i, 0, (void *)inputs[i], &m->in[i]);
     }
     for (int i = 0; i < m->nout; i++) {
-        if (!outputs[i]) { lib_error("output %d has no buffer", i); return api_end(&k, MILC_E_USAGE); }
+        if (!outputs[i]) {
+            lib_error("output %d has no buffer", i);
+            return api_end(&k, MILC_E_USAGE);
+        }
         bind(m, i, 1, outputs[i], &m->out[i]);
     }
     RtRunStats st = {0};
@@ -199,7 +213,8 @@ static int state_tensor(const MilcModel *m, int i, void *p, size_t bytes, RtTens
     MilcTensorInfo ti;
     tensor_info(&io, &ti);
     if (bytes != ti.bytes) {
-        lib_error("state %s: %zu bytes given, it holds %zu (%s)", io.name, bytes, ti.bytes, io.dtype == RT_F16 ? "fp16" : "4 or 1 bytes an element");
+        lib_error("state %s: %zu bytes given, it holds %zu (%s)", io.name, bytes, ti.bytes,
+                  io.dtype == RT_F16 ? "fp16" : "4 or 1 bytes an element");
         return MILC_E_INPUT;
     }
     *t = (RtTensor){.dtype = io.dtype, .rank = io.rank, .data = p, .size = bytes};
@@ -212,7 +227,8 @@ MilcStatus milc_model_state_read(MilcModel *m, int i, void *dst, size_t bytes) {
     api_begin(&k);
     RtTensor t;
     int rc = state_tensor(m, i, dst, bytes, &t);
-    if (rc == MILC_OK && rt_model_state_get(m->lm.model, i, &t) != 0) lib_error("state %d: cannot be read", i), rc = MILC_E_USAGE;
+    if (rc == MILC_OK && rt_model_state_get(m->lm.model, i, &t) != 0)
+        lib_error("state %d: cannot be read", i), rc = MILC_E_USAGE;
     return api_end(&k, rc);
 }
 
@@ -221,7 +237,8 @@ MilcStatus milc_model_state_write(MilcModel *m, int i, const void *src, size_t b
     api_begin(&k);
     RtTensor t;
     int rc = state_tensor(m, i, (void *)src, bytes, &t);
-    if (rc == MILC_OK && rt_model_state_set(m->lm.model, i, &t) != 0) lib_error("state %d: cannot be written", i), rc = MILC_E_USAGE;
+    if (rc == MILC_OK && rt_model_state_set(m->lm.model, i, &t) != 0)
+        lib_error("state %d: cannot be written", i), rc = MILC_E_USAGE;
     return api_end(&k, rc);
 }
 

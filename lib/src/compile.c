@@ -30,7 +30,10 @@ char *pipeline_artifact_path(const char *path) {
     static const char *const exts[] = {".mil", ".mlpackage", ".mlmodelc"};
     for (int i = 0; i < 3; i++) {
         size_t e = strlen(exts[i]);
-        if (n > e && strcmp(out + n - e, exts[i]) == 0) { out[n - e] = 0; break; }
+        if (n > e && strcmp(out + n - e, exts[i]) == 0) {
+            out[n - e] = 0;
+            break;
+        }
     }
     strcat(out, ".milc");
     return out;
@@ -64,8 +67,11 @@ int pipeline_compile_file(const char *path, const char *out_path, const CompileF
     int rc = pipeline_load_program(&arena, path, o->model_path, MIL_TARGET_CPU, &pp, d);
     res->ms_check = lib_ms_since(t0);
     if (rc == MILC_OK) {
-        BackendOptions bo = {.mode = o->mode, .model_path = pp.model_dir, .dump_stage = o->dump_stage,
-                             .dump_out = o->dump_stage ? &res->dump : NULL, .no_fuse = o->no_fuse};
+        BackendOptions bo = {.mode = o->mode,
+                             .model_path = pp.model_dir,
+                             .dump_stage = o->dump_stage,
+                             .dump_out = o->dump_stage ? &res->dump : NULL,
+                             .no_fuse = o->no_fuse};
         BackendStats st = {0};
         if (backend_compile(pp.prog, &bo, &art, &st, d) != 0) rc = failed_rc(d);
         res->ops_in = st.ops_in, res->ops_out = st.ops_out, res->dispatches = st.dispatches;

@@ -17,7 +17,10 @@ bool drift_why(const uint8_t *rec, size_t len, char *why, size_t n) {
     KeyRecord ours, theirs;
     bool stale = false;
     why[0] = 0;
-    if (b.err || keyrec_parse(b.buf, b.len, &ours) != 0) { ckey_free(&b); return false; }
+    if (b.err || keyrec_parse(b.buf, b.len, &ours) != 0) {
+        ckey_free(&b);
+        return false;
+    }
     if (keyrec_parse(rec, len, &theirs) != 0) theirs.n = 0;
     for (int i = 0; i < ours.n; i++) {
         const KeyField *t = keyrec_field(&theirs, ours.f[i].tag);
@@ -76,13 +79,16 @@ static int recipe(void *ctx, const CacheKey *dkey, const uint8_t *rec, size_t le
         if (memcmp(rc->costs.v[i].key.b, akey->b, 16) == 0) at = i;
     /* Only a stale entry still in the cache, once (a removed one is no
      * longer listed by verify --stale). */
-    if (at < 0 || rc->costs.v[at].taken || !drift_why(rec, len, why, sizeof why) || keyrec_parse(rec, len, &r) != 0) return 0;
+    if (at < 0 || rc->costs.v[at].taken || !drift_why(rec, len, why, sizeof why) || keyrec_parse(rec, len, &r) != 0)
+        return 0;
     rc->costs.v[at].taken = true;
-    const KeyField *parm = keyrec_field(&r, KEY_TAG('P', 'A', 'R', 'M')), *ws = keyrec_field(&r, KEY_TAG('W', 'S', 'R', 'C')),
+    const KeyField *parm = keyrec_field(&r, KEY_TAG('P', 'A', 'R', 'M')),
+                   *ws = keyrec_field(&r, KEY_TAG('W', 'S', 'R', 'C')),
                    *mode = keyrec_field(&r, KEY_TAG('M', 'O', 'D', 'E'));
     const char *tv;
     size_t tl;
-    if (!parm || !ws || !mode || mode->n != 8 || !rt_mode(mode->p[0]) || !keyrec_param(parm, "template", 8, &tv, &tl)) return 0;
+    if (!parm || !ws || !mode || mode->n != 8 || !rt_mode(mode->p[0]) || !keyrec_param(parm, "template", 8, &tv, &tl))
+        return 0;
     char tmpl[128], weights[1024];
     snprintf(tmpl, sizeof tmpl, "%.*s", (int)tl, tv);
     snprintf(weights, sizeof weights, "%.*s", (int)ws->n, (const char *)ws->p);

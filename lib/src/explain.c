@@ -9,12 +9,12 @@
 
 #include "milc/keyrec.h"
 
-
 int keyrec_parse(const uint8_t *rec, size_t len, KeyRecord *r) {
     size_t pos = 0;
     int k;
     r->n = 0;
-    while (r->n < KEYREC_MAX_FIELDS && (k = ckey_record_next(rec, len, &pos, &r->f[r->n].tag, &r->f[r->n].p, &r->f[r->n].n)) == 1)
+    while (r->n < KEYREC_MAX_FIELDS &&
+           (k = ckey_record_next(rec, len, &pos, &r->f[r->n].tag, &r->f[r->n].p, &r->f[r->n].n)) == 1)
         r->n++;
     return r->n > 0 ? 0 : -1;
 }
@@ -58,8 +58,12 @@ const char *keyrec_label(uint32_t tag) {
 /* A field's value for display: text as is, 8-byte numbers in decimal, digests
  * as their first 8 hex digits. */
 void keyrec_show(const KeyField *f, uint32_t tag, char *out, size_t n) {
-    if (!f) { snprintf(out, n, "(none)"); return; }
-    bool num = tag == KEY_TAG('K', 'F', 'M', 'T') || tag == KEY_TAG('A', 'F', 'M', 'T') || tag == KEY_TAG('M', 'O', 'D', 'E');
+    if (!f) {
+        snprintf(out, n, "(none)");
+        return;
+    }
+    bool num =
+        tag == KEY_TAG('K', 'F', 'M', 'T') || tag == KEY_TAG('A', 'F', 'M', 'T') || tag == KEY_TAG('M', 'O', 'D', 'E');
     if (num && f->n == 8) {
         uint64_t v = 0;
         for (int i = 7; i >= 0; i--) v = v << 8 | f->p[i];
@@ -67,9 +71,9 @@ void keyrec_show(const KeyField *f, uint32_t tag, char *out, size_t n) {
     } else if (tag == KEY_TAG('T', 'M', 'P', 'L') || tag == KEY_TAG('W', 'D', 'I', 'G')) {
         snprintf(out, n, "%02x%02x%02x%02x...", f->n > 0 ? f->p[0] : 0, f->n > 1 ? f->p[1] : 0, f->n > 2 ? f->p[2] : 0,
                  f->n > 3 ? f->p[3] : 0);
-    } else snprintf(out, n, "%.*s", (int)(f->n < 60 ? f->n : 60), (const char *)f->p);
+    } else
+        snprintf(out, n, "%.*s", (int)(f->n < 60 ? f->n : 60), (const char *)f->p);
 }
-
 
 static void diff_add(ExplainDiff *d, const char *what, const char *stored, const char *asked) {
     size_t tl = strlen(d->text);
@@ -100,8 +104,10 @@ static void diff_params(const KeyField *s, const KeyField *a, ExplainDiff *d) {
                     snprintf(name, sizeof name, "%.*s", (int)nl, p);
                     snprintf(v1, sizeof v1, "%.*s", (int)vl, eq + 1);
                     snprintf(v2, sizeof v2, "%.*s", has ? (int)ol : 6, has ? ov : "(none)");
-                    if (side == 0) diff_add(d, name, v2, v1);
-                    else diff_add(d, name, v1, "(none)");
+                    if (side == 0)
+                        diff_add(d, name, v2, v1);
+                    else
+                        diff_add(d, name, v1, "(none)");
                 }
             }
             p = eol + 1;
@@ -114,7 +120,10 @@ static void diff_records(const KeyRecord *s, const KeyRecord *a, ExplainDiff *d)
     for (int i = 0; i < a->n; i++) {
         uint32_t tag = a->f[i].tag;
         const KeyField *sf = keyrec_field(s, tag);
-        if (tag == KEY_TAG('P', 'A', 'R', 'M')) { diff_params(sf, &a->f[i], d); continue; }
+        if (tag == KEY_TAG('P', 'A', 'R', 'M')) {
+            diff_params(sf, &a->f[i], d);
+            continue;
+        }
         if (sf && sf->n == a->f[i].n && memcmp(sf->p, a->f[i].p, sf->n) == 0) continue;
         char v1[80], v2[80];
         keyrec_show(sf, tag, v1, sizeof v1), keyrec_show(&a->f[i], tag, v2, sizeof v2);
@@ -134,8 +143,9 @@ static int scan_one(void *ctx, const CacheKey *dkey, const uint8_t *rec, size_t 
     KeyRecord r;
     const char *v;
     size_t vl;
-    if (keyrec_parse(rec, len, &r) != 0 || !keyrec_param(keyrec_field(&r, KEY_TAG('P', 'A', 'R', 'M')), "template", 8, &v, &vl) ||
-        vl != s->tl || memcmp(v, s->tmpl, vl) != 0)
+    if (keyrec_parse(rec, len, &r) != 0 ||
+        !keyrec_param(keyrec_field(&r, KEY_TAG('P', 'A', 'R', 'M')), "template", 8, &v, &vl) || vl != s->tl ||
+        memcmp(v, s->tmpl, vl) != 0)
         return 0;
     ExplainNear n = {.akey = *akey};
     diff_records(&r, sc->asked, &n.diff);
@@ -176,7 +186,8 @@ int explain_scan(Cache *c, const TemplatePath *tp, const BuildJob *j, Explain *o
         memcpy(out->tmpl, v, out->tl);
         CacheHit *h;
         out->hit = cache_get_direct(c, &dkey, db.buf, db.len, CACHE_GET_NOTOUCH, &h, NULL) == 0;
-        if (out->hit) cache_hit_release(h);
+        if (out->hit)
+            cache_hit_release(h);
         else if ((rc = cache_direct_ls(c, scan_one, &s)) != 0) {
             lib_error("cache: %s", cache_errmsg(c));
             rc = MILC_E_SYSTEM;

@@ -51,8 +51,14 @@ GenConfig *job_config(const TemplatePath *tp, const BuildJob *j, DiagSink *d) {
     GenConfig *c = gen_config_open(&tp->sp, j->config, d);
     if (!c) return NULL;
     for (int i = 0; i < j->nparams; i++)
-        if (gen_config_set(c, j->names[i], j->values[i], d) != 0) { gen_config_free(c); return NULL; }
-    if (gen_config_resolve(c, d) != 0) { gen_config_free(c); return NULL; }
+        if (gen_config_set(c, j->names[i], j->values[i], d) != 0) {
+            gen_config_free(c);
+            return NULL;
+        }
+    if (gen_config_resolve(c, d) != 0) {
+        gen_config_free(c);
+        return NULL;
+    }
     return c;
 }
 
@@ -64,13 +70,22 @@ static int model_depth(const TemplatePath *tp, const JobSpec *spec, long *out, D
     const char *config = jobs_config(spec);
     GenConfig *base = gen_config_open(&tp->sp, config, d);
     int64_t L = 0;
-    if (!base || gen_config_resolve(base, d) != 0) { gen_config_free(base); return -1; }
+    if (!base || gen_config_resolve(base, d) != 0) {
+        gen_config_free(base);
+        return -1;
+    }
     bool has = gen_config_get_int(base, "layers", &L);
     gen_config_free(base);
-    if (!has) { diag_error(d, spec->loc, "--chunk: template '%s' has no 'layers' parameter", config); return -1; }
+    if (!has) {
+        diag_error(d, spec->loc, "--chunk: template '%s' has no 'layers' parameter", config);
+        return -1;
+    }
     for (int i = 0; i < spec->nextra; i++)
         if (gen_name_matches("layers", spec->extra[i].name)) L = strtol(spec->extra[i].value, NULL, 10);
-    if (L < 1) { diag_error(d, spec->loc, "--chunk: the model has no layers"); return -1; }
+    if (L < 1) {
+        diag_error(d, spec->loc, "--chunk: the model has no layers");
+        return -1;
+    }
     *out = (long)L;
     return 0;
 }
@@ -85,7 +100,11 @@ static int span_bytes(const TemplatePath *tp, BuildJob *base, long first, long n
     GenConfig *c = job_config(tp, base, d);
     int rc = c ? gen_config_weight_bytes(c, out, d) : -1;
     gen_config_free(c);
-    for (int k = 0; k < 2; k++) { base->nparams--; free(base->names[base->nparams]); free(base->values[base->nparams]); }
+    for (int k = 0; k < 2; k++) {
+        base->nparams--;
+        free(base->names[base->nparams]);
+        free(base->values[base->nparams]);
+    }
     return rc;
 }
 
@@ -122,7 +141,10 @@ static int split_auto(const TemplatePath *tp, const JobSpec *spec, BuildJob *bas
         while (n > 1 && (rc = span_bytes(tp, base, f, n, &bytes, d)) == 0 && bytes > max) n--;
         if (n == 1) bytes = one[f];
         JobChunk *c = rc == 0 ? push_chunk(sp) : NULL;
-        if (!c) { rc = -1; break; }
+        if (!c) {
+            rc = -1;
+            break;
+        }
         *c = (JobChunk){f, n, bytes};
         f += n;
     }
@@ -166,7 +188,10 @@ static bool is_depth(const char *name) {
 static void job_clear(BuildJob *j) {
     free(j->config);
     free(j->weights);
-    for (int k = 0; k < j->nparams; k++) { free(j->names[k]); free(j->values[k]); }
+    for (int k = 0; k < j->nparams; k++) {
+        free(j->names[k]);
+        free(j->values[k]);
+    }
     free(j->names);
     free(j->values);
 }
@@ -194,7 +219,8 @@ static int combo_base(const JobSpec *spec, long c, bool split, BuildJob *base) {
 
 /* One job of the combination base: part "embed"/"head", or chunk ch (NULL
  * chunk: one program with the request's depth), in mode. */
-static int push_part(JobList *out, const BuildJob *base, const char *part, const JobChunk *ch, int mode, bool many_modes) {
+static int push_part(JobList *out, const BuildJob *base, const char *part, const JobChunk *ch, int mode,
+                     bool many_modes) {
     BuildJob *j = jobs_push(out, base->config, base->weights, mode);
     if (!j) return -1;
     j->loc = base->loc;
@@ -237,7 +263,8 @@ static int expand_combo(const TemplatePath *tp, const JobSpec *spec, long c, lon
     JobSplit *sp = NULL;
     int rc = combo_base(spec, c, spec->chunk != 0, &base);
     if (rc == 0 && spec->chunk) {
-        if (!(sp = push_split(out))) rc = -1;
+        if (!(sp = push_split(out)))
+            rc = -1;
         else {
             memcpy(sp->label, base.label, sizeof sp->label);
             sp->chosen = spec->chunk == JOBS_CHUNK_AUTO;
@@ -264,7 +291,10 @@ int jobs_expand(const TemplatePath *tp, const JobSpec *spec, JobList *out, DiagS
     long combos = 1;
     for (int i = 0; i < spec->nextra; i++) {
         combos *= count_items(spec->extra[i].value);
-        if (combos > 100000) { diag_error(d, spec->loc, "too many combinations of parameter lists"); return -1; }
+        if (combos > 100000) {
+            diag_error(d, spec->loc, "too many combinations of parameter lists");
+            return -1;
+        }
     }
     long model_layers = 0;
     if (spec->chunk && model_depth(tp, spec, &model_layers, d) != 0) return -1;
@@ -277,8 +307,7 @@ int jobs_expand(const TemplatePath *tp, const JobSpec *spec, JobList *out, DiagS
         GenConfig *cfg = job_config(tp, &out->v[i], d);
         gen_config_free(cfg);
         if (!cfg) {
-            if (spec->loc.file && d->errors > before)
-                diag_note(d, spec->loc, "in this request");
+            if (spec->loc.file && d->errors > before) diag_note(d, spec->loc, "in this request");
             return -1;
         }
     }

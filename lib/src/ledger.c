@@ -129,7 +129,8 @@ static uint64_t job_cost(Cache *c, const TemplatePath *tp, const BuildJob *j, co
     if (params && pipeline_direct_record(&(BuildRequest){.config = cfg, .weights = j->weights, .mode = j->mode}, params,
                                          &db, &dkey, &quiet) == MILC_OK) {
         CacheHit *h;
-        if (cache_get_direct(c, &dkey, db.buf, db.len, CACHE_GET_NOTOUCH, &h, NULL) == 0) cache_hit_release(h), cost = 0;
+        if (cache_get_direct(c, &dkey, db.buf, db.len, CACHE_GET_NOTOUCH, &h, NULL) == 0)
+            cache_hit_release(h), cost = 0;
         ckey_free(&db);
         for (char *p = params; *p; p++)
             if (*p == '\n') *p = ' ';

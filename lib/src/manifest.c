@@ -24,17 +24,24 @@ int manifest_parse_line(char *text, SrcLoc loc, ManifestLine *ln, DiagSink *d) {
             break;
         }
         char *name = tok + 2, *val = strchr(name, '=');
-        if (val) *val++ = 0;
+        if (val)
+            *val++ = 0;
         else {
             while (*p == ' ' || *p == '\t' || *p == '\r') p++;
-            if (!*p || *p == '#') { diag_error(d, at, "option '--%s' needs a value", name); break; }
+            if (!*p || *p == '#') {
+                diag_error(d, at, "option '--%s' needs a value", name);
+                break;
+            }
             val = p;
             while (*p && *p != ' ' && *p != '\t' && *p != '\r') p++;
             if (*p) *p++ = 0;
         }
-        if (lib_name_eq(name, "model") || lib_name_eq(name, "template")) ln->config = val;
-        else if (lib_name_eq(name, "weights")) ln->weights = val;
-        else if (lib_name_eq(name, "mode")) ln->modes = val;
+        if (lib_name_eq(name, "model") || lib_name_eq(name, "template"))
+            ln->config = val;
+        else if (lib_name_eq(name, "weights"))
+            ln->weights = val;
+        else if (lib_name_eq(name, "mode"))
+            ln->modes = val;
         else if (lib_name_eq(name, "chunk")) {
             char *end;
             ln->chunk = strcmp(val, "auto") == 0 ? JOBS_CHUNK_AUTO : strtol(val, &end, 10);

@@ -21,7 +21,10 @@ enum { MAX_SECTIONS = 1 << 16 };
 static int load_sections(LoadedModel *lm, bool describe) {
     char err[512];
     const ModelLoad *h = &lm->how;
-    RtLoadOptions o = {.nthreads = h->nthreads, .pool = h->pool, .max_arena = h->max_memory, .cpu = (RtCpu)lib_cpu(),
+    RtLoadOptions o = {.nthreads = h->nthreads,
+                       .pool = h->pool,
+                       .max_arena = h->max_memory,
+                       .cpu = (RtCpu)lib_cpu(),
                        .flags = (h->verify ? RT_LOAD_VERIFY : 0) | (describe ? RT_LOAD_DESCRIBE : 0)};
     int r = rt_model_load(&lm->model, lm->secs, lm->nsecs, &o, err, sizeof err);
     if (r == 0) return MILC_OK;
@@ -29,8 +32,10 @@ static int load_sections(LoadedModel *lm, bool describe) {
         lib_error("%s: %s (--max-memory)", lm->what, err);
         return MILC_E_INPUT;
     }
-    if (lm->map) lib_error("%s: not a valid artifact: %s", lm->what, err);
-    else lib_error("cached artifact %s does not load: %s", lm->what, err);
+    if (lm->map)
+        lib_error("%s: not a valid artifact: %s", lm->what, err);
+    else
+        lib_error("cached artifact %s does not load: %s", lm->what, err);
     return r == RT_ENOMEM || r == RT_ESYS || r == RT_EIO ? MILC_E_SYSTEM : MILC_E_INPUT;
 }
 
@@ -43,14 +48,21 @@ int model_load_file(LoadedModel *lm, const char *path, const ModelLoad *how) {
      * loads is an I/O error, never a SIGBUS. */
     char oerr[600];
     int orc = os_read_file(path, 0, &lm->map, &lm->map_len, oerr, sizeof oerr);
-    if (orc) { lib_error("%s", oerr); return orc == -EINVAL ? MILC_E_INPUT : MILC_E_SYSTEM; }
+    if (orc) {
+        lib_error("%s", oerr);
+        return orc == -EINVAL ? MILC_E_INPUT : MILC_E_SYSTEM;
+    }
     if (lm->map_len == 0) {
         lib_error("'%s' is empty, not an artifact", path);
         model_free(lm);
         return MILC_E_INPUT;
     }
     lm->secs = calloc(MAX_SECTIONS, sizeof(RtSection));
-    if (!lm->secs) { model_free(lm); lib_error("out of memory"); return MILC_E_SYSTEM; }
+    if (!lm->secs) {
+        model_free(lm);
+        lib_error("out of memory");
+        return MILC_E_SYSTEM;
+    }
     char err[512];
     if (rt_artifact_split(lm->map, lm->map_len, lm->secs, MAX_SECTIONS, &lm->nsecs, err, sizeof err) != 0) {
         lib_error("%s: not a valid artifact: %s", path, err);
@@ -70,7 +82,11 @@ int model_load_hit(LoadedModel *lm, Store *s, StoreEntry *hit, const ModelLoad *
     const CacheSection *cs = hit->secs;
     int n = hit->nsecs;
     lm->secs = calloc((size_t)n + 1, sizeof(RtSection));
-    if (!lm->secs) { model_free(lm); lib_error("out of memory"); return MILC_E_SYSTEM; }
+    if (!lm->secs) {
+        model_free(lm);
+        lib_error("out of memory");
+        return MILC_E_SYSTEM;
+    }
     for (int i = 0; i < n; i++) lm->secs[i] = (RtSection){0, 0, cs[i].data, (size_t)cs[i].size};
     lm->nsecs = n;
     int rc = load_sections(lm, how->describe);

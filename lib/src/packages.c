@@ -21,8 +21,9 @@ static int package_one(const TemplatePath *tp, const BuildJob *j, const GenWeigh
         return MILC_E_SYSTEM;
     }
     GenConfig *cfg = job_config(tp, j, d);
-    bool ok = cfg && gen_emit(cfg, &(GenOptions){.weights = j->weights, .source = src, .compile_mode = -1, .scratch = true},
-                              scratch, d) == 0;
+    bool ok =
+        cfg && gen_emit(cfg, &(GenOptions){.weights = j->weights, .source = src, .compile_mode = -1, .scratch = true},
+                        scratch, d) == 0;
     gen_config_free(cfg);
     Arena a;
     arena_init(&a);
@@ -57,8 +58,10 @@ int packages_leave(const TemplatePath *tp, const BuildJob *jobs, const CacheKey 
         /* A path through a file or a missing folder is the caller's mistake;
          * anything else (permissions, a full disk) the system's. */
         bool input = errno == ENOTDIR || errno == ENOENT;
-        if (input) diag_error(d, (SrcLoc){0}, "--packages '%s': %s", dir, strerror(errno));
-        else diag_syserror(d, (SrcLoc){0}, "--packages '%s': %s", dir, strerror(errno));
+        if (input)
+            diag_error(d, (SrcLoc){0}, "--packages '%s': %s", dir, strerror(errno));
+        else
+            diag_syserror(d, (SrcLoc){0}, "--packages '%s': %s", dir, strerror(errno));
         return input ? MILC_E_INPUT : MILC_E_SYSTEM;
     }
     struct stat st;

@@ -80,10 +80,20 @@ int pipeline_direct_record(const BuildRequest *req, const char *params, CacheKey
                            DiagSink *d) {
     const char *weights = req->weights ? req->weights : "random:0";
     uint8_t wdig[16];
-    if (req->source) gen_weights_id(req->source, wdig);
-    else if (req->weights_digest) memcpy(wdig, req->weights_digest, 16);
-    else if (gen_weights_digest(weights, wdig, d) != 0) { ckey_init(db); ckey_free(db); return failed_rc(d); }
-    if (direct_key(req, params, wdig, db, dkey) != 0) { ckey_free(db); lib_error("out of memory"); return MILC_E_SYSTEM; }
+    if (req->source)
+        gen_weights_id(req->source, wdig);
+    else if (req->weights_digest)
+        memcpy(wdig, req->weights_digest, 16);
+    else if (gen_weights_digest(weights, wdig, d) != 0) {
+        ckey_init(db);
+        ckey_free(db);
+        return failed_rc(d);
+    }
+    if (direct_key(req, params, wdig, db, dkey) != 0) {
+        ckey_free(db);
+        lib_error("out of memory");
+        return MILC_E_SYSTEM;
+    }
     return MILC_OK;
 }
 
@@ -104,8 +114,10 @@ static int direct_hit(Store *s, const BuildRequest *req, const CacheKeyBuilder *
     res->artifact_bytes = hit->bytes;
     res->checksummed = hit->checked;
     bool ok = pipeline_hit_usable(hit, req->mode);
-    if (ok && req->hit_out) *req->hit_out = hit;
-    else store_release(s, hit);
+    if (ok && req->hit_out)
+        *req->hit_out = hit;
+    else
+        store_release(s, hit);
     if (ok) res->outcome = BUILD_HIT_DIRECT;
     return ok;
 }
@@ -118,7 +130,10 @@ static int store(Store *s, const CacheKey *key, const CacheKeyBuilder *fb, const
     int n;
     rt_artifact_sections(art, &secs, &n);
     CacheSection *cs = calloc((size_t)n, sizeof *cs);
-    if (!cs) { lib_error("out of memory"); return -1; }
+    if (!cs) {
+        lib_error("out of memory");
+        return -1;
+    }
     for (int i = 0; i < n; i++) {
         cs[i] = (CacheSection){secs[i].data, secs[i].size};
         res->artifact_bytes += secs[i].size;
@@ -127,7 +142,10 @@ static int store(Store *s, const CacheKey *key, const CacheKeyBuilder *fb, const
     StoreMeta meta = {.description = res->description, .producer = "cpu", .variant = mode, .cost_ns = compile_ns};
     int r = store_put(s, key, fb->buf, fb->len, &meta, cs, n, 0);
     free(cs);
-    if (r != 0) { lib_error("cache store failed: %s: %s", cache_strerror(r), store_errmsg(s)); return -1; }
+    if (r != 0) {
+        lib_error("cache store failed: %s: %s", cache_strerror(r), store_errmsg(s));
+        return -1;
+    }
     return 0;
 }
 
@@ -159,17 +177,19 @@ static int put_alias(Store *s, const CacheKey *dkey, const CacheKeyBuilder *db, 
 static int add_blob_digests(CacheKeyBuilder *fb, const IrProgram *p, const char *model_dir, DiagSink *d) {
     const char *seen[64];
     int nseen = 0;
-    for (int f = 0; f < p->nfuncs; f++)
-        IR_FOR_EACH_OP(op, p->funcs[f]) {
+    for (int f = 0; f < p->nfuncs; f++) IR_FOR_EACH_OP(op, p->funcs[f]) {
             for (int i = 0; i < op->nattrs + op->nargs; i++) {
-                const IrLiteral *l = i < op->nattrs ? op->attrs[i].lit
+                const IrLiteral *l = i < op->nattrs                                    ? op->attrs[i].lit
                                      : op->args[i - op->nattrs].kind == IR_ARG_LITERAL ? op->args[i - op->nattrs].lit
-                                                                                        : NULL;
+                                                                                       : NULL;
                 bool dup = false;
                 if (!l || l->kind != IR_LIT_BLOBFILE) continue;
                 for (int k = 0; k < nseen; k++) dup |= strcmp(seen[k], l->blob_path) == 0;
                 if (dup) continue;
-                if (nseen == 64) { diag_error(d, l->loc, "more than 64 weight files"); return -1; }
+                if (nseen == 64) {
+                    diag_error(d, l->loc, "more than 64 weight files");
+                    return -1;
+                }
                 seen[nseen++] = l->blob_path;
                 char path[4096];
                 const char *why;
@@ -199,11 +219,20 @@ int pipeline_program(Store *s, const IrProgram *p, const char *model_dir, const 
     int rc = MILC_E_SYSTEM;
     size_t len;
     char *text = mil_print(p, &len);
-    if (!text) { lib_error("out of memory"); goto out; }
+    if (!text) {
+        lib_error("out of memory");
+        goto out;
+    }
     key_common(&fb, req->mode);
     ckey_add(&fb, KEY_TAG('M', 'I', 'L', ' '), text, len);
-    if (add_blob_digests(&fb, p, model_dir, d) != 0) { rc = failed_rc(d); goto out; }
-    if (ckey_finish(&fb, &res->key) != 0) { lib_error("out of memory"); goto out; }
+    if (add_blob_digests(&fb, p, model_dir, d) != 0) {
+        rc = failed_rc(d);
+        goto out;
+    }
+    if (ckey_finish(&fb, &res->key) != 0) {
+        lib_error("out of memory");
+        goto out;
+    }
     StoreEntry *hit = NULL;
     unsigned gflags = verify_store_flags(req->verify_hits) | STORE_GET_POPULATE;
     int r = store_get(s, &res->key, fb.buf, fb.len, gflags, &hit);
@@ -217,9 +246,13 @@ int pipeline_program(Store *s, const IrProgram *p, const char *model_dir, const 
         rc = MILC_OK;
         goto out;
     }
-    if (!CACHE_IS_MISS(r)) { lib_error("cache lookup failed: %s: %s", cache_strerror(r), store_errmsg(s)); goto out; }
+    if (!CACHE_IS_MISS(r)) {
+        lib_error("cache lookup failed: %s: %s", cache_strerror(r), store_errmsg(s));
+        goto out;
+    }
     BackendStats bs = {0};
-    if (backend_compile((IrProgram *)p, &(BackendOptions){.mode = req->mode, .model_path = model_dir}, &art, &bs, d) != 0) {
+    if (backend_compile((IrProgram *)p, &(BackendOptions){.mode = req->mode, .model_path = model_dir}, &art, &bs, d) !=
+        0) {
         rc = failed_rc(d);
         goto out;
     }
@@ -246,10 +279,10 @@ typedef struct Build {
     char *params;           /* the canonical parameters (the direct key's) */
     CacheKeyBuilder db, fb; /* the direct and the full key records */
     CacheKey dkey;
-    unsigned gflags;        /* store_get flags for a hit */
-    GenWeights *own;        /* the weights, when read here */
-    const GenWeights *src;  /* req->source, or own */
-    char dir[4096];         /* the scratch directory, "" until made */
+    unsigned gflags;       /* store_get flags for a hit */
+    GenWeights *own;       /* the weights, when read here */
+    const GenWeights *src; /* req->source, or own */
+    char dir[4096];        /* the scratch directory, "" until made */
     GenResult gr;
     MilBlobFile wf;
     Arena arena;
@@ -272,9 +305,14 @@ static int build_direct(Build *b) {
         if (gen_weights_open(b->weights, &b->own, b->d) != 0) return failed_rc(b->d);
         b->src = b->own;
     }
-    if (b->src) gen_weights_id(b->src, wdig);
-    else memcpy(wdig, req->weights_digest, 16);
-    if (direct_key(req, b->params, wdig, &b->db, &b->dkey) != 0) { lib_error("out of memory"); return MILC_E_SYSTEM; }
+    if (b->src)
+        gen_weights_id(b->src, wdig);
+    else
+        memcpy(wdig, req->weights_digest, 16);
+    if (direct_key(req, b->params, wdig, &b->db, &b->dkey) != 0) {
+        lib_error("out of memory");
+        return MILC_E_SYSTEM;
+    }
     int r = req->known_miss ? 0 : direct_hit(b->s, req, &b->db, &b->dkey, b->gflags, b->res);
     if (r == 0 && req->missed) {
         *req->missed = true; /* looked up only */
@@ -289,7 +327,10 @@ static int build_direct(Build *b) {
         gen_weights_id(b->own, wdig);
         if (memcmp(wdig, looked, 16) != 0) {
             ckey_free(&b->db);
-            if (direct_key(req, b->params, wdig, &b->db, &b->dkey) != 0) { lib_error("out of memory"); return MILC_E_SYSTEM; }
+            if (direct_key(req, b->params, wdig, &b->db, &b->dkey) != 0) {
+                lib_error("out of memory");
+                return MILC_E_SYSTEM;
+            }
             r = direct_hit(b->s, req, &b->db, &b->dkey, b->gflags, b->res);
         }
     }
@@ -306,7 +347,10 @@ static int build_generate(Build *b) {
         return MILC_E_SYSTEM;
     }
     long long t0 = lib_now_ns();
-    GenOptions go = {.weights = b->weights, .source = b->src, .compile_mode = req->mode, .max_memory = req->max_memory,
+    GenOptions go = {.weights = b->weights,
+                     .source = b->src,
+                     .compile_mode = req->mode,
+                     .max_memory = req->max_memory,
                      .in_memory = true};
     if (gen_generate(req->config, &go, b->dir, &b->gr, b->d) != 0) return failed_rc(b->d);
     b->res->ms_generate = lib_ms_since(t0);
@@ -322,7 +366,10 @@ static int build_full(Build *b) {
     key_common(&b->fb, b->req->mode);
     ckey_add(&b->fb, KEY_TAG('M', 'I', 'L', ' '), b->gr.mil, b->gr.mil_len);
     ckey_add(&b->fb, KEY_TAG('W', 'B', 'L', 'B'), b->gr.weights_digest, 16);
-    if (ckey_finish(&b->fb, &res->key) != 0) { lib_error("out of memory"); return MILC_E_SYSTEM; }
+    if (ckey_finish(&b->fb, &res->key) != 0) {
+        lib_error("out of memory");
+        return MILC_E_SYSTEM;
+    }
     /* Deferred, the full key is looked up by pipeline_keep: the Store may be
      * busy with the previous program's store on another thread. */
     if (b->req->kept && !b->req->hit_out) return MILC_OK;
@@ -366,7 +413,8 @@ static int build_compile(Build *b) {
     if (!p || !mil_check(p, &co, b->d)) return failed_rc(b->d);
     res->ms_check = lib_ms_since(t0);
     BackendStats bs = {0};
-    BackendOptions bo = {.mode = b->req->mode, .model_path = b->dir, .weights = &b->wf, .weights_image = &b->gr.weights};
+    BackendOptions bo = {
+        .mode = b->req->mode, .model_path = b->dir, .weights = &b->wf, .weights_image = &b->gr.weights};
     int brc = backend_compile(p, &bo, &b->art, &bs, b->d);
     milblob_close(&b->wf);
     milblob_image_free(&b->gr.weights);
@@ -413,9 +461,18 @@ void pipeline_kept_free(PipelineKept *k) {
  * pipeline_keep. */
 static int build_defer(Build *b) {
     PipelineKept *k = calloc(1, sizeof *k);
-    if (!k) { lib_error("out of memory"); return MILC_E_SYSTEM; }
-    *k = (PipelineKept){.fb = b->fb, .db = b->db, .dkey = b->dkey, .art = b->art, .mode = b->req->mode,
-                        .gflags = b->gflags, .t_all = b->t_all, .remote = b->req->remote};
+    if (!k) {
+        lib_error("out of memory");
+        return MILC_E_SYSTEM;
+    }
+    *k = (PipelineKept){.fb = b->fb,
+                        .db = b->db,
+                        .dkey = b->dkey,
+                        .art = b->art,
+                        .mode = b->req->mode,
+                        .gflags = b->gflags,
+                        .t_all = b->t_all,
+                        .remote = b->req->remote};
     ckey_init(&b->fb), ckey_init(&b->db), b->art = NULL; /* moved into k */
     *b->req->kept = k;
     return STAGE_DONE;
@@ -459,7 +516,12 @@ out:
 int pipeline_build(Store *s, const BuildRequest *req, BuildResult *res, DiagSink *d) {
     memset(res, 0, sizeof *res);
     if (req->hit_out) *req->hit_out = NULL;
-    Build b = {.s = s, .req = req, .res = res, .d = d, .t_all = lib_now_ns(), .src = req->source,
+    Build b = {.s = s,
+               .req = req,
+               .res = res,
+               .d = d,
+               .t_all = lib_now_ns(),
+               .src = req->source,
                .weights = req->weights ? req->weights : "random:0"};
     ckey_init(&b.db);
     ckey_init(&b.fb);
@@ -467,7 +529,8 @@ int pipeline_build(Store *s, const BuildRequest *req, BuildResult *res, DiagSink
     b.gflags = verify_store_flags(req->verify_hits);
     if (req->hit_out) b.gflags |= STORE_GET_POPULATE; /* the caller runs it next */
     int rc = MILC_E_SYSTEM;
-    if (!(b.params = gen_config_canonical(req->config))) lib_error("out of memory");
+    if (!(b.params = gen_config_canonical(req->config)))
+        lib_error("out of memory");
     else {
         /* One line for `cache ls`: the parameters, newline-separated, as k=v k=v. */
         snprintf(res->description, sizeof res->description, "%s", b.params);

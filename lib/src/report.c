@@ -61,7 +61,10 @@ static int default_make(const char *root, const char *prefix, char *out, size_t 
  * tree this process made (a scratch directory) is ever removed this way. */
 static void remove_under(int fd) {
     DIR *d = fdopendir(fd);
-    if (!d) { close(fd); return; }
+    if (!d) {
+        close(fd);
+        return;
+    }
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
@@ -84,7 +87,9 @@ static void default_remove(const char *dir) {
 static LibScratch scratch = {default_make, default_remove};
 
 void lib_set_scratch(const LibScratch *s) { scratch = s ? *s : (LibScratch){default_make, default_remove}; }
-int lib_scratch_make(const char *root, const char *prefix, char *out, size_t n) { return scratch.make(root, prefix, out, n); }
+int lib_scratch_make(const char *root, const char *prefix, char *out, size_t n) {
+    return scratch.make(root, prefix, out, n);
+}
 void lib_scratch_remove(const char *dir) { scratch.remove(dir); }
 
 /* ---- clock and CPU ------------------------------------------------------- */

@@ -20,16 +20,14 @@
 #include "note.h"
 #include "milc/request.h"
 
-
 enum { NOTE_VERSION = 1 };
 
 typedef struct Request {
     CacheKeyBuilder rec;
     CacheKey key;
     uint8_t wdig[16]; /* the weight source's digest, shared with every job */
-    bool usable; /* the record could be made: the note may be read and written */
+    bool usable;      /* the record could be made: the note may be read and written */
 } Request;
-
 
 /* wdig: the digest of the weights compiled, or NULL: of the file as it is
  * now (to look the note up). */
@@ -56,7 +54,8 @@ static void request_init(Request *r, const TemplatePath *tp, const JobSpec *spec
     ckey_add_u64(b, KEY_TAG('C', 'H', 'N', 'K'), (uint64_t)spec->chunk);
     /* Only auto's ceiling: every other request keeps the key it had. */
     if (spec->chunk == JOBS_CHUNK_AUTO)
-        ckey_add_u64(b, KEY_TAG('C', 'M', 'A', 'X'), spec->max_chunk_bytes ? spec->max_chunk_bytes : JOBS_DEFAULT_MAX_CHUNK_BYTES);
+        ckey_add_u64(b, KEY_TAG('C', 'M', 'A', 'X'),
+                     spec->max_chunk_bytes ? spec->max_chunk_bytes : JOBS_DEFAULT_MAX_CHUNK_BYTES);
     ckey_add_u64(b, KEY_TAG('W', 'H', 'O', 'L'), spec->whole);
     for (int i = 0; i < spec->nextra; i++) {
         ckey_add_str(b, KEY_TAG('P', 'N', 'A', 'M'), spec->extra[i].name);
@@ -96,16 +95,23 @@ static int from_note(Store *s, const Request *r, const RequestOptions *o, long l
     free(val);
     if (n < 0) return -1;
     BuildResult *res = calloc((size_t)n, sizeof *res);
-    if (!res) { free(*jobs); return -1; }
+    if (!res) {
+        free(*jobs);
+        return -1;
+    }
     double note_ms = lib_ms_since(t0);
     for (int i = 0; i < n; i++) {
         long long t1 = lib_now_ns();
         StoreEntry *hit;
-        if (store_get(s, &(*jobs)[i].key, NULL, 0, verify_store_flags(o->verify_hits) | STORE_GET_COUNT_DIRECT, &hit) != 0)
+        if (store_get(s, &(*jobs)[i].key, NULL, 0, verify_store_flags(o->verify_hits) | STORE_GET_COUNT_DIRECT, &hit) !=
+            0)
             goto miss;
         bool ok = pipeline_hit_usable(hit, (*jobs)[i].mode);
-        res[i] = (BuildResult){.key = (*jobs)[i].key, .outcome = BUILD_HIT_DIRECT,
-                               .artifact_bytes = hit->bytes, .checksummed = hit->checked, .from_note = true};
+        res[i] = (BuildResult){.key = (*jobs)[i].key,
+                               .outcome = BUILD_HIT_DIRECT,
+                               .artifact_bytes = hit->bytes,
+                               .checksummed = hit->checked,
+                               .from_note = true};
         store_release(s, hit);
         if (!ok) goto miss;
         res[i].ms_lookup = res[i].ms_total = lib_ms_since(t1) + (i == 0 ? note_ms : 0);
@@ -136,9 +142,9 @@ typedef struct Storer {
     pthread_t th;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    PipelineKept *job;   /* handed, not yet stored */
+    PipelineKept *job; /* handed, not yet stored */
     BuildResult *res;
-    int rc;              /* of the last job stored */
+    int rc; /* of the last job stored */
     bool busy, quit;
 } Storer;
 
@@ -167,7 +173,10 @@ static bool storer_start(Storer *st, Store *s) {
     st->sink = lib_sink_push(NULL);
     lib_sink_pop(st->sink);
     if (pthread_mutex_init(&st->mu, NULL) != 0) return false;
-    if (pthread_cond_init(&st->cv, NULL) != 0) { pthread_mutex_destroy(&st->mu); return false; }
+    if (pthread_cond_init(&st->cv, NULL) != 0) {
+        pthread_mutex_destroy(&st->mu);
+        return false;
+    }
     if (pthread_create(&st->th, NULL, storer_main, st) != 0) {
         pthread_cond_destroy(&st->cv);
         pthread_mutex_destroy(&st->mu);
@@ -233,19 +242,27 @@ static int build_jobs(Store *s, const TemplatePath *tp, const JobList *jobs, con
         rc = MILC_E_SYSTEM;
         goto out;
     }
-#define JOB_REQUEST(i) .config = cfg[i], .weights = jobs->v[i].weights, .mode = jobs->v[i].mode, .source = src, \
-                       .tmp_root = o->tmp_root, .verify_hits = o->verify_hits, .max_memory = o->max_memory, \
-                       .remote = o->remote
+#define JOB_REQUEST(i)                                                                                                 \
+    .config = cfg[i], .weights = jobs->v[i].weights, .mode = jobs->v[i].mode, .source = src, .tmp_root = o->tmp_root,  \
+    .verify_hits = o->verify_hits, .max_memory = o->max_memory, .remote = o->remote
     for (int i = 0; i < n; i++) { /* every job looked up, up to the first that fails */
-        if (!(cfg[i] = job_config(tp, &jobs->v[i], d))) { rc = MILC_E_INPUT, limit = i; break; }
+        if (!(cfg[i] = job_config(tp, &jobs->v[i], d))) {
+            rc = MILC_E_INPUT, limit = i;
+            break;
+        }
         int r = pipeline_build(s, &(BuildRequest){JOB_REQUEST(i), .missed = &miss[i]}, &res[i], d);
-        if (r != MILC_OK) { rc = r, limit = i; break; }
-        if (miss[i]) nmiss++;
-        else done[i] = true;
+        if (r != MILC_OK) {
+            rc = r, limit = i;
+            break;
+        }
+        if (miss[i])
+            nmiss++;
+        else
+            done[i] = true;
     }
     Storer st;
-    bool threaded = nmiss >= 2 && (o->overlap ? o->overlap >= 2 : sysconf(_SC_NPROCESSORS_ONLN) >= 2) &&
-                    storer_start(&st, s);
+    bool threaded =
+        nmiss >= 2 && (o->overlap ? o->overlap >= 2 : sysconf(_SC_NPROCESSORS_ONLN) >= 2) && storer_start(&st, s);
     for (int i = 0; i < limit; i++) {
         if (!miss[i]) continue;
         double looked = res[i].ms_lookup;
@@ -321,9 +338,12 @@ int build_request(Store *s, const TemplatePath *tp, const JobSpec *spec, const R
     const JobList *jobs = o->jobs ? o->jobs : &own;
     CacheKey *keys = NULL;
     int rc = MILC_OK;
-    if (!o->jobs && jobs_expand(tp, spec, &own, d) != 0) rc = MILC_E_INPUT;
-    else if (!(keys = calloc((size_t)jobs->n + 1, sizeof *keys))) lib_error("out of memory"), rc = MILC_E_SYSTEM;
-    else if (!src && gen_weights_open(spec->weights, &src, d) != 0) rc = d->system_errors ? MILC_E_SYSTEM : MILC_E_INPUT;
+    if (!o->jobs && jobs_expand(tp, spec, &own, d) != 0)
+        rc = MILC_E_INPUT;
+    else if (!(keys = calloc((size_t)jobs->n + 1, sizeof *keys)))
+        lib_error("out of memory"), rc = MILC_E_SYSTEM;
+    else if (!src && gen_weights_open(spec->weights, &src, d) != 0)
+        rc = d->system_errors ? MILC_E_SYSTEM : MILC_E_INPUT;
     else if (r.usable && (gen_weights_id(src, wdig), memcmp(wdig, r.wdig, 16) != 0)) {
         /* Replaced since the note was looked up: the note names what is compiled. */
         ckey_free(&r.rec);

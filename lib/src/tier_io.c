@@ -7,14 +7,13 @@ void tier_io_warn(Store *remote) {
     if (w) lib_warn("%s", w);
 }
 
-static bool up(Store *remote) {
-    return remote && (store_state(remote) & STORE_UP);
-}
+static bool up(Store *remote) { return remote && (store_state(remote) & STORE_UP); }
 
 /* A refused entry is worth a line; a plain miss or a downed remote is not
  * (the notice says that once). */
 static bool pulled(Store *remote, int rc) {
-    if (rc == CACHE_ECORRUPT) lib_warn("%s; building it here", store_errmsg(remote));
+    if (rc == CACHE_ECORRUPT)
+        lib_warn("%s; building it here", store_errmsg(remote));
     else if (rc != 0 && rc != CACHE_ENOTFOUND && rc != CACHE_EMISMATCH && rc != CACHE_EIO)
         lib_warn("remote cache: %s", store_errmsg(remote));
     tier_io_warn(remote);

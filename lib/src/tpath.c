@@ -11,10 +11,17 @@ int tpath_init(TemplatePath *tp, const char *dirs) {
     int n = 1;
     for (const char *p = tp->buf; *p; p++) n += *p == ':';
     tp->dirs = calloc((size_t)n, sizeof(char *));
-    if (!tp->dirs) { free(tp->buf); return -1; }
+    if (!tp->dirs) {
+        free(tp->buf);
+        return -1;
+    }
     for (char *tok = strtok(tp->buf, ":"); tok; tok = strtok(NULL, ":")) tp->dirs[tp->sp.count++] = tok;
     tp->sp.dirs = tp->dirs;
-    if (!(tp->sp.loaded = gen_template_set_new())) { free(tp->buf); free(tp->dirs); return -1; }
+    if (!(tp->sp.loaded = gen_template_set_new())) {
+        free(tp->buf);
+        free(tp->dirs);
+        return -1;
+    }
     return 0;
 }
 

@@ -32,7 +32,10 @@ static void collect(void *ctx, int idx, const char *label, const BuildResult *r)
     (void)idx, (void)label;
     Keys *k = ctx;
     CacheKey *v = realloc(k->v, sizeof *v * (size_t)(k->n + 1));
-    if (!v) { k->oom = true; return; }
+    if (!v) {
+        k->oom = true;
+        return;
+    }
     k->v = v;
     k->v[k->n++] = r->key;
     k->misses += r->outcome == BUILD_MISS;
@@ -41,8 +44,8 @@ static void collect(void *ctx, int idx, const char *label, const BuildResult *r)
 
 static int build(Store *st, const WholeSpec *s, const JobSpec *spec, const char *dir, Keys *k, DiagSink *d) {
     memset(k, 0, sizeof *k);
-    int rc = build_request(st, s->tp, spec, &(RequestOptions){.verify_hits = s->verify_hits, .tmp_root = dir}, collect, k,
-                           d);
+    int rc = build_request(st, s->tp, spec, &(RequestOptions){.verify_hits = s->verify_hits, .tmp_root = dir}, collect,
+                           k, d);
     if (rc == MILC_OK && k->oom) lib_error("out of memory"), rc = MILC_E_SYSTEM;
     if (rc != MILC_OK) free(k->v), k->v = NULL;
     return rc;
@@ -78,8 +81,10 @@ static void fill(RtTensor *t, const char *name, uint64_t seed, int pos0) {
     for (size_t i = 0; i < n; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         float v = (float)(x >> 40) / (float)(1u << 24) - 0.5f;
-        if (t->dtype == RT_F16) ((uint16_t *)t->data)[i] = float_to_half(v);
-        else ((float *)t->data)[i] = v;
+        if (t->dtype == RT_F16)
+            ((uint16_t *)t->data)[i] = float_to_half(v);
+        else
+            ((float *)t->data)[i] = v;
     }
 }
 
@@ -105,7 +110,8 @@ static int tensor_alloc(Chain *ch, RtTensor *t) {
 }
 
 static bool same_shape(const RtTensor *a, const RtTensor *b) {
-    return a->dtype == b->dtype && a->rank == b->rank && memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank) == 0;
+    return a->dtype == b->dtype && a->rank == b->rank &&
+           memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank) == 0;
 }
 
 /* Program i's tensors: its input x is program i-1's output y (the
@@ -187,7 +193,10 @@ static int chain_load(Chain *ch, Cache *c, const Keys *k, int nthreads, int pos0
         }
         int rc = model_load_hit(&ch->lm[i], ch->store, hit, &(ModelLoad){.nthreads = nthreads, .pool = ch->pool}, hex);
         ch->n = i + 1;
-        if (rc != MILC_OK) { chain_free(ch); return rc; }
+        if (rc != MILC_OK) {
+            chain_free(ch);
+            return rc;
+        }
         if (bind(ch, i, pos0) != 0) goto nomem;
     }
     return MILC_OK;
@@ -201,7 +210,10 @@ static int chain_run(Chain *ch, double *ms) {
     long long t0 = lib_now_ns();
     for (int i = 0; i < ch->n; i++) {
         int r = rt_run(ch->lm[i].model, ch->in[i], ch->nin[i], ch->out[i], ch->nout[i], 0, NULL);
-        if (r != 0) { lib_error("the whole chain's program %d of %d failed: %s", i + 1, ch->n, rt_strerror(r)); return MILC_E_SYSTEM; }
+        if (r != 0) {
+            lib_error("the whole chain's program %d of %d failed: %s", i + 1, ch->n, rt_strerror(r));
+            return MILC_E_SYSTEM;
+        }
     }
     *ms = lib_ms_since(t0);
     return MILC_OK;
@@ -259,22 +271,30 @@ typedef struct Plan {
 /* The request's shape, checked before anything is timed. */
 static int plan(const WholeSpec *s, Plan *p, WholeResult *r, DiagSink *d) {
     p->modes[0] = (char)('0' + s->mode), p->modes[1] = 0;
-    p->prefill = (JobSpec){.config = s->config, .weights = s->weights, .modes = p->modes, .chunk = s->chunk,
-                           .max_chunk_bytes = s->max_chunk_bytes, .whole = true, .extra = s->prefill,
+    p->prefill = (JobSpec){.config = s->config,
+                           .weights = s->weights,
+                           .modes = p->modes,
+                           .chunk = s->chunk,
+                           .max_chunk_bytes = s->max_chunk_bytes,
+                           .whole = true,
+                           .extra = s->prefill,
                            .nextra = s->nprefill};
     p->decode = p->prefill;
     p->decode.extra = s->decode, p->decode.nextra = s->ndecode;
     JobList jobs = {0};
-    int rc = jobs_expand(s->tp, &p->prefill, &jobs, d) == 0 && jobs_expand(s->tp, &p->decode, &jobs, d) == 0 ? MILC_OK
-                                                                                                              : MILC_E_INPUT;
+    int rc = jobs_expand(s->tp, &p->prefill, &jobs, d) == 0 && jobs_expand(s->tp, &p->decode, &jobs, d) == 0
+                 ? MILC_OK
+                 : MILC_E_INPUT;
     int64_t seq = 0, ctx = 0, positions = 0;
     if (rc == MILC_OK) {
         p->programs = jobs.nsplits ? jobs.splits[0].n + 2 : 0;
         r->programs = p->programs, r->chunks = p->programs - 2;
         GenConfig *pc = job_config(s->tp, &jobs.v[0], d), *dc = job_config(s->tp, &jobs.v[p->programs], d);
-        if (!pc || !dc || !gen_config_get_int(pc, "seq", &seq) || !gen_config_get_int(dc, "ctx", &ctx)) rc = MILC_E_INPUT;
+        if (!pc || !dc || !gen_config_get_int(pc, "seq", &seq) || !gen_config_get_int(dc, "ctx", &ctx))
+            rc = MILC_E_INPUT;
         if (pc && !gen_config_get_int(pc, "positions", &positions)) positions = 0;
-        if (rc != MILC_OK && !diag_failed(d)) diag_error(d, (SrcLoc){0}, "template '%s' has no 'seq' or 'ctx' parameter", s->config);
+        if (rc != MILC_OK && !diag_failed(d))
+            diag_error(d, (SrcLoc){0}, "template '%s' has no 'seq' or 'ctx' parameter", s->config);
         gen_config_free(pc);
         gen_config_free(dc);
     }
@@ -292,8 +312,10 @@ static int first_calls(const WholeSpec *s, const Plan *p, const char *warm, Whol
     for (int i = 0; i < n && rc == MILC_OK; i++) {
         tell(s, "whole model: first call %d/%d on an empty cache (compiles every program)", i + 1, n);
         char dir[4200];
-        if (i == 0) snprintf(dir, sizeof dir, "%s", warm);
-        else snprintf(dir, sizeof dir, "%s/whole-cold-%d", s->root, i);
+        if (i == 0)
+            snprintf(dir, sizeof dir, "%s", warm);
+        else
+            snprintf(dir, sizeof dir, "%s/whole-cold-%d", s->root, i);
         Cache *c;
         if ((rc = open_cache(dir, &c)) != MILC_OK) break;
         Store *st = store_lmdb_wrap(c);
@@ -328,7 +350,10 @@ static int first_calls(const WholeSpec *s, const Plan *p, const char *warm, Whol
 static int cached_call(const WholeSpec *s, const Plan *p, Cache *c, const char *dir, double *ms, double *lookup,
                        double *load, DiagSink *d) {
     Store *st = store_lmdb_wrap(c);
-    if (!st) { lib_error("out of memory"); return MILC_E_SYSTEM; }
+    if (!st) {
+        lib_error("out of memory");
+        return MILC_E_SYSTEM;
+    }
     Keys k;
     Chain ch;
     double run_ms;
@@ -355,7 +380,10 @@ static int cached_call(const WholeSpec *s, const Plan *p, Cache *c, const char *
 static int steady_chain(const WholeSpec *s, const JobSpec *spec, Cache *c, const char *dir, int pos0, Chain *ch,
                         DiagSink *d) {
     Store *st = store_lmdb_wrap(c);
-    if (!st) { lib_error("out of memory"); return MILC_E_SYSTEM; }
+    if (!st) {
+        lib_error("out of memory");
+        return MILC_E_SYSTEM;
+    }
     Keys k;
     double ms;
     int rc = build(st, s, spec, dir, &k, d);

@@ -43,11 +43,16 @@ int main(int argc, char **argv) {
     const char *dump = NULL;
     bool no_fuse = false;
     for (int i = 4; i < argc; i++) {
-        if (!strcmp(argv[i], "--nonbonded")) flags |= RT_RUN_NONBONDED;
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump = argv[++i];
-        else if (!strcmp(argv[i], "--no-fuse")) no_fuse = true;
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        if (!strcmp(argv[i], "--nonbonded"))
+            flags |= RT_RUN_NONBONDED;
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--dump") && i + 1 < argc)
+            dump = argv[++i];
+        else if (!strcmp(argv[i], "--no-fuse"))
+            no_fuse = true;
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            reps = atoi(argv[++i]);
     }
     char path[4096];
     snprintf(path, sizeof path, "%s/model.mil", dir);
@@ -68,8 +73,12 @@ int main(int argc, char **argv) {
     char *dumped = NULL;
     int rc = 1;
     if (p && mil_check(p, &co, &d)) {
-        BackendOptions o = {.mode = mode, .model_path = dir, .verify_ir = true, .dump_stage = dump,
-                            .dump_out = &dumped, .no_fuse = no_fuse};
+        BackendOptions o = {.mode = mode,
+                            .model_path = dir,
+                            .verify_ir = true,
+                            .dump_stage = dump,
+                            .dump_out = &dumped,
+                            .no_fuse = no_fuse};
         rc = backend_compile(p, &o, &art, &st, &d) == 0 ? 0 : 1;
     }
     char *msgs = diag_render(&d);
@@ -109,10 +118,14 @@ int main(int argc, char **argv) {
         void *buf = malloc(n * es + 1);
         const float *src = f.arr.data;
         for (size_t k = 0; k < n; k++) {
-            if (io.dtype == RT_F16) ((uint16_t *)buf)[k] = float_to_half(src[k]);
-            else if (io.dtype == RT_F32) ((float *)buf)[k] = src[k];
-            else if (io.dtype == RT_I32) ((int32_t *)buf)[k] = (int32_t)src[k];
-            else ((uint8_t *)buf)[k] = src[k] != 0;
+            if (io.dtype == RT_F16)
+                ((uint16_t *)buf)[k] = float_to_half(src[k]);
+            else if (io.dtype == RT_F32)
+                ((float *)buf)[k] = src[k];
+            else if (io.dtype == RT_I32)
+                ((int32_t *)buf)[k] = (int32_t)src[k];
+            else
+                ((uint8_t *)buf)[k] = src[k] != 0;
         }
         npy_close(&f);
         in[i] = (RtTensor){.dtype = io.dtype, .rank = io.rank, .data = buf, .size = n * es};
@@ -141,10 +154,10 @@ int main(int argc, char **argv) {
         size_t n = (size_t)numel(io.rank, io.dims);
         float *f = malloc(n * 4 + 1);
         for (size_t k = 0; k < n; k++)
-            f[k] = io.dtype == RT_F16   ? half_to_float(((uint16_t *)out[i].data)[k])
-                   : io.dtype == RT_I32 ? (float)((int32_t *)out[i].data)[k]
+            f[k] = io.dtype == RT_F16    ? half_to_float(((uint16_t *)out[i].data)[k])
+                   : io.dtype == RT_I32  ? (float)((int32_t *)out[i].data)[k]
                    : io.dtype == RT_BOOL ? (float)((uint8_t *)out[i].data)[k]
-                                        : ((float *)out[i].data)[k];
+                                         : ((float *)out[i].data)[k];
         snprintf(path, sizeof path, "%s/out_%s.npy", iodir, io.name);
         if (npy_write_file(path, NPY_DTYPE_F32, io.rank, io.dims, f, err, sizeof err)) {
             fprintf(stderr, "%s\n", err);

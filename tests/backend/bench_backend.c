@@ -116,7 +116,8 @@ static int chunk_build(Chunk *k, const char *dir, int mode, int nth) {
     int n;
     rt_artifact_sections(k->art, &secs, &n);
     char err[256];
-    RtLoadOptions lo = {.nthreads = nth, .pool = shared_pool, .cpu = test_cpu()}; /* the chunks of a chain run in turn on one pool */
+    RtLoadOptions lo = {
+        .nthreads = nth, .pool = shared_pool, .cpu = test_cpu()}; /* the chunks of a chain run in turn on one pool */
     if (rt_model_load(&k->m, secs, n, &lo, err, sizeof err)) {
         fprintf(stderr, "load: %s\n", err);
         return -1;
@@ -230,7 +231,8 @@ int main(int argc, char **argv) {
     double L = CHUNKS * LAYERS;
     double flops = L * (2.0 * T * (4.0 * C * C + 2.0 * C * FF) + 4.0 * T * T * C);
     double wbytes = L * (4.0 * C * C + 2.0 * C * FF) * 2, kvbytes = L * 2.0 * C * CTX * 2;
-    double r_pre[64], r_pre_cpu[64], r_pre_best = 0, r_dec[64], r_disp[64], r_comp[64], ms_pre[64], ms_dec[64], us_disp[64], ms_comp[64], ms_fin[64];
+    double r_pre[64], r_pre_cpu[64], r_pre_best = 0, r_dec[64], r_disp[64], r_comp[64], ms_pre[64], ms_dec[64],
+                                     us_disp[64], ms_comp[64], ms_fin[64];
     double peaks[64], bws[64];
     int ndisp = 0;
     Chunk pre[CHUNKS], dec[CHUNKS], both[CHUNKS];
@@ -313,9 +315,10 @@ int main(int argc, char **argv) {
     double mp = median(ms_pre, rounds), md = median(ms_dec, rounds);
     printf("1. prefill T=%d mode 2: %.1f ms = %.1f GFLOP/s; effective / FMA peak = %.2f (goal >= 0.55)\n", T, mp,
            flops / (mp * 1e-3) / 1e9, median(r_pre, rounds));
-    printf("   best round %.2f; by the process's CPU time (threads x time they ran, spinning included) %.2f\n", r_pre_best,
-           median(r_pre_cpu, rounds));
-    printf("2. decode T=1 mode 2: %.2f ms/token; / (%.1f MB fp16 weights / bandwidth of its bytes read right after each token)\n"
+    printf("   best round %.2f; by the process's CPU time (threads x time they ran, spinning included) %.2f\n",
+           r_pre_best, median(r_pre_cpu, rounds));
+    printf("2. decode T=1 mode 2: %.2f ms/token; / (%.1f MB fp16 weights / bandwidth of its bytes read right after "
+           "each token)\n"
            "   = %.2f (goal <= 1.3; the %.1f MB KV cache it also reads puts the floor at %.2f)\n",
            md, wbytes / 1e6, median(r_dec, rounds), kvbytes / 1e6, (wbytes + kvbytes) / wbytes);
     printf("3. per-dispatch overhead, same fused decode ops bonded (%d dispatches) vs one dispatch per op (%d):\n"

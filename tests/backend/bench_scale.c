@@ -43,7 +43,10 @@ static char *chain_mil(long n, size_t *len) {
 static int bench(long n) {
     size_t len;
     char *text = chain_mil(n, &len);
-    if (!text) { fprintf(stderr, "out of memory\n"); return 1; }
+    if (!text) {
+        fprintf(stderr, "out of memory\n");
+        return 1;
+    }
     Arena a;
     arena_init(&a);
     DiagSink d;
@@ -75,13 +78,16 @@ static int bench(long n) {
     RtTensor out = {.dtype = RT_F32, .rank = 2, .dims = {1, 64}, .data = y, .size = sizeof y};
     RtRunStats rs = {0};
     t0 = now_s();
-    if (rt_run(m, &in, 1, &out, 1, 0, &rs) != 0) { fprintf(stderr, "run failed\n"); goto out; }
+    if (rt_run(m, &in, 1, &out, 1, 0, &rs) != 0) {
+        fprintf(stderr, "run failed\n");
+        goto out;
+    }
     double t_run = now_s() - t0;
     printf("%9ld | %12.0f %12.0f %12.0f %12.0f | %6.2f\n", n, n / t_check, n / t_compile, n / t_load, n / t_run,
            t_compile / t_check);
     rc = 0;
     goto out;
-diag: {
+diag : {
     char *msg = diag_render(&d);
     fprintf(stderr, "%s", msg ? msg : "error\n");
     free(msg);
@@ -102,7 +108,10 @@ int main(int argc, char **argv) {
     int rc = 0;
     for (int i = 1; i < argc; i++) {
         long n = strtol(argv[i], NULL, 10);
-        if (n < 1) { fprintf(stderr, "usage: bench_scale [N ...]\n"); return 2; }
+        if (n < 1) {
+            fprintf(stderr, "usage: bench_scale [N ...]\n");
+            return 2;
+        }
         rc |= bench(n);
     }
     if (argc == 1)

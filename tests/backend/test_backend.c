@@ -29,7 +29,11 @@ static void compile_ex(Compiled *c, const char *text, int mode, const char *dump
     c->rc = -1;
     c->p = mil_parse(&c->a, &c->d, "t.mil", text, strlen(text));
     if (!c->p || !mil_check(c->p, NULL, &c->d)) return;
-    BackendOptions o = {.mode = mode, .model_path = ".", .dump_stage = dump, .dump_out = &c->dump, .verify_ir = true,
+    BackendOptions o = {.mode = mode,
+                        .model_path = ".",
+                        .dump_stage = dump,
+                        .dump_out = &c->dump,
+                        .verify_ir = true,
                         .no_fuse = no_fuse};
     c->rc = backend_compile(c->p, &o, &c->art, &c->st, &c->d);
 }
@@ -69,10 +73,14 @@ static int run(const Compiled *c, const float *const *ins, float *const *outs, i
         memcpy(in[i].dims, io.dims, sizeof io.dims);
         in[i].data = malloc(in[i].size + 1);
         for (int64_t e = 0; e < k; e++) {
-            if (io.dtype == RT_F16) ((uint16_t *)in[i].data)[e] = float_to_half(ins[i][e]);
-            else if (io.dtype == RT_I32) ((int32_t *)in[i].data)[e] = (int32_t)ins[i][e];
-            else if (io.dtype == RT_BOOL) ((uint8_t *)in[i].data)[e] = ins[i][e] != 0;
-            else ((float *)in[i].data)[e] = ins[i][e];
+            if (io.dtype == RT_F16)
+                ((uint16_t *)in[i].data)[e] = float_to_half(ins[i][e]);
+            else if (io.dtype == RT_I32)
+                ((int32_t *)in[i].data)[e] = (int32_t)ins[i][e];
+            else if (io.dtype == RT_BOOL)
+                ((uint8_t *)in[i].data)[e] = ins[i][e] != 0;
+            else
+                ((float *)in[i].data)[e] = ins[i][e];
         }
     }
     for (int i = 0; i < nout; i++) {
@@ -88,8 +96,8 @@ static int run(const Compiled *c, const float *const *ins, float *const *outs, i
     for (int i = 0; i < nout; i++) {
         size_t k = out[i].size / rt_dtype_size(out[i].dtype);
         for (size_t e = 0; e < k; e++)
-            outs[i][e] = out[i].dtype == RT_F16 ? half_to_float(((uint16_t *)out[i].data)[e])
-                         : out[i].dtype == RT_I32 ? (float)((int32_t *)out[i].data)[e]
+            outs[i][e] = out[i].dtype == RT_F16    ? half_to_float(((uint16_t *)out[i].data)[e])
+                         : out[i].dtype == RT_I32  ? (float)((int32_t *)out[i].data)[e]
                          : out[i].dtype == RT_BOOL ? (float)((uint8_t *)out[i].data)[e]
                                                    : ((float *)out[i].data)[e];
         free(out[i].data);
@@ -118,10 +126,10 @@ static float frand(void) {
 
 TEST(dce_removes_dead_chains) {
     const char *src = HDR "tensor<fp32, [4]> x) {\n"
-                      "        tensor<fp32, [4]> a = exp(x = x);\n"
-                      "        tensor<fp32, [4]> b = exp(x = a);\n"
-                      "        tensor<fp32, [4]> y = sigmoid(x = x);\n"
-                      "    } -> (y);\n}\n";
+                          "        tensor<fp32, [4]> a = exp(x = x);\n"
+                          "        tensor<fp32, [4]> b = exp(x = a);\n"
+                          "        tensor<fp32, [4]> y = sigmoid(x = x);\n"
+                          "    } -> (y);\n}\n";
     Arena a;
     arena_init(&a);
     DiagSink d;
@@ -140,16 +148,17 @@ TEST(dce_removes_dead_chains) {
 }
 
 TEST(fold_constants) {
-    const char *src = HDR "tensor<fp32, [2, 3]> x) {\n"
-                      "        tensor<fp32, [3, 2]> c = const()[val = tensor<fp32, [3, 2]>([[1, 2], [3, 4], [5, 6]])];\n"
-                      "        tensor<int32, [2]> pm = const()[val = tensor<int32, [2]>([1, 0])];\n"
-                      "        tensor<fp32, [2, 3]> ct = transpose(x = c, perm = pm);\n"
-                      "        fp32 two = const()[val = fp32(2)];\n"
-                      "        tensor<fp32, [2, 3]> c2 = mul(x = ct, y = two);\n"
-                      "        tensor<int32, [2]> sh = const()[val = tensor<int32, [2]>([2, 3])];\n"
-                      "        tensor<fp32, [2, 3]> c3 = reshape(x = c2, shape = sh);\n"
-                      "        tensor<fp32, [2, 3]> y = add(x = x, y = c3);\n"
-                      "    } -> (y);\n}\n";
+    const char *src =
+        HDR "tensor<fp32, [2, 3]> x) {\n"
+            "        tensor<fp32, [3, 2]> c = const()[val = tensor<fp32, [3, 2]>([[1, 2], [3, 4], [5, 6]])];\n"
+            "        tensor<int32, [2]> pm = const()[val = tensor<int32, [2]>([1, 0])];\n"
+            "        tensor<fp32, [2, 3]> ct = transpose(x = c, perm = pm);\n"
+            "        fp32 two = const()[val = fp32(2)];\n"
+            "        tensor<fp32, [2, 3]> c2 = mul(x = ct, y = two);\n"
+            "        tensor<int32, [2]> sh = const()[val = tensor<int32, [2]>([2, 3])];\n"
+            "        tensor<fp32, [2, 3]> c3 = reshape(x = c2, shape = sh);\n"
+            "        tensor<fp32, [2, 3]> y = add(x = x, y = c3);\n"
+            "    } -> (y);\n}\n";
     Compiled c;
     compile_ex(&c, src, 2, "fold", false);
     CHECK_EQ_INT(c.rc, 0);
@@ -169,14 +178,14 @@ TEST(fold_constants) {
 
 TEST(dumps_reparse) {
     const char *src = HDR "tensor<fp16, [1, 8, 1, 4]> x) {\n"
-                      "        tensor<fp16, [1, 8, 1, 4]> sq = mul(x = x, y = x);\n"
-                      "        tensor<int32, [1]> ax = const()[val = tensor<int32, [1]>([1])];\n"
-                      "        bool kd = const()[val = bool(true)];\n"
-                      "        tensor<fp16, [1, 1, 1, 4]> ms = reduce_mean(x = sq, axes = ax, keep_dims = kd);\n"
-                      "        fp16 eps = const()[val = fp16(0x1p-10)];\n"
-                      "        tensor<fp16, [1, 1, 1, 4]> r = rsqrt(x = ms, epsilon = eps);\n"
-                      "        tensor<fp16, [1, 8, 1, 4]> y = mul(x = x, y = r);\n"
-                      "    } -> (y);\n}\n";
+                          "        tensor<fp16, [1, 8, 1, 4]> sq = mul(x = x, y = x);\n"
+                          "        tensor<int32, [1]> ax = const()[val = tensor<int32, [1]>([1])];\n"
+                          "        bool kd = const()[val = bool(true)];\n"
+                          "        tensor<fp16, [1, 1, 1, 4]> ms = reduce_mean(x = sq, axes = ax, keep_dims = kd);\n"
+                          "        fp16 eps = const()[val = fp16(0x1p-10)];\n"
+                          "        tensor<fp16, [1, 1, 1, 4]> r = rsqrt(x = ms, epsilon = eps);\n"
+                          "        tensor<fp16, [1, 8, 1, 4]> y = mul(x = x, y = r);\n"
+                          "    } -> (y);\n}\n";
     const char *const *stages = backend_stage_names();
     int n = 0;
     for (int i = 0; stages[i]; i++, n++) {
@@ -208,9 +217,9 @@ TEST(dumps_reparse) {
 
 TEST(verifier_catches_use_before_def) {
     const char *src = HDR "tensor<fp32, [4]> x) {\n"
-                      "        tensor<fp32, [4]> a = exp(x = x);\n"
-                      "        tensor<fp32, [4]> y = exp(x = a);\n"
-                      "    } -> (y);\n}\n";
+                          "        tensor<fp32, [4]> a = exp(x = x);\n"
+                          "        tensor<fp32, [4]> y = exp(x = a);\n"
+                          "    } -> (y);\n}\n";
     Arena a;
     arena_init(&a);
     DiagSink d;
@@ -237,24 +246,28 @@ TEST(verifier_catches_use_before_def) {
 /* y = gelu(W x + b) + x as 1x1 conv on [1, C, 1, S] */
 static const char *gemm_src(const char *extra_out) {
     static char buf[4096];
-    snprintf(buf, sizeof buf,
-             HDR "tensor<fp32, [1, 4, 1, 3]> x) {\n"
-             "        tensor<fp32, [4, 4, 1, 1]> w = const()[val = tensor<fp32, [4, 4, 1, 1]>([[[[0.5]], [[-1]], [[0.25]], [[1]]], "
-             "[[[1]], [[0.5]], [[0]], [[-0.5]]], [[[0]], [[2]], [[1]], [[0.5]]], [[[-1]], [[0]], [[0.5]], [[1.5]]]])];\n"
-             "        string pt = const()[val = string(\"valid\")];\n"
-             "        tensor<fp32, [1, 4, 1, 3]> mm = conv(x = x, weight = w, pad_type = pt);\n"
-             "        tensor<fp32, [1, 4, 1, 1]> b = const()[val = tensor<fp32, [1, 4, 1, 1]>([[[[0.1]], [[0.2]], [[-0.3]], [[0.4]]]])];\n"
-             "        tensor<fp32, [1, 4, 1, 3]> mb = add(x = mm, y = b);\n"
-             "        string gm = const()[val = string(\"TANH_APPROXIMATION\")];\n"
-             "        tensor<fp32, [1, 4, 1, 3]> g = gelu(x = mb, mode = gm);\n"
-             "        tensor<fp32, [1, 4, 1, 3]> y = add(x = x, y = g);\n"
-             "    } -> (y%s);\n}\n",
-             extra_out);
+    snprintf(
+        buf, sizeof buf,
+        HDR "tensor<fp32, [1, 4, 1, 3]> x) {\n"
+            "        tensor<fp32, [4, 4, 1, 1]> w = const()[val = tensor<fp32, [4, 4, 1, 1]>([[[[0.5]], [[-1]], "
+            "[[0.25]], [[1]]], "
+            "[[[1]], [[0.5]], [[0]], [[-0.5]]], [[[0]], [[2]], [[1]], [[0.5]]], [[[-1]], [[0]], [[0.5]], [[1.5]]]])];\n"
+            "        string pt = const()[val = string(\"valid\")];\n"
+            "        tensor<fp32, [1, 4, 1, 3]> mm = conv(x = x, weight = w, pad_type = pt);\n"
+            "        tensor<fp32, [1, 4, 1, 1]> b = const()[val = tensor<fp32, [1, 4, 1, 1]>([[[[0.1]], [[0.2]], "
+            "[[-0.3]], [[0.4]]]])];\n"
+            "        tensor<fp32, [1, 4, 1, 3]> mb = add(x = mm, y = b);\n"
+            "        string gm = const()[val = string(\"TANH_APPROXIMATION\")];\n"
+            "        tensor<fp32, [1, 4, 1, 3]> g = gelu(x = mb, mode = gm);\n"
+            "        tensor<fp32, [1, 4, 1, 3]> y = add(x = x, y = g);\n"
+            "    } -> (y%s);\n}\n",
+        extra_out);
     return buf;
 }
 
 static void gemm_reference(const float *x, double *y) {
-    const double w[4][4] = {{0.5, -1, 0.25, 1}, {1, 0.5, 0, -0.5}, {0, 2, 1, 0.5}, {-1, 0, 0.5, 1.5}}, b[4] = {0.1, 0.2, -0.3, 0.4};
+    const double w[4][4] = {{0.5, -1, 0.25, 1}, {1, 0.5, 0, -0.5}, {0, 2, 1, 0.5}, {-1, 0, 0.5, 1.5}},
+                 b[4] = {0.1, 0.2, -0.3, 0.4};
     for (int o = 0; o < 4; o++)
         for (int s = 0; s < 3; s++) {
             double acc = b[o];
@@ -307,27 +320,29 @@ TEST(gemm_bias_act_residual_fuse) {
 /* RMSNorm and LayerNorm chains, [1, 8, 1, 4] over channels, with gamma (and beta). */
 static const char *norm_src =
     HDR "tensor<fp32, [1, 8, 1, 4]> x) {\n"
-    "        tensor<int32, [1]> ax = const()[val = tensor<int32, [1]>([1])];\n"
-    "        bool kd = const()[val = bool(true)];\n"
-    "        fp32 eps = const()[val = fp32(0x1p-10)];\n"
-    "        tensor<fp32, [1, 8, 1, 1]> g = const()[val = tensor<fp32, [1, 8, 1, 1]>([[[[1]], [[2]], [[0.5]], [[1]], [[-1]], [[1]], [[1.5]], [[1]]]])];\n"
-    "        tensor<fp32, [1, 8, 1, 1]> b = const()[val = tensor<fp32, [1, 8, 1, 1]>([[[[0]], [[0.5]], [[0]], [[1]], [[0]], [[0]], [[-2]], [[0]]]])];\n"
-    "        tensor<fp32, [1, 8, 1, 4]> sq = mul(x = x, y = x);\n"
-    "        tensor<fp32, [1, 1, 1, 4]> ms = reduce_mean(x = sq, axes = ax, keep_dims = kd);\n"
-    "        tensor<fp32, [1, 1, 1, 4]> r = rsqrt(x = ms, epsilon = eps);\n"
-    "        tensor<fp32, [1, 8, 1, 4]> n = mul(x = r, y = x);\n"
-    "        tensor<fp32, [1, 8, 1, 4]> rms = mul(x = n, y = g);\n"
-    "        tensor<fp32, [1, 1, 1, 4]> mu = reduce_mean(x = x, axes = ax, keep_dims = kd);\n"
-    "        tensor<fp32, [1, 8, 1, 4]> xc = sub(x = x, y = mu);\n"
-    "        tensor<fp32, [1, 8, 1, 4]> xc2 = mul(x = xc, y = xc);\n"
-    "        tensor<fp32, [1, 1, 1, 4]> var = reduce_mean(x = xc2, axes = ax, keep_dims = kd);\n"
-    "        tensor<fp32, [1, 1, 1, 4]> ve = add(x = var, y = eps);\n"
-    "        fp32 e0 = const()[val = fp32(0)];\n"
-    "        tensor<fp32, [1, 1, 1, 4]> rs = rsqrt(x = ve, epsilon = e0);\n"
-    "        tensor<fp32, [1, 8, 1, 4]> ln0 = mul(x = xc, y = rs);\n"
-    "        tensor<fp32, [1, 8, 1, 4]> ln1 = mul(x = ln0, y = g);\n"
-    "        tensor<fp32, [1, 8, 1, 4]> ln = add(x = ln1, y = b);\n"
-    "    } -> (rms, ln);\n}\n";
+        "        tensor<int32, [1]> ax = const()[val = tensor<int32, [1]>([1])];\n"
+        "        bool kd = const()[val = bool(true)];\n"
+        "        fp32 eps = const()[val = fp32(0x1p-10)];\n"
+        "        tensor<fp32, [1, 8, 1, 1]> g = const()[val = tensor<fp32, [1, 8, 1, 1]>([[[[1]], [[2]], [[0.5]], "
+        "[[1]], [[-1]], [[1]], [[1.5]], [[1]]]])];\n"
+        "        tensor<fp32, [1, 8, 1, 1]> b = const()[val = tensor<fp32, [1, 8, 1, 1]>([[[[0]], [[0.5]], [[0]], "
+        "[[1]], [[0]], [[0]], [[-2]], [[0]]]])];\n"
+        "        tensor<fp32, [1, 8, 1, 4]> sq = mul(x = x, y = x);\n"
+        "        tensor<fp32, [1, 1, 1, 4]> ms = reduce_mean(x = sq, axes = ax, keep_dims = kd);\n"
+        "        tensor<fp32, [1, 1, 1, 4]> r = rsqrt(x = ms, epsilon = eps);\n"
+        "        tensor<fp32, [1, 8, 1, 4]> n = mul(x = r, y = x);\n"
+        "        tensor<fp32, [1, 8, 1, 4]> rms = mul(x = n, y = g);\n"
+        "        tensor<fp32, [1, 1, 1, 4]> mu = reduce_mean(x = x, axes = ax, keep_dims = kd);\n"
+        "        tensor<fp32, [1, 8, 1, 4]> xc = sub(x = x, y = mu);\n"
+        "        tensor<fp32, [1, 8, 1, 4]> xc2 = mul(x = xc, y = xc);\n"
+        "        tensor<fp32, [1, 1, 1, 4]> var = reduce_mean(x = xc2, axes = ax, keep_dims = kd);\n"
+        "        tensor<fp32, [1, 1, 1, 4]> ve = add(x = var, y = eps);\n"
+        "        fp32 e0 = const()[val = fp32(0)];\n"
+        "        tensor<fp32, [1, 1, 1, 4]> rs = rsqrt(x = ve, epsilon = e0);\n"
+        "        tensor<fp32, [1, 8, 1, 4]> ln0 = mul(x = xc, y = rs);\n"
+        "        tensor<fp32, [1, 8, 1, 4]> ln1 = mul(x = ln0, y = g);\n"
+        "        tensor<fp32, [1, 8, 1, 4]> ln = add(x = ln1, y = b);\n"
+        "    } -> (rms, ln);\n}\n";
 
 TEST(norm_chains_fuse) {
     float x[32], rms[32], ln[32];
@@ -364,17 +379,17 @@ static const char *attn_src(const char *extra) {
     static char buf[4096];
     snprintf(buf, sizeof buf,
              HDR "tensor<fp32, [1, 2, 3, 4]> q, tensor<fp32, [1, 2, 5, 4]> k, tensor<fp32, [1, 2, 5, 4]> v, "
-             "tensor<fp32, [1, 1, 3, 5]> m) {\n"
-             "        bool f = const()[val = bool(false)];\n"
-             "        bool t = const()[val = bool(true)];\n"
-             "        tensor<fp32, [1, 2, 3, 5]> s = matmul(x = q, y = k, transpose_x = f, transpose_y = t);\n"
-             "        fp32 d = const()[val = fp32(2)];\n"
-             "        tensor<fp32, [1, 2, 3, 5]> sd = real_div(x = s, y = d);\n"
-             "        tensor<fp32, [1, 2, 3, 5]> sm = add(x = sd, y = m);\n"
-             "        int32 am = const()[val = int32(-1)];\n"
-             "        tensor<fp32, [1, 2, 3, 5]> p = softmax(x = sm, axis = am);\n"
-             "        tensor<fp32, [1, 2, 3, 4]> y = matmul(x = p, y = v, transpose_x = f, transpose_y = f);\n"
-             "    } -> (y%s);\n}\n",
+                 "tensor<fp32, [1, 1, 3, 5]> m) {\n"
+                 "        bool f = const()[val = bool(false)];\n"
+                 "        bool t = const()[val = bool(true)];\n"
+                 "        tensor<fp32, [1, 2, 3, 5]> s = matmul(x = q, y = k, transpose_x = f, transpose_y = t);\n"
+                 "        fp32 d = const()[val = fp32(2)];\n"
+                 "        tensor<fp32, [1, 2, 3, 5]> sd = real_div(x = s, y = d);\n"
+                 "        tensor<fp32, [1, 2, 3, 5]> sm = add(x = sd, y = m);\n"
+                 "        int32 am = const()[val = int32(-1)];\n"
+                 "        tensor<fp32, [1, 2, 3, 5]> p = softmax(x = sm, axis = am);\n"
+                 "        tensor<fp32, [1, 2, 3, 4]> y = matmul(x = p, y = v, transpose_x = f, transpose_y = f);\n"
+                 "    } -> (y%s);\n}\n",
              extra);
     return buf;
 }
@@ -441,18 +456,19 @@ TEST(attention_fuses) {
  * on an x that is not the transpose of a channels buffer: the rows-GEMM
  * fallback of the fused group must equal the unfused program. */
 TEST(linear_post_views_fallback) {
-    const char *src = HDR "tensor<fp32, [3, 4]> x, tensor<fp32, [1, 2, 1, 3]> r) {\n"
-                      "        tensor<fp32, [2, 4]> w = const()[val = tensor<fp32, [2, 4]>([[1, -0.5, 0.25, 2], [0, 1, -1, 0.5]])];\n"
-                      "        tensor<fp32, [3, 2]> l = linear(x = x, weight = w);\n"
-                      "        tensor<int32, [2]> pm = const()[val = tensor<int32, [2]>([1, 0])];\n"
-                      "        tensor<fp32, [2, 3]> lt = transpose(x = l, perm = pm);\n"
-                      "        tensor<int32, [4]> s4 = const()[val = tensor<int32, [4]>([1, 2, 1, 3])];\n"
-                      "        tensor<fp32, [1, 2, 1, 3]> l4 = reshape(x = lt, shape = s4);\n"
-                      "        tensor<fp32, [1, 2, 1, 1]> b = const()[val = tensor<fp32, [1, 2, 1, 1]>([[[[0.5]], [[-1]]]])];\n"
-                      "        tensor<fp32, [1, 2, 1, 3]> lb = add(x = l4, y = b);\n"
-                      "        tensor<fp32, [1, 2, 1, 3]> ls = silu(x = lb);\n"
-                      "        tensor<fp32, [1, 2, 1, 3]> y = add(x = ls, y = r);\n"
-                      "    } -> (y);\n}\n";
+    const char *src = HDR
+        "tensor<fp32, [3, 4]> x, tensor<fp32, [1, 2, 1, 3]> r) {\n"
+        "        tensor<fp32, [2, 4]> w = const()[val = tensor<fp32, [2, 4]>([[1, -0.5, 0.25, 2], [0, 1, -1, 0.5]])];\n"
+        "        tensor<fp32, [3, 2]> l = linear(x = x, weight = w);\n"
+        "        tensor<int32, [2]> pm = const()[val = tensor<int32, [2]>([1, 0])];\n"
+        "        tensor<fp32, [2, 3]> lt = transpose(x = l, perm = pm);\n"
+        "        tensor<int32, [4]> s4 = const()[val = tensor<int32, [4]>([1, 2, 1, 3])];\n"
+        "        tensor<fp32, [1, 2, 1, 3]> l4 = reshape(x = lt, shape = s4);\n"
+        "        tensor<fp32, [1, 2, 1, 1]> b = const()[val = tensor<fp32, [1, 2, 1, 1]>([[[[0.5]], [[-1]]]])];\n"
+        "        tensor<fp32, [1, 2, 1, 3]> lb = add(x = l4, y = b);\n"
+        "        tensor<fp32, [1, 2, 1, 3]> ls = silu(x = lb);\n"
+        "        tensor<fp32, [1, 2, 1, 3]> y = add(x = ls, y = r);\n"
+        "    } -> (y);\n}\n";
     float x[12], r[6], y[6];
     for (int i = 0; i < 12; i++) x[i] = frand() * 2;
     for (int i = 0; i < 6; i++) r[i] = frand();
@@ -483,10 +499,11 @@ TEST(linear_post_views_fallback) {
  * now, as im2col + GEMM.  All-ones weights: each output is its window's sum. */
 TEST(conv_3x3_runs) {
     const char *src = HDR "tensor<fp32, [1, 2, 4, 4]> x) {\n"
-                      "        tensor<fp32, [1, 2, 3, 3]> w = const()[val = tensor<fp32, [1, 2, 3, 3]>([[[[1, 1, 1], [1, 1, 1], [1, 1, 1]], [[1, 1, 1], [1, 1, 1], [1, 1, 1]]]])];\n"
-                      "        string pt = const()[val = string(\"valid\")];\n"
-                      "        tensor<fp32, [1, 1, 2, 2]> y = conv(x = x, weight = w, pad_type = pt);\n"
-                      "    } -> (y);\n}\n";
+                          "        tensor<fp32, [1, 2, 3, 3]> w = const()[val = tensor<fp32, [1, 2, 3, 3]>([[[[1, 1, "
+                          "1], [1, 1, 1], [1, 1, 1]], [[1, 1, 1], [1, 1, 1], [1, 1, 1]]]])];\n"
+                          "        string pt = const()[val = string(\"valid\")];\n"
+                          "        tensor<fp32, [1, 1, 2, 2]> y = conv(x = x, weight = w, pad_type = pt);\n"
+                          "    } -> (y);\n}\n";
     float x[32], y[4];
     double ref[4] = {0};
     for (int i = 0; i < 32; i++) x[i] = (float)i;
@@ -527,8 +544,8 @@ static void check_refused(const char *src, const char *const *want, int nwant) {
 TEST(unsupported_op_is_diagnosed) {
     /* non_zero's result has a dynamic shape: the CPU backend cannot run it */
     const char *src = HDR "tensor<fp32, [2, 3]> x) {\n"
-                      "        tensor<int32, [?, 2]> r = non_zero(x = x);\n"
-                      "    } -> (r);\n}\n";
+                          "        tensor<int32, [?, 2]> r = non_zero(x = x);\n"
+                          "    } -> (r);\n}\n";
     const char *want[] = {"error: op non_zero is not supported by the cpu backend yet\n"};
     check_refused(src, want, 1);
 }
@@ -536,10 +553,11 @@ TEST(unsupported_op_is_diagnosed) {
 /* Scatter misuse is refused with a clear error at the op (since the checker
  * follows coremltools' shape rule for updates, it is the checker that says so). */
 TEST(scatter_misuse_is_diagnosed) {
-    const char *src = HDR "tensor<fp32, [4, 5]> d, tensor<fp32, [4, 3]> u) {\n"
-                      "        tensor<int32, [2]> i = const()[val = tensor<int32, [2]>([1, 2])];\n"
-                      "        tensor<fp32, [4, 5]> y = scatter(data = d, indices = i, updates = u, axis = int32(1));\n"
-                      "    } -> (y);\n}\n";
+    const char *src =
+        HDR "tensor<fp32, [4, 5]> d, tensor<fp32, [4, 3]> u) {\n"
+            "        tensor<int32, [2]> i = const()[val = tensor<int32, [2]>([1, 2])];\n"
+            "        tensor<fp32, [4, 5]> y = scatter(data = d, indices = i, updates = u, axis = int32(1));\n"
+            "    } -> (y);\n}\n";
     const char *want[] = {"t.mil:5:", "error: scatter: 'updates' [4, 3] must be [4, 2]"};
     check_refused(src, want, 2);
 }
@@ -557,10 +575,11 @@ static void check_run_fails(const char *src, const float *const *in, float *cons
 
 /* An index out of range is RT_EINDEX at run time, its update skipped. */
 TEST(scatter_index_out_of_range_is_an_error) {
-    const char *src = HDR "tensor<fp32, [4]> d, tensor<fp32, [2]> u) {\n"
-                      "        tensor<int32, [2, 1]> i = const()[val = tensor<int32, [2, 1]>([[1], [4]])];\n"
-                      "        tensor<fp32, [4]> y = scatter_nd(data = d, indices = i, updates = u, mode = string(\"update\"));\n"
-                      "    } -> (y);\n}\n";
+    const char *src =
+        HDR "tensor<fp32, [4]> d, tensor<fp32, [2]> u) {\n"
+            "        tensor<int32, [2, 1]> i = const()[val = tensor<int32, [2, 1]>([[1], [4]])];\n"
+            "        tensor<fp32, [4]> y = scatter_nd(data = d, indices = i, updates = u, mode = string(\"update\"));\n"
+            "    } -> (y);\n}\n";
     float d[4] = {1, 2, 3, 4}, u[2] = {10, 20}, y[4];
     const float *in[2] = {d, u};
     float *out[1] = {y};
@@ -570,15 +589,15 @@ TEST(scatter_index_out_of_range_is_an_error) {
 /* A loop that never ends stops at RT_LOOP_MAX_ITERS with RT_ELOOP. */
 TEST(endless_while_loop_is_stopped) {
     const char *src = HDR "tensor<fp32, [2]> x) {\n"
-                      "        tensor<fp32, [2]> y = while_loop(loop_vars = (x)) {\n"
-                      "            (tensor<fp32, [2]> s) {\n"
-                      "                bool go = const()[val = bool(true)];\n"
-                      "            } -> (go);\n"
-                      "            (tensor<fp32, [2]> s) {\n"
-                      "                tensor<fp32, [2]> t = add(x = s, y = fp32(1));\n"
-                      "            } -> (t);\n"
-                      "        };\n"
-                      "    } -> (y);\n}\n";
+                          "        tensor<fp32, [2]> y = while_loop(loop_vars = (x)) {\n"
+                          "            (tensor<fp32, [2]> s) {\n"
+                          "                bool go = const()[val = bool(true)];\n"
+                          "            } -> (go);\n"
+                          "            (tensor<fp32, [2]> s) {\n"
+                          "                tensor<fp32, [2]> t = add(x = s, y = fp32(1));\n"
+                          "            } -> (t);\n"
+                          "        };\n"
+                          "    } -> (y);\n}\n";
     float x[2] = {0, 1}, y[2];
     const float *in[1] = {x};
     float *out[1] = {y};
@@ -587,10 +606,10 @@ TEST(endless_while_loop_is_stopped) {
 
 TEST(missing_weight_file_is_diagnosed) {
     const char *src = HDR "tensor<fp16, [1, 4]> x) {\n"
-                      "        tensor<fp16, [4, 4]> w = const()[val = tensor<fp16, [4, 4]>(BLOBFILE(path = "
-                      "string(\"@model_path/nowhere/weight.bin\"), offset = uint64(64)))];\n"
-                      "        tensor<fp16, [1, 4]> y = linear(x = x, weight = w);\n"
-                      "    } -> (y);\n}\n";
+                          "        tensor<fp16, [4, 4]> w = const()[val = tensor<fp16, [4, 4]>(BLOBFILE(path = "
+                          "string(\"@model_path/nowhere/weight.bin\"), offset = uint64(64)))];\n"
+                          "        tensor<fp16, [1, 4]> y = linear(x = x, weight = w);\n"
+                          "    } -> (y);\n}\n";
     Arena a;
     arena_init(&a);
     DiagSink d;
@@ -612,13 +631,13 @@ TEST(missing_weight_file_is_diagnosed) {
 
 TEST(view_chain_is_one_copy) {
     const char *src = HDR "tensor<fp32, [1, 8, 1, 6]> x) {\n"
-                      "        tensor<int32, [5]> s5 = const()[val = tensor<int32, [5]>([1, 2, 4, 1, 6])];\n"
-                      "        tensor<fp32, [1, 2, 4, 1, 6]> a = reshape(x = x, shape = s5);\n"
-                      "        tensor<int32, [5]> pm = const()[val = tensor<int32, [5]>([0, 1, 3, 4, 2])];\n"
-                      "        tensor<fp32, [1, 2, 1, 6, 4]> b = transpose(x = a, perm = pm);\n"
-                      "        tensor<int32, [4]> s4 = const()[val = tensor<int32, [4]>([1, 2, 6, 4])];\n"
-                      "        tensor<fp32, [1, 2, 6, 4]> y = reshape(x = b, shape = s4);\n"
-                      "    } -> (y);\n}\n";
+                          "        tensor<int32, [5]> s5 = const()[val = tensor<int32, [5]>([1, 2, 4, 1, 6])];\n"
+                          "        tensor<fp32, [1, 2, 4, 1, 6]> a = reshape(x = x, shape = s5);\n"
+                          "        tensor<int32, [5]> pm = const()[val = tensor<int32, [5]>([0, 1, 3, 4, 2])];\n"
+                          "        tensor<fp32, [1, 2, 1, 6, 4]> b = transpose(x = a, perm = pm);\n"
+                          "        tensor<int32, [4]> s4 = const()[val = tensor<int32, [4]>([1, 2, 6, 4])];\n"
+                          "        tensor<fp32, [1, 2, 6, 4]> y = reshape(x = b, shape = s4);\n"
+                          "    } -> (y);\n}\n";
     float x[48], y[48];
     for (int i = 0; i < 48; i++) x[i] = (float)i;
     const float *in[1] = {x};

@@ -31,8 +31,12 @@ static uint8_t *read_all(const char *path, size_t *n) {
 
 static uint32_t u32(const uint8_t *p) { return p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24; }
 static uint64_t u64(const uint8_t *p) { return u32(p) | (uint64_t)u32(p + 4) << 32; }
-static void put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> 8 * i); }
-static void put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> 8 * i); }
+static void put32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> 8 * i);
+}
+static void put64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> 8 * i);
+}
 
 static uint64_t round_up(uint64_t x) { return (x + 63) & ~(uint64_t)63; }
 
@@ -352,13 +356,12 @@ TEST(writer_streamed_errors) {
     w = milblob_writer_open(path, &d);
     CHECK_EQ_INT(milblob_writer_begin(w, MILBLOB_FP16, 100), 64);
     CHECK(milblob_writer_take(w, 60) != NULL);
-    CHECK(milblob_writer_take(w, 42) == NULL); /* 2 more than it lacks */
+    CHECK(milblob_writer_take(w, 42) == NULL);                              /* 2 more than it lacks */
     CHECK_EQ_INT(milblob_writer_add(w, MILBLOB_FP16, "ab", 2), UINT64_MAX); /* sticky */
     CHECK_EQ_INT(milblob_writer_finish(w, &d), -1);
     out = diag_render(&d);
-    snprintf(want, sizeof want,
-             "%s: error: blob 0: a piece of 42 bytes is more than the 40 it lacks (or than %u)\n", path,
-             (unsigned)MILBLOB_TAKE_MAX);
+    snprintf(want, sizeof want, "%s: error: blob 0: a piece of 42 bytes is more than the 40 it lacks (or than %u)\n",
+             path, (unsigned)MILBLOB_TAKE_MAX);
     CHECK_STR(out, want);
     free(out);
     diag_free(&d);
@@ -426,19 +429,19 @@ static char *parse_msg(const uint8_t *b, size_t n) {
     return out;
 }
 
-#define EXPECT(mutation, want)                     \
-    do {                                           \
-        size_t len_;                                 \
-        uint8_t *img_ = good_image(&len_);             \
-        uint8_t *b = img_;                           \
-        size_t n = len_;                             \
-        mutation;                                  \
-        char *msg_ = parse_msg(b, n);                \
-        CHECK_STR(msg_, want);                       \
-        free(msg_);                                  \
-        free(img_);                                  \
-        (void)b;                                   \
-        (void)n;                                   \
+#define EXPECT(mutation, want)                                                                                         \
+    do {                                                                                                               \
+        size_t len_;                                                                                                   \
+        uint8_t *img_ = good_image(&len_);                                                                             \
+        uint8_t *b = img_;                                                                                             \
+        size_t n = len_;                                                                                               \
+        mutation;                                                                                                      \
+        char *msg_ = parse_msg(b, n);                                                                                  \
+        CHECK_STR(msg_, want);                                                                                         \
+        free(msg_);                                                                                                    \
+        free(img_);                                                                                                    \
+        (void)b;                                                                                                       \
+        (void)n;                                                                                                       \
     } while (0)
 
 TEST(reader_corruptions) {
@@ -447,29 +450,32 @@ TEST(reader_corruptions) {
     EXPECT(n = 10, "weight.bin: error: offset 0: truncated header: 10 bytes (want 64)\n");
     EXPECT(put32(b + 4, 3), "weight.bin: error: offset 4: unsupported version 3 (want 2)\n");
     EXPECT(b[40] = 7, "weight.bin: error: offset 40: nonzero reserved byte 0x07 in header\n");
-    EXPECT(put32(b, 0xFFFFFFFF), "weight.bin: error: offset 0: header count 4294967295 cannot fit in a 4240-byte file\n");
+    EXPECT(put32(b, 0xFFFFFFFF),
+           "weight.bin: error: offset 0: header count 4294967295 cannot fit in a 4240-byte file\n");
     EXPECT(put32(b, 3), "weight.bin: error: offset 4240: file ends after 2 blobs (header count 3)\n");
     EXPECT(put32(b, 1), "weight.bin: error: offset 2176: data after the last blob (header count 1)\n");
     EXPECT(put32(b + 2176, 0), "weight.bin: error: blob 1 at offset 2176: bad sentinel 0x00000000 (want 0xdeadbeef)\n");
     EXPECT(put32(b + 68, 18), "weight.bin: error: blob 0 at offset 64: unknown dtype 18\n");
     EXPECT(put32(b + 68, 0), "weight.bin: error: blob 0 at offset 64: unknown dtype 0\n");
-    EXPECT(put64(b + 80, 130), "weight.bin: error: blob 0 at offset 64: misaligned data_offset 130 (not a multiple of 64)\n");
-    EXPECT(put64(b + 80, 192), "weight.bin: error: blob 0 at offset 64: data_offset 192 does not follow its record (want 128)\n");
+    EXPECT(put64(b + 80, 130),
+           "weight.bin: error: blob 0 at offset 64: misaligned data_offset 130 (not a multiple of 64)\n");
+    EXPECT(put64(b + 80, 192),
+           "weight.bin: error: blob 0 at offset 64: data_offset 192 does not follow its record (want 128)\n");
     EXPECT(b[2176 + 63] = 1, "weight.bin: error: blob 1 at offset 2176: nonzero reserved byte 0x01 at offset 2239\n");
-    EXPECT(put64(b + 2176 + 8, 2004),
-           "weight.bin: error: blob 1 at offset 2176: data of 2004 bytes at offset 2240 runs past the end of the file (4240 bytes)\n");
-    EXPECT(put64(b + 2176 + 8, UINT64_MAX),
-           "weight.bin: error: blob 1 at offset 2176: data of 18446744073709551615 bytes at offset 2240 runs past the end of the file (4240 bytes)\n");
+    EXPECT(put64(b + 2176 + 8, 2004), "weight.bin: error: blob 1 at offset 2176: data of 2004 bytes at offset 2240 "
+                                      "runs past the end of the file (4240 bytes)\n");
+    EXPECT(put64(b + 2176 + 8, UINT64_MAX), "weight.bin: error: blob 1 at offset 2176: data of 18446744073709551615 "
+                                            "bytes at offset 2240 runs past the end of the file (4240 bytes)\n");
     EXPECT(put64(b + 72, 1998),
            "weight.bin: error: blob 0 at offset 64: size 1998 is not a whole number of fp32 elements (4 bytes each)\n");
     EXPECT(put64(b + 88, 4), "weight.bin: error: blob 0 at offset 64: padding_bits 4 must be 0 for fp32\n");
     EXPECT(b[2130] = 9, "weight.bin: error: blob 0 at offset 64: nonzero padding byte at offset 2130\n");
-    EXPECT(n = 4200, "weight.bin: error: blob 1 at offset 2176: data of 2000 bytes at offset 2240 runs past the end of the file (4200 bytes)\n");
+    EXPECT(n = 4200, "weight.bin: error: blob 1 at offset 2176: data of 2000 bytes at offset 2240 runs past the end of "
+                     "the file (4200 bytes)\n");
     EXPECT(n = 2200, "weight.bin: error: blob 1 at offset 2176: truncated record: file ends at 2200\n");
     EXPECT(n = 2176, "weight.bin: error: offset 2176: file ends after 1 blobs (header count 2)\n");
     /* A size that runs into the next record: its bytes are not zero padding. */
-    EXPECT(put64(b + 72, 2064),
-           "weight.bin: error: blob 0 at offset 64: nonzero padding byte at offset 2192\n");
+    EXPECT(put64(b + 72, 2064), "weight.bin: error: blob 0 at offset 64: nonzero padding byte at offset 2192\n");
 }
 
 /* Sub-byte dtypes: padding_bits says how many bits of the last byte are unused. */
@@ -491,11 +497,13 @@ TEST(reader_subbyte) {
     free(m);
     put64(b + 88, 2);
     m = parse_msg(b, sizeof b);
-    CHECK_STR(m, "weight.bin: error: blob 0 at offset 64: size 3 bytes less padding_bits 2 is not a whole number of uint3 elements (3 bits each)\n");
+    CHECK_STR(m, "weight.bin: error: blob 0 at offset 64: size 3 bytes less padding_bits 2 is not a whole number of "
+                 "uint3 elements (3 bits each)\n");
     free(m);
     put64(b + 88, 8);
     m = parse_msg(b, sizeof b);
-    CHECK_STR(m, "weight.bin: error: blob 0 at offset 64: padding_bits 8 invalid for uint3 (want 0..7, 0 when empty)\n");
+    CHECK_STR(m,
+              "weight.bin: error: blob 0 at offset 64: padding_bits 8 invalid for uint3 (want 0..7, 0 when empty)\n");
     free(m);
 }
 

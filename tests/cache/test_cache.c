@@ -10,8 +10,8 @@ static uint64_t fake_now;
 static uint64_t fake_clock(void *ctx) { return fake_now += 1000000000ull; }
 
 static Cache *open_dir(const char *dir, uint64_t chunk, uint64_t map, uint64_t max_bytes) {
-    CacheOptions o = {.chunk_bytes = chunk, .map_size = map, .max_bytes = max_bytes, .no_sync = 1,
-                      .now_ns = fake_clock};
+    CacheOptions o = {
+        .chunk_bytes = chunk, .map_size = map, .max_bytes = max_bytes, .no_sync = 1, .now_ns = fake_clock};
     Cache *c = NULL;
     char err[512] = "";
     int rc = cache_open(&c, dir, &o, err, sizeof err);
@@ -40,8 +40,17 @@ TEST(round_trip_many_shapes) {
     Cache *c = open_dir(dir, chunk, 0, 0);
     CHECK(c != NULL);
     static const uint64_t shapes[][8] = {
-        {0}, {1}, {5, 0, 7}, {63, 64, 65}, {2000}, {chunk}, {chunk - 64, 64}, {chunk - 63, 64},
-        {chunk + 1}, {3 * chunk + 100, 5, chunk * 2}, {10, chunk * 5 / 2, 10, 0, 1000},
+        {0},
+        {1},
+        {5, 0, 7},
+        {63, 64, 65},
+        {2000},
+        {chunk},
+        {chunk - 64, 64},
+        {chunk - 63, 64},
+        {chunk + 1},
+        {3 * chunk + 100, 5, chunk * 2},
+        {10, chunk * 5 / 2, 10, 0, 1000},
     };
     static const int counts[] = {1, 1, 3, 3, 1, 1, 2, 2, 1, 3, 5};
     int nshapes = (int)(sizeof counts / sizeof counts[0]);
@@ -457,7 +466,10 @@ TEST(put_from_a_fill) {
         char *dir = tmpdir_new("fill"), err[512];
         Cache *c = NULL;
         CHECK_EQ_INT(cache_open(&c, dir, &(CacheOptions){.no_sync = 1, .no_writemap = wm}, err, sizeof err), 0);
-        if (!c) { tmpdir_rm(dir); continue; }
+        if (!c) {
+            tmpdir_rm(dir);
+            continue;
+        }
         uint64_t sz[] = {5000001, 3, 0, 700000};
         TestArt a;
         art_make(&a, 4242 + (uint64_t)wm, sz, 4);

@@ -48,8 +48,8 @@ TEST(export_import_round_trip) {
     TestArt art[3];
     for (int i = 0; i < 3; i++) {
         art_make(&art[i], 300 + i, sz[i], n[i]);
-        CacheEntryMeta m = {.description = i ? "other" : "first", .backend = "cpu", .mode = i,
-                            .compile_ns = 1000u * (unsigned)(i + 1)};
+        CacheEntryMeta m = {
+            .description = i ? "other" : "first", .backend = "cpu", .mode = i, .compile_ns = 1000u * (unsigned)(i + 1)};
         CHECK_EQ_INT(cache_put(a, &art[i].key, art[i].rec.buf, art[i].rec.len, &m, art[i].secs, n[i]), 0);
     }
     CHECK_EQ_INT(cache_export(a, path, NULL, 0), 3);
@@ -115,7 +115,8 @@ TEST(every_flipped_byte_and_truncation_is_rejected) {
             memcpy(buf, orig, len);
             buf[i] ^= (uint8_t)(1u << bit);
             char err[256] = "";
-            if (cache_bundle_check(buf, len, err, sizeof err) != CACHE_EBUNDLE || !strstr(err, "bad bundle")) accepted++;
+            if (cache_bundle_check(buf, len, err, sizeof err) != CACHE_EBUNDLE || !strstr(err, "bad bundle"))
+                accepted++;
             if (bit == 0) {
                 write_all(bad, buf, len);
                 if (cache_import(b, bad) != CACHE_EBUNDLE) import_ok++;

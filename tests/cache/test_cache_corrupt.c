@@ -47,7 +47,10 @@ static uint8_t *slurp(const char *dir, size_t *len) {
     *len = (size_t)ftell(f);
     fseek(f, 0, SEEK_SET);
     uint8_t *b = malloc(*len);
-    if (fread(b, 1, *len, f) != *len) { free(b); b = NULL; }
+    if (fread(b, 1, *len, f) != *len) {
+        free(b);
+        b = NULL;
+    }
     fclose(f);
     return b;
 }
@@ -64,7 +67,8 @@ static int expect_damaged(const char *dir, const char *what) {
     char err[512] = "", path[4200];
     snprintf(path, sizeof path, "%s/data.mdb", dir);
     int rc = open_err(dir, err, sizeof err);
-    int ok = rc == CACHE_ECORRUPT && strstr(err, path) && strstr(err, "cache_destroy") && !strstr(err, "milc ") && strstr(err, what);
+    int ok = rc == CACHE_ECORRUPT && strstr(err, path) && strstr(err, "cache_destroy") && !strstr(err, "milc ") &&
+             strstr(err, what);
     if (!ok) fprintf(stderr, "rc %d (%s), message: %s\n", rc, cache_strerror(rc), err);
     return ok;
 }
@@ -134,7 +138,7 @@ TEST(overwritten_meta_page_is_a_clear_error) {
         {16, {0, 0, 0, 0}, "bad magic in meta page 0"},
         {4096 + 16, {1, 2, 3, 4}, "bad magic in meta page 1"},
         {20, {9}, "unknown LMDB format version 9"},
-        {16 + 120, {0xff, 0xff, 0xff, 0, 0, 0, 0, 0}, "truncated?"},       /* last_pg */
+        {16 + 120, {0xff, 0xff, 0xff, 0, 0, 0, 0, 0}, "truncated?"},        /* last_pg */
         {4096 + 16 + 120, {0x40, 0x42, 0x0f, 0, 0, 0, 0, 0}, "truncated?"}, /* last_pg */
         {16 + 24 + 48 + 40, {0x77, 0x77, 0, 0, 0, 0, 0, 0}, "main tree: root page out of range"},
         /* Database records LMDB trusts: flags claiming sorted duplicates made
@@ -352,7 +356,8 @@ TEST(overwritten_tree_pages_never_crash) {
             Cache *cc;
             char err[512];
             CacheOptions o = {.no_sync = 1, .map_size = 1 << 20};
-            if (cache_open(&cc, dir, &o, err, sizeof err) != 0) _exit(strstr(err, "cache_destroy") && !strstr(err, "milc ") ? 3 : 4);
+            if (cache_open(&cc, dir, &o, err, sizeof err) != 0)
+                _exit(strstr(err, "cache_destroy") && !strstr(err, "milc ") ? 3 : 4);
             int n = 0;
             cache_ls(cc, count_cb, &n);
             for (int i = 0; i < 40; i++) {
@@ -373,7 +378,8 @@ TEST(overwritten_tree_pages_never_crash) {
         int st;
         waitpid(pid, &st, 0);
         if (WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) != 0 && WEXITSTATUS(st) != 3)) {
-            fprintf(stderr, "trial %d: %s %d\n", it, WIFSIGNALED(st) ? "signal" : "exit", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+            fprintf(stderr, "trial %d: %s %d\n", it, WIFSIGNALED(st) ? "signal" : "exit",
+                    WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
             crashes++;
         }
         refused += WIFEXITED(st) && WEXITSTATUS(st) == 3;
@@ -407,7 +413,10 @@ TEST(verify_without_repair_writes_nothing) {
     uint8_t *b = slurp(dir, &len), probe[64];
     pattern_fill(probe, sizeof probe, 201 * 1000);
     for (size_t o = 0; b && o + 64 <= len; o++)
-        if (!memcmp(b + o, probe, 64)) { poke(dir, o + 10, "\xff", 1); break; }
+        if (!memcmp(b + o, probe, 64)) {
+            poke(dir, o + 10, "\xff", 1);
+            break;
+        }
     free(b);
     Cache *c = open_ok(dir);
     CacheHit *h;
@@ -491,7 +500,8 @@ TEST(full_disk_reads_still_work) {
     int st;
     waitpid(pid, &st, 0);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        fprintf(stderr, "child: %s %d\n", WIFEXITED(st) ? "exit" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+        fprintf(stderr, "child: %s %d\n", WIFEXITED(st) ? "exit" : "signal",
+                WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     umount2(dir, MNT_DETACH);
     for (int i = 0; i < 2; i++) art_free(&a[i]);

@@ -11,9 +11,8 @@ TEST(record_bytes_are_tag_len_bytes) {
     ckey_add_u64(&b, 7, 0x0102030405060708ull);
     ckey_add(&b, 9, NULL, 0);
     static const uint8_t want[] = {
-        0x44, 0x43, 0x42, 0x41, 2, 0, 0, 0, 0, 0, 0, 0, 'h', 'i',
-        7, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 8, 7, 6, 5, 4, 3, 2, 1,
-        9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        0x44, 0x43, 0x42, 0x41, 2, 0, 0, 0, 0, 0, 0, 0, 'h', 'i', 7, 0, 0, 0, 8, 0, 0, 0, 0,
+        0,    0,    0,    8,    7, 6, 5, 4, 3, 2, 1, 9, 0,   0,   0, 0, 0, 0, 0, 0, 0, 0, 0,
     };
     CHECK_EQ_INT(b.len, sizeof want);
     CHECK(memcmp(b.buf, want, sizeof want) == 0);
@@ -35,7 +34,10 @@ TEST(length_prefix_makes_records_unambiguous) {
 /* The key must be XXH3-128 in xxhsum's canonical form, so `xxhsum -H2` on a
  * dumped record reproduces it — an independent implementation. */
 TEST(key_matches_xxhsum) {
-    if (system("command -v xxhsum >/dev/null 2>&1") != 0) { fprintf(stderr, "skip: no xxhsum\n"); return; }
+    if (system("command -v xxhsum >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "skip: no xxhsum\n");
+        return;
+    }
     char *dir = tmpdir_new("key");
     for (int round = 0; round < 3; round++) {
         CacheKeyBuilder b;
@@ -106,8 +108,10 @@ TEST(record_decodes_items_in_order) {
         size_t p = 0;
         int rc;
         while ((rc = ckey_record_next(b.buf, len, &p, &tag, &bytes, &n)) == 1) {}
-        if (rc == CACHE_EINVAL) bad++;
-        else ends++;
+        if (rc == CACHE_EINVAL)
+            bad++;
+        else
+            ends++;
     }
     CHECK_EQ_INT(ends, 3); /* lengths 0, 17 and 37 */
     CHECK_EQ_INT(bad, (int)b.len - 3);

@@ -70,8 +70,9 @@ static int check_seed(Cache *c, uint64_t seed, uint64_t max_section, unsigned fl
         cache_hit_release(h);
     } else {
         out = CACHE_IS_MISS(rc) && rc != CACHE_ECORRUPT ? 0 : -1;
-        if (out < 0) fprintf(stderr, "[%d] get seed %llu: %s: %s\n", (int)getpid(), (unsigned long long)seed,
-                             cache_strerror(rc), cache_errmsg(c));
+        if (out < 0)
+            fprintf(stderr, "[%d] get seed %llu: %s: %s\n", (int)getpid(), (unsigned long long)seed, cache_strerror(rc),
+                    cache_errmsg(c));
     }
     ckey_free(&rec);
     return out;
@@ -200,7 +201,10 @@ typedef struct Audit {
 static int audit_cb(void *ctx, const CacheEntryInfo *e) {
     Audit *a = ctx;
     unsigned long long seed, max;
-    if (sscanf(e->description, "seed=%llu max=%llu", &seed, &max) != 2) { a->bad++; return 0; }
+    if (sscanf(e->description, "seed=%llu max=%llu", &seed, &max) != 2) {
+        a->bad++;
+        return 0;
+    }
     a->n++;
     return 0;
 }
@@ -331,8 +335,23 @@ TEST(small_maps_never_cut_the_file_under_a_grower) {
  * mdb_txn_begin): this handle maps 1 MiB, a child grows the file past it,
  * then the operation runs.  Each op gets a fresh directory, so the file only
  * has to grow once per op. */
-enum { OP_GET, OP_LS, OP_SHOW, OP_STAT, OP_VERIFY, OP_REPAIR, OP_EXPORT, OP_IMPORT, OP_FLUSH, OP_PUT,
-       OP_LIMIT, OP_ZERO, OP_GC, OP_COMPACT, OP_COUNT };
+enum {
+    OP_GET,
+    OP_LS,
+    OP_SHOW,
+    OP_STAT,
+    OP_VERIFY,
+    OP_REPAIR,
+    OP_EXPORT,
+    OP_IMPORT,
+    OP_FLUSH,
+    OP_PUT,
+    OP_LIMIT,
+    OP_ZERO,
+    OP_GC,
+    OP_COMPACT,
+    OP_COUNT
+};
 
 static int run_op(Cache *c, int op, const char *dir) {
     char bundle[4200];

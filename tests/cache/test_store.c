@@ -182,7 +182,7 @@ static void tamper(const char *port, const CacheKey *k, uint32_t chunk, const ch
     CHECK(keys && keys->type == REDIS_REPLY_ARRAY && keys->elements == 1);
     if (keys && keys->type == REDIS_REPLY_ARRAY && keys->elements == 1) {
         const char *name = keys->element[0]->str;
-        redisReply *r = !strcmp(how, "flip") ? redisCommand(rc, "SETRANGE %s 77 X", name)
+        redisReply *r = !strcmp(how, "flip")   ? redisCommand(rc, "SETRANGE %s 77 X", name)
                         : !strcmp(how, "grow") ? redisCommand(rc, "APPEND %s Z", name)
                                                : redisCommand(rc, "DEL %s", name);
         CHECK(r && r->type == REDIS_REPLY_INTEGER);
@@ -205,10 +205,15 @@ TEST(pull_streams_and_refuses) {
     char url[64], err[512];
     snprintf(url, sizeof url, "redis://127.0.0.1:%s", port);
     Store *r = NULL;
-    CHECK_EQ_INT(store_redis_open(&r, &(RemoteOptions){.url = url, .secret = team_key, .chunk_bytes = 65536}, err,
-                                  sizeof err), 0);
+    CHECK_EQ_INT(
+        store_redis_open(&r, &(RemoteOptions){.url = url, .secret = team_key, .chunk_bytes = 65536}, err, sizeof err),
+        0);
     if (!r) return;
-    struct { uint64_t sz[3]; int n; uint32_t bad; } shapes[] = {
+    struct {
+        uint64_t sz[3];
+        int n;
+        uint32_t bad;
+    } shapes[] = {
         {{2500000, 1, 900000}, 3, 31}, /* 52 chunks */
         {{40000, 0, 0}, 1, 0},         /* one chunk */
     };

@@ -19,7 +19,10 @@ static inline char *tmpdir_new(const char *tag) {
     const char *base = getenv("TMPDIR");
     char *p = malloc(4096);
     snprintf(p, 4096, "%s/milc-%s-XXXXXX", base && *base ? base : "/tmp", tag);
-    if (!mkdtemp(p)) { perror("mkdtemp"); exit(2); }
+    if (!mkdtemp(p)) {
+        perror("mkdtemp");
+        exit(2);
+    }
     return p;
 }
 
@@ -31,8 +34,11 @@ static inline void tmpdir_rm(char *dir) {
         if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2]))) continue;
         snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
         struct stat st;
-        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode)) { char *q = strdup(p); tmpdir_rm(q); }
-        else unlink(p);
+        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
+            char *q = strdup(p);
+            tmpdir_rm(q);
+        } else
+            unlink(p);
     }
     if (d) closedir(d);
     rmdir(dir);
@@ -48,8 +54,14 @@ static inline uint64_t mix64(uint64_t x) {
 }
 static inline void pattern_fill(uint8_t *p, size_t n, uint64_t seed) {
     size_t i = 0;
-    for (; i + 8 <= n; i += 8) { uint64_t v = mix64(seed ^ (i * 0x100000001B3ull)); memcpy(p + i, &v, 8); }
-    if (i < n) { uint64_t v = mix64(seed ^ (i * 0x100000001B3ull)); memcpy(p + i, &v, n - i); }
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v = mix64(seed ^ (i * 0x100000001B3ull));
+        memcpy(p + i, &v, 8);
+    }
+    if (i < n) {
+        uint64_t v = mix64(seed ^ (i * 0x100000001B3ull));
+        memcpy(p + i, &v, n - i);
+    }
 }
 static inline int pattern_check(const uint8_t *p, size_t n, uint64_t seed) {
     uint8_t tmp[4096];
@@ -57,8 +69,14 @@ static inline int pattern_check(const uint8_t *p, size_t n, uint64_t seed) {
         size_t m = n - off < sizeof tmp ? n - off : sizeof tmp;
         /* Regenerate the window; off is a multiple of 8, so words line up. */
         size_t i = 0;
-        for (; i + 8 <= m; i += 8) { uint64_t v = mix64(seed ^ ((off + i) * 0x100000001B3ull)); memcpy(tmp + i, &v, 8); }
-        if (i < m) { uint64_t v = mix64(seed ^ ((off + i) * 0x100000001B3ull)); memcpy(tmp + i, &v, m - i); }
+        for (; i + 8 <= m; i += 8) {
+            uint64_t v = mix64(seed ^ ((off + i) * 0x100000001B3ull));
+            memcpy(tmp + i, &v, 8);
+        }
+        if (i < m) {
+            uint64_t v = mix64(seed ^ ((off + i) * 0x100000001B3ull));
+            memcpy(tmp + i, &v, m - i);
+        }
         if (memcmp(tmp, p + off, m) != 0) return 0;
     }
     return 1;

@@ -50,7 +50,8 @@ static int age_entry(int i) {
         memcpy(d, s[k].data, s[k].size);
         copy[k] = (CacheSection){d, s[k].size};
     }
-    CacheEntryMeta m = {.description = e->description, .backend = e->backend, .mode = e->mode, .compile_ns = e->compile_ns};
+    CacheEntryMeta m = {
+        .description = e->description, .backend = e->backend, .mode = e->mode, .compile_ns = e->compile_ns};
     char desc[4096];
     snprintf(desc, sizeof desc, "%s", e->description);
     m.description = desc;
@@ -82,18 +83,28 @@ static int collect_direct(void *ctx, const CacheKey *dk, const uint8_t *rec, siz
 
 int main(int argc, char **argv) {
     char err[512];
-    if (argc != 3) { fprintf(stderr, "usage: milc_age_cache DIR VERSION\n"); return 2; }
+    if (argc != 3) {
+        fprintf(stderr, "usage: milc_age_cache DIR VERSION\n");
+        return 2;
+    }
     g_ver = argv[2];
-    if (cache_open(&g_c, argv[1], NULL, err, sizeof err) != 0) { fprintf(stderr, "%s\n", err); return 3; }
+    if (cache_open(&g_c, argv[1], NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return 3;
+    }
     if (cache_ls(g_c, collect, NULL) != 0 || cache_direct_ls(g_c, collect_direct, NULL) != 0) return 3;
     for (int i = 0; i < g_map.n; i++)
-        if (age_entry(i) != 0) { fprintf(stderr, "aging entry %d failed: %s\n", i, cache_errmsg(g_c)); return 3; }
+        if (age_entry(i) != 0) {
+            fprintf(stderr, "aging entry %d failed: %s\n", i, cache_errmsg(g_c));
+            return 3;
+        }
     for (int i = 0; i < g_d.n; i++) {
         CacheKeyBuilder b;
         CacheKey dk, ak = g_d.akey[i];
         for (int k = 0; k < g_map.n; k++)
             if (!memcmp(g_map.old[k].b, ak.b, 16)) ak = g_map.new_[k];
-        if (reversion(g_d.rec[i], g_d.len[i], g_ver, &b, &dk) != 0 || cache_direct_put(g_c, &dk, b.buf, b.len, &ak) != 0)
+        if (reversion(g_d.rec[i], g_d.len[i], g_ver, &b, &dk) != 0 ||
+            cache_direct_put(g_c, &dk, b.buf, b.len, &ak) != 0)
             return 3;
         ckey_free(&b);
         free(g_d.rec[i]);

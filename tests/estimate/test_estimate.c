@@ -186,7 +186,9 @@ TEST(validation_orion_gpt2) {
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         double e = err_pct(rows[i].got, rows[i].want);
         printf("%-28s %10.2f %10.2f %+7.1f%%%s\n", rows[i].what, rows[i].got, rows[i].want, e,
-               fabs(e) <= 25 ? "" : rows[i].goal ? "  (over the 25% goal)" : "  (not a goal; see docs)");
+               fabs(e) <= 25  ? ""
+               : rows[i].goal ? "  (over the 25% goal)"
+                              : "  (not a goal; see docs)");
         if (rows[i].goal) CHECK(fabs(e) <= 25);
     }
     /* Decode is dispatch-bound: 24 fixed costs are most of the token. */
@@ -229,7 +231,8 @@ TEST(projection_shapes) {
     c.max_program_bytes = 1e6;
     est_project(&c, &p2, &s, &r2);
     CHECK(r2.over_max_program);
-    CHECK(est_plan_depth(&m, 0, 2, &p1) == -1 && est_plan_depth(&m, 13, 2, &p1) == -1 && est_plan_depth(&m, 4, 3, &p1) == -1);
+    CHECK(est_plan_depth(&m, 0, 2, &p1) == -1 && est_plan_depth(&m, 13, 2, &p1) == -1 &&
+          est_plan_depth(&m, 4, 3, &p1) == -1);
 }
 
 int main(void) {

@@ -16,8 +16,10 @@ static void run_model(RtModel *m, int flags) {
     if (ni + no > 16) return;
     for (int i = 0; i < ni + no; i++) {
         RtIoInfo io;
-        if (i < ni) rt_model_input(m, i, &io);
-        else rt_model_output(m, i - ni, &io);
+        if (i < ni)
+            rt_model_input(m, i, &io);
+        else
+            rt_model_output(m, i - ni, &io);
         size_t n = 1;
         for (int d = 0; d < io.rank; d++) n *= (size_t)io.dims[d];
         t[i] = (RtTensor){.dtype = io.dtype, .rank = io.rank, .size = n * rt_dtype_size(io.dtype)};

@@ -49,7 +49,8 @@ static void read_entry(Cache *c, const CacheKey *k, unsigned flags) {
     if (cache_hit_sections(h, &secs, &n) == 0) {
         volatile uint8_t sink = 0;
         for (int i = 0; i < n; i++)
-            if (secs[i].size) sink ^= ((const uint8_t *)secs[i].data)[0] ^ ((const uint8_t *)secs[i].data)[secs[i].size - 1];
+            if (secs[i].size)
+                sink ^= ((const uint8_t *)secs[i].data)[0] ^ ((const uint8_t *)secs[i].data)[secs[i].size - 1];
         (void)sink;
     }
     cache_hit_release(h);

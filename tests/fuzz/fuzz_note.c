@@ -15,7 +15,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int n = note_decode(data, size, &jobs);
     MILC_ASSERT(n == -1 ? jobs == NULL : n >= 1 && jobs != NULL);
     if (n < 0) return 0;
-    for (int i = 0; i < n; i++) MILC_ASSERT(jobs[i].mode >= 0 && jobs[i].mode <= 2 && memchr(jobs[i].label, 0, NOTE_LABEL_MAX));
+    for (int i = 0; i < n; i++)
+        MILC_ASSERT(jobs[i].mode >= 0 && jobs[i].mode <= 2 && memchr(jobs[i].label, 0, NOTE_LABEL_MAX));
     size_t len = 0;
     uint8_t *again = note_encode(jobs, n, &len);
     MILC_ASSERT(again != NULL && len == size && memcmp(again, data, size) == 0);

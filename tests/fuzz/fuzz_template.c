@@ -50,8 +50,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (!memcmp(data + i, sep, sizeof sep - 1)) cut = data + i;
     size_t tlen = cut ? (size_t)(cut - data) : size;
     put("t.xml", data, tlen);
-    if (cut) put("blocks/f.xml", cut + sizeof sep - 1, size - tlen - (sizeof sep - 1));
-    else put("blocks/f.xml", (const uint8_t *)"<block/>", 8);
+    if (cut)
+        put("blocks/f.xml", cut + sizeof sep - 1, size - tlen - (sizeof sep - 1));
+    else
+        put("blocks/f.xml", (const uint8_t *)"<block/>", 8);
 
     const char *dirs[] = {dir};
     GenSearchPath sp = {dirs, 1, NULL};

@@ -53,15 +53,15 @@ static void die_diag(DiagSink *d) {
 static int reps = 3;
 static const char *tmp;
 
-#define BEST(var, body)                                        \
-    do {                                                       \
-        var = 1e30;                                            \
-        for (int r_ = 0; r_ < reps; r_++) {                    \
-            double t0_ = now();                                \
-            body;                                              \
-            double t_ = now() - t0_;                           \
-            if (t_ < var) var = t_;                            \
-        }                                                      \
+#define BEST(var, body)                                                                                                \
+    do {                                                                                                               \
+        var = 1e30;                                                                                                    \
+        for (int r_ = 0; r_ < reps; r_++) {                                                                            \
+            double t0_ = now();                                                                                        \
+            body;                                                                                                      \
+            double t_ = now() - t0_;                                                                                   \
+            if (t_ < var) var = t_;                                                                                    \
+        }                                                                                                              \
     } while (0)
 
 /* CPU seconds of this process and its waited-for children (cp), user and
@@ -76,23 +76,30 @@ static double cpu_now(void) {
 }
 
 /* BEST, and the least CPU time of the reps in cpu. */
-#define BEST_CPU(var, cpu, body)                               \
-    do {                                                       \
-        var = cpu = 1e30;                                      \
-        for (int r_ = 0; r_ < reps; r_++) {                    \
-            double t0_ = now(), c0_ = cpu_now();               \
-            body;                                              \
-            double t_ = now() - t0_, c_ = cpu_now() - c0_;     \
-            if (t_ < var) var = t_;                            \
-            if (c_ < cpu) cpu = c_;                            \
-        }                                                      \
+#define BEST_CPU(var, cpu, body)                                                                                       \
+    do {                                                                                                               \
+        var = cpu = 1e30;                                                                                              \
+        for (int r_ = 0; r_ < reps; r_++) {                                                                            \
+            double t0_ = now(), c0_ = cpu_now();                                                                       \
+            body;                                                                                                      \
+            double t_ = now() - t0_, c_ = cpu_now() - c0_;                                                             \
+            if (t_ < var) var = t_;                                                                                    \
+            if (c_ < cpu) cpu = c_;                                                                                    \
+        }                                                                                                              \
     } while (0)
 
 /* ---- 1. random fp16 into memory ---- */
 
 static void fill_random(uint16_t *out, uint64_t count) {
-    GenWeight w = {.name = "w", .rank = 1, .shape = {(int64_t)count}, .count = count, .dtype = MILBLOB_FP16,
-                   .init = "normal", .args = {0.02}, .nargs = 1, .seed_key = 12345};
+    GenWeight w = {.name = "w",
+                   .rank = 1,
+                   .shape = {(int64_t)count},
+                   .count = count,
+                   .dtype = MILBLOB_FP16,
+                   .init = "normal",
+                   .args = {0.02},
+                   .nargs = 1,
+                   .seed_key = 12345};
     for (uint64_t i = 0; i < count; i += 4096) {
         size_t n = count - i < 4096 ? (size_t)(count - i) : 4096;
         gen_init_piece(&w, 7, i, n, out + i);
@@ -219,13 +226,17 @@ static void write_checkpoint(const GenProgram *p, const char *path, bool bf16) {
     for (int i = 0; i < p->nweights; i++) {
         const GenWeight *w = &p->weights[i];
         if (!w->source) continue;
-        if (w->transform && *w->transform) { fprintf(stderr, "bench_gen: transforms not supported\n"); exit(2); }
+        if (w->transform && *w->transform) {
+            fprintf(stderr, "bench_gen: transforms not supported\n");
+            exit(2);
+        }
         if (cap - len < 512) hdr = realloc(hdr, cap *= 2);
         len += (size_t)snprintf(hdr + len, cap - len, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", len > 1 ? "," : "",
                                 w->source, bf16 ? "BF16" : "F16");
         int nd = 0;
         for (int k = 0; k < w->rank; k++)
-            if (w->shape[k] != 1) len += (size_t)snprintf(hdr + len, cap - len, "%s%lld", nd++ ? "," : "", (long long)w->shape[k]);
+            if (w->shape[k] != 1)
+                len += (size_t)snprintf(hdr + len, cap - len, "%s%lld", nd++ ? "," : "", (long long)w->shape[k]);
         len += (size_t)snprintf(hdr + len, cap - len, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
                                 (unsigned long long)(off + w->count * 2));
         off += w->count * 2;
@@ -267,10 +278,14 @@ int main(int argc, char **argv) {
     const char *model = "llama-3.2-1b", *layers = "4";
     tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
-        else if (!strcmp(argv[i], "--layers") && i + 1 < argc) layers = argv[++i];
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-        else tmp = argv[i];
+        if (!strcmp(argv[i], "--model") && i + 1 < argc)
+            model = argv[++i];
+        else if (!strcmp(argv[i], "--layers") && i + 1 < argc)
+            layers = argv[++i];
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else
+            tmp = argv[i];
     }
     char dir[512];
     snprintf(dir, sizeof dir, "%s/milc-bench-gen.XXXXXX", tmp);

@@ -21,7 +21,10 @@ static int finish(DiagSink *d, int rc) {
 int main(int argc, char **argv) {
     const char *dirs[16] = {MILC_TEMPLATE_DIR};
     int ndirs = 1, i = 1;
-    while (i + 1 < argc && !strcmp(argv[i], "-T") && ndirs < 16) { dirs[ndirs++] = argv[i + 1]; i += 2; }
+    while (i + 1 < argc && !strcmp(argv[i], "-T") && ndirs < 16) {
+        dirs[ndirs++] = argv[i + 1];
+        i += 2;
+    }
     GenSearchPath sp = {dirs, ndirs, NULL};
     DiagSink d;
     diag_init(&d);
@@ -30,7 +33,8 @@ int main(int argc, char **argv) {
         int n;
         gen_list(&sp, &e, &n, &d);
         for (int k = 0; k < n; k++)
-            printf("%-14s %-8s %s\n", e[k].name, e[k].kind == GEN_ENTRY_PRESET ? e[k].template_name : "template", e[k].doc);
+            printf("%-14s %-8s %s\n", e[k].name, e[k].kind == GEN_ENTRY_PRESET ? e[k].template_name : "template",
+                   e[k].doc);
         gen_list_free(e, n);
         return finish(&d, 0);
     }
@@ -54,11 +58,23 @@ int main(int argc, char **argv) {
     GenConfig *c = gen_config_open(&sp, name, &d);
     if (!c) return finish(&d, 1);
     for (; i < argc; i++) {
-        if (!strcmp(argv[i], "--raw")) { o.raw = true; continue; }
-        if (i + 1 >= argc) { fprintf(stderr, "%s needs a value\n", argv[i]); gen_config_free(c); return 2; }
-        if (!strcmp(argv[i], "--weights")) o.weights = argv[++i];
-        else if (!strcmp(argv[i], "--mode")) o.compile_mode = atoi(argv[++i]);
-        else { gen_config_set(c, argv[i], argv[i + 1], &d); i++; }
+        if (!strcmp(argv[i], "--raw")) {
+            o.raw = true;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "%s needs a value\n", argv[i]);
+            gen_config_free(c);
+            return 2;
+        }
+        if (!strcmp(argv[i], "--weights"))
+            o.weights = argv[++i];
+        else if (!strcmp(argv[i], "--mode"))
+            o.compile_mode = atoi(argv[++i]);
+        else {
+            gen_config_set(c, argv[i], argv[i + 1], &d);
+            i++;
+        }
     }
     int rc = diag_failed(&d) || gen_config_resolve(c, &d) != 0;
     if (!rc && canonical) {

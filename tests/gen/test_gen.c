@@ -30,8 +30,12 @@ static char *render(DiagSink *d) {
         if (!pl) continue;
         char *out = malloc(strlen(s) + 1), *o = out;
         for (const char *p = s; *p;) {
-            if (!strncmp(p, pre[k], pl)) { memcpy(o, rep[k], 2); o += 2; p += pl; }
-            else *o++ = *p++;
+            if (!strncmp(p, pre[k], pl)) {
+                memcpy(o, rep[k], 2);
+                o += 2;
+                p += pl;
+            } else
+                *o++ = *p++;
         }
         *o = 0;
         free(s);
@@ -44,14 +48,20 @@ static char *render(DiagSink *d) {
 static char *headlines(DiagSink *d) {
     char *s = render(d), *out = calloc(strlen(s) + 1, 1);
     for (char *line = strtok(s, "\n"); line; line = strtok(NULL, "\n"))
-        if (line[0] != ' ') { strcat(out, line); strcat(out, "\n"); }
+        if (line[0] != ' ') {
+            strcat(out, line);
+            strcat(out, "\n");
+        }
     free(s);
     return out;
 }
 
 static void write_text(const char *path, const char *text) {
     FILE *f = fopen(path, "w");
-    if (!f) { perror(path); exit(2); }
+    if (!f) {
+        perror(path);
+        exit(2);
+    }
     fputs(text, f);
     fclose(f);
 }
@@ -75,8 +85,14 @@ static GenConfig *config(const GenSearchPath *sp, const char *name, const char *
     GenConfig *c = gen_config_open(sp, name, d);
     if (!c) return NULL;
     for (int i = 0; kv && kv[i]; i += 2)
-        if (gen_config_set(c, kv[i], kv[i + 1], d) != 0) { gen_config_free(c); return NULL; }
-    if (gen_config_resolve(c, d) != 0) { gen_config_free(c); return NULL; }
+        if (gen_config_set(c, kv[i], kv[i + 1], d) != 0) {
+            gen_config_free(c);
+            return NULL;
+        }
+    if (gen_config_resolve(c, d) != 0) {
+        gen_config_free(c);
+        return NULL;
+    }
     return c;
 }
 
@@ -97,7 +113,9 @@ static char *errors_of(const GenSearchPath *sp, const char *name, const char *co
 }
 
 static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb; (void)flag; (void)ftw;
+    (void)sb;
+    (void)flag;
+    (void)ftw;
     return remove(p);
 }
 
@@ -185,15 +203,24 @@ TEST(expr_values) {
 
 TEST(expr_errors) {
     char *s;
-    CHECK_STR(s = ev_err("dim / 5"), "t.xml:7: error: 768 is not divisible by 5 (in 'dim / 5')\n"); free(s);
-    CHECK_STR(s = ev_err("dim % 0"), "t.xml:7: error: division by zero (in 'dim % 0')\n"); free(s);
-    CHECK_STR(s = ev_err("dims + 1"), "t.xml:7: error: unknown name 'dims' (in 'dims + 1')\n"); free(s);
-    CHECK_STR(s = ev_err("phase * 2"), "t.xml:7: error: arithmetic on a string (in 'phase * 2')\n"); free(s);
-    CHECK_STR(s = ev_err("(1 + 2"), "t.xml:7: error: expected ')' (in '(1 + 2')\n"); free(s);
-    CHECK_STR(s = ev_err("1 +"), "t.xml:7: error: unexpected end of expression (in '1 +')\n"); free(s);
-    CHECK_STR(s = ev_err("1 2"), "t.xml:7: error: unexpected '2' (in '1 2')\n"); free(s);
-    CHECK_STR(s = ev_err("frob(1)"), "t.xml:7: error: unknown function 'frob' (in 'frob(1)')\n"); free(s);
-    CHECK_STR(s = ev_err("phase == 1"), "t.xml:7: error: cannot compare string with int (in 'phase == 1')\n"); free(s);
+    CHECK_STR(s = ev_err("dim / 5"), "t.xml:7: error: 768 is not divisible by 5 (in 'dim / 5')\n");
+    free(s);
+    CHECK_STR(s = ev_err("dim % 0"), "t.xml:7: error: division by zero (in 'dim % 0')\n");
+    free(s);
+    CHECK_STR(s = ev_err("dims + 1"), "t.xml:7: error: unknown name 'dims' (in 'dims + 1')\n");
+    free(s);
+    CHECK_STR(s = ev_err("phase * 2"), "t.xml:7: error: arithmetic on a string (in 'phase * 2')\n");
+    free(s);
+    CHECK_STR(s = ev_err("(1 + 2"), "t.xml:7: error: expected ')' (in '(1 + 2')\n");
+    free(s);
+    CHECK_STR(s = ev_err("1 +"), "t.xml:7: error: unexpected end of expression (in '1 +')\n");
+    free(s);
+    CHECK_STR(s = ev_err("1 2"), "t.xml:7: error: unexpected '2' (in '1 2')\n");
+    free(s);
+    CHECK_STR(s = ev_err("frob(1)"), "t.xml:7: error: unknown function 'frob' (in 'frob(1)')\n");
+    free(s);
+    CHECK_STR(s = ev_err("phase == 1"), "t.xml:7: error: cannot compare string with int (in 'phase == 1')\n");
+    free(s);
 }
 
 /* Integer arithmetic is checked: a result outside int64 is a clear error,
@@ -203,8 +230,9 @@ TEST(expr_overflow) {
     CHECK_STR(s = ev_err("(-9223372036854775807 - 1) / -1"),
               "t.xml:7: error: integer overflow in -9223372036854775808 / -1 (in '(-9223372036854775807 - 1) / -1')\n");
     free(s);
-    CHECK_STR(s = ev_err("(-9223372036854775807 - 1) // -1"),
-              "t.xml:7: error: integer overflow in -9223372036854775808 // -1 (in '(-9223372036854775807 - 1) // -1')\n");
+    CHECK_STR(
+        s = ev_err("(-9223372036854775807 - 1) // -1"),
+        "t.xml:7: error: integer overflow in -9223372036854775808 // -1 (in '(-9223372036854775807 - 1) // -1')\n");
     free(s);
     CHECK_STR(s = ev_err("9223372036854775807 + 1"),
               "t.xml:7: error: integer overflow in 9223372036854775807 + 1 (in '9223372036854775807 + 1')\n");
@@ -301,9 +329,10 @@ TEST(canonical_and_presets) {
     CHECK(c != NULL);
     if (!c) return;
     char *s = gen_config_canonical(c);
-    CHECK_STR(s, "template=llama\nctx=48\ndim=128\neps=0x1.4f8b588e368f1p-17\nffn=256\nfirst_layer=0\nheads=4\n"
-                 "io=packed\nkv=io\nkv_heads=2\nlayers=2\nmin_seq=16\nmodel_layers=2\npart=layers\nphase=decode\nproj=conv\n"
-                 "rope_theta=0x1.388p+13\nseq=1\ntied=1\nvocab=512\n");
+    CHECK_STR(
+        s, "template=llama\nctx=48\ndim=128\neps=0x1.4f8b588e368f1p-17\nffn=256\nfirst_layer=0\nheads=4\n"
+           "io=packed\nkv=io\nkv_heads=2\nlayers=2\nmin_seq=16\nmodel_layers=2\npart=layers\nphase=decode\nproj=conv\n"
+           "rope_theta=0x1.388p+13\nseq=1\ntied=1\nvocab=512\n");
     free(s);
     CHECK_STR(gen_config_preset(c), "tiny-llama");
     int64_t v;
@@ -361,13 +390,16 @@ TEST(golden_programs) {
     golden("tiny-llama", "llama_decode", (const char *[]){"--phase", "decode", "--seq", "1", NULL});
     golden("tiny-llama", "llama_prefill_linear", (const char *[]){"--proj", "linear", "--layers", "1", NULL});
     golden("tiny", "gpt2_decode_split", (const char *[]){"--phase", "decode", "--seq", "1", "--io", "split", NULL});
-    golden("tiny-llama", "llama_decode_split", (const char *[]){"--phase", "decode", "--seq", "1", "--io", "split", NULL});
+    golden("tiny-llama", "llama_decode_split",
+           (const char *[]){"--phase", "decode", "--seq", "1", "--io", "split", NULL});
 }
 
 TEST(result_io_contract) {
     DiagSink d;
     diag_init(&d);
-    GenConfig *c = config(&SP, "tiny-llama", (const char *[]){"--phase", "decode", "--seq", "1", "--layers", "1", "--io", "split", NULL}, &d);
+    GenConfig *c =
+        config(&SP, "tiny-llama",
+               (const char *[]){"--phase", "decode", "--seq", "1", "--layers", "1", "--io", "split", NULL}, &d);
     GenResult r;
     CHECK(c && gen_generate(c, NULL, NULL, &r, &d) == 0);
     if (c && !diag_failed(&d)) {
@@ -381,12 +413,14 @@ TEST(result_io_contract) {
         for (int i = 0; i < r.noutputs; i++) {
             char b[96];
             snprintf(b, sizeof b, "out %s [%lld,%lld,%lld,%lld]\n", r.outputs[i].name, (long long)r.outputs[i].shape[0],
-                     (long long)r.outputs[i].shape[1], (long long)r.outputs[i].shape[2], (long long)r.outputs[i].shape[3]);
+                     (long long)r.outputs[i].shape[1], (long long)r.outputs[i].shape[2],
+                     (long long)r.outputs[i].shape[3]);
             strcat(got, b);
         }
-        CHECK_STR(got, "in k_cache_0 [1,64,1,48]\nin mask [1,64,1,16]\nin rope_cos [1,32,1,16]\nin rope_sin [1,32,1,16]\n"
-                       "in v_cache_0 [1,64,1,48]\nin x [1,128,1,16]\n"
-                       "out k_0 [1,64,1,16]\nout v_0 [1,64,1,16]\nout y [1,128,1,16]\n");
+        CHECK_STR(got,
+                  "in k_cache_0 [1,64,1,48]\nin mask [1,64,1,16]\nin rope_cos [1,32,1,16]\nin rope_sin [1,32,1,16]\n"
+                  "in v_cache_0 [1,64,1,48]\nin x [1,128,1,16]\n"
+                  "out k_0 [1,64,1,16]\nout v_0 [1,64,1,16]\nout y [1,128,1,16]\n");
         CHECK_EQ_INT(r.weight_file_bytes, 0);
         gen_result_free(&r);
     }
@@ -401,7 +435,8 @@ TEST(result_io_contract) {
 TEST(result_io_packed) {
     DiagSink d;
     diag_init(&d);
-    GenConfig *c = config(&SP, "tiny-llama", (const char *[]){"--phase", "decode", "--seq", "1", "--layers", "1", NULL}, &d);
+    GenConfig *c =
+        config(&SP, "tiny-llama", (const char *[]){"--phase", "decode", "--seq", "1", "--layers", "1", NULL}, &d);
     GenResult r;
     CHECK(c && gen_generate(c, NULL, NULL, &r, &d) == 0);
     if (c && !diag_failed(&d)) {
@@ -470,14 +505,21 @@ TEST(determinism) {
 }
 
 /* name -> bytes of every weight of an emitted dir (by scanning the MIL). */
-typedef struct { char name[64]; const uint8_t *data; uint64_t size; } W;
+typedef struct {
+    char name[64];
+    const uint8_t *data;
+    uint64_t size;
+} W;
 
 static int weights_of(const char *sub, MilBlobFile *bf, W *w, int max) {
     char path[160];
     snprintf(path, sizeof path, "%s/%s/weights/weight.bin", tmpdir, sub);
     DiagSink d;
     diag_init(&d);
-    if (milblob_open(bf, path, &d) != 0) { diag_free(&d); return -1; }
+    if (milblob_open(bf, path, &d) != 0) {
+        diag_free(&d);
+        return -1;
+    }
     diag_free(&d);
     snprintf(path, sizeof path, "%s/%s/model.mil", tmpdir, sub);
     char *mil = read_all(path, NULL);
@@ -490,7 +532,10 @@ static int weights_of(const char *sub, MilBlobFile *bf, W *w, int max) {
         while (nm > line && nm[-1] != ' ') nm--;
         snprintf(w[n].name, sizeof w[n].name, "%.*s", (int)(eq - nm), nm);
         const MilBlobRecord *r = milblob_find(bf, strtoull(off + 16, NULL, 10));
-        if (!r) { free(mil); return -1; }
+        if (!r) {
+            free(mil);
+            return -1;
+        }
         w[n].data = r->data;
         w[n].size = r->size;
         n++;
@@ -602,11 +647,12 @@ TEST(bf16_variants_agree) {
         {0x3f80, 0x3c00}, {0xbf80, 0xbc00}, {0x0000, 0x0000}, {0x8000, 0x8000}, /* ±1, ±0 */
         {0x477f, 0x7bf8}, {0x4780, 0x7c00},                                     /* 65280; 65536 overflows */
         {0x7f80, 0x7c00}, {0xff80, 0xfc00}, {0x7fc0, 0x7e00},                   /* ±Inf, a quiet NaN */
-        {0x3380, 0x0001}, {0x3300, 0x0000}, {0x3340, 0x0001},                   /* 2^-24; 2^-25 ties to 0; 1.5*2^-25 up */
-        {0x3f81, 0x3c08}, {0x0001, 0x0000},                                     /* 1 + 2^-7; a bf16 subnormal */
+        {0x3380, 0x0001}, {0x3300, 0x0000}, {0x3340, 0x0001}, /* 2^-24; 2^-25 ties to 0; 1.5*2^-25 up */
+        {0x3f81, 0x3c08}, {0x0001, 0x0000},                   /* 1 + 2^-7; a bf16 subnormal */
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
-        if (want[cases[k][0]] != cases[k][1]) printf("  bf16 %04x -> %04x, want %04x\n", cases[k][0], want[cases[k][0]], cases[k][1]);
+        if (want[cases[k][0]] != cases[k][1])
+            printf("  bf16 %04x -> %04x, want %04x\n", cases[k][0], want[cases[k][0]], cases[k][1]);
         CHECK(want[cases[k][0]] == cases[k][1]);
     }
     for (int v = 1; v < n; v++) {
@@ -637,7 +683,8 @@ static void write_zero_checkpoint(const GenProgram *p, const char *path) {
         len += (size_t)snprintf(hdr + len, sizeof hdr - len, "%s\"%s\":{\"dtype\":\"F16\",\"shape\":[",
                                 len > 1 ? "," : "", w->source);
         for (int k = 0, nd = 0; k < w->rank; k++)
-            if (w->shape[k] != 1) len += (size_t)snprintf(hdr + len, sizeof hdr - len, "%s%lld", nd++ ? "," : "", (long long)w->shape[k]);
+            if (w->shape[k] != 1)
+                len += (size_t)snprintf(hdr + len, sizeof hdr - len, "%s%lld", nd++ ? "," : "", (long long)w->shape[k]);
         len += (size_t)snprintf(hdr + len, sizeof hdr - len, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
                                 (unsigned long long)(off + w->count * 2));
         off += w->count * 2;
@@ -698,7 +745,8 @@ TEST(checkpoint_changed_while_open) {
         } else {
             CHECK_EQ_INT(rc, -1);
             CHECK(d.system_errors > 0);
-            CHECK(strstr(s, how == 0 ? "the file was changed while milc read it" : "the file shrank while it was read"));
+            CHECK(
+                strstr(s, how == 0 ? "the file was changed while milc read it" : "the file shrank while it was read"));
             if (!strstr(s, "zero.safetensors")) printf("  got: %s", s);
         }
         free(s);
@@ -727,7 +775,8 @@ TEST(parameter_errors) {
     CHECK_STR(s = errors_of(&SP, "tiny", (const char *[]){"--phase", "train", NULL}),
               "error: --phase: 'train' is not one of prefill, decode\n");
     free(s);
-    CHECK_STR(s = errors_of(&SP, "tiny", (const char *[]){"--seq", "0", NULL}), "error: --seq: 0 is outside 1..65536\n");
+    CHECK_STR(s = errors_of(&SP, "tiny", (const char *[]){"--seq", "0", NULL}),
+              "error: --seq: 0 is outside 1..65536\n");
     free(s);
     CHECK_STR(s = errors_of(&SP, "tiny", (const char *[]){"--first-layer", "-1", NULL}),
               "error: --first_layer: -1 is below the minimum 0\n");
@@ -780,8 +829,8 @@ static char *tpl_errors(const char *name) {
     return errors_of(&sp, name, NULL);
 }
 
-#define MINI_OK                                                                                      \
-    "<input name=\"x\" shape=\"1, 8\"/>\n"                                                           \
+#define MINI_OK                                                                                                        \
+    "<input name=\"x\" shape=\"1, 8\"/>\n"                                                                             \
     "<mil><![CDATA[\n  tensor<fp16, [1, 8]> y = exp(x = x);\n]]></mil>\n<output name=\"y\" shape=\"1, 8\"/>\n"
 
 TEST(template_errors) {
@@ -800,17 +849,18 @@ TEST(template_errors) {
     free(s);
 
     tpl("notpl", "<block/>\n");
-    CHECK_STR(s = tpl_errors("notpl"), "$D/tpl/notpl.xml:2: error: 'notpl' is not a template (root element must be <template>)\n");
+    CHECK_STR(s = tpl_errors("notpl"),
+              "$D/tpl/notpl.xml:2: error: 'notpl' is not a template (root element must be <template>)\n");
     free(s);
 
     tpl("dotdot", "<template>\n<include block=\"../ok\"/>\n</template>\n");
-    CHECK_STR(s = tpl_errors("dotdot"),
-              "$D/tpl/dotdot.xml:3: error: bad block name '../ok': use letters, digits, '_', '-' and '/' (no '..', no absolute paths)\n");
+    CHECK_STR(s = tpl_errors("dotdot"), "$D/tpl/dotdot.xml:3: error: bad block name '../ok': use letters, digits, '_', "
+                                        "'-' and '/' (no '..', no absolute paths)\n");
     free(s);
 
     tpl("absolute", "<template>\n<include block=\"/etc/passwd\"/>\n</template>\n");
-    CHECK_STR(s = tpl_errors("absolute"),
-              "$D/tpl/absolute.xml:3: error: bad block name '/etc/passwd': use letters, digits, '_', '-' and '/' (no '..', no absolute paths)\n");
+    CHECK_STR(s = tpl_errors("absolute"), "$D/tpl/absolute.xml:3: error: bad block name '/etc/passwd': use letters, "
+                                          "digits, '_', '-' and '/' (no '..', no absolute paths)\n");
     free(s);
 
     /* a symlink inside the directory pointing outside it */
@@ -826,11 +876,12 @@ TEST(template_errors) {
     free(s);
 
     tpl("dynblock", "<template>\n<include block=\"blocks/{x}\"/>\n</template>\n");
-    CHECK_STR(s = tpl_errors("dynblock"),
-              "$D/tpl/dynblock.xml:3: error: include block names are literal (no {…}), so a template's files are known before it runs\n");
+    CHECK_STR(s = tpl_errors("dynblock"), "$D/tpl/dynblock.xml:3: error: include block names are literal (no {…}), so "
+                                          "a template's files are known before it runs\n");
     free(s);
 
-    tpl("badparam", "<template>\n<param name=\"a\" type=\"complex\" default=\"1\"/>\n<param name=\"b\"/>\n</template>\n");
+    tpl("badparam",
+        "<template>\n<param name=\"a\" type=\"complex\" default=\"1\"/>\n<param name=\"b\"/>\n</template>\n");
     CHECK_STR(s = tpl_errors("badparam"),
               "$D/tpl/badparam.xml:3: error: parameter 'a': unknown type 'complex' (int, float, enum, string)\n"
               "$D/tpl/badparam.xml:4: error: parameter 'b' needs a default\n");
@@ -883,8 +934,8 @@ TEST(template_errors) {
     free(s);
 
     tpl("badinit", "<template>\n<weight name=\"w\" shape=\"4\" init=\"uniform(1)\"/>\n</template>\n");
-    CHECK_STR(s = tpl_errors("badinit"),
-              "$D/tpl/badinit.xml:3: error: weight 'w': unknown initializer 'uniform' (normal, zeros, ones, fill, rope_cos, rope_sin, rope_sign, causal_mask)\n");
+    CHECK_STR(s = tpl_errors("badinit"), "$D/tpl/badinit.xml:3: error: weight 'w': unknown initializer 'uniform' "
+                                         "(normal, zeros, ones, fill, rope_cos, rope_sin, rope_sign, causal_mask)\n");
     free(s);
 
     tpl("else", "<template>\n<else/>\n</template>\n");
@@ -895,9 +946,10 @@ TEST(template_errors) {
 TEST(generated_error_points_at_template) {
     /* An error the MIL checker finds is reported at the generated line, with
      * a note at the template line that produced it. */
-    tpl("milerr", "<template>\n<input name=\"x\" shape=\"1, 8\"/>\n<mil><![CDATA[\n"
-                  "  tensor<fp16, [1, 8]> a = exp(x = x);\n"
-                  "  tensor<fp16, [1, 8]> y = frobnicate(x = a);\n]]></mil>\n<output name=\"y\" shape=\"1, 8\"/>\n</template>\n");
+    tpl("milerr",
+        "<template>\n<input name=\"x\" shape=\"1, 8\"/>\n<mil><![CDATA[\n"
+        "  tensor<fp16, [1, 8]> a = exp(x = x);\n"
+        "  tensor<fp16, [1, 8]> y = frobnicate(x = a);\n]]></mil>\n<output name=\"y\" shape=\"1, 8\"/>\n</template>\n");
     char *s = tpl_errors("milerr");
     CHECK(strstr(s, "$D/out-err/model.mil:6:") != NULL);
     CHECK(strstr(s, "frobnicate") != NULL);
@@ -1036,14 +1088,18 @@ TEST(user_dir_shadows_and_adds) {
     gen_list_free(e, n);
     CHECK_EQ_INT(d.errors, 0);
     char *s = headlines(&d);
-    CHECK(strstr(s, "$D/tpl/badxml.xml:4: warning: skipped: XML: Opening and ending tag mismatch: param line 3 and template\n"));
+    CHECK(strstr(
+        s, "$D/tpl/badxml.xml:4: warning: skipped: XML: Opening and ending tag mismatch: param line 3 and template\n"));
     free(s);
     diag_free(&d);
 }
 
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/milc-gen-XXXXXX");
-    if (!mkdtemp(tmpdir)) { perror("mkdtemp"); return 2; }
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 2;
+    }
     RUN(expr_arithmetic);
     RUN(expr_values);
     RUN(expr_errors);

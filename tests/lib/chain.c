@@ -21,7 +21,10 @@ static int fail(const char *what, int st) {
 
 /* fp16 bits of v, for the values written here (k/8, |k| <= 8: exact in fp16). */
 static uint16_t half_of(float v) {
-    union { float f; uint32_t u; } b = {v};
+    union {
+        float f;
+        uint32_t u;
+    } b = {v};
     uint32_t sign = (b.u >> 16) & 0x8000u;
     if ((b.u & 0x7fffffffu) == 0) return (uint16_t)sign;
     int e = (int)((b.u >> 23) & 0xff) - 127 + 15;
@@ -32,9 +35,11 @@ static uint16_t half_of(float v) {
 static int write_npy(const char *path, const MilcTensorInfo *t, const void *data) {
     char shape[128] = "";
     size_t l = 0;
-    for (int d = 0; d < t->rank; d++) l += (size_t)snprintf(shape + l, sizeof shape - l, "%lld, ", (long long)t->dims[d]);
+    for (int d = 0; d < t->rank; d++)
+        l += (size_t)snprintf(shape + l, sizeof shape - l, "%lld, ", (long long)t->dims[d]);
     char hdr[256];
-    int n = snprintf(hdr, sizeof hdr, "{'descr': '<f2', 'fortran_order': False, 'shape': (%.*s), }", (int)(l - 2), shape);
+    int n =
+        snprintf(hdr, sizeof hdr, "{'descr': '<f2', 'fortran_order': False, 'shape': (%.*s), }", (int)(l - 2), shape);
     int total = 10 + n + 1, pad = (64 - total % 64) % 64;
     FILE *f = fopen(path, "wb");
     if (!f) return -1;
@@ -57,10 +62,16 @@ static int run_chain(MilcCache *c, const MilcBuild *b, void **x, MilcTensorInfo 
         if (st || (st = milc_model_load(c, p.key, &m))) return fail("load", st);
         int nin = milc_model_ninputs(m), nout = milc_model_noutputs(m), xin = milc_model_find(m, "x", 0),
             yout = milc_model_find(m, "y", 1);
-        if (nin != 1 || xin != 0 || yout < 0) { fprintf(stderr, "chain: chunk %d is not x -> y\n", i); return 1; }
+        if (nin != 1 || xin != 0 || yout < 0) {
+            fprintf(stderr, "chain: chunk %d is not x -> y\n", i);
+            return 1;
+        }
         MilcTensorInfo ti;
         milc_model_input(m, 0, &ti);
-        if (ti.bytes != xi->bytes) { fprintf(stderr, "chain: chunk %d takes %zu bytes, not %zu\n", i, ti.bytes, xi->bytes); return 1; }
+        if (ti.bytes != xi->bytes) {
+            fprintf(stderr, "chain: chunk %d takes %zu bytes, not %zu\n", i, ti.bytes, xi->bytes);
+            return 1;
+        }
         void *outs[8] = {0};
         for (int o = 0; o < nout && o < 8; o++) {
             milc_model_output(m, o, &ti);
@@ -69,7 +80,10 @@ static int run_chain(MilcCache *c, const MilcBuild *b, void **x, MilcTensorInfo 
         MilcRunStats rs;
         const void *ins[1] = {*x};
         if ((st = milc_model_run(m, ins, outs, &rs))) return fail("run", st);
-        if (rs.dispatches == 0) { fprintf(stderr, "chain: a run with no dispatch\n"); return 1; }
+        if (rs.dispatches == 0) {
+            fprintf(stderr, "chain: a run with no dispatch\n");
+            return 1;
+        }
         /* chunks with the cache as inputs and outputs keep no state: resetting none is fine,
          * an index past them a usage error */
         char one[4];
@@ -88,14 +102,18 @@ static int run_chain(MilcCache *c, const MilcBuild *b, void **x, MilcTensorInfo 
 }
 
 int main(int argc, char **argv) {
-    if (argc != 5) { fprintf(stderr, "usage: chain CACHE_DIR MODEL X.npy Y.npy\n"); return 2; }
+    if (argc != 5) {
+        fprintf(stderr, "usage: chain CACHE_DIR MODEL X.npy Y.npy\n");
+        return 2;
+    }
     MilcCache *c;
     int st = milc_cache_open(&c, argv[1], NULL);
     if (st) return fail("open", st);
     MilcParam bad = {"no_such_parameter", "1"};
     MilcBuild *b;
-    if ((st = milc_build(c, &(MilcRequest){.model = argv[2], .params = &bad, .nparams = 1, .mode = MILC_MODE_DEFAULT}, &b)) !=
-            MILC_E_INPUT || !strstr(milc_last_error(), "no_such_parameter")) {
+    if ((st = milc_build(c, &(MilcRequest){.model = argv[2], .params = &bad, .nparams = 1, .mode = MILC_MODE_DEFAULT},
+                         &b)) != MILC_E_INPUT ||
+        !strstr(milc_last_error(), "no_such_parameter")) {
         fprintf(stderr, "chain: a bad parameter gave %d: %s\n", st, milc_last_error());
         return 1;
     }
@@ -107,11 +125,17 @@ int main(int argc, char **argv) {
         for (int i = 0; i < milc_build_count(b); i++) {
             MilcProgramInfo p;
             milc_build_program(b, i, &p);
-            if ((p.outcome == MILC_BUILT) != (pass == 0)) { fprintf(stderr, "chain: pass %d chunk %d: outcome %d\n", pass, i, p.outcome); return 1; }
+            if ((p.outcome == MILC_BUILT) != (pass == 0)) {
+                fprintf(stderr, "chain: pass %d chunk %d: outcome %d\n", pass, i, p.outcome);
+                return 1;
+            }
         }
         if (pass == 0) milc_build_free(b);
     }
-    if (milc_build_count(b) < 2) { fprintf(stderr, "chain: %d chunks, not a chain\n", milc_build_count(b)); return 1; }
+    if (milc_build_count(b) < 2) {
+        fprintf(stderr, "chain: %d chunks, not a chain\n", milc_build_count(b));
+        return 1;
+    }
     MilcProgramInfo p0;
     MilcModel *m0;
     milc_build_program(b, 0, &p0);
@@ -119,13 +143,22 @@ int main(int argc, char **argv) {
     MilcTensorInfo xi;
     milc_model_input(m0, 0, &xi);
     milc_model_free(m0);
-    if (xi.dtype != MILC_F16) { fprintf(stderr, "chain: x is not fp16\n"); return 1; }
+    if (xi.dtype != MILC_F16) {
+        fprintf(stderr, "chain: x is not fp16\n");
+        return 1;
+    }
     uint16_t *x = malloc(xi.bytes);
     for (size_t i = 0; i < xi.bytes / 2; i++) x[i] = half_of((float)((int)(i * 7 % 17) - 8) / 8.0f);
-    if (write_npy(argv[3], &xi, x) != 0) { perror(argv[3]); return 1; }
+    if (write_npy(argv[3], &xi, x) != 0) {
+        perror(argv[3]);
+        return 1;
+    }
     void *y = x;
     if (run_chain(c, b, &y, &xi)) return 1;
-    if (write_npy(argv[4], &xi, y) != 0) { perror(argv[4]); return 1; }
+    if (write_npy(argv[4], &xi, y) != 0) {
+        perror(argv[4]);
+        return 1;
+    }
     printf("chain: %d chunks of %s run in one process\n", milc_build_count(b), argv[2]);
     free(y);
     milc_build_free(b);

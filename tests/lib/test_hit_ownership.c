@@ -19,23 +19,30 @@
 #include "milc/pipeline.h"
 
 /* Every check is fatal: what follows one depends on it. */
-#define CHECK(c)                                                                     \
-    do {                                                                             \
-        if (!(c)) {                                                                  \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c);    \
-            exit(1);                                                                 \
-        }                                                                            \
+#define CHECK(c)                                                                                                       \
+    do {                                                                                                               \
+        if (!(c)) {                                                                                                    \
+            fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c);                                      \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
-static int build(Store *c, const TemplatePath *tp, const char *scratch, const char *ctx, StoreEntry **hit, BuildResult *res) {
+static int build(Store *c, const TemplatePath *tp, const char *scratch, const char *ctx, StoreEntry **hit,
+                 BuildResult *res) {
     DiagSink d;
     diag_init(&d);
-    BuildJob j = {.config = "tiny", .nparams = ctx ? 2 : 1,
-                  .names = (char *[]){"layers", "ctx"}, .values = (char *[]){"1", (char *)ctx}};
+    BuildJob j = {.config = "tiny",
+                  .nparams = ctx ? 2 : 1,
+                  .names = (char *[]){"layers", "ctx"},
+                  .values = (char *[]){"1", (char *)ctx}};
     GenConfig *cfg = job_config(tp, &j, &d);
     CHECK(cfg != NULL);
-    int rc = pipeline_build(c, &(BuildRequest){.config = cfg, .mode = RT_MODE_BONDED, .tmp_root = scratch,
-                                               .verify_hits = BUILD_VERIFY_NONE, .hit_out = hit},
+    int rc = pipeline_build(c,
+                            &(BuildRequest){.config = cfg,
+                                            .mode = RT_MODE_BONDED,
+                                            .tmp_root = scratch,
+                                            .verify_hits = BUILD_VERIFY_NONE,
+                                            .hit_out = hit},
                             res, &d);
     gen_config_free(cfg);
     diag_free(&d);
@@ -58,7 +65,10 @@ static void fill(const char *path) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) { fprintf(stderr, "usage: test_hit_ownership CACHE_DIR SCRATCH_DIR TEMPLATE_DIR\n"); return 2; }
+    if (argc != 4) {
+        fprintf(stderr, "usage: test_hit_ownership CACHE_DIR SCRATCH_DIR TEMPLATE_DIR\n");
+        return 2;
+    }
     const char *dir = argv[1], *scratch = argv[2];
     TemplatePath tp;
     CHECK(tpath_init(&tp, argv[3]) == 0);

@@ -56,7 +56,7 @@ static void write_weights(void) {
     for (int i = 0; i < 64; i++) buf[i] = 0;
     CHECK_EQ_INT(milblob_writer_add(w, MILBLOB_FP16, buf, 64 * 2), 256); /* ln beta [64] */
     for (int i = 0; i < 192 * 64; i++) buf[i] = half_of(((i * 7) % 13 - 6) / 64.0);
-    CHECK_EQ_INT(milblob_writer_add(w, MILBLOB_FP16, buf, 192 * 64 * 2), 448); /* qkv [192, 64, 1, 1] */
+    CHECK_EQ_INT(milblob_writer_add(w, MILBLOB_FP16, buf, 192 * 64 * 2), 448);  /* qkv [192, 64, 1, 1] */
     CHECK_EQ_INT(milblob_writer_add(w, MILBLOB_FP16, buf, 64 * 64 * 2), 25088); /* out proj [64, 64, 1, 1] */
     for (int i = 0; i < 16; i++)
         for (int j = 0; j < 16; j++) buf[i * 16 + j] = j <= i ? 0 : half_of(-30000.0);
@@ -98,7 +98,9 @@ static int compare_expected(const char *dir, const char *name, const char *got) 
     size_t len = 0;
     char *want = read_file(path, &len);
     int ok = want && strcmp(want, got) == 0;
-    if (!ok) fprintf(stderr, "%s/%s: output differs from %s:\n--- got\n%s--- want\n%s", dir, name, path, got, want ? want : "(missing)\n");
+    if (!ok)
+        fprintf(stderr, "%s/%s: output differs from %s:\n--- got\n%s--- want\n%s", dir, name, path, got,
+                want ? want : "(missing)\n");
     free(want);
     return ok;
 }

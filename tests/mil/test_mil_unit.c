@@ -30,7 +30,10 @@ TEST(hexfloat_matches_glibc) {
         if (!isnormal(v)) continue; /* glibc prints subnormals as 0x0.xxx; milc normalises */
         snprintf(ref, sizeof ref, "%a", v);
         mil_format_hexfloat(v, mine);
-        if (strcmp(mine, ref) != 0) { CHECK_STR(mine, ref); break; }
+        if (strcmp(mine, ref) != 0) {
+            CHECK_STR(mine, ref);
+            break;
+        }
         CHECK(strtod(mine, NULL) == v);
     }
     CHECK_STR(mil_format_hexfloat(0.0, mine), "0x0p+0");
@@ -47,14 +50,17 @@ TEST(half_conversion) {
     for (uint32_t h = 0; h < 65536; h++) {
         double v = ir_half_to_double((uint16_t)h);
         if (isnan(v)) continue;
-        if (ir_double_to_half(v) != h) { CHECK_EQ_INT(ir_double_to_half(v), h); break; }
+        if (ir_double_to_half(v) != h) {
+            CHECK_EQ_INT(ir_double_to_half(v), h);
+            break;
+        }
     }
     CHECK_EQ_INT(ir_double_to_half(65520.0), 0x7c00); /* ties to even: inf */
     CHECK_EQ_INT(ir_double_to_half(65519.99), 0x7bff);
-    CHECK_EQ_INT(ir_double_to_half(0x1p-25), 0);      /* tie between 0 and the smallest subnormal */
+    CHECK_EQ_INT(ir_double_to_half(0x1p-25), 0); /* tie between 0 and the smallest subnormal */
     CHECK_EQ_INT(ir_double_to_half(0x1.0001p-25), 1);
     CHECK_EQ_INT(ir_double_to_half(-0.0), 0x8000);
-    CHECK_EQ_INT(ir_double_to_half(1.0 + 0x1p-11), 0x3c00); /* tie to even (down) */
+    CHECK_EQ_INT(ir_double_to_half(1.0 + 0x1p-11), 0x3c00);     /* tie to even (down) */
     CHECK_EQ_INT(ir_double_to_half(1.0 + 3 * 0x1p-11), 0x3c02); /* tie to even (up) */
 #ifdef __FLT16_MAX__
     /* Independent reference: the compiler's own double -> _Float16 rounding. */
@@ -64,7 +70,10 @@ TEST(half_conversion) {
         _Float16 f = (_Float16)v;
         uint16_t ref;
         memcpy(&ref, &f, 2);
-        if (ir_double_to_half(v) != ref) { CHECK_EQ_INT(ir_double_to_half(v), ref); break; }
+        if (ir_double_to_half(v) != ref) {
+            CHECK_EQ_INT(ir_double_to_half(v), ref);
+            break;
+        }
     }
 #endif
 }
@@ -76,12 +85,16 @@ TEST(every_half_round_trips) {
     int count = 0;
     for (uint32_t h = 0; h < 65536; h++)
         if (((h >> 10) & 0x1f) != 0x1f) count++;
-    n += (size_t)sprintf(text, "program(1.3)\n{\n    func main<ios18>() {\n        tensor<fp16, [%d]> y = const()[val = tensor<fp16, [%d]>([", count, count);
+    n += (size_t)sprintf(
+        text,
+        "program(1.3)\n{\n    func main<ios18>() {\n        tensor<fp16, [%d]> y = const()[val = tensor<fp16, [%d]>([",
+        count, count);
     int k = 0;
     char buf[40];
     for (uint32_t h = 0; h < 65536; h++) {
         if (((h >> 10) & 0x1f) == 0x1f) continue;
-        n += (size_t)sprintf(text + n, "%s%s", k++ ? ", " : "", mil_format_hexfloat(ir_half_to_double((uint16_t)h), buf));
+        n += (size_t)sprintf(text + n, "%s%s", k++ ? ", " : "",
+                             mil_format_hexfloat(ir_half_to_double((uint16_t)h), buf));
     }
     n += (size_t)sprintf(text + n, "])];\n    } -> (y);\n}\n");
     Arena a;
@@ -142,7 +155,8 @@ TEST(op_table) {
     CHECK(s[2].optional && strcmp(s[2].def, "zeros") == 0);
     MilArgSpec one;
     CHECK(mil_op_arg_spec(OP_CONCAT, "values", &one) && one.tuple);
-    CHECK(mil_op_arg_spec(OP_SOFTMAX, "axis", &one) && one.dtype == IR_DT_INT32 && one.rank == 0 && strcmp(one.def, "-1") == 0);
+    CHECK(mil_op_arg_spec(OP_SOFTMAX, "axis", &one) && one.dtype == IR_DT_INT32 && one.rank == 0 &&
+          strcmp(one.def, "-1") == 0);
     CHECK(!mil_op_arg_spec(OP_SOFTMAX, "axes", &one));
     IrOpKind k;
     CHECK(mil_op_lookup("scaled_dot_product_attention", 28, &k) && k == OP_SCALED_DOT_PRODUCT_ATTENTION);
@@ -221,7 +235,7 @@ TEST(build_print_edit) {
     CHECK(ir_op_arg_i64(sm, "axis", &ax) && ax == -1); /* the table's default */
     IrOp *ln = ir_op_new(f, OP_LAYER_NORM, "ln", 1);
     CHECK(ir_op_arg_f64(ln, "epsilon", &eps) && eps == 1e-5);
-    CHECK(!ir_op_arg_i64(ln, "axes", &ax)); /* "all" is not a number */
+    CHECK(!ir_op_arg_i64(ln, "axes", &ax));       /* "all" is not a number */
     CHECK(ir_op_arg_i64(m, "y", &ax) && ax == 2); /* through the const */
     /* Replace mul's use of the const with x itself, remove the const. */
     CHECK_EQ_INT(ir_value_replace_uses(f, c->results[0], x), 1);

@@ -93,8 +93,10 @@ static void *fma_thread(void *arg) {
     while (per > 0 && now() - t0 < 0.5) {
         double tb = now();
 #if defined(__x86_64__)
-        if (per == 16.0 * 16 * 2) fma_burst512(10000);
-        else fma_burst256(10000);
+        if (per == 16.0 * 16 * 2)
+            fma_burst512(10000);
+        else
+            fma_burst256(10000);
 #endif
         double r = 10000.0 * per / (now() - tb);
         if (r > best) best = r;
@@ -268,7 +270,8 @@ typedef struct {
 
 /* A stack of layers, each a list of (K, N) GEMMs applied to the same x; a
  * projection back to K closes each layer so layers chain. */
-static int chain_build(Chain *c, int mode, int64_t m, const int64_t (*kn)[2], int ng, int layers, RtDType wdt, int nth) {
+static int chain_build(Chain *c, int mode, int64_t m, const int64_t (*kn)[2], int ng, int layers, RtDType wdt,
+                       int nth) {
     memset(c, 0, sizeof *c);
     RtPlanBuilder *b = rtb_new(mode);
     int64_t k0 = kn[0][0];
@@ -425,10 +428,11 @@ static void lut_decode(int nth) {
         BwRange wr[256];
         double bw4 = bandwidth_ranges(wr, artifact_ranges(c4.a, wr, 0, 256), nth, 20);
         double bw16 = bandwidth_ranges(wr, artifact_ranges(c16.a, wr, 0, 256), nth, 20);
-        printf("decode GEMV M=1, 24 layers, %d threads: 4-bit palettized %.1f MB %.3f ms, streaming them %.3f ms (%.1f GB/s): "
+        printf("decode GEMV M=1, 24 layers, %d threads: 4-bit palettized %.1f MB %.3f ms, streaming them %.3f ms (%.1f "
+               "GB/s): "
                "ratio %.2f; fp16 %.1f MB %.3f ms: ratio %.2f; 4-bit / fp16 time %.2f\n",
-               nth, c4.wbytes * 1e-6, t4 * 1e3, c4.wbytes / bw4 * 1e3, bw4 * 1e-9, t4 / (c4.wbytes / bw4), c16.wbytes * 1e-6,
-               t16 * 1e3, t16 / (c16.wbytes / bw16), t4 / t16);
+               nth, c4.wbytes * 1e-6, t4 * 1e3, c4.wbytes / bw4 * 1e3, bw4 * 1e-9, t4 / (c4.wbytes / bw4),
+               c16.wbytes * 1e-6, t16 * 1e3, t16 / (c16.wbytes / bw16), t4 / t16);
         chain_free(&c4);
         chain_free(&c16);
     }
@@ -454,7 +458,8 @@ int main(int argc, char **argv) {
     }
     bool prefill_only = argc > 2 && strcmp(argv[2], "prefill") == 0; /* the GEMM shapes alone, for tuning */
     double peak1 = fma_peak(1), peak = fma_peak(nth);
-    printf("kernel variant %s (MILC_CPU); fp32 FMA peak at its width: %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d threads\n",
+    printf("kernel variant %s (MILC_CPU); fp32 FMA peak at its width: %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d "
+           "threads\n",
            rt_cpu_name(test_cpu()), peak1 * 1e-9, peak * 1e-9, nth);
     double bw_dram = prefill_only ? 0 : bandwidth((size_t)1 << 30, nth, 5);
     if (!prefill_only) printf("read bandwidth, 1 GiB buffer, %d threads: %.1f GB/s\n", nth, bw_dram * 1e-9);
@@ -467,8 +472,8 @@ int main(int argc, char **argv) {
         chain_build(&c, RT_MODE_BONDED, 128, &shapes[s % 3], 1, 1, wdt, nth);
         double t = chain_time(&c, 50, NULL);
         printf("prefill GEMM T=128 K=%ld -> N=%ld, %s weights: %.3f ms, %.1f GFLOP/s = %.2f of %d-thread peak",
-               (long)shapes[s % 3][0], (long)shapes[s % 3][1], wdt == RT_F32 ? "fp32" : "fp16", t * 1e3, c.flops / t * 1e-9,
-               c.flops / t / peak, nth);
+               (long)shapes[s % 3][0], (long)shapes[s % 3][1], wdt == RT_F32 ? "fp32" : "fp16", t * 1e3,
+               c.flops / t * 1e-9, c.flops / t / peak, nth);
         if (nth == 1) {
             double tc = chain_cpu_time(&c, 50);
             printf("; by CPU time %.3f ms = %.2f", tc * 1e3, c.flops / tc / peak);
@@ -485,7 +490,8 @@ int main(int argc, char **argv) {
         double t = chain_time(&c, 20, NULL);
         BwRange wr[64];
         double bw = bandwidth_ranges(wr, artifact_ranges(c.a, wr, 0, 64), nth, 20);
-        printf("decode GEMV M=1, %2d layers, %.1f MB fp16 weights: %.3f ms; weights/bandwidth (%.1f GB/s reading them) = %.3f ms; ratio %.2f\n",
+        printf("decode GEMV M=1, %2d layers, %.1f MB fp16 weights: %.3f ms; weights/bandwidth (%.1f GB/s reading them) "
+               "= %.3f ms; ratio %.2f\n",
                layers, c.wbytes * 1e-6, t * 1e3, bw * 1e-9, c.wbytes / bw * 1e3, t / (c.wbytes / bw));
         printf("   same against the 1 GiB (DRAM) bandwidth: ratio %.2f\n", t / (c.wbytes / bw_dram));
         chain_free(&c);
@@ -495,7 +501,8 @@ int main(int argc, char **argv) {
         chain_build(&c16, RT_MODE_BONDED, m, layer, 4, 1, RT_F16, nth);
         chain_build(&c32, RT_MODE_BONDED, m, layer, 4, 1, RT_F32, nth);
         double t16 = chain_time(&c16, 20, NULL), t32 = chain_time(&c32, 20, NULL);
-        printf("one layer's GEMMs at M=%ld: fp16 weights %.3f ms, fp32 weights %.3f ms\n", (long)m, t16 * 1e3, t32 * 1e3);
+        printf("one layer's GEMMs at M=%ld: fp16 weights %.3f ms, fp32 weights %.3f ms\n", (long)m, t16 * 1e3,
+               t32 * 1e3);
         chain_free(&c16);
         chain_free(&c32);
     }
@@ -520,8 +527,10 @@ int main(int argc, char **argv) {
         RtModel *m;
         RtLoadOptions lo = {.nthreads = nth, .cpu = test_cpu()};
         rt_model_load(&m, s, ns, &lo, NULL, 0);
-        float *qd = rand_f32(12 * L * 64), *kd = rand_f32(12 * S * 64), *vd = rand_f32(12 * S * 64), *od = malloc((size_t)(12 * L * 64) * 4);
-        RtTensor in[3] = {{RT_F32, 4, {1, 12, L, 64}, qd, (size_t)(12 * L * 64) * 4}, {RT_F32, 4, {1, 12, S, 64}, kd, (size_t)(12 * S * 64) * 4},
+        float *qd = rand_f32(12 * L * 64), *kd = rand_f32(12 * S * 64), *vd = rand_f32(12 * S * 64),
+              *od = malloc((size_t)(12 * L * 64) * 4);
+        RtTensor in[3] = {{RT_F32, 4, {1, 12, L, 64}, qd, (size_t)(12 * L * 64) * 4},
+                          {RT_F32, 4, {1, 12, S, 64}, kd, (size_t)(12 * S * 64) * 4},
                           {RT_F32, 4, {1, 12, S, 64}, vd, (size_t)(12 * S * 64) * 4}};
         RtTensor out = {RT_F32, 4, {1, 12, L, 64}, od, (size_t)(12 * L * 64) * 4};
         double best = 1e9;
@@ -531,8 +540,8 @@ int main(int argc, char **argv) {
             if (now() - t0 < best) best = now() - t0;
         }
         double fl = 2.0 * 2 * 12 * L * S * 64;
-        printf("attention 12 heads x 64, L=%ld S=%ld causal: %.3f ms (%.1f GFLOP/s counting the full L x S)\n", (long)L, (long)S,
-               best * 1e3, fl / best * 1e-9);
+        printf("attention 12 heads x 64, L=%ld S=%ld causal: %.3f ms (%.1f GFLOP/s counting the full L x S)\n", (long)L,
+               (long)S, best * 1e3, fl / best * 1e-9);
         rt_model_free(m);
         rt_artifact_free(a);
         free(qd), free(kd), free(vd), free(od);
@@ -542,7 +551,8 @@ int main(int argc, char **argv) {
         double op2, op1;
         dispatch_cost(RT_MODE_BONDED, 2000, t, &op2);
         double d1 = dispatch_cost(RT_MODE_NONBONDED, 2000, t, &op1);
-        printf("%d thread(s): non-bonded %.2f us per dispatch (tiny op); bonded %.2f us per op (barrier only)\n", t, d1 * 1e6, op2 * 1e6);
+        printf("%d thread(s): non-bonded %.2f us per dispatch (tiny op); bonded %.2f us per op (barrier only)\n", t,
+               d1 * 1e6, op2 * 1e6);
     }
     return 0;
 }

@@ -96,11 +96,14 @@ static inline int run_op(RtOpKind kind, const void *params, size_t plen, const T
         char name[16];
         snprintf(name, sizeof name, "in%d", i);
         if (ins[i].weight == 1 || ins[i].weight == 3)
-            ids[i] = (ins[i].weight == 1 ? rtb_weight : rtb_weight_ref)(b, name, ins[i].dtype, ins[i].rank, ins[i].dims, ins[i].data);
+            ids[i] = (ins[i].weight == 1 ? rtb_weight : rtb_weight_ref)(b, name, ins[i].dtype, ins[i].rank, ins[i].dims,
+                                                                        ins[i].data);
         else {
             ids[i] = ins[i].weight == 2 ? rtb_input_f16(b, name, ins[i].rank, ins[i].dims)
                                         : rtb_input(b, name, ins[i].dtype, ins[i].rank, ins[i].dims);
-            RtTensor t = {.dtype = ins[i].dtype, .rank = ins[i].rank, .data = (void *)ins[i].data,
+            RtTensor t = {.dtype = ins[i].dtype,
+                          .rank = ins[i].rank,
+                          .data = (void *)ins[i].data,
                           .size = (size_t)numel_of(ins[i].rank, ins[i].dims) * rt_dtype_size(ins[i].dtype)};
             memcpy(t.dims, ins[i].dims, sizeof t.dims);
             tin[ntin++] = t;
@@ -127,7 +130,8 @@ static inline int run_op(RtOpKind kind, const void *params, size_t plen, const T
         rt_artifact_free(a);
         return rc;
     }
-    RtTensor tout = {.dtype = odt, .rank = orank, .data = out, .size = (size_t)numel_of(orank, odims) * rt_dtype_size(odt)};
+    RtTensor tout = {
+        .dtype = odt, .rank = orank, .data = out, .size = (size_t)numel_of(orank, odims) * rt_dtype_size(odt)};
     memcpy(tout.dims, odims, sizeof(int64_t) * (size_t)orank);
     rc = rt_run(m, tin, ntin, &tout, 1, 0, NULL);
     rt_model_free(m);

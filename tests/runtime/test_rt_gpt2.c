@@ -29,7 +29,8 @@ static void layer_ref(const Weights *w, const double *x, int T, double *out) {
         for (int c = 0; c < C; c++) n[c] = (x[t * C + c] - mean) / sqrt(var + 1e-5) * h(w->ln1g[c]) + h(w->ln1b[c]);
         for (int o = 0; o < C; o++) {
             double sq = h(w->bq[o]), sk = h(w->bk[o]), sv = h(w->bv[o]);
-            for (int c = 0; c < C; c++) sq += h(w->wq[o * C + c]) * n[c], sk += h(w->wk[o * C + c]) * n[c], sv += h(w->wv[o * C + c]) * n[c];
+            for (int c = 0; c < C; c++)
+                sq += h(w->wq[o * C + c]) * n[c], sk += h(w->wk[o * C + c]) * n[c], sv += h(w->wv[o * C + c]) * n[c];
             q[t * C + o] = sq, k[t * C + o] = sk, v[t * C + o] = sv;
         }
     }
@@ -84,21 +85,26 @@ static int T_;
 static int tmp4(RtPlanBuilder *b, int64_t d0, int64_t d1, int64_t d2, int64_t d3) {
     return rtb_temp(b, RT_F32, 4, D4(d0, d1, d2, d3));
 }
-static void op1(RtPlanBuilder *b, RtOpKind k, int in, int out, const void *p, size_t n) { rtb_op(b, k, &in, 1, &out, 1, p, n); }
+static void op1(RtPlanBuilder *b, RtOpKind k, int in, int out, const void *p, size_t n) {
+    rtb_op(b, k, &in, 1, &out, 1, p, n);
+}
 static void op2(RtPlanBuilder *b, RtOpKind k, int i0, int i1, int out, const void *p, size_t n) {
     int in[2] = {i0, i1};
     rtb_op(b, k, in, 2, &out, 1, p, n);
 }
 /* [1, H*DH, 1, T] -> [1, H, T, DH] and back, as strided copies */
 static RtCopyParams to_heads(int T) {
-    return (RtCopyParams){.rank = 4, .dims = {1, H, T, DH}, .src_stride = {0, DH * T, 1, T}, .dst_stride = {0, T * DH, DH, 1}};
+    return (RtCopyParams){
+        .rank = 4, .dims = {1, H, T, DH}, .src_stride = {0, DH * T, 1, T}, .dst_stride = {0, T * DH, DH, 1}};
 }
 static RtCopyParams from_heads(int T) {
-    return (RtCopyParams){.rank = 4, .dims = {1, H, T, DH}, .src_stride = {0, T * DH, DH, 1}, .dst_stride = {0, DH * T, 1, T}};
+    return (RtCopyParams){
+        .rank = 4, .dims = {1, H, T, DH}, .src_stride = {0, T * DH, DH, 1}, .dst_stride = {0, DH * T, 1, T}};
 }
 
 static void emit_bonded(RtPlanBuilder *b, const Ids *id, int T) {
-    RtNormParams ln = {.kind = RT_NORM_LAYER, .axis_begin = 1, .axis_end = 2, .has_gamma = 1, .has_beta = 1, .eps = 1e-5f};
+    RtNormParams ln = {
+        .kind = RT_NORM_LAYER, .axis_begin = 1, .axis_end = 2, .has_gamma = 1, .has_beta = 1, .eps = 1e-5f};
     int n1 = tmp4(b, 1, C, 1, T);
     int in3[4] = {id->x, id->ln1g, id->ln1b};
     rtb_op(b, RT_OP_NORM, in3, 3, &n1, 1, &ln, sizeof ln);
@@ -174,7 +180,8 @@ static void emit_nonbonded(RtPlanBuilder *b, const Ids *id, int T) {
     op2(b, RT_OP_GEMM, ac, id->wo, pr, &g, sizeof g);
     op2(b, RT_OP_BINARY, pr, id->bo4, prb, &add, sizeof add);
     op2(b, RT_OP_BINARY, prb, id->x, h1, &add, sizeof add);
-    RtNormParams ln = {.kind = RT_NORM_LAYER, .axis_begin = 1, .axis_end = 2, .has_gamma = 1, .has_beta = 1, .eps = 1e-5f};
+    RtNormParams ln = {
+        .kind = RT_NORM_LAYER, .axis_begin = 1, .axis_end = 2, .has_gamma = 1, .has_beta = 1, .eps = 1e-5f};
     int n2 = tmp4(b, 1, C, 1, T);
     int in2[3] = {h1, id->ln2g, id->ln2b};
     rtb_op(b, RT_OP_NORM, in2, 3, &n2, 1, &ln, sizeof ln);
@@ -194,14 +201,15 @@ static RtArtifact *build(const Weights *w, int mode, int T) {
     RtPlanBuilder *b = rtb_new(mode);
     Ids id;
     id.x = rtb_input(b, "x", RT_F16, 4, D4(1, C, 1, T));
-#define W1(field, n) rtb_weight(b, #field, RT_F16, 1, (const int64_t[]){n}, w->field)
+#define W1(field, n)    rtb_weight(b, #field, RT_F16, 1, (const int64_t[]){n}, w->field)
 #define W2(field, r, c) rtb_weight(b, #field, RT_F16, 2, (const int64_t[]){r, c}, w->field)
-#define W4(field, n) rtb_weight(b, #field "_4d", RT_F16, 4, D4(1, n, 1, 1), w->field)
+#define W4(field, n)    rtb_weight(b, #field "_4d", RT_F16, 4, D4(1, n, 1, 1), w->field)
     id.ln1g = W1(ln1g, C), id.ln1b = W1(ln1b, C), id.ln2g = W1(ln2g, C), id.ln2b = W1(ln2b, C);
     id.wq = W2(wq, C, C), id.wk = W2(wk, C, C), id.wv = W2(wv, C, C), id.wo = W2(wo, C, C);
     id.w1 = W2(w1, F, C), id.w2 = W2(w2, C, F);
     id.bq = W1(bq, C), id.bk = W1(bk, C), id.bv = W1(bv, C), id.bo = W1(bo, C), id.b1 = W1(b1, F), id.b2 = W1(b2, C);
-    id.bq4 = W4(bq, C), id.bk4 = W4(bk, C), id.bv4 = W4(bv, C), id.bo4 = W4(bo, C), id.b14 = W4(b1, F), id.b24 = W4(b2, C);
+    id.bq4 = W4(bq, C), id.bk4 = W4(bk, C), id.bv4 = W4(bv, C), id.bo4 = W4(bo, C), id.b14 = W4(b1, F),
+    id.b24 = W4(b2, C);
     id.g14 = W4(ln1g, C), id.b1n4 = W4(ln1b, C);
     float *mask = malloc((size_t)T * T * 4);
     for (int i = 0; i < T; i++)
@@ -226,7 +234,8 @@ static RtArtifact *build(const Weights *w, int mode, int T) {
     return a;
 }
 
-static int run(RtArtifact *a, int nth, int flags, const uint16_t *x, uint16_t *y, int T, RtRunStats *st, RtModel **keep) {
+static int run(RtArtifact *a, int nth, int flags, const uint16_t *x, uint16_t *y, int T, RtRunStats *st,
+               RtModel **keep) {
     const RtSection *secs;
     int n;
     rt_artifact_sections(a, &secs, &n);
@@ -241,8 +250,10 @@ static int run(RtArtifact *a, int nth, int flags, const uint16_t *x, uint16_t *y
     RtTensor in = {.dtype = RT_F16, .rank = 4, .dims = {1, C, 1, T}, .data = (void *)x, .size = (size_t)C * T * 2};
     RtTensor out = {.dtype = RT_F16, .rank = 4, .dims = {1, C, 1, T}, .data = y, .size = (size_t)C * T * 2};
     rc = rt_run(m, &in, 1, &out, 1, flags, st);
-    if (keep) *keep = m;
-    else rt_model_free(m);
+    if (keep)
+        *keep = m;
+    else
+        rt_model_free(m);
     return rc;
 }
 
@@ -253,7 +264,8 @@ static void to_float(const uint16_t *a, float *f, int n) {
 static void layer_case(int T) {
     Weights *w = malloc(sizeof *w);
     fill(w->ln1g, C, 0.2f, 1), fill(w->ln1b, C, 0.1f, 0), fill(w->ln2g, C, 0.2f, 1), fill(w->ln2b, C, 0.1f, 0);
-    fill(w->wq, C * C, 0.15f, 0), fill(w->wk, C * C, 0.15f, 0), fill(w->wv, C * C, 0.15f, 0), fill(w->wo, C * C, 0.15f, 0);
+    fill(w->wq, C * C, 0.15f, 0), fill(w->wk, C * C, 0.15f, 0), fill(w->wv, C * C, 0.15f, 0),
+        fill(w->wo, C * C, 0.15f, 0);
     fill(w->w1, F * C, 0.15f, 0), fill(w->w2, C * F, 0.08f, 0);
     fill(w->bq, C, 0.1f, 0), fill(w->bk, C, 0.1f, 0), fill(w->bv, C, 0.1f, 0), fill(w->bo, C, 0.1f, 0);
     fill(w->b1, F, 0.1f, 0), fill(w->b2, C, 0.1f, 0);
@@ -289,7 +301,8 @@ static void layer_case(int T) {
         to_float(y, got[3], n);
         for (int k = 0; k < 4; k++) {
             double e = rel_l2(got[k], refc, n);
-            if (getenv("SHOWERR") || e > 2e-3) fprintf(stderr, "T=%d nth=%d variant %d: rel L2 vs reference %g\n", T, nth, k, e);
+            if (getenv("SHOWERR") || e > 2e-3)
+                fprintf(stderr, "T=%d nth=%d variant %d: rel L2 vs reference %g\n", T, nth, k, e);
             CHECK(e <= 2e-3);
             CHECK(rel_l2(got[k], got[0], n) <= 2e-3);
         }

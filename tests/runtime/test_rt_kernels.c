@@ -37,14 +37,18 @@ static void gemm_case(int it, int64_t m, int64_t k, int64_t n) {
         RtGemmParams p = {.layout = layout, .act = act, .has_bias = 1, .has_residual = it % 5 != 0};
         TArg in[4];
         int nin = 0;
-        if (layout == RT_GEMM_ROWS) in[nin++] = (TArg){RT_F32, 3, {1, m, k}, x, 0};
-        else in[nin++] = (TArg){RT_F32, 4, {bt, k, 1, m}, x, 0};
+        if (layout == RT_GEMM_ROWS)
+            in[nin++] = (TArg){RT_F32, 3, {1, m, k}, x, 0};
+        else
+            in[nin++] = (TArg){RT_F32, 4, {bt, k, 1, m}, x, 0};
         in[nin++] = (TArg){f16 ? RT_F16 : RT_F32, 2, {n, k}, f16 ? (void *)wh : (void *)w, 1};
         in[nin++] = (TArg){RT_F32, 1, {n}, bias, 1};
         int64_t od[4];
         int orank;
-        if (layout == RT_GEMM_ROWS) orank = 3, od[0] = 1, od[1] = m, od[2] = n;
-        else orank = 4, od[0] = bt, od[1] = n, od[2] = 1, od[3] = m;
+        if (layout == RT_GEMM_ROWS)
+            orank = 3, od[0] = 1, od[1] = m, od[2] = n;
+        else
+            orank = 4, od[0] = bt, od[1] = n, od[2] = 1, od[3] = m;
         if (p.has_residual) in[nin++] = (TArg){RT_F32, orank, {od[0], od[1], od[2], od[3]}, res, 0};
         float *y = malloc((size_t)(bt * m * n) * 4);
         double *ref = malloc((size_t)(bt * m * n) * 8);
@@ -60,7 +64,9 @@ static void gemm_case(int it, int64_t m, int64_t k, int64_t n) {
                 }
         CHECK_EQ_INT(run_op(RT_OP_GEMM, &p, sizeof p, in, nin, RT_F32, orank, od, y, nth), RT_OK);
         double e = rel_max_err(y, ref, bt * m * n);
-        if (e > 1e-4) fprintf(stderr, "gemm it %d layout %d f16 %d act %d m %ld k %ld n %ld: err %g\n", it, layout, f16, act, (long)m, (long)k, (long)n, e);
+        if (e > 1e-4)
+            fprintf(stderr, "gemm it %d layout %d f16 %d act %d m %ld k %ld n %ld: err %g\n", it, layout, f16, act,
+                    (long)m, (long)k, (long)n, e);
         CHECK(e <= 1e-4);
         free(x), free(w), free(wh), free(bias), free(res), free(y), free(ref);
     }
@@ -94,19 +100,22 @@ static RtBuf tbuf(int64_t d0, int64_t d1, int64_t d2, int64_t d3) {
     return b;
 }
 TEST(op_parts) {
-    static const struct { int64_t n, s; int nth, want; } g[] = {
-        {768, 1, 2, 6},    /* decode q: 12 blocks */
-        {3072, 1, 2, 8},   /* decode fc: 48 blocks */
-        {768, 128, 2, 6},  /* prefill q: 12 blocks */
-        {448, 1, 2, 8},    /* 7 blocks: no even split, the usual 8 */
-        {96, 1, 2, 2},     /* 2 blocks */
-        {768, 1, 3, 12},   /* 12 blocks on 3 threads: 12 parts of 1 */
-        {768, 1, 1, 1},    /* one thread */
+    static const struct {
+        int64_t n, s;
+        int nth, want;
+    } g[] = {
+        {768, 1, 2, 6},     /* decode q: 12 blocks */
+        {3072, 1, 2, 8},    /* decode fc: 48 blocks */
+        {768, 128, 2, 6},   /* prefill q: 12 blocks */
+        {448, 1, 2, 8},     /* 7 blocks: no even split, the usual 8 */
+        {96, 1, 2, 2},      /* 2 blocks */
+        {768, 1, 3, 12},    /* 12 blocks on 3 threads: 12 parts of 1 */
+        {768, 1, 1, 1},     /* one thread */
         {3072, 1, 64, 256}, /* many threads: more parts than a byte holds */
     };
     for (int i = 0; i < 8; i++) {
-        RtBuf b[3] = {tbuf(1, 768, 1, g[i].s), {.kind = RT_BUF_WEIGHT, .dtype = RT_F16, .rank = 2, .dims = {g[i].n, 768},
-                                                 .numel = g[i].n * 768},
+        RtBuf b[3] = {tbuf(1, 768, 1, g[i].s),
+                      {.kind = RT_BUF_WEIGHT, .dtype = RT_F16, .rank = 2, .dims = {g[i].n, 768}, .numel = g[i].n * 768},
                       tbuf(1, g[i].n, 1, g[i].s)};
         RtOpRec op = {.kind = RT_OP_GEMM, .nin = 2, .nout = 1, .in = {0, 1}, .out = {2}};
         op.p.gemm.layout = RT_GEMM_CHANNELS;
@@ -148,7 +157,8 @@ TEST(part_claim) {
                         seen[k < parts ? k : 0]++, claimed++;
                         /* a region's parts go out in order */
                         uint32_t r = (uint32_t)(t % nr), lo = parts * r / (uint32_t)nr;
-                        if (k >= lo && k < parts * (r + 1) / (uint32_t)nr && last[t] >= (int)lo && k <= (uint32_t)last[t])
+                        if (k >= lo && k < parts * (r + 1) / (uint32_t)nr && last[t] >= (int)lo &&
+                            k <= (uint32_t)last[t])
                             ordered = false;
                         last[t] = (int)k;
                     }
@@ -207,7 +217,8 @@ TEST(matmul) {
 
 TEST(attention) {
     for (int it = 0; it < 12; it++) {
-        int64_t B = rng_int(1, 2), Hk = rng_int(1, 3), G = rng_int(1, 3), H = Hk * G, E = rng_int(1, 40), Ev = rng_int(1, 40);
+        int64_t B = rng_int(1, 2), Hk = rng_int(1, 3), G = rng_int(1, 3), H = Hk * G, E = rng_int(1, 40),
+                Ev = rng_int(1, 40);
         int64_t S = rng_int(1, 70), L = it % 3 == 0 ? rng_int(1, 4) : rng_int(1, (int)S);
         int causal = it & 1, has_mask = (it >> 1) & 1, nth = 1 + (it >> 2 & 1);
         float scale = 1.0f / sqrtf((float)E);
@@ -222,7 +233,8 @@ TEST(attention) {
                     double mx = -1e300, sum = 0;
                     for (int64_t j = 0; j < S; j++) {
                         double s = 0;
-                        for (int64_t e = 0; e < E; e++) s += (double)q[((b * H + h) * L + i) * E + e] * k[((b * Hk + hk) * S + j) * E + e];
+                        for (int64_t e = 0; e < E; e++)
+                            s += (double)q[((b * H + h) * L + i) * E + e] * k[((b * Hk + hk) * S + j) * E + e];
                         s = s * scale + (has_mask ? mask[i * S + j] : 0);
                         if (causal && j > i + S - L) s = -INFINITY;
                         sc[j] = s;
@@ -236,7 +248,9 @@ TEST(attention) {
                     }
                 }
         RtAttnParams p = {.scale = scale, .causal = causal, .has_mask = has_mask};
-        TArg in[4] = {{RT_F32, 4, {B, H, L, E}, q, 0}, {RT_F32, 4, {B, Hk, S, E}, k, 0}, {RT_F32, 4, {B, Hk, S, Ev}, v, 0},
+        TArg in[4] = {{RT_F32, 4, {B, H, L, E}, q, 0},
+                      {RT_F32, 4, {B, Hk, S, E}, k, 0},
+                      {RT_F32, 4, {B, Hk, S, Ev}, v, 0},
                       {RT_F32, 4, {1, 1, L, S}, mask, 1}};
         int64_t od[4] = {B, H, L, Ev};
         CHECK_EQ_INT(run_op(RT_OP_ATTENTION, &p, sizeof p, in, 3 + has_mask, RT_F32, 4, od, o, nth), RT_OK);
@@ -255,7 +269,8 @@ TEST(attention_kv) {
         int kt = it & 1, vt = (it >> 1) & 1, split = (it >> 2) & 1, f16 = (it >> 3) & 1, nth = 1 + (it % 3 == 0);
         if (!kt && !vt) kt = 1; /* with no layout flag only SPLIT/fp16 select this kernel */
         int64_t B = rng_int(1, 2), Hk = rng_int(1, 3), G = rng_int(1, 2), H = Hk * G, L = rng_int(1, 4);
-        int64_t E = rng_int(1, 40), Ev = rng_int(1, 40), S0 = rng_int(1, 70), S1 = split ? rng_int(1, 3) : 0, S = S0 + S1;
+        int64_t E = rng_int(1, 40), Ev = rng_int(1, 40), S0 = rng_int(1, 70), S1 = split ? rng_int(1, 3) : 0,
+                S = S0 + S1;
         int causal = L <= S && it % 5 == 1, has_mask = it % 4 == 2;
         float scale = 0.3f;
         /* logical K [B, Hk, S, E] and V [B, Hk, S, Ev]; fp16-rounded where stored as fp16 */
@@ -272,14 +287,20 @@ TEST(attention_kv) {
                     for (int64_t e = 0; e < E; e++) {
                         float *src = &K[(b * S + po[i] + j) * E + e];
                         int64_t at = kt ? (b * E + e) * ps[i] + j : (b * ps[i] + j) * E + e;
-                        if (half) ((uint16_t *)kp[i])[at] = float_to_half(*src), *src = half_to_float(((uint16_t *)kp[i])[at]);
-                        else ((float *)kp[i])[at] = *src;
+                        if (half)
+                            ((uint16_t *)kp[i])[at] = float_to_half(*src),
+                                       *src = half_to_float(((uint16_t *)kp[i])[at]);
+                        else
+                            ((float *)kp[i])[at] = *src;
                     }
                     for (int64_t e = 0; e < Ev; e++) {
                         float *src = &V[(b * S + po[i] + j) * Ev + e];
                         int64_t at = vt ? (b * Ev + e) * ps[i] + j : (b * ps[i] + j) * Ev + e;
-                        if (half) ((uint16_t *)vp[i])[at] = float_to_half(*src), *src = half_to_float(((uint16_t *)vp[i])[at]);
-                        else ((float *)vp[i])[at] = *src;
+                        if (half)
+                            ((uint16_t *)vp[i])[at] = float_to_half(*src),
+                                       *src = half_to_float(((uint16_t *)vp[i])[at]);
+                        else
+                            ((float *)vp[i])[at] = *src;
                     }
                 }
         }
@@ -291,7 +312,8 @@ TEST(attention_kv) {
                     double mx = -1e300, sum = 0;
                     for (int64_t j = 0; j < S; j++) {
                         double s = 0;
-                        for (int64_t e = 0; e < E; e++) s += (double)q[((b * H + h) * L + i) * E + e] * K[((b * Hk + hk) * S + j) * E + e];
+                        for (int64_t e = 0; e < E; e++)
+                            s += (double)q[((b * H + h) * L + i) * E + e] * K[((b * Hk + hk) * S + j) * E + e];
                         s = s * scale + (has_mask ? mask[i * S + j] : 0);
                         if (causal && j > i + S - L) s = -INFINITY;
                         sc[j] = s;
@@ -304,7 +326,10 @@ TEST(attention_kv) {
                         ref[((b * H + h) * L + i) * Ev + e] = acc;
                     }
                 }
-        RtAttnParams p = {.scale = scale, .causal = causal, .has_mask = has_mask, .kv_heads = (int32_t)Hk,
+        RtAttnParams p = {.scale = scale,
+                          .causal = causal,
+                          .has_mask = has_mask,
+                          .kv_heads = (int32_t)Hk,
                           .flags = (kt ? RT_ATTN_K_T : 0) | (vt ? RT_ATTN_V_T : 0) | (split ? RT_ATTN_SPLIT : 0)};
         TArg in[6];
         int n = 0;
@@ -312,17 +337,22 @@ TEST(attention_kv) {
         for (int i = 0; i < np; i++) {
             int half = f16 && i == 0;
             /* transposed parts as [B, Hk·E, 1, S_i] (the cache layout): only element order counts */
-            if (kt) in[n++] = (TArg){half ? RT_F16 : RT_F32, 4, {B, Hk * E, 1, ps[i]}, kp[i], half ? 2 : 0};
-            else in[n++] = (TArg){half ? RT_F16 : RT_F32, 4, {B, Hk, ps[i], E}, kp[i], half ? 2 : 0};
-            if (vt) in[n++] = (TArg){half ? RT_F16 : RT_F32, 4, {B, Hk * Ev, 1, ps[i]}, vp[i], half ? 2 : 0};
-            else in[n++] = (TArg){half ? RT_F16 : RT_F32, 4, {B, Hk, ps[i], Ev}, vp[i], half ? 2 : 0};
+            if (kt)
+                in[n++] = (TArg){half ? RT_F16 : RT_F32, 4, {B, Hk * E, 1, ps[i]}, kp[i], half ? 2 : 0};
+            else
+                in[n++] = (TArg){half ? RT_F16 : RT_F32, 4, {B, Hk, ps[i], E}, kp[i], half ? 2 : 0};
+            if (vt)
+                in[n++] = (TArg){half ? RT_F16 : RT_F32, 4, {B, Hk * Ev, 1, ps[i]}, vp[i], half ? 2 : 0};
+            else
+                in[n++] = (TArg){half ? RT_F16 : RT_F32, 4, {B, Hk, ps[i], Ev}, vp[i], half ? 2 : 0};
         }
         if (has_mask) in[n++] = (TArg){RT_F32, 4, {1, 1, L, S}, mask, 1};
         float *o = malloc((size_t)(B * H * L * Ev) * 4);
         int64_t od[4] = {B, H, L, Ev};
         CHECK_EQ_INT(run_op(RT_OP_ATTENTION, &p, sizeof p, in, n, RT_F32, 4, od, o, nth), RT_OK);
         double e = rel_max_err(o, ref, B * H * L * Ev);
-        if (e > 1e-4) fprintf(stderr, "attention_kv it %d kt %d vt %d split %d f16 %d: err %g\n", it, kt, vt, split, f16, e);
+        if (e > 1e-4)
+            fprintf(stderr, "attention_kv it %d kt %d vt %d split %d f16 %d: err %g\n", it, kt, vt, split, f16, e);
         CHECK(e <= 1e-4);
         for (int i = 0; i < np; i++) free(kp[i]), free(vp[i]);
         free(K), free(V), free(q), free(mask), free(o), free(ref), free(sc);
@@ -367,7 +397,8 @@ TEST(f16_input_and_borrowed_weight) {
     free(x), free(y);
 
     int64_t m = 5, k = 70, n = 45;
-    float *a = rand_f32(m * k), *w = rand_f32(n * k), *w0 = malloc((size_t)(n * k) * 4), *out = malloc((size_t)(m * n) * 4);
+    float *a = rand_f32(m * k), *w = rand_f32(n * k), *w0 = malloc((size_t)(n * k) * 4),
+          *out = malloc((size_t)(m * n) * 4);
     memcpy(w0, w, (size_t)(n * k) * 4);
     double *ref = malloc((size_t)(m * n) * 8);
     for (int64_t i = 0; i < m; i++)
@@ -391,8 +422,10 @@ TEST(norm) {
         /* x [d0, C, 1, S] over axis 1, or x [d0, S, C] over the last axis */
         int64_t xd[4] = {0, 0, 0, 0};
         int rank;
-        if (lastaxis) rank = 3, xd[0] = d0, xd[1] = s, xd[2] = c;
-        else rank = 4, xd[0] = d0, xd[1] = c, xd[2] = 1, xd[3] = s;
+        if (lastaxis)
+            rank = 3, xd[0] = d0, xd[1] = s, xd[2] = c;
+        else
+            rank = 4, xd[0] = d0, xd[1] = c, xd[2] = 1, xd[3] = s;
         int64_t n = d0 * c * s;
         float *x = rand_f32(n), *g = rand_f32(c), *bt = rand_f32(c), *y = malloc((size_t)n * 4);
         for (int64_t i = 0; i < n; i++) x[i] = x[i] * 3 + 1; /* non-zero mean */
@@ -411,9 +444,14 @@ TEST(norm) {
                     ref[XI(i)] = (x[XI(i)] - mean) / sqrt(var + 1e-5) * g[i] + (kind == RT_NORM_LAYER ? bt[i] : 0);
 #undef XI
             }
-        RtNormParams p = {.kind = kind, .axis_begin = lastaxis ? 2 : 1, .axis_end = lastaxis ? 3 : 2, .has_gamma = 1,
-                          .has_beta = kind == RT_NORM_LAYER, .eps = 1e-5f};
-        TArg in[3] = {{RT_F32, rank, {xd[0], xd[1], xd[2], xd[3]}, x, 0}, {RT_F32, 1, {c}, g, 1}, {RT_F32, 1, {c}, bt, 1}};
+        RtNormParams p = {.kind = kind,
+                          .axis_begin = lastaxis ? 2 : 1,
+                          .axis_end = lastaxis ? 3 : 2,
+                          .has_gamma = 1,
+                          .has_beta = kind == RT_NORM_LAYER,
+                          .eps = 1e-5f};
+        TArg in[3] = {
+            {RT_F32, rank, {xd[0], xd[1], xd[2], xd[3]}, x, 0}, {RT_F32, 1, {c}, g, 1}, {RT_F32, 1, {c}, bt, 1}};
         CHECK_EQ_INT(run_op(RT_OP_NORM, &p, sizeof p, in, 2 + p.has_beta, RT_F32, rank, xd, y, nth), RT_OK);
         CHECK(rel_max_err(y, ref, n) <= 1e-4);
         free(x), free(g), free(bt), free(y), free(ref);
@@ -647,7 +685,8 @@ TEST(copy_transpose_tile) {
 /* concat along axis 1 as two copies into one buffer, split as copies out */
 TEST(concat_split) {
     RtPlanBuilder *b = rtb_new(RT_MODE_BONDED);
-    int a = rtb_input(b, "a", RT_F32, 2, (const int64_t[]){2, 3}), c = rtb_input(b, "c", RT_F32, 2, (const int64_t[]){2, 1});
+    int a = rtb_input(b, "a", RT_F32, 2, (const int64_t[]){2, 3}),
+        c = rtb_input(b, "c", RT_F32, 2, (const int64_t[]){2, 1});
     int y = rtb_temp(b, RT_F32, 2, (const int64_t[]){2, 4}), s = rtb_temp(b, RT_F32, 2, (const int64_t[]){2, 2});
     RtCopyParams pa = {.rank = 2, .dims = {2, 3}, .src_stride = {3, 1}, .dst_stride = {4, 1}};
     RtCopyParams pc = {.rank = 2, .dims = {2, 1}, .src_stride = {1, 1}, .dst_offset = 3, .dst_stride = {4, 1}};

@@ -68,8 +68,10 @@ static int run_any(RtModel *m, int flags) {
     if (ni > 4 || no > 4) return -100;
     for (int i = 0; i < ni + no; i++) {
         RtIoInfo io;
-        if (i < ni) rt_model_input(m, i, &io);
-        else rt_model_output(m, i - ni, &io);
+        if (i < ni)
+            rt_model_input(m, i, &io);
+        else
+            rt_model_output(m, i - ni, &io);
         RtTensor *t = i < ni ? &in[i] : &out[i - ni];
         t->dtype = io.dtype;
         t->rank = io.rank;
@@ -107,7 +109,8 @@ TEST(roundtrip) {
     int cn;
     rt_artifact_sections(a, &cs, &cn);
     CHECK_EQ_INT(n, cn);
-    for (int i = 0; i < n && i < cn; i++) CHECK(secs[i].size == cs[i].size && memcmp(secs[i].data, cs[i].data, cs[i].size) == 0);
+    for (int i = 0; i < n && i < cn; i++)
+        CHECK(secs[i].size == cs[i].size && memcmp(secs[i].data, cs[i].data, cs[i].size) == 0);
     CHECK_EQ_INT(rt_artifact_verify(secs, n, err, sizeof err), RT_OK);
     RtArtifactInfo info;
     CHECK_EQ_INT(rt_artifact_info(&secs[0], &info, err, sizeof err), RT_OK);
@@ -121,7 +124,8 @@ TEST(roundtrip) {
     CHECK(found);
 
     /* MILC_RT_WRITE_SEED=FILE saves this artifact: a fuzzing seed. */
-    if (getenv("MILC_RT_WRITE_SEED")) CHECK_EQ_INT(rt_artifact_write_file(a, getenv("MILC_RT_WRITE_SEED"), err, sizeof err), RT_OK);
+    if (getenv("MILC_RT_WRITE_SEED"))
+        CHECK_EQ_INT(rt_artifact_write_file(a, getenv("MILC_RT_WRITE_SEED"), err, sizeof err), RT_OK);
     /* file on disk, atomically written */
     char path[] = "/tmp/milc_rt_test_XXXXXX";
     int fd = mkstemp(path);
@@ -226,8 +230,7 @@ TEST(every_byte_flipped) {
     CHECK_EQ_INT(rt_artifact_split(buf, len, secs, 32, &n, NULL, 0), RT_OK);
     /* bytes covered by a checksum: the manifest and every section */
     unsigned char *covered = calloc(len, 1);
-    for (int i = 0; i < n; i++)
-        memset(covered + ((const unsigned char *)secs[i].data - buf), 1, secs[i].size);
+    for (int i = 0; i < n; i++) memset(covered + ((const unsigned char *)secs[i].data - buf), 1, secs[i].size);
     unsigned char *t = aligned_alloc(64, (len + 63) & ~(size_t)63);
     int loaded = 0, ran = 0, verify_missed = 0;
     RtLoadOptions lo = {.nthreads = 1, .max_arena = 1 << 24};
@@ -399,8 +402,9 @@ TEST(io_names_are_identifiers) {
         char err[256] = "";
         CHECK_EQ_INT(rt_artifact_verify(s, cn, err, sizeof err), RT_OK); /* the checksums pass */
         RtModel *m = NULL;
-        CHECK_EQ_INT(rt_model_load(&m, s, cn, &(RtLoadOptions){.nthreads = 1, .flags = RT_LOAD_VERIFY}, err, sizeof err),
-                     RT_EFORMAT);
+        CHECK_EQ_INT(
+            rt_model_load(&m, s, cn, &(RtLoadOptions){.nthreads = 1, .flags = RT_LOAD_VERIFY}, err, sizeof err),
+            RT_EFORMAT);
         if (!strstr(err, "output 0: name")) fprintf(stderr, "%s: got '%s'\n", bad[k], err);
         CHECK(strstr(err, "output 0: name") && strstr(err, "is not an identifier"));
         CHECK(!strchr(err, 0x1b)); /* shown escaped */
@@ -456,10 +460,12 @@ TEST(models_share_a_pool) {
         RtModel *mb = NULL, *mb_own = NULL;
         CHECK_EQ_INT(rt_model_load(&mb, bs, bn, &(RtLoadOptions){.pool = pool}, err, sizeof err), RT_OK);
         CHECK_EQ_INT(rt_model_load(&mb_own, bs, bn, &(RtLoadOptions){.nthreads = 2}, err, sizeof err), RT_OK);
-        float *x = malloc(64 * 256 * sizeof *x), *g1 = malloc(64 * 256 * sizeof *g1), *g2 = malloc(64 * 256 * sizeof *g2);
+        float *x = malloc(64 * 256 * sizeof *x), *g1 = malloc(64 * 256 * sizeof *g1),
+              *g2 = malloc(64 * 256 * sizeof *g2);
         for (int i = 0; i < 64 * 256; i++) x[i] = (float)(i % 13) * 0.1f - 0.6f;
         RtTensor in = {RT_F32, 2, {64, 256}, x, 64 * 256 * sizeof *x};
-        RtTensor o1 = {RT_F32, 2, {64, 256}, g1, 64 * 256 * sizeof *g1}, o2 = {RT_F32, 2, {64, 256}, g2, 64 * 256 * sizeof *g2};
+        RtTensor o1 = {RT_F32, 2, {64, 256}, g1, 64 * 256 * sizeof *g1},
+                 o2 = {RT_F32, 2, {64, 256}, g2, 64 * 256 * sizeof *g2};
         for (int r = 0; r < 2; r++) {
             CHECK_EQ_INT(run_fixed(m2, y2), RT_OK);
             for (int i = 0; i < 8; i++) CHECK(fabsf(y2[i] - want[i]) <= 1e-6f);
@@ -535,7 +541,8 @@ TEST(states) {
         CHECK_EQ_INT(rt_model_load(&m, cs, cn, &(RtLoadOptions){.nthreads = 2}, err, sizeof err), RT_OK);
         if (!m) return;
         RtIoInfo si;
-        CHECK(rt_model_nstates(m) == 1 && rt_model_state(m, 0, &si) == RT_OK && !strcmp(si.name, "s") && si.dtype == RT_F16);
+        CHECK(rt_model_nstates(m) == 1 && rt_model_state(m, 0, &si) == RT_OK && !strcmp(si.name, "s") &&
+              si.dtype == RT_F16);
         CHECK_EQ_INT(rt_model_find_state(m, "s"), 0);
         CHECK_EQ_INT(rt_model_find_state(m, "x"), RT_EINVAL);
         uint16_t h[6];

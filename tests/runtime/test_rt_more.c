@@ -17,10 +17,17 @@ TEST(pad_nhwc) {
             for (int w = 0; w < 6; w++)
                 for (int c = 0; c < 3; c++) {
                     int ih = h - 1, iw = w - 2;
-                    ref[((b * 7 + h) * 6 + w) * 3 + c] = ih >= 0 && ih < 5 && iw >= 0 && iw < 4 ? x[((b * 3 + c) * 5 + ih) * 4 + iw] : 0;
+                    ref[((b * 7 + h) * 6 + w) * 3 + c] =
+                        ih >= 0 && ih < 5 && iw >= 0 && iw < 4 ? x[((b * 3 + c) * 5 + ih) * 4 + iw] : 0;
                 }
-    RtConvParams p = {.nsp = 2, .groups = 1, .k = {3, 3, 1}, .stride = {1, 1, 1}, .dil = {1, 1, 1}, .pad_lo = {1, 2, 0},
-                      .pad_hi = {1, 0, 0}, .out = {5, 4, 1}};
+    RtConvParams p = {.nsp = 2,
+                      .groups = 1,
+                      .k = {3, 3, 1},
+                      .stride = {1, 1, 1},
+                      .dil = {1, 1, 1},
+                      .pad_lo = {1, 2, 0},
+                      .pad_hi = {1, 0, 0},
+                      .out = {5, 4, 1}};
     TArg in[1] = {{RT_F32, 4, {2, 3, 5, 4}, x, 0}};
     for (int nth = 1; nth <= 2; nth++) {
         CHECK_EQ_INT(run_op(RT_OP_PAD_NHWC, &p, sizeof p, in, 1, RT_F32, 4, yd, y, nth), RT_OK);
@@ -45,10 +52,16 @@ TEST(conv_gemm) {
                     for (int ky = 0; ky < KH; ky++)
                         for (int kx = 0; kx < KW; kx++)
                             for (int c = 0; c < C; c++)
-                                s += (double)x[((b * HP + oy * 2 + ky) * WP + ox + kx * 3) * C + c] * w[((ky * KW + kx) * C + c) * CO + n];
+                                s += (double)x[((b * HP + oy * 2 + ky) * WP + ox + kx * 3) * C + c] *
+                                     w[((ky * KW + kx) * C + c) * CO + n];
                     ref[((b * CO + n) * HO + oy) * WO + ox] = s;
                 }
-    RtConvParams p = {.nsp = 2, .groups = 1, .has_bias = 1, .k = {KH, KW, 1}, .stride = {2, 1, 1}, .dil = {1, 3, 1},
+    RtConvParams p = {.nsp = 2,
+                      .groups = 1,
+                      .has_bias = 1,
+                      .k = {KH, KW, 1},
+                      .stride = {2, 1, 1},
+                      .dil = {1, 3, 1},
                       .out = {HO, WO, 1}};
     TArg in[3] = {{RT_F32, 4, {B, HP, WP, C}, x, 0}, {RT_F32, 2, {wd[0], wd[1]}, w, 1}, {RT_F32, 1, {CO}, bias, 1}};
     (void)xd;
@@ -81,10 +94,18 @@ TEST(conv_transpose_direct) {
                         for (int kx = 0; kx < K; kx++) {
                             int oy = i * 2 + ky * 2 - 1, ox = j * 2 + kx * 2 - 1, oc = ic / (C / G) * OG + o;
                             if (oy >= 0 && oy < HO && ox >= 0 && ox < WO)
-                                ref[(oc * HO + oy) * WO + ox] += (double)x[(ic * H + i) * W + j] * w[((ic * OG + o) * K + ky) * K + kx];
+                                ref[(oc * HO + oy) * WO + ox] +=
+                                    (double)x[(ic * H + i) * W + j] * w[((ic * OG + o) * K + ky) * K + kx];
                         }
-    RtConvParams p = {.nsp = 2, .groups = G, .transpose = 1, .k = {K, K, 1}, .stride = {2, 2, 1}, .dil = {2, 2, 1},
-                      .pad_lo = {1, 1, 0}, .pad_hi = {1, 1, 0}, .out = {HO, WO, 1}};
+    RtConvParams p = {.nsp = 2,
+                      .groups = G,
+                      .transpose = 1,
+                      .k = {K, K, 1},
+                      .stride = {2, 2, 1},
+                      .dil = {2, 2, 1},
+                      .pad_lo = {1, 1, 0},
+                      .pad_hi = {1, 1, 0},
+                      .out = {HO, WO, 1}};
     TArg in[2] = {{RT_F32, 4, {B, C, H, W}, x, 0}, {RT_F32, 4, {C, OG, K, K}, w, 1}};
     for (int nth = 1; nth <= 2; nth++) {
         CHECK_EQ_INT(run_op(RT_OP_CONV, &p, sizeof p, in, 2, RT_F32, 4, yd, y, nth), RT_OK);
@@ -112,7 +133,9 @@ static void lut_case(int64_t m, int64_t k, int bits) {
             ref[r * N + n] = s;
         }
     RtLutParams p = {.bits = bits, .bn = BN, .bk = BK, .has_bias = 1};
-    TArg in[4] = {{RT_F32, 2, {m, k}, x, 0}, {RT_U8, 2, {N, rowb}, ix, 1}, {RT_F32, 1, {BN * BK * pal}, lut, 1},
+    TArg in[4] = {{RT_F32, 2, {m, k}, x, 0},
+                  {RT_U8, 2, {N, rowb}, ix, 1},
+                  {RT_F32, 1, {BN * BK * pal}, lut, 1},
                   {RT_F32, 1, {N}, bias, 1}};
     for (int nth = 1; nth <= 2; nth++) {
         CHECK_EQ_INT(run_op(RT_OP_LUT_GEMM, &p, sizeof p, in, 4, RT_F32, 2, (const int64_t[]){m, N}, y, nth), RT_OK);

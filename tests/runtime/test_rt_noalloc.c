@@ -95,7 +95,8 @@ TEST(run_does_not_allocate) {
         uint16_t *xin = calloc((size_t)(m * k), 2), *out = calloc((size_t)(2 * m * 40), 2), *kin = calloc(80 * 50, 2);
         float *out2 = calloc((size_t)(2 * m * 40), 4);
         RtTensor in[2] = {{RT_F16, 2, {m, k}, xin, (size_t)(m * k) * 2}, {RT_F16, 4, {1, 80, 1, 50}, kin, 80 * 50 * 2}};
-        RtTensor ot[2] = {{RT_F16, 4, {1, 2, m, 40}, out, (size_t)(2 * m * 40) * 2}, {RT_F32, 4, {1, 2, m, 40}, out2, (size_t)(2 * m * 40) * 4}};
+        RtTensor ot[2] = {{RT_F16, 4, {1, 2, m, 40}, out, (size_t)(2 * m * 40) * 2},
+                          {RT_F32, 4, {1, 2, m, 40}, out2, (size_t)(2 * m * 40) * 4}};
         CHECK_EQ_INT(rt_run(model, in, 2, ot, 2, 0, NULL), RT_OK); /* first run: thread-local setup in libraries */
         atomic_store(&calls, 0);
         atomic_store(&counting, 1);

@@ -30,13 +30,13 @@ enum {
                              environment file damaged (see cache_errmsg) */
     CACHE_EIO = -4,       /* system call failed (message names it and errno) */
     CACHE_ENOMEM = -5,
-    CACHE_EINVAL = -6,    /* bad argument */
-    CACHE_EBUSY = -7,     /* needs exclusive use but other users exist */
-    CACHE_EFULL = -8,     /* the map cannot grow (limit, disk, or a live CacheHit) */
-    CACHE_EBUNDLE = -9,   /* bundle file malformed, truncated or tampered */
-    CACHE_ELMDB = -10,    /* unexpected LMDB error (message has mdb_strerror), or an
+    CACHE_EINVAL = -6,   /* bad argument */
+    CACHE_EBUSY = -7,    /* needs exclusive use but other users exist */
+    CACHE_EFULL = -8,    /* the map cannot grow (limit, disk, or a live CacheHit) */
+    CACHE_EBUNDLE = -9,  /* bundle file malformed, truncated or tampered */
+    CACHE_ELMDB = -10,   /* unexpected LMDB error (message has mdb_strerror), or an
                              LMDB of a version this cache does not know */
-    CACHE_ENOTSUP = -11,  /* the store does not offer this operation (store.h) */
+    CACHE_ENOTSUP = -11, /* the store does not offer this operation (store.h) */
 };
 /* The three outcomes a caller treats as "compile it". */
 #define CACHE_IS_MISS(rc) ((rc) == CACHE_ENOTFOUND || (rc) == CACHE_EMISMATCH || (rc) == CACHE_ECORRUPT)
@@ -67,7 +67,7 @@ void ckey_free(CacheKeyBuilder *b);
 /* Append one item.  Returns 0 or CACHE_ENOMEM (then the builder stays in error
  * and ckey_finish fails too, so callers may check once at the end). */
 int ckey_add(CacheKeyBuilder *b, uint32_t tag, const void *bytes, size_t len);
-int ckey_add_u64(CacheKeyBuilder *b, uint32_t tag, uint64_t v);  /* 8 bytes LE */
+int ckey_add_u64(CacheKeyBuilder *b, uint32_t tag, uint64_t v);    /* 8 bytes LE */
 int ckey_add_str(CacheKeyBuilder *b, uint32_t tag, const char *s); /* without NUL */
 /* Hash the record into *key.  The record stays readable in b->buf/b->len
  * (pass it to cache_get/cache_put) until ckey_free. */
@@ -175,8 +175,8 @@ typedef struct CacheEntryMeta {
  * cache_hit_sections for what that costs on a hit.
  * Returns 0, CACHE_EINVAL, CACHE_EFULL, CACHE_EIO (e.g. disk full), CACHE_ENOMEM,
  * CACHE_ECORRUPT (environment damaged), CACHE_ELMDB. */
-int cache_put(Cache *c, const CacheKey *k, const void *record, size_t record_len,
-              const CacheEntryMeta *m, const CacheSection *secs, int nsecs);
+int cache_put(Cache *c, const CacheKey *k, const void *record, size_t record_len, const CacheEntryMeta *m,
+              const CacheSection *secs, int nsecs);
 
 /* A put with options (cache_put_ex).  flags: CACHE_PUT_REFETCHABLE says the
  * bytes can be fetched again from elsewhere (a pull from a shared tier): the
@@ -225,8 +225,7 @@ int cache_put_ex(Cache *c, const CacheKey *k, const void *record, size_t record_
 
 /* Map a direct key (template bytes, parameters, weight-source digest) to the
  * artifact key akey.  The direct record is stored and compared like a key record. */
-int cache_direct_put(Cache *c, const CacheKey *dkey, const void *drecord, size_t drecord_len,
-                     const CacheKey *akey);
+int cache_direct_put(Cache *c, const CacheKey *dkey, const void *drecord, size_t drecord_len, const CacheKey *akey);
 
 /* Notes: a small value under a key, with the key's record stored beside it
  * and compared on every get like an entry's, so a collision is a miss.  For
@@ -240,8 +239,7 @@ int cache_note_put(Cache *c, const CacheKey *k, const void *record, size_t recor
 /* *value: a malloc'd copy (the caller frees it).  0, CACHE_ENOTFOUND,
  * CACHE_EMISMATCH (another record under k), CACHE_EINVAL, CACHE_ENOMEM,
  * CACHE_ELMDB. */
-int cache_note_get(Cache *c, const CacheKey *k, const void *record, size_t record_len, void **value,
-                   size_t *value_len);
+int cache_note_get(Cache *c, const CacheKey *k, const void *record, size_t record_len, void **value, size_t *value_len);
 
 /* Call fn for every direct key, in key order, with its stored record and the
  * artifact key it maps to (the artifact may be gone: evicted or removed).
@@ -267,25 +265,25 @@ typedef struct CacheEntryInfo {
     const char *description, *backend; /* NUL-terminated */
     int32_t mode;
     uint32_t nsections;
-    uint64_t bytes;        /* sum of section sizes */
+    uint64_t bytes; /* sum of section sizes */
     uint64_t created_ns, last_used_ns, hits, compile_ns;
     const uint8_t *record; /* the key record */
     size_t record_len;
-    uint8_t checksum[16];  /* XXH3-128 over the sections (see cache/README.md) */
-    int checked;           /* a hit: this lookup recomputed the checksum (and it
+    uint8_t checksum[16]; /* XXH3-128 over the sections (see cache/README.md) */
+    int checked;          /* a hit: this lookup recomputed the checksum (and it
                               matched); 0 if it was trusted or not asked for */
-    uint64_t load_ns;      /* the last load time recorded by cache_record_load, 0 = none */
+    uint64_t load_ns;     /* the last load time recorded by cache_record_load, 0 = none */
 } CacheEntryInfo;
 
 enum {
-    CACHE_GET_VERIFY = 1u << 0,  /* recompute the checksum over all bytes (costs a
+    CACHE_GET_VERIFY = 1u << 0,       /* recompute the checksum over all bytes (costs a
                                     pass over the artifact, on every core); the
                                     key record compare always happens */
-    CACHE_GET_NOTOUCH = 1u << 1, /* do not count the hit or update last-used */
-    CACHE_GET_POPULATE = 1u << 2, /* map every page of the artifact now, in one call
+    CACHE_GET_NOTOUCH = 1u << 1,      /* do not count the hit or update last-used */
+    CACHE_GET_POPULATE = 1u << 2,     /* map every page of the artifact now, in one call
                                      per value (MADV_POPULATE_READ), rather than on
                                      first touch; a checksum pass implies it */
-    CACHE_GET_VERIFY_ONCE = 1u << 3, /* CACHE_GET_VERIFY, unless the entry already
+    CACHE_GET_VERIFY_ONCE = 1u << 3,  /* CACHE_GET_VERIFY, unless the entry already
                                      passed its checksum (at its put, whose checksum
                                      is built from the bytes as copied into place, or
                                      at a counted verified hit) in this boot of the
@@ -312,15 +310,14 @@ enum {
  * (a bad entry or checksum: counted as an error; the next put heals it).
  * Other errors: CACHE_ENOMEM, CACHE_ELMDB, CACHE_EFULL (the map must grow to
  * adopt another process's growth while this handle holds a hit). */
-int cache_get(Cache *c, const CacheKey *k, const void *record, size_t record_len, unsigned flags,
-              CacheHit **hit);
+int cache_get(Cache *c, const CacheKey *k, const void *record, size_t record_len, unsigned flags, CacheHit **hit);
 
 /* The same through a direct key: compares the stored direct record, then loads
  * the artifact it names (its key record is not compared: the caller has none
  * yet; the direct record stands for it).  Counts a direct hit.  *akey (may be
  * NULL) receives the artifact key, also on CACHE_ENOTFOUND of the artifact. */
-int cache_get_direct(Cache *c, const CacheKey *dkey, const void *drecord, size_t drecord_len,
-                     unsigned flags, CacheHit **hit, CacheKey *akey);
+int cache_get_direct(Cache *c, const CacheKey *dkey, const void *drecord, size_t drecord_len, unsigned flags,
+                     CacheHit **hit, CacheKey *akey);
 
 /* The artifact's sections, in the order put, as one contiguous pointer each,
  * 16-byte aligned (LMDB places large values 16 bytes past a page boundary and
@@ -361,12 +358,12 @@ int cache_show(Cache *c, const CacheKey *k, CacheEntryFn fn, void *ctx);
 typedef struct CacheStats {
     uint64_t direct_hits, hits, misses, errors; /* counted since the last zeroing */
     uint64_t entries, bytes;                    /* artifact bytes stored */
-    uint64_t saved_ns;   /* sum over hits of the entry's compile_ns */
-    uint64_t max_bytes;  /* effective size limit, 0 = none */
-    uint64_t file_bytes; /* disk space data.mdb takes (allocated blocks; the file
+    uint64_t saved_ns;                          /* sum over hits of the entry's compile_ns */
+    uint64_t max_bytes;                         /* effective size limit, 0 = none */
+    uint64_t file_bytes;                        /* disk space data.mdb takes (allocated blocks; the file
                             itself is sparse and as long as the map) */
-    uint64_t map_bytes;  /* current map size */
-    int restarted;       /* this handle's open found the file of an earlier boot
+    uint64_t map_bytes;                         /* current map size */
+    int restarted;                              /* this handle's open found the file of an earlier boot
                             with commits that never reached the disk (after a
                             CACHE_PUT_REFETCHABLE put) and started the cache afresh */
 } CacheStats;
@@ -390,7 +387,7 @@ int cache_verify(Cache *c, int repair, CacheBadFn fn, void *ctx);
 typedef struct CacheGcReport {
     uint64_t evicted, evicted_bytes;
     uint64_t file_before, file_after; /* disk space of data.mdb, as file_bytes */
-    int compacted; /* 0 if not asked for, or skipped because the cache was in use */
+    int compacted;                    /* 0 if not asked for, or skipped because the cache was in use */
 } CacheGcReport;
 /* Evict entries unused for more than max_age_s seconds (0 = no age limit), then
  * least-recently-used entries until artifact bytes <= max_bytes (0 = use the

@@ -41,12 +41,12 @@ int remote_key_load(const char *path, uint8_t secret[REMOTE_SECRET_BYTES], char 
 
 typedef struct RemoteOptions {
     const char *url;
-    const uint8_t *secret;   /* REMOTE_SECRET_BYTES, or NULL: no entry can be read or
+    const uint8_t *secret;    /* REMOTE_SECRET_BYTES, or NULL: no entry can be read or
                                 written (remote_stat and remote_list still work) */
-    int readonly;            /* never write to the server */
-    int connect_timeout_ms;  /* 0 = 1000 */
-    int io_timeout_ms;       /* per reply, from asking to the last byte; 0 = 2000 */
-    uint32_t chunk_bytes;    /* pushes cut entries into pieces this large; 0 = 1 MiB */
+    int readonly;             /* never write to the server */
+    int connect_timeout_ms;   /* 0 = 1000 */
+    int io_timeout_ms;        /* per reply, from asking to the last byte; 0 = 2000 */
+    uint32_t chunk_bytes;     /* pushes cut entries into pieces this large; 0 = 1 MiB */
     uint64_t max_entry_bytes; /* 0 = 16 GiB: larger entries are neither pushed nor pulled */
 } RemoteOptions;
 
@@ -134,8 +134,7 @@ int remote_info(Remote *r, const CacheKey *k, CacheEntryFn fn, void *ctx);
 int remote_rm(Remote *r, const CacheKey *k);
 
 /* Push a direct key's mapping to artifact akey (after remote_push of akey). */
-int remote_push_direct(Remote *r, const CacheKey *dkey, const void *drecord, size_t drecord_len,
-                       const CacheKey *akey);
+int remote_push_direct(Remote *r, const CacheKey *dkey, const void *drecord, size_t drecord_len, const CacheKey *akey);
 
 /* Call fn for the key of every entry manifest on the server (SCAN: an entry
  * published meanwhile may or may not be seen); nonzero from fn stops. */
@@ -144,7 +143,7 @@ int remote_list(Remote *r, int (*fn)(void *ctx, const CacheKey *k), void *ctx);
 typedef struct RemoteStats {
     uint64_t entries, directs, chunks, other_keys; /* from one SCAN of the db */
     uint64_t used_memory, maxmemory, evicted_keys;
-    char version[32], policy[32];                  /* redis_version, maxmemory_policy */
+    char version[32], policy[32]; /* redis_version, maxmemory_policy */
 } RemoteStats;
 int remote_stat(Remote *r, RemoteStats *s);
 

@@ -56,7 +56,7 @@ typedef int (*StoreIterFn)(void *ctx, const CacheKey *k, const uint8_t *record, 
                            uint64_t bytes);
 
 enum {
-    STORE_GET_VERIFY = 1u << 0,      /* check every byte against the entry's checksum or MAC now */
+    STORE_GET_VERIFY = 1u << 0, /* check every byte against the entry's checksum or MAC now */
     /* A local store's hit costs a lookup, not a read of every byte: a
      * caller that runs the bytes next says how much checking it wants and
      * whether the hit counts.  A store that checks every get ignores these. */
@@ -65,9 +65,9 @@ enum {
     STORE_GET_TRUSTED = 1u << 3,      /* no check beyond the record (the caller's policy);
                                          without it or VERIFY, each entry is checked once */
     STORE_GET_COUNT_DIRECT = 1u << 4, /* count the hit as one found through an alias */
-    STORE_UP = 1u << 0,       /* state(): reachable */
-    STORE_WRITABLE = 1u << 1, /* state(): puts allowed */
-    STORE_PUT_REFETCHABLE = 1u << 0, /* the bytes can be had again elsewhere: the store
+    STORE_UP = 1u << 0,               /* state(): reachable */
+    STORE_WRITABLE = 1u << 1,         /* state(): puts allowed */
+    STORE_PUT_REFETCHABLE = 1u << 0,  /* the bytes can be had again elsewhere: the store
                                        may trade durability for speed (cache.h,
                                        CACHE_PUT_REFETCHABLE), never serve a torn entry */
 };
@@ -141,24 +141,12 @@ static inline int store_alias_get(Store *s, const CacheKey *alias, const void *r
                                   unsigned flags, StoreEntry **out) {
     return s->ops->alias_get(s, alias, record, record_len, flags, out);
 }
-static inline int store_iterate(Store *s, StoreIterFn fn, void *ctx) {
-    return s->ops->iterate(s, fn, ctx);
-}
-static inline int store_remove(Store *s, const CacheKey *k) {
-    return s->ops->remove(s, k);
-}
-static inline int store_stats(Store *s, StoreStats *st) {
-    return s->ops->stats(s, st);
-}
-static inline unsigned store_state(const Store *s) {
-    return s->ops->state(s);
-}
-static inline const char *store_notice(Store *s) {
-    return s->ops->notice(s);
-}
-static inline const char *store_errmsg(const Store *s) {
-    return s->ops->errmsg(s);
-}
+static inline int store_iterate(Store *s, StoreIterFn fn, void *ctx) { return s->ops->iterate(s, fn, ctx); }
+static inline int store_remove(Store *s, const CacheKey *k) { return s->ops->remove(s, k); }
+static inline int store_stats(Store *s, StoreStats *st) { return s->ops->stats(s, st); }
+static inline unsigned store_state(const Store *s) { return s->ops->state(s); }
+static inline const char *store_notice(Store *s) { return s->ops->notice(s); }
+static inline const char *store_errmsg(const Store *s) { return s->ops->errmsg(s); }
 static inline void store_close(Store *s) {
     if (s) s->ops->close(s);
 }

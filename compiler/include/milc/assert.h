@@ -6,13 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define MILC_ASSERT(cond)                                                             \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            fprintf(stderr, "milc: internal error: %s:%d: assertion '%s' failed\n",  \
-                    __FILE__, __LINE__, #cond);                                       \
-            abort();                                                                  \
-        }                                                                             \
+#define MILC_ASSERT(cond)                                                                                              \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            fprintf(stderr, "milc: internal error: %s:%d: assertion '%s' failed\n", __FILE__, __LINE__, #cond);        \
+            abort();                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 #endif

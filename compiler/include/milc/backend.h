@@ -43,12 +43,12 @@ typedef struct BackendOptions {
 } BackendOptions;
 
 typedef struct BackendStats {
-    double ms_passes, ms_lower, ms_pack; /* wall time of the passes, lowering, rtb_finish */
-    int ops_in;      /* non-const ops of main after checking */
-    int ops_out;     /* plan ops of the bonded program (mode 1: of the non-bonded one) */
-    int dispatches;  /* per forward of the default program: 1 bonded, ops_out non-bonded */
+    double ms_passes, ms_lower, ms_pack;    /* wall time of the passes, lowering, rtb_finish */
+    int ops_in;                             /* non-const ops of main after checking */
+    int ops_out;                            /* plan ops of the bonded program (mode 1: of the non-bonded one) */
+    int dispatches;                         /* per forward of the default program: 1 bonded, ops_out non-bonded */
     int fused_gemm, fused_norm, fused_attn; /* fusion groups found (mode 0/2) */
-    int copies;      /* COPY ops in the default program */
+    int copies;                             /* COPY ops in the default program */
 } BackendStats;
 
 /* Compiles function "main" of p (which must have passed mil_check; the passes
@@ -59,8 +59,7 @@ typedef struct BackendStats {
  * a weight file that cannot be read).  st may be NULL.  When o->dump_stage
  * names a stage, *o->dump_out receives that stage's MIL text even if a later
  * stage fails (NULL if the pipeline stopped before it). */
-int backend_compile(IrProgram *p, const BackendOptions *o, RtArtifact **out, BackendStats *st,
-                    DiagSink *d);
+int backend_compile(IrProgram *p, const BackendOptions *o, RtArtifact **out, BackendStats *st, DiagSink *d);
 
 /* The stage names accepted by dump_stage, NULL-terminated: "parse", "check",
  * "dce", "fold", "fuse" ("parse" and "check" print the input program). */

@@ -21,11 +21,23 @@
 
 /* dtype codes of the record's dtype field. */
 typedef enum MilBlobDType {
-    MILBLOB_FP16 = 1, MILBLOB_FP32 = 2, MILBLOB_UINT8 = 3, MILBLOB_INT8 = 4,
-    MILBLOB_BF16 = 5, MILBLOB_INT16 = 6, MILBLOB_UINT16 = 7, MILBLOB_INT4 = 8,
-    MILBLOB_UINT1 = 9, MILBLOB_UINT2 = 10, MILBLOB_UINT4 = 11, MILBLOB_UINT3 = 12,
-    MILBLOB_UINT6 = 13, MILBLOB_INT32 = 14, MILBLOB_UINT32 = 15,
-    MILBLOB_FP8E4M3 = 16, MILBLOB_FP8E5M2 = 17,
+    MILBLOB_FP16 = 1,
+    MILBLOB_FP32 = 2,
+    MILBLOB_UINT8 = 3,
+    MILBLOB_INT8 = 4,
+    MILBLOB_BF16 = 5,
+    MILBLOB_INT16 = 6,
+    MILBLOB_UINT16 = 7,
+    MILBLOB_INT4 = 8,
+    MILBLOB_UINT1 = 9,
+    MILBLOB_UINT2 = 10,
+    MILBLOB_UINT4 = 11,
+    MILBLOB_UINT3 = 12,
+    MILBLOB_UINT6 = 13,
+    MILBLOB_INT32 = 14,
+    MILBLOB_UINT32 = 15,
+    MILBLOB_FP8E4M3 = 16,
+    MILBLOB_FP8E5M2 = 17,
 } MilBlobDType;
 
 enum { MILBLOB_VERSION = 2, MILBLOB_ALIGN = 64, MILBLOB_SENTINEL = 0xDEADBEEFu };
@@ -41,16 +53,16 @@ typedef struct MilBlobRecord {
     uint64_t size;        /* bytes of data */
     uint64_t data_offset; /* = offset + 64 */
     uint64_t padding_bits;
-    const uint8_t *data;  /* into the file's bytes; valid until milblob_close */
+    const uint8_t *data; /* into the file's bytes; valid until milblob_close */
 } MilBlobRecord;
 
 typedef struct MilBlobFile {
-    const char *name;          /* for diagnostics (owned by the DiagSink or caller) */
-    const uint8_t *bytes;      /* the whole file (mapped, or the caller's memory) */
+    const char *name;     /* for diagnostics (owned by the DiagSink or caller) */
+    const uint8_t *bytes; /* the whole file (mapped, or the caller's memory) */
     size_t size;
-    uint32_t count;            /* blobs in the file */
-    MilBlobRecord *records;    /* count of them, in file order (malloc'd) */
-    bool mapped;               /* bytes is memory this struct owns (milblob_open read it) */
+    uint32_t count;         /* blobs in the file */
+    MilBlobRecord *records; /* count of them, in file order (malloc'd) */
+    bool mapped;            /* bytes is memory this struct owns (milblob_open read it) */
 } MilBlobFile;
 
 /* Map and validate a weight file: header, every record's sentinel, dtype,
@@ -120,7 +132,7 @@ void milblob_writer_abort(MilBlobWriter *w);
 typedef struct MilBlobImage {
     uint8_t *bytes; /* the file's bytes (milblob_parse them), size of them */
     size_t size;
-    size_t maplen;  /* of the mapping behind them */
+    size_t maplen; /* of the mapping behind them */
 } MilBlobImage;
 /* A writer into memory laid out for exactly size bytes of file (a generator
  * knows its layout): pieces taken are the file's own bytes, never copied.

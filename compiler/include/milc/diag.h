@@ -42,8 +42,8 @@ typedef struct DiagSink {
     int errors, warnings;
     int system_errors; /* errors of the system, not the input (I/O, disk full):
                           the CLI exits 3 for these, 1 for the rest */
-    int max_errors;   /* stop recording errors past this many (0 = 100) */
-    bool truncated;   /* true once max_errors was hit */
+    int max_errors;    /* stop recording errors past this many (0 = 100) */
+    bool truncated;    /* true once max_errors was hit */
     bool warn_as_error;
     DiagSource *sources; /* registered texts for caret rendering */
 } DiagSink;
@@ -57,15 +57,14 @@ const char *diag_add_source(DiagSink *s, const char *name, const char *text, siz
 /* A sink-owned copy of a file name, for SrcLocs of files without text. */
 const char *diag_intern(DiagSink *s, const char *name);
 
-void diag_add(DiagSink *s, DiagLevel level, SrcLoc loc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+void diag_add(DiagSink *s, DiagLevel level, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 void diag_vadd(DiagSink *s, DiagLevel level, SrcLoc loc, const char *fmt, va_list ap);
 #define diag_error(s, loc, ...) diag_add((s), DIAG_ERROR, (loc), __VA_ARGS__)
 /* An error of the system rather than of the input: a failed write, a full
  * disk, a failed allocation of a resource.  Counted in system_errors. */
 #define diag_syserror(s, loc, ...) ((s)->system_errors++, diag_add((s), DIAG_ERROR, (loc), __VA_ARGS__))
-#define diag_warn(s, loc, ...) diag_add((s), DIAG_WARNING, (loc), __VA_ARGS__)
-#define diag_note(s, loc, ...) diag_add((s), DIAG_NOTE, (loc), __VA_ARGS__)
+#define diag_warn(s, loc, ...)     diag_add((s), DIAG_WARNING, (loc), __VA_ARGS__)
+#define diag_note(s, loc, ...)     diag_add((s), DIAG_NOTE, (loc), __VA_ARGS__)
 
 /* True when the sink holds an error (or a warning under warn_as_error). */
 bool diag_failed(const DiagSink *s);

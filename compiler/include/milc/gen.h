@@ -46,7 +46,7 @@ typedef enum GenParamType { GEN_PARAM_INT, GEN_PARAM_FLOAT, GEN_PARAM_ENUM, GEN_
 
 /* One declared template parameter.  Strings are owned by the template. */
 typedef struct GenParam {
-    const char *name;          /* e.g. "kv_heads" */
+    const char *name; /* e.g. "kv_heads" */
     GenParamType type;
     const char *default_value; /* as written in the template */
     const char *doc;           /* one line, "" when absent */
@@ -61,10 +61,10 @@ typedef struct GenParam {
 typedef enum GenEntryKind { GEN_ENTRY_TEMPLATE, GEN_ENTRY_PRESET } GenEntryKind;
 typedef struct GenEntry {
     GenEntryKind kind;
-    char *name;     /* what --template takes */
+    char *name;          /* what --template takes */
     char *template_name; /* presets: the template it configures; templates: = name */
-    char *path;     /* file it was found in */
-    char *doc;      /* one line */
+    char *path;          /* file it was found in */
+    char *doc;           /* one line */
 } GenEntry;
 
 /* Every template (top-level *.xml with a <template> root) and every preset
@@ -199,17 +199,17 @@ typedef struct GenOptions {
 
 typedef struct GenIo {
     char *name;
-    char *dtype;       /* "fp16", ... */
+    char *dtype; /* "fp16", ... */
     int rank;
     int64_t shape[8];
-    bool state;        /* an input held as state<tensor<...>> (ios18): the model keeps it across runs */
+    bool state; /* an input held as state<tensor<...>> (ios18): the model keeps it across runs */
 } GenIo;
 
 typedef struct GenResult {
-    char *mil;         /* canonical MIL text, NUL-terminated */
+    char *mil; /* canonical MIL text, NUL-terminated */
     size_t mil_len;
-    char *manifest;    /* manifest.json text */
-    GenIo *inputs;     /* in function-signature order */
+    char *manifest; /* manifest.json text */
+    GenIo *inputs;  /* in function-signature order */
     int ninputs;
     GenIo *outputs;
     int noutputs;

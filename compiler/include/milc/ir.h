@@ -34,32 +34,32 @@
 #include "milc/ops.h"
 
 /* X(enum suffix, MIL name, bits per element) */
-#define MILC_DTYPES(X)          \
-    X(BOOL, "bool", 8)          \
-    X(INT4, "int4", 4)          \
-    X(INT8, "int8", 8)          \
-    X(INT16, "int16", 16)       \
-    X(INT32, "int32", 32)       \
-    X(INT64, "int64", 64)       \
-    X(UINT1, "uint1", 1)        \
-    X(UINT2, "uint2", 2)        \
-    X(UINT3, "uint3", 3)        \
-    X(UINT4, "uint4", 4)        \
-    X(UINT6, "uint6", 6)        \
-    X(UINT8, "uint8", 8)        \
-    X(UINT16, "uint16", 16)     \
-    X(UINT32, "uint32", 32)     \
-    X(UINT64, "uint64", 64)     \
-    X(FP16, "fp16", 16)         \
-    X(FP32, "fp32", 32)         \
-    X(FP64, "fp64", 64)         \
+#define MILC_DTYPES(X)                                                                                                 \
+    X(BOOL, "bool", 8)                                                                                                 \
+    X(INT4, "int4", 4)                                                                                                 \
+    X(INT8, "int8", 8)                                                                                                 \
+    X(INT16, "int16", 16)                                                                                              \
+    X(INT32, "int32", 32)                                                                                              \
+    X(INT64, "int64", 64)                                                                                              \
+    X(UINT1, "uint1", 1)                                                                                               \
+    X(UINT2, "uint2", 2)                                                                                               \
+    X(UINT3, "uint3", 3)                                                                                               \
+    X(UINT4, "uint4", 4)                                                                                               \
+    X(UINT6, "uint6", 6)                                                                                               \
+    X(UINT8, "uint8", 8)                                                                                               \
+    X(UINT16, "uint16", 16)                                                                                            \
+    X(UINT32, "uint32", 32)                                                                                            \
+    X(UINT64, "uint64", 64)                                                                                            \
+    X(FP16, "fp16", 16)                                                                                                \
+    X(FP32, "fp32", 32)                                                                                                \
+    X(FP64, "fp64", 64)                                                                                                \
     X(STRING, "string", 0)
 
 typedef enum IrDType {
 #define X(e, n, b) IR_DT_##e,
     MILC_DTYPES(X)
 #undef X
-    IR_DT_COUNT
+        IR_DT_COUNT
 } IrDType;
 
 const char *ir_dtype_name(IrDType t);
@@ -186,7 +186,7 @@ typedef struct IrArg {
     IrValue *value;  /* VALUE */
     IrValue **items; /* TUPLE: nitems values */
     int nitems;
-    IrLiteral *lit;  /* LITERAL */
+    IrLiteral *lit; /* LITERAL */
 } IrArg;
 
 typedef struct IrAttr {
@@ -201,14 +201,14 @@ struct IrOp {
     SrcLoc loc;       /* of the op name */
     IrArg *args;      /* nargs, in source order (the printer sorts) */
     int nargs, cap_args;
-    IrAttr *attrs;    /* nattrs, other than name; a const's val is here */
+    IrAttr *attrs; /* nattrs, other than name; a const's val is here */
     int nattrs, cap_attrs;
     IrValue **results;
     int nresults;
     IrOp *prev, *next; /* in fn's op list, or block's when nested */
     IrFunction *fn;
-    IrBlock *block;    /* the nested block holding the op; NULL at function level */
-    IrBlock **blocks;  /* nested blocks: cond's two branches, while_loop's cond and body */
+    IrBlock *block;   /* the nested block holding the op; NULL at function level */
+    IrBlock **blocks; /* nested blocks: cond's two branches, while_loop's cond and body */
     int nblocks;
     void *aux; /* free for a pass */
 };
@@ -230,8 +230,8 @@ struct IrBlock {
 
 struct IrFunction {
     const char *name;
-    const char *opset; /* "ios18" (CoreML8 is read as ios18) */
-    int opset_version; /* 15..18, 0 if the opset is unknown */
+    const char *opset;     /* "ios18" (CoreML8 is read as ios18) */
+    int opset_version;     /* 15..18, 0 if the opset is unknown */
     const char *attr_text; /* "[FlexibleShapeInformation = ...]" as written, or NULL */
     SrcLoc loc;
     IrValue **inputs;

@@ -21,7 +21,7 @@ typedef enum MilTarget { MIL_TARGET_CPU, MIL_TARGET_ANE } MilTarget;
 
 typedef struct MilCheckOptions {
     MilTarget target;
-    const char *model_path; /* the dir @model_path names; NULL: the MIL file's directory */
+    const char *model_path;     /* the dir @model_path names; NULL: the MIL file's directory */
     const MilBlobFile *weights; /* or NULL; else the file every BLOBFILE names (a build's, made in memory) */
 } MilCheckOptions;
 

@@ -25,11 +25,11 @@ typedef enum PkgKind {
 
 /* Limits on what the reader accepts (untrusted input). */
 enum {
-    PKG_MAX_MANIFEST = 1 << 20,     /* Manifest.json */
-    PKG_MAX_SPEC = 64 << 20,        /* model.mlmodel: weights live outside it; protobuf-c
+    PKG_MAX_MANIFEST = 1 << 20, /* Manifest.json */
+    PKG_MAX_SPEC = 64 << 20,    /* model.mlmodel: weights live outside it; protobuf-c
                                        allocates ~20x the wire size of small messages */
-    PKG_MAX_MIL = 1 << 30,          /* model.mil text */
-    PKG_MAX_ITEMS = 4096,           /* Manifest.json items */
+    PKG_MAX_MIL = 1 << 30,      /* model.mil text */
+    PKG_MAX_ITEMS = 4096,       /* Manifest.json items */
 };
 
 /* What a path holds, by its contents (a folder with Manifest.json is a

@@ -18,36 +18,47 @@
 #include "milc/diag.h"
 
 typedef enum SafetensorsDType {
-    ST_DTYPE_BOOL, ST_DTYPE_U8, ST_DTYPE_I8, ST_DTYPE_F8_E5M2, ST_DTYPE_F8_E4M3,
-    ST_DTYPE_I16, ST_DTYPE_U16, ST_DTYPE_F16, ST_DTYPE_BF16,
-    ST_DTYPE_I32, ST_DTYPE_U32, ST_DTYPE_F32,
-    ST_DTYPE_I64, ST_DTYPE_U64, ST_DTYPE_F64,
+    ST_DTYPE_BOOL,
+    ST_DTYPE_U8,
+    ST_DTYPE_I8,
+    ST_DTYPE_F8_E5M2,
+    ST_DTYPE_F8_E4M3,
+    ST_DTYPE_I16,
+    ST_DTYPE_U16,
+    ST_DTYPE_F16,
+    ST_DTYPE_BF16,
+    ST_DTYPE_I32,
+    ST_DTYPE_U32,
+    ST_DTYPE_F32,
+    ST_DTYPE_I64,
+    ST_DTYPE_U64,
+    ST_DTYPE_F64,
     ST_DTYPE_COUNT
 } SafetensorsDType;
 
 enum { ST_MAX_RANK = 16, ST_MAX_HEADER = 100000000 /* as the reference reader */ };
 
 typedef struct SafetensorsTensor {
-    const char *name;        /* owned by the file; valid until safetensors_close */
+    const char *name; /* owned by the file; valid until safetensors_close */
     SafetensorsDType dtype;
     int rank;
     int64_t dims[ST_MAX_RANK];
-    size_t count;            /* product of dims (1 for rank 0) */
-    size_t nbytes;           /* count × itemsize = end - begin */
-    uint64_t offset;         /* of the data, from the start of the file */
-    const void *data;        /* into the file's bytes; valid until safetensors_close (NULL: header only) */
-    bool aligned;            /* data is aligned for the dtype (else read it with memcpy) */
+    size_t count;     /* product of dims (1 for rank 0) */
+    size_t nbytes;    /* count × itemsize = end - begin */
+    uint64_t offset;  /* of the data, from the start of the file */
+    const void *data; /* into the file's bytes; valid until safetensors_close (NULL: header only) */
+    bool aligned;     /* data is aligned for the dtype (else read it with memcpy) */
 } SafetensorsTensor;
 
 typedef struct SafetensorsFile {
-    const char *name;           /* for diagnostics (sink-owned or the caller's) */
-    const uint8_t *bytes;       /* the whole file (mapped, or the caller's memory) */
+    const char *name;     /* for diagnostics (sink-owned or the caller's) */
+    const uint8_t *bytes; /* the whole file (mapped, or the caller's memory) */
     size_t size;
     size_t count;               /* tensors */
     SafetensorsTensor *tensors; /* sorted by name (malloc'd) */
     size_t meta_count;
-    const char **meta;          /* __metadata__ as key, value, key, value ... sorted by key */
-    char *strings;              /* owns every name and metadata string */
+    const char **meta; /* __metadata__ as key, value, key, value ... sorted by key */
+    char *strings;     /* owns every name and metadata string */
     bool mapped;
 } SafetensorsFile;
 

@@ -61,15 +61,15 @@ enum { JOBS_CHUNK_AUTO = -1 };
 #define JOBS_DEFAULT_MAX_CHUNK_BYTES (UINT64_C(1) << 30)
 
 typedef struct JobSpec {
-    const char *config;  /* NULL = gpt2 */
+    const char *config; /* NULL = gpt2 */
     const char *weights;
-    const char *modes;   /* "2", "0,2" (RT_MODE_* numbers); NULL = RT_MODE_DEFAULT */
-    long chunk;          /* 0 = one program with the given layers; K; JOBS_CHUNK_AUTO */
+    const char *modes;        /* "2", "0,2" (RT_MODE_* numbers); NULL = RT_MODE_DEFAULT */
+    long chunk;               /* 0 = one program with the given layers; K; JOBS_CHUNK_AUTO */
     uint64_t max_chunk_bytes; /* JOBS_CHUNK_AUTO's ceiling; 0 = JOBS_DEFAULT_MAX_CHUNK_BYTES */
-    bool whole;          /* also the embedding and the head (--part embed, head) */
-    const MilcParam *extra; /* template parameters, values may be comma lists */
+    bool whole;               /* also the embedding and the head (--part embed, head) */
+    const MilcParam *extra;   /* template parameters, values may be comma lists */
     int nextra;
-    SrcLoc loc;          /* where errors point (a manifest line), or {0} */
+    SrcLoc loc; /* where errors point (a manifest line), or {0} */
 } JobSpec;
 
 /* The spec's template or preset name: its config, else "gpt2". */

@@ -8,10 +8,10 @@
 #include "milc/cache.h"
 
 typedef struct LedgerTotals {
-    uint64_t compile_ns; /* summed over entries: what rebuilding them all would cost */
-    uint64_t saved_ns;   /* summed hits x compile time of the entries held */
+    uint64_t compile_ns;     /* summed over entries: what rebuilding them all would cost */
+    uint64_t saved_ns;       /* summed hits x compile time of the entries held */
     uint64_t loads, load_ns; /* entries with a recorded load time, and its sum */
-    CacheKey top[3];     /* the most time saved per byte */
+    CacheKey top[3];         /* the most time saved per byte */
     double top_value[3];
     int ntop;
 } LedgerTotals;

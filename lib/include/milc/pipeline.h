@@ -22,45 +22,45 @@ enum { BUILD_VERIFY_NONE = 0, BUILD_VERIFY_FULL = 1, BUILD_VERIFY_ONCE = 2 };
 typedef enum { BUILD_MISS = 0, BUILD_HIT_DIRECT = 1, BUILD_HIT_FULL = 2 } BuildOutcome;
 
 typedef struct BuildResult {
-    CacheKey key;          /* the artifact key */
+    CacheKey key; /* the artifact key */
     BuildOutcome outcome;
     uint64_t artifact_bytes;
-    int dispatches;        /* per forward, from the compiler */
-    bool checksummed;      /* a hit: its checksum was recomputed now (else it had
+    int dispatches;   /* per forward, from the compiler */
+    bool checksummed; /* a hit: its checksum was recomputed now (else it had
                               passed earlier, or --no-verify) */
-    bool from_note;        /* a direct hit whose key came from the request's note
+    bool from_note;   /* a direct hit whose key came from the request's note
                               (request.c): no template was read */
-    bool from_remote;      /* a hit the remote tier brought into the local cache */
+    bool from_remote; /* a hit the remote tier brought into the local cache */
     /* Timing breakdown in ms (0 where the stage did not run). */
     double ms_lookup, ms_generate, ms_check, ms_passes, ms_lower, ms_store, ms_total;
     char description[160];
-    uint8_t wdig[16];      /* the weights' digest the keys were made with */
+    uint8_t wdig[16]; /* the weights' digest the keys were made with */
 } BuildResult;
 
 typedef struct BuildRequest {
-    GenConfig *config;   /* resolved */
-    const char *weights; /* weight source, NULL = random:0 */
+    GenConfig *config;             /* resolved */
+    const char *weights;           /* weight source, NULL = random:0 */
     const uint8_t *weights_digest; /* its gen_weights_digest, if the caller has it,
                                       to look up; NULL: computed here */
-    const GenWeights *source; /* the weights read once (gen_weights_open of
+    const GenWeights *source;      /* the weights read once (gen_weights_open of
                                  weights), shared by a request's programs, or
                                  NULL: read here on a miss.  Keys stored name
                                  the digest of the bytes compiled, whatever
                                  weights_digest said. */
-    int mode;            /* RT_MODE_* */
-    const char *tmp_root; /* where scratch directories go (the cache dir) */
-    int verify_hits;     /* on a hit: BUILD_VERIFY_NONE no checksum, _FULL checksum
+    int mode;                      /* RT_MODE_* */
+    const char *tmp_root;          /* where scratch directories go (the cache dir) */
+    int verify_hits;               /* on a hit: BUILD_VERIFY_NONE no checksum, _FULL checksum
                             every byte, _ONCE unless it passed since boot and
                             nothing but milc wrote the cache since (CACHE_GET_VERIFY_ONCE) */
-    StoreEntry **hit_out; /* non-NULL: on success, the stored artifact's entry
+    StoreEntry **hit_out;          /* non-NULL: on success, the stored artifact's entry
                              (the caller store_releases it) */
-    uint64_t max_memory; /* --max-memory: GenOptions.max_memory; 0: no limit */
-    Store *remote;       /* the shared tier (tier.h), or NULL: read-through on a
+    uint64_t max_memory;           /* --max-memory: GenOptions.max_memory; 0: no limit */
+    Store *remote;                 /* the shared tier (tier.h), or NULL: read-through on a
                             local miss, write-back after a store */
-    bool *missed;        /* non-NULL: look up only; on a direct miss set it
+    bool *missed;                  /* non-NULL: look up only; on a direct miss set it
                             (nothing built) and return MILC_OK */
-    bool known_miss;     /* the direct lookup ran already (missed): skip it */
-    struct PipelineKept **kept; /* non-NULL (and hit_out NULL): on a miss, stop
+    bool known_miss;               /* the direct lookup ran already (missed): skip it */
+    struct PipelineKept **kept;    /* non-NULL (and hit_out NULL): on a miss, stop
                             once the artifact is compiled and hand it out here,
                             full-key lookup and store left to pipeline_keep,
                             which may run on another thread meanwhile */
@@ -92,9 +92,9 @@ unsigned verify_get_flags(int policy);
 unsigned verify_store_flags(int policy);
 
 typedef struct ProgramRequest {
-    const char *what;   /* for `cache ls`: the file */
+    const char *what; /* for `cache ls`: the file */
     int mode;
-    int verify_hits;    /* BUILD_VERIFY_* */
+    int verify_hits;      /* BUILD_VERIFY_* */
     StoreEntry **hit_out; /* required: the entry, for the caller to run */
 } ProgramRequest;
 
@@ -142,9 +142,9 @@ typedef struct CompileFileOptions {
 } CompileFileOptions;
 
 typedef struct CompileFileResult {
-    char *dump;     /* the program after dump_stage as MIL text (the caller frees),
+    char *dump;                      /* the program after dump_stage as MIL text (the caller frees),
                        also when only parsing succeeded and the stage is "parse" */
-    uint64_t bytes; /* the artifact file's */
+    uint64_t bytes;                  /* the artifact file's */
     int ops_in, ops_out, dispatches; /* BackendStats */
     double ms_check, ms_passes, ms_lower, ms_pack, ms_total;
 } CompileFileResult;

@@ -13,17 +13,17 @@ typedef struct WholeSpec {
     const char *config, *weights;
     const MilcParam *prefill; /* the prefill programs' parameters (seq, ...) */
     int nprefill;
-    const MilcParam *decode;  /* the decode programs' (phase decode, seq 1, ctx) */
+    const MilcParam *decode; /* the decode programs' (phase decode, seq 1, ctx) */
     int ndecode;
     long chunk;               /* K, or JOBS_CHUNK_AUTO */
     uint64_t max_chunk_bytes; /* auto's ceiling (0: the default) */
     int mode;
-    int nthreads;             /* 0: every CPU */
-    int verify_hits;          /* BUILD_VERIFY_* */
-    int cold_repeat;          /* first calls on an empty cache */
-    int repeat;               /* cached first calls, each with a steady prefill */
-    int tokens;               /* decode tokens timed */
-    const char *root;         /* a scratch directory: the caches are made under it */
+    int nthreads;     /* 0: every CPU */
+    int verify_hits;  /* BUILD_VERIFY_* */
+    int cold_repeat;  /* first calls on an empty cache */
+    int repeat;       /* cached first calls, each with a steady prefill */
+    int tokens;       /* decode tokens timed */
+    const char *root; /* a scratch directory: the caches are made under it */
     /* Optional: told before each stage (for a progress line). */
     void (*progress)(void *ctx, const char *what);
     void *ctx;
@@ -42,10 +42,10 @@ typedef struct WholeResult {
     WholeStat first_build_ms; /* of which the builds */
     WholeStat cached_ms;      /* warm cache, open: look every program up, load, one forward, to logits */
     WholeStat cached_lookup_ms, cached_load_ms; /* of which */
-    WholeStat steady_ms;      /* one forward of the loaded, warmed chain, right after each cached call */
-    WholeStat ratio;          /* each cached call ÷ its steady forward */
-    WholeStat decode_ms;      /* one token through embedding, chunks and head */
-    bool finite;              /* the first call's logits are all numbers */
+    WholeStat steady_ms; /* one forward of the loaded, warmed chain, right after each cached call */
+    WholeStat ratio;     /* each cached call ÷ its steady forward */
+    WholeStat decode_ms; /* one token through embedding, chunks and head */
+    bool finite;         /* the first call's logits are all numbers */
 } WholeResult;
 
 /* Build, load and time the whole chain of s (JobSpec.whole) in fresh caches

@@ -67,8 +67,7 @@ int os_dir_open_private(const char *path, int *dirfd, char *err, size_t errlen);
 int os_check_regular_at(int dirfd, const char *dir, const char *name, int *exists, char *err, size_t errlen);
 /* openat(dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode), then
  * the regular-file check; the descriptor is blocking again. */
-int os_open_at(int dirfd, const char *dir, const char *name, int flags, mode_t mode, int *fd, char *err,
-               size_t errlen);
+int os_open_at(int dirfd, const char *dir, const char *name, int flags, mode_t mode, int *fd, char *err, size_t errlen);
 
 /* mkdir that accepts an existing real directory but not a symlink or
  * anything else at path. */

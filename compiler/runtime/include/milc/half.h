@@ -76,8 +76,7 @@ static inline uint16_t float_to_half(float f) {
 static inline void half_to_float_n(const uint16_t *src, float *dst, size_t n) {
 #if MILC_HALF_F16C && defined(__AVX__)
     size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
     if (i < n) { /* the tail through one padded vector */
         uint16_t t[8] = {0};
         float o[8];

@@ -36,19 +36,19 @@ typedef enum NpyStatus {
     NPY_EUNSUPPORTED = -2, /* well-formed, but big-endian, Fortran order, an unknown dtype, ... */
     NPY_EIO = -3,          /* open/read/write/rename failed (errno text in the message) */
     NPY_ENOMEM = -4,
-    NPY_EINVAL = -5,       /* bad arguments to the writer */
+    NPY_EINVAL = -5, /* bad arguments to the writer */
 } NpyStatus;
 
 enum { NPY_MAX_RANK = 16 };
 
 typedef struct NpyArray {
     NpyDType dtype;
-    int rank;                    /* 0 for a scalar */
-    int64_t dims[NPY_MAX_RANK];  /* [rank], outermost first (as numpy's shape) */
-    bool fortran_order;          /* data is in Fortran (column-major) order; only for rank >= 2 */
-    size_t count;                /* product of dims (1 for rank 0) */
-    size_t nbytes;               /* count * itemsize */
-    const void *data;            /* nbytes, borrowed: see npy_read / npy_open */
+    int rank;                   /* 0 for a scalar */
+    int64_t dims[NPY_MAX_RANK]; /* [rank], outermost first (as numpy's shape) */
+    bool fortran_order;         /* data is in Fortran (column-major) order; only for rank >= 2 */
+    size_t count;               /* product of dims (1 for rank 0) */
+    size_t nbytes;              /* count * itemsize */
+    const void *data;           /* nbytes, borrowed: see npy_read / npy_open */
 } NpyArray;
 
 /* Bytes per element, and the descr string numpy writes ("<f4", "|b1", ...). */
@@ -75,9 +75,9 @@ void npy_to_c_order(const NpyArray *a, void *dst);
  * the header length leaves it misaligned, or the file is in Fortran order). */
 typedef struct NpyFile {
     NpyArray arr;
-    void *map;      /* owned buffer (the whole file), or NULL */
+    void *map; /* owned buffer (the whole file), or NULL */
     size_t size;
-    void *copy;     /* owned aligned copy of the data, or NULL */
+    void *copy; /* owned aligned copy of the data, or NULL */
 } NpyFile;
 
 /* Open and validate.  Messages start with the path ("x.npy: ...").  On
@@ -94,7 +94,7 @@ long npy_header(NpyDType dtype, int rank, const int64_t *dims, char *buf, size_t
 /* Write an array to path through a temp file renamed into place (no partial
  * file is ever visible; the temp file is removed on error).  data holds
  * product(dims) * itemsize bytes in C order. */
-int npy_write_file(const char *path, NpyDType dtype, int rank, const int64_t *dims, const void *data,
-                   char *err, size_t errlen);
+int npy_write_file(const char *path, NpyDType dtype, int rank, const int64_t *dims, const void *data, char *err,
+                   size_t errlen);
 
 #endif

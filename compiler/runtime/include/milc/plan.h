@@ -13,29 +13,29 @@ extern "C" {
 #endif
 
 /* ---- error codes (shared with rt.h); rt_strerror() names them ---- */
-#define RT_OK 0
-#define RT_EINVAL (-1)    /* bad argument, shape or parameter */
-#define RT_ENOMEM (-2)    /* allocation failed */
-#define RT_EIO (-3)       /* file I/O failed (errno in the message) */
-#define RT_EFORMAT (-4)   /* artifact is malformed: bad magic, bounds, counts, indices */
-#define RT_EVERSION (-5)  /* artifact format version or backend not supported */
-#define RT_ECHECKSUM (-6) /* a checksum did not match */
-#define RT_EBIND (-7)     /* rt_run: tensors do not match the model's inputs/outputs */
-#define RT_EINDEX (-8)    /* rt_run: a gather index was out of range (rows zeroed) */
-#define RT_ESYS (-9)      /* thread creation or another system call failed */
-#define RT_ECPU (-10)     /* the kernel variant asked for is not built in or this CPU lacks it */
-#define RT_ELOOP (-11)    /* rt_run: a loop passed RT_LOOP_MAX_ITERS iterations (the run stops) */
+#define RT_OK        0
+#define RT_EINVAL    (-1)  /* bad argument, shape or parameter */
+#define RT_ENOMEM    (-2)  /* allocation failed */
+#define RT_EIO       (-3)  /* file I/O failed (errno in the message) */
+#define RT_EFORMAT   (-4)  /* artifact is malformed: bad magic, bounds, counts, indices */
+#define RT_EVERSION  (-5)  /* artifact format version or backend not supported */
+#define RT_ECHECKSUM (-6)  /* a checksum did not match */
+#define RT_EBIND     (-7)  /* rt_run: tensors do not match the model's inputs/outputs */
+#define RT_EINDEX    (-8)  /* rt_run: a gather index was out of range (rows zeroed) */
+#define RT_ESYS      (-9)  /* thread creation or another system call failed */
+#define RT_ECPU      (-10) /* the kernel variant asked for is not built in or this CPU lacks it */
+#define RT_ELOOP     (-11) /* rt_run: a loop passed RT_LOOP_MAX_ITERS iterations (the run stops) */
 
 /* The most iterations one execution of a loop (a MIL while_loop) may take:
  * a program whose loop would run longer is stopped with RT_ELOOP, so a
  * hostile or broken program cannot hang its caller. */
 #define RT_LOOP_MAX_ITERS 1000000
 
-#define RT_MAX_RANK 6      /* buffers */
+#define RT_MAX_RANK      6 /* buffers */
 #define RT_COPY_MAX_RANK 8 /* copy iteration space; tile doubles the rank */
-#define RT_MAX_IN 6
-#define RT_MAX_OUT 4
-#define RT_NAME_MAX 64 /* including the NUL */
+#define RT_MAX_IN        6
+#define RT_MAX_OUT       4
+#define RT_NAME_MAX      64 /* including the NUL */
 
 /* Element types.  Activations live as F32 / I32 / BOOL (1 byte, 0 or 1); F16 is
  * only a boundary type (graph inputs/outputs are converted at rt_run) and a
@@ -53,25 +53,25 @@ typedef enum {
  * format (what to accept), the loader, the key and note readers and the
  * CLI's parsing and help all read it, through rt_mode or these macros.
  *   X(ID, number, name, bonded program, non-bonded program, what it produces) */
-#define RT_MODE_TABLE(X)                                                                              \
-    X(BONDED, 2, "bonded", 1, 0, "one fused program: few dispatches, no inspectable temporaries")     \
-    X(NONBONDED, 1, "non-bonded", 0, 1, "one dispatch per MIL op: every intermediate inspectable")    \
+#define RT_MODE_TABLE(X)                                                                                               \
+    X(BONDED, 2, "bonded", 1, 0, "one fused program: few dispatches, no inspectable temporaries")                      \
+    X(NONBONDED, 1, "non-bonded", 0, 1, "one dispatch per MIL op: every intermediate inspectable")                     \
     X(BOTH, 0, "both", 1, 1, "both programs in one artifact (run either; the ops checked the same)")
-#define RT_MODE_DEFAULT_N 2 /* bonded */
+#define RT_MODE_DEFAULT_N         2 /* bonded */
 #define RT_MODE_ENUM_(id, n, ...) RT_MODE_##id = n,
-#define RT_MODE_COUNT_(...) +1
+#define RT_MODE_COUNT_(...)       +1
 enum { RT_MODE_TABLE(RT_MODE_ENUM_) RT_NMODES = 0 RT_MODE_TABLE(RT_MODE_COUNT_), RT_MODE_DEFAULT = RT_MODE_DEFAULT_N };
 /* The modes for help text, a string literal:
  * "compile mode: 2=bonded 1=non-bonded 0=both (default 2)". */
-#define RT_MODE_STR_(x) #x
-#define RT_MODE_STR(x) RT_MODE_STR_(x)
+#define RT_MODE_STR_(x)                 #x
+#define RT_MODE_STR(x)                  RT_MODE_STR_(x)
 #define RT_MODE_HELP_(id, n, name, ...) " " #n "=" name
-#define RT_MODES_HELP "compile mode:" RT_MODE_TABLE(RT_MODE_HELP_) " (default " RT_MODE_STR(RT_MODE_DEFAULT_N) ")"
+#define RT_MODES_HELP                   "compile mode:" RT_MODE_TABLE(RT_MODE_HELP_) " (default " RT_MODE_STR(RT_MODE_DEFAULT_N) ")"
 typedef struct RtModeInfo {
     int mode;
     const char *name;
-    int bonded;           /* the artifact carries the bonded (fused) program */
-    int nonbonded;        /* ... the non-bonded one */
+    int bonded;    /* the artifact carries the bonded (fused) program */
+    int nonbonded; /* ... the non-bonded one */
     const char *produces;
 } RtModeInfo;
 /* The mode's row, or NULL when mode is no compile mode. */
@@ -84,32 +84,32 @@ typedef enum { RT_PROG_BONDED = 0, RT_PROG_NONBONDED = 1 } RtProgram;
  * a parameter struct of the listed type (or none).  Shapes are those of the
  * buffers; the loader checks every op's shapes and params before a run.      */
 typedef enum {
-    RT_OP_GEMM = 1,   /* RtGemmParams: x, W[, bias][, residual] -> y        */
-    RT_OP_MATMUL,     /* RtMatmulParams: x, y -> z (batch dims broadcast)    */
-    RT_OP_ATTENTION,  /* RtAttnParams: q, k, v[, mask] -> o                  */
-    RT_OP_NORM,       /* RtNormParams: x[, gamma][, beta] -> y               */
-    RT_OP_SOFTMAX,    /* RtAxisParams: x -> y                                */
-    RT_OP_BINARY,     /* RtBinaryParams: a, b -> c (N-d broadcast)           */
-    RT_OP_UNARY,      /* RtUnaryParams: x -> y                               */
-    RT_OP_REDUCE,     /* RtReduceParams: x -> y                              */
-    RT_OP_COPY,       /* RtCopyParams: x -> y (strided; y may be shared; F16 x -> F32 y converts) */
-    RT_OP_GATHER,     /* RtAxisParams: x, indices(I32) -> y                  */
-    RT_OP_BAND_PART,  /* RtBandParams: x -> y                                */
-    RT_OP_SELECT,     /* none: cond(BOOL), a, b -> y (N-d broadcast)         */
-    RT_OP_CAST,       /* RtCastParams: x -> y (F32/I32/BOOL)                 */
-    RT_OP_ELTWISE,    /* RtEltParams: x[, a[, b]] -> y (elementwise math)    */
-    RT_OP_BINOP,      /* RtBinaryParams with an RtBinop: a, b -> c (compare, logic, floor_div, mod) */
-    RT_OP_REDUCEX,    /* RtReduceParams with an RtReduceXOp: x -> y (F32/I32)  */
-    RT_OP_PAD_NHWC,   /* RtConvParams: x -> y (zero-padded, channels last)    */
-    RT_OP_CONV_GEMM,  /* RtConvParams: x (PAD_NHWC's), W[, bias] -> y (one group, 2-D) */
-    RT_OP_CONV,       /* RtConvParams: x, W[, bias] -> y (direct, any groups; transposed) */
-    RT_OP_POOL,       /* RtConvParams: x -> y (max / avg / l2 pooling)       */
-    RT_OP_LUT_GEMM,   /* RtLutParams: x, indices(U8), lut[, bias] -> y (palettized linear) */
-    RT_OP_CUMSUM,     /* RtScanParams: x -> y (F32 or I32)                    */
+    RT_OP_GEMM = 1,    /* RtGemmParams: x, W[, bias][, residual] -> y        */
+    RT_OP_MATMUL,      /* RtMatmulParams: x, y -> z (batch dims broadcast)    */
+    RT_OP_ATTENTION,   /* RtAttnParams: q, k, v[, mask] -> o                  */
+    RT_OP_NORM,        /* RtNormParams: x[, gamma][, beta] -> y               */
+    RT_OP_SOFTMAX,     /* RtAxisParams: x -> y                                */
+    RT_OP_BINARY,      /* RtBinaryParams: a, b -> c (N-d broadcast)           */
+    RT_OP_UNARY,       /* RtUnaryParams: x -> y                               */
+    RT_OP_REDUCE,      /* RtReduceParams: x -> y                              */
+    RT_OP_COPY,        /* RtCopyParams: x -> y (strided; y may be shared; F16 x -> F32 y converts) */
+    RT_OP_GATHER,      /* RtAxisParams: x, indices(I32) -> y                  */
+    RT_OP_BAND_PART,   /* RtBandParams: x -> y                                */
+    RT_OP_SELECT,      /* none: cond(BOOL), a, b -> y (N-d broadcast)         */
+    RT_OP_CAST,        /* RtCastParams: x -> y (F32/I32/BOOL)                 */
+    RT_OP_ELTWISE,     /* RtEltParams: x[, a[, b]] -> y (elementwise math)    */
+    RT_OP_BINOP,       /* RtBinaryParams with an RtBinop: a, b -> c (compare, logic, floor_div, mod) */
+    RT_OP_REDUCEX,     /* RtReduceParams with an RtReduceXOp: x -> y (F32/I32)  */
+    RT_OP_PAD_NHWC,    /* RtConvParams: x -> y (zero-padded, channels last)    */
+    RT_OP_CONV_GEMM,   /* RtConvParams: x (PAD_NHWC's), W[, bias] -> y (one group, 2-D) */
+    RT_OP_CONV,        /* RtConvParams: x, W[, bias] -> y (direct, any groups; transposed) */
+    RT_OP_POOL,        /* RtConvParams: x -> y (max / avg / l2 pooling)       */
+    RT_OP_LUT_GEMM,    /* RtLutParams: x, indices(U8), lut[, bias] -> y (palettized linear) */
+    RT_OP_CUMSUM,      /* RtScanParams: x -> y (F32 or I32)                    */
     RT_OP_GATHER_AXIS, /* RtAxisParams: x, indices(I32, y's shape) -> y      */
-    RT_OP_SCATTER,    /* RtScatterParams: data, indices(I32), updates -> y (data's shape) */
-    RT_OP_SORT,       /* RtSortParams: x -> [values][, indices(I32)] (stable; first k along axis) */
-    RT_OP_RANDOM,     /* RtRandomParams: [x] -> y (counter-based, keyed by the seed)   */
+    RT_OP_SCATTER,     /* RtScatterParams: data, indices(I32), updates -> y (data's shape) */
+    RT_OP_SORT,        /* RtSortParams: x -> [values][, indices(I32)] (stable; first k along axis) */
+    RT_OP_RANDOM,      /* RtRandomParams: [x] -> y (counter-based, keyed by the seed)   */
     /* A loop (while_loop), no params: LOOP_BEGIN, the test's ops, LOOP_TEST
      * (cond: one BOOL element; false leaves the loop, past its LOOP_END), the
      * body's ops, LOOP_END (back to the test).  Properly nested, one TEST per
@@ -186,8 +186,14 @@ typedef struct {
 } RtAxisParams;
 
 typedef enum {
-    RT_BIN_ADD = 0, RT_BIN_SUB, RT_BIN_MUL, RT_BIN_DIV, RT_BIN_POW,
-    RT_BIN_MAX, RT_BIN_MIN, RT_BIN_COUNT_
+    RT_BIN_ADD = 0,
+    RT_BIN_SUB,
+    RT_BIN_MUL,
+    RT_BIN_DIV,
+    RT_BIN_POW,
+    RT_BIN_MAX,
+    RT_BIN_MIN,
+    RT_BIN_COUNT_
 } RtBinaryOp;
 typedef struct {
     int32_t op; /* RtBinaryOp; F32 or I32 operands (same dtype as output) */
@@ -195,9 +201,19 @@ typedef struct {
 
 typedef enum {
     RT_UN_RSQRT = 0, /* 1/sqrt(x + eps) */
-    RT_UN_SQRT, RT_UN_EXP, RT_UN_TANH, RT_UN_SIGMOID, RT_UN_SILU,
-    RT_UN_GELU_EXACT, RT_UN_GELU_TANH, RT_UN_GELU_SIGMOID, RT_UN_RELU,
-    RT_UN_NEG, RT_UN_ABS, RT_UN_LOG, RT_UN_SCALE, /* x * eps (a scalar multiply) */
+    RT_UN_SQRT,
+    RT_UN_EXP,
+    RT_UN_TANH,
+    RT_UN_SIGMOID,
+    RT_UN_SILU,
+    RT_UN_GELU_EXACT,
+    RT_UN_GELU_TANH,
+    RT_UN_GELU_SIGMOID,
+    RT_UN_RELU,
+    RT_UN_NEG,
+    RT_UN_ABS,
+    RT_UN_LOG,
+    RT_UN_SCALE, /* x * eps (a scalar multiply) */
     RT_UN_COUNT_
 } RtUnaryOp;
 typedef struct {
@@ -243,14 +259,41 @@ typedef struct {
  * beta are the op's scalar parameters; PRELU and SOFTPLUS_P take theirs per
  * channel (dim 1 of x) from inputs a (and b), F32 vectors of dims[1]. */
 typedef enum {
-    RT_EL_ABS = 0, RT_EL_ACOS, RT_EL_ASIN, RT_EL_ATAN, RT_EL_ATANH, RT_EL_CEIL, RT_EL_COS, RT_EL_COSH,
-    RT_EL_ERF, RT_EL_EXP2, RT_EL_FLOOR, RT_EL_INVERSE /* 1/(x+alpha) */, RT_EL_LOG /* log(x+alpha) */,
-    RT_EL_ROUND /* half to even */, RT_EL_SIGN, RT_EL_SIN, RT_EL_SINH, RT_EL_SQUARE, RT_EL_TAN,
-    RT_EL_RELU6, RT_EL_SOFTPLUS, RT_EL_SOFTSIGN, RT_EL_CLIP /* min(max(x, alpha), beta) */,
-    RT_EL_THRESHOLD /* max(x, alpha) */, RT_EL_THRESHOLDED_RELU /* x >= alpha ? x : 0 */,
-    RT_EL_ELU, RT_EL_LEAKY_RELU, RT_EL_CLAMPED_RELU, RT_EL_LINEAR /* alpha x + beta */,
-    RT_EL_SCALED_TANH /* alpha tanh(beta x) */, RT_EL_SIGMOID_HARD /* min(max(alpha x + beta, 0), 1) */,
-    RT_EL_PRELU, RT_EL_SOFTPLUS_P /* a log(1 + exp(b x)) */, RT_EL_NOT, RT_EL_COUNT_
+    RT_EL_ABS = 0,
+    RT_EL_ACOS,
+    RT_EL_ASIN,
+    RT_EL_ATAN,
+    RT_EL_ATANH,
+    RT_EL_CEIL,
+    RT_EL_COS,
+    RT_EL_COSH,
+    RT_EL_ERF,
+    RT_EL_EXP2,
+    RT_EL_FLOOR,
+    RT_EL_INVERSE /* 1/(x+alpha) */,
+    RT_EL_LOG /* log(x+alpha) */,
+    RT_EL_ROUND /* half to even */,
+    RT_EL_SIGN,
+    RT_EL_SIN,
+    RT_EL_SINH,
+    RT_EL_SQUARE,
+    RT_EL_TAN,
+    RT_EL_RELU6,
+    RT_EL_SOFTPLUS,
+    RT_EL_SOFTSIGN,
+    RT_EL_CLIP /* min(max(x, alpha), beta) */,
+    RT_EL_THRESHOLD /* max(x, alpha) */,
+    RT_EL_THRESHOLDED_RELU /* x >= alpha ? x : 0 */,
+    RT_EL_ELU,
+    RT_EL_LEAKY_RELU,
+    RT_EL_CLAMPED_RELU,
+    RT_EL_LINEAR /* alpha x + beta */,
+    RT_EL_SCALED_TANH /* alpha tanh(beta x) */,
+    RT_EL_SIGMOID_HARD /* min(max(alpha x + beta, 0), 1) */,
+    RT_EL_PRELU,
+    RT_EL_SOFTPLUS_P /* a log(1 + exp(b x)) */,
+    RT_EL_NOT,
+    RT_EL_COUNT_
 } RtEltOp;
 typedef struct {
     int32_t op, nparams; /* nparams: per-channel inputs after x (PRELU 1, SOFTPLUS_P 2, else 0) */
@@ -262,16 +305,37 @@ typedef struct {
  * and mod the operands' dtype (mod takes the divisor's sign; int32 x/0 and
  * x%0 give 0). */
 typedef enum {
-    RT_BO_FLOOR_DIV = 0, RT_BO_MOD, RT_BO_EQ, RT_BO_NE, RT_BO_GT, RT_BO_GE, RT_BO_LT, RT_BO_LE,
-    RT_BO_AND, RT_BO_OR, RT_BO_XOR, RT_BO_COUNT_
+    RT_BO_FLOOR_DIV = 0,
+    RT_BO_MOD,
+    RT_BO_EQ,
+    RT_BO_NE,
+    RT_BO_GT,
+    RT_BO_GE,
+    RT_BO_LT,
+    RT_BO_LE,
+    RT_BO_AND,
+    RT_BO_OR,
+    RT_BO_XOR,
+    RT_BO_COUNT_
 } RtBinop;
 
 /* RT_OP_REDUCEX: every MIL reduction, F32 or I32 x (y the same dtype; int32
  * sums wrap, the mean truncates); ARGMAX / ARGMIN take exactly one axis and
  * give I32 (the first index of the extreme). */
 typedef enum {
-    RT_RX_SUM = 0, RT_RX_MEAN, RT_RX_MAX, RT_RX_MIN, RT_RX_PROD, RT_RX_L1, RT_RX_L2, RT_RX_LOG_SUM,
-    RT_RX_LOG_SUM_EXP, RT_RX_SUM_SQUARE, RT_RX_ARGMAX, RT_RX_ARGMIN, RT_RX_COUNT_
+    RT_RX_SUM = 0,
+    RT_RX_MEAN,
+    RT_RX_MAX,
+    RT_RX_MIN,
+    RT_RX_PROD,
+    RT_RX_L1,
+    RT_RX_L2,
+    RT_RX_LOG_SUM,
+    RT_RX_LOG_SUM_EXP,
+    RT_RX_SUM_SQUARE,
+    RT_RX_ARGMAX,
+    RT_RX_ARGMIN,
+    RT_RX_COUNT_
 } RtReduceXOp;
 
 /* Convolution and pooling over nsp = 1..3 spatial dims of x [B, C, *in]
@@ -397,13 +461,11 @@ int rtb_state(RtPlanBuilder *b, const char *name, RtDType dtype, int rank, const
  * its W) becomes F32 at that rtb_op; rtb_finish repacks every GEMM W into
  * 64-column panels of its own dtype (a weight also read by another op, which
  * made it F32, keeps that form and gets a packed twin). */
-int rtb_weight(RtPlanBuilder *b, const char *name, RtDType dtype, int rank, const int64_t *dims,
-               const void *data);
+int rtb_weight(RtPlanBuilder *b, const char *name, RtDType dtype, int rank, const int64_t *dims, const void *data);
 /* As rtb_weight, but data is borrowed, not copied: it must stay valid and
  * unchanged until rtb_finish returns (or the builder is freed).  Saves a copy
  * of every weight that rtb_finish repacks anyway (e.g. from a mapped file). */
-int rtb_weight_ref(RtPlanBuilder *b, const char *name, RtDType dtype, int rank, const int64_t *dims,
-                   const void *data);
+int rtb_weight_ref(RtPlanBuilder *b, const char *name, RtDType dtype, int rank, const int64_t *dims, const void *data);
 /* fn(ctx, data, n) is called (from any of rtb_finish's threads) once the
  * bytes of a borrowed weight were read for the last time, packed or copied;
  * never for bytes two weights share.  The owner may drop them then: a
@@ -419,8 +481,8 @@ int rtb_program(RtPlanBuilder *b, RtProgram p);
 /* Appends an op.  params points at the op's parameter struct (plen bytes,
  * exactly its size) or is NULL with plen 0 for ops without one.  Shapes are
  * checked here, so a bad op is reported at its call. */
-int rtb_op(RtPlanBuilder *b, RtOpKind kind, const int *in, int nin, const int *out, int nout,
-           const void *params, size_t plen);
+int rtb_op(RtPlanBuilder *b, RtOpKind kind, const int *in, int nin, const int *out, int nout, const void *params,
+           size_t plen);
 /* Marks buffer buf (an input, temp or weight) as the graph output `name`,
  * returned to the caller as io_dtype (F16/F32 for F32 buffers). */
 int rtb_output(RtPlanBuilder *b, const char *name, int buf, RtDType io_dtype);
@@ -431,8 +493,7 @@ int rtb_output(RtPlanBuilder *b, const char *name, int buf, RtDType io_dtype);
  * artifact owned by the caller (rt_artifact_free); the builder stays owned by
  * the caller and may only be freed afterwards.  On failure returns RT_E* and
  * writes a message to err. */
-int rtb_finish(RtPlanBuilder *b, const char *source_mil, size_t mlen, RtArtifact **out, char *err,
-               size_t errlen);
+int rtb_finish(RtPlanBuilder *b, const char *source_mil, size_t mlen, RtArtifact **out, char *err, size_t errlen);
 
 /* Message of the first error, or "" (valid until the builder is freed). */
 const char *rtb_error(const RtPlanBuilder *b);

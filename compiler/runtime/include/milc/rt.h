@@ -16,7 +16,7 @@ extern "C" {
 #endif
 
 #define RT_FORMAT_VERSION 3
-#define RT_BACKEND_CPU 1
+#define RT_BACKEND_CPU    1
 
 /* Section kinds (the section table of ARTIFACT.md). */
 typedef enum {
@@ -55,8 +55,7 @@ void rt_artifact_free(RtArtifact *a);
  * secs[0..*n) point into bytes (valid while bytes is).  Checks the header,
  * table, bounds, alignment and overlaps, not checksums.  max is secs' capacity;
  * RT_EFORMAT if the artifact has more. */
-int rt_artifact_split(const void *bytes, size_t len, RtSection *secs, int max, int *n, char *err,
-                      size_t errlen);
+int rt_artifact_split(const void *bytes, size_t len, RtSection *secs, int max, int *n, char *err, size_t errlen);
 
 /* Header facts of a manifest (section 0), checked like rt_model_load does. */
 typedef struct {
@@ -105,19 +104,19 @@ RtCpu rt_cpu_best(void);
 int rt_cpu_check(RtCpu v, char *err, size_t errlen);
 
 enum {
-    RT_LOAD_VERIFY = 1, /* verify checksums (the cache may do it on its own schedule) */
+    RT_LOAD_VERIFY = 1,   /* verify checksums (the cache may do it on its own schedule) */
     RT_LOAD_DESCRIBE = 2, /* validate all, allocate nothing to run: the model
                              describes its inputs and outputs (to check a
                              caller's before a big arena is faulted in) but
                              rt_run refuses it (RT_EINVAL) */
 };
 typedef struct {
-    int nthreads; /* worker threads including the caller's; <= 0: online CPUs (ignored with pool) */
-    int flags;    /* RT_LOAD_* */
+    int nthreads;       /* worker threads including the caller's; <= 0: online CPUs (ignored with pool) */
+    int flags;          /* RT_LOAD_* */
     uint64_t max_arena; /* refuse plans whose arena, or arena and scratch,
                            exceed it (RT_ENOMEM, before allocating); 0: no limit */
-    RtPool *pool; /* run on this pool (borrowed); NULL: the model starts its own */
-    RtCpu cpu;    /* kernel variant; RT_CPU_AUTO: the best this CPU runs (RT_ECPU if it lacks cpu) */
+    RtPool *pool;       /* run on this pool (borrowed); NULL: the model starts its own */
+    RtCpu cpu;          /* kernel variant; RT_CPU_AUTO: the best this CPU runs (RT_ECPU if it lacks cpu) */
 } RtLoadOptions;
 
 /* Loads an artifact given as sections (secs[0] = manifest).  Everything is
@@ -127,8 +126,7 @@ typedef struct {
  * stay valid and unchanged until rt_model_free (e.g. keep the LMDB read
  * transaction or the file mapping open), and must be 16-byte aligned.
  * opts may be NULL.  On success *out is owned by the caller. */
-int rt_model_load(RtModel **out, const RtSection *secs, int n, const RtLoadOptions *opts, char *err,
-                  size_t errlen);
+int rt_model_load(RtModel **out, const RtSection *secs, int n, const RtLoadOptions *opts, char *err, size_t errlen);
 void rt_model_free(RtModel *m);
 
 /* A dense tensor handed to rt_run; data is the caller's. */
@@ -200,16 +198,14 @@ enum {
  * pool); different models may run concurrently.  RT_EINDEX: a gather met an
  * out-of-range index (its rows are zero; the outputs are still written).
  * RT_EINVAL: RT_RUN_NONBONDED on a model without that variant.  stats may be NULL. */
-int rt_run(RtModel *m, const RtTensor *in, int nin, RtTensor *out, int nout, int flags,
-           RtRunStats *stats);
+int rt_run(RtModel *m, const RtTensor *in, int nin, RtTensor *out, int nout, int flags, RtRunStats *stats);
 
 /* Inspection after a run: the F32/I32/BOOL contents of buffer `buf` of the
  * last program run (weights, inputs, temps).  *data is valid until the next
  * rt_run or rt_model_free; temps of the bonded program may have been
  * overwritten by later ops (arena reuse) — run non-bonded to inspect them.
  * fp16 inputs read in place (rtb_input_f16) are the caller's: RT_EINVAL. */
-int rt_model_buffer(const RtModel *m, int buf, const void **data, RtDType *dtype, int *rank,
-                    int64_t *dims);
+int rt_model_buffer(const RtModel *m, int buf, const void **data, RtDType *dtype, int *rank, int64_t *dims);
 
 #ifdef __cplusplus
 }
