@@ -497,6 +497,18 @@ const RtOpInfo *rt_op_info(uint32_t kind) {
     return &op_table[kind];
 }
 
+uint64_t rt_op_table_digest(void) {
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a: a fingerprint, not a defence */
+    for (uint32_t k = 0; k < RT_OP_COUNT_; k++) {
+        const RtOpInfo *oi = &op_table[k];
+        char row[96];
+        int n = snprintf(row, sizeof row, "%u:%s:%u:%d:%d:%d:%d;", k, oi->name ? oi->name : "", oi->plen, oi->min_in,
+                         oi->max_in, oi->min_out, oi->max_out);
+        for (int i = 0; i < n && i < (int)sizeof row; i++) h = (h ^ (uint8_t)row[i]) * 0x100000001b3ull;
+    }
+    return h;
+}
+
 const char *rt_op_name(RtOpKind kind) {
     const RtOpInfo *oi = rt_op_info((uint32_t)kind);
     return oi ? oi->name : "?";

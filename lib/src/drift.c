@@ -1,6 +1,6 @@
 /* drift.c — entries made by another milc.  Every key record starts with the
  * key base (pipeline_key_base: key format, milc version, backend, artifact
- * format, CPU features); an entry whose base differs from this milc's is
+ * format, runtime op table, CPU features); an entry whose base differs from this milc's is
  * stale.  Its key can never be asked for again, so it is never served; it
  * only takes space, and its direct record is a recipe to rebuild it. */
 #include <stdio.h>

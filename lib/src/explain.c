@@ -46,6 +46,7 @@ const char *keyrec_label(uint32_t tag) {
     case KEY_TAG('M', 'V', 'E', 'R'): return "milc version";
     case KEY_TAG('B', 'K', 'N', 'D'): return "backend";
     case KEY_TAG('A', 'F', 'M', 'T'): return "artifact format";
+    case KEY_TAG('O', 'P', 'T', 'B'): return "runtime op table";
     case KEY_TAG('C', 'P', 'U', 'F'): return "CPU features";
     case KEY_TAG('M', 'O', 'D', 'E'): return "mode";
     case KEY_TAG('T', 'M', 'P', 'L'): return "template digest";
@@ -68,6 +69,10 @@ void keyrec_show(const KeyField *f, uint32_t tag, char *out, size_t n) {
         uint64_t v = 0;
         for (int i = 7; i >= 0; i--) v = v << 8 | f->p[i];
         snprintf(out, n, "%llu", (unsigned long long)v);
+    } else if (tag == KEY_TAG('O', 'P', 'T', 'B') && f->n == 8) {
+        uint64_t v = 0;
+        for (int i = 7; i >= 0; i--) v = v << 8 | f->p[i];
+        snprintf(out, n, "%016llx", (unsigned long long)v);
     } else if (tag == KEY_TAG('T', 'M', 'P', 'L') || tag == KEY_TAG('W', 'D', 'I', 'G')) {
         snprintf(out, n, "%02x%02x%02x%02x...", f->n > 0 ? f->p[0] : 0, f->n > 1 ? f->p[1] : 0, f->n > 2 ? f->p[2] : 0,
                  f->n > 3 ? f->p[3] : 0);

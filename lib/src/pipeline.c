@@ -28,6 +28,7 @@ void pipeline_key_base(CacheKeyBuilder *b) {
     ckey_add_str(b, KEY_TAG('M', 'V', 'E', 'R'), MILC_VERSION);
     ckey_add_str(b, KEY_TAG('B', 'K', 'N', 'D'), "cpu");
     ckey_add_u64(b, KEY_TAG('A', 'F', 'M', 'T'), RT_FORMAT_VERSION);
+    ckey_add_u64(b, KEY_TAG('O', 'P', 'T', 'B'), rt_op_table_digest());
     /* The kernel variant that will run the artifact: today's artifacts (64-
      * column panels, fp16 widened at run time) run on every variant, but an
      * artifact laid out for one (a wider panel, AVX512-FP16 weights) must not

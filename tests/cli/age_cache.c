@@ -1,14 +1,15 @@
-/* age_cache.c — make a cache look as if another milc version had written it,
- * for the drift tests: every entry and direct key is stored again under a
- * key record whose MVER item says VERSION (so under another key), and the
- * originals are removed.  milc_age_cache DIR VERSION */
+/* age_cache.c — make a cache look as if another milc had written it, for the
+ * drift tests: every entry and direct key is stored again under a key record
+ * whose FIELD item (default MVER, the milc version) says VALUE (so under
+ * another key), and the originals are removed.
+ * milc_age_cache DIR VALUE [FIELD] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "milc/cache.h"
 
-#define MVER 0x4d564552u
+static uint32_t g_tag = 0x4d564552u; /* MVER */
 
 typedef struct {
     CacheKey old[256], new_[256];
@@ -22,7 +23,7 @@ static int reversion(const uint8_t *rec, size_t len, const char *ver, CacheKeyBu
     uint64_t n;
     ckey_init(b);
     while (ckey_record_next(rec, len, &pos, &tag, &p, &n) == 1)
-        ckey_add(b, tag, tag == MVER ? (const void *)ver : p, tag == MVER ? strlen(ver) : n);
+        ckey_add(b, tag, tag == g_tag ? (const void *)ver : p, tag == g_tag ? strlen(ver) : n);
     return ckey_finish(b, k);
 }
 
@@ -83,9 +84,13 @@ static int collect_direct(void *ctx, const CacheKey *dk, const uint8_t *rec, siz
 
 int main(int argc, char **argv) {
     char err[512];
-    if (argc != 3) {
-        fprintf(stderr, "usage: milc_age_cache DIR VERSION\n");
+    if (argc != 3 && !(argc == 4 && strlen(argv[3]) == 4)) {
+        fprintf(stderr, "usage: milc_age_cache DIR VALUE [FIELD]\n");
         return 2;
+    }
+    if (argc == 4) {
+        const unsigned char *t = (const unsigned char *)argv[3];
+        g_tag = (uint32_t)t[0] << 24 | (uint32_t)t[1] << 16 | (uint32_t)t[2] << 8 | t[3];
     }
     g_ver = argv[2];
     if (cache_open(&g_c, argv[1], NULL, err, sizeof err) != 0) {

@@ -54,3 +54,16 @@ expect_rc 0 "$MILC" prewarm m2 -j 1
 first=$(printf '%s\n' "$OUT" | grep '^\[1/2\]')
 expect_in "$first" "gpt2"
 expect_not_in "$first" "tiny"
+
+# An entry compiled by a milc of the same version whose runtime numbered its
+# op kinds differently (two branches that each appended a kind) is another
+# milc's too: its key's op-table field differs, so it is never served.
+rm -rf "$MILC_CACHE_DIR"
+expect_rc 0 "$MILC" build --model tiny --seq 16 --json
+k16=$(printf '%s' "$OUT" | "$PY" -c "import json,sys; print(json.load(sys.stdin)['builds'][0]['key'])")
+expect_rc 0 "$AGE" "$MILC_CACHE_DIR" other-op-table OPTB
+expect_in "$OUT" "aged 1 entries"
+expect_rc 0 "$MILC" cache verify --stale
+expect_in "$OUT" "stale: runtime op table other-op-table, this milc "
+expect_rc 0 "$MILC" build --model tiny --seq 16 --json
+expect_json "$OUT" "j['builds'][0]['outcome'] == 'miss' and j['builds'][0]['key'] == '$k16'"

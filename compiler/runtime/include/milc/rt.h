@@ -95,6 +95,13 @@ typedef enum {
 } RtCpu;
 /* "scalar", "avx2", "avx512", "neon" ("auto" for RT_CPU_AUTO). */
 const char *rt_cpu_name(RtCpu v);
+
+/* A fingerprint of the op table (each kind's number, name, parameter size and
+ * arity).  Cache keys carry it: two builds of the same version whose op kinds
+ * were numbered differently (branches that each appended a kind) must never
+ * serve each other's artifacts, which the artifact format number alone
+ * (bumped by hand) does not guarantee. */
+uint64_t rt_op_table_digest(void);
 /* The variant called name; RT_EINVAL (message names the known ones) otherwise. */
 int rt_cpu_parse(const char *name, RtCpu *out, char *err, size_t errlen);
 /* The best variant this CPU and build run. */
