@@ -312,9 +312,15 @@ struct GenWeights {
     uint8_t digest[16];
     int fd;             /* a checkpoint: open as long as the source is */
     FileId id;          /* its identity when hashed */
-    SrcLoc at;          /* its name, for messages */
+    char *path;         /* its name, for messages (owned: see src_at) */
     SafetensorsFile st; /* its header; the tensors' data is read when used */
 };
+
+/* The checkpoint's name as a location in the sink d that reports now.  Not
+ * one interned once at open: the sink that opened a checkpoint may be gone
+ * before a later stage reports into another (a request opens the weights
+ * into a scratch sink), and a location must live as long as its sink. */
+static SrcLoc src_at(const GenWeights *src, DiagSink *d) { return (SrcLoc){diag_intern(d, src->path), 0, 0}; }
 
 /* n bytes at off of the checkpoint.  A file that ends early was cut while
  * milc used it: an I/O error, never a fault (nothing is mapped). */
@@ -323,11 +329,11 @@ static int ck_read(const GenWeights *src, void *buf, size_t n, uint64_t off, Dia
         ssize_t k = pread(src->fd, (uint8_t *)buf + got, n - got, (off_t)(off + got));
         if (k < 0 && errno == EINTR) continue;
         if (k < 0) {
-            diag_syserror(d, src->at, "read error: %s", strerror(errno));
+            diag_syserror(d, src_at(src, d), "read error: %s", strerror(errno));
             return -1;
         }
         if (k == 0) {
-            diag_syserror(d, src->at, "weights: the file shrank while it was read");
+            diag_syserror(d, src_at(src, d), "weights: the file shrank while it was read");
             return -1;
         }
         got += (size_t)k;
@@ -339,12 +345,13 @@ static int ck_read(const GenWeights *src, void *buf, size_t n, uint64_t off, Dia
 static int ck_unchanged(const GenWeights *src, DiagSink *d) {
     struct stat sb;
     if (fstat(src->fd, &sb) != 0) {
-        diag_syserror(d, src->at, "cannot stat weights: %s", strerror(errno));
+        diag_syserror(d, src_at(src, d), "cannot stat weights: %s", strerror(errno));
         return -1;
     }
     FileId now = file_id(&sb);
     if (same_id(&now, &src->id)) return 0;
-    diag_syserror(d, src->at, "weights: the file was changed while milc read it (build again once it is written)");
+    diag_syserror(d, src_at(src, d),
+                  "weights: the file was changed while milc read it (build again once it is written)");
     return -1;
 }
 
@@ -463,7 +470,7 @@ static int map_runs(const GenWeight *w, const GenWeights *src, const Safetensors
     if (v->rs == v->cols) cols *= rows, rows = 1; /* the rows follow each other: one run */
     uint8_t *stage = same ? NULL : malloc((size_t)PIECE * ss);
     if (!same && !stage) {
-        diag_syserror(d, src->at, "out of memory");
+        diag_syserror(d, src_at(src, d), "out of memory");
         return -1;
     }
     int rc = 0;
@@ -492,7 +499,7 @@ static int map_strided(const GenWeight *w, const GenWeights *src, const Safetens
     uint64_t span = (uint64_t)((v->rows - 1) * v->rs + (v->cols - 1) * v->cs + 1) * ss;
     uint8_t *data = malloc(span ? (size_t)span : 1);
     if (!data) {
-        diag_syserror(d, src->at, "out of memory reading tensor '%s' (%" PRIu64 " bytes)", t->name, span);
+        diag_syserror(d, src_at(src, d), "out of memory reading tensor '%s' (%" PRIu64 " bytes)", t->name, span);
         return -1;
     }
     int rc = ck_read(src, data, (size_t)span, t->offset + v->off * ss, d);
@@ -568,7 +575,8 @@ static void digest_file_end(XXH3_state_t *st, uint8_t out[16]) {
 
 /* A checkpoint's digest: "file:" then its size bytes, by pread in pieces
  * that stay in L2 while they are hashed.  The key is over every byte. */
-static int digest_fd(int fd, uint64_t size, SrcLoc at, uint8_t out[16], DiagSink *d) {
+static int digest_fd(int fd, uint64_t size, const char *path, uint8_t out[16], DiagSink *d) {
+    SrcLoc at = {diag_intern(d, path), 0, 0};
     enum { BLK = 512 * 1024 };
     uint8_t *buf = malloc(BLK);
     if (!buf) {
@@ -577,7 +585,7 @@ static int digest_fd(int fd, uint64_t size, SrcLoc at, uint8_t out[16], DiagSink
     }
     (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL); /* a hint: a cold file reads ahead further */
     XXH3_state_t *st = digest_file_begin();
-    GenWeights rd = {.fd = fd, .at = at};
+    GenWeights rd = {.fd = fd, .path = (char *)path};
     int rc = 0;
     for (uint64_t off = 0; off < size && rc == 0; off += BLK) {
         size_t n = size - off < BLK ? (size_t)(size - off) : BLK;
@@ -612,10 +620,11 @@ static int open_regular(const char *path, SrcLoc at, int *fd, struct stat *sb, D
  * layers), so memory does not grow with the checkpoint. */
 static int checkpoint_open(GenWeights *w, const char *path, DiagSink *d) {
     struct stat sb;
-    if (open_regular(path, w->at, &w->fd, &sb, d) != 0) return -1;
+    if (open_regular(path, src_at(w, d), &w->fd, &sb, d) != 0) return -1;
     w->id = file_id(&sb);
-    if (safetensors_read_header(&w->st, w->at.file, w->fd, (uint64_t)sb.st_size, d) != 0) return -1;
-    if (digest_fd(w->fd, (uint64_t)sb.st_size, w->at, w->digest, d) != 0) return -1;
+    if (safetensors_read_header(&w->st, diag_intern(d, w->path), w->fd, (uint64_t)sb.st_size, d) != 0) return -1;
+    w->st.name = w->path; /* later messages name it after the opening sink is gone */
+    if (digest_fd(w->fd, (uint64_t)sb.st_size, w->path, w->digest, d) != 0) return -1;
     return ck_unchanged(w, d);
 }
 
@@ -639,7 +648,11 @@ int gen_weights_open(const char *source, GenWeights **out, DiagSink *d) {
         *out = w;
         return 0;
     }
-    w->at = (SrcLoc){diag_intern(d, source), 0, 0};
+    if (!(w->path = strdup(source))) {
+        diag_syserror(d, (SrcLoc){0}, "out of memory");
+        free(w);
+        return -1;
+    }
     if (checkpoint_open(w, source, d) != 0) {
         gen_weights_close(w);
         return -1;
@@ -654,6 +667,7 @@ void gen_weights_close(GenWeights *w) {
     if (!w) return;
     safetensors_close(&w->st);
     if (w->fd >= 0) close(w->fd);
+    free(w->path);
     free(w);
 }
 
@@ -727,7 +741,7 @@ int gen_weights_digest(const char *weights, uint8_t out[16], DiagSink *d) {
     int fd;
     struct stat sb;
     if (open_regular(weights, at, &fd, &sb, d) != 0) return -1;
-    int rc = digest_fd(fd, (uint64_t)sb.st_size, at, out, d);
+    int rc = digest_fd(fd, (uint64_t)sb.st_size, weights, out, d);
     close(fd);
     return rc;
 }

@@ -31,3 +31,15 @@ expect_in "$ERR" "HOME is not set"
 expect_in "$ERR" "--cache-dir"
 [ -e "$WORK/cwd/.cache" ] && fail "no HOME: a cache was made under the current directory" || ok
 (cd "$WORK/cwd" && env -u HOME -u MILC_CACHE_DIR -u XDG_CACHE_HOME "$MILC" templates ls > /dev/null) && ok || fail "no HOME: templates ls refused"
+# A checkpoint that opens but lacks a tensor: the message names the tensor and
+# the file.  The file's name came from the sink the request opened the
+# checkpoint into, freed before this message was made (a use after free under
+# ASan); the checkpoint now keeps its own name.
+"$PY" - "$WORK/miss.safetensors" <<'PYEOF'
+import json, struct, sys
+h = json.dumps({"unrelated": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}).encode()
+h += b" " * ((8 - len(h) % 8) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + b"\0\0\x80\x3f")
+PYEOF
+expect_rc 1 "$MILC" build --model tiny --weights "$WORK/miss.safetensors"
+expect_in "$ERR" "' not found in $WORK/miss.safetensors"
