@@ -90,14 +90,7 @@ static void remember_lines(const Cli *cli, const TemplatePath *tp, const Manifes
         for (int i = first; ok && i < first + n; i++)
             ok = have[i] && reports[i].rc == EXIT_OK && cache_key_parse(reports[i].key, &keys[i]) == 0 &&
                  memcmp(reports[i].wdig, reports[first].wdig, 16) == 0;
-        const ManifestLine *ln = &lines[l];
-        JobSpec spec = {.config = ln->config,
-                        .weights = ln->weights,
-                        .modes = ln->modes,
-                        .chunk = ln->chunk,
-                        .max_chunk_bytes = ln->max_chunk_bytes,
-                        .extra = ln->extra,
-                        .nextra = ln->nextra};
+        JobSpec spec = manifest_line_spec(&lines[l], (SrcLoc){0});
         if (ok) request_remember(c, tp, &spec, &jobs->v[first], n, &keys[first], reports[first].wdig);
     }
     free(keys);
@@ -245,14 +238,7 @@ static int read_manifest(char *text, const char *file, const TemplatePath *tp, M
         }
         m->line_first[m->nlines] = m->jobs.n;
         m->lines[m->nlines++] = ln;
-        JobSpec spec = {.config = ln.config,
-                        .weights = ln.weights,
-                        .modes = ln.modes,
-                        .chunk = ln.chunk,
-                        .max_chunk_bytes = ln.max_chunk_bytes,
-                        .extra = ln.extra,
-                        .nextra = ln.nextra,
-                        .loc = {file, lineno, 1}};
+        JobSpec spec = manifest_line_spec(&ln, (SrcLoc){file, lineno, 1});
         jobs_expand(tp, &spec, &m->jobs, d);
     }
     if (m->line_first) m->line_first[m->nlines] = m->jobs.n;

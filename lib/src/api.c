@@ -322,14 +322,7 @@ static int prewarm_text(MilcCache *c, char *text, const char *file, MilcPrewarmR
         lines = nl;
         lines[nlines++] = ln;
         JobList jl = {0}; /* checked now: a bad line fails before anything is built */
-        JobSpec spec = {.config = ln.config,
-                        .weights = ln.weights,
-                        .modes = ln.modes,
-                        .chunk = ln.chunk,
-                        .max_chunk_bytes = ln.max_chunk_bytes,
-                        .extra = ln.extra,
-                        .nextra = ln.nextra,
-                        .loc = {file, lineno, 1}};
+        JobSpec spec = manifest_line_spec(&ln, (SrcLoc){file, lineno, 1});
         jobs_expand(&c->tp, &spec, &jl, d);
         jobs_free(&jl);
     }

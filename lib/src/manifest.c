@@ -65,3 +65,14 @@ void manifest_line_free(ManifestLine *ln) {
     free(ln->extra);
     memset(ln, 0, sizeof *ln);
 }
+
+JobSpec manifest_line_spec(const ManifestLine *ln, SrcLoc loc) {
+    return (JobSpec){.config = ln->config,
+                     .weights = ln->weights,
+                     .modes = ln->modes,
+                     .chunk = ln->chunk,
+                     .max_chunk_bytes = ln->max_chunk_bytes,
+                     .extra = ln->extra,
+                     .nextra = ln->nextra,
+                     .loc = loc};
+}

@@ -6,6 +6,7 @@
 
 #include "milc.h"
 #include "milc/diag.h"
+#include "milc/jobs.h"
 
 /* One request: the build options of a line.  Strings point into the line's
  * text, which the parser cuts in place; extra is malloc'd. */
@@ -22,5 +23,9 @@ typedef struct ManifestLine {
  * and line and the offending column.  Free with manifest_line_free either way. */
 int manifest_parse_line(char *text, SrcLoc loc, ManifestLine *ln, DiagSink *d);
 void manifest_line_free(ManifestLine *ln);
+
+/* The build request a parsed line asks for, its errors pointing at loc.
+ * Borrows ln's strings: valid while ln is. */
+JobSpec manifest_line_spec(const ManifestLine *ln, SrcLoc loc);
 
 #endif
