@@ -2,6 +2,7 @@
  * runs these checks when an op is recorded and the loader runs them again on
  * untrusted bytes, so a kernel only ever sees an op that passed them. */
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "rt_internal.h"
@@ -497,7 +498,10 @@ const RtOpInfo *rt_op_info(uint32_t kind) {
     return &op_table[kind];
 }
 
-uint64_t rt_op_table_digest(void) {
+static uint64_t g_op_digest;
+static pthread_once_t g_op_digest_once = PTHREAD_ONCE_INIT;
+
+static void op_digest_init(void) {
     uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a: a fingerprint, not a defence */
     for (uint32_t k = 0; k < RT_OP_COUNT_; k++) {
         const RtOpInfo *oi = &op_table[k];
@@ -506,7 +510,13 @@ uint64_t rt_op_table_digest(void) {
                          oi->max_in, oi->min_out, oi->max_out);
         for (int i = 0; i < n && i < (int)sizeof row; i++) h = (h ^ (uint8_t)row[i]) * 0x100000001b3ull;
     }
-    return h;
+    g_op_digest = h;
+}
+
+/* Once per process: every key asks for it, and the table never changes. */
+uint64_t rt_op_table_digest(void) {
+    pthread_once(&g_op_digest_once, op_digest_init);
+    return g_op_digest;
 }
 
 const char *rt_op_name(RtOpKind kind) {
