@@ -72,7 +72,11 @@ static int trip(Remote *r, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(r->err, sizeof r->err, fmt, ap);
     va_end(ap);
-    if (!r->down)
+    if (!r->down && r->u.path[0])
+        snprintf(r->warning, sizeof r->warning,
+                 "remote cache unix://%s?db=%d is unusable, continuing with the local cache only: %s", r->u.path,
+                 r->u.db, r->err);
+    else if (!r->down)
         snprintf(r->warning, sizeof r->warning,
                  "remote cache %s:%d/%d is unusable, continuing with the local cache only: %s", r->u.host, r->u.port,
                  r->u.db, r->err);
@@ -132,8 +136,17 @@ static int parse_uint(const char *s, size_t n, long max, int *out) {
     return 0;
 }
 
+/* The URL as a message may show it: a user part (up to the last '@' after
+ * the scheme, unless a socket path starts right there) is left out, since it
+ * may hold the password, malformed or not. */
 static int url_err(char *err, size_t errlen, const char *url, const char *why) {
-    cache_fmt(err, errlen, "malformed remote URL '%s': %s (expected redis://[user:password@]host:port[/db])", url, why);
+    const char *rest = strstr(url, "://"), *at = strrchr(url, '@');
+    int hide = rest && rest[3] != '/' && at && at > rest;
+    int keep = hide ? (int)(rest + 3 - url) : (int)strlen(url);
+    cache_fmt(err, errlen,
+              "malformed remote URL '%.*s%s%s': %s (expected redis://[user:password@]host:port[/db] or "
+              "unix://[user:password@]/path/to/socket[?db=N])",
+              keep, url, hide ? "***@" : "", hide ? at + 1 : "", why);
     return CACHE_EINVAL;
 }
 
@@ -162,9 +175,27 @@ static int parse_host(const char *s, size_t n, RemoteUrl *u, const char *url, ch
     return 0;
 }
 
+/* unix://[user:password@]/path[?db=N]: the socket of a server on this
+ * host.  A path that starts right after the scheme has no user part, so it
+ * may hold '@'; after a user part, the first '@' ends it. */
+static int parse_unix(const char *url, RemoteUrl *u, char *err, size_t errlen) {
+    const char *p = url + 7, *at = *p == '/' ? NULL : strchr(p, '@');
+    if (at && parse_userinfo(p, (size_t)(at - p), u, url, err, errlen) != 0) return CACHE_EINVAL;
+    const char *path = at ? at + 1 : p, *q = strchr(path, '?'), *end = q ? q : path + strlen(path);
+    if (*path != '/') return url_err(err, errlen, url, "the socket path must be absolute (unix:///run/redis.sock)");
+    if (pct_decode(path, (size_t)(end - path), u->path, sizeof u->path) != 0)
+        return url_err(err, errlen, url, "bad socket path (control character, bad %XX escape, or too long)");
+    if (u->path[1] == 0) return url_err(err, errlen, url, "missing socket path");
+    if (q && (strncmp(q + 1, "db=", 3) != 0 || parse_uint(q + 4, strlen(q + 4), 65535, &u->db) != 0))
+        return url_err(err, errlen, url, "only db=N, a number 0-65535, may follow '?' (nothing after it)");
+    return 0;
+}
+
 int remote_url_parse(const char *url, RemoteUrl *u, char *err, size_t errlen) {
     memset(u, 0, sizeof *u);
-    if (!url || strncmp(url, "redis://", 8) != 0) return url_err(err, errlen, url ? url : "", "not a redis:// URL");
+    if (url && strncmp(url, "unix://", 7) == 0) return parse_unix(url, u, err, errlen);
+    if (!url || strncmp(url, "redis://", 8) != 0)
+        return url_err(err, errlen, url ? url : "", "not a redis:// or unix:// URL");
     const char *p = url + 8, *slash = strchr(p, '/'), *end = slash ? slash : p + strlen(p);
     const char *at = memchr(p, '@', (size_t)(end - p));
     if (at && memchr(at + 1, '@', (size_t)(end - at - 1)))
@@ -354,7 +385,9 @@ static int expect_ok(Remote *r, redisReply *rep, const char *what) {
 static int connect_now(Remote *r) {
     if (r->down) return CACHE_EIO;
     if (r->ctx) return 0;
-    redisContext *c = redisConnectWithTimeout(r->u.host, r->u.port, tv_ms(r->o.connect_timeout_ms));
+    struct timeval tv = tv_ms(r->o.connect_timeout_ms);
+    redisContext *c = r->u.path[0] ? redisConnectUnixWithTimeout(r->u.path, tv)
+                                   : redisConnectWithTimeout(r->u.host, r->u.port, tv);
     if (!c) return trip(r, "out of memory");
     r->ctx = c;
     if (c->err) return trip(r, "cannot connect: %s", c->errstr);
