@@ -201,6 +201,29 @@ static int storer_wait(Storer *st) {
     return rc;
 }
 
+/* BuildRequest.store_busy: the storer still storing the program handed
+ * last.  Idle, its result is collected here (*prev -1), so the Store is the
+ * caller's again before it looks up the next program's full key. */
+typedef struct StorerPoll {
+    Storer *st;
+    int *prev, *rc;
+    bool *done;
+} StorerPoll;
+
+static bool storer_busy(void *ctx) {
+    StorerPoll *sp = ctx;
+    if (*sp->prev < 0) return false;
+    pthread_mutex_lock(&sp->st->mu);
+    bool busy = sp->st->busy;
+    int pr = sp->st->rc;
+    pthread_mutex_unlock(&sp->st->mu);
+    if (busy) return true;
+    sp->done[*sp->prev] = pr == MILC_OK;
+    if (pr != MILC_OK && *sp->rc == MILC_OK) *sp->rc = pr;
+    *sp->prev = -1;
+    return false;
+}
+
 static void storer_stop(Storer *st) {
     pthread_mutex_lock(&st->mu);
     st->quit = true;
@@ -263,11 +286,15 @@ static int build_jobs(Store *s, const TemplatePath *tp, const JobList *jobs, con
     Storer st;
     bool threaded =
         nmiss >= 2 && (o->overlap ? o->overlap >= 2 : sysconf(_SC_NPROCESSORS_ONLN) >= 2) && storer_start(&st, s);
+    StorerPoll poll = {&st, &prev, &rc, done};
     for (int i = 0; i < limit; i++) {
         if (!miss[i]) continue;
         double looked = res[i].ms_lookup;
         PipelineKept *k = NULL;
-        int r = pipeline_build(s, &(BuildRequest){JOB_REQUEST(i), .known_miss = true, .kept = &k}, &res[i], d);
+        int r = pipeline_build(s,
+                               &(BuildRequest){JOB_REQUEST(i), .known_miss = true, .kept = &k,
+                                               .store_busy = threaded ? storer_busy : NULL, .store_busy_ctx = &poll},
+                               &res[i], d);
         res[i].ms_lookup += looked;
         if (prev >= 0) { /* the Store is this thread's again */
             int pr = storer_wait(&st);
