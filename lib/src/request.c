@@ -20,7 +20,7 @@
 #include "note.h"
 #include "milc/request.h"
 
-enum { NOTE_VERSION = 1 };
+enum { NOTE_VERSION = 2 }; /* 2: a --chunk request's note holds its splits */
 
 typedef struct Request {
     CacheKeyBuilder rec;
@@ -65,7 +65,8 @@ static void request_init(Request *r, const TemplatePath *tp, const JobSpec *spec
 }
 
 /* The note lists the jobs with their artifact keys (note.c). */
-static void note_write(Store *s, const Request *r, const BuildJob *jobs, int n, const CacheKey *keys) {
+static void note_write(Store *s, const Request *r, const BuildJob *jobs, int n, const JobList *splits,
+                       const CacheKey *keys) {
     NoteJob *v = calloc((size_t)n, sizeof *v);
     size_t len;
     uint8_t *buf = NULL;
@@ -75,7 +76,7 @@ static void note_write(Store *s, const Request *r, const BuildJob *jobs, int n, 
             snprintf(v[i].label, sizeof v[i].label, "%s", jobs[i].label);
             v[i].key = keys[i];
         }
-        buf = note_encode(v, n, &len);
+        buf = note_encode(v, n, splits, &len);
     }
     /* Best effort: a note that cannot be stored costs the next run its speed,
      * not its result. */
@@ -84,16 +85,22 @@ static void note_write(Store *s, const Request *r, const BuildJob *jobs, int n, 
     free(v);
 }
 
-/* Every program of the note, found directly: 0 with results[], else -1
- * (nothing held). */
-static int from_note(Store *s, const Request *r, const RequestOptions *o, long long t0, NoteJob **jobs,
-                     BuildResult **results, int *njobs) {
+/* Every program of the note, found directly: 0 with results[] and the
+ * note's splits (the caller jobs_frees them), else -1 (nothing held).  A
+ * caller that reports splits (o->on_split) misses on a note without them. */
+static int from_note(Store *s, const Request *r, const RequestOptions *o, const JobSpec *spec, long long t0,
+                     NoteJob **jobs, JobList *splits, BuildResult **results, int *njobs) {
     void *val;
     size_t len;
     if (store_note_get(s, &r->key, r->rec.buf, r->rec.len, &val, &len) != 0) return -1;
-    int n = note_decode(val, len, jobs);
+    int n = note_decode(val, len, jobs, splits);
     free(val);
     if (n < 0) return -1;
+    if (o->on_split && spec->chunk && !splits->nsplits) {
+        free(*jobs);
+        *jobs = NULL;
+        return -1;
+    }
     BuildResult *res = calloc((size_t)n, sizeof *res);
     if (!res) {
         free(*jobs);
@@ -122,6 +129,7 @@ miss:
     free(res);
     free(*jobs);
     *jobs = NULL;
+    jobs_free(splits);
     return -1;
 }
 
@@ -351,9 +359,12 @@ int build_request(Store *s, const TemplatePath *tp, const JobSpec *spec, const R
     diag_free(&quiet);
     request_init(&r, tp, spec, src ? wdig : NULL);
     NoteJob *nj;
+    JobList splits;
     BuildResult *res;
     int n;
-    if (r.usable && from_note(s, &r, o, t0, &nj, &res, &n) == 0) {
+    if (r.usable && from_note(s, &r, o, spec, t0, &nj, &splits, &res, &n) == 0) {
+        if (o->on_split) o->on_split(ctx, &splits);
+        jobs_free(&splits);
         for (int i = 0; i < n; i++) fn(ctx, i, nj[i].label[0] ? nj[i].label : (jobs_config(spec)), &res[i]);
         free(nj);
         free(res);
@@ -376,8 +387,9 @@ int build_request(Store *s, const TemplatePath *tp, const JobSpec *spec, const R
         ckey_free(&r.rec);
         request_init(&r, tp, spec, wdig);
     }
+    if (rc == MILC_OK && o->on_split) o->on_split(ctx, jobs);
     if (rc == MILC_OK) rc = build_jobs(s, tp, jobs, o, src, fn, ctx, keys, d);
-    if (rc == MILC_OK && r.usable && jobs->n > 0) note_write(s, &r, jobs->v, jobs->n, keys);
+    if (rc == MILC_OK && r.usable && jobs->n > 0) note_write(s, &r, jobs->v, jobs->n, jobs, keys);
     gen_weights_close(src);
     free(keys);
     jobs_free(&own);
@@ -389,6 +401,14 @@ void request_remember(Store *s, const TemplatePath *tp, const JobSpec *spec, con
                       const CacheKey *keys, const uint8_t wdig[16]) {
     Request r;
     request_init(&r, tp, spec, wdig);
-    if (r.usable && n > 0) note_write(s, &r, jobs, n, keys);
+    /* The splits, for a `build --chunk` that reports them from the note: the
+     * caller's jobs may be several requests', so they are expanded anew. */
+    JobList own = {0};
+    DiagSink quiet;
+    diag_init(&quiet);
+    bool split = spec->chunk && jobs_expand(tp, spec, &own, &quiet) == 0;
+    diag_free(&quiet);
+    if (r.usable && n > 0) note_write(s, &r, jobs, n, split ? &own : NULL, keys);
+    jobs_free(&own);
     ckey_free(&r.rec);
 }
