@@ -809,6 +809,8 @@ static void fill_info(CacheEntryInfo *info, const CacheKey *k, const EntryView *
     info->created_ns = e->created, info->compile_ns = e->compile_ns;
     info->record = e->record, info->record_len = e->rlen;
     memcpy(info->checksum, e->checksum, 16);
+    for (uint32_t i = 0; i < e->nsec; i++)
+        info->copied += ld32(e->sectab + 16 * i + 4) + ld64(e->sectab + 16 * i + 8) > e->bound;
     info->last_used_ns = e->created;
     if (usage && usage->mv_size >= USAGE_MIN) {
         info->last_used_ns = ld64(usage->mv_data);

@@ -111,6 +111,10 @@ static void round_trip_shapes(const char *name, uint64_t whole) {
     CHECK(zero_copy_is(c, &arts[9], 1, 1));
     CHECK(zero_copy_is(c, &arts[9], 2, whole != chunk));
     CHECK(zero_copy_is(c, &arts[10], 1, whole == 0));
+    CacheHit *h = NULL;
+    CHECK_EQ_INT(cache_get(c, &arts[9].key, NULL, 0, 0, &h), 0);
+    CHECK(h && cache_hit_info(h)->copied == (whole == 0 ? 0u : whole == chunk ? 2u : 1u));
+    cache_hit_release(h);
     CHECK_EQ_INT(cache_verify(c, 0, NULL, NULL), 0);
     for (int s = 0; s < nshapes; s++) art_free(&arts[s]);
     cache_close(c);

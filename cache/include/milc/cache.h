@@ -278,6 +278,8 @@ typedef struct CacheEntryInfo {
     int checked;          /* a hit: this lookup recomputed the checksum (and it
                               matched); 0 if it was trusted or not asked for */
     uint64_t load_ns;     /* the last load time recorded by cache_record_load, 0 = none */
+    uint32_t copied;      /* sections split over several values, which a hit copies
+                             (cache_hit_sections); 0: a hit maps every section */
 } CacheEntryInfo;
 
 enum {
