@@ -107,6 +107,30 @@ void *os_huge_alloc(size_t n, size_t *len) {
     return p;
 }
 
+void *os_reserve(size_t len) {
+#ifdef MAP_NORESERVE
+    int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+#else
+    int flags = MAP_PRIVATE | MAP_ANONYMOUS;
+#endif
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, flags, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    os_huge_hint(p, len);
+    return p;
+}
+
+void os_populate(void *p, size_t n) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), off = (uintptr_t)p & (page - 1);
+#if OS_LINUX
+    if (madvise((unsigned char *)p - off, n + off, MADV_POPULATE_WRITE) == 0) return;
+#endif
+    for (size_t i = 0; i < n; i += page) ((volatile unsigned char *)p)[i] = 0;
+}
+
+void os_unreserve(void *p, size_t len) {
+    if (p) munmap(p, len);
+}
+
 void os_mem_discard(void *p, size_t len) {
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1), b = ((uintptr_t)p + len) & ~(page - 1);

@@ -35,6 +35,14 @@ void os_huge_free(void *p, size_t len);
  * hint: for memory written once and read once (a build's weights), where a
  * huge page buys no TLB reach worth its cost.  Freed by os_huge_free. */
 void *os_page_alloc(size_t n, size_t *len);
+/* len bytes of address space, nothing committed (MAP_NORESERVE where the OS
+ * has it), huge pages asked for: a bump allocator hands pieces of it out,
+ * each faulted in by os_populate as it goes (one call for the piece, not a
+ * fault per 4 KB page at its first use).  NULL when refused;
+ * os_unreserve(p, len) gives it back. */
+void *os_reserve(size_t len);
+void os_populate(void *p, size_t n);
+void os_unreserve(void *p, size_t len);
 /* Asks for huge pages over [p, p + len) where the OS takes the hint. */
 void os_huge_hint(void *p, size_t len);
 /* The whole pages inside [p, p + len) of an os_huge_alloc or os_page_alloc
