@@ -162,6 +162,16 @@ typedef struct {
 } RtBlocking;
 extern RtBlocking rt_block;
 
+/* The slice of the next K-block's nlen bytes that tile t of a row block's
+ * ntile tiles asks for ahead (kblock): its first byte *off (a 64-byte line
+ * boundary) and its line count.  The slices of t = 0..ntile-1 cover every
+ * line of the block, each boundary line at most twice. */
+static inline int rt_ahead_slice(size_t nlen, size_t t, size_t ntile, size_t *off) {
+    size_t q0 = t * nlen / ntile & ~(size_t)63, q1 = (t + 1) * nlen / ntile;
+    *off = q0;
+    return q1 > q0 ? (int)((q1 - q0 + 63) / 64) : 0;
+}
+
 /* Panels of a GEMM whose K-blocks run together when A crowds L2 (A is then
  * read once per group, not per panel; their partial sums: rt_s_gemm). */
 enum { RT_GEMM_GROUP = 4 };

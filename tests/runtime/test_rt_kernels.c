@@ -91,6 +91,33 @@ TEST(gemm_a_crowds_l2) {
     rt_block.l2 = saved.l2;
 }
 
+/* The next K-block asked for ahead a slice per tile, spread over each
+ * tile's K loop with the rest after it: K-blocks of one or two tiles (more
+ * lines than the loop has slots) and of many, with K tails; and the slices
+ * themselves: every line of the block covered, few twice. */
+TEST(gemm_ahead) {
+    static const int64_t shapes[][3] = {{8, 450, 130}, {12, 700, 64}, {200, 300, 70}, {130, 257, 200}};
+    for (int it = 0; it < 16; it++) gemm_case(it, shapes[it % 4][0], shapes[it % 4][1], shapes[it % 4][2]);
+    static const size_t lens[] = {64 * 64 * 2, 128 * 64 * 4, 96 * 64 * 4, 100};
+    for (size_t li = 0; li < sizeof lens / sizeof *lens; li++)
+        for (size_t ntile = 1; ntile <= 40; ntile++) {
+            size_t nlines = (lens[li] + 63) / 64, total = 0;
+            unsigned char seen[512] = {0};
+            for (size_t t = 0; t < ntile; t++) {
+                size_t off;
+                int n = rt_ahead_slice(lens[li], t, ntile, &off);
+                CHECK(off % 64 == 0 && n >= 0);
+                for (int l = 0; l < n; l++) {
+                    CHECK(off / 64 + (size_t)l < nlines);
+                    if (off / 64 + (size_t)l < nlines) seen[off / 64 + (size_t)l] = 1;
+                }
+                total += (size_t)n;
+            }
+            for (size_t l = 0; l < nlines; l++) CHECK(seen[l]);
+            CHECK(total <= nlines + ntile);
+        }
+}
+
 /* How ops are cut into parts: work in few equal units is dealt out evenly
  * (12 column blocks or heads: 6 parts on 2 threads, not 8 of 1 and 2),
  * plenty of units or none that divide: 4 parts per thread; serial ops and
@@ -878,6 +905,7 @@ int main(void) {
     RUN(kernel_variants);
     RUN(gemm);
     RUN(gemm_a_crowds_l2);
+    RUN(gemm_ahead);
     RUN(op_parts);
     RUN(part_claim);
     RUN(matmul);
