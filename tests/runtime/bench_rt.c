@@ -422,12 +422,12 @@ static double dispatch_cost(int mode, int n, int nth, double *per_op) {
  * see the same moment's load, and the ratio printed is the median of the
  * rounds' ratios (single unpaired figures swung 1.3-4.3 on a loaded
  * machine). */
-static int cmp_double(const void *a, const void *b) {
+static int lut_cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
+static double lut_median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, lut_cmp);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
@@ -450,10 +450,10 @@ static void lut_decode(int nth) {
             printf("  round %d: 4-bit %.3f ms, streaming its bytes %.3f ms (%.1f GB/s): ratio %.2f; fp16 ratio %.2f\n", r,
                t4 * 1e3, c4.wbytes / bw4 * 1e3, bw4 * 1e-9, r4[r], r16[r]);
     }
-    double m4 = median(r4, LUT_ROUNDS), lo = r4[0], hi = r4[LUT_ROUNDS - 1];
+    double m4 = lut_median(r4, LUT_ROUNDS), lo = r4[0], hi = r4[LUT_ROUNDS - 1];
     printf("4-bit palettized GEMV / streaming its bytes: median %.2f (%.2f-%.2f) over %d paired rounds "
            "(median %.3f ms, %.1f GB/s); fp16 GEMV: median %.2f\n",
-           m4, lo, hi, LUT_ROUNDS, median(ms4, LUT_ROUNDS), median(gb4, LUT_ROUNDS), median(r16, LUT_ROUNDS));
+           m4, lo, hi, LUT_ROUNDS, lut_median(ms4, LUT_ROUNDS), lut_median(gb4, LUT_ROUNDS), lut_median(r16, LUT_ROUNDS));
     chain_free(&c4);
     chain_free(&c16);
 }
