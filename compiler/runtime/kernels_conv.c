@@ -38,6 +38,29 @@ static void tap3(const Geo *g, int64_t t, int64_t *j) {
     j[1] = t % g->k[1], j[0] = t / g->k[1];
 }
 
+#ifdef __AVX2__
+/* dst[j·ld + i] = src[i·ls + j] for i, j < 8. */
+static void transpose8(const float *src, int64_t ls, float *dst, int64_t ld) {
+    __m256 r[8], t[8];
+    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * ls);
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    /* r[0..3]: columns 0,1,2,3 (lane 0) and 4,5,6,7 (lane 1) of rows 0-3; r[4..7] of rows 4-7 */
+    for (int j = 0; j < 4; j++) {
+        _mm256_storeu_ps(dst + j * ld, _mm256_permute2f128_ps(r[j], r[j + 4], 0x20));
+        _mm256_storeu_ps(dst + (j + 4) * ld, _mm256_permute2f128_ps(r[j], r[j + 4], 0x31));
+    }
+}
+#endif
+
 /* x [B, C, H, W] -> y [B, Hp, Wp, C], zero outside x (one part: rows of y). */
 static void rt_k_pad_nhwc(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     const RtConvParams *p = &op->p.conv;
@@ -59,8 +82,12 @@ static void rt_k_pad_nhwc(RtExec *ex, const RtOpRec *op, int ith, int nth) {
         const float *src = x + (b * C * H + h) * W - p->pad_lo[1];
         /* a transpose: C rows of W in, W rows of C out, a few channels at a time */
         for (int64_t c0 = 0; c0 < C; c0 += 8) {
-            int64_t c1 = c0 + 8 < C ? c0 + 8 : C;
-            for (int64_t w = lo; w < hi; w++)
+            int64_t c1 = c0 + 8 < C ? c0 + 8 : C, w = lo;
+#ifdef __AVX2__
+            if (c1 - c0 == 8) /* 8x8 blocks in registers: the scalar walk was 6% of a 64-channel 56x56 conv */
+                for (; w + 8 <= hi; w += 8) transpose8(src + c0 * H * W + w, H * W, dst + w * C + c0, C);
+#endif
+            for (; w < hi; w++)
                 for (int64_t c = c0; c < c1; c++) dst[w * C + c] = src[c * H * W + w];
         }
     }
