@@ -1774,7 +1774,7 @@ static int lower_conv_general(LowerShared *s, const IrOp *op) {
     int xin = materialize(s, x);
     if (!transpose && groups == 1 && p.nsp == 2 && (ir_value_const(w) || backend_is_constexpr(w))) {
         /* one group, 2-D: x channels last and padded once, then GEMMs that
-         * read it where it lies, W as [KH·KW·C, Cout] */
+         * read it where it lies */
         int64_t C = x->type.dims[1], cout = t->dims[1], kh = p.k[0], kw = p.k[1];
         int64_t pd[4] = {x->type.dims[0], (int64_t)(p.out[0] - 1) * p.stride[0] + (kh - 1) * p.dil[0] + 1,
                          (int64_t)(p.out[1] - 1) * p.stride[1] + (kw - 1) * p.dil[1] + 1, C};
@@ -1784,12 +1784,14 @@ static int lower_conv_general(LowerShared *s, const IrOp *op) {
         if (!wv) return -1;
         float *wt = malloc(sizeof(float) * (size_t)(kh * kw * C * cout) + 1);
         MILC_ASSERT(wt);
+        /* W [Cout, KH·KW·C], K in tap-major order: the builder packs it
+         * into 64-column panels as a GEMM weight */
         for (int64_t o = 0; o < cout; o++)
             for (int64_t c = 0; c < C; c++)
                 for (int64_t ky = 0; ky < kh; ky++)
                     for (int64_t kx = 0; kx < kw; kx++)
-                        wt[((ky * kw + kx) * C + c) * cout + o] = wv[((o * C + c) * kh + ky) * kw + kx];
-        int64_t wd[2] = {kh * kw * C, cout};
+                        wt[o * kh * kw * C + (ky * kw + kx) * C + c] = wv[((o * C + c) * kh + ky) * kw + kx];
+        int64_t wd[2] = {cout, kh * kw * C};
         char name[RT_NAME_MAX];
         snprintf(name, sizeof name, "%s", w->name);
         int wid = check_rc(s, rtb_weight(s->b, name, RT_F32, 2, wd, wt));

@@ -128,9 +128,9 @@ int rt_check_conv_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t e
         if (span[i] > x->dims[1 + i])
             FAIL("conv_gemm: x's dim %d (%lld) is short of %lld", 1 + i, (long long)x->dims[1 + i], (long long)span[i]);
     }
-    if (w->dtype != RT_F32 || w->rank != 2 || w->dims[0] != (int64_t)p->k[0] * p->k[1] * c)
-        FAIL("conv_gemm: W must be fp32 [KH·KW·C, Cout]");
-    int64_t cout = w->dims[1];
+    if (w->dtype != RT_F32 || w->rank != 2 || w->dims[1] != (int64_t)p->k[0] * p->k[1] * c)
+        FAIL("conv_gemm: W must be fp32 [Cout, KH·KW·C]");
+    int64_t cout = w->dims[0];
     if (y->dtype != RT_F32 || y->rank != 4 || y->dims[0] != x->dims[0] || y->dims[1] != cout ||
         y->dims[2] != p->out[0] || y->dims[3] != p->out[1])
         FAIL("conv_gemm: y must be fp32 [B, Cout, out0, out1]");
@@ -176,23 +176,6 @@ int rt_check_pool(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen
     for (int i = 0; i < p->nsp; i++)
         if (p->dil[i] != 1) FAIL("pool: dilation must be 1");
     return check_out(x, y, x->dims[1], p, err, errlen);
-}
-
-/* Output positions CONV_GEMM gathers into its A block at a time: about
- * 512 KB of fp32 rows of K·K·C taps, in whole tiles (each 64-column panel
- * of W is streamed over the block once: few rows would stream W too often,
- * so at least 48). */
-int64_t rt_conv_gemm_rows(const RtBuf *bufs, const RtOpRec *op) {
-    const RtConvParams *p = &op->p.conv;
-    int64_t depth = (int64_t)p->k[0] * p->k[1] * bufs[op->in[0]].dims[3];
-    int64_t rows = (512 * 1024 / (int64_t)sizeof(float)) / depth / RT_TILE_M * RT_TILE_M;
-    return rows < 48 ? 48 : rows > 240 ? 240 : rows;
-}
-
-size_t rt_s_conv_gemm(const RtBuf *bufs, const RtOpRec *op) {
-    const RtConvParams *p = &op->p.conv;
-    int64_t depth = (int64_t)p->k[0] * p->k[1] * bufs[op->in[0]].dims[3];
-    return (size_t)(rt_conv_gemm_rows(bufs, op) * depth) * sizeof(float);
 }
 
 int rt_check_lut_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {

@@ -346,10 +346,11 @@ typedef enum {
  *   PAD_NHWC (nsp 2): y [B, Hp, Wp, C] = x moved channels last, zero
  *           padded: y[b, h, w, c] = x[b, c, h - pad_lo0, w - pad_lo1] inside x, else 0;
  *   CONV_GEMM (nsp 2, one group): x is PAD_NHWC's y (its Hp, Wp cover every
- *           tap), W [KH·KW·C, Cout] with row (ky, kx, c), bias [Cout]: each
- *           output row is a sum of GEMMs over the kernel rows (dilation 1
- *           across: one GEMM of depth KW·C per kernel row, whose A rows are
- *           spans of x as it lies), written in y's channels-first layout;
+ *           tap), W [Cout, KH·KW·C] with column (ky, kx, c), packed in
+ *           64-column panels as a GEMM's W, bias [Cout]: each output row is
+ *           a sum of GEMMs over the kernel rows (dilation 1 across: one GEMM
+ *           of depth KW·C per kernel row, whose A rows are spans of x as it
+ *           lies), written in y's channels-first layout;
  *   CONV:   W [Cout, C/groups, *k] (transposed: [C, Cout/groups, *k], and
  *           input i feeds output i·stride + j·dil - pad_lo), bias [Cout];
  *   POOL:   kind max, avg (exclude_pad: divide by the taps inside x, else
