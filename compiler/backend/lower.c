@@ -2477,49 +2477,15 @@ static int lower_one_hot(LowerShared *s, const IrOp *op) {
     return emit_result(s, op, RT_OP_SELECT, sel, 3, NULL, 0);
 }
 
-/* gather_nd (batch_dims 0): the row index Σ idx[.., k] · stride_k (each
- * component taken modulo its dim, so -1 is the last), then a gather of the
- * rows of x seen as [prod(dims[:K]), rest]. */
+/* gather_nd: RT_OP_GATHER_ND (any batch_dims; an index component outside
+ * its dim is RT_EINDEX, never wrapped into another row). */
 static int lower_gather_nd(LowerShared *s, const IrOp *op) {
     IrValue *x = arg_value(op, "x"), *ix = arg_value(op, "indices");
     int64_t bd = 0;
     ir_op_arg_i64(op, "batch_dims", &bd);
-    if (bd) return FAIL("gather_nd: batch_dims is not supported by the CPU backend");
-    int ir = ix->type.rank, xr = x->type.rank;
-    int64_t kk = ix->type.dims[ir - 1], rows = 1, xd[MAXR], kd[MAXR], ld[MAXR];
-    if (kk < 1 || kk > xr) return FAIL("gather_nd: the index depth must be in 1..%d", xr);
-    int32_t dims[MAXR], strides[MAXR];
-    for (int i = (int)kk - 1; i >= 0; i--)
-        dims[i] = (int32_t)x->type.dims[i], strides[i] = (int32_t)rows, rows *= x->type.dims[i];
-    xd[0] = rows;
-    for (int i = (int)kk; i < xr; i++) xd[1 + i - kk] = x->type.dims[i];
-    for (int i = 0; i < ir; i++) kd[i] = i == ir - 1 ? kk : 1;
-    char name[RT_NAME_MAX];
-    snprintf(name, sizeof name, "%s.dims", op->results[0]->name);
-    int dw = check_rc(s, rtb_weight(s->b, name, RT_I32, ir, kd, dims));
-    note_buf(s, dw, ir, kd);
-    snprintf(name, sizeof name, "%s.strides", op->results[0]->name);
-    int sw = check_rc(s, rtb_weight(s->b, name, RT_I32, ir, kd, strides));
-    note_buf(s, sw, ir, kd);
-    RtBinaryParams md = {.op = RT_BO_MOD}, mu = {.op = RT_BIN_MUL};
-    RtReduceParams sum = {.op = RT_RX_SUM, .axes = 1u << (ir - 1)};
-    int in[2] = {materialize(s, ix), dw};
-    int m = emit_temp(s, RT_OP_BINOP, in, 2, RT_I32, &ix->type, &md, sizeof md);
-    int in2[2] = {m, sw};
-    int p = emit_temp(s, RT_OP_BINARY, in2, 2, RT_I32, &ix->type, &mu, sizeof mu);
-    dims_copy(ld, ix->type.dims, ir - 1);
-    int lin = new_temp(s, RT_I32, ir > 1 ? ir - 1 : 1, ir > 1 ? ld : (int64_t[]){1});
-    if (emit(s, RT_OP_REDUCEX, &p, 1, lin, &sum, sizeof sum) < 0) return -1;
-    RtAxisParams ax = {.axis = 0};
-    int g[2] = {buffer_as(s, x, 1 + xr - (int)kk, xd, -1), lin}, gr = (ir > 1 ? ir - 1 : 1) + xr - (int)kk;
-    int64_t gd[2 * MAXR];
-    dims_copy(gd, ir > 1 ? ld : (int64_t[]){1}, ir > 1 ? ir - 1 : 1);
-    dims_copy(gd + (ir > 1 ? ir - 1 : 1), xd + 1, xr - (int)kk);
-    if (gr > MAXR) return FAIL("gather_nd: the result's rank is above the CPU backend's %d", MAXR);
-    int out = new_temp(s, rt_dt(x->type.dtype), gr, gd);
-    if (emit(s, RT_OP_GATHER, g, 2, out, &ax, sizeof ax) < 0) return -1;
-    set_buffer(s, op->results[0], out, gr, gd);
-    return 0;
+    RtAxisParams p = {.axis = (int32_t)bd};
+    int in[2] = {materialize(s, x), materialize(s, ix)};
+    return emit_result(s, op, RT_OP_GATHER_ND, in, 2, &p, sizeof p);
 }
 
 /* einsum in Core ML's two forms: abc,cbd->abd and abcd,adce->abce, a

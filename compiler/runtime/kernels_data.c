@@ -101,6 +101,35 @@ static void rt_k_scatter(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     }
 }
 
+/* ---- gather_nd: one row of x's trailing dims per index tuple ---- */
+static void rt_k_gather_nd(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+    const RtBuf *xb = BUF_IN(0), *ib = BUF_IN(1);
+    int bd = op->p.axis.axis;
+    int64_t kk = ib->dims[ib->rank - 1], nb = 1, ni = ib->numel / kk, row = 1, ds[RT_MAX_RANK], lo, hi;
+    for (int i = 0; i < bd; i++) nb *= xb->dims[i];
+    ni /= nb;
+    for (int i = (int)xb->rank - 1; i >= 0; i--) ds[i] = row, row *= xb->dims[i];
+    row = ds[bd + kk - 1];
+    size_t es = rt_dtype_size((RtDType)xb->dtype), rb = (size_t)row * es;
+    const unsigned char *x = IN(0);
+    const int32_t *idx = IN(1);
+    unsigned char *y = OUT(0);
+    split(nb * ni, ith, nth, &lo, &hi);
+    for (int64_t u = lo; u < hi; u++) {
+        int64_t off = bd ? (u / ni) * ds[bd - 1] : 0;
+        for (int64_t j = 0; j < kk && off >= 0; j++) {
+            int64_t k = sc_index(idx[u * kk + j], xb->dims[bd + j]);
+            off = k < 0 ? -1 : off + k * ds[bd + j];
+        }
+        if (off < 0) {
+            memset(y + u * rb, 0, rb);
+            atomic_store_explicit(&ex->index_error, 1, memory_order_relaxed);
+            continue;
+        }
+        memcpy(y + u * rb, x + off * es, rb);
+    }
+}
+
 /* ---- sort: a stable merge sort of index lines ---- */
 
 typedef struct {

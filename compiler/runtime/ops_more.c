@@ -243,6 +243,23 @@ int rt_check_gather_axis(const RtBuf *bufs, const RtOpRec *op, char *err, size_t
     return RT_OK;
 }
 
+int rt_check_gather_nd(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtBuf *x = B(0), *ix = B(1), *y = O(0);
+    int64_t bd = op->p.axis.axis, k = ix->rank ? ix->dims[ix->rank - 1] : 0;
+    if (ix->dtype != RT_I32 || x->dtype == RT_F16 || x->dtype == RT_U8 || y->dtype != x->dtype)
+        FAIL("gather_nd: dtypes");
+    if (bd < 0 || ix->rank < bd + 1 || k < 1 || bd + k > (int64_t)x->rank ||
+        y->rank != ix->rank - 1 + x->rank - (uint32_t)(bd + k))
+        FAIL("gather_nd: batch_dims %lld, index depth %lld and the ranks disagree", (long long)bd, (long long)k);
+    for (uint32_t i = 0; i < (uint32_t)bd; i++)
+        if (ix->dims[i] != x->dims[i]) FAIL("gather_nd: indices' batch dims must be x's");
+    for (uint32_t i = 0; i + 1 < ix->rank; i++)
+        if (y->dims[i] != ix->dims[i]) FAIL("gather_nd: y's leading dims must be indices'");
+    for (uint32_t i = (uint32_t)(bd + k); i < x->rank; i++)
+        if (y->dims[ix->rank - 1 + i - (bd + k)] != x->dims[i]) FAIL("gather_nd: y's trailing dims must be x's");
+    return RT_OK;
+}
+
 int rt_check_scatter(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
     const RtScatterParams *p = &op->p.scatter;
     const RtBuf *d = B(0), *ix = B(1), *u = B(2), *y = O(0);

@@ -206,6 +206,7 @@ int rt_check_lut_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t er
 size_t rt_s_lut_gemm(const RtBuf *bufs, const RtOpRec *op);
 int rt_check_cumsum(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 int rt_check_gather_axis(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+int rt_check_gather_nd(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 int rt_check_scatter(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 int rt_check_sort(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 size_t rt_s_sort(const RtBuf *bufs, const RtOpRec *op);

@@ -4,6 +4,9 @@ lowering (mode 1, one plan op per MIL op) and the bonded one (mode 2, views
 and fusion), each in a small hand-written program, against NumPy.
 
   check_ops.py BACKEND_RUN WORKDIR
+
+CHECK_OPS_ONLY=PREFIX (environment) runs only the cases whose label starts
+with one of its comma-separated prefixes (while working on an op).
 """
 import math
 import os
@@ -15,6 +18,7 @@ import numpy as np
 RUN, WORK = sys.argv[1], sys.argv[2]
 rng = np.random.default_rng(7)
 failures = []
+ONLY = tuple(p for p in os.environ.get("CHECK_OPS_ONLY", "").split(",") if p)
 
 
 def ty(a, dt="fp32"):
@@ -40,6 +44,8 @@ def const(name, a, dt="fp32"):
 
 def case(label, inputs, body, outputs, tol=2e-5):
     """inputs: name -> (array, dtype); outputs: name -> (reference array, dtype)."""
+    if ONLY and not label.startswith(ONLY):
+        return
     d = os.path.join(WORK, label)
     os.makedirs(d, exist_ok=True)
     sig = ", ".join("%s %s" % (ty(a, dt), n) for n, (a, dt) in inputs.items())

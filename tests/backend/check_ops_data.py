@@ -384,6 +384,25 @@ for dt in ("fp32", "fp16", "int32"):
         want = want.reshape(idx.shape[:-1] + want.shape[1:])
         case("gather_nd_%s_%s" % (dt, "x".join(map(str, idx.shape))), {"x": (xv, dt)},
              [const("i", idx, "int32"), "%s y = gather_nd(x = x, indices = i);" % ty(want, dt)], {"y": (want, dt)})
+# gather_nd with batch_dims 1 and 2: indices' leading dims are x's batch dims
+xb_ = R(2, 3, 4, 5) * 3
+for dt in ("fp32", "fp16", "int32", "int8"):
+    xv = as_dt(xb_, dt if dt != "int8" else "int32")
+    for bd, idx in ((1, rng.integers(-3, 3, (2, 4, 2))), (2, rng.integers(-4, 4, (2, 3, 1))), (1, rng.integers(-3, 3, (2, 1)))):
+        rows = []
+        for p in np.ndindex(*idx.shape[:-1]):
+            rows.append(xv[p[:bd] + tuple(int(c) for c in idx[p])])
+        want = np.array(rows).reshape(idx.shape[:-1] + xv.shape[bd + idx.shape[-1]:]).astype(np.float64)
+        # int8 enters and leaves through casts (the CPU backend's I/O has no int8)
+        body = [const("i", idx, "int32"), const("bd", bd, "int32")]
+        if dt == "int8":
+            body += ['%s x8 = cast(x = x, dtype = string("int8"));' % ty(xv, "int8"),
+                     "%s y8 = gather_nd(x = x8, indices = i, batch_dims = bd);" % ty(want, "int8"),
+                     '%s y = cast(x = y8, dtype = string("int32"));' % ty(want, "int32")]
+        else:
+            body.append("%s y = gather_nd(x = x, indices = i, batch_dims = bd);" % ty(want, dt))
+        io = "int32" if dt == "int8" else dt
+        case("gather_nd_b%d_%s_%s" % (bd, dt, "x".join(map(str, idx.shape))), {"x": (xv, io)}, body, {"y": (want, io)})
 # einsum, Core ML's two forms, with a broadcast batch dim
 for dt in ("fp32", "fp16"):
     a3, b3 = as_dt(R(2, 3, 4), dt), as_dt(R(4, 1, 5), dt)

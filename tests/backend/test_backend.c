@@ -586,6 +586,20 @@ TEST(scatter_index_out_of_range_is_an_error) {
     check_run_fails(src, in, out, RT_EINDEX);
 }
 
+/* A gather_nd index component outside its dim is RT_EINDEX; it used to be
+ * taken modulo the dim, so [0, 3] of a [4, 3] x read row 0's first element. */
+TEST(gather_nd_index_out_of_range_is_an_error) {
+    const char *src =
+        HDR "tensor<fp32, [4, 3]> x) {\n"
+            "        tensor<int32, [2, 2]> i = const()[val = tensor<int32, [2, 2]>([[1, 1], [0, 3]])];\n"
+            "        tensor<fp32, [2]> y = gather_nd(x = x, indices = i);\n"
+            "    } -> (y);\n}\n";
+    float x[12] = {0}, y[2];
+    const float *in[1] = {x};
+    float *out[1] = {y};
+    check_run_fails(src, in, out, RT_EINDEX);
+}
+
 /* A loop that never ends stops at RT_LOOP_MAX_ITERS with RT_ELOOP. */
 TEST(endless_while_loop_is_stopped) {
     const char *src = HDR "tensor<fp32, [2]> x) {\n"
@@ -672,6 +686,7 @@ int main(void) {
     RUN(unsupported_op_is_diagnosed);
     RUN(scatter_misuse_is_diagnosed);
     RUN(scatter_index_out_of_range_is_an_error);
+    RUN(gather_nd_index_out_of_range_is_an_error);
     RUN(endless_while_loop_is_stopped);
     RUN(missing_weight_file_is_diagnosed);
     RUN(view_chain_is_one_copy);

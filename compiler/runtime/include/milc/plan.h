@@ -119,6 +119,7 @@ typedef enum {
     RT_OP_LOOP_TEST,  /* cond(BOOL, 1 element) -> none */
     RT_OP_LOOP_END,   /* none -> none */
     RT_OP_UPDATE,     /* RtUpdateParams: x[, begin, end (I32)] -> y, written in place (a state's write) */
+    RT_OP_GATHER_ND,  /* RtAxisParams (axis = batch_dims): x, indices(I32) -> y (see below) */
     RT_OP_COUNT_
 } RtOpKind;
 
@@ -429,6 +430,12 @@ typedef struct {
 typedef struct {
     int32_t begin_mask, end_mask, squeeze_mask, reserved;
 } RtUpdateParams;
+
+/* RT_OP_GATHER_ND with B = batch_dims (RtAxisParams.axis): x [*b, *d, *r]
+ * (b: B dims, d: K dims), indices [*b, *i, K], y [*b, *i, *r]:
+ * y[b, i, ...] = x[b, indices[b, i, 0], .., indices[b, i, K-1], ...].  A
+ * component counts from the end when negative; one outside -n..n-1 makes its
+ * row zeros and rt_run return RT_EINDEX (no wrap: another row's data). */
 
 /* ---- the builder ---- */
 typedef struct RtPlanBuilder RtPlanBuilder;
