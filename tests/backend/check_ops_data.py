@@ -560,7 +560,9 @@ for dt in ("fp32", "fp16"):
 
 # rnn: h_t = act(W_ih x_t + b + W_hh h_t-1), forward and reverse, with and
 # without the sequence output (fp32 only in ios15-16: the ios18 program
-# here takes fp16 too)
+# here takes fp16 too).  Reverse gives its outputs in processing order (last
+# time first), as coremltools' tests check Core ML: PyTorch on the flipped
+# sequence, its output not flipped back.
 S_, B_, I_, H_ = 5, 2, 3, 4
 xr5, h0_ = R(S_, B_, I_), R(B_, H_)
 wi_, wh_, bb_ = R(H_, I_) * 0.5, R(H_, H_) * 0.5, R(H_) * 0.5
@@ -571,9 +573,9 @@ for dt in ("fp32", "fp16"):
         wiv, whv, bv = as_dt(wi_, dt), as_dt(wh_, dt), as_dt(bb_, dt)
         h = hv.astype(np.float64)
         outs = np.zeros((S_, B_, H_))
-        for t in (range(S_) if direction == "forward" else range(S_ - 1, -1, -1)):
+        for k, t in enumerate(range(S_) if direction == "forward" else range(S_ - 1, -1, -1)):
             h = acts_[act](xv[t] @ wiv.T.astype(np.float64) + bv + h @ whv.T.astype(np.float64))
-            outs[t] = h
+            outs[k] = h
         ys = outs if seq else h[None]
         case("rnn_%s_%s_%s" % (act, direction, dt), {"x": (xv, dt), "h0": (hv, dt)},
              [const("wi", wiv, dt), const("wh", whv, dt), const("b", bv, dt), 'string d = const()[val = string("%s")];' % direction,
@@ -583,27 +585,118 @@ for dt in ("fp32", "fp16"):
              {"ys": (ys, dt), "yh": (h, dt)}, tol=1e-4)
 
 
-# lstm: gates [i, f, o, z], c = f c + i z, h = o act(c); forward and reverse
+# lstm: gates [i, f, o, z], c = f c + i z (clipped), h = o act(c), peephole
+# p_i, p_f on c_t-1 and p_o on c_t; forward, reverse (processing order) and
+# bidirectional (the backward half at its own time, states [B, 2H])
 wil, whl, bl = R(4 * H_, I_) * 0.5, R(4 * H_, H_) * 0.5, R(4 * H_) * 0.5
 c0_ = R(B_, H_)
 sg = lambda v: 1 / (1 + np.exp(-v))
+
+
+def lstm_ref(xv, h, c, wi, wh, b, rev, rf, peep=None, clip=None):
+    outs = np.zeros((S_,) + h.shape)
+    for k, t in enumerate(range(S_ - 1, -1, -1) if rev else range(S_)):
+        g = xv[t] @ wi.T + b + h @ wh.T
+        H = h.shape[1]
+        pi, pf, po = (peep[:H], peep[H:2 * H], peep[2 * H:]) if peep is not None else (0, 0, 0)
+        i, f, z = rf(g[:, :H] + pi * c), rf(g[:, H:2 * H] + pf * c), np.tanh(g[:, 3 * H:])
+        c = f * c + i * z
+        if clip is not None:
+            c = np.clip(c, -clip, clip)
+        o = rf(g[:, 2 * H:3 * H] + po * c)
+        h = o * np.tanh(c)
+        outs[t if rev == "own" else k] = h
+    return outs, h, c
+
+
+f64 = lambda a: np.asarray(a, np.float64)
 for dt in ("fp32", "fp16"):
-    for direction, seq, ra in (("forward", True, "sigmoid"), ("reverse", False, "sigmoid"), ("forward", False, "relu")):
+    for direction, seq, ra, peep, clip in (("forward", True, "sigmoid", False, None), ("reverse", False, "sigmoid", False, None),
+                                           ("forward", False, "relu", False, None), ("reverse", True, "sigmoid", True, 0.7),
+                                           ("forward", True, "sigmoid", True, None), ("forward", False, "sigmoid", False, 0.5)):
         xv, hv, cv = as_dt(xr5, dt), as_dt(h0_, dt), as_dt(c0_, dt)
         wiv, whv, bv = as_dt(wil, dt), as_dt(whl, dt), as_dt(bl, dt)
-        h, c = hv.astype(np.float64), cv.astype(np.float64)
-        outs = np.zeros((S_, B_, H_))
-        rf = acts_[ra]
-        for t in (range(S_) if direction == "forward" else range(S_ - 1, -1, -1)):
-            g = xv[t] @ wiv.T.astype(np.float64) + bv + h @ whv.T.astype(np.float64)
-            i, f, o, z = rf(g[:, :H_]), rf(g[:, H_:2 * H_]), rf(g[:, 2 * H_:3 * H_]), np.tanh(g[:, 3 * H_:])
-            c = f * c + i * z
-            h = o * np.tanh(c)
-            outs[t] = h
+        pv = as_dt(R(3 * H_), dt)
+        outs, h, c = lstm_ref(f64(xv), f64(hv), f64(cv), f64(wiv), f64(whv), f64(bv), direction == "reverse", acts_[ra],
+                              f64(pv) if peep else None, clip)
         ys = outs if seq else h[None]
-        case("lstm_%s_%s_%s" % (direction, ra, dt), {"x": (xv, dt), "h0": (hv, dt), "c0": (cv, dt)},
-             [const("wi", wiv, dt), const("wh", whv, dt), const("b", bv, dt), 'string d = const()[val = string("%s")];' % direction,
-              'string ra = const()[val = string("%s")];' % ra, const("sq", seq, "bool"),
-              "%s ys, %s yh, %s yc = lstm(x = x, initial_h = h0, initial_c = c0, weight_ih = wi, weight_hh = wh, bias = b, "
-              "direction = d, output_sequence = sq, recurrent_activation = ra);" % (ty(ys, dt), ty(h, dt), ty(c, dt))],
-             {"ys": (ys, dt), "yh": (h, dt), "yc": (c, dt)}, tol=1e-4)
+        body = [const("wi", wiv, dt), const("wh", whv, dt), const("b", bv, dt), 'string d = const()[val = string("%s")];' % direction,
+                'string ra = const()[val = string("%s")];' % ra, const("sq", seq, "bool")]
+        extra = ""
+        if peep:
+            body.append(const("pp", pv, dt))
+            extra += ", peephole = pp"
+        if clip is not None:
+            body.append(const("cl", clip, dt))
+            extra += ", clip = cl"
+        body.append("%s ys, %s yh, %s yc = lstm(x = x, initial_h = h0, initial_c = c0, weight_ih = wi, weight_hh = wh, bias = b, "
+                    "direction = d, output_sequence = sq, recurrent_activation = ra%s);" % (ty(ys, dt), ty(h, dt), ty(c, dt), extra))
+        case("lstm_%s_%s_%s%s%s%s" % (direction, ra, "seq_" if seq else "", "peep_" if peep else "", "clip_" if clip else "", dt),
+             {"x": (xv, dt), "h0": (hv, dt), "c0": (cv, dt)}, body, {"ys": (ys, dt), "yh": (h, dt), "yc": (c, dt)}, tol=1e-4)
+    # bidirectional, with and without the sequence, peepholes on both directions
+    for seq, peep in ((True, False), (False, True)):
+        xv, hv, cv = as_dt(xr5, dt), as_dt(R(B_, 2 * H_), dt), as_dt(R(B_, 2 * H_), dt)
+        w = [as_dt(a, dt) for a in (wil, whl, bl, R(4 * H_, I_) * 0.5, R(4 * H_, H_) * 0.5, R(4 * H_) * 0.5, R(3 * H_), R(3 * H_))]
+        of, hf, cf = lstm_ref(f64(xv), f64(hv[:, :H_]), f64(cv[:, :H_]), f64(w[0]), f64(w[1]), f64(w[2]), False, sg,
+                              f64(w[6]) if peep else None)
+        ob, hb, cb = lstm_ref(f64(xv), f64(hv[:, H_:]), f64(cv[:, H_:]), f64(w[3]), f64(w[4]), f64(w[5]), "own", sg,
+                              f64(w[7]) if peep else None)
+        ys = np.concatenate([of, ob], 2) if seq else np.concatenate([hf, hb], 1)[None]
+        yh, yc = np.concatenate([hf, hb], 1), np.concatenate([cf, cb], 1)
+        names = ("wi", "wh", "b", "wib", "whb", "bb", "pp", "ppb")
+        body = [const(n, a, dt) for n, a in zip(names, w)][:8 if peep else 6] + [const("sq", seq, "bool")]
+        extra = ", peephole = pp, peephole_back = ppb" if peep else ""
+        body.append("%s ys, %s yh, %s yc = lstm(x = x, initial_h = h0, initial_c = c0, weight_ih = wi, weight_hh = wh, bias = b, "
+                    "weight_ih_back = wib, weight_hh_back = whb, bias_back = bb, direction = string(\"bidirectional\"), "
+                    "output_sequence = sq%s);" % (ty(ys, dt), ty(yh, dt), ty(yc, dt), extra))
+        case("lstm_bidirectional_%s%s%s" % ("seq_" if seq else "", "peep_" if peep else "", dt),
+             {"x": (xv, dt), "h0": (hv, dt), "c0": (cv, dt)}, body, {"ys": (ys, dt), "yh": (yh, dt), "yc": (yc, dt)}, tol=1e-4)
+
+
+# gru: Core ML stacks the gates [r, o, z]; reset_after false: o = act(W_io x
+# + b_o + W_ho (r h)); true (ios18, PyTorch's GRU): o = act(W_io x + b_io +
+# r (W_ho h + b_ho)) with input_bias b_i and bias b_h; h = (1 - z) o + z h
+wig, whg, bg, big = R(3 * H_, I_) * 0.5, R(3 * H_, H_) * 0.5, R(3 * H_) * 0.5, R(3 * H_) * 0.5
+
+
+def gru_ref(xv, h, wi, wh, b, ib, rev, rf, af, after):
+    H = h.shape[1]
+    outs = np.zeros((S_,) + h.shape)
+    bi = ib if ib is not None else np.zeros(3 * H)
+    for k, t in enumerate(range(S_ - 1, -1, -1) if rev else range(S_)):
+        gx = xv[t] @ wi.T + bi
+        r = rf(gx[:, :H] + b[:H] + h @ wh[:H].T)
+        z = rf(gx[:, 2 * H:] + b[2 * H:] + h @ wh[2 * H:].T)
+        if after:
+            o = af(gx[:, H:2 * H] + r * (h @ wh[H:2 * H].T + b[H:2 * H]))
+        else:
+            o = af(gx[:, H:2 * H] + b[H:2 * H] + (r * h) @ wh[H:2 * H].T)
+        h = (1 - z) * o + z * h
+        outs[k] = h
+    return outs, h
+
+
+for dt in ("fp32", "fp16"):
+    for direction, seq, ra, act, after, has_ib in (("forward", True, "sigmoid", "tanh", False, False),
+                                                   ("reverse", True, "sigmoid", "tanh", False, False),
+                                                   ("forward", False, "tanh", "sigmoid", False, False),
+                                                   ("forward", True, "sigmoid", "tanh", True, True),
+                                                   ("reverse", False, "sigmoid", "relu", True, False),
+                                                   ("forward", True, "sigmoid", "tanh", False, True)):
+        xv, hv = as_dt(xr5, dt), as_dt(h0_, dt)
+        wiv, whv, bv, ibv = as_dt(wig, dt), as_dt(whg, dt), as_dt(bg, dt), as_dt(big, dt)
+        outs, h = gru_ref(f64(xv), f64(hv), f64(wiv), f64(whv), f64(bv), f64(ibv) if has_ib else None, direction == "reverse",
+                          acts_[ra], acts_[act], after)
+        ys = outs if seq else h[None]
+        body = [const("wi", wiv, dt), const("wh", whv, dt), const("b", bv, dt), const("sq", seq, "bool")]
+        extra = ""
+        if has_ib:
+            body.append(const("ib", ibv, dt))
+            extra += ", input_bias = ib"
+        if after:
+            extra += ", reset_after = bool(true)"
+        body.append('%s ys, %s yh = gru(x = x, initial_h = h0, weight_ih = wi, weight_hh = wh, bias = b, direction = string("%s"), '
+                    'output_sequence = sq, recurrent_activation = string("%s"), activation = string("%s")%s);'
+                    % (ty(ys, dt), ty(h, dt), direction, ra, act, extra))
+        case("gru_%s_%s_%s%s%s%s" % (direction, ra, act, "_seq" if seq else "", "_after" if after else "", "_ib_" + dt if has_ib else "_" + dt),
+             {"x": (xv, dt), "h0": (hv, dt)}, body, {"ys": (ys, dt), "yh": (h, dt)}, tol=1e-4)

@@ -562,6 +562,23 @@ TEST(scatter_misuse_is_diagnosed) {
     check_refused(src, want, 2);
 }
 
+/* A recurrent activation the CPU backend lacks is refused by name. */
+TEST(gru_activation_is_diagnosed) {
+    const char *src =
+        HDR "tensor<fp32, [2, 1, 3]> x, tensor<fp32, [1, 2]> h) {\n"
+            "        tensor<fp32, [6, 3]> wi = const()[val = tensor<fp32, [6, 3]>([[1, 0, 0], [0, 1, 0], [0, 0, 1], "
+            "[1, 0, 0], [0, 1, 0], [0, 0, 1]])];\n"
+            "        tensor<fp32, [6, 2]> wh = const()[val = tensor<fp32, [6, 2]>([[1, 0], [0, 1], [1, 0], [0, 1], [1, 0], "
+            "[0, 1]])];\n"
+            "        tensor<fp32, [1, 1, 2]> y, tensor<fp32, [1, 2]> yh = gru(x = x, initial_h = h, weight_ih = wi, "
+            "weight_hh = wh, activation = string(\"hard_sigmoid\"));\n"
+            "    } -> (y);\n}\n";
+    const char *want[] = {"t.mil:6:",
+                          "error: gru: 'activation' hard_sigmoid is not run by the CPU backend (tanh, sigmoid, relu and "
+                          "linear are)"};
+    check_refused(src, want, 2);
+}
+
 /* src compiles in modes 1 and 2, and its run fails with want. */
 static void check_run_fails(const char *src, const float *const *in, float *const *out, int want) {
     for (int mode = 1; mode <= 2; mode++) {
@@ -687,6 +704,7 @@ int main(void) {
     RUN(scatter_misuse_is_diagnosed);
     RUN(scatter_index_out_of_range_is_an_error);
     RUN(gather_nd_index_out_of_range_is_an_error);
+    RUN(gru_activation_is_diagnosed);
     RUN(endless_while_loop_is_stopped);
     RUN(missing_weight_file_is_diagnosed);
     RUN(view_chain_is_one_copy);
