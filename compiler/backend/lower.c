@@ -2686,7 +2686,7 @@ static double grid_point(int mode, int64_t i, int64_t in, int64_t out) {
 
 static int resample_axis(LowerShared *s, const IrOp *op, int cur, int a, int mode, const int64_t *dims, int rank,
                          int out) {
-    int64_t in = s->bi[cur].dims[a], m = dims[a], wd[2] = {m, 1};
+    int64_t in = s->bi[cur].dims[a], m = dims[a];
     int32_t *i0 = malloc(sizeof(int32_t) * 2 * (size_t)m), *i1 = i0 + m;
     float *w0 = malloc(sizeof(float) * 2 * (size_t)m), *w1 = w0 + m;
     MILC_ASSERT(i0 && w0);
@@ -2704,14 +2704,17 @@ static int resample_axis(LowerShared *s, const IrOp *op, int cur, int a, int mod
     for (int k = 0; k < 2 && mode != GRID_NEAREST; k++) {
         char name[RT_NAME_MAX];
         snprintf(name, sizeof name, "%s.w%d_%d", op->results[0]->name, k, a);
-        int wr = a == rank - 2 ? 2 : 1;
-        fw[k] = check_rc(s, rtb_weight(s->b, name, RT_F32, wr, wd, k ? w1 : w0));
-        note_buf(s, fw[k], wr, wd);
+        int wr = rank - a; /* [m, 1, ..]: broadcast over the dims after a */
+        int64_t wdims[MAXR] = {m};
+        for (int j = 1; j < wr; j++) wdims[j] = 1;
+        fw[k] = check_rc(s, rtb_weight(s->b, name, RT_F32, wr, wdims, k ? w1 : w0));
+        note_buf(s, fw[k], wr, wdims);
     }
     free(i0), free(w0);
     RtAxisParams ax = {.axis = a};
     IrType t = {.dtype = IR_DT_FP32, .rank = rank, .dims = (int64_t *)dims};
     int g0[2] = {cur, iw0};
+    if (iw0 < 0 || (mode != GRID_NEAREST && iw1 < 0)) return -1;
     if (mode == GRID_NEAREST) return emit(s, RT_OP_GATHER, g0, 2, out, &ax, sizeof ax) < 0 ? -1 : out;
     int g1[2] = {cur, iw1};
     int x0 = emit_temp(s, RT_OP_GATHER, g0, 2, RT_F32, &t, &ax, sizeof ax);
@@ -2749,14 +2752,31 @@ static int lower_resize(LowerShared *s, const IrOp *op) {
         if (ac && hp) return FAIL("upsample_bilinear: 'half_pixel_centers' needs 'align_corners' false");
         mode = ac ? GRID_ALIGN_STRICT : hp ? GRID_HALF : GRID_LEGACY;
     }
+    int64_t nd = 2;
+    if (op->kind == OP_RESIZE) {
+        const char *im = arg_str_or(op, "interpolation_mode", "LINEAR"), *sm = arg_str_or(op, "sampling_mode", "DEFAULT");
+        static const char *const names[] = {"ALIGN_CORNERS", "STRICT_ALIGN_CORNERS", "UNALIGN_CORNERS", "DEFAULT",
+                                            "OFFSET_CORNERS"};
+        static const int modes[] = {GRID_ALIGN, GRID_ALIGN_STRICT, GRID_HALF, GRID_DEFAULT, GRID_OFFSET};
+        bool nearest = im && !strcmp(im, "NEAREST_NEIGHBOR");
+        mode = -1;
+        for (int i = 0; sm && i < 5; i++)
+            if (!strcmp(sm, names[i])) mode = nearest ? (modes[i] == GRID_DEFAULT ? GRID_NEAREST : -2) : modes[i];
+        if (mode == -2)
+            return FAIL("resize: NEAREST_NEIGHBOR runs with 'sampling_mode' DEFAULT only on the CPU backend, not %s", sm);
+        if (mode < 0) return FAIL("resize: unknown 'sampling_mode'");
+        if (!nearest && rt_dt(t->dtype) != RT_F32)
+            return FAIL("resize: LINEAR on int32 is not run by the CPU backend (NEAREST_NEIGHBOR is)");
+        if (!ir_op_arg_i64(op, "resized_dims", &nd) || nd < 0 || nd > r) return FAIL("resize: bad 'resized_dims'");
+    }
+    /* every resized dim, unchanged sizes too: a mode's grid need not be the identity */
     int cur = materialize(s, x);
     int64_t dims[MAXR];
     dims_copy(dims, x->type.dims, r);
     if (cur < 0) return -1;
-    for (int k = 0; k < 2; k++) {
-        int a = r - 2 + k;
+    for (int a = r - (int)nd; a < r; a++) {
         dims[a] = t->dims[a];
-        int out = k ? out_for(s, op) : new_temp(s, RT_F32, r, dims);
+        int out = a == r - 1 ? out_for(s, op) : new_temp(s, rt_dt(t->dtype), r, dims);
         if (out < 0 || (cur = resample_axis(s, op, cur, a, mode, dims, r, out)) < 0) return -1;
     }
     done(s, op, cur);
@@ -3309,6 +3329,7 @@ static bool lower_data_op(IrOpKind k) {
     case OP_RESIZE_NEAREST_NEIGHBOR:
     case OP_RESIZE_BILINEAR:
     case OP_UPSAMPLE_BILINEAR:
+    case OP_RESIZE:
     case OP_RNN:
     case OP_LSTM:
     case OP_GRU: return true;
@@ -3343,7 +3364,8 @@ static int lower_data(LowerShared *s, IrOp *op) {
     case OP_BATCH_TO_SPACE: return lower_space_batch(s, op);
     case OP_RESIZE_NEAREST_NEIGHBOR:
     case OP_RESIZE_BILINEAR:
-    case OP_UPSAMPLE_BILINEAR: return lower_resize(s, op);
+    case OP_UPSAMPLE_BILINEAR:
+    case OP_RESIZE: return lower_resize(s, op);
     case OP_RNN: return lower_rnn(s, op);
     case OP_LSTM: return lower_lstm(s, op);
     case OP_GRU: return lower_gru(s, op);

@@ -511,8 +511,9 @@ assert np.allclose(grid("UNALIGN_CORNERS", 2, 5), [0, 0.1, 0.5, 0.9, 1]) and np.
 assert np.allclose(grid("OFFSET_CORNERS", 2, 5), [0.1, 0.3, 0.5, 0.7, 0.9])  # coremltools' own examples
 
 
-def resample(x, mode, oh, ow):
-    for axis, m in ((-2, oh), (-1, ow)):
+def resample(x, mode, *sizes):
+    """The last len(sizes) dims resampled to sizes, one dim at a time."""
+    for axis, m in zip(range(-len(sizes), 0), sizes):
         n = x.shape[axis]
         g = grid(mode, n, m)
         if mode == "nearest":
@@ -520,7 +521,7 @@ def resample(x, mode, oh, ow):
             continue
         i0 = np.floor(g).astype(int)
         i1 = np.minimum(i0 + 1, n - 1)
-        f = (g - i0).reshape((-1, 1) if axis == -2 else (-1,))
+        f = (g - i0).reshape((-1,) + (1,) * (-axis - 1))
         x = np.take(x, i0, axis) * (1 - f) + np.take(x, i1, axis) * f
     return x
 
@@ -556,6 +557,23 @@ for dt in ("fp32", "fp16"):
         body.append("%s y = upsample_bilinear(x = x, scale_factor_height = sh, scale_factor_width = sw, align_corners = ac%s);"
                     % (ty(want, dt), extra))
         case("upsample_bilinear_%s_%s" % (mode.lower(), dt), {"x": (xv, dt)}, body, {"y": (want, dt)}, tol=1e-5)
+
+
+# resize (ios17): the last resized_dims dims to `shape`'s last entries (0:
+# x's own size), LINEAR in every sampling mode, NEAREST_NEIGHBOR (DEFAULT:
+# floor(i * in / out), as resize_nearest_neighbor) on fp32, fp16 and int32
+for dt in ("fp32", "fp16", "int32"):
+    xv = as_dt(xi_ * (4 if dt == "int32" else 1), dt)
+    modes = (("NEAREST_NEIGHBOR", "DEFAULT"),) + ((() if dt == "int32" else
+             tuple(("LINEAR", m) for m in ("DEFAULT", "ALIGN_CORNERS", "STRICT_ALIGN_CORNERS", "UNALIGN_CORNERS", "OFFSET_CORNERS"))))
+    for im, sm in modes:
+        for shape, nd in (([7, 3], 2), ([5, 0, 8], 3), ([1, 9], 1)):
+            sizes = [v if v else xv.shape[xv.ndim - nd + i] for i, v in enumerate(shape[len(shape) - nd:])]
+            want = resample(xv.astype(np.float64), "nearest" if im == "NEAREST_NEIGHBOR" else sm, *sizes)
+            case("resize_%s_%s_%d_%s" % (im.lower(), sm.lower(), nd, dt), {"x": (xv, dt)},
+                 [const("sh", np.array(shape), "int32"), "uint32 rd = const()[val = uint32(%d)];" % nd,
+                  '%s y = resize(x = x, shape = sh, resized_dims = rd, interpolation_mode = string("%s"), sampling_mode = string("%s"));'
+                  % (ty(want, dt), im, sm)], {"y": (want, dt)}, tol=1e-5)
 
 
 # rnn: h_t = act(W_ih x_t + b + W_hh h_t-1), forward and reverse, with and

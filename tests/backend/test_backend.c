@@ -579,6 +579,18 @@ TEST(gru_activation_is_diagnosed) {
     check_refused(src, want, 2);
 }
 
+/* resize's nearest mode runs with the DEFAULT grid only: others are refused by name. */
+TEST(resize_mode_is_diagnosed) {
+    const char *src = HDR "tensor<fp32, [1, 2, 3]> x) {\n"
+                          "        tensor<int32, [2]> sh = const()[val = tensor<int32, [2]>([4, 6])];\n"
+                          "        tensor<fp32, [1, 4, 6]> y = resize(x = x, shape = sh, resized_dims = uint32(2), "
+                          "interpolation_mode = string(\"NEAREST_NEIGHBOR\"), sampling_mode = string(\"ALIGN_CORNERS\"));\n"
+                          "    } -> (y);\n}\n";
+    const char *want[] = {"t.mil:5:", "error: resize: NEAREST_NEIGHBOR runs with 'sampling_mode' DEFAULT only on the CPU "
+                                      "backend, not ALIGN_CORNERS"};
+    check_refused(src, want, 2);
+}
+
 /* src compiles in modes 1 and 2, and its run fails with want. */
 static void check_run_fails(const char *src, const float *const *in, float *const *out, int want) {
     for (int mode = 1; mode <= 2; mode++) {
@@ -705,6 +717,7 @@ int main(void) {
     RUN(scatter_index_out_of_range_is_an_error);
     RUN(gather_nd_index_out_of_range_is_an_error);
     RUN(gru_activation_is_diagnosed);
+    RUN(resize_mode_is_diagnosed);
     RUN(endless_while_loop_is_stopped);
     RUN(missing_weight_file_is_diagnosed);
     RUN(view_chain_is_one_copy);
