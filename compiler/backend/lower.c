@@ -2727,6 +2727,40 @@ static int resample_axis(LowerShared *s, const IrOp *op, int cur, int a, int mod
     return emit(s, RT_OP_BINARY, sum, 2, out, &add, sizeof add) < 0 ? -1 : out;
 }
 
+/* A string argument's index in names (n of them), or -1 after a diagnostic naming it. */
+static int arg_choice(LowerShared *s, const IrOp *op, const char *arg, const char *def, const char *const *names, int n) {
+    const char *v = arg_str_or(op, arg, def);
+    for (int i = 0; v && i < n; i++)
+        if (!strcmp(v, names[i])) return i;
+    return FAIL("%s: '%s' %s is not run by the CPU backend", mil_op_name(op->kind), arg, v ? v : "?");
+}
+
+/* resample and affine: RT_OP_SAMPLE on x [B, C, H, W] (integer coordinates cast to fp32 first). */
+static int lower_sample(LowerShared *s, const IrOp *op) {
+    static const char *const modes[] = {"bilinear", "nearest"}, *const pads[] = {"constant", "border", "reflection", "symmetric"},
+                             *const coords[] = {"unnormalized", "normalized_minus_one_to_one", "normalized_zero_to_one"};
+    bool affine = op->kind == OP_AFFINE;
+    IrValue *x = arg_value(op, "x"), *c = arg_value(op, affine ? "transform_matrix" : "coordinates");
+    int64_t ac = 0;
+    ir_op_arg_i64(op, "align_corners", &ac);
+    RtSampleParams p = {.mode = arg_choice(s, op, "sampling_mode", "bilinear", modes, 2),
+                        .pad = arg_choice(s, op, "padding_mode", "constant", pads, 4),
+                        .coord_mode = arg_choice(s, op, "coordinates_mode", "normalized_minus_one_to_one", coords, 3),
+                        .align_corners = ac != 0,
+                        .affine = affine,
+                        .pad_value = (float)arg_f64_or(op, "padding_value", 0)};
+    if (s->failed) return -1;
+    if (x->type.rank != 4) return FAIL("%s: 'x' must have rank 4", mil_op_name(op->kind));
+    int in[2] = {materialize(s, x), materialize(s, c)};
+    if (in[1] >= 0 && rt_dt(c->type.dtype) != RT_F32) {
+        RtCastParams cp = {0};
+        IrType ft = c->type;
+        ft.dtype = IR_DT_FP32;
+        in[1] = emit_temp(s, RT_OP_CAST, &in[1], 1, RT_F32, &ft, &cp, sizeof cp);
+    }
+    return emit_result(s, op, RT_OP_SAMPLE, in, 2, &p, sizeof p);
+}
+
 /* resize_nearest_neighbor (input index floor(i · in / out)), resize_bilinear
  * (its sampling modes) and upsample_bilinear (align_corners,
  * half_pixel_centers). */
@@ -3330,6 +3364,8 @@ static bool lower_data_op(IrOpKind k) {
     case OP_RESIZE_BILINEAR:
     case OP_UPSAMPLE_BILINEAR:
     case OP_RESIZE:
+    case OP_AFFINE:
+    case OP_RESAMPLE:
     case OP_RNN:
     case OP_LSTM:
     case OP_GRU: return true;
@@ -3366,6 +3402,8 @@ static int lower_data(LowerShared *s, IrOp *op) {
     case OP_RESIZE_BILINEAR:
     case OP_UPSAMPLE_BILINEAR:
     case OP_RESIZE: return lower_resize(s, op);
+    case OP_AFFINE:
+    case OP_RESAMPLE: return lower_sample(s, op);
     case OP_RNN: return lower_rnn(s, op);
     case OP_LSTM: return lower_lstm(s, op);
     case OP_GRU: return lower_gru(s, op);

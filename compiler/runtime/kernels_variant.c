@@ -54,6 +54,7 @@ const RtKernels RT_KERNELS = {
             [RT_OP_RANDOM] = rt_k_random,
             [RT_OP_UPDATE] = rt_k_update,
             [RT_OP_GATHER_ND] = rt_k_gather_nd,
+            [RT_OP_SAMPLE] = rt_k_sample,
         },
     .prefetch = {[RT_OP_GEMM] = rt_p_gemm, [RT_OP_ATTENTION] = rt_p_attention},
 };

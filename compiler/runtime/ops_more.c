@@ -243,6 +243,22 @@ int rt_check_gather_axis(const RtBuf *bufs, const RtOpRec *op, char *err, size_t
     return RT_OK;
 }
 
+int rt_check_sample(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtSampleParams *p = &op->p.smp;
+    const RtBuf *x = B(0), *c = B(1), *y = O(0);
+    if ((uint32_t)p->mode > RT_SAMPLE_NEAREST || (uint32_t)p->pad > RT_PAD_SYMMETRIC ||
+        (uint32_t)p->coord_mode > RT_COORD_ZERO_ONE || (p->align_corners | p->affine) & ~1)
+        FAIL("sample: bad params");
+    if (x->dtype != RT_F32 || c->dtype != RT_F32 || y->dtype != RT_F32 || x->rank != 4 || y->rank != 4 ||
+        y->dims[0] != x->dims[0] || y->dims[1] != x->dims[1])
+        FAIL("sample: x and y must be fp32 [B, C, H, W] and [B, C, Ho, Wo]");
+    if (p->affine ? c->rank != 2 || c->dims[1] != 6 || (c->dims[0] != 1 && c->dims[0] != x->dims[0])
+                  : c->rank != 4 || c->dims[0] != x->dims[0] || c->dims[1] != y->dims[2] || c->dims[2] != y->dims[3] ||
+                        c->dims[3] != 2)
+        FAIL("sample: the coordinates must be [B, Ho, Wo, 2], the affine matrices [1 or B, 6]");
+    return RT_OK;
+}
+
 int rt_check_gather_nd(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
     const RtBuf *x = B(0), *ix = B(1), *y = O(0);
     int64_t bd = op->p.axis.axis, k = ix->rank ? ix->dims[ix->rank - 1] : 0;

@@ -576,6 +576,123 @@ for dt in ("fp32", "fp16", "int32"):
                   % (ty(want, dt), im, sm)], {"y": (want, dt)}, tol=1e-5)
 
 
+# resample and affine: the image padded per padding_mode (constant, border,
+# reflection about the edge pixel, symmetric with the edge repeated: the
+# doc's 1-D examples), sampled at pixel coordinates from coordinates_mode
+# and align_corners; nearest rounds half to even.  Checked against PyTorch's
+# grid_sample / affine_grid where they mean the same (constant 0, border).
+def pad_index(i, n, pad):
+    if 0 <= i < n:
+        return i
+    if pad == "constant":
+        return None
+    if pad == "border" or n == 1:
+        return 0 if i < 0 else n - 1
+    per = 2 * (n - 1) if pad == "reflection" else 2 * n
+    k = i % per
+    return k if k < n else (per - k if pad == "reflection" else per - 1 - k)
+
+
+assert [pad_index(i, 3, "reflection") for i in range(-3, 6)] == [1, 2, 1, 0, 1, 2, 1, 0, 1]  # |1, 2, 3| -> |2, 3, 2, 1, 2, 3, 2, 1, 2|
+assert [pad_index(i, 3, "symmetric") for i in range(-3, 6)] == [2, 1, 0, 0, 1, 2, 2, 1, 0]   # -> |3, 2, 1, 1, 2, 3, 3, 2, 1|
+
+
+def to_pixel(c, n, cmode, ac):
+    if cmode == "unnormalized":
+        return c
+    if cmode == "normalized_zero_to_one":
+        c = 2 * c - 1
+    return (c + 1) / 2 * (n - 1) if ac else ((c + 1) * n - 1) / 2
+
+
+def sample_ref(x, uv, mode, pad, pv, cmode, ac):
+    B, C, H, W = x.shape
+    Ho, Wo = uv.shape[1:3]
+    y = np.zeros((B, C, Ho, Wo))
+
+    def tap(b, r, c):
+        rr, cc = pad_index(r, H, pad), pad_index(c, W, pad)
+        return np.full(C, pv) if rr is None or cc is None else x[b, :, rr, cc]
+    for b in range(B):
+        for i in range(Ho):
+            for j in range(Wo):
+                u, v = to_pixel(uv[b, i, j, 0], W, cmode, ac), to_pixel(uv[b, i, j, 1], H, cmode, ac)
+                if mode == "nearest":
+                    y[b, :, i, j] = tap(b, int(np.rint(v)), int(np.rint(u)))
+                    continue
+                c0, r0 = int(np.floor(u)), int(np.floor(v))
+                au, av = u - c0, v - r0
+                y[b, :, i, j] = ((1 - av) * ((1 - au) * tap(b, r0, c0) + au * tap(b, r0, c0 + 1))
+                                 + av * ((1 - au) * tap(b, r0 + 1, c0) + au * tap(b, r0 + 1, c0 + 1)))
+    return y
+
+
+def affine_grid(mats, B, Ho, Wo, cmode, ac):
+    def g(m):
+        j = np.arange(m, dtype=np.float64)
+        if cmode == "unnormalized":
+            return j
+        c = (-1 + 2 * j / (m - 1) if m > 1 else np.zeros(m)) if ac else (2 * j + 1) / m - 1
+        return (c + 1) / 2 if cmode == "normalized_zero_to_one" else c
+    p, q = np.meshgrid(g(Wo), g(Ho))
+    uv = np.zeros((B, Ho, Wo, 2))
+    for b in range(B):
+        a = mats[b if len(mats) > 1 else 0]
+        uv[b, :, :, 0] = a[0] * p + a[1] * q + a[2]
+        uv[b, :, :, 1] = a[3] * p + a[4] * q + a[5]
+    return uv
+
+
+xs_ = R(2, 3, 4, 5)
+uv_ = rng.uniform(-1.4, 1.4, (2, 3, 6, 2))
+mats_ = np.array([[0.9, -0.3, 0.1, 0.2, 1.1, -0.2], [1.2, 0.4, -0.3, -0.1, 0.8, 0.25]])
+try:
+    import torch
+    import torch.nn.functional as TF
+    for ac in (True, False):
+        for mode, tpad, pad in (("bilinear", "zeros", "constant"), ("nearest", "border", "border"), ("bilinear", "border", "border")):
+            tref = TF.grid_sample(torch.tensor(xs_.astype(np.float64)), torch.tensor(uv_), mode=mode, padding_mode=tpad,
+                                  align_corners=ac).numpy()
+            assert np.allclose(tref, sample_ref(xs_.astype(np.float64), uv_, mode, pad, 0.0, "normalized_minus_one_to_one", ac)), \
+                "the resample reference disagrees with PyTorch"
+        tg = TF.affine_grid(torch.tensor(mats_.reshape(2, 2, 3)), (2, 3, 6, 7), align_corners=ac).numpy()
+        assert np.allclose(tg, affine_grid(mats_, 2, 6, 7, "normalized_minus_one_to_one", ac)), "the affine grid disagrees with PyTorch"
+except ImportError:
+    pass
+for dt in ("fp32", "fp16"):
+    xv = as_dt(xs_, dt)
+    for mode, pad, cmode, ac, cdt in (("bilinear", "constant", "normalized_minus_one_to_one", True, "fp32"),
+                                      ("bilinear", "border", "normalized_minus_one_to_one", False, "fp32"),
+                                      ("nearest", "reflection", "normalized_zero_to_one", True, "fp32"),
+                                      ("bilinear", "symmetric", "normalized_zero_to_one", False, "fp32"),
+                                      ("bilinear", "reflection", "unnormalized", False, "fp32"),
+                                      ("nearest", "symmetric", "unnormalized", True, "int32")):
+        uv = uv_
+        if cmode == "normalized_zero_to_one":
+            uv = (uv_ + 1) / 2
+        elif cmode == "unnormalized":
+            uv = (uv_ + 1) / 2 * np.array([5, 4]) - 0.5 + (uv_ > 0) * 0.25
+        if cdt == "int32":
+            uv = np.round(uv * 2).astype(np.int32)
+        uvv = uv.astype(np.float32) if cdt == "fp32" else uv
+        want = sample_ref(xv.astype(np.float64), uvv.astype(np.float64), mode, pad, 0.5, cmode, ac)
+        case("resample_%s_%s_%s_%d_%s" % (mode, pad, {"normalized_minus_one_to_one": "pm1", "normalized_zero_to_one": "01"}.get(cmode, "px"), ac, dt), {"x": (xv, dt), "c": (uvv, cdt)},
+             [const("pv", 0.5, dt),
+              '%s y = resample(x = x, coordinates = c, sampling_mode = string("%s"), padding_mode = string("%s"), '
+              'padding_value = pv, coordinates_mode = string("%s"), align_corners = bool(%s));'
+              % (ty(want, dt), mode, pad, cmode, "true" if ac else "false")], {"y": (want, dt)}, tol=1e-4)
+    for B, ac in ((2, True), (1, False)):
+        mv = as_dt(mats_[:B], dt)
+        want = sample_ref(xv.astype(np.float64), affine_grid(mv.astype(np.float64), 2, 6, 7, "normalized_minus_one_to_one", ac),
+                          "bilinear", "constant", 0.0, "normalized_minus_one_to_one", ac)
+        case("affine_%d_%d_%s" % (B, ac, dt), {"x": (xv, dt), "m": (mv, dt)},
+             [const("pv", 0.0, dt),
+              '%s y = affine(x = x, transform_matrix = m, output_height = int32(6), output_width = int32(7), '
+              'sampling_mode = string("bilinear"), padding_mode = string("constant"), padding_value = pv, '
+              'coordinates_mode = string("normalized_minus_one_to_one"), align_corners = bool(%s));'
+              % (ty(want, dt), "true" if ac else "false")], {"y": (want, dt)}, tol=1e-4)
+
+
 # rnn: h_t = act(W_ih x_t + b + W_hh h_t-1), forward and reverse, with and
 # without the sequence output (fp32 only in ios15-16: the ios18 program
 # here takes fp16 too).  Reverse gives its outputs in processing order (last
