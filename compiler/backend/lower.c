@@ -401,10 +401,25 @@ static float *constexpr_dense(LowerShared *s, const IrValue *v) {
         }
         break;
     }
+    case OP_CONSTEXPR_LUT_TO_DENSE: { /* ios16/17: lut [2^bits], indices packed in bytes, LSB first */
+        ok = (a = const_values(s, arg_value(op, "lut"))) && (b = const_values(s, arg_value(op, "indices")));
+        int64_t np = ok ? ir_type_numel(&arg_value(op, "lut")->type) : 0, bits = 0;
+        while ((INT64_C(1) << bits) < np) bits++;
+        for (int64_t i = 0; ok && i < n; i++) {
+            unsigned id = 0;
+            for (int64_t k = 0; k < bits; k++) id |= (unsigned)((int64_t)b[(i * bits + k) / 8] >> ((i * bits + k) % 8) & 1) << k;
+            out[i] = (float)a[id < np ? id : 0];
+        }
+        break;
+    }
     case OP_CONSTEXPR_SPARSE_TO_DENSE: { /* the mask's set bits take nonzero_data in order */
         ok = (a = const_values(s, arg_value(op, "nonzero_data"))) && (b = const_values(s, arg_value(op, "mask")));
         int64_t nz = ok ? ir_type_numel(&arg_value(op, "nonzero_data")->type) : 0, j = 0;
-        for (int64_t i = 0; ok && i < n; i++) out[i] = b[i] != 0 && j < nz ? (float)a[j++] : 0.0f;
+        bool packed = ir_op_arg(op, "shape") != NULL; /* ios16/17: mask bits in bytes, LSB first */
+        for (int64_t i = 0; ok && i < n; i++) {
+            bool set = packed ? ((int64_t)b[i / 8] >> (i % 8) & 1) != 0 : b[i] != 0;
+            out[i] = set && j < nz ? (float)a[j++] : 0.0f;
+        }
         if (ok && j != nz)
             ok = fail_at(s, op->loc, "constexpr_sparse_to_dense: the mask sets %lld bits for %lld values", (long long)j,
                          (long long)nz);
@@ -426,7 +441,8 @@ static const void *const_data(LowerShared *s, const IrValue *v, RtDType *dt, boo
     *owned = false;
     if (!l && backend_is_constexpr(v)) { /* decompressed here: a dense fp32 copy */
         *dt = RT_F32, *owned = true;
-        return v->def->kind == OP_CONSTEXPR_LUT_TO_DENSE ? lut_dense_floats(s, v) : constexpr_dense(s, v);
+        return v->def->kind == OP_CONSTEXPR_LUT_TO_DENSE && !ir_op_arg(v->def, "shape") ? lut_dense_floats(s, v)
+                                                                                         : constexpr_dense(s, v);
     }
     if (!l) return fail_at(s, loc, "'%s' is not a constant", v->name), NULL;
     int64_t n = ir_type_numel(&v->type);
@@ -3565,7 +3581,8 @@ static int lower_op(LowerShared *s, IrOp *op) {
         return 0; /* its consumer reads it (lower_lut_linear) or makes it dense (const_data) */
     case OP_LINEAR: {
         IrValue *w = arg_value(op, "weight");
-        if (w && w->def && w->def->kind == OP_CONSTEXPR_LUT_TO_DENSE) return lower_lut_linear(s, op, w);
+        if (w && w->def && w->def->kind == OP_CONSTEXPR_LUT_TO_DENSE && !ir_op_arg(w->def, "shape"))
+            return lower_lut_linear(s, op, w);
     }
         return lower_gemm(s, op, op->results[0], RT_GEMM_ROWS, arg_value(op, "x"), arg_value(op, "weight"),
                           arg_value(op, "bias"), RT_ACT_NONE, NULL);

@@ -42,15 +42,15 @@ def const(name, a, dt="fp32"):
     return "%s %s = const()[val = %s];" % (t, name, lit(a, dt))
 
 
-def case(label, inputs, body, outputs, tol=2e-5):
+def case(label, inputs, body, outputs, tol=2e-5, opset="ios18"):
     """inputs: name -> (array, dtype); outputs: name -> (reference array, dtype)."""
     if ONLY and not label.startswith(ONLY):
         return
     d = os.path.join(WORK, label)
     os.makedirs(d, exist_ok=True)
     sig = ", ".join("%s %s" % (ty(a, dt), n) for n, (a, dt) in inputs.items())
-    text = "program(1.3)\n{\n    func main<ios18>(%s) {\n%s\n    } -> (%s);\n}\n" % (
-        sig, "\n".join("        " + l for l in body), ", ".join(outputs))
+    text = "program(1.3)\n{\n    func main<%s>(%s) {\n%s\n    } -> (%s);\n}\n" % (
+        opset, sig, "\n".join("        " + l for l in body), ", ".join(outputs))
     open(os.path.join(d, "model.mil"), "w").write(text)
     for n, (a, dt) in inputs.items():
         np.save(os.path.join(d, "in_%s.npy" % n), np.asarray(a, np.float32))

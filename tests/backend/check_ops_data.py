@@ -693,6 +693,42 @@ for dt in ("fp32", "fp16"):
               % (ty(want, dt), "true" if ac else "false")], {"y": (want, dt)}, tol=1e-4)
 
 
+# the ios16/17 forms of constexpr_lut_to_dense and constexpr_sparse_to_dense:
+# indices / mask bits packed into uint8 bytes, least significant bit first,
+# the dense shape given as 'shape' (coremltools' decompress: np.unpackbits
+# with bitorder little)
+def pack_bits(vals, bits):
+    flat = np.array([(int(v) >> k) & 1 for v in np.ravel(vals) for k in range(bits)], np.uint8)
+    return np.packbits(flat, bitorder="little")
+
+
+for opset in ("ios16", "ios17"):
+    for bits, dt in ((1, "fp32"), (2, "fp16"), (4, "fp32"), (6, "fp16"), (8, "fp32")):
+        shp = (3, 5)
+        idx = rng.integers(0, 1 << bits, shp)
+        lut = as_dt(R(1 << bits), dt)
+        xw = as_dt(R(*shp), dt)
+        want = xw.astype(np.float64) + lut.astype(np.float64)[idx]
+        packed = pack_bits(idx, bits)
+        assert np.array_equal(np.unpackbits(packed, bitorder="little")[:idx.size * bits].reshape(-1, bits) @ (1 << np.arange(bits)),
+                              idx.ravel())
+        case("lut16_%s_%dbit_%s" % (opset, bits, dt), {"x": (xw, dt)},
+             [const("ix", packed, "uint8"), const("lt", lut, dt), const("sh", np.array(shp), "uint32"),
+              "%s w = constexpr_lut_to_dense(indices = ix, lut = lt, shape = sh);" % ty(want, dt),
+              "%s y = add(x = x, y = w);" % ty(want, dt)], {"y": (want, dt)}, opset=opset)
+    for dt in ("fp32", "fp16"):
+        shp = (2, 7)
+        m = rng.random(shp) < 0.5
+        nz = as_dt(R(int(m.sum())), dt)
+        dense = np.zeros(shp)
+        dense[m] = nz.astype(np.float64)
+        xw = as_dt(R(*shp), dt)
+        case("sparse16_%s_%s" % (opset, dt), {"x": (xw, dt)},
+             [const("nz", nz, dt), const("mk", pack_bits(m, 1), "uint8"), const("sh", np.array(shp), "uint32"),
+              "%s w = constexpr_sparse_to_dense(nonzero_data = nz, mask = mk, shape = sh);" % ty(dense, dt),
+              "%s y = add(x = x, y = w);" % ty(dense, dt)], {"y": (xw.astype(np.float64) + dense, dt)}, opset=opset)
+
+
 # rnn: h_t = act(W_ih x_t + b + W_hh h_t-1), forward and reverse, with and
 # without the sequence output (fp32 only in ios15-16: the ios18 program
 # here takes fp16 too).  Reverse gives its outputs in processing order (last
