@@ -3427,6 +3427,23 @@ static int lower_data(LowerShared *s, IrOp *op) {
     }
 }
 
+const char *backend_refusal(IrOpKind k) {
+    switch (k) {
+    case OP_NON_ZERO:
+        return "its result's shape depends on the data, and the CPU backend plans every buffer and every later op's "
+               "shape at compile time";
+    case OP_MAKE_LIST:
+    case OP_LIST_LENGTH:
+    case OP_LIST_READ:
+    case OP_LIST_WRITE:
+    case OP_LIST_GATHER:
+    case OP_LIST_SCATTER:
+        return "the CPU backend plans every buffer at compile time and a growing list's length is a run-time value "
+               "(a fixed-length list could be one buffer: not done yet)";
+    default: return NULL;
+    }
+}
+
 bool backend_lowers(IrOpKind k) {
     /* The ops lower_op's switch handles; every other op of the table is
      * checked but not run yet. */
@@ -3567,7 +3584,11 @@ static int lower_op(LowerShared *s, IrOp *op) {
         const FuseGroup *g = op->aux;
         return g->root == op ? lower_group(s, g) : 0;
     }
-    if (!backend_lowers(op->kind)) return FAIL("op %s is not supported by the cpu backend yet", mil_op_name(op->kind));
+    if (!backend_lowers(op->kind)) {
+        const char *why = backend_refusal(op->kind);
+        return why ? FAIL("op %s is not run by the cpu backend: %s", mil_op_name(op->kind), why)
+                   : FAIL("op %s is not supported by the cpu backend yet", mil_op_name(op->kind));
+    }
     for (int r = 0; r < op->nresults; r++)
         if (ir_value_numel(op->results[r]) < 0)
             return FAIL("'%s' has a dynamic shape; the CPU backend needs static shapes", op->results[r]->name);

@@ -542,12 +542,27 @@ static void check_refused(const char *src, const char *const *want, int nwant) {
 }
 
 TEST(unsupported_op_is_diagnosed) {
-    /* non_zero's result has a dynamic shape: the CPU backend cannot run it */
+    /* non_zero's result has a dynamic shape: the CPU backend refuses it by design, saying why */
     const char *src = HDR "tensor<fp32, [2, 3]> x) {\n"
                           "        tensor<int32, [?, 2]> r = non_zero(x = x);\n"
                           "    } -> (r);\n}\n";
-    const char *want[] = {"error: op non_zero is not supported by the cpu backend yet\n"};
+    const char *want[] = {"error: op non_zero is not run by the cpu backend: its result's shape depends on the data, "
+                          "and the CPU backend plans every buffer and every later op's shape at compile time\n"};
     check_refused(src, want, 1);
+}
+
+/* A list op is refused by design, with the reason. */
+TEST(list_op_is_refused_with_reason) {
+    const char *src = HDR "tensor<fp32, [2]> v) {\n"
+                          "        int32 e0 = const()[val = int32(2)];\n"
+                          "        list<tensor<fp32, [2]>, 3> ls = make_list(dtype = string(\"fp32\"), dynamic_length = "
+                          "bool(false), elem_shape = (e0), init_length = int32(3));\n"
+                          "        list<tensor<fp32, [2]>, 3> l2 = list_write(ls = ls, index = int32(1), value = v);\n"
+                          "        tensor<fp32, [2]> y = list_read(ls = l2, index = int32(1));\n"
+                          "    } -> (y);\n}\n";
+    const char *want[] = {"t.mil:5:", "error: op make_list is not run by the cpu backend: the CPU backend plans every "
+                                      "buffer at compile time and a growing list's length is a run-time value"};
+    check_refused(src, want, 2);
 }
 
 /* Scatter misuse is refused with a clear error at the op (since the checker
@@ -718,6 +733,7 @@ int main(void) {
     RUN(gather_nd_index_out_of_range_is_an_error);
     RUN(gru_activation_is_diagnosed);
     RUN(resize_mode_is_diagnosed);
+    RUN(list_op_is_refused_with_reason);
     RUN(endless_while_loop_is_stopped);
     RUN(missing_weight_file_is_diagnosed);
     RUN(view_chain_is_one_copy);
