@@ -551,18 +551,43 @@ TEST(unsupported_op_is_diagnosed) {
     check_refused(src, want, 1);
 }
 
-/* A list op is refused by design, with the reason. */
-TEST(list_op_is_refused_with_reason) {
-    const char *src = HDR "tensor<fp32, [2]> v) {\n"
-                          "        int32 e0 = const()[val = int32(2)];\n"
-                          "        list<tensor<fp32, [2]>, 3> ls = make_list(dtype = string(\"fp32\"), dynamic_length = "
-                          "bool(false), elem_shape = (e0), init_length = int32(3));\n"
-                          "        list<tensor<fp32, [2]>, 3> l2 = list_write(ls = ls, index = int32(1), value = v);\n"
-                          "        tensor<fp32, [2]> y = list_read(ls = l2, index = int32(1));\n"
-                          "    } -> (y);\n}\n";
-    const char *want[] = {"t.mil:5:", "error: op make_list is not run by the cpu backend: the CPU backend plans every "
-                                      "buffer at compile time and a growing list's length is a run-time value"};
-    check_refused(src, want, 2);
+/* What the CPU backend refuses by name: an op by design (with the reason),
+ * or an argument value it does not run (naming the argument). */
+static const struct {
+    const char *src, *line, *msg;
+} refusals[] = {
+    {HDR "tensor<fp32, [2]> v) {\n"
+         "        int32 e0 = const()[val = int32(2)];\n"
+         "        list<tensor<fp32, [2]>, 3> ls = make_list(dtype = string(\"fp32\"), dynamic_length = bool(false), "
+         "elem_shape = (e0), init_length = int32(3));\n"
+         "        list<tensor<fp32, [2]>, 3> l2 = list_write(ls = ls, index = int32(1), value = v);\n"
+         "        tensor<fp32, [2]> y = list_read(ls = l2, index = int32(1));\n"
+         "    } -> (y);\n}\n",
+     "t.mil:5:",
+     "error: op make_list is not run by the cpu backend: the CPU backend plans every buffer at compile time and a "
+     "growing list's length is a run-time value"},
+    {HDR "tensor<fp32, [2, 1, 3]> x, tensor<fp32, [1, 2]> h) {\n"
+         "        tensor<fp32, [6, 3]> wi = const()[val = tensor<fp32, [6, 3]>([[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 0, 0], "
+         "[0, 1, 0], [0, 0, 1]])];\n"
+         "        tensor<fp32, [6, 2]> wh = const()[val = tensor<fp32, [6, 2]>([[1, 0], [0, 1], [1, 0], [0, 1], [1, 0], [0, "
+         "1]])];\n"
+         "        tensor<fp32, [1, 1, 2]> y, tensor<fp32, [1, 2]> yh = gru(x = x, initial_h = h, weight_ih = wi, "
+         "weight_hh = wh, activation = string(\"hard_sigmoid\"));\n"
+         "    } -> (y);\n}\n",
+     "t.mil:6:", "error: gru: 'activation' hard_sigmoid is not run by the CPU backend (tanh, sigmoid, relu and linear are)"},
+    {HDR "tensor<fp32, [1, 2, 3]> x) {\n"
+         "        tensor<int32, [2]> sh = const()[val = tensor<int32, [2]>([4, 6])];\n"
+         "        tensor<fp32, [1, 4, 6]> y = resize(x = x, shape = sh, resized_dims = uint32(2), interpolation_mode = "
+         "string(\"NEAREST_NEIGHBOR\"), sampling_mode = string(\"ALIGN_CORNERS\"));\n"
+         "    } -> (y);\n}\n",
+     "t.mil:5:", "error: resize: NEAREST_NEIGHBOR runs with 'sampling_mode' DEFAULT only on the CPU backend, not ALIGN_CORNERS"},
+};
+
+TEST(cpu_refusals_are_diagnosed) {
+    for (size_t i = 0; i < sizeof refusals / sizeof *refusals; i++) {
+        const char *want[] = {refusals[i].line, refusals[i].msg};
+        check_refused(refusals[i].src, want, 2);
+    }
 }
 
 /* Scatter misuse is refused with a clear error at the op (since the checker
@@ -574,35 +599,6 @@ TEST(scatter_misuse_is_diagnosed) {
             "        tensor<fp32, [4, 5]> y = scatter(data = d, indices = i, updates = u, axis = int32(1));\n"
             "    } -> (y);\n}\n";
     const char *want[] = {"t.mil:5:", "error: scatter: 'updates' [4, 3] must be [4, 2]"};
-    check_refused(src, want, 2);
-}
-
-/* A recurrent activation the CPU backend lacks is refused by name. */
-TEST(gru_activation_is_diagnosed) {
-    const char *src =
-        HDR "tensor<fp32, [2, 1, 3]> x, tensor<fp32, [1, 2]> h) {\n"
-            "        tensor<fp32, [6, 3]> wi = const()[val = tensor<fp32, [6, 3]>([[1, 0, 0], [0, 1, 0], [0, 0, 1], "
-            "[1, 0, 0], [0, 1, 0], [0, 0, 1]])];\n"
-            "        tensor<fp32, [6, 2]> wh = const()[val = tensor<fp32, [6, 2]>([[1, 0], [0, 1], [1, 0], [0, 1], [1, 0], "
-            "[0, 1]])];\n"
-            "        tensor<fp32, [1, 1, 2]> y, tensor<fp32, [1, 2]> yh = gru(x = x, initial_h = h, weight_ih = wi, "
-            "weight_hh = wh, activation = string(\"hard_sigmoid\"));\n"
-            "    } -> (y);\n}\n";
-    const char *want[] = {"t.mil:6:",
-                          "error: gru: 'activation' hard_sigmoid is not run by the CPU backend (tanh, sigmoid, relu and "
-                          "linear are)"};
-    check_refused(src, want, 2);
-}
-
-/* resize's nearest mode runs with the DEFAULT grid only: others are refused by name. */
-TEST(resize_mode_is_diagnosed) {
-    const char *src = HDR "tensor<fp32, [1, 2, 3]> x) {\n"
-                          "        tensor<int32, [2]> sh = const()[val = tensor<int32, [2]>([4, 6])];\n"
-                          "        tensor<fp32, [1, 4, 6]> y = resize(x = x, shape = sh, resized_dims = uint32(2), "
-                          "interpolation_mode = string(\"NEAREST_NEIGHBOR\"), sampling_mode = string(\"ALIGN_CORNERS\"));\n"
-                          "    } -> (y);\n}\n";
-    const char *want[] = {"t.mil:5:", "error: resize: NEAREST_NEIGHBOR runs with 'sampling_mode' DEFAULT only on the CPU "
-                                      "backend, not ALIGN_CORNERS"};
     check_refused(src, want, 2);
 }
 
@@ -731,9 +727,7 @@ int main(void) {
     RUN(scatter_misuse_is_diagnosed);
     RUN(scatter_index_out_of_range_is_an_error);
     RUN(gather_nd_index_out_of_range_is_an_error);
-    RUN(gru_activation_is_diagnosed);
-    RUN(resize_mode_is_diagnosed);
-    RUN(list_op_is_refused_with_reason);
+    RUN(cpu_refusals_are_diagnosed);
     RUN(endless_while_loop_is_stopped);
     RUN(missing_weight_file_is_diagnosed);
     RUN(view_chain_is_one_copy);
