@@ -1995,7 +1995,8 @@ static const uint8_t *lut_indices(LowerShared *s, const IrValue *iv, int bits, b
 typedef struct {
     const IrValue *ix, *lut;
     int bits;
-    int64_t palette;
+    int64_t palette, vec; /* vec: entries per palette slot (a vector palette widens dim axis) */
+    int axis;
 } LutInfo;
 
 static bool lut_info(LowerShared *s, const IrValue *v, LutInfo *li) {
@@ -2004,12 +2005,10 @@ static bool lut_info(LowerShared *s, const IrValue *v, LutInfo *li) {
     li->bits = (int)ir_dtype_bits(li->ix->type.dtype);
     const IrType *lt = &li->lut->type;
     li->palette = lt->dims[lt->rank - 2];
-    if (lt->dims[lt->rank - 1] != 1) {
-        fail_at(s, op->loc,
-                "constexpr_lut_to_dense: vector palettes (vector size %lld) are not supported by the CPU backend",
-                (long long)lt->dims[lt->rank - 1]);
-        return false;
-    }
+    li->vec = lt->dims[lt->rank - 1];
+    int64_t ax = 0;
+    ir_op_arg_i64(op, "vector_axis", &ax);
+    li->axis = (int)(ax < 0 ? ax + li->ix->type.rank : ax);
     return true;
 }
 
@@ -2026,18 +2025,24 @@ static float *lut_dense_floats(LowerShared *s, const IrValue *v) {
         return NULL;
     }
     const IrType *t = &li.ix->type, *lt = &li.lut->type;
-    int64_t n = ir_type_numel(t);
-    float *w = malloc(sizeof(float) * (size_t)(n + 1));
+    int64_t n = ir_type_numel(t), vec = li.vec;
+    float *w = malloc(sizeof(float) * (size_t)(n * vec + 1));
     MILC_ASSERT(w);
+    /* index i (coordinates c) fills output coordinates c with c[axis] · vec + k, k < vec */
+    int64_t ost[MAXR], st = 1;
+    for (int d = t->rank - 1; d >= 0; d--) ost[d] = st, st *= t->dims[d] * (vec > 1 && d == li.axis ? vec : 1);
     for (int64_t i = 0; i < n; i++) {
         uint64_t bit = (uint64_t)i * (uint64_t)li.bits;
         unsigned raw = ix[bit / 8] | (bit % 8 + (uint64_t)li.bits > 8 ? (unsigned)ix[bit / 8 + 1] << 8 : 0u);
         unsigned id = (raw >> (bit % 8)) & ((1u << li.bits) - 1);
-        int64_t blk = 0, rest = i;
+        int64_t blk = 0, rest = i, off = 0;
         int64_t coord[MAXR];
         for (int d = t->rank - 1; d >= 0; d--) coord[d] = rest % t->dims[d], rest /= t->dims[d];
-        for (int d = 0; d < t->rank; d++) blk = blk * lt->dims[d] + coord[d] / (t->dims[d] / lt->dims[d]);
-        w[i] = lut[blk * li.palette + id];
+        for (int d = 0; d < t->rank; d++) {
+            blk = blk * lt->dims[d] + coord[d] / (t->dims[d] / lt->dims[d]);
+            off += coord[d] * (vec > 1 && d == li.axis ? vec : 1) * ost[d];
+        }
+        for (int64_t k = 0; k < vec; k++) w[off + k * (vec > 1 ? ost[li.axis] : 0)] = lut[(blk * li.palette + id) * vec + k];
     }
     free(lut);
     if (owned) free((void *)ix);
@@ -2051,6 +2056,8 @@ static int lower_lut_linear(LowerShared *s, const IrOp *op, const IrValue *w) {
     IrValue *x = arg_value(op, "x"), *bias = arg_value(op, "bias");
     LutInfo li;
     if (!lut_info(s, w, &li)) return -1;
+    if (li.vec != 1) /* vector palettes: the dense weight (lut_dense_floats) */
+        return lower_gemm(s, op, op->results[0], RT_GEMM_ROWS, x, w, bias, RT_ACT_NONE, NULL);
     const IrType *t = &li.ix->type, *lt = &li.lut->type;
     int64_t N = t->dims[0], K = t->dims[1];
     if ((li.bits != 4 && li.bits != 8) || t->rank != 2 || K * li.bits % 8)

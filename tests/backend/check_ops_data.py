@@ -729,6 +729,41 @@ for opset in ("ios16", "ios17"):
               "%s y = add(x = x, y = w);" % ty(dense, dt)], {"y": (xw.astype(np.float64) + dense, dt)}, opset=opset)
 
 
+# vector palettes (ios18): lut [*blocks, palette, vec] entries are vectors
+# that widen dim vector_axis: output[.., i·vec + k, ..] = lut[block, id(i), k]
+def vec_lut_ref(idx, lut, axis):
+    vec = lut.shape[-1]
+    out_shape = list(idx.shape)
+    out_shape[axis] *= vec
+    out = np.zeros(out_shape)
+    for c in np.ndindex(*idx.shape):
+        blk = tuple(c[d] // (idx.shape[d] // lut.shape[d]) for d in range(idx.ndim))
+        for k in range(vec):
+            o = list(c)
+            o[axis] = c[axis] * vec + k
+            out[tuple(o)] = lut[blk + (idx[c], k)]
+    return out
+
+
+for dt in ("fp32", "fp16"):
+    for bits, ishape, blocks, vec, axis, consumer in ((4, (4, 6), (2, 1), 2, 0, "add"), (2, (3, 4), (1, 2), 3, -1, "add"),
+                                                     (4, (4, 8), (1, 1), 2, 1, "linear"), (8, (2, 4), (2, 1), 4, 0, "linear")):
+        idx = rng.integers(0, 1 << bits, ishape)
+        lut = as_dt(R(*(blocks + (1 << bits, vec))), dt)
+        wd = vec_lut_ref(idx, lut.astype(np.float64), axis)
+        body = [const("ix", idx, "uint%d" % bits), const("lut", lut, dt), const("va", axis, "int32"),
+                "%s w = constexpr_lut_to_dense(indices = ix, lut = lut, vector_axis = va);" % ty(wd, dt)]
+        if consumer == "add":
+            xv = as_dt(R(*wd.shape), dt)
+            want = xv.astype(np.float64) + wd
+            body.append("%s y = add(x = x, y = w);" % ty(want, dt))
+        else:
+            xv = as_dt(R(3, wd.shape[1]), dt)
+            want = xv.astype(np.float64) @ wd.T
+            body.append("%s y = linear(x = x, weight = w);" % ty(want, dt))
+        case("lut_vector_%dbit_v%d_a%d_%s_%s" % (bits, vec, axis, consumer, dt), {"x": (xv, dt)}, body, {"y": (want, dt)}, tol=1e-4)
+
+
 # rnn: h_t = act(W_ih x_t + b + W_hh h_t-1), forward and reverse, with and
 # without the sequence output (fp32 only in ios15-16: the ios18 program
 # here takes fp16 too).  Reverse gives its outputs in processing order (last
