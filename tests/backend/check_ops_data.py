@@ -1,5 +1,8 @@
 # check_ops_data.py — scatter (three index forms, every mode), argsort and
-# topk, quantize / dequantize and the random ops against NumPy, for each
+# topk, quantize / dequantize, the random ops, gather_nd, the resize family
+# and resample / affine, the recurrent ops (rnn, lstm, gru) and the
+# compressed-weight forms (ios16/17 packed, vector palettes) against NumPy
+# (PyTorch and coremltools cross-check some references), for each
 # dtype MIL allows them: fp32, fp16 (relative L2 <= 2e-3 against a reference
 # on fp16-rounded inputs), int32 and the int8 / uint8 of quantization
 # (exact).  Run by check_ops.py, whose helpers (case, const, ty, R, rng, as_dt,
