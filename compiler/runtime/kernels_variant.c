@@ -74,6 +74,8 @@ const RtKernels RT_KERNELS = {
             [RT_OP_SORT] = rt_k_sort,
             [RT_OP_RANDOM] = rt_k_random,
             [RT_OP_UPDATE] = rt_k_update,
+            [RT_OP_GATHER_ND] = rt_k_gather_nd,
+            [RT_OP_SAMPLE] = rt_k_sample,
         },
     .prefetch = {[RT_OP_GEMM] = rt_p_gemm, [RT_OP_ATTENTION] = rt_p_attention},
     .h2f = rt_h2f,

@@ -490,6 +490,8 @@ static const RtOpInfo op_table[RT_OP_COUNT_] = {
     [RT_OP_LOOP_TEST] = {"loop_test", 0, 1, 1, 0, 0, check_loop_op, NULL},
     [RT_OP_LOOP_END] = {"loop_end", 0, 0, 0, 0, 0, check_loop_op, NULL},
     [RT_OP_UPDATE] = {"update", sizeof(RtUpdateParams), 1, 3, 1, 1, rt_check_update, NULL},
+    [RT_OP_GATHER_ND] = {"gather_nd", sizeof(RtAxisParams), 2, 2, 1, 1, rt_check_gather_nd, NULL},
+    [RT_OP_SAMPLE] = {"sample", sizeof(RtSampleParams), 2, 2, 1, 1, rt_check_sample, NULL},
 };
 
 const RtOpInfo *rt_op_info(uint32_t kind) {

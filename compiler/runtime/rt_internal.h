@@ -86,6 +86,7 @@ typedef struct {
         RtSortParams sort;
         RtRandomParams rnd;
         RtUpdateParams upd;
+        RtSampleParams smp;
     } p;
 } RtOpRec;
 _Static_assert(sizeof(RtCopyParams) == RT_PARAMS_MAX, "copy params fill the record");
@@ -218,6 +219,8 @@ int rt_check_lut_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t er
 size_t rt_s_lut_gemm(const RtBuf *bufs, const RtOpRec *op);
 int rt_check_cumsum(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 int rt_check_gather_axis(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+int rt_check_sample(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+int rt_check_gather_nd(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 int rt_check_scatter(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 int rt_check_sort(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 size_t rt_s_sort(const RtBuf *bufs, const RtOpRec *op);
