@@ -150,7 +150,7 @@ static void rt_k_conv_gemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
                                   .ldb = NR, .f16 = 0};
                         o.b0 = w + (n / NR * depth + k) * NR, o.b1 = (const float *)o.b0 + 32;
                         bool last = k + len >= depth;
-                        tile_any(&o, 0, (int)c->mr, n, nc, &e, k ? (const float(*)[NR])pt : NULL, last ? NULL : pt);
+                        tile_any(&o, 0, (int)c->mr, n, nc, &e, k ? (const float(*)[NR])pt : NULL, last ? NULL : pt, (Ahead){0});
                         k += len;
                     }
                 }
