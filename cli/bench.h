@@ -15,6 +15,7 @@
 #include "milc/estimate.h"
 #include "genopts.h"
 #include "json.h"
+#include "milc/chain.h"
 #include "milc/model.h"
 #include "milc/pipeline.h"
 #include "milc/whole.h"
@@ -38,64 +39,13 @@ void bparams_free(BenchParams *p);
 
 /* ---- building and running a chain --------------------------------------- */
 
-/* The programs of one build request: the whole model cut into chunks of
- * `chunk` layers (chunk > 0), or one program with the params' own layers. */
-typedef struct BenchBuilt {
-    CacheKey *keys; /* [n] in model order; owned */
-    int n;
-    int misses, hits;
-    int checksummed;         /* hits whose checksum was recomputed */
-    double ms_total;         /* pipeline_build time summed: compile on a miss, lookup on a hit */
-    uint64_t artifact_bytes; /* summed over the programs */
-    /* a miss's parts, summed: generate, parse+check, passes+lower+pack, store */
-    double ms_generate, ms_check, ms_lower, ms_store;
-} BenchBuilt;
-
-/* Build (or find) every program of p at mode in c; verify_hits
- * (BUILD_VERIFY_*) says how a hit is checked, as in `milc build`.  EXIT_OK,
- * or EXIT_INPUT with diagnostics in d, or EXIT_SYSTEM with a message printed. */
+/* Build (or find) every program of p at mode in c, the whole model cut into
+ * chunks of `chunk` layers (chunk > 0) or one program with the params' own
+ * layers; verify_hits (BUILD_VERIFY_*) says how a hit is checked, as in
+ * `milc build`.  EXIT_OK, or EXIT_INPUT with diagnostics in d, or
+ * EXIT_SYSTEM with a message printed.  The chain is milc/chain.h's. */
 int bench_build(Cache *c, const TemplatePath *tp, const BenchParams *p, int mode, long chunk, int verify_hits,
-                const char *tmp_root, BenchBuilt *out, DiagSink *d);
-void bench_built_free(BenchBuilt *b);
-
-/* Loaded programs run in order as one forward pass: each program's input `x`
- * is the previous program's output `y` when their shapes agree (the chunk
- * I/O contract of mil-templates/README.md); every other input holds fixed
- * data (`mask` zeros = attend everywhere; the rest small pseudo-random
- * values).  Holds one cache hit (read transaction) per program until
- * bench_chain_free: build nothing into the same cache meanwhile. */
-typedef struct BenchChain {
-    int n;
-    RtPool *pool;    /* one thread pool for the whole chain: its chunks run in turn */
-    LoadedModel *lm; /* [n] */
-    Store *store;    /* bench_chain_load: the cache as the models' entries' store */
-    RtTensor **in;   /* [n][nin[i]] */
-    RtTensor **out;  /* [n][nout[i]] */
-    int *nin, *nout;
-    unsigned char *mem; /* every tensor, bump-allocated in one huge-page mapping */
-    size_t mem_len, mem_used;
-    RtArtifact **arts; /* bench_chain_adopt: the artifacts the models run on; owned */
-    int narts;
-    int run_flags;     /* rt_run flags of every program (RT_RUN_NONBONDED: mode 0's per-op variant) */
-    uint64_t last_ops; /* plan ops the last forward ran */
-} BenchChain;
-
-typedef struct BenchRange {
-    const void *p;
-    size_t bytes;
-} BenchRange;
-
-/* Load every program of b from c.  EXIT_OK or EXIT_* with a message printed. */
-int bench_chain_load(Cache *c, const BenchBuilt *b, int nthreads, BenchChain *ch);
-/* Load artifacts compiled in this process (not from a cache); the chain
- * takes arts and every artifact in it, also on failure. */
-int bench_chain_adopt(RtArtifact **arts, int n, int nthreads, BenchChain *ch);
-/* Weight bytes of a cache-loaded chain's programs; with r, their ranges where
- * they lie (at most max, count in *nr). */
-double bench_chain_weight_bytes(const BenchChain *ch, BenchRange *r, int *nr, int max);
-/* One forward pass: wall ms of all programs and their dispatches summed. */
-int bench_chain_run(BenchChain *ch, double *ms, uint64_t *dispatches);
-void bench_chain_free(BenchChain *ch);
+                const char *tmp_root, ChainBuilt *out, DiagSink *d);
 
 /* The hidden fresh-process measurement: `milc bench --child ttft ...` (see
  * cmd_bench.c).  Prints one JSON line on stdout. */
@@ -152,7 +102,7 @@ int bench_compile_job(const TemplatePath *tp, const BuildJob *j, const char *dir
 
 /* Bytes per second nthreads threads read from the ranges together (the best
  * of reps passes); 0 if it cannot be measured. */
-double bench_bandwidth(const BenchRange *r, int nr, int nthreads, int reps);
+double bench_bandwidth(const ChainRange *r, int nr, int nthreads, int reps);
 
 /* time = a + b·work over the points' medians, by least squares. */
 typedef struct BenchSweep {

@@ -67,25 +67,25 @@ int bench_dispatch(const TemplatePath *tp, const BenchParams *p, long chunk, int
         free(arts);
         return rc;
     }
-    BenchChain ch;
-    if ((rc = bench_chain_adopt(arts, n, nthreads, &ch)) != EXIT_OK) return rc;
+    Chain ch;
+    if ((rc = chain_adopt(&ch, arts, n, nthreads)) != EXIT_OK) return rc;
     uint64_t nb = 0, np = 0;
     double t, *v = malloc(sizeof *v * (size_t)(pairs > 0 ? pairs : 1));
     if (!v) {
-        bench_chain_free(&ch);
+        chain_free(&ch);
         cli_error("out of memory");
         return EXIT_SYSTEM;
     }
     /* One untimed forward of each kind first: the weights touched, the pool awake. */
-    rc = bench_chain_run(&ch, &t, &nb);
+    rc = chain_run(&ch, &t, &nb);
     ch.run_flags = RT_RUN_NONBONDED;
-    if (rc == EXIT_OK) rc = bench_chain_run(&ch, &t, &np);
+    if (rc == EXIT_OK) rc = chain_run(&ch, &t, &np);
     for (int i = 0; i < pairs && rc == EXIT_OK && np > nb; i++) {
         double tb, tn;
         ch.run_flags = 0;
-        rc = bench_chain_run(&ch, &tb, NULL);
+        rc = chain_run(&ch, &tb, NULL);
         ch.run_flags = RT_RUN_NONBONDED;
-        if (rc == EXIT_OK) rc = bench_chain_run(&ch, &tn, NULL);
+        if (rc == EXIT_OK) rc = chain_run(&ch, &tn, NULL);
         v[i] = (tn - tb) / (double)(np - nb) * 1e3; /* ms per extra dispatch -> µs */
     }
     if (rc == EXIT_OK) {
@@ -93,6 +93,6 @@ int bench_dispatch(const TemplatePath *tp, const BenchParams *p, long chunk, int
         out->bonded = (int)nb, out->per_op = (int)np, out->pairs = pairs;
     }
     free(v);
-    bench_chain_free(&ch);
+    chain_free(&ch);
     return rc;
 }

@@ -19,7 +19,7 @@ typedef struct {
 } Gate;
 
 typedef struct {
-    const BenchRange *r;
+    const ChainRange *r;
     int nr, ith, nth, reps;
     pthread_barrier_t *bar;
     Gate *gate;
@@ -65,7 +65,7 @@ static void *probe_thread(void *arg) {
     return NULL;
 }
 
-double bench_bandwidth(const BenchRange *r, int nr, int nthreads, int reps) {
+double bench_bandwidth(const ChainRange *r, int nr, int nthreads, int reps) {
     int nth = nthreads < 1 ? 1 : nthreads > PROBE_MAX_THREADS ? PROBE_MAX_THREADS : nthreads;
     pthread_t th[PROBE_MAX_THREADS];
     ProbeArg a[PROBE_MAX_THREADS];

@@ -352,20 +352,20 @@ static int run_ttft(const Bench *b, const char *cache_dir, int mode, Ttft *t) {
 /* Build (quietly, if needed) and load p into ch, and run it once: the warm-up
  * that first touches its weights and arena. */
 static int chain_ready(const Bench *b, Cache *c, const char *cache_dir, const BenchParams *p, int mode, long chunk,
-                       BenchChain *ch, double *dispatches) {
+                       Chain *ch, double *dispatches) {
     DiagSink d;
     diag_init(&d);
-    BenchBuilt built;
+    ChainBuilt built;
     int rc = bench_build(c, &b->tp, p, mode, chunk, b->verify, cache_dir, &built, &d);
     if (rc == EXIT_INPUT) cli_report(b->cli, &d);
     diag_free(&d);
     if (rc != EXIT_OK) return rc;
-    rc = bench_chain_load(c, &built, b->threads, ch);
-    bench_built_free(&built);
+    rc = chain_load(ch, c, &built, b->threads, 0);
+    chain_built_free(&built);
     if (rc != EXIT_OK) return rc;
     double t;
     uint64_t nd = 0;
-    if ((rc = bench_chain_run(ch, &t, &nd)) != EXIT_OK) bench_chain_free(ch);
+    if ((rc = chain_run(ch, &t, &nd)) != EXIT_OK) chain_free(ch);
     *dispatches = (double)nd;
     return rc;
 }
@@ -379,19 +379,19 @@ typedef struct Measured {
  * chain's own weights (GB/s, 0 if unknown). */
 static int measure(const Bench *b, Cache *c, const char *cache_dir, const BenchParams *p, int mode, long chunk,
                    BenchStat *ms, Measured *mx) {
-    BenchChain ch;
+    Chain ch;
     int rc = chain_ready(b, c, cache_dir, p, mode, chunk, &ch, &mx->dispatches);
     if (rc != EXIT_OK) return rc;
     double v[1024];
     int n = b->repeat < 1024 ? b->repeat : 1024;
-    for (int i = 0; i < n && rc == EXIT_OK; i++) rc = bench_chain_run(&ch, &v[i], NULL);
+    for (int i = 0; i < n && rc == EXIT_OK; i++) rc = chain_run(&ch, &v[i], NULL);
     mx->ops = (double)ch.last_ops;
-    BenchRange r[512];
+    ChainRange r[512];
     int nr;
-    mx->weight_bytes = bench_chain_weight_bytes(&ch, r, &nr, 512);
+    mx->weight_bytes = chain_weight_bytes(&ch, r, &nr, 512);
     int nth = b->threads ? b->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     mx->gbs = rc == EXIT_OK ? bench_bandwidth(r, nr, nth, 3) / 1e9 : 0;
-    bench_chain_free(&ch);
+    chain_free(&ch);
     if (rc == EXIT_OK) *ms = bench_stat(v, n);
     return rc;
 }
@@ -554,7 +554,7 @@ static int bench_mode(const Bench *b, int mode, BenchModeResult *m) {
      * drift between two blocks of runs. */
     progress(b, "mode %d: %d cached run%s (fresh process, warm cache), each with a steady prefill", mode, b->repeat,
              b->repeat == 1 ? "" : "s");
-    BenchChain ch;
+    Chain ch;
     double nd, v8[1024], v9[1024];
     rc = chain_ready(b, c, warm, &b->base, mode, b->chunk, &ch, &nd);
     bool loaded = rc == EXIT_OK;
@@ -568,10 +568,10 @@ static int bench_mode(const Bench *b, int mode, BenchModeResult *m) {
         v1[i] = t.ttft_ms, v2[i] = t.load_ms, v3[i] = t.rss;
         v4[i] = t.start_ms, v5[i] = t.open_ms, v6[i] = t.build_ms, v7[i] = t.run_ms;
         m->prefill_dispatches = t.dispatches;
-        rc = bench_chain_run(&ch, &v8[i], NULL);
+        rc = chain_run(&ch, &v8[i], NULL);
         v9[i] = t.ttft_ms / v8[i];
     }
-    if (loaded) bench_chain_free(&ch);
+    if (loaded) chain_free(&ch);
     if (rc == EXIT_OK) {
         m->cached_start_ms = bench_stat(v4, b->repeat);
         m->cached_open_ms = bench_stat(v5, b->repeat);

@@ -59,6 +59,36 @@ static const char *outcome_name(BuildOutcome o) {
     return o == BUILD_HIT_DIRECT ? "hit (direct)" : o == BUILD_HIT_FULL ? "hit (full)" : "miss";
 }
 
+static uint64_t split_max(uint64_t max_bytes) { return max_bytes ? max_bytes : JOBS_DEFAULT_MAX_CHUNK_BYTES; }
+
+/* --chunk auto: the split chosen, per parameter combination. */
+static void print_split(const JobList *jobs, uint64_t max_bytes) {
+    for (int i = 0; i < jobs->nsplits; i++) {
+        const JobSplit *sp = &jobs->splits[i];
+        printf("split%s%s: %d chunks of at most %.1f MiB of weights (--max-chunk-bytes %llu)\n",
+               sp->label[0] ? " " : "", sp->label, sp->n, (double)split_max(max_bytes) / 1048576.0,
+               (unsigned long long)split_max(max_bytes));
+        for (int k = 0; k < sp->n; k++)
+            printf("    layers %ld-%ld  %ld layers, %.1f MiB\n", sp->v[k].first, sp->v[k].first + sp->v[k].layers - 1,
+                   sp->v[k].layers, (double)sp->v[k].weight_bytes / 1048576.0);
+    }
+}
+
+static json_t *split_json(const JobList *jobs, uint64_t max_bytes) {
+    json_t *arr = json_array();
+    for (int i = 0; i < jobs->nsplits; i++) {
+        const JobSplit *sp = &jobs->splits[i];
+        json_t *chunks = json_array();
+        for (int k = 0; k < sp->n; k++)
+            cli_json_push(chunks, cli_json_obj("first_layer", json_integer(sp->v[k].first), "layers",
+                                               json_integer(sp->v[k].layers), "weight_bytes",
+                                               json_integer((json_int_t)sp->v[k].weight_bytes), NULL));
+        cli_json_push(arr, cli_json_obj("combination", cli_json_str(sp->label), "max_chunk_bytes",
+                                        json_integer((json_int_t)split_max(max_bytes)), "chunks", chunks, NULL));
+    }
+    return arr;
+}
+
 typedef struct {
     const Cli *cli;
     int printed;
@@ -66,7 +96,21 @@ typedef struct {
     CacheKey *keys;        /* --packages: each job's key, by index */
     const CacheKey **have; /* [i] = &keys[i] once job i is built or found */
     int nkeys;
+    uint64_t max_chunk; /* --chunk auto: its ceiling, for the split */
+    json_t *split;      /* --chunk auto --json: the split reported */
 } Printer;
+
+/* RequestOptions.on_split: --chunk auto's split, before the builds (from the
+ * request note when it holds it: no template read). */
+static void report_split(void *ctx, const JobList *splits) {
+    Printer *pr = ctx;
+    if (pr->cli->json) {
+        json_decref(pr->split);
+        pr->split = split_json(splits, pr->max_chunk);
+    } else if (pr->cli->verbosity >= 0) {
+        print_split(splits, pr->max_chunk);
+    }
+}
 
 /* JSON: the builds array opens with the first result, so a request that
  * fails before any prints its diagnostics alone. */
@@ -132,36 +176,6 @@ static bool build_chunk_opts(const Args *a, long *chunk, uint64_t *max_bytes) {
         return false;
     }
     return true;
-}
-
-static uint64_t split_max(uint64_t max_bytes) { return max_bytes ? max_bytes : JOBS_DEFAULT_MAX_CHUNK_BYTES; }
-
-/* --chunk auto: the split chosen, per parameter combination. */
-static void print_split(const JobList *jobs, uint64_t max_bytes) {
-    for (int i = 0; i < jobs->nsplits; i++) {
-        const JobSplit *sp = &jobs->splits[i];
-        printf("split%s%s: %d chunks of at most %.1f MiB of weights (--max-chunk-bytes %llu)\n",
-               sp->label[0] ? " " : "", sp->label, sp->n, (double)split_max(max_bytes) / 1048576.0,
-               (unsigned long long)split_max(max_bytes));
-        for (int k = 0; k < sp->n; k++)
-            printf("    layers %ld-%ld  %ld layers, %.1f MiB\n", sp->v[k].first, sp->v[k].first + sp->v[k].layers - 1,
-                   sp->v[k].layers, (double)sp->v[k].weight_bytes / 1048576.0);
-    }
-}
-
-static json_t *split_json(const JobList *jobs, uint64_t max_bytes) {
-    json_t *arr = json_array();
-    for (int i = 0; i < jobs->nsplits; i++) {
-        const JobSplit *sp = &jobs->splits[i];
-        json_t *chunks = json_array();
-        for (int k = 0; k < sp->n; k++)
-            cli_json_push(chunks, cli_json_obj("first_layer", json_integer(sp->v[k].first), "layers",
-                                               json_integer(sp->v[k].layers), "weight_bytes",
-                                               json_integer((json_int_t)sp->v[k].weight_bytes), NULL));
-        cli_json_push(arr, cli_json_obj("combination", cli_json_str(sp->label), "max_chunk_bytes",
-                                        json_integer((json_int_t)split_max(max_bytes)), "chunks", chunks, NULL));
-    }
-    return arr;
 }
 
 typedef struct {
@@ -243,7 +257,7 @@ static int build_run(Cli *cli, int argc, char **argv) {
     DiagSink d;
     diag_init(&d);
     Cache *c = NULL;
-    Printer pr = {cli, 0, NULL, NULL, NULL, 0}; /* set before the first goto out */
+    Printer pr = {.cli = cli}; /* set before the first goto out */
     Store *s = NULL;                            /* the build path's view of c */
     JobSpec spec = {.config = cli_config_name(&a),
                     .weights = args_get(&a, "weights"),
@@ -261,10 +275,10 @@ static int build_run(Cli *cli, int argc, char **argv) {
     JobList jobs = {0};
     const JobList *expanded = NULL;
     struct stat st;
-    /* --chunk auto reports its split, so it expands here too (the request
-     * note still finds the programs without building them). */
+    /* --chunk auto's split is reported by build_request (report_split), from
+     * the request note when it is there. */
     const char *packages = args_get(&a, "packages");
-    if (chunk == JOBS_CHUNK_AUTO || packages || stat(cli->cache_dir, &st) != 0) {
+    if (packages || stat(cli->cache_dir, &st) != 0) {
         if (jobs_expand(&tp, &spec, &jobs, &d) != 0) {
             rc = cli_report(cli, &d);
             if (rc == EXIT_OK) rc = EXIT_INPUT;
@@ -289,7 +303,7 @@ static int build_run(Cli *cli, int argc, char **argv) {
         goto out;
     }
     pr.nkeys = jobs.n;
-    if (chunk == JOBS_CHUNK_AUTO && !cli->json && cli->verbosity >= 0) print_split(&jobs, max_chunk);
+    pr.max_chunk = max_chunk;
     if (!(s = store_lmdb_wrap(c))) {
         cli_error("out of memory");
         rc = EXIT_SYSTEM;
@@ -301,13 +315,14 @@ static int build_run(Cli *cli, int argc, char **argv) {
                                          .jobs = expanded,
                                          .max_memory = cli->max_memory,
                                          .remote = remote,
-                                         .overlap = (int)overlap},
+                                         .overlap = (int)overlap,
+                                         .on_split = chunk == JOBS_CHUNK_AUTO ? report_split : NULL},
                        print_result, &pr, &d);
     json_t *pkgs = NULL;
     if (rc == EXIT_OK && packages) rc = build_packages(cli, &tp, &jobs, &pr, packages, &pkgs, &d);
     if (cli->json && pr.printed) {
         json_t *doc = cli_json_obj("builds", pr.builds, NULL);
-        if (chunk == JOBS_CHUNK_AUTO) json_object_set_new(doc, "split", split_json(&jobs, max_chunk));
+        if (pr.split) json_object_set_new(doc, "split", pr.split), pr.split = NULL;
         if (pkgs) json_object_set_new(doc, "packages", pkgs), pkgs = NULL;
         cli_json_print(stdout, doc);
     }
@@ -315,6 +330,7 @@ static int build_run(Cli *cli, int argc, char **argv) {
     int drc = cli_report(cli, &d);
     if (rc == EXIT_OK) rc = drc;
 out:
+    json_decref(pr.split);
     free(pr.keys);
     free(pr.have);
     jobs_free(&jobs);

@@ -149,7 +149,8 @@ static json_t *entry_json(const CacheEntryInfo *e, const char *key, const char *
                         json_string(created), "last_used", json_string(used), "hits", json_integer((json_int_t)e->hits),
                         "compile_ms", cli_json_real((double)e->compile_ns / 1e6, 3), "load_ms",
                         cli_json_real((double)e->load_ns / 1e6, 3), "saved_ms",
-                        cli_json_real((double)e->compile_ns * (double)e->hits / 1e6, 3), NULL);
+                        cli_json_real((double)e->compile_ns * (double)e->hits / 1e6, 3), "copied_sections",
+                        json_integer(e->copied), NULL);
 }
 
 static int ls_entry(void *ctx, const CacheEntryInfo *e) {

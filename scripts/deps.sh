@@ -15,6 +15,7 @@ PKGS=(
   libprotobuf-c-dev protobuf-c-compiler   # Core ML packages: the Model protobuf
   libhiredis-dev redis-server             # the shared remote cache tier and its tests
   libsodium-dev        # keyed MACs over what comes back from a shared remote
+  libssl-dev           # libcrypto's Poly1305 for those MACs (twice libsodium's speed)
   clang-format         # the project's code style (.clang-format)
 )
 export DEBIAN_FRONTEND=noninteractive

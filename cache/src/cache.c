@@ -447,6 +447,9 @@ int cache_open(Cache **out, const char *dir, const CacheOptions *opt, char *err,
     if (!c->opt.chunk_bytes) c->opt.chunk_bytes = (uint64_t)64 << 20;
     if (c->opt.chunk_bytes > ((uint64_t)1 << 30)) c->opt.chunk_bytes = (uint64_t)1 << 30;
     c->opt.chunk_bytes = (c->opt.chunk_bytes + 63) & ~(uint64_t)63;
+    if (!c->opt.whole_bytes || c->opt.whole_bytes > ((uint64_t)1 << 30)) c->opt.whole_bytes = (uint64_t)1 << 30;
+    if (c->opt.whole_bytes < c->opt.chunk_bytes) c->opt.whole_bytes = c->opt.chunk_bytes;
+    c->opt.whole_bytes &= ~(uint64_t)63;
     c->dir = strdup(dir);
     size_t n = strlen(dir) + 32;
     c->datapath = malloc(n);
@@ -806,6 +809,8 @@ static void fill_info(CacheEntryInfo *info, const CacheKey *k, const EntryView *
     info->created_ns = e->created, info->compile_ns = e->compile_ns;
     info->record = e->record, info->record_len = e->rlen;
     memcpy(info->checksum, e->checksum, 16);
+    for (uint32_t i = 0; i < e->nsec; i++)
+        info->copied += ld32(e->sectab + 16 * i + 4) + ld64(e->sectab + 16 * i + 8) > e->bound;
     info->last_used_ns = e->created;
     if (usage && usage->mv_size >= USAGE_MIN) {
         info->last_used_ns = ld64(usage->mv_data);
@@ -1354,6 +1359,20 @@ static int put_body(Cache *c, MDB_txn *txn, void *arg) {
     return rc;
 }
 
+/* The entry's bound (its header's "chunk bound"): the largest section up to
+ * whole_bytes, rounded to 64, or chunk_bytes if none is larger.  Every
+ * reader, also an older milc's, takes a section that fits in the bound as
+ * lying in one value, so a put may raise the bound per entry without a new
+ * format: a large section is then one value, mapped by a hit, not copied. */
+static uint64_t entry_bound(const Cache *c, const CacheSection *secs, int nsecs) {
+    uint64_t bound = c->opt.chunk_bytes;
+    for (int i = 0; i < nsecs; i++) {
+        uint64_t sz = (secs[i].size + 63) & ~(uint64_t)63;
+        if (sz > bound && sz <= c->opt.whole_bytes) bound = sz;
+    }
+    return bound;
+}
+
 int cache_put_at(Cache *c, const CacheKey *k, const void *record, size_t rlen, const CacheEntryMeta *m,
                  const CacheSection *secs, int nsecs, uint64_t created, const uint8_t *checksum,
                  const CachePutOptions *po) {
@@ -1364,10 +1383,11 @@ int cache_put_at(Cache *c, const CacheKey *k, const void *record, size_t rlen, c
     if (!m) m = &none;
     const char *desc = m->description ? m->description : "", *backend = m->backend ? m->backend : "";
     size_t dlen = strlen(desc), blen = strlen(backend);
-    uint64_t bound = c->opt.chunk_bytes, total = 0;
+    uint64_t pack = c->opt.chunk_bytes, bound = entry_bound(c, secs, nsecs), total = 0;
     /* Lay sections out: each at a 64-byte offset in the current value while it
-     * fits, else in a fresh value; one larger than the bound gets values of
-     * its own (bound bytes each, the last shared with what follows). */
+     * fits in chunk_bytes, else in a fresh value; one larger than that gets a
+     * value of its own, and one larger than the bound values of its own
+     * (bound bytes each, the last shared with what follows). */
     size_t mlen = ENTRY_HDR + (size_t)nsecs * 16 + rlen + dlen + 1 + blen + 1;
     uint8_t *meta = calloc(1, mlen);
     if (!meta) return CACHE_ENOMEM;
@@ -1384,12 +1404,15 @@ int cache_put_at(Cache *c, const CacheKey *k, const void *record, size_t rlen, c
         }
         if (!sz) {
             o = 0;
-        } else if (sz <= bound) {
-            if (!nchunks || o + sz > bound)
+        } else if (sz <= pack) {
+            if (!nchunks || o + sz > pack)
                 ch = nchunks++, o = 0;
             else
                 ch = nchunks - 1;
             fill = o + sz;
+        } else if (sz <= bound) {
+            ch = nchunks++, o = 0;
+            fill = sz;
         } else {
             uint64_t pieces = (sz + bound - 1) / bound;
             ch = nchunks, o = 0;

@@ -401,10 +401,25 @@ static float *constexpr_dense(LowerShared *s, const IrValue *v) {
         }
         break;
     }
+    case OP_CONSTEXPR_LUT_TO_DENSE: { /* ios16/17: lut [2^bits], indices packed in bytes, LSB first */
+        ok = (a = const_values(s, arg_value(op, "lut"))) && (b = const_values(s, arg_value(op, "indices")));
+        int64_t np = ok ? ir_type_numel(&arg_value(op, "lut")->type) : 0, bits = 0;
+        while ((INT64_C(1) << bits) < np) bits++;
+        for (int64_t i = 0; ok && i < n; i++) {
+            unsigned id = 0;
+            for (int64_t k = 0; k < bits; k++) id |= (unsigned)((int64_t)b[(i * bits + k) / 8] >> ((i * bits + k) % 8) & 1) << k;
+            out[i] = (float)a[id < np ? id : 0];
+        }
+        break;
+    }
     case OP_CONSTEXPR_SPARSE_TO_DENSE: { /* the mask's set bits take nonzero_data in order */
         ok = (a = const_values(s, arg_value(op, "nonzero_data"))) && (b = const_values(s, arg_value(op, "mask")));
         int64_t nz = ok ? ir_type_numel(&arg_value(op, "nonzero_data")->type) : 0, j = 0;
-        for (int64_t i = 0; ok && i < n; i++) out[i] = b[i] != 0 && j < nz ? (float)a[j++] : 0.0f;
+        bool packed = ir_op_arg(op, "shape") != NULL; /* ios16/17: mask bits in bytes, LSB first */
+        for (int64_t i = 0; ok && i < n; i++) {
+            bool set = packed ? ((int64_t)b[i / 8] >> (i % 8) & 1) != 0 : b[i] != 0;
+            out[i] = set && j < nz ? (float)a[j++] : 0.0f;
+        }
         if (ok && j != nz)
             ok = fail_at(s, op->loc, "constexpr_sparse_to_dense: the mask sets %lld bits for %lld values", (long long)j,
                          (long long)nz);
@@ -426,7 +441,8 @@ static const void *const_data(LowerShared *s, const IrValue *v, RtDType *dt, boo
     *owned = false;
     if (!l && backend_is_constexpr(v)) { /* decompressed here: a dense fp32 copy */
         *dt = RT_F32, *owned = true;
-        return v->def->kind == OP_CONSTEXPR_LUT_TO_DENSE ? lut_dense_floats(s, v) : constexpr_dense(s, v);
+        return v->def->kind == OP_CONSTEXPR_LUT_TO_DENSE && !ir_op_arg(v->def, "shape") ? lut_dense_floats(s, v)
+                                                                                         : constexpr_dense(s, v);
     }
     if (!l) return fail_at(s, loc, "'%s' is not a constant", v->name), NULL;
     int64_t n = ir_type_numel(&v->type);
@@ -1774,7 +1790,7 @@ static int lower_conv_general(LowerShared *s, const IrOp *op) {
     int xin = materialize(s, x);
     if (!transpose && groups == 1 && p.nsp == 2 && (ir_value_const(w) || backend_is_constexpr(w))) {
         /* one group, 2-D: x channels last and padded once, then GEMMs that
-         * read it where it lies, W as [KH·KW·C, Cout] */
+         * read it where it lies */
         int64_t C = x->type.dims[1], cout = t->dims[1], kh = p.k[0], kw = p.k[1];
         int64_t pd[4] = {x->type.dims[0], (int64_t)(p.out[0] - 1) * p.stride[0] + (kh - 1) * p.dil[0] + 1,
                          (int64_t)(p.out[1] - 1) * p.stride[1] + (kw - 1) * p.dil[1] + 1, C};
@@ -1784,12 +1800,14 @@ static int lower_conv_general(LowerShared *s, const IrOp *op) {
         if (!wv) return -1;
         float *wt = malloc(sizeof(float) * (size_t)(kh * kw * C * cout) + 1);
         MILC_ASSERT(wt);
+        /* W [Cout, KH·KW·C], K in tap-major order: the builder packs it
+         * into 64-column panels as a GEMM weight */
         for (int64_t o = 0; o < cout; o++)
             for (int64_t c = 0; c < C; c++)
                 for (int64_t ky = 0; ky < kh; ky++)
                     for (int64_t kx = 0; kx < kw; kx++)
-                        wt[((ky * kw + kx) * C + c) * cout + o] = wv[((o * C + c) * kh + ky) * kw + kx];
-        int64_t wd[2] = {kh * kw * C, cout};
+                        wt[o * kh * kw * C + (ky * kw + kx) * C + c] = wv[((o * C + c) * kh + ky) * kw + kx];
+        int64_t wd[2] = {cout, kh * kw * C};
         char name[RT_NAME_MAX];
         snprintf(name, sizeof name, "%s", w->name);
         int wid = check_rc(s, rtb_weight(s->b, name, RT_F32, 2, wd, wt));
@@ -1979,7 +1997,8 @@ static const uint8_t *lut_indices(LowerShared *s, const IrValue *iv, int bits, b
 typedef struct {
     const IrValue *ix, *lut;
     int bits;
-    int64_t palette;
+    int64_t palette, vec; /* vec: entries per palette slot (a vector palette widens dim axis) */
+    int axis;
 } LutInfo;
 
 static bool lut_info(LowerShared *s, const IrValue *v, LutInfo *li) {
@@ -1988,12 +2007,10 @@ static bool lut_info(LowerShared *s, const IrValue *v, LutInfo *li) {
     li->bits = (int)ir_dtype_bits(li->ix->type.dtype);
     const IrType *lt = &li->lut->type;
     li->palette = lt->dims[lt->rank - 2];
-    if (lt->dims[lt->rank - 1] != 1) {
-        fail_at(s, op->loc,
-                "constexpr_lut_to_dense: vector palettes (vector size %lld) are not supported by the CPU backend",
-                (long long)lt->dims[lt->rank - 1]);
-        return false;
-    }
+    li->vec = lt->dims[lt->rank - 1];
+    int64_t ax = 0;
+    ir_op_arg_i64(op, "vector_axis", &ax);
+    li->axis = (int)(ax < 0 ? ax + li->ix->type.rank : ax);
     return true;
 }
 
@@ -2010,18 +2027,24 @@ static float *lut_dense_floats(LowerShared *s, const IrValue *v) {
         return NULL;
     }
     const IrType *t = &li.ix->type, *lt = &li.lut->type;
-    int64_t n = ir_type_numel(t);
-    float *w = malloc(sizeof(float) * (size_t)(n + 1));
+    int64_t n = ir_type_numel(t), vec = li.vec;
+    float *w = malloc(sizeof(float) * (size_t)(n * vec + 1));
     MILC_ASSERT(w);
+    /* index i (coordinates c) fills output coordinates c with c[axis] · vec + k, k < vec */
+    int64_t ost[MAXR], st = 1;
+    for (int d = t->rank - 1; d >= 0; d--) ost[d] = st, st *= t->dims[d] * (vec > 1 && d == li.axis ? vec : 1);
     for (int64_t i = 0; i < n; i++) {
         uint64_t bit = (uint64_t)i * (uint64_t)li.bits;
         unsigned raw = ix[bit / 8] | (bit % 8 + (uint64_t)li.bits > 8 ? (unsigned)ix[bit / 8 + 1] << 8 : 0u);
         unsigned id = (raw >> (bit % 8)) & ((1u << li.bits) - 1);
-        int64_t blk = 0, rest = i;
+        int64_t blk = 0, rest = i, off = 0;
         int64_t coord[MAXR];
         for (int d = t->rank - 1; d >= 0; d--) coord[d] = rest % t->dims[d], rest /= t->dims[d];
-        for (int d = 0; d < t->rank; d++) blk = blk * lt->dims[d] + coord[d] / (t->dims[d] / lt->dims[d]);
-        w[i] = lut[blk * li.palette + id];
+        for (int d = 0; d < t->rank; d++) {
+            blk = blk * lt->dims[d] + coord[d] / (t->dims[d] / lt->dims[d]);
+            off += coord[d] * (vec > 1 && d == li.axis ? vec : 1) * ost[d];
+        }
+        for (int64_t k = 0; k < vec; k++) w[off + k * (vec > 1 ? ost[li.axis] : 0)] = lut[(blk * li.palette + id) * vec + k];
     }
     free(lut);
     if (owned) free((void *)ix);
@@ -2035,6 +2058,8 @@ static int lower_lut_linear(LowerShared *s, const IrOp *op, const IrValue *w) {
     IrValue *x = arg_value(op, "x"), *bias = arg_value(op, "bias");
     LutInfo li;
     if (!lut_info(s, w, &li)) return -1;
+    if (li.vec != 1) /* vector palettes: the dense weight (lut_dense_floats) */
+        return lower_gemm(s, op, op->results[0], RT_GEMM_ROWS, x, w, bias, RT_ACT_NONE, NULL);
     const IrType *t = &li.ix->type, *lt = &li.lut->type;
     int64_t N = t->dims[0], K = t->dims[1];
     if ((li.bits != 4 && li.bits != 8) || t->rank != 2 || K * li.bits % 8)
@@ -2477,49 +2502,15 @@ static int lower_one_hot(LowerShared *s, const IrOp *op) {
     return emit_result(s, op, RT_OP_SELECT, sel, 3, NULL, 0);
 }
 
-/* gather_nd (batch_dims 0): the row index Σ idx[.., k] · stride_k (each
- * component taken modulo its dim, so -1 is the last), then a gather of the
- * rows of x seen as [prod(dims[:K]), rest]. */
+/* gather_nd: RT_OP_GATHER_ND (any batch_dims; an index component outside
+ * its dim is RT_EINDEX, never wrapped into another row). */
 static int lower_gather_nd(LowerShared *s, const IrOp *op) {
     IrValue *x = arg_value(op, "x"), *ix = arg_value(op, "indices");
     int64_t bd = 0;
     ir_op_arg_i64(op, "batch_dims", &bd);
-    if (bd) return FAIL("gather_nd: batch_dims is not supported by the CPU backend");
-    int ir = ix->type.rank, xr = x->type.rank;
-    int64_t kk = ix->type.dims[ir - 1], rows = 1, xd[MAXR], kd[MAXR], ld[MAXR];
-    if (kk < 1 || kk > xr) return FAIL("gather_nd: the index depth must be in 1..%d", xr);
-    int32_t dims[MAXR], strides[MAXR];
-    for (int i = (int)kk - 1; i >= 0; i--)
-        dims[i] = (int32_t)x->type.dims[i], strides[i] = (int32_t)rows, rows *= x->type.dims[i];
-    xd[0] = rows;
-    for (int i = (int)kk; i < xr; i++) xd[1 + i - kk] = x->type.dims[i];
-    for (int i = 0; i < ir; i++) kd[i] = i == ir - 1 ? kk : 1;
-    char name[RT_NAME_MAX];
-    snprintf(name, sizeof name, "%s.dims", op->results[0]->name);
-    int dw = check_rc(s, rtb_weight(s->b, name, RT_I32, ir, kd, dims));
-    note_buf(s, dw, ir, kd);
-    snprintf(name, sizeof name, "%s.strides", op->results[0]->name);
-    int sw = check_rc(s, rtb_weight(s->b, name, RT_I32, ir, kd, strides));
-    note_buf(s, sw, ir, kd);
-    RtBinaryParams md = {.op = RT_BO_MOD}, mu = {.op = RT_BIN_MUL};
-    RtReduceParams sum = {.op = RT_RX_SUM, .axes = 1u << (ir - 1)};
-    int in[2] = {materialize(s, ix), dw};
-    int m = emit_temp(s, RT_OP_BINOP, in, 2, RT_I32, &ix->type, &md, sizeof md);
-    int in2[2] = {m, sw};
-    int p = emit_temp(s, RT_OP_BINARY, in2, 2, RT_I32, &ix->type, &mu, sizeof mu);
-    dims_copy(ld, ix->type.dims, ir - 1);
-    int lin = new_temp(s, RT_I32, ir > 1 ? ir - 1 : 1, ir > 1 ? ld : (int64_t[]){1});
-    if (emit(s, RT_OP_REDUCEX, &p, 1, lin, &sum, sizeof sum) < 0) return -1;
-    RtAxisParams ax = {.axis = 0};
-    int g[2] = {buffer_as(s, x, 1 + xr - (int)kk, xd, -1), lin}, gr = (ir > 1 ? ir - 1 : 1) + xr - (int)kk;
-    int64_t gd[2 * MAXR];
-    dims_copy(gd, ir > 1 ? ld : (int64_t[]){1}, ir > 1 ? ir - 1 : 1);
-    dims_copy(gd + (ir > 1 ? ir - 1 : 1), xd + 1, xr - (int)kk);
-    if (gr > MAXR) return FAIL("gather_nd: the result's rank is above the CPU backend's %d", MAXR);
-    int out = new_temp(s, rt_dt(x->type.dtype), gr, gd);
-    if (emit(s, RT_OP_GATHER, g, 2, out, &ax, sizeof ax) < 0) return -1;
-    set_buffer(s, op->results[0], out, gr, gd);
-    return 0;
+    RtAxisParams p = {.axis = (int32_t)bd};
+    int in[2] = {materialize(s, x), materialize(s, ix)};
+    return emit_result(s, op, RT_OP_GATHER_ND, in, 2, &p, sizeof p);
 }
 
 /* einsum in Core ML's two forms: abc,cbd->abd and abcd,adce->abce, a
@@ -2720,7 +2711,7 @@ static double grid_point(int mode, int64_t i, int64_t in, int64_t out) {
 
 static int resample_axis(LowerShared *s, const IrOp *op, int cur, int a, int mode, const int64_t *dims, int rank,
                          int out) {
-    int64_t in = s->bi[cur].dims[a], m = dims[a], wd[2] = {m, 1};
+    int64_t in = s->bi[cur].dims[a], m = dims[a];
     int32_t *i0 = malloc(sizeof(int32_t) * 2 * (size_t)m), *i1 = i0 + m;
     float *w0 = malloc(sizeof(float) * 2 * (size_t)m), *w1 = w0 + m;
     MILC_ASSERT(i0 && w0);
@@ -2738,14 +2729,17 @@ static int resample_axis(LowerShared *s, const IrOp *op, int cur, int a, int mod
     for (int k = 0; k < 2 && mode != GRID_NEAREST; k++) {
         char name[RT_NAME_MAX];
         snprintf(name, sizeof name, "%s.w%d_%d", op->results[0]->name, k, a);
-        int wr = a == rank - 2 ? 2 : 1;
-        fw[k] = check_rc(s, rtb_weight(s->b, name, RT_F32, wr, wd, k ? w1 : w0));
-        note_buf(s, fw[k], wr, wd);
+        int wr = rank - a; /* [m, 1, ..]: broadcast over the dims after a */
+        int64_t wdims[MAXR] = {m};
+        for (int j = 1; j < wr; j++) wdims[j] = 1;
+        fw[k] = check_rc(s, rtb_weight(s->b, name, RT_F32, wr, wdims, k ? w1 : w0));
+        note_buf(s, fw[k], wr, wdims);
     }
     free(i0), free(w0);
     RtAxisParams ax = {.axis = a};
     IrType t = {.dtype = IR_DT_FP32, .rank = rank, .dims = (int64_t *)dims};
     int g0[2] = {cur, iw0};
+    if (iw0 < 0 || (mode != GRID_NEAREST && iw1 < 0)) return -1;
     if (mode == GRID_NEAREST) return emit(s, RT_OP_GATHER, g0, 2, out, &ax, sizeof ax) < 0 ? -1 : out;
     int g1[2] = {cur, iw1};
     int x0 = emit_temp(s, RT_OP_GATHER, g0, 2, RT_F32, &t, &ax, sizeof ax);
@@ -2756,6 +2750,40 @@ static int resample_axis(LowerShared *s, const IrOp *op, int cur, int a, int mod
     int p1 = emit_temp(s, RT_OP_BINARY, m1, 2, RT_F32, &t, &mul, sizeof mul);
     int sum[2] = {p0, p1};
     return emit(s, RT_OP_BINARY, sum, 2, out, &add, sizeof add) < 0 ? -1 : out;
+}
+
+/* A string argument's index in names (n of them), or -1 after a diagnostic naming it. */
+static int arg_choice(LowerShared *s, const IrOp *op, const char *arg, const char *def, const char *const *names, int n) {
+    const char *v = arg_str_or(op, arg, def);
+    for (int i = 0; v && i < n; i++)
+        if (!strcmp(v, names[i])) return i;
+    return FAIL("%s: '%s' %s is not run by the CPU backend", mil_op_name(op->kind), arg, v ? v : "?");
+}
+
+/* resample and affine: RT_OP_SAMPLE on x [B, C, H, W] (integer coordinates cast to fp32 first). */
+static int lower_sample(LowerShared *s, const IrOp *op) {
+    static const char *const modes[] = {"bilinear", "nearest"}, *const pads[] = {"constant", "border", "reflection", "symmetric"},
+                             *const coords[] = {"unnormalized", "normalized_minus_one_to_one", "normalized_zero_to_one"};
+    bool affine = op->kind == OP_AFFINE;
+    IrValue *x = arg_value(op, "x"), *c = arg_value(op, affine ? "transform_matrix" : "coordinates");
+    int64_t ac = 0;
+    ir_op_arg_i64(op, "align_corners", &ac);
+    RtSampleParams p = {.mode = arg_choice(s, op, "sampling_mode", "bilinear", modes, 2),
+                        .pad = arg_choice(s, op, "padding_mode", "constant", pads, 4),
+                        .coord_mode = arg_choice(s, op, "coordinates_mode", "normalized_minus_one_to_one", coords, 3),
+                        .align_corners = ac != 0,
+                        .affine = affine,
+                        .pad_value = (float)arg_f64_or(op, "padding_value", 0)};
+    if (s->failed) return -1;
+    if (x->type.rank != 4) return FAIL("%s: 'x' must have rank 4", mil_op_name(op->kind));
+    int in[2] = {materialize(s, x), materialize(s, c)};
+    if (in[1] >= 0 && rt_dt(c->type.dtype) != RT_F32) {
+        RtCastParams cp = {0};
+        IrType ft = c->type;
+        ft.dtype = IR_DT_FP32;
+        in[1] = emit_temp(s, RT_OP_CAST, &in[1], 1, RT_F32, &ft, &cp, sizeof cp);
+    }
+    return emit_result(s, op, RT_OP_SAMPLE, in, 2, &p, sizeof p);
 }
 
 /* resize_nearest_neighbor (input index floor(i · in / out)), resize_bilinear
@@ -2783,14 +2811,31 @@ static int lower_resize(LowerShared *s, const IrOp *op) {
         if (ac && hp) return FAIL("upsample_bilinear: 'half_pixel_centers' needs 'align_corners' false");
         mode = ac ? GRID_ALIGN_STRICT : hp ? GRID_HALF : GRID_LEGACY;
     }
+    int64_t nd = 2;
+    if (op->kind == OP_RESIZE) {
+        const char *im = arg_str_or(op, "interpolation_mode", "LINEAR"), *sm = arg_str_or(op, "sampling_mode", "DEFAULT");
+        static const char *const names[] = {"ALIGN_CORNERS", "STRICT_ALIGN_CORNERS", "UNALIGN_CORNERS", "DEFAULT",
+                                            "OFFSET_CORNERS"};
+        static const int modes[] = {GRID_ALIGN, GRID_ALIGN_STRICT, GRID_HALF, GRID_DEFAULT, GRID_OFFSET};
+        bool nearest = im && !strcmp(im, "NEAREST_NEIGHBOR");
+        mode = -1;
+        for (int i = 0; sm && i < 5; i++)
+            if (!strcmp(sm, names[i])) mode = nearest ? (modes[i] == GRID_DEFAULT ? GRID_NEAREST : -2) : modes[i];
+        if (mode == -2)
+            return FAIL("resize: NEAREST_NEIGHBOR runs with 'sampling_mode' DEFAULT only on the CPU backend, not %s", sm);
+        if (mode < 0) return FAIL("resize: unknown 'sampling_mode'");
+        if (!nearest && rt_dt(t->dtype) != RT_F32)
+            return FAIL("resize: LINEAR on int32 is not run by the CPU backend (NEAREST_NEIGHBOR is)");
+        if (!ir_op_arg_i64(op, "resized_dims", &nd) || nd < 0 || nd > r) return FAIL("resize: bad 'resized_dims'");
+    }
+    /* every resized dim, unchanged sizes too: a mode's grid need not be the identity */
     int cur = materialize(s, x);
     int64_t dims[MAXR];
     dims_copy(dims, x->type.dims, r);
     if (cur < 0) return -1;
-    for (int k = 0; k < 2; k++) {
-        int a = r - 2 + k;
+    for (int a = r - (int)nd; a < r; a++) {
         dims[a] = t->dims[a];
-        int out = k ? out_for(s, op) : new_temp(s, RT_F32, r, dims);
+        int out = a == r - 1 ? out_for(s, op) : new_temp(s, rt_dt(t->dtype), r, dims);
         if (out < 0 || (cur = resample_axis(s, op, cur, a, mode, dims, r, out)) < 0) return -1;
     }
     done(s, op, cur);
@@ -2807,6 +2852,18 @@ static int recurrent_act(const char *a) {
                                    : -2;
 }
 
+/* The activations names[i] of a recurrent op (defaults defs[i]) as
+ * RT_UN_* (-1: linear) into un, or -1 after a diagnostic naming the argument. */
+static int rec_acts(LowerShared *s, const IrOp *op, const char *const *names, const char *const *defs, int n, int *un) {
+    for (int i = 0; i < n; i++) {
+        const char *a = arg_str_or(op, names[i], defs[i]);
+        if ((un[i] = recurrent_act(a)) == -2)
+            return FAIL("%s: '%s' %s is not run by the CPU backend (tanh, sigmoid, relu and linear are)",
+                        mil_op_name(op->kind), names[i], a ? a : "?");
+    }
+    return 0;
+}
+
 /* A step's h [B, H] copied to its place in the sequence output. */
 static int step_out(LowerShared *s, int h, const int64_t *hd, int yseq, int64_t off) {
     View hv;
@@ -2819,17 +2876,19 @@ static int step_out(LowerShared *s, int h, const int64_t *hd, int yseq, int64_t 
 /* rnn, unrolled over its static sequence: the input projection for every
  * step in one GEMM (with the bias), then per step h = act(W_hh h + that
  * step's projection) (a GEMM with the step as its residual, then the
- * activation); the step's h also lands at its time in the sequence output
- * (reverse runs from the last step, each h kept at its own time). */
+ * activation).  Step k's h is row k of the sequence output: reverse runs
+ * from the last time and comes out in that order, as Core ML gives it
+ * (coremltools' tests check Core ML's reverse rnn, lstm and gru against
+ * PyTorch on the flipped sequence, not flipped back). */
 static int lower_rnn(LowerShared *s, IrOp *op) {
     IrValue *x = arg_value(op, "x"), *h0 = arg_value(op, "initial_h"), *wi = arg_value(op, "weight_ih"),
             *wh = arg_value(op, "weight_hh");
     IrValue *bias = arg_value(op, "bias");
-    const char *dir = arg_str_or(op, "direction", "forward"), *act = arg_str_or(op, "activation", "tanh");
+    const char *dir = arg_str_or(op, "direction", "forward");
     int64_t seq = 0;
     ir_op_arg_i64(op, "output_sequence", &seq);
-    int un = recurrent_act(act);
-    if (un == -2) return FAIL("rnn: the CPU backend runs the activations tanh, sigmoid, relu and linear");
+    int un;
+    if (rec_acts(s, op, (const char *const[]){"activation"}, (const char *const[]){"tanh"}, 1, &un) < 0) return -1;
     if (!dir || (strcmp(dir, "forward") && strcmp(dir, "reverse")))
         return FAIL("rnn: 'direction' must be forward or reverse");
     if (!h0 || !wi || !wh) return FAIL("rnn: 'initial_h', 'weight_ih' and 'weight_hh' must be tensors");
@@ -2867,7 +2926,7 @@ static int lower_rnn(LowerShared *s, IrOp *op) {
             nh = a;
         }
         h = nh;
-        if ((seq || last) && step_out(s, h, hd, yseq, seq ? t * B * H : 0) < 0) return -1;
+        if ((seq || last) && step_out(s, h, hd, yseq, seq ? k * B * H : 0) < 0) return -1;
     }
     set_buffer(s, ys, yseq, s->bi[yseq].rank, s->bi[yseq].dims);
     set_buffer(s, yh, h, 2, hd);
@@ -2898,71 +2957,263 @@ static int emit_bin(LowerShared *s, int op, int a, int b, const int64_t *hd, int
     return emit(s, RT_OP_BINARY, in, 2, out, &p, sizeof p) < 0 ? -1 : out;
 }
 
-/* lstm (forward or reverse; no peephole, clip or second direction yet),
- * unrolled like rnn: gates [i, f, o, z] = W_ih x_t + b + W_hh h (one GEMM
- * per step on the step's projection), c = f·c + i·z, h = o·act(c). */
-static int lower_lstm(LowerShared *s, IrOp *op) {
-    IrValue *x = arg_value(op, "x"), *h0 = arg_value(op, "initial_h"), *c0 = arg_value(op, "initial_c");
-    IrValue *wi = arg_value(op, "weight_ih"), *wh = arg_value(op, "weight_hh"), *bias = arg_value(op, "bias");
-    const char *dir = arg_str_or(op, "direction", "forward");
-    int ra = recurrent_act(arg_str_or(op, "recurrent_activation", "sigmoid")),
-        ca = recurrent_act(arg_str_or(op, "cell_activation", "tanh"));
-    int ha = recurrent_act(arg_str_or(op, "activation", "tanh"));
-    int64_t seq = 0;
-    ir_op_arg_i64(op, "output_sequence", &seq);
-    if (ra == -2 || ca == -2 || ha == -2)
-        return FAIL("lstm: the CPU backend runs the activations tanh, sigmoid, relu and linear");
-    if (!dir || (strcmp(dir, "forward") && strcmp(dir, "reverse")))
-        return FAIL("lstm: the CPU backend runs direction forward or reverse");
-    if (ir_op_arg(op, "peephole") || ir_op_arg(op, "clip"))
-        return FAIL("lstm: 'peephole' and 'clip' are not supported by the CPU backend yet");
-    if (!h0 || !c0 || !wi || !wh) return FAIL("lstm: 'initial_h', 'initial_c' and the weights must be tensors");
-    int64_t S = x->type.dims[0], B = x->type.dims[1], I = x->type.dims[2], H = wh->type.dims[1];
-    if (wi->type.dims[0] != 4 * H || wi->type.dims[1] != I || wh->type.dims[0] != 4 * H ||
-        ir_type_numel(&h0->type) != B * H || ir_type_numel(&c0->type) != B * H)
-        return FAIL("lstm: the weights must be [4H, %lld] and [4H, H], the initial states [%lld, H]", (long long)I,
-                    (long long)B);
-    int64_t xd[2] = {S * B, I}, pd[2] = {S * B, 4 * H}, gd[2] = {B, 4 * H}, hd[2] = {B, H}, st[2];
-    row_major(2, hd, st);
-    RtGemmParams gp = {.layout = RT_GEMM_ROWS, .has_bias = bias != NULL};
-    int in[3] = {buffer_as(s, x, 2, xd, -1), gemm_weight(s, wi), bias ? const_weight(s, bias) : 0};
+/* One direction of an unrolled lstm or gru: the input projections of every
+ * step ([S·B, G·H]: W_ih x + bias, gates as columns), and where each step's
+ * h lands in the sequence output (rows of `width`, from column `col`):
+ * row k for step k, or row t for time t (the backward half of a
+ * bidirectional lstm, which PyTorch's and Core ML's outputs keep at its
+ * own time); with output_sequence false, the last step's h is row 0. */
+typedef struct {
+    int64_t S, B, H, width, col;
+    int pre, yseq;
+    bool rev, seq, own_time;
+} RecDir;
+
+/* A constant F32 weight of row blocks of src ([*, cols], blocks of H rows)
+ * in the order `blocks` gives (-1: zeros); cols 0 makes it a vector. */
+static int rec_weight(LowerShared *s, const IrOp *op, const char *tag, const float *src, int64_t cols, const int *blocks,
+                      int nb, int64_t H) {
+    int64_t w = cols ? cols : 1, n = nb * H * w;
+    float *d = calloc((size_t)n + 1, sizeof(float));
+    MILC_ASSERT(d);
+    for (int j = 0; j < nb; j++)
+        if (blocks[j] >= 0 && src) memcpy(d + j * H * w, src + blocks[j] * H * w, sizeof(float) * (size_t)(H * w));
+    char name[RT_NAME_MAX];
+    snprintf(name, sizeof name, "%s.%s", op->results[0]->name, tag);
+    int64_t dims[2] = {nb * H, cols};
+    int id = check_rc(s, rtb_weight(s->b, name, RT_F32, cols ? 2 : 1, dims, d));
+    free(d);
+    note_buf(s, id, cols ? 2 : 1, dims);
+    return id;
+}
+
+/* The input projections of every step: x [S, B, I] as [S·B, I] times W (G·H rows) plus bias. */
+static int rec_pre(LowerShared *s, const IrValue *x, int w, int bias, int64_t gh) {
+    int64_t xd[2] = {x->type.dims[0] * x->type.dims[1], x->type.dims[2]}, pd[2] = {xd[0], gh};
+    RtGemmParams gp = {.layout = RT_GEMM_ROWS, .has_bias = bias >= 0};
+    int in[3] = {buffer_as(s, x, 2, xd, -1), w, bias};
     int pre = new_temp(s, RT_F32, 2, pd);
-    if (emit(s, RT_OP_GEMM, in, bias ? 3 : 2, pre, &gp, sizeof gp) < 0) return -1;
-    IrValue *ys = op->results[0], *yh = op->results[1], *yc = op->results[2];
-    int yseq = result_buf(s, ys, ys->type.rank, ys->type.dims), h = buffer_as(s, h0, 2, hd, -1),
-        c = buffer_as(s, c0, 2, hd, -1);
-    int whw = gemm_weight(s, wh);
-    if (yseq < 0 || h < 0 || c < 0 || whw < 0) return -1;
-    bool rev = strcmp(dir, "reverse") == 0;
-    for (int64_t k = 0; k < S; k++) {
-        int64_t t = rev ? S - 1 - k : k;
-        bool last = k == S - 1;
-        View pv;
-        view_ident(&pv, pre, 2, gd);
-        pv.offset = t * B * 4 * H;
-        int r = buffer_of_view(s, &pv, RT_F32, 2, gd), g = new_temp(s, RT_F32, 2, gd);
+    if (w < 0 || emit(s, RT_OP_GEMM, in, bias >= 0 ? 3 : 2, pre, &gp, sizeof gp) < 0) return -1;
+    return pre;
+}
+
+/* Columns [col, col + n) of buffer b ([B, W]) as a dense [B, n] buffer. */
+static int rec_cols(LowerShared *s, int b, int64_t B, int64_t W, int64_t col, int64_t n) {
+    View v;
+    view_ident(&v, b, 2, (int64_t[]){B, W});
+    v.dims[1] = n, v.offset = col;
+    return buffer_of_view(s, &v, RT_F32, 2, v.dims);
+}
+
+/* Rows of time t of the projections: [B, n] from column col. */
+static int rec_step(LowerShared *s, const RecDir *d, int64_t gw, int64_t t, int64_t col, int64_t n) {
+    View v;
+    view_ident(&v, d->pre, 2, (int64_t[]){d->S * d->B, gw});
+    v.dims[0] = d->B, v.dims[1] = n, v.offset = t * d->B * gw + col;
+    return buffer_of_view(s, &v, RT_F32, 2, v.dims);
+}
+
+static int act_buf(LowerShared *s, int b, int un, const int64_t *hd, int out) {
+    View v;
+    view_ident(&v, b, 2, hd);
+    return b < 0 ? -1 : act_of(s, &v, un, hd, out);
+}
+
+/* h [B, H] of step k (time t) into the sequence output. */
+static int rec_out(LowerShared *s, const RecDir *d, int h, int64_t k, int64_t t) {
+    if (!d->seq && k != d->S - 1) return 0;
+    int64_t row = !d->seq ? 0 : d->own_time ? t : k, hd[2] = {d->B, d->H}, st[2] = {d->width, 1};
+    View hv;
+    view_ident(&hv, h, 2, hd);
+    return emit_copy(s, &hv, d->yseq, row * d->B * d->width + d->col, st);
+}
+
+typedef struct {
+    int ra, ca, ha; /* RT_UN_* or -1 (linear) */
+    bool has_clip;
+    float clip;
+} LstmActs;
+
+/* One lstm direction: gates [i, f, o, z] = the step's projection + W_hh h
+ * (+ peephole p_i, p_f times c_{t-1}), c = f·c + i·z (clipped to ±clip),
+ * o's peephole on the new c, h = o·act(c).  *h and *c hold the initial
+ * state and get the final one, written into hout / cout when those are set. */
+static int lstm_dir(LowerShared *s, const RecDir *d, const LstmActs *a, int whw, const int *peep, int *h, int *c,
+                    int hout, int cout) {
+    int64_t B = d->B, H = d->H, gd[2] = {B, 4 * H}, hd[2] = {B, H};
+    for (int64_t k = 0; k < d->S; k++) {
+        int64_t t = d->rev ? d->S - 1 - k : k;
+        bool last = k == d->S - 1;
+        int g = new_temp(s, RT_F32, 2, gd), gi[3] = {*h, whw, rec_step(s, d, 4 * H, t, 0, 4 * H)};
         RtGemmParams rp = {.layout = RT_GEMM_ROWS, .has_residual = 1};
-        int gi[3] = {h, whw, r};
         if (emit(s, RT_OP_GEMM, gi, 3, g, &rp, sizeof rp) < 0) return -1;
         int gate[4];
         for (int q = 0; q < 4; q++) {
-            View v;
-            view_ident(&v, g, 2, gd);
-            v.dims[1] = H, v.offset = q * H;
-            if ((gate[q] = act_of(s, &v, q == 3 ? ca : ra, hd, -1)) < 0) return -1;
+            if (q == 2) continue; /* o: after the new c */
+            int pq = rec_cols(s, g, B, 4 * H, q * H, H);
+            if (peep && q < 2) pq = emit_bin(s, RT_BIN_ADD, pq, emit_bin(s, RT_BIN_MUL, *c, peep[q], hd, -1), hd, -1);
+            if ((gate[q] = act_buf(s, pq, q == 3 ? a->ca : a->ra, hd, -1)) < 0) return -1;
         }
-        int fc = emit_bin(s, RT_BIN_MUL, gate[1], c, hd, -1), iz = emit_bin(s, RT_BIN_MUL, gate[0], gate[3], hd, -1);
-        c = emit_bin(s, RT_BIN_ADD, fc, iz, hd, last ? result_buf(s, yc, 2, hd) : -1);
-        View cv;
-        view_ident(&cv, c, 2, hd);
-        int ac = act_of(s, &cv, ha, hd, -1);
-        h = emit_bin(s, RT_BIN_MUL, gate[2], ac, hd, last ? result_buf(s, yh, 2, hd) : -1);
-        if (h < 0 || c < 0) return -1;
-        if ((seq || last) && step_out(s, h, hd, yseq, seq ? t * B * H : 0) < 0) return -1;
+        int fc = emit_bin(s, RT_BIN_MUL, gate[1], *c, hd, -1), iz = emit_bin(s, RT_BIN_MUL, gate[0], gate[3], hd, -1);
+        int nc = emit_bin(s, RT_BIN_ADD, fc, iz, hd, last && !a->has_clip ? cout : -1);
+        if (a->has_clip) {
+            RtEltParams cp = {.op = RT_EL_CLIP, .alpha = -a->clip, .beta = a->clip};
+            int out = last && cout >= 0 ? cout : new_temp(s, RT_F32, 2, hd);
+            if (nc < 0 || emit(s, RT_OP_ELTWISE, &nc, 1, out, &cp, sizeof cp) < 0) return -1;
+            nc = out;
+        }
+        int po = rec_cols(s, g, B, 4 * H, 2 * H, H);
+        if (peep) po = emit_bin(s, RT_BIN_ADD, po, emit_bin(s, RT_BIN_MUL, nc, peep[2], hd, -1), hd, -1);
+        int o = act_buf(s, po, a->ra, hd, -1), ac = act_buf(s, nc, a->ha, hd, -1);
+        int nh = emit_bin(s, RT_BIN_MUL, o, ac, hd, last ? hout : -1);
+        if (nh < 0 || nc < 0) return -1;
+        *h = nh, *c = nc;
+        if (rec_out(s, d, nh, k, t) < 0) return -1;
+    }
+    return 0;
+}
+
+/* The three peephole vectors [H] of p ([3H], order i, f, o), or NULL. */
+static const int *lstm_peep(LowerShared *s, const IrOp *op, const IrValue *p, const char *tag, int64_t H, int *out) {
+    if (!p) return NULL;
+    float *v = const_floats(s, p);
+    if (!v) return NULL;
+    for (int q = 0; q < 3; q++) {
+        char t[32];
+        snprintf(t, sizeof t, "%s%d", tag, q);
+        out[q] = rec_weight(s, op, t, v, 0, (int[]){q}, 1, H);
+    }
+    free(v);
+    return out;
+}
+
+/* lstm, unrolled like rnn (forward, reverse or bidirectional: the backward
+ * direction with its own weights on columns [H, 2H) of the states and the
+ * outputs). */
+static int lower_lstm(LowerShared *s, IrOp *op) {
+    IrValue *x = arg_value(op, "x"), *h0 = arg_value(op, "initial_h"), *c0 = arg_value(op, "initial_c");
+    const char *dir = arg_str_or(op, "direction", "forward");
+    int un[3];
+    if (rec_acts(s, op, (const char *const[]){"recurrent_activation", "cell_activation", "activation"},
+                 (const char *const[]){"sigmoid", "tanh", "tanh"}, 3, un) < 0)
+        return -1;
+    LstmActs a = {un[0], un[1], un[2], ir_op_arg(op, "clip") != NULL, (float)arg_f64_or(op, "clip", 0)};
+    int64_t seq = 0;
+    ir_op_arg_i64(op, "output_sequence", &seq);
+    bool bi = dir && !strcmp(dir, "bidirectional");
+    if (!dir || (strcmp(dir, "forward") && strcmp(dir, "reverse") && !bi))
+        return FAIL("lstm: 'direction' must be forward, reverse or bidirectional");
+    if (!h0 || !c0) return FAIL("lstm: 'initial_h' and 'initial_c' must be tensors");
+    int D = bi ? 2 : 1;
+    int64_t S = x->type.dims[0], B = x->type.dims[1], I = x->type.dims[2];
+    static const char *const wn[2][4] = {{"weight_ih", "weight_hh", "bias", "peephole"},
+                                         {"weight_ih_back", "weight_hh_back", "bias_back", "peephole_back"}};
+    IrValue *ys = op->results[0], *yh = op->results[1], *yc = op->results[2];
+    int64_t H = ys->type.dims[2] / D, hd[2] = {B, H}, sd[2] = {B, D * H}, st[2] = {D * H, 1};
+    if (ir_type_numel(&h0->type) != B * D * H || ir_type_numel(&c0->type) != B * D * H)
+        return FAIL("lstm: the initial states must be [%lld, %lld]", (long long)B, (long long)(D * H));
+    int yseq = result_buf(s, ys, ys->type.rank, ys->type.dims), hs = buffer_as(s, h0, 2, sd, -1),
+        cs = buffer_as(s, c0, 2, sd, -1);
+    int hres = result_buf(s, yh, 2, bi ? sd : hd), cres = result_buf(s, yc, 2, bi ? sd : hd);
+    if (yseq < 0 || hs < 0 || cs < 0 || hres < 0 || cres < 0) return -1;
+    for (int k = 0; k < D; k++) {
+        IrValue *wi = arg_value(op, wn[k][0]), *wh = arg_value(op, wn[k][1]), *bias = arg_value(op, wn[k][2]);
+        if (!wi || !wh || wi->type.dims[0] != 4 * H || wi->type.dims[1] != I || wh->type.dims[0] != 4 * H ||
+            wh->type.dims[1] != H)
+            return FAIL("lstm: '%s' must be [%lld, %lld] and '%s' [%lld, %lld]", wn[k][0], (long long)(4 * H),
+                        (long long)I, wn[k][1], (long long)(4 * H), (long long)H);
+        RecDir d = {S, B, H, D * H, k * H, -1, yseq, bi ? k == 1 : !strcmp(dir, "reverse"), seq != 0, k == 1};
+        d.pre = rec_pre(s, x, gemm_weight(s, wi), bias ? const_weight(s, bias) : -1, 4 * H);
+        int pw[3];
+        const int *peep = lstm_peep(s, op, arg_value(op, wn[k][3]), k ? "pb" : "pf", H, pw);
+        int h = bi ? rec_cols(s, hs, B, 2 * H, k * H, H) : hs, c = bi ? rec_cols(s, cs, B, 2 * H, k * H, H) : cs;
+        if (s->failed || d.pre < 0 ||
+            lstm_dir(s, &d, &a, gemm_weight(s, wh), peep, &h, &c, bi ? -1 : hres, bi ? -1 : cres) < 0)
+            return -1;
+        if (bi) {
+            View v;
+            view_ident(&v, h, 2, hd);
+            if (emit_copy(s, &v, hres, k * H, st) < 0) return -1;
+            view_ident(&v, c, 2, hd);
+            if (emit_copy(s, &v, cres, k * H, st) < 0) return -1;
+        }
     }
     set_buffer(s, ys, yseq, s->bi[yseq].rank, s->bi[yseq].dims);
+    set_buffer(s, yh, hres, 2, bi ? sd : hd);
+    set_buffer(s, yc, cres, 2, bi ? sd : hd);
+    return 0;
+}
+
+/* gru, unrolled like lstm.  Core ML's weights stack the gates [r, o, z]
+ * (reset, output, update); they are restacked [r, z, o] at compile time so
+ * that r and z are one GEMM on h with the step's projection as residual:
+ *   r, z = act_r(W_i x + b + W_h h)
+ *   o    = act(W_io x + b_o + W_ho (r·h))             (reset_after false)
+ *   o    = act(W_io x + b_io + r·(W_ho h + b_ho))      (reset_after true:
+ *          input_bias is b_i, bias is b_h; otherwise both are summed)
+ *   h    = (1 - z)·o + z·h = o + z·(h - o). */
+static int lower_gru(LowerShared *s, IrOp *op) {
+    IrValue *x = arg_value(op, "x"), *h0 = arg_value(op, "initial_h"), *wi = arg_value(op, "weight_ih"),
+            *wh = arg_value(op, "weight_hh"), *bias = arg_value(op, "bias"), *ib = arg_value(op, "input_bias");
+    const char *dir = arg_str_or(op, "direction", "forward");
+    int un[2];
+    if (rec_acts(s, op, (const char *const[]){"recurrent_activation", "activation"},
+                 (const char *const[]){"sigmoid", "tanh"}, 2, un) < 0)
+        return -1;
+    int ra = un[0], ha = un[1];
+    int64_t seq = 0, after = 0;
+    ir_op_arg_i64(op, "output_sequence", &seq);
+    ir_op_arg_i64(op, "reset_after", &after);
+    if (!dir || (strcmp(dir, "forward") && strcmp(dir, "reverse")))
+        return FAIL("gru: 'direction' must be forward or reverse");
+    if (!h0 || !wi || !wh) return FAIL("gru: 'initial_h', 'weight_ih' and 'weight_hh' must be tensors");
+    int64_t S = x->type.dims[0], B = x->type.dims[1], I = x->type.dims[2], H = wh->type.dims[1];
+    if (wi->type.dims[0] != 3 * H || wi->type.dims[1] != I || wh->type.dims[0] != 3 * H ||
+        ir_type_numel(&h0->type) != B * H)
+        return FAIL("gru: the weights must be [3H, %lld] and [3H, H], 'initial_h' [%lld, H]", (long long)I,
+                    (long long)B);
+    float *fi = const_floats(s, wi), *fh = const_floats(s, wh), *fb = bias ? const_floats(s, bias) : NULL,
+          *fib = ib ? const_floats(s, ib) : NULL, *pb = calloc((size_t)(3 * H), sizeof(float));
+    MILC_ASSERT(pb);
+    if (fi && fh && (!bias || fb) && (!ib || fib))
+        for (int64_t j = 0; j < 3 * H; j++) /* b_ho stays out of the projection when reset_after */
+            pb[j] = (fib ? fib[j] : 0) + (fb && !(after && j >= H && j < 2 * H) ? fb[j] : 0);
+    static const int rzo[3] = {0, 2, 1}, rz[2] = {0, 2}, o_[1] = {1};
+    int wiw = fi ? rec_weight(s, op, "wi", fi, I, rzo, 3, H) : -1, bw = rec_weight(s, op, "b", pb, 0, rzo, 3, H);
+    int wrz = fh ? rec_weight(s, op, "wrz", fh, H, rz, 2, H) : -1, wo = fh ? rec_weight(s, op, "wo", fh, H, o_, 1, H) : -1;
+    int bho = after && fb ? rec_weight(s, op, "bho", fb, 0, o_, 1, H) : -1;
+    free(fi), free(fh), free(fb), free(fib), free(pb);
+    IrValue *ys = op->results[0], *yh = op->results[1];
+    int64_t hd[2] = {B, H}, rd[2] = {B, 2 * H};
+    RecDir d = {S, B, H, H, 0, -1, result_buf(s, ys, ys->type.rank, ys->type.dims), !strcmp(dir, "reverse"),
+                seq != 0, false};
+    d.pre = rec_pre(s, x, wiw, bw, 3 * H);
+    int h = buffer_as(s, h0, 2, hd, -1), hres = result_buf(s, yh, 2, hd);
+    if (s->failed || d.pre < 0 || d.yseq < 0 || h < 0 || hres < 0 || wrz < 0 || wo < 0) return -1;
+    for (int64_t k = 0; k < S; k++) {
+        int64_t t = d.rev ? S - 1 - k : k;
+        int g = new_temp(s, RT_F32, 2, rd), gi[3] = {h, wrz, rec_step(s, &d, 3 * H, t, 0, 2 * H)};
+        RtGemmParams rp = {.layout = RT_GEMM_ROWS, .has_residual = 1};
+        if (emit(s, RT_OP_GEMM, gi, 3, g, &rp, sizeof rp) < 0) return -1;
+        int r = act_buf(s, rec_cols(s, g, B, 2 * H, 0, H), ra, hd, -1),
+            z = act_buf(s, rec_cols(s, g, B, 2 * H, H, H), ra, hd, -1), po = rec_step(s, &d, 3 * H, t, 2 * H, H);
+        int q = new_temp(s, RT_F32, 2, hd);
+        if (after) { /* po + r·(W_ho h + b_ho) */
+            RtGemmParams op2 = {.layout = RT_GEMM_ROWS, .has_bias = bho >= 0};
+            int in[3] = {h, wo, bho};
+            if (emit(s, RT_OP_GEMM, in, bho >= 0 ? 3 : 2, q, &op2, sizeof op2) < 0) return -1;
+            q = emit_bin(s, RT_BIN_ADD, po, emit_bin(s, RT_BIN_MUL, r, q, hd, -1), hd, -1);
+        } else { /* W_ho (r·h) + po */
+            int in[3] = {emit_bin(s, RT_BIN_MUL, r, h, hd, -1), wo, po};
+            if (emit(s, RT_OP_GEMM, in, 3, q, &rp, sizeof rp) < 0) return -1;
+        }
+        int o = act_buf(s, q, ha, hd, -1);
+        int m = emit_bin(s, RT_BIN_MUL, z, emit_bin(s, RT_BIN_SUB, h, o, hd, -1), hd, -1);
+        h = emit_bin(s, RT_BIN_ADD, o, m, hd, k == S - 1 ? hres : -1);
+        if (h < 0 || rec_out(s, &d, h, k, t) < 0) return -1;
+    }
+    set_buffer(s, ys, d.yseq, s->bi[d.yseq].rank, s->bi[d.yseq].dims);
     set_buffer(s, yh, h, 2, hd);
-    set_buffer(s, yc, c, 2, hd);
     return 0;
 }
 
@@ -3137,8 +3388,12 @@ static bool lower_data_op(IrOpKind k) {
     case OP_RESIZE_NEAREST_NEIGHBOR:
     case OP_RESIZE_BILINEAR:
     case OP_UPSAMPLE_BILINEAR:
+    case OP_RESIZE:
+    case OP_AFFINE:
+    case OP_RESAMPLE:
     case OP_RNN:
-    case OP_LSTM: return true;
+    case OP_LSTM:
+    case OP_GRU: return true;
     default: return false;
     }
 }
@@ -3170,10 +3425,31 @@ static int lower_data(LowerShared *s, IrOp *op) {
     case OP_BATCH_TO_SPACE: return lower_space_batch(s, op);
     case OP_RESIZE_NEAREST_NEIGHBOR:
     case OP_RESIZE_BILINEAR:
-    case OP_UPSAMPLE_BILINEAR: return lower_resize(s, op);
+    case OP_UPSAMPLE_BILINEAR:
+    case OP_RESIZE: return lower_resize(s, op);
+    case OP_AFFINE:
+    case OP_RESAMPLE: return lower_sample(s, op);
     case OP_RNN: return lower_rnn(s, op);
     case OP_LSTM: return lower_lstm(s, op);
+    case OP_GRU: return lower_gru(s, op);
     default: return lower_random(s, op);
+    }
+}
+
+const char *backend_refusal(IrOpKind k) {
+    switch (k) {
+    case OP_NON_ZERO:
+        return "its result's shape depends on the data, and the CPU backend plans every buffer and every later op's "
+               "shape at compile time";
+    case OP_MAKE_LIST:
+    case OP_LIST_LENGTH:
+    case OP_LIST_READ:
+    case OP_LIST_WRITE:
+    case OP_LIST_GATHER:
+    case OP_LIST_SCATTER:
+        return "the CPU backend plans every buffer at compile time and a growing list's length is a run-time value "
+               "(a fixed-length list could be one buffer: not done yet)";
+    default: return NULL;
     }
 }
 
@@ -3317,7 +3593,11 @@ static int lower_op(LowerShared *s, IrOp *op) {
         const FuseGroup *g = op->aux;
         return g->root == op ? lower_group(s, g) : 0;
     }
-    if (!backend_lowers(op->kind)) return FAIL("op %s is not supported by the cpu backend yet", mil_op_name(op->kind));
+    if (!backend_lowers(op->kind)) {
+        const char *why = backend_refusal(op->kind);
+        return why ? FAIL("op %s is not run by the cpu backend: %s", mil_op_name(op->kind), why)
+                   : FAIL("op %s is not supported by the cpu backend yet", mil_op_name(op->kind));
+    }
     for (int r = 0; r < op->nresults; r++)
         if (ir_value_numel(op->results[r]) < 0)
             return FAIL("'%s' has a dynamic shape; the CPU backend needs static shapes", op->results[r]->name);
@@ -3331,7 +3611,8 @@ static int lower_op(LowerShared *s, IrOp *op) {
         return 0; /* its consumer reads it (lower_lut_linear) or makes it dense (const_data) */
     case OP_LINEAR: {
         IrValue *w = arg_value(op, "weight");
-        if (w && w->def && w->def->kind == OP_CONSTEXPR_LUT_TO_DENSE) return lower_lut_linear(s, op, w);
+        if (w && w->def && w->def->kind == OP_CONSTEXPR_LUT_TO_DENSE && !ir_op_arg(w->def, "shape"))
+            return lower_lut_linear(s, op, w);
     }
         return lower_gemm(s, op, op->results[0], RT_GEMM_ROWS, arg_value(op, "x"), arg_value(op, "weight"),
                           arg_value(op, "bias"), RT_ACT_NONE, NULL);

@@ -615,7 +615,7 @@ MilBlobWriter *milblob_writer_open_mem(uint64_t size, DiagSink *d) {
     XXH3_128bits_reset(w->hash);
     w->mem = true;
     if (size < HEADER_SIZE) size = HEADER_SIZE;
-    if (size > SIZE_MAX || !(w->buf = os_huge_alloc((size_t)size, &w->maplen))) goto nomem;
+    if (size > SIZE_MAX || !(w->buf = os_page_alloc((size_t)size, &w->maplen))) goto nomem;
     w->cap = (size_t)size;
     store_u32(w->buf + 4, MILBLOB_VERSION); /* zeroed memory: the rest of the header is */
     w->fill = HEADER_SIZE;

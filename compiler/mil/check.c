@@ -1504,12 +1504,83 @@ static bool sparse_pair(OpCtx *x, const char *data, const char *mask) {
     return true;
 }
 
+/* The ios16/17 forms of constexpr_lut_to_dense and constexpr_sparse_to_dense
+ * give their dense shape as 'shape' (uint32 [K]) and pack their indices /
+ * mask bits into uint8 bytes, least significant bit first: n elements of
+ * `bits` bits take ceil(n·bits/8) bytes.  The shape into d, its rank returned;
+ * -1 after a diagnostic. */
+static int packed_shape(OpCtx *x, const char *packed, int64_t bits, int64_t *d, int64_t *numel) {
+    const IrType *p = type_of(x, packed);
+    int k = ints_of(x, "shape", d);
+    if (p->rank != 1) {
+        ERR("'%s' must have rank 1 (packed bytes), not %d", packed, p->rank);
+        return -1;
+    }
+    if (k < 1) {
+        ERR("'shape' must be a constant uint32 vector of at most %d dims", MAX_RANK);
+        return -1;
+    }
+    *numel = 1;
+    for (int i = 0; i < k; i++) *numel = sat_mul(*numel, d[i]);
+    int64_t want = *numel > INT64_MAX / 8 ? -1 : (*numel * bits + 7) / 8;
+    if (dim_known(p->dims[0]) && p->dims[0] != want) {
+        ERR("'%s' has %lld bytes but 'shape' needs ceil(%lld · %lld / 8) = %lld", packed, (long long)p->dims[0],
+            (long long)*numel, (long long)bits, (long long)want);
+        return -1;
+    }
+    return k;
+}
+
+static void infer_lut_packed(OpCtx *x) {
+    const IrType *lut = type_of(x, "lut");
+    int64_t d[MAX_RANK], n, bits = 0;
+    if (lut->rank != 1) {
+        ERR("'lut' must have rank 1 (the palette), not %d", lut->rank);
+        return;
+    }
+    while (bits < 9 && (INT64_C(1) << bits) != lut->dims[0]) bits++;
+    if (bits == 0 || bits == 3 || bits == 5 || bits == 7 || bits > 8) {
+        ERR("'lut' has %lld entries; it must have 2, 4, 16, 64 or 256", (long long)lut->dims[0]);
+        return;
+    }
+    int k = packed_shape(x, "indices", bits, d, &n);
+    if (k > 0) set_out(x, 0, lut->dtype, k, d);
+}
+
+static void infer_sparse_packed(OpCtx *x) {
+    const IrType *nz = type_of(x, "nonzero_data");
+    const IrLiteral *m = const_of(x, "mask");
+    int64_t d[MAX_RANK], n;
+    int k = packed_shape(x, "mask", 1, d, &n);
+    if (k < 0) return;
+    if (m && dim_known(nz->dims[0])) {
+        int64_t ones = 0, tail = 0;
+        for (size_t i = 0; i < m->count; i++)
+            for (int b = 0; b < 8; b++)
+                if (ir_lit_i64(m, i) >> b & 1) (int64_t)i * 8 + b < n ? ones++ : tail++;
+        if (tail) {
+            ERR("'mask' sets %lld padding bits past the %lld elements of 'shape'; they must be 0", (long long)tail,
+                (long long)n);
+            return;
+        }
+        if (ones != nz->dims[0]) {
+            ERR("'mask' has %lld ones but 'nonzero_data' has %lld values", (long long)ones, (long long)nz->dims[0]);
+            return;
+        }
+    }
+    set_out(x, 0, nz->dtype, k, d);
+}
+
 /* constexpr_lut_to_dense (ios18): the palette's dense shape in the lut's
  * dtype.  constexpr_lut_to_sparse: the mask (widened like the indices) and
  * the nonzero values (every dim times the vector size). */
 static void infer_constexpr_lut(OpCtx *x) {
     int64_t d[MAX_RANK], vec, axis;
     const IrType *lut = type_of(x, "lut");
+    if (x->op->kind == OP_CONSTEXPR_LUT_TO_DENSE && arg_of(x, "shape")) {
+        infer_lut_packed(x);
+        return;
+    }
     if (x->op->kind == OP_CONSTEXPR_LUT_TO_DENSE) {
         const IrType *ix = type_of(x, "indices");
         if (lut_shape(x, "indices", ix, ix->dtype, d, &vec, &axis)) set_out(x, 0, lut->dtype, ix->rank, d);
@@ -1573,9 +1644,18 @@ static void infer_shift_scale(OpCtx *x) {
     set_out(x, 1, sc->dtype, 1, nz->dims);
 }
 
-/* constexpr_sparse_to_dense (ios18): mask's shape in the data's dtype. */
+/* constexpr_sparse_to_dense (ios18): mask's shape in the data's dtype
+ * (the ios16/17 form: infer_sparse_packed). */
 static void infer_constexpr_sparse(OpCtx *x) {
     const IrType *m = type_of(x, "mask");
+    if (arg_of(x, "shape")) {
+        infer_sparse_packed(x);
+        return;
+    }
+    if (m->dtype != IR_DT_UINT1) { /* uint8 (packed) is the ios16/17 form's */
+        ERR("argument 'mask' must be uint1, not %s", ir_dtype_name(m->dtype));
+        return;
+    }
     if (!sparse_pair(x, "nonzero_data", "mask")) return;
     set_out(x, 0, type_of(x, "nonzero_data")->dtype, m->rank, m->dims);
 }

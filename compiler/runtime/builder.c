@@ -442,7 +442,7 @@ static void rewire(RtPlanBuilder *b, int w, int to) {
         }
 }
 
-/* Every GEMM weight becomes panels of its own dtype: an fp16 weight stays
+/* Every GEMM (and CONV_GEMM) weight becomes panels of its own dtype: an fp16 weight stays
  * fp16 (half the bytes to store, checksum, map and read; the kernel widens
  * each K-block once per block of rows, so prefill loses nothing), an fp32
  * one stays fp32.  A weight also read by other ops (which made it fp32)
@@ -457,7 +457,7 @@ static void pack_weights(RtPlanBuilder *b) {
                 const RtOpRec *op = &b->prog[p].ops[i];
                 for (uint32_t j = 0; j < op->nin; j++) {
                     if (op->in[j] != w) continue;
-                    if (op->kind == RT_OP_GEMM && j == 1)
+                    if ((op->kind == RT_OP_GEMM || op->kind == RT_OP_CONV_GEMM) && j == 1)
                         gemm = true;
                     else
                         other = true;

@@ -424,7 +424,7 @@ int rt_run(RtModel *m, const RtTensor *in, int nin, RtTensor *out, int nout, int
         }
         void *dst = ptr[m->inputs[i].buf];
         if (in[i].dtype == RT_F16)
-            half_to_float_n(in[i].data, dst, (size_t)b->numel);
+            m->kern->h2f(in[i].data, dst, (size_t)b->numel);
         else
             memcpy(dst, in[i].data, (size_t)b->numel * rt_dtype_size((RtDType)b->dtype));
     }
@@ -447,7 +447,7 @@ int rt_run(RtModel *m, const RtTensor *in, int nin, RtTensor *out, int nout, int
         const RtBuf *b = &m->bufs[m->outputs[i].buf];
         const void *src = ptr[m->outputs[i].buf];
         if (out[i].dtype == RT_F16)
-            float_to_half_n(src, out[i].data, (size_t)b->numel);
+            m->kern->f2h(src, out[i].data, (size_t)b->numel);
         else
             memcpy(out[i].data, src, (size_t)b->numel * rt_dtype_size((RtDType)b->dtype));
     }

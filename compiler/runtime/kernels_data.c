@@ -101,6 +101,104 @@ static void rt_k_scatter(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     }
 }
 
+/* ---- gather_nd: one row of x's trailing dims per index tuple ---- */
+static void rt_k_gather_nd(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+    const RtBuf *xb = BUF_IN(0), *ib = BUF_IN(1);
+    int bd = op->p.axis.axis;
+    int64_t kk = ib->dims[ib->rank - 1], nb = 1, ni = ib->numel / kk, row = 1, ds[RT_MAX_RANK], lo, hi;
+    for (int i = 0; i < bd; i++) nb *= xb->dims[i];
+    ni /= nb;
+    for (int i = (int)xb->rank - 1; i >= 0; i--) ds[i] = row, row *= xb->dims[i];
+    row = ds[bd + kk - 1];
+    size_t es = rt_dtype_size((RtDType)xb->dtype), rb = (size_t)row * es;
+    const unsigned char *x = IN(0);
+    const int32_t *idx = IN(1);
+    unsigned char *y = OUT(0);
+    split(nb * ni, ith, nth, &lo, &hi);
+    for (int64_t u = lo; u < hi; u++) {
+        int64_t off = bd ? (u / ni) * ds[bd - 1] : 0;
+        for (int64_t j = 0; j < kk && off >= 0; j++) {
+            int64_t k = sc_index(idx[u * kk + j], xb->dims[bd + j]);
+            off = k < 0 ? -1 : off + k * ds[bd + j];
+        }
+        if (off < 0) {
+            memset(y + u * rb, 0, rb);
+            atomic_store_explicit(&ex->index_error, 1, memory_order_relaxed);
+            continue;
+        }
+        memcpy(y + u * rb, x + off * es, rb);
+    }
+}
+
+/* ---- sample (resample, affine): points of an image, padded per mode ---- */
+
+/* Tap i of a dim of n under the padding mode; -1: the constant. */
+static int64_t smp_index(int64_t i, int64_t n, int pad) {
+    if (i >= 0 && i < n) return i;
+    if (pad == RT_PAD_CONSTANT) return -1;
+    if (pad == RT_PAD_BORDER || n == 1) return i < 0 ? 0 : n - 1;
+    int64_t per = pad == RT_PAD_REFLECTION ? 2 * (n - 1) : 2 * n, k = ((i % per) + per) % per;
+    return k < n ? k : pad == RT_PAD_REFLECTION ? per - k : per - 1 - k;
+}
+
+/* A normalized coordinate c on a dim of n as a pixel coordinate. */
+static double smp_pixel(double c, int64_t n, const RtSampleParams *p) {
+    if (p->coord_mode == RT_COORD_ZERO_ONE) c = 2 * c - 1;
+    else if (p->coord_mode == RT_COORD_PIXELS) return c;
+    return p->align_corners ? (c + 1) / 2 * (double)(n - 1) : ((c + 1) * (double)n - 1) / 2;
+}
+
+/* Output position j of m in coord_mode's units (the affine op's grid). */
+static double smp_grid(int64_t j, int64_t m, const RtSampleParams *p) {
+    if (p->coord_mode == RT_COORD_PIXELS) return (double)j;
+    double c = p->align_corners ? (m > 1 ? -1 + 2.0 * (double)j / (double)(m - 1) : 0) : (2.0 * (double)j + 1) / (double)m - 1;
+    return p->coord_mode == RT_COORD_ZERO_ONE ? (c + 1) / 2 : c;
+}
+
+static float smp_tap(const float *img, int64_t H, int64_t W, int64_t r, int64_t c, const RtSampleParams *p) {
+    int64_t rr = smp_index(r, H, p->pad), cc = smp_index(c, W, p->pad);
+    return rr < 0 || cc < 0 ? p->pad_value : img[rr * W + cc];
+}
+
+static void rt_k_sample(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+    (void)ex;
+    const RtSampleParams *p = &op->p.smp;
+    const RtBuf *xb = BUF_IN(0), *cb = BUF_IN(1), *yb = BUF_OUT(0);
+    int64_t B = xb->dims[0], C = xb->dims[1], H = xb->dims[2], W = xb->dims[3], Ho = yb->dims[2], Wo = yb->dims[3], lo,
+            hi;
+    const float *x = IN(0), *cs = IN(1);
+    float *y = OUT(0);
+    split(B * Ho * Wo, ith, nth, &lo, &hi);
+    for (int64_t e = lo; e < hi; e++) {
+        int64_t b = e / (Ho * Wo), i = e / Wo % Ho, j = e % Wo;
+        double u, v;
+        if (p->affine) {
+            const float *m = cs + (cb->dims[0] == 1 ? 0 : b * 6);
+            double gp = smp_grid(j, Wo, p), gq = smp_grid(i, Ho, p);
+            u = m[0] * gp + m[1] * gq + m[2], v = m[3] * gp + m[4] * gq + m[5];
+        } else {
+            u = cs[e * 2], v = cs[e * 2 + 1];
+        }
+        /* far outside the image every pad mode has settled (or repeats): a bound keeps the taps' int64 math defined */
+        u = fmax(fmin(smp_pixel(u, W, p), 1e12), -1e12), v = fmax(fmin(smp_pixel(v, H, p), 1e12), -1e12);
+        for (int64_t ch = 0; ch < C; ch++) {
+            const float *img = x + (b * C + ch) * H * W;
+            float out;
+            if (!isfinite(u) || !isfinite(v)) {
+                out = p->pad == RT_PAD_CONSTANT ? p->pad_value : NAN;
+            } else if (p->mode == RT_SAMPLE_NEAREST) {
+                out = smp_tap(img, H, W, (int64_t)nearbyint(v), (int64_t)nearbyint(u), p);
+            } else {
+                double fu = floor(u), fv = floor(v), au = u - fu, av = v - fv;
+                int64_t c0 = (int64_t)fu, r0 = (int64_t)fv;
+                out = (float)((1 - av) * ((1 - au) * smp_tap(img, H, W, r0, c0, p) + au * smp_tap(img, H, W, r0, c0 + 1, p)) +
+                              av * ((1 - au) * smp_tap(img, H, W, r0 + 1, c0, p) + au * smp_tap(img, H, W, r0 + 1, c0 + 1, p)));
+            }
+            y[(b * C + ch) * Ho * Wo + i * Wo + j] = out;
+        }
+    }
+}
+
 /* ---- sort: a stable merge sort of index lines ---- */
 
 typedef struct {

@@ -10,6 +10,27 @@
 #include "kernels_data.c"
 #include "kernels_state.c"
 
+/* rt_run's boundary conversions (half.h vectorises them where this
+ * variant's flags carry F16C; NEON converts 4 at a time). */
+static void rt_h2f(const uint16_t *src, float *dst, size_t n) {
+#if defined(RT_VL) && !MILC_HALF_F16C
+    size_t i = 0;
+    for (; i + RT_VL <= n; i += RT_VL) v_store(dst + i, v_load_h(src + i));
+    for (; i < n; i++) dst[i] = half_to_float(src[i]);
+#else
+    half_to_float_n(src, dst, n);
+#endif
+}
+static void rt_f2h(const float *src, uint16_t *dst, size_t n) {
+#if defined(RT_VARIANT_NEON)
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1_u16(dst + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(src + i))));
+    for (; i < n; i++) dst[i] = float_to_half(src[i]);
+#else
+    float_to_half_n(src, dst, n);
+#endif
+}
+
 /* Each variant must get the vector code it is named for, or it would run
  * another variant's instructions (or plain C) under its name. */
 #if defined(RT_VARIANT_AVX512) && !defined(RT_AVX512)
@@ -53,6 +74,10 @@ const RtKernels RT_KERNELS = {
             [RT_OP_SORT] = rt_k_sort,
             [RT_OP_RANDOM] = rt_k_random,
             [RT_OP_UPDATE] = rt_k_update,
+            [RT_OP_GATHER_ND] = rt_k_gather_nd,
+            [RT_OP_SAMPLE] = rt_k_sample,
         },
     .prefetch = {[RT_OP_GEMM] = rt_p_gemm, [RT_OP_ATTENTION] = rt_p_attention},
+    .h2f = rt_h2f,
+    .f2h = rt_f2h,
 };

@@ -477,7 +477,7 @@ static const RtOpInfo op_table[RT_OP_COUNT_] = {
     [RT_OP_BINOP] = {"binop", sizeof(RtBinaryParams), 2, 2, 1, 1, rt_check_binop, NULL},
     [RT_OP_REDUCEX] = {"reducex", sizeof(RtReduceParams), 1, 1, 1, 1, rt_check_reducex, NULL},
     [RT_OP_PAD_NHWC] = {"pad_nhwc", sizeof(RtConvParams), 1, 1, 1, 1, rt_check_pad_nhwc, NULL},
-    [RT_OP_CONV_GEMM] = {"conv_gemm", sizeof(RtConvParams), 2, 3, 1, 1, rt_check_conv_gemm, rt_s_conv_gemm},
+    [RT_OP_CONV_GEMM] = {"conv_gemm", sizeof(RtConvParams), 2, 3, 1, 1, rt_check_conv_gemm, NULL},
     [RT_OP_CONV] = {"conv", sizeof(RtConvParams), 2, 3, 1, 1, rt_check_conv, NULL},
     [RT_OP_LUT_GEMM] = {"lut_gemm", sizeof(RtLutParams), 3, 4, 1, 1, rt_check_lut_gemm, rt_s_lut_gemm},
     [RT_OP_CUMSUM] = {"cumsum", sizeof(RtScanParams), 1, 1, 1, 1, rt_check_cumsum, NULL},
@@ -490,6 +490,8 @@ static const RtOpInfo op_table[RT_OP_COUNT_] = {
     [RT_OP_LOOP_TEST] = {"loop_test", 0, 1, 1, 0, 0, check_loop_op, NULL},
     [RT_OP_LOOP_END] = {"loop_end", 0, 0, 0, 0, 0, check_loop_op, NULL},
     [RT_OP_UPDATE] = {"update", sizeof(RtUpdateParams), 1, 3, 1, 1, rt_check_update, NULL},
+    [RT_OP_GATHER_ND] = {"gather_nd", sizeof(RtAxisParams), 2, 2, 1, 1, rt_check_gather_nd, NULL},
+    [RT_OP_SAMPLE] = {"sample", sizeof(RtSampleParams), 2, 2, 1, 1, rt_check_sample, NULL},
 };
 
 const RtOpInfo *rt_op_info(uint32_t kind) {
@@ -537,7 +539,7 @@ int rt_op_check(const RtBuf *bufs, uint32_t nbuf, const RtOpRec *op, bool loadin
         const RtBuf *b = &bufs[op->in[i]];
         /* fp16 storage is read only by a GEMM's W, a converting copy and
          * the K/V operands of a flagged attention (the kernels convert on the fly). */
-        bool is_w = op->kind == RT_OP_GEMM && i == 1;
+        bool is_w = (op->kind == RT_OP_GEMM || op->kind == RT_OP_CONV_GEMM) && i == 1;
         bool f16_ok = is_w || (op->kind == RT_OP_COPY && i == 0) ||
                       (op->kind == RT_OP_ATTENTION && op->p.attn.flags && i >= 1 &&
                        i <= ((op->p.attn.flags & RT_ATTN_SPLIT) ? 4u : 2u));

@@ -128,9 +128,9 @@ int rt_check_conv_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t e
         if (span[i] > x->dims[1 + i])
             FAIL("conv_gemm: x's dim %d (%lld) is short of %lld", 1 + i, (long long)x->dims[1 + i], (long long)span[i]);
     }
-    if (w->dtype != RT_F32 || w->rank != 2 || w->dims[0] != (int64_t)p->k[0] * p->k[1] * c)
-        FAIL("conv_gemm: W must be fp32 [KH·KW·C, Cout]");
-    int64_t cout = w->dims[1];
+    if (w->dtype != RT_F32 || w->rank != 2 || w->dims[1] != (int64_t)p->k[0] * p->k[1] * c)
+        FAIL("conv_gemm: W must be fp32 [Cout, KH·KW·C]");
+    int64_t cout = w->dims[0];
     if (y->dtype != RT_F32 || y->rank != 4 || y->dims[0] != x->dims[0] || y->dims[1] != cout ||
         y->dims[2] != p->out[0] || y->dims[3] != p->out[1])
         FAIL("conv_gemm: y must be fp32 [B, Cout, out0, out1]");
@@ -178,23 +178,6 @@ int rt_check_pool(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen
     return check_out(x, y, x->dims[1], p, err, errlen);
 }
 
-/* Output positions CONV_GEMM gathers into its A block at a time: about
- * 512 KB of fp32 rows of K·K·C taps, in whole tiles (each 64-column panel
- * of W is streamed over the block once: few rows would stream W too often,
- * so at least 48). */
-int64_t rt_conv_gemm_rows(const RtBuf *bufs, const RtOpRec *op) {
-    const RtConvParams *p = &op->p.conv;
-    int64_t depth = (int64_t)p->k[0] * p->k[1] * bufs[op->in[0]].dims[3];
-    int64_t rows = (512 * 1024 / (int64_t)sizeof(float)) / depth / RT_TILE_M * RT_TILE_M;
-    return rows < 48 ? 48 : rows > 240 ? 240 : rows;
-}
-
-size_t rt_s_conv_gemm(const RtBuf *bufs, const RtOpRec *op) {
-    const RtConvParams *p = &op->p.conv;
-    int64_t depth = (int64_t)p->k[0] * p->k[1] * bufs[op->in[0]].dims[3];
-    return (size_t)(rt_conv_gemm_rows(bufs, op) * depth) * sizeof(float);
-}
-
 int rt_check_lut_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
     const RtLutParams *p = &op->p.lut;
     const RtBuf *x = B(0), *ix = B(1), *lut = B(2), *y = O(0);
@@ -240,6 +223,39 @@ int rt_check_gather_axis(const RtBuf *bufs, const RtOpRec *op, char *err, size_t
         FAIL("gather_along_axis: bad axis or shapes");
     for (uint32_t i = 0; i < x->rank; i++)
         if ((int)i != a && x->dims[i] != y->dims[i]) FAIL("gather_along_axis: y must match x but on the axis");
+    return RT_OK;
+}
+
+int rt_check_sample(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtSampleParams *p = &op->p.smp;
+    const RtBuf *x = B(0), *c = B(1), *y = O(0);
+    if ((uint32_t)p->mode > RT_SAMPLE_NEAREST || (uint32_t)p->pad > RT_PAD_SYMMETRIC ||
+        (uint32_t)p->coord_mode > RT_COORD_ZERO_ONE || (p->align_corners | p->affine) & ~1)
+        FAIL("sample: bad params");
+    if (x->dtype != RT_F32 || c->dtype != RT_F32 || y->dtype != RT_F32 || x->rank != 4 || y->rank != 4 ||
+        y->dims[0] != x->dims[0] || y->dims[1] != x->dims[1])
+        FAIL("sample: x and y must be fp32 [B, C, H, W] and [B, C, Ho, Wo]");
+    if (p->affine ? c->rank != 2 || c->dims[1] != 6 || (c->dims[0] != 1 && c->dims[0] != x->dims[0])
+                  : c->rank != 4 || c->dims[0] != x->dims[0] || c->dims[1] != y->dims[2] || c->dims[2] != y->dims[3] ||
+                        c->dims[3] != 2)
+        FAIL("sample: the coordinates must be [B, Ho, Wo, 2], the affine matrices [1 or B, 6]");
+    return RT_OK;
+}
+
+int rt_check_gather_nd(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtBuf *x = B(0), *ix = B(1), *y = O(0);
+    int64_t bd = op->p.axis.axis, k = ix->rank ? ix->dims[ix->rank - 1] : 0;
+    if (ix->dtype != RT_I32 || x->dtype == RT_F16 || x->dtype == RT_U8 || y->dtype != x->dtype)
+        FAIL("gather_nd: dtypes");
+    if (bd < 0 || ix->rank < bd + 1 || k < 1 || bd + k > (int64_t)x->rank ||
+        y->rank != ix->rank - 1 + x->rank - (uint32_t)(bd + k))
+        FAIL("gather_nd: batch_dims %lld, index depth %lld and the ranks disagree", (long long)bd, (long long)k);
+    for (uint32_t i = 0; i < (uint32_t)bd; i++)
+        if (ix->dims[i] != x->dims[i]) FAIL("gather_nd: indices' batch dims must be x's");
+    for (uint32_t i = 0; i + 1 < ix->rank; i++)
+        if (y->dims[i] != ix->dims[i]) FAIL("gather_nd: y's leading dims must be indices'");
+    for (uint32_t i = (uint32_t)(bd + k); i < x->rank; i++)
+        if (y->dims[ix->rank - 1 + i - (bd + k)] != x->dims[i]) FAIL("gather_nd: y's trailing dims must be x's");
     return RT_OK;
 }
 

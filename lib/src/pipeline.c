@@ -371,9 +371,11 @@ static int build_full(Build *b) {
         lib_error("out of memory");
         return MILC_E_SYSTEM;
     }
-    /* Deferred, the full key is looked up by pipeline_keep: the Store may be
-     * busy with the previous program's store on another thread. */
-    if (b->req->kept && !b->req->hit_out) return MILC_OK;
+    /* Deferred to pipeline_keep only while the Store is busy with the
+     * previous program's store on another thread: whenever it is free, a
+     * full-key hit is found before the compile it makes unnecessary. */
+    const BuildRequest *req = b->req;
+    if (req->kept && !req->hit_out && req->store_busy && req->store_busy(req->store_busy_ctx)) return MILC_OK;
     StoreEntry *hit = NULL;
     int r = store_get(s, &res->key, b->fb.buf, b->fb.len, b->gflags, &hit);
     if (CACHE_IS_MISS(r) && (res->from_remote = tier_pull(b->req->remote, s, &res->key, b->fb.buf, b->fb.len)))

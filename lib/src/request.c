@@ -20,7 +20,7 @@
 #include "note.h"
 #include "milc/request.h"
 
-enum { NOTE_VERSION = 1 };
+enum { NOTE_VERSION = 2 }; /* 2: a --chunk request's note holds its splits */
 
 typedef struct Request {
     CacheKeyBuilder rec;
@@ -65,7 +65,8 @@ static void request_init(Request *r, const TemplatePath *tp, const JobSpec *spec
 }
 
 /* The note lists the jobs with their artifact keys (note.c). */
-static void note_write(Store *s, const Request *r, const BuildJob *jobs, int n, const CacheKey *keys) {
+static void note_write(Store *s, const Request *r, const BuildJob *jobs, int n, const JobList *splits,
+                       const CacheKey *keys) {
     NoteJob *v = calloc((size_t)n, sizeof *v);
     size_t len;
     uint8_t *buf = NULL;
@@ -75,7 +76,7 @@ static void note_write(Store *s, const Request *r, const BuildJob *jobs, int n, 
             snprintf(v[i].label, sizeof v[i].label, "%s", jobs[i].label);
             v[i].key = keys[i];
         }
-        buf = note_encode(v, n, &len);
+        buf = note_encode(v, n, splits, &len);
     }
     /* Best effort: a note that cannot be stored costs the next run its speed,
      * not its result. */
@@ -84,16 +85,22 @@ static void note_write(Store *s, const Request *r, const BuildJob *jobs, int n, 
     free(v);
 }
 
-/* Every program of the note, found directly: 0 with results[], else -1
- * (nothing held). */
-static int from_note(Store *s, const Request *r, const RequestOptions *o, long long t0, NoteJob **jobs,
-                     BuildResult **results, int *njobs) {
+/* Every program of the note, found directly: 0 with results[] and the
+ * note's splits (the caller jobs_frees them), else -1 (nothing held).  A
+ * caller that reports splits (o->on_split) misses on a note without them. */
+static int from_note(Store *s, const Request *r, const RequestOptions *o, const JobSpec *spec, long long t0,
+                     NoteJob **jobs, JobList *splits, BuildResult **results, int *njobs) {
     void *val;
     size_t len;
     if (store_note_get(s, &r->key, r->rec.buf, r->rec.len, &val, &len) != 0) return -1;
-    int n = note_decode(val, len, jobs);
+    int n = note_decode(val, len, jobs, splits);
     free(val);
     if (n < 0) return -1;
+    if (o->on_split && spec->chunk && !splits->nsplits) {
+        free(*jobs);
+        *jobs = NULL;
+        return -1;
+    }
     BuildResult *res = calloc((size_t)n, sizeof *res);
     if (!res) {
         free(*jobs);
@@ -122,6 +129,7 @@ miss:
     free(res);
     free(*jobs);
     *jobs = NULL;
+    jobs_free(splits);
     return -1;
 }
 
@@ -201,6 +209,29 @@ static int storer_wait(Storer *st) {
     return rc;
 }
 
+/* BuildRequest.store_busy: the storer still storing the program handed
+ * last.  Idle, its result is collected here (*prev -1), so the Store is the
+ * caller's again before it looks up the next program's full key. */
+typedef struct StorerPoll {
+    Storer *st;
+    int *prev, *rc;
+    bool *done;
+} StorerPoll;
+
+static bool storer_busy(void *ctx) {
+    StorerPoll *sp = ctx;
+    if (*sp->prev < 0) return false;
+    pthread_mutex_lock(&sp->st->mu);
+    bool busy = sp->st->busy;
+    int pr = sp->st->rc;
+    pthread_mutex_unlock(&sp->st->mu);
+    if (busy) return true;
+    sp->done[*sp->prev] = pr == MILC_OK;
+    if (pr != MILC_OK && *sp->rc == MILC_OK) *sp->rc = pr;
+    *sp->prev = -1;
+    return false;
+}
+
 static void storer_stop(Storer *st) {
     pthread_mutex_lock(&st->mu);
     st->quit = true;
@@ -263,11 +294,15 @@ static int build_jobs(Store *s, const TemplatePath *tp, const JobList *jobs, con
     Storer st;
     bool threaded =
         nmiss >= 2 && (o->overlap ? o->overlap >= 2 : sysconf(_SC_NPROCESSORS_ONLN) >= 2) && storer_start(&st, s);
+    StorerPoll poll = {&st, &prev, &rc, done};
     for (int i = 0; i < limit; i++) {
         if (!miss[i]) continue;
         double looked = res[i].ms_lookup;
         PipelineKept *k = NULL;
-        int r = pipeline_build(s, &(BuildRequest){JOB_REQUEST(i), .known_miss = true, .kept = &k}, &res[i], d);
+        int r = pipeline_build(s,
+                               &(BuildRequest){JOB_REQUEST(i), .known_miss = true, .kept = &k,
+                                               .store_busy = threaded ? storer_busy : NULL, .store_busy_ctx = &poll},
+                               &res[i], d);
         res[i].ms_lookup += looked;
         if (prev >= 0) { /* the Store is this thread's again */
             int pr = storer_wait(&st);
@@ -324,9 +359,12 @@ int build_request(Store *s, const TemplatePath *tp, const JobSpec *spec, const R
     diag_free(&quiet);
     request_init(&r, tp, spec, src ? wdig : NULL);
     NoteJob *nj;
+    JobList splits;
     BuildResult *res;
     int n;
-    if (r.usable && from_note(s, &r, o, t0, &nj, &res, &n) == 0) {
+    if (r.usable && from_note(s, &r, o, spec, t0, &nj, &splits, &res, &n) == 0) {
+        if (o->on_split) o->on_split(ctx, &splits);
+        jobs_free(&splits);
         for (int i = 0; i < n; i++) fn(ctx, i, nj[i].label[0] ? nj[i].label : (jobs_config(spec)), &res[i]);
         free(nj);
         free(res);
@@ -349,8 +387,9 @@ int build_request(Store *s, const TemplatePath *tp, const JobSpec *spec, const R
         ckey_free(&r.rec);
         request_init(&r, tp, spec, wdig);
     }
+    if (rc == MILC_OK && o->on_split) o->on_split(ctx, jobs);
     if (rc == MILC_OK) rc = build_jobs(s, tp, jobs, o, src, fn, ctx, keys, d);
-    if (rc == MILC_OK && r.usable && jobs->n > 0) note_write(s, &r, jobs->v, jobs->n, keys);
+    if (rc == MILC_OK && r.usable && jobs->n > 0) note_write(s, &r, jobs->v, jobs->n, jobs, keys);
     gen_weights_close(src);
     free(keys);
     jobs_free(&own);
@@ -362,6 +401,14 @@ void request_remember(Store *s, const TemplatePath *tp, const JobSpec *spec, con
                       const CacheKey *keys, const uint8_t wdig[16]) {
     Request r;
     request_init(&r, tp, spec, wdig);
-    if (r.usable && n > 0) note_write(s, &r, jobs, n, keys);
+    /* The splits, for a `build --chunk` that reports them from the note: the
+     * caller's jobs may be several requests', so they are expanded anew. */
+    JobList own = {0};
+    DiagSink quiet;
+    diag_init(&quiet);
+    bool split = spec->chunk && jobs_expand(tp, spec, &own, &quiet) == 0;
+    diag_free(&quiet);
+    if (r.usable && n > 0) note_write(s, &r, jobs, n, split ? &own : NULL, keys);
+    jobs_free(&own);
     ckey_free(&r.rec);
 }

@@ -4,6 +4,9 @@ lowering (mode 1, one plan op per MIL op) and the bonded one (mode 2, views
 and fusion), each in a small hand-written program, against NumPy.
 
   check_ops.py BACKEND_RUN WORKDIR
+
+CHECK_OPS_ONLY=PREFIX (environment) runs only the cases whose label starts
+with one of its comma-separated prefixes (while working on an op).
 """
 import math
 import os
@@ -15,6 +18,7 @@ import numpy as np
 RUN, WORK = sys.argv[1], sys.argv[2]
 rng = np.random.default_rng(7)
 failures = []
+ONLY = tuple(p for p in os.environ.get("CHECK_OPS_ONLY", "").split(",") if p)
 
 
 def ty(a, dt="fp32"):
@@ -38,13 +42,15 @@ def const(name, a, dt="fp32"):
     return "%s %s = const()[val = %s];" % (t, name, lit(a, dt))
 
 
-def case(label, inputs, body, outputs, tol=2e-5):
+def case(label, inputs, body, outputs, tol=2e-5, opset="ios18"):
     """inputs: name -> (array, dtype); outputs: name -> (reference array, dtype)."""
+    if ONLY and not label.startswith(ONLY):
+        return
     d = os.path.join(WORK, label)
     os.makedirs(d, exist_ok=True)
     sig = ", ".join("%s %s" % (ty(a, dt), n) for n, (a, dt) in inputs.items())
-    text = "program(1.3)\n{\n    func main<ios18>(%s) {\n%s\n    } -> (%s);\n}\n" % (
-        sig, "\n".join("        " + l for l in body), ", ".join(outputs))
+    text = "program(1.3)\n{\n    func main<%s>(%s) {\n%s\n    } -> (%s);\n}\n" % (
+        opset, sig, "\n".join("        " + l for l in body), ", ".join(outputs))
     open(os.path.join(d, "model.mil"), "w").write(text)
     for n, (a, dt) in inputs.items():
         np.save(os.path.join(d, "in_%s.npy" % n), np.asarray(a, np.float32))

@@ -1,5 +1,8 @@
 # check_ops_data.py — scatter (three index forms, every mode), argsort and
-# topk, quantize / dequantize and the random ops against NumPy, for each
+# topk, quantize / dequantize, the random ops, gather_nd, the resize family
+# and resample / affine, the recurrent ops (rnn, lstm, gru) and the
+# compressed-weight forms (ios16/17 packed, vector palettes) against NumPy
+# (PyTorch and coremltools cross-check some references), for each
 # dtype MIL allows them: fp32, fp16 (relative L2 <= 2e-3 against a reference
 # on fp16-rounded inputs), int32 and the int8 / uint8 of quantization
 # (exact).  Run by check_ops.py, whose helpers (case, const, ty, R, rng, as_dt,
@@ -384,6 +387,25 @@ for dt in ("fp32", "fp16", "int32"):
         want = want.reshape(idx.shape[:-1] + want.shape[1:])
         case("gather_nd_%s_%s" % (dt, "x".join(map(str, idx.shape))), {"x": (xv, dt)},
              [const("i", idx, "int32"), "%s y = gather_nd(x = x, indices = i);" % ty(want, dt)], {"y": (want, dt)})
+# gather_nd with batch_dims 1 and 2: indices' leading dims are x's batch dims
+xb_ = R(2, 3, 4, 5) * 3
+for dt in ("fp32", "fp16", "int32", "int8"):
+    xv = as_dt(xb_, dt if dt != "int8" else "int32")
+    for bd, idx in ((1, rng.integers(-3, 3, (2, 4, 2))), (2, rng.integers(-4, 4, (2, 3, 1))), (1, rng.integers(-3, 3, (2, 1)))):
+        rows = []
+        for p in np.ndindex(*idx.shape[:-1]):
+            rows.append(xv[p[:bd] + tuple(int(c) for c in idx[p])])
+        want = np.array(rows).reshape(idx.shape[:-1] + xv.shape[bd + idx.shape[-1]:]).astype(np.float64)
+        # int8 enters and leaves through casts (the CPU backend's I/O has no int8)
+        body = [const("i", idx, "int32"), const("bd", bd, "int32")]
+        if dt == "int8":
+            body += ['%s x8 = cast(x = x, dtype = string("int8"));' % ty(xv, "int8"),
+                     "%s y8 = gather_nd(x = x8, indices = i, batch_dims = bd);" % ty(want, "int8"),
+                     '%s y = cast(x = y8, dtype = string("int32"));' % ty(want, "int32")]
+        else:
+            body.append("%s y = gather_nd(x = x, indices = i, batch_dims = bd);" % ty(want, dt))
+        io = "int32" if dt == "int8" else dt
+        case("gather_nd_b%d_%s_%s" % (bd, dt, "x".join(map(str, idx.shape))), {"x": (xv, io)}, body, {"y": (want, io)})
 # einsum, Core ML's two forms, with a broadcast batch dim
 for dt in ("fp32", "fp16"):
     a3, b3 = as_dt(R(2, 3, 4), dt), as_dt(R(4, 1, 5), dt)
@@ -492,8 +514,9 @@ assert np.allclose(grid("UNALIGN_CORNERS", 2, 5), [0, 0.1, 0.5, 0.9, 1]) and np.
 assert np.allclose(grid("OFFSET_CORNERS", 2, 5), [0.1, 0.3, 0.5, 0.7, 0.9])  # coremltools' own examples
 
 
-def resample(x, mode, oh, ow):
-    for axis, m in ((-2, oh), (-1, ow)):
+def resample(x, mode, *sizes):
+    """The last len(sizes) dims resampled to sizes, one dim at a time."""
+    for axis, m in zip(range(-len(sizes), 0), sizes):
         n = x.shape[axis]
         g = grid(mode, n, m)
         if mode == "nearest":
@@ -501,7 +524,7 @@ def resample(x, mode, oh, ow):
             continue
         i0 = np.floor(g).astype(int)
         i1 = np.minimum(i0 + 1, n - 1)
-        f = (g - i0).reshape((-1, 1) if axis == -2 else (-1,))
+        f = (g - i0).reshape((-1,) + (1,) * (-axis - 1))
         x = np.take(x, i0, axis) * (1 - f) + np.take(x, i1, axis) * f
     return x
 
@@ -539,9 +562,216 @@ for dt in ("fp32", "fp16"):
         case("upsample_bilinear_%s_%s" % (mode.lower(), dt), {"x": (xv, dt)}, body, {"y": (want, dt)}, tol=1e-5)
 
 
+# resize (ios17): the last resized_dims dims to `shape`'s last entries (0:
+# x's own size), LINEAR in every sampling mode, NEAREST_NEIGHBOR (DEFAULT:
+# floor(i * in / out), as resize_nearest_neighbor) on fp32, fp16 and int32
+for dt in ("fp32", "fp16", "int32"):
+    xv = as_dt(xi_ * (4 if dt == "int32" else 1), dt)
+    modes = (("NEAREST_NEIGHBOR", "DEFAULT"),) + ((() if dt == "int32" else
+             tuple(("LINEAR", m) for m in ("DEFAULT", "ALIGN_CORNERS", "STRICT_ALIGN_CORNERS", "UNALIGN_CORNERS", "OFFSET_CORNERS"))))
+    for im, sm in modes:
+        for shape, nd in (([7, 3], 2), ([5, 0, 8], 3), ([1, 9], 1)):
+            sizes = [v if v else xv.shape[xv.ndim - nd + i] for i, v in enumerate(shape[len(shape) - nd:])]
+            want = resample(xv.astype(np.float64), "nearest" if im == "NEAREST_NEIGHBOR" else sm, *sizes)
+            case("resize_%s_%s_%d_%s" % (im.lower(), sm.lower(), nd, dt), {"x": (xv, dt)},
+                 [const("sh", np.array(shape), "int32"), "uint32 rd = const()[val = uint32(%d)];" % nd,
+                  '%s y = resize(x = x, shape = sh, resized_dims = rd, interpolation_mode = string("%s"), sampling_mode = string("%s"));'
+                  % (ty(want, dt), im, sm)], {"y": (want, dt)}, tol=1e-5)
+
+
+# resample and affine: the image padded per padding_mode (constant, border,
+# reflection about the edge pixel, symmetric with the edge repeated: the
+# doc's 1-D examples), sampled at pixel coordinates from coordinates_mode
+# and align_corners; nearest rounds half to even.  Checked against PyTorch's
+# grid_sample / affine_grid where they mean the same (constant 0, border).
+def pad_index(i, n, pad):
+    if 0 <= i < n:
+        return i
+    if pad == "constant":
+        return None
+    if pad == "border" or n == 1:
+        return 0 if i < 0 else n - 1
+    per = 2 * (n - 1) if pad == "reflection" else 2 * n
+    k = i % per
+    return k if k < n else (per - k if pad == "reflection" else per - 1 - k)
+
+
+assert [pad_index(i, 3, "reflection") for i in range(-3, 6)] == [1, 2, 1, 0, 1, 2, 1, 0, 1]  # |1, 2, 3| -> |2, 3, 2, 1, 2, 3, 2, 1, 2|
+assert [pad_index(i, 3, "symmetric") for i in range(-3, 6)] == [2, 1, 0, 0, 1, 2, 2, 1, 0]   # -> |3, 2, 1, 1, 2, 3, 3, 2, 1|
+
+
+def to_pixel(c, n, cmode, ac):
+    if cmode == "unnormalized":
+        return c
+    if cmode == "normalized_zero_to_one":
+        c = 2 * c - 1
+    return (c + 1) / 2 * (n - 1) if ac else ((c + 1) * n - 1) / 2
+
+
+def sample_ref(x, uv, mode, pad, pv, cmode, ac):
+    B, C, H, W = x.shape
+    Ho, Wo = uv.shape[1:3]
+    y = np.zeros((B, C, Ho, Wo))
+
+    def tap(b, r, c):
+        rr, cc = pad_index(r, H, pad), pad_index(c, W, pad)
+        return np.full(C, pv) if rr is None or cc is None else x[b, :, rr, cc]
+    for b in range(B):
+        for i in range(Ho):
+            for j in range(Wo):
+                u, v = to_pixel(uv[b, i, j, 0], W, cmode, ac), to_pixel(uv[b, i, j, 1], H, cmode, ac)
+                if mode == "nearest":
+                    y[b, :, i, j] = tap(b, int(np.rint(v)), int(np.rint(u)))
+                    continue
+                c0, r0 = int(np.floor(u)), int(np.floor(v))
+                au, av = u - c0, v - r0
+                y[b, :, i, j] = ((1 - av) * ((1 - au) * tap(b, r0, c0) + au * tap(b, r0, c0 + 1))
+                                 + av * ((1 - au) * tap(b, r0 + 1, c0) + au * tap(b, r0 + 1, c0 + 1)))
+    return y
+
+
+def affine_grid(mats, B, Ho, Wo, cmode, ac):
+    def g(m):
+        j = np.arange(m, dtype=np.float64)
+        if cmode == "unnormalized":
+            return j
+        c = (-1 + 2 * j / (m - 1) if m > 1 else np.zeros(m)) if ac else (2 * j + 1) / m - 1
+        return (c + 1) / 2 if cmode == "normalized_zero_to_one" else c
+    p, q = np.meshgrid(g(Wo), g(Ho))
+    uv = np.zeros((B, Ho, Wo, 2))
+    for b in range(B):
+        a = mats[b if len(mats) > 1 else 0]
+        uv[b, :, :, 0] = a[0] * p + a[1] * q + a[2]
+        uv[b, :, :, 1] = a[3] * p + a[4] * q + a[5]
+    return uv
+
+
+xs_ = R(2, 3, 4, 5)
+uv_ = rng.uniform(-1.4, 1.4, (2, 3, 6, 2))
+mats_ = np.array([[0.9, -0.3, 0.1, 0.2, 1.1, -0.2], [1.2, 0.4, -0.3, -0.1, 0.8, 0.25]])
+try:
+    import torch
+    import torch.nn.functional as TF
+    for ac in (True, False):
+        for mode, tpad, pad in (("bilinear", "zeros", "constant"), ("nearest", "border", "border"), ("bilinear", "border", "border")):
+            tref = TF.grid_sample(torch.tensor(xs_.astype(np.float64)), torch.tensor(uv_), mode=mode, padding_mode=tpad,
+                                  align_corners=ac).numpy()
+            assert np.allclose(tref, sample_ref(xs_.astype(np.float64), uv_, mode, pad, 0.0, "normalized_minus_one_to_one", ac)), \
+                "the resample reference disagrees with PyTorch"
+        tg = TF.affine_grid(torch.tensor(mats_.reshape(2, 2, 3)), (2, 3, 6, 7), align_corners=ac).numpy()
+        assert np.allclose(tg, affine_grid(mats_, 2, 6, 7, "normalized_minus_one_to_one", ac)), "the affine grid disagrees with PyTorch"
+except ImportError:
+    pass
+for dt in ("fp32", "fp16"):
+    xv = as_dt(xs_, dt)
+    for mode, pad, cmode, ac, cdt in (("bilinear", "constant", "normalized_minus_one_to_one", True, "fp32"),
+                                      ("bilinear", "border", "normalized_minus_one_to_one", False, "fp32"),
+                                      ("nearest", "reflection", "normalized_zero_to_one", True, "fp32"),
+                                      ("bilinear", "symmetric", "normalized_zero_to_one", False, "fp32"),
+                                      ("bilinear", "reflection", "unnormalized", False, "fp32"),
+                                      ("nearest", "symmetric", "unnormalized", True, "int32")):
+        uv = uv_
+        if cmode == "normalized_zero_to_one":
+            uv = (uv_ + 1) / 2
+        elif cmode == "unnormalized":
+            uv = (uv_ + 1) / 2 * np.array([5, 4]) - 0.5 + (uv_ > 0) * 0.25
+        if cdt == "int32":
+            uv = np.round(uv * 2).astype(np.int32)
+        uvv = uv.astype(np.float32) if cdt == "fp32" else uv
+        want = sample_ref(xv.astype(np.float64), uvv.astype(np.float64), mode, pad, 0.5, cmode, ac)
+        case("resample_%s_%s_%s_%d_%s" % (mode, pad, {"normalized_minus_one_to_one": "pm1", "normalized_zero_to_one": "01"}.get(cmode, "px"), ac, dt), {"x": (xv, dt), "c": (uvv, cdt)},
+             [const("pv", 0.5, dt),
+              '%s y = resample(x = x, coordinates = c, sampling_mode = string("%s"), padding_mode = string("%s"), '
+              'padding_value = pv, coordinates_mode = string("%s"), align_corners = bool(%s));'
+              % (ty(want, dt), mode, pad, cmode, "true" if ac else "false")], {"y": (want, dt)}, tol=1e-4)
+    for B, ac in ((2, True), (1, False)):
+        mv = as_dt(mats_[:B], dt)
+        want = sample_ref(xv.astype(np.float64), affine_grid(mv.astype(np.float64), 2, 6, 7, "normalized_minus_one_to_one", ac),
+                          "bilinear", "constant", 0.0, "normalized_minus_one_to_one", ac)
+        case("affine_%d_%d_%s" % (B, ac, dt), {"x": (xv, dt), "m": (mv, dt)},
+             [const("pv", 0.0, dt),
+              '%s y = affine(x = x, transform_matrix = m, output_height = int32(6), output_width = int32(7), '
+              'sampling_mode = string("bilinear"), padding_mode = string("constant"), padding_value = pv, '
+              'coordinates_mode = string("normalized_minus_one_to_one"), align_corners = bool(%s));'
+              % (ty(want, dt), "true" if ac else "false")], {"y": (want, dt)}, tol=1e-4)
+
+
+# the ios16/17 forms of constexpr_lut_to_dense and constexpr_sparse_to_dense:
+# indices / mask bits packed into uint8 bytes, least significant bit first,
+# the dense shape given as 'shape' (coremltools' decompress: np.unpackbits
+# with bitorder little)
+def pack_bits(vals, bits):
+    flat = np.array([(int(v) >> k) & 1 for v in np.ravel(vals) for k in range(bits)], np.uint8)
+    return np.packbits(flat, bitorder="little")
+
+
+for opset in ("ios16", "ios17"):
+    for bits, dt in ((1, "fp32"), (2, "fp16"), (4, "fp32"), (6, "fp16"), (8, "fp32")):
+        shp = (3, 5)
+        idx = rng.integers(0, 1 << bits, shp)
+        lut = as_dt(R(1 << bits), dt)
+        xw = as_dt(R(*shp), dt)
+        want = xw.astype(np.float64) + lut.astype(np.float64)[idx]
+        packed = pack_bits(idx, bits)
+        assert np.array_equal(np.unpackbits(packed, bitorder="little")[:idx.size * bits].reshape(-1, bits) @ (1 << np.arange(bits)),
+                              idx.ravel())
+        case("lut16_%s_%dbit_%s" % (opset, bits, dt), {"x": (xw, dt)},
+             [const("ix", packed, "uint8"), const("lt", lut, dt), const("sh", np.array(shp), "uint32"),
+              "%s w = constexpr_lut_to_dense(indices = ix, lut = lt, shape = sh);" % ty(want, dt),
+              "%s y = add(x = x, y = w);" % ty(want, dt)], {"y": (want, dt)}, opset=opset)
+    for dt in ("fp32", "fp16"):
+        shp = (2, 7)
+        m = rng.random(shp) < 0.5
+        nz = as_dt(R(int(m.sum())), dt)
+        dense = np.zeros(shp)
+        dense[m] = nz.astype(np.float64)
+        xw = as_dt(R(*shp), dt)
+        case("sparse16_%s_%s" % (opset, dt), {"x": (xw, dt)},
+             [const("nz", nz, dt), const("mk", pack_bits(m, 1), "uint8"), const("sh", np.array(shp), "uint32"),
+              "%s w = constexpr_sparse_to_dense(nonzero_data = nz, mask = mk, shape = sh);" % ty(dense, dt),
+              "%s y = add(x = x, y = w);" % ty(dense, dt)], {"y": (xw.astype(np.float64) + dense, dt)}, opset=opset)
+
+
+# vector palettes (ios18): lut [*blocks, palette, vec] entries are vectors
+# that widen dim vector_axis: output[.., i·vec + k, ..] = lut[block, id(i), k]
+def vec_lut_ref(idx, lut, axis):
+    vec = lut.shape[-1]
+    out_shape = list(idx.shape)
+    out_shape[axis] *= vec
+    out = np.zeros(out_shape)
+    for c in np.ndindex(*idx.shape):
+        blk = tuple(c[d] // (idx.shape[d] // lut.shape[d]) for d in range(idx.ndim))
+        for k in range(vec):
+            o = list(c)
+            o[axis] = c[axis] * vec + k
+            out[tuple(o)] = lut[blk + (idx[c], k)]
+    return out
+
+
+for dt in ("fp32", "fp16"):
+    for bits, ishape, blocks, vec, axis, consumer in ((4, (4, 6), (2, 1), 2, 0, "add"), (2, (3, 4), (1, 2), 3, -1, "add"),
+                                                     (4, (4, 8), (1, 1), 2, 1, "linear"), (8, (2, 4), (2, 1), 4, 0, "linear")):
+        idx = rng.integers(0, 1 << bits, ishape)
+        lut = as_dt(R(*(blocks + (1 << bits, vec))), dt)
+        wd = vec_lut_ref(idx, lut.astype(np.float64), axis)
+        body = [const("ix", idx, "uint%d" % bits), const("lut", lut, dt), const("va", axis, "int32"),
+                "%s w = constexpr_lut_to_dense(indices = ix, lut = lut, vector_axis = va);" % ty(wd, dt)]
+        if consumer == "add":
+            xv = as_dt(R(*wd.shape), dt)
+            want = xv.astype(np.float64) + wd
+            body.append("%s y = add(x = x, y = w);" % ty(want, dt))
+        else:
+            xv = as_dt(R(3, wd.shape[1]), dt)
+            want = xv.astype(np.float64) @ wd.T
+            body.append("%s y = linear(x = x, weight = w);" % ty(want, dt))
+        case("lut_vector_%dbit_v%d_a%d_%s_%s" % (bits, vec, axis, consumer, dt), {"x": (xv, dt)}, body, {"y": (want, dt)}, tol=1e-4)
+
+
 # rnn: h_t = act(W_ih x_t + b + W_hh h_t-1), forward and reverse, with and
 # without the sequence output (fp32 only in ios15-16: the ios18 program
-# here takes fp16 too)
+# here takes fp16 too).  Reverse gives its outputs in processing order (last
+# time first), as coremltools' tests check Core ML: PyTorch on the flipped
+# sequence, its output not flipped back.
 S_, B_, I_, H_ = 5, 2, 3, 4
 xr5, h0_ = R(S_, B_, I_), R(B_, H_)
 wi_, wh_, bb_ = R(H_, I_) * 0.5, R(H_, H_) * 0.5, R(H_) * 0.5
@@ -552,9 +782,9 @@ for dt in ("fp32", "fp16"):
         wiv, whv, bv = as_dt(wi_, dt), as_dt(wh_, dt), as_dt(bb_, dt)
         h = hv.astype(np.float64)
         outs = np.zeros((S_, B_, H_))
-        for t in (range(S_) if direction == "forward" else range(S_ - 1, -1, -1)):
+        for k, t in enumerate(range(S_) if direction == "forward" else range(S_ - 1, -1, -1)):
             h = acts_[act](xv[t] @ wiv.T.astype(np.float64) + bv + h @ whv.T.astype(np.float64))
-            outs[t] = h
+            outs[k] = h
         ys = outs if seq else h[None]
         case("rnn_%s_%s_%s" % (act, direction, dt), {"x": (xv, dt), "h0": (hv, dt)},
              [const("wi", wiv, dt), const("wh", whv, dt), const("b", bv, dt), 'string d = const()[val = string("%s")];' % direction,
@@ -564,27 +794,118 @@ for dt in ("fp32", "fp16"):
              {"ys": (ys, dt), "yh": (h, dt)}, tol=1e-4)
 
 
-# lstm: gates [i, f, o, z], c = f c + i z, h = o act(c); forward and reverse
+# lstm: gates [i, f, o, z], c = f c + i z (clipped), h = o act(c), peephole
+# p_i, p_f on c_t-1 and p_o on c_t; forward, reverse (processing order) and
+# bidirectional (the backward half at its own time, states [B, 2H])
 wil, whl, bl = R(4 * H_, I_) * 0.5, R(4 * H_, H_) * 0.5, R(4 * H_) * 0.5
 c0_ = R(B_, H_)
 sg = lambda v: 1 / (1 + np.exp(-v))
+
+
+def lstm_ref(xv, h, c, wi, wh, b, rev, rf, peep=None, clip=None):
+    outs = np.zeros((S_,) + h.shape)
+    for k, t in enumerate(range(S_ - 1, -1, -1) if rev else range(S_)):
+        g = xv[t] @ wi.T + b + h @ wh.T
+        H = h.shape[1]
+        pi, pf, po = (peep[:H], peep[H:2 * H], peep[2 * H:]) if peep is not None else (0, 0, 0)
+        i, f, z = rf(g[:, :H] + pi * c), rf(g[:, H:2 * H] + pf * c), np.tanh(g[:, 3 * H:])
+        c = f * c + i * z
+        if clip is not None:
+            c = np.clip(c, -clip, clip)
+        o = rf(g[:, 2 * H:3 * H] + po * c)
+        h = o * np.tanh(c)
+        outs[t if rev == "own" else k] = h
+    return outs, h, c
+
+
+f64 = lambda a: np.asarray(a, np.float64)
 for dt in ("fp32", "fp16"):
-    for direction, seq, ra in (("forward", True, "sigmoid"), ("reverse", False, "sigmoid"), ("forward", False, "relu")):
+    for direction, seq, ra, peep, clip in (("forward", True, "sigmoid", False, None), ("reverse", False, "sigmoid", False, None),
+                                           ("forward", False, "relu", False, None), ("reverse", True, "sigmoid", True, 0.7),
+                                           ("forward", True, "sigmoid", True, None), ("forward", False, "sigmoid", False, 0.5)):
         xv, hv, cv = as_dt(xr5, dt), as_dt(h0_, dt), as_dt(c0_, dt)
         wiv, whv, bv = as_dt(wil, dt), as_dt(whl, dt), as_dt(bl, dt)
-        h, c = hv.astype(np.float64), cv.astype(np.float64)
-        outs = np.zeros((S_, B_, H_))
-        rf = acts_[ra]
-        for t in (range(S_) if direction == "forward" else range(S_ - 1, -1, -1)):
-            g = xv[t] @ wiv.T.astype(np.float64) + bv + h @ whv.T.astype(np.float64)
-            i, f, o, z = rf(g[:, :H_]), rf(g[:, H_:2 * H_]), rf(g[:, 2 * H_:3 * H_]), np.tanh(g[:, 3 * H_:])
-            c = f * c + i * z
-            h = o * np.tanh(c)
-            outs[t] = h
+        pv = as_dt(R(3 * H_), dt)
+        outs, h, c = lstm_ref(f64(xv), f64(hv), f64(cv), f64(wiv), f64(whv), f64(bv), direction == "reverse", acts_[ra],
+                              f64(pv) if peep else None, clip)
         ys = outs if seq else h[None]
-        case("lstm_%s_%s_%s" % (direction, ra, dt), {"x": (xv, dt), "h0": (hv, dt), "c0": (cv, dt)},
-             [const("wi", wiv, dt), const("wh", whv, dt), const("b", bv, dt), 'string d = const()[val = string("%s")];' % direction,
-              'string ra = const()[val = string("%s")];' % ra, const("sq", seq, "bool"),
-              "%s ys, %s yh, %s yc = lstm(x = x, initial_h = h0, initial_c = c0, weight_ih = wi, weight_hh = wh, bias = b, "
-              "direction = d, output_sequence = sq, recurrent_activation = ra);" % (ty(ys, dt), ty(h, dt), ty(c, dt))],
-             {"ys": (ys, dt), "yh": (h, dt), "yc": (c, dt)}, tol=1e-4)
+        body = [const("wi", wiv, dt), const("wh", whv, dt), const("b", bv, dt), 'string d = const()[val = string("%s")];' % direction,
+                'string ra = const()[val = string("%s")];' % ra, const("sq", seq, "bool")]
+        extra = ""
+        if peep:
+            body.append(const("pp", pv, dt))
+            extra += ", peephole = pp"
+        if clip is not None:
+            body.append(const("cl", clip, dt))
+            extra += ", clip = cl"
+        body.append("%s ys, %s yh, %s yc = lstm(x = x, initial_h = h0, initial_c = c0, weight_ih = wi, weight_hh = wh, bias = b, "
+                    "direction = d, output_sequence = sq, recurrent_activation = ra%s);" % (ty(ys, dt), ty(h, dt), ty(c, dt), extra))
+        case("lstm_%s_%s_%s%s%s%s" % (direction, ra, "seq_" if seq else "", "peep_" if peep else "", "clip_" if clip else "", dt),
+             {"x": (xv, dt), "h0": (hv, dt), "c0": (cv, dt)}, body, {"ys": (ys, dt), "yh": (h, dt), "yc": (c, dt)}, tol=1e-4)
+    # bidirectional, with and without the sequence, peepholes on both directions
+    for seq, peep in ((True, False), (False, True)):
+        xv, hv, cv = as_dt(xr5, dt), as_dt(R(B_, 2 * H_), dt), as_dt(R(B_, 2 * H_), dt)
+        w = [as_dt(a, dt) for a in (wil, whl, bl, R(4 * H_, I_) * 0.5, R(4 * H_, H_) * 0.5, R(4 * H_) * 0.5, R(3 * H_), R(3 * H_))]
+        of, hf, cf = lstm_ref(f64(xv), f64(hv[:, :H_]), f64(cv[:, :H_]), f64(w[0]), f64(w[1]), f64(w[2]), False, sg,
+                              f64(w[6]) if peep else None)
+        ob, hb, cb = lstm_ref(f64(xv), f64(hv[:, H_:]), f64(cv[:, H_:]), f64(w[3]), f64(w[4]), f64(w[5]), "own", sg,
+                              f64(w[7]) if peep else None)
+        ys = np.concatenate([of, ob], 2) if seq else np.concatenate([hf, hb], 1)[None]
+        yh, yc = np.concatenate([hf, hb], 1), np.concatenate([cf, cb], 1)
+        names = ("wi", "wh", "b", "wib", "whb", "bb", "pp", "ppb")
+        body = [const(n, a, dt) for n, a in zip(names, w)][:8 if peep else 6] + [const("sq", seq, "bool")]
+        extra = ", peephole = pp, peephole_back = ppb" if peep else ""
+        body.append("%s ys, %s yh, %s yc = lstm(x = x, initial_h = h0, initial_c = c0, weight_ih = wi, weight_hh = wh, bias = b, "
+                    "weight_ih_back = wib, weight_hh_back = whb, bias_back = bb, direction = string(\"bidirectional\"), "
+                    "output_sequence = sq%s);" % (ty(ys, dt), ty(yh, dt), ty(yc, dt), extra))
+        case("lstm_bidirectional_%s%s%s" % ("seq_" if seq else "", "peep_" if peep else "", dt),
+             {"x": (xv, dt), "h0": (hv, dt), "c0": (cv, dt)}, body, {"ys": (ys, dt), "yh": (yh, dt), "yc": (yc, dt)}, tol=1e-4)
+
+
+# gru: Core ML stacks the gates [r, o, z]; reset_after false: o = act(W_io x
+# + b_o + W_ho (r h)); true (ios18, PyTorch's GRU): o = act(W_io x + b_io +
+# r (W_ho h + b_ho)) with input_bias b_i and bias b_h; h = (1 - z) o + z h
+wig, whg, bg, big = R(3 * H_, I_) * 0.5, R(3 * H_, H_) * 0.5, R(3 * H_) * 0.5, R(3 * H_) * 0.5
+
+
+def gru_ref(xv, h, wi, wh, b, ib, rev, rf, af, after):
+    H = h.shape[1]
+    outs = np.zeros((S_,) + h.shape)
+    bi = ib if ib is not None else np.zeros(3 * H)
+    for k, t in enumerate(range(S_ - 1, -1, -1) if rev else range(S_)):
+        gx = xv[t] @ wi.T + bi
+        r = rf(gx[:, :H] + b[:H] + h @ wh[:H].T)
+        z = rf(gx[:, 2 * H:] + b[2 * H:] + h @ wh[2 * H:].T)
+        if after:
+            o = af(gx[:, H:2 * H] + r * (h @ wh[H:2 * H].T + b[H:2 * H]))
+        else:
+            o = af(gx[:, H:2 * H] + b[H:2 * H] + (r * h) @ wh[H:2 * H].T)
+        h = (1 - z) * o + z * h
+        outs[k] = h
+    return outs, h
+
+
+for dt in ("fp32", "fp16"):
+    for direction, seq, ra, act, after, has_ib in (("forward", True, "sigmoid", "tanh", False, False),
+                                                   ("reverse", True, "sigmoid", "tanh", False, False),
+                                                   ("forward", False, "tanh", "sigmoid", False, False),
+                                                   ("forward", True, "sigmoid", "tanh", True, True),
+                                                   ("reverse", False, "sigmoid", "relu", True, False),
+                                                   ("forward", True, "sigmoid", "tanh", False, True)):
+        xv, hv = as_dt(xr5, dt), as_dt(h0_, dt)
+        wiv, whv, bv, ibv = as_dt(wig, dt), as_dt(whg, dt), as_dt(bg, dt), as_dt(big, dt)
+        outs, h = gru_ref(f64(xv), f64(hv), f64(wiv), f64(whv), f64(bv), f64(ibv) if has_ib else None, direction == "reverse",
+                          acts_[ra], acts_[act], after)
+        ys = outs if seq else h[None]
+        body = [const("wi", wiv, dt), const("wh", whv, dt), const("b", bv, dt), const("sq", seq, "bool")]
+        extra = ""
+        if has_ib:
+            body.append(const("ib", ibv, dt))
+            extra += ", input_bias = ib"
+        if after:
+            extra += ", reset_after = bool(true)"
+        body.append('%s ys, %s yh = gru(x = x, initial_h = h0, weight_ih = wi, weight_hh = wh, bias = b, direction = string("%s"), '
+                    'output_sequence = sq, recurrent_activation = string("%s"), activation = string("%s")%s);'
+                    % (ty(ys, dt), ty(h, dt), direction, ra, act, extra))
+        case("gru_%s_%s_%s%s%s%s" % (direction, ra, act, "_seq" if seq else "", "_after" if after else "", "_ib_" + dt if has_ib else "_" + dt),
+             {"x": (xv, dt), "h0": (hv, dt)}, body, {"ys": (ys, dt), "yh": (h, dt)}, tol=1e-4)

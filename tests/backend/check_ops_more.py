@@ -210,6 +210,14 @@ conv_case("conv1d", (2, 5, 17), (7, 5, 3), (2,), (1,), (1, 1), 1)
 conv_case("conv1d_dw_dilated", (1, 4, 20), (4, 1, 5), (1,), (3,), (4, 2), 4)
 conv_case("conv3d", (1, 3, 5, 6, 7), (4, 3, 3, 2, 3), (1, 2, 1), (1, 1, 2), (1, 1, 0, 1, 2, 2), 1)
 conv_case("conv1x1_s2", (1, 8, 8, 8), (4, 8, 1, 1), (2, 2), (1, 1), (0, 0, 0, 0), 1)
+# the implicit GEMM (CONV_GEMM): output rows longer than a tile, Cout past one
+# 64-column panel with a partial last one, odd channel counts, K-blocks that
+# cross the spans of kernel rows (depth 1350), dilation across with stride 2,
+# a batch of 2
+conv_case("conv_gemm_panels", (2, 13, 15, 17), (70, 13, 3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1)
+conv_case("conv_gemm_deep", (1, 150, 6, 7), (20, 150, 3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1)
+conv_case("conv_gemm_dil_s2", (1, 5, 17, 19), (9, 5, 3, 2), (2, 2), (2, 3), (2, 1, 0, 3), 1)
+conv_case("conv_gemm_s2_fp16", (1, 33, 14, 14), (65, 33, 3, 3), (2, 2), (1, 1), (1, 1, 1, 1), 1, "fp16")
 
 
 def convt_case(label, xs, ws, s, d, pad, g, dt="fp32"):

@@ -542,12 +542,52 @@ static void check_refused(const char *src, const char *const *want, int nwant) {
 }
 
 TEST(unsupported_op_is_diagnosed) {
-    /* non_zero's result has a dynamic shape: the CPU backend cannot run it */
+    /* non_zero's result has a dynamic shape: the CPU backend refuses it by design, saying why */
     const char *src = HDR "tensor<fp32, [2, 3]> x) {\n"
                           "        tensor<int32, [?, 2]> r = non_zero(x = x);\n"
                           "    } -> (r);\n}\n";
-    const char *want[] = {"error: op non_zero is not supported by the cpu backend yet\n"};
+    const char *want[] = {"error: op non_zero is not run by the cpu backend: its result's shape depends on the data, "
+                          "and the CPU backend plans every buffer and every later op's shape at compile time\n"};
     check_refused(src, want, 1);
+}
+
+/* What the CPU backend refuses by name: an op by design (with the reason),
+ * or an argument value it does not run (naming the argument). */
+static const struct {
+    const char *src, *line, *msg;
+} refusals[] = {
+    {HDR "tensor<fp32, [2]> v) {\n"
+         "        int32 e0 = const()[val = int32(2)];\n"
+         "        list<tensor<fp32, [2]>, 3> ls = make_list(dtype = string(\"fp32\"), dynamic_length = bool(false), "
+         "elem_shape = (e0), init_length = int32(3));\n"
+         "        list<tensor<fp32, [2]>, 3> l2 = list_write(ls = ls, index = int32(1), value = v);\n"
+         "        tensor<fp32, [2]> y = list_read(ls = l2, index = int32(1));\n"
+         "    } -> (y);\n}\n",
+     "t.mil:5:",
+     "error: op make_list is not run by the cpu backend: the CPU backend plans every buffer at compile time and a "
+     "growing list's length is a run-time value"},
+    {HDR "tensor<fp32, [2, 1, 3]> x, tensor<fp32, [1, 2]> h) {\n"
+         "        tensor<fp32, [6, 3]> wi = const()[val = tensor<fp32, [6, 3]>([[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 0, 0], "
+         "[0, 1, 0], [0, 0, 1]])];\n"
+         "        tensor<fp32, [6, 2]> wh = const()[val = tensor<fp32, [6, 2]>([[1, 0], [0, 1], [1, 0], [0, 1], [1, 0], [0, "
+         "1]])];\n"
+         "        tensor<fp32, [1, 1, 2]> y, tensor<fp32, [1, 2]> yh = gru(x = x, initial_h = h, weight_ih = wi, "
+         "weight_hh = wh, activation = string(\"hard_sigmoid\"));\n"
+         "    } -> (y);\n}\n",
+     "t.mil:6:", "error: gru: 'activation' hard_sigmoid is not run by the CPU backend (tanh, sigmoid, relu and linear are)"},
+    {HDR "tensor<fp32, [1, 2, 3]> x) {\n"
+         "        tensor<int32, [2]> sh = const()[val = tensor<int32, [2]>([4, 6])];\n"
+         "        tensor<fp32, [1, 4, 6]> y = resize(x = x, shape = sh, resized_dims = uint32(2), interpolation_mode = "
+         "string(\"NEAREST_NEIGHBOR\"), sampling_mode = string(\"ALIGN_CORNERS\"));\n"
+         "    } -> (y);\n}\n",
+     "t.mil:5:", "error: resize: NEAREST_NEIGHBOR runs with 'sampling_mode' DEFAULT only on the CPU backend, not ALIGN_CORNERS"},
+};
+
+TEST(cpu_refusals_are_diagnosed) {
+    for (size_t i = 0; i < sizeof refusals / sizeof *refusals; i++) {
+        const char *want[] = {refusals[i].line, refusals[i].msg};
+        check_refused(refusals[i].src, want, 2);
+    }
 }
 
 /* Scatter misuse is refused with a clear error at the op (since the checker
@@ -582,6 +622,20 @@ TEST(scatter_index_out_of_range_is_an_error) {
             "    } -> (y);\n}\n";
     float d[4] = {1, 2, 3, 4}, u[2] = {10, 20}, y[4];
     const float *in[2] = {d, u};
+    float *out[1] = {y};
+    check_run_fails(src, in, out, RT_EINDEX);
+}
+
+/* A gather_nd index component outside its dim is RT_EINDEX; it used to be
+ * taken modulo the dim, so [0, 3] of a [4, 3] x read row 0's first element. */
+TEST(gather_nd_index_out_of_range_is_an_error) {
+    const char *src =
+        HDR "tensor<fp32, [4, 3]> x) {\n"
+            "        tensor<int32, [2, 2]> i = const()[val = tensor<int32, [2, 2]>([[1, 1], [0, 3]])];\n"
+            "        tensor<fp32, [2]> y = gather_nd(x = x, indices = i);\n"
+            "    } -> (y);\n}\n";
+    float x[12] = {0}, y[2];
+    const float *in[1] = {x};
     float *out[1] = {y};
     check_run_fails(src, in, out, RT_EINDEX);
 }
@@ -672,6 +726,8 @@ int main(void) {
     RUN(unsupported_op_is_diagnosed);
     RUN(scatter_misuse_is_diagnosed);
     RUN(scatter_index_out_of_range_is_an_error);
+    RUN(gather_nd_index_out_of_range_is_an_error);
+    RUN(cpu_refusals_are_diagnosed);
     RUN(endless_while_loop_is_stopped);
     RUN(missing_weight_file_is_diagnosed);
     RUN(view_chain_is_one_copy);

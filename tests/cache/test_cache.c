@@ -9,14 +9,22 @@
 static uint64_t fake_now;
 static uint64_t fake_clock(void *ctx) { return fake_now += 1000000000ull; }
 
-static Cache *open_dir(const char *dir, uint64_t chunk, uint64_t map, uint64_t max_bytes) {
-    CacheOptions o = {
-        .chunk_bytes = chunk, .map_size = map, .max_bytes = max_bytes, .no_sync = 1, .now_ns = fake_clock};
+static Cache *open_whole(const char *dir, uint64_t chunk, uint64_t whole, uint64_t map, uint64_t max_bytes) {
+    CacheOptions o = {.chunk_bytes = chunk,
+                      .whole_bytes = whole,
+                      .map_size = map,
+                      .max_bytes = max_bytes,
+                      .no_sync = 1,
+                      .now_ns = fake_clock};
     Cache *c = NULL;
     char err[512] = "";
     int rc = cache_open(&c, dir, &o, err, sizeof err);
     if (rc) fprintf(stderr, "cache_open: %s: %s\n", cache_strerror(rc), err);
     return c;
+}
+
+static Cache *open_dir(const char *dir, uint64_t chunk, uint64_t map, uint64_t max_bytes) {
+    return open_whole(dir, chunk, 0, map, max_bytes);
 }
 
 TEST(open_creates_dir_0700_with_parents) {
@@ -32,13 +40,31 @@ TEST(open_creates_dir_0700_with_parents) {
     tmpdir_rm(dir);
 }
 
+/* Two hits of section i of a: zero-copy (the same address in the map each
+ * time) or a private copy per hit.  1 if as expected. */
+static int zero_copy_is(Cache *c, const TestArt *a, int i, int expect) {
+    CacheHit *h1 = NULL, *h2 = NULL;
+    const CacheSection *s1, *s2;
+    int n1, n2, ok = 0;
+    if (cache_get(c, &a->key, NULL, 0, 0, &h1) == 0 && cache_get(c, &a->key, NULL, 0, 0, &h2) == 0 &&
+        cache_hit_sections(h1, &s1, &n1) == 0 && cache_hit_sections(h2, &s2, &n2) == 0)
+        ok = (s1[i].data == s2[i].data) == expect && memcmp(s1[i].data, s2[i].data, (size_t)s1[i].size) == 0;
+    cache_hit_release(h1), cache_hit_release(h2);
+    if (!ok) fprintf(stderr, "section %d: expected %s\n", i, expect ? "zero-copy" : "a copy");
+    return ok;
+}
+
 /* Shapes that exercise the layout: empty sections, odd sizes, sections that
- * fill a value exactly, and sections split over several values. */
-TEST(round_trip_many_shapes) {
-    char *dir = tmpdir_new("shapes");
+ * fill a value exactly, and sections larger than a value, stored under
+ * whole_bytes = whole: in a value of their own (whole 0, the default), split
+ * over several values (whole = chunk: the layout of older milcs, which every
+ * milc reads), or both in one entry (whole = 2 chunks). */
+static void round_trip_shapes(const char *name, uint64_t whole) {
+    char *dir = tmpdir_new(name);
     const uint64_t chunk = 64 * 1024;
-    Cache *c = open_dir(dir, chunk, 0, 0);
+    Cache *c = open_whole(dir, chunk, whole, 0, 0);
     CHECK(c != NULL);
+    if (!c) return;
     static const uint64_t shapes[][8] = {
         {0},
         {1},
@@ -79,22 +105,54 @@ TEST(round_trip_many_shapes) {
     }
     /* Zero-copy: a section within one value points into the map, so two hits
      * see the same address; a split section is a private copy per hit. */
-    CacheHit *h1, *h2;
-    const CacheSection *s1, *s2;
-    int n1, n2;
-    CHECK_EQ_INT(cache_get(c, &arts[3].key, NULL, 0, 0, &h1), 0);
-    CHECK_EQ_INT(cache_get(c, &arts[3].key, NULL, 0, 0, &h2), 0);
-    cache_hit_sections(h1, &s1, &n1), cache_hit_sections(h2, &s2, &n2);
-    CHECK(s1[1].data == s2[1].data);
-    cache_hit_release(h1), cache_hit_release(h2);
-    CHECK_EQ_INT(cache_get(c, &arts[8].key, NULL, 0, 0, &h1), 0);
-    CHECK_EQ_INT(cache_get(c, &arts[8].key, NULL, 0, 0, &h2), 0);
-    cache_hit_sections(h1, &s1, &n1), cache_hit_sections(h2, &s2, &n2);
-    CHECK(s1[0].data != s2[0].data && memcmp(s1[0].data, s2[0].data, (size_t)s1[0].size) == 0);
-    cache_hit_release(h1), cache_hit_release(h2);
+    CHECK(zero_copy_is(c, &arts[3], 1, 1));
+    CHECK(zero_copy_is(c, &arts[8], 0, whole != chunk));
+    CHECK(zero_copy_is(c, &arts[9], 0, whole == 0));
+    CHECK(zero_copy_is(c, &arts[9], 1, 1));
+    CHECK(zero_copy_is(c, &arts[9], 2, whole != chunk));
+    CHECK(zero_copy_is(c, &arts[10], 1, whole == 0));
+    CacheHit *h = NULL;
+    CHECK_EQ_INT(cache_get(c, &arts[9].key, NULL, 0, 0, &h), 0);
+    CHECK(h && cache_hit_info(h)->copied == (whole == 0 ? 0u : whole == chunk ? 2u : 1u));
+    cache_hit_release(h);
     CHECK_EQ_INT(cache_verify(c, 0, NULL, NULL), 0);
     for (int s = 0; s < nshapes; s++) art_free(&arts[s]);
     cache_close(c);
+    tmpdir_rm(dir);
+}
+
+TEST(round_trip_many_shapes_whole) { round_trip_shapes("shapes", 0); }
+TEST(round_trip_many_shapes_split) { round_trip_shapes("shapes-split", 64 * 1024); }
+TEST(round_trip_many_shapes_mixed) { round_trip_shapes("shapes-mixed", 2 * 64 * 1024); }
+
+/* A cache holds entries of both layouts, each read as it was written: a
+ * handle with the default whole_bytes reads the split entries an older milc
+ * (or a small whole_bytes) left, and the other way round. */
+TEST(layouts_mix_in_one_cache) {
+    char *dir = tmpdir_new("layouts");
+    const uint64_t chunk = 64 * 1024, sz[] = {10, 3 * chunk + 100, 5};
+    TestArt a, b;
+    art_make(&a, 41, sz, 3), art_make(&b, 42, sz, 3);
+    Cache *c = open_whole(dir, chunk, chunk, 0, 0);
+    CHECK(c != NULL && art_put(c, &a, "split") == 0);
+    cache_close(c);
+    c = open_whole(dir, chunk, 0, 0, 0);
+    CHECK(c != NULL && art_put(c, &b, "whole") == 0);
+    CHECK(zero_copy_is(c, &a, 1, 0) && zero_copy_is(c, &b, 1, 1));
+    cache_close(c);
+    c = open_whole(dir, chunk, chunk, 0, 0);
+    CHECK(c != NULL);
+    for (int v = 0; c && v < 2; v++) {
+        CacheHit *h = NULL;
+        const TestArt *t = v ? &b : &a;
+        CHECK_EQ_INT(cache_get(c, &t->key, t->rec.buf, t->rec.len, CACHE_GET_VERIFY, &h), 0);
+        CHECK(h && hit_matches(h, 41 + (uint64_t)v, sz, 3));
+        cache_hit_release(h);
+    }
+    CHECK(zero_copy_is(c, &b, 1, 1));
+    CHECK_EQ_INT(cache_verify(c, 0, NULL, NULL), 0);
+    cache_close(c);
+    art_free(&a), art_free(&b);
     tmpdir_rm(dir);
 }
 
@@ -511,7 +569,10 @@ TEST(put_from_a_fill) {
 int main(void) {
     RUN(put_from_a_fill);
     RUN(open_creates_dir_0700_with_parents);
-    RUN(round_trip_many_shapes);
+    RUN(round_trip_many_shapes_whole);
+    RUN(round_trip_many_shapes_split);
+    RUN(round_trip_many_shapes_mixed);
+    RUN(layouts_mix_in_one_cache);
     RUN(notes);
     RUN(miss_mismatch_and_replace);
     RUN(direct_keys_and_stats);

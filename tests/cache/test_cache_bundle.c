@@ -8,7 +8,7 @@
 #include "util.h"
 
 static Cache *open_dir(const char *dir) {
-    CacheOptions o = {.no_sync = 1, .chunk_bytes = 8192};
+    CacheOptions o = {.no_sync = 1, .chunk_bytes = 8192, .whole_bytes = 8192}; /* split sections */
     Cache *c = NULL;
     char err[512];
     if (cache_open(&c, dir, &o, err, sizeof err)) fprintf(stderr, "cache_open: %s\n", err);

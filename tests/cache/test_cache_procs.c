@@ -20,8 +20,10 @@ static int sizes_of(uint64_t seed, uint64_t max_section, uint64_t *sz) {
     return n;
 }
 
-static Cache *open_or_die(const char *dir, int no_sync, uint64_t map) {
-    CacheOptions o = {.no_sync = no_sync, .map_size = map, .chunk_bytes = 1 << 20};
+/* whole: CacheOptions.whole_bytes (1 MiB: sections over 1 MiB split over
+ * several values, the layout older milcs wrote; 0: each in a value of its own) */
+static Cache *open_layout(const char *dir, int no_sync, uint64_t map, uint64_t whole) {
+    CacheOptions o = {.no_sync = no_sync, .map_size = map, .chunk_bytes = 1 << 20, .whole_bytes = whole};
     Cache *c = NULL;
     char err[512];
     int rc = cache_open(&c, dir, &o, err, sizeof err);
@@ -31,6 +33,8 @@ static Cache *open_or_die(const char *dir, int no_sync, uint64_t map) {
     }
     return c;
 }
+
+static Cache *open_or_die(const char *dir, int no_sync, uint64_t map) { return open_layout(dir, no_sync, map, 0); }
 
 /* refetch: a pulled entry's put (no sync, its direct key in the same
  * transaction: the seed's key with a bit flipped, mapped to the entry). */
@@ -223,8 +227,9 @@ TEST(sigkill_during_stores_never_leaves_a_partial_entry) {
     for (int it = 0; it < iters; it++) {
         pid_t pid = fork();
         if (pid == 0) {
-            /* Durable, unsynced (no_sync) and pulled (refetchable) stores. */
-            Cache *c = open_or_die(dir, it % 3 == 1, 8 << 20);
+            /* Durable, unsynced (no_sync) and pulled (refetchable) stores,
+             * large sections whole or split. */
+            Cache *c = open_layout(dir, it % 3 == 1, 8 << 20, it % 2 ? 1 << 20 : 0);
             for (uint64_t j = 0;; j++)
                 if (put_seed_as(c, (uint64_t)it * 1000 + j, 6u << 20, it % 3 == 2) != 0) _exit(1);
         }

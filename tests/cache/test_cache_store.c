@@ -57,17 +57,22 @@ static int check_entry(Cache *c, TestArt *a, uint64_t seed, const uint64_t *sz, 
 
 TEST(checksum_built_while_copying_matches_reference) {
     char *dir = tmpdir_new("sum");
-    /* Sections that straddle the 256 KiB copy blocks, split values, empties. */
+    /* Sections that straddle the 256 KiB copy blocks, split values (v < 2)
+     * or a value of their own (v = 2), empties. */
     uint64_t sz[] = {0, 1, (256 << 10) - 1, (256 << 10) + 1, 3 << 20, 0, 77};
-    for (int classic = 0; classic < 2; classic++) {
-        Cache *c = open_with(dir, (CacheOptions){.no_sync = 1, .chunk_bytes = 1 << 20, .no_writemap = classic});
+    for (int v = 0; v < 3; v++) {
+        int classic = v == 1;
+        Cache *c = open_with(dir, (CacheOptions){.no_sync = 1,
+                                                 .chunk_bytes = 1 << 20,
+                                                 .whole_bytes = v < 2 ? 1 << 20 : 0,
+                                                 .no_writemap = classic});
         CHECK(c != NULL);
         if (!c) break;
         TestArt a;
-        art_make(&a, 300 + (uint64_t)classic, sz, 7);
+        art_make(&a, 300 + (uint64_t)v, sz, 7);
         CHECK_EQ_INT(art_put(c, &a, "sum"), 0);
-        CHECK(check_entry(c, &a, 300 + (uint64_t)classic, sz, 7, 0));
-        CHECK(check_entry(c, &a, 300 + (uint64_t)classic, sz, 7, CACHE_GET_VERIFY));
+        CHECK(check_entry(c, &a, 300 + (uint64_t)v, sz, 7, 0));
+        CHECK(check_entry(c, &a, 300 + (uint64_t)v, sz, 7, CACHE_GET_VERIFY));
         art_free(&a);
         cache_close(c);
     }

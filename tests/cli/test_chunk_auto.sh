@@ -29,6 +29,19 @@ expect_rc 0 "$MILC" build "${B[@]}" --chunk auto --max-chunk-bytes "$S3"
 expect_in "$OUT" "split: 2 chunks of at most"
 expect_in "$OUT" "layers 0-2  3 layers"
 expect_in "$OUT" "(request note)"
+# ... from the note alone: no template is read, so libxml2 (loaded at the
+# first template parse) never is (ld.so's LD_DEBUG=files names each library
+# it loads; the first, template-reading run shows the check can fail).
+expect_rc 0 env LD_DEBUG=files "$MILC" build "${B[@]}" --chunk auto --max-chunk-bytes "$((S3 + 1))"
+if [[ "$ERR" == *libxml2* ]]; then
+  expect_rc 0 env LD_DEBUG=files "$MILC" build "${B[@]}" --chunk auto --max-chunk-bytes "$((S3 + 1))"
+  expect_in "$OUT" "split: 2 chunks of at most"
+  expect_in "$OUT" "(request note)"
+  expect_not_in "$ERR" "libxml2"
+  expect_rc 0 "$MILC" build "${B[@]}" --chunk auto --max-chunk-bytes "$((S3 + 1))" --json
+  expect_json "$OUT" "[[c['first_layer'], c['layers'], c['weight_bytes']] for c in j['split'][0]['chunks']] == [[0, 3, $S3], [3, 2, $S2]]"
+  expect_json "$OUT" "all(b['note'] for b in j['builds'])"
+fi
 # K, M, G suffixes are powers of 1024; the default ceiling (1 GiB) takes the
 # whole tiny model in one chunk.
 expect_rc 0 "$MILC" build "${B[@]}" --chunk auto --max-chunk-bytes 1M --json

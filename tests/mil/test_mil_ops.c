@@ -1043,8 +1043,26 @@ TEST(every_op_covered) {
     }
 }
 
+/* No signature has more arguments than mil_op_args decodes: the ones past
+ * MIL_MAX_OP_ARGS were dropped, so lstm's 17th, clip, was "unknown". */
+TEST(every_signature_fits) {
+    for (int k = 0; k < OP_COUNT; k++) {
+        const char *p = mil_op_signature((IrOpKind)k);
+        int words = 0;
+        for (const char *q = p; *q; q++)
+            if (*q != ' ' && (q == p || q[-1] == ' ') && *q != '>') words++;
+        if (words > MIL_MAX_OP_ARGS) fprintf(stderr, "%s has %d arguments\n", mil_op_name((IrOpKind)k), words);
+        CHECK(words <= MIL_MAX_OP_ARGS);
+        MilArgSpec specs[MIL_MAX_OP_ARGS];
+        CHECK_EQ_INT(mil_op_args((IrOpKind)k, specs, MIL_MAX_OP_ARGS), words);
+    }
+    MilArgSpec clip;
+    CHECK(mil_op_arg_spec(OP_LSTM, "clip", &clip));
+}
+
 int main(void) {
     RUN(every_op_case);
+    RUN(every_signature_fits);
     RUN(every_op_covered);
     TEST_MAIN_END();
 }

@@ -1,7 +1,7 @@
 /* test_os.c — the OS layer (os/include/milc/ossys.h) in whichever flavour
  * this build has: a sleeper on a word wakes when it changes, the executable
- * path names this test, the boot identity is stable, huge-page memory is
- * zeroed and usable.  CI runs it on Linux as built and with
+ * path names this test, the boot identity is stable, huge-page and small-page
+ * memory is zeroed and usable, and discarded pages read as zeros again.  CI runs it on Linux as built and with
  * -DMILC_PORTABLE_OS=ON (the POSIX fallbacks). */
 #include <pthread.h>
 #include <string.h>
@@ -60,9 +60,58 @@ TEST(huge_alloc) {
     os_huge_free(p, len);
 }
 
+TEST(page_alloc) {
+    size_t len = 0, odd = (3u << 20) + 5;
+    unsigned char *p = os_page_alloc(odd, &len);
+    CHECK(p != NULL && len >= odd && (uintptr_t)p % 4096 == 0);
+    if (!p) return;
+    size_t nonzero = 0;
+    for (size_t i = 0; i < len; i++) nonzero += p[i] != 0;
+    CHECK(nonzero == 0);
+    memset(p, 0xab, len);
+    /* The whole pages inside [1 MB + 1, 2 MB + 1) go back: they read as zeros,
+     * the partial pages at either end keep their bytes. */
+    os_mem_discard(p + (1u << 20) + 1, 1u << 20);
+    CHECK(p[(1u << 20) + 4095] == 0xab && p[(1u << 20) + 4096] == 0 && p[(2u << 20) - 1] == 0);
+    CHECK(p[2u << 20] == 0xab && p[len - 1] == 0xab);
+    os_huge_free(p, len);
+}
+
+/* Resident bytes of this process (Linux's /proc/self/statm), 0 if unknown. */
+static size_t resident(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long size = 0, res = 0;
+    if (!f) return 0;
+    if (fscanf(f, "%lu %lu", &size, &res) != 2) res = 0;
+    fclose(f);
+    return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* A reservation costs address space only; os_populate faults in the piece
+ * it is given, zeroed and writable, and nothing beyond it. */
+TEST(reserve_and_populate) {
+    const size_t len = (size_t)1 << 30, piece = 8u << 20;
+    size_t r0 = resident();
+    unsigned char *p = os_reserve(len);
+    CHECK(p != NULL);
+    if (!p) return;
+    size_t r1 = resident();
+    CHECK(!r0 || r1 < r0 + (16u << 20));
+    os_populate(p + 100, piece);
+    size_t r2 = resident();
+    CHECK(!r0 || (r2 >= r1 + piece - 4096 && r2 < r1 + piece + (8u << 20)));
+    size_t nonzero = 0;
+    for (size_t i = 100; i < 100 + piece; i += 4096) nonzero += p[i] != 0;
+    CHECK(nonzero == 0);
+    memset(p + 100, 0x5a, piece);
+    os_unreserve(p, len);
+}
+
 int main(void) {
     RUN(wait_wake);
     RUN(exe_and_boot);
     RUN(huge_alloc);
+    RUN(page_alloc);
+    RUN(reserve_and_populate);
     TEST_MAIN_END();
 }

@@ -30,3 +30,9 @@ redis_start() {
 redis_stop() { kill -9 "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 
 rcli() { redis-cli -p "$REDIS_PORT" ${REDIS_AUTH:+-a "$REDIS_AUTH" --no-auth-warning} "$@"; }
+
+# The first build's FIELD of a --json build's output; the remote warnings in
+# a stderr; an empty path under $WORK.
+field() { printf '%s' "$1" | "$PY" -c "import json,sys; print(json.load(sys.stdin)['builds'][0]['$2'])"; }
+nwarn() { printf '%s\n' "$1" | grep -c 'warning: remote cache' || true; }
+fresh() { rm -rf "$WORK/$1"; echo "$WORK/$1"; }

@@ -11,9 +11,6 @@ head -c 32 /dev/urandom > "$KEY"; chmod 600 "$KEY"
 export MILC_REMOTE_CHUNK=65536   # the tiny model's 0.5 MB in 9 chunks
 R=(--remote "redis://127.0.0.1:$P" --remote-key-file "$KEY")
 B=(build --model tiny --json)
-field() { printf '%s' "$1" | "$PY" -c "import json,sys; print(json.load(sys.stdin)['builds'][0]['$2'])"; }
-nwarn() { printf '%s\n' "$1" | grep -c 'warning: remote cache' || true; }
-fresh() { rm -rf "$WORK/$1"; echo "$WORK/$1"; }
 
 # ---- bad input: a clear message and exit 2 or 1, no cache made ----
 for url in http://127.0.0.1:$P redis://127.0.0.1 redis://127.0.0.1:0 redis://127.0.0.1:99999 \

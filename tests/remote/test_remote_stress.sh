@@ -10,7 +10,6 @@ P=$REDIS_PORT
 KEY=$WORK/team.key
 head -c 32 /dev/urandom > "$KEY"; chmod 600 "$KEY"
 R=(--remote "redis://127.0.0.1:$P" --remote-key-file "$KEY")
-fresh() { rm -rf "$WORK/$1"; echo "$WORK/$1"; }
 verify_clean() { expect_rc 0 "$MILC" --cache-dir "$1" cache verify; expect_in "$OUT" "0 bad entries"; }
 
 # ---- 8 at once: 4 pushers and 4 read-only pullers of the same 3 programs ----

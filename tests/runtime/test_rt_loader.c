@@ -487,6 +487,17 @@ TEST(models_share_a_pool) {
     rt_artifact_free(a);
 }
 
+/* The plan b with its temp out as the output "old", built (NULL, said, on
+ * failure). */
+static RtArtifact *finish_old(RtPlanBuilder *b, int out) {
+    rtb_output(b, "old", out, RT_F32);
+    RtArtifact *a = NULL;
+    char err[200];
+    if (rtb_finish(b, "", 0, &a, err, sizeof err)) fprintf(stderr, "build: %s\n", err);
+    rtb_free(b);
+    return a;
+}
+
 /* States: an fp16 state s [6] read (widened), added to x, written back with
  * an UPDATE at a run-time begin; its old value is the output.  Kept from run
  * to run, set and read by name, checked by shape and dtype; a box outside
@@ -512,12 +523,68 @@ static RtArtifact *build_state(void) {
         RtUpdateParams up = {0};
         rtb_op(b, RT_OP_UPDATE, (const int[]){sum, at, end}, 3, &s, 1, &up, sizeof up);
     }
-    rtb_output(b, "old", out, RT_F32);
-    RtArtifact *a = NULL;
-    char err[200];
-    if (rtb_finish(b, "", 0, &a, err, sizeof err)) fprintf(stderr, "build: %s\n", err);
-    rtb_free(b);
-    return a;
+    return finish_old(b, out);
+}
+
+/* UPDATE into a rank-4 fp16 state [1, 6, 1, 9], a decode's [1, dim, 1,
+ * ctx]: x [1, c, 1, w] (fp32, rounded to fp16 on the way) at a run-time
+ * begin, one row of w per channel; the threads cut the rows anywhere, so a
+ * part starts mid-way through the channels.  The old state is the output. */
+static RtArtifact *build_update4(int64_t c, int64_t w) {
+    RtPlanBuilder *b = rtb_new(RT_MODE_BOTH);
+    int s = rtb_state(b, "s", RT_F16, 4, (const int64_t[]){1, 6, 1, 9});
+    int x = rtb_input(b, "x", RT_F32, 4, (const int64_t[]){1, c, 1, w});
+    int at = rtb_input(b, "at", RT_I32, 1, (const int64_t[]){4});
+    int end = rtb_input(b, "end", RT_I32, 1, (const int64_t[]){4});
+    int out = rtb_temp(b, RT_F32, 4, (const int64_t[]){1, 6, 1, 9});
+    for (int p = 0; p < 2; p++) {
+        rtb_program(b, (RtProgram)p);
+        RtCopyParams cp = {.rank = 1, .dims = {54}, .src_stride = {1}, .dst_stride = {1}};
+        rtb_op(b, RT_OP_COPY, &s, 1, &out, 1, &cp, sizeof cp);
+        RtUpdateParams up = {0};
+        rtb_op(b, RT_OP_UPDATE, (const int[]){x, at, end}, 3, &s, 1, &up, sizeof up);
+    }
+    return finish_old(b, out);
+}
+
+TEST(state_update_rank4) {
+    static const int64_t shapes[][2] = {{6, 1}, {3, 2}, {5, 4}};
+    for (int k = 0; k < 3; k++) {
+        int64_t c = shapes[k][0], w = shapes[k][1];
+        RtArtifact *a = build_update4(c, w);
+        CHECK(a != NULL);
+        if (!a) return;
+        const RtSection *cs;
+        int cn;
+        rt_artifact_sections(a, &cs, &cn);
+        for (int nth = 1; nth <= 4; nth++) {
+            char err[256] = "";
+            RtModel *m = NULL;
+            CHECK_EQ_INT(rt_model_load(&m, cs, cn, &(RtLoadOptions){.nthreads = nth}, err, sizeof err), RT_OK);
+            if (!m) break;
+            float want[54] = {0}, x[24], old[54];
+            for (int r = 0; r < 3; r++) { /* each run at its own place, on what the last left */
+                int32_t at[4] = {0, (int32_t)((6 - c) * (r % 2)), 0, (int32_t)(r * 2 + (9 - w) / 3)};
+                int32_t end[4] = {1, at[1] + (int32_t)c, 1, at[3] + (int32_t)w};
+                for (int i = 0; i < c * w; i++) x[i] = (float)(r * 100 + i) + 0.25f;
+                RtTensor in[3] = {
+                    {.dtype = RT_F32, .rank = 4, .dims = {1, c, 1, w}, .data = x, .size = (size_t)(c * w) * 4},
+                    {.dtype = RT_I32, .rank = 1, .dims = {4}, .data = at, .size = sizeof at},
+                    {.dtype = RT_I32, .rank = 1, .dims = {4}, .data = end, .size = sizeof end}};
+                RtTensor o = {.dtype = RT_F32, .rank = 4, .dims = {1, 6, 1, 9}, .data = old, .size = sizeof old};
+                CHECK_EQ_INT(rt_run(m, in, 3, &o, 1, 0, NULL), RT_OK);
+                for (int i = 0; i < 54; i++) CHECK(old[i] == want[i]);
+                for (int ch = 0; ch < c; ch++) /* fp16-exact values */
+                    for (int j = 0; j < w; j++) want[(at[1] + ch) * 9 + at[3] + j] = x[ch * w + j];
+            }
+            uint16_t h[54];
+            RtTensor st = {.dtype = RT_F16, .rank = 4, .dims = {1, 6, 1, 9}, .data = h, .size = sizeof h};
+            CHECK_EQ_INT(rt_model_state_get(m, 0, &st), RT_OK);
+            for (int i = 0; i < 54; i++) CHECK(half_to_float(h[i]) == want[i]);
+            rt_model_free(m);
+        }
+        rt_artifact_free(a);
+    }
 }
 
 static int run_state(RtModel *m, float x0, float x1, int32_t at, float *old, int flags) {
@@ -648,5 +715,6 @@ int main(void) {
     RUN(io_names_are_identifiers);
     RUN(models_share_a_pool);
     RUN(states);
+    RUN(state_update_rank4);
     TEST_MAIN_END();
 }

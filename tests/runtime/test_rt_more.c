@@ -37,10 +37,11 @@ TEST(pad_nhwc) {
 }
 
 /* Kernel 3x2, strides (2, 1), dilations (1, 3), 70 output channels (two
- * panels, the second partial), on x already padded channels last. */
+ * panels, the second partial), on x already padded channels last; W
+ * [Cout, KH·KW·C] (the builder packs it in panels). */
 TEST(conv_gemm) {
     enum { B = 2, HP = 7, WP = 9, C = 5, KH = 3, KW = 2, CO = 70, HO = 3, WO = 6 };
-    int64_t xd[4] = {B, HP, WP, C}, wd[2] = {KH * KW * C, CO}, yd[4] = {B, CO, HO, WO};
+    int64_t xd[4] = {B, HP, WP, C}, wd[2] = {CO, KH * KW * C}, yd[4] = {B, CO, HO, WO};
     float *x = rand_f32(B * HP * WP * C), *w = rand_f32(KH * KW * C * CO), *bias = rand_f32(CO);
     float *y = malloc(sizeof(float) * B * CO * HO * WO);
     double *ref = malloc(sizeof(double) * B * CO * HO * WO);
@@ -53,7 +54,7 @@ TEST(conv_gemm) {
                         for (int kx = 0; kx < KW; kx++)
                             for (int c = 0; c < C; c++)
                                 s += (double)x[((b * HP + oy * 2 + ky) * WP + ox + kx * 3) * C + c] *
-                                     w[((ky * KW + kx) * C + c) * CO + n];
+                                     w[n * KH * KW * C + (ky * KW + kx) * C + c];
                     ref[((b * CO + n) * HO + oy) * WO + ox] = s;
                 }
     RtConvParams p = {.nsp = 2,
@@ -114,15 +115,16 @@ TEST(conv_transpose_direct) {
     free(x), free(w);
 }
 
-/* 4-bit indices, 2 x 2 palettes, K = 256 (whole 128-chunks: the AVX-512
- * path) and K = 40 (the one-at-a-time path), M = 1 and 5 rows of x. */
-static void lut_case(int64_t m, int64_t k, int bits) {
-    enum { N = 6, BN = 2, BK = 2 };
+/* 4-bit indices, BN x BK palettes, K = 256 (whole 128-chunks: the AVX-512
+ * path) and K = 40 (the one-at-a-time path), M = 1 and 5 rows of x; one
+ * block of columns at M = 1 is the decode path (two rows at a time: N odd
+ * leaves one alone; a palette per row or per group of rows). */
+static void lut_case_n(int64_t m, int64_t k, int bits, int64_t N, int64_t BN, int64_t BK) {
     int64_t pal = INT64_C(1) << bits, rowb = k * bits / 8;
-    float *x = rand_f32(m * k), *lut = rand_f32(BN * BK * pal), *bias = rand_f32(N), y[5 * N];
+    float *x = rand_f32(m * k), *lut = rand_f32(BN * BK * pal), *bias = rand_f32(N), *y = malloc(sizeof(float) * 5 * 8);
     uint8_t *ix = malloc((size_t)(N * rowb));
     for (int64_t i = 0; i < N * rowb; i++) ix[i] = (uint8_t)rng_u32();
-    double ref[5 * N];
+    double ref[5 * 8];
     for (int64_t r = 0; r < m; r++)
         for (int64_t n = 0; n < N; n++) {
             double s = bias[n];
@@ -132,7 +134,7 @@ static void lut_case(int64_t m, int64_t k, int bits) {
             }
             ref[r * N + n] = s;
         }
-    RtLutParams p = {.bits = bits, .bn = BN, .bk = BK, .has_bias = 1};
+    RtLutParams p = {.bits = bits, .bn = (int32_t)BN, .bk = (int32_t)BK, .has_bias = 1};
     TArg in[4] = {{RT_F32, 2, {m, k}, x, 0},
                   {RT_U8, 2, {N, rowb}, ix, 1},
                   {RT_F32, 1, {BN * BK * pal}, lut, 1},
@@ -141,14 +143,18 @@ static void lut_case(int64_t m, int64_t k, int bits) {
         CHECK_EQ_INT(run_op(RT_OP_LUT_GEMM, &p, sizeof p, in, 4, RT_F32, 2, (const int64_t[]){m, N}, y, nth), RT_OK);
         CHECK(rel_max_err(y, ref, m * N) < 2e-5);
     }
-    free(x), free(lut), free(bias), free(ix);
+    free(x), free(lut), free(bias), free(ix), free(y);
 }
+static void lut_case(int64_t m, int64_t k, int bits) { lut_case_n(m, k, bits, 6, 2, 2); }
 
 TEST(lut_gemm) {
     lut_case(1, 256, 4);
     lut_case(5, 256, 4);
     lut_case(5, 40, 4);
     lut_case(1, 24, 8);
+    lut_case_n(1, 384, 4, 7, 7, 1); /* decode: a palette per row, N odd */
+    lut_case_n(1, 256, 4, 8, 2, 1); /* decode: 4 rows per palette */
+    lut_case_n(3, 384, 4, 7, 1, 1);
 }
 
 TEST(lut_gemm_refuses_bad_shapes) {

@@ -94,7 +94,11 @@ typedef struct CacheOptions {
     uint64_t map_size;    /* initial LMDB map size; 0 = 1 GiB.  Grows by itself. */
     uint64_t max_bytes;   /* size limit for this handle; 0 = the limit stored by
                              cache_set_limit (0 there = unlimited) */
-    uint64_t chunk_bytes; /* largest LMDB value; 0 = 64 MiB (rounded to 64) */
+    uint64_t chunk_bytes; /* sections up to this size are packed into values of at
+                             most this size; 0 = 64 MiB (rounded to 64) */
+    uint64_t whole_bytes; /* a larger section up to this size gets one value of its
+                             own, so a hit maps it without a copy; 0 = 1 GiB;
+                             at least chunk_bytes (see cache_hit_sections) */
     int no_sync;          /* 1: do not fsync commits (tests, benchmarks).  A process
                              crash still loses nothing; an OS crash may damage the
                              file (then cache_open reports CACHE_ECORRUPT). */
@@ -171,8 +175,9 @@ typedef struct CacheEntryMeta {
  * least-recently-used entries (never this one) are evicted in the same
  * transaction.  The map grows as needed — unless a CacheHit of this handle is
  * live (growing remaps and would move its pointers): then CACHE_EFULL.
- * Sections larger than chunk_bytes are stored in several LMDB values; see
- * cache_hit_sections for what that costs on a hit.
+ * A section larger than chunk_bytes gets a value of its own; only one larger
+ * than whole_bytes is stored in several LMDB values (see cache_hit_sections
+ * for what that costs on a hit).
  * Returns 0, CACHE_EINVAL, CACHE_EFULL, CACHE_EIO (e.g. disk full), CACHE_ENOMEM,
  * CACHE_ECORRUPT (environment damaged), CACHE_ELMDB. */
 int cache_put(Cache *c, const CacheKey *k, const void *record, size_t record_len, const CacheEntryMeta *m,
@@ -273,6 +278,8 @@ typedef struct CacheEntryInfo {
     int checked;          /* a hit: this lookup recomputed the checksum (and it
                               matched); 0 if it was trusted or not asked for */
     uint64_t load_ns;     /* the last load time recorded by cache_record_load, 0 = none */
+    uint32_t copied;      /* sections split over several values, which a hit copies
+                             (cache_hit_sections); 0: a hit maps every section */
 } CacheEntryInfo;
 
 enum {
@@ -322,9 +329,10 @@ int cache_get_direct(Cache *c, const CacheKey *dkey, const void *drecord, size_t
 /* The artifact's sections, in the order put, as one contiguous pointer each,
  * 16-byte aligned (LMDB places large values 16 bytes past a page boundary and
  * sections sit at 64-byte offsets within a value).  A section stored within one
- * value (size <= chunk_bytes: the common case) points into the map: zero-copy.
- * A larger section was split over several values; the first call copies it
- * into one heap buffer owned by the hit (a malloc + memcpy of that section).
+ * value (size <= whole_bytes: every section of a model milc builds) points into
+ * the map: zero-copy.  A larger one (or one an older milc split at its 64 MiB
+ * chunk size) was split over several values; the first call copies it into one
+ * heap buffer owned by the hit (a malloc + memcpy of that section).
  * Valid until cache_hit_release.  Returns 0 or CACHE_ENOMEM. */
 int cache_hit_sections(CacheHit *h, const CacheSection **secs, int *nsecs);
 /* Entry metadata; valid until cache_hit_release.  hits/last_used are as stored

@@ -25,9 +25,15 @@ enum {
 
 /* redis://[user:pass@]host:port[/db], strictly: port 1-65535 required, db a
  * decimal 0-65535, user and password may use %XX escapes, nothing after the
- * db.  host is a name, an IPv4 address or an [IPv6] address. */
+ * db.  host is a name, an IPv4 address or an [IPv6] address.
+ * Or a server on this host through its Unix-domain socket (redis-server's
+ * `unixsocket`): unix://[user:pass@]/absolute/path[?db=N], the path with
+ * %XX escapes allowed, at most REMOTE_PATH_MAX - 1 bytes, no control
+ * character; nothing but db=N after a '?'. */
+enum { REMOTE_PATH_MAX = 108 }; /* sizeof sockaddr_un.sun_path on Linux */
 typedef struct RemoteUrl {
     char user[128], pass[256], host[256];
+    char path[REMOTE_PATH_MAX]; /* non-empty: a Unix socket (host empty, port 0) */
     int port, db;
 } RemoteUrl;
 /* 0, or CACHE_EINVAL with a sentence naming what is wrong in err. */

@@ -85,5 +85,9 @@ bool backend_verify(IrFunction *f, const char *stage, DiagSink *d);
 /* Whether the CPU backend lowers op kind k at all (it may still refuse some
  * of its dtypes or arguments); other ops compile to a clean error. */
 bool backend_lowers(IrOpKind k);
+/* Why the CPU backend does not run op kind k, when that is by design rather
+ * than not yet (compiler/runtime/README.md, "Ops refused by design"); NULL
+ * otherwise. */
+const char *backend_refusal(IrOpKind k);
 
 #endif

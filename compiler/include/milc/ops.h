@@ -216,10 +216,12 @@
       ">18 data:S{fp16,fp32,int4,int8,uint4,uint8}! scale:T! offset:O{fp16,fp32,int4,int8,uint4,uint8}!?",             \
       shift_scale)                                                                                                     \
     X(CONSTEXPR_LUT_TO_DENSE, "constexpr_lut_to_dense",                                                                \
-      ">18 indices:I{uint1,uint2,uint3,uint4,uint6,uint8}! lut:T{fp16,fp32,int8,uint8}! vector_axis:int32#0!?",        \
+      ">16 indices:I{uint8;18:uint1,uint2,uint3,uint4,uint6}! lut:T{fp16,fp32,int8,uint8}! vector_axis:int32#0!?>18 "  \
+      "shape:uint32#1!<18",                                                                                            \
       constexpr_lut)                                                                                                   \
     X(CONSTEXPR_SPARSE_TO_DENSE, "constexpr_sparse_to_dense",                                                          \
-      ">18 nonzero_data:T{fp16,fp32,int4,int8,uint4,uint8}#1! mask:uint1!", constexpr_sparse)                          \
+      ">16 nonzero_data:T{fp16,fp32,int8,uint8;18:int4,uint4}#1! mask:M{uint8;18:uint1}! shape:uint32#1!<18",          \
+      constexpr_sparse)                                                                                                \
     X(CONV_TRANSPOSE, "conv_transpose",                                                                                \
       "x:T weight:U%T17 bias:U!?%T17 pad:int32#1!? output_shape:int32#1!? pad_type:string#0!?=valid "                  \
       "strides:int32#1!?=ones dilations:int32#1!?=ones groups:int32#0!?=1",                                            \
@@ -354,7 +356,8 @@ typedef enum IrOpKind {
         OP_COUNT
 } IrOpKind;
 
-enum { MIL_MAX_OP_ARGS = 16, MIL_ARG_NAME_MAX = 32, MIL_ARG_DEFAULT_MAX = 24 };
+/* lstm has 17 arguments; test_mil_ops checks every signature fits */
+enum { MIL_MAX_OP_ARGS = 20, MIL_ARG_NAME_MAX = 32, MIL_ARG_DEFAULT_MAX = 24 };
 
 /* One argument of an op signature, decoded. */
 typedef struct MilArgSpec {

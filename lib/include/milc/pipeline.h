@@ -62,8 +62,14 @@ typedef struct BuildRequest {
     bool known_miss;               /* the direct lookup ran already (missed): skip it */
     struct PipelineKept **kept;    /* non-NULL (and hit_out NULL): on a miss, stop
                             once the artifact is compiled and hand it out here,
-                            full-key lookup and store left to pipeline_keep,
-                            which may run on another thread meanwhile */
+                            store left to pipeline_keep, which may run on
+                            another thread meanwhile */
+    bool (*store_busy)(void *ctx); /* with kept: true while another thread uses the
+                            Store, which then defers the full-key lookup to
+                            pipeline_keep (after the compile); false, or NULL:
+                            the Store is this thread's, so it is looked up
+                            before compiling and a hit compiles nothing */
+    void *store_busy_ctx;
 } BuildRequest;
 
 /* What every key record starts with: key format, milc version, backend,

@@ -14,6 +14,11 @@ typedef struct RequestOptions {
     Store *remote;        /* the shared tier for the builds, or NULL */
     int overlap;          /* 1: each program made and stored in turn; 2: one stored
                              while the next is made; 0: 2 on 2+ CPUs */
+    /* Non-NULL: called once, before the first result, with the request's
+     * splits (JobList.splits: how each parameter combination was cut into
+     * chunks).  From the note when it holds them, so a repeated `--chunk
+     * auto` reports its split without reading a template. */
+    void (*on_split)(void *ctx, const JobList *splits);
 } RequestOptions;
 
 /* Called once per program, in job order, after every program is built or
@@ -33,7 +38,8 @@ int build_request(Store *s, const TemplatePath *tp, const JobSpec *spec, const R
 
 /* Write spec's note from its jobs (all n of them, in order) and their
  * artifact keys, built elsewhere (prewarm's workers) from weights of digest
- * wdig (BuildResult.wdig).  Best effort. */
+ * wdig (BuildResult.wdig), and a --chunk request's splits (spec expanded
+ * again).  Best effort. */
 void request_remember(Store *s, const TemplatePath *tp, const JobSpec *spec, const BuildJob *jobs, int n,
                       const CacheKey *keys, const uint8_t wdig[16]);
 

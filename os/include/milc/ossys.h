@@ -31,11 +31,24 @@ int os_boot_id(char *buf, size_t size);
  * length for os_huge_free.  NULL when the mapping fails. */
 void *os_huge_alloc(size_t n, size_t *len);
 void os_huge_free(void *p, size_t len);
+/* n zeroed bytes in whole small pages, each faulted in now, with no huge-page
+ * hint: for memory written once and read once (a build's weights), where a
+ * huge page buys no TLB reach worth its cost.  Freed by os_huge_free. */
+void *os_page_alloc(size_t n, size_t *len);
+/* len bytes of address space, nothing committed (MAP_NORESERVE where the OS
+ * has it), huge pages asked for: a bump allocator hands pieces of it out,
+ * each faulted in by os_populate as it goes (one call for the piece, not a
+ * fault per 4 KB page at its first use).  NULL when refused;
+ * os_unreserve(p, len) gives it back. */
+void *os_reserve(size_t len);
+void os_populate(void *p, size_t n);
+void os_unreserve(void *p, size_t len);
 /* Asks for huge pages over [p, p + len) where the OS takes the hint. */
 void os_huge_hint(void *p, size_t len);
-/* The whole pages inside [p, p + len) of an os_huge_alloc mapping go back to
- * the OS (they read as zeros after): memory whose bytes were consumed (a
- * build's weights once packed) stops counting while the rest is still used. */
+/* The whole pages inside [p, p + len) of an os_huge_alloc or os_page_alloc
+ * mapping go back to the OS (they read as zeros after): memory whose bytes
+ * were consumed (a build's weights once packed) stops counting while the
+ * rest is still used. */
 void os_mem_discard(void *p, size_t len);
 
 /* The layer's build: "linux", "macos" or "posix" (MILC_PORTABLE_OS). */

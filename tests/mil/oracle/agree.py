@@ -916,8 +916,19 @@ def lut_case(ishape):
     return nbits, lut, vec
 
 
+def packed_case(s, bits):
+    """The ios16/17 forms' packed bytes (uint8 [ceil(n·bits/8)], sometimes a byte off) and shape (uint32)."""
+    m = (int(np.prod(s)) * bits + 7) // 8 + (rng.choice([-1, 1]) if bad(0.1) else 0)
+    raw = np.random.default_rng(rng.randint(0, 1 << 30)).integers(0, 256, max(m, 1)).astype(np.uint8)
+    return raw, const(s, "uint32")
+
+
 def g_lut_to_dense():
     s = shape(rmin=1, rmax=3)
+    if OPSET in ("iOS16", "iOS17"):  # lut [2^bits], indices packed in bytes, the dense shape given
+        nbits = rng.choice([1, 2, 4, 6, 8] + ([3] if bad(0.1) else []))
+        raw, shp = packed_case(s, nbits)
+        return {"indices": raw, "lut": rand_const([1 << nbits], rng.choice(["fp16", "fp32"])), "shape": shp}
     nbits, lut, vec = lut_case(s)
     a = {"indices": sub_rand(s, "uint%d" % nbits) if nbits != 8 else rand_const(s, "int32").astype(np.uint8), "lut": lut}
     if vec > 1 or bad(0.2):
@@ -943,6 +954,12 @@ def g_lut_to_sparse():
 
 def g_sparse_to_dense():
     s = shape(rmin=1, rmax=3)
+    if OPSET in ("iOS16", "iOS17"):  # mask bits packed in bytes, the padding bits 0
+        m, nz = sparse_mask(s)
+        raw = np.packbits(m.ravel().astype(np.uint8), bitorder="little")
+        if bad(0.1) and m.size % 8:
+            raw[-1] |= 0x80  # a padding bit set
+        return {"mask": raw, "nonzero_data": rand_const([nz], rng.choice(["fp16", "fp32"])), "shape": const(s, "uint32")}
     m, nz = sparse_mask(s)
     return {"mask": Sub(m.astype(np.uint8), "uint1"), "nonzero_data": rand_const([nz], rng.choice(["fp16", "fp32"]))}
 

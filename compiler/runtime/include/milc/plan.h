@@ -119,6 +119,8 @@ typedef enum {
     RT_OP_LOOP_TEST,  /* cond(BOOL, 1 element) -> none */
     RT_OP_LOOP_END,   /* none -> none */
     RT_OP_UPDATE,     /* RtUpdateParams: x[, begin, end (I32)] -> y, written in place (a state's write) */
+    RT_OP_GATHER_ND,  /* RtAxisParams (axis = batch_dims): x, indices(I32) -> y (see below) */
+    RT_OP_SAMPLE,     /* RtSampleParams: x, coordinates or affine matrices -> y (resample, affine) */
     RT_OP_COUNT_
 } RtOpKind;
 
@@ -346,10 +348,11 @@ typedef enum {
  *   PAD_NHWC (nsp 2): y [B, Hp, Wp, C] = x moved channels last, zero
  *           padded: y[b, h, w, c] = x[b, c, h - pad_lo0, w - pad_lo1] inside x, else 0;
  *   CONV_GEMM (nsp 2, one group): x is PAD_NHWC's y (its Hp, Wp cover every
- *           tap), W [KH·KW·C, Cout] with row (ky, kx, c), bias [Cout]: each
- *           output row is a sum of GEMMs over the kernel rows (dilation 1
- *           across: one GEMM of depth KW·C per kernel row, whose A rows are
- *           spans of x as it lies), written in y's channels-first layout;
+ *           tap), W [Cout, KH·KW·C] with column (ky, kx, c), packed in
+ *           64-column panels as a GEMM's W, bias [Cout]: each output row is
+ *           a sum of GEMMs over the kernel rows (dilation 1 across: one GEMM
+ *           of depth KW·C per kernel row, whose A rows are spans of x as it
+ *           lies), written in y's channels-first layout;
  *   CONV:   W [Cout, C/groups, *k] (transposed: [C, Cout/groups, *k], and
  *           input i feeds output i·stride + j·dil - pad_lo), bias [Cout];
  *   POOL:   kind max, avg (exclude_pad: divide by the taps inside x, else
@@ -429,6 +432,34 @@ typedef struct {
 typedef struct {
     int32_t begin_mask, end_mask, squeeze_mask, reserved;
 } RtUpdateParams;
+
+/* RT_OP_GATHER_ND with B = batch_dims (RtAxisParams.axis): x [*b, *d, *r]
+ * (b: B dims, d: K dims), indices [*b, *i, K], y [*b, *i, *r]:
+ * y[b, i, ...] = x[b, indices[b, i, 0], .., indices[b, i, K-1], ...].  A
+ * component counts from the end when negative; one outside -n..n-1 makes its
+ * row zeros and rt_run return RT_EINDEX (no wrap: another row's data). */
+
+/* RT_OP_SAMPLE: y[b, c, i, j] = x[b, c] (F32 [B, C, H, W]) sampled at the
+ * point (u, v) (u along W, v along H) given for output position (i, j):
+ *   affine 0  input 1 is F32 [B, Ho, Wo, 2]: (u, v) = in1[b, i, j, 0..1];
+ *   affine 1  input 1 is F32 [D, 6], D = B or 1 (then shared): the output's
+ *             own grid point (p, q) in coord_mode's units maps to
+ *             u = a0 p + a1 q + a2, v = b0 p + b1 q + b2.
+ * coord_mode: RT_COORD_PIXELS (as given), RT_COORD_MINUS_ONE_ONE ([-1, 1]),
+ * RT_COORD_ZERO_ONE ([0, 1]); with align_corners the range's ends are the
+ * corner pixels' centres (u = (c + 1)/2 · (W - 1)), without it their outer
+ * edges (u = ((c + 1) W - 1)/2).  Nearest rounds half to even; bilinear
+ * weights the four taps around (u, v).  A tap outside the image reads the
+ * image padded per pad: constant (pad_value), border (the edge repeated),
+ * reflection (mirrored about the edge pixel: |1 2 3| → 3 2 |1 2 3| 2 1),
+ * symmetric (mirrored with the edge repeated: 2 1 |1 2 3| 3 2). */
+enum { RT_SAMPLE_BILINEAR = 0, RT_SAMPLE_NEAREST };
+enum { RT_PAD_CONSTANT = 0, RT_PAD_BORDER, RT_PAD_REFLECTION, RT_PAD_SYMMETRIC };
+enum { RT_COORD_PIXELS = 0, RT_COORD_MINUS_ONE_ONE, RT_COORD_ZERO_ONE };
+typedef struct {
+    int32_t mode, pad, coord_mode, align_corners, affine;
+    float pad_value;
+} RtSampleParams;
 
 /* ---- the builder ---- */
 typedef struct RtPlanBuilder RtPlanBuilder;
