@@ -975,9 +975,14 @@ static void rt_k_attention(RtExec *ex, const RtOpRec *op, int ith, int nth) {
         int64_t bh = u / lblocks, l0 = (u % lblocks) * RT_ATT_LB, lb = L - l0 < RT_ATT_LB ? L - l0 : RT_ATT_LB;
         int64_t b = bh / H, h = bh % H, hk = h / (H / Hk);
         const float *qh = q + ((b * H + h) * L + l0) * E, *kh = k + (b * Hk + hk) * S * E;
+        /* Causal: no row of the block sees a key past its last row's, so the
+         * scores and P·V stop there (GPT-2 prefill, T = 128 in blocks of 48:
+         * 71% of the products). */
+        int64_t kn = p->causal && l0 + lb + (S - L) < S ? l0 + lb + (S - L) : S;
+        if (kn < 1) kn = 1;
         if (lb < 8) { /* decode: a few rows of dot products beat transposing k */
             for (int64_t i = 0; i < lb; i++)
-                for (int64_t j = 0; j < S; j++) sc[i * S + j] = p->scale * rt_dot(qh + i * E, kh + j * E, E);
+                for (int64_t j = 0; j < kn; j++) sc[i * S + j] = p->scale * rt_dot(qh + i * E, kh + j * E, E);
         } else {
             if (packed != b * Hk + hk) { /* kᵀ [E, S] of this kv head, reused across its query heads */
                 transpose_into(kh, S, E, kt);
@@ -985,7 +990,7 @@ static void rt_k_attention(RtExec *ex, const RtOpRec *op, int ith, int nth) {
             }
             Opnd qk = {.a = qh, .am = E, .ak = 1, .k = E, .ldb = S};
             Epi es = {.alpha = p->scale, .y = sc, .ym = S, .yn = 1};
-            gemm_range(&qk, kt, 0, S, 0, lb, 0, S, &es, NULL);
+            gemm_range(&qk, kt, 0, S, 0, lb, 0, kn, &es, NULL);
         }
         for (int64_t i = 0; i < lb; i++) {
             float *row = sc + i * S;
@@ -1001,7 +1006,7 @@ static void rt_k_attention(RtExec *ex, const RtOpRec *op, int ith, int nth) {
             for (int64_t j = 0; j < lim; j++) row[j] *= inv;
             for (int64_t j = lim; j < S; j++) row[j] = 0.0f;
         }
-        Opnd pv = {.a = sc, .am = S, .ak = 1, .k = S, .ldb = Ev};
+        Opnd pv = {.a = sc, .am = S, .ak = 1, .k = kn, .ldb = Ev};
         Epi eo = {.alpha = 1.0f, .y = o + ((b * H + h) * L + l0) * Ev, .ym = Ev, .yn = 1};
         gemm_range(&pv, v + (b * Hk + hk) * S * Ev, 0, Ev, 0, lb, 0, Ev, &eo, NULL);
     }

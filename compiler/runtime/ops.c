@@ -477,7 +477,7 @@ static const RtOpInfo op_table[RT_OP_COUNT_] = {
     [RT_OP_BINOP] = {"binop", sizeof(RtBinaryParams), 2, 2, 1, 1, rt_check_binop, NULL},
     [RT_OP_REDUCEX] = {"reducex", sizeof(RtReduceParams), 1, 1, 1, 1, rt_check_reducex, NULL},
     [RT_OP_PAD_NHWC] = {"pad_nhwc", sizeof(RtConvParams), 1, 1, 1, 1, rt_check_pad_nhwc, NULL},
-    [RT_OP_CONV_GEMM] = {"conv_gemm", sizeof(RtConvParams), 2, 3, 1, 1, rt_check_conv_gemm, NULL},
+    [RT_OP_CONV_GEMM] = {"conv_gemm", sizeof(RtConvParams), 2, 3, 1, 1, rt_check_conv_gemm, NULL, 1},
     [RT_OP_CONV] = {"conv", sizeof(RtConvParams), 2, 3, 1, 1, rt_check_conv, NULL},
     [RT_OP_LUT_GEMM] = {"lut_gemm", sizeof(RtLutParams), 3, 4, 1, 1, rt_check_lut_gemm, rt_s_lut_gemm},
     [RT_OP_CUMSUM] = {"cumsum", sizeof(RtScanParams), 1, 1, 1, 1, rt_check_cumsum, NULL},
@@ -508,8 +508,8 @@ static void op_digest_init(void) {
     for (uint32_t k = 0; k < RT_OP_COUNT_; k++) {
         const RtOpInfo *oi = &op_table[k];
         char row[96];
-        int n = snprintf(row, sizeof row, "%u:%s:%u:%d:%d:%d:%d;", k, oi->name ? oi->name : "", oi->plen, oi->min_in,
-                         oi->max_in, oi->min_out, oi->max_out);
+        int n = snprintf(row, sizeof row, "%u:%s:%u:%d:%d:%d:%d:%u;", k, oi->name ? oi->name : "", oi->plen,
+                         oi->min_in, oi->max_in, oi->min_out, oi->max_out, oi->rev);
         for (int i = 0; i < n && i < (int)sizeof row; i++) h = (h ^ (uint8_t)row[i]) * 0x100000001b3ull;
     }
     g_op_digest = h;

@@ -136,6 +136,11 @@ typedef struct {
     int min_in, max_in, min_out, max_out;
     RtCheckFn check;
     RtScratchFn scratch; /* NULL: none */
+    /* Bumped when the op's operands change layout within one artifact version
+     * (conv_gemm's W went from row-major to panels): it feeds the op-table
+     * fingerprint in every key, so an entry holding the old layout misses and
+     * is rebuilt instead of failing to load. */
+    uint32_t rev;
 } RtOpInfo;
 
 /* One kernel variant (kernels_variant.c, compiled once per instruction set

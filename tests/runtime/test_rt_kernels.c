@@ -243,11 +243,15 @@ TEST(matmul) {
 }
 
 TEST(attention) {
-    for (int it = 0; it < 12; it++) {
+    for (int it = 0; it < 16; it++) {
         int64_t B = rng_int(1, 2), Hk = rng_int(1, 3), G = rng_int(1, 3), H = Hk * G, E = rng_int(1, 40),
                 Ev = rng_int(1, 40);
         int64_t S = rng_int(1, 70), L = it % 3 == 0 ? rng_int(1, 4) : rng_int(1, (int)S);
         int causal = it & 1, has_mask = (it >> 1) & 1, nth = 1 + (it >> 2 & 1);
+        /* Causal over several query blocks (RT_ATT_LB rows each), each of
+         * which stops at its last row's keys: S = L and S > L, the last
+         * block short. */
+        if (it >= 12) L = rng_int(2 * RT_ATT_LB + 1, 3 * RT_ATT_LB - 1), S = L + (it & 1) * rng_int(1, 20), causal = 1;
         float scale = 1.0f / sqrtf((float)E);
         float *q = rand_f32(B * H * L * E), *k = rand_f32(B * Hk * S * E), *v = rand_f32(B * Hk * S * Ev);
         float *mask = rand_f32(L * S); /* [1, 1, L, S] */
