@@ -258,7 +258,7 @@ static int build_run(Cli *cli, int argc, char **argv) {
     diag_init(&d);
     Cache *c = NULL;
     Printer pr = {.cli = cli}; /* set before the first goto out */
-    Store *s = NULL;                            /* the build path's view of c */
+    Store *s = NULL;           /* the build path's view of c */
     JobSpec spec = {.config = cli_config_name(&a),
                     .weights = args_get(&a, "weights"),
                     .modes = modes,

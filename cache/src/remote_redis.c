@@ -387,8 +387,8 @@ static int connect_now(Remote *r) {
     if (r->down) return CACHE_EIO;
     if (r->ctx) return 0;
     struct timeval tv = tv_ms(r->o.connect_timeout_ms);
-    redisContext *c = r->u.path[0] ? redisConnectUnixWithTimeout(r->u.path, tv)
-                                   : redisConnectWithTimeout(r->u.host, r->u.port, tv);
+    redisContext *c =
+        r->u.path[0] ? redisConnectUnixWithTimeout(r->u.path, tv) : redisConnectWithTimeout(r->u.host, r->u.port, tv);
     if (!c) return trip(r, "out of memory");
     r->ctx = c;
     if (c->err) return trip(r, "cannot connect: %s", c->errstr);
@@ -653,10 +653,10 @@ typedef struct Stream {
     uint32_t asked, cur; /* GETs sent; the chunk being read (nchunks: all read) */
     uint64_t left;       /* bytes of chunk cur's value still to come; 0: its header is next */
     Poly mac;            /* without mt: chunk cur's tag, computed here */
-    long long deadline; /* of the reply being read */
-    int rc;             /* the first failure: every later read returns it */
-    size_t hpos, hlen;  /* hbuf[hpos, hlen): read, not yet used */
-    uint8_t hbuf[256];  /* reply headers, and what came in with them */
+    long long deadline;  /* of the reply being read */
+    int rc;              /* the first failure: every later read returns it */
+    size_t hpos, hlen;   /* hbuf[hpos, hlen): read, not yet used */
+    uint8_t hbuf[256];   /* reply headers, and what came in with them */
 } Stream;
 
 /* A reply that is not what a GET of a chunk gets: the connection is out of
@@ -790,7 +790,8 @@ static int stream_end(Stream *s) {
     if (crlf[0] != '\r' || crlf[1] != '\n')
         return stream_trip(s, "protocol error (is it a Redis server?): a string reply not ended by CRLF");
     if (!s->mt) {
-        if (poly_final(&s->mac, tag) != 0 || sodium_memcmp(tag, s->m->tags + (size_t)TAG_BYTES * s->cur, TAG_BYTES) != 0) {
+        if (poly_final(&s->mac, tag) != 0 ||
+            sodium_memcmp(tag, s->m->tags + (size_t)TAG_BYTES * s->cur, TAG_BYTES) != 0) {
             cache_key_hex(&s->m->key, hex);
             return stream_drop(s, fail(s->r, CACHE_ECORRUPT,
                                        "remote entry %s: chunk %u fails its MAC (tampered or damaged); refused", hex,
@@ -1669,8 +1670,7 @@ int remote_chunks_check(const uint8_t secret[REMOTE_SECRET_BYTES], uint32_t chun
     for (uint32_t j = 0; j < m.nchunks; j++) {
         uint8_t otk[crypto_onetimeauth_KEYBYTES];
         chunk_key(&r, &m.key, upload, j, otk);
-        crypto_onetimeauth(tags + (size_t)TAG_BYTES * j, payload + (size_t)j * m.chunk, (size_t)chunk_size(&m, j),
-                           otk);
+        crypto_onetimeauth(tags + (size_t)TAG_BYTES * j, payload + (size_t)j * m.chunk, (size_t)chunk_size(&m, j), otk);
     }
     m.tags = tags;
     if ((size_t)write(sv[1], replies, len) != len || shutdown(sv[1], SHUT_WR) != 0 ||

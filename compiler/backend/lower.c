@@ -407,7 +407,8 @@ static float *constexpr_dense(LowerShared *s, const IrValue *v) {
         while ((INT64_C(1) << bits) < np) bits++;
         for (int64_t i = 0; ok && i < n; i++) {
             unsigned id = 0;
-            for (int64_t k = 0; k < bits; k++) id |= (unsigned)((int64_t)b[(i * bits + k) / 8] >> ((i * bits + k) % 8) & 1) << k;
+            for (int64_t k = 0; k < bits; k++)
+                id |= (unsigned)((int64_t)b[(i * bits + k) / 8] >> ((i * bits + k) % 8) & 1) << k;
             out[i] = (float)a[id < np ? id : 0];
         }
         break;
@@ -442,7 +443,7 @@ static const void *const_data(LowerShared *s, const IrValue *v, RtDType *dt, boo
     if (!l && backend_is_constexpr(v)) { /* decompressed here: a dense fp32 copy */
         *dt = RT_F32, *owned = true;
         return v->def->kind == OP_CONSTEXPR_LUT_TO_DENSE && !ir_op_arg(v->def, "shape") ? lut_dense_floats(s, v)
-                                                                                         : constexpr_dense(s, v);
+                                                                                        : constexpr_dense(s, v);
     }
     if (!l) return fail_at(s, loc, "'%s' is not a constant", v->name), NULL;
     int64_t n = ir_type_numel(&v->type);
@@ -2044,7 +2045,8 @@ static float *lut_dense_floats(LowerShared *s, const IrValue *v) {
             blk = blk * lt->dims[d] + coord[d] / (t->dims[d] / lt->dims[d]);
             off += coord[d] * (vec > 1 && d == li.axis ? vec : 1) * ost[d];
         }
-        for (int64_t k = 0; k < vec; k++) w[off + k * (vec > 1 ? ost[li.axis] : 0)] = lut[(blk * li.palette + id) * vec + k];
+        for (int64_t k = 0; k < vec; k++)
+            w[off + k * (vec > 1 ? ost[li.axis] : 0)] = lut[(blk * li.palette + id) * vec + k];
     }
     free(lut);
     if (owned) free((void *)ix);
@@ -2753,7 +2755,8 @@ static int resample_axis(LowerShared *s, const IrOp *op, int cur, int a, int mod
 }
 
 /* A string argument's index in names (n of them), or -1 after a diagnostic naming it. */
-static int arg_choice(LowerShared *s, const IrOp *op, const char *arg, const char *def, const char *const *names, int n) {
+static int arg_choice(LowerShared *s, const IrOp *op, const char *arg, const char *def, const char *const *names,
+                      int n) {
     const char *v = arg_str_or(op, arg, def);
     for (int i = 0; v && i < n; i++)
         if (!strcmp(v, names[i])) return i;
@@ -2762,8 +2765,10 @@ static int arg_choice(LowerShared *s, const IrOp *op, const char *arg, const cha
 
 /* resample and affine: RT_OP_SAMPLE on x [B, C, H, W] (integer coordinates cast to fp32 first). */
 static int lower_sample(LowerShared *s, const IrOp *op) {
-    static const char *const modes[] = {"bilinear", "nearest"}, *const pads[] = {"constant", "border", "reflection", "symmetric"},
-                             *const coords[] = {"unnormalized", "normalized_minus_one_to_one", "normalized_zero_to_one"};
+    static const char *const modes[] = {"bilinear", "nearest"},
+                             *const pads[] = {"constant", "border", "reflection", "symmetric"},
+                             *const coords[] = {"unnormalized", "normalized_minus_one_to_one",
+                                                "normalized_zero_to_one"};
     bool affine = op->kind == OP_AFFINE;
     IrValue *x = arg_value(op, "x"), *c = arg_value(op, affine ? "transform_matrix" : "coordinates");
     int64_t ac = 0;
@@ -2813,7 +2818,8 @@ static int lower_resize(LowerShared *s, const IrOp *op) {
     }
     int64_t nd = 2;
     if (op->kind == OP_RESIZE) {
-        const char *im = arg_str_or(op, "interpolation_mode", "LINEAR"), *sm = arg_str_or(op, "sampling_mode", "DEFAULT");
+        const char *im = arg_str_or(op, "interpolation_mode", "LINEAR"),
+                   *sm = arg_str_or(op, "sampling_mode", "DEFAULT");
         static const char *const names[] = {"ALIGN_CORNERS", "STRICT_ALIGN_CORNERS", "UNALIGN_CORNERS", "DEFAULT",
                                             "OFFSET_CORNERS"};
         static const int modes[] = {GRID_ALIGN, GRID_ALIGN_STRICT, GRID_HALF, GRID_DEFAULT, GRID_OFFSET};
@@ -2822,7 +2828,8 @@ static int lower_resize(LowerShared *s, const IrOp *op) {
         for (int i = 0; sm && i < 5; i++)
             if (!strcmp(sm, names[i])) mode = nearest ? (modes[i] == GRID_DEFAULT ? GRID_NEAREST : -2) : modes[i];
         if (mode == -2)
-            return FAIL("resize: NEAREST_NEIGHBOR runs with 'sampling_mode' DEFAULT only on the CPU backend, not %s", sm);
+            return FAIL("resize: NEAREST_NEIGHBOR runs with 'sampling_mode' DEFAULT only on the CPU backend, not %s",
+                        sm);
         if (mode < 0) return FAIL("resize: unknown 'sampling_mode'");
         if (!nearest && rt_dt(t->dtype) != RT_F32)
             return FAIL("resize: LINEAR on int32 is not run by the CPU backend (NEAREST_NEIGHBOR is)");
@@ -2971,8 +2978,8 @@ typedef struct {
 
 /* A constant F32 weight of row blocks of src ([*, cols], blocks of H rows)
  * in the order `blocks` gives (-1: zeros); cols 0 makes it a vector. */
-static int rec_weight(LowerShared *s, const IrOp *op, const char *tag, const float *src, int64_t cols, const int *blocks,
-                      int nb, int64_t H) {
+static int rec_weight(LowerShared *s, const IrOp *op, const char *tag, const float *src, int64_t cols,
+                      const int *blocks, int nb, int64_t H) {
     int64_t w = cols ? cols : 1, n = nb * H * w;
     float *d = calloc((size_t)n + 1, sizeof(float));
     MILC_ASSERT(d);
@@ -3180,12 +3187,13 @@ static int lower_gru(LowerShared *s, IrOp *op) {
             pb[j] = (fib ? fib[j] : 0) + (fb && !(after && j >= H && j < 2 * H) ? fb[j] : 0);
     static const int rzo[3] = {0, 2, 1}, rz[2] = {0, 2}, o_[1] = {1};
     int wiw = fi ? rec_weight(s, op, "wi", fi, I, rzo, 3, H) : -1, bw = rec_weight(s, op, "b", pb, 0, rzo, 3, H);
-    int wrz = fh ? rec_weight(s, op, "wrz", fh, H, rz, 2, H) : -1, wo = fh ? rec_weight(s, op, "wo", fh, H, o_, 1, H) : -1;
+    int wrz = fh ? rec_weight(s, op, "wrz", fh, H, rz, 2, H) : -1,
+        wo = fh ? rec_weight(s, op, "wo", fh, H, o_, 1, H) : -1;
     int bho = after && fb ? rec_weight(s, op, "bho", fb, 0, o_, 1, H) : -1;
     free(fi), free(fh), free(fb), free(fib), free(pb);
     IrValue *ys = op->results[0], *yh = op->results[1];
     int64_t hd[2] = {B, H}, rd[2] = {B, 2 * H};
-    RecDir d = {S, B, H, H, 0, -1, result_buf(s, ys, ys->type.rank, ys->type.dims), !strcmp(dir, "reverse"),
+    RecDir d = {S,        B,    H, H, 0, -1, result_buf(s, ys, ys->type.rank, ys->type.dims), !strcmp(dir, "reverse"),
                 seq != 0, false};
     d.pre = rec_pre(s, x, wiw, bw, 3 * H);
     int h = buffer_as(s, h0, 2, hd, -1), hres = result_buf(s, yh, 2, hd);

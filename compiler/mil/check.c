@@ -1557,7 +1557,7 @@ static void infer_sparse_packed(OpCtx *x) {
         int64_t ones = 0, tail = 0;
         for (size_t i = 0; i < m->count; i++)
             for (int b = 0; b < 8; b++)
-                if (ir_lit_i64(m, i) >> b & 1) (int64_t)i * 8 + b < n ? ones++ : tail++;
+                if (ir_lit_i64(m, i) >> b & 1) (int64_t) i * 8 + b < n ? ones++ : tail++;
         if (tail) {
             ERR("'mask' sets %lld padding bits past the %lld elements of 'shape'; they must be 0", (long long)tail,
                 (long long)n);

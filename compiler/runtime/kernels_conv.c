@@ -146,11 +146,16 @@ static void rt_k_conv_gemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
                         if (len > k0 + kl - k) len = k0 + kl - k;
                         int64_t ky = s * seg / (kw * C), kx = p->dil[1] == 1 ? 0 : s % kw;
                         int64_t iy = c->oy * p->stride[0] + ky * p->dil[0], ix = c->ox * p->stride[1] + kx * p->dil[1];
-                        Opnd o = {.a = xe + (iy * Wp + ix) * C + in_s, .am = p->stride[1] * C, .ak = 1, .k = len,
-                                  .ldb = NR, .f16 = 0};
+                        Opnd o = {.a = xe + (iy * Wp + ix) * C + in_s,
+                                  .am = p->stride[1] * C,
+                                  .ak = 1,
+                                  .k = len,
+                                  .ldb = NR,
+                                  .f16 = 0};
                         o.b0 = w + (n / NR * depth + k) * NR, o.b1 = (const float *)o.b0 + 32;
                         bool last = k + len >= depth;
-                        tile_any(&o, 0, (int)c->mr, n, nc, &e, k ? (const float(*)[NR])pt : NULL, last ? NULL : pt, (Ahead){0});
+                        tile_any(&o, 0, (int)c->mr, n, nc, &e, k ? (const float(*)[NR])pt : NULL, last ? NULL : pt,
+                                 (Ahead){0});
                         k += len;
                     }
                 }

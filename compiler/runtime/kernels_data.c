@@ -143,15 +143,18 @@ static int64_t smp_index(int64_t i, int64_t n, int pad) {
 
 /* A normalized coordinate c on a dim of n as a pixel coordinate. */
 static double smp_pixel(double c, int64_t n, const RtSampleParams *p) {
-    if (p->coord_mode == RT_COORD_ZERO_ONE) c = 2 * c - 1;
-    else if (p->coord_mode == RT_COORD_PIXELS) return c;
+    if (p->coord_mode == RT_COORD_ZERO_ONE)
+        c = 2 * c - 1;
+    else if (p->coord_mode == RT_COORD_PIXELS)
+        return c;
     return p->align_corners ? (c + 1) / 2 * (double)(n - 1) : ((c + 1) * (double)n - 1) / 2;
 }
 
 /* Output position j of m in coord_mode's units (the affine op's grid). */
 static double smp_grid(int64_t j, int64_t m, const RtSampleParams *p) {
     if (p->coord_mode == RT_COORD_PIXELS) return (double)j;
-    double c = p->align_corners ? (m > 1 ? -1 + 2.0 * (double)j / (double)(m - 1) : 0) : (2.0 * (double)j + 1) / (double)m - 1;
+    double c =
+        p->align_corners ? (m > 1 ? -1 + 2.0 * (double)j / (double)(m - 1) : 0) : (2.0 * (double)j + 1) / (double)m - 1;
     return p->coord_mode == RT_COORD_ZERO_ONE ? (c + 1) / 2 : c;
 }
 
@@ -191,8 +194,10 @@ static void rt_k_sample(RtExec *ex, const RtOpRec *op, int ith, int nth) {
             } else {
                 double fu = floor(u), fv = floor(v), au = u - fu, av = v - fv;
                 int64_t c0 = (int64_t)fu, r0 = (int64_t)fv;
-                out = (float)((1 - av) * ((1 - au) * smp_tap(img, H, W, r0, c0, p) + au * smp_tap(img, H, W, r0, c0 + 1, p)) +
-                              av * ((1 - au) * smp_tap(img, H, W, r0 + 1, c0, p) + au * smp_tap(img, H, W, r0 + 1, c0 + 1, p)));
+                out = (float)((1 - av) *
+                                  ((1 - au) * smp_tap(img, H, W, r0, c0, p) + au * smp_tap(img, H, W, r0, c0 + 1, p)) +
+                              av * ((1 - au) * smp_tap(img, H, W, r0 + 1, c0, p) +
+                                    au * smp_tap(img, H, W, r0 + 1, c0 + 1, p)));
             }
             y[(b * C + ch) * Ho * Wo + i * Wo + j] = out;
         }

@@ -50,7 +50,8 @@ static void lut4_decode(const uint8_t *ix, const float *lut, int64_t rn, int64_t
         for (int64_t k = 0; k < K; k += LUT_CHUNK) {
             _mm_prefetch((const char *)r0 + k / 2 + LUT_AHEAD, _MM_HINT_T0);
             _mm_prefetch((const char *)r1 + k / 2 + LUT_AHEAD, _MM_HINT_T0);
-            __m512i v = _mm512_loadu_si512((const void *)(r0 + k / 2)), u = _mm512_loadu_si512((const void *)(r1 + k / 2));
+            __m512i v = _mm512_loadu_si512((const void *)(r0 + k / 2)),
+                    u = _mm512_loadu_si512((const void *)(r1 + k / 2));
             const float *xk = xp + k;
 #define LUT_STEP(t, sa, sb)                                                                                            \
     {                                                                                                                  \
@@ -68,7 +69,8 @@ static void lut4_decode(const uint8_t *ix, const float *lut, int64_t rn, int64_t
             LUT_STEP(7, s3, u3)
 #undef LUT_STEP
         }
-        y[n] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3))) + (bias ? bias[n] : 0.0f);
+        y[n] =
+            _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3))) + (bias ? bias[n] : 0.0f);
         if (two)
             y[n + 1] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(u0, u1), _mm512_add_ps(u2, u3))) +
                        (bias ? bias[n + 1] : 0.0f);

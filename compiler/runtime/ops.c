@@ -508,8 +508,8 @@ static void op_digest_init(void) {
     for (uint32_t k = 0; k < RT_OP_COUNT_; k++) {
         const RtOpInfo *oi = &op_table[k];
         char row[96];
-        int n = snprintf(row, sizeof row, "%u:%s:%u:%d:%d:%d:%d:%u;", k, oi->name ? oi->name : "", oi->plen,
-                         oi->min_in, oi->max_in, oi->min_out, oi->max_out, oi->rev);
+        int n = snprintf(row, sizeof row, "%u:%s:%u:%d:%d:%d:%d:%u;", k, oi->name ? oi->name : "", oi->plen, oi->min_in,
+                         oi->max_in, oi->min_out, oi->max_out, oi->rev);
         for (int i = 0; i < n && i < (int)sizeof row; i++) h = (h ^ (uint8_t)row[i]) * 0x100000001b3ull;
     }
     g_op_digest = h;

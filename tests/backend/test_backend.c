@@ -567,20 +567,24 @@ static const struct {
      "error: op make_list is not run by the cpu backend: the CPU backend plans every buffer at compile time and a "
      "growing list's length is a run-time value"},
     {HDR "tensor<fp32, [2, 1, 3]> x, tensor<fp32, [1, 2]> h) {\n"
-         "        tensor<fp32, [6, 3]> wi = const()[val = tensor<fp32, [6, 3]>([[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 0, 0], "
+         "        tensor<fp32, [6, 3]> wi = const()[val = tensor<fp32, [6, 3]>([[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, "
+         "0, 0], "
          "[0, 1, 0], [0, 0, 1]])];\n"
-         "        tensor<fp32, [6, 2]> wh = const()[val = tensor<fp32, [6, 2]>([[1, 0], [0, 1], [1, 0], [0, 1], [1, 0], [0, "
+         "        tensor<fp32, [6, 2]> wh = const()[val = tensor<fp32, [6, 2]>([[1, 0], [0, 1], [1, 0], [0, 1], [1, "
+         "0], [0, "
          "1]])];\n"
          "        tensor<fp32, [1, 1, 2]> y, tensor<fp32, [1, 2]> yh = gru(x = x, initial_h = h, weight_ih = wi, "
          "weight_hh = wh, activation = string(\"hard_sigmoid\"));\n"
          "    } -> (y);\n}\n",
-     "t.mil:6:", "error: gru: 'activation' hard_sigmoid is not run by the CPU backend (tanh, sigmoid, relu and linear are)"},
+     "t.mil:6:",
+     "error: gru: 'activation' hard_sigmoid is not run by the CPU backend (tanh, sigmoid, relu and linear are)"},
     {HDR "tensor<fp32, [1, 2, 3]> x) {\n"
          "        tensor<int32, [2]> sh = const()[val = tensor<int32, [2]>([4, 6])];\n"
          "        tensor<fp32, [1, 4, 6]> y = resize(x = x, shape = sh, resized_dims = uint32(2), interpolation_mode = "
          "string(\"NEAREST_NEIGHBOR\"), sampling_mode = string(\"ALIGN_CORNERS\"));\n"
          "    } -> (y);\n}\n",
-     "t.mil:5:", "error: resize: NEAREST_NEIGHBOR runs with 'sampling_mode' DEFAULT only on the CPU backend, not ALIGN_CORNERS"},
+     "t.mil:5:",
+     "error: resize: NEAREST_NEIGHBOR runs with 'sampling_mode' DEFAULT only on the CPU backend, not ALIGN_CORNERS"},
 };
 
 TEST(cpu_refusals_are_diagnosed) {
@@ -629,11 +633,10 @@ TEST(scatter_index_out_of_range_is_an_error) {
 /* A gather_nd index component outside its dim is RT_EINDEX; it used to be
  * taken modulo the dim, so [0, 3] of a [4, 3] x read row 0's first element. */
 TEST(gather_nd_index_out_of_range_is_an_error) {
-    const char *src =
-        HDR "tensor<fp32, [4, 3]> x) {\n"
-            "        tensor<int32, [2, 2]> i = const()[val = tensor<int32, [2, 2]>([[1, 1], [0, 3]])];\n"
-            "        tensor<fp32, [2]> y = gather_nd(x = x, indices = i);\n"
-            "    } -> (y);\n}\n";
+    const char *src = HDR "tensor<fp32, [4, 3]> x) {\n"
+                          "        tensor<int32, [2, 2]> i = const()[val = tensor<int32, [2, 2]>([[1, 1], [0, 3]])];\n"
+                          "        tensor<fp32, [2]> y = gather_nd(x = x, indices = i);\n"
+                          "    } -> (y);\n}\n";
     float x[12] = {0}, y[2];
     const float *in[1] = {x};
     float *out[1] = {y};

@@ -62,10 +62,9 @@ TEST(checksum_built_while_copying_matches_reference) {
     uint64_t sz[] = {0, 1, (256 << 10) - 1, (256 << 10) + 1, 3 << 20, 0, 77};
     for (int v = 0; v < 3; v++) {
         int classic = v == 1;
-        Cache *c = open_with(dir, (CacheOptions){.no_sync = 1,
-                                                 .chunk_bytes = 1 << 20,
-                                                 .whole_bytes = v < 2 ? 1 << 20 : 0,
-                                                 .no_writemap = classic});
+        Cache *c = open_with(
+            dir, (CacheOptions){
+                     .no_sync = 1, .chunk_bytes = 1 << 20, .whole_bytes = v < 2 ? 1 << 20 : 0, .no_writemap = classic});
         CHECK(c != NULL);
         if (!c) break;
         TestArt a;

@@ -101,7 +101,7 @@ TEST(bad_urls) {
 
 /* A malformed URL's message never shows what may be a password. */
 TEST(password_not_shown) {
-    static const char *bad[] = {"redis://u:s3cret@127.0.0.1", "redis://u:s3cret@h_st:1", "redis://:s3%zzcret@h:1",
+    static const char *bad[] = {"redis://u:s3cret@127.0.0.1", "redis://u:s3cret@h_st:1",  "redis://:s3%zzcret@h:1",
                                 "redis://a@s3cret@h:1",       "unix://u:s3cret@rel.sock", "unix://:s3cret@/r?db=x",
                                 "redis://s3cret@h:1"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

@@ -447,13 +447,14 @@ static void lut_decode(int nth) {
         double t16 = chain_time(&c16, 2, NULL), bw16 = bandwidth_ranges(w16, n16, nth, 1);
         r4[r] = t4 / (c4.wbytes / bw4), r16[r] = t16 / (c16.wbytes / bw16), ms4[r] = t4 * 1e3, gb4[r] = bw4 * 1e-9;
         if (getenv("BENCH_VERBOSE"))
-            printf("  round %d: 4-bit %.3f ms, streaming its bytes %.3f ms (%.1f GB/s): ratio %.2f; fp16 ratio %.2f\n", r,
-               t4 * 1e3, c4.wbytes / bw4 * 1e3, bw4 * 1e-9, r4[r], r16[r]);
+            printf("  round %d: 4-bit %.3f ms, streaming its bytes %.3f ms (%.1f GB/s): ratio %.2f; fp16 ratio %.2f\n",
+                   r, t4 * 1e3, c4.wbytes / bw4 * 1e3, bw4 * 1e-9, r4[r], r16[r]);
     }
     double m4 = lut_median(r4, LUT_ROUNDS), lo = r4[0], hi = r4[LUT_ROUNDS - 1];
     printf("4-bit palettized GEMV / streaming its bytes: median %.2f (%.2f-%.2f) over %d paired rounds "
            "(median %.3f ms, %.1f GB/s); fp16 GEMV: median %.2f\n",
-           m4, lo, hi, LUT_ROUNDS, lut_median(ms4, LUT_ROUNDS), lut_median(gb4, LUT_ROUNDS), lut_median(r16, LUT_ROUNDS));
+           m4, lo, hi, LUT_ROUNDS, lut_median(ms4, LUT_ROUNDS), lut_median(gb4, LUT_ROUNDS),
+           lut_median(r16, LUT_ROUNDS));
     chain_free(&c4);
     chain_free(&c16);
 }
