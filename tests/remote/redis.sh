@@ -36,3 +36,19 @@ rcli() { redis-cli -p "$REDIS_PORT" ${REDIS_AUTH:+-a "$REDIS_AUTH" --no-auth-war
 field() { printf '%s' "$1" | "$PY" -c "import json,sys; print(json.load(sys.stdin)['builds'][0]['$2'])"; }
 nwarn() { printf '%s\n' "$1" | grep -c 'warning: remote cache' || true; }
 fresh() { rm -rf "$WORK/$1"; echo "$WORK/$1"; }
+
+# frozen_server_check DIR ARGS...: with the server stopped (SIGSTOP), a build
+# given ARGS into a fresh cache DIR ends within 5 s, local-only, with one
+# warning naming the timeout; the server runs again after.
+frozen_server_check() {
+  local dir=$1 t0 ms
+  shift
+  kill -STOP "$REDIS_PID"
+  t0=$(date +%s%N)
+  MILC_REMOTE_TIMEOUT_MS=300 expect_rc 0 "$MILC" --cache-dir "$(fresh "$dir")" "$@"
+  ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+  expect_eq "$(nwarn "$ERR")" 1
+  expect_in "$ERR" "no answer within 300 ms"
+  if [ "$ms" -lt 5000 ]; then ok; else fail "a frozen server held the build $ms ms"; fi
+  kill -CONT "$REDIS_PID"
+}

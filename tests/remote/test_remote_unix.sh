@@ -66,11 +66,4 @@ expect_in "$ERR" "remote cache unix://$WORK/none.sock?db=0 is unusable"
 expect_rc 3 "$MILC" --remote "unix://$WORK/none.sock" cache stat --remote
 
 # ---- a frozen server (SIGSTOP): timeouts hold over the socket ----
-kill -STOP "$REDIS_PID"
-t0=$(date +%s%N)
-MILC_REMOTE_TIMEOUT_MS=300 expect_rc 0 "$MILC" --cache-dir "$(fresh f1)" "${U[@]}" "${B[@]}" --seq 4,8
-ms=$(( ($(date +%s%N) - t0) / 1000000 ))
-expect_eq "$(nwarn "$ERR")" 1
-expect_in "$ERR" "no answer within 300 ms"
-if [ "$ms" -lt 5000 ]; then ok; else fail "a frozen server held the build $ms ms"; fi
-kill -CONT "$REDIS_PID"
+frozen_server_check f1 "${U[@]}" "${B[@]}" --seq 4,8
