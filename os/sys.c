@@ -120,11 +120,17 @@ void *os_reserve(size_t len) {
 }
 
 void os_populate(void *p, size_t n) {
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), off = (uintptr_t)p & (page - 1);
+    if (n == 0) return;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
 #if OS_LINUX
+    uintptr_t off = (uintptr_t)p & (page - 1);
     if (madvise((unsigned char *)p - off, n + off, MADV_POPULATE_WRITE) == 0) return;
 #endif
-    for (size_t i = 0; i < n; i += page) ((volatile unsigned char *)p)[i] = 0;
+    /* One write a page, of the byte already there: the piece may share its
+     * first page with a neighbour's live data. */
+    volatile unsigned char *v = p;
+    for (size_t i = 0; i < n; i += page) v[i] = v[i];
+    v[n - 1] = v[n - 1];
 }
 
 void os_unreserve(void *p, size_t len) {
