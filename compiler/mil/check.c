@@ -2015,6 +2015,10 @@ static void infer_reshape_like(OpCtx *x) {
     }
     for (int i = 0; i < n; i++) {
         const IrType *rt = &refs->items[i]->type;
+        if (rt->list) { /* 'any' lets a list through; only a tensor has dims to lend */
+            ERR("'ref_tensors' item %d is a list; read a tensor from it with list_read", i);
+            return;
+        }
         int64_t b, e, m;
         if (!tuple_int(x, "begins", i, &b) || !tuple_int(x, "ends", i, &e) || !tuple_int(x, "end_masks", i, &m)) return;
         int64_t len = rt->rank;

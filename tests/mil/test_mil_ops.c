@@ -690,6 +690,24 @@ static const Case cases[] = {
      "[4, 7]> y = reshape_like(begins = (b0), end_masks = (m0), ends = (e0), ref_tensors = (r), x = a)[name = "
      "string(\"y\")];",
      "reshape_like: cannot reshape [2, 6] (12 elements) to [4, 7] (28 elements)"},
+    /* the refs lend dims only: their dtypes may differ from x's and each other's (coremltools) */
+    {F16 "[2, 6]> a, tensor<int32, [3, 5]> r, tensor<bool, [4]> q",
+     "int32 b0 = const()[name = string(\"b0\"), val = int32(0)]; int32 b1 = const()[name = string(\"b1\"), val = "
+     "int32(0)]; int32 e0 = const()[name = string(\"e0\"), val = int32(1)]; int32 e1 = const()[name = string(\"e1\"), "
+     "val = int32(1)]; bool m0 = const()[name = string(\"m0\"), val = bool(false)]; bool m1 = const()[name = "
+     "string(\"m1\"), val = bool(false)]; " F16
+     "[3, 4]> y = reshape_like(begins = (b0, b1), end_masks = (m0, m1), ends = (e0, e1), ref_tensors = (r, q), x = "
+     "a)[name = string(\"y\")];",
+     ""},
+    {F16 "[2, 6]> a",
+     "int32 d0 = const()[name = string(\"d0\"), val = int32(12)]; list<tensor<fp32, [12]>, 1> l = "
+     "make_list(dtype = string(\"fp32\"), dynamic_length = bool(false), elem_shape = (d0), init_length = "
+     "int32(1))[name = string(\"l\")]; int32 b0 = const()[name = string(\"b0\"), val = int32(0)]; int32 e0 = "
+     "const()[name = string(\"e0\"), val = int32(1)]; bool m0 = const()[name = string(\"m0\"), val = "
+     "bool(false)]; " F16
+     "[12]> y = reshape_like(begins = (b0), end_masks = (m0), ends = (e0), ref_tensors = (l), x = a)[name = "
+     "string(\"y\")];",
+     "reshape_like: 'ref_tensors' item 0 is a list; read a tensor from it with list_read"},
     /* non_zero */
     {F16 "[2, 3]> a", "tensor<int32, [?, 2]> y = non_zero(x = a)[name = string(\"y\")];", ""},
     {"", "tensor<int32, [2, 1]> y = non_zero(x = tensor<int32, [3]>([0, 4, 5]))[name = string(\"y\")];", ""},

@@ -257,8 +257,8 @@
     X(EINSUM, "einsum", "values:A* equation:string#0!", einsum)                                                        \
     X(RANGE_1D, "range_1d", "end:T" DOM_N "#0 start:T" DOM_N "#0 step:T" DOM_N "#0", range_1d)                         \
     X(FILL_LIKE, "fill_like", ">16 ref_tensor:A" DOM_DATA15 " value:B" DOM_DATA15 "#0!?=0", fill_like)                 \
-    X(RESHAPE_LIKE, "reshape_like", ">16 x:A" DOM_DATA16 " ref_tensors:B* begins:int32* ends:int32* end_masks:bool*",  \
-      reshape_like)                                                                                                    \
+    X(RESHAPE_LIKE, "reshape_like",                                                                                    \
+      ">16 x:A" DOM_DATA16 " ref_tensors:any* begins:int32* ends:int32* end_masks:bool*", reshape_like)                \
     X(NON_ZERO, "non_zero", "x:A" DOM_DATA15, non_zero)                                                                \
     X(PIXEL_SHUFFLE, "pixel_shuffle", "x:T upscale_factor:int32#0!", pixel_shuffle)                                    \
     X(PIXEL_UNSHUFFLE, "pixel_unshuffle", ">16 x:T downscale_factor:uint32#0!", pixel_shuffle)                         \
