@@ -108,11 +108,30 @@ class ListArg:
 LIST_RESULT = {"make_list", "list_write", "list_scatter"}  # ops whose result is a list: list_gather gives it out
 
 
+class Tup:
+    """A tuple of constant scalars (reshape_like's begins, ends, end_masks):
+    coremltools gets a Python tuple, milc a tuple of named const values."""
+
+    def __init__(self, vals, dt):
+        self.vals, self.dt = list(vals), dt
+
+    def oracle(self):
+        return tuple(np.array(v, dtype=NP[self.dt])[()] for v in self.vals)
+
+    def milc_lines(self, name):
+        return ["        %s %s%d = const()[name = string(\"%s%d\"), val = %s];\n" % (
+            self.dt, name, i, name, i, lit(np.array(v, dtype=NP[self.dt])[()], self.dt)) for i, v in enumerate(self.vals)]
+
+
 class In:
     """A runtime input of the function (a tensor of this shape and dtype)."""
 
     def __init__(self, shape, dt):
         self.shape, self.dt = tuple(shape), dt
+
+
+class StateIn(In):
+    """A state input of the function: state<tensor<dt, shape>> (iOS18)."""
 
 
 def const(a, dt):
@@ -1107,7 +1126,52 @@ FAMILIES.update({"inverse": g_eps("inverse"), "log": g_eps("log"), "l2_norm": g_
 
 FAMILIES.update({op: g_list(op) for op in ("make_list", "list_length", "list_write", "list_read", "list_gather", "list_scatter")})
 
+def g_reshape_like():
+    """x takes the shape made of each ref_tensors[i]'s dims begins[i]..ends[i]
+    (to its rank where end_masks[i]); ill-typed: an element count that
+    differs, a range outside a ref's rank, tuples of different lengths."""
+    n = rng.randint(1, 3)
+    refs, b, e, m, out = [], [], [], [], []
+    for _ in range(n):
+        s = shape(rmax=3)
+        refs.append(In(s, rng.choice(["fp16", "fp32", "int32", "bool"])))
+        lo = rng.randint(0, len(s) - 1)
+        hi = rng.randint(lo + 1, len(s))
+        mask = rng.random() < 0.3
+        b.append(lo), e.append(hi if not mask else rng.randint(0, len(s))), m.append(mask)
+        out += s[lo:len(s) if mask else hi]
+    numel = int(np.prod(out))
+    xs = [numel] if rng.random() < 0.5 else [1, numel]
+    if bad(0.15):
+        xs[-1] += 1
+    if bad(0.1):
+        b[0] = len(refs[0].shape) + 1
+    if bad(0.1):
+        e = e + [1]
+    return {"x": In(xs, rng.choice(["fp16", "fp32", "int32", "bool"])), "ref_tensors": refs,
+            "begins": Tup(b, "int32"), "ends": Tup(e, "int32"), "end_masks": Tup(m, "bool")}
+
+
+def g_state(op):
+    """read_state(input) and coreml_update_state(state, value): a state of a
+    dtype Core ML allows (ill-typed: another dtype, a plain tensor where the
+    state goes, a value of another shape or dtype)."""
+    def g():
+        s = shape(rmax=3)
+        dt = rng.choice(["fp16", "fp16", "fp32"] + (["int32", "bool"] if bad(0.15) else []))
+        st = In(s, dt) if bad(0.1) else StateIn(s, dt)
+        if op == "read_state":
+            return {"input": st}
+        v = list(s)
+        if bad(0.15):
+            v[-1] += 1
+        return {"state": st, "value": In(v, dt if not bad(0.1) else rng.choice(["fp16", "fp32", "int32"]))}
+    return g
+
+
 FAMILIES.update({
+    "read_state": g_state("read_state"), "coreml_update_state": g_state("coreml_update_state"),
+    "reshape_like": g_reshape_like,
     "resize": g_resize_nd, "affine": g_affine, "resample": g_resample, "crop_resize": g_crop_resize,
     "non_maximum_suppression": g_nms, "conv_quantized": g_conv_quantized,
     "constexpr_lut_to_dense": g_lut_to_dense, "constexpr_lut_to_sparse": g_lut_to_sparse,
@@ -1123,7 +1187,8 @@ def oracle_case(op, opset, a):
     ins = [(k, v) for k, v in a.items() if isinstance(v, In)]
     tup = [(k, v) for k, v in a.items() if isinstance(v, list)]
     flat = ins + [("%s%d" % (k, i), v) for k, vs in tup for i, v in enumerate(vs)]
-    specs = [mb.TensorSpec(shape=v.shape, dtype=DT[v.dt]) for _, v in flat]
+    specs = [(mb.StateTensorSpec if isinstance(v, StateIn) else mb.TensorSpec)(shape=v.shape, dtype=DT[v.dt])
+             for _, v in flat]
     def body(*xs):
         kw = {}
         it = iter(xs)
@@ -1133,7 +1198,7 @@ def oracle_case(op, opset, a):
             kw[k] = [next(it) for _ in vs]
         for k, v in a.items():
             if not isinstance(v, (In, list)):
-                kw[k] = v.oracle() if isinstance(v, Sub) else v
+                kw[k] = v.oracle() if isinstance(v, (Sub, Tup)) else v
         if op == "make_list":
             r = mb.make_list(**kw.pop("ls").kwargs())
         else:
@@ -1194,8 +1259,11 @@ def milc_func(name, opset, op, a, outs):
         if isinstance(v, ListArg):
             pre += v.milc_lines("ls")
             argv.append("ls = ls")
+        elif isinstance(v, Tup):
+            pre += v.milc_lines(k + "_")
+            argv.append("%s = (%s)" % (k, ", ".join("%s_%d" % (k, i) for i in range(len(v.vals)))))
         elif isinstance(v, In):
-            ins.append("%s %s" % (ty(v.dt, v.shape), k))
+            ins.append("%s %s" % (("state<%s>" if isinstance(v, StateIn) else "%s") % ty(v.dt, v.shape), k))
             argv.append("%s = %s" % (k, k))
         elif isinstance(v, list):
             names = []
