@@ -116,7 +116,7 @@ static void rt_k_conv_gemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     const float *x = IN(0), *w = IN(1), *bias = p->has_bias ? IN(2) : NULL;
     float *y = OUT(0);
     const int64_t KC = rt_block.kc, ntile_max = RT_MB_MAX / MR;
-    float part[RT_MB_MAX][NR];
+    float part[RT_MB_MAX][NR] __attribute__((aligned(64)));
     ConvTile tl[RT_MB_MAX / MR];
     int64_t m0, m1, n0, n1;
     split_mn(yb->dims[0] * plane, cout, ith, nth, &m0, &m1, &n0, &n1);
