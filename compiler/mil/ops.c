@@ -175,6 +175,20 @@ int mil_op_args(IrOpKind k, MilArgSpec *out, int max) {
     return n;
 }
 
+void mil_op_attrs_as_args(IrOp *op) {
+    if (strncmp(mil_op_name(op->kind), "constexpr_", 10) != 0) return;
+    int kept = 0;
+    for (int i = 0; i < op->nattrs; i++) {
+        IrAttr at = op->attrs[i];
+        MilArgSpec s;
+        if (mil_op_arg_spec(op->kind, at.name, &s) && !ir_op_arg(op, at.name))
+            ir_op_add_literal(op, at.name, at.lit)->loc = at.loc;
+        else
+            op->attrs[kept++] = at;
+    }
+    op->nattrs = kept;
+}
+
 bool mil_op_arg_spec(IrOpKind k, const char *name, MilArgSpec *out) {
     MilArgSpec specs[MIL_MAX_OP_ARGS];
     int n = mil_op_args(k, specs, MIL_MAX_OP_ARGS);

@@ -1123,6 +1123,7 @@ static bool parse_stmt_rest(Parser *P, int nres, IrOp **opp) {
     }
     if (!expect(P, TK_RPAREN)) return false;
     if (peek(P)->kind == TK_LBRACK && !parse_attrs(P, op, false)) return false;
+    mil_op_attrs_as_args(op);
     if (peek(P)->kind == TK_LBRACE && !parse_blocks(P, op)) return false;
     return expect(P, TK_SEMI) && ok;
 }

@@ -626,7 +626,10 @@ static void read_op(Reader *R, const Cml__Operation *o, const char *path, size_t
         v->block = R->blk;
         ok &= good && scope_define(R, v, f);
     }
-    if (known) read_attrs(R, op, o->attributes, o->n_attributes);
+    if (known) {
+        read_attrs(R, op, o->attributes, o->n_attributes);
+        mil_op_attrs_as_args(op);
+    }
     if (!ok) return;
     if (!op->name) op->name = op->nresults ? op->results[0]->name : mil_op_name(op->kind);
     if (R->blk)

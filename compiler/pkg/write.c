@@ -272,9 +272,40 @@ static Cml__Block *enc_block(Enc *E, const IrBlock *bl) {
     return b;
 }
 
+/* Core ML's constexpr ops of iOS16/17 take their constant arguments as
+ * attributes (coremltools writes them so, in any function for the two that
+ * iOS18 did not redefine); iOS18's constexpr ops take inputs.  The reader
+ * takes both (mil_op_attrs_as_args). */
+static bool args_as_attrs(const IrOp *op) {
+    int opset = op->fn ? op->fn->opset_version : 0;
+    switch (op->kind) {
+    case OP_CONSTEXPR_AFFINE_DEQUANTIZE:
+    case OP_CONSTEXPR_CAST: break;
+    case OP_CONSTEXPR_LUT_TO_DENSE:
+    case OP_CONSTEXPR_SPARSE_TO_DENSE:
+        if (opset >= 18) return false;
+        break;
+    default: return false;
+    }
+    for (int i = 0; i < op->nargs; i++)
+        if (op->args[i].kind != IR_ARG_LITERAL) return false;
+    return true;
+}
+
 static Cml__Operation *enc_op(Enc *E, const IrOp *op) {
     Cml__Operation *o = NEW(E, Cml__Operation, CML__OPERATION__INIT);
     o->type = (char *)mil_op_name(op->kind);
+    if (args_as_attrs(op)) {
+        IrAttr *all = ARR(E, IrAttr, op->nattrs + op->nargs + 1);
+        if (op->nattrs) memcpy(all, op->attrs, sizeof *all * (size_t)op->nattrs);
+        for (int i = 0; i < op->nargs; i++)
+            all[op->nattrs + i] = (IrAttr){.name = op->args[i].name, .lit = op->args[i].lit};
+        o->n_outputs = (size_t)op->nresults;
+        o->outputs = ARR(E, Cml__NamedValueType *, op->nresults);
+        for (int i = 0; i < op->nresults; i++) o->outputs[i] = enc_named(E, op->results[i]);
+        o->attributes = enc_attrs(E, all, op->nattrs + op->nargs, op->name, &o->n_attributes);
+        return o;
+    }
     IrArg *args = ARR(E, IrArg, op->nargs);
     if (op->nargs) memcpy(args, op->args, sizeof *args * (size_t)op->nargs);
     qsort(args, (size_t)op->nargs, sizeof *args, cmp_arg);

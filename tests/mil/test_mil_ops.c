@@ -537,6 +537,15 @@ static const Case cases[] = {
      "tensor<fp16, [2, 2]> y = constexpr_affine_dequantize(axis = int32(0), quantized_data = tensor<uint8, [2, "
      "2]>([[1, 2], [3, 4]]), scale = fp16(0.5), zero_point = uint8(1))[name = string(\"y\")];",
      ""},
+    /* Apple's form of the iOS16 constexpr ops: the arguments as attributes */
+    {"",
+     "tensor<fp16, [2, 2]> y = constexpr_affine_dequantize()[axis = int32(0), name = string(\"y\"), quantized_data "
+     "= tensor<uint8, [2, 2]>([[1, 2], [3, 4]]), scale = fp16(0.5), zero_point = uint8(1)];",
+     ""},
+    {"",
+     "tensor<fp16, [2, 2]> y = constexpr_affine_dequantize(axis = int32(0))[axis = int32(1), name = string(\"y\"), "
+     "quantized_data = tensor<uint8, [2, 2]>([[1, 2], [3, 4]]), scale = fp16(0.5), zero_point = uint8(1)];",
+     "constexpr_affine_dequantize: unknown attribute 'axis'"},
     {"tensor<uint8, [2, 2]> q",
      "tensor<fp16, [2, 2]> y = constexpr_affine_dequantize(axis = int32(0), quantized_data = q, scale = fp16(0.5), "
      "zero_point = uint8(1))[name = string(\"y\")];",

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Palettized weights made by coremltools, run by milc (issue 17).
+"""Palettized and 8-bit integer weights made by coremltools, run by milc (issues 17, 16).
 
 coremltools (the oracle, ../shared/oracles/coreml) writes packages whose
 weights are constexpr_lut_to_dense ops: sub-byte indices (uint4, uint2) into
@@ -113,6 +113,73 @@ def prog(x):
     print("ok  %-22s uint%d palettized %s made by coremltools, run by milc: relative L2 %.2g" % (name, nbits, use, err))
 
 
+# 8-bit integer weights made by coremltools, which milc's linear reads as the
+# bytes they are (RT_OP_QGEMM): name -> (data dtype, weight [N, K], scale
+# blocks [bn, bk] (None: constexpr_affine_dequantize per output channel), x shape)
+Q_CASES = {
+    "linear_int8_per_channel": ("int8", (48, 64), None, (1, 3, 64)),
+    "linear_uint8_blockwise": ("uint8", (32, 64), (8, 4), (2, 5, 64)),
+}
+
+
+def qcase(name, qdt, wshape, blocks, xshape):
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    n, k = wshape
+    lo, hi = (-128, 128) if qdt == "int8" else (0, 256)
+    q = rng.integers(lo, hi, wshape).astype(qdt)
+    bshape = (n,) if blocks is None else blocks
+    scale = (np.abs(rng.standard_normal(bshape)) * 0.01 + 0.002).astype(np.float16)
+    zero = rng.integers(lo // 8, hi // 8, bshape).astype(qdt)
+    x = rng.standard_normal(xshape).astype(np.float16)
+    wfile = os.path.join(WORK, name + "_w.npz")
+    np.savez(wfile, q=q, scale=scale, zero=zero)
+    if blocks is None:
+        op, call = "constexpr_affine_dequantize", (
+            'mb.constexpr_affine_dequantize(quantized_data=W["q"], zero_point=W["zero"], scale=W["scale"], '
+            'axis=np.int32(0), name="w")')
+    else:
+        op, call = "constexpr_blockwise_shift_scale", (
+            'mb.constexpr_blockwise_shift_scale(data=W["q"], scale=W["scale"], offset=W["zero"], name="w")')
+    script = """
+import numpy as np
+W = dict(np.load(%r))
+@mb.program(input_specs=[mb.TensorSpec(shape=%r, dtype=types.fp16)], opset_version=ct.target.iOS18)
+def prog(x):
+    w = %s
+    return mb.linear(x=x, weight=w, name="y")
+""" % (wfile, xshape, call)
+    sfile, pkg = os.path.join(WORK, name + ".py"), os.path.join(WORK, name + ".mlpackage")
+    open(sfile, "w").write(script)
+    sh("/usr/bin/python3", os.path.join(ORACLE, "oracle.py"), "make", sfile, pkg)
+    text = sh(MILC, "fmt", pkg).stdout
+    if op not in text or qdt not in text:
+        raise RuntimeError("the package does not hold a %s %s:\n%s" % (qdt, op, text))
+    xf = os.path.join(WORK, name + "_x.npy")
+    np.save(xf, x)
+    out = os.path.join(WORK, name + "_out")
+    sh(MILC, "-q", "--cache-dir", os.path.join(WORK, "cache"), "run", pkg, "--input", "x=" + xf, "-o", out)
+    rep = (1, 1) if blocks is None else (n // blocks[0], k // blocks[1])
+    expand = (lambda a: a[:, None]) if blocks is None else (lambda a: np.repeat(np.repeat(a, rep[0], 0), rep[1], 1))
+    w = (q.astype(np.float64) - expand(zero.astype(np.float64))) * expand(scale.astype(np.float64))
+    want = x.astype(np.float64) @ w.T
+    got = np.load(os.path.join(out, "y.npy")).astype(np.float64)
+    if got.shape != want.shape:
+        raise RuntimeError("y has shape %s, numpy %s" % (got.shape, want.shape))
+    err = np.linalg.norm(got - want) / max(1e-6, np.linalg.norm(want))
+    if not err <= 2e-3:
+        raise RuntimeError("y is off numpy by relative L2 %.3g (> 2e-3)" % err)
+    # Written back by milc, the program is the one coremltools wrote: an iOS16
+    # constexpr op's arguments go out as attributes again, as Core ML has them.
+    back = os.path.join(WORK, name + "_back.mlpackage")
+    sh(MILC, "-q", "convert", pkg, "-o", back)
+    spec = [sh("/usr/bin/python3", os.path.join(ORACLE, "oracle.py"), "spec", p).stdout for p in (pkg, back)]
+    prog = [t[t.index("mlProgram {"):] for t in spec]
+    if prog[0] != prog[1]:
+        raise RuntimeError("milc convert changed the program:\n%s\n---\n%s" % (prog[0][:3000], prog[1][:3000]))
+    print("ok  %-22s %s %s made by coremltools, run by milc: relative L2 %.2g; written back as it was" % (
+        name, qdt, op, err))
+
+
 def main():
     if not os.path.exists(os.path.join(ORACLE, "oracle.py")) or subprocess.run(
             ["/usr/bin/python3", os.path.join(ORACLE, "oracle.py"), "ops"], capture_output=True).returncode != 0:
@@ -126,6 +193,11 @@ def main():
     for name, c in CASES.items():
         try:
             case(name, *c)
+        except RuntimeError as e:
+            failures.append("%s: %s" % (name, e))
+    for name, c in Q_CASES.items():
+        try:
+            qcase(name, *c)
         except RuntimeError as e:
             failures.append("%s: %s" % (name, e))
     for f in failures:

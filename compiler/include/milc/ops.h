@@ -395,5 +395,13 @@ int mil_op_args(IrOpKind k, MilArgSpec *out, int max);
 int mil_op_since(IrOpKind k);
 /* The spec of argument name of op k; false if the op has no such argument. */
 bool mil_op_arg_spec(IrOpKind k, const char *name, MilArgSpec *out);
+/* A constexpr op's attributes that name its arguments, made arguments.  Core
+ * ML's constexpr ops of iOS16/17 carry their (constant) arguments as
+ * attributes, in the protobuf and in Apple's model.mil text:
+ * constexpr_affine_dequantize()[axis = ..., quantized_data = ..., ...].  The
+ * parser and the package reader call this, so every later stage reads one
+ * form.  An attribute that is also given as an argument stays, to be refused. */
+struct IrOp;
+void mil_op_attrs_as_args(struct IrOp *op);
 
 #endif
