@@ -1961,28 +1961,28 @@ static int lower_rearrange(LowerShared *s, const IrOp *op) {
 
 /* ---- palettized weights (constexpr_lut_to_dense) ---- */
 
-/* The indices of a constexpr_lut_to_dense as packed bytes, low bits first
- * (MILBlob's layout): a blob record's bytes as they lie (*owned false), or
- * a literal packed here.  NULL after a diagnostic. */
-static const uint8_t *lut_indices(LowerShared *s, const IrValue *iv, int bits, bool *owned) {
+/* A constant's elements as packed bytes, low bits first (MILBlob's layout):
+ * a blob record's bytes as they lie (*owned false), or a literal packed here.
+ * what names the argument in messages ("constexpr_lut_to_dense: 'indices'").
+ * NULL after a diagnostic. */
+static const uint8_t *packed_bytes(LowerShared *s, const IrValue *iv, int bits, const char *what, bool *owned) {
     const IrLiteral *l = ir_value_const(iv);
     SrcLoc loc = iv->def ? iv->def->loc : iv->loc;
     int64_t n = ir_type_numel(&iv->type);
     size_t bytes = (size_t)((n * bits + 7) / 8);
     *owned = false;
-    if (!l || n < 0) return fail_at(s, loc, "constexpr_lut_to_dense: 'indices' must be a constant"), NULL;
+    if (!l || n < 0) return fail_at(s, loc, "%s must be a constant", what), NULL;
     if (l->kind == IR_LIT_BLOBFILE) {
         const MilBlobFile *f = blob_file(s, l->blob_path, loc);
         const MilBlobRecord *r = f ? milblob_find(f, l->blob_offset) : NULL;
         if (!f) return NULL;
         if (!r || milblob_dtype_bits(r->dtype) != (unsigned)bits || r->size < bytes)
-            return fail_at(s, loc,
-                           "constexpr_lut_to_dense: the indices record at offset %llu does not hold %lld %d-bit values",
+            return fail_at(s, loc, "%s: the record at offset %llu does not hold %lld %d-bit values", what,
                            (unsigned long long)l->blob_offset, (long long)n, bits),
                    NULL;
         return r->data;
     }
-    if (l->kind != IR_LIT_DATA) return fail_at(s, loc, "constexpr_lut_to_dense: bad 'indices'"), NULL;
+    if (l->kind != IR_LIT_DATA) return fail_at(s, loc, "%s: bad literal", what), NULL;
     uint8_t *p = calloc(bytes + 1, 1);
     MILC_ASSERT(p);
     for (int64_t i = 0; i < n; i++) {
@@ -1992,6 +1992,10 @@ static const uint8_t *lut_indices(LowerShared *s, const IrValue *iv, int bits, b
     }
     *owned = true;
     return p;
+}
+
+static const uint8_t *lut_indices(LowerShared *s, const IrValue *iv, int bits, bool *owned) {
+    return packed_bytes(s, iv, bits, "constexpr_lut_to_dense: 'indices'", owned);
 }
 
 /* What a constexpr_lut_to_dense value is made of, or false after a diagnostic. */
@@ -2090,6 +2094,72 @@ static int lower_lut_linear(LowerShared *s, const IrOp *op, const IrValue *w) {
     RtLutParams p = {.bits = li.bits, .bn = (int32_t)lt->dims[0], .bk = (int32_t)lt->dims[1], .has_bias = bias != NULL};
     int in[4] = {materialize(s, x), ixw, lw, bias ? const_weight(s, bias) : 0};
     return emit_result(s, op, RT_OP_LUT_GEMM, in, bias ? 4 : 3, &p, sizeof p);
+}
+
+/* linear whose weight is 8-bit integers with a scale and offset per block
+ * of [N, K] (constexpr_affine_dequantize per tensor or per output channel;
+ * constexpr_blockwise_shift_scale): RT_OP_QGEMM on the bytes as stored (half
+ * of an fp16 weight's, a quarter of fp32's), the scales and offsets as fp32.
+ * 1: the weight has another form (int4, a scale per input channel), which
+ * the caller makes dense. */
+static int lower_q_linear(LowerShared *s, const IrOp *op, const IrValue *w) {
+    const IrOp *d = w->def;
+    bool affine = d->kind == OP_CONSTEXPR_AFFINE_DEQUANTIZE;
+    const IrValue *q = arg_value(d, affine ? "quantized_data" : "data"), *sc = arg_value(d, "scale"),
+                  *zp = arg_value(d, affine ? "zero_point" : "offset");
+    const IrType *t = &q->type;
+    if ((t->dtype != IR_DT_INT8 && t->dtype != IR_DT_UINT8) || t->rank != 2 || !sc) return 1;
+    int64_t N = t->dims[0], K = t->dims[1], ns = ir_type_numel(&sc->type), nz = zp ? ir_type_numel(&zp->type) : 1;
+    int64_t bn = 1, bk = 1;
+    if (affine) {
+        int64_t ax = 0;
+        ir_op_arg_i64(d, "axis", &ax);
+        if ((ns > 1 || nz > 1) && ax != 0) return 1;
+        bn = ns > 1 || nz > 1 ? N : 1;
+    } else if (sc->type.rank == 2) {
+        bn = sc->type.dims[0], bk = sc->type.dims[1];
+    } else {
+        return 1;
+    }
+    if (bn < 1 || bk < 1 || N % bn || K % bk || (ns != 1 && ns != bn * bk) || (nz != 1 && nz != bn * bk)) return 1;
+    IrValue *x = arg_value(op, "x"), *bias = arg_value(op, "bias");
+    if (bias && !ir_value_const(bias)) return FAIL("the bias of linear must be a constant");
+    double *vs = const_values(s, sc), *vz = vs && zp ? const_values(s, zp) : NULL;
+    bool owned = false;
+    const uint8_t *bytes = vs && (!zp || vz) ? packed_bytes(s, q, 8,
+                                                            affine ? "constexpr_affine_dequantize: "
+                                                                     "'quantized_data'"
+                                                                   : "constexpr_blockwise_shift_scale: 'data'",
+                                                            &owned)
+                                             : NULL;
+    int64_t nb = bn * bk;
+    float *fs = malloc(sizeof(float) * (size_t)(2 * nb)), *fz = fs + nb;
+    MILC_ASSERT(fs);
+    for (int64_t i = 0; bytes && i < nb; i++)
+        fs[i] = (float)vs[ns == 1 ? 0 : i], fz[i] = vz ? (float)vz[nz == 1 ? 0 : i] : 0.0f;
+    free(vs), free(vz);
+    int rc = -1;
+    if (bytes) {
+        int64_t qd[2] = {N, K};
+        char name[RT_NAME_MAX];
+        snprintf(name, sizeof name, "%s", q->name);
+        /* blob bytes stay mapped until rtb_finish: read in place, no copy */
+        int qw = check_rc(s, (owned ? rtb_weight : rtb_weight_ref)(s->b, name, RT_U8, 2, qd, bytes));
+        note_buf(s, qw, 2, qd);
+        snprintf(name, sizeof name, "%s", sc->name);
+        int sw = check_rc(s, rtb_weight(s->b, name, RT_F32, 1, &nb, fs));
+        note_buf(s, sw, 1, &nb);
+        snprintf(name, sizeof name, "%s_offset", q->name);
+        int ow = check_rc(s, rtb_weight(s->b, name, RT_F32, 1, &nb, fz));
+        note_buf(s, ow, 1, &nb);
+        RtQGemmParams p = {
+            .is_signed = t->dtype == IR_DT_INT8, .bn = (int32_t)bn, .bk = (int32_t)bk, .has_bias = bias != NULL};
+        int in[5] = {materialize(s, x), qw, sw, ow, bias ? const_weight(s, bias) : 0};
+        rc = emit_result(s, op, RT_OP_QGEMM, in, bias ? 5 : 4, &p, sizeof p);
+    }
+    if (owned) free((void *)bytes);
+    free(fs);
+    return rc;
 }
 
 /* ---- scatter, sort, quantization and random ops ---- */
@@ -3621,6 +3691,11 @@ static int lower_op(LowerShared *s, IrOp *op) {
         IrValue *w = arg_value(op, "weight");
         if (w && w->def && w->def->kind == OP_CONSTEXPR_LUT_TO_DENSE && !ir_op_arg(w->def, "shape"))
             return lower_lut_linear(s, op, w);
+        if (w && w->def &&
+            (w->def->kind == OP_CONSTEXPR_AFFINE_DEQUANTIZE || w->def->kind == OP_CONSTEXPR_BLOCKWISE_SHIFT_SCALE)) {
+            int rc = lower_q_linear(s, op, w);
+            if (rc <= 0) return rc;
+        }
     }
         return lower_gemm(s, op, op->results[0], RT_GEMM_ROWS, arg_value(op, "x"), arg_value(op, "weight"),
                           arg_value(op, "bias"), RT_ACT_NONE, NULL);

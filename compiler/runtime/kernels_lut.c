@@ -1,7 +1,8 @@
-/* kernels_lut.c — the palettized linear layer, reading its weight as the
- * packed indices it is stored as (a 4-bit weight: a quarter of fp16's
- * bytes, and decode is bound by the bytes it reads).  Each part takes a
- * run of output features n, so a thread streams one range of index bytes.
+/* kernels_lut.c — the compressed linear layers, each reading its weight as
+ * it is stored: the palettized one its packed indices (a 4-bit weight: a
+ * quarter of fp16's bytes, and decode is bound by the bytes it reads), the
+ * 8-bit quantized one its integer bytes.  Each part takes a run of output
+ * features n, so a thread streams one range of weight bytes.
  * AVX-512, 4-bit: a 64-byte load holds 128 indices; lane j's dword holds
  * indices 8j..8j+7, so shifting it by 4t bits puts index 8j + t in the low
  * nibble that vpermps reads: eight shifts and eight 16-entry lookups give
@@ -135,4 +136,105 @@ static void rt_k_lut_gemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
         }
     }
     (void)vec;
+}
+
+/* ---- the 8-bit quantized linear layer (RT_OP_QGEMM) ----
+ * The int8/uint8 weight stays as its bytes: decode reads a quarter of fp32's
+ * and half of fp16's.  Each (row, K-block) is summed as s·(Σ x·q − z·Σ x),
+ * Σ x of every block of x's rows made once per call; up to QMB rows of x
+ * share each widened vector of q. */
+/* QMB rows of x per pass; a decode row asks for its bytes Q8_AHEAD ahead
+ * (rows of K bytes run back to back: the thread's one stream, but a 768-byte
+ * row is too short for the hardware prefetcher to get ahead on its own). */
+enum { QMB = 4, Q8_AHEAD = 4096 };
+
+/* dot[m] = Σ_{k in [k0, k1)} x[m·ldx + k]·q[k], m < mr.  Called with mr and
+ * sgn constant (q8_dot), so the accumulators stay in registers: indexed by a
+ * run-time mr, GCC kept them in memory (the decode GEMV ran at 2.9x its
+ * bytes' streaming time).  One row of x (decode) gets four accumulators, as
+ * a chain of dependent FMAs is slower than the bytes arrive. */
+static inline __attribute__((always_inline)) void q8_dot_n(const uint8_t *q, const int sgn, const float *x, int64_t ldx,
+                                                           const int mr, int64_t k0, int64_t k1, float *dot) {
+    int64_t k = k0;
+    for (int m = 0; m < mr; m++) dot[m] = 0.0f;
+#ifdef RT_VL
+    enum { NA = 4 };
+    const int na = mr == 1 ? NA : 1;
+    RtV a[QMB][NA];
+    for (int m = 0; m < mr; m++)
+        for (int t = 0; t < na; t++) a[m][t] = v_zero();
+    for (; k + na * RT_VL <= k1; k += na * RT_VL) {
+        if (mr == 1) __builtin_prefetch(q + k + Q8_AHEAD, 0, 3);
+        for (int t = 0; t < na; t++) {
+            RtV w = v_load_q8(q + k + t * RT_VL, sgn);
+            for (int m = 0; m < mr; m++) a[m][t] = v_fma(w, v_load(x + m * ldx + k + t * RT_VL), a[m][t]);
+        }
+    }
+    for (; k + RT_VL <= k1; k += RT_VL) {
+        RtV w = v_load_q8(q + k, sgn);
+        for (int m = 0; m < mr; m++) a[m][0] = v_fma(w, v_load(x + m * ldx + k), a[m][0]);
+    }
+    for (int m = 0; m < mr; m++) {
+        RtV v = a[m][0];
+        for (int t = 1; t < na; t++) v = v_add(v, a[m][t]);
+        dot[m] = v_sum(v);
+    }
+#endif
+    for (; k < k1; k++) {
+        float w = sgn ? (float)(int8_t)q[k] : (float)q[k];
+        for (int m = 0; m < mr; m++) dot[m] += x[m * ldx + k] * w;
+    }
+}
+
+#define Q8_DOT_CASES(SGN)                                                                                              \
+    switch (mr) {                                                                                                      \
+    case 1: q8_dot_n(q, SGN, x, ldx, 1, k0, k1, dot); break;                                                           \
+    case 2: q8_dot_n(q, SGN, x, ldx, 2, k0, k1, dot); break;                                                           \
+    case 3: q8_dot_n(q, SGN, x, ldx, 3, k0, k1, dot); break;                                                           \
+    default: q8_dot_n(q, SGN, x, ldx, 4, k0, k1, dot); break;                                                          \
+    }
+
+static void q8_dot(const uint8_t *q, int sgn, const float *x, int64_t ldx, int mr, int64_t k0, int64_t k1, float *dot) {
+    if (sgn)
+        Q8_DOT_CASES(1)
+    else
+        Q8_DOT_CASES(0)
+}
+
+static void qgemm_rows(const RtQGemmParams *p, int sgn, const float *x, const uint8_t *q, const float *sc,
+                       const float *of, const float *bias, const float *xsum, int64_t M, int64_t K, int64_t N,
+                       int64_t n0, int64_t n1, float *y) {
+    int64_t rn = N / p->bn, kb = K / p->bk;
+    for (int64_t m0 = 0; m0 < M; m0 += QMB) {
+        int mr = M - m0 < QMB ? (int)(M - m0) : QMB;
+        for (int64_t n = n0; n < n1; n++) {
+            float acc[QMB] = {0}, dot[QMB];
+            for (int64_t b = 0; b < p->bk; b++) {
+                int64_t blk = (n / rn) * p->bk + b;
+                q8_dot(q + n * K, sgn, x + m0 * K, K, mr, b * kb, (b + 1) * kb, dot);
+                for (int m = 0; m < mr; m++) acc[m] += sc[blk] * (dot[m] - of[blk] * xsum[(m0 + m) * p->bk + b]);
+            }
+            for (int m = 0; m < mr; m++) y[(m0 + m) * N + n] = acc[m] + (bias ? bias[n] : 0.0f);
+        }
+    }
+}
+
+static void rt_k_qgemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+    const RtQGemmParams *p = &op->p.qg;
+    const RtBuf *xb = BUF_IN(0), *yb = BUF_OUT(0);
+    int64_t K = xb->dims[xb->rank - 1], N = yb->dims[yb->rank - 1], M = xb->numel / K, kb = K / p->bk, n0, n1;
+    const float *x = IN(0), *sc = IN(2), *of = IN(3), *bias = p->has_bias ? IN(4) : NULL;
+    split(N, ith, nth, &n0, &n1);
+    if (n1 <= n0) return;
+    float *xsum = (float *)(ex->scratch + (size_t)ith * ex->scratch_per_thread);
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t b = 0; b < p->bk; b++) {
+            float s = 0.0f;
+            for (int64_t k = b * kb; k < (b + 1) * kb; k++) s += x[m * K + k];
+            xsum[m * p->bk + b] = s;
+        }
+    if (p->is_signed)
+        qgemm_rows(p, 1, x, IN(1), sc, of, bias, xsum, M, K, N, n0, n1, OUT(0));
+    else
+        qgemm_rows(p, 0, x, IN(1), sc, of, bias, xsum, M, K, N, n0, n1, OUT(0));
 }

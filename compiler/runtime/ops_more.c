@@ -204,6 +204,33 @@ int rt_check_lut_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t er
 /* The AVX-512 kernel's copy of x in its lookup order (other variants use none). */
 size_t rt_s_lut_gemm(const RtBuf *bufs, const RtOpRec *op) { return (size_t)bufs[op->in[0]].numel * sizeof(float); }
 
+int rt_check_qgemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtQGemmParams *p = &op->p.qg;
+    const RtBuf *x = B(0), *q = B(1), *sc = B(2), *of = B(3), *y = O(0);
+    if ((p->is_signed & ~1) || (p->has_bias & ~1) || (int)op->nin != 4 + p->has_bias) FAIL("qgemm: bad params");
+    if (x->dtype != RT_F32 || y->dtype != RT_F32 || x->rank < 1 || x->rank != y->rank)
+        FAIL("qgemm: x and y must be fp32 of one rank");
+    if (q->dtype != RT_U8 || q->kind != RT_BUF_WEIGHT || q->rank != 2) FAIL("qgemm: q must be a u8 weight [N, K]");
+    int64_t k = x->dims[x->rank - 1], n = y->dims[y->rank - 1];
+    for (uint32_t i = 0; i + 1 < x->rank; i++)
+        if (x->dims[i] != y->dims[i]) FAIL("qgemm: y's leading dims must be x's");
+    if (q->dims[0] != n || q->dims[1] != k) FAIL("qgemm: q must be [%lld, %lld]", (long long)n, (long long)k);
+    if (p->bn < 1 || p->bk < 1 || n % p->bn || k % p->bk)
+        FAIL("qgemm: %d x %d blocks do not divide [%lld, %lld]", p->bn, p->bk, (long long)n, (long long)k);
+    int64_t nb = (int64_t)p->bn * p->bk;
+    if (sc->dtype != RT_F32 || sc->numel != nb || of->dtype != RT_F32 || of->numel != nb)
+        FAIL("qgemm: scale and offset must hold %lld fp32 each", (long long)nb);
+    if (p->has_bias && (B(4)->dtype != RT_F32 || B(4)->numel != n))
+        FAIL("qgemm: bias must hold %lld fp32", (long long)n);
+    return RT_OK;
+}
+
+/* Σ x over each K-block of every row of x (the offset's share of a block). */
+size_t rt_s_qgemm(const RtBuf *bufs, const RtOpRec *op) {
+    const RtBuf *x = &bufs[op->in[0]];
+    return (size_t)(x->numel / x->dims[x->rank - 1]) * (size_t)op->p.qg.bk * sizeof(float);
+}
+
 int rt_check_cumsum(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
     const RtScanParams *p = &op->p.scan;
     const RtBuf *x = B(0), *y = O(0);

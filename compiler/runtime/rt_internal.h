@@ -87,6 +87,7 @@ typedef struct {
         RtRandomParams rnd;
         RtUpdateParams upd;
         RtSampleParams smp;
+        RtQGemmParams qg;
     } p;
 } RtOpRec;
 _Static_assert(sizeof(RtCopyParams) == RT_PARAMS_MAX, "copy params fill the record");
@@ -222,6 +223,8 @@ int rt_check_pad_nhwc(const RtBuf *bufs, const RtOpRec *op, char *err, size_t er
 int rt_check_conv_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 int rt_check_lut_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 size_t rt_s_lut_gemm(const RtBuf *bufs, const RtOpRec *op);
+int rt_check_qgemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+size_t rt_s_qgemm(const RtBuf *bufs, const RtOpRec *op);
 int rt_check_cumsum(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 int rt_check_gather_axis(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 int rt_check_sample(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);

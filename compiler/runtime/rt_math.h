@@ -8,6 +8,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "milc/plan.h"
 
@@ -30,6 +31,11 @@ static inline RtV v_zero(void) { return _mm512_setzero_ps(); }
 static inline RtV v_load(const float *p) { return _mm512_loadu_ps(p); }
 static inline void v_store(float *p, RtV v) { _mm512_storeu_ps(p, v); }
 static inline RtV v_load_h(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+/* RT_VL bytes widened to floats, as int8 (sgn) or uint8 */
+static inline RtV v_load_q8(const uint8_t *p, int sgn) {
+    __m128i b = _mm_loadu_si128((const __m128i *)p);
+    return _mm512_cvtepi32_ps(sgn ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b));
+}
 static inline RtV v_add(RtV a, RtV b) { return _mm512_add_ps(a, b); }
 static inline RtV v_sub(RtV a, RtV b) { return _mm512_sub_ps(a, b); }
 static inline RtV v_mul(RtV a, RtV b) { return _mm512_mul_ps(a, b); }
@@ -62,6 +68,10 @@ static inline RtV v_load(const float *p) { return _mm256_loadu_ps(p); }
 static inline void v_store(float *p, RtV v) { _mm256_storeu_ps(p, v); }
 /* RT_VL halves widened to floats */
 static inline RtV v_load_h(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+static inline RtV v_load_q8(const uint8_t *p, int sgn) {
+    __m128i b = _mm_loadl_epi64((const __m128i *)p);
+    return _mm256_cvtepi32_ps(sgn ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b));
+}
 static inline RtV v_add(RtV a, RtV b) { return _mm256_add_ps(a, b); }
 static inline RtV v_sub(RtV a, RtV b) { return _mm256_sub_ps(a, b); }
 static inline RtV v_mul(RtV a, RtV b) { return _mm256_mul_ps(a, b); }
@@ -98,6 +108,13 @@ static inline RtV v_zero(void) { return vdupq_n_f32(0.0f); }
 static inline RtV v_load(const float *p) { return vld1q_f32(p); }
 static inline void v_store(float *p, RtV v) { vst1q_f32(p, v); }
 static inline RtV v_load_h(const uint16_t *p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
+static inline RtV v_load_q8(const uint8_t *p, int sgn) {
+    uint32_t w;
+    memcpy(&w, p, 4);
+    uint8x8_t b = vcreate_u8(w);
+    if (sgn) return vcvtq_f32_s32(vmovl_s16(vget_low_s16(vmovl_s8(vreinterpret_s8_u8(b)))));
+    return vcvtq_f32_u32(vmovl_u16(vget_low_u16(vmovl_u8(b))));
+}
 static inline RtV v_add(RtV a, RtV b) { return vaddq_f32(a, b); }
 static inline RtV v_sub(RtV a, RtV b) { return vsubq_f32(a, b); }
 static inline RtV v_mul(RtV a, RtV b) { return vmulq_f32(a, b); }

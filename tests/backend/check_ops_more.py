@@ -352,6 +352,54 @@ case("constexpr_blockwise_shift_scale", {"x": (xb, "fp32")},
       "tensor<fp32, [4, 8]> w = constexpr_blockwise_shift_scale(data = d, scale = sc, offset = of);",
       "tensor<fp32, [4, 8]> y = add(x = x, y = w);"],
      {"y": (xb + (d8 - off8.repeat(4, 1)) * sc42.repeat(4, 1), "fp32")})
+# linear over 8-bit weights runs RT_OP_QGEMM on the bytes as stored: per
+# tensor (uint8, a bias, one row of x: the decode path), per output channel
+# with x of rank 3, blocks along N and K with and without offsets; an int4
+# weight and a scale per input channel take the dense path
+def q_linear_case(label, xs, n, k, qdt, form, bias=False, dt="fp32"):
+    lo, hi = (-128, 128) if qdt == "int8" else (0, 256)
+    qv, x = rng.integers(lo, hi, (n, k)), as_dt(R(*xs, k), dt)
+    body = [const("q", qv, qdt)]
+    if form == "tensor" or form == "channel" or form == "input":
+        shp = {"tensor": (), "channel": (n,), "input": (k,)}[form]
+        sc, zp = as_dt(np.abs(R(*shp)) * 0.05 + 0.01, dt), rng.integers(lo // 16, hi // 16, shp)
+        body += [const("sc", sc, dt), const("zp", zp, qdt), const("ax", 1 if form == "input" else 0, "int32"),
+                 "tensor<%s, [%d, %d]> w = constexpr_affine_dequantize(quantized_data = q, zero_point = zp, "
+                 "scale = sc, axis = ax);" % (dt, n, k)]
+        a = 1 if form == "input" else 0
+        wd = (qv - np.expand_dims(zp, 1 - a) if np.ndim(zp) else qv - zp) * (np.expand_dims(sc, 1 - a) if np.ndim(sc) else sc)
+    else:
+        bn, bk, off = form
+        sc = as_dt(np.abs(R(bn, bk)) * 0.05 + 0.01, dt)
+        rep = lambda a: np.repeat(np.repeat(a, n // bn, 0), k // bk, 1)
+        of = rng.integers(lo // 16, hi // 16, (bn, bk)) if off else np.zeros((bn, bk), np.int64)
+        body += [const("sc", sc, dt)] + ([const("of", of, qdt)] if off else [])
+        body.append("tensor<%s, [%d, %d]> w = constexpr_blockwise_shift_scale(data = q, scale = sc%s);" % (
+            dt, n, k, ", offset = of" if off else ""))
+        wd = (qv - rep(of)) * rep(sc)
+    b = as_dt(R(n), dt)
+    if bias:
+        body.append(const("b", b, dt))
+    yshape = ", ".join(map(str, list(xs) + [n]))
+    body.append("tensor<%s, [%s]> y = linear(x = x, weight = w%s);" % (dt, yshape, ", bias = b" if bias else ""))
+    ref = x.astype(np.float64) @ wd.T + (b if bias else 0)
+    case(label, {"x": (x, dt)}, body, {"y": (ref, dt)}, tol=2e-5 if dt == "fp32" else 2e-3)
+
+
+q_linear_case("q8_linear_tensor_decode", (1,), 6, 40, "uint8", "tensor", bias=True)
+q_linear_case("q8_linear_channel_rank3", (2, 3), 7, 64, "int8", "channel")
+q_linear_case("q8_linear_channel_fp16", (5,), 6, 48, "int8", "channel", bias=True, dt="fp16")
+q_linear_case("q8_linear_input_dense", (3,), 5, 24, "int8", "input")
+q_linear_case("q8_linear_blocks_offset", (9,), 6, 64, "int8", (3, 4, True), bias=True)
+q_linear_case("q8_linear_blocks_uint8", (1,), 8, 32, "uint8", (8, 2, False))
+q4 = rng.integers(-8, 8, (4, 16))
+sc4 = np.abs(R(4, 2)) * 0.1
+xq4 = R(3, 16)
+case("q4_linear_blocks_dense", {"x": (xq4, "fp32")},
+     [const("d", q4, "int4"), const("sc", sc4),
+      "tensor<fp32, [4, 16]> w = constexpr_blockwise_shift_scale(data = d, scale = sc);",
+      "tensor<fp32, [3, 4]> y = linear(x = x, weight = w);"],
+     {"y": (xq4 @ (q4 * np.repeat(sc4, 8, 1)).T, "fp32")})
 mask = rng.random((3, 5)) > 0.5
 nzv = R(int(mask.sum()))
 dense = np.zeros((3, 5))

@@ -524,6 +524,66 @@ TEST(conv_3x3_runs) {
     }
 }
 
+/* An int8 weight stays int8 (issue #16: compressed weights stay compressed):
+ * linear over constexpr_affine_dequantize per output channel, [64, 256], is
+ * one weight section of exactly its 16 KB of bytes, and the artifact's
+ * weights together are under what the fp16 dense weight alone would take. */
+TEST(int8_weight_stays_int8) {
+    enum { N = 64, K = 256 };
+    size_t cap = (size_t)N * K * 6 + 4096, len = 0;
+    char *src = malloc(cap);
+    len += (size_t)snprintf(src + len, cap - len,
+                            HDR "tensor<fp32, [1, %d]> x) {\n        tensor<int8, [%d, %d]> q = const()[val = "
+                                "tensor<int8, [%d, %d]>([",
+                            K, N, K, N, K);
+    int8_t q[N * K];
+    float sc[N], xv[K], y[N];
+    double ref[N];
+    for (int i = 0; i < N * K; i++) q[i] = (int8_t)((i * 37 + 11) % 251 - 125);
+    for (int n = 0; n < N; n++) {
+        len += (size_t)snprintf(src + len, cap - len, "%s[", n ? ", " : "");
+        for (int k = 0; k < K; k++) len += (size_t)snprintf(src + len, cap - len, "%s%d", k ? ", " : "", q[n * K + k]);
+        len += (size_t)snprintf(src + len, cap - len, "]");
+        sc[n] = 0.01f + 0.001f * (float)n;
+    }
+    len += (size_t)snprintf(src + len, cap - len,
+                            "])];\n        tensor<fp32, [%d]> sc = const()[val = tensor<fp32, [%d]>([", N, N);
+    for (int n = 0; n < N; n++) len += (size_t)snprintf(src + len, cap - len, "%s%.9g", n ? ", " : "", (double)sc[n]);
+    snprintf(src + len, cap - len,
+             "])];\n        tensor<fp32, [%d, %d]> w = constexpr_affine_dequantize(quantized_data = q, zero_point = "
+             "int8(3), scale = sc, axis = int32(0));\n        tensor<fp32, [1, %d]> y = linear(x = x, weight = w);\n"
+             "    } -> (y);\n}\n",
+             N, K, N);
+    for (int k = 0; k < K; k++) xv[k] = frand();
+    for (int n = 0; n < N; n++) {
+        ref[n] = 0;
+        for (int k = 0; k < K; k++) ref[n] += (double)xv[k] * ((double)q[n * K + k] - 3) * sc[n];
+    }
+    for (int mode = 1; mode <= 2; mode++) {
+        Compiled c;
+        compile(&c, src, mode);
+        CHECK_EQ_INT(c.rc, 0);
+        if (!c.art) {
+            release(&c);
+            continue;
+        }
+        const RtSection *secs;
+        int ns;
+        size_t wbytes = 0, exact = 0;
+        rt_artifact_sections(c.art, &secs, &ns);
+        for (int i = 0; i < ns; i++)
+            if (secs[i].kind == RT_SEC_WEIGHT) wbytes += secs[i].size, exact += secs[i].size == (size_t)N * K;
+        CHECK(exact == 1);
+        CHECK(wbytes < (size_t)N * K * 2);
+        const float *in[1] = {xv};
+        float *out[1] = {y};
+        CHECK_EQ_INT(run(&c, in, out, 0), RT_OK);
+        CHECK(max_rel(y, ref, N) < 1e-5);
+        release(&c);
+    }
+    free(src);
+}
+
 /* src fails to compile in modes 1 and 2 with a diagnostic holding each of want[]. */
 static void check_refused(const char *src, const char *const *want, int nwant) {
     for (int mode = 1; mode <= 2; mode++) {
@@ -726,6 +786,7 @@ int main(void) {
     RUN(attention_fuses);
     RUN(linear_post_views_fallback);
     RUN(conv_3x3_runs);
+    RUN(int8_weight_stays_int8);
     RUN(unsupported_op_is_diagnosed);
     RUN(scatter_misuse_is_diagnosed);
     RUN(scatter_index_out_of_range_is_an_error);

@@ -268,6 +268,9 @@ typedef struct {
     double flops, wbytes;
 } Chain;
 
+/* RT_U8 weights are 8-bit quantized (RT_OP_QGEMM) rather than 4-bit palettes. */
+static bool chain_q8;
+
 /* A stack of layers, each a list of (K, N) GEMMs applied to the same x; a
  * projection back to K closes each layer so layers chain. */
 static int chain_build(Chain *c, int mode, int64_t m, const int64_t (*kn)[2], int ng, int layers, RtDType wdt,
@@ -282,6 +285,22 @@ static int chain_build(Chain *c, int mode, int64_t m, const int64_t (*kn)[2], in
             int64_t k = kn[g][0], n = kn[g][1];
             size_t cnt = (size_t)(k * n);
             int y = rtb_temp(b, RT_F32, 2, (const int64_t[]){m, n});
+            if (wdt == RT_U8 && chain_q8) { /* 8-bit quantized: the bytes, a scale and offset per row */
+                uint8_t *q = malloc(cnt);
+                float *so = malloc(sizeof(float) * (size_t)(2 * n));
+                for (size_t i = 0; i < cnt; i++) q[i] = (uint8_t)(rng_f() * 1e4f);
+                for (int64_t i = 0; i < n; i++) so[i] = rng_f() * 1e-3f, so[n + i] = (float)(int)(rng_f() * 8);
+                int wi = rtb_weight(b, "q", RT_U8, 2, (const int64_t[]){n, k}, q);
+                int si = rtb_weight(b, "sc", RT_F32, 1, (const int64_t[]){n}, so);
+                int oi = rtb_weight(b, "of", RT_F32, 1, (const int64_t[]){n}, so + n);
+                free(q), free(so);
+                RtQGemmParams qp = {.is_signed = 1, .bn = (int32_t)n, .bk = 1};
+                rtb_op(b, RT_OP_QGEMM, (const int[]){cur, wi, si, oi}, 4, &y, 1, &qp, sizeof qp);
+                cur = y;
+                c->flops += 2.0 * (double)(m * k * n);
+                c->wbytes += (double)(cnt + sizeof(float) * (size_t)(2 * n));
+                continue;
+            }
             if (wdt == RT_U8) { /* 4-bit palettized: packed indices, one palette of 16 per weight */
                 uint8_t *ix = malloc(cnt / 2);
                 float pal[16];
@@ -432,28 +451,31 @@ static double lut_median(double *v, int n) {
 }
 
 enum { LUT_ROUNDS = 25 };
-static void lut_decode(int nth) {
+/* q8: the 8-bit quantized GEMV (bench_rt N q8) instead of the palettized one. */
+static void lut_decode(int nth, bool q8) {
     static const int64_t layer[][2] = {{768, 2304}, {2304, 768}, {768, 3072}, {3072, 768}};
+    const char *what = q8 ? "8-bit quantized" : "4-bit palettized";
     Chain c4, c16;
+    chain_q8 = q8;
     chain_build(&c4, RT_MODE_BONDED, 1, layer, 4, 24, RT_U8, nth);
     chain_build(&c16, RT_MODE_BONDED, 1, layer, 4, 24, RT_F16, nth);
     BwRange w4[256], w16[256];
     int n4 = artifact_ranges(c4.a, w4, 0, 256), n16 = artifact_ranges(c16.a, w16, 0, 256);
     double r4[LUT_ROUNDS], r16[LUT_ROUNDS], ms4[LUT_ROUNDS], gb4[LUT_ROUNDS];
-    printf("decode GEMV M=1, 24 layers, %d threads: 4-bit palettized %.1f MB, fp16 %.1f MB; %d paired rounds\n", nth,
+    printf("decode GEMV M=1, 24 layers, %d threads: %s %.1f MB, fp16 %.1f MB; %d paired rounds\n", nth, what,
            c4.wbytes * 1e-6, c16.wbytes * 1e-6, LUT_ROUNDS);
     for (int r = 0; r < LUT_ROUNDS; r++) {
         double t4 = chain_time(&c4, 2, NULL), bw4 = bandwidth_ranges(w4, n4, nth, 1);
         double t16 = chain_time(&c16, 2, NULL), bw16 = bandwidth_ranges(w16, n16, nth, 1);
         r4[r] = t4 / (c4.wbytes / bw4), r16[r] = t16 / (c16.wbytes / bw16), ms4[r] = t4 * 1e3, gb4[r] = bw4 * 1e-9;
         if (getenv("BENCH_VERBOSE"))
-            printf("  round %d: 4-bit %.3f ms, streaming its bytes %.3f ms (%.1f GB/s): ratio %.2f; fp16 ratio %.2f\n",
-                   r, t4 * 1e3, c4.wbytes / bw4 * 1e3, bw4 * 1e-9, r4[r], r16[r]);
+            printf("  round %d: %s %.3f ms, streaming its bytes %.3f ms (%.1f GB/s): ratio %.2f; fp16 ratio %.2f\n", r,
+                   what, t4 * 1e3, c4.wbytes / bw4 * 1e3, bw4 * 1e-9, r4[r], r16[r]);
     }
     double m4 = lut_median(r4, LUT_ROUNDS), lo = r4[0], hi = r4[LUT_ROUNDS - 1];
-    printf("4-bit palettized GEMV / streaming its bytes: median %.2f (%.2f-%.2f) over %d paired rounds "
+    printf("%s GEMV / streaming its bytes: median %.2f (%.2f-%.2f) over %d paired rounds "
            "(median %.3f ms, %.1f GB/s); fp16 GEMV: median %.2f\n",
-           m4, lo, hi, LUT_ROUNDS, lut_median(ms4, LUT_ROUNDS), lut_median(gb4, LUT_ROUNDS),
+           what, m4, lo, hi, LUT_ROUNDS, lut_median(ms4, LUT_ROUNDS), lut_median(gb4, LUT_ROUNDS),
            lut_median(r16, LUT_ROUNDS));
     chain_free(&c4);
     chain_free(&c16);
@@ -462,11 +484,11 @@ static void lut_decode(int nth) {
 int main(int argc, char **argv) {
     int nth = argc > 1 ? atoi(argv[1]) : 2;
     if (nth < 1 || nth > 64) {
-        fprintf(stderr, "usage: bench_rt [THREADS (1..64, default 2)] [decode|prefill|lut]\n");
+        fprintf(stderr, "usage: bench_rt [THREADS (1..64, default 2)] [decode|prefill|lut|q8]\n");
         return 2;
     }
-    if (argc > 2 && strcmp(argv[2], "lut") == 0) { /* just the palettized decode */
-        lut_decode(nth);
+    if (argc > 2 && (strcmp(argv[2], "lut") == 0 || strcmp(argv[2], "q8") == 0)) { /* just a compressed decode */
+        lut_decode(nth, argv[2][0] == 'q');
         return 0;
     }
     if (argc > 2 && strcmp(argv[2], "decode") == 0) { /* just the 12-layer decode, for profiling */
@@ -517,15 +539,18 @@ int main(int argc, char **argv) {
         printf("   same against the 1 GiB (DRAM) bandwidth: ratio %.2f\n", t / (c.wbytes / bw_dram));
         chain_free(&c);
     }
-    for (int64_t m = 16; m <= 64; m *= 2) {
-        Chain c16, c32;
+    chain_q8 = true;
+    for (int64_t m = 16; m <= 128; m *= 2) {
+        Chain c16, c32, c8;
         chain_build(&c16, RT_MODE_BONDED, m, layer, 4, 1, RT_F16, nth);
         chain_build(&c32, RT_MODE_BONDED, m, layer, 4, 1, RT_F32, nth);
-        double t16 = chain_time(&c16, 20, NULL), t32 = chain_time(&c32, 20, NULL);
-        printf("one layer's GEMMs at M=%ld: fp16 weights %.3f ms, fp32 weights %.3f ms\n", (long)m, t16 * 1e3,
-               t32 * 1e3);
+        chain_build(&c8, RT_MODE_BONDED, m, layer, 4, 1, RT_U8, nth);
+        double t16 = chain_time(&c16, 20, NULL), t32 = chain_time(&c32, 20, NULL), t8 = chain_time(&c8, 20, NULL);
+        printf("one layer's GEMMs at M=%ld: fp16 weights %.3f ms, fp32 weights %.3f ms, int8 weights %.3f ms\n",
+               (long)m, t16 * 1e3, t32 * 1e3, t8 * 1e3);
         chain_free(&c16);
         chain_free(&c32);
+        chain_free(&c8);
     }
 
     /* fused causal attention, GPT-2 124M shapes: 12 heads of 64, prefill T = 128 and decode 1 vs 128 cached */

@@ -1,4 +1,4 @@
-/* test_rt_more.c — the convolution and palettized-linear kernels against
+/* test_rt_more.c — the convolution, palettized and quantized linear kernels against
  * naive double-precision references, each through a one-op plan on 1 and 2
  * threads (ctest runs it once per kernel variant, and under qemu for NEON),
  * and the checks that refuse their bad parameters.  The elementwise,
@@ -174,11 +174,76 @@ TEST(lut_gemm_refuses_bad_shapes) {
     rtb_free(b);
 }
 
+/* 8-bit quantized weights [N, K] with BN x BK blocks of scale and offset,
+ * int8 or uint8 bytes: K = 40 (vector loop and a tail in every variant),
+ * 64 and 256; M = 1 (decode) and 5 (more rows than one pass of QMB). */
+static void qgemm_case(int64_t m, int64_t k, int64_t N, int64_t BN, int64_t BK, int sgn) {
+    float *x = rand_f32(m * k), *sc = rand_f32(BN * BK), *of = rand_f32(BN * BK), *bias = rand_f32(N);
+    float *y = malloc(sizeof(float) * (size_t)(m * N));
+    uint8_t *q = malloc((size_t)(N * k));
+    double *ref = malloc(sizeof(double) * (size_t)(m * N));
+    for (int64_t i = 0; i < N * k; i++) q[i] = (uint8_t)rng_u32();
+    for (int64_t i = 0; i < BN * BK; i++) of[i] = (float)(int)(of[i] * 8); /* zero points are integers */
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t n = 0; n < N; n++) {
+            double s = bias[n];
+            for (int64_t j = 0; j < k; j++) {
+                int64_t blk = (n / (N / BN)) * BK + j / (k / BK);
+                double w = ((sgn ? (double)(int8_t)q[n * k + j] : (double)q[n * k + j]) - of[blk]) * sc[blk];
+                s += (double)x[r * k + j] * w;
+            }
+            ref[r * N + n] = s;
+        }
+    RtQGemmParams p = {.is_signed = sgn, .bn = (int32_t)BN, .bk = (int32_t)BK, .has_bias = 1};
+    TArg in[5] = {{RT_F32, 2, {m, k}, x, 0},
+                  {RT_U8, 2, {N, k}, q, 1},
+                  {RT_F32, 1, {BN * BK}, sc, 1},
+                  {RT_F32, 1, {BN * BK}, of, 1},
+                  {RT_F32, 1, {N}, bias, 1}};
+    for (int nth = 1; nth <= 2; nth++) {
+        CHECK_EQ_INT(run_op(RT_OP_QGEMM, &p, sizeof p, in, 5, RT_F32, 2, (const int64_t[]){m, N}, y, nth), RT_OK);
+        CHECK(rel_max_err(y, ref, m * N) < 2e-5);
+    }
+    free(x), free(sc), free(of), free(bias), free(y), free(q), free(ref);
+}
+
+TEST(qgemm) {
+    qgemm_case(1, 40, 6, 6, 1, 1);  /* decode, per output channel */
+    qgemm_case(1, 256, 7, 1, 1, 0); /* per tensor, uint8 */
+    qgemm_case(5, 64, 6, 3, 2, 1);  /* blocks along both dims */
+    qgemm_case(5, 40, 8, 8, 1, 0);
+    qgemm_case(9, 256, 5, 5, 4, 1);
+}
+
+/* One qgemm op over q [6, 40], 3 scales and offsets, bn x 1 blocks: the builder's message. */
+static const char *qgemm_refusal(RtPlanBuilder *b, int bn) {
+    static uint8_t q[6 * 40];
+    static float sc[3], of[3];
+    int x = rtb_input(b, "x", RT_F32, 2, (const int64_t[]){1, 40});
+    int qw = rtb_weight(b, "q", RT_U8, 2, (const int64_t[]){6, 40}, q);
+    int sw = rtb_weight(b, "sc", RT_F32, 1, (const int64_t[]){3}, sc);
+    int ow = rtb_weight(b, "of", RT_F32, 1, (const int64_t[]){3}, of);
+    int y = rtb_temp(b, RT_F32, 2, (const int64_t[]){1, 6});
+    RtQGemmParams p = {.is_signed = 1, .bn = bn, .bk = 1};
+    return rtb_op(b, RT_OP_QGEMM, (const int[]){x, qw, sw, ow}, 4, &y, 1, &p, sizeof p) < 0 ? rtb_error(b) : "";
+}
+
+TEST(qgemm_refuses_bad_shapes) {
+    RtPlanBuilder *b = rtb_new(RT_MODE_BONDED);
+    CHECK(strstr(qgemm_refusal(b, 4), "qgemm: 4 x 1 blocks do not divide [6, 40]") != NULL);
+    rtb_free(b);
+    b = rtb_new(RT_MODE_BONDED);
+    CHECK(strstr(qgemm_refusal(b, 6), "qgemm: scale and offset must hold 6 fp32 each") != NULL);
+    rtb_free(b);
+}
+
 int main(void) {
     RUN(pad_nhwc);
     RUN(conv_gemm);
     RUN(conv_transpose_direct);
     RUN(lut_gemm);
     RUN(lut_gemm_refuses_bad_shapes);
+    RUN(qgemm);
+    RUN(qgemm_refuses_bad_shapes);
     TEST_MAIN_END();
 }
