@@ -1180,6 +1180,214 @@ FAMILIES.update({
 })
 
 
+# ---- nested blocks: cond and while_loop ----
+# A block's values are kept tiny: a name in scope returned as is, or one simple
+# op on names in scope.  The milc text declares every value's type, so each
+# expression carries the type it gives (worked out here; the inner ops are
+# always well typed, so only the cond or while_loop itself can be ill typed).
+
+class Ex:
+    """A value made in a block (or just before the op, for cond's pred): the
+    name x in scope as is (op None), or op(x, y) for add, mul, less (y a name
+    or a NumPy scalar), cast(x, y = dtype), squeeze(x).  t = (dtype, shape)."""
+
+    def __init__(self, op, x, t, y=None):
+        self.op, self.x, self.t, self.y = op, x, t, y
+
+    def oracle(self, env):
+        x = env[self.x]
+        if self.op is None:
+            return x
+        if self.op == "squeeze":
+            return mb.squeeze(x=x)
+        if self.op == "cast":
+            return mb.cast(x=x, dtype=self.y)
+        return getattr(mb, self.op)(x=x, y=env[self.y] if isinstance(self.y, str) else self.y)
+
+    def milc(self, name, ind):
+        """(lines, name of the value) in milc's text."""
+        if self.op is None:
+            return [], self.x
+        args = ["x = %s" % self.x]
+        if self.op == "cast":
+            args.append("dtype = %s" % lit(self.y))
+        elif self.op != "squeeze":
+            args.append("y = %s" % (self.y if isinstance(self.y, str) else lit(self.y)))
+        return ["%s%s %s = %s(%s)[name = string(\"%s\")];\n" % (ind, ty(self.t[0], self.t[1]), name, self.op,
+                                                                 ", ".join(sorted(args)), name)], name
+
+
+def block_lines(inputs, exs, tag, ind):
+    """A nested block in milc's text: (inputs) { values } -> (outputs)."""
+    lines, outs = [ind + "(%s) {\n" % ", ".join("%s %s" % (ty(*t), n) for n, t in inputs)], []
+    for k, e in enumerate(exs):
+        ls, n = e.milc("%s%d" % (tag, k), ind + "    ")
+        lines += ls
+        outs.append(n)
+    return lines + [ind + "} -> (%s);\n" % ", ".join(outs)]
+
+
+class CondCase:
+    """cond(pred) { () {true} -> (...); () {false} -> (...); }: pred an Ex
+    made before the op (or a NumPy bool: a literal), each branch a list of Ex
+    over the function's inputs."""
+
+    def __init__(self, pred, true, false):
+        self.pred, self.true, self.false = pred, true, false
+
+    def oracle(self, env):
+        pred = self.pred if isinstance(self.pred, np.generic) else self.pred.oracle(env)
+        return mb.cond(pred=pred, _true_fn=lambda: [e.oracle(env) for e in self.true],
+                       _false_fn=lambda: [e.oracle(env) for e in self.false])
+
+    def milc_lines(self, res):
+        ind = "        "
+        lines, p = ([], lit(self.pred)) if isinstance(self.pred, np.generic) else self.pred.milc("pc", ind)
+        lines.append("%s%s = cond(pred = %s)[name = string(\"r\")] {\n" % (ind, res, p))
+        lines += block_lines([], self.true, "t", ind + "    ") + block_lines([], self.false, "f", ind + "    ")
+        return lines + [ind + "};\n"]
+
+
+class LoopCase:
+    """while_loop(loop_vars) { (b0, b1, ...) {cond} -> (c); (b0, b1, ...) {body} -> (...); }:
+    the loop variables are function inputs by name, or NumPy values (consts:
+    the counter, a tensor); both blocks see the function's inputs and take the
+    loop variables as b0, b1, ... (types in btypes)."""
+
+    def __init__(self, loop_vars, btypes, cond, body):
+        self.loop_vars, self.btypes, self.cond, self.body = loop_vars, btypes, cond, body
+
+    def oracle(self, env):
+        def scope(bs):
+            return dict(env, **{"b%d" % i: b for i, b in enumerate(bs)})
+        lv = tuple(env[v] if isinstance(v, str) else v for v in self.loop_vars)
+        return mb.while_loop(_cond=lambda *bs: self.cond.oracle(scope(bs)),
+                             _body=lambda *bs: [e.oracle(scope(bs)) for e in self.body], loop_vars=lv)
+
+    def milc_lines(self, res):
+        ind = "        "
+        lines, names = [], []
+        for i, v in enumerate(self.loop_vars):
+            if isinstance(v, str):
+                names.append(v)
+            else:
+                names.append("lv%d" % i)
+                lines.append("%s%s lv%d = const()[name = string(\"lv%d\"), val = %s];\n" % (ind, ty(*self.btypes[i]), i, i, lit(v)))
+        lines.append("%s%s = while_loop(loop_vars = (%s))[name = string(\"r\")] {\n" % (ind, res, ", ".join(names)))
+        bins = [("b%d" % i, t) for i, t in enumerate(self.btypes)]
+        lines += block_lines(bins, [self.cond], "c", ind + "    ") + block_lines(bins, self.body, "n", ind + "    ")
+        return lines + [ind + "};\n"]
+
+
+def make_ex(env, t):
+    """A random Ex over env (name -> (dtype, shape)) giving type t: a name of
+    type t as is, one added to or multiplied by a value of its dtype that
+    broadcasts into it, or a value of t's shape cast to t's dtype."""
+    dt, s = t
+    def fits(sh):
+        try:
+            return list(np.broadcast_shapes(tuple(s), tuple(sh))) == list(s)
+        except ValueError:
+            return False
+    same = [n for n, u in env.items() if u == (dt, list(s))]
+    partners = [n for n, u in env.items() if u[0] == dt and fits(u[1])]
+    casts = [n for n, u in env.items() if u[0] != dt and list(u[1]) == list(s)]
+    kinds = (["id"] if same else []) + (["arith"] if same and partners and dt != "bool" else []) + (["cast"] if casts else [])
+    k = rng.choice(kinds)
+    if k == "id":
+        return Ex(None, rng.choice(same), t)
+    if k == "arith":
+        x, y = rng.choice(same), rng.choice(partners)
+        return Ex(rng.choice(["add", "mul"]), x, t, y) if rng.random() < 0.5 else Ex(rng.choice(["add", "mul"]), y, t, x)
+    return Ex("cast", rng.choice(casts), t, dt)
+
+
+VDT = ["fp16", "fp32", "int32"]
+
+
+def g_cond():
+    """Branches giving x's type (and z's, for a second output); ill-typed: a
+    pred not bool or not a scalar, a false branch of another dtype or shape,
+    branches giving different numbers of outputs."""
+    s = shape(rmax=3)
+    dt, dt2 = rng.sample(VDT, 2)
+    pdt = "bool" if not bad(0.1) else rng.choice(["fp16", "int32"])
+    env = {"x": (dt, s), "y": (dt, [d if rng.random() < 0.5 else 1 for d in s][rng.randint(0, len(s) - 1):]),
+           "z": (dt2, s), "w": (dt, s[:-1] + [s[-1] + 1]), "p": (pdt, [1])}
+    a = {n: In(sh, d) for n, (d, sh) in env.items()}
+    pred = Ex("squeeze", "p", (pdt, [])) if not bad(0.1) else Ex(None, "p", (pdt, [1]))
+    if rng.random() < 0.15:
+        pred = np.bool_(rng.random() < 0.5)
+    ts = [(dt, s)] + ([(dt2, s)] if rng.random() < 0.3 else [])
+    true = [make_ex(env, t) for t in ts]
+    false = [make_ex(env, t) for t in ts]
+    if bad(0.15):  # the false branch's last output of another dtype or shape
+        dtn, sn = false[-1].t
+        false[-1] = make_ex(env, (rng.choice([d for d in VDT if d != dtn]), sn) if rng.random() < 0.5 else (dtn, env["w"][1]))
+    if bad(0.1):  # one output more or less in the false branch
+        false = false[:-1] if len(false) > 1 else false + [make_ex(env, (dt, s))]
+    a["nest"] = CondCase(pred, true, false)
+    return a
+
+
+def g_while_loop():
+    """Loop variables: an int32 counter (a const 0) and one or two tensors
+    (function inputs, or consts); the condition compares the counter (or
+    squeezes a bool input), the body keeps each variable's type.  Ill-typed:
+    a condition that is not a bool scalar, a body that changes a variable's
+    dtype, rank or dims, a body giving one output more or less than there are
+    loop variables."""
+    counter = rng.random() < 0.7
+    vs = [(rng.choice(VDT), shape(rmax=3)) for _ in range(rng.randint(1, 2))]
+    env = {"p": ("bool", [1])}
+    lv, bt = ([np.int32(0)], [("int32", [])]) if counter else ([], [])
+    for i, (d, s) in enumerate(vs):
+        const_var = rng.random() < 0.2
+        if not const_var:
+            env["v%d" % i] = (d, s)
+        env["u%d" % i] = (d, [2] + s)  # a value that broadcasts v to a higher rank
+        env["w%d" % i] = (d, [2 if n == 1 else n for n in s])  # to other dims of the same rank (when v has a 1)
+        lv.append(rand_const(s, d) if const_var else "v%d" % i)
+        bt.append((d, s))
+    benv = dict(env, **{"b%d" % i: t for i, t in enumerate(bt)})
+    a = {n: In(sh, d) for n, (d, sh) in env.items()}
+    if counter:
+        cond = Ex("less", "b0", ("bool", []), np.int32(rng.randint(1, 4)))
+    else:
+        cond = Ex("squeeze", "p", ("bool", []))
+    if bad(0.15):  # the counter itself (int32) or a comparison of a tensor (bool, not a scalar)
+        k = len(bt) - 1
+        cond = Ex(None, "b0", bt[0]) if counter and rng.random() < 0.5 else Ex("less", "b%d" % k, ("bool", bt[k][1]), np.array(3, NP[bt[k][0]])[()])
+    # A variable's next value reads no other const variable (the counter, a
+    # const tensor): coremltools folds the values of a first pass through the
+    # body, makes a variable whose value changed a run-time one, takes a
+    # second pass, and refuses a valid loop when a value then changes again
+    # ("Block output ... is not equal to block input ... after value changes").
+    fixed = {"b%d" % i for i, v in enumerate(lv) if not isinstance(v, str)}
+    body = [Ex("add", "b0", bt[0], np.int32(1)) if counter and i == 0 else
+            make_ex({n: u for n, u in benv.items() if n not in fixed or n == "b%d" % i}, t) for i, t in enumerate(bt)]
+    if bad(0.15):  # the last variable comes back as another dtype, or broadcast to a higher rank or other dims
+        k = len(bt) - 1
+        d, s = bt[k]
+        j = k - 1 if counter else k  # the index of its u and w
+        r = rng.random()
+        if r < 0.4:
+            nd = rng.choice([x for x in VDT if x != d])
+            body[k] = Ex("cast", "b%d" % k, (nd, s), nd)
+        elif r < 0.7 or 1 not in s:
+            body[k] = Ex("add", "b%d" % k, (d, [2] + s), "u%d" % j)
+        else:
+            body[k] = Ex("add", "b%d" % k, env["w%d" % j], "w%d" % j)
+    if bad(0.1):  # one output less, or one more
+        body = body[:-1] if len(body) > 1 and rng.random() < 0.5 else body + [Ex(None, "b0", bt[0])]
+    a["nest"] = LoopCase(lv, bt, cond, body)
+    return a
+
+
+NESTED = {"cond", "while_loop"}
+FAMILIES.update({"cond": g_cond, "while_loop": g_while_loop})
+
+
 # ---- coremltools side ----
 
 def oracle_case(op, opset, a):
@@ -1201,6 +1409,8 @@ def oracle_case(op, opset, a):
                 kw[k] = v.oracle() if isinstance(v, (Sub, Tup)) else v
         if op == "make_list":
             r = mb.make_list(**kw.pop("ls").kwargs())
+        elif op in NESTED:  # the blocks are Python functions over the inputs
+            r = kw.pop("nest").oracle(kw)
         else:
             if isinstance(kw.get("ls"), ListArg):
                 kw["ls"] = mb.make_list(**kw["ls"].kwargs())
@@ -1259,6 +1469,8 @@ def milc_func(name, opset, op, a, outs):
         if isinstance(v, ListArg):
             pre += v.milc_lines("ls")
             argv.append("ls = ls")
+        elif isinstance(v, (CondCase, LoopCase)):
+            pass  # written below, with its blocks
         elif isinstance(v, Tup):
             pre += v.milc_lines(k + "_")
             argv.append("%s = (%s)" % (k, ", ".join("%s_%d" % (k, i) for i in range(len(v.vals)))))
@@ -1276,6 +1488,8 @@ def milc_func(name, opset, op, a, outs):
     res = ", ".join("%s r%d" % (ty(dt, dims), i) for i, (dt, dims) in enumerate(outs))
     if op == "make_list":
         body = "".join(pre)
+    elif op in NESTED:
+        body = "".join(a["nest"].milc_lines(res))
     elif op in LIST_RESULT:
         body = "".join(pre) + "        %s l0 = %s(%s)[name = string(\"l0\")];\n" % (a["ls"].milc_type(), op, ", ".join(argv))
     else:
