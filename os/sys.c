@@ -126,8 +126,9 @@ void os_populate(void *p, size_t n) {
     uintptr_t off = (uintptr_t)p & (page - 1);
     if (madvise((unsigned char *)p - off, n + off, MADV_POPULATE_WRITE) == 0) return;
 #endif
-    /* One write a page, of the byte already there: the piece may share its
-     * first page with a neighbour's live data. */
+    /* One write a page, of the byte already there, so the fallback changes no
+     * byte it covers (madvise's populate does not either); and the last byte,
+     * whose page steps of a page from an unaligned start can stop short of. */
     volatile unsigned char *v = p;
     for (size_t i = 0; i < n; i += page) v[i] = v[i];
     v[n - 1] = v[n - 1];

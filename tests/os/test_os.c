@@ -109,7 +109,8 @@ TEST(reserve_and_populate) {
     for (size_t i = 100; i < 100 + piece; i += 4096) nonzero += p[i] != 0;
     CHECK(nonzero == 0);
     memset(p + 100, 0x5a, piece);
-    /* the next piece shares a page with this one's live bytes: they stay */
+    /* a populate over bytes already written keeps them, as madvise's does (the
+     * portable fallback wrote zeros), and reaches the last page it covers */
     os_populate(p + 100 + piece - 1, 3 * 4096);
     CHECK(p[100 + piece - 1] == 0x5a && p[100] == 0x5a);
     CHECK(p[100 + piece + 3 * 4096 - 2] == 0);
