@@ -233,8 +233,5 @@ static void rt_k_qgemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
             for (int64_t k = b * kb; k < (b + 1) * kb; k++) s += x[m * K + k];
             xsum[m * p->bk + b] = s;
         }
-    if (p->is_signed)
-        qgemm_rows(p, 1, x, IN(1), sc, of, bias, xsum, M, K, N, n0, n1, OUT(0));
-    else
-        qgemm_rows(p, 0, x, IN(1), sc, of, bias, xsum, M, K, N, n0, n1, OUT(0));
+    qgemm_rows(p, p->is_signed, x, IN(1), sc, of, bias, xsum, M, K, N, n0, n1, OUT(0)); /* q8_dot instantiates sgn */
 }
