@@ -506,6 +506,18 @@ static const void *const_data(LowerShared *s, const IrValue *v, RtDType *dt, boo
     return p;
 }
 
+/* A weight buffer named name (cut to RT_NAME_MAX), its shape noted.  borrowed:
+ * blob bytes, which stay mapped until after rtb_finish (lower_shared_free),
+ * so the builder reads them in place instead of copying every weight. */
+static int named_weight(LowerShared *s, const char *name, RtDType dt, int rank, const int64_t *dims, const void *data,
+                        bool borrowed) {
+    char nm[RT_NAME_MAX];
+    snprintf(nm, sizeof nm, "%s", name);
+    int id = check_rc(s, (borrowed ? rtb_weight_ref : rtb_weight)(s->b, nm, dt, rank, dims, data));
+    note_buf(s, id, rank, dims);
+    return id;
+}
+
 static int make_weight(LowerShared *s, const IrValue *v, int rank, const int64_t *dims, bool gemm) {
     RtDType dt;
     bool owned;
@@ -515,13 +527,8 @@ static int make_weight(LowerShared *s, const IrValue *v, int rank, const int64_t
         if (owned) free((void *)data);
         return FAIL("weight '%s' of a projection must be fp16 or fp32", v->name);
     }
-    char name[RT_NAME_MAX];
-    snprintf(name, sizeof name, "%s", v->name);
-    /* Blob bytes stay mapped until after rtb_finish (lower_shared_free), so
-     * the builder may read them in place instead of copying every weight. */
-    int id = check_rc(s, (owned ? rtb_weight : rtb_weight_ref)(s->b, name, dt, rank, dims, data));
+    int id = named_weight(s, v->name, dt, rank, dims, data, !owned);
     if (owned) free((void *)data);
-    note_buf(s, id, rank, dims);
     return id;
 }
 
@@ -2081,14 +2088,8 @@ static int lower_lut_linear(LowerShared *s, const IrOp *op, const IrValue *w) {
         return -1;
     }
     int64_t idims[2] = {N, K * li.bits / 8}, ld = ir_type_numel(lt);
-    char name[RT_NAME_MAX];
-    snprintf(name, sizeof name, "%s", li.ix->name);
-    /* blob bytes stay mapped until rtb_finish: read in place, no copy */
-    int ixw = check_rc(s, (owned ? rtb_weight : rtb_weight_ref)(s->b, name, RT_U8, 2, idims, ix));
-    note_buf(s, ixw, 2, idims);
-    snprintf(name, sizeof name, "%s", li.lut->name);
-    int lw = check_rc(s, rtb_weight(s->b, name, RT_F32, 1, &ld, lut));
-    note_buf(s, lw, 1, &ld);
+    int ixw = named_weight(s, li.ix->name, RT_U8, 2, idims, ix, !owned);
+    int lw = named_weight(s, li.lut->name, RT_F32, 1, &ld, lut, false);
     if (owned) free((void *)ix);
     free(lut);
     RtLutParams p = {.bits = li.bits, .bn = (int32_t)lt->dims[0], .bk = (int32_t)lt->dims[1], .has_bias = bias != NULL};
@@ -2125,39 +2126,32 @@ static int lower_q_linear(LowerShared *s, const IrOp *op, const IrValue *w) {
     IrValue *x = arg_value(op, "x"), *bias = arg_value(op, "bias");
     if (bias && !ir_value_const(bias)) return FAIL("the bias of linear must be a constant");
     double *vs = const_values(s, sc), *vz = vs && zp ? const_values(s, zp) : NULL;
-    bool owned = false;
-    const uint8_t *bytes = vs && (!zp || vz) ? packed_bytes(s, q, 8,
-                                                            affine ? "constexpr_affine_dequantize: "
-                                                                     "'quantized_data'"
-                                                                   : "constexpr_blockwise_shift_scale: 'data'",
-                                                            &owned)
-                                             : NULL;
-    int64_t nb = bn * bk;
+    if (!vs || (zp && !vz)) {
+        free(vs);
+        return -1;
+    }
+    bool owned;
+    const uint8_t *bytes = packed_bytes(
+        s, q, 8, affine ? "constexpr_affine_dequantize: 'quantized_data'" : "constexpr_blockwise_shift_scale: 'data'",
+        &owned);
+    int64_t nb = bn * bk, qd[2] = {N, K};
     float *fs = malloc(sizeof(float) * (size_t)(2 * nb)), *fz = fs + nb;
     MILC_ASSERT(fs);
-    for (int64_t i = 0; bytes && i < nb; i++)
-        fs[i] = (float)vs[ns == 1 ? 0 : i], fz[i] = vz ? (float)vz[nz == 1 ? 0 : i] : 0.0f;
+    for (int64_t i = 0; i < nb; i++) fs[i] = (float)vs[ns == 1 ? 0 : i], fz[i] = vz ? (float)vz[nz == 1 ? 0 : i] : 0.0f;
     free(vs), free(vz);
     int rc = -1;
     if (bytes) {
-        int64_t qd[2] = {N, K};
-        char name[RT_NAME_MAX];
-        snprintf(name, sizeof name, "%s", q->name);
-        /* blob bytes stay mapped until rtb_finish: read in place, no copy */
-        int qw = check_rc(s, (owned ? rtb_weight : rtb_weight_ref)(s->b, name, RT_U8, 2, qd, bytes));
-        note_buf(s, qw, 2, qd);
-        snprintf(name, sizeof name, "%s", sc->name);
-        int sw = check_rc(s, rtb_weight(s->b, name, RT_F32, 1, &nb, fs));
-        note_buf(s, sw, 1, &nb);
-        snprintf(name, sizeof name, "%s_offset", q->name);
-        int ow = check_rc(s, rtb_weight(s->b, name, RT_F32, 1, &nb, fz));
-        note_buf(s, ow, 1, &nb);
+        int qw = named_weight(s, q->name, RT_U8, 2, qd, bytes, !owned);
+        int sw = named_weight(s, sc->name, RT_F32, 1, &nb, fs, false);
+        char on[RT_NAME_MAX];
+        snprintf(on, sizeof on, "%s_offset", q->name);
+        int ow = named_weight(s, on, RT_F32, 1, &nb, fz, false);
         RtQGemmParams p = {
             .is_signed = t->dtype == IR_DT_INT8, .bn = (int32_t)bn, .bk = (int32_t)bk, .has_bias = bias != NULL};
         int in[5] = {materialize(s, x), qw, sw, ow, bias ? const_weight(s, bias) : 0};
         rc = emit_result(s, op, RT_OP_QGEMM, in, bias ? 5 : 4, &p, sizeof p);
+        if (owned) free((void *)bytes);
     }
-    if (owned) free((void *)bytes);
     free(fs);
     return rc;
 }
