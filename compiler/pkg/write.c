@@ -295,27 +295,22 @@ static bool args_as_attrs(const IrOp *op) {
 static Cml__Operation *enc_op(Enc *E, const IrOp *op) {
     Cml__Operation *o = NEW(E, Cml__Operation, CML__OPERATION__INIT);
     o->type = (char *)mil_op_name(op->kind);
-    if (args_as_attrs(op)) {
-        IrAttr *all = ARR(E, IrAttr, op->nattrs + op->nargs + 1);
-        if (op->nattrs) memcpy(all, op->attrs, sizeof *all * (size_t)op->nattrs);
-        for (int i = 0; i < op->nargs; i++)
-            all[op->nattrs + i] = (IrAttr){.name = op->args[i].name, .lit = op->args[i].lit};
-        o->n_outputs = (size_t)op->nresults;
-        o->outputs = ARR(E, Cml__NamedValueType *, op->nresults);
-        for (int i = 0; i < op->nresults; i++) o->outputs[i] = enc_named(E, op->results[i]);
-        o->attributes = enc_attrs(E, all, op->nattrs + op->nargs, op->name, &o->n_attributes);
-        return o;
-    }
-    IrArg *args = ARR(E, IrArg, op->nargs);
-    if (op->nargs) memcpy(args, op->args, sizeof *args * (size_t)op->nargs);
-    qsort(args, (size_t)op->nargs, sizeof *args, cmp_arg);
-    o->n_inputs = (size_t)op->nargs;
-    o->inputs = ARR(E, Cml__ArgumentEntry *, op->nargs);
-    for (int i = 0; i < op->nargs; i++) o->inputs[i] = enc_arg(E, &args[i]);
+    /* The arguments go out as inputs, or with the attributes (nin 0). */
+    int nin = args_as_attrs(op) ? 0 : op->nargs, nat = op->nattrs + op->nargs - nin;
+    IrArg *args = ARR(E, IrArg, nin);
+    if (nin) memcpy(args, op->args, sizeof *args * (size_t)nin);
+    qsort(args, (size_t)nin, sizeof *args, cmp_arg);
+    o->n_inputs = (size_t)nin;
+    o->inputs = ARR(E, Cml__ArgumentEntry *, nin);
+    for (int i = 0; i < nin; i++) o->inputs[i] = enc_arg(E, &args[i]);
+    IrAttr *attrs = ARR(E, IrAttr, nat);
+    if (op->nattrs) memcpy(attrs, op->attrs, sizeof *attrs * (size_t)op->nattrs);
+    for (int i = op->nattrs; i < nat; i++)
+        attrs[i] = (IrAttr){.name = op->args[i - op->nattrs].name, .lit = op->args[i - op->nattrs].lit};
+    o->attributes = enc_attrs(E, attrs, nat, op->name, &o->n_attributes);
     o->n_outputs = (size_t)op->nresults;
     o->outputs = ARR(E, Cml__NamedValueType *, op->nresults);
     for (int i = 0; i < op->nresults; i++) o->outputs[i] = enc_named(E, op->results[i]);
-    o->attributes = enc_attrs(E, op->attrs, op->nattrs, op->name, &o->n_attributes);
     o->n_blocks = (size_t)op->nblocks;
     o->blocks = ARR(E, Cml__Block *, op->nblocks);
     for (int i = 0; i < op->nblocks; i++) o->blocks[i] = enc_block(E, op->blocks[i]);
