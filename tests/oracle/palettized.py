@@ -49,6 +49,22 @@ def lut_dense(idx, lut, vector_axis=None):
     return w
 
 
+def run_against(name, pkg, x, want):
+    """milc runs pkg on x; its y must match want (relative L2 <= 2e-3).
+    Returns the relative L2."""
+    xf = os.path.join(WORK, name + "_x.npy")
+    np.save(xf, x)
+    out = os.path.join(WORK, name + "_out")
+    sh(MILC, "-q", "--cache-dir", os.path.join(WORK, "cache"), "run", pkg, "--input", "x=" + xf, "-o", out)
+    got = np.load(os.path.join(out, "y.npy")).astype(np.float64)
+    if got.shape != want.shape:
+        raise RuntimeError("y has shape %s, numpy %s" % (got.shape, want.shape))
+    err = np.linalg.norm(got - want) / max(1e-6, np.linalg.norm(want))
+    if not err <= 2e-3:
+        raise RuntimeError("y is off numpy by relative L2 %.3g (> 2e-3)" % err)
+    return err
+
+
 # name -> (nbits, indices shape, lut shape, vector_axis, the op using the weight, x shape)
 CASES = {
     "linear_uint4": (4, (48, 32), (1, 1, 16, 1), None, "linear", (1, 8, 32)),
@@ -92,10 +108,6 @@ def prog(x):
     if name in CHECK_ONLY:
         print("ok  %-22s uint%d vector palettes made by coremltools, checked by milc" % (name, nbits))
         return
-    xf = os.path.join(WORK, name + "_x.npy")
-    np.save(xf, x)
-    out = os.path.join(WORK, name + "_out")
-    sh(MILC, "-q", "--cache-dir", os.path.join(WORK, "cache"), "run", pkg, "--input", "x=" + xf, "-o", out)
     w = lut_dense(idx, lut, vaxis)
     x32 = x.astype(np.float32)
     if use == "linear":
@@ -104,12 +116,7 @@ def prog(x):
         want = x32 @ w
     else:
         want = np.einsum("oc,bchw->bohw", w[:, :, 0, 0], x32)
-    got = np.load(os.path.join(out, "y.npy")).astype(np.float32)
-    if got.shape != want.shape:
-        raise RuntimeError("y has shape %s, numpy %s" % (got.shape, want.shape))
-    err = np.linalg.norm(got - want) / max(1e-6, np.linalg.norm(want))
-    if not err <= 2e-3:
-        raise RuntimeError("y is off numpy by relative L2 %.3g (> 2e-3)" % err)
+    err = run_against(name, pkg, x, want)
     print("ok  %-22s uint%d palettized %s made by coremltools, run by milc: relative L2 %.2g" % (name, nbits, use, err))
 
 
@@ -154,20 +161,10 @@ def prog(x):
     text = sh(MILC, "fmt", pkg).stdout
     if op not in text or qdt not in text:
         raise RuntimeError("the package does not hold a %s %s:\n%s" % (qdt, op, text))
-    xf = os.path.join(WORK, name + "_x.npy")
-    np.save(xf, x)
-    out = os.path.join(WORK, name + "_out")
-    sh(MILC, "-q", "--cache-dir", os.path.join(WORK, "cache"), "run", pkg, "--input", "x=" + xf, "-o", out)
     rep = (1, 1) if blocks is None else (n // blocks[0], k // blocks[1])
     expand = (lambda a: a[:, None]) if blocks is None else (lambda a: np.repeat(np.repeat(a, rep[0], 0), rep[1], 1))
     w = (q.astype(np.float64) - expand(zero.astype(np.float64))) * expand(scale.astype(np.float64))
-    want = x.astype(np.float64) @ w.T
-    got = np.load(os.path.join(out, "y.npy")).astype(np.float64)
-    if got.shape != want.shape:
-        raise RuntimeError("y has shape %s, numpy %s" % (got.shape, want.shape))
-    err = np.linalg.norm(got - want) / max(1e-6, np.linalg.norm(want))
-    if not err <= 2e-3:
-        raise RuntimeError("y is off numpy by relative L2 %.3g (> 2e-3)" % err)
+    err = run_against(name, pkg, x, x.astype(np.float64) @ w.T)
     # Written back by milc, the program is the one coremltools wrote: an iOS16
     # constexpr op's arguments go out as attributes again, as Core ML has them.
     back = os.path.join(WORK, name + "_back.mlpackage")

@@ -36,6 +36,8 @@ rcli() { redis-cli -p "$REDIS_PORT" ${REDIS_AUTH:+-a "$REDIS_AUTH" --no-auth-war
 field() { printf '%s' "$1" | "$PY" -c "import json,sys; print(json.load(sys.stdin)['builds'][0]['$2'])"; }
 nwarn() { printf '%s\n' "$1" | grep -c 'warning: remote cache' || true; }
 fresh() { rm -rf "$WORK/$1"; echo "$WORK/$1"; }
+# A new 32-byte team key in file $1, readable by its owner only.
+new_key() { head -c 32 /dev/urandom > "$1"; chmod 600 "$1"; }
 
 # frozen_server_check DIR ARGS...: with the server stopped (SIGSTOP), a build
 # given ARGS into a fresh cache DIR ends within 5 s, local-only, with one

@@ -7,7 +7,7 @@ source "$SRC/tests/remote/redis.sh"
 redis_start
 P=$REDIS_PORT
 KEY=$WORK/team.key
-head -c 32 /dev/urandom > "$KEY"; chmod 600 "$KEY"
+new_key "$KEY"
 export MILC_REMOTE_CHUNK=65536   # the tiny model's 0.5 MB in 9 chunks
 R=(--remote "redis://127.0.0.1:$P" --remote-key-file "$KEY")
 B=(build --model tiny --json)
@@ -99,7 +99,7 @@ expect_rc 0 "$MILC" --cache-dir "$(fresh t3)" "${R[@]}" "${B[@]}"
 expect_eq "$(field "$OUT" outcome)" miss
 expect_in "$ERR" "fails its MAC"
 # read under another team's key: refused the same way
-head -c 32 /dev/urandom > "$WORK/other.key"; chmod 600 "$WORK/other.key"
+new_key "$WORK/other.key"
 expect_rc 0 "$MILC" --cache-dir "$(fresh t4)" --remote "redis://127.0.0.1:$P" --remote-key-file "$WORK/other.key" --remote-readonly "${B[@]}"
 expect_eq "$(field "$OUT" outcome)" miss
 expect_in "$ERR" "fails its MAC"

@@ -8,7 +8,7 @@ source "$SRC/tests/remote/redis.sh"
 redis_start
 P=$REDIS_PORT
 KEY=$WORK/team.key
-head -c 32 /dev/urandom > "$KEY"; chmod 600 "$KEY"
+new_key "$KEY"
 R=(--remote "redis://127.0.0.1:$P" --remote-key-file "$KEY")
 verify_clean() { expect_rc 0 "$MILC" --cache-dir "$1" cache verify; expect_in "$OUT" "0 bad entries"; }
 

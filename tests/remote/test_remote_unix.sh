@@ -9,7 +9,7 @@ redis_start "" --unixsocket "$S" --unixsocketperm 700 --requirepass pw
 for _ in $(seq 100); do [ -S "$S" ] && break; sleep 0.05; done
 P=$REDIS_PORT
 KEY=$WORK/team.key
-head -c 32 /dev/urandom > "$KEY"; chmod 600 "$KEY"
+new_key "$KEY"
 export MILC_REMOTE_CHUNK=65536   # the tiny model's 0.5 MB in 9 chunks
 U=(--remote "unix://:pw@$S" --remote-key-file "$KEY")
 B=(build --model tiny --json)
