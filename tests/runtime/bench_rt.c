@@ -270,21 +270,33 @@ typedef struct {
 
 /* RT_U8 weights are 8-bit quantized (RT_OP_QGEMM) rather than 4-bit palettes. */
 static bool chain_q8;
+/* GEMMs in the channels layout (x [1, K, M], as the GPT-2 templates' [1, C, 1, S]) rather than rows. */
+static bool chain_channels;
 
 /* A stack of layers, each a list of (K, N) GEMMs applied to the same x; a
  * projection back to K closes each layer so layers chain. */
+/* An fp32 tensor of the shape the model's input or output has (no data yet). */
+static void io_tensor(RtTensor *t, const RtIoInfo *io) {
+    *t = (RtTensor){.dtype = RT_F32, .rank = io->rank};
+    size_t n = 1;
+    for (int d = 0; d < io->rank; d++) t->dims[d] = io->dims[d], n *= (size_t)io->dims[d];
+    t->size = n * 4;
+}
+
 static int chain_build(Chain *c, int mode, int64_t m, const int64_t (*kn)[2], int ng, int layers, RtDType wdt,
                        int nth) {
     memset(c, 0, sizeof *c);
     RtPlanBuilder *b = rtb_new(mode);
     int64_t k0 = kn[0][0];
-    int x = rtb_input(b, "x", RT_F32, 2, (const int64_t[]){m, k0});
+    int x = chain_channels ? rtb_input(b, "x", RT_F32, 3, (const int64_t[]){1, k0, m})
+                           : rtb_input(b, "x", RT_F32, 2, (const int64_t[]){m, k0});
     int cur = x;
     for (int l = 0; l < layers; l++) {
         for (int g = 0; g < ng; g++) {
             int64_t k = kn[g][0], n = kn[g][1];
             size_t cnt = (size_t)(k * n);
-            int y = rtb_temp(b, RT_F32, 2, (const int64_t[]){m, n});
+            int y = chain_channels ? rtb_temp(b, RT_F32, 3, (const int64_t[]){1, n, m})
+                                   : rtb_temp(b, RT_F32, 2, (const int64_t[]){m, n});
             if (wdt == RT_U8 && chain_q8) { /* 8-bit quantized: the bytes, a scale and offset per row */
                 uint8_t *q = malloc(cnt);
                 float *so = malloc(sizeof(float) * (size_t)(2 * n));
@@ -323,14 +335,13 @@ static int chain_build(Chain *c, int mode, int64_t m, const int64_t (*kn)[2], in
                 for (size_t i = 0; i < cnt; i++) ((float *)w)[i] = rng_f() * 0.03f;
             int wi = rtb_weight(b, "w", wdt, 2, (const int64_t[]){n, k}, w);
             free(w);
-            RtGemmParams p = {.layout = RT_GEMM_ROWS};
+            RtGemmParams p = {.layout = chain_channels ? RT_GEMM_CHANNELS : RT_GEMM_ROWS};
             rtb_op(b, RT_OP_GEMM, (const int[]){cur, wi}, 2, &y, 1, &p, sizeof p);
             cur = y;
             c->flops += 2.0 * (double)(m * k * n);
             c->wbytes += (double)(k * n) * (double)rt_dtype_size(wdt);
         }
     }
-    RtTensor t = {.dtype = RT_F32, .rank = 2, .dims = {m, 0}};
     rtb_output(b, "y", cur, RT_F32);
     char err[256];
     int rc = rtb_finish(b, NULL, 0, &c->a, err, sizeof err);
@@ -349,14 +360,10 @@ static int chain_build(Chain *c, int mode, int64_t m, const int64_t (*kn)[2], in
     }
     RtIoInfo io;
     rt_model_input(c->m, 0, &io);
-    c->in = t;
-    c->in.dims[1] = io.dims[1];
-    c->in.size = (size_t)(m * io.dims[1]) * 4;
-    c->in.data = rand_f32(m * io.dims[1]);
+    io_tensor(&c->in, &io);
+    c->in.data = rand_f32((int64_t)(c->in.size / 4));
     rt_model_output(c->m, 0, &io);
-    c->out = t;
-    c->out.dims[1] = io.dims[1];
-    c->out.size = (size_t)(m * io.dims[1]) * 4;
+    io_tensor(&c->out, &io);
     c->out.data = malloc(c->out.size);
     return RT_OK;
 }
@@ -499,7 +506,9 @@ int main(int argc, char **argv) {
         chain_free(&c);
         return 0;
     }
-    bool prefill_only = argc > 2 && strcmp(argv[2], "prefill") == 0; /* the GEMM shapes alone, for tuning */
+    /* the GEMM shapes alone, for tuning ("prefill-ch": in the channels layout) */
+    bool prefill_only = argc > 2 && strncmp(argv[2], "prefill", 7) == 0;
+    chain_channels = prefill_only && strcmp(argv[2], "prefill-ch") == 0;
     double peak1 = fma_peak(1), peak = fma_peak(nth);
     printf("kernel variant %s (MILC_CPU); fp32 FMA peak at its width: %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d "
            "threads\n",
@@ -514,8 +523,8 @@ int main(int argc, char **argv) {
         RtDType wdt = s < 3 ? RT_F32 : RT_F16;
         chain_build(&c, RT_MODE_BONDED, 128, &shapes[s % 3], 1, 1, wdt, nth);
         double t = chain_time(&c, 50, NULL);
-        printf("prefill GEMM T=128 K=%ld -> N=%ld, %s weights: %.3f ms, %.1f GFLOP/s = %.2f of %d-thread peak",
-               (long)shapes[s % 3][0], (long)shapes[s % 3][1], wdt == RT_F32 ? "fp32" : "fp16", t * 1e3,
+        printf("prefill GEMM%s T=128 K=%ld -> N=%ld, %s weights: %.3f ms, %.1f GFLOP/s = %.2f of %d-thread peak",
+               chain_channels ? " (channels)" : "", (long)shapes[s % 3][0], (long)shapes[s % 3][1], wdt == RT_F32 ? "fp32" : "fp16", t * 1e3,
                c.flops / t * 1e-9, c.flops / t / peak, nth);
         if (nth == 1) {
             double tc = chain_cpu_time(&c, 50);
