@@ -2097,19 +2097,21 @@ static int lower_lut_linear(LowerShared *s, const IrOp *op, const IrValue *w) {
     return emit_result(s, op, RT_OP_LUT_GEMM, in, bias ? 4 : 3, &p, sizeof p);
 }
 
-/* linear whose weight is 8-bit integers with a scale and offset per block
- * of [N, K] (constexpr_affine_dequantize per tensor or per output channel;
- * constexpr_blockwise_shift_scale): RT_OP_QGEMM on the bytes as stored (half
- * of an fp16 weight's, a quarter of fp32's), the scales and offsets as fp32.
- * 1: the weight has another form (int4, a scale per input channel), which
- * the caller makes dense. */
+/* linear whose weight is 8- or 4-bit integers with a scale and offset per
+ * block of [N, K] (constexpr_affine_dequantize per tensor or per output
+ * channel; constexpr_blockwise_shift_scale): RT_OP_QGEMM on the bytes as
+ * stored (half of an fp16 weight's, a quarter of fp32's; 4-bit: half
+ * that), the scales and offsets as fp32.  1: the weight has another form (a
+ * scale per input channel, 4-bit blocks that split a byte), which the
+ * caller makes dense. */
 static int lower_q_linear(LowerShared *s, const IrOp *op, const IrValue *w) {
     const IrOp *d = w->def;
     bool affine = d->kind == OP_CONSTEXPR_AFFINE_DEQUANTIZE;
     const IrValue *q = arg_value(d, affine ? "quantized_data" : "data"), *sc = arg_value(d, "scale"),
                   *zp = arg_value(d, affine ? "zero_point" : "offset");
     const IrType *t = &q->type;
-    if ((t->dtype != IR_DT_INT8 && t->dtype != IR_DT_UINT8) || t->rank != 2 || !sc) return 1;
+    bool q4 = t->dtype == IR_DT_INT4 || t->dtype == IR_DT_UINT4;
+    if ((t->dtype != IR_DT_INT8 && t->dtype != IR_DT_UINT8 && !q4) || t->rank != 2 || !sc) return 1;
     int64_t N = t->dims[0], K = t->dims[1], ns = ir_type_numel(&sc->type), nz = zp ? ir_type_numel(&zp->type) : 1;
     int64_t bn = 1, bk = 1;
     if (affine) {
@@ -2123,6 +2125,7 @@ static int lower_q_linear(LowerShared *s, const IrOp *op, const IrValue *w) {
         return 1;
     }
     if (bn < 1 || bk < 1 || N % bn || K % bk || (ns != 1 && ns != bn * bk) || (nz != 1 && nz != bn * bk)) return 1;
+    if (q4 && (K / bk) % 2) return 1;
     IrValue *x = arg_value(op, "x"), *bias = arg_value(op, "bias");
     if (bias && !ir_value_const(bias)) return FAIL("the bias of linear must be a constant");
     double *vs = const_values(s, sc), *vz = vs && zp ? const_values(s, zp) : NULL;
@@ -2132,9 +2135,9 @@ static int lower_q_linear(LowerShared *s, const IrOp *op, const IrValue *w) {
     }
     bool owned;
     const uint8_t *bytes = packed_bytes(
-        s, q, 8, affine ? "constexpr_affine_dequantize: 'quantized_data'" : "constexpr_blockwise_shift_scale: 'data'",
-        &owned);
-    int64_t nb = bn * bk, qd[2] = {N, K};
+        s, q, q4 ? 4 : 8,
+        affine ? "constexpr_affine_dequantize: 'quantized_data'" : "constexpr_blockwise_shift_scale: 'data'", &owned);
+    int64_t nb = bn * bk, qd[2] = {N, q4 ? K / 2 : K};
     float *fs = malloc(sizeof(float) * (size_t)(2 * nb)), *fz = fs + nb;
     MILC_ASSERT(fs);
     for (int64_t i = 0; i < nb; i++) fs[i] = (float)vs[ns == 1 ? 0 : i], fz[i] = vz ? (float)vz[nz == 1 ? 0 : i] : 0.0f;
@@ -2146,8 +2149,8 @@ static int lower_q_linear(LowerShared *s, const IrOp *op, const IrValue *w) {
         char on[RT_NAME_MAX];
         snprintf(on, sizeof on, "%s_offset", q->name);
         int ow = named_weight(s, on, RT_F32, 1, &nb, fz, false);
-        RtQGemmParams p = {
-            .is_signed = t->dtype == IR_DT_INT8, .bn = (int32_t)bn, .bk = (int32_t)bk, .has_bias = bias != NULL};
+        int flags = (t->dtype == IR_DT_INT8 || t->dtype == IR_DT_INT4 ? RT_QG_SIGNED : 0) | (q4 ? RT_QG_INT4 : 0);
+        RtQGemmParams p = {.flags = flags, .bn = (int32_t)bn, .bk = (int32_t)bk, .has_bias = bias != NULL};
         int in[5] = {materialize(s, x), qw, sw, ow, bias ? const_weight(s, bias) : 0};
         rc = emit_result(s, op, RT_OP_QGEMM, in, bias ? 5 : 4, &p, sizeof p);
         if (owned) free((void *)bytes);

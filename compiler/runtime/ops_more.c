@@ -207,16 +207,21 @@ size_t rt_s_lut_gemm(const RtBuf *bufs, const RtOpRec *op) { return (size_t)bufs
 int rt_check_qgemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
     const RtQGemmParams *p = &op->p.qg;
     const RtBuf *x = B(0), *q = B(1), *sc = B(2), *of = B(3), *y = O(0);
-    if ((p->is_signed & ~1) || (p->has_bias & ~1) || (int)op->nin != 4 + p->has_bias) FAIL("qgemm: bad params");
+    if ((p->flags & ~(RT_QG_SIGNED | RT_QG_INT4)) || (p->has_bias & ~1) || (int)op->nin != 4 + p->has_bias)
+        FAIL("qgemm: bad params");
+    bool q4 = p->flags & RT_QG_INT4;
     if (x->dtype != RT_F32 || y->dtype != RT_F32 || x->rank < 1 || x->rank != y->rank)
         FAIL("qgemm: x and y must be fp32 of one rank");
     if (q->dtype != RT_U8 || q->kind != RT_BUF_WEIGHT || q->rank != 2) FAIL("qgemm: q must be a u8 weight [N, K]");
     int64_t k = x->dims[x->rank - 1], n = y->dims[y->rank - 1];
     for (uint32_t i = 0; i + 1 < x->rank; i++)
         if (x->dims[i] != y->dims[i]) FAIL("qgemm: y's leading dims must be x's");
-    if (q->dims[0] != n || q->dims[1] != k) FAIL("qgemm: q must be [%lld, %lld]", (long long)n, (long long)k);
+    if (q4 && k % 2) FAIL("qgemm: 4-bit weights need an even K, not %lld", (long long)k);
+    if (q->dims[0] != n || q->dims[1] != (q4 ? k / 2 : k))
+        FAIL("qgemm: q must be [%lld, %lld]", (long long)n, (long long)(q4 ? k / 2 : k));
     if (p->bn < 1 || p->bk < 1 || n % p->bn || k % p->bk)
         FAIL("qgemm: %d x %d blocks do not divide [%lld, %lld]", p->bn, p->bk, (long long)n, (long long)k);
+    if (q4 && (k / p->bk) % 2) FAIL("qgemm: 4-bit blocks of %lld along K do not start on a byte", (long long)(k / p->bk));
     int64_t nb = (int64_t)p->bn * p->bk;
     if (sc->dtype != RT_F32 || sc->numel != nb || of->dtype != RT_F32 || of->numel != nb)
         FAIL("qgemm: scale and offset must hold %lld fp32 each", (long long)nb);
@@ -225,10 +230,12 @@ int rt_check_qgemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errle
     return RT_OK;
 }
 
-/* Σ x over each K-block of every row of x (the offset's share of a block). */
+/* Σ x over each K-block of every row of x (the offset's share of a block);
+ * with 4-bit weights also x de-interleaved for the AVX-512 kernel. */
 size_t rt_s_qgemm(const RtBuf *bufs, const RtOpRec *op) {
     const RtBuf *x = &bufs[op->in[0]];
-    return (size_t)(x->numel / x->dims[x->rank - 1]) * (size_t)op->p.qg.bk * sizeof(float);
+    size_t sums = (size_t)(x->numel / x->dims[x->rank - 1]) * (size_t)op->p.qg.bk;
+    return (sums + (op->p.qg.flags & RT_QG_INT4 ? (size_t)x->numel : 0)) * sizeof(float);
 }
 
 int rt_check_cumsum(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {

@@ -36,6 +36,15 @@ static inline RtV v_load_q8(const uint8_t *p, int sgn) {
     __m128i b = _mm_loadu_si128((const __m128i *)p);
     return _mm512_cvtepi32_ps(sgn ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b));
 }
+/* RT_VL nibbles (RT_VL/2 bytes, low nibble first) widened to floats, as int4
+ * (sgn) or uint4: each byte's two nibbles spread to two bytes, then as q8 */
+static inline RtV v_load_q4(const uint8_t *p, int sgn) {
+    __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)p));
+    __m128i b = _mm_or_si128(_mm_and_si128(w, _mm_set1_epi16(0x0F)), _mm_and_si128(_mm_slli_epi16(w, 4), _mm_set1_epi16(0x0F00)));
+    __m512i v = _mm512_cvtepu8_epi32(b);
+    if (sgn) v = _mm512_sub_epi32(_mm512_xor_si512(v, _mm512_set1_epi32(8)), _mm512_set1_epi32(8));
+    return _mm512_cvtepi32_ps(v);
+}
 static inline RtV v_add(RtV a, RtV b) { return _mm512_add_ps(a, b); }
 static inline RtV v_sub(RtV a, RtV b) { return _mm512_sub_ps(a, b); }
 static inline RtV v_mul(RtV a, RtV b) { return _mm512_mul_ps(a, b); }
@@ -71,6 +80,15 @@ static inline RtV v_load_h(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu
 static inline RtV v_load_q8(const uint8_t *p, int sgn) {
     __m128i b = _mm_loadl_epi64((const __m128i *)p);
     return _mm256_cvtepi32_ps(sgn ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b));
+}
+static inline RtV v_load_q4(const uint8_t *p, int sgn) {
+    uint32_t u;
+    memcpy(&u, p, 4);
+    __m128i w = _mm_cvtepu8_epi16(_mm_cvtsi32_si128((int)u));
+    __m128i b = _mm_or_si128(_mm_and_si128(w, _mm_set1_epi16(0x0F)), _mm_and_si128(_mm_slli_epi16(w, 4), _mm_set1_epi16(0x0F00)));
+    __m256i v = _mm256_cvtepu8_epi32(b);
+    if (sgn) v = _mm256_sub_epi32(_mm256_xor_si256(v, _mm256_set1_epi32(8)), _mm256_set1_epi32(8));
+    return _mm256_cvtepi32_ps(v);
 }
 static inline RtV v_add(RtV a, RtV b) { return _mm256_add_ps(a, b); }
 static inline RtV v_sub(RtV a, RtV b) { return _mm256_sub_ps(a, b); }
@@ -114,6 +132,15 @@ static inline RtV v_load_q8(const uint8_t *p, int sgn) {
     uint8x8_t b = vcreate_u8(w);
     if (sgn) return vcvtq_f32_s32(vmovl_s16(vget_low_s16(vmovl_s8(vreinterpret_s8_u8(b)))));
     return vcvtq_f32_u32(vmovl_u16(vget_low_u16(vmovl_u8(b))));
+}
+static inline RtV v_load_q4(const uint8_t *p, int sgn) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    uint8x8_t b = vcreate_u8(h);
+    uint8x8_t z = vzip1_u8(vand_u8(b, vdup_n_u8(15)), vshr_n_u8(b, 4)); /* the nibbles in order */
+    int32x4_t v = vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(vmovl_u8(z))));
+    if (sgn) v = vsubq_s32(veorq_s32(v, vdupq_n_s32(8)), vdupq_n_s32(8));
+    return vcvtq_f32_s32(v);
 }
 static inline RtV v_add(RtV a, RtV b) { return vaddq_f32(a, b); }
 static inline RtV v_sub(RtV a, RtV b) { return vsubq_f32(a, b); }

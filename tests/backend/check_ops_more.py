@@ -352,12 +352,13 @@ case("constexpr_blockwise_shift_scale", {"x": (xb, "fp32")},
       "tensor<fp32, [4, 8]> w = constexpr_blockwise_shift_scale(data = d, scale = sc, offset = of);",
       "tensor<fp32, [4, 8]> y = add(x = x, y = w);"],
      {"y": (xb + (d8 - off8.repeat(4, 1)) * sc42.repeat(4, 1), "fp32")})
-# linear over 8-bit weights runs RT_OP_QGEMM on the bytes as stored: per
-# tensor (uint8, a bias, one row of x: the decode path), per output channel
-# with x of rank 3, blocks along N and K with and without offsets; an int4
-# weight and a scale per input channel take the dense path
+# linear over 8- and 4-bit weights runs RT_OP_QGEMM on the integers as
+# stored: per tensor (uint8, a bias, one row of x: the decode path), per
+# output channel with x of rank 3, blocks along N and K with and without
+# offsets; a scale per input channel, and 4-bit blocks of an odd length
+# (they split a byte), take the dense path
 def q_linear_case(label, xs, n, k, qdt, form, bias=False, dt="fp32"):
-    lo, hi = (-128, 128) if qdt == "int8" else (0, 256)
+    lo, hi = {"int8": (-128, 128), "uint8": (0, 256), "int4": (-8, 8), "uint4": (0, 16)}[qdt]
     qv, x = rng.integers(lo, hi, (n, k)), as_dt(R(*xs, k), dt)
     body = [const("q", qv, qdt)]
     if form == "tensor" or form == "channel" or form == "input":
@@ -392,14 +393,10 @@ q_linear_case("q8_linear_channel_fp16", (5,), 6, 48, "int8", "channel", bias=Tru
 q_linear_case("q8_linear_input_dense", (3,), 5, 24, "int8", "input")
 q_linear_case("q8_linear_blocks_offset", (9,), 6, 64, "int8", (3, 4, True), bias=True)
 q_linear_case("q8_linear_blocks_uint8", (1,), 8, 32, "uint8", (8, 2, False))
-q4 = rng.integers(-8, 8, (4, 16))
-sc4 = np.abs(R(4, 2)) * 0.1
-xq4 = R(3, 16)
-case("q4_linear_blocks_dense", {"x": (xq4, "fp32")},
-     [const("d", q4, "int4"), const("sc", sc4),
-      "tensor<fp32, [4, 16]> w = constexpr_blockwise_shift_scale(data = d, scale = sc);",
-      "tensor<fp32, [3, 4]> y = linear(x = x, weight = w);"],
-     {"y": (xq4 @ (q4 * np.repeat(sc4, 8, 1)).T, "fp32")})
+q_linear_case("q4_linear_blocks", (3,), 4, 16, "int4", (1, 2, False))
+q_linear_case("q4_linear_decode_offset", (1,), 6, 64, "int4", (6, 4, True), bias=True)
+q_linear_case("q4_linear_uint4_fp16", (5,), 8, 48, "uint4", (2, 2, True), dt="fp16")
+q_linear_case("q4_linear_odd_blocks_dense", (2,), 4, 36, "int4", (2, 4, True))
 mask = rng.random((3, 5)) > 0.5
 nzv = R(int(mask.sum()))
 dense = np.zeros((3, 5))

@@ -528,36 +528,67 @@ TEST(conv_3x3_runs) {
  * linear over constexpr_affine_dequantize per output channel, [64, 256], is
  * one weight section of exactly its 16 KB of bytes, and the artifact's
  * weights together are under what the fp16 dense weight alone would take. */
-TEST(int8_weight_stays_int8) {
-    enum { N = 64, K = 256 };
-    size_t cap = (size_t)N * K * 6 + 4096, len = 0;
+/* linear over an 8-bit (constexpr_affine_dequantize, a scale per output
+ * channel) or 4-bit (constexpr_blockwise_shift_scale, blocks of 32 along K
+ * with offsets) weight: the artifact holds the integers at their own width,
+ * not a widened copy, and the result matches the dequantized product. */
+static void quant_weight_case(int bits) {
+    enum { N = 64, K = 256, BK = K / 32 };
+    const char *qt = bits == 8 ? "int8" : "int4";
+    int lo = bits == 8 ? -125 : -8, span = bits == 8 ? 251 : 16;
+    size_t cap = (size_t)N * K * 6 + 65536, len = 0;
     char *src = malloc(cap);
     len += (size_t)snprintf(src + len, cap - len,
-                            HDR "tensor<fp32, [1, %d]> x) {\n        tensor<int8, [%d, %d]> q = const()[val = "
-                                "tensor<int8, [%d, %d]>([",
-                            K, N, K, N, K);
-    int8_t q[N * K];
-    float sc[N], xv[K], y[N];
+                            HDR "tensor<fp32, [1, %d]> x) {\n        tensor<%s, [%d, %d]> q = const()[val = "
+                                "tensor<%s, [%d, %d]>([",
+                            K, qt, N, K, qt, N, K);
+    static int q[N * K];
+    float sc[N * BK], xv[K], y[N];
+    int of[N * BK];
     double ref[N];
-    for (int i = 0; i < N * K; i++) q[i] = (int8_t)((i * 37 + 11) % 251 - 125);
+    for (int i = 0; i < N * K; i++) q[i] = (i * 37 + 11) % span + lo;
     for (int n = 0; n < N; n++) {
         len += (size_t)snprintf(src + len, cap - len, "%s[", n ? ", " : "");
         for (int k = 0; k < K; k++) len += (size_t)snprintf(src + len, cap - len, "%s%d", k ? ", " : "", q[n * K + k]);
         len += (size_t)snprintf(src + len, cap - len, "]");
-        sc[n] = 0.01f + 0.001f * (float)n;
     }
-    len += (size_t)snprintf(src + len, cap - len,
-                            "])];\n        tensor<fp32, [%d]> sc = const()[val = tensor<fp32, [%d]>([", N, N);
-    for (int n = 0; n < N; n++) len += (size_t)snprintf(src + len, cap - len, "%s%.9g", n ? ", " : "", (double)sc[n]);
-    snprintf(src + len, cap - len,
-             "])];\n        tensor<fp32, [%d, %d]> w = constexpr_affine_dequantize(quantized_data = q, zero_point = "
-             "int8(3), scale = sc, axis = int32(0));\n        tensor<fp32, [1, %d]> y = linear(x = x, weight = w);\n"
-             "    } -> (y);\n}\n",
-             N, K, N);
+    for (int i = 0; i < N * BK; i++) sc[i] = 0.01f + 0.001f * (float)(i % 97), of[i] = i % 5 - 2;
+    if (bits == 8) {
+        len += (size_t)snprintf(src + len, cap - len, "])];\n        tensor<fp32, [%d]> sc = const()[val = "
+                                "tensor<fp32, [%d]>([", N, N);
+        for (int i = 0; i < N; i++) len += (size_t)snprintf(src + len, cap - len, "%s%.9g", i ? ", " : "", (double)sc[i]);
+    } else {
+        len += (size_t)snprintf(src + len, cap - len, "])];\n        tensor<fp32, [%d, %d]> sc = const()[val = "
+                                "tensor<fp32, [%d, %d]>([", N, BK, N, BK);
+        for (int i = 0; i < N * BK; i++)
+            len += (size_t)snprintf(src + len, cap - len, "%s%s%.9g%s", i ? ", " : "", i % BK ? "" : "[", (double)sc[i],
+                                    i % BK == BK - 1 ? "]" : "");
+    }
+    if (bits == 8) {
+        snprintf(src + len, cap - len,
+                 "])];\n        tensor<fp32, [%d, %d]> w = constexpr_affine_dequantize(quantized_data = q, zero_point = "
+                 "int8(3), scale = sc, axis = int32(0));\n        tensor<fp32, [1, %d]> y = linear(x = x, weight = w);\n"
+                 "    } -> (y);\n}\n",
+                 N, K, N);
+    } else {
+        len += (size_t)snprintf(src + len, cap - len,
+                                "])];\n        tensor<int4, [%d, %d]> of = const()[val = tensor<int4, [%d, %d]>([", N,
+                                BK, N, BK);
+        for (int i = 0; i < N * BK; i++)
+            len += (size_t)snprintf(src + len, cap - len, "%s%s%d%s", i ? ", " : "", i % BK ? "" : "[", of[i],
+                                    i % BK == BK - 1 ? "]" : "");
+        snprintf(src + len, cap - len,
+                 "])];\n        tensor<fp32, [%d, %d]> w = constexpr_blockwise_shift_scale(data = q, scale = sc, "
+                 "offset = of);\n        tensor<fp32, [1, %d]> y = linear(x = x, weight = w);\n    } -> (y);\n}\n",
+                 N, K, N);
+    }
     for (int k = 0; k < K; k++) xv[k] = frand();
     for (int n = 0; n < N; n++) {
         ref[n] = 0;
-        for (int k = 0; k < K; k++) ref[n] += (double)xv[k] * ((double)q[n * K + k] - 3) * sc[n];
+        for (int k = 0; k < K; k++) {
+            int b = bits == 8 ? n : n * BK + k / 32;
+            ref[n] += (double)xv[k] * ((double)q[n * K + k] - (bits == 8 ? 3 : of[b])) * sc[b];
+        }
     }
     for (int mode = 1; mode <= 2; mode++) {
         Compiled c;
@@ -572,9 +603,9 @@ TEST(int8_weight_stays_int8) {
         size_t wbytes = 0, exact = 0;
         rt_artifact_sections(c.art, &secs, &ns);
         for (int i = 0; i < ns; i++)
-            if (secs[i].kind == RT_SEC_WEIGHT) wbytes += secs[i].size, exact += secs[i].size == (size_t)N * K;
+            if (secs[i].kind == RT_SEC_WEIGHT) wbytes += secs[i].size, exact += secs[i].size == (size_t)N * K * bits / 8;
         CHECK(exact == 1);
-        CHECK(wbytes < (size_t)N * K * 2);
+        CHECK(wbytes < (size_t)N * K * bits / 4);
         const float *in[1] = {xv};
         float *out[1] = {y};
         CHECK_EQ_INT(run(&c, in, out, 0), RT_OK);
@@ -583,6 +614,9 @@ TEST(int8_weight_stays_int8) {
     }
     free(src);
 }
+
+TEST(int8_weight_stays_int8) { quant_weight_case(8); }
+TEST(int4_weight_stays_int4) { quant_weight_case(4); }
 
 /* src fails to compile in modes 1 and 2 with a diagnostic holding each of want[]. */
 static void check_refused(const char *src, const char *const *want, int nwant) {
@@ -787,6 +821,7 @@ int main(void) {
     RUN(linear_post_views_fallback);
     RUN(conv_3x3_runs);
     RUN(int8_weight_stays_int8);
+    RUN(int4_weight_stays_int4);
     RUN(unsupported_op_is_diagnosed);
     RUN(scatter_misuse_is_diagnosed);
     RUN(scatter_index_out_of_range_is_an_error);

@@ -120,23 +120,29 @@ def prog(x):
     print("ok  %-22s uint%d palettized %s made by coremltools, run by milc: relative L2 %.2g" % (name, nbits, use, err))
 
 
-# 8-bit integer weights made by coremltools, which milc's linear reads as the
-# bytes they are (RT_OP_QGEMM): name -> (data dtype, weight [N, K], scale
-# blocks [bn, bk] (None: constexpr_affine_dequantize per output channel), x shape)
+# 8- and 4-bit integer weights made by coremltools, which milc's linear reads
+# as the integers they are (RT_OP_QGEMM): name -> (data dtype, weight [N, K],
+# scale blocks [bn, bk] (None: constexpr_affine_dequantize per output
+# channel), x shape)
 Q_CASES = {
     "linear_int8_per_channel": ("int8", (48, 64), None, (1, 3, 64)),
     "linear_uint8_blockwise": ("uint8", (32, 64), (8, 4), (2, 5, 64)),
+    "linear_int4_blockwise": ("int4", (32, 128), (32, 4), (1, 1, 128)),
+    "linear_uint4_blockwise": ("uint4", (24, 64), (6, 2), (2, 3, 64)),
 }
+# numpy's carrier of each sub-byte dtype, and coremltools' name for it
+SUB_BYTE = {"int4": ("int8", "types.np_int4_dtype"), "uint4": ("uint8", "types.np_uint4_dtype")}
 
 
 def qcase(name, qdt, wshape, blocks, xshape):
     rng = np.random.default_rng(zlib.crc32(name.encode()))
     n, k = wshape
-    lo, hi = (-128, 128) if qdt == "int8" else (0, 256)
-    q = rng.integers(lo, hi, wshape).astype(qdt)
+    lo, hi = {"int8": (-128, 128), "uint8": (0, 256), "int4": (-8, 8), "uint4": (0, 16)}[qdt]
+    carrier, ct_dtype = SUB_BYTE.get(qdt, (qdt, None))
+    q = rng.integers(lo, hi, wshape).astype(carrier)
     bshape = (n,) if blocks is None else blocks
     scale = (np.abs(rng.standard_normal(bshape)) * 0.01 + 0.002).astype(np.float16)
-    zero = rng.integers(lo // 8, hi // 8, bshape).astype(qdt)
+    zero = rng.integers(lo // 8, hi // 8, bshape).astype(carrier)
     x = rng.standard_normal(xshape).astype(np.float16)
     wfile = os.path.join(WORK, name + "_w.npz")
     np.savez(wfile, q=q, scale=scale, zero=zero)
@@ -145,8 +151,11 @@ def qcase(name, qdt, wshape, blocks, xshape):
             'mb.constexpr_affine_dequantize(quantized_data=W["q"], zero_point=W["zero"], scale=W["scale"], '
             'axis=np.int32(0), name="w")')
     else:
+        # a sub-byte array is its carrier's with coremltools' dtype tag
+        tag = ".astype(%s)" % ct_dtype if ct_dtype else ""
         op, call = "constexpr_blockwise_shift_scale", (
-            'mb.constexpr_blockwise_shift_scale(data=W["q"], scale=W["scale"], offset=W["zero"], name="w")')
+            'mb.constexpr_blockwise_shift_scale(data=W["q"]%s, scale=W["scale"], offset=W["zero"]%s, name="w")' % (
+                tag, tag))
     script = """
 import numpy as np
 W = dict(np.load(%r))

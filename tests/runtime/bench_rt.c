@@ -268,8 +268,9 @@ typedef struct {
     double flops, wbytes;
 } Chain;
 
-/* RT_U8 weights are 8-bit quantized (RT_OP_QGEMM) rather than 4-bit palettes. */
-static bool chain_q8;
+/* RT_U8 weights are 8-bit quantized (RT_OP_QGEMM, chain_q8 = 8) or 4-bit
+ * quantized in blocks of 32 along K (chain_q8 = 4) rather than 4-bit palettes. */
+static int chain_q8;
 /* GEMMs in the channels layout (x [1, K, M], as the GPT-2 templates' [1, C, 1, S]) rather than rows. */
 static bool chain_channels;
 
@@ -297,20 +298,25 @@ static int chain_build(Chain *c, int mode, int64_t m, const int64_t (*kn)[2], in
             size_t cnt = (size_t)(k * n);
             int y = chain_channels ? rtb_temp(b, RT_F32, 3, (const int64_t[]){1, n, m})
                                    : rtb_temp(b, RT_F32, 2, (const int64_t[]){m, n});
-            if (wdt == RT_U8 && chain_q8) { /* 8-bit quantized: the bytes, a scale and offset per row */
-                uint8_t *q = malloc(cnt);
-                float *so = malloc(sizeof(float) * (size_t)(2 * n));
-                for (size_t i = 0; i < cnt; i++) q[i] = (uint8_t)(rng_f() * 1e4f);
-                for (int64_t i = 0; i < n; i++) so[i] = rng_f() * 1e-3f, so[n + i] = (float)(int)(rng_f() * 8);
-                int wi = rtb_weight(b, "q", RT_U8, 2, (const int64_t[]){n, k}, q);
-                int si = rtb_weight(b, "sc", RT_F32, 1, (const int64_t[]){n}, so);
-                int oi = rtb_weight(b, "of", RT_F32, 1, (const int64_t[]){n}, so + n);
+            if (wdt == RT_U8 && chain_q8) { /* quantized: the integers, a scale and offset per row (per block) */
+                int q4 = chain_q8 == 4;
+                int64_t bk = q4 ? k / 32 : 1, nb = n * bk, qb = q4 ? (int64_t)cnt / 2 : (int64_t)cnt;
+                uint8_t *q = malloc((size_t)qb);
+                float *so = malloc(sizeof(float) * (size_t)(2 * nb));
+                for (int64_t i = 0; i < qb; i++) q[i] = (uint8_t)(rng_f() * 1e4f);
+                /* weights of about the 8-bit ones' size (4-bit values are 16x smaller), so
+                 * the 96 layers neither blow up nor sink into denormals (which cost ~100x) */
+                for (int64_t i = 0; i < nb; i++)
+                    so[i] = rng_f() * (q4 ? 16e-3f : 1e-3f), so[nb + i] = (float)(int)(rng_f() * (q4 ? 4 : 8));
+                int wi = rtb_weight(b, "q", RT_U8, 2, (const int64_t[]){n, q4 ? k / 2 : k}, q);
+                int si = rtb_weight(b, "sc", RT_F32, 1, (const int64_t[]){nb}, so);
+                int oi = rtb_weight(b, "of", RT_F32, 1, (const int64_t[]){nb}, so + nb);
                 free(q), free(so);
-                RtQGemmParams qp = {.is_signed = 1, .bn = (int32_t)n, .bk = 1};
+                RtQGemmParams qp = {.flags = RT_QG_SIGNED | (q4 ? RT_QG_INT4 : 0), .bn = (int32_t)n, .bk = (int32_t)bk};
                 rtb_op(b, RT_OP_QGEMM, (const int[]){cur, wi, si, oi}, 4, &y, 1, &qp, sizeof qp);
                 cur = y;
                 c->flops += 2.0 * (double)(m * k * n);
-                c->wbytes += (double)(cnt + sizeof(float) * (size_t)(2 * n));
+                c->wbytes += (double)qb + (double)(sizeof(float) * (size_t)(2 * nb));
                 continue;
             }
             if (wdt == RT_U8) { /* 4-bit palettized: packed indices, one palette of 16 per weight */
@@ -459,9 +465,10 @@ static double lut_median(double *v, int n) {
 
 enum { LUT_ROUNDS = 25 };
 /* q8: the 8-bit quantized GEMV (bench_rt N q8) instead of the palettized one. */
-static void lut_decode(int nth, bool q8) {
+/* q8: 0 palettized, 8 or 4 quantized (chain_q8) */
+static void lut_decode(int nth, int q8) {
     static const int64_t layer[][2] = {{768, 2304}, {2304, 768}, {768, 3072}, {3072, 768}};
-    const char *what = q8 ? "8-bit quantized" : "4-bit palettized";
+    const char *what = q8 == 8 ? "8-bit quantized" : q8 ? "4-bit quantized (blocks of 32)" : "4-bit palettized";
     Chain c4, c16;
     chain_q8 = q8;
     chain_build(&c4, RT_MODE_BONDED, 1, layer, 4, 24, RT_U8, nth);
@@ -491,11 +498,11 @@ static void lut_decode(int nth, bool q8) {
 int main(int argc, char **argv) {
     int nth = argc > 1 ? atoi(argv[1]) : 2;
     if (nth < 1 || nth > 64) {
-        fprintf(stderr, "usage: bench_rt [THREADS (1..64, default 2)] [decode|prefill|lut|q8]\n");
+        fprintf(stderr, "usage: bench_rt [THREADS (1..64, default 2)] [decode|prefill|prefill-ch|lut|q8|q4]\n");
         return 2;
     }
-    if (argc > 2 && (strcmp(argv[2], "lut") == 0 || strcmp(argv[2], "q8") == 0)) { /* just a compressed decode */
-        lut_decode(nth, argv[2][0] == 'q');
+    if (argc > 2 && (!strcmp(argv[2], "lut") || !strcmp(argv[2], "q8") || !strcmp(argv[2], "q4"))) {
+        lut_decode(nth, argv[2][0] == 'q' ? argv[2][1] - '0' : 0); /* just a compressed decode */
         return 0;
     }
     if (argc > 2 && strcmp(argv[2], "decode") == 0) { /* just the 12-layer decode, for profiling */

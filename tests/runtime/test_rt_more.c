@@ -177,26 +177,37 @@ TEST(lut_gemm_refuses_bad_shapes) {
 /* 8-bit quantized weights [N, K] with BN x BK blocks of scale and offset,
  * int8 or uint8 bytes: K = 40 (vector loop and a tail in every variant),
  * 64 and 256; M = 1 (decode) and 5 (more rows than one pass of QMB). */
-static void qgemm_case(int64_t m, int64_t k, int64_t N, int64_t BN, int64_t BK, int sgn) {
+/* q4: nibbles, two a byte, low first; sgn: two's complement values */
+static void qgemm_case(int64_t m, int64_t k, int64_t N, int64_t BN, int64_t BK, int sgn, int q4) {
     float *x = rand_f32(m * k), *sc = rand_f32(BN * BK), *of = rand_f32(BN * BK), *bias = rand_f32(N);
     float *y = malloc(sizeof(float) * (size_t)(m * N));
-    uint8_t *q = malloc((size_t)(N * k));
+    int64_t row = q4 ? k / 2 : k;
+    uint8_t *q = malloc((size_t)(N * row));
     double *ref = malloc(sizeof(double) * (size_t)(m * N));
-    for (int64_t i = 0; i < N * k; i++) q[i] = (uint8_t)rng_u32();
+    for (int64_t i = 0; i < N * row; i++) q[i] = (uint8_t)rng_u32();
     for (int64_t i = 0; i < BN * BK; i++) of[i] = (float)(int)(of[i] * 8); /* zero points are integers */
     for (int64_t r = 0; r < m; r++)
         for (int64_t n = 0; n < N; n++) {
             double s = bias[n];
             for (int64_t j = 0; j < k; j++) {
                 int64_t blk = (n / (N / BN)) * BK + j / (k / BK);
-                double w = ((sgn ? (double)(int8_t)q[n * k + j] : (double)q[n * k + j]) - of[blk]) * sc[blk];
-                s += (double)x[r * k + j] * w;
+                int v;
+                if (q4) {
+                    v = q[n * row + j / 2] >> (j % 2 ? 4 : 0) & 15;
+                    if (sgn && v >= 8) v -= 16;
+                } else {
+                    v = sgn ? (int8_t)q[n * row + j] : q[n * row + j];
+                }
+                s += (double)x[r * k + j] * ((v - of[blk]) * sc[blk]);
             }
             ref[r * N + n] = s;
         }
-    RtQGemmParams p = {.is_signed = sgn, .bn = (int32_t)BN, .bk = (int32_t)BK, .has_bias = 1};
+    RtQGemmParams p = {.flags = (sgn ? RT_QG_SIGNED : 0) | (q4 ? RT_QG_INT4 : 0),
+                       .bn = (int32_t)BN,
+                       .bk = (int32_t)BK,
+                       .has_bias = 1};
     TArg in[5] = {{RT_F32, 2, {m, k}, x, 0},
-                  {RT_U8, 2, {N, k}, q, 1},
+                  {RT_U8, 2, {N, row}, q, 1},
                   {RT_F32, 1, {BN * BK}, sc, 1},
                   {RT_F32, 1, {BN * BK}, of, 1},
                   {RT_F32, 1, {N}, bias, 1}};
@@ -208,11 +219,23 @@ static void qgemm_case(int64_t m, int64_t k, int64_t N, int64_t BN, int64_t BK, 
 }
 
 TEST(qgemm) {
-    qgemm_case(1, 40, 6, 6, 1, 1);  /* decode, per output channel */
-    qgemm_case(1, 256, 7, 1, 1, 0); /* per tensor, uint8 */
-    qgemm_case(5, 64, 6, 3, 2, 1);  /* blocks along both dims */
-    qgemm_case(5, 40, 8, 8, 1, 0);
-    qgemm_case(9, 256, 5, 5, 4, 1);
+    qgemm_case(1, 40, 6, 6, 1, 1, 0);  /* decode, per output channel */
+    qgemm_case(1, 256, 7, 1, 1, 0, 0); /* per tensor, uint8 */
+    qgemm_case(5, 64, 6, 3, 2, 1, 0);  /* blocks along both dims */
+    qgemm_case(5, 40, 8, 8, 1, 0, 0);
+    qgemm_case(9, 256, 5, 5, 4, 1, 0);
+}
+
+/* 4-bit: every vector width's loads (K = 256: 16-lane blocks and the
+ * 4-accumulator decode loop), a tail past the last vector (K = 44), blocks
+ * of 22 and 10 nibbles that start mid-vector but on a byte. */
+TEST(qgemm_int4) {
+    qgemm_case(1, 256, 6, 6, 1, 1, 1);
+    qgemm_case(1, 256, 7, 1, 1, 0, 1);
+    qgemm_case(1, 44, 6, 6, 2, 1, 1);
+    qgemm_case(5, 64, 6, 3, 2, 1, 1);
+    qgemm_case(5, 40, 8, 8, 4, 0, 1);
+    qgemm_case(9, 512, 5, 5, 8, 1, 1);
 }
 
 /* One qgemm op over q [6, 40], 3 scales and offsets, bn x 1 blocks: the builder's message. */
@@ -224,7 +247,7 @@ static const char *qgemm_refusal(RtPlanBuilder *b, int bn) {
     int sw = rtb_weight(b, "sc", RT_F32, 1, (const int64_t[]){3}, sc);
     int ow = rtb_weight(b, "of", RT_F32, 1, (const int64_t[]){3}, of);
     int y = rtb_temp(b, RT_F32, 2, (const int64_t[]){1, 6});
-    RtQGemmParams p = {.is_signed = 1, .bn = bn, .bk = 1};
+    RtQGemmParams p = {.flags = RT_QG_SIGNED, .bn = bn, .bk = 1};
     return rtb_op(b, RT_OP_QGEMM, (const int[]){x, qw, sw, ow}, 4, &y, 1, &p, sizeof p) < 0 ? rtb_error(b) : "";
 }
 
@@ -237,6 +260,38 @@ TEST(qgemm_refuses_bad_shapes) {
     rtb_free(b);
 }
 
+/* One 4-bit qgemm op, x [1, k] and q [6, qk], 1 x bk blocks: the builder's message. */
+static const char *qgemm4_refusal(RtPlanBuilder *b, int64_t k, int64_t qk, int bk) {
+    static uint8_t q[6 * 40];
+    static float so[8];
+    int x = rtb_input(b, "x", RT_F32, 2, (const int64_t[]){1, k});
+    int qw = rtb_weight(b, "q", RT_U8, 2, (const int64_t[]){6, qk}, q);
+    int sw = rtb_weight(b, "sc", RT_F32, 1, (const int64_t[]){bk}, so);
+    int ow = rtb_weight(b, "of", RT_F32, 1, (const int64_t[]){bk}, so);
+    int y = rtb_temp(b, RT_F32, 2, (const int64_t[]){1, 6});
+    RtQGemmParams p = {.flags = RT_QG_INT4, .bn = 1, .bk = bk};
+    return rtb_op(b, RT_OP_QGEMM, (const int[]){x, qw, sw, ow}, 4, &y, 1, &p, sizeof p) < 0 ? rtb_error(b) : "";
+}
+
+TEST(qgemm_int4_refuses_bad_shapes) {
+    static const struct {
+        int64_t k, qk;
+        int bk;
+        const char *msg;
+    } c[] = {
+        {40, 40, 1, "qgemm: q must be [6, 20]"}, /* a byte per value given for nibbles */
+        {39, 20, 1, "qgemm: 4-bit weights need an even K, not 39"},
+        {36, 18, 4, "qgemm: 4-bit blocks of 9 along K do not start on a byte"},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        RtPlanBuilder *b = rtb_new(RT_MODE_BONDED);
+        const char *m = qgemm4_refusal(b, c[i].k, c[i].qk, c[i].bk);
+        if (!strstr(m, c[i].msg)) fprintf(stderr, "case %zu: %s\n", i, m);
+        CHECK(strstr(m, c[i].msg) != NULL);
+        rtb_free(b);
+    }
+}
+
 int main(void) {
     RUN(pad_nhwc);
     RUN(conv_gemm);
@@ -245,5 +300,7 @@ int main(void) {
     RUN(lut_gemm_refuses_bad_shapes);
     RUN(qgemm);
     RUN(qgemm_refuses_bad_shapes);
+    RUN(qgemm_int4);
+    RUN(qgemm_int4_refuses_bad_shapes);
     TEST_MAIN_END();
 }

@@ -121,7 +121,7 @@ typedef enum {
     RT_OP_UPDATE,     /* RtUpdateParams: x[, begin, end (I32)] -> y, written in place (a state's write) */
     RT_OP_GATHER_ND,  /* RtAxisParams (axis = batch_dims): x, indices(I32) -> y (see below) */
     RT_OP_SAMPLE,     /* RtSampleParams: x, coordinates or affine matrices -> y (resample, affine) */
-    RT_OP_QGEMM,      /* RtQGemmParams: x, q(U8), scale, offset[, bias] -> y (8-bit quantized linear) */
+    RT_OP_QGEMM,      /* RtQGemmParams: x, q(U8), scale, offset[, bias] -> y (8- or 4-bit quantized linear) */
     RT_OP_COUNT_
 } RtOpKind;
 
@@ -374,14 +374,18 @@ typedef struct {
     int32_t bits, bn, bk, has_bias;
 } RtLutParams;
 
-/* y[.., n] = Σ_k x[.., k] W[n, k] (+ bias[n]) with W stored as 8-bit
- * integers and read that way: W[n, k] = (q[n, k] − offset[b]) · scale[b],
- * b = (n / (N/bn)) · bk + k / (K/bk).  q is the U8 weight [N, K], its bytes
- * int8 when is_signed; scale and offset are F32 [bn · bk] (per tensor: bn =
- * bk = 1; per output channel: bn = N; blocks along K: bk > 1).  Each block
- * is summed as scale · (Σ x·q − offset · Σ x). */
+/* y[.., n] = Σ_k x[.., k] W[n, k] (+ bias[n]) with W stored as 8-bit or
+ * 4-bit integers and read that way: W[n, k] = (q[n, k] − offset[b]) ·
+ * scale[b], b = (n / (N/bn)) · bk + k / (K/bk).  q is the U8 weight [N, K]
+ * of bytes, or with RT_QG_INT4 [N, K/2] of nibbles (q[n, k] in the low four
+ * bits of byte k/2 when k is even, the high four when odd: MILBlob's order;
+ * K and K/bk even); the values are signed (two's complement) with
+ * RT_QG_SIGNED.  scale and offset are F32 [bn · bk] (per tensor: bn = bk =
+ * 1; per output channel: bn = N; blocks along K: bk > 1).  Each block is
+ * summed as scale · (Σ x·q − offset · Σ x). */
+enum { RT_QG_SIGNED = 1, RT_QG_INT4 = 2 };
 typedef struct {
-    int32_t is_signed, bn, bk, has_bias;
+    int32_t flags, bn, bk, has_bias;
 } RtQGemmParams;
 
 /* cumsum along axis: exclusive leaves each element out of its own sum,
