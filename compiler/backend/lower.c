@@ -2159,6 +2159,67 @@ static int lower_q_linear(LowerShared *s, const IrOp *op, const IrValue *w) {
     return rc;
 }
 
+/* linear whose weight is constexpr_sparse_to_dense [N, K]: RT_OP_SPGEMM on
+ * the mask, one byte-aligned row of bits per output, and the nonzero values
+ * in their own dtype (fp16 stays fp16), so nothing is made dense.  1: the
+ * weight is not [N, K] (the caller makes it dense). */
+static int lower_sparse_linear(LowerShared *s, const IrOp *op, const IrValue *w) {
+    const IrOp *d = w->def;
+    const IrValue *nzv = arg_value(d, "nonzero_data"), *mv = arg_value(d, "mask");
+    if (w->type.rank != 2 || !nzv || !mv) return 1;
+    int64_t N = w->type.dims[0], K = w->type.dims[1], nnz = ir_type_numel(&nzv->type), rb = (K + 7) / 8;
+    if (nnz < 0 || nnz > INT32_MAX - 16) return 1;
+    IrValue *x = arg_value(op, "x"), *bias = arg_value(op, "bias");
+    if (bias && !ir_value_const(bias)) return FAIL("the bias of linear must be a constant");
+    double *a = const_values(s, nzv), *b = a ? const_values(s, mv) : NULL;
+    if (!b) {
+        free(a);
+        return -1;
+    }
+    bool packed = ir_op_arg(d, "shape") != NULL, f16 = nzv->type.dtype == IR_DT_FP16;
+    uint8_t *mask = calloc((size_t)(N * rb) + 1, 1);
+    int32_t *start = malloc(sizeof(int32_t) * (size_t)(N + 1));
+    void *vals = calloc((size_t)(nnz + 16), f16 ? 2 : 4);
+    MILC_ASSERT(mask && start && vals);
+    int64_t j = 0;
+    for (int64_t n = 0; n < N; n++) {
+        start[n] = (int32_t)(j < nnz ? j : nnz);
+        for (int64_t k = 0; k < K; k++) {
+            int64_t i = n * K + k;
+            if (packed ? !((int64_t)b[i / 8] >> (i % 8) & 1) : b[i] == 0) continue;
+            if (j < nnz) {
+                if (f16)
+                    ((uint16_t *)vals)[j] = float_to_half((float)a[j]);
+                else
+                    ((float *)vals)[j] = (float)a[j];
+            }
+            j++;
+            mask[n * rb + k / 8] |= (uint8_t)(1u << (k % 8));
+        }
+    }
+    start[N] = (int32_t)(j < nnz ? j : nnz);
+    free(a), free(b);
+    int rc = -1;
+    if (j != nnz) {
+        fail_at(s, d->loc, "constexpr_sparse_to_dense: the mask sets %lld bits for %lld values", (long long)j,
+                (long long)nnz);
+    } else {
+        char nm[RT_NAME_MAX];
+        int64_t md[2] = {N, rb}, vd = nnz + 16, sd = N + 1;
+        snprintf(nm, sizeof nm, "%s_mask", w->name);
+        int mw = named_weight(s, nm, RT_U8, 2, md, mask, false);
+        snprintf(nm, sizeof nm, "%s_values", w->name);
+        int vw = named_weight(s, nm, f16 ? RT_F16 : RT_F32, 1, &vd, vals, false);
+        snprintf(nm, sizeof nm, "%s_start", w->name);
+        int sw = named_weight(s, nm, RT_I32, 1, &sd, start, false);
+        RtSpGemmParams p = {.has_bias = bias != NULL};
+        int in[5] = {materialize(s, x), mw, vw, sw, bias ? const_weight(s, bias) : 0};
+        rc = emit_result(s, op, RT_OP_SPGEMM, in, bias ? 5 : 4, &p, sizeof p);
+    }
+    free(mask), free(start), free(vals);
+    return rc;
+}
+
 /* ---- scatter, sort, quantization and random ops ---- */
 
 /* A string argument (its default when absent), or NULL when not constant. */
@@ -3691,6 +3752,10 @@ static int lower_op(LowerShared *s, IrOp *op) {
         if (w && w->def &&
             (w->def->kind == OP_CONSTEXPR_AFFINE_DEQUANTIZE || w->def->kind == OP_CONSTEXPR_BLOCKWISE_SHIFT_SCALE)) {
             int rc = lower_q_linear(s, op, w);
+            if (rc <= 0) return rc;
+        }
+        if (w && w->def && w->def->kind == OP_CONSTEXPR_SPARSE_TO_DENSE) {
+            int rc = lower_sparse_linear(s, op, w);
             if (rc <= 0) return rc;
         }
     }

@@ -401,3 +401,72 @@ static void rt_k_qgemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
 #endif
     qgemm_rows(p, x, xp, IN(1), sc, of, bias, xsum, M, K, N, n0, n1, OUT(0));
 }
+
+/* ---- the sparse linear layer (RT_OP_SPGEMM) ----
+ * The weight stays a bit mask and its nonzero values: decode reads the mask
+ * (an eighth of a byte a weight) and the values, nothing for a zero.  On
+ * AVX-512 each 16 bits of a row's mask expand the next popcount values into
+ * their lanes (vexpandps); elsewhere the set bits are walked one by one. */
+static inline __attribute__((always_inline)) void sp_row_n(const uint8_t *mk, const void *vals, const int f16,
+                                                           int64_t idx, int64_t nv, const float *x, int64_t K,
+                                                           const int mr, float *out) {
+    for (int m = 0; m < mr; m++) out[m] = 0.0f;
+    if (idx < 0 || idx > nv) return; /* a start no builder writes: the row counts as zero */
+    int64_t k = 0;
+#ifdef RT_AVX512
+    __m512 acc[QMB];
+    for (int m = 0; m < mr; m++) acc[m] = _mm512_setzero_ps();
+    for (; k + 16 <= K; k += 16) {
+        unsigned m16 = (unsigned)mk[k / 8] | (unsigned)mk[k / 8 + 1] << 8;
+        if (!m16) continue;
+        if (idx + 16 > nv) break; /* past the padding: only a damaged start or mask; the tail bounds it */
+        __m512 w = f16 ? _mm512_maskz_expand_ps((__mmask16)m16,
+                                                _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)vals + idx))))
+                       : _mm512_maskz_expandloadu_ps((__mmask16)m16, (const float *)vals + idx);
+        idx += __builtin_popcount(m16);
+        for (int m = 0; m < mr; m++) acc[m] = _mm512_fmadd_ps(w, _mm512_loadu_ps(x + m * K + k), acc[m]);
+    }
+    for (int m = 0; m < mr; m++) out[m] = _mm512_reduce_add_ps(acc[m]);
+#endif
+    for (; k < K; k++) {
+        if (!(mk[k >> 3] >> (k & 7) & 1)) continue;
+        if (idx >= nv) break;
+        float w = f16 ? half_to_float(((const uint16_t *)vals)[idx]) : ((const float *)vals)[idx];
+        idx++;
+        for (int m = 0; m < mr; m++) out[m] += w * x[m * K + k];
+    }
+}
+
+#define SP_ROW_CASES(F16)                                                                                              \
+    switch (mr) {                                                                                                      \
+    case 1: sp_row_n(mk, vals, F16, idx, nv, x, K, 1, out); break;                                                     \
+    case 2: sp_row_n(mk, vals, F16, idx, nv, x, K, 2, out); break;                                                     \
+    case 3: sp_row_n(mk, vals, F16, idx, nv, x, K, 3, out); break;                                                     \
+    default: sp_row_n(mk, vals, F16, idx, nv, x, K, 4, out); break;                                                    \
+    }
+
+static void sp_row(const uint8_t *mk, const void *vals, int f16, int64_t idx, int64_t nv, const float *x, int64_t K,
+                   int mr, float *out) {
+    if (f16)
+        SP_ROW_CASES(1)
+    else
+        SP_ROW_CASES(0)
+}
+
+static void rt_k_spgemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+    const RtBuf *xb = BUF_IN(0), *yb = BUF_OUT(0), *vb = BUF_IN(2);
+    int64_t K = xb->dims[xb->rank - 1], N = yb->dims[yb->rank - 1], M = xb->numel / K, rb = (K + 7) / 8, n0, n1;
+    const float *x = IN(0), *bias = op->p.sp.has_bias ? IN(4) : NULL;
+    const uint8_t *mask = IN(1);
+    const int32_t *start = IN(3);
+    float *y = OUT(0);
+    split(N, ith, nth, &n0, &n1);
+    for (int64_t m0 = 0; m0 < M; m0 += QMB) {
+        int mr = M - m0 < QMB ? (int)(M - m0) : QMB;
+        for (int64_t n = n0; n < n1; n++) {
+            float out[QMB];
+            sp_row(mask + n * rb, IN(2), vb->dtype == RT_F16, start[n], vb->numel, x + m0 * K, K, mr, out);
+            for (int m = 0; m < mr; m++) y[(m0 + m) * N + n] = out[m] + (bias ? bias[n] : 0.0f);
+        }
+    }
+}

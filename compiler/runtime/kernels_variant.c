@@ -77,6 +77,7 @@ const RtKernels RT_KERNELS = {
             [RT_OP_GATHER_ND] = rt_k_gather_nd,
             [RT_OP_SAMPLE] = rt_k_sample,
             [RT_OP_QGEMM] = rt_k_qgemm,
+            [RT_OP_SPGEMM] = rt_k_spgemm,
         },
     .prefetch = {[RT_OP_GEMM] = rt_p_gemm, [RT_OP_ATTENTION] = rt_p_attention},
     .h2f = rt_h2f,

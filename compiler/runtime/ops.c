@@ -493,6 +493,7 @@ static const RtOpInfo op_table[RT_OP_COUNT_] = {
     [RT_OP_GATHER_ND] = {"gather_nd", sizeof(RtAxisParams), 2, 2, 1, 1, rt_check_gather_nd, NULL},
     [RT_OP_SAMPLE] = {"sample", sizeof(RtSampleParams), 2, 2, 1, 1, rt_check_sample, NULL},
     [RT_OP_QGEMM] = {"qgemm", sizeof(RtQGemmParams), 4, 5, 1, 1, rt_check_qgemm, rt_s_qgemm},
+    [RT_OP_SPGEMM] = {"spgemm", sizeof(RtSpGemmParams), 4, 5, 1, 1, rt_check_spgemm, NULL},
 };
 
 const RtOpInfo *rt_op_info(uint32_t kind) {

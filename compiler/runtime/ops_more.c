@@ -230,6 +230,27 @@ int rt_check_qgemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errle
     return RT_OK;
 }
 
+int rt_check_spgemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtSpGemmParams *p = &op->p.sp;
+    const RtBuf *x = B(0), *mk = B(1), *v = B(2), *st = B(3), *y = O(0);
+    if ((p->has_bias & ~1) || p->reserved[0] || p->reserved[1] || p->reserved[2] || (int)op->nin != 4 + p->has_bias)
+        FAIL("spgemm: bad params");
+    if (x->dtype != RT_F32 || y->dtype != RT_F32 || x->rank < 1 || x->rank != y->rank)
+        FAIL("spgemm: x and y must be fp32 of one rank");
+    int64_t k = x->dims[x->rank - 1], n = y->dims[y->rank - 1];
+    for (uint32_t i = 0; i + 1 < x->rank; i++)
+        if (x->dims[i] != y->dims[i]) FAIL("spgemm: y's leading dims must be x's");
+    if (mk->dtype != RT_U8 || mk->kind != RT_BUF_WEIGHT || mk->rank != 2 || mk->dims[0] != n || mk->dims[1] != (k + 7) / 8)
+        FAIL("spgemm: mask must be a u8 weight [%lld, %lld]", (long long)n, (long long)((k + 7) / 8));
+    if ((v->dtype != RT_F16 && v->dtype != RT_F32) || v->kind != RT_BUF_WEIGHT || v->rank != 1 || v->numel < 16)
+        FAIL("spgemm: values must be an fp16 or fp32 weight of rank 1, 16 padding elements included");
+    if (st->dtype != RT_I32 || st->kind != RT_BUF_WEIGHT || st->numel != n + 1)
+        FAIL("spgemm: start must be an i32 weight of %lld", (long long)(n + 1));
+    if (p->has_bias && (B(4)->dtype != RT_F32 || B(4)->numel != n))
+        FAIL("spgemm: bias must hold %lld fp32", (long long)n);
+    return RT_OK;
+}
+
 /* Σ x over each K-block of every row of x (the offset's share of a block);
  * with 4-bit weights also x de-interleaved for the AVX-512 kernel. */
 size_t rt_s_qgemm(const RtBuf *bufs, const RtOpRec *op) {

@@ -88,6 +88,7 @@ typedef struct {
         RtUpdateParams upd;
         RtSampleParams smp;
         RtQGemmParams qg;
+        RtSpGemmParams sp;
     } p;
 } RtOpRec;
 _Static_assert(sizeof(RtCopyParams) == RT_PARAMS_MAX, "copy params fill the record");
@@ -224,6 +225,7 @@ int rt_check_conv_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t e
 int rt_check_lut_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 size_t rt_s_lut_gemm(const RtBuf *bufs, const RtOpRec *op);
 int rt_check_qgemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+int rt_check_spgemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 size_t rt_s_qgemm(const RtBuf *bufs, const RtOpRec *op);
 int rt_check_cumsum(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 int rt_check_gather_axis(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);

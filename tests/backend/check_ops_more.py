@@ -357,6 +357,17 @@ case("constexpr_blockwise_shift_scale", {"x": (xb, "fp32")},
 # output channel with x of rank 3, blocks along N and K with and without
 # offsets; a scale per input channel, and 4-bit blocks of an odd length
 # (they split a byte), take the dense path
+def linear_over(label, body, x, xs, n, wd, dt, bias):
+    """body (which makes w) then y = linear(x, w[, b]) against x @ wd.T"""
+    b = as_dt(R(n), dt)
+    if bias:
+        body.append(const("b", b, dt))
+    yshape = ", ".join(map(str, list(xs) + [n]))
+    body.append("tensor<%s, [%s]> y = linear(x = x, weight = w%s);" % (dt, yshape, ", bias = b" if bias else ""))
+    ref = x.astype(np.float64) @ wd.T + (b if bias else 0)
+    case(label, {"x": (x, dt)}, body, {"y": (ref, dt)}, tol=2e-5 if dt == "fp32" else 2e-3)
+
+
 def q_linear_case(label, xs, n, k, qdt, form, bias=False, dt="fp32"):
     lo, hi = {"int8": (-128, 128), "uint8": (0, 256), "int4": (-8, 8), "uint4": (0, 16)}[qdt]
     qv, x = rng.integers(lo, hi, (n, k)), as_dt(R(*xs, k), dt)
@@ -378,13 +389,7 @@ def q_linear_case(label, xs, n, k, qdt, form, bias=False, dt="fp32"):
         body.append("tensor<%s, [%d, %d]> w = constexpr_blockwise_shift_scale(data = q, scale = sc%s);" % (
             dt, n, k, ", offset = of" if off else ""))
         wd = (qv - rep(of)) * rep(sc)
-    b = as_dt(R(n), dt)
-    if bias:
-        body.append(const("b", b, dt))
-    yshape = ", ".join(map(str, list(xs) + [n]))
-    body.append("tensor<%s, [%s]> y = linear(x = x, weight = w%s);" % (dt, yshape, ", bias = b" if bias else ""))
-    ref = x.astype(np.float64) @ wd.T + (b if bias else 0)
-    case(label, {"x": (x, dt)}, body, {"y": (ref, dt)}, tol=2e-5 if dt == "fp32" else 2e-3)
+    linear_over(label, body, x, xs, n, wd, dt, bias)
 
 
 q_linear_case("q8_linear_tensor_decode", (1,), 6, 40, "uint8", "tensor", bias=True)
@@ -406,6 +411,24 @@ case("constexpr_sparse_to_dense", {"x": (xs_, "fp32")},
      [const("nz", nzv), const("m", mask.astype(np.int64), "uint1"),
       "tensor<fp32, [3, 5]> w = constexpr_sparse_to_dense(nonzero_data = nz, mask = m);",
       "tensor<fp32, [3, 5]> y = add(x = x, y = w);"], {"y": (xs_ + dense, "fp32")})
+# linear over constexpr_sparse_to_dense runs RT_OP_SPGEMM on the mask and the
+# nonzero values: K past the last 16 bits, fp16 values, a row with nothing
+# set, rows of x of rank 3
+def sparse_linear_case(label, xs, n, k, density, dt="fp32", bias=False):
+    m = rng.random((n, k)) < density
+    m[0] = False
+    vals = as_dt(R(int(m.sum())), dt)
+    wd = np.zeros((n, k))
+    wd[m] = vals
+    x = as_dt(R(*xs, k), dt)
+    body = [const("nz", vals, dt), const("m", m.astype(np.int64), "uint1"),
+            "tensor<%s, [%d, %d]> w = constexpr_sparse_to_dense(nonzero_data = nz, mask = m);" % (dt, n, k)]
+    linear_over(label, body, x, xs, n, wd, dt, bias)
+
+
+sparse_linear_case("sparse_linear_decode", (1,), 6, 37, 0.4, bias=True)
+sparse_linear_case("sparse_linear_fp16", (5,), 8, 64, 0.3, dt="fp16")
+sparse_linear_case("sparse_linear_rank3", (2, 3), 5, 48, 0.7)
 # l2_norm (over the last three dims) and local_response_norm (a window of channels)
 x5 = R(2, 3, 4, 5) * 2
 for dt in FLOAT:

@@ -528,6 +528,35 @@ TEST(conv_3x3_runs) {
  * linear over constexpr_affine_dequantize per output channel, [64, 256], is
  * one weight section of exactly its 16 KB of bytes, and the artifact's
  * weights together are under what the fp16 dense weight alone would take. */
+/* src (x [1, K] -> y [1, n]) compiled in modes 1 and 2: exactly one weight
+ * section of `form` bytes (the compressed form: no widened copy), all of
+ * them under `under` bytes, and y within 1e-5 of ref. */
+static void compressed_runs(const char *src, const float *xv, const double *ref, int n, size_t form, size_t under) {
+    for (int mode = 1; mode <= 2; mode++) {
+        Compiled c;
+        compile(&c, src, mode);
+        CHECK_EQ_INT(c.rc, 0);
+        if (!c.art) {
+            release(&c);
+            continue;
+        }
+        const RtSection *secs;
+        int ns;
+        size_t wbytes = 0, exact = 0;
+        rt_artifact_sections(c.art, &secs, &ns);
+        for (int i = 0; i < ns; i++)
+            if (secs[i].kind == RT_SEC_WEIGHT) wbytes += secs[i].size, exact += secs[i].size == form;
+        CHECK(exact == 1);
+        CHECK(wbytes < under);
+        float y[256];
+        const float *in[1] = {xv};
+        float *out[1] = {y};
+        CHECK_EQ_INT(run(&c, in, out, 0), RT_OK);
+        CHECK(max_rel(y, ref, n) < 1e-5);
+        release(&c);
+    }
+}
+
 /* linear over an 8-bit (constexpr_affine_dequantize, a scale per output
  * channel) or 4-bit (constexpr_blockwise_shift_scale, blocks of 32 along K
  * with offsets) weight: the artifact holds the integers at their own width,
@@ -543,7 +572,7 @@ static void quant_weight_case(int bits) {
                                 "tensor<%s, [%d, %d]>([",
                             K, qt, N, K, qt, N, K);
     static int q[N * K];
-    float sc[N * BK], xv[K], y[N];
+    float sc[N * BK], xv[K];
     int of[N * BK];
     double ref[N];
     for (int i = 0; i < N * K; i++) q[i] = (i * 37 + 11) % span + lo;
@@ -590,28 +619,46 @@ static void quant_weight_case(int bits) {
             ref[n] += (double)xv[k] * ((double)q[n * K + k] - (bits == 8 ? 3 : of[b])) * sc[b];
         }
     }
-    for (int mode = 1; mode <= 2; mode++) {
-        Compiled c;
-        compile(&c, src, mode);
-        CHECK_EQ_INT(c.rc, 0);
-        if (!c.art) {
-            release(&c);
-            continue;
-        }
-        const RtSection *secs;
-        int ns;
-        size_t wbytes = 0, exact = 0;
-        rt_artifact_sections(c.art, &secs, &ns);
-        for (int i = 0; i < ns; i++)
-            if (secs[i].kind == RT_SEC_WEIGHT) wbytes += secs[i].size, exact += secs[i].size == (size_t)N * K * bits / 8;
-        CHECK(exact == 1);
-        CHECK(wbytes < (size_t)N * K * bits / 4);
-        const float *in[1] = {xv};
-        float *out[1] = {y};
-        CHECK_EQ_INT(run(&c, in, out, 0), RT_OK);
-        CHECK(max_rel(y, ref, N) < 1e-5);
-        release(&c);
+    compressed_runs(src, xv, ref, N, (size_t)N * K * bits / 8, (size_t)N * K * bits / 4);
+    free(src);
+}
+
+/* linear over constexpr_sparse_to_dense (iOS18's uint1 mask, about a third
+ * set): the artifact holds the mask bits and the nonzero values, no dense
+ * weight, and the result matches the dense product. */
+TEST(sparse_weight_stays_sparse) {
+    enum { N = 64, K = 256 };
+    size_t cap = (size_t)N * K * 16 + 65536, len = 0;
+    char *src = malloc(cap);
+    static float w[N * K];
+    float xv[K];
+    double ref[N];
+    int nnz = 0;
+    for (int i = 0; i < N * K; i++) w[i] = (i * 7919 % 13) < 4 ? (float)((i % 97) - 48) / 64.0f : 0.0f, nnz += w[i] != 0;
+    len += (size_t)snprintf(src + len, cap - len,
+                            HDR "tensor<fp32, [1, %d]> x) {\n        tensor<fp32, [%d]> nz = const()[val = "
+                                "tensor<fp32, [%d]>([",
+                            K, nnz, nnz);
+    for (int i = 0, j = 0; i < N * K; i++)
+        if (w[i] != 0) len += (size_t)snprintf(src + len, cap - len, "%s%.9g", j++ ? ", " : "", (double)w[i]);
+    len += (size_t)snprintf(src + len, cap - len,
+                            "])];\n        tensor<uint1, [%d, %d]> m = const()[val = tensor<uint1, [%d, %d]>([", N, K, N,
+                            K);
+    for (int n = 0; n < N; n++) {
+        len += (size_t)snprintf(src + len, cap - len, "%s[", n ? ", " : "");
+        for (int k = 0; k < K; k++) len += (size_t)snprintf(src + len, cap - len, "%s%d", k ? ", " : "", w[n * K + k] != 0);
+        len += (size_t)snprintf(src + len, cap - len, "]");
     }
+    snprintf(src + len, cap - len,
+             "])];\n        tensor<fp32, [%d, %d]> w = constexpr_sparse_to_dense(nonzero_data = nz, mask = m);\n"
+             "        tensor<fp32, [1, %d]> y = linear(x = x, weight = w);\n    } -> (y);\n}\n",
+             N, K, N);
+    for (int k = 0; k < K; k++) xv[k] = frand();
+    for (int n = 0; n < N; n++) {
+        ref[n] = 0;
+        for (int k = 0; k < K; k++) ref[n] += (double)xv[k] * w[n * K + k];
+    }
+    compressed_runs(src, xv, ref, N, (size_t)N * K / 8, (size_t)N * K * 2);
     free(src);
 }
 
@@ -822,6 +869,7 @@ int main(void) {
     RUN(conv_3x3_runs);
     RUN(int8_weight_stays_int8);
     RUN(int4_weight_stays_int4);
+    RUN(sparse_weight_stays_sparse);
     RUN(unsupported_op_is_diagnosed);
     RUN(scatter_misuse_is_diagnosed);
     RUN(scatter_index_out_of_range_is_an_error);

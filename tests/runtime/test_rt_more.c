@@ -292,6 +292,72 @@ TEST(qgemm_int4_refuses_bad_shapes) {
     }
 }
 
+/* A sparse weight [N, k] of about `density` nonzeros, values fp16 (f16) or
+ * fp32, against the dense product; start: the row starts as built, or
+ * damaged (every row's start out of range) to check nothing reads out of
+ * bounds and the rows count as zero. */
+static void spgemm_case(int64_t m, int64_t k, int64_t N, double density, int f16, int damaged) {
+    int64_t rb = (k + 7) / 8, nnz = 0;
+    float *x = rand_f32(m * k), *bias = rand_f32(N), *y = malloc(sizeof(float) * (size_t)(m * N));
+    uint8_t *mask = calloc((size_t)(N * rb), 1);
+    float *dense = calloc((size_t)(N * k), sizeof(float)), *v32 = calloc((size_t)(N * k + 16), sizeof(float));
+    uint16_t *v16 = calloc((size_t)(N * k + 16), sizeof(uint16_t));
+    int32_t *start = malloc(sizeof(int32_t) * (size_t)(N + 1));
+    double *ref = malloc(sizeof(double) * (size_t)(m * N));
+    for (int64_t n = 0; n < N; n++) {
+        start[n] = damaged ? (int32_t)(n % 2 ? -5 : N * k + 100) : (int32_t)nnz;
+        for (int64_t j = 0; j < k; j++)
+            if ((rng_u32() % 1000) < density * 1000) {
+                float w = half_to_float(float_to_half(rng_f() - 0.5f)); /* exact in fp16 too */
+                mask[n * rb + j / 8] |= (uint8_t)(1u << (j % 8));
+                dense[n * k + j] = w, v32[nnz] = w, v16[nnz] = float_to_half(w), nnz++;
+            }
+    }
+    start[N] = damaged ? 0 : (int32_t)nnz;
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t n = 0; n < N; n++) {
+            double acc = bias[n];
+            for (int64_t j = 0; j < k && !damaged; j++) acc += (double)x[r * k + j] * dense[n * k + j];
+            ref[r * N + n] = acc;
+        }
+    RtSpGemmParams p = {.has_bias = 1};
+    TArg in[5] = {{RT_F32, 2, {m, k}, x, 0},
+                  {RT_U8, 2, {N, rb}, mask, 1},
+                  {f16 ? RT_F16 : RT_F32, 1, {nnz + 16}, f16 ? (const void *)v16 : v32, 1},
+                  {RT_I32, 1, {N + 1}, start, 1},
+                  {RT_F32, 1, {N}, bias, 1}};
+    for (int nth = 1; nth <= 2; nth++) {
+        CHECK_EQ_INT(run_op(RT_OP_SPGEMM, &p, sizeof p, in, 5, RT_F32, 2, (const int64_t[]){m, N}, y, nth), RT_OK);
+        CHECK(rel_max_err(y, ref, m * N) < 2e-5);
+    }
+    free(x), free(bias), free(y), free(mask), free(dense), free(v32), free(v16), free(start), free(ref);
+}
+
+TEST(spgemm) {
+    spgemm_case(1, 256, 7, 0.5, 1, 0);   /* decode, fp16 values */
+    spgemm_case(1, 256, 7, 0.5, 0, 0);   /* fp32 values */
+    spgemm_case(5, 44, 6, 0.3, 1, 0);    /* rows of x in one pass; K past the last 16 bits */
+    spgemm_case(9, 100, 5, 0.9, 0, 0);   /* dense enough that rows run off the padding's end */
+    spgemm_case(3, 64, 4, 0.0, 1, 0);    /* no nonzero at all: only the padding */
+    spgemm_case(2, 72, 6, 0.5, 1, 1);    /* starts out of range: zeros, no read outside */
+}
+
+TEST(spgemm_refuses_bad_shapes) {
+    static uint8_t mask[6 * 5];
+    static float vals[32];
+    static int32_t start[7];
+    RtPlanBuilder *b = rtb_new(RT_MODE_BONDED);
+    int x = rtb_input(b, "x", RT_F32, 2, (const int64_t[]){1, 40});
+    int mw = rtb_weight(b, "m", RT_U8, 2, (const int64_t[]){6, 4}, mask);
+    int vw = rtb_weight(b, "v", RT_F32, 1, (const int64_t[]){32}, vals);
+    int sw = rtb_weight(b, "s", RT_I32, 1, (const int64_t[]){7}, start);
+    int y = rtb_temp(b, RT_F32, 2, (const int64_t[]){1, 6});
+    RtSpGemmParams p = {0};
+    CHECK(rtb_op(b, RT_OP_SPGEMM, (const int[]){x, mw, vw, sw}, 4, &y, 1, &p, sizeof p) < 0);
+    CHECK(strstr(rtb_error(b), "spgemm: mask must be a u8 weight [6, 5]") != NULL);
+    rtb_free(b);
+}
+
 int main(void) {
     RUN(pad_nhwc);
     RUN(conv_gemm);
@@ -302,5 +368,7 @@ int main(void) {
     RUN(qgemm_refuses_bad_shapes);
     RUN(qgemm_int4);
     RUN(qgemm_int4_refuses_bad_shapes);
+    RUN(spgemm);
+    RUN(spgemm_refuses_bad_shapes);
     TEST_MAIN_END();
 }

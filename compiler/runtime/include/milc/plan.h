@@ -122,6 +122,7 @@ typedef enum {
     RT_OP_GATHER_ND,  /* RtAxisParams (axis = batch_dims): x, indices(I32) -> y (see below) */
     RT_OP_SAMPLE,     /* RtSampleParams: x, coordinates or affine matrices -> y (resample, affine) */
     RT_OP_QGEMM,      /* RtQGemmParams: x, q(U8), scale, offset[, bias] -> y (8- or 4-bit quantized linear) */
+    RT_OP_SPGEMM,     /* RtSpGemmParams: x, mask(U8), values, start(I32)[, bias] -> y (sparse linear) */
     RT_OP_COUNT_
 } RtOpKind;
 
@@ -387,6 +388,17 @@ enum { RT_QG_SIGNED = 1, RT_QG_INT4 = 2 };
 typedef struct {
     int32_t flags, bn, bk, has_bias;
 } RtQGemmParams;
+
+/* y[.., n] = Σ_k x[.., k] W[n, k] (+ bias[n]) with W stored sparse and read
+ * that way: mask U8 [N, ceil(K/8)] holds row n's bit k at bit k % 8 of byte
+ * k / 8 of its row; values (F16 or F32, rank 1) holds the set bits' weights
+ * in row-major order, then 16 more elements (zeros: a vector reads past the
+ * last); start I32 [N + 1] is where each row's values begin.  Values past a
+ * start or mask that point outside them count as zero, never a read out of
+ * bounds. */
+typedef struct {
+    int32_t has_bias, reserved[3];
+} RtSpGemmParams;
 
 /* cumsum along axis: exclusive leaves each element out of its own sum,
  * reverse sums from the end.  int32 sums wrap. */
