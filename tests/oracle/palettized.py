@@ -186,6 +186,42 @@ def prog(x):
         name, qdt, op, err))
 
 
+# Sparse weights made by coremltools (iOS18 constexpr_sparse_to_dense, a
+# uint1 mask), which milc's linear reads as the mask and values they are
+# (RT_OP_SPGEMM): name -> (weight [N, K], density, x shape)
+S_CASES = {
+    "linear_sparse_fp16": ((40, 72), 0.3, (1, 2, 72)),
+}
+
+
+def scase(name, wshape, density, xshape):
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    mask = rng.random(wshape) < density
+    vals = (rng.standard_normal(int(mask.sum())) * 0.1).astype(np.float16)
+    x = rng.standard_normal(xshape).astype(np.float16)
+    wfile = os.path.join(WORK, name + "_w.npz")
+    np.savez(wfile, mask=mask.astype(np.uint8), vals=vals)
+    script = """
+import numpy as np
+W = dict(np.load(%r))
+@mb.program(input_specs=[mb.TensorSpec(shape=%r, dtype=types.fp16)], opset_version=ct.target.iOS18)
+def prog(x):
+    w = mb.constexpr_sparse_to_dense(nonzero_data=W["vals"], mask=W["mask"].astype(types.np_uint1_dtype), name="w")
+    return mb.linear(x=x, weight=w, name="y")
+""" % (wfile, xshape)
+    sfile, pkg = os.path.join(WORK, name + ".py"), os.path.join(WORK, name + ".mlpackage")
+    open(sfile, "w").write(script)
+    sh("/usr/bin/python3", os.path.join(ORACLE, "oracle.py"), "make", sfile, pkg)
+    text = sh(MILC, "fmt", pkg).stdout
+    if "constexpr_sparse_to_dense" not in text:
+        raise RuntimeError("the package does not hold a constexpr_sparse_to_dense:\n%s" % text)
+    w = np.zeros(wshape)
+    w[mask] = vals.astype(np.float64)
+    err = run_against(name, pkg, x, x.astype(np.float64) @ w.T)
+    print("ok  %-22s sparse (%.0f%% set) made by coremltools, run by milc: relative L2 %.2g" % (
+        name, 100 * mask.mean(), err))
+
+
 def main():
     if not os.path.exists(os.path.join(ORACLE, "oracle.py")) or subprocess.run(
             ["/usr/bin/python3", os.path.join(ORACLE, "oracle.py"), "ops"], capture_output=True).returncode != 0:
@@ -201,11 +237,12 @@ def main():
             case(name, *c)
         except RuntimeError as e:
             failures.append("%s: %s" % (name, e))
-    for name, c in Q_CASES.items():
-        try:
-            qcase(name, *c)
-        except RuntimeError as e:
-            failures.append("%s: %s" % (name, e))
+    for cases, fn in ((Q_CASES, qcase), (S_CASES, scase)):
+        for name, c in cases.items():
+            try:
+                fn(name, *c)
+            except RuntimeError as e:
+                failures.append("%s: %s" % (name, e))
     for f in failures:
         print("FAIL: " + f)
     return 1 if failures else 0
