@@ -287,8 +287,11 @@ int rtb_op(RtPlanBuilder *b, RtOpKind kind, const int *in, int nin, const int *o
     for (int i = 0; i < nout; i++) op.out[i] = out[i];
     if (plen) memcpy(op.p.bytes, params, plen);
     for (int i = 0; i < nin; i++) {
+        /* fp16 weights stay fp16 only where a kernel reads them so: a GEMM's
+         * weight, a sparse GEMM's values */
+        bool f16_read = (kind == RT_OP_GEMM && i == 1) || (kind == RT_OP_SPGEMM && i == 2);
         if (in[i] >= 0 && (uint32_t)in[i] < b->nbuf && b->rb[in[i]].dtype == RT_F16 &&
-            b->rb[in[i]].kind == RT_BUF_WEIGHT && !(kind == RT_OP_GEMM && i == 1))
+            b->rb[in[i]].kind == RT_BUF_WEIGHT && !f16_read)
             widen_weight(b, in[i]);
     }
     if (b->rc) return b->rc;

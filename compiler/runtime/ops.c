@@ -539,10 +539,11 @@ int rt_op_check(const RtBuf *bufs, uint32_t nbuf, const RtOpRec *op, bool loadin
         if (op->in[i] < 0 || (uint32_t)op->in[i] >= nbuf)
             FAIL("%s: input %u: buffer %d out of range", oi->name, i, op->in[i]);
         const RtBuf *b = &bufs[op->in[i]];
-        /* fp16 storage is read only by a GEMM's W, a converting copy and
-         * the K/V operands of a flagged attention (the kernels convert on the fly). */
+        /* fp16 storage is read only by a GEMM's W, a sparse GEMM's values, a
+         * converting copy and the K/V operands of a flagged attention (the
+         * kernels convert on the fly). */
         bool is_w = (op->kind == RT_OP_GEMM || op->kind == RT_OP_CONV_GEMM) && i == 1;
-        bool f16_ok = is_w || (op->kind == RT_OP_COPY && i == 0) ||
+        bool f16_ok = is_w || (op->kind == RT_OP_COPY && i == 0) || (op->kind == RT_OP_SPGEMM && i == 2) ||
                       (op->kind == RT_OP_ATTENTION && op->p.attn.flags && i >= 1 &&
                        i <= ((op->p.attn.flags & RT_ATTN_SPLIT) ? 4u : 2u));
         if (b->dtype == RT_F16 && !f16_ok) FAIL("%s: input %u is fp16 storage", oi->name, i);

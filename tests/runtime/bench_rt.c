@@ -268,8 +268,10 @@ typedef struct {
     double flops, wbytes;
 } Chain;
 
-/* RT_U8 weights are 8-bit quantized (RT_OP_QGEMM, chain_q8 = 8) or 4-bit
- * quantized in blocks of 32 along K (chain_q8 = 4) rather than 4-bit palettes. */
+/* RT_U8 weights are 8-bit quantized (RT_OP_QGEMM, chain_q8 = 8), 4-bit
+ * quantized in blocks of 32 along K (chain_q8 = 4) or half of them zero,
+ * stored sparse with fp16 values (RT_OP_SPGEMM, chain_q8 = 1) rather than
+ * 4-bit palettes. */
 static int chain_q8;
 /* GEMMs in the channels layout (x [1, K, M], as the GPT-2 templates' [1, C, 1, S]) rather than rows. */
 static bool chain_channels;
@@ -298,6 +300,32 @@ static int chain_build(Chain *c, int mode, int64_t m, const int64_t (*kn)[2], in
             size_t cnt = (size_t)(k * n);
             int y = chain_channels ? rtb_temp(b, RT_F32, 3, (const int64_t[]){1, n, m})
                                    : rtb_temp(b, RT_F32, 2, (const int64_t[]){m, n});
+            if (wdt == RT_U8 && chain_q8 == 1) { /* sparse: a mask bit per weight, fp16 values of the set ones */
+                int64_t rb = (k + 7) / 8, nnz = 0;
+                uint8_t *mk = malloc((size_t)(n * rb));
+                uint16_t *v = malloc(sizeof(uint16_t) * (size_t)(n * k + 16));
+                int32_t *st = malloc(sizeof(int32_t) * (size_t)(n + 1));
+                for (int64_t r = 0; r < n; r++) {
+                    st[r] = (int32_t)nnz;
+                    for (int64_t j = 0; j < rb; j++) {
+                        mk[r * rb + j] = (uint8_t)(rng_f() * 256);
+                        for (int bit = 0; bit < 8; bit++)
+                            if (mk[r * rb + j] >> bit & 1) v[nnz++] = float_to_half(rng_f() * 0.06f);
+                    }
+                }
+                st[n] = (int32_t)nnz;
+                for (int i = 0; i < 16; i++) v[nnz + i] = 0;
+                int mi = rtb_weight(b, "m", RT_U8, 2, (const int64_t[]){n, rb}, mk);
+                int vi = rtb_weight(b, "v", RT_F16, 1, (const int64_t[]){nnz + 16}, v);
+                int si = rtb_weight(b, "s", RT_I32, 1, (const int64_t[]){n + 1}, st);
+                free(mk), free(v), free(st);
+                RtSpGemmParams sp = {0};
+                rtb_op(b, RT_OP_SPGEMM, (const int[]){cur, mi, vi, si}, 4, &y, 1, &sp, sizeof sp);
+                cur = y;
+                c->flops += 2.0 * (double)(m * k * n);
+                c->wbytes += (double)(n * rb) + 2.0 * (double)(nnz + 16) + 4.0 * (double)(n + 1);
+                continue;
+            }
             if (wdt == RT_U8 && chain_q8) { /* quantized: the integers, a scale and offset per row (per block) */
                 int q4 = chain_q8 == 4;
                 int64_t bk = q4 ? k / 32 : 1, nb = n * bk, qb = q4 ? (int64_t)cnt / 2 : (int64_t)cnt;
@@ -468,7 +496,10 @@ enum { LUT_ROUNDS = 25 };
 /* q8: 0 palettized, 8 or 4 quantized (chain_q8) */
 static void lut_decode(int nth, int q8) {
     static const int64_t layer[][2] = {{768, 2304}, {2304, 768}, {768, 3072}, {3072, 768}};
-    const char *what = q8 == 8 ? "8-bit quantized" : q8 ? "4-bit quantized (blocks of 32)" : "4-bit palettized";
+    const char *what = q8 == 8   ? "8-bit quantized"
+                       : q8 == 4 ? "4-bit quantized (blocks of 32)"
+                       : q8 == 1 ? "sparse (half zero, fp16 values)"
+                                 : "4-bit palettized";
     Chain c4, c16;
     chain_q8 = q8;
     chain_build(&c4, RT_MODE_BONDED, 1, layer, 4, 24, RT_U8, nth);
@@ -498,11 +529,12 @@ static void lut_decode(int nth, int q8) {
 int main(int argc, char **argv) {
     int nth = argc > 1 ? atoi(argv[1]) : 2;
     if (nth < 1 || nth > 64) {
-        fprintf(stderr, "usage: bench_rt [THREADS (1..64, default 2)] [decode|prefill|prefill-ch|lut|q8|q4]\n");
+        fprintf(stderr, "usage: bench_rt [THREADS (1..64, default 2)] [decode|prefill|prefill-ch|lut|q8|q4|sparse]\n");
         return 2;
     }
-    if (argc > 2 && (!strcmp(argv[2], "lut") || !strcmp(argv[2], "q8") || !strcmp(argv[2], "q4"))) {
-        lut_decode(nth, argv[2][0] == 'q' ? argv[2][1] - '0' : 0); /* just a compressed decode */
+    if (argc > 2 && (!strcmp(argv[2], "lut") || !strcmp(argv[2], "q8") || !strcmp(argv[2], "q4") ||
+                     !strcmp(argv[2], "sparse"))) { /* just a compressed decode */
+        lut_decode(nth, argv[2][0] == 'q' ? argv[2][1] - '0' : argv[2][0] == 's');
         return 0;
     }
     if (argc > 2 && strcmp(argv[2], "decode") == 0) { /* just the 12-layer decode, for profiling */
