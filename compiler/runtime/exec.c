@@ -233,6 +233,11 @@ int64_t rt_op_units(const RtBuf *bufs, const RtOpRec *op, int nth) {
         bool cols;
         return rt_split_blocks(rt_gemm_rows(&bufs[op->in[0]], wb->dims[1], op->p.gemm.layout), wb->dims[0], nth, &cols);
     }
+    if (op->kind == RT_OP_CONV_GEMM) { /* the same split over output positions x output channels */
+        const RtBuf *yb = &bufs[op->out[0]];
+        bool cols;
+        return rt_split_blocks(yb->numel / yb->dims[1], yb->dims[1], nth, &cols);
+    }
     if (op->kind == RT_OP_ATTENTION) { /* (batch, head, query rows) units */
         const RtBuf *qb = &bufs[op->in[0]];
         int64_t bh = qb->dims[0] * qb->dims[1], l = qb->dims[2];
