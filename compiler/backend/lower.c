@@ -741,6 +741,25 @@ static void done(LowerShared *s, const IrOp *op, int out) {
     if (out >= 0) set_buffer(s, op->results[0], out, s->bi[out].rank, s->bi[out].dims);
 }
 
+/* RT_OP_GEMM.  A channels GEMM over more than one tile of positions reads
+ * its x packed by tiles (RT_OP_PACK_TILES into a temp, then
+ * RT_GEMM_PACKED): in place, at 128 positions every line of a K-block
+ * fell in 8 of L1's 64 sets (the runtime's kernels_gemm.c measures it). */
+static int emit_gemm(LowerShared *s, int *in, int nin, int out, RtGemmParams *p) {
+    const BufInfo *xb = in[0] >= 0 ? &s->bi[in[0]] : NULL;
+    if (p->layout == RT_GEMM_CHANNELS && xb && xb->rank >= 2) {
+        int64_t pos = 1;
+        for (int i = 2; i < xb->rank; i++) pos *= xb->dims[i];
+        if (pos > RT_PACK_TILE) {
+            int64_t pd[4] = {xb->dims[0], (pos + RT_PACK_TILE - 1) / RT_PACK_TILE, xb->dims[1], RT_PACK_TILE};
+            int pk = new_temp(s, RT_F32, 4, pd);
+            if (emit(s, RT_OP_PACK_TILES, in, 1, pk, NULL, 0) < 0) return -1;
+            in[0] = pk, p->layout = RT_GEMM_PACKED;
+        }
+    }
+    return emit(s, RT_OP_GEMM, in, nin, out, p, sizeof *p);
+}
+
 static int lower_gemm(LowerShared *s, const IrOp *root, const IrValue *result, int layout, const IrValue *x,
                       const IrValue *w, const IrValue *bias, int act, const IrValue *res) {
     if (!ir_value_const(w) && !backend_is_constexpr(w))
@@ -767,7 +786,7 @@ static int lower_gemm(LowerShared *s, const IrOp *root, const IrValue *result, i
             if (bias) in[n++] = const_weight(s, bias);
             RtGemmParams p = {.layout = RT_GEMM_CHANNELS, .act = act, .has_bias = bias != NULL};
             int out = new_temp(s, RT_F32, bi->rank, od);
-            if (emit(s, RT_OP_GEMM, in, n, out, &p, sizeof p) < 0) return -1;
+            if (emit_gemm(s, in, n, out, &p) < 0) return -1;
             LVal *L = &s->lv[vid(result)];
             memset(L, 0, sizeof *L);
             L->has = true;
@@ -781,7 +800,7 @@ static int lower_gemm(LowerShared *s, const IrOp *root, const IrValue *result, i
     if (res) in[n++] = materialize(s, res);
     RtGemmParams p = {.layout = layout, .act = act, .has_bias = bias != NULL, .has_residual = res != NULL};
     int out = result_buf(s, result, result->type.rank, result->type.dims);
-    if (emit(s, RT_OP_GEMM, in, n, out, &p, sizeof p) < 0) return -1;
+    if (emit_gemm(s, in, n, out, &p) < 0) return -1;
     set_buffer(s, result, out, result->type.rank, result->type.dims);
     return 0;
 }
@@ -811,7 +830,7 @@ static int lower_linear_post(LowerShared *s, const FuseGroup *g) {
         RtGemmParams p = {
             .layout = RT_GEMM_CHANNELS, .act = g->act, .has_bias = g->bias != NULL, .has_residual = res != NULL};
         int out = result_buf(s, r, bi->rank, od);
-        if (emit(s, RT_OP_GEMM, in, n, out, &p, sizeof p) < 0) return -1;
+        if (emit_gemm(s, in, n, out, &p) < 0) return -1;
         set_buffer(s, r, out, bi->rank, od);
         return 0;
     }

@@ -131,9 +131,21 @@ bool rt_bcast_result(const RtBuf *const *ins, int n, const RtBuf *out) {
     return true;
 }
 
+static int check_pack_tiles(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtBuf *x = B(0), *y = O(0);
+    if (x->dtype != RT_F32 || y->dtype != RT_F32 || x->rank < 2 || y->rank != 4) FAIL("pack_tiles: fp32 x [B, K, ...] and y of rank 4");
+    int64_t pos = x->dims[0] > 0 && x->dims[1] > 0 ? x->numel / (x->dims[0] * x->dims[1]) : 0;
+    if (y->dims[0] != x->dims[0] || y->dims[1] != (pos + RT_TILE_M - 1) / RT_TILE_M || y->dims[2] != x->dims[1] ||
+        y->dims[3] != RT_TILE_M)
+        FAIL("pack_tiles: y must be [%lld, %lld, %lld, %d]", (long long)x->dims[0],
+             (long long)((pos + RT_TILE_M - 1) / RT_TILE_M), (long long)x->dims[1], RT_TILE_M);
+    return RT_OK;
+}
+
 static int check_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
     const RtGemmParams *p = &op->p.gemm;
-    if (p->layout != RT_GEMM_ROWS && p->layout != RT_GEMM_CHANNELS) FAIL("gemm: bad layout %d", p->layout);
+    if (p->layout != RT_GEMM_ROWS && p->layout != RT_GEMM_CHANNELS && p->layout != RT_GEMM_PACKED)
+        FAIL("gemm: bad layout %d", p->layout);
     if (p->act < RT_ACT_NONE || p->act > RT_ACT_SILU) FAIL("gemm: bad activation %d", p->act);
     if ((p->has_bias != 0 && p->has_bias != 1) || (p->has_residual != 0 && p->has_residual != 1))
         FAIL("gemm: bad flags");
@@ -143,9 +155,20 @@ static int check_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t er
     if (w->dtype != RT_F32 && w->dtype != RT_F16) FAIL("gemm: W must be fp32 or fp16");
     if (x->dtype != RT_F32 || y->dtype != RT_F32) FAIL("gemm: x and y must be fp32");
     int64_t n = w->dims[0], k = w->dims[1];
+    if (p->layout == RT_GEMM_PACKED) {
+        int64_t pos = y->rank >= 2 && y->dims[0] > 0 && n > 0 ? y->numel / (y->dims[0] * n) : -1;
+        if (x->rank != 4 || y->rank < 2 || x->dims[0] != y->dims[0] || x->dims[2] != k || x->dims[3] != RT_TILE_M ||
+            y->dims[1] != n || x->dims[1] != (pos + RT_TILE_M - 1) / RT_TILE_M)
+            FAIL("gemm: a packed x must be [B, ceil(S/%d), %lld, %d] for y [B, %lld, *spatial]", RT_TILE_M,
+                 (long long)k, RT_TILE_M, (long long)n);
+    }
     uint32_t ax = p->layout == RT_GEMM_ROWS ? x->rank - 1 : 1;
-    if (x->rank < (p->layout == RT_GEMM_ROWS ? 1u : 2u) || x->rank != y->rank) FAIL("gemm: x/y rank");
-    for (uint32_t i = 0; i < x->rank; i++) {
+    if (p->layout == RT_GEMM_PACKED) {
+        /* checked above */
+    } else if (x->rank < (p->layout == RT_GEMM_ROWS ? 1u : 2u) || x->rank != y->rank) {
+        FAIL("gemm: x/y rank");
+    }
+    for (uint32_t i = 0; i < x->rank && p->layout != RT_GEMM_PACKED; i++) {
         if (i == ax) {
             if (x->dims[i] != k || y->dims[i] != n)
                 FAIL("gemm: x has %lld features, W [%lld, %lld]", (long long)x->dims[i], (long long)n, (long long)k);
@@ -494,6 +517,7 @@ static const RtOpInfo op_table[RT_OP_COUNT_] = {
     [RT_OP_SAMPLE] = {"sample", sizeof(RtSampleParams), 2, 2, 1, 1, rt_check_sample, NULL},
     [RT_OP_QGEMM] = {"qgemm", sizeof(RtQGemmParams), 4, 5, 1, 1, rt_check_qgemm, rt_s_qgemm},
     [RT_OP_SPGEMM] = {"spgemm", sizeof(RtSpGemmParams), 4, 5, 1, 1, rt_check_spgemm, NULL},
+    [RT_OP_PACK_TILES] = {"pack_tiles", 0, 1, 1, 1, 1, check_pack_tiles, NULL},
 };
 
 const RtOpInfo *rt_op_info(uint32_t kind) {

@@ -198,6 +198,7 @@ size_t rt_s_attention(const RtBuf *bufs, const RtOpRec *op);
  * × RT_PANEL columns, attention's query rows in blocks of RT_ATT_LB (a
  * multiple of the tile height). */
 enum { RT_TILE_M = 6, RT_ATT_LB = 48 };
+_Static_assert((int)RT_TILE_M == (int)RT_PACK_TILE, "a packed x's tiles are the GEMM's");
 /* An M×N product splits over threads by 64-column blocks when there are
  * enough of them, else by 6-row blocks: how many, and which (*cols). */
 static inline int64_t rt_split_blocks(int64_t m, int64_t n, int nth, bool *cols) {
@@ -208,6 +209,7 @@ static inline int64_t rt_split_blocks(int64_t m, int64_t n, int nth, bool *cols)
 /* A GEMM's rows: every row of x, or in the channels layout the positions
  * of one batch entry (the batch loops around them). */
 static inline int64_t rt_gemm_rows(const RtBuf *xb, int64_t k, int layout) {
+    if (layout == RT_GEMM_PACKED) return xb->dims[1] * RT_TILE_M; /* up to RT_TILE_M - 1 past S */
     return layout == RT_GEMM_ROWS ? xb->numel / k : xb->numel / (xb->dims[0] * k);
 }
 

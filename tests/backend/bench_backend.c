@@ -322,13 +322,14 @@ int main(int argc, char **argv) {
     printf("machine: fp32 FMA peak %.1f GFLOP/s, read bandwidth of decode's weights and KV cache %.1f GB/s (medians)\n",
            peak / 1e9, bw / 1e9);
     double mp = median(ms_pre, rounds), md = median(ms_dec, rounds);
-    printf("1. prefill T=%d mode 2: %.1f ms = %.1f GFLOP/s; effective / FMA peak = %.2f (goal >= 0.55)\n", T, mp,
-           flops / (mp * 1e-3) / 1e9, median(r_pre, rounds));
+    /* issue #20's goals: the AVX-512 path >= 0.6 of its peak, AVX2 >= 0.55 */
+    printf("1. prefill T=%d mode 2: %.1f ms = %.1f GFLOP/s; effective / FMA peak = %.2f (goal >= %.2f)\n", T, mp,
+           flops / (mp * 1e-3) / 1e9, median(r_pre, rounds), test_cpu() == RT_CPU_AVX512 ? 0.6 : 0.55);
     printf("   best round %.2f; by the process's CPU time (threads x time they ran, spinning included) %.2f\n",
            r_pre_best, median(r_pre_cpu, rounds));
     printf("2. decode T=1 mode 2: %.2f ms/token; / (%.1f MB fp16 weights / bandwidth of its bytes read right after "
            "each token)\n"
-           "   = %.2f (goal <= 1.3; the %.1f MB KV cache it also reads puts the floor at %.2f)\n",
+           "   = %.2f (goal <= 1.5; the %.1f MB KV cache it also reads puts the floor at %.2f)\n",
            md, wbytes / 1e6, median(r_dec, rounds), kvbytes / 1e6, (wbytes + kvbytes) / wbytes);
     printf("3. per-dispatch overhead, same fused decode ops bonded (%d dispatches) vs one dispatch per op (%d):\n"
            "   %.2f us per dispatch = %.2f of the 2 us goal (goal <= 1)\n",

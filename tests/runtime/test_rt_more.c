@@ -358,6 +358,55 @@ TEST(spgemm_refuses_bad_shapes) {
     rtb_free(b);
 }
 
+/* A channels GEMM on x packed by tiles of positions: pack_tiles' layout
+ * (zeros past S), then the packed GEMM against the double product, bias,
+ * residual and a ReLU included.  K = 300 takes the K-blocked path; N = 70 a
+ * partial panel; S = 13 and 128 a last tile of 1 and of 2 positions. */
+static void packed_gemm_case(int64_t B, int64_t K, int64_t S, int64_t N) {
+    int64_t T = (S + RT_PACK_TILE - 1) / RT_PACK_TILE;
+    float *x = rand_f32(B * K * S), *bias = rand_f32(N), *res = rand_f32(B * N * S);
+    float *pk = malloc(sizeof(float) * (size_t)(B * T * K * RT_PACK_TILE)), *y = malloc(sizeof(float) * (size_t)(B * N * S));
+    uint16_t *w = malloc(sizeof(uint16_t) * (size_t)(N * K));
+    double *ref = malloc(sizeof(double) * (size_t)(B * N * S));
+    for (int64_t i = 0; i < N * K; i++) w[i] = float_to_half(rng_f() - 0.5f);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t pos = 0; pos < S; pos++) {
+                double acc = bias[n];
+                for (int64_t k = 0; k < K; k++) acc += (double)half_to_float(w[n * K + k]) * x[(b * K + k) * S + pos];
+                ref[(b * N + n) * S + pos] = (acc > 0 ? acc : 0) + res[(b * N + n) * S + pos];
+            }
+    for (int nth = 1; nth <= 2; nth++) {
+        TArg pin[1] = {{RT_F32, 3, {B, K, S}, x, 0}};
+        CHECK_EQ_INT(run_op(RT_OP_PACK_TILES, NULL, 0, pin, 1, RT_F32, 4, (const int64_t[]){B, T, K, RT_PACK_TILE}, pk, nth),
+                     RT_OK);
+        int bad = 0;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t k = 0; k < K; k++)
+                    for (int r = 0; r < RT_PACK_TILE; r++) {
+                        int64_t pos = t * RT_PACK_TILE + r;
+                        float want = pos < S ? x[(b * K + k) * S + pos] : 0.0f;
+                        bad += pk[((b * T + t) * K + k) * RT_PACK_TILE + r] != want;
+                    }
+        CHECK_EQ_INT(bad, 0);
+        RtGemmParams p = {.layout = RT_GEMM_PACKED, .act = RT_ACT_RELU, .has_bias = 1, .has_residual = 1};
+        TArg gin[4] = {{RT_F32, 4, {B, T, K, RT_PACK_TILE}, pk, 0},
+                       {RT_F16, 2, {N, K}, w, 1},
+                       {RT_F32, 1, {N}, bias, 1},
+                       {RT_F32, 3, {B, N, S}, res, 0}};
+        CHECK_EQ_INT(run_op(RT_OP_GEMM, &p, sizeof p, gin, 4, RT_F32, 3, (const int64_t[]){B, N, S}, y, nth), RT_OK);
+        CHECK(rel_max_err(y, ref, B * N * S) < 2e-5);
+    }
+    free(x), free(bias), free(res), free(pk), free(y), free(w), free(ref);
+}
+
+TEST(packed_gemm) {
+    packed_gemm_case(2, 40, 13, 70);
+    packed_gemm_case(1, 300, 128, 128);
+    packed_gemm_case(1, 64, 7, 64);
+}
+
 int main(void) {
     RUN(pad_nhwc);
     RUN(conv_gemm);
@@ -370,5 +419,6 @@ int main(void) {
     RUN(qgemm_int4_refuses_bad_shapes);
     RUN(spgemm);
     RUN(spgemm_refuses_bad_shapes);
+    RUN(packed_gemm);
     TEST_MAIN_END();
 }

@@ -123,6 +123,7 @@ typedef enum {
     RT_OP_SAMPLE,     /* RtSampleParams: x, coordinates or affine matrices -> y (resample, affine) */
     RT_OP_QGEMM,      /* RtQGemmParams: x, q(U8), scale, offset[, bias] -> y (8- or 4-bit quantized linear) */
     RT_OP_SPGEMM,     /* RtSpGemmParams: x, mask(U8), values, start(I32)[, bias] -> y (sparse linear) */
+    RT_OP_PACK_TILES, /* none: x -> y (a channels GEMM's x by tiles of positions; see RT_GEMM_PACKED) */
     RT_OP_COUNT_
 } RtOpKind;
 
@@ -141,9 +142,16 @@ typedef enum {
  *   layout RT_GEMM_CHANNELS: x [B, K, *spatial] (S = product of spatial),
  *                            y [B, N, *spatial]    y = W x  (+ bias[N] per channel)
  *                            — the 1×1 conv on [1, C, 1, S].
+ *   layout RT_GEMM_PACKED:   x [B, T, K, RT_PACK_TILE], T = ceil(S / RT_PACK_TILE)
+ *                            (a channels x packed by RT_OP_PACK_TILES),
+ *                            y [B, N, *spatial] as for RT_GEMM_CHANNELS.
  * Then act, then + residual (same shape as y) if has_residual.  Inputs:
  * x, W, then bias if has_bias, then residual if has_residual. */
-enum { RT_GEMM_ROWS = 0, RT_GEMM_CHANNELS = 1 };
+enum { RT_GEMM_ROWS = 0, RT_GEMM_CHANNELS = 1, RT_GEMM_PACKED = 2 };
+/* RT_OP_PACK_TILES: x [B, K, *spatial] -> y [B, T, K, RT_PACK_TILE],
+ * y[b, t, k, r] = x[b, k, t·RT_PACK_TILE + r] (0 past S): each tile of
+ * positions the GEMM computes at once, its values of a k side by side. */
+enum { RT_PACK_TILE = 6 };
 typedef struct {
     int32_t layout, act, has_bias, has_residual;
 } RtGemmParams;
