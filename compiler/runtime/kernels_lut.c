@@ -7,7 +7,8 @@
  * indices 8j..8j+7, so shifting it by 4t bits puts index 8j + t in the low
  * nibble that vpermps reads: eight shifts and eight 16-entry lookups give
  * 128 weights in an order (t, j) that x is permuted into once per call.
- * Other variants, and 8-bit indices, look up one weight at a time.
+ * AVX2 the same at 64 indices a load (lut4_avx2).  NEON, the scalar
+ * reference, and 8-bit indices look up one weight at a time.
  * Compiled once per kernel variant, inside kernels_variant.c. */
 
 enum { LUT_MB = 4, LUT_CHUNK = 128 }; /* rows of x per pass (accumulators in registers); AVX-512 chunk */
@@ -95,6 +96,40 @@ static void lut4_avx512(const uint8_t *ix, const float *pal, int64_t k0, int64_t
 }
 #endif
 
+#ifdef RT_VARIANT_AVX2
+/* AVX2, 4-bit: a 32-byte load holds 64 indices, lane j's dword indices
+ * 8j..8j+7; shifted by 4t, index 8j + t sits in the low nibble.  vpermps
+ * reads 3 bits, so two 8-entry halves of the palette are looked up and bit 3
+ * (shifted into the sign) picks one.  x in the lookups' order:
+ * xp[c·64 + 8t + j] = x[c·64 + 8j + t]. */
+enum { LUT2_CHUNK = 64 };
+static void lut4_permute_x(const float *x, float *xp, int64_t k) {
+    for (int64_t c = 0; c + LUT2_CHUNK <= k; c += LUT2_CHUNK)
+        for (int t = 0; t < 8; t++)
+            for (int j = 0; j < 8; j++) xp[c + 8 * t + j] = x[c + 8 * j + t];
+}
+
+/* Columns [k0, k1) (multiples of 64) of one row of 4-bit indices, mr rows of x. */
+static void lut4_avx2(const uint8_t *ix, const float *pal, int64_t k0, int64_t k1, const float *xp, int64_t ldx,
+                      int mr, float *acc) {
+    const __m256 lo = _mm256_loadu_ps(pal), hi = _mm256_loadu_ps(pal + 8);
+    __m256 a[LUT_MB][2];
+    for (int m = 0; m < LUT_MB; m++) a[m][0] = a[m][1] = _mm256_setzero_ps();
+    for (int64_t k = k0; k < k1; k += LUT2_CHUNK) {
+        if (mr == 1) __builtin_prefetch(ix + k / 2 + 4096, 0, 3); /* a decode row: one stream, asked for ahead */
+        __m256i v = _mm256_loadu_si256((const __m256i *)(ix + k / 2));
+        for (int t = 0; t < 8; t++) {
+            __m256i id = _mm256_srli_epi32(v, 4 * t);
+            __m256 w = _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo, id), _mm256_permutevar8x32_ps(hi, id),
+                                        _mm256_castsi256_ps(_mm256_slli_epi32(id, 28)));
+            for (int m = 0; m < mr; m++)
+                a[m][t & 1] = _mm256_fmadd_ps(w, _mm256_loadu_ps(xp + m * ldx + k + 8 * t), a[m][t & 1]);
+        }
+    }
+    for (int m = 0; m < mr; m++) acc[m] += v_sum(_mm256_add_ps(a[m][0], a[m][1]));
+}
+#endif
+
 static void rt_k_lut_gemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     const RtLutParams *p = &op->p.lut;
     const RtBuf *xb = BUF_IN(0), *yb = BUF_OUT(0);
@@ -117,6 +152,13 @@ static void rt_k_lut_gemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
             return;
         }
     }
+#elif defined(RT_VARIANT_AVX2)
+    vec = p->bits == 4 && kb % LUT2_CHUNK == 0;
+    if (vec) {
+        float *xp = (float *)(ex->scratch + (size_t)ith * ex->scratch_per_thread);
+        for (int64_t m = 0; m < M; m++) lut4_permute_x(x + m * K, xp + m * K, K);
+        xs = xp;
+    }
 #endif
     for (int64_t m0 = 0; m0 < M; m0 += LUT_MB) {
         int mr = M - m0 < LUT_MB ? (int)(M - m0) : LUT_MB;
@@ -127,6 +169,11 @@ static void rt_k_lut_gemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
 #ifdef RT_AVX512
                 if (vec) {
                     lut4_avx512(ix + n * rowb, pal, b * kb, (b + 1) * kb, xs + m0 * K, K, mr, acc);
+                    continue;
+                }
+#elif defined(RT_VARIANT_AVX2)
+                if (vec) {
+                    lut4_avx2(ix + n * rowb, pal, b * kb, (b + 1) * kb, xs + m0 * K, K, mr, acc);
                     continue;
                 }
 #endif
@@ -408,7 +455,7 @@ static void rt_k_qgemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
  * AVX-512 each 16 bits of a row's mask expand the next popcount values into
  * their lanes (vexpandps); elsewhere the set bits are walked one by one. */
 enum { SP_AHEAD = 4096 }; /* bytes of values ahead (the mask: a quarter of that) */
-#if defined(RT_VL) && RT_VL == 8 && defined(__AVX2__)
+#ifdef RT_VARIANT_AVX2
 /* AVX2 has no vexpandps: for each mask byte b, lane j's value is the
  * popcount(b & (2^j - 1))-th of the byte's values, its index in nibble j of
  * SP_PERM[b] (a vpermps index; lanes whose bit is clear are zeroed apart). */
@@ -473,7 +520,7 @@ static inline __attribute__((always_inline)) void sp_row_n(const uint8_t *mk, co
         for (int m = 0; m < mr; m++) acc[m] = _mm512_fmadd_ps(w, _mm512_loadu_ps(x + m * K + k), acc[m]);
     }
     for (int m = 0; m < mr; m++) out[m] = _mm512_reduce_add_ps(acc[m]);
-#elif defined(RT_VL) && RT_VL == 8 && defined(__AVX2__)
+#elif defined(RT_VARIANT_AVX2)
     __m256 acc[QMB];
     const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28),
                   bits = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);

@@ -155,6 +155,7 @@ TEST(lut_gemm) {
     lut_case_n(1, 384, 4, 7, 7, 1); /* decode: a palette per row, N odd */
     lut_case_n(1, 256, 4, 8, 2, 1); /* decode: 4 rows per palette */
     lut_case_n(3, 384, 4, 7, 1, 1);
+    lut_case_n(2, 256, 4, 6, 3, 4); /* blocks of 64: one AVX2 chunk each */
 }
 
 TEST(lut_gemm_refuses_bad_shapes) {
