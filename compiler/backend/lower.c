@@ -266,13 +266,20 @@ static bool backend_is_constexpr(const IrValue *v) {
     case OP_CONSTEXPR_CAST:
     case OP_CONSTEXPR_BLOCKWISE_SHIFT_SCALE:
     case OP_CONSTEXPR_LUT_TO_DENSE:
-    case OP_CONSTEXPR_SPARSE_TO_DENSE: return true;
+    case OP_CONSTEXPR_SPARSE_TO_DENSE:
+    case OP_CONSTEXPR_LUT_TO_SPARSE:
+    case OP_CONSTEXPR_SPARSE_BLOCKWISE_SHIFT_SCALE: return true;
     default: return false;
     }
 }
 
 static float *lut_dense_floats(LowerShared *s, const IrValue *v);
 static IrValue *arg_value(const IrOp *op, const char *name);
+static double *sparse_pair_values(LowerShared *s, const IrValue *v);
+
+static bool is_sparse_pair(const IrOp *op) {
+    return op && (op->kind == OP_CONSTEXPR_LUT_TO_SPARSE || op->kind == OP_CONSTEXPR_SPARSE_BLOCKWISE_SHIFT_SCALE);
+}
 
 /* ---- the other constexpr_* ops: dense weights built at compile time ---- */
 
@@ -283,6 +290,7 @@ static double *const_values(LowerShared *s, const IrValue *v) {
     const IrLiteral *l = ir_value_const(v);
     SrcLoc loc = v->def ? v->def->loc : v->loc;
     int64_t n = ir_type_numel(&v->type);
+    if (!l && n >= 0 && is_sparse_pair(v->def)) return sparse_pair_values(s, v);
     if (!l || n < 0) return fail_at(s, loc, "'%s' must be a constant", v->name), NULL;
     double *d = malloc(sizeof(double) * (size_t)(n + 1));
     MILC_ASSERT(d);
@@ -362,6 +370,74 @@ static int64_t block_index(int rank, const int64_t *dims, const int64_t *pd, int
     return off;
 }
 
+/* A result of ios18's sparse-to-sparse ops, constexpr_lut_to_sparse and
+ * constexpr_sparse_blockwise_shift_scale (read by a constexpr_sparse_to_dense):
+ * result 0 is the mask, result 1 the nonzero values decompressed, in mask
+ * order.  Each value finds its palette or scale block by its place in the
+ * dense layout.  A vector palette widens dim vector_axis of both: the value
+ * at [.., i·vec + k, ..] is entry k of index i's vector. */
+static double *sparse_pair_values(LowerShared *s, const IrValue *v) {
+    const IrOp *op = v->def;
+    bool lut = op->kind == OP_CONSTEXPR_LUT_TO_SPARSE, want_mask = v == op->results[0];
+    const IrValue *mv = arg_value(op, lut ? "indices_mask" : "data_mask"),
+                  *nzv = arg_value(op, lut ? "indices_nonzero_data" : "nonzero_data"),
+                  *pv = arg_value(op, lut ? "lut" : "scale"), *ov = lut ? NULL : arg_value(op, "offset");
+    const IrType *t = &mv->type, *pt = &pv->type;
+    int64_t n = ir_type_numel(t), nnz = ir_type_numel(&nzv->type), vec = lut ? pt->dims[pt->rank - 1] : 1;
+    int64_t palette = lut ? pt->dims[pt->rank - 2] : 1, axis = 0;
+    if (lut) ir_op_arg_i64(op, "vector_axis", &axis);
+    if (axis < 0) axis += t->rank;
+    double *m = const_values(s, mv), *nz = m ? const_values(s, nzv) : NULL, *p = nz ? const_values(s, pv) : NULL;
+    double *off = p && ov ? const_values(s, ov) : NULL, *out = NULL;
+    bool ok = p && (!ov || off);
+    /* the dense layout's values (indices or quantized), 0 where the mask is clear */
+    double *dense = ok ? calloc((size_t)n + 1, sizeof(double)) : NULL;
+    int64_t j = 0;
+    for (int64_t i = 0; dense && i < n; i++)
+        if (m[i] != 0 && j++ < nnz) dense[i] = nz[j - 1];
+    if (ok && j != nnz)
+        ok = fail_at(s, op->loc, "%s: the mask sets %lld bits for %lld values", mil_op_name(op->kind), (long long)j,
+                     (long long)nnz);
+    for (int d = 0; ok && d < t->rank; d++)
+        if (pt->dims[d] < 1 || t->dims[d] % pt->dims[d])
+            ok = fail_at(s, op->loc, "%s: dim %d of '%s' does not divide into its blocks", mil_op_name(op->kind), d,
+                         mv->name);
+    if (ok) {
+        out = malloc(sizeof(double) * (size_t)(n * vec + 1));
+        MILC_ASSERT(out);
+        int64_t o = 0, c[MAXR];
+        for (int64_t e = 0; ok && e < n * vec; e++) { /* the output's elements in order */
+            int64_t rest = e, i = 0, k = 0, blk = 0;
+            for (int d = t->rank - 1; d >= 0; d--) {
+                int64_t dim = t->dims[d] * (d == axis ? vec : 1);
+                c[d] = rest % dim, rest /= dim;
+                if (d == axis) k = c[d] % vec, c[d] /= vec;
+            }
+            for (int d = 0; d < t->rank; d++) i = i * t->dims[d] + c[d];
+            if (m[i] == 0 && !want_mask) continue;
+            if (want_mask) {
+                out[o++] = m[i] != 0;
+                continue;
+            }
+            if (!lut) {
+                blk = block_index(t->rank, t->dims, pt->dims, i);
+                out[o++] = (dense[i] - (off ? off[blk] : 0)) * p[blk];
+                continue;
+            }
+            for (int d = 0; d < t->rank; d++) blk = blk * pt->dims[d] + c[d] / (t->dims[d] / pt->dims[d]);
+            int64_t id = (int64_t)dense[i];
+            if (id < 0 || id >= palette)
+                ok = fail_at(s, op->loc, "constexpr_lut_to_sparse: index %lld is past the palette's %lld entries",
+                             (long long)id, (long long)palette);
+            else
+                out[o++] = p[(blk * palette + id) * vec + k];
+        }
+    }
+    free(m), free(nz), free(p), free(off), free(dense);
+    if (!ok) free(out);
+    return ok ? out : NULL;
+}
+
 /* The dense values of a constexpr_* result (malloc'd floats), or NULL. */
 static float *constexpr_dense(LowerShared *s, const IrValue *v) {
     const IrOp *op = v->def;
@@ -426,6 +502,11 @@ static float *constexpr_dense(LowerShared *s, const IrValue *v) {
                          (long long)nz);
         break;
     }
+    case OP_CONSTEXPR_LUT_TO_SPARSE:
+    case OP_CONSTEXPR_SPARSE_BLOCKWISE_SHIFT_SCALE:
+        if ((ok = (a = sparse_pair_values(s, v)) != NULL))
+            for (int64_t i = 0; i < n; i++) out[i] = (float)a[i];
+        break;
     default: ok = fail_at(s, op->loc, "internal: %s is not a constexpr op", mil_op_name(op->kind));
     }
     free(a), free(b), free(c);
@@ -3731,6 +3812,8 @@ bool backend_lowers(IrOpKind k) {
         OP_CONSTEXPR_AFFINE_DEQUANTIZE,
         OP_CONSTEXPR_BLOCKWISE_SHIFT_SCALE,
         OP_CONSTEXPR_SPARSE_TO_DENSE,
+        OP_CONSTEXPR_LUT_TO_SPARSE,
+        OP_CONSTEXPR_SPARSE_BLOCKWISE_SHIFT_SCALE,
         /* states */
         OP_READ_STATE,
         OP_WRITE_STATE,
@@ -3763,6 +3846,8 @@ static int lower_op(LowerShared *s, IrOp *op) {
     case OP_CONSTEXPR_AFFINE_DEQUANTIZE:
     case OP_CONSTEXPR_BLOCKWISE_SHIFT_SCALE:
     case OP_CONSTEXPR_SPARSE_TO_DENSE:
+    case OP_CONSTEXPR_LUT_TO_SPARSE:
+    case OP_CONSTEXPR_SPARSE_BLOCKWISE_SHIFT_SCALE:
         return 0; /* its consumer reads it (lower_lut_linear) or makes it dense (const_data) */
     case OP_LINEAR: {
         IrValue *w = arg_value(op, "weight");

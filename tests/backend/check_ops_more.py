@@ -429,6 +429,78 @@ def sparse_linear_case(label, xs, n, k, density, dt="fp32", bias=False):
 sparse_linear_case("sparse_linear_decode", (1,), 6, 37, 0.4, bias=True)
 sparse_linear_case("sparse_linear_fp16", (5,), 8, 64, 0.3, dt="fp16")
 sparse_linear_case("sparse_linear_rank3", (2, 3), 5, 48, 0.7)
+
+
+# ios18's sparse-to-sparse ops, then constexpr_sparse_to_dense: each nonzero
+# value is decompressed by the palette or scale block of its dense place; a
+# vector palette widens dim vector_axis of the mask and the values
+def lut_to_sparse_case(label, shape, bits, blocks, vec, axis, dt, consumer):
+    m = rng.random(shape) < 0.5
+    idx = rng.integers(0, 1 << bits, int(m.sum()))
+    lut = as_dt(R(*(blocks + (1 << bits, vec))), dt)
+    dense_ix = np.zeros(shape, np.int64)
+    dense_ix[m] = idx
+    wd = np.zeros([d * (vec if a == axis % len(shape) else 1) for a, d in enumerate(shape)])
+    for c in np.ndindex(*shape):
+        if not m[c]:
+            continue
+        blk = tuple(c[d] // (shape[d] // blocks[d]) for d in range(len(shape)))
+        for k in range(vec):
+            o = list(c)
+            o[axis] = c[axis] * vec + k
+            wd[tuple(o)] = lut.astype(np.float64)[blk + (dense_ix[c], k)]
+    wm = np.repeat(m, vec, axis=axis)
+    body = [const("m", m.astype(np.int64), "uint1"), const("ix", idx, "uint%d" % bits), const("lut", lut, dt)]
+    va = ", vector_axis = va" if vec > 1 else ""
+    if vec > 1:
+        body.append(const("va", axis, "int32"))
+    body += ["%s wm, %s wv = constexpr_lut_to_sparse(indices_mask = m, indices_nonzero_data = ix, lut = lut%s);"
+             % (ty(wm, "uint1"), "tensor<%s, [%d]>" % (dt, wm.sum()), va),
+             "%s w = constexpr_sparse_to_dense(nonzero_data = wv, mask = wm);" % ty(wd, dt)]
+    if consumer == "linear":
+        x = as_dt(R(3, wd.shape[1]), dt)
+        linear_over(label, body, x, (3,), wd.shape[0], wd, dt, True)
+    else:
+        x = as_dt(R(*wd.shape), dt)
+        body.append("%s y = add(x = x, y = w);" % ty(wd, dt))
+        case(label, {"x": (x, dt)}, body, {"y": (x.astype(np.float64) + wd, dt)}, tol=2e-5 if dt == "fp32" else 2e-3)
+
+
+lut_to_sparse_case("lut_to_sparse_2bit_blocks", (4, 6), 2, (2, 3), 1, 0, "fp32", "add")
+lut_to_sparse_case("lut_to_sparse_1bit_fp16", (3, 5), 1, (1, 1), 1, 0, "fp16", "add")
+lut_to_sparse_case("lut_to_sparse_vector_axis0", (4, 10), 4, (2, 1), 2, 0, "fp32", "linear")
+lut_to_sparse_case("lut_to_sparse_vector_last", (2, 3, 4), 3, (1, 3, 1), 3, -1, "fp16", "add")
+
+
+def sparse_shift_scale_case(label, shape, qdt, blocks, offset, dt, consumer):
+    lo, hi = {"int8": (-128, 128), "uint8": (0, 256), "int4": (-8, 8), "uint4": (0, 16)}[qdt]
+    m = rng.random(shape) < 0.6
+    q = rng.integers(lo, hi, int(m.sum()))
+    sc = as_dt(np.abs(R(*blocks)) * 0.05 + 0.01, dt)
+    of = rng.integers(lo // 4, hi // 4, blocks)
+    dq = np.zeros(shape, np.int64)
+    dq[m] = q
+    rep = [shape[d] // blocks[d] for d in range(len(shape))]
+    big = lambda a: np.kron(a.astype(np.float64), np.ones(rep))
+    wd = np.where(m, (dq - (big(of) if offset else 0)) * big(sc), 0)
+    body = [const("m", m.astype(np.int64), "uint1"), const("q", q, qdt), const("sc", sc, dt)]
+    if offset:
+        body.append(const("of", of, qdt))
+    body += ["%s wm, %s wv = constexpr_sparse_blockwise_shift_scale(data_mask = m, nonzero_data = q, scale = sc%s);"
+             % (ty(m, "uint1"), "tensor<%s, [%d]>" % (dt, m.sum()), ", offset = of" if offset else ""),
+             "%s w = constexpr_sparse_to_dense(nonzero_data = wv, mask = wm);" % ty(wd, dt)]
+    if consumer == "linear":
+        x = as_dt(R(2, shape[1]), dt)
+        linear_over(label, body, x, (2,), shape[0], wd, dt, False)
+    else:
+        x = as_dt(R(*shape), dt)
+        body.append("%s y = add(x = x, y = w);" % ty(wd, dt))
+        case(label, {"x": (x, dt)}, body, {"y": (x.astype(np.float64) + wd, dt)}, tol=2e-5 if dt == "fp32" else 2e-3)
+
+
+sparse_shift_scale_case("sparse_shift_scale_int8_offset", (6, 16), "int8", (3, 4), True, "fp32", "linear")
+sparse_shift_scale_case("sparse_shift_scale_int4_fp16", (4, 8), "int4", (4, 1), False, "fp16", "linear")
+sparse_shift_scale_case("sparse_shift_scale_uint8_add", (2, 3, 4), "uint8", (1, 3, 2), True, "fp32", "add")
 # l2_norm (over the last three dims) and local_response_norm (a window of channels)
 x5 = R(2, 3, 4, 5) * 2
 for dt in FLOAT:

@@ -726,6 +726,16 @@ static const struct {
          "    } -> (y);\n}\n",
      "t.mil:5:",
      "error: resize: NEAREST_NEIGHBOR runs with 'sampling_mode' DEFAULT only on the CPU backend, not ALIGN_CORNERS"},
+    {HDR "tensor<fp32, [2, 3]> x) {\n"
+         "        tensor<uint1, [2, 3]> m = const()[val = tensor<uint1, [2, 3]>([[1, 0, 1], [0, 1, 0]])];\n"
+         "        tensor<uint2, [4]> ix = const()[val = tensor<uint2, [4]>([0, 1, 2, 3])];\n"
+         "        tensor<fp32, [1, 1, 4, 1]> lut = const()[val = tensor<fp32, [1, 1, 4, 1]>([[[[1], [2], [3], [4]]]])];\n"
+         "        tensor<uint1, [2, 3]> wm, tensor<fp32, [4]> wv = constexpr_lut_to_sparse(indices_mask = m, "
+         "indices_nonzero_data = ix, lut = lut);\n"
+         "        tensor<fp32, [2, 3]> w = constexpr_sparse_to_dense(nonzero_data = wv, mask = wm);\n"
+         "        tensor<fp32, [2, 3]> y = add(x = x, y = w);\n"
+         "    } -> (y);\n}\n",
+     "t.mil:7:58:", "error: constexpr_lut_to_sparse: 'indices_mask' has 3 ones but 'indices_nonzero_data' has 4 values"},
 };
 
 TEST(cpu_refusals_are_diagnosed) {

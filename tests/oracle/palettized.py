@@ -222,6 +222,71 @@ def prog(x):
         name, 100 * mask.mean(), err))
 
 
+# Sparse weights whose nonzero values are themselves compressed (iOS18's
+# constexpr_lut_to_sparse and constexpr_sparse_blockwise_shift_scale, each
+# followed by constexpr_sparse_to_dense), made by coremltools.  The dense
+# weight milc must reproduce is coremltools' own decompress of the program's
+# constants, checked here against numpy first.
+# name -> (weight [N, K], density, x shape)
+S2_CASES = {
+    "linear_sparse_lut_uint4": ((24, 40), 0.4, (1, 3, 40)),
+    "linear_sparse_int8_per_channel": ((32, 48), 0.5, (2, 48)),
+}
+
+
+def s2case(name, wshape, density, xshape):
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    mask = rng.random(wshape) < density
+    nnz = int(mask.sum())
+    x = rng.standard_normal(xshape).astype(np.float16)
+    wfile, ref = os.path.join(WORK, name + "_w.npz"), os.path.join(WORK, name + "_ref.npy")
+    w = np.zeros(wshape)
+    if "lut" in name:
+        idx = rng.integers(0, 16, nnz).astype(np.uint8)
+        lut = (rng.standard_normal((1, 1, 16, 1)) * 0.1).astype(np.float16)
+        np.savez(wfile, mask=mask.astype(np.uint8), idx=idx, lut=lut)
+        w[mask] = lut[0, 0, idx, 0].astype(np.float64)
+        make = """wm, wv = mb.constexpr_lut_to_sparse(indices_mask=W["mask"].astype(types.np_uint1_dtype),
+        indices_nonzero_data=W["idx"].astype(types.np_uint4_dtype), lut=W["lut"])
+    from coremltools.converters.mil.mil.ops.defs.iOS18.compression import constexpr_lut_to_sparse as op
+    m, v = op.decompress(W["mask"], W["idx"], W["lut"], None)"""
+    else:
+        q = rng.integers(-128, 128, nnz).astype(np.int8)
+        scale = (np.abs(rng.standard_normal((wshape[0], 1))) * 0.01 + 0.001).astype(np.float16)
+        np.savez(wfile, mask=mask.astype(np.uint8), q=q, scale=scale)
+        dq = np.zeros(wshape)
+        dq[mask] = q
+        w = np.where(mask, dq * scale.astype(np.float64), 0)
+        make = """wm, wv = mb.constexpr_sparse_blockwise_shift_scale(data_mask=W["mask"].astype(types.np_uint1_dtype),
+        nonzero_data=W["q"], scale=W["scale"])
+    from coremltools.converters.mil.mil.ops.defs.iOS18.compression import constexpr_sparse_blockwise_shift_scale as op
+    m, v = op.decompress(W["mask"], W["q"], W["scale"], None)"""
+    script = """
+import numpy as np
+from coremltools.converters.mil.mil.ops.defs.iOS18.compression import constexpr_sparse_to_dense
+W = dict(np.load(%r))
+@mb.program(input_specs=[mb.TensorSpec(shape=%r, dtype=types.fp16)], opset_version=ct.target.iOS18)
+def prog(x):
+    %s
+    np.save(%r, constexpr_sparse_to_dense.decompress(v, m).astype(np.float64))
+    w = mb.constexpr_sparse_to_dense(nonzero_data=wv, mask=wm, name="w")
+    return mb.linear(x=x, weight=w, name="y")
+""" % (wfile, xshape, make, ref)
+    sfile, pkg = os.path.join(WORK, name + ".py"), os.path.join(WORK, name + ".mlpackage")
+    open(sfile, "w").write(script)
+    sh("/usr/bin/python3", os.path.join(ORACLE, "oracle.py"), "make", sfile, pkg)
+    text = sh(MILC, "fmt", pkg).stdout
+    kind = "constexpr_lut_to_sparse" if "lut" in name else "constexpr_sparse_blockwise_shift_scale"
+    if kind not in text:
+        raise RuntimeError("the package does not hold a %s:\n%s" % (kind, text))
+    apple = np.load(ref)
+    if np.abs(apple - w).max() > 1e-3 * np.abs(w).max():
+        raise RuntimeError("numpy's dense weight differs from coremltools' decompress")
+    err = run_against(name, pkg, x, x.astype(np.float64) @ apple.T)
+    print("ok  %-22s %s (%.0f%% set) made by coremltools, run by milc: relative L2 %.2g" % (
+        name, kind, 100 * mask.mean(), err))
+
+
 def main():
     if not os.path.exists(os.path.join(ORACLE, "oracle.py")) or subprocess.run(
             ["/usr/bin/python3", os.path.join(ORACLE, "oracle.py"), "ops"], capture_output=True).returncode != 0:
@@ -237,7 +302,7 @@ def main():
             case(name, *c)
         except RuntimeError as e:
             failures.append("%s: %s" % (name, e))
-    for cases, fn in ((Q_CASES, qcase), (S_CASES, scase)):
+    for cases, fn in ((Q_CASES, qcase), (S_CASES, scase), (S2_CASES, s2case)):
         for name, c in cases.items():
             try:
                 fn(name, *c)
