@@ -2917,28 +2917,9 @@ static int lower_space_batch(LowerShared *s, const IrOp *op) {
 }
 
 /* Resampling on the last two dims, one dim at a time, at grid points g[i]
- * in input coordinates (coremltools' formulas, per mode): nearest is one
+ * in input coordinates (rt_grid_point, plan.h): nearest is one
  * gather at floor(g); bilinear two gathers at floor(g) and the next,
  * weighted by 1 - frac and frac (weights [m, 1] or [m]: broadcast). */
-enum { GRID_NEAREST, GRID_ALIGN, GRID_ALIGN_STRICT, GRID_HALF, GRID_LEGACY, GRID_DEFAULT, GRID_OFFSET };
-
-static double grid_point(int mode, int64_t i, int64_t in, int64_t out) {
-    double g, n = (double)in, m = (double)out;
-    switch (mode) {
-    case GRID_NEAREST: return floor((double)i * n / m);
-    case GRID_ALIGN:
-    case GRID_ALIGN_STRICT: g = out > 1 ? (double)i * (n - 1) / (m - 1) : mode == GRID_ALIGN ? (n - 1) / 2 : 0; break;
-    case GRID_HALF: g = ((double)i + 0.5) * n / m - 0.5; break;
-    case GRID_LEGACY: g = (double)i * n / m; break;
-    case GRID_DEFAULT: g = out > 1 ? (double)i * (n - n / m) / (m - 1) : 0; break;
-    default: {
-        double delta = (in > 1 ? n - 1 : 1) / m;
-        g = 0.5 * delta + (double)i * delta;
-    }
-    }
-    return g < 0 ? 0 : g > n - 1 ? n - 1 : g;
-}
-
 static int resample_axis(LowerShared *s, const IrOp *op, int cur, int a, int mode, const int64_t *dims, int rank,
                          int out) {
     int64_t in = s->bi[cur].dims[a], m = dims[a];
@@ -2946,7 +2927,7 @@ static int resample_axis(LowerShared *s, const IrOp *op, int cur, int a, int mod
     float *w0 = malloc(sizeof(float) * 2 * (size_t)m), *w1 = w0 + m;
     MILC_ASSERT(i0 && w0);
     for (int64_t i = 0; i < m; i++) {
-        double g = grid_point(mode, i, in, m), f = floor(g);
+        double g = rt_grid_point(mode, i, (double)in, m), f = floor(g);
         i0[i] = (int32_t)f, i1[i] = (int32_t)(f + 1 < (double)in ? f + 1 : f);
         w1[i] = (float)(g - f), w0[i] = (float)(1 - (g - f));
     }
@@ -2954,9 +2935,9 @@ static int resample_axis(LowerShared *s, const IrOp *op, int cur, int a, int mod
     snprintf(nm, sizeof nm, "i0_%d", a);
     int iw0 = int_weight(s, op, nm, 1, &m, i0);
     snprintf(nm, sizeof nm, "i1_%d", a);
-    int iw1 = mode == GRID_NEAREST ? -1 : int_weight(s, op, nm, 1, &m, i1);
+    int iw1 = mode == RT_GRID_NEAREST ? -1 : int_weight(s, op, nm, 1, &m, i1);
     int fw[2] = {-1, -1};
-    for (int k = 0; k < 2 && mode != GRID_NEAREST; k++) {
+    for (int k = 0; k < 2 && mode != RT_GRID_NEAREST; k++) {
         char name[RT_NAME_MAX];
         snprintf(name, sizeof name, "%s.w%d_%d", op->results[0]->name, k, a);
         int wr = rank - a; /* [m, 1, ..]: broadcast over the dims after a */
@@ -2969,8 +2950,8 @@ static int resample_axis(LowerShared *s, const IrOp *op, int cur, int a, int mod
     RtAxisParams ax = {.axis = a};
     IrType t = {.dtype = IR_DT_FP32, .rank = rank, .dims = (int64_t *)dims};
     int g0[2] = {cur, iw0};
-    if (iw0 < 0 || (mode != GRID_NEAREST && iw1 < 0)) return -1;
-    if (mode == GRID_NEAREST) return emit(s, RT_OP_GATHER, g0, 2, out, &ax, sizeof ax) < 0 ? -1 : out;
+    if (iw0 < 0 || (mode != RT_GRID_NEAREST && iw1 < 0)) return -1;
+    if (mode == RT_GRID_NEAREST) return emit(s, RT_OP_GATHER, g0, 2, out, &ax, sizeof ax) < 0 ? -1 : out;
     int g1[2] = {cur, iw1};
     int x0 = emit_temp(s, RT_OP_GATHER, g0, 2, RT_F32, &t, &ax, sizeof ax);
     int x1 = emit_temp(s, RT_OP_GATHER, g1, 2, RT_F32, &t, &ax, sizeof ax);
@@ -3019,46 +3000,107 @@ static int lower_sample(LowerShared *s, const IrOp *op) {
     return emit_result(s, op, RT_OP_SAMPLE, in, 2, &p, sizeof p);
 }
 
+static int arg_choice(LowerShared *s, const IrOp *op, const char *arg, const char *def, const char *const *names,
+                      int n);
+
+/* The RT_GRID_* of an op's 'sampling_mode' (resize_bilinear, resize,
+ * crop_resize), or -1 after a diagnostic. */
+static int sampling_grid(LowerShared *s, const IrOp *op) {
+    static const char *const names[] = {"ALIGN_CORNERS", "STRICT_ALIGN_CORNERS", "UNALIGN_CORNERS", "DEFAULT",
+                                        "OFFSET_CORNERS"};
+    static const int grids[] = {RT_GRID_ALIGN, RT_GRID_ALIGN_STRICT, RT_GRID_HALF, RT_GRID_DEFAULT, RT_GRID_OFFSET};
+    int i = arg_choice(s, op, "sampling_mode", "DEFAULT", names, 5);
+    return i < 0 ? -1 : grids[i];
+}
+
+/* crop_resize: RT_OP_CROP_RESIZE on x [B, C, H, W].  ios15/16's roi
+ * [K, 1, 4 or 5, 1, 1] is read as [K, 4 or 5]: four coordinates cut every
+ * box from every image (y [K, B, C, h, w], one [K·B, C, h, w] buffer); five
+ * name the image first (for one image only: see the refusal).  ios17's boxes [K, 4] take box_indices [K] (by
+ * default box k is cut from image k). */
+static int lower_crop_resize(LowerShared *s, const IrOp *op) {
+    static const char *const box_modes[] = {"CORNERS_HEIGHT_FIRST", "CORNERS_WIDTH_FIRST", "CENTER_SIZE_HEIGHT_FIRST",
+                                            "CENTER_SIZE_WIDTH_FIRST"};
+    IrValue *x = arg_value(op, "x"), *roi = arg_value(op, "roi"), *bv = roi ? roi : arg_value(op, "boxes"),
+            *bi = arg_value(op, "box_indices");
+    int64_t norm = 0;
+    if (ir_op_arg(op, "normalized_coordinates")) ir_op_arg_i64(op, "normalized_coordinates", &norm);
+    RtCropParams p = {.grid = sampling_grid(s, op),
+                      .box_mode = arg_choice(s, op, "box_coordinate_mode", "CORNERS_HEIGHT_FIRST", box_modes, 4),
+                      .normalized = norm != 0,
+                      .spatial_scale = (float)arg_f64_or(op, "spatial_scale", 1),
+                      .pad_value = (float)arg_f64_or(op, "pad_value", 0)};
+    if (s->failed) return -1;
+    const IrType *bt = &bv->type, *t = rtype(op);
+    int64_t K = bt->dims[0], cols = roi ? bt->dims[2] : 4, bd[2] = {K, cols};
+    p.roi_index = cols == 5, p.all_batches = roi && cols == 4, p.has_indices = bi != NULL;
+    if (p.roi_index && x->type.dims[0] != 1)
+        return FAIL("crop_resize: a roi of 5 (an image index, then the box) over a batch of %lld images: coremltools "
+                    "types the result [N, B, C, h, w], Core ML's layer gives [N, 1, C, h, w]; the CPU backend runs "
+                    "it for a batch of 1, where the two agree",
+                    (long long)x->type.dims[0]);
+    int in[3] = {materialize(s, x), buffer_as(s, bv, 2, bd, -1), bi ? materialize(s, bi) : 0};
+    if (in[1] >= 0 && rt_dt(bt->dtype) != RT_F32) {
+        RtCastParams cp = {0};
+        IrType ft = {.dtype = IR_DT_FP32, .rank = 2, .dims = bd};
+        in[1] = emit_temp(s, RT_OP_CAST, &in[1], 1, RT_F32, &ft, &cp, sizeof cp);
+    }
+    int64_t yd[4] = {t->dims[0] * (p.all_batches ? t->dims[1] : 1), x->type.dims[1], t->dims[t->rank - 2],
+                     t->dims[t->rank - 1]};
+    int out = result_buf(s, op->results[0], 4, yd);
+    if (emit(s, RT_OP_CROP_RESIZE, in, bi ? 3 : 2, out, &p, sizeof p) < 0) return -1;
+    done(s, op, out);
+    return 0;
+}
+
+/* non_maximum_suppression: RT_OP_NMS (plan.h has the rules).  ios15/16:
+ * boxes [B, N, 4], scores [B, N, K], a score_threshold and a fourth result,
+ * the counts; ios17's form (three results) has boxes [B, 4, N], scores
+ * [B, K, N] and no threshold: every box is a candidate. */
+static int lower_nms(LowerShared *s, const IrOp *op) {
+    int64_t m = 0, pc = 0;
+    if (!ir_op_arg_i64(op, "max_boxes", &m) || m < 1 || m > INT32_MAX)
+        return FAIL("non_maximum_suppression: 'max_boxes' must be a positive constant");
+    if (ir_op_arg(op, "per_class_suppression")) ir_op_arg_i64(op, "per_class_suppression", &pc);
+    bool v17 = op->nresults == 3;
+    RtNmsParams p = {.iou_threshold = (float)arg_f64_or(op, "iou_threshold", 0),
+                     .score_threshold = v17 ? -INFINITY : (float)arg_f64_or(op, "score_threshold", 0),
+                     .max_boxes = (int32_t)m,
+                     .per_class = pc != 0,
+                     .boxes_last = v17,
+                     .has_counts = !v17};
+    int in[2] = {materialize(s, arg_value(op, "boxes")), materialize(s, arg_value(op, "scores"))};
+    return emit_results(s, op, RT_OP_NMS, in, 2, op->nresults, &p, sizeof p);
+}
+
 /* resize_nearest_neighbor (input index floor(i · in / out)), resize_bilinear
  * (its sampling modes) and upsample_bilinear (align_corners,
  * half_pixel_centers). */
 static int lower_resize(LowerShared *s, const IrOp *op) {
     IrValue *x = arg_value(op, "x");
     const IrType *t = rtype(op);
-    int r = t->rank, mode = GRID_NEAREST;
+    int r = t->rank, mode = RT_GRID_NEAREST;
     if (r < 2) return FAIL("%s: 'x' must have rank >= 2", mil_op_name(op->kind));
     if (op->kind == OP_RESIZE_BILINEAR) {
-        static const char *const names[] = {"ALIGN_CORNERS", "STRICT_ALIGN_CORNERS", "UNALIGN_CORNERS", "DEFAULT",
-                                            "OFFSET_CORNERS"};
-        static const int modes[] = {GRID_ALIGN, GRID_ALIGN_STRICT, GRID_HALF, GRID_DEFAULT, GRID_OFFSET};
-        const char *m = arg_str_or(op, "sampling_mode", "DEFAULT");
-        mode = -1;
-        for (int i = 0; m && i < 5; i++)
-            if (strcmp(m, names[i]) == 0) mode = modes[i];
-        if (mode < 0) return FAIL("resize_bilinear: unknown 'sampling_mode'");
+        if ((mode = sampling_grid(s, op)) < 0) return -1;
     } else if (op->kind == OP_UPSAMPLE_BILINEAR) {
         int64_t ac = 1, hp = -1;
         ir_op_arg_i64(op, "align_corners", &ac);
         if (ir_op_arg(op, "half_pixel_centers")) ir_op_arg_i64(op, "half_pixel_centers", &hp);
         if (hp < 0) hp = !ac;
         if (ac && hp) return FAIL("upsample_bilinear: 'half_pixel_centers' needs 'align_corners' false");
-        mode = ac ? GRID_ALIGN_STRICT : hp ? GRID_HALF : GRID_LEGACY;
+        mode = ac ? RT_GRID_ALIGN_STRICT : hp ? RT_GRID_HALF : RT_GRID_LEGACY;
     }
     int64_t nd = 2;
     if (op->kind == OP_RESIZE) {
         const char *im = arg_str_or(op, "interpolation_mode", "LINEAR"),
                    *sm = arg_str_or(op, "sampling_mode", "DEFAULT");
-        static const char *const names[] = {"ALIGN_CORNERS", "STRICT_ALIGN_CORNERS", "UNALIGN_CORNERS", "DEFAULT",
-                                            "OFFSET_CORNERS"};
-        static const int modes[] = {GRID_ALIGN, GRID_ALIGN_STRICT, GRID_HALF, GRID_DEFAULT, GRID_OFFSET};
         bool nearest = im && !strcmp(im, "NEAREST_NEIGHBOR");
-        mode = -1;
-        for (int i = 0; sm && i < 5; i++)
-            if (!strcmp(sm, names[i])) mode = nearest ? (modes[i] == GRID_DEFAULT ? GRID_NEAREST : -2) : modes[i];
-        if (mode == -2)
+        if ((mode = sampling_grid(s, op)) < 0) return -1;
+        if (nearest && mode != RT_GRID_DEFAULT)
             return FAIL("resize: NEAREST_NEIGHBOR runs with 'sampling_mode' DEFAULT only on the CPU backend, not %s",
                         sm);
-        if (mode < 0) return FAIL("resize: unknown 'sampling_mode'");
+        if (nearest) mode = RT_GRID_NEAREST;
         if (!nearest && rt_dt(t->dtype) != RT_F32)
             return FAIL("resize: LINEAR on int32 is not run by the CPU backend (NEAREST_NEIGHBOR is)");
         if (!ir_op_arg_i64(op, "resized_dims", &nd) || nd < 0 || nd > r) return FAIL("resize: bad 'resized_dims'");
@@ -3625,6 +3667,8 @@ static bool lower_data_op(IrOpKind k) {
     case OP_RESIZE_BILINEAR:
     case OP_UPSAMPLE_BILINEAR:
     case OP_RESIZE:
+    case OP_CROP_RESIZE:
+    case OP_NON_MAXIMUM_SUPPRESSION:
     case OP_AFFINE:
     case OP_RESAMPLE:
     case OP_RNN:
@@ -3663,6 +3707,8 @@ static int lower_data(LowerShared *s, IrOp *op) {
     case OP_RESIZE_BILINEAR:
     case OP_UPSAMPLE_BILINEAR:
     case OP_RESIZE: return lower_resize(s, op);
+    case OP_CROP_RESIZE: return lower_crop_resize(s, op);
+    case OP_NON_MAXIMUM_SUPPRESSION: return lower_nms(s, op);
     case OP_AFFINE:
     case OP_RESAMPLE: return lower_sample(s, op);
     case OP_RNN: return lower_rnn(s, op);

@@ -204,6 +204,65 @@ static void rt_k_sample(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     }
 }
 
+/* RT_OP_CROP_RESIZE: a box's grid points along each dim, a chunk at a time */
+enum { CROP_CHUNK = 64 };
+
+static float crop_tap(const float *img, int64_t H, int64_t W, double v, double u, float pad) {
+    if (!(v >= 0 && v <= (double)(H - 1) && u >= 0 && u <= (double)(W - 1))) return pad;
+    int64_t r0 = (int64_t)v, c0 = (int64_t)u, r1 = r0 + 1 < H ? r0 + 1 : r0, c1 = c0 + 1 < W ? c0 + 1 : c0;
+    double av = v - (double)r0, au = u - (double)c0;
+    return (float)((1 - av) * ((1 - au) * img[r0 * W + c0] + au * img[r0 * W + c1]) +
+                   av * ((1 - au) * img[r1 * W + c0] + au * img[r1 * W + c1]));
+}
+
+static void rt_k_crop_resize(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+    const RtCropParams *p = &op->p.crop;
+    const RtBuf *xb = BUF_IN(0), *yb = BUF_OUT(0);
+    int64_t B = xb->dims[0], C = xb->dims[1], H = xb->dims[2], W = xb->dims[3], Ho = yb->dims[2], Wo = yb->dims[3];
+    int64_t K = yb->dims[0], nb = p->all_batches ? B : 1, lo, hi, cols = 4 + p->roi_index;
+    const float *x = IN(0), *boxes = IN(1);
+    const int32_t *bidx = p->has_indices ? IN(2) : NULL;
+    float *y = OUT(0);
+    double pv[CROP_CHUNK], pu[CROP_CHUNK];
+    split(K, ith, nth, &lo, &hi);
+    for (int64_t k = lo; k < hi; k++) {
+        const float *bx = boxes + k / nb * cols + p->roi_index;
+        double roi = p->roi_index ? (double)bx[-1] : 0; /* a float index: whole and in range, or an error */
+        bool bad = p->roi_index && !(roi >= 0 && roi < (double)B && roi == floor(roi));
+        int64_t b = bad ? -1 : p->all_batches ? k % nb : p->roi_index ? (int64_t)roi : bidx ? bidx[k] : k;
+        float *yk = y + k * C * Ho * Wo;
+        if (b < 0 || b >= B) {
+            memset(yk, 0, sizeof(float) * (size_t)(C * Ho * Wo));
+            atomic_store_explicit(&ex->index_error, 1, memory_order_relaxed);
+            continue;
+        }
+        double c[4] = {bx[0], bx[1], bx[2], bx[3]}, hs, he, ws, we;
+        bool wfirst = p->box_mode == RT_BOX_CORNERS_W || p->box_mode == RT_BOX_CENTER_W;
+        double a0 = c[wfirst], a1 = c[!wfirst], a2 = c[2 + wfirst], a3 = c[2 + !wfirst]; /* h, w, h, w */
+        if (p->box_mode >= RT_BOX_CENTER_H)
+            hs = a0 - a2 / 2, he = a0 + a2 / 2, ws = a1 - a3 / 2, we = a1 + a3 / 2;
+        else
+            hs = a0, ws = a1, he = a2, we = a3;
+        double sh = p->spatial_scale * (p->normalized ? (double)(H - 1) : 1),
+               sw = p->spatial_scale * (p->normalized ? (double)(W - 1) : 1);
+        for (int64_t i0 = 0; i0 < Ho; i0 += CROP_CHUNK)
+            for (int64_t j0 = 0; j0 < Wo; j0 += CROP_CHUNK) {
+                int64_t ni = Ho - i0 < CROP_CHUNK ? Ho - i0 : CROP_CHUNK,
+                        nj = Wo - j0 < CROP_CHUNK ? Wo - j0 : CROP_CHUNK;
+                for (int64_t i = 0; i < ni; i++)
+                    pv[i] = hs * sh + rt_grid_point(p->grid, i0 + i, (he - hs) * sh + 1, Ho);
+                for (int64_t j = 0; j < nj; j++)
+                    pu[j] = ws * sw + rt_grid_point(p->grid, j0 + j, (we - ws) * sw + 1, Wo);
+                for (int64_t ch = 0; ch < C; ch++) {
+                    const float *img = x + (b * C + ch) * H * W;
+                    for (int64_t i = 0; i < ni; i++)
+                        for (int64_t j = 0; j < nj; j++)
+                            yk[(ch * Ho + i0 + i) * Wo + j0 + j] = crop_tap(img, H, W, pv[i], pu[j], p->pad_value);
+                }
+            }
+    }
+}
+
 /* ---- sort: a stable merge sort of index lines ---- */
 
 typedef struct {
@@ -261,6 +320,62 @@ static void rt_k_sort(RtExec *ex, const RtOpRec *op, int ith, int nth) {
             if (p->has_indices) ((int32_t *)OUT(p->has_values))[dst] = a[i];
         }
     }
+}
+
+/* ---- nms: greedy non-maximum suppression, one batch per thread's share ---- */
+
+static float nms_iou(const float *a, const float *b) { /* centre x, centre y, width, height */
+    double iw = fmin(a[0] + a[2] / 2, b[0] + b[2] / 2) - fmax(a[0] - a[2] / 2, b[0] - b[2] / 2),
+           ih = fmin(a[1] + a[3] / 2, b[1] + b[3] / 2) - fmax(a[1] - a[3] / 2, b[1] - b[3] / 2);
+    double inter = iw > 0 && ih > 0 ? iw * ih : 0, uni = (double)a[2] * a[3] + (double)b[2] * b[3] - inter;
+    return uni > 0 ? (float)(inter / uni) : 0;
+}
+
+static void rt_k_nms(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+    const RtNmsParams *p = &op->p.nms;
+    const RtBuf *bb = BUF_IN(0), *sb = BUF_IN(1);
+    bool last = p->boxes_last != 0;
+    int64_t B = bb->dims[0], N = bb->dims[last ? 2 : 1], K = sb->dims[last ? 1 : 2], M = p->max_boxes, lo, hi;
+    /* element (n, c) of a batch's [N, C] (or [C, N] with boxes_last) */
+#define NMS_AT(base, n, c, C)     (base)[last ? (c) * N + (n) : (n) * (C) + (c)]
+#define NMS_AT_OUT(base, k, c, C) (base)[last ? (c) * M + (k) : (k) * (C) + (c)]
+    float *best = (float *)(ex->scratch + (size_t)ith * ex->scratch_per_thread);
+    int32_t *cls = (int32_t *)(best + N), *order = cls + N, *tmp = order + N, *kept = tmp + N;
+    SortLine l = {.x = best, .f32 = true, .asc = false, .stride = 1};
+    split(B, ith, nth, &lo, &hi);
+    for (int64_t b = lo; b < hi; b++) {
+        const float *bx = (const float *)IN(0) + b * N * 4, *sc = (const float *)IN(1) + b * N * K;
+        float *ybx = (float *)OUT(0) + b * M * 4, *ysc = (float *)OUT(1) + b * M * K;
+        int32_t *yix = (int32_t *)OUT(2) + b * M;
+        for (int64_t n = 0; n < N; n++) {
+            best[n] = NMS_AT(sc, n, 0, K), cls[n] = 0, order[n] = (int32_t)n;
+            for (int64_t c = 1; c < K; c++)
+                if (NMS_AT(sc, n, c, K) > best[n]) best[n] = NMS_AT(sc, n, c, K), cls[n] = (int32_t)c;
+        }
+        sort_line(&l, order, tmp, N);
+        int64_t cnt = 0;
+        for (int64_t t = 0; t < N && cnt < M; t++) {
+            int32_t i = order[t];
+            if (!(best[i] >= p->score_threshold)) continue;
+            float bi[4] = {NMS_AT(bx, i, 0, 4), NMS_AT(bx, i, 1, 4), NMS_AT(bx, i, 2, 4), NMS_AT(bx, i, 3, 4)};
+            bool keep = true;
+            for (int64_t k = 0; keep && k < cnt; k++) {
+                int32_t j = kept[k];
+                float bj[4] = {NMS_AT(bx, j, 0, 4), NMS_AT(bx, j, 1, 4), NMS_AT(bx, j, 2, 4), NMS_AT(bx, j, 3, 4)};
+                keep = (p->per_class && cls[j] != cls[i]) || !(nms_iou(bi, bj) > p->iou_threshold);
+            }
+            if (keep) kept[cnt++] = i;
+        }
+        if (cnt == 0) kept[cnt++] = order[0]; /* never empty: the best box */
+        for (int64_t k = 0; k < M; k++) {
+            for (int64_t c = 0; c < 4; c++) NMS_AT_OUT(ybx, k, c, 4) = k < cnt ? NMS_AT(bx, kept[k], c, 4) : 0;
+            for (int64_t c = 0; c < K; c++) NMS_AT_OUT(ysc, k, c, K) = k < cnt ? NMS_AT(sc, kept[k], c, K) : 0;
+            yix[k] = k < cnt ? kept[k] : -1;
+        }
+        if (p->has_counts) ((int32_t *)OUT(3))[b] = (int32_t)cnt;
+    }
+#undef NMS_AT
+#undef NMS_AT_OUT
 }
 
 /* ---- random: splitmix64 as a counter-based generator ---- */

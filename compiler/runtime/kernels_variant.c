@@ -79,6 +79,8 @@ const RtKernels RT_KERNELS = {
             [RT_OP_QGEMM] = rt_k_qgemm,
             [RT_OP_SPGEMM] = rt_k_spgemm,
             [RT_OP_PACK_TILES] = rt_k_pack_tiles,
+            [RT_OP_CROP_RESIZE] = rt_k_crop_resize,
+            [RT_OP_NMS] = rt_k_nms,
         },
     .prefetch = {[RT_OP_GEMM] = rt_p_gemm, [RT_OP_ATTENTION] = rt_p_attention},
     .h2f = rt_h2f,

@@ -518,6 +518,8 @@ static const RtOpInfo op_table[RT_OP_COUNT_] = {
     [RT_OP_QGEMM] = {"qgemm", sizeof(RtQGemmParams), 4, 5, 1, 1, rt_check_qgemm, rt_s_qgemm},
     [RT_OP_SPGEMM] = {"spgemm", sizeof(RtSpGemmParams), 4, 5, 1, 1, rt_check_spgemm, NULL},
     [RT_OP_PACK_TILES] = {"pack_tiles", 0, 1, 1, 1, 1, check_pack_tiles, NULL},
+    [RT_OP_CROP_RESIZE] = {"crop_resize", sizeof(RtCropParams), 2, 3, 1, 1, rt_check_crop_resize, NULL},
+    [RT_OP_NMS] = {"nms", sizeof(RtNmsParams), 2, 2, 3, 4, rt_check_nms, rt_s_nms},
 };
 
 const RtOpInfo *rt_op_info(uint32_t kind) {

@@ -297,6 +297,53 @@ int rt_check_sample(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errl
     return RT_OK;
 }
 
+int rt_check_crop_resize(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtCropParams *p = &op->p.crop;
+    const RtBuf *x = B(0), *bx = B(1), *y = O(0);
+    if ((uint32_t)p->grid > RT_GRID_OFFSET || p->grid == RT_GRID_NEAREST || (uint32_t)p->box_mode > RT_BOX_CENTER_W ||
+        (p->normalized | p->roi_index | p->has_indices | p->all_batches) & ~1 ||
+        (p->has_indices && (p->roi_index || op->nin != 3)) || (!p->has_indices && op->nin != 2) ||
+        !isfinite(p->spatial_scale))
+        FAIL("crop_resize: bad params");
+    if (x->dtype != RT_F32 || bx->dtype != RT_F32 || y->dtype != RT_F32 || x->rank != 4 || y->rank != 4 ||
+        bx->rank != 2 || bx->dims[1] != 4 + p->roi_index)
+        FAIL("crop_resize: x, y must be fp32 [B, C, H, W], [K, C, Ho, Wo] and the boxes fp32 [K, 4 or 5]");
+    int64_t k = bx->dims[0] * (p->all_batches ? x->dims[0] : 1);
+    if (y->dims[0] != k || y->dims[1] != x->dims[1]) FAIL("crop_resize: y must be [%lld, C, Ho, Wo]", (long long)k);
+    if (p->has_indices && (B(2)->dtype != RT_I32 || B(2)->rank != 1 || B(2)->dims[0] != bx->dims[0]))
+        FAIL("crop_resize: the box indices must be int32 [K]");
+    if (p->all_batches && (p->roi_index || p->has_indices)) FAIL("crop_resize: bad params");
+    return RT_OK;
+}
+
+int rt_check_nms(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtNmsParams *p = &op->p.nms;
+    const RtBuf *bx = B(0), *sc = B(1);
+    if ((p->per_class | p->boxes_last | p->has_counts) & ~1 || p->max_boxes < 1 || isnan(p->iou_threshold) ||
+        isnan(p->score_threshold) || (int)op->nout != 3 + p->has_counts)
+        FAIL("nms: bad params");
+    int n = p->boxes_last ? 2 : 1, c = 3 - n;
+    if (bx->dtype != RT_F32 || sc->dtype != RT_F32 || bx->rank != 3 || sc->rank != 3 || bx->dims[c] != 4 ||
+        sc->dims[0] != bx->dims[0] || sc->dims[n] != bx->dims[n] || bx->dims[n] < 1 || bx->dims[n] > INT32_MAX)
+        FAIL("nms: boxes and scores must be fp32 [B, N, 4] and [B, N, K] (ios17: [B, 4, N], [B, K, N])");
+    int64_t B = bx->dims[0], M = p->max_boxes, ob[3] = {B, M, M}, os[3] = {B, M, M};
+    ob[c] = 4, os[c] = sc->dims[c];
+    const RtBuf *y[4] = {O(0), O(1), O(2), p->has_counts ? O(3) : NULL};
+    for (int i = 0; i < 2; i++)
+        if (y[i]->dtype != RT_F32 || y[i]->rank != 3 || y[i]->dims[0] != B || y[i]->dims[1] != (i ? os : ob)[1] ||
+            y[i]->dims[2] != (i ? os : ob)[2])
+            FAIL("nms: the kept boxes and scores must be shaped like the inputs with max_boxes for N");
+    if (y[2]->dtype != RT_I32 || y[2]->rank != 2 || y[2]->dims[0] != B || y[2]->dims[1] != M ||
+        (y[3] && (y[3]->dtype != RT_I32 || y[3]->rank != 1 || y[3]->dims[0] != B)))
+        FAIL("nms: indices must be int32 [B, max_boxes], counts int32 [B]");
+    return RT_OK;
+}
+
+size_t rt_s_nms(const RtBuf *bufs, const RtOpRec *op) {
+    int64_t n = bufs[op->in[0]].dims[op->p.nms.boxes_last ? 2 : 1];
+    return (size_t)(n * 4 + op->p.nms.max_boxes) * sizeof(int32_t);
+}
+
 int rt_check_gather_nd(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
     const RtBuf *x = B(0), *ix = B(1), *y = O(0);
     int64_t bd = op->p.axis.axis, k = ix->rank ? ix->dims[ix->rank - 1] : 0;

@@ -89,6 +89,8 @@ typedef struct {
         RtSampleParams smp;
         RtQGemmParams qg;
         RtSpGemmParams sp;
+        RtCropParams crop;
+        RtNmsParams nms;
     } p;
 } RtOpRec;
 _Static_assert(sizeof(RtCopyParams) == RT_PARAMS_MAX, "copy params fill the record");
@@ -232,6 +234,9 @@ size_t rt_s_qgemm(const RtBuf *bufs, const RtOpRec *op);
 int rt_check_cumsum(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 int rt_check_gather_axis(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 int rt_check_sample(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+int rt_check_crop_resize(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+int rt_check_nms(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+size_t rt_s_nms(const RtBuf *bufs, const RtOpRec *op);
 int rt_check_gather_nd(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 int rt_check_scatter(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 int rt_check_sort(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);

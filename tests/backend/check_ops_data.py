@@ -696,6 +696,143 @@ for dt in ("fp32", "fp16"):
               % (ty(want, dt), "true" if ac else "false")], {"y": (want, dt)}, tol=1e-4)
 
 
+# crop_resize: each box [start, end] along a dim is sampled at the grid of a
+# bilinear resize over an extent of end - start + 1 pixels (Core ML's
+# NeuralNetwork.proto SamplingMode, start 0 and end X - 1 being the box's),
+# clamped to the box; a point outside the image reads pad_value
+def crop_grid(mode, n, m):
+    i = np.arange(m, dtype=np.float64)
+    if mode in ("ALIGN_CORNERS", "STRICT_ALIGN_CORNERS"):
+        g = i * (n - 1) / (m - 1) if m > 1 else np.full(1, (n - 1) / 2 if mode == "ALIGN_CORNERS" else 0.0)
+    elif mode == "UNALIGN_CORNERS":
+        g = (i + 0.5) * n / m - 0.5
+    elif mode == "DEFAULT":
+        g = i * (n - n / m) / (m - 1) if m > 1 else np.zeros(1)
+    else:  # OFFSET_CORNERS
+        g = (i + 0.5) * max(1.0, n - 1) / m
+    return np.minimum(np.maximum(g, 0), n - 1)
+
+
+def crop_ref(x, boxes, img, h, w, mode, box_mode, norm, scale, pad):
+    B, C, H, W = x.shape
+    out = np.zeros((len(boxes), C, h, w))
+    for k, (bx, b) in enumerate(zip(boxes, img)):
+        c = [float(v) for v in bx]
+        if "WIDTH_FIRST" in box_mode:
+            c = [c[1], c[0], c[3], c[2]]
+        if box_mode.startswith("CENTER"):
+            c = [c[0] - c[2] / 2, c[1] - c[3] / 2, c[0] + c[2] / 2, c[1] + c[3] / 2]
+        sh, sw = scale * ((H - 1) if norm else 1), scale * ((W - 1) if norm else 1)
+        vs = c[0] * sh + crop_grid(mode, (c[2] - c[0]) * sh + 1, h)
+        us = c[1] * sw + crop_grid(mode, (c[3] - c[1]) * sw + 1, w)
+        for i, v in enumerate(vs):
+            for j, u in enumerate(us):
+                if not (0 <= v <= H - 1 and 0 <= u <= W - 1):
+                    out[k, :, i, j] = pad
+                    continue
+                r0, c0 = int(v), int(u)
+                r1, c1 = min(r0 + 1, H - 1), min(c0 + 1, W - 1)
+                av, au = v - r0, u - c0
+                im = x[b]
+                out[k, :, i, j] = ((1 - av) * ((1 - au) * im[:, r0, c0] + au * im[:, r0, c1]) +
+                                   av * ((1 - au) * im[:, r1, c0] + au * im[:, r1, c1]))
+    return out
+
+
+xcr = R(2, 3, 8, 9) * 2
+for dt, mode, box_mode, norm, scale, h, w in (
+        ("fp32", "DEFAULT", "CORNERS_HEIGHT_FIRST", False, 1.0, 3, 4),
+        ("fp16", "ALIGN_CORNERS", "CENTER_SIZE_WIDTH_FIRST", True, 1.0, 4, 3),
+        ("fp32", "STRICT_ALIGN_CORNERS", "CORNERS_WIDTH_FIRST", False, 0.5, 1, 1),
+        ("fp32", "UNALIGN_CORNERS", "CENTER_SIZE_HEIGHT_FIRST", False, 1.0, 5, 2),
+        ("fp16", "OFFSET_CORNERS", "CORNERS_HEIGHT_FIRST", True, 1.0, 2, 6)):
+    # the third box reaches past the image (pad_value), the second is cut from image 0
+    bx = np.array([[1, 2, 6, 7], [0.5, 0, 3, 8], [5, 6, 10, 12]], np.float32)
+    if norm:
+        bx = bx / 10
+    if box_mode.startswith("CENTER"):
+        bx = np.concatenate([bx[:, :2], bx[:, 2:] - bx[:, :2]], 1)
+    ix = np.array([1, 0, 1], np.int32)
+    xv, bv = as_dt(xcr, dt), as_dt(bx, dt)
+    want = crop_ref(xv.astype(np.float64), bv.astype(np.float64), ix, h, w, mode, box_mode, norm, scale, 0.25)
+    case("crop_resize_%s_%s_%s" % (mode.lower(), box_mode.lower(), dt), {"x": (xv, dt), "b": (bv, dt)},
+         [const("bi", ix, "int32"), const("pv", 0.25, dt),
+          '%s y = crop_resize(x = x, boxes = b, box_indices = bi, target_height = int32(%d), target_width = int32(%d), '
+          'normalized_coordinates = bool(%s), spatial_scale = fp32(%r), box_coordinate_mode = string("%s"), '
+          'sampling_mode = string("%s"), pad_value = pv);'
+          % (ty(want, dt), h, w, "true" if norm else "false", scale, box_mode, mode)], {"y": (want, dt)}, tol=1e-4)
+# ios16's roi [K, 1, 5, 1, 1] (the image index first) and [K, 1, 4, 1, 1]
+# (every box from every image: y [K, B, C, h, w])
+# (the index form runs for one image: coremltools types its result [K, B, ..]
+# where Core ML's layer gives [K, 1, ..])
+roi5 = np.array([[0, 1, 2, 6, 7], [0, 0, 0, 7, 8]], np.float32)
+want = crop_ref(xcr[:1].astype(np.float64), roi5[:, 1:], [0, 0], 3, 3, "DEFAULT", "CORNERS_HEIGHT_FIRST", False, 1.0, 0)
+case("crop_resize_roi5_ios16", {"x": (xcr[:1], "fp32"), "r": (roi5.reshape(2, 1, 5, 1, 1), "fp32")},
+     ['%s y = crop_resize(x = x, roi = r, target_height = int32(3), target_width = int32(3));' % ty(want[:, None])],
+     {"y": (want[:, None], "fp32")}, opset="ios16")
+roi4 = np.array([[1, 2, 6, 7], [0, 0, 7, 8]], np.float32)
+want = np.stack([crop_ref(xcr.astype(np.float64), [b4] * 2, [0, 1], 2, 4, "ALIGN_CORNERS", "CORNERS_HEIGHT_FIRST",
+                          False, 1.0, 0) for b4 in roi4])
+case("crop_resize_roi4_ios15", {"x": (xcr, "fp32"), "r": (roi4.reshape(2, 1, 4, 1, 1), "fp32")},
+     ['%s y = crop_resize(x = x, roi = r, target_height = int32(2), target_width = int32(4), '
+      'sampling_mode = string("ALIGN_CORNERS"));' % ty(want)], {"y": (want, "fp32")}, opset="ios15")
+
+
+# non_maximum_suppression (Core ML's NMS layer): boxes (centre x, centre y,
+# width, height) best score first, kept unless an earlier kept box (of the
+# same best class, per class) overlaps by IoU > threshold; scores below the
+# threshold are never candidates; padded with 0, 0, -1; never empty
+def nms_iou(a, b):
+    iw = min(a[0] + a[2] / 2, b[0] + b[2] / 2) - max(a[0] - a[2] / 2, b[0] - b[2] / 2)
+    ih = min(a[1] + a[3] / 2, b[1] + b[3] / 2) - max(a[1] - a[3] / 2, b[1] - b[3] / 2)
+    inter = iw * ih if iw > 0 and ih > 0 else 0.0
+    union = a[2] * a[3] + b[2] * b[3] - inter
+    return inter / union if union > 0 else 0.0
+
+
+def nms_ref(boxes, scores, iou_thr, score_thr, m, per_class):
+    B, N, K = scores.shape
+    ob, osc, oi, cnt = np.zeros((B, m, 4)), np.zeros((B, m, K)), -np.ones((B, m), np.int64), np.zeros(B, np.int64)
+    for b in range(B):
+        best, cls = scores[b].max(1), scores[b].argmax(1)
+        order = sorted(range(N), key=lambda i: (-best[i], i))
+        kept = []
+        for i in order:
+            if len(kept) == m:
+                break
+            if best[i] >= score_thr and all((per_class and cls[j] != cls[i]) or not nms_iou(boxes[b, i], boxes[b, j]) > iou_thr
+                                            for j in kept):
+                kept.append(i)
+        cnt[b] = len(kept) or 1
+        for k, i in enumerate(kept or order[:1]):
+            ob[b, k], osc[b, k], oi[b, k] = boxes[b, i], scores[b, i], i
+    return ob, osc, oi, cnt
+
+
+NB_, NN_, NK_ = 2, 12, 3
+nbx = np.concatenate([rng.uniform(0, 10, (NB_, NN_, 2)), rng.uniform(2, 5, (NB_, NN_, 2))], 2).astype(np.float32)
+nsc = rng.permutation(NB_ * NN_ * NK_).reshape(NB_, NN_, NK_).astype(np.float32) / (NB_ * NN_ * NK_)
+for label, dt, iou_t, score_t, m, pc in (("ios16", "fp32", 0.3, 0.2, 6, False), ("ios16_per_class_padded", "fp32", 0.2, 0.0, 15, True),
+                                         ("ios16_none_pass", "fp32", 0.5, 2.0, 3, False), ("ios17_fp16", "fp16", 0.25, None, 5, False),
+                                         ("ios17_per_class", "fp32", 0.1, None, 8, True)):
+    bv, sv = as_dt(nbx, dt), as_dt(nsc, dt)
+    ob, osc, oi, cnt = nms_ref(bv.astype(np.float64), sv.astype(np.float64), iou_t, -np.inf if score_t is None else score_t, m, pc)
+    pcs = "true" if pc else "false"
+    if score_t is None:  # ios17: boxes [B, 4, N], scores [B, K, N], no counts
+        ob, osc = ob.transpose(0, 2, 1), osc.transpose(0, 2, 1)
+        case("nms_" + label, {"b": (bv.transpose(0, 2, 1), dt), "s": (sv.transpose(0, 2, 1), dt)},
+             [const("it", iou_t, dt),
+              "%s ob, %s os, %s oi = non_maximum_suppression(boxes = b, scores = s, iou_threshold = it, max_boxes = int32(%d), "
+              "per_class_suppression = bool(%s));" % (ty(ob, dt), ty(osc, dt), ty(oi, "int32"), m, pcs)],
+             {"ob": (ob, dt), "os": (osc, dt), "oi": (oi, "int32")})
+        continue
+    case("nms_" + label, {"b": (bv, dt), "s": (sv, dt)},
+         [const("it", iou_t, dt), const("st", score_t, dt),
+          "%s ob, %s os, %s oi, %s oc = non_maximum_suppression(boxes = b, scores = s, iou_threshold = it, score_threshold = st, "
+          "max_boxes = int32(%d), per_class_suppression = bool(%s));" % (ty(ob, dt), ty(osc, dt), ty(oi, "int32"), ty(cnt, "int32"), m, pcs)],
+         {"ob": (ob, dt), "os": (osc, dt), "oi": (oi, "int32"), "oc": (cnt, "int32")}, opset="ios16")
+
+
 # the ios16/17 forms of constexpr_lut_to_dense and constexpr_sparse_to_dense:
 # indices / mask bits packed into uint8 bytes, least significant bit first,
 # the dense shape given as 'shape' (coremltools' decompress: np.unpackbits

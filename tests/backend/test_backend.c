@@ -736,6 +736,11 @@ static const struct {
          "        tensor<fp32, [2, 3]> y = add(x = x, y = w);\n"
          "    } -> (y);\n}\n",
      "t.mil:7:58:", "error: constexpr_lut_to_sparse: 'indices_mask' has 3 ones but 'indices_nonzero_data' has 4 values"},
+    {"program(1.0)\n{\n    func main<ios16>(tensor<fp32, [2, 3, 4, 4]> x, tensor<fp32, [1, 1, 5, 1, 1]> r) {\n"
+     "        tensor<fp32, [1, 2, 3, 2, 2]> y = crop_resize(x = x, roi = r, target_height = int32(2), target_width = "
+     "int32(2));\n"
+     "    } -> (y);\n}\n",
+     "t.mil:4:", "error: crop_resize: a roi of 5 (an image index, then the box) over a batch of 2 images"},
 };
 
 TEST(cpu_refusals_are_diagnosed) {
@@ -792,6 +797,22 @@ TEST(gather_nd_index_out_of_range_is_an_error) {
     const float *in[1] = {x};
     float *out[1] = {y};
     check_run_fails(src, in, out, RT_EINDEX);
+}
+
+/* crop_resize's roi names its image by a float: past the batch, negative or
+ * not whole is RT_EINDEX (the crop zeroed), never a read outside x. */
+TEST(crop_resize_bad_image_index_is_an_error) {
+    const char *src = "program(1.0)\n{\n    func main<ios16>(tensor<fp32, [1, 1, 2, 2]> x, tensor<fp32, [1, 1, 5, 1, 1]> r) {\n"
+                      "        tensor<fp32, [1, 1, 1, 2, 2]> y = crop_resize(x = x, roi = r, target_height = int32(2), "
+                      "target_width = int32(2));\n"
+                      "    } -> (y);\n}\n";
+    float x[4] = {1, 2, 3, 4}, y[4];
+    const float bad[][5] = {{1, 0, 0, 1, 1}, {-1, 0, 0, 1, 1}, {0.5f, 0, 0, 1, 1}, {NAN, 0, 0, 1, 1}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        const float *in[2] = {x, bad[i]};
+        float *out[1] = {y};
+        check_run_fails(src, in, out, RT_EINDEX);
+    }
 }
 
 /* A loop that never ends stops at RT_LOOP_MAX_ITERS with RT_ELOOP. */
@@ -884,6 +905,7 @@ int main(void) {
     RUN(scatter_misuse_is_diagnosed);
     RUN(scatter_index_out_of_range_is_an_error);
     RUN(gather_nd_index_out_of_range_is_an_error);
+    RUN(crop_resize_bad_image_index_is_an_error);
     RUN(cpu_refusals_are_diagnosed);
     RUN(endless_while_loop_is_stopped);
     RUN(missing_weight_file_is_diagnosed);

@@ -124,6 +124,8 @@ typedef enum {
     RT_OP_QGEMM,      /* RtQGemmParams: x, q(U8), scale, offset[, bias] -> y (8- or 4-bit quantized linear) */
     RT_OP_SPGEMM,     /* RtSpGemmParams: x, mask(U8), values, start(I32)[, bias] -> y (sparse linear) */
     RT_OP_PACK_TILES, /* none: x -> y (a channels GEMM's x by tiles of positions; see RT_GEMM_PACKED) */
+    RT_OP_CROP_RESIZE, /* RtCropParams: x, boxes[, box indices (I32)] -> y (boxes cut and resized) */
+    RT_OP_NMS,         /* RtNmsParams: boxes, scores -> boxes, scores, indices(I32)[, counts(I32)] */
     RT_OP_COUNT_
 } RtOpKind;
 
@@ -495,6 +497,66 @@ typedef struct {
     int32_t mode, pad, coord_mode, align_corners, affine;
     float pad_value;
 } RtSampleParams;
+
+/* The sampling grids of a bilinear resize along one dim, shared by the
+ * backend's resize ops and RT_OP_CROP_RESIZE: output point i of m taken
+ * from an extent of n input pixels (a whole dim, or a crop box's end -
+ * start + 1), clamped to [0, n - 1].
+ *   RT_GRID_ALIGN         ALIGN_CORNERS: i (n-1)/(m-1); m = 1: the middle
+ *   RT_GRID_ALIGN_STRICT  STRICT_ALIGN_CORNERS: the same; m = 1: 0
+ *   RT_GRID_HALF          UNALIGN_CORNERS: (i + 1/2) n/m - 1/2
+ *   RT_GRID_LEGACY        upsample_bilinear without either flag: i n/m
+ *   RT_GRID_DEFAULT       DEFAULT: i (n - n/m)/(m-1); m = 1: 0
+ *   RT_GRID_OFFSET        OFFSET_CORNERS: (i + 1/2) max(1, n-1)/m
+ * RT_GRID_NEAREST (floor(i n/m), unclamped) is resize_nearest_neighbor's. */
+enum { RT_GRID_NEAREST, RT_GRID_ALIGN, RT_GRID_ALIGN_STRICT, RT_GRID_HALF, RT_GRID_LEGACY, RT_GRID_DEFAULT, RT_GRID_OFFSET };
+static inline double rt_grid_point(int mode, int64_t i, double n, int64_t out) {
+    double g, m = (double)out, di = (double)i;
+    switch (mode) {
+    case RT_GRID_NEAREST: return (double)(int64_t)(di * n / m);
+    case RT_GRID_ALIGN:
+    case RT_GRID_ALIGN_STRICT: g = out > 1 ? di * (n - 1) / (m - 1) : mode == RT_GRID_ALIGN ? (n - 1) / 2 : 0; break;
+    case RT_GRID_HALF: g = (di + 0.5) * n / m - 0.5; break;
+    case RT_GRID_LEGACY: g = di * n / m; break;
+    case RT_GRID_DEFAULT: g = out > 1 ? di * (n - n / m) / (m - 1) : 0; break;
+    default: g = (di + 0.5) * (n - 1 > 1 ? n - 1 : 1) / m;
+    }
+    return g < 0 ? 0 : g > n - 1 ? n - 1 : g;
+}
+
+/* RT_OP_CROP_RESIZE: y[k, c, i, j] = x[b_k, c] (F32 [B, C, H, W]) sampled
+ * bilinearly at the grid point (i, j) of box k, resized to y's [Ho, Wo].
+ * boxes is F32 [K, 4] (roi_index 0) or [K, 5] with the batch index first
+ * (roi_index 1); b_k is that index, box indices[k] (I32 [K], has_indices),
+ * or k.  Four coordinates per box in box_mode's order (RT_BOX_*: corners
+ * or centre and size, height or width first), times spatial_scale, and
+ * with normalized times (H - 1) or (W - 1), give the box [s, e] along each
+ * dim; point i is s + rt_grid_point(grid, i, e - s + 1, Ho).  A point
+ * outside the image reads pad_value.  all_batches (the ios15/16 roi of 4
+ * coordinates): y is [K·B, C, Ho, Wo], every box cut from every image,
+ * box-major.  A batch index outside [0, B) reads zeros and makes rt_run
+ * return RT_EINDEX. */
+enum { RT_BOX_CORNERS_H, RT_BOX_CORNERS_W, RT_BOX_CENTER_H, RT_BOX_CENTER_W };
+typedef struct {
+    int32_t grid, box_mode, normalized, roi_index, has_indices, all_batches;
+    float spatial_scale, pad_value;
+} RtCropParams;
+
+/* RT_OP_NMS (non-maximum suppression), per batch b: boxes F32 [B, N, 4]
+ * (centre x, centre y, width, height) and scores F32 [B, N, K]; with
+ * boxes_last [B, 4, N] and [B, K, N] (ios17), the outputs likewise.  A box's
+ * score is its best class's (the first on a tie).  Boxes with a score of at
+ * least score_threshold (NaN never), best first (the lower index on a tie),
+ * are kept unless one kept before (of the same best class, with per_class)
+ * overlaps it with an IoU above iou_threshold, up to max_boxes of them.
+ * Outputs: boxes [B, max_boxes, 4], scores [B, max_boxes, K], indices I32
+ * [B, max_boxes] of the kept boxes in that order, padded with 0, 0 and -1;
+ * counts I32 [B] (has_counts).  When no box passes the threshold, the best
+ * box is given with a count of 1 (Core ML's NMS layer: never empty). */
+typedef struct {
+    float iou_threshold, score_threshold;
+    int32_t max_boxes, per_class, boxes_last, has_counts;
+} RtNmsParams;
 
 /* ---- the builder ---- */
 typedef struct RtPlanBuilder RtPlanBuilder;
