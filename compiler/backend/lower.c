@@ -438,6 +438,13 @@ static double *sparse_pair_values(LowerShared *s, const IrValue *v) {
     return ok ? out : NULL;
 }
 
+/* Is element i set in constexpr_sparse_to_dense's mask b (const_values)?
+ * The ios16/17 form (packed) holds the bits in bytes, least significant
+ * first; ios18's is a uint1 tensor, an element per bit. */
+static bool sparse_mask_set(const double *b, int64_t i, bool packed) {
+    return packed ? ((int64_t)b[i / 8] >> (i % 8) & 1) != 0 : b[i] != 0;
+}
+
 /* The dense values of a constexpr_* result (malloc'd floats), or NULL. */
 static float *constexpr_dense(LowerShared *s, const IrValue *v) {
     const IrOp *op = v->def;
@@ -492,10 +499,11 @@ static float *constexpr_dense(LowerShared *s, const IrValue *v) {
     case OP_CONSTEXPR_SPARSE_TO_DENSE: { /* the mask's set bits take nonzero_data in order */
         ok = (a = const_values(s, arg_value(op, "nonzero_data"))) && (b = const_values(s, arg_value(op, "mask")));
         int64_t nz = ok ? ir_type_numel(&arg_value(op, "nonzero_data")->type) : 0, j = 0;
-        bool packed = ir_op_arg(op, "shape") != NULL; /* ios16/17: mask bits in bytes, LSB first */
-        for (int64_t i = 0; ok && i < n; i++) {
-            bool set = packed ? ((int64_t)b[i / 8] >> (i % 8) & 1) != 0 : b[i] != 0;
-            out[i] = set && j < nz ? (float)a[j++] : 0.0f;
+        bool packed = ir_op_arg(op, "shape") != NULL;
+        for (int64_t i = 0; ok && i < n; i++) { /* every set bit counts, past the values too */
+            bool set = sparse_mask_set(b, i, packed);
+            out[i] = set && j < nz ? (float)a[j] : 0.0f;
+            j += set;
         }
         if (ok && j != nz)
             ok = fail_at(s, op->loc, "constexpr_sparse_to_dense: the mask sets %lld bits for %lld values", (long long)j,
@@ -2286,7 +2294,7 @@ static int lower_sparse_linear(LowerShared *s, const IrOp *op, const IrValue *w)
         start[n] = (int32_t)(j < nnz ? j : nnz);
         for (int64_t k = 0; k < K; k++) {
             int64_t i = n * K + k;
-            if (packed ? !((int64_t)b[i / 8] >> (i % 8) & 1) : b[i] == 0) continue;
+            if (!sparse_mask_set(b, i, packed)) continue;
             if (j < nnz) {
                 if (f16)
                     ((uint16_t *)vals)[j] = float_to_half((float)a[j]);

@@ -252,8 +252,8 @@ int rtb_program(RtPlanBuilder *b, RtProgram p) {
     return RT_OK;
 }
 
-/* An fp16 weight feeding anything but a GEMM's W becomes fp32 now: only GEMM
- * kernels read fp16 storage. */
+/* An fp16 weight feeding anything but its op's f16_in (ops.c) becomes fp32
+ * now: only those kernels read fp16 storage. */
 static void widen_weight(RtPlanBuilder *b, int id) {
     BBuf *bb = &b->bufs[id];
     int64_t n = b->rb[id].numel;
@@ -287,9 +287,8 @@ int rtb_op(RtPlanBuilder *b, RtOpKind kind, const int *in, int nin, const int *o
     for (int i = 0; i < nout; i++) op.out[i] = out[i];
     if (plen) memcpy(op.p.bytes, params, plen);
     for (int i = 0; i < nin; i++) {
-        /* fp16 weights stay fp16 only where a kernel reads them so: a GEMM's
-         * weight, a sparse GEMM's values */
-        bool f16_read = (kind == RT_OP_GEMM && i == 1) || (kind == RT_OP_SPGEMM && i == 2);
+        /* fp16 weights stay fp16 only where a kernel reads them so (the op table's f16_in) */
+        bool f16_read = (uint32_t)i + 1 == oi->f16_in;
         if (in[i] >= 0 && (uint32_t)in[i] < b->nbuf && b->rb[in[i]].dtype == RT_F16 &&
             b->rb[in[i]].kind == RT_BUF_WEIGHT && !f16_read)
             widen_weight(b, in[i]);

@@ -245,22 +245,26 @@ static inline __attribute__((always_inline)) void q8_dot_n(const uint8_t *q, con
     }
 }
 
-#define Q8_DOT_CASES(SGN, Q4)                                                                                          \
+/* A run-time row count (1..4) as the compile-time MR of an always-inline
+ * kernel: CALL(args..., MR). */
+#define MR_CASES(mr, CALL, ...)                                                                                        \
     switch (mr) {                                                                                                      \
-    case 1: q8_dot_n(q, SGN, Q4, x, ldx, 1, k0, k1, dot); break;                                                       \
-    case 2: q8_dot_n(q, SGN, Q4, x, ldx, 2, k0, k1, dot); break;                                                       \
-    case 3: q8_dot_n(q, SGN, Q4, x, ldx, 3, k0, k1, dot); break;                                                       \
-    default: q8_dot_n(q, SGN, Q4, x, ldx, 4, k0, k1, dot); break;                                                      \
+    case 1: CALL(__VA_ARGS__, 1); break;                                                                               \
+    case 2: CALL(__VA_ARGS__, 2); break;                                                                               \
+    case 3: CALL(__VA_ARGS__, 3); break;                                                                               \
+    default: CALL(__VA_ARGS__, 4); break;                                                                              \
     }
 
 static void q8_dot(const uint8_t *q, int flags, const float *x, int64_t ldx, int mr, int64_t k0, int64_t k1,
                    float *dot) {
+#define Q8_DOT(SGN, Q4, MR) q8_dot_n(q, SGN, Q4, x, ldx, MR, k0, k1, dot)
     switch (flags) {
-    case RT_QG_SIGNED | RT_QG_INT4: Q8_DOT_CASES(1, 1) break;
-    case RT_QG_INT4: Q8_DOT_CASES(0, 1) break;
-    case RT_QG_SIGNED: Q8_DOT_CASES(1, 0) break;
-    default: Q8_DOT_CASES(0, 0) break;
+    case RT_QG_SIGNED | RT_QG_INT4: MR_CASES(mr, Q8_DOT, 1, 1) break;
+    case RT_QG_INT4: MR_CASES(mr, Q8_DOT, 0, 1) break;
+    case RT_QG_SIGNED: MR_CASES(mr, Q8_DOT, 1, 0) break;
+    default: MR_CASES(mr, Q8_DOT, 0, 0) break;
     }
+#undef Q8_DOT
 }
 
 #ifdef RT_VL
@@ -294,22 +298,16 @@ static inline __attribute__((always_inline)) void qrow_short_n(const uint8_t *q,
     for (int m = 0; m < mr; m++) out[m] = v_sum(acc[m]) - off[m];
 }
 
-#define QROW_SHORT_CASES(SGN, Q4)                                                                                      \
-    switch (mr) {                                                                                                      \
-    case 1: qrow_short_n(q, SGN, Q4, x, ldx, 1, bk, kb, sc, of, xsum, out); break;                                     \
-    case 2: qrow_short_n(q, SGN, Q4, x, ldx, 2, bk, kb, sc, of, xsum, out); break;                                     \
-    case 3: qrow_short_n(q, SGN, Q4, x, ldx, 3, bk, kb, sc, of, xsum, out); break;                                     \
-    default: qrow_short_n(q, SGN, Q4, x, ldx, 4, bk, kb, sc, of, xsum, out); break;                                    \
-    }
-
 static void qrow_short(const uint8_t *q, int flags, const float *x, int64_t ldx, int mr, int64_t bk, int64_t kb,
                        const float *sc, const float *of, const float *xsum, float *out) {
+#define QROW_SHORT(SGN, Q4, MR) qrow_short_n(q, SGN, Q4, x, ldx, MR, bk, kb, sc, of, xsum, out)
     switch (flags) {
-    case RT_QG_SIGNED | RT_QG_INT4: QROW_SHORT_CASES(1, 1) break;
-    case RT_QG_INT4: QROW_SHORT_CASES(0, 1) break;
-    case RT_QG_SIGNED: QROW_SHORT_CASES(1, 0) break;
-    default: QROW_SHORT_CASES(0, 0) break;
+    case RT_QG_SIGNED | RT_QG_INT4: MR_CASES(mr, QROW_SHORT, 1, 1) break;
+    case RT_QG_INT4: MR_CASES(mr, QROW_SHORT, 0, 1) break;
+    case RT_QG_SIGNED: MR_CASES(mr, QROW_SHORT, 1, 0) break;
+    default: MR_CASES(mr, QROW_SHORT, 0, 0) break;
     }
+#undef QROW_SHORT
 }
 #endif
 
@@ -359,20 +357,14 @@ static inline __attribute__((always_inline)) void qrow_q4tab_n(const uint8_t *q,
     }
 }
 
-#define QROW_Q4TAB_CASES(SGN)                                                                                          \
-    switch (mr) {                                                                                                      \
-    case 1: qrow_q4tab_n(q, SGN, xp, ldx, 1, bk, kb, sc, of, xsum, out); break;                                        \
-    case 2: qrow_q4tab_n(q, SGN, xp, ldx, 2, bk, kb, sc, of, xsum, out); break;                                        \
-    case 3: qrow_q4tab_n(q, SGN, xp, ldx, 3, bk, kb, sc, of, xsum, out); break;                                        \
-    default: qrow_q4tab_n(q, SGN, xp, ldx, 4, bk, kb, sc, of, xsum, out); break;                                       \
-    }
-
 static void qrow_q4tab(const uint8_t *q, int sgn, const float *xp, int64_t ldx, int mr, int64_t bk, int64_t kb,
                        const float *sc, const float *of, const float *xsum, float *out) {
+#define QROW_Q4TAB(SGN, MR) qrow_q4tab_n(q, SGN, xp, ldx, MR, bk, kb, sc, of, xsum, out)
     if (sgn)
-        QROW_Q4TAB_CASES(1)
+        MR_CASES(mr, QROW_Q4TAB, 1)
     else
-        QROW_Q4TAB_CASES(0)
+        MR_CASES(mr, QROW_Q4TAB, 0)
+#undef QROW_Q4TAB
 }
 
 /* xp: every 32 elements of x's rows as their 16 even then their 16 odd ones */
@@ -554,20 +546,14 @@ static inline __attribute__((always_inline)) void sp_row_n(const uint8_t *mk, co
     }
 }
 
-#define SP_ROW_CASES(F16)                                                                                              \
-    switch (mr) {                                                                                                      \
-    case 1: sp_row_n(mk, vals, F16, idx, nv, x, K, 1, out); break;                                                     \
-    case 2: sp_row_n(mk, vals, F16, idx, nv, x, K, 2, out); break;                                                     \
-    case 3: sp_row_n(mk, vals, F16, idx, nv, x, K, 3, out); break;                                                     \
-    default: sp_row_n(mk, vals, F16, idx, nv, x, K, 4, out); break;                                                    \
-    }
-
 static void sp_row(const uint8_t *mk, const void *vals, int f16, int64_t idx, int64_t nv, const float *x, int64_t K,
                    int mr, float *out) {
+#define SP_ROW(F16, MR) sp_row_n(mk, vals, F16, idx, nv, x, K, MR, out)
     if (f16)
-        SP_ROW_CASES(1)
+        MR_CASES(mr, SP_ROW, 1)
     else
-        SP_ROW_CASES(0)
+        MR_CASES(mr, SP_ROW, 0)
+#undef SP_ROW
 }
 
 static void rt_k_spgemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {

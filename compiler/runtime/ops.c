@@ -161,19 +161,17 @@ static int check_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t er
             y->dims[1] != n || x->dims[1] != (pos + RT_TILE_M - 1) / RT_TILE_M)
             FAIL("gemm: a packed x must be [B, ceil(S/%d), %lld, %d] for y [B, %lld, *spatial]", RT_TILE_M,
                  (long long)k, RT_TILE_M, (long long)n);
-    }
-    uint32_t ax = p->layout == RT_GEMM_ROWS ? x->rank - 1 : 1;
-    if (p->layout == RT_GEMM_PACKED) {
-        /* checked above */
-    } else if (x->rank < (p->layout == RT_GEMM_ROWS ? 1u : 2u) || x->rank != y->rank) {
-        FAIL("gemm: x/y rank");
-    }
-    for (uint32_t i = 0; i < x->rank && p->layout != RT_GEMM_PACKED; i++) {
-        if (i == ax) {
-            if (x->dims[i] != k || y->dims[i] != n)
-                FAIL("gemm: x has %lld features, W [%lld, %lld]", (long long)x->dims[i], (long long)n, (long long)k);
-        } else if (x->dims[i] != y->dims[i])
-            FAIL("gemm: y shape does not match x");
+    } else {
+        uint32_t ax = p->layout == RT_GEMM_ROWS ? x->rank - 1 : 1;
+        if (x->rank < (p->layout == RT_GEMM_ROWS ? 1u : 2u) || x->rank != y->rank) FAIL("gemm: x/y rank");
+        for (uint32_t i = 0; i < x->rank; i++) {
+            if (i == ax) {
+                if (x->dims[i] != k || y->dims[i] != n)
+                    FAIL("gemm: x has %lld features, W [%lld, %lld]", (long long)x->dims[i], (long long)n,
+                         (long long)k);
+            } else if (x->dims[i] != y->dims[i])
+                FAIL("gemm: y shape does not match x");
+        }
     }
     int j = 2;
     if (p->has_bias) {
@@ -483,7 +481,7 @@ void rt_loops_extend(const RtOpRec *ops, uint32_t nops, const uint32_t *jump, ui
 }
 
 static const RtOpInfo op_table[RT_OP_COUNT_] = {
-    [RT_OP_GEMM] = {"gemm", sizeof(RtGemmParams), 2, 4, 1, 1, check_gemm, rt_s_gemm},
+    [RT_OP_GEMM] = {"gemm", sizeof(RtGemmParams), 2, 4, 1, 1, check_gemm, rt_s_gemm, .f16_in = 2},
     [RT_OP_MATMUL] = {"matmul", sizeof(RtMatmulParams), 2, 2, 1, 1, check_matmul, rt_s_matmul},
     [RT_OP_ATTENTION] = {"attention", sizeof(RtAttnParams), 3, 6, 1, 1, check_attention, rt_s_attention},
     [RT_OP_NORM] = {"norm", sizeof(RtNormParams), 1, 3, 1, 1, check_norm, NULL},
@@ -516,7 +514,7 @@ static const RtOpInfo op_table[RT_OP_COUNT_] = {
     [RT_OP_GATHER_ND] = {"gather_nd", sizeof(RtAxisParams), 2, 2, 1, 1, rt_check_gather_nd, NULL},
     [RT_OP_SAMPLE] = {"sample", sizeof(RtSampleParams), 2, 2, 1, 1, rt_check_sample, NULL},
     [RT_OP_QGEMM] = {"qgemm", sizeof(RtQGemmParams), 4, 5, 1, 1, rt_check_qgemm, rt_s_qgemm},
-    [RT_OP_SPGEMM] = {"spgemm", sizeof(RtSpGemmParams), 4, 5, 1, 1, rt_check_spgemm, NULL},
+    [RT_OP_SPGEMM] = {"spgemm", sizeof(RtSpGemmParams), 4, 5, 1, 1, rt_check_spgemm, NULL, .f16_in = 3},
     [RT_OP_PACK_TILES] = {"pack_tiles", 0, 1, 1, 1, 1, check_pack_tiles, NULL},
     [RT_OP_CROP_RESIZE] = {"crop_resize", sizeof(RtCropParams), 2, 3, 1, 1, rt_check_crop_resize, NULL},
     [RT_OP_NMS] = {"nms", sizeof(RtNmsParams), 2, 2, 3, 4, rt_check_nms, rt_s_nms},
@@ -565,11 +563,11 @@ int rt_op_check(const RtBuf *bufs, uint32_t nbuf, const RtOpRec *op, bool loadin
         if (op->in[i] < 0 || (uint32_t)op->in[i] >= nbuf)
             FAIL("%s: input %u: buffer %d out of range", oi->name, i, op->in[i]);
         const RtBuf *b = &bufs[op->in[i]];
-        /* fp16 storage is read only by a GEMM's W, a sparse GEMM's values, a
-         * converting copy and the K/V operands of a flagged attention (the
-         * kernels convert on the fly). */
+        /* fp16 storage is read only by an op's f16_in (a GEMM's W, a sparse
+         * GEMM's values), a conv GEMM's W, a converting copy and the K/V
+         * operands of a flagged attention (the kernels convert on the fly). */
         bool is_w = (op->kind == RT_OP_GEMM || op->kind == RT_OP_CONV_GEMM) && i == 1;
-        bool f16_ok = is_w || (op->kind == RT_OP_COPY && i == 0) || (op->kind == RT_OP_SPGEMM && i == 2) ||
+        bool f16_ok = is_w || i + 1 == oi->f16_in || (op->kind == RT_OP_COPY && i == 0) ||
                       (op->kind == RT_OP_ATTENTION && op->p.attn.flags && i >= 1 &&
                        i <= ((op->p.attn.flags & RT_ATTN_SPLIT) ? 4u : 2u));
         if (b->dtype == RT_F16 && !f16_ok) FAIL("%s: input %u is fp16 storage", oi->name, i);

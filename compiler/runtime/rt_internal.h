@@ -145,6 +145,9 @@ typedef struct {
      * fingerprint in every key, so an entry holding the old layout misses and
      * is rebuilt instead of failing to load. */
     uint32_t rev;
+    /* 1 + the input whose fp16 weight the kernel reads as it is (a GEMM's W,
+     * a sparse GEMM's values); 0: none.  The builder widens any other. */
+    uint32_t f16_in;
 } RtOpInfo;
 
 /* One kernel variant (kernels_variant.c, compiled once per instruction set
