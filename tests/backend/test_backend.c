@@ -6,8 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "milc/backend.h"
+#include "milc/blob.h"
 #include "milc/half.h"
 #include "milc/mil.h"
 #include "test.h"
@@ -856,6 +858,53 @@ TEST(missing_weight_file_is_diagnosed) {
     arena_free(&a);
 }
 
+/* A sparse weight's mask in a weight file (where the checker cannot count
+ * it) with more bits set than there are values: an error naming both, where
+ * the bits past the values were once dropped and the weight built short. */
+TEST(sparse_mask_past_its_values_is_diagnosed) {
+    char dir[] = "/tmp/milc-sparse-XXXXXX", path[64];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/weight.bin", dir);
+    DiagSink d;
+    diag_init(&d);
+    MilBlobWriter *w = milblob_writer_open(path, &d);
+    const uint8_t mask = 0x2d; /* 1, 0, 1, 1, 0, 1: four of six */
+    const float vals[3] = {1, 2, 3};
+    uint64_t om = w ? milblob_writer_add(w, MILBLOB_UINT1, &mask, 1) : 0;
+    uint64_t ov = w ? milblob_writer_add(w, MILBLOB_FP32, vals, sizeof vals) : 0;
+    CHECK(om && ov && milblob_writer_finish(w, &d) == 0);
+    diag_free(&d);
+    char src[1024];
+    snprintf(src, sizeof src,
+             HDR "tensor<fp32, [2, 3]> x) {\n"
+                 "        tensor<uint1, [2, 3]> m = const()[val = tensor<uint1, [2, 3]>(BLOBFILE(path = "
+                 "string(\"@model_path/weight.bin\"), offset = uint64(%llu)))];\n"
+                 "        tensor<fp32, [3]> nz = const()[val = tensor<fp32, [3]>(BLOBFILE(path = "
+                 "string(\"@model_path/weight.bin\"), offset = uint64(%llu)))];\n"
+                 "        tensor<fp32, [2, 3]> w = constexpr_sparse_to_dense(nonzero_data = nz, mask = m);\n"
+                 "        tensor<fp32, [2, 3]> y = add(x = x, y = w);\n"
+                 "    } -> (y);\n}\n",
+             (unsigned long long)om, (unsigned long long)ov);
+    Arena a;
+    arena_init(&a);
+    diag_init(&d);
+    /* straight to the backend, a library entry of its own: it must not lean on the checker */
+    IrProgram *p = mil_parse(&a, &d, "t.mil", src, strlen(src));
+    CHECK(p != NULL);
+    RtArtifact *art = NULL;
+    BackendOptions o = {.mode = 1, .model_path = dir};
+    if (p) CHECK_EQ_INT(backend_compile(p, &o, &art, NULL, &d), -1);
+    char *msg = diag_render(&d);
+    bool named = strstr(msg, "t.mil:6:") && strstr(msg, "constexpr_sparse_to_dense: the mask sets 4 bits for 3 values");
+    CHECK(named);
+    if (!named) fputs(msg, stderr);
+    free(msg);
+    diag_free(&d);
+    arena_free(&a);
+    unlink(path);
+    rmdir(dir);
+}
+
 /* ---- views: reshape/transpose/slice/concat chains fold into copies ---- */
 
 TEST(view_chain_is_one_copy) {
@@ -906,6 +955,7 @@ int main(void) {
     RUN(scatter_index_out_of_range_is_an_error);
     RUN(gather_nd_index_out_of_range_is_an_error);
     RUN(crop_resize_bad_image_index_is_an_error);
+    RUN(sparse_mask_past_its_values_is_diagnosed);
     RUN(cpu_refusals_are_diagnosed);
     RUN(endless_while_loop_is_stopped);
     RUN(missing_weight_file_is_diagnosed);
