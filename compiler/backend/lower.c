@@ -1892,8 +1892,53 @@ static int conv_geometry(LowerShared *s, const IrOp *op, const IrValue *x, const
     return 0;
 }
 
+static const char *arg_str_or(const IrOp *op, const char *name, const char *def);
+
+/* conv_quantized's weight, dense: W_q · quant_scale + quant_bias (each one
+ * value, or one per output channel), as coremltools hands the op to Core
+ * ML's convolution layer ('linear').  Its 'lut' form carries no table (that
+ * mapping wants one) and is refused.  Malloc'd, or NULL after a diagnostic. */
+static float *conv_quantized_weight(LowerShared *s, const IrOp *op, const IrValue *w) {
+    const char *qt = arg_str_or(op, "quantization_type", NULL);
+    if (!qt || strcmp(qt, "linear"))
+        return FAIL("conv_quantized: 'quantization_type' %s is not run by the CPU backend (linear is: the op carries "
+                    "no look-up table)",
+                    qt ? qt : "?"),
+               NULL;
+    const IrValue *sv = arg_value(op, "quant_scale"), *bv = arg_value(op, "quant_bias");
+    int64_t n = ir_type_numel(&w->type), cout = w->type.dims[0], ns = ir_type_numel(&sv->type),
+            nb = ir_type_numel(&bv->type);
+    if ((ns != 1 && ns != cout) || (nb != 1 && nb != cout))
+        return FAIL("conv_quantized: 'quant_scale' and 'quant_bias' must hold 1 value or %lld (one per output "
+                    "channel), not %lld and %lld",
+                    (long long)cout, (long long)ns, (long long)nb),
+               NULL;
+    double *q = const_values(s, w), *sc = q ? const_values(s, sv) : NULL, *qb = sc ? const_values(s, bv) : NULL;
+    float *out = qb ? malloc(sizeof(float) * (size_t)(n + 1)) : NULL;
+    for (int64_t i = 0; out && i < n; i++) {
+        int64_t o = i / (n / cout);
+        out[i] = (float)(q[i] * sc[ns == 1 ? 0 : o] + qb[nb == 1 ? 0 : o]);
+    }
+    free(q), free(sc), free(qb);
+    return out;
+}
+
+/* A constant's values as an F32 weight of its own shape (conv_quantized's
+ * uint8 bias, read as the numbers it holds). */
+static int float_weight(LowerShared *s, const IrValue *v) {
+    double *d = const_values(s, v);
+    if (!d) return -1;
+    int64_t n = ir_type_numel(&v->type);
+    float *f = malloc(sizeof(float) * (size_t)(n + 1));
+    MILC_ASSERT(f);
+    for (int64_t i = 0; i < n; i++) f[i] = (float)d[i];
+    int id = named_weight(s, v->name, RT_F32, v->type.rank, v->type.dims, f, false);
+    free(d), free(f);
+    return id;
+}
+
 static int lower_conv_general(LowerShared *s, const IrOp *op) {
-    bool transpose = op->kind == OP_CONV_TRANSPOSE;
+    bool transpose = op->kind == OP_CONV_TRANSPOSE, quant = op->kind == OP_CONV_QUANTIZED;
     IrValue *x = arg_value(op, "x"), *w = arg_value(op, "weight"), *bias = arg_value(op, "bias");
     const IrType *t = rtype(op);
     RtConvParams p;
@@ -1903,7 +1948,8 @@ static int lower_conv_general(LowerShared *s, const IrOp *op) {
     p.groups = (int32_t)groups;
     if (bias && !ir_value_const(bias))
         return FAIL("%s: the bias must be a constant on the CPU backend", mil_op_name(op->kind));
-    int xin = materialize(s, x);
+    if (quant && !ir_value_const(w)) return FAIL("conv_quantized: the weight must be a constant on the CPU backend");
+    int xin = materialize(s, x), bw = !bias ? 0 : quant ? float_weight(s, bias) : const_weight(s, bias);
     if (!transpose && groups == 1 && p.nsp == 2 && (ir_value_const(w) || backend_is_constexpr(w))) {
         /* one group, 2-D: x channels last and padded once, then GEMMs that
          * read it where it lies */
@@ -1912,7 +1958,7 @@ static int lower_conv_general(LowerShared *s, const IrOp *op) {
                          (int64_t)(p.out[1] - 1) * p.stride[1] + (kw - 1) * p.dil[1] + 1, C};
         int xp = new_temp(s, RT_F32, 4, pd);
         if (emit(s, RT_OP_PAD_NHWC, &xin, 1, xp, &p, sizeof p) < 0) return -1;
-        float *wv = const_floats(s, w);
+        float *wv = quant ? conv_quantized_weight(s, op, w) : const_floats(s, w);
         if (!wv) return -1;
         float *wt = malloc(sizeof(float) * (size_t)(kh * kw * C * cout) + 1);
         MILC_ASSERT(wt);
@@ -1930,13 +1976,21 @@ static int lower_conv_general(LowerShared *s, const IrOp *op) {
         note_buf(s, wid, 2, wd);
         free(wv), free(wt);
         p.has_bias = bias != NULL;
-        int in[3] = {xp, wid, bias ? const_weight(s, bias) : 0};
+        int in[3] = {xp, wid, bw};
         RtConvParams q = p;
         q.pad_lo[0] = q.pad_lo[1] = q.pad_hi[0] = q.pad_hi[1] = 0; /* x comes padded */
         return emit_result(s, op, RT_OP_CONV_GEMM, in, bias ? 3 : 2, &q, sizeof q);
     }
     p.has_bias = bias != NULL;
-    int in[3] = {xin, materialize(s, w), bias ? const_weight(s, bias) : 0};
+    int wid;
+    if (quant) {
+        float *wv = conv_quantized_weight(s, op, w);
+        wid = wv ? named_weight(s, w->name, RT_F32, w->type.rank, w->type.dims, wv, false) : -1;
+        free(wv);
+    } else {
+        wid = materialize(s, w);
+    }
+    int in[3] = {xin, wid, bw};
     return emit_result(s, op, RT_OP_CONV, in, bias ? 3 : 2, &p, sizeof p);
 }
 
@@ -3847,6 +3901,7 @@ bool backend_lowers(IrOpKind k) {
         OP_AVG_POOL,
         OP_L2_POOL,
         OP_CONV_TRANSPOSE,
+        OP_CONV_QUANTIZED,
         OP_L2_NORM,
         OP_LOCAL_RESPONSE_NORM,
         OP_CUMSUM,
@@ -3919,6 +3974,7 @@ static int lower_op(LowerShared *s, IrOp *op) {
     }
         return lower_gemm(s, op, op->results[0], RT_GEMM_ROWS, arg_value(op, "x"), arg_value(op, "weight"),
                           arg_value(op, "bias"), RT_ACT_NONE, NULL);
+    case OP_CONV_QUANTIZED: return lower_conv_general(s, op);
     case OP_CONV:
         if (!backend_conv_is_1x1(op)) return lower_conv_general(s, op);
         return lower_gemm(s, op, op->results[0], RT_GEMM_CHANNELS, arg_value(op, "x"), arg_value(op, "weight"),

@@ -210,6 +210,31 @@ conv_case("conv1d", (2, 5, 17), (7, 5, 3), (2,), (1,), (1, 1), 1)
 conv_case("conv1d_dw_dilated", (1, 4, 20), (4, 1, 5), (1,), (3,), (4, 2), 4)
 conv_case("conv3d", (1, 3, 5, 6, 7), (4, 3, 3, 2, 3), (1, 2, 1), (1, 1, 2), (1, 1, 0, 1, 2, 2), 1)
 conv_case("conv1x1_s2", (1, 8, 8, 8), (4, 8, 1, 1), (2, 2), (1, 1), (0, 0, 0, 0), 1)
+
+
+# conv_quantized ('linear'): W = W_q · quant_scale + quant_bias (one value or
+# one per output channel), its uint8 bias the numbers it holds
+def conv_quantized_case(label, xs, ws, groups, per_channel, bias, dt):
+    cout = ws[0]
+    wq = rng.integers(0, 256, ws)
+    shp = (cout,) if per_channel else ()
+    sc, qb = as_dt(np.abs(R(*shp)) * 0.02 + 0.005, dt), as_dt(R(*shp) * 0.5, dt)
+    bq = rng.integers(0, 256, cout)
+    w = wq * (sc.reshape(-1, 1, 1, 1) if per_channel else sc) + (qb.reshape(-1, 1, 1, 1) if per_channel else qb)
+    x = as_dt(R(*xs), dt)
+    want = conv_ref(x.astype(np.float64), w.astype(np.float64), bq.astype(np.float64) if bias else None, (1, 1), (1, 1),
+                    (1, 1), (1, 1), groups)
+    body = [const("wq", wq, "uint8"), const("qs", sc, dt), const("qb", qb, dt), const("g", groups, "int32"),
+            const("pd", np.array([1, 1, 1, 1]), "int32")]
+    if bias:
+        body.append(const("b", bq, "uint8"))
+    body.append('%s y = conv_quantized(x = x, weight = wq%s, quantization_type = string("linear"), quant_scale = qs, '
+                'quant_bias = qb, pad_type = string("custom"), pad = pd, groups = g);' % (ty(want, dt), ", bias = b" if bias else ""))
+    case(label, {"x": (x, dt)}, body, {"y": (want, dt)}, tol=1e-4, opset="ios16")
+
+
+conv_quantized_case("conv_quantized_per_channel", (1, 6, 7, 8), (10, 6, 3, 3), 1, True, True, "fp32")
+conv_quantized_case("conv_quantized_groups_fp16", (2, 4, 6, 6), (6, 2, 3, 3), 2, False, False, "fp16")
 # the implicit GEMM (CONV_GEMM): output rows longer than a tile, Cout past one
 # 64-column panel with a partial last one, odd channel counts, K-blocks that
 # cross the spans of kernel rows (depth 1350), dilation across with stride 2,

@@ -743,6 +743,14 @@ static const struct {
      "int32(2));\n"
      "    } -> (y);\n}\n",
      "t.mil:4:", "error: crop_resize: a roi of 5 (an image index, then the box) over a batch of 2 images"},
+    {"program(1.0)\n{\n    func main<ios16>(tensor<fp32, [1, 2, 4, 4]> x) {\n"
+     "        tensor<uint8, [3, 2, 1, 1]> w = const()[val = tensor<uint8, [3, 2, 1, 1]>([[[[1]], [[2]]], [[[3]], [[4]]], "
+     "[[[5]], [[6]]]])];\n"
+     "        tensor<fp32, [1, 3, 4, 4]> y = conv_quantized(x = x, weight = w, quantization_type = string(\"lut\"), "
+     "quant_scale = fp32(0.5), quant_bias = fp32(0));\n"
+     "    } -> (y);\n}\n",
+     "t.mil:5:", "error: conv_quantized: 'quantization_type' lut is not run by the CPU backend (linear is: the op "
+     "carries no look-up table)"},
 };
 
 TEST(cpu_refusals_are_diagnosed) {
