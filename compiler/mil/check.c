@@ -136,6 +136,13 @@ static IrType *set_out(OpCtx *x, int i, IrDType dt, int rank, const int64_t *dim
     return &x->out[i];
 }
 
+/* Result i of type t whole: a list or a state stays one (cond's and
+ * while_loop's results are their blocks' values). */
+static void set_out_as(OpCtx *x, int i, const IrType *t) {
+    IrType *o = set_out(x, i, t->dtype, t->rank, t->dims);
+    o->state = t->state, o->list = t->list, o->list_len = t->list_len;
+}
+
 static bool dim_known(int64_t d) { return d >= 0; }
 
 /* Shape arithmetic saturates: absurd parameters give an absurd (and then
@@ -2352,7 +2359,7 @@ static void infer_cond(OpCtx *x) {
                 fmt_type(b, s2, sizeof s2));
             return;
         }
-        set_out(x, i, a->dtype, a->rank, a->dims);
+        set_out_as(x, i, a);
     }
     if (t->noutputs == 0) x->nout = 0;
 }
@@ -2403,7 +2410,7 @@ static void infer_while_loop(OpCtx *x) {
                 lv->items[i]->name, fmt_type(a, s2, sizeof s2));
             return;
         }
-        set_out(x, i, a->dtype, a->rank, a->dims);
+        set_out_as(x, i, a);
     }
 }
 

@@ -980,6 +980,16 @@ static const Case cases[] = {
             "[2, 3]> y = list_gather(indices = tensor<int32, [2]>([1, 0]), ls = l2)[name = string(\"y\")];",
      ""},
     {"", MKLIST "int32 y = list_length(ls = ls)[name = string(\"y\")];", ""},
+    /* a list through a while_loop and a cond stays a list (their results once lost the flag) */
+    {"",
+     MKLIST "int32 i0 = const()[name = string(\"i0\"), val = int32(0)]; "
+            "int32 m, list<tensor<fp16, [3]>, ?> lo = while_loop(loop_vars = (i0, ls))[name = string(\"lo\")] { "
+            "(int32 i, list<tensor<fp16, [3]>, ?> l) { bool go = less(x = i, y = int32(2))[name = string(\"go\")]; } "
+            "-> (go); (int32 i, list<tensor<fp16, [3]>, ?> l) { int32 j = add(x = i, y = int32(1))[name = "
+            "string(\"j\")]; } -> (j, l); }; "
+            "list<tensor<fp16, [3]>, ?> lc = cond(pred = bool(true))[name = string(\"lc\")] { () { } -> (lo); "
+            "() { } -> (ls); }; int32 y = list_length(ls = lc)[name = string(\"y\")];",
+     ""},
     {"",
      "int32 e0 = const()[name = string(\"e0\"), val = int32(2)]; list<tensor<int32, [2]>, 4> ls = make_list(dtype = "
      "string(\"int32\"), dynamic_length = bool(false), elem_shape = (e0), init_length = int32(4))[name = "
