@@ -144,6 +144,8 @@ int backend_compile(IrProgram *p, const BackendOptions *o, RtArtifact **out, Bac
     LowerShared *ls = lower_shared_new(b, f, dir, d);
     if (o->weights) lower_shared_weights(ls, o->weights);
     if (o->weights && o->weights_image) rtb_on_consumed(b, discard_weight, (void *)o->weights_image);
+    ListTypes lists;
+    backend_lists_as_tensors(f, &lists);
     int rc = lower_inputs_outputs(ls, fusing ? &fuse : NULL);
     int nops = 0, ncopies = 0;
     if (rc == 0 && mi->bonded) {
@@ -158,6 +160,7 @@ int backend_compile(IrProgram *p, const BackendOptions *o, RtArtifact **out, Bac
         if (!mi->bonded) st->ops_out = nops, st->copies = ncopies, st->dispatches = nops;
     }
     if (rc == 0) rc = lower_bind_outputs(ls);
+    backend_lists_restore(&lists);
     double t2 = now_ms();
     st->ms_lower = t2 - t1;
     if (rc == 0) {

@@ -54,6 +54,18 @@ typedef struct FuseTable {
 } FuseTable;
 
 void backend_fuse(IrFunction *f, Arena *a, FuseTable *t);
+/* For the lowering only: fixed-length lists (a constant length and element
+ * shape) typed as tensors [N, *elem], one buffer each like any value; a list
+ * that grows at run time keeps its list type, and the lowering refuses its
+ * ops.  backend_lists_restore puts the list types back, so the program
+ * stays what the checker accepted (the passes' verifier re-checks it). */
+typedef struct ListTypes {
+    IrType **at;
+    IrType *was;
+    int n, cap;
+} ListTypes;
+void backend_lists_as_tensors(IrFunction *f, ListTypes *lt);
+void backend_lists_restore(ListTypes *lt);
 /* A conv the GEMM kernel computes: constant [Cout, Cin, 1.., 1] weight, groups 1,
  * unit strides, no padding. */
 bool backend_conv_is_1x1(const IrOp *op);

@@ -3115,6 +3115,55 @@ static int lower_crop_resize(LowerShared *s, const IrOp *op) {
     return 0;
 }
 
+/* The list ops on a fixed-length list, which backend_fixed_lists made a
+ * tensor [N, *elem]: make_list is zeros, list_length the constant N,
+ * list_read / list_gather a gather of rows, list_write / list_scatter a copy
+ * of the list with rows scattered in.  An index out of range is RT_EINDEX
+ * at run time, as for gather and scatter.  A list that grows at run time
+ * is refused. */
+static int lower_list_op(LowerShared *s, const IrOp *op) {
+    const IrValue *ls = op->kind == OP_MAKE_LIST ? op->results[0] : arg_value(op, "ls");
+    const IrType *t = &ls->type;
+    if (t->list)
+        return FAIL("op %s is not run by the cpu backend: list '%s' grows at run time (dynamic_length, or an "
+                    "init_length known only then) and the CPU backend plans every buffer at compile time; a "
+                    "fixed-length list (dynamic_length = false, constant init_length and elem_shape) runs",
+                    mil_op_name(op->kind), ls->name);
+    if (t->dims[0] < 1) return FAIL("%s: the CPU backend needs a list of at least one element", mil_op_name(op->kind));
+    switch (op->kind) {
+    case OP_MAKE_LIST: {
+        float zf = 0;
+        int32_t zi = 0;
+        uint8_t zb = 0;
+        RtDType dt = rt_dt(t->dtype);
+        return lower_const_result(s, op, dt, dt == RT_F32 ? (const void *)&zf : dt == RT_I32 ? (const void *)&zi : &zb,
+                                  1);
+    }
+    case OP_LIST_LENGTH: {
+        int32_t n = (int32_t)t->dims[0];
+        return lower_const_result(s, op, RT_I32, &n, 1);
+    }
+    case OP_LIST_READ:
+    case OP_LIST_GATHER: {
+        RtAxisParams p = {.axis = 0};
+        int in[2] = {materialize(s, ls), materialize(s, arg_value(op, op->kind == OP_LIST_READ ? "index" : "indices"))};
+        return emit_result(s, op, RT_OP_GATHER, in, 2, &p, sizeof p);
+    }
+    default: { /* list_write, list_scatter */
+        bool write = op->kind == OP_LIST_WRITE;
+        IrValue *ix = arg_value(op, write ? "index" : "indices"), *u = arg_value(op, "value");
+        int64_t k = write ? 1 : ix->type.dims[0], ud[MAXR] = {k};
+        dims_copy(ud + 1, t->dims + 1, t->rank - 1);
+        if (ir_type_numel(&u->type) != ir_type_numel(&(IrType){.rank = t->rank, .dims = ud}))
+            return FAIL("%s: 'value' must hold %s the list's element shape", mil_op_name(op->kind),
+                        write ? "exactly" : "one per index of");
+        RtScatterParams p = {.kind = RT_SC_AXIS, .mode = RT_SCM_UPDATE, .axis = 0};
+        int in[3] = {materialize(s, ls), buffer_as(s, ix, 1, &k, -1), buffer_as(s, u, t->rank, ud, -1)};
+        return emit_result(s, op, RT_OP_SCATTER, in, 3, &p, sizeof p);
+    }
+    }
+}
+
 /* non_maximum_suppression: RT_OP_NMS (plan.h has the rules).  ios15/16:
  * boxes [B, N, 4], scores [B, N, K], a score_threshold and a fourth result,
  * the counts; ios17's form (three results) has boxes [B, 4, N], scores
@@ -3731,6 +3780,12 @@ static bool lower_data_op(IrOpKind k) {
     case OP_RESIZE:
     case OP_CROP_RESIZE:
     case OP_NON_MAXIMUM_SUPPRESSION:
+    case OP_MAKE_LIST:
+    case OP_LIST_LENGTH:
+    case OP_LIST_READ:
+    case OP_LIST_WRITE:
+    case OP_LIST_GATHER:
+    case OP_LIST_SCATTER:
     case OP_AFFINE:
     case OP_RESAMPLE:
     case OP_RNN:
@@ -3771,6 +3826,12 @@ static int lower_data(LowerShared *s, IrOp *op) {
     case OP_RESIZE: return lower_resize(s, op);
     case OP_CROP_RESIZE: return lower_crop_resize(s, op);
     case OP_NON_MAXIMUM_SUPPRESSION: return lower_nms(s, op);
+    case OP_MAKE_LIST:
+    case OP_LIST_LENGTH:
+    case OP_LIST_READ:
+    case OP_LIST_WRITE:
+    case OP_LIST_GATHER:
+    case OP_LIST_SCATTER: return lower_list_op(s, op);
     case OP_AFFINE:
     case OP_RESAMPLE: return lower_sample(s, op);
     case OP_RNN: return lower_rnn(s, op);
@@ -3785,14 +3846,6 @@ const char *backend_refusal(IrOpKind k) {
     case OP_NON_ZERO:
         return "its result's shape depends on the data, and the CPU backend plans every buffer and every later op's "
                "shape at compile time";
-    case OP_MAKE_LIST:
-    case OP_LIST_LENGTH:
-    case OP_LIST_READ:
-    case OP_LIST_WRITE:
-    case OP_LIST_GATHER:
-    case OP_LIST_SCATTER:
-        return "the CPU backend plans every buffer at compile time and a growing list's length is a run-time value "
-               "(a fixed-length list could be one buffer: not done yet)";
     default: return NULL;
     }
 }

@@ -311,3 +311,43 @@ int backend_hoist_literals(IrFunction *f) {
      * in a nested block (cond, while_loop) gets its const in that block. */
     return hoist_in(f, f->first, 0);
 }
+
+/* ---- fixed-length lists as tensors, for the lowering ---- */
+
+static void fix_list_type(Arena *a, ListTypes *lt, IrType *t) {
+    if (!t->list || t->list_len < 0 || t->rank + 1 > RT_MAX_RANK) return;
+    for (int i = 0; i < t->rank; i++)
+        if (t->dims[i] < 0) return;
+    if (lt->n == lt->cap) {
+        lt->cap = lt->cap ? 2 * lt->cap : 16;
+        lt->at = realloc(lt->at, sizeof *lt->at * (size_t)lt->cap);
+        lt->was = realloc(lt->was, sizeof *lt->was * (size_t)lt->cap);
+        MILC_ASSERT(lt->at && lt->was);
+    }
+    lt->at[lt->n] = t, lt->was[lt->n++] = *t;
+    int64_t *d = ARENA_ARRAY(a, int64_t, t->rank + 1);
+    d[0] = t->list_len;
+    for (int i = 0; i < t->rank; i++) d[i + 1] = t->dims[i];
+    t->dims = d, t->rank++, t->list = false, t->list_len = 0;
+}
+
+static void fix_lists_in(Arena *a, ListTypes *lt, IrOp *first) {
+    for (IrOp *op = first; op; op = op->next) {
+        for (int r = 0; r < op->nresults; r++) fix_list_type(a, lt, &op->results[r]->type);
+        for (int b = 0; b < op->nblocks; b++) {
+            for (int i = 0; i < op->blocks[b]->ninputs; i++) fix_list_type(a, lt, &op->blocks[b]->inputs[i]->type);
+            fix_lists_in(a, lt, op->blocks[b]->first);
+        }
+    }
+}
+
+void backend_lists_as_tensors(IrFunction *f, ListTypes *lt) {
+    memset(lt, 0, sizeof *lt);
+    fix_lists_in(f->prog->arena, lt, f->first);
+}
+
+void backend_lists_restore(ListTypes *lt) {
+    for (int i = 0; i < lt->n; i++) *lt->at[i] = lt->was[i];
+    free(lt->at), free(lt->was);
+    memset(lt, 0, sizeof *lt);
+}

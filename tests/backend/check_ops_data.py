@@ -297,6 +297,56 @@ def while_case(label, trips, dt):
 for dt in ("fp32", "fp16", "int32", "bool"):
     for trips in (0, 3):
         while_case("while_%s_%d" % (dt, trips), trips, dt)
+
+
+# fixed-length lists (dynamic_length false, a constant init_length): one
+# buffer [N, *elem], zeros to start; written, scattered, read and gathered
+# by row, also as a while_loop's variable
+def list_case(label, dt):
+    lt = "list<tensor<%s, [2, 3]>, 4>" % dt
+    x, y, z = as_dt(R(2, 3) * 3, dt), as_dt(R(2, 3) * 3, dt), as_dt(R(2, 2, 3) * 3, dt)
+    rows = np.zeros((4, 2, 3))
+    rows[1], rows[3] = x, y
+    rows[[0, 2]] = z
+    lines = ["int32 e0 = const()[val = int32(2)];", "int32 e1 = const()[val = int32(3)];",
+             '%s ls = make_list(dtype = string("%s"), dynamic_length = bool(false), elem_shape = (e0, e1), '
+             'init_length = int32(4));' % (lt, dt),
+             "%s l1 = list_write(ls = ls, index = int32(1), value = x);" % lt,
+             "%s l2 = list_write(ls = l1, index = int32(3), value = y);" % lt,
+             "tensor<int32, [2]> zi = const()[val = tensor<int32, [2]>([0, 2])];",
+             "%s l3 = list_scatter(ls = l2, indices = zi, value = z);" % lt,
+             "tensor<%s, [2, 3]> r = list_read(ls = l3, index = int32(3));" % dt,
+             "tensor<%s, [2, 3]> r0 = list_read(ls = l1, index = int32(0));" % dt,
+             "tensor<int32, [3]> gi = const()[val = tensor<int32, [3]>([3, 0, 1])];",
+             "tensor<%s, [3, 2, 3]> g = list_gather(ls = l3, indices = gi);" % dt,
+             "int32 n = list_length(ls = l3);"]
+    case(label, {"x": (x, dt), "y": (y, dt), "z": (z, dt)}, lines,
+         {"r": (rows[3], dt), "r0": (np.zeros((2, 3)), dt), "g": (rows[[3, 0, 1]], dt), "n": (np.array(4), "int32")})
+
+
+for dt in ("fp32", "fp16", "int32"):
+    list_case("list_fixed_" + dt, dt)
+# a list as a while_loop's variable: row i = x · i for i < trips
+xl = R(3)
+lines = ["int32 e0 = const()[val = int32(3)];",
+         'list<tensor<fp32, [3]>, 4> ls = make_list(dtype = string("fp32"), dynamic_length = bool(false), elem_shape = (e0), '
+         'init_length = int32(4));',
+         "int32 i0 = const()[val = int32(0)];",
+         "int32 m, list<tensor<fp32, [3]>, 4> lo = while_loop(loop_vars = (i0, ls)) {",
+         "    (int32 i, list<tensor<fp32, [3]>, 4> l) {",
+         "        bool go = less(x = i, y = int32(3));",
+         "    } -> (go);",
+         "    (int32 i, list<tensor<fp32, [3]>, 4> l) {",
+         "        fp32 fi = cast(x = i, dtype = string(\"fp32\"));",
+         "        tensor<fp32, [3]> v = mul(x = x, y = fi);",
+         "        list<tensor<fp32, [3]>, 4> l2 = list_write(ls = l, index = i, value = v);",
+         "        int32 j = add(x = i, y = int32(1));",
+         "    } -> (j, l2);",
+         "};",
+         "tensor<int32, [4]> ai = const()[val = tensor<int32, [4]>([0, 1, 2, 3])];",
+         "tensor<fp32, [4, 3]> all = list_gather(ls = lo, indices = ai);"]
+want = np.array([xl * i for i in range(3)] + [np.zeros(3)])
+case("list_in_while_loop", {"x": (xl, "fp32")}, lines, {"all": (want, "fp32")})
 a_, b_ = R(2, 2), R(2, 2)
 pu, pv = a_.astype(np.float64), b_.astype(np.float64)
 for _ in range(5):

@@ -701,14 +701,15 @@ static const struct {
 } refusals[] = {
     {HDR "tensor<fp32, [2]> v) {\n"
          "        int32 e0 = const()[val = int32(2)];\n"
-         "        list<tensor<fp32, [2]>, 3> ls = make_list(dtype = string(\"fp32\"), dynamic_length = bool(false), "
-         "elem_shape = (e0), init_length = int32(3));\n"
-         "        list<tensor<fp32, [2]>, 3> l2 = list_write(ls = ls, index = int32(1), value = v);\n"
+         "        list<tensor<fp32, [2]>, ?> ls = make_list(dtype = string(\"fp32\"), elem_shape = (e0), init_length = "
+         "int32(3));\n"
+         "        list<tensor<fp32, [2]>, ?> l2 = list_write(ls = ls, index = int32(1), value = v);\n"
          "        tensor<fp32, [2]> y = list_read(ls = l2, index = int32(1));\n"
          "    } -> (y);\n}\n",
      "t.mil:5:",
-     "error: op make_list is not run by the cpu backend: the CPU backend plans every buffer at compile time and a "
-     "growing list's length is a run-time value"},
+     "error: op make_list is not run by the cpu backend: list 'ls' grows at run time (dynamic_length, or an "
+     "init_length known only then) and the CPU backend plans every buffer at compile time; a fixed-length list "
+     "(dynamic_length = false, constant init_length and elem_shape) runs"},
     {HDR "tensor<fp32, [2, 1, 3]> x, tensor<fp32, [1, 2]> h) {\n"
          "        tensor<fp32, [6, 3]> wi = const()[val = tensor<fp32, [6, 3]>([[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, "
          "0, 0], "

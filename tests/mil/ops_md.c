@@ -21,8 +21,9 @@ static char *table(size_t *len) {
                "`build/tests/mil/ops_md docs/OPS.md --write`).  An opset column is marked when the op\n"
                "exists in that opset; *check* = `milc check` types it (arguments, dtypes per opset, shape\n"
                "rule; `tests/mil/oracle/agree.py` compares most of them with coremltools); *cpu* = the CPU\n"
-               "backend lowers it (other ops stop `milc compile` with \"op X is not supported by the cpu\n"
-               "backend yet\").\n\n"
+               "backend lowers it (other ops stop `milc compile` with \"op X is not run by the cpu backend\"\n"
+               "and the reason).  The list ops run on a fixed-length list (`dynamic_length = false`, a\n"
+               "constant `init_length`); a list that grows at run time is refused when they are lowered.\n\n"
                "| op | ios15 | ios16 | ios17 | ios18 | check | cpu |\n|---|---|---|---|---|---|---|\n");
     for (int k = 0; k < OP_COUNT; k++) {
         int since = mil_op_since((IrOpKind)k);
