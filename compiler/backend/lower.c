@@ -2226,9 +2226,10 @@ static float *lut_dense_floats(LowerShared *s, const IrValue *v) {
     return w;
 }
 
-/* linear whose weight is a 4- or 8-bit palettized [N, K]: RT_OP_LUT_GEMM on
- * the packed indices (stored in the artifact as they are, a quarter or half
- * of fp16's bytes) and the palettes. */
+/* linear whose weight is a palettized [N, K] (1- to 8-bit indices, each
+ * row a whole number of bytes): RT_OP_LUT_GEMM on the packed indices
+ * (stored in the artifact as they are: a 4-bit weight is a quarter of
+ * fp16's bytes, a 2-bit one an eighth) and the palettes. */
 static int lower_lut_linear(LowerShared *s, const IrOp *op, const IrValue *w) {
     IrValue *x = arg_value(op, "x"), *bias = arg_value(op, "bias");
     LutInfo li;
@@ -2237,10 +2238,8 @@ static int lower_lut_linear(LowerShared *s, const IrOp *op, const IrValue *w) {
         return lower_gemm(s, op, op->results[0], RT_GEMM_ROWS, x, w, bias, RT_ACT_NONE, NULL);
     const IrType *t = &li.ix->type, *lt = &li.lut->type;
     int64_t N = t->dims[0], K = t->dims[1];
-    if ((li.bits != 4 && li.bits != 8) || t->rank != 2 || K * li.bits % 8)
-        return FAIL("linear: the CPU backend runs 4- and 8-bit palettized weights [N, K] (K·bits a whole number of "
-                    "bytes), not %d-bit",
-                    li.bits);
+    if (t->rank != 2 || K * li.bits % 8) /* rows not whole bytes: the dense weight */
+        return lower_gemm(s, op, op->results[0], RT_GEMM_ROWS, x, w, bias, RT_ACT_NONE, NULL);
     if (bias && !ir_value_const(bias)) return FAIL("the bias of linear must be a constant");
     bool owned;
     const uint8_t *ix = lut_indices(s, li.ix, li.bits, &owned);

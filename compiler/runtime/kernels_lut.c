@@ -3,32 +3,50 @@
  * quarter of fp16's bytes, and decode is bound by the bytes it reads), the
  * 8-bit quantized one its integer bytes.  Each part takes a run of output
  * features n, so a thread streams one range of weight bytes.
- * AVX-512, 4-bit: a 64-byte load holds 128 indices; lane j's dword holds
- * indices 8j..8j+7, so shifting it by 4t bits puts index 8j + t in the low
- * nibble that vpermps reads: eight shifts and eight 16-entry lookups give
- * 128 weights in an order (t, j) that x is permuted into once per call.
- * AVX2 the same at 64 indices a load (lut4_avx2).  NEON, the scalar
- * reference, and 8-bit indices look up one weight at a time.
+ * AVX-512, b-bit indices (b = 1, 2, 4): a 64-byte load holds 512/b of them;
+ * lane j's dword holds indices (32/b)j .. (32/b)j + 32/b - 1, so shifting
+ * it by b·t bits puts index (32/b)j + t in the low bits that vpermps reads
+ * (four of them: the palette is repeated to 16 entries, entry e holding
+ * palette[e mod 2^b], so the bits above the index need no mask).  32/b
+ * shifts and lookups give the chunk's weights in an order (t, j) that x is
+ * permuted into once per call.  AVX2 the same at 256/b indices a load,
+ * vpermps reading three bits: 4-bit palettes are two 8-entry halves and a
+ * blend (lutn_cols).  NEON, the scalar reference, and 3-, 6- and 8-bit
+ * indices look up one weight at a time.
  * Compiled once per kernel variant, inside kernels_variant.c. */
 
-enum { LUT_MB = 4, LUT_CHUNK = 128 }; /* rows of x per pass (accumulators in registers); AVX-512 chunk */
+enum { LUT_MB = 4, LUT_CHUNK = 128 }; /* rows of x per pass (accumulators in registers); AVX-512 4-bit chunk */
+
+/* Index k of a row of bits-bit indices, packed low bits first. */
+static inline unsigned lut_id(const uint8_t *ix, int64_t k, int bits) {
+    if (bits == 8) return ix[k];
+    uint64_t bit = (uint64_t)k * (unsigned)bits;
+    unsigned raw = ix[bit >> 3];
+    if ((bit & 7) + (unsigned)bits > 8) raw |= (unsigned)ix[(bit >> 3) + 1] << 8;
+    return raw >> (bit & 7) & ((1u << bits) - 1);
+}
 
 static void lut_scalar(const uint8_t *ix, const float *pal, int bits, int64_t k0, int64_t k1, const float *x,
                        int64_t ldx, int mr, float *acc) {
     for (int64_t k = k0; k < k1; k++) {
-        unsigned id = bits == 8 ? ix[k] : (unsigned)(ix[k >> 1] >> ((k & 1) * 4)) & 15u;
-        float w = pal[id];
+        float w = pal[lut_id(ix, k, bits)];
         for (int m = 0; m < mr; m++) acc[m] += x[m * ldx + k] * w;
     }
 }
 
-#ifdef RT_AVX512
-/* x's 128-chunks in the order the lookups produce weights: xp[c·128 + 16t + j] = x[c·128 + 8j + t]. */
-static void lut4_permute_x(const float *x, float *xp, int64_t k) {
-    for (int64_t c = 0; c + LUT_CHUNK <= k; c += LUT_CHUNK)
-        for (int t = 0; t < 8; t++)
-            for (int j = 0; j < 16; j++) xp[c + 16 * t + j] = x[c + 8 * j + t];
+#if defined(RT_AVX512) || defined(RT_VARIANT_AVX2)
+/* x in the lookups' order, per chunk of lanes · 32/bits indices:
+ * xp[c + lanes·t + j] = x[c + (32/bits)·j + t] (a tail past the last whole
+ * chunk is not read). */
+static void lut_permute_x(const float *x, float *xp, int64_t k, int bits, int lanes) {
+    int per = 32 / bits;
+    for (int64_t c = 0; c + per * lanes <= k; c += per * lanes)
+        for (int t = 0; t < per; t++)
+            for (int j = 0; j < lanes; j++) xp[c + lanes * t + j] = x[c + per * j + t];
 }
+#endif
+
+#ifdef RT_AVX512
 
 /* Bytes of indices the decode rows ask for ahead of their reads: a thread
  * reads at most what it has in flight per memory latency (~200 ns here),
@@ -36,97 +54,132 @@ static void lut4_permute_x(const float *x, float *xp, int64_t k) {
  * prefetcher to run ahead of on its own. */
 enum { LUT_AHEAD = 4096 };
 
-/* Decode (one row of x): rows n of 4-bit indices [n0, n1), each K long in
- * one block of columns (bk = 1), pal(n) its palette.  Two rows at a time
- * (eight independent accumulators) and no call per row: at K = 768 a row
- * is six 64-byte chunks, and the per-row call, reduction and palette load
- * took more time than its lookups. */
-static void lut4_decode(const uint8_t *ix, const float *lut, int64_t rn, int64_t n0, int64_t n1, int64_t K,
-                        const float *xp, const float *bias, float *y) {
-    int64_t rowb = K / 2;
+/* A bits-bit palette (pal, 2^bits fp32) as vpermps's 16-entry table: entry
+ * e holds pal[e mod 2^bits], so an index need not be masked off the bits
+ * above it. */
+static inline __attribute__((always_inline)) __m512 lut_table16(const float *pal, const int bits) {
+    if (bits == 4) return _mm512_loadu_ps(pal);
+    __m512 pv = _mm512_maskz_loadu_ps((__mmask16)((1u << (1 << bits)) - 1), pal);
+    return _mm512_permutexvar_ps(_mm512_and_si512(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                                  _mm512_set1_epi32((1 << bits) - 1)),
+                                 pv);
+}
+
+/* Decode (one row of x): rows n of bits-bit indices (1, 2 or 4) [n0, n1),
+ * each K long in one block of columns (bk = 1), pal(n) its palette.  Two
+ * rows at a time (eight independent accumulators) and no call per row: at
+ * K = 768 a 4-bit row is six 64-byte chunks, and the per-row call,
+ * reduction and palette load took more time than its lookups. */
+static inline __attribute__((always_inline)) void lutn_decode(const uint8_t *ix, const float *lut, const int bits,
+                                                              int64_t rn, int64_t n0, int64_t n1, int64_t K,
+                                                              const float *xp, const float *bias, float *y) {
+    const int per = 32 / bits, np = 1 << bits;
+    int64_t rowb = K * bits / 8;
     for (int64_t n = n0; n < n1; n += 2) {
         bool two = n + 1 < n1;
         const uint8_t *r0 = ix + n * rowb, *r1 = two ? r0 + rowb : r0;
-        __m512 l0 = _mm512_loadu_ps(lut + (n / rn) * 16), l1 = _mm512_loadu_ps(lut + ((two ? n + 1 : n) / rn) * 16);
-        __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, u0 = s0, u1 = s0, u2 = s0, u3 = s0;
-        for (int64_t k = 0; k < K; k += LUT_CHUNK) {
-            _mm_prefetch((const char *)r0 + k / 2 + LUT_AHEAD, _MM_HINT_T0);
-            _mm_prefetch((const char *)r1 + k / 2 + LUT_AHEAD, _MM_HINT_T0);
-            __m512i v = _mm512_loadu_si512((const void *)(r0 + k / 2)),
-                    u = _mm512_loadu_si512((const void *)(r1 + k / 2));
+        __m512 l0 = lut_table16(lut + (n / rn) * np, bits), l1 = lut_table16(lut + ((two ? n + 1 : n) / rn) * np, bits);
+        __m512 s[4], u[4];
+        for (int i = 0; i < 4; i++) s[i] = u[i] = _mm512_setzero_ps();
+        for (int64_t k = 0; k < K; k += 16 * per) {
+            _mm_prefetch((const char *)r0 + k * bits / 8 + LUT_AHEAD, _MM_HINT_T0);
+            _mm_prefetch((const char *)r1 + k * bits / 8 + LUT_AHEAD, _MM_HINT_T0);
+            __m512i v = _mm512_loadu_si512((const void *)(r0 + k * bits / 8)),
+                    w = _mm512_loadu_si512((const void *)(r1 + k * bits / 8));
             const float *xk = xp + k;
-#define LUT_STEP(t, sa, sb)                                                                                            \
-    {                                                                                                                  \
-        __m512 xv = _mm512_loadu_ps(xk + 16 * (t));                                                                    \
-        sa = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4 * (t)), l0), xv, sa);                        \
-        sb = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(u, 4 * (t)), l1), xv, sb);                        \
-    }
-            LUT_STEP(0, s0, u0)
-            LUT_STEP(1, s1, u1)
-            LUT_STEP(2, s2, u2)
-            LUT_STEP(3, s3, u3)
-            LUT_STEP(4, s0, u0)
-            LUT_STEP(5, s1, u1)
-            LUT_STEP(6, s2, u2)
-            LUT_STEP(7, s3, u3)
-#undef LUT_STEP
+            for (int t = 0; t < per; t++) {
+                __m512 xv = _mm512_loadu_ps(xk + 16 * t);
+                s[t & 3] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, (unsigned)(bits * t)), l0), xv,
+                                           s[t & 3]);
+                u[t & 3] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(w, (unsigned)(bits * t)), l1), xv,
+                                           u[t & 3]);
+            }
         }
-        y[n] =
-            _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3))) + (bias ? bias[n] : 0.0f);
+        y[n] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s[0], s[1]), _mm512_add_ps(s[2], s[3]))) +
+               (bias ? bias[n] : 0.0f);
         if (two)
-            y[n + 1] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(u0, u1), _mm512_add_ps(u2, u3))) +
+            y[n + 1] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(u[0], u[1]), _mm512_add_ps(u[2], u[3]))) +
                        (bias ? bias[n + 1] : 0.0f);
     }
 }
 
-/* Columns [k0, k1) (multiples of 128) of one row of 4-bit indices, mr rows of x. */
-static void lut4_avx512(const uint8_t *ix, const float *pal, int64_t k0, int64_t k1, const float *xp, int64_t ldx,
-                        int mr, float *acc) {
-    __m512 lz = _mm512_loadu_ps(pal), a[LUT_MB][2];
+static void lut_decode(const uint8_t *ix, const float *lut, int bits, int64_t rn, int64_t n0, int64_t n1, int64_t K,
+                       const float *xp, const float *bias, float *y) {
+    switch (bits) {
+    case 1: lutn_decode(ix, lut, 1, rn, n0, n1, K, xp, bias, y); break;
+    case 2: lutn_decode(ix, lut, 2, rn, n0, n1, K, xp, bias, y); break;
+    default: lutn_decode(ix, lut, 4, rn, n0, n1, K, xp, bias, y); break;
+    }
+}
+
+/* Columns [k0, k1) (multiples of 512/bits) of one row of bits-bit indices
+ * (1, 2 or 4), mr rows of x in the lookups' order. */
+static inline __attribute__((always_inline)) void lutn_cols(const uint8_t *ix, const float *pal, const int bits,
+                                                              int64_t k0, int64_t k1, const float *xp, int64_t ldx,
+                                                              int mr, float *acc) {
+    const int per = 32 / bits;
+    __m512 tab = lut_table16(pal, bits), a[LUT_MB][2];
     for (int m = 0; m < LUT_MB; m++) a[m][0] = a[m][1] = _mm512_setzero_ps();
-    for (int64_t k = k0; k < k1; k += LUT_CHUNK) {
-        __m512i v = _mm512_loadu_si512((const void *)(ix + k / 2));
-        for (int t = 0; t < 8; t++) {
-            __m512 w = _mm512_permutexvar_ps(_mm512_srli_epi32(v, (unsigned)(4 * t)), lz);
+    for (int64_t k = k0; k < k1; k += 16 * per) {
+        if (mr == 1) _mm_prefetch((const char *)ix + k * bits / 8 + LUT_AHEAD, _MM_HINT_T0);
+        __m512i v = _mm512_loadu_si512((const void *)(ix + k * bits / 8));
+        for (int t = 0; t < per; t++) {
+            __m512 w = _mm512_permutexvar_ps(_mm512_srli_epi32(v, (unsigned)(bits * t)), tab);
             for (int m = 0; m < mr; m++)
                 a[m][t & 1] = _mm512_fmadd_ps(w, _mm512_loadu_ps(xp + m * ldx + k + 16 * t), a[m][t & 1]);
         }
     }
     for (int m = 0; m < mr; m++) acc[m] += _mm512_reduce_add_ps(_mm512_add_ps(a[m][0], a[m][1]));
 }
-#endif
 
-#ifdef RT_VARIANT_AVX2
-/* AVX2, 4-bit: a 32-byte load holds 64 indices, lane j's dword indices
- * 8j..8j+7; shifted by 4t, index 8j + t sits in the low nibble.  vpermps
- * reads 3 bits, so two 8-entry halves of the palette are looked up and bit 3
- * (shifted into the sign) picks one.  x in the lookups' order:
- * xp[c·64 + 8t + j] = x[c·64 + 8j + t]. */
-enum { LUT2_CHUNK = 64 };
-static void lut4_permute_x(const float *x, float *xp, int64_t k) {
-    for (int64_t c = 0; c + LUT2_CHUNK <= k; c += LUT2_CHUNK)
-        for (int t = 0; t < 8; t++)
-            for (int j = 0; j < 8; j++) xp[c + 8 * t + j] = x[c + 8 * j + t];
-}
+enum { LUT_LANES = 16 };
 
-/* Columns [k0, k1) (multiples of 64) of one row of 4-bit indices, mr rows of x. */
-static void lut4_avx2(const uint8_t *ix, const float *pal, int64_t k0, int64_t k1, const float *xp, int64_t ldx,
-                      int mr, float *acc) {
-    const __m256 lo = _mm256_loadu_ps(pal), hi = _mm256_loadu_ps(pal + 8);
+#elif defined(RT_VARIANT_AVX2)
+/* Columns [k0, k1) (multiples of 256/bits) of one row of bits-bit indices
+ * (1, 2 or 4), mr rows of x in the lookups' order.  vpermps reads three
+ * bits: a 1- or 2-bit palette repeated to 8 entries is one lookup; a 4-bit
+ * one is two 8-entry halves, bit 3 (shifted into the sign) picking one. */
+static inline __attribute__((always_inline)) void lutn_cols(const uint8_t *ix, const float *pal, const int bits,
+                                                            int64_t k0, int64_t k1, const float *xp, int64_t ldx,
+                                                            int mr, float *acc) {
+    const int per = 32 / bits;
+    __m256 lo, hi = _mm256_setzero_ps();
+    if (bits == 4) {
+        lo = _mm256_loadu_ps(pal), hi = _mm256_loadu_ps(pal + 8);
+    } else {
+        __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), n = _mm256_set1_epi32(1 << bits);
+        __m256 pv = _mm256_maskload_ps(pal, _mm256_cmpgt_epi32(n, iota));
+        lo = _mm256_permutevar8x32_ps(pv, _mm256_and_si256(iota, _mm256_set1_epi32((1 << bits) - 1)));
+    }
     __m256 a[LUT_MB][2];
     for (int m = 0; m < LUT_MB; m++) a[m][0] = a[m][1] = _mm256_setzero_ps();
-    for (int64_t k = k0; k < k1; k += LUT2_CHUNK) {
-        if (mr == 1) __builtin_prefetch(ix + k / 2 + 4096, 0, 3); /* a decode row: one stream, asked for ahead */
-        __m256i v = _mm256_loadu_si256((const __m256i *)(ix + k / 2));
-        for (int t = 0; t < 8; t++) {
-            __m256i id = _mm256_srli_epi32(v, 4 * t);
-            __m256 w = _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo, id), _mm256_permutevar8x32_ps(hi, id),
-                                        _mm256_castsi256_ps(_mm256_slli_epi32(id, 28)));
+    for (int64_t k = k0; k < k1; k += 8 * per) {
+        if (mr == 1) __builtin_prefetch(ix + k * bits / 8 + 4096, 0, 3); /* a decode row: one stream, asked for ahead */
+        __m256i v = _mm256_loadu_si256((const __m256i *)(ix + k * bits / 8));
+        for (int t = 0; t < per; t++) {
+            __m256i id = _mm256_srli_epi32(v, bits * t);
+            __m256 w = bits == 4 ? _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo, id), _mm256_permutevar8x32_ps(hi, id),
+                                                    _mm256_castsi256_ps(_mm256_slli_epi32(id, 28)))
+                                 : _mm256_permutevar8x32_ps(lo, id);
             for (int m = 0; m < mr; m++)
                 a[m][t & 1] = _mm256_fmadd_ps(w, _mm256_loadu_ps(xp + m * ldx + k + 8 * t), a[m][t & 1]);
         }
     }
     for (int m = 0; m < mr; m++) acc[m] += v_sum(_mm256_add_ps(a[m][0], a[m][1]));
+}
+
+enum { LUT_LANES = 8 };
+#endif
+
+#if defined(RT_AVX512) || defined(RT_VARIANT_AVX2)
+/* The variant's lutn_cols with bits a compile-time constant. */
+static void lut_vec(const uint8_t *ix, const float *pal, int bits, int64_t k0, int64_t k1, const float *xp,
+                    int64_t ldx, int mr, float *acc) {
+    switch (bits) {
+    case 1: lutn_cols(ix, pal, 1, k0, k1, xp, ldx, mr, acc); break;
+    case 2: lutn_cols(ix, pal, 2, k0, k1, xp, ldx, mr, acc); break;
+    default: lutn_cols(ix, pal, 4, k0, k1, xp, ldx, mr, acc); break;
+    }
 }
 #endif
 
@@ -141,23 +194,18 @@ static void rt_k_lut_gemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     split(N, ith, nth, &n0, &n1);
     if (n1 <= n0) return;
     bool vec = false;
-#ifdef RT_AVX512
-    vec = p->bits == 4 && kb % LUT_CHUNK == 0;
+#if defined(RT_AVX512) || defined(RT_VARIANT_AVX2)
+    vec = (p->bits == 1 || p->bits == 2 || p->bits == 4) && kb % (32 / p->bits * LUT_LANES) == 0;
     if (vec) {
         float *xp = (float *)(ex->scratch + (size_t)ith * ex->scratch_per_thread);
-        for (int64_t m = 0; m < M; m++) lut4_permute_x(x + m * K, xp + m * K, K);
+        for (int64_t m = 0; m < M; m++) lut_permute_x(x + m * K, xp + m * K, K, p->bits, LUT_LANES);
         xs = xp;
+#ifdef RT_AVX512
         if (M == 1 && p->bk == 1) {
-            lut4_decode(ix, lut, rn, n0, n1, K, xp, bias, y);
+            lut_decode(ix, lut, p->bits, rn, n0, n1, K, xp, bias, y);
             return;
         }
-    }
-#elif defined(RT_VARIANT_AVX2)
-    vec = p->bits == 4 && kb % LUT2_CHUNK == 0;
-    if (vec) {
-        float *xp = (float *)(ex->scratch + (size_t)ith * ex->scratch_per_thread);
-        for (int64_t m = 0; m < M; m++) lut4_permute_x(x + m * K, xp + m * K, K);
-        xs = xp;
+#endif
     }
 #endif
     for (int64_t m0 = 0; m0 < M; m0 += LUT_MB) {
@@ -166,14 +214,9 @@ static void rt_k_lut_gemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
             float acc[LUT_MB] = {0};
             for (int64_t b = 0; b < p->bk; b++) {
                 const float *pal = lut + ((n / rn) * p->bk + b) * pal_n;
-#ifdef RT_AVX512
+#if defined(RT_AVX512) || defined(RT_VARIANT_AVX2)
                 if (vec) {
-                    lut4_avx512(ix + n * rowb, pal, b * kb, (b + 1) * kb, xs + m0 * K, K, mr, acc);
-                    continue;
-                }
-#elif defined(RT_VARIANT_AVX2)
-                if (vec) {
-                    lut4_avx2(ix + n * rowb, pal, b * kb, (b + 1) * kb, xs + m0 * K, K, mr, acc);
+                    lut_vec(ix + n * rowb, pal, p->bits, b * kb, (b + 1) * kb, xs + m0 * K, K, mr, acc);
                     continue;
                 }
 #endif

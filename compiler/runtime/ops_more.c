@@ -181,7 +181,8 @@ int rt_check_pool(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen
 int rt_check_lut_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
     const RtLutParams *p = &op->p.lut;
     const RtBuf *x = B(0), *ix = B(1), *lut = B(2), *y = O(0);
-    if ((p->bits != 4 && p->bits != 8) || (p->has_bias & ~1) || (int)op->nin != 3 + p->has_bias)
+    if ((p->bits < 1 || p->bits > 8 || p->bits == 5 || p->bits == 7) || (p->has_bias & ~1) ||
+        (int)op->nin != 3 + p->has_bias)
         FAIL("lut_gemm: bad params");
     if (x->dtype != RT_F32 || y->dtype != RT_F32 || x->rank < 1 || x->rank != y->rank)
         FAIL("lut_gemm: x and y must be fp32 of one rank");
@@ -201,7 +202,7 @@ int rt_check_lut_gemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t er
     return RT_OK;
 }
 
-/* The AVX-512 kernel's copy of x in its lookup order (other variants use none). */
+/* The vector kernels' copy of x in their lookup order (the others use none). */
 size_t rt_s_lut_gemm(const RtBuf *bufs, const RtOpRec *op) { return (size_t)bufs[op->in[0]].numel * sizeof(float); }
 
 int rt_check_qgemm(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {

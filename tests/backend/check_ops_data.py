@@ -954,6 +954,23 @@ for dt in ("fp32", "fp16"):
         case("lut_vector_%dbit_v%d_a%d_%s_%s" % (bits, vec, axis, consumer, dt), {"x": (xv, dt)}, body, {"y": (want, dt)}, tol=1e-4)
 
 
+# linear over 1- to 8-bit palettized weights (ios18): RT_OP_LUT_GEMM on the
+# packed indices, per-tensor or grouped palettes; rows that are not whole
+# bytes (5 3-bit indices) take the dense weight
+for bits, (n, k), blocks, m in ((1, (6, 512), (1, 1), 1), (2, (8, 256), (2, 1), 3), (2, (5, 40), (5, 1), 1),
+                                (3, (4, 40), (1, 1), 2), (6, (3, 12), (3, 1), 1), (3, (4, 5), (1, 1), 1)):
+    for dt in ("fp32", "fp16"):
+        idx = rng.integers(0, 1 << bits, (n, k))
+        lut = as_dt(R(*(blocks + (1 << bits, 1))), dt)
+        wd = vec_lut_ref(idx, lut.astype(np.float64), 0)
+        xv = as_dt(R(m, k), dt)
+        case("lut_linear_%dbit_%dx%d_%s" % (bits, n, k, dt), {"x": (xv, dt)},
+             [const("ix", idx, "uint%d" % bits), const("lut", lut, dt),
+              "%s w = constexpr_lut_to_dense(indices = ix, lut = lut);" % ty(wd, dt),
+              "%s y = linear(x = x, weight = w);" % ty(np.zeros((m, n)), dt)],
+             {"y": (xv.astype(np.float64) @ wd.T, dt)}, tol=1e-4)
+
+
 # rnn: h_t = act(W_ih x_t + b + W_hh h_t-1), forward and reverse, with and
 # without the sequence output (fp32 only in ios15-16: the ios18 program
 # here takes fp16 too).  Reverse gives its outputs in processing order (last

@@ -625,6 +625,46 @@ static void quant_weight_case(int bits) {
     free(src);
 }
 
+/* linear over a 2-bit palettized weight (a palette of 4 per output row):
+ * the artifact holds the packed indices, N·K/4 bytes, and nothing wider.
+ * (Palettes below 4 bits were once refused in a linear layer.) */
+TEST(lut2_weight_stays_2bit) {
+    enum { N = 32, K = 512 };
+    size_t cap = (size_t)N * K * 4 + 65536, len = 0;
+    char *src = malloc(cap);
+    static int ix[N * K];
+    float pal[N * 4], xv[K];
+    double ref[N];
+    for (int i = 0; i < N * K; i++) ix[i] = (i * 7 + i / 5) % 4;
+    for (int i = 0; i < N * 4; i++) pal[i] = (float)((i * 13) % 17 - 8) / 8.0f;
+    len += (size_t)snprintf(src + len, cap - len,
+                            HDR "tensor<fp32, [1, %d]> x) {\n        tensor<uint2, [%d, %d]> ix = const()[val = "
+                                "tensor<uint2, [%d, %d]>([",
+                            K, N, K, N, K);
+    for (int n = 0; n < N; n++) {
+        len += (size_t)snprintf(src + len, cap - len, "%s[", n ? ", " : "");
+        for (int k = 0; k < K; k++) len += (size_t)snprintf(src + len, cap - len, "%s%d", k ? ", " : "", ix[n * K + k]);
+        len += (size_t)snprintf(src + len, cap - len, "]");
+    }
+    len += (size_t)snprintf(src + len, cap - len,
+                            "])];\n        tensor<fp32, [%d, 1, 4, 1]> lut = const()[val = tensor<fp32, [%d, 1, 4, 1]>([",
+                            N, N);
+    for (int n = 0; n < N; n++)
+        len += (size_t)snprintf(src + len, cap - len, "%s[[[%.9g], [%.9g], [%.9g], [%.9g]]]", n ? ", " : "",
+                                (double)pal[4 * n], (double)pal[4 * n + 1], (double)pal[4 * n + 2], (double)pal[4 * n + 3]);
+    snprintf(src + len, cap - len,
+             "])];\n        tensor<fp32, [%d, %d]> w = constexpr_lut_to_dense(indices = ix, lut = lut);\n"
+             "        tensor<fp32, [1, %d]> y = linear(x = x, weight = w);\n    } -> (y);\n}\n",
+             N, K, N);
+    for (int k = 0; k < K; k++) xv[k] = frand();
+    for (int n = 0; n < N; n++) {
+        ref[n] = 0;
+        for (int k = 0; k < K; k++) ref[n] += (double)xv[k] * pal[4 * n + ix[n * K + k]];
+    }
+    compressed_runs(src, xv, ref, N, (size_t)N * K / 4, (size_t)N * K / 2);
+    free(src);
+}
+
 /* linear over constexpr_sparse_to_dense (iOS18's uint1 mask, about a third
  * set): the artifact holds the mask bits and the nonzero values, no dense
  * weight, and the result matches the dense product. */
@@ -964,6 +1004,7 @@ int main(void) {
     RUN(scatter_index_out_of_range_is_an_error);
     RUN(gather_nd_index_out_of_range_is_an_error);
     RUN(crop_resize_bad_image_index_is_an_error);
+    RUN(lut2_weight_stays_2bit);
     RUN(sparse_mask_past_its_values_is_diagnosed);
     RUN(cpu_refusals_are_diagnosed);
     RUN(endless_while_loop_is_stopped);

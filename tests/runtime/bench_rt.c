@@ -272,6 +272,7 @@ typedef struct {
  * quantized in blocks of 32 along K (chain_q8 = 4) or half of them zero,
  * stored sparse with fp16 values (RT_OP_SPGEMM, chain_q8 = 1) rather than
  * 4-bit palettes. */
+static int chain_lut_bits = 4; /* the palettized chains' index width */
 static int chain_q8;
 /* GEMMs in the channels layout (x [1, K, M], as the GPT-2 templates' [1, C, 1, S]) rather than rows. */
 static bool chain_channels;
@@ -347,19 +348,21 @@ static int chain_build(Chain *c, int mode, int64_t m, const int64_t (*kn)[2], in
                 c->wbytes += (double)qb + (double)(sizeof(float) * (size_t)(2 * nb));
                 continue;
             }
-            if (wdt == RT_U8) { /* 4-bit palettized: packed indices, one palette of 16 per weight */
-                uint8_t *ix = malloc(cnt / 2);
+            if (wdt == RT_U8) { /* palettized (chain_lut_bits): packed indices, one palette per weight */
+                int bits = chain_lut_bits, np = 1 << bits;
+                size_t nb = cnt * (size_t)bits / 8;
+                uint8_t *ix = malloc(nb);
                 float pal[16];
-                for (size_t i = 0; i < cnt / 2; i++) ix[i] = (uint8_t)(rng_f() * 1e4f);
-                for (int i = 0; i < 16; i++) pal[i] = rng_f() * 0.03f;
-                int wi = rtb_weight(b, "ix", RT_U8, 2, (const int64_t[]){n, k / 2}, ix);
-                int li = rtb_weight(b, "lut", RT_F32, 1, (const int64_t[]){16}, pal);
+                for (size_t i = 0; i < nb; i++) ix[i] = (uint8_t)(rng_f() * 1e4f);
+                for (int i = 0; i < np; i++) pal[i] = rng_f() * 0.03f;
+                int wi = rtb_weight(b, "ix", RT_U8, 2, (const int64_t[]){n, k * bits / 8}, ix);
+                int li = rtb_weight(b, "lut", RT_F32, 1, (const int64_t[]){np}, pal);
                 free(ix);
-                RtLutParams lp = {.bits = 4, .bn = 1, .bk = 1};
+                RtLutParams lp = {.bits = bits, .bn = 1, .bk = 1};
                 rtb_op(b, RT_OP_LUT_GEMM, (const int[]){cur, wi, li}, 3, &y, 1, &lp, sizeof lp);
                 cur = y;
                 c->flops += 2.0 * (double)(m * k * n);
-                c->wbytes += (double)(cnt / 2 + sizeof pal);
+                c->wbytes += (double)(nb + sizeof(float) * (size_t)np);
                 continue;
             }
             void *w = malloc(cnt * 4);
@@ -499,7 +502,8 @@ static void lut_decode(int nth, int q8) {
     const char *what = q8 == 8   ? "8-bit quantized"
                        : q8 == 4 ? "4-bit quantized (blocks of 32)"
                        : q8 == 1 ? "sparse (half zero, fp16 values)"
-                                 : "4-bit palettized";
+                       : chain_lut_bits == 2 ? "2-bit palettized"
+                                             : "4-bit palettized";
     Chain c4, c16;
     chain_q8 = q8;
     chain_build(&c4, RT_MODE_BONDED, 1, layer, 4, 24, RT_U8, nth);
@@ -529,8 +533,13 @@ static void lut_decode(int nth, int q8) {
 int main(int argc, char **argv) {
     int nth = argc > 1 ? atoi(argv[1]) : 2;
     if (nth < 1 || nth > 64) {
-        fprintf(stderr, "usage: bench_rt [THREADS (1..64, default 2)] [decode|prefill|prefill-ch|lut|q8|q4|sparse]\n");
+        fprintf(stderr, "usage: bench_rt [THREADS (1..64, default 2)] [decode|prefill|prefill-ch|lut|lut2|q8|q4|sparse]\n");
         return 2;
+    }
+    if (argc > 2 && !strcmp(argv[2], "lut2")) {
+        chain_lut_bits = 2;
+        lut_decode(nth, 0);
+        return 0;
     }
     if (argc > 2 && (!strcmp(argv[2], "lut") || !strcmp(argv[2], "q8") || !strcmp(argv[2], "q4") ||
                      !strcmp(argv[2], "sparse"))) { /* just a compressed decode */

@@ -115,7 +115,7 @@ TEST(conv_transpose_direct) {
     free(x), free(w);
 }
 
-/* 4-bit indices, BN x BK palettes, K = 256 (whole 128-chunks: the AVX-512
+/* bits-bit indices, BN x BK palettes, K = 256 (whole 128-chunks: the AVX-512
  * path) and K = 40 (the one-at-a-time path), M = 1 and 5 rows of x; one
  * block of columns at M = 1 is the decode path (two rows at a time: N odd
  * leaves one alone; a palette per row or per group of rows). */
@@ -129,7 +129,11 @@ static void lut_case_n(int64_t m, int64_t k, int bits, int64_t N, int64_t BN, in
         for (int64_t n = 0; n < N; n++) {
             double s = bias[n];
             for (int64_t j = 0; j < k; j++) {
-                unsigned id = bits == 8 ? ix[n * rowb + j] : (ix[n * rowb + j / 2] >> (j % 2 * 4)) & 15u;
+                unsigned id = 0; /* bit by bit, low bits first: no shortcut shared with the kernel */
+                for (int b = 0; b < bits; b++) {
+                    int64_t bit = j * bits + b;
+                    id |= (unsigned)(ix[n * rowb + bit / 8] >> (bit % 8) & 1) << b;
+                }
                 s += (double)x[r * k + j] * lut[((n / (N / BN)) * BK + j / (k / BK)) * pal + id];
             }
             ref[r * N + n] = s;
@@ -156,6 +160,16 @@ TEST(lut_gemm) {
     lut_case_n(1, 256, 4, 8, 2, 1); /* decode: 4 rows per palette */
     lut_case_n(3, 384, 4, 7, 1, 1);
     lut_case_n(2, 256, 4, 6, 3, 4); /* blocks of 64: one AVX2 chunk each */
+    /* 1- and 2-bit: whole AVX-512 chunks (512 and 256 indices), AVX2 chunks
+     * only (256, 128), and a tail; 3- and 6-bit straddle bytes */
+    lut_case_n(1, 1024, 1, 5, 5, 1);
+    lut_case_n(3, 512, 1, 6, 2, 2);
+    lut_case_n(5, 256, 2, 6, 1, 1);
+    lut_case_n(1, 512, 2, 7, 7, 2);
+    lut_case(2, 128, 2);
+    lut_case(1, 48, 2);
+    lut_case(3, 64, 3);
+    lut_case(2, 32, 6);
 }
 
 TEST(lut_gemm_refuses_bad_shapes) {

@@ -376,9 +376,11 @@ typedef struct {
 } RtConvParams;
 
 /* y[.., n] = Σ_k x[.., k] W[n, k] (+ bias[n]) with W palettized and read
- * that way: W [N, K] is `bits`-bit indices (4 or 8), row-major, packed
- * low bits first (MILBlob's order: index k of a 4-bit row in the low nibble
- * of byte k/2 when k is even), into the U8 weight indices [N, K·bits/8];
+ * that way: W [N, K] is `bits`-bit indices (1, 2, 3, 4, 6 or 8; K·bits a
+ * whole number of bytes), row-major, packed low bits first (MILBlob's
+ * order: index k of a 4-bit row in the low nibble of byte k/2 when k is
+ * even; a 3-bit index may straddle two bytes), into the U8 weight indices
+ * [N, K·bits/8];
  * lut F32 holds bn × bk palettes of 2^bits entries, palette (n / (N/bn), k /
  * (K/bk)) for W[n, k] (per-tensor: bn = bk = 1; per output channel: bn = N). */
 typedef struct {
