@@ -529,6 +529,14 @@ static const uint32_t SP_PERM[256] = {
     0x43210000, 0x54321000, 0x54321000, 0x65432010, 0x54321000, 0x65432100, 0x65432100, 0x76543210,
 };
 #endif
+/* The values and the mask are two streams: asked for ahead, a line at a
+ * time (every 64 columns). */
+static inline __attribute__((always_inline)) void sp_ahead(const uint8_t *mk, const void *vals, int f16, int64_t idx, int64_t k) {
+    if (k & 63) return;
+    __builtin_prefetch((const char *)vals + (idx << (f16 ? 1 : 2)) + SP_AHEAD, 0, 3);
+    __builtin_prefetch(mk + k / 8 + SP_AHEAD / 4, 0, 3);
+}
+
 static inline __attribute__((always_inline)) void sp_row_n(const uint8_t *mk, const void *vals, const int f16,
                                                            int64_t idx, int64_t nv, const float *x, int64_t K,
                                                            const int mr, float *out) {
@@ -542,10 +550,7 @@ static inline __attribute__((always_inline)) void sp_row_n(const uint8_t *mk, co
         unsigned m16 = (unsigned)mk[k / 8] | (unsigned)mk[k / 8 + 1] << 8;
         if (!m16) continue;
         if (idx + 16 > nv) break; /* past the padding: only a damaged start or mask; the tail bounds it */
-        if (!(k & 63)) { /* the values and the mask are two streams: asked for ahead, a line at a time */
-            __builtin_prefetch((const char *)vals + (idx << (f16 ? 1 : 2)) + SP_AHEAD, 0, 3);
-            __builtin_prefetch(mk + k / 8 + SP_AHEAD / 4, 0, 3);
-        }
+        sp_ahead(mk, vals, f16, idx, k);
         /* a load, then the expand in registers: the expand from memory stalled
          * every chunk on this Xeon (the GEMV at 2.95x its bytes' time) */
         __m512 v = f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)vals + idx)))
@@ -564,10 +569,7 @@ static inline __attribute__((always_inline)) void sp_row_n(const uint8_t *mk, co
         unsigned b = mk[k / 8];
         if (!b) continue;
         if (idx + 8 > nv) break; /* as above */
-        if (!(k & 63)) {
-            __builtin_prefetch((const char *)vals + (idx << (f16 ? 1 : 2)) + SP_AHEAD, 0, 3);
-            __builtin_prefetch(mk + k / 8 + SP_AHEAD / 4, 0, 3);
-        }
+        sp_ahead(mk, vals, f16, idx, k);
         __m256 v = f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)vals + idx)))
                        : _mm256_loadu_ps((const float *)vals + idx);
         __m256i set = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)b), bits), bits);
