@@ -19,7 +19,10 @@ static const char *rt_dtype_str(RtDType t) {
     case RT_F16: return "fp16";
     case RT_I32: return "int32";
     case RT_BOOL: return "bool";
-    case RT_U8: return "u8";
+    case RT_U8: return "uint8";
+    case RT_I8: return "int8";
+    case RT_I16: return "int16";
+    case RT_U16: return "uint16";
     }
     return "?";
 }
@@ -29,6 +32,20 @@ static void shape_str(const int64_t *dims, int rank, char *buf, size_t n) {
     for (int i = 0; i < rank && k < n; i++)
         k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)dims[i]);
     if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+static NpyDType npy_of(RtDType t) {
+    switch (t) {
+    case RT_F16: return NPY_DTYPE_F16;
+    case RT_F32: return NPY_DTYPE_F32;
+    case RT_I32: return NPY_DTYPE_I32;
+    case RT_U8: return NPY_DTYPE_U8;
+    case RT_I8: return NPY_DTYPE_I8;
+    case RT_I16: return NPY_DTYPE_I16;
+    case RT_U16: return NPY_DTYPE_U16;
+    case RT_BOOL: break;
+    }
+    return NPY_DTYPE_BOOL;
 }
 
 /* Copy an .npy array into a tensor of the model's dtype: the npy dtype must be
@@ -63,7 +80,7 @@ static int bind_input(const RtIoInfo *io, const char *what, const char *file, co
         half_to_float_n(arr->data, t->data, n);
     else if (io->dtype == RT_I32 && arr->dtype == NPY_DTYPE_I32)
         memcpy(t->data, arr->data, t->size);
-    else if (io->dtype == RT_BOOL && arr->dtype == NPY_DTYPE_BOOL)
+    else if ((io->dtype == RT_BOOL || rt_dtype_narrow_int(io->dtype)) && arr->dtype == npy_of(io->dtype))
         memcpy(t->data, arr->data, t->size);
     else
         ok = false;
@@ -77,9 +94,6 @@ static int bind_input(const RtIoInfo *io, const char *what, const char *file, co
     return EXIT_OK;
 }
 
-static NpyDType npy_of(RtDType t) {
-    return t == RT_F16 ? NPY_DTYPE_F16 : t == RT_F32 ? NPY_DTYPE_F32 : t == RT_I32 ? NPY_DTYPE_I32 : NPY_DTYPE_BOOL;
-}
 
 /* Whether spec (NAME=FILE, eq at its '=') names the input (state) called name. */
 static bool names_input(const char *spec, const char *eq, const char *name) {

@@ -4241,8 +4241,14 @@ static int io_dtype(LowerShared *s, const IrValue *v, SrcLoc loc, RtDType *out) 
     case IR_DT_FP32: *out = RT_F32; return 0;
     case IR_DT_INT32: *out = RT_I32; return 0;
     case IR_DT_BOOL: *out = RT_BOOL; return 0;
+    case IR_DT_INT8: *out = RT_I8; return 0; /* the narrow integers: int32 inside, converted at rt_run */
+    case IR_DT_UINT8: *out = RT_U8; return 0;
+    case IR_DT_INT16: *out = RT_I16; return 0;
+    case IR_DT_UINT16: *out = RT_U16; return 0;
     default:
-        fail_at(s, loc, "'%s': %s inputs and outputs are not supported by the CPU backend (fp16, fp32, int32, bool)",
+        fail_at(s, loc,
+                "'%s': %s inputs and outputs are not supported by the CPU backend (fp16, fp32, int32, int16, uint16, "
+                "int8, uint8, bool)",
                 v->name, ir_dtype_name(v->type.dtype));
         return -1;
     }
@@ -4266,6 +4272,10 @@ int lower_inputs_outputs(LowerShared *s, const FuseTable *fuse) {
         RtDType dt;
         if (io_dtype(s, v, v->loc, &dt) < 0) return -1;
         if (ir_value_numel(v) < 0) return fail_at(s, v->loc, "input '%s' has a dynamic shape", v->name), -1;
+        if (v->type.state && rt_dtype_narrow_int(dt))
+            return fail_at(s, v->loc, "state '%s': %s states are not supported by the CPU backend (fp16, fp32, int32, bool)",
+                           v->name, ir_dtype_name(v->type.dtype)),
+                   -1;
         if (v->type.state) { /* the model's own buffer, in its declared dtype */
             int id = check_rc(s, rtb_state(s->b, v->name, dt, v->type.rank, v->type.dims));
             if (id < 0) return -1;

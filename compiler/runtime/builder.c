@@ -127,8 +127,9 @@ static bool name_taken(const RtIoRec *recs, uint32_t n, const char *name) {
 int rtb_input(RtPlanBuilder *b, const char *name, RtDType io, int rank, const int64_t *dims) {
     if (!name || !rt_name_ok(name)) return fail(b, RT_EINVAL, "input needs an identifier for a name");
     if (name_taken(b->inputs, b->nin, name)) return fail(b, RT_EINVAL, "input %s declared twice", name);
-    RtDType in = io == RT_F16 ? RT_F32 : io;
-    if (io != RT_F16 && io != RT_F32 && io != RT_I32 && io != RT_BOOL) return fail(b, RT_EINVAL, "%s: bad dtype", name);
+    RtDType in = io == RT_F16 ? RT_F32 : rt_dtype_narrow_int(io) ? RT_I32 : io;
+    if (io != RT_F16 && io != RT_F32 && io != RT_I32 && io != RT_BOOL && !rt_dtype_narrow_int(io))
+        return fail(b, RT_EINVAL, "%s: bad dtype", name);
     int id = add_buf(b, RT_BUF_INPUT, in, rank, dims, name);
     if (id < 0) return id;
     if (!grow((void **)&b->inputs, &b->capin, b->nin + 1, sizeof(RtIoRec))) return fail(b, RT_ENOMEM, "out of memory");
@@ -310,7 +311,10 @@ int rtb_output(RtPlanBuilder *b, const char *name, int buf, RtDType io) {
     if (buf < 0 || (uint32_t)buf >= b->nbuf) return fail(b, RT_EINVAL, "output %s: buffer %d out of range", name, buf);
     if (name_taken(b->outputs, b->nout, name)) return fail(b, RT_EINVAL, "output %s declared twice", name);
     uint32_t dt = b->rb[buf].dtype;
-    bool ok = dt == RT_F32 ? (io == RT_F16 || io == RT_F32) : (dt == RT_F16 ? io == RT_F16 : (uint32_t)io == dt);
+    bool ok = dt == RT_F32   ? (io == RT_F16 || io == RT_F32)
+              : dt == RT_F16 ? io == RT_F16
+              : dt == RT_I32 ? (io == RT_I32 || rt_dtype_narrow_int(io))
+                             : (uint32_t)io == dt;
     if (!ok) return fail(b, RT_EINVAL, "output %s: cannot return a %u buffer as dtype %d", name, dt, (int)io);
     if (dt == RT_F16 || (b->rb[buf].flags & RT_BUFF_PANELS))
         return fail(b, RT_EINVAL, "output %s: fp16 weight storage", name);

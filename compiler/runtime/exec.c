@@ -406,6 +406,25 @@ static int bind_check(const RtModel *m, const RtIoRec *r, const RtTensor *t) {
     return RT_OK;
 }
 
+/* A narrow integer boundary tensor to its I32 buffer, and back (wrapping). */
+static void widen_int(const void *src, RtDType t, int32_t *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = t == RT_U8    ? ((const uint8_t *)src)[i]
+                 : t == RT_I8  ? ((const int8_t *)src)[i]
+                 : t == RT_I16 ? ((const int16_t *)src)[i]
+                               : ((const uint16_t *)src)[i];
+}
+
+static void narrow_int(const int32_t *src, void *dst, RtDType t, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t v = (uint32_t)src[i];
+        if (t == RT_U8 || t == RT_I8)
+            ((uint8_t *)dst)[i] = (uint8_t)v;
+        else
+            ((uint16_t *)dst)[i] = (uint16_t)v;
+    }
+}
+
 int rt_run(RtModel *m, const RtTensor *in, int nin, RtTensor *out, int nout, int flags, RtRunStats *stats) {
     uint64_t t0 = now_ns();
     if (!m->pool) return RT_EINVAL; /* loaded with RT_LOAD_DESCRIBE */
@@ -430,6 +449,8 @@ int rt_run(RtModel *m, const RtTensor *in, int nin, RtTensor *out, int nout, int
         void *dst = ptr[m->inputs[i].buf];
         if (in[i].dtype == RT_F16)
             m->kern->h2f(in[i].data, dst, (size_t)b->numel);
+        else if (rt_dtype_narrow_int(in[i].dtype))
+            widen_int(in[i].data, in[i].dtype, dst, b->numel);
         else
             memcpy(dst, in[i].data, (size_t)b->numel * rt_dtype_size((RtDType)b->dtype));
     }
@@ -453,6 +474,8 @@ int rt_run(RtModel *m, const RtTensor *in, int nin, RtTensor *out, int nout, int
         const void *src = ptr[m->outputs[i].buf];
         if (out[i].dtype == RT_F16)
             m->kern->f2h(src, out[i].data, (size_t)b->numel);
+        else if (rt_dtype_narrow_int(out[i].dtype))
+            narrow_int(src, out[i].data, out[i].dtype, b->numel);
         else
             memcpy(out[i].data, src, (size_t)b->numel * rt_dtype_size((RtDType)b->dtype));
     }

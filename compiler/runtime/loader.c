@@ -20,7 +20,8 @@ enum { RT_MAX_BUFS = 1 << 20, RT_MAX_OPS = 1 << 20 };
 static bool io_compatible(uint32_t buf_dtype, uint32_t io) {
     if (buf_dtype == RT_F32) return io == RT_F16 || io == RT_F32;
     if (buf_dtype == RT_F16) return io == RT_F16; /* bound in place */
-    return (buf_dtype == RT_I32 || buf_dtype == RT_BOOL) && io == buf_dtype;
+    if (buf_dtype == RT_I32) return io == RT_I32 || rt_dtype_narrow_int((RtDType)io);
+    return buf_dtype == RT_BOOL && io == buf_dtype;
 }
 
 static int parse_meta(RtModel *m, const RtSection *s, char *err, size_t errlen) {

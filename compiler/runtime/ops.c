@@ -23,7 +23,10 @@ size_t rt_dtype_size(RtDType t) {
     case RT_I32: return 4;
     case RT_F16: return 2;
     case RT_BOOL:
-    case RT_U8: return 1;
+    case RT_U8:
+    case RT_I8: return 1;
+    case RT_I16:
+    case RT_U16: return 2;
     }
     return 0;
 }

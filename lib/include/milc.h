@@ -180,7 +180,18 @@ MilcStatus milc_model_load(MilcCache *c, const char *key, MilcModel **out);
 MilcStatus milc_model_load_file(const char *path, int threads, MilcModel **out);
 void milc_model_free(MilcModel *m);
 
-typedef enum MilcDType { MILC_F32 = 1, MILC_F16 = 2, MILC_I32 = 3, MILC_BOOL = 4 } MilcDType;
+/* MILC_U8 .. MILC_U16: a program's int8/uint8/int16/uint16 inputs and outputs
+ * (computed in int32 inside; an output wraps to its width, as a cast does). */
+typedef enum MilcDType {
+    MILC_F32 = 1,
+    MILC_F16 = 2,
+    MILC_I32 = 3,
+    MILC_BOOL = 4,
+    MILC_U8 = 5,
+    MILC_I8 = 6,
+    MILC_I16 = 7,
+    MILC_U16 = 8
+} MilcDType;
 enum { MILC_MAX_RANK = 6 };
 
 typedef struct MilcTensorInfo {

@@ -25,7 +25,7 @@ OK, E_INPUT, E_USAGE, E_SYSTEM, E_UNSUPPORTED, E_NOTFOUND = range(6)
 MODE_BOTH, MODE_NONBONDED, MODE_BONDED, MODE_DEFAULT = 0, 1, 2, -1
 _VERIFY = {"once": 0, "always": 1, "never": 2}
 _OUTCOME = {0: "built", 1: "hit-direct", 2: "hit-full"}
-_DTYPES = {1: np.float32, 2: np.float16, 3: np.int32, 4: np.bool_}
+_DTYPES = {1: np.float32, 2: np.float16, 3: np.int32, 4: np.bool_, 5: np.uint8, 6: np.int8, 7: np.int16, 8: np.uint16}
 _MAX_RANK = 6
 
 

@@ -124,6 +124,10 @@ int main(int argc, char **argv) {
                 ((float *)buf)[k] = src[k];
             else if (io.dtype == RT_I32)
                 ((int32_t *)buf)[k] = (int32_t)src[k];
+            else if (io.dtype == RT_I8 || io.dtype == RT_U8)
+                ((uint8_t *)buf)[k] = (uint8_t)(int32_t)src[k];
+            else if (io.dtype == RT_I16 || io.dtype == RT_U16)
+                ((uint16_t *)buf)[k] = (uint16_t)(int32_t)src[k];
             else
                 ((uint8_t *)buf)[k] = src[k] != 0;
         }
@@ -157,6 +161,10 @@ int main(int argc, char **argv) {
             f[k] = io.dtype == RT_F16    ? half_to_float(((uint16_t *)out[i].data)[k])
                    : io.dtype == RT_I32  ? (float)((int32_t *)out[i].data)[k]
                    : io.dtype == RT_BOOL ? (float)((uint8_t *)out[i].data)[k]
+                   : io.dtype == RT_U8   ? (float)((uint8_t *)out[i].data)[k]
+                   : io.dtype == RT_I8   ? (float)((int8_t *)out[i].data)[k]
+                   : io.dtype == RT_I16  ? (float)((int16_t *)out[i].data)[k]
+                   : io.dtype == RT_U16  ? (float)((uint16_t *)out[i].data)[k]
                                          : ((float *)out[i].data)[k];
         snprintf(path, sizeof path, "%s/out_%s.npy", iodir, io.name);
         if (npy_write_file(path, NPY_DTYPE_F32, io.rank, io.dims, f, err, sizeof err)) {

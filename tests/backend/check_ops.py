@@ -65,7 +65,7 @@ def case(label, inputs, body, outputs, tol=2e-5, opset="ios18"):
             if got.shape != want.shape:
                 failures.append("%s mode %d: %s shape %s, want %s" % (label, mode, n, got.shape, want.shape))
                 continue
-            if dt in ("int32", "bool"):  # exact
+            if dt in ("int32", "bool") or dt.startswith(("int", "uint")):  # exact
                 if not np.array_equal(got, want):
                     failures.append("%s mode %d: %s differs at %d of %d elements" % (label, mode, n, (got != want).sum(), got.size))
                 continue

@@ -299,6 +299,28 @@ for dt in ("fp32", "fp16", "int32", "bool"):
         while_case("while_%s_%d" % (dt, trips), trips, dt)
 
 
+# int8, uint8, int16 and uint16 inputs and outputs (int32 inside, converted
+# at the boundary; an output wraps, as numpy's astype): data movement in the
+# dtype itself, arithmetic after a cast to int32, and a cast back
+for dt, lo, hi in (("int8", -128, 128), ("uint8", 0, 256), ("int16", -32768, 32768), ("uint16", 0, 65536)):
+    npdt = np.dtype(dt)
+    xv = rng.integers(lo, hi, (2, 3)).astype(npdt)
+    gi = np.array([2, 0, 2], np.int32)
+    moved = np.concatenate([xv.T, xv.T[::-1]], 0)[gi]  # [3, 2]
+    wide = xv.astype(np.int64) * 3 - 7  # within float32 integers: the harness writes outputs as fp32
+    case("narrow_int_" + dt, {"x": (xv, dt)},
+         ["tensor<%s, [3, 2]> t = transpose(x = x, perm = tensor<int32, [2]>([1, 0]));" % dt,
+          "tensor<%s, [3, 2]> r = reverse(x = t, axes = tensor<int32, [1]>([0]));" % dt,
+          "tensor<%s, [6, 2]> c = concat(values = (t, r), axis = int32(0), interleave = bool(false));" % dt,
+          const("gi", gi, "int32"),
+          "tensor<%s, [3, 2]> g = gather(x = c, indices = gi, axis = int32(0));" % dt,
+          'tensor<int32, [2, 3]> w = cast(x = x, dtype = string("int32"));',
+          "tensor<int32, [2, 3]> m = mul(x = w, y = int32(3));",
+          "tensor<int32, [2, 3]> z = sub(x = m, y = int32(7));",
+          'tensor<%s, [2, 3]> n = cast(x = z, dtype = string("%s"));' % (dt, dt)],
+         {"g": (moved, dt), "z": (wide, "int32"), "n": (wide.astype(npdt), dt)})
+
+
 # fixed-length lists (dynamic_length false, a constant init_length): one
 # buffer [N, *elem], zeros to start; written, scattered, read and gathered
 # by row, also as a while_loop's variable

@@ -118,3 +118,30 @@ for mode in 0 1 2; do
   expect_rc 1 "$MILC" compile "$SRC/tests/cli/data/unlowered_op.mil" --mode $mode -o u$mode.milc
   expect_in "$ERR" "op non_zero is not run by the cpu backend: its result's shape depends on the data"
 done
+# int8, uint8, int16 and uint16 inputs and outputs, through npy files of
+# those dtypes: int32 inside, the outputs in their own dtype (wrapping).
+cat > narrow.mil <<'MILEOF'
+program(1.3)
+{
+    func main<ios18>(tensor<int16, [3]> x, tensor<uint8, [2, 2]> u) {
+        tensor<int16, [3]> r = reverse(x = x, axes = tensor<int32, [1]>([0]));
+        tensor<int32, [3]> w = cast(x = x, dtype = string("int32"));
+        tensor<int32, [3]> m = mul(x = w, y = int32(1000));
+        tensor<int8, [3]> n = cast(x = m, dtype = string("int8"));
+        tensor<uint8, [2, 2]> t = transpose(x = u, perm = tensor<int32, [2]>([1, 0]));
+    } -> (r, n, t);
+}
+MILEOF
+"$PY" -c "import numpy as np; np.save('xi16.npy', np.array([1, -300, 32767], np.int16)); np.save('u8.npy', np.array([[1, 255], [7, 0]], np.uint8))"
+expect_rc 0 "$MILC" run narrow.mil --input x=xi16.npy --input u=u8.npy -o narrow
+"$PY" - <<'PYEOF' && ok || fail "narrow integer outputs"
+import numpy as np
+x = np.array([1, -300, 32767], np.int16)
+r, n, t = (np.load('narrow/%s.npy' % k) for k in 'rnt')
+assert r.dtype == np.int16 and (r == x[::-1]).all(), r
+assert n.dtype == np.int8 and (n == (x.astype(np.int64) * 1000).astype(np.int8)).all(), n
+assert t.dtype == np.uint8 and (t == np.array([[1, 7], [255, 0]], np.uint8)).all(), t
+PYEOF
+"$PY" -c "import numpy as np; np.save('xu16.npy', np.array([1, 2, 3], np.uint16))"
+expect_rc 1 "$MILC" run narrow.mil --input x=xu16.npy --input u=u8.npy -o o
+expect_in "$ERR" "input 'x' wants int16, the file holds uint16"

@@ -53,6 +53,18 @@ with tempfile.TemporaryDirectory() as work:
         milc.compile_file(os.path.join(mdir, "model.mil"), art)
         with milc.Model.load_file(art) as m:
             check(m.mode == 2 and np.array_equal(m.run({"x": x})["y"], y0), "compile_file: its artifact runs like the cached chunk")
+        # int16 / uint8 inputs and outputs come and go as numpy arrays of those dtypes
+        nar = os.path.join(work, "narrow.mil")
+        with open(nar, "w") as f:
+            f.write("program(1.3)\n{\n    func main<ios18>(tensor<int16, [3]> x, tensor<uint8, [2]> u) {\n"
+                    "        tensor<int16, [3]> r = reverse(x = x, axes = tensor<int32, [1]>([0]));\n"
+                    "        tensor<uint8, [2]> v = identity(x = u);\n    } -> (r, v);\n}\n")
+        milc.compile_file(nar, os.path.join(work, "narrow.milc"))
+        with milc.Model.load_file(os.path.join(work, "narrow.milc")) as m:
+            xi = np.array([5, -300, 32767], np.int16)
+            o = m.run({"x": xi, "u": np.array([255, 3], np.uint8)})
+            check(o["r"].dtype == np.int16 and np.array_equal(o["r"], xi[::-1]) and o["v"].dtype == np.uint8 and
+                  np.array_equal(o["v"], [255, 3]), f"int16 and uint8 inputs and outputs: {o}")
         bad = os.path.join(work, "bad.mil")
         with open(bad, "w") as f:
             f.write("program(1.0)\n{\n  func main<ios16>(tensor<fp32, [2]> x) {\n    tensor<fp32, [3]> y = relu(x = x);\n  } -> (y);\n}\n")

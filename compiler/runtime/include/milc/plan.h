@@ -39,14 +39,23 @@ extern "C" {
 
 /* Element types.  Activations live as F32 / I32 / BOOL (1 byte, 0 or 1); F16 is
  * only a boundary type (graph inputs/outputs are converted at rt_run) and a
- * weight storage type (GEMM weights, converted on the fly). */
+ * weight storage type (GEMM weights, converted on the fly).  The narrow
+ * integers are boundary types too: an input or output of dtype U8, I8, I16
+ * or U16 is an I32 buffer, widened at rt_run on the way in and narrowed on
+ * the way out (wrapping, as a cast does). */
 typedef enum {
     RT_F32 = 1,
     RT_F16 = 2,
     RT_I32 = 3,
     RT_BOOL = 4,
-    RT_U8 = 5, /* raw bytes: a compressed weight's packed indices (weight storage only) */
+    RT_U8 = 5, /* raw bytes: a compressed weight's packed indices (weight storage); uint8 at the boundary */
+    RT_I8 = 6,
+    RT_I16 = 7,
+    RT_U16 = 8,
 } RtDType;
+
+/* Is t a narrow integer boundary type (held in an I32 buffer)? */
+static inline int rt_dtype_narrow_int(RtDType t) { return t == RT_U8 || t == RT_I8 || t == RT_I16 || t == RT_U16; }
 
 /* Compile modes: which programs an artifact carries.  RT_MODE_TABLE is the
  * one place a mode is defined; the backend (what to lower), the artifact
