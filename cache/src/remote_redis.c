@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <sys/socket.h>
@@ -323,6 +324,27 @@ static long long mono_ms(void) {
 
 static struct timeval tv_ms(int ms) { return (struct timeval){ms / 1000, (ms % 1000) * 1000}; }
 
+/* redisBufferWrite with SIGPIPE held off this thread: writing to a server
+ * that closed the connection fails with EPIPE (the breaker trips) instead of
+ * killing the host process, which a library must never do.  A SIGPIPE that
+ * was already pending stays pending; one this write raised is taken. */
+static int buffer_write(redisContext *c, int *done) {
+    sigset_t pipe_set, old, pending;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    int was = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    int rc = redisBufferWrite(c, done), saved = errno;
+    if (!was && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE)) {
+        const struct timespec zero = {0, 0};
+        while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR) {
+        }
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = saved;
+    return rc;
+}
+
 /* Send what is queued, then read one reply: it must arrive whole within the
  * I/O timeout and fit in cap bytes of buffered input; else the breaker trips
  * (a frozen server, a trickle, or something that is not Redis). */
@@ -331,7 +353,7 @@ static redisReply *get_reply(Remote *r, size_t cap) {
     long long deadline = mono_ms() + r->o.io_timeout_ms;
     int done = 0;
     while (!done)
-        if (redisBufferWrite(c, &done) != REDIS_OK || mono_ms() > deadline) {
+        if (buffer_write(c, &done) != REDIS_OK || mono_ms() > deadline) {
             trip(r, "sending failed: %s", c->err ? c->errstr : "no progress within the I/O timeout");
             return NULL;
         }
@@ -682,7 +704,7 @@ static int stream_ask(Stream *s) {
             return s->rc = trip(s->r, "%s", s->r->ctx->errstr);
     }
     while (sent && !done)
-        if (redisBufferWrite(s->r->ctx, &done) != REDIS_OK || mono_ms() > s->deadline)
+        if (buffer_write(s->r->ctx, &done) != REDIS_OK || mono_ms() > s->deadline)
             return s->rc = trip(s->r, "sending failed: %s",
                                 s->r->ctx->err ? s->r->ctx->errstr : "no progress within the I/O timeout");
     return 0;

@@ -188,3 +188,51 @@ if [ "$ms" -lt 5000 ]; then ok; else fail "an endless reply held the build $ms m
 expect_rc 3 "$MILC" --cache-dir "$WORK/g1" --remote "redis://127.0.0.1:$GP" --remote-key-file "$KEY" cache pull
 expect_in "$ERR" "protocol error"
 expect_rc 0 "$MILC" --cache-dir "$WORK/g1" cache verify
+
+# ---- a server that drops the connection while a push is sending: the push ----
+# fails as a remote failure, never by SIGPIPE (exit 141, which killed a build
+# whose server died mid-push).  Over a Unix socket a write after the peer
+# closed is EPIPE at once; the local cache is untouched.
+DS=$WORK/drop.sock
+"$PY" - "$DS" <<'PYEOF' &
+import socket, sys, threading
+s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(16)
+def serve(c):
+    buf, total = b"", 0
+    try:
+        while True:
+            d = c.recv(65536)
+            if not d:
+                return
+            buf += d
+            total += len(d)
+            while True:  # answer every whole command: PONG, else nil
+                if not buf.startswith(b"*") or b"\r\n" not in buf:
+                    break
+                n, at, args, whole = int(buf[1:buf.index(b"\r\n")]), buf.index(b"\r\n") + 2, [], True
+                for _ in range(n):
+                    if b"\r\n" not in buf[at:]:
+                        whole = False; break
+                    e = buf.index(b"\r\n", at); ln = int(buf[at + 1:e]); at = e + 2
+                    if len(buf) < at + ln + 2:
+                        whole = False; break
+                    args.append(buf[at:at + ln]); at += ln + 2
+                if not whole:
+                    break
+                buf = buf[at:]
+                c.sendall(b"+PONG\r\n" if args[0].upper() == b"PING" else b"$-1\r\n")
+            if total > 300000:  # in the middle of the chunks: gone
+                return
+    except OSError:
+        pass
+    finally:
+        c.close()
+while True:
+    c, _ = s.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()
+PYEOF
+DPID=$!; REDIS_PIDS+=("$DPID")
+for i in $(seq 50); do [ -S "$DS" ] && break; sleep 0.05; done
+expect_rc 0 "$MILC" --cache-dir "$(fresh dp)" build --layers 2 --json
+expect_rc 3 "$MILC" --cache-dir "$WORK/dp" --remote "unix://$DS" --remote-key-file "$KEY" cache push
+expect_in "$ERR" "error: remote cache:"
+expect_rc 0 "$MILC" --cache-dir "$WORK/dp" cache verify
