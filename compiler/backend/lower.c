@@ -419,12 +419,11 @@ static double *sparse_pair_values(LowerShared *s, const IrValue *v) {
                 out[o++] = m[i] != 0;
                 continue;
             }
+            blk = block_index(t->rank, t->dims, pt->dims, i); /* a palette's leading dims are its blocks */
             if (!lut) {
-                blk = block_index(t->rank, t->dims, pt->dims, i);
                 out[o++] = (dense[i] - (off ? off[blk] : 0)) * p[blk];
                 continue;
             }
-            for (int d = 0; d < t->rank; d++) blk = blk * pt->dims[d] + c[d] / (t->dims[d] / pt->dims[d]);
             int64_t id = (int64_t)dense[i];
             if (id < 0 || id >= palette)
                 ok = fail_at(s, op->loc, "constexpr_lut_to_sparse: index %lld is past the palette's %lld entries",
@@ -2076,15 +2075,16 @@ static int lower_const_result(LowerShared *s, const IrOp *op, RtDType dt, const 
     return 0;
 }
 
-static int lower_fill(LowerShared *s, const IrOp *op) {
-    const IrType *t = rtype(op);
-    double v = arg_f64_or(op, "value", 0);
-    RtDType dt = rt_dt(t->dtype);
+/* op's result, every element v (in the result's dtype). */
+static int lower_splat(LowerShared *s, const IrOp *op, double v) {
+    RtDType dt = rt_dt(rtype(op)->dtype);
     float f = (float)v;
     int32_t i = (int32_t)v;
     uint8_t b = v != 0;
     return lower_const_result(s, op, dt, dt == RT_F32 ? (const void *)&f : dt == RT_I32 ? (const void *)&i : &b, 1);
 }
+
+static int lower_fill(LowerShared *s, const IrOp *op) { return lower_splat(s, op, arg_f64_or(op, "value", 0)); }
 
 static int lower_shape(LowerShared *s, const IrOp *op) {
     IrValue *x = arg_value(op, "x");
@@ -2580,15 +2580,7 @@ static int lower_random(LowerShared *s, const IrOp *op) {
 
 /* fill_like: ref_tensor's shape filled with value; range_1d with constant
  * bounds (its length is then known): its values, computed here. */
-static int lower_fill_like(LowerShared *s, const IrOp *op) {
-    const IrType *t = rtype(op);
-    double v = arg_f64_or(op, "value", 0);
-    float f = (float)v;
-    int32_t i = (int32_t)v;
-    uint8_t b = v != 0;
-    RtDType dt = rt_dt(t->dtype);
-    return lower_const_result(s, op, dt, dt == RT_F32 ? (const void *)&f : dt == RT_I32 ? (const void *)&i : &b, 1);
-}
+static int lower_fill_like(LowerShared *s, const IrOp *op) { return lower_fill(s, op); }
 
 static int lower_range(LowerShared *s, const IrOp *op) {
     const IrType *t = rtype(op);
@@ -3033,6 +3025,15 @@ static int arg_choice(LowerShared *s, const IrOp *op, const char *arg, const cha
     return FAIL("%s: '%s' %s is not run by the CPU backend", mil_op_name(op->kind), arg, v ? v : "?");
 }
 
+/* Buffer buf holding a value of dtype dt, shaped rank/dims, as fp32: itself,
+ * or an RT_OP_CAST of it (integer coordinates and boxes). */
+static int as_f32(LowerShared *s, int buf, IrDType dt, int rank, int64_t *dims) {
+    if (buf < 0 || rt_dt(dt) == RT_F32) return buf;
+    RtCastParams cp = {0};
+    IrType ft = {.dtype = IR_DT_FP32, .rank = rank, .dims = dims};
+    return emit_temp(s, RT_OP_CAST, &buf, 1, RT_F32, &ft, &cp, sizeof cp);
+}
+
 /* resample and affine: RT_OP_SAMPLE on x [B, C, H, W] (integer coordinates cast to fp32 first). */
 static int lower_sample(LowerShared *s, const IrOp *op) {
     static const char *const modes[] = {"bilinear", "nearest"},
@@ -3051,13 +3052,7 @@ static int lower_sample(LowerShared *s, const IrOp *op) {
                         .pad_value = (float)arg_f64_or(op, "padding_value", 0)};
     if (s->failed) return -1;
     if (x->type.rank != 4) return FAIL("%s: 'x' must have rank 4", mil_op_name(op->kind));
-    int in[2] = {materialize(s, x), materialize(s, c)};
-    if (in[1] >= 0 && rt_dt(c->type.dtype) != RT_F32) {
-        RtCastParams cp = {0};
-        IrType ft = c->type;
-        ft.dtype = IR_DT_FP32;
-        in[1] = emit_temp(s, RT_OP_CAST, &in[1], 1, RT_F32, &ft, &cp, sizeof cp);
-    }
+    int in[2] = {materialize(s, x), as_f32(s, materialize(s, c), c->type.dtype, c->type.rank, c->type.dims)};
     return emit_result(s, op, RT_OP_SAMPLE, in, 2, &p, sizeof p);
 }
 
@@ -3077,8 +3072,8 @@ static int sampling_grid(LowerShared *s, const IrOp *op) {
 /* crop_resize: RT_OP_CROP_RESIZE on x [B, C, H, W].  ios15/16's roi
  * [K, 1, 4 or 5, 1, 1] is read as [K, 4 or 5]: four coordinates cut every
  * box from every image (y [K, B, C, h, w], one [K·B, C, h, w] buffer); five
- * name the image first (for one image only: see the refusal).  ios17's boxes [K, 4] take box_indices [K] (by
- * default box k is cut from image k). */
+ * name the image first (for one image only: see the refusal).  ios17's
+ * boxes [K, 4] take box_indices [K] (by default box k is cut from image k). */
 static int lower_crop_resize(LowerShared *s, const IrOp *op) {
     static const char *const box_modes[] = {"CORNERS_HEIGHT_FIRST", "CORNERS_WIDTH_FIRST", "CENTER_SIZE_HEIGHT_FIRST",
                                             "CENTER_SIZE_WIDTH_FIRST"};
@@ -3100,12 +3095,8 @@ static int lower_crop_resize(LowerShared *s, const IrOp *op) {
                     "types the result [N, B, C, h, w], Core ML's layer gives [N, 1, C, h, w]; the CPU backend runs "
                     "it for a batch of 1, where the two agree",
                     (long long)x->type.dims[0]);
-    int in[3] = {materialize(s, x), buffer_as(s, bv, 2, bd, -1), bi ? materialize(s, bi) : 0};
-    if (in[1] >= 0 && rt_dt(bt->dtype) != RT_F32) {
-        RtCastParams cp = {0};
-        IrType ft = {.dtype = IR_DT_FP32, .rank = 2, .dims = bd};
-        in[1] = emit_temp(s, RT_OP_CAST, &in[1], 1, RT_F32, &ft, &cp, sizeof cp);
-    }
+    int in[3] = {materialize(s, x), as_f32(s, buffer_as(s, bv, 2, bd, -1), bt->dtype, 2, bd),
+                 bi ? materialize(s, bi) : 0};
     int64_t yd[4] = {t->dims[0] * (p.all_batches ? t->dims[1] : 1), x->type.dims[1], t->dims[t->rank - 2],
                      t->dims[t->rank - 1]};
     int out = result_buf(s, op->results[0], 4, yd);
@@ -3114,7 +3105,7 @@ static int lower_crop_resize(LowerShared *s, const IrOp *op) {
     return 0;
 }
 
-/* The list ops on a fixed-length list, which backend_fixed_lists made a
+/* The list ops on a fixed-length list, which backend_lists_as_tensors made a
  * tensor [N, *elem]: make_list is zeros, list_length the constant N,
  * list_read / list_gather a gather of rows, list_write / list_scatter a copy
  * of the list with rows scattered in.  An index out of range is RT_EINDEX
@@ -3130,14 +3121,7 @@ static int lower_list_op(LowerShared *s, const IrOp *op) {
                     mil_op_name(op->kind), ls->name);
     if (t->dims[0] < 1) return FAIL("%s: the CPU backend needs a list of at least one element", mil_op_name(op->kind));
     switch (op->kind) {
-    case OP_MAKE_LIST: {
-        float zf = 0;
-        int32_t zi = 0;
-        uint8_t zb = 0;
-        RtDType dt = rt_dt(t->dtype);
-        return lower_const_result(s, op, dt, dt == RT_F32 ? (const void *)&zf : dt == RT_I32 ? (const void *)&zi : &zb,
-                                  1);
-    }
+    case OP_MAKE_LIST: return lower_splat(s, op, 0);
     case OP_LIST_LENGTH: {
         int32_t n = (int32_t)t->dims[0];
         return lower_const_result(s, op, RT_I32, &n, 1);

@@ -408,21 +408,23 @@ static int bind_check(const RtModel *m, const RtIoRec *r, const RtTensor *t) {
 
 /* A narrow integer boundary tensor to its I32 buffer, and back (wrapping). */
 static void widen_int(const void *src, RtDType t, int32_t *dst, int64_t n) {
-    for (int64_t i = 0; i < n; i++)
-        dst[i] = t == RT_U8    ? ((const uint8_t *)src)[i]
-                 : t == RT_I8  ? ((const int8_t *)src)[i]
-                 : t == RT_I16 ? ((const int16_t *)src)[i]
-                               : ((const uint16_t *)src)[i];
+#define WIDEN(T)                                                                                                       \
+    for (int64_t i = 0; i < n; i++) dst[i] = ((const T *)src)[i];                                                     \
+    break
+    switch (t) {
+    case RT_U8: WIDEN(uint8_t);
+    case RT_I8: WIDEN(int8_t);
+    case RT_I16: WIDEN(int16_t);
+    default: WIDEN(uint16_t);
+    }
+#undef WIDEN
 }
 
 static void narrow_int(const int32_t *src, void *dst, RtDType t, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t v = (uint32_t)src[i];
-        if (t == RT_U8 || t == RT_I8)
-            ((uint8_t *)dst)[i] = (uint8_t)v;
-        else
-            ((uint16_t *)dst)[i] = (uint16_t)v;
-    }
+    if (rt_dtype_size(t) == 1)
+        for (int64_t i = 0; i < n; i++) ((uint8_t *)dst)[i] = (uint8_t)src[i];
+    else
+        for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = (uint16_t)src[i];
 }
 
 int rt_run(RtModel *m, const RtTensor *in, int nin, RtTensor *out, int nout, int flags, RtRunStats *stats) {
