@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -347,8 +348,25 @@ void milblob_file_digest(const MilBlobFile *f, uint8_t out[16]) {
  *
  * The file's digest (milblob_file_digest) is computed as the bytes go by:
  * a piece the caller fills in place is hashed at the next writer call, when
- * it is complete, so nobody has to read the file back to key it. */
+ * it is complete, so nobody has to read the file back to key it.
+ *
+ * A full buffer is written by a thread of the writer's own (Flusher) while
+ * the caller fills the other one: the copy into the page cache is the
+ * largest part of writing weights, and the caller's part (reading a
+ * checkpoint, converting, making random values) overlaps it.  A file that
+ * never fills a buffer is written on the caller's thread, at finish. */
 enum { FLUSH_AT = 4u << 20 };
+
+typedef struct Flusher {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int fd;
+    const uint8_t *job; /* a buffer being written; NULL when idle */
+    size_t njob;
+    bool quit;
+    int err; /* errno of its first failed write; nothing is written after it */
+} Flusher;
 
 struct MilBlobWriter {
     char *path;    /* final name (for messages) */
@@ -356,6 +374,9 @@ struct MilBlobWriter {
     int fd;        /* pub.fd */
     uint8_t *buf;  /* staged bytes, file offset pos - fill */
     size_t cap, fill;
+    uint8_t *spare; /* the other buffer, free while the flusher is idle */
+    size_t spare_cap;
+    Flusher *fl;    /* started at the first full buffer */
     uint64_t pos;  /* logical end of file, staged bytes included */
     uint64_t left; /* bytes the streamed blob still lacks */
     bool mem;      /* the file is made in memory: buf is it, whole (maplen of mapping) */
@@ -384,26 +405,132 @@ static void writer_settle(MilBlobWriter *w) {
     w->unhashed = NULL, w->nunhashed = 0;
 }
 
-static bool write_all(MilBlobWriter *w, const void *data, size_t n) {
-    const uint8_t *p = data;
+/* 0 or the errno of the failed write */
+static int write_fd(int fd, const uint8_t *p, size_t n) {
     while (n > 0) {
-        ssize_t k = write(w->fd, p, n > (1u << 30) ? (1u << 30) : n);
+        ssize_t k = write(fd, p, n > (1u << 30) ? (1u << 30) : n);
         if (k < 0) {
             if (errno == EINTR) continue;
-            writer_fail(w, "write failed: %s", strerror(errno));
-            return false;
+            return errno;
         }
         p += k;
         n -= (size_t)k;
     }
-    return true;
+    return 0;
 }
 
+static bool write_all(MilBlobWriter *w, const void *data, size_t n) {
+    int e = write_fd(w->fd, data, n);
+    if (e) writer_fail(w, "write failed: %s", strerror(e));
+    return !e;
+}
+
+static void *flusher_main(void *arg) {
+    Flusher *f = arg;
+    pthread_mutex_lock(&f->mu);
+    for (;;) {
+        while (!f->job && !f->quit) pthread_cond_wait(&f->cv, &f->mu);
+        if (!f->job) break;
+        const uint8_t *p = f->job;
+        size_t n = f->njob;
+        bool skip = f->err != 0;
+        pthread_mutex_unlock(&f->mu);
+        int e = skip ? 0 : write_fd(f->fd, p, n);
+        pthread_mutex_lock(&f->mu);
+        if (e) f->err = e;
+        f->job = NULL;
+        pthread_cond_broadcast(&f->cv);
+    }
+    pthread_mutex_unlock(&f->mu);
+    return NULL;
+}
+
+/* The flusher and the second buffer, or false: the writer then writes on
+ * the caller's thread (no thread, no memory: slower, never wrong). */
+static bool flusher_start(MilBlobWriter *w) {
+    if (w->fl) return true;
+    Flusher *f = calloc(1, sizeof *f);
+    if (!f || !(w->spare = malloc(FLUSH_AT))) {
+        free(f);
+        return false;
+    }
+    w->spare_cap = FLUSH_AT;
+    f->fd = w->fd;
+    if (pthread_mutex_init(&f->mu, NULL) == 0) {
+        if (pthread_cond_init(&f->cv, NULL) == 0) {
+            if (pthread_create(&f->th, NULL, flusher_main, f) == 0) {
+                w->fl = f;
+                return true;
+            }
+            pthread_cond_destroy(&f->cv);
+        }
+        pthread_mutex_destroy(&f->mu);
+    }
+    free(f);
+    free(w->spare);
+    w->spare = NULL, w->spare_cap = 0;
+    return false;
+}
+
+/* Wait until the flusher has written what it was given; its error becomes
+ * the writer's. */
+static bool writer_drain(MilBlobWriter *w) {
+    Flusher *f = w->fl;
+    if (f) {
+        pthread_mutex_lock(&f->mu);
+        while (f->job) pthread_cond_wait(&f->cv, &f->mu);
+        int e = f->err;
+        pthread_mutex_unlock(&f->mu);
+        if (e) writer_fail(w, "write failed: %s", strerror(e));
+    }
+    return !w->failed;
+}
+
+static void flusher_stop(MilBlobWriter *w) {
+    Flusher *f = w->fl;
+    if (!f) return;
+    pthread_mutex_lock(&f->mu);
+    f->quit = true;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+    pthread_join(f->th, NULL); /* it finishes the buffer it holds first */
+    pthread_cond_destroy(&f->cv);
+    pthread_mutex_destroy(&f->mu);
+    free(f);
+    w->fl = NULL;
+}
+
+/* The staged bytes on their way: handed to the flusher, the caller going
+ * on in the other buffer. */
 static bool writer_flush(MilBlobWriter *w) {
     if (w->failed) return false;
     writer_settle(w);
-    if (w->mem) return true; /* the bytes are where they belong */
-    if (w->fill && !write_all(w, w->buf, w->fill)) return false;
+    if (w->mem || !w->fill) return true; /* in memory, the bytes are where they belong */
+    if (!flusher_start(w)) {
+        if (!write_all(w, w->buf, w->fill)) return false;
+        w->fill = 0;
+        return true;
+    }
+    if (!writer_drain(w)) return false; /* the spare is free once its bytes are out */
+    Flusher *f = w->fl;
+    pthread_mutex_lock(&f->mu);
+    f->job = w->buf, f->njob = w->fill;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+    uint8_t *b = w->buf;
+    size_t c = w->cap;
+    w->buf = w->spare, w->cap = w->spare_cap;
+    w->spare = b, w->spare_cap = c;
+    w->fill = 0;
+    return true;
+}
+
+/* Every byte staged so far in the file, on the caller's thread. */
+static bool writer_sync(MilBlobWriter *w) {
+    if (w->failed || !writer_drain(w)) return false;
+    writer_settle(w);
+    if (w->mem || !w->fill) return true;
+    if (!write_all(w, w->buf, w->fill)) return false;
     w->fill = 0;
     return true;
 }
@@ -520,7 +647,7 @@ uint64_t milblob_writer_add(MilBlobWriter *w, uint32_t dtype, const void *data, 
     if (size <= w->cap - w->fill || (w->mem && writer_room(w, (size_t)size))) {
         memcpy(w->buf + w->fill, data, (size_t)size);
         w->fill += (size_t)size;
-    } else if (!writer_flush(w) || !write_all(w, data, (size_t)size)) {
+    } else if (!writer_sync(w) || !write_all(w, data, (size_t)size)) {
         return UINT64_MAX;
     }
     return m;
@@ -570,6 +697,8 @@ void milblob_writer_digest(MilBlobWriter *w, uint8_t out[16]) {
 }
 
 static void writer_free(MilBlobWriter *w) {
+    flusher_stop(w);
+    free(w->spare);
     XXH3_freeState(w->hash);
     if (w->mem)
         os_huge_free(w->buf, w->maplen); /* NULL once handed over */
@@ -583,7 +712,7 @@ int milblob_writer_finish(MilBlobWriter *w, DiagSink *d) {
     SrcLoc loc = {diag_intern(d, w->path), 0, 0};
     uint8_t count[4];
     store_u32(count, w->count);
-    if (writer_whole(w) && writer_flush(w)) {
+    if (writer_whole(w) && writer_sync(w)) {
         ssize_t k = pwrite(w->fd, count, sizeof count, 0);
         if (k != (ssize_t)sizeof count) writer_fail(w, "write failed: %s", k < 0 ? strerror(errno) : "short write");
     }
@@ -605,6 +734,7 @@ void milblob_writer_scratch(MilBlobWriter *w) {
 
 void milblob_writer_abort(MilBlobWriter *w) {
     if (!w) return;
+    flusher_stop(w); /* its descriptor closes next */
     if (!w->mem) os_publish_abort(&w->pub);
     writer_free(w);
 }

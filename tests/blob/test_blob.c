@@ -295,6 +295,52 @@ TEST(writer_streamed) {
     unlink(tmp_path("s1.bin")), unlink(tmp_path("s2.bin")), unlink(tmp_path("s3.bin"));
 }
 
+/* The writer hands full buffers to its flusher thread and writes a blob
+ * larger than its buffer straight from the caller's memory: the file must
+ * hold every blob in order whatever was in flight (each blob read back and
+ * compared; the digest made while writing is the reader's). */
+TEST(writer_flusher_keeps_order) {
+    DiagSink d;
+    diag_init(&d);
+    size_t a = (9u << 20) + 5, b = (6u << 20) + 3, c = (5u << 20) + 1;
+    uint8_t *data = malloc(a);
+    for (size_t i = 0; i < a; i++) data[i] = (uint8_t)(i * 7 + (i >> 10));
+    MilBlobWriter *w = milblob_writer_open(tmp_path("f1.bin"), &d);
+    CHECK(w != NULL);
+    uint64_t o1 = milblob_writer_begin(w, MILBLOB_UINT8, a);
+    for (size_t at = 0; at < a; at += MILBLOB_TAKE_MAX) {
+        size_t n = a - at < MILBLOB_TAKE_MAX ? a - at : MILBLOB_TAKE_MAX;
+        uint8_t *p = milblob_writer_take(w, n);
+        CHECK(p != NULL);
+        memcpy(p, data + at, n);
+    }
+    uint64_t o2 = milblob_writer_add(w, MILBLOB_INT8, data + 1, b); /* past the buffer: written directly */
+    uint64_t o3 = milblob_writer_begin(w, MILBLOB_UINT8, c);
+    for (size_t at = 0; at < c; at += 4096) {
+        size_t n = c - at < 4096 ? c - at : 4096;
+        uint8_t *p = milblob_writer_take(w, n);
+        CHECK(p != NULL);
+        memcpy(p, data + 2 + at, n);
+    }
+    uint8_t h[16], h2[16];
+    milblob_writer_digest(w, h);
+    CHECK_EQ_INT(milblob_writer_finish(w, &d), 0);
+    MilBlobFile f;
+    CHECK_EQ_INT(milblob_open(&f, tmp_path("f1.bin"), &d), 0);
+    const MilBlobRecord *r1 = milblob_find(&f, o1), *r2 = milblob_find(&f, o2), *r3 = milblob_find(&f, o3);
+    CHECK(r1 && r2 && r3);
+    CHECK(r1 && r1->size == a && memcmp(r1->data, data, a) == 0);
+    CHECK(r2 && r2->size == b && memcmp(r2->data, data + 1, b) == 0);
+    CHECK(r3 && r3->size == c && memcmp(r3->data, data + 2, c) == 0);
+    milblob_file_digest(&f, h2);
+    CHECK(memcmp(h, h2, 16) == 0);
+    milblob_close(&f);
+    unlink(tmp_path("f1.bin"));
+    free(data);
+    CHECK_EQ_INT(d.errors, 0);
+    diag_free(&d);
+}
+
 TEST(writer_streamed_bounded) {
     pid_t pid = fork();
     CHECK(pid >= 0);
@@ -552,6 +598,7 @@ int main(void) {
     RUN(writer_empty_blobs);
     RUN(writer_errors_leave_no_file);
     RUN(writer_streamed);
+    RUN(writer_flusher_keeps_order);
     RUN(writer_streamed_bounded);
     RUN(writer_streamed_errors);
     RUN(reader_corruptions);
