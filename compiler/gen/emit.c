@@ -358,7 +358,7 @@ static int write_weights(const GenProgram *p, const GenOptions *o, const char *p
                          uint8_t digest[16], DiagSink *d) {
     GenWeights *own = NULL;
     const GenWeights *src = o->source;
-    if (!src && gen_weights_open(o->weights, &own, d) != 0) return -1;
+    if (!src && gen_weights_open_unkeyed(o->weights, &own, d) != 0) return -1;
     if (!src) src = own;
     int rc = path ? gen_weights_write(p, src, path, o->scratch, digest, d) : gen_weights_make(p, src, image, digest, d);
     gen_weights_close(own);

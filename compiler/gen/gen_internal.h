@@ -166,6 +166,9 @@ int gen_config_expand(GenConfig *c, Arena *a, GenProgram *p, DiagSink *d);
 
 /* ---- weights (weights.c) ---- */
 
+/* gen_weights_open without the digest, for a source that keys nothing
+ * (gen_weights_id must not be asked of it). */
+int gen_weights_open_unkeyed(const char *source, GenWeights **out, DiagSink *d);
 /* Fill every weight of p into DIR/weights/weight.bin from the source,
  * streamed (memory does not grow with the weights).  digest, if not NULL,
  * gets the file's milblob_file_digest, made while writing. */

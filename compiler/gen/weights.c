@@ -308,6 +308,7 @@ static bool same_id(const FileId *a, const FileId *b) {
 
 struct GenWeights {
     bool random;
+    bool keyed; /* digest holds the source's digest (gen_weights_id may be asked) */
     uint64_t seed;
     uint8_t digest[16];
     int fd;             /* a checkpoint: open as long as the source is */
@@ -556,43 +557,98 @@ static void digest_random(uint64_t seed, uint8_t out[16]) {
     memcpy(out, c.digest, 16);
 }
 
-/* A checkpoint's digest: "file:" then its bytes, streamed or whole alike. */
-static XXH3_state_t *digest_file_begin(void) {
+/* A checkpoint's digest: XXH3-128 of "file:", its size (8 bytes, little
+ * endian), then the XXH3-128 of each DIGEST_PIECE of its bytes in order.
+ * The pieces are hashed on up to DIGEST_THREADS threads (one per core):
+ * the digest is one full pass over the file, once per build, and one core
+ * reads and hashes a cached file at about half the speed cp copies it.  The
+ * value does not depend on the thread count. */
+enum { DIGEST_PIECE = 16u << 20, DIGEST_BLK = 512u << 10, DIGEST_THREADS = 4 };
+
+typedef struct {
+    int fd;
+    uint64_t size, first, step; /* pieces first, first + step, ... */
+    uint8_t (*out)[16];
+    int err;     /* errno of a failed read */
+    bool shrank; /* the file ended early */
+} DigestPart;
+
+static void *digest_part(void *arg) {
+    DigestPart *p = arg;
+    uint8_t *buf = malloc(DIGEST_BLK);
     XXH3_state_t *st = XXH3_createState();
-    MILC_ASSERT(st != NULL);
-    XXH3_128bits_reset(st);
-    static const char tag[] = "file:";
-    XXH3_128bits_update(st, tag, sizeof tag - 1);
-    return st;
-}
-
-static void digest_file_end(XXH3_state_t *st, uint8_t out[16]) {
-    XXH128_canonical_t c;
-    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
+    if (!buf || !st) p->err = ENOMEM;
+    uint64_t npieces = (p->size + DIGEST_PIECE - 1) / DIGEST_PIECE;
+    for (uint64_t i = p->first; i < npieces && !p->err && !p->shrank; i += p->step) {
+        XXH3_128bits_reset(st);
+        uint64_t end = (i + 1) * (uint64_t)DIGEST_PIECE < p->size ? (i + 1) * (uint64_t)DIGEST_PIECE : p->size;
+        for (uint64_t off = i * (uint64_t)DIGEST_PIECE; off < end && !p->err && !p->shrank;) {
+            size_t want = end - off < DIGEST_BLK ? (size_t)(end - off) : DIGEST_BLK;
+            ssize_t k = pread(p->fd, buf, want, (off_t)off);
+            if (k < 0 && errno == EINTR) continue;
+            if (k < 0)
+                p->err = errno;
+            else if (k == 0)
+                p->shrank = true;
+            else
+                XXH3_128bits_update(st, buf, (size_t)k), off += (uint64_t)k;
+        }
+        XXH128_canonical_t c;
+        XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
+        memcpy(p->out[i], c.digest, 16);
+    }
     XXH3_freeState(st);
-    memcpy(out, c.digest, 16);
+    free(buf);
+    return NULL;
 }
 
-/* A checkpoint's digest: "file:" then its size bytes, by pread in pieces
- * that stay in L2 while they are hashed.  The key is over every byte. */
 static int digest_fd(int fd, uint64_t size, const char *path, uint8_t out[16], DiagSink *d) {
     SrcLoc at = {diag_intern(d, path), 0, 0};
-    enum { BLK = 512 * 1024 };
-    uint8_t *buf = malloc(BLK);
-    if (!buf) {
+    uint64_t npieces = (size + DIGEST_PIECE - 1) / DIGEST_PIECE;
+    uint8_t(*pieces)[16] = malloc((size_t)(npieces ? npieces : 1) * 16);
+    if (!pieces) {
         diag_syserror(d, at, "out of memory");
         return -1;
     }
     (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL); /* a hint: a cold file reads ahead further */
-    XXH3_state_t *st = digest_file_begin();
-    GenWeights rd = {.fd = fd, .path = (char *)path};
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int nth = ncpu < 1 ? 1 : ncpu > DIGEST_THREADS ? DIGEST_THREADS : (int)ncpu;
+    if ((uint64_t)nth > npieces) nth = npieces ? (int)npieces : 1;
+    DigestPart part[DIGEST_THREADS];
+    pthread_t th[DIGEST_THREADS];
+    bool started[DIGEST_THREADS] = {false};
+    for (int t = 0; t < nth; t++) part[t] = (DigestPart){fd, size, (uint64_t)t, (uint64_t)nth, pieces, 0, false};
+    for (int t = 1; t < nth; t++) started[t] = pthread_create(&th[t], NULL, digest_part, &part[t]) == 0;
+    digest_part(&part[0]);
+    for (int t = 1; t < nth; t++)
+        if (started[t])
+            pthread_join(th[t], NULL);
+        else
+            digest_part(&part[t]); /* no thread: its share on this one */
     int rc = 0;
-    for (uint64_t off = 0; off < size && rc == 0; off += BLK) {
-        size_t n = size - off < BLK ? (size_t)(size - off) : BLK;
-        if ((rc = ck_read(&rd, buf, n, off, d)) == 0) XXH3_128bits_update(st, buf, n);
+    for (int t = 0; t < nth && rc == 0; t++) {
+        if (part[t].err) {
+            diag_syserror(d, at, "read error: %s", strerror(part[t].err));
+            rc = -1;
+        } else if (part[t].shrank) {
+            diag_syserror(d, at, "weights: the file shrank while it was read");
+            rc = -1;
+        }
     }
-    digest_file_end(st, out);
-    free(buf);
+    if (rc == 0) {
+        XXH3_state_t *st = XXH3_createState();
+        MILC_ASSERT(st != NULL);
+        XXH3_128bits_reset(st);
+        uint8_t head[13] = {'f', 'i', 'l', 'e', ':'};
+        for (int b = 0; b < 8; b++) head[5 + b] = (uint8_t)(size >> 8 * b);
+        XXH3_128bits_update(st, head, sizeof head);
+        XXH3_128bits_update(st, pieces, (size_t)npieces * 16);
+        XXH128_canonical_t c;
+        XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
+        XXH3_freeState(st);
+        memcpy(out, c.digest, 16);
+    }
+    free(pieces);
     return rc;
 }
 
@@ -615,20 +671,20 @@ static int open_regular(const char *path, SrcLoc at, int *fd, struct stat *sb, D
     return -1;
 }
 
-/* A checkpoint: its header parsed, its bytes hashed, the descriptor kept.
- * The tensors are read when a program needs them (a chunk reads its own
- * layers), so memory does not grow with the checkpoint. */
+/* A checkpoint: its header parsed, its bytes hashed when it keys a build,
+ * the descriptor kept.  The tensors are read when a program needs them (a
+ * chunk reads its own layers), so memory does not grow with the checkpoint. */
 static int checkpoint_open(GenWeights *w, const char *path, DiagSink *d) {
     struct stat sb;
     if (open_regular(path, src_at(w, d), &w->fd, &sb, d) != 0) return -1;
     w->id = file_id(&sb);
     if (safetensors_read_header(&w->st, diag_intern(d, w->path), w->fd, (uint64_t)sb.st_size, d) != 0) return -1;
     w->st.name = w->path; /* later messages name it after the opening sink is gone */
-    if (digest_fd(w->fd, (uint64_t)sb.st_size, w->path, w->digest, d) != 0) return -1;
+    if (w->keyed && digest_fd(w->fd, (uint64_t)sb.st_size, w->path, w->digest, d) != 0) return -1;
     return ck_unchanged(w, d);
 }
 
-int gen_weights_open(const char *source, GenWeights **out, DiagSink *d) {
+static int weights_open(const char *source, bool keyed, GenWeights **out, DiagSink *d) {
     *out = NULL;
     GenWeights *w = calloc(1, sizeof *w);
     if (!w) {
@@ -636,6 +692,7 @@ int gen_weights_open(const char *source, GenWeights **out, DiagSink *d) {
         return -1;
     }
     w->fd = -1;
+    w->keyed = keyed;
     bool bad;
     w->random = parse_random(source, &w->seed, &bad) == 0;
     if (bad) {
@@ -661,7 +718,18 @@ int gen_weights_open(const char *source, GenWeights **out, DiagSink *d) {
     return 0;
 }
 
-void gen_weights_id(const GenWeights *w, uint8_t out[16]) { memcpy(out, w->digest, 16); }
+int gen_weights_open(const char *source, GenWeights **out, DiagSink *d) { return weights_open(source, true, out, d); }
+
+/* The digest is one full pass over a checkpoint, 0.45 of a cp of it: a
+ * program written to a directory (emit) keys nothing and skips it. */
+int gen_weights_open_unkeyed(const char *source, GenWeights **out, DiagSink *d) {
+    return weights_open(source, false, out, d);
+}
+
+void gen_weights_id(const GenWeights *w, uint8_t out[16]) {
+    MILC_ASSERT(w->keyed);
+    memcpy(out, w->digest, 16);
+}
 
 void gen_weights_close(GenWeights *w) {
     if (!w) return;

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 static const char *builtin[] = {MILC_TEMPLATE_DIR};
 static const GenSearchPath SP = {builtin, 1, NULL};
@@ -630,6 +631,61 @@ TEST(weights_digest) {
     diag_free(&d);
 }
 
+/* A checkpoint's digest (its key) is the documented tree: XXH3-128 of
+ * "file:", the size, then each 16 MiB piece's XXH3-128, whatever the number
+ * of threads that hashed the pieces; a byte changed in any piece, or one
+ * more byte, changes it. */
+static void tree_digest(const uint8_t *data, uint64_t size, uint8_t out[16]) {
+    XXH3_state_t *st = XXH3_createState();
+    XXH3_128bits_reset(st);
+    uint8_t head[13] = {'f', 'i', 'l', 'e', ':'};
+    for (int b = 0; b < 8; b++) head[5 + b] = (uint8_t)(size >> 8 * b);
+    XXH3_128bits_update(st, head, sizeof head);
+    for (uint64_t off = 0; off < size; off += 16u << 20) {
+        uint64_t n = size - off < (16u << 20) ? size - off : (16u << 20);
+        XXH128_canonical_t c;
+        XXH128_canonicalFromHash(&c, XXH3_128bits(data + off, (size_t)n));
+        XXH3_128bits_update(st, c.digest, 16);
+    }
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
+    XXH3_freeState(st);
+    memcpy(out, c.digest, 16);
+}
+
+static int digest_of(const char *path, const uint8_t *data, size_t n, uint8_t out[16], DiagSink *d) {
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, n, f) != n || fclose(f) != 0) return -2;
+    return gen_weights_digest(path, out, d);
+}
+
+TEST(checkpoint_digest_is_the_tree) {
+    DiagSink d;
+    diag_init(&d);
+    size_t n = (40u << 20) + 7; /* three pieces, the last short */
+    uint8_t *data = malloc(n + 1);
+    for (size_t i = 0; i <= n; i++) data[i] = (uint8_t)(i * 2654435761u >> 13);
+    char path[128];
+    snprintf(path, sizeof path, "%s/digest.bin", tmpdir);
+    uint8_t got[16], want[16], other[16];
+    CHECK_EQ_INT(digest_of(path, data, n, got, &d), 0);
+    tree_digest(data, n, want);
+    CHECK(memcmp(got, want, 16) == 0);
+    data[(32u << 20) + 3] ^= 1; /* the third piece */
+    CHECK_EQ_INT(digest_of(path, data, n, other, &d), 0);
+    CHECK(memcmp(got, other, 16) != 0);
+    data[(32u << 20) + 3] ^= 1;
+    CHECK_EQ_INT(digest_of(path, data, n + 1, other, &d), 0);
+    CHECK(memcmp(got, other, 16) != 0);
+    CHECK_EQ_INT(digest_of(path, data, 0, got, &d), 0); /* empty: no piece */
+    tree_digest(data, 0, want);
+    CHECK(memcmp(got, want, 16) == 0);
+    unlink(path);
+    free(data);
+    CHECK_EQ_INT(d.errors, 0);
+    diag_free(&d);
+}
+
 /* Every bf16 value, at every alignment and tail length, gives the same
  * fp16 bytes through each loop this CPU has (the weight file, and so the
  * cache key, must not depend on the CPU), and the portable loop rounds as
@@ -1115,6 +1171,7 @@ int main(void) {
     RUN(chunks_compose);
     RUN(fill_variants_agree);
     RUN(weights_digest);
+    RUN(checkpoint_digest_is_the_tree);
     RUN(bf16_variants_agree);
     RUN(checkpoint_changed_while_open);
     RUN(parameter_errors);
