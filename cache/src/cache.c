@@ -1216,13 +1216,15 @@ static void stage_clear(Stage *s, const uint8_t *val, uint64_t n) {
 typedef struct Source {
     const uint8_t *src; /* NULL (and no fill): zeros */
     const CachePutOptions *po;
+    int consume; /* src's pages are handed back once copied (CACHE_PUT_CONSUME) */
 } Source;
 
 /* n bytes of the source into dst, then into the checksum while in cache. */
 static int source_copy(const Source *from, uint8_t *dst, size_t n, XXH3_state_t *st) {
-    if (from->src)
+    if (from->src) {
         memcpy(dst, from->src, n);
-    else if (from->po) {
+        if (from->consume) os_mem_discard((void *)from->src, n); /* whole pages inside only */
+    } else if (from->po) {
         int rc = from->po->fill(from->po->fill_ctx, dst, n);
         if (rc) return rc;
     } else {
@@ -1255,7 +1257,7 @@ static int put_from(Stage *s, uint8_t *dst, Source from, uint64_t n, XXH3_state_
 }
 
 static int put_bytes(Stage *s, uint8_t *dst, const uint8_t *src, uint64_t n, XXH3_state_t *st) {
-    return put_from(s, dst, (Source){src, NULL}, n, st);
+    return put_from(s, dst, (Source){src, NULL, 0}, n, st);
 }
 
 /* A direct key's value: the artifact key, then the direct record. */
@@ -1273,7 +1275,8 @@ static int direct_in(Cache *c, MDB_txn *txn, const CacheKey *dkey, const void *d
 
 static int put_entry(Cache *c, MDB_txn *txn, PutJob *j) {
     const CachePutOptions *fill = j->po && j->po->fill ? j->po : NULL;
-    if (fill && j->filled) {
+    int consume = !fill && j->po && (j->po->flags & CACHE_PUT_CONSUME);
+    if ((fill || consume) && j->filled) {
         seterr(c, "store entry: the cache map had to grow while the entry's bytes were streamed in; store it again");
         return CACHE_EFULL;
     }
@@ -1315,10 +1318,11 @@ static int put_entry(Cache *c, MDB_txn *txn, PutJob *j) {
                 stage_clear(&sg, val, vsz);
             }
             uint64_t at = done ? 0 : off;
-            j->filled |= fill != NULL;
+            j->filled |= fill != NULL || consume;
             if ((rc = put_bytes(&sg, val + pos, NULL, at - pos, NULL)) != 0 ||
-                (rc = put_from(&sg, val + at, (Source){fill ? NULL : (const uint8_t *)j->secs[i].data + done, fill},
-                               piece, st)) != 0)
+                (rc = put_from(&sg, val + at,
+                               (Source){fill ? NULL : (const uint8_t *)j->secs[i].data + done, fill, consume}, piece,
+                               st)) != 0)
                 return rc;
             pos = at + piece;
             done += piece;
@@ -1355,7 +1359,7 @@ static int put_entry(Cache *c, MDB_txn *txn, PutJob *j) {
 static int put_body(Cache *c, MDB_txn *txn, void *arg) {
     PutJob *j = arg;
     int rc = put_entry(c, txn, j);
-    if (rc && j->filled && j->po->fill_sync) j->po->fill_sync(j->po->fill_ctx, CACHE_FILL_ABORT);
+    if (rc && j->filled && j->po->fill && j->po->fill_sync) j->po->fill_sync(j->po->fill_ctx, CACHE_FILL_ABORT);
     return rc;
 }
 

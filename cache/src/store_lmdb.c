@@ -92,7 +92,8 @@ static int ls_put(Store *s, const CacheKey *k, const void *record, size_t record
     if (m)
         cm = (CacheEntryMeta){
             .description = m->description, .backend = m->producer, .mode = m->variant, .compile_ns = m->cost_ns};
-    CachePutOptions po = {.flags = flags & STORE_PUT_REFETCHABLE ? CACHE_PUT_REFETCHABLE : 0};
+    CachePutOptions po = {.flags = (flags & STORE_PUT_REFETCHABLE ? CACHE_PUT_REFETCHABLE : 0) |
+                                   (flags & STORE_PUT_CONSUME ? CACHE_PUT_CONSUME : 0)};
     return cache_put_ex(ls_of(s)->c, k, record, record_len, &cm, secs, nsecs, &po);
 }
 

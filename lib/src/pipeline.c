@@ -123,8 +123,10 @@ static int direct_hit(Store *s, const BuildRequest *req, const CacheKeyBuilder *
     return ok;
 }
 
-/* Store a compiled artifact under key (its record in fb). 0, or -1 with a
- * message printed. */
+/* Store a compiled artifact under key (its record in fb), consuming it: its
+ * pages go back as they are copied (the caller frees it next, and a hit is
+ * read from the cache), so a program being stored shrinks while the next
+ * one is made.  0, or -1 with a message printed. */
 static int store(Store *s, const CacheKey *key, const CacheKeyBuilder *fb, const RtArtifact *art, int mode,
                  long long t_all, BuildResult *res) {
     const RtSection *secs;
@@ -141,7 +143,7 @@ static int store(Store *s, const CacheKey *key, const CacheKeyBuilder *fb, const
     }
     uint64_t compile_ns = (uint64_t)(lib_now_ns() - t_all);
     StoreMeta meta = {.description = res->description, .producer = "cpu", .variant = mode, .cost_ns = compile_ns};
-    int r = store_put(s, key, fb->buf, fb->len, &meta, cs, n, 0);
+    int r = store_put(s, key, fb->buf, fb->len, &meta, cs, n, STORE_PUT_CONSUME);
     free(cs);
     if (r != 0) {
         lib_error("cache store failed: %s: %s", cache_strerror(r), store_errmsg(s));

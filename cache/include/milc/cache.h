@@ -211,8 +211,14 @@ int cache_put(Cache *c, const CacheKey *k, const void *record, size_t record_len
  * such call, never what came since.  CACHE_FILL_COMMIT
  * comes after the last byte, before the commit, CACHE_FILL_ABORT before an
  * abort: after either, the fill's owner reads none of those bytes again.
- * Nonzero from REUSE or COMMIT aborts the put with that code. */
-enum { CACHE_PUT_REFETCHABLE = 1u << 0 };
+ * Nonzero from REUSE or COMMIT aborts the put with that code.
+ * CACHE_PUT_CONSUME (without fill): the caller drops the sections' bytes
+ * after the put, so the cache hands their memory back (whole pages, as
+ * os_mem_discard) as soon as it has copied them: a build's store of one
+ * program then shrinks while the next is made, instead of holding both.
+ * The sections read as zeros after the put, whatever it returned; a put
+ * that would need them a second time fails with CACHE_EFULL. */
+enum { CACHE_PUT_REFETCHABLE = 1u << 0, CACHE_PUT_CONSUME = 1u << 1 };
 enum { CACHE_FILL_REUSE, CACHE_FILL_COMMIT, CACHE_FILL_ABORT };
 typedef int (*CacheFillFn)(void *ctx, uint8_t *dst, uint64_t n);
 typedef struct CachePutOptions {

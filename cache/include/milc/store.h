@@ -70,6 +70,9 @@ enum {
     STORE_PUT_REFETCHABLE = 1u << 0,  /* the bytes can be had again elsewhere: the store
                                        may trade durability for speed (cache.h,
                                        CACHE_PUT_REFETCHABLE), never serve a torn entry */
+    STORE_PUT_CONSUME = 1u << 1,      /* the caller drops the sections after the put: the
+                                       store may hand their pages back as it copies them
+                                       (cache.h, CACHE_PUT_CONSUME); they read as zeros after */
 };
 
 typedef struct Store Store;
