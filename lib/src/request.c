@@ -141,8 +141,9 @@ miss:
  * programs overlap.  The storer is the Store's only user while it runs (a
  * Store has one user at a time; this thread touches it again only after
  * waiting for the storer).  At most two programs are in memory: the one being
- * stored and the one being made, so a cold build's peak is about twice one
- * program's (lib/README.md, "Overlap"). */
+ * stored (its pages handed back as the cache copies them, at the disk's
+ * pace) and the one being made, so a cold build's peak is up to about twice
+ * one program's (lib/README.md, "Overlap"). */
 
 typedef struct Storer {
     Store *s;
