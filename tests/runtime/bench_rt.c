@@ -354,7 +354,13 @@ static int chain_build(Chain *c, int mode, int64_t m, const int64_t (*kn)[2], in
                 uint8_t *ix = malloc(nb);
                 float pal[16];
                 for (size_t i = 0; i < nb; i++) ix[i] = (uint8_t)(rng_f() * 1e4f);
-                for (int i = 0; i < np; i++) pal[i] = rng_f() * 0.03f;
+                /* a palette of zero mean and rms 0.0265: across the 4 layer shapes
+                 * (K = 768, 2304, 768, 3072) the chain's values keep their size (a
+                 * random palette's mean made them overflow to inf and NaN by the
+                 * 30th of the 96 layers) */
+                double rms = 0;
+                for (int i = 0; i < np; i++) rms += (i - (np - 1) / 2.0) * (i - (np - 1) / 2.0) / np;
+                for (int i = 0; i < np; i++) pal[i] = (float)((i - (np - 1) / 2.0) * 0.0265 / sqrt(rms));
                 int wi = rtb_weight(b, "ix", RT_U8, 2, (const int64_t[]){n, k * bits / 8}, ix);
                 int li = rtb_weight(b, "lut", RT_F32, 1, (const int64_t[]){np}, pal);
                 free(ix);
