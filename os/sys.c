@@ -1,5 +1,6 @@
 /* sys.c — executable path, boot identity and huge-page memory, per OS, each
  * with a POSIX fallback (taken everywhere under MILC_OS_PORTABLE). */
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,14 @@
 #if !defined(MAP_ANONYMOUS) && defined(MAP_ANON)
 #define MAP_ANONYMOUS MAP_ANON
 #endif
+
+void os_start_writeback(int fd, uint64_t off, uint64_t len) {
+#if OS_LINUX && defined(SYNC_FILE_RANGE_WRITE)
+    (void)sync_file_range(fd, (off_t)off, (off_t)len, SYNC_FILE_RANGE_WRITE);
+#else
+    (void)fd, (void)off, (void)len;
+#endif
+}
 
 const char *os_flavour(void) { return OS_LINUX ? "linux" : OS_MACOS ? "macos" : "posix"; }
 

@@ -354,7 +354,9 @@ void milblob_file_digest(const MilBlobFile *f, uint8_t out[16]) {
  * the caller fills the other one: the copy into the page cache is the
  * largest part of writing weights, and the caller's part (reading a
  * checkpoint, converting, making random values) overlaps it.  A file that
- * never fills a buffer is written on the caller's thread, at finish. */
+ * never fills a buffer is written on the caller's thread, at finish.  A file
+ * fsynced at the end has each buffer's writeback started as it goes
+ * (os_start_writeback), so the fsync waits for the tail only. */
 enum { FLUSH_AT = 4u << 20 };
 
 typedef struct Flusher {
@@ -364,6 +366,8 @@ typedef struct Flusher {
     int fd;
     const uint8_t *job; /* a buffer being written; NULL when idle */
     size_t njob;
+    bool writeback; /* the file is fsynced at the end: start the disk on each buffer */
+    uint64_t at;    /* file offset of the next byte it writes */
     bool quit;
     int err; /* errno of its first failed write; nothing is written after it */
 } Flusher;
@@ -433,10 +437,13 @@ static void *flusher_main(void *arg) {
         if (!f->job) break;
         const uint8_t *p = f->job;
         size_t n = f->njob;
-        bool skip = f->err != 0;
+        bool skip = f->err != 0, wb = f->writeback;
+        uint64_t at = f->at;
         pthread_mutex_unlock(&f->mu);
         int e = skip ? 0 : write_fd(f->fd, p, n);
+        if (!e && wb) os_start_writeback(f->fd, at, n);
         pthread_mutex_lock(&f->mu);
+        f->at = at + n;
         if (e) f->err = e;
         f->job = NULL;
         pthread_cond_broadcast(&f->cv);
@@ -514,7 +521,7 @@ static bool writer_flush(MilBlobWriter *w) {
     if (!writer_drain(w)) return false; /* the spare is free once its bytes are out */
     Flusher *f = w->fl;
     pthread_mutex_lock(&f->mu);
-    f->job = w->buf, f->njob = w->fill;
+    f->job = w->buf, f->njob = w->fill, f->writeback = !w->pub.nosync;
     pthread_cond_broadcast(&f->cv);
     pthread_mutex_unlock(&f->mu);
     uint8_t *b = w->buf;

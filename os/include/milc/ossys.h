@@ -50,6 +50,10 @@ void os_huge_hint(void *p, size_t len);
  * were consumed (a build's weights once packed) stops counting while the
  * rest is still used. */
 void os_mem_discard(void *p, size_t len);
+/* A hint: start writing bytes [off, off + len) of fd to the disk now, not
+ * waiting (Linux: sync_file_range; elsewhere nothing).  A file fsynced at
+ * the end then waits for its tail, not for all of it. */
+void os_start_writeback(int fd, uint64_t off, uint64_t len);
 
 /* The layer's build: "linux", "macos" or "posix" (MILC_PORTABLE_OS). */
 const char *os_flavour(void);
