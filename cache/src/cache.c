@@ -1184,6 +1184,9 @@ typedef struct Stage {
     size_t lo, hi;               /* staged: buf[lo, hi) = file [blk + lo, blk + hi) */
     const CachePutOptions *sync; /* a fill that reads its bytes after handing them
                                     over (fill_sync): the halves alternate */
+    int writeback;               /* the commit waits for the disk: start it on each
+                                    block written (os_start_writeback), so the
+                                    commit's sync waits for the last ones only */
 } Stage;
 
 static int stage_flush(Stage *s) {
@@ -1193,6 +1196,7 @@ static int stage_flush(Stage *s) {
         if (w <= 0) return w < 0 ? errno : EIO;
         o += (size_t)w;
     }
+    if (s->writeback) os_start_writeback(s->fd, s->blk + s->lo, s->hi - s->lo);
     s->blk = UINT64_MAX, s->lo = s->hi = 0;
     if (!s->sync) return 0;
     s->buf = s->buf == s->c->stage ? s->c->stage + COPY_BLOCK : s->c->stage;
@@ -1291,7 +1295,8 @@ static int put_entry(Cache *c, MDB_txn *txn, PutJob *j) {
     uint8_t *val = NULL;
     uint64_t pos = 0, vsz = 0;
     uint32_t cur = UINT32_MAX;
-    Stage sg = {c, -1, NULL, UINT64_MAX, 0, 0, fill && fill->fill_sync ? fill : NULL};
+    Stage sg = {c, -1, NULL, UINT64_MAX, 0, 0, fill && fill->fill_sync ? fill : NULL,
+                !c->opt.no_sync && !(j->po && (j->po->flags & CACHE_PUT_REFETCHABLE))};
     if (!c->mapaddr || (cache_tune & CACHE_TUNE_NO_PWRITE) || mdb_env_get_fd(c->env, &sg.fd) != 0) sg.fd = -1;
     if (sg.fd >= 0 && !c->stage && !(c->stage = aligned_alloc(64, 2 * COPY_BLOCK))) return ENOMEM;
     sg.buf = c->stage;
