@@ -380,7 +380,7 @@ struct MilBlobWriter {
     size_t cap, fill;
     uint8_t *spare; /* the other buffer, free while the flusher is idle */
     size_t spare_cap;
-    Flusher *fl;    /* started at the first full buffer */
+    Flusher *fl;   /* started at the first full buffer */
     uint64_t pos;  /* logical end of file, staged bytes included */
     uint64_t left; /* bytes the streamed blob still lacks */
     bool mem;      /* the file is made in memory: buf is it, whole (maplen of mapping) */
