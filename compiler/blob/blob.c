@@ -381,6 +381,7 @@ struct MilBlobWriter {
     uint8_t *spare; /* the other buffer, free while the flusher is idle */
     size_t spare_cap;
     Flusher *fl;   /* started at the first full buffer */
+    bool no_fl;    /* it could not be started: the caller's thread writes */
     uint64_t pos;  /* logical end of file, staged bytes included */
     uint64_t left; /* bytes the streamed blob still lacks */
     bool mem;      /* the file is made in memory: buf is it, whole (maplen of mapping) */
@@ -456,6 +457,8 @@ static void *flusher_main(void *arg) {
  * the caller's thread (no thread, no memory: slower, never wrong). */
 static bool flusher_start(MilBlobWriter *w) {
     if (w->fl) return true;
+    if (w->no_fl) return false;
+    w->no_fl = true; /* until it runs */
     Flusher *f = calloc(1, sizeof *f);
     if (!f || !(w->spare = malloc(FLUSH_AT))) {
         free(f);
@@ -466,7 +469,7 @@ static bool flusher_start(MilBlobWriter *w) {
     if (pthread_mutex_init(&f->mu, NULL) == 0) {
         if (pthread_cond_init(&f->cv, NULL) == 0) {
             if (pthread_create(&f->th, NULL, flusher_main, f) == 0) {
-                w->fl = f;
+                w->fl = f, w->no_fl = false;
                 return true;
             }
             pthread_cond_destroy(&f->cv);
