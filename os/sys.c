@@ -1,5 +1,6 @@
-/* sys.c — executable path, boot identity and huge-page memory, per OS, each
- * with a POSIX fallback (taken everywhere under MILC_OS_PORTABLE). */
+/* sys.c — executable path, boot identity, huge-page memory and early
+ * writeback, per OS, each with a POSIX fallback (taken everywhere under
+ * MILC_OS_PORTABLE). */
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>

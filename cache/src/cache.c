@@ -1295,8 +1295,9 @@ static int put_entry(Cache *c, MDB_txn *txn, PutJob *j) {
     uint8_t *val = NULL;
     uint64_t pos = 0, vsz = 0;
     uint32_t cur = UINT32_MAX;
-    Stage sg = {c, -1, NULL, UINT64_MAX, 0, 0, fill && fill->fill_sync ? fill : NULL,
-                !c->opt.no_sync && !(j->po && (j->po->flags & CACHE_PUT_REFETCHABLE))};
+    unsigned envf = 0;
+    mdb_env_get_flags(c->env, &envf); /* MDB_NOSYNC: no_sync, or a put that waits for no disk */
+    Stage sg = {c, -1, NULL, UINT64_MAX, 0, 0, fill && fill->fill_sync ? fill : NULL, !(envf & MDB_NOSYNC)};
     if (!c->mapaddr || (cache_tune & CACHE_TUNE_NO_PWRITE) || mdb_env_get_fd(c->env, &sg.fd) != 0) sg.fd = -1;
     if (sg.fd >= 0 && !c->stage && !(c->stage = aligned_alloc(64, 2 * COPY_BLOCK))) return ENOMEM;
     sg.buf = c->stage;

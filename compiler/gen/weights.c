@@ -323,23 +323,33 @@ struct GenWeights {
  * into a scratch sink), and a location must live as long as its sink. */
 static SrcLoc src_at(const GenWeights *src, DiagSink *d) { return (SrcLoc){diag_intern(d, src->path), 0, 0}; }
 
-/* n bytes at off of the checkpoint.  A file that ends early was cut while
- * milc used it: an I/O error, never a fault (nothing is mapped). */
-static int ck_read(const GenWeights *src, void *buf, size_t n, uint64_t off, DiagSink *d) {
+/* n bytes at off of fd: 0, the errno of a failed read, or -1 if the file
+ * ended early (it was cut while milc used it: an I/O error, never a fault,
+ * as nothing is mapped).  Reports nothing, so any thread may call it. */
+static int pread_full(int fd, void *buf, size_t n, uint64_t off) {
     for (size_t got = 0; got < n;) {
-        ssize_t k = pread(src->fd, (uint8_t *)buf + got, n - got, (off_t)(off + got));
+        ssize_t k = pread(fd, (uint8_t *)buf + got, n - got, (off_t)(off + got));
         if (k < 0 && errno == EINTR) continue;
-        if (k < 0) {
-            diag_syserror(d, src_at(src, d), "read error: %s", strerror(errno));
-            return -1;
-        }
-        if (k == 0) {
-            diag_syserror(d, src_at(src, d), "weights: the file shrank while it was read");
-            return -1;
-        }
+        if (k < 0) return errno;
+        if (k == 0) return -1;
         got += (size_t)k;
     }
     return 0;
+}
+
+/* pread_full's outcome as a diagnostic about the checkpoint at `at`. */
+static int read_failed(int rc, SrcLoc at, DiagSink *d) {
+    if (rc > 0)
+        diag_syserror(d, at, "read error: %s", strerror(rc));
+    else if (rc < 0)
+        diag_syserror(d, at, "weights: the file shrank while it was read");
+    return rc ? -1 : 0;
+}
+
+/* n bytes at off of the checkpoint, or an error in d. */
+static int ck_read(const GenWeights *src, void *buf, size_t n, uint64_t off, DiagSink *d) {
+    int rc = pread_full(src->fd, buf, n, off);
+    return rc ? read_failed(rc, src_at(src, d), d) : 0;
 }
 
 /* The checkpoint is the file that was hashed, or an error. */
@@ -569,29 +579,21 @@ typedef struct {
     int fd;
     uint64_t size, first, step; /* pieces first, first + step, ... */
     uint8_t (*out)[16];
-    int err;     /* errno of a failed read */
-    bool shrank; /* the file ended early */
+    int rc; /* pread_full's, the first that failed (ENOMEM: no buffer) */
 } DigestPart;
 
 static void *digest_part(void *arg) {
     DigestPart *p = arg;
     uint8_t *buf = malloc(DIGEST_BLK);
     XXH3_state_t *st = XXH3_createState();
-    if (!buf || !st) p->err = ENOMEM;
+    if (!buf || !st) p->rc = ENOMEM;
     uint64_t npieces = (p->size + DIGEST_PIECE - 1) / DIGEST_PIECE;
-    for (uint64_t i = p->first; i < npieces && !p->err && !p->shrank; i += p->step) {
+    for (uint64_t i = p->first; i < npieces && !p->rc; i += p->step) {
         XXH3_128bits_reset(st);
         uint64_t end = (i + 1) * (uint64_t)DIGEST_PIECE < p->size ? (i + 1) * (uint64_t)DIGEST_PIECE : p->size;
-        for (uint64_t off = i * (uint64_t)DIGEST_PIECE; off < end && !p->err && !p->shrank;) {
-            size_t want = end - off < DIGEST_BLK ? (size_t)(end - off) : DIGEST_BLK;
-            ssize_t k = pread(p->fd, buf, want, (off_t)off);
-            if (k < 0 && errno == EINTR) continue;
-            if (k < 0)
-                p->err = errno;
-            else if (k == 0)
-                p->shrank = true;
-            else
-                XXH3_128bits_update(st, buf, (size_t)k), off += (uint64_t)k;
+        for (uint64_t off = i * (uint64_t)DIGEST_PIECE; off < end && !p->rc; off += DIGEST_BLK) {
+            size_t n = end - off < DIGEST_BLK ? (size_t)(end - off) : DIGEST_BLK;
+            if (!(p->rc = pread_full(p->fd, buf, n, off))) XXH3_128bits_update(st, buf, n);
         }
         XXH128_canonical_t c;
         XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
@@ -617,7 +619,7 @@ static int digest_fd(int fd, uint64_t size, const char *path, uint8_t out[16], D
     DigestPart part[DIGEST_THREADS];
     pthread_t th[DIGEST_THREADS];
     bool started[DIGEST_THREADS] = {false};
-    for (int t = 0; t < nth; t++) part[t] = (DigestPart){fd, size, (uint64_t)t, (uint64_t)nth, pieces, 0, false};
+    for (int t = 0; t < nth; t++) part[t] = (DigestPart){fd, size, (uint64_t)t, (uint64_t)nth, pieces, 0};
     for (int t = 1; t < nth; t++) started[t] = pthread_create(&th[t], NULL, digest_part, &part[t]) == 0;
     digest_part(&part[0]);
     for (int t = 1; t < nth; t++)
@@ -626,15 +628,7 @@ static int digest_fd(int fd, uint64_t size, const char *path, uint8_t out[16], D
         else
             digest_part(&part[t]); /* no thread: its share on this one */
     int rc = 0;
-    for (int t = 0; t < nth && rc == 0; t++) {
-        if (part[t].err) {
-            diag_syserror(d, at, "read error: %s", strerror(part[t].err));
-            rc = -1;
-        } else if (part[t].shrank) {
-            diag_syserror(d, at, "weights: the file shrank while it was read");
-            rc = -1;
-        }
-    }
+    for (int t = 0; t < nth && rc == 0; t++) rc = read_failed(part[t].rc, at, d);
     if (rc == 0) {
         XXH3_state_t *st = XXH3_createState();
         MILC_ASSERT(st != NULL);

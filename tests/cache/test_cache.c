@@ -521,15 +521,22 @@ static int fill_sync_fn(void *ctx, int when) {
     return 0;
 }
 
+/* A fresh unsynced cache in a new directory *dir, with WRITEMAP unless
+ * nowm; NULL (the directory gone) if it cannot be opened. */
+static Cache *open_fresh(const char *name, int nowm, char **dir) {
+    char err[512];
+    Cache *c = NULL;
+    *dir = tmpdir_new(name);
+    CHECK_EQ_INT(cache_open(&c, *dir, &(CacheOptions){.no_sync = 1, .no_writemap = nowm}, err, sizeof err), 0);
+    if (!c) tmpdir_rm(*dir);
+    return c;
+}
+
 TEST(put_from_a_fill) {
     for (int wm = 0; wm < 2; wm++) {
-        char *dir = tmpdir_new("fill"), err[512];
-        Cache *c = NULL;
-        CHECK_EQ_INT(cache_open(&c, dir, &(CacheOptions){.no_sync = 1, .no_writemap = wm}, err, sizeof err), 0);
-        if (!c) {
-            tmpdir_rm(dir);
-            continue;
-        }
+        char *dir;
+        Cache *c = open_fresh("fill", wm, &dir);
+        if (!c) continue;
         uint64_t sz[] = {5000001, 3, 0, 700000};
         TestArt a;
         art_make(&a, 4242 + (uint64_t)wm, sz, 4);
@@ -573,13 +580,9 @@ TEST(put_from_a_fill) {
  * a section reads as zeros after the put), with and without WRITEMAP. */
 TEST(put_consumes_its_sections) {
     for (int wm = 0; wm < 2; wm++) {
-        char *dir = tmpdir_new("consume"), err[512];
-        Cache *c = NULL;
-        CHECK_EQ_INT(cache_open(&c, dir, &(CacheOptions){.no_sync = 1, .no_writemap = wm}, err, sizeof err), 0);
-        if (!c) {
-            tmpdir_rm(dir);
-            continue;
-        }
+        char *dir;
+        Cache *c = open_fresh("consume", wm, &dir);
+        if (!c) continue;
         uint64_t sz[] = {5000001, 3, 700000};
         TestArt a;
         art_make(&a, 777 + (uint64_t)wm, sz, 3);
