@@ -99,7 +99,6 @@ void *os_page_alloc(size_t n, size_t *len) {
     void *p = mmap(NULL, l ? l : page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return NULL;
     *len = l ? l : page;
-    populate(p, *len);
     return p;
 }
 

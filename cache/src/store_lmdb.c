@@ -87,13 +87,15 @@ static void ls_release(Store *s, StoreEntry *e) {
 }
 
 static int ls_put(Store *s, const CacheKey *k, const void *record, size_t record_len, const StoreMeta *m,
-                  const CacheSection *secs, int nsecs, unsigned flags) {
+                  const CacheSection *secs, int nsecs, const StorePut *how) {
     CacheEntryMeta cm = {0};
     if (m)
         cm = (CacheEntryMeta){
             .description = m->description, .backend = m->producer, .mode = m->variant, .compile_ns = m->cost_ns};
-    CachePutOptions po = {.flags = (flags & STORE_PUT_REFETCHABLE ? CACHE_PUT_REFETCHABLE : 0) |
-                                   (flags & STORE_PUT_CONSUME ? CACHE_PUT_CONSUME : 0)};
+    CachePutOptions po = {.flags = (how->flags & STORE_PUT_REFETCHABLE ? CACHE_PUT_REFETCHABLE : 0) |
+                                   (how->flags & STORE_PUT_CONSUME ? CACHE_PUT_CONSUME : 0),
+                          .consumed = how->consumed,
+                          .consumed_ctx = how->ctx};
     return cache_put_ex(ls_of(s)->c, k, record, record_len, &cm, secs, nsecs, &po);
 }
 

@@ -49,8 +49,8 @@ static void rs_release(Store *s, StoreEntry *se) {
 }
 
 static int rs_put(Store *s, const CacheKey *k, const void *record, size_t record_len, const StoreMeta *m,
-                  const CacheSection *secs, int nsecs, unsigned flags) {
-    (void)flags; /* a publish is whole or absent; nothing to trade */
+                  const CacheSection *secs, int nsecs, const StorePut *how) {
+    (void)how; /* a publish is whole or absent (nothing to trade), and keeps the bytes to the end */
     CacheEntryMeta cm = {0};
     if (m)
         cm = (CacheEntryMeta){

@@ -357,7 +357,7 @@ void milblob_file_digest(const MilBlobFile *f, uint8_t out[16]) {
  * never fills a buffer is written on the caller's thread, at finish.  A file
  * fsynced at the end has each buffer's writeback started as it goes
  * (os_start_writeback), so the fsync waits for the tail only. */
-enum { FLUSH_AT = 4u << 20 };
+enum { FLUSH_AT = 4u << 20, GROW_STEP = 4u << 20 };
 
 typedef struct Flusher {
     pthread_t th;
@@ -386,6 +386,11 @@ struct MilBlobWriter {
     uint64_t left; /* bytes the streamed blob still lacks */
     bool mem;      /* the file is made in memory: buf is it, whole (maplen of mapping) */
     size_t maplen;
+    /* In memory, bytes past `grown` are faulted in GROW_STEP at a time (one
+     * call, not a fault a page), grow told first. */
+    size_t grown;
+    MilBlobGrowFn grow;
+    void *grow_ctx;
     uint32_t count;
     XXH3_state_t *hash;      /* the digest so far */
     const uint8_t *unhashed; /* a piece handed out, hashed once filled */
@@ -547,6 +552,14 @@ static bool writer_sync(MilBlobWriter *w) {
 
 /* Make room for n more staged bytes, flushing and growing as needed. */
 static bool writer_room(MilBlobWriter *w, size_t n) {
+    if (w->mem && w->fill + n > w->grown) {
+        size_t step = w->fill + n - w->grown;
+        if (step < GROW_STEP) step = GROW_STEP;
+        if (step > w->cap - w->grown) step = w->cap - w->grown;
+        if (step && w->grow) w->grow(w->grow_ctx, step);
+        os_populate(w->buf + w->grown, step);
+        w->grown += step;
+    }
     if (w->cap - w->fill >= n) return true;
     if (w->mem) {
         writer_fail(w, "the weights outgrow the %zu bytes laid out for them", w->cap);
@@ -654,10 +667,10 @@ uint64_t milblob_writer_add(MilBlobWriter *w, uint32_t dtype, const void *data, 
     if (m == UINT64_MAX) return m;
     if (size == 0) return m; /* data may be NULL */
     XXH3_128bits_update(w->hash, data, (size_t)size);
-    if (size <= w->cap - w->fill || (w->mem && writer_room(w, (size_t)size))) {
+    if (w->mem ? writer_room(w, (size_t)size) : size <= w->cap - w->fill) {
         memcpy(w->buf + w->fill, data, (size_t)size);
         w->fill += (size_t)size;
-    } else if (!writer_sync(w) || !write_all(w, data, (size_t)size)) {
+    } else if (w->mem || !writer_sync(w) || !write_all(w, data, (size_t)size)) {
         return UINT64_MAX;
     }
     return m;
@@ -747,6 +760,10 @@ void milblob_writer_abort(MilBlobWriter *w) {
     flusher_stop(w); /* its descriptor closes next */
     if (!w->mem) os_publish_abort(&w->pub);
     writer_free(w);
+}
+
+void milblob_writer_on_grow(MilBlobWriter *w, MilBlobGrowFn fn, void *ctx) {
+    if (w->mem) w->grow = fn, w->grow_ctx = ctx;
 }
 
 MilBlobWriter *milblob_writer_open_mem(uint64_t size, DiagSink *d) {

@@ -360,7 +360,7 @@ static int write_weights(const GenProgram *p, const GenOptions *o, const char *p
     const GenWeights *src = o->source;
     if (!src && gen_weights_open_unkeyed(o->weights, &own, d) != 0) return -1;
     if (!src) src = own;
-    int rc = path ? gen_weights_write(p, src, path, o->scratch, digest, d) : gen_weights_make(p, src, image, digest, d);
+    int rc = path ? gen_weights_write(p, src, path, o->scratch, digest, d) : gen_weights_make(p, src, o, image, digest, d);
     gen_weights_close(own);
     return rc;
 }

@@ -175,7 +175,8 @@ int gen_weights_open_unkeyed(const char *source, GenWeights **out, DiagSink *d);
 int gen_weights_write(const GenProgram *p, const GenWeights *src, const char *path, bool scratch, uint8_t digest[16],
                       DiagSink *d);
 /* The same file made in memory (*out, the caller frees it), no file. */
-int gen_weights_make(const GenProgram *p, const GenWeights *src, MilBlobImage *out, uint8_t digest[16], DiagSink *d);
+int gen_weights_make(const GenProgram *p, const GenWeights *src, const GenOptions *o, MilBlobImage *out,
+                     uint8_t digest[16], DiagSink *d);
 /* Elements [first, first + n) of computed weight w (random, a table), n <=
  * 4096, as w's dtype into out: the generator's inner loop (bench_gen). */
 void gen_init_piece(const GenWeight *w, uint64_t seed, uint64_t first, size_t n, void *out);

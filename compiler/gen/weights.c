@@ -777,9 +777,11 @@ int gen_weights_write(const GenProgram *p, const GenWeights *src, const char *pa
     return milblob_writer_finish(wr, d);
 }
 
-int gen_weights_make(const GenProgram *p, const GenWeights *src, MilBlobImage *out, uint8_t digest[16], DiagSink *d) {
+int gen_weights_make(const GenProgram *p, const GenWeights *src, const GenOptions *o, MilBlobImage *out,
+                     uint8_t digest[16], DiagSink *d) {
     MilBlobWriter *wr = milblob_writer_open_mem(p->blob_end, d);
     if (!wr) return -1;
+    if (o->grow) milblob_writer_on_grow(wr, o->grow, o->grow_ctx);
     if (fill_all(p, src, wr, d) != 0) {
         milblob_writer_abort(wr);
         return -1;

@@ -128,7 +128,7 @@ static int direct_hit(Store *s, const BuildRequest *req, const CacheKeyBuilder *
  * read from the cache), so a program being stored shrinks while the next
  * one is made.  0, or -1 with a message printed. */
 static int store(Store *s, const CacheKey *key, const CacheKeyBuilder *fb, const RtArtifact *art, int mode,
-                 long long t_all, BuildResult *res) {
+                 long long t_all, const BuildBudget *budget, BuildResult *res) {
     const RtSection *secs;
     int n;
     rt_artifact_sections(art, &secs, &n);
@@ -143,7 +143,8 @@ static int store(Store *s, const CacheKey *key, const CacheKeyBuilder *fb, const
     }
     uint64_t compile_ns = (uint64_t)(lib_now_ns() - t_all);
     StoreMeta meta = {.description = res->description, .producer = "cpu", .variant = mode, .cost_ns = compile_ns};
-    int r = store_put(s, key, fb->buf, fb->len, &meta, cs, n, STORE_PUT_CONSUME);
+    StorePut how = {STORE_PUT_CONSUME, budget ? budget->give : NULL, budget ? budget->ctx : NULL};
+    int r = store_put_how(s, key, fb->buf, fb->len, &meta, cs, n, &how);
     free(cs);
     if (r != 0) {
         lib_error("cache store failed: %s: %s", cache_strerror(r), store_errmsg(s));
@@ -259,7 +260,7 @@ int pipeline_program(Store *s, const IrProgram *p, const char *model_dir, const 
         rc = failed_rc(d);
         goto out;
     }
-    if (store(s, &res->key, &fb, art, req->mode, t_all, res) != 0) goto out;
+    if (store(s, &res->key, &fb, art, req->mode, t_all, NULL, res) != 0) goto out;
     res->outcome = BUILD_MISS;
     rc = read_back(s, &fb, res, req->hit_out);
 out:
@@ -354,7 +355,9 @@ static int build_generate(Build *b) {
                      .source = b->src,
                      .compile_mode = req->mode,
                      .max_memory = req->max_memory,
-                     .in_memory = true};
+                     .in_memory = true,
+                     .grow = req->budget ? req->budget->take : NULL,
+                     .grow_ctx = req->budget ? req->budget->ctx : NULL};
     if (gen_generate(req->config, &go, b->dir, &b->gr, b->d) != 0) return failed_rc(b->d);
     b->res->ms_generate = lib_ms_since(t0);
     return MILC_OK;
@@ -434,7 +437,7 @@ static int build_compile(Build *b) {
 static int build_store(Build *b) {
     BuildResult *res = b->res;
     long long t0 = lib_now_ns();
-    if (store(b->s, &res->key, &b->fb, b->art, b->req->mode, b->t_all, res) != 0) return MILC_E_SYSTEM;
+    if (store(b->s, &res->key, &b->fb, b->art, b->req->mode, b->t_all, NULL, res) != 0) return MILC_E_SYSTEM;
     int rc = put_alias(b->s, &b->dkey, &b->db, &res->key);
     if (rc != MILC_OK) return rc;
     res->ms_store = lib_ms_since(t0);
@@ -452,6 +455,7 @@ struct PipelineKept {
     unsigned gflags;
     long long t_all;
     Store *remote;
+    const BuildBudget *budget;
 };
 
 void pipeline_kept_free(PipelineKept *k) {
@@ -477,10 +481,20 @@ static int build_defer(Build *b) {
                         .mode = b->req->mode,
                         .gflags = b->gflags,
                         .t_all = b->t_all,
-                        .remote = b->req->remote};
+                        .remote = b->req->remote,
+                        .budget = b->req->budget};
     ckey_init(&b->fb), ckey_init(&b->db), b->art = NULL; /* moved into k */
     *b->req->kept = k;
     return STAGE_DONE;
+}
+
+uint64_t pipeline_kept_bytes(const PipelineKept *k) {
+    const RtSection *secs;
+    int n;
+    uint64_t sum = 0;
+    rt_artifact_sections(k->art, &secs, &n);
+    for (int i = 0; i < n; i++) sum += secs[i].size;
+    return sum;
 }
 
 int pipeline_keep(Store *s, PipelineKept *k, BuildResult *res) {
@@ -502,7 +516,7 @@ int pipeline_keep(Store *s, PipelineKept *k, BuildResult *res) {
     } else if (!CACHE_IS_MISS(r)) {
         lib_error("cache lookup failed: %s: %s", cache_strerror(r), store_errmsg(s));
         goto out;
-    } else if (store(s, &res->key, &k->fb, k->art, k->mode, k->t_all, res) != 0) {
+    } else if (store(s, &res->key, &k->fb, k->art, k->mode, k->t_all, k->budget, res) != 0) {
         goto out;
     } else {
         res->from_remote = false;

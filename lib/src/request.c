@@ -140,10 +140,14 @@ miss:
  * before: on two cores the disk's part and the CPU's part of consecutive
  * programs overlap.  The storer is the Store's only user while it runs (a
  * Store has one user at a time; this thread touches it again only after
- * waiting for the storer).  At most two programs are in memory: the one being
- * stored (its pages handed back as the cache copies them, at the disk's
- * pace) and the one being made, so a cold build's peak is up to about twice
- * one program's (lib/README.md, "Overlap"). */
+ * waiting for the storer).  Two programs share memory: the one being stored
+ * hands its pages back as the cache copies them, at the disk's pace, and the
+ * one being made may touch new bytes only while the two fit in the stored
+ * one's size and BUDGET_SLACK (BuildBudget).  So the making follows the
+ * store instead of racing ahead to a second whole program, and a cold
+ * build's peak stays near one program's (lib/README.md, "Overlap"). */
+
+enum { BUDGET_SLACK = 16u << 20 }; /* a few of the cache's 2 MiB copy blocks */
 
 typedef struct Storer {
     Store *s;
@@ -155,6 +159,10 @@ typedef struct Storer {
     BuildResult *res;
     int rc; /* of the last job stored */
     bool busy, quit;
+    /* The budget, under mu: bytes of the job being stored not handed back
+     * yet, bytes the program being made has touched, and their limit while
+     * busy. */
+    uint64_t stored, made, limit;
 } Storer;
 
 static void *storer_main(void *arg) {
@@ -169,7 +177,7 @@ static void *storer_main(void *arg) {
         pthread_mutex_unlock(&st->mu);
         int rc = pipeline_keep(st->s, k, res);
         pthread_mutex_lock(&st->mu);
-        st->job = NULL, st->rc = rc, st->busy = false;
+        st->job = NULL, st->rc = rc, st->busy = false, st->stored = 0;
         pthread_cond_broadcast(&st->cv);
     }
     pthread_mutex_unlock(&st->mu);
@@ -194,9 +202,38 @@ static bool storer_start(Storer *st, Store *s) {
     return true;
 }
 
+/* BuildBudget.take: wait while the storer is busy and n more bytes would
+ * not fit beside what it still holds. */
+static void budget_take(void *ctx, uint64_t n) {
+    Storer *st = ctx;
+    pthread_mutex_lock(&st->mu);
+    while (st->busy && st->stored + st->made + n > st->limit) pthread_cond_wait(&st->cv, &st->mu);
+    st->made += n;
+    pthread_mutex_unlock(&st->mu);
+}
+
+/* BuildBudget.give, on the storer's thread as its put copies. */
+static void budget_give(void *ctx, uint64_t n) {
+    Storer *st = ctx;
+    pthread_mutex_lock(&st->mu);
+    st->stored -= n < st->stored ? n : st->stored;
+    pthread_cond_broadcast(&st->cv);
+    pthread_mutex_unlock(&st->mu);
+}
+
+/* A new program is about to be made: what the one before touched is
+ * either handed to the storer (counted there) or gone. */
+static void budget_next(Storer *st) {
+    pthread_mutex_lock(&st->mu);
+    st->made = 0;
+    pthread_mutex_unlock(&st->mu);
+}
+
 static void storer_hand(Storer *st, PipelineKept *k, BuildResult *res) {
+    uint64_t bytes = pipeline_kept_bytes(k);
     pthread_mutex_lock(&st->mu);
     st->job = k, st->res = res, st->busy = true;
+    st->stored = bytes, st->made = 0, st->limit = bytes + BUDGET_SLACK;
     pthread_cond_broadcast(&st->cv);
     pthread_mutex_unlock(&st->mu);
 }
@@ -296,13 +333,16 @@ static int build_jobs(Store *s, const TemplatePath *tp, const JobList *jobs, con
     bool threaded =
         nmiss >= 2 && (o->overlap ? o->overlap >= 2 : sysconf(_SC_NPROCESSORS_ONLN) >= 2) && storer_start(&st, s);
     StorerPoll poll = {&st, &prev, &rc, done};
+    BuildBudget budget = {budget_take, budget_give, &st};
     for (int i = 0; i < limit; i++) {
         if (!miss[i]) continue;
         double looked = res[i].ms_lookup;
         PipelineKept *k = NULL;
+        if (threaded) budget_next(&st);
         int r = pipeline_build(s,
                                &(BuildRequest){JOB_REQUEST(i), .known_miss = true, .kept = &k,
-                                               .store_busy = threaded ? storer_busy : NULL, .store_busy_ctx = &poll},
+                                               .store_busy = threaded ? storer_busy : NULL, .store_busy_ctx = &poll,
+                                               .budget = threaded ? &budget : NULL},
                                &res[i], d);
         res[i].ms_lookup += looked;
         if (prev >= 0) { /* the Store is this thread's again */

@@ -270,19 +270,31 @@ static void write_streamed(const char *path, const uint8_t *data, size_t big, si
     milblob_close(&bf);
 }
 
+/* The streamed tests' bytes: BIG of a pattern (the caller frees them). */
+enum { BIG = (9u << 20) + 13 };
+static uint8_t *pattern(void) {
+    uint8_t *data = malloc(BIG);
+    for (size_t i = 0; data && i < BIG; i++) data[i] = (uint8_t)(i * 13 + (i >> 12));
+    return data;
+}
+
+/* Their three blobs, through add(): 3 bytes, BIG, 200. */
+static void add_three(MilBlobWriter *w, const uint8_t *data) {
+    milblob_writer_add(w, MILBLOB_UINT8, data, 3);
+    milblob_writer_add(w, MILBLOB_INT8, data, BIG);
+    milblob_writer_add(w, MILBLOB_FP16, data, 200);
+}
+
 TEST(writer_streamed) {
     DiagSink d;
     diag_init(&d);
-    size_t big = (9u << 20) + 13;
-    uint8_t *data = malloc(big);
-    for (size_t i = 0; i < big; i++) data[i] = (uint8_t)(i * 13 + (i >> 12));
+    size_t big = BIG;
+    uint8_t *data = pattern();
     write_streamed(tmp_path("s1.bin"), data, big, 4096, &d);
     write_streamed(tmp_path("s2.bin"), data, big, MILBLOB_TAKE_MAX, &d);
     /* the same file through add() */
     MilBlobWriter *w = milblob_writer_open(tmp_path("s3.bin"), &d);
-    milblob_writer_add(w, MILBLOB_UINT8, data, 3);
-    milblob_writer_add(w, MILBLOB_INT8, data, big);
-    milblob_writer_add(w, MILBLOB_FP16, data, 200);
+    add_three(w, data);
     milblob_writer_add(w, MILBLOB_FP32, NULL, 0);
     CHECK_EQ_INT(milblob_writer_finish(w, &d), 0);
     size_t n1, n2, n3;
@@ -293,6 +305,57 @@ TEST(writer_streamed) {
     CHECK_EQ_INT(d.errors, 0);
     diag_free(&d);
     unlink(tmp_path("s1.bin")), unlink(tmp_path("s2.bin")), unlink(tmp_path("s3.bin"));
+}
+
+/* In memory, the writer faults its bytes in a step at a time as they are
+ * written, telling on_grow first: the told bytes cover every byte written
+ * before it is written, add them up to the image exactly, and come in a few
+ * MiB at a time (a build's budget waits on each); the image is the file. */
+typedef struct Told {
+    uint64_t sum;
+    int calls;
+} Told;
+static void told_grow(void *ctx, uint64_t n) {
+    Told *t = ctx;
+    t->sum += n;
+    t->calls++;
+}
+
+TEST(writer_in_memory_grows_as_told) {
+    DiagSink d;
+    diag_init(&d);
+    size_t big = BIG;
+    uint8_t *data = pattern();
+    MilBlobWriter *w = milblob_writer_open(tmp_path("m.bin"), &d);
+    add_three(w, data);
+    CHECK_EQ_INT(milblob_writer_finish(w, &d), 0);
+    size_t n;
+    uint8_t *file = read_all(tmp_path("m.bin"), &n);
+    Told t = {0};
+    w = milblob_writer_open_mem(n, &d);
+    milblob_writer_on_grow(w, told_grow, &t);
+    milblob_writer_add(w, MILBLOB_UINT8, data, 3);
+    CHECK(t.sum >= 64 + 64 + 3 && t.calls == 1);
+    uint64_t off = milblob_writer_begin(w, MILBLOB_INT8, big);
+    CHECK(off != UINT64_MAX);
+    for (size_t at = 0; at < big;) {
+        size_t k = big - at < 100000 ? big - at : 100000;
+        uint8_t *p = milblob_writer_take(w, k);
+        CHECK(p != NULL && t.sum >= off + 64 + at + k); /* told before written */
+        if (!p) break;
+        memcpy(p, data + at, k);
+        at += k;
+    }
+    milblob_writer_add(w, MILBLOB_FP16, data, 200);
+    MilBlobImage img;
+    CHECK_EQ_INT(milblob_writer_finish_mem(w, &img, &d), 0);
+    CHECK(t.sum == n && t.calls >= 2 && t.calls <= 4);
+    CHECK(img.size == n && file && !memcmp(img.bytes, file, n));
+    milblob_image_free(&img);
+    free(file), free(data);
+    CHECK_EQ_INT(d.errors, 0);
+    diag_free(&d);
+    unlink(tmp_path("m.bin"));
 }
 
 /* The writer hands full buffers to its flusher thread and writes a blob
@@ -598,6 +661,7 @@ int main(void) {
     RUN(writer_empty_blobs);
     RUN(writer_errors_leave_no_file);
     RUN(writer_streamed);
+    RUN(writer_in_memory_grows_as_told);
     RUN(writer_flusher_keeps_order);
     RUN(writer_streamed_bounded);
     RUN(writer_streamed_errors);

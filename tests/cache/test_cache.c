@@ -578,6 +578,8 @@ TEST(put_from_a_fill) {
 /* CACHE_PUT_CONSUME: the entry is the caller's bytes, and the caller's
  * memory is handed back as it is copied (whole pages: an interior page of
  * a section reads as zeros after the put), with and without WRITEMAP. */
+static void count_consumed(void *ctx, uint64_t n) { *(uint64_t *)ctx += n; }
+
 TEST(put_consumes_its_sections) {
     for (int wm = 0; wm < 2; wm++) {
         char *dir;
@@ -594,8 +596,10 @@ TEST(put_consumes_its_sections) {
             memcpy(copy[i], a.secs[i].data, sz[i]);
             secs[i] = (CacheSection){copy[i], sz[i]};
         }
-        CachePutOptions po = {.flags = CACHE_PUT_CONSUME};
+        uint64_t told = 0;
+        CachePutOptions po = {.flags = CACHE_PUT_CONSUME, .consumed = count_consumed, .consumed_ctx = &told};
         CHECK_EQ_INT(cache_put_ex(c, &a.key, a.rec.buf, a.rec.len, NULL, secs, 3, &po), 0);
+        CHECK(told == sz[0] + sz[1] + sz[2]); /* every byte handed back was said */
 #ifdef __linux__
         CHECK(copy[0][4096 * 300] == 0 && copy[2][4096 * 100] == 0 && copy[0][4096 * 300 + 5] == 0);
         CHECK(((const uint8_t *)a.secs[0].data)[4096 * 300 + 5] != 0 || ((const uint8_t *)a.secs[0].data)[4096 * 300 + 6] != 0);

@@ -107,4 +107,17 @@ capped --cache-dir c run --model tiny --input x=t.npy -o to
 [ "$RC" = 0 ] && [ -s to/y.npy ] && ok || fail "run tiny under the cap: exit $RC: $ERR"
 capped --cache-dir c build --model tiny --mode 0,1,2
 [ "$RC" = 0 ] && ok || fail "build tiny under the cap: exit $RC: $ERR"
+
+# A cold build that stores one program while it makes the next (-j 2) holds
+# the two to one program's memory: its peak is -j 1's, give or take the
+# budget's slack, not a second program's (three programs of 232 MiB).
+if [ $SAN = 0 ]; then
+  LB=(build --model llama-3.2-1b --chunk 2 --model-layers 6 --layers 6)
+  rm -rf lc; "$MILC" --cache-dir lc "${LB[@]}" -j 1 --json > lb.json 2> .err || fail "llama build: $(cat .err)"
+  big=$("$PY" -c "import json; print(max(b['artifact_bytes'] for b in json.load(open('lb.json'))['builds']) // 1024)")
+  rm -rf lc; k1=$(peak_kb --cache-dir lc "${LB[@]}" -j 1)
+  rm -rf lc; k2=$(peak_kb --cache-dir lc "${LB[@]}" -j 2)
+  rm -rf lc
+  if [ "$k2" -le $((k1 + big / 10)) ]; then ok; else fail "-j 2 peaked at $k2 KB, -j 1 at $k1 KB (programs of $big KB)"; fi
+fi
 finish

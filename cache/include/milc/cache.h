@@ -217,7 +217,8 @@ int cache_put(Cache *c, const CacheKey *k, const void *record, size_t record_len
  * os_mem_discard) as soon as it has copied them: a build's store of one
  * program then shrinks while the next is made, instead of holding both.
  * The sections read as zeros after the put, whatever it returned; a put
- * that would need them a second time fails with CACHE_EFULL. */
+ * that would need them a second time fails with CACHE_EFULL.  consumed, if
+ * set, is told of each n bytes handed back (on the putting thread). */
 enum { CACHE_PUT_REFETCHABLE = 1u << 0, CACHE_PUT_CONSUME = 1u << 1 };
 enum { CACHE_FILL_REUSE, CACHE_FILL_COMMIT, CACHE_FILL_ABORT };
 typedef int (*CacheFillFn)(void *ctx, uint8_t *dst, uint64_t n);
@@ -229,6 +230,8 @@ typedef struct CachePutOptions {
     CacheFillFn fill;
     int (*fill_sync)(void *ctx, int when); /* CACHE_FILL_* */
     void *fill_ctx;
+    void (*consumed)(void *ctx, uint64_t n); /* CACHE_PUT_CONSUME */
+    void *consumed_ctx;
 } CachePutOptions;
 /* cache_put with options (po NULL = cache_put). */
 int cache_put_ex(Cache *c, const CacheKey *k, const void *record, size_t record_len, const CacheEntryMeta *m,

@@ -75,6 +75,16 @@ enum {
                                        (cache.h, CACHE_PUT_CONSUME); they read as zeros after */
 };
 
+/* How a put is made: its STORE_PUT_* flags and, with STORE_PUT_CONSUME,
+ * whom to tell of each n bytes of the sections handed back (a build holding
+ * two programs to one memory budget); a store that keeps the caller's bytes
+ * to the end tells no one. */
+typedef struct StorePut {
+    unsigned flags;
+    void (*consumed)(void *ctx, uint64_t n);
+    void *ctx;
+} StorePut;
+
 typedef struct Store Store;
 
 /* What an implementation provides.  Each returns 0 or a CACHE_E* code, with a
@@ -87,7 +97,7 @@ typedef struct StoreOps {
     int (*get)(Store *s, const CacheKey *k, const void *record, size_t record_len, unsigned flags, StoreEntry **out);
     void (*release)(Store *s, StoreEntry *e);
     int (*put)(Store *s, const CacheKey *k, const void *record, size_t record_len, const StoreMeta *m,
-               const CacheSection *secs, int nsecs, unsigned flags);
+               const CacheSection *secs, int nsecs, const StorePut *how);
     int (*note_put)(Store *s, const CacheKey *k, const void *record, size_t record_len, const void *value,
                     size_t value_len);
     int (*note_get)(Store *s, const CacheKey *k, const void *record, size_t record_len, void **value,
@@ -126,7 +136,12 @@ static inline void store_release(Store *s, StoreEntry *e) {
 }
 static inline int store_put(Store *s, const CacheKey *k, const void *record, size_t record_len, const StoreMeta *m,
                             const CacheSection *secs, int nsecs, unsigned flags) {
-    return s->ops->put(s, k, record, record_len, m, secs, nsecs, flags);
+    StorePut how = {flags, NULL, NULL};
+    return s->ops->put(s, k, record, record_len, m, secs, nsecs, &how);
+}
+static inline int store_put_how(Store *s, const CacheKey *k, const void *record, size_t record_len,
+                                const StoreMeta *m, const CacheSection *secs, int nsecs, const StorePut *how) {
+    return s->ops->put(s, k, record, record_len, m, secs, nsecs, how);
 }
 static inline int store_note_put(Store *s, const CacheKey *k, const void *record, size_t record_len, const void *value,
                                  size_t value_len) {

@@ -138,6 +138,11 @@ typedef struct MilBlobImage {
  * knows its layout): pieces taken are the file's own bytes, never copied.
  * Writing past size is a sticky error. */
 MilBlobWriter *milblob_writer_open_mem(uint64_t size, DiagSink *d);
+/* fn(ctx, n) is called before the in-memory writer touches n more bytes
+ * (in steps of about a MiB), and may wait: a build that overlaps the store
+ * of one program with the making of the next holds the two to one budget. */
+typedef void (*MilBlobGrowFn)(void *ctx, uint64_t n);
+void milblob_writer_on_grow(MilBlobWriter *w, MilBlobGrowFn fn, void *ctx);
 /* Finish into *out (the caller frees it with milblob_image_free).  Frees w.
  * 0, or -1 with the writer's sticky error added to d. */
 int milblob_writer_finish_mem(MilBlobWriter *w, MilBlobImage *out, DiagSink *d);

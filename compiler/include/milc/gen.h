@@ -195,6 +195,10 @@ typedef struct GenOptions {
      * weight file (staged in memory whole), and 1/32 of it for the MIL text
      * (parsed, it takes ~30 times its size).  0: no limit. */
     uint64_t max_memory;
+    /* With in_memory: told before the weights touch more memory, and may
+     * wait (milblob_writer_on_grow).  NULL: not told. */
+    MilBlobGrowFn grow;
+    void *grow_ctx;
 } GenOptions;
 
 typedef struct GenIo {

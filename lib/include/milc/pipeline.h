@@ -70,7 +70,18 @@ typedef struct BuildRequest {
                             the Store is this thread's, so it is looked up
                             before compiling and a hit compiles nothing */
     void *store_busy_ctx;
+    const struct BuildBudget *budget; /* with kept: the memory this program shares with
+                            the one being stored meanwhile, or NULL */
 } BuildRequest;
+
+/* One memory budget for the program being made and the one being stored
+ * (request.c): take is asked before the weights touch n more bytes and may
+ * wait; give is told of n bytes of a stored artifact handed back. */
+typedef struct BuildBudget {
+    void (*take)(void *ctx, uint64_t n);
+    void (*give)(void *ctx, uint64_t n);
+    void *ctx;
+} BuildBudget;
 
 /* What every key record starts with: key format, milc version, backend,
  * artifact format. */
@@ -124,6 +135,8 @@ int pipeline_build(Store *s, const BuildRequest *req, BuildResult *res, DiagSink
 typedef struct PipelineKept PipelineKept;
 int pipeline_keep(Store *s, PipelineKept *k, BuildResult *res);
 void pipeline_kept_free(PipelineKept *k);
+/* The bytes of its artifact (what its store hands back to a budget). */
+uint64_t pipeline_kept_bytes(const PipelineKept *k);
 
 /* ---- program files (compile.c) ---- */
 

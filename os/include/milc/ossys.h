@@ -31,9 +31,11 @@ int os_boot_id(char *buf, size_t size);
  * length for os_huge_free.  NULL when the mapping fails. */
 void *os_huge_alloc(size_t n, size_t *len);
 void os_huge_free(void *p, size_t len);
-/* n zeroed bytes in whole small pages, each faulted in now, with no huge-page
- * hint: for memory written once and read once (a build's weights), where a
- * huge page buys no TLB reach worth its cost.  Freed by os_huge_free. */
+/* n zeroed bytes in whole small pages, with no huge-page hint: for memory
+ * written once and read once (a build's weights), where a huge page buys no
+ * TLB reach worth its cost.  Nothing is faulted in: the writer os_populates
+ * each piece before it writes it, so the memory counts only as it fills.
+ * Freed by os_huge_free. */
 void *os_page_alloc(size_t n, size_t *len);
 /* len bytes of address space, nothing committed (MAP_NORESERVE where the OS
  * has it), huge pages asked for: a bump allocator hands pieces of it out,
