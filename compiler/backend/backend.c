@@ -109,7 +109,7 @@ int backend_compile(IrProgram *p, const BackendOptions *o, RtArtifact **out, Bac
     /* Ops the backend does not run stop here, before any pass sees them. */
     bool lowerable = true;
     IR_FOR_EACH_OP(op, f)
-    if (!backend_lowers(op->kind)) {
+    if (!backend_lowers(op->kind) && !backend_folds_only(op)) {
         const char *why = backend_refusal(op->kind);
         if (why)
             diag_error(d, op->loc, "op %s is not run by the cpu backend: %s", mil_op_name(op->kind), why);

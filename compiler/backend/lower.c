@@ -3824,6 +3824,14 @@ static int lower_data(LowerShared *s, IrOp *op) {
     }
 }
 
+/* non_zero of a constant has a shape (the checker counted it) and folds to
+ * a constant; only of run-time data is it refused. */
+bool backend_folds_only(const IrOp *op) {
+    return backend_runs_folded(op->kind) && op->nresults == 1 && ir_value_numel(op->results[0]) >= 0;
+}
+
+bool backend_runs_folded(IrOpKind k) { return k == OP_NON_ZERO; }
+
 const char *backend_refusal(IrOpKind k) {
     switch (k) {
     case OP_NON_ZERO:
@@ -3976,6 +3984,10 @@ static int lower_op(LowerShared *s, IrOp *op) {
         const FuseGroup *g = op->aux;
         return g->root == op ? lower_group(s, g) : 0;
     }
+    if (backend_folds_only(op))
+        return FAIL("op %s of a constant of more than %d elements is not folded, and the cpu backend runs it only "
+                    "folded",
+                    mil_op_name(op->kind), BACKEND_FOLD_MAX_ELEMS);
     if (!backend_lowers(op->kind)) {
         const char *why = backend_refusal(op->kind);
         return why ? FAIL("op %s is not run by the cpu backend: %s", mil_op_name(op->kind), why)

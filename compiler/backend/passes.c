@@ -137,11 +137,10 @@ int backend_dce(IrFunction *f) {
 
 /* ---- constant folding ---- */
 
-enum { FOLD_MAX_ELEMS = 1 << 16 };
 
 static bool small_const(const IrValue *v, const IrLiteral **out) {
     const IrLiteral *l = ir_value_const(v);
-    if (!l || l->kind != IR_LIT_DATA || l->type.dtype == IR_DT_STRING || l->count > FOLD_MAX_ELEMS) return false;
+    if (!l || l->kind != IR_LIT_DATA || l->type.dtype == IR_DT_STRING || l->count > BACKEND_FOLD_MAX_ELEMS) return false;
     *out = l;
     return true;
 }
@@ -192,7 +191,7 @@ static IrLiteral *fold_op(Arena *a, IrOp *op) {
     if (op->nresults != 1) return NULL;
     IrValue *res = op->results[0];
     int64_t n = ir_type_numel(&res->type);
-    if (n < 0 || n > FOLD_MAX_ELEMS || res->type.dtype == IR_DT_STRING) return NULL;
+    if (n < 0 || n > BACKEND_FOLD_MAX_ELEMS || res->type.dtype == IR_DT_STRING) return NULL;
     const IrLiteral *x = NULL, *y = NULL;
     IrArg *ax = ir_op_arg(op, "x");
     if (!ax || ax->kind != IR_ARG_VALUE || !small_const(ax->value, &x)) return NULL;
@@ -256,6 +255,25 @@ static IrLiteral *fold_op(Arena *a, IrOp *op) {
             lit_store(l, i, ir_lit_f64(x, src));
         }
         return l;
+    }
+    case OP_NON_ZERO: {
+        /* Of a constant: the coordinates of its non-zero elements, in
+         * row-major order, as the checker counted them. */
+        int r = x->type.rank;
+        if (res->type.rank != 2 || res->type.dims[1] != r || (int64_t)x->count != ir_type_numel(&x->type)) return NULL;
+        IrLiteral *l = ir_literal_new(a, &res->type);
+        size_t at = 0;
+        for (size_t i = 0; i < x->count; i++) {
+            if (ir_lit_f64(x, i) == 0) continue;
+            if (at + (size_t)r > (size_t)n) return NULL;
+            size_t rem = i;
+            for (int d = r - 1; d >= 0; d--) {
+                lit_store(l, at + (size_t)d, (double)(rem % (size_t)x->type.dims[d]));
+                rem /= (size_t)x->type.dims[d];
+            }
+            at += (size_t)r;
+        }
+        return at == (size_t)n ? l : NULL;
     }
     default: return NULL;
     }

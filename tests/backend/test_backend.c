@@ -734,6 +734,42 @@ TEST(unsupported_op_is_diagnosed) {
     check_refused(src, want, 1);
 }
 
+/* non_zero of a constant has a shape and folds: it runs, exactly, in both
+ * modes; one of a constant too large to fold is refused, saying so. */
+TEST(non_zero_of_a_constant_folds) {
+    const char *src = HDR "tensor<int32, [3, 2]> x) {\n"
+                          "        tensor<int32, [3, 2]> r = non_zero(x = tensor<fp32, [2, 3]>([[0, 3, 0], [5, 0, -7]]));\n"
+                          "        tensor<int32, [3, 2]> y = add(x = x, y = r);\n"
+                          "    } -> (y);\n}\n";
+    for (int mode = 1; mode <= 2; mode++) {
+        Compiled c;
+        compile(&c, src, mode);
+        CHECK_EQ_INT(c.rc, 0);
+        float xin[6] = {10, 20, 30, 40, 50, 60}, y[6];
+        const float *ins[] = {xin};
+        float *outs[] = {y};
+        if (c.art) CHECK_EQ_INT(run(&c, ins, outs, 0), RT_OK);
+        const float want[6] = {10, 21, 31, 40, 51, 62}; /* x + [[0, 1], [1, 0], [1, 2]] */
+        CHECK(c.art && !memcmp(y, want, sizeof want));
+        release(&c);
+    }
+    /* 257 × 256 elements, one of them non-zero: past what the folder takes */
+    size_t cap = 300000, at = 0;
+    char *big = malloc(cap);
+    at += (size_t)snprintf(big, cap, "%s", HDR "tensor<int32, [1, 2]> x) {\n"
+                                              "        tensor<int32, [1, 2]> r = non_zero(x = tensor<fp16, [257, 256]>([");
+    for (int i = 0; i < 257; i++) {
+        big[at++] = '[';
+        for (int j = 0; j < 256; j++) at += (size_t)snprintf(big + at, cap - at, j ? ", %d" : "%d", i == 9 && j == 4);
+        at += (size_t)snprintf(big + at, cap - at, i < 256 ? "], " : "]");
+    }
+    snprintf(big + at, cap - at, "]));\n        tensor<int32, [1, 2]> y = add(x = x, y = r);\n    } -> (y);\n}\n");
+    const char *want[] = {"error: op non_zero of a constant of more than 65536 elements is not folded, "
+                          "and the cpu backend runs it only folded\n"};
+    check_refused(big, want, 1);
+    free(big);
+}
+
 /* What the CPU backend refuses by name: an op by design (with the reason),
  * or an argument value it does not run (naming the argument). */
 static const struct {
@@ -1000,6 +1036,7 @@ int main(void) {
     RUN(int4_weight_stays_int4);
     RUN(sparse_weight_stays_sparse);
     RUN(unsupported_op_is_diagnosed);
+    RUN(non_zero_of_a_constant_folds);
     RUN(scatter_misuse_is_diagnosed);
     RUN(scatter_index_out_of_range_is_an_error);
     RUN(gather_nd_index_out_of_range_is_an_error);

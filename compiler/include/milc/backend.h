@@ -89,5 +89,12 @@ bool backend_lowers(IrOpKind k);
  * than not yet (compiler/runtime/README.md, "Ops refused by design"); NULL
  * otherwise. */
 const char *backend_refusal(IrOpKind k);
+/* An op the backend runs only once backend_fold made it a constant (non_zero
+ * of a constant, whose result has a shape); backend_fold folds constants of
+ * up to BACKEND_FOLD_MAX_ELEMS elements. */
+bool backend_folds_only(const IrOp *op);
+/* The op kinds the backend runs only folded, of a constant input. */
+bool backend_runs_folded(IrOpKind k);
+enum { BACKEND_FOLD_MAX_ELEMS = 1 << 16 };
 
 #endif
