@@ -22,6 +22,7 @@ listed case counts as agreeing).  Without the oracle it exits
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -1591,6 +1592,10 @@ def main():
           "%d disagree (%d ops x %d opsets)" % (tot[0], valid, tot[1], known_hits, tot[2], len(FAMILIES), len(OPSETS)))
     for b in bad:
         print("DISAGREE " + b)
+    if bad:
+        print("the checked files are kept in %s" % work)
+    else:
+        shutil.rmtree(work, ignore_errors=True)
     sys.exit(1 if bad else 0)
 
 
