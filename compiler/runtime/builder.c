@@ -675,7 +675,7 @@ int rtb_finish(RtPlanBuilder *b, const char *source_mil, size_t mlen, RtArtifact
     memcpy(meta, &mh, sizeof mh);
     size_t o = sizeof mh;
     for (uint32_t i = 0; i < b->nbuf; i++, o += sizeof(RtBufRec)) memcpy(meta + o, &b->bufs[i].rec, sizeof(RtBufRec));
-    memcpy(meta + o, b->inputs, b->nin * sizeof(RtIoRec));
+    if (b->nin) memcpy(meta + o, b->inputs, b->nin * sizeof(RtIoRec)); /* a program may take no input */
     o += b->nin * sizeof(RtIoRec);
     memcpy(meta + o, b->outputs, b->nout * sizeof(RtIoRec));
     o += b->nout * sizeof(RtIoRec);

@@ -9,28 +9,7 @@
 #include <string.h>
 
 #include "milc/rt.h"
-
-static void run_model(RtModel *m, int flags) {
-    RtTensor t[16];
-    int ni = rt_model_ninputs(m), no = rt_model_noutputs(m);
-    if (ni + no > 16) return;
-    for (int i = 0; i < ni + no; i++) {
-        RtIoInfo io;
-        if (i < ni)
-            rt_model_input(m, i, &io);
-        else
-            rt_model_output(m, i - ni, &io);
-        size_t n = 1;
-        for (int d = 0; d < io.rank; d++) n *= (size_t)io.dims[d];
-        t[i] = (RtTensor){.dtype = io.dtype, .rank = io.rank, .size = n * rt_dtype_size(io.dtype)};
-        memcpy(t[i].dims, io.dims, sizeof t[i].dims);
-        t[i].data = t[i].size <= (16u << 20) ? calloc(1, t[i].size ? t[i].size : 1) : NULL;
-    }
-    bool ok = true;
-    for (int i = 0; i < ni + no; i++) ok = ok && t[i].data;
-    if (ok) rt_run(m, t, ni, t + ni, no, flags, NULL);
-    for (int i = 0; i < ni + no; i++) free(t[i].data);
-}
+#include "fuzz_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* A real artifact comes from a mapping or LMDB: give it their alignment. */
@@ -46,8 +25,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         RtModel *m;
         RtLoadOptions lo = {.nthreads = 1, .max_arena = 64u << 20};
         if (rt_model_load(&m, secs, n, &lo, NULL, 0) == RT_OK) {
-            run_model(m, 0);
-            if (rt_model_mode(m) == RT_MODE_BOTH) run_model(m, RT_RUN_NONBONDED);
+            fuzz_run_model(m, 0);
+            if (rt_model_mode(m) == RT_MODE_BOTH) fuzz_run_model(m, RT_RUN_NONBONDED);
             rt_model_free(m);
         }
     }

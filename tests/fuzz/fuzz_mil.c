@@ -3,23 +3,21 @@
  * byte for byte (canonical text is a fixed point).  BLOBFILE paths resolve
  * under a model dir that does not exist, so no file is ever read. */
 #include "milc/mil.h"
+#include "fuzz_util.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    Arena a;
-    arena_init(&a);
-    DiagSink d;
-    diag_init(&d);
-    d.max_errors = 20;
-    IrProgram *p = mil_parse(&a, &d, "fuzz.mil", (const char *)data, size);
+    FuzzParse fp;
+    fuzz_parse(&fp, data, size);
+    IrProgram *p = fp.p;
     if (p) {
         MilCheckOptions o = {.target = MIL_TARGET_CPU, .model_path = "/nonexistent-milc-fuzz"};
-        mil_check(p, &o, &d);
+        mil_check(p, &o, &fp.d);
         o.target = MIL_TARGET_ANE;
-        mil_check(p, &o, &d);
+        mil_check(p, &o, &fp.d);
         size_t len;
         char *text = mil_print(p, &len);
         Arena a2;
@@ -36,8 +34,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         arena_free(&a2);
         diag_free(&d2);
     }
-    free(diag_render(&d));
-    arena_free(&a);
-    diag_free(&d);
+    fuzz_parse_free(&fp);
     return 0;
 }

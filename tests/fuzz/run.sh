@@ -26,11 +26,14 @@ for bin in "$build"/tests/fuzz/fuzz_*; do
   fi
   work="$build/fuzz-corpus/$short"; mkdir -p "$work"
   seeds=(); [ -d "$here/corpus/$short" ] && seeds=("$here/corpus/$short")
+  # The back end starts from the front end's programs (and its dictionary).
+  [ "$short" = compile ] && seeds+=("$here/corpus/mil")
   # Artifacts are compiled fresh by this build's milc (seed_artifacts.sh).
   if [ "$short" = artifact ] && [ -x "$build/cli/milc" ]; then
     "$here/seed_artifacts.sh" "$build/cli/milc" "$build/fuzz-seeds/artifact" && seeds+=("$build/fuzz-seeds/artifact")
   fi
   dict=(); [ -f "$here/$short.dict" ] && dict=(-dict="$here/$short.dict")
+  [ "$short" = compile ] && dict=(-dict="$here/mil.dict")
   echo "--- $name: ${secs}s"
   # Leaks count as findings (ASan's leak check runs at exit of each input set).
   if ! ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} "$bin" "${dict[@]}" -max_total_time="$secs" -timeout=10 \
