@@ -14,6 +14,8 @@
 #include "milc/half.h"
 
 enum { MAXR = RT_MAX_RANK };
+/* Why a value without elements (a dimension of 0) stops the lowering. */
+#define NO_ELEMENTS "has no elements (a dimension of 0), and the CPU backend plans no empty buffers"
 
 /* A strided window on a buffer, in elements. */
 typedef struct View {
@@ -601,6 +603,9 @@ static int named_weight(LowerShared *s, const char *name, RtDType dt, int rank, 
                         bool borrowed) {
     char nm[RT_NAME_MAX];
     snprintf(nm, sizeof nm, "%s", name);
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) n *= dims[i];
+    if (n == 0) return FAIL("'%s' %s", name, NO_ELEMENTS);
     int id = check_rc(s, (borrowed ? rtb_weight_ref : rtb_weight)(s->b, nm, dt, rank, dims, data));
     note_buf(s, id, rank, dims);
     return id;
@@ -3996,6 +4001,8 @@ static int lower_op(LowerShared *s, IrOp *op) {
     for (int r = 0; r < op->nresults; r++)
         if (ir_value_numel(op->results[r]) < 0)
             return FAIL("'%s' has a dynamic shape; the CPU backend needs static shapes", op->results[r]->name);
+        else if (ir_value_numel(op->results[r]) == 0 && op->kind != OP_CONST)
+            return FAIL("'%s' %s", op->results[r]->name, NO_ELEMENTS);
     switch (op->kind) {
     case OP_CONST: return 0; /* a weight when first used as a tensor */
     case OP_CONSTEXPR_LUT_TO_DENSE:
@@ -4268,6 +4275,7 @@ int lower_inputs_outputs(LowerShared *s, const FuseTable *fuse) {
         RtDType dt;
         if (io_dtype(s, v, v->loc, &dt) < 0) return -1;
         if (ir_value_numel(v) < 0) return fail_at(s, v->loc, "input '%s' has a dynamic shape", v->name), -1;
+        if (ir_value_numel(v) == 0) return fail_at(s, v->loc, "input '%s' %s", v->name, NO_ELEMENTS), -1;
         if (v->type.state && rt_dtype_narrow_int(dt))
             return fail_at(s, v->loc, "state '%s': %s states are not supported by the CPU backend (fp16, fp32, int32, bool)",
                            v->name, ir_dtype_name(v->type.dtype)),
@@ -4292,8 +4300,17 @@ int lower_inputs_outputs(LowerShared *s, const FuseTable *fuse) {
     }
     for (int i = 0; i < f->noutputs; i++) {
         IrValue *v = f->outputs[i];
+        SrcLoc at = f->output_locs ? f->output_locs[i] : f->loc;
         RtDType dt;
-        if (io_dtype(s, v, f->output_locs ? f->output_locs[i] : f->loc, &dt) < 0) return -1;
+        if (io_dtype(s, v, at, &dt) < 0) return -1;
+        for (int j = 0; j < i; j++)
+            if (f->outputs[j] == v)
+                return fail_at(s, at,
+                               "'%s' is returned twice: the CPU backend names each output after its value, so it "
+                               "returns a value once (return an identity of it for the second)",
+                               v->name),
+                       -1;
+        if (ir_value_numel(v) == 0) return fail_at(s, at, "output '%s' %s", v->name, NO_ELEMENTS), -1;
         s->out_buf[i] = new_temp(s, rt_dt(v->type.dtype), v->type.rank, v->type.dims);
         if (s->out_buf[i] < 0) return -1;
     }

@@ -828,6 +828,18 @@ static const struct {
      "    } -> (y);\n}\n",
      "t.mil:5:", "error: conv_quantized: 'quantization_type' lut is not run by the CPU backend (linear is: the op "
      "carries no look-up table)"},
+    /* coremltools builds these: a value returned twice, and empty tensors */
+    {HDR "tensor<fp32, [2]> x) {\n        tensor<fp32, [2]> y = relu(x = x);\n    } -> (y, y);\n}\n", "t.mil:5:14:",
+     "error: 'y' is returned twice: the CPU backend names each output after its value, so it returns a value once "
+     "(return an identity of it for the second)"},
+    {HDR "tensor<fp32, [0, 3]> x) {\n        tensor<fp32, [0, 3]> y = relu(x = x);\n    } -> (y);\n}\n", "t.mil:3:43:",
+     "error: input 'x' has no elements (a dimension of 0), and the CPU backend plans no empty buffers"},
+    {HDR "tensor<fp32, [1, 3]> x) {\n        tensor<int32, [0, 1]> n = const()[val = tensor<int32, [0, 1]>([])];\n"
+         "        tensor<int32, [1, 1]> s = reduce_sum(x = n, axes = tensor<int32, [1]>([0]), keep_dims = "
+         "bool(true));\n"
+         "        tensor<fp32, [1, 1]> c = cast(x = s, dtype = string(\"fp32\"));\n"
+         "        tensor<fp32, [1, 3]> y = add(x = x, y = c);\n    } -> (y);\n}\n",
+     "t.mil:5:", "error: 'n' has no elements (a dimension of 0), and the CPU backend plans no empty buffers"},
 };
 
 TEST(cpu_refusals_are_diagnosed) {
