@@ -157,13 +157,17 @@ static int check_run(Cli *cli, int argc, char **argv) {
     }
     Arena arena;
     arena_init(&arena);
+    DiagSink d;
+    diag_init(&d);
     PkgProgram pp;
-    rc = cli_load_program(cli, a.pos[0], args_get(&a, "model-path"), target, args_flag(&a, "Werror"), &arena, &pp);
+    rc = cli_load_program(cli, a.pos[0], args_get(&a, "model-path"), target, args_flag(&a, "Werror"), &arena, &pp,
+                          &d);
     if (rc == EXIT_OK && cli->json)
         cli_json_print(stdout, cli_json_obj("file", cli_json_str(a.pos[0]), "valid", json_true(), NULL));
     else if (rc == EXIT_OK && cli->verbosity > 0)
         fprintf(stderr, "%s: ok\n", a.pos[0]);
     arena_free(&arena);
+    diag_free(&d);
 out:
     args_free(&a);
     return rc;
@@ -198,8 +202,10 @@ static int fmt_run(Cli *cli, int argc, char **argv) {
     }
     Arena arena;
     arena_init(&arena);
+    DiagSink d;
+    diag_init(&d);
     PkgProgram pp;
-    rc = cli_load_program(cli, a.pos[0], args_get(&a, "model-path"), MIL_TARGET_CPU, false, &arena, &pp);
+    rc = cli_load_program(cli, a.pos[0], args_get(&a, "model-path"), MIL_TARGET_CPU, false, &arena, &pp, &d);
     if (rc == EXIT_OK && args_flag(&a, "check") && pp.kind != PKG_KIND_MIL) {
         cli_usage_error("fmt", "--check compares a model.mil file with its canonical form; '%s' is a package or folder",
                         a.pos[0]);
@@ -230,6 +236,7 @@ static int fmt_run(Cli *cli, int argc, char **argv) {
         free(text);
     }
     arena_free(&arena);
+    diag_free(&d);
 out:
     args_free(&a);
     return rc;

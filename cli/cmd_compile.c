@@ -12,12 +12,13 @@ static const OptSpec compile_opts[] = {
     {"model-path", 0, OPT_VALUE, "DIR", "directory @model_path stands for (default: the file's)"},
     {"dump", 0, OPT_VALUE, "STAGE", "print the IR after STAGE as MIL text (parse, check, dce, fold, fuse)"},
     {"no-fuse", 0, OPT_FLAG, NULL, "mode 2 without pattern fusion"},
+    {"function", 0, OPT_VALUE, "NAME", "the function to compile (default: main, or the program's only function)"},
     {0},
 };
 
 static void compile_help(FILE *f) {
-    fputs("usage: milc compile (FILE.mil | PKG.mlpackage | DIR) [--model-path DIR] [--mode N] [-o FILE.milc] [--dump "
-          "STAGE]\n"
+    fputs("usage: milc compile (FILE.mil | PKG.mlpackage | DIR) [--function NAME] [--model-path DIR] [--mode N]\n"
+          "                    [-o FILE.milc] [--dump STAGE]\n"
           "\n"
           "Check and compile a MIL program (a model.mil file, a folder holding one, or\n"
           "a .mlpackage) for the CPU backend into an artifact file:\n"
@@ -73,7 +74,8 @@ static int compile_run(Cli *cli, int argc, char **argv) {
     CompileFileOptions o = {.model_path = args_get(&a, "model-path"),
                             .mode = (int)mode,
                             .no_fuse = args_flag(&a, "no-fuse"),
-                            .dump_stage = stage};
+                            .dump_stage = stage,
+                            .function = args_get(&a, "function")};
     rc = pipeline_compile_file(a.pos[0], outpath, &o, &r, &d);
     if (r.dump) fputs(r.dump, stdout);
     int drc = cli_report(cli, &d);

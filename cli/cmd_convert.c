@@ -73,10 +73,13 @@ static int convert_run(Cli *cli, int argc, char **argv) {
     else {
         Arena arena;
         arena_init(&arena);
+        DiagSink d;
+        diag_init(&d);
         PkgProgram pp;
-        rc = cli_load_program(cli, a.pos[0], args_get(&a, "model-path"), MIL_TARGET_CPU, false, &arena, &pp);
+        rc = cli_load_program(cli, a.pos[0], args_get(&a, "model-path"), MIL_TARGET_CPU, false, &arena, &pp, &d);
         if (rc == EXIT_OK) rc = cli_write_program(cli, &pp, fmt, dst);
         arena_free(&arena);
+        diag_free(&d);
     }
     args_free(&a);
     return rc;

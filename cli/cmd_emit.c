@@ -86,7 +86,8 @@ static int emit_run(Cli *cli, int argc, char **argv) {
         Arena arena;
         arena_init(&arena);
         PkgProgram pp;
-        rc = cli_load_program(cli, scratch, NULL, MIL_TARGET_CPU, false, &arena, &pp);
+        diag_clear(&d); /* reported above; d keeps the emitted program's names */
+        rc = cli_load_program(cli, scratch, NULL, MIL_TARGET_CPU, false, &arena, &pp, &d);
         if (rc == EXIT_OK) rc = cli_write_program(cli, &pp, PKG_OUT_MLPACKAGE, dir);
         arena_free(&arena);
         cli_rm_tree(scratch);

@@ -19,6 +19,7 @@ static const OptSpec run_opts[] = {
     GEN_COMMON_OPTS,
     {"mode", 0, OPT_VALUE, "N", "with build options: " RT_MODES_HELP},
     {"model-path", 0, OPT_VALUE, "DIR", "with a model.mil file: the directory @model_path stands for"},
+    {"function", 0, OPT_VALUE, "NAME", "with a program: the function to run (default: main, or its only function)"},
     {"input", 'i', OPT_VALUE, "NAME=FILE.npy", "bind an input (repeat for each)"},
     {"state", 0, OPT_VALUE, "NAME=FILE.npy", "seed a state (repeat for each; the others start at zero)"},
     {"output", 'o', OPT_VALUE, "DIR", "write each output as DIR/NAME.npy (default .)"},
@@ -126,8 +127,10 @@ static int run_program(Cli *cli, const Args *a, Store **c, LoadedModel *lm, int 
         return EXIT_USAGE;
     Arena arena;
     arena_init(&arena);
+    DiagSink d; /* the program's locations point into it: it outlives the program */
+    diag_init(&d);
     PkgProgram pp;
-    int rc = cli_load_program(cli, a->pos[0], args_get(a, "model-path"), MIL_TARGET_CPU, false, &arena, &pp);
+    int rc = cli_load_program(cli, a->pos[0], args_get(a, "model-path"), MIL_TARGET_CPU, false, &arena, &pp, &d);
     char err[512] = "";
     int r;
     if (rc == EXIT_OK && (r = store_lmdb_open(c, cli->cache_dir, NULL, err, sizeof err)) != 0) {
@@ -135,15 +138,16 @@ static int run_program(Cli *cli, const Args *a, Store **c, LoadedModel *lm, int 
         rc = EXIT_SYSTEM;
     }
     if (rc == EXIT_OK) {
-        DiagSink d;
-        diag_init(&d);
         StoreEntry *hit = NULL;
         BuildResult res;
-        ProgramRequest req = {.what = a->pos[0], .mode = (int)mode, .verify_hits = verify_policy(a), .hit_out = &hit};
+        ProgramRequest req = {.what = a->pos[0],
+                              .mode = (int)mode,
+                              .verify_hits = verify_policy(a),
+                              .hit_out = &hit,
+                              .function = args_get(a, "function")};
         rc = pipeline_program(*c, pp.prog, pp.model_dir, &req, &res, &d);
         int drc = cli_report(cli, &d);
         if (rc == EXIT_OK) rc = drc;
-        diag_free(&d);
         if (rc == EXIT_OK) {
             char key[33];
             cache_key_hex(&res.key, key);
@@ -154,6 +158,7 @@ static int run_program(Cli *cli, const Args *a, Store **c, LoadedModel *lm, int 
             store_release(*c, hit);
     }
     arena_free(&arena);
+    diag_free(&d);
     return rc;
 }
 

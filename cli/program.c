@@ -6,13 +6,12 @@
 #include "program.h"
 
 int cli_load_program(Cli *cli, const char *path, const char *model_path, MilTarget target, bool werror, Arena *arena,
-                     PkgProgram *out) {
-    DiagSink d;
-    diag_init(&d);
-    d.warn_as_error = werror;
-    int rc = pipeline_load_program(arena, path, model_path, target, out, &d);
-    int drc = cli_report(cli, &d);
-    diag_free(&d);
+                     PkgProgram *out, DiagSink *d) {
+    d->warn_as_error = werror;
+    int rc = pipeline_load_program(arena, path, model_path, target, out, d);
+    int drc = cli_report(cli, d);
+    diag_clear(d);
+    d->warn_as_error = false;
     return rc != EXIT_OK ? rc : drc;
 }
 

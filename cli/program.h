@@ -9,10 +9,13 @@
 #include "milc/mil.h"
 #include "milc/pkg.h"
 
-/* Read and check the program at path; diagnostics printed.  EXIT_OK with
- * out filled, or EXIT_INPUT / EXIT_SYSTEM. */
+/* Read and check the program at path; its diagnostics printed, then
+ * cleared from d.  d is the caller's (initialized): it keeps the program's
+ * file names and text, which every location in the program points into, so
+ * the caller frees it after the program (and reports later diagnostics about
+ * the program through it).  EXIT_OK with out filled, or EXIT_INPUT / EXIT_SYSTEM. */
 int cli_load_program(Cli *cli, const char *path, const char *model_path, MilTarget target, bool werror, Arena *arena,
-                     PkgProgram *out);
+                     PkgProgram *out, DiagSink *d);
 
 /* True when path names a program (a .mil file or a folder holding one or a
  * package) rather than an artifact or a key. */

@@ -69,6 +69,26 @@ static char *model_dir_of(const IrProgram *p, const BackendOptions *o) {
 
 static void discard_weight(void *image, const void *data, size_t n) { milblob_image_discard(image, data, n); }
 
+/* The function to compile: the one named, else "main", else a program's only
+ * function (a multifunction package names its own; a single function may be
+ * called anything).  NULL after a diagnostic listing what there is. */
+static IrFunction *pick_function(const IrProgram *p, const char *name, SrcLoc at, DiagSink *d) {
+    IrFunction *f = ir_program_function(p, name ? name : "main");
+    if (!f && !name && p->nfuncs == 1) f = p->funcs[0];
+    if (f) return f;
+    char list[512] = "";
+    size_t n = 0;
+    for (int i = 0; i < p->nfuncs && n < sizeof list; i++)
+        n += (size_t)snprintf(list + n, sizeof list - n, "%s'%s'", i ? ", " : "", p->funcs[i]->name);
+    if (name || p->nfuncs == 0)
+        diag_error(d, at, "the program has no function '%s'%s%s", name ? name : "main", p->nfuncs ? "; it has " : "",
+                   list);
+    else
+        diag_error(d, at, "the program has %d functions (%s), none of them 'main': name the one to compile", p->nfuncs,
+                   list);
+    return NULL;
+}
+
 int backend_compile(IrProgram *p, const BackendOptions *o, RtArtifact **out, BackendStats *st, DiagSink *d) {
     BackendStats dummy;
     if (!st) st = &dummy;
@@ -88,11 +108,8 @@ int backend_compile(IrProgram *p, const BackendOptions *o, RtArtifact **out, Bac
             return -1;
         }
     }
-    IrFunction *f = ir_program_function(p, "main");
-    if (!f) {
-        diag_error(d, ploc, "the program has no function 'main'");
-        return -1;
-    }
+    IrFunction *f = pick_function(p, o->function, ploc, d);
+    if (!f) return -1;
     Ctx c = {p, f, o, d};
     double t0 = now_ms();
     /* The artifact embeds the program as given (canonical text), not as the

@@ -15,6 +15,12 @@ struct DiagSource {
 
 void diag_init(DiagSink *s) { memset(s, 0, sizeof *s); }
 
+void diag_clear(DiagSink *s) {
+    for (int i = 0; i < s->count; i++) free(s->items[i].msg);
+    s->count = s->errors = s->warnings = s->system_errors = 0;
+    s->truncated = false;
+}
+
 void diag_free(DiagSink *s) {
     for (int i = 0; i < s->count; i++) free(s->items[i].msg);
     free(s->items);

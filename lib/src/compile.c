@@ -71,7 +71,8 @@ int pipeline_compile_file(const char *path, const char *out_path, const CompileF
                              .model_path = pp.model_dir,
                              .dump_stage = o->dump_stage,
                              .dump_out = o->dump_stage ? &res->dump : NULL,
-                             .no_fuse = o->no_fuse};
+                             .no_fuse = o->no_fuse,
+                             .function = o->function};
         BackendStats st = {0};
         if (backend_compile(pp.prog, &bo, &art, &st, d) != 0) rc = failed_rc(d);
         res->ops_in = st.ops_in, res->ops_out = st.ops_out, res->dispatches = st.dispatches;

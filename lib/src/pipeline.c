@@ -229,6 +229,7 @@ int pipeline_program(Store *s, const IrProgram *p, const char *model_dir, const 
     }
     key_common(&fb, req->mode);
     ckey_add(&fb, KEY_TAG('M', 'I', 'L', ' '), text, len);
+    if (req->function) ckey_add_str(&fb, KEY_TAG('F', 'U', 'N', 'C'), req->function);
     if (add_blob_digests(&fb, p, model_dir, d) != 0) {
         rc = failed_rc(d);
         goto out;
@@ -255,8 +256,9 @@ int pipeline_program(Store *s, const IrProgram *p, const char *model_dir, const 
         goto out;
     }
     BackendStats bs = {0};
-    if (backend_compile((IrProgram *)p, &(BackendOptions){.mode = req->mode, .model_path = model_dir}, &art, &bs, d) !=
-        0) {
+    if (backend_compile((IrProgram *)p,
+                        &(BackendOptions){.mode = req->mode, .model_path = model_dir, .function = req->function}, &art,
+                        &bs, d) != 0) {
         rc = failed_rc(d);
         goto out;
     }

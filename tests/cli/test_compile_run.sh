@@ -145,3 +145,28 @@ PYEOF
 "$PY" -c "import numpy as np; np.save('xu16.npy', np.array([1, 2, 3], np.uint16))"
 expect_rc 1 "$MILC" run narrow.mil --input x=xu16.npy --input u=u8.npy -o o
 expect_in "$ERR" "input 'x' wants int16, the file holds uint16"
+
+# Functions: a program's only function is compiled whatever its name; one of
+# several is named with --function (compile and run), and a program of
+# several without main says which there are.
+printf 'program(1.3)\n{\n    func foo<ios18>(tensor<fp32, [2]> x) {\n        tensor<fp32, [2]> y = relu(x = x);\n    } -> (y);\n}\n' > foo.mil
+expect_rc 0 "$MILC" compile foo.mil -o foo.milc
+printf 'program(1.3)\n{\n    func prefill<ios18>(tensor<fp32, [2]> x) {\n        tensor<fp32, [2]> y = relu(x = x);\n    } -> (y);\n    func decode<ios18>(tensor<fp32, [2]> x) {\n        tensor<fp32, [2]> y = sigmoid(x = x);\n    } -> (y);\n}\n' > two.mil
+expect_rc 1 "$MILC" compile two.mil -o two.milc
+expect_eq "$ERR" "two.mil: error: the program has 2 functions ('prefill', 'decode'), none of them 'main': name the one to compile"
+expect_rc 1 "$MILC" compile two.mil --function nope -o two.milc
+expect_eq "$ERR" "two.mil: error: the program has no function 'nope'; it has 'prefill', 'decode'"
+"$PY" -c "import numpy as np; np.save('x2.npy', np.array([-1, 2], np.float32))"
+expect_rc 0 "$MILC" compile two.mil --function decode -o two.milc
+expect_rc 0 "$MILC" run two.milc --input x=x2.npy -o dec
+expect_rc 0 "$MILC" run two.mil --function prefill --input x=x2.npy -o pre
+"$PY" -c "
+import numpy as np
+assert np.allclose(np.load('dec/y.npy'), 1 / (1 + np.exp([1.0, -2.0])), rtol=1e-6)
+assert np.array_equal(np.load('pre/y.npy'), np.array([0, 2], np.float32))" && ok || fail "--function ran the wrong function"
+# A program run from its file that the backend refuses: the message names the
+# file and shows the line (the program's locations outlived their sink once).
+printf 'program(1.3)\n{\n    func main<ios18>(tensor<fp32, [2]> x) {\n        tensor<int32, [?, 1]> y = non_zero(x = x);\n    } -> (y);\n}\n' > nz.mil
+expect_rc 1 "$MILC" run nz.mil --input x=x2.npy -o nzo
+expect_in "$ERR" "nz.mil:4:35: error: op non_zero is not run by the cpu backend"
+expect_in "$ERR" "        tensor<int32, [?, 1]> y = non_zero(x = x);"

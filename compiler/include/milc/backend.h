@@ -40,6 +40,7 @@ typedef struct BackendOptions {
     bool no_fuse;           /* mode 2 without pattern fusion (views still used) */
     bool same_ops;          /* mode 0: the non-bonded program gets the bonded program's ops
                                (fused), one dispatch each: isolates per-dispatch overhead */
+    const char *function;   /* the function compiled; NULL: "main", or the program's only one */
 } BackendOptions;
 
 typedef struct BackendStats {

@@ -50,6 +50,10 @@ typedef struct DiagSink {
 
 void diag_init(DiagSink *s);
 void diag_free(DiagSink *s);
+/* Forget the diagnostics recorded (once reported), keeping the registered
+ * sources and names: the locations of a program parsed with s point into
+ * them, so s lives as long as the program does. */
+void diag_clear(DiagSink *s);
 
 /* Register source text so rendering can show the offending line.  The text is
  * copied; the returned name is owned by the sink and usable as SrcLoc.file. */

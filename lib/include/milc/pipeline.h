@@ -113,6 +113,7 @@ typedef struct ProgramRequest {
     int mode;
     int verify_hits;      /* BUILD_VERIFY_* */
     StoreEntry **hit_out; /* required: the entry, for the caller to run */
+    const char *function; /* BackendOptions.function; a key field when set */
 } ProgramRequest;
 
 /* A checked program from a file (text or package) compiled through the cache
@@ -158,6 +159,7 @@ typedef struct CompileFileOptions {
     int mode;               /* RT_MODE_* */
     bool no_fuse;           /* BackendOptions.no_fuse */
     const char *dump_stage; /* a stage (pipeline_stage_known), or NULL */
+    const char *function;   /* BackendOptions.function */
 } CompileFileOptions;
 
 typedef struct CompileFileResult {
