@@ -194,6 +194,11 @@ static int run_run(Cli *cli, int argc, char **argv) {
         cli_usage_error("run", "build options go without an ARTIFACT or KEY");
         goto out;
     }
+    if (!program && (args_get(&a, "function") || args_get(&a, "model-path"))) {
+        cli_usage_error("run", "--%s goes with a program (FILE.mil, a package or a folder)",
+                        args_get(&a, "function") ? "function" : "model-path");
+        goto out;
+    }
     if (args_get(&a, "threads") && !args_int("run", "threads", args_get(&a, "threads"), 1, 256, &threads)) goto out;
     if (args_get(&a, "repeat") && !args_int("run", "repeat", args_get(&a, "repeat"), 1, 1000000, &repeat)) goto out;
     const char *outdir = args_get(&a, "output") ? args_get(&a, "output") : ".";

@@ -170,3 +170,7 @@ printf 'program(1.3)\n{\n    func main<ios18>(tensor<fp32, [2]> x) {\n        te
 expect_rc 1 "$MILC" run nz.mil --input x=x2.npy -o nzo
 expect_in "$ERR" "nz.mil:4:35: error: op non_zero is not run by the cpu backend"
 expect_in "$ERR" "        tensor<int32, [?, 1]> y = non_zero(x = x);"
+# --function and --model-path name parts of a program: with an artifact they
+# are a usage error, not silently ignored.
+expect_rc 2 "$MILC" run two.milc --function decode --input x=x2.npy -o dec2
+expect_in "$ERR" "milc run: --function goes with a program (FILE.mil, a package or a folder)"

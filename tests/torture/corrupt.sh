@@ -114,6 +114,12 @@ else:
 PYEOF
 )
   if [ "$hit" = -1 ]; then fail "entry case $i: no artifact window found in data.mdb"; continue; fi
+  # The window may lie in a page LMDB no longer uses (an earlier copy of a
+  # page it rewrote): then nothing of the entry changed, and a hit without a
+  # checksum is right.  `cache verify` hashes everything, always: the case
+  # counts only when it sees the damage.
+  m --cache-dir "$C" cache verify
+  if [ "$RC" = 0 ]; then tally[entry-flip-outside-the-entry]=$((${tally[entry-flip-outside-the-entry]:-0} + 1)); ok; continue; fi
   rm -rf "$WORK/out"
   m --cache-dir "$C" run "$key" -j 1 --input x="$WORK/x.npy" -o "$WORK/out"
   if [ "$RC" = 0 ]; then
