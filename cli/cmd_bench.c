@@ -389,7 +389,7 @@ static int measure(const Bench *b, Cache *c, const char *cache_dir, const BenchP
     ChainRange r[512];
     int nr;
     mx->weight_bytes = chain_weight_bytes(&ch, r, &nr, 512);
-    int nth = b->threads ? b->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int nth = b->threads ? b->threads : os_cpu_count();
     mx->gbs = rc == EXIT_OK ? bench_bandwidth(r, nr, nth, 3) / 1e9 : 0;
     chain_free(&ch);
     if (rc == EXIT_OK) *ms = bench_stat(v, n);
@@ -904,7 +904,7 @@ static int bench_run(Cli *cli, int argc, char **argv) {
                      .verify = b.verify,
                      .repeat = b.repeat,
                      .cold_repeat = b.cold_repeat,
-                     .threads = b.threads ? b.threads : (int)sysconf(_SC_NPROCESSORS_ONLN)};
+                     .threads = b.threads ? b.threads : os_cpu_count()};
     char allm[64];
     progress(&b, "%s: %ld layers in %ld chunk%s of %ld, T=%ld, modes %s; scratch %s", config, b.layers, b.nchunks,
              b.nchunks == 1 ? "" : "s", b.chunk, b.seq,

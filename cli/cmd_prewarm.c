@@ -32,6 +32,7 @@
 #include "milc/manifest.h"
 #include "milc/packages.h"
 #include "milc/request.h"
+#include "milc/ossys.h"
 
 static const OptSpec prewarm_opts[] = {
     {"jobs", 'j', OPT_VALUE, "N", "worker processes (default: the number of CPUs)"},
@@ -432,7 +433,7 @@ static int prewarm_run(Cli *cli, int argc, char **argv) {
         args_free(&a);
         return EXIT_USAGE;
     }
-    long nworkers = sysconf(_SC_NPROCESSORS_ONLN);
+    long nworkers = os_cpu_count();
     bool stale = args_flag(&a, "stale");
     if (a.npos != (stale ? 0 : 1)) {
         cli_usage_error("prewarm", stale ? "--stale takes no MANIFEST" : "expected one MANIFEST");

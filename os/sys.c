@@ -3,6 +3,7 @@
  * MILC_OS_PORTABLE). */
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,15 @@ void os_start_writeback(int fd, uint64_t off, uint64_t len) {
 #else
     (void)fd, (void)off, (void)len;
 #endif
+}
+
+int os_cpu_count(void) {
+#if OS_LINUX && defined(CPU_COUNT)
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+#endif
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 4096 ? 4096 : (int)n;
 }
 
 const char *os_flavour(void) { return OS_LINUX ? "linux" : OS_MACOS ? "macos" : "posix"; }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cache_impl.h"
+#include "milc/ossys.h"
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22 /* Linux 5.14 */
@@ -74,7 +75,7 @@ static void digest_sections(const CachePiece *pieces, const uint32_t *first, uin
                             uint8_t (*digests)[16]) {
     uint64_t bytes = 0;
     for (uint32_t p = 0; p < first[nsec]; p++) bytes += pieces[p].size;
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long cpus = os_cpu_count();
     uint64_t want = bytes / BYTES_PER_THREAD, have = cpus > 0 ? (uint64_t)cpus : 1;
     int nth = (int)(want < have ? want : have);
     if (nth > MAX_THREADS) nth = MAX_THREADS;

@@ -10,6 +10,7 @@
 #include "milc/half.h"
 #include "milc/osfile.h"
 #include "milc/safetensors.h"
+#include "milc/ossys.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -613,7 +614,7 @@ static int digest_fd(int fd, uint64_t size, const char *path, uint8_t out[16], D
         return -1;
     }
     (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL); /* a hint: a cold file reads ahead further */
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    long ncpu = os_cpu_count();
     int nth = ncpu < 1 ? 1 : ncpu > DIGEST_THREADS ? DIGEST_THREADS : (int)ncpu;
     if ((uint64_t)nth > npieces) nth = npieces ? (int)npieces : 1;
     DigestPart part[DIGEST_THREADS];

@@ -9,6 +9,7 @@
 
 #include "milc/half.h"
 #include "rt_internal.h"
+#include "milc/ossys.h"
 
 typedef struct {
     RtBufRec rec;
@@ -414,7 +415,7 @@ static void *pack_thread(void *arg) {
 enum { PACK_THREADS = 4 };
 static void run_packs(RtPlanBuilder *b) {
     PackRun r = {.b = b};
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    long ncpu = os_cpu_count();
     int nth = ncpu < 1 ? 1 : ncpu > PACK_THREADS ? PACK_THREADS : (int)ncpu;
     if ((uint32_t)nth > b->npack) nth = b->npack ? (int)b->npack : 1;
     pthread_t t[PACK_THREADS];

@@ -139,7 +139,7 @@ static void *worker_main(void *arg) {
 
 int rt_pool_new(RtPool **out, int nth) {
     *out = NULL;
-    if (nth <= 0) nth = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (nth <= 0) nth = os_cpu_count();
     if (nth < 1) nth = 1;
     if (nth > 256) nth = 256;
     RtPool *p = calloc(1, sizeof *p);

@@ -19,6 +19,7 @@
 
 #include "note.h"
 #include "milc/request.h"
+#include "milc/ossys.h"
 
 enum { NOTE_VERSION = 2 }; /* 2: a --chunk request's note holds its splits */
 
@@ -331,7 +332,7 @@ static int build_jobs(Store *s, const TemplatePath *tp, const JobList *jobs, con
     }
     Storer st;
     bool threaded =
-        nmiss >= 2 && (o->overlap ? o->overlap >= 2 : sysconf(_SC_NPROCESSORS_ONLN) >= 2) && storer_start(&st, s);
+        nmiss >= 2 && (o->overlap ? o->overlap >= 2 : os_cpu_count() >= 2) && storer_start(&st, s);
     StorerPoll poll = {&st, &prev, &rc, done};
     BuildBudget budget = {budget_take, budget_give, &st};
     for (int i = 0; i < limit; i++) {

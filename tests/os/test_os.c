@@ -4,7 +4,9 @@
  * memory is zeroed and usable, and discarded pages read as zeros again.  CI runs it on Linux as built and with
  * -DMILC_PORTABLE_OS=ON (the POSIX fallbacks). */
 #include <pthread.h>
+#include <sched.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "milc/ossys.h"
@@ -20,6 +22,31 @@ static void *sleeper(void *arg) {
 
 /* A sleeper (blocked or about to be) wakes when the word changes: no lost
  * wake-up between its check and its sleep.  Many rounds, to meet the race. */
+/* The CPUs a process may use: at least one, and on Linux its affinity mask,
+ * so a process pinned to one CPU sizes its thread pools for one. */
+TEST(cpu_count) {
+    CHECK(os_cpu_count() >= 1);
+#if defined(__linux__) && defined(CPU_COUNT)
+    cpu_set_t all;
+    CHECK(sched_getaffinity(0, sizeof all, &all) == 0);
+    if (strcmp(os_flavour(), "linux") == 0) CHECK(os_cpu_count() == CPU_COUNT(&all));
+    pid_t pid = fork();
+    if (pid == 0) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        for (int c = 0; c < CPU_SETSIZE; c++)
+            if (CPU_ISSET(c, &all)) {
+                CPU_SET(c, &one);
+                break;
+            }
+        _exit(sched_setaffinity(0, sizeof one, &one) != 0 ? 2 : strcmp(os_flavour(), "linux") ? 0
+                                                              : os_cpu_count() == 1 ? 0 : 1);
+    }
+    int st = 0;
+    CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+#endif
+}
+
 TEST(wait_wake) {
     for (int round = 0; round < 200; round++) {
         atomic_store(&word, 0), atomic_store(&woke, 0);
@@ -118,6 +145,7 @@ TEST(reserve_and_populate) {
 }
 
 int main(void) {
+    RUN(cpu_count);
     RUN(wait_wake);
     RUN(exe_and_boot);
     RUN(huge_alloc);

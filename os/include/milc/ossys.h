@@ -57,6 +57,11 @@ void os_mem_discard(void *p, size_t len);
  * the end then waits for its tail, not for all of it. */
 void os_start_writeback(int fd, uint64_t off, uint64_t len);
 
+/* The CPUs this process may run on (its affinity mask where the OS has one:
+ * a cpuset or `taskset` limits it below the machine's online count), at
+ * least 1: what a pool of worker threads is sized by. */
+int os_cpu_count(void);
+
 /* The layer's build: "linux", "macos" or "posix" (MILC_PORTABLE_OS). */
 const char *os_flavour(void);
 
