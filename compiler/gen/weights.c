@@ -580,16 +580,17 @@ typedef struct {
     int fd;
     uint64_t size, first, step; /* pieces first, first + step, ... */
     uint8_t (*out)[16];
-    int rc; /* pread_full's, the first that failed (ENOMEM: no buffer) */
+    int rc;     /* pread_full's, the first that failed */
+    bool nomem; /* no buffer to read into: nothing read */
 } DigestPart;
 
 static void *digest_part(void *arg) {
     DigestPart *p = arg;
     uint8_t *buf = malloc(DIGEST_BLK);
     XXH3_state_t *st = XXH3_createState();
-    if (!buf || !st) p->rc = ENOMEM;
+    p->nomem = !buf || !st;
     uint64_t npieces = (p->size + DIGEST_PIECE - 1) / DIGEST_PIECE;
-    for (uint64_t i = p->first; i < npieces && !p->rc; i += p->step) {
+    for (uint64_t i = p->first; i < npieces && !p->rc && !p->nomem; i += p->step) {
         XXH3_128bits_reset(st);
         uint64_t end = (i + 1) * (uint64_t)DIGEST_PIECE < p->size ? (i + 1) * (uint64_t)DIGEST_PIECE : p->size;
         for (uint64_t off = i * (uint64_t)DIGEST_PIECE; off < end && !p->rc; off += DIGEST_BLK) {
@@ -620,7 +621,7 @@ static int digest_fd(int fd, uint64_t size, const char *path, uint8_t out[16], D
     DigestPart part[DIGEST_THREADS];
     pthread_t th[DIGEST_THREADS];
     bool started[DIGEST_THREADS] = {false};
-    for (int t = 0; t < nth; t++) part[t] = (DigestPart){fd, size, (uint64_t)t, (uint64_t)nth, pieces, 0};
+    for (int t = 0; t < nth; t++) part[t] = (DigestPart){fd, size, (uint64_t)t, (uint64_t)nth, pieces, 0, false};
     for (int t = 1; t < nth; t++) started[t] = pthread_create(&th[t], NULL, digest_part, &part[t]) == 0;
     digest_part(&part[0]);
     for (int t = 1; t < nth; t++)
@@ -630,6 +631,8 @@ static int digest_fd(int fd, uint64_t size, const char *path, uint8_t out[16], D
             digest_part(&part[t]); /* no thread: its share on this one */
     int rc = 0;
     for (int t = 0; t < nth && rc == 0; t++) rc = read_failed(part[t].rc, at, d);
+    for (int t = 0; t < nth && rc == 0; t++)
+        if (part[t].nomem) rc = -1, diag_syserror(d, at, "out of memory for the buffers that hash the checkpoint");
     if (rc == 0) {
         XXH3_state_t *st = XXH3_createState();
         MILC_ASSERT(st != NULL);

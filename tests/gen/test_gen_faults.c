@@ -54,7 +54,53 @@ TEST(weight_write_error_is_reported) {
     diag_free(&d);
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+
+/* A checkpoint's digest with no memory for its read buffers says so, not
+ * "read error: Cannot allocate memory".  The address space is capped just
+ * above what the process maps, so the buffers (512 KiB each, mmap'd) and
+ * the threads' stacks cannot be had. */
+TEST(digest_without_memory_says_so) {
+#ifndef UNDER_ASAN /* its shadow memory needs terabytes of address space */
+    char path[] = "/tmp/milc-gen-digest-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    static char block[1 << 16];
+    for (int i = 0; i < 16; i++) CHECK(write(fd, block, sizeof block) == (ssize_t)sizeof block);
+    close(fd);
+    DiagSink d;
+    diag_init(&d);
+    uint8_t dig[16];
+    long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f && fscanf(f, "%ld", &pages) == 1) {
+        struct rlimit old, lim;
+        getrlimit(RLIMIT_AS, &old);
+        lim = (struct rlimit){(rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (256u << 10), old.rlim_max};
+        CHECK_EQ_INT(setrlimit(RLIMIT_AS, &lim), 0);
+        int rc = gen_weights_digest(path, dig, &d);
+        setrlimit(RLIMIT_AS, &old);
+        CHECK_EQ_INT(rc, -1);
+        CHECK_EQ_INT(gen_weights_digest(path, dig, &d), 0); /* and it works with memory */
+        char *s = diag_render(&d);
+        CHECK(strstr(s, "out of memory for the buffers that hash the checkpoint") != NULL);
+        if (!strstr(s, "out of memory for the buffers")) fprintf(stderr, "diagnostics: '%s'\n", s);
+        free(s);
+    }
+    if (f) fclose(f);
+    diag_free(&d);
+    unlink(path);
+#endif
+}
+
 int main(void) {
     RUN(weight_write_error_is_reported);
+    RUN(digest_without_memory_says_so);
     TEST_MAIN_END();
 }
