@@ -1218,9 +1218,9 @@ static void stage_clear(Stage *s, const uint8_t *val, uint64_t n) {
 
 /* Where a value's bytes come from: the caller's memory, or its fill. */
 typedef struct Source {
-    const uint8_t *src;        /* NULL (and no fill): zeros */
-    const CachePutOptions *po; /* its fill, if not src */
-    const CachePutOptions *consume; /* src's pages are handed back once copied (CACHE_PUT_CONSUME) */
+    const uint8_t *src;        /* NULL: po's fill, or without one zeros */
+    const CachePutOptions *po; /* the put's options (NULL: none) */
+    int consume;               /* src's pages are handed back once copied (CACHE_PUT_CONSUME) */
 } Source;
 
 /* n bytes of the source into dst, then into the checksum while in cache. */
@@ -1229,9 +1229,9 @@ static int source_copy(const Source *from, uint8_t *dst, size_t n, XXH3_state_t 
         memcpy(dst, from->src, n);
         if (from->consume) { /* whole pages inside only */
             os_mem_discard((void *)from->src, n);
-            if (from->consume->consumed) from->consume->consumed(from->consume->consumed_ctx, n);
+            if (from->po->consumed) from->po->consumed(from->po->consumed_ctx, n);
         }
-    } else if (from->po) {
+    } else if (from->po && from->po->fill) {
         int rc = from->po->fill(from->po->fill_ctx, dst, n);
         if (rc) return rc;
     } else {
@@ -1264,7 +1264,7 @@ static int put_from(Stage *s, uint8_t *dst, Source from, uint64_t n, XXH3_state_
 }
 
 static int put_bytes(Stage *s, uint8_t *dst, const uint8_t *src, uint64_t n, XXH3_state_t *st) {
-    return put_from(s, dst, (Source){src, NULL, NULL}, n, st);
+    return put_from(s, dst, (Source){src, NULL, 0}, n, st);
 }
 
 /* A direct key's value: the artifact key, then the direct record. */
@@ -1330,8 +1330,7 @@ static int put_entry(Cache *c, MDB_txn *txn, PutJob *j) {
             j->filled |= fill != NULL || consume;
             if ((rc = put_bytes(&sg, val + pos, NULL, at - pos, NULL)) != 0 ||
                 (rc = put_from(&sg, val + at,
-                               (Source){fill ? NULL : (const uint8_t *)j->secs[i].data + done, fill,
-                                        consume ? j->po : NULL},
+                               (Source){fill ? NULL : (const uint8_t *)j->secs[i].data + done, j->po, consume},
                                piece,
                                st)) != 0)
                 return rc;

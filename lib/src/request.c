@@ -234,7 +234,7 @@ static void storer_hand(Storer *st, PipelineKept *k, BuildResult *res) {
     uint64_t bytes = pipeline_kept_bytes(k);
     pthread_mutex_lock(&st->mu);
     st->job = k, st->res = res, st->busy = true;
-    st->stored = bytes, st->made = 0, st->limit = bytes + BUDGET_SLACK;
+    st->stored = bytes, st->limit = bytes + BUDGET_SLACK; /* the made bytes are stored ones now: budget_next */
     pthread_cond_broadcast(&st->cv);
     pthread_mutex_unlock(&st->mu);
 }
