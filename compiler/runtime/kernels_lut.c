@@ -11,11 +11,12 @@
  * shifts and lookups give the chunk's weights in an order (t, j) that x is
  * permuted into once per call.  AVX2 the same at 256/b indices a load,
  * vpermps reading three bits: 4-bit palettes are two 8-entry halves and a
- * blend (lutn_cols).  NEON, the scalar reference, and 3-, 6- and 8-bit
- * indices look up one weight at a time.
+ * blend (lut_tab, lut_look); its 4-bit decode over fp16 palettes looks up
+ * bytes instead (lut_f16_decode).  NEON, the scalar reference, and 3-, 6-
+ * and 8-bit indices look up one weight at a time.
  * Compiled once per kernel variant, inside kernels_variant.c. */
 
-enum { LUT_MB = 4, LUT_CHUNK = 128 }; /* rows of x per pass (accumulators in registers); AVX-512 4-bit chunk */
+enum { LUT_MB = 4 }; /* rows of x per pass (accumulators in registers) */
 
 /* Index k of a row of bits-bit indices, packed low bits first. */
 static inline unsigned lut_id(const uint8_t *ix, int64_t k, int bits) {
@@ -35,37 +36,66 @@ static void lut_scalar(const uint8_t *ix, const float *pal, int bits, int64_t k0
 }
 
 #if defined(RT_AVX512) || defined(RT_VARIANT_AVX2)
-/* x in the lookups' order, per chunk of lanes · 32/bits indices:
- * xp[c + lanes·t + j] = x[c + (32/bits)·j + t] (a tail past the last whole
+/* x in the lookups' order, per chunk of RT_VL · 32/bits indices:
+ * xp[c + RT_VL·t + j] = x[c + (32/bits)·j + t] (a tail past the last whole
  * chunk is not read). */
-static void lut_permute_x(const float *x, float *xp, int64_t k, int bits, int lanes) {
+static void lut_permute_x(const float *x, float *xp, int64_t k, int bits) {
     int per = 32 / bits;
-    for (int64_t c = 0; c + per * lanes <= k; c += per * lanes)
+    for (int64_t c = 0; c + per * RT_VL <= k; c += per * RT_VL)
         for (int t = 0; t < per; t++)
-            for (int j = 0; j < lanes; j++) xp[c + lanes * t + j] = x[c + per * j + t];
+            for (int j = 0; j < RT_VL; j++) xp[c + RT_VL * t + j] = x[c + per * j + t];
 }
-#endif
 
-#ifdef RT_AVX512
-
-/* Bytes of indices the decode rows ask for ahead of their reads: a thread
- * reads at most what it has in flight per memory latency (~200 ns here),
- * and a row of 384 bytes (K = 768) is too short for the hardware
- * prefetcher to run ahead of on its own.  Into L2, 8 KB ahead beat 4 KB:
- * 4-bit decode 1.87-1.97 -> 1.75-1.85 of its bytes' time (3 alternated
- * runs of 25 pairs each; 12 KB 1.78-1.85). */
+/* Bytes of indices the rows ask for ahead of their reads: a thread reads
+ * at most what it has in flight per memory latency (~200 ns here), and a
+ * row of 384 bytes (K = 768) is too short for the hardware prefetcher to
+ * run ahead of on its own.  Into L2, 8 KB ahead beat 4 KB: AVX-512 4-bit
+ * decode 1.87-1.97 -> 1.75-1.85 of its bytes' time (3 alternated runs of
+ * 25 pairs each; 12 KB 1.78-1.85). */
 enum { LUT_AHEAD = 8192 };
 
-/* A bits-bit palette (pal, 2^bits fp32) as vpermps's 16-entry table: entry
- * e holds pal[e mod 2^bits], so an index need not be masked off the bits
- * above it. */
-static inline __attribute__((always_inline)) __m512 lut_table16(const float *pal, const int bits) {
+/* Each variant's lookup: LutIdx a load of RT_VL dwords of indices, LutTab
+ * a palette as vpermps tables, lut_look the weights of lookup t (index
+ * (32/bits)·j + t in lane j). */
+#ifdef RT_AVX512
+typedef __m512i LutIdx;
+typedef __m512 LutTab;
+static inline LutIdx lut_idx(const uint8_t *p) { return _mm512_loadu_si512((const void *)p); }
+/* the 16-entry table: entry e holds pal[e mod 2^bits], so an index need
+ * not be masked off the bits above it */
+static inline __attribute__((always_inline)) LutTab lut_tab(const float *pal, const int bits) {
     if (bits == 4) return _mm512_loadu_ps(pal);
     __m512 pv = _mm512_maskz_loadu_ps((__mmask16)((1u << (1 << bits)) - 1), pal);
     return _mm512_permutexvar_ps(_mm512_and_si512(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                                   _mm512_set1_epi32((1 << bits) - 1)),
                                  pv);
 }
+static inline __attribute__((always_inline)) RtV lut_look(LutIdx v, const int bits, int t, LutTab tab) {
+    return _mm512_permutexvar_ps(_mm512_srli_epi32(v, (unsigned)(bits * t)), tab);
+}
+#else
+typedef __m256i LutIdx;
+typedef struct {
+    __m256 lo, hi;
+} LutTab;
+static inline LutIdx lut_idx(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+/* vpermps reads three bits: a 4-bit palette is two 8-entry halves (bit 3,
+ * shifted into the sign, picks one by a blend); a 1- or 2-bit one is
+ * repeated to 8 entries */
+static inline __attribute__((always_inline)) LutTab lut_tab(const float *pal, const int bits) {
+    if (bits == 4) return (LutTab){_mm256_loadu_ps(pal), _mm256_loadu_ps(pal + 8)};
+    __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), n = _mm256_set1_epi32(1 << bits);
+    __m256 pv = _mm256_maskload_ps(pal, _mm256_cmpgt_epi32(n, iota));
+    return (LutTab){_mm256_permutevar8x32_ps(pv, _mm256_and_si256(iota, _mm256_set1_epi32((1 << bits) - 1))),
+                    _mm256_setzero_ps()};
+}
+static inline __attribute__((always_inline)) RtV lut_look(LutIdx v, const int bits, int t, LutTab tab) {
+    __m256i id = _mm256_srli_epi32(v, bits * t);
+    if (bits != 4) return _mm256_permutevar8x32_ps(tab.lo, id);
+    return _mm256_blendv_ps(_mm256_permutevar8x32_ps(tab.lo, id), _mm256_permutevar8x32_ps(tab.hi, id),
+                            _mm256_castsi256_ps(_mm256_slli_epi32(v, 28 - bits * t)));
+}
+#endif
 
 /* Decode (one row of x): rows n of bits-bit indices (1, 2 or 4) [n0, n1),
  * each K long in one block of columns (bk = 1), pal(n) its palette.  Two
@@ -80,28 +110,21 @@ static inline __attribute__((always_inline)) void lutn_decode(const uint8_t *ix,
     for (int64_t n = n0; n < n1; n += 2) {
         bool two = n + 1 < n1;
         const uint8_t *r0 = ix + n * rowb, *r1 = two ? r0 + rowb : r0;
-        __m512 l0 = lut_table16(lut + (n / rn) * np, bits), l1 = lut_table16(lut + ((two ? n + 1 : n) / rn) * np, bits);
-        __m512 s[4], u[4];
-        for (int i = 0; i < 4; i++) s[i] = u[i] = _mm512_setzero_ps();
-        for (int64_t k = 0; k < K; k += 16 * per) {
+        LutTab l0 = lut_tab(lut + (n / rn) * np, bits), l1 = lut_tab(lut + ((two ? n + 1 : n) / rn) * np, bits);
+        RtV s[4], u[4];
+        for (int i = 0; i < 4; i++) s[i] = u[i] = v_zero();
+        for (int64_t k = 0; k < K; k += RT_VL * per) {
             RT_PF_L2((const char *)r0 + k * bits / 8 + LUT_AHEAD);
             RT_PF_L2((const char *)r1 + k * bits / 8 + LUT_AHEAD);
-            __m512i v = _mm512_loadu_si512((const void *)(r0 + k * bits / 8)),
-                    w = _mm512_loadu_si512((const void *)(r1 + k * bits / 8));
-            const float *xk = xp + k;
+            LutIdx v = lut_idx(r0 + k * bits / 8), w = lut_idx(r1 + k * bits / 8);
             for (int t = 0; t < per; t++) {
-                __m512 xv = _mm512_loadu_ps(xk + 16 * t);
-                s[t & 3] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, (unsigned)(bits * t)), l0), xv,
-                                           s[t & 3]);
-                u[t & 3] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(w, (unsigned)(bits * t)), l1), xv,
-                                           u[t & 3]);
+                RtV xv = v_load(xp + k + RT_VL * t);
+                s[t & 3] = v_fma(lut_look(v, bits, t, l0), xv, s[t & 3]);
+                u[t & 3] = v_fma(lut_look(w, bits, t, l1), xv, u[t & 3]);
             }
         }
-        y[n] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s[0], s[1]), _mm512_add_ps(s[2], s[3]))) +
-               (bias ? bias[n] : 0.0f);
-        if (two)
-            y[n + 1] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(u[0], u[1]), _mm512_add_ps(u[2], u[3]))) +
-                       (bias ? bias[n + 1] : 0.0f);
+        y[n] = v_sum(v_add(v_add(s[0], s[1]), v_add(s[2], s[3]))) + (bias ? bias[n] : 0.0f);
+        if (two) y[n + 1] = v_sum(v_add(v_add(u[0], u[1]), v_add(u[2], u[3]))) + (bias ? bias[n + 1] : 0.0f);
     }
 }
 
@@ -114,66 +137,27 @@ static void lut_decode(const uint8_t *ix, const float *lut, int bits, int64_t rn
     }
 }
 
-/* Columns [k0, k1) (multiples of 512/bits) of one row of bits-bit indices
- * (1, 2 or 4), mr rows of x in the lookups' order. */
-static inline __attribute__((always_inline)) void lutn_cols(const uint8_t *ix, const float *pal, const int bits,
-                                                              int64_t k0, int64_t k1, const float *xp, int64_t ldx,
-                                                              int mr, float *acc) {
-    const int per = 32 / bits;
-    __m512 tab = lut_table16(pal, bits), a[LUT_MB][2];
-    for (int m = 0; m < LUT_MB; m++) a[m][0] = a[m][1] = _mm512_setzero_ps();
-    for (int64_t k = k0; k < k1; k += 16 * per) {
-        if (mr == 1) RT_PF_L2((const char *)ix + k * bits / 8 + LUT_AHEAD);
-        __m512i v = _mm512_loadu_si512((const void *)(ix + k * bits / 8));
-        for (int t = 0; t < per; t++) {
-            __m512 w = _mm512_permutexvar_ps(_mm512_srli_epi32(v, (unsigned)(bits * t)), tab);
-            for (int m = 0; m < mr; m++)
-                a[m][t & 1] = _mm512_fmadd_ps(w, _mm512_loadu_ps(xp + m * ldx + k + 16 * t), a[m][t & 1]);
-        }
-    }
-    for (int m = 0; m < mr; m++) acc[m] += _mm512_reduce_add_ps(_mm512_add_ps(a[m][0], a[m][1]));
-}
-
-enum { LUT_LANES = 16 };
-
-#elif defined(RT_VARIANT_AVX2)
-/* Columns [k0, k1) (multiples of 256/bits) of one row of bits-bit indices
- * (1, 2 or 4), mr rows of x in the lookups' order.  vpermps reads three
- * bits: a 1- or 2-bit palette repeated to 8 entries is one lookup; a 4-bit
- * one is two 8-entry halves, bit 3 (shifted into the sign) picking one. */
+/* Columns [k0, k1) (multiples of RT_VL · 32/bits) of one row of bits-bit
+ * indices (1, 2 or 4), mr rows of x in the lookups' order. */
 static inline __attribute__((always_inline)) void lutn_cols(const uint8_t *ix, const float *pal, const int bits,
                                                             int64_t k0, int64_t k1, const float *xp, int64_t ldx,
                                                             int mr, float *acc) {
     const int per = 32 / bits;
-    __m256 lo, hi = _mm256_setzero_ps();
-    if (bits == 4) {
-        lo = _mm256_loadu_ps(pal), hi = _mm256_loadu_ps(pal + 8);
-    } else {
-        __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), n = _mm256_set1_epi32(1 << bits);
-        __m256 pv = _mm256_maskload_ps(pal, _mm256_cmpgt_epi32(n, iota));
-        lo = _mm256_permutevar8x32_ps(pv, _mm256_and_si256(iota, _mm256_set1_epi32((1 << bits) - 1)));
-    }
-    __m256 a[LUT_MB][2];
-    for (int m = 0; m < LUT_MB; m++) a[m][0] = a[m][1] = _mm256_setzero_ps();
-    for (int64_t k = k0; k < k1; k += 8 * per) {
-        if (mr == 1) RT_PF_L2(ix + k * bits / 8 + 4096); /* a decode row: one stream, asked for ahead */
-        __m256i v = _mm256_loadu_si256((const __m256i *)(ix + k * bits / 8));
+    LutTab tab = lut_tab(pal, bits);
+    RtV a[LUT_MB][2];
+    for (int m = 0; m < LUT_MB; m++) a[m][0] = a[m][1] = v_zero();
+    for (int64_t k = k0; k < k1; k += RT_VL * per) {
+        if (mr == 1) RT_PF_L2((const char *)ix + k * bits / 8 + LUT_AHEAD);
+        LutIdx v = lut_idx(ix + k * bits / 8);
         for (int t = 0; t < per; t++) {
-            __m256i id = _mm256_srli_epi32(v, bits * t);
-            __m256 w = bits == 4 ? _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo, id), _mm256_permutevar8x32_ps(hi, id),
-                                                    _mm256_castsi256_ps(_mm256_slli_epi32(id, 28)))
-                                 : _mm256_permutevar8x32_ps(lo, id);
+            RtV w = lut_look(v, bits, t, tab);
             for (int m = 0; m < mr; m++)
-                a[m][t & 1] = _mm256_fmadd_ps(w, _mm256_loadu_ps(xp + m * ldx + k + 8 * t), a[m][t & 1]);
+                a[m][t & 1] = v_fma(w, v_load(xp + m * ldx + k + RT_VL * t), a[m][t & 1]);
         }
     }
-    for (int m = 0; m < mr; m++) acc[m] += v_sum(_mm256_add_ps(a[m][0], a[m][1]));
+    for (int m = 0; m < mr; m++) acc[m] += v_sum(v_add(a[m][0], a[m][1]));
 }
 
-enum { LUT_LANES = 8 };
-#endif
-
-#if defined(RT_AVX512) || defined(RT_VARIANT_AVX2)
 /* The variant's lutn_cols with bits a compile-time constant. */
 static void lut_vec(const uint8_t *ix, const float *pal, int bits, int64_t k0, int64_t k1, const float *xp,
                     int64_t ldx, int mr, float *acc) {
@@ -183,6 +167,100 @@ static void lut_vec(const uint8_t *ix, const float *pal, int bits, int64_t k0, i
     default: lutn_cols(ix, pal, 4, k0, k1, xp, ldx, mr, acc); break;
     }
 }
+#endif
+
+#ifdef RT_VARIANT_AVX2
+/* 4-bit decode by byte lookups, for palettes whose entries are all exact
+ * fp16 values (a Core ML palette is fp16): vpshufb looks up 32 indices at
+ * once in a 16-byte table, so each palette is two tables, its fp16 values'
+ * low and high bytes.  A 32-byte load of a row is 64 indices, low nibbles
+ * (even k) and high nibbles (odd k); two lookups each and a byte
+ * interleave give 64 fp16 weights, widened by vcvtph2ps and multiplied in
+ * fp32, so the sums are the same products as the vpermps path's.  The
+ * lookups are half the shuffle-port work of two vpermps and a blend per 8
+ * weights (L1-resident loop: 0.12 -> 0.064 ns a weight). */
+typedef struct {
+    __m256i lo, hi;
+} LutF16;
+
+/* pal's 16 entries as LutF16 tables, or false if one is not an fp16 value. */
+static inline bool lut_f16_tables(const float *pal, LutF16 *t) {
+    __m256 a = _mm256_loadu_ps(pal), b = _mm256_loadu_ps(pal + 8);
+    __m128i ha = _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT), hb = _mm256_cvtps_ph(b, _MM_FROUND_TO_NEAREST_INT);
+    __m256 same = _mm256_and_ps(_mm256_cmp_ps(_mm256_cvtph_ps(ha), a, _CMP_EQ_OQ),
+                                _mm256_cmp_ps(_mm256_cvtph_ps(hb), b, _CMP_EQ_OQ));
+    const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    __m128i sa = _mm_shuffle_epi8(ha, split), sb = _mm_shuffle_epi8(hb, split);
+    t->lo = _mm256_broadcastsi128_si256(_mm_unpacklo_epi64(sa, sb));
+    t->hi = _mm256_broadcastsi128_si256(_mm_unpackhi_epi64(sa, sb));
+    return _mm256_movemask_ps(same) == 0xff;
+}
+
+/* Whether every palette of rows [n0, n1) (rn rows each) is fp16. */
+static bool lut_f16_all(const float *lut, int64_t rn, int64_t n0, int64_t n1) {
+    LutF16 t;
+    for (int64_t q = n0 / rn; q <= (n1 - 1) / rn; q++)
+        if (!lut_f16_tables(lut + q * 16, &t)) return false;
+    return true;
+}
+
+/* Where lut_f16_look puts the weights of a chunk of 64 indices: its eight
+ * runs of 8 fp16 values, run r holding k = 2 (LUT_F16_B[r & 3] + i) + (r >> 2),
+ * i < 8 (vpunpck{l,h}bw interleave within 128-bit lanes). */
+static const int LUT_F16_B[4] = {0, 16, 8, 24};
+
+static void lut_f16_permute_x(const float *x, float *xp, int64_t k) {
+    for (int64_t c = 0; c + 64 <= k; c += 64)
+        for (int r = 0; r < 8; r++)
+            for (int i = 0; i < 8; i++) xp[c + 8 * r + i] = x[c + 2 * (LUT_F16_B[r & 3] + i) + (r >> 2)];
+}
+
+/* The 64 fp16 weights of a load v of 4-bit indices, into h (eight runs). */
+static inline __attribute__((always_inline)) void lut_f16_look(__m256i v, const LutF16 *t, __m256i h[4]) {
+    const __m256i m = _mm256_set1_epi8(15);
+    __m256i e = _mm256_and_si256(v, m), o = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
+    __m256i el = _mm256_shuffle_epi8(t->lo, e), eh = _mm256_shuffle_epi8(t->hi, e);
+    __m256i ol = _mm256_shuffle_epi8(t->lo, o), oh = _mm256_shuffle_epi8(t->hi, o);
+    _mm256_store_si256(h + 0, _mm256_unpacklo_epi8(el, eh));
+    _mm256_store_si256(h + 1, _mm256_unpackhi_epi8(el, eh));
+    _mm256_store_si256(h + 2, _mm256_unpacklo_epi8(ol, oh));
+    _mm256_store_si256(h + 3, _mm256_unpackhi_epi8(ol, oh));
+}
+
+static void lut_f16_decode(const uint8_t *ix, const float *lut, int64_t rn, int64_t n0, int64_t n1, int64_t K,
+                           const float *xp, const float *bias, float *y) {
+    int64_t rowb = K / 2;
+    for (int64_t n = n0; n < n1; n += 2) {
+        bool two = n + 1 < n1;
+        const uint8_t *r0 = ix + n * rowb, *r1 = two ? r0 + rowb : r0;
+        LutF16 t0, t1;
+        lut_f16_tables(lut + (n / rn) * 16, &t0);
+        lut_f16_tables(lut + ((two ? n + 1 : n) / rn) * 16, &t1);
+        __m256 s[4], u[4];
+        __m256i h0[4], h1[4];
+        for (int i = 0; i < 4; i++) s[i] = u[i] = _mm256_setzero_ps();
+        for (int64_t k = 0; k < K; k += 64) {
+            RT_PF_L2((const char *)r0 + k / 2 + LUT_AHEAD);
+            RT_PF_L2((const char *)r1 + k / 2 + LUT_AHEAD);
+            lut_f16_look(_mm256_loadu_si256((const __m256i *)(r0 + k / 2)), &t0, h0);
+            lut_f16_look(_mm256_loadu_si256((const __m256i *)(r1 + k / 2)), &t1, h1);
+            /* widened from memory: vcvtph2ps's register form costs a
+             * shuffle-port uop (the lookups' port), its memory form does not */
+            __asm__("" : "+m"(h0), "+m"(h1));
+            const __m128i *a = (const __m128i *)h0, *b = (const __m128i *)h1;
+            for (int r = 0; r < 8; r++) {
+                __m256 xv = _mm256_loadu_ps(xp + k + 8 * r);
+                s[r & 3] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_load_si128(a + r)), xv, s[r & 3]);
+                u[r & 3] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_load_si128(b + r)), xv, u[r & 3]);
+            }
+        }
+        y[n] = v_sum(_mm256_add_ps(_mm256_add_ps(s[0], s[1]), _mm256_add_ps(s[2], s[3]))) + (bias ? bias[n] : 0.0f);
+        if (two)
+            y[n + 1] = v_sum(_mm256_add_ps(_mm256_add_ps(u[0], u[1]), _mm256_add_ps(u[2], u[3]))) +
+                       (bias ? bias[n + 1] : 0.0f);
+    }
+}
+
 #endif
 
 static void rt_k_lut_gemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
@@ -197,17 +275,22 @@ static void rt_k_lut_gemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     if (n1 <= n0) return;
     bool vec = false;
 #if defined(RT_AVX512) || defined(RT_VARIANT_AVX2)
-    vec = (p->bits == 1 || p->bits == 2 || p->bits == 4) && kb % (32 / p->bits * LUT_LANES) == 0;
+    vec = (p->bits == 1 || p->bits == 2 || p->bits == 4) && kb % (32 / p->bits * RT_VL) == 0;
     if (vec) {
         float *xp = (float *)(ex->scratch + (size_t)ith * ex->scratch_per_thread);
-        for (int64_t m = 0; m < M; m++) lut_permute_x(x + m * K, xp + m * K, K, p->bits, LUT_LANES);
+#ifdef RT_VARIANT_AVX2
+        if (M == 1 && p->bk == 1 && p->bits == 4 && lut_f16_all(lut, rn, n0, n1)) {
+            lut_f16_permute_x(x, xp, K);
+            lut_f16_decode(ix, lut, rn, n0, n1, K, xp, bias, y);
+            return;
+        }
+#endif
+        for (int64_t m = 0; m < M; m++) lut_permute_x(x + m * K, xp + m * K, K, p->bits);
         xs = xp;
-#ifdef RT_AVX512
         if (M == 1 && p->bk == 1) {
             lut_decode(ix, lut, p->bits, rn, n0, n1, K, xp, bias, y);
             return;
         }
-#endif
     }
 #endif
     for (int64_t m0 = 0; m0 < M; m0 += LUT_MB) {

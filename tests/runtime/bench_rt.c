@@ -273,6 +273,7 @@ typedef struct {
  * stored sparse with fp16 values (RT_OP_SPGEMM, chain_q8 = 1) rather than
  * 4-bit palettes. */
 static int chain_lut_bits = 4; /* the palettized chains' index width */
+static int chain_lut_f32 = 0;  /* palettes of fp32 values (fp16 ones by default) */
 static int chain_q8;
 /* GEMMs in the channels layout (x [1, K, M], as the GPT-2 templates' [1, C, 1, S]) rather than rows. */
 static bool chain_channels;
@@ -361,6 +362,8 @@ static int chain_build(Chain *c, int mode, int64_t m, const int64_t (*kn)[2], in
                 double rms = 0;
                 for (int i = 0; i < np; i++) rms += (i - (np - 1) / 2.0) * (i - (np - 1) / 2.0) / np;
                 for (int i = 0; i < np; i++) pal[i] = (float)((i - (np - 1) / 2.0) * 0.0265 / sqrt(rms));
+                /* fp16 values, as a Core ML palette's are (lut32: fp32 ones) */
+                for (int i = 0; i < np && !chain_lut_f32; i++) pal[i] = half_to_float(float_to_half(pal[i]));
                 int wi = rtb_weight(b, "ix", RT_U8, 2, (const int64_t[]){n, k * bits / 8}, ix);
                 int li = rtb_weight(b, "lut", RT_F32, 1, (const int64_t[]){np}, pal);
                 free(ix);
@@ -509,6 +512,7 @@ static void lut_decode(int nth, int q8) {
                        : q8 == 4 ? "4-bit quantized (blocks of 32)"
                        : q8 == 1 ? "sparse (half zero, fp16 values)"
                        : chain_lut_bits == 2 ? "2-bit palettized"
+                       : chain_lut_f32       ? "4-bit palettized (fp32 palette)"
                                              : "4-bit palettized";
     Chain c4, c16;
     chain_q8 = q8;
@@ -539,8 +543,13 @@ static void lut_decode(int nth, int q8) {
 int main(int argc, char **argv) {
     int nth = argc > 1 ? atoi(argv[1]) : 2;
     if (nth < 1 || nth > 64) {
-        fprintf(stderr, "usage: bench_rt [THREADS (1..64, default 2)] [decode|prefill|prefill-ch|lut|lut2|q8|q4|sparse]\n");
+        fprintf(stderr, "usage: bench_rt [THREADS (1..64, default 2)] [decode|prefill|prefill-ch|lut|lut32|lut2|q8|q4|sparse]\n");
         return 2;
+    }
+    if (argc > 2 && !strcmp(argv[2], "lut32")) {
+        chain_lut_f32 = 1;
+        lut_decode(nth, 0);
+        return 0;
     }
     if (argc > 2 && !strcmp(argv[2], "lut2")) {
         chain_lut_bits = 2;

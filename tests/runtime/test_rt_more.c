@@ -119,9 +119,15 @@ TEST(conv_transpose_direct) {
  * path) and K = 40 (the one-at-a-time path), M = 1 and 5 rows of x; one
  * block of columns at M = 1 is the decode path (two rows at a time: N odd
  * leaves one alone; a palette per row or per group of rows). */
-static void lut_case_n(int64_t m, int64_t k, int bits, int64_t N, int64_t BN, int64_t BK) {
+static void lut_case_f(int64_t m, int64_t k, int bits, int64_t N, int64_t BN, int64_t BK, int f16) {
     int64_t pal = INT64_C(1) << bits, rowb = k * bits / 8;
     float *x = rand_f32(m * k), *lut = rand_f32(BN * BK * pal), *bias = rand_f32(N), *y = malloc(sizeof(float) * 5 * 8);
+    /* f16: every palette entry an fp16 value (as Core ML's are) but the
+     * last palette's when f16 is 2 (the AVX2 decode reads fp16 palettes by
+     * byte lookups, and falls back to fp32 lookups for a range with one that
+     * is not) */
+    for (int64_t i = 0; f16 && i < BN * BK * pal; i++)
+        if (f16 == 1 || i < (BN * BK - 1) * pal) lut[i] = half_to_float(float_to_half(lut[i]));
     uint8_t *ix = malloc((size_t)(N * rowb));
     for (int64_t i = 0; i < N * rowb; i++) ix[i] = (uint8_t)rng_u32();
     double ref[5 * 8];
@@ -149,6 +155,9 @@ static void lut_case_n(int64_t m, int64_t k, int bits, int64_t N, int64_t BN, in
     }
     free(x), free(lut), free(bias), free(ix), free(y);
 }
+static void lut_case_n(int64_t m, int64_t k, int bits, int64_t N, int64_t BN, int64_t BK) {
+    lut_case_f(m, k, bits, N, BN, BK, 0);
+}
 static void lut_case(int64_t m, int64_t k, int bits) { lut_case_n(m, k, bits, 6, 2, 2); }
 
 TEST(lut_gemm) {
@@ -160,6 +169,10 @@ TEST(lut_gemm) {
     lut_case_n(1, 256, 4, 8, 2, 1); /* decode: 4 rows per palette */
     lut_case_n(3, 384, 4, 7, 1, 1);
     lut_case_n(2, 256, 4, 6, 3, 4); /* blocks of 64: one AVX2 chunk each */
+    lut_case_f(1, 384, 4, 7, 7, 1, 1); /* decode, fp16 palettes: one per row, N odd */
+    lut_case_f(1, 192, 4, 8, 2, 1, 1); /* decode, fp16 palettes of 4 rows */
+    lut_case_f(1, 128, 4, 5, 1, 1, 1); /* decode, one fp16 palette */
+    lut_case_f(1, 256, 4, 6, 3, 1, 2); /* decode, the last palette fp32: a thread falls back */
     /* 1- and 2-bit: whole AVX-512 chunks (512 and 256 indices), AVX2 chunks
      * only (256, 128), and a tail; 3- and 6-bit straddle bytes */
     lut_case_n(1, 1024, 1, 5, 5, 1);
