@@ -11,12 +11,21 @@
  * shifts and lookups give the chunk's weights in an order (t, j) that x is
  * permuted into once per call.  AVX2 the same at 256/b indices a load,
  * vpermps reading three bits: 4-bit palettes are two 8-entry halves and a
- * blend (lut_tab, lut_look); its 4-bit decode over fp16 palettes looks up
- * bytes instead (lut_f16_decode).  NEON, the scalar reference, and 3-, 6-
- * and 8-bit indices look up one weight at a time.
+ * blend (lut_tab, lut_look).  AVX2 and NEON decode 4-bit indices over
+ * fp16 palettes by byte lookups (lut_f16_decode).  The rest of NEON's, the
+ * scalar reference, and 3-, 6- and 8-bit indices look up one weight at a
+ * time.
  * Compiled once per kernel variant, inside kernels_variant.c. */
 
 enum { LUT_MB = 4 }; /* rows of x per pass (accumulators in registers) */
+
+/* Bytes of indices the rows ask for ahead of their reads: a thread reads
+ * at most what it has in flight per memory latency (~200 ns here), and a
+ * row of 384 bytes (K = 768) is too short for the hardware prefetcher to
+ * run ahead of on its own.  Into L2, 8 KB ahead beat 4 KB: AVX-512 4-bit
+ * decode 1.87-1.97 -> 1.75-1.85 of its bytes' time (3 alternated runs of
+ * 25 pairs each; 12 KB 1.78-1.85). */
+enum { LUT_AHEAD = 8192 };
 
 /* Index k of a row of bits-bit indices, packed low bits first. */
 static inline unsigned lut_id(const uint8_t *ix, int64_t k, int bits) {
@@ -45,14 +54,6 @@ static void lut_permute_x(const float *x, float *xp, int64_t k, int bits) {
         for (int t = 0; t < per; t++)
             for (int j = 0; j < RT_VL; j++) xp[c + RT_VL * t + j] = x[c + per * j + t];
 }
-
-/* Bytes of indices the rows ask for ahead of their reads: a thread reads
- * at most what it has in flight per memory latency (~200 ns here), and a
- * row of 384 bytes (K = 768) is too short for the hardware prefetcher to
- * run ahead of on its own.  Into L2, 8 KB ahead beat 4 KB: AVX-512 4-bit
- * decode 1.87-1.97 -> 1.75-1.85 of its bytes' time (3 alternated runs of
- * 25 pairs each; 12 KB 1.78-1.85). */
-enum { LUT_AHEAD = 8192 };
 
 /* Each variant's lookup: LutIdx a load of RT_VL dwords of indices, LutTab
  * a palette as vpermps tables, lut_look the weights of lookup t (index
@@ -169,21 +170,26 @@ static void lut_vec(const uint8_t *ix, const float *pal, int bits, int64_t k0, i
 }
 #endif
 
-#ifdef RT_VARIANT_AVX2
+#if defined(RT_VARIANT_AVX2) || defined(RT_VARIANT_NEON)
 /* 4-bit decode by byte lookups, for palettes whose entries are all exact
- * fp16 values (a Core ML palette is fp16): vpshufb looks up 32 indices at
- * once in a 16-byte table, so each palette is two tables, its fp16 values'
- * low and high bytes.  A 32-byte load of a row is 64 indices, low nibbles
- * (even k) and high nibbles (odd k); two lookups each and a byte
- * interleave give 64 fp16 weights, widened by vcvtph2ps and multiplied in
- * fp32, so the sums are the same products as the vpermps path's.  The
- * lookups are half the shuffle-port work of two vpermps and a blend per 8
- * weights (L1-resident loop: 0.12 -> 0.064 ns a weight). */
+ * fp16 values (a Core ML palette is fp16): vpshufb (NEON: tbl) looks up
+ * each byte of a vector in a 16-byte table, so each palette is two tables,
+ * its fp16 values' low and high bytes.  A chunk of 8·RT_VL indices (a load
+ * of 4·RT_VL bytes: low nibbles even k, high nibbles odd k) takes four
+ * lookups and two byte interleaves to give its fp16 weights, widened to
+ * fp32 as eight runs of RT_VL and multiplied in fp32: the same products as
+ * the other paths'.  On AVX2 this is half the shuffle-port work of two
+ * vpermps and a blend per 8 weights (an L1-resident loop: 0.12 -> 0.064 ns
+ * a weight); NEON has no 16-entry fp32 lookup at all. */
+#ifdef RT_VARIANT_AVX2
 typedef struct {
     __m256i lo, hi;
 } LutF16;
+typedef struct {
+    __m256i h[4];
+} LutF16Runs; /* eight runs of 8 fp16 weights, widened as they are read */
 
-/* pal's 16 entries as LutF16 tables, or false if one is not an fp16 value. */
+/* pal's 16 entries as tables, and whether each is an fp16 value */
 static inline bool lut_f16_tables(const float *pal, LutF16 *t) {
     __m256 a = _mm256_loadu_ps(pal), b = _mm256_loadu_ps(pal + 8);
     __m128i ha = _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT), hb = _mm256_cvtps_ph(b, _MM_FROUND_TO_NEAREST_INT);
@@ -196,6 +202,65 @@ static inline bool lut_f16_tables(const float *pal, LutF16 *t) {
     return _mm256_movemask_ps(same) == 0xff;
 }
 
+/* The chunk offset of weight i of run r (vpunpck{l,h}bw interleave within
+ * 128-bit lanes). */
+static inline int lut_f16_at(int r, int i) {
+    static const int base[4] = {0, 16, 8, 24};
+    return 2 * (base[r & 3] + i) + (r >> 2);
+}
+
+static inline __attribute__((always_inline)) void lut_f16_look(const uint8_t *p, const LutF16 *t, LutF16Runs *w) {
+    const __m256i m = _mm256_set1_epi8(15);
+    __m256i v = _mm256_loadu_si256((const __m256i *)p);
+    __m256i e = _mm256_and_si256(v, m), o = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
+    __m256i el = _mm256_shuffle_epi8(t->lo, e), eh = _mm256_shuffle_epi8(t->hi, e);
+    __m256i ol = _mm256_shuffle_epi8(t->lo, o), oh = _mm256_shuffle_epi8(t->hi, o);
+    w->h[0] = _mm256_unpacklo_epi8(el, eh), w->h[1] = _mm256_unpackhi_epi8(el, eh);
+    w->h[2] = _mm256_unpacklo_epi8(ol, oh), w->h[3] = _mm256_unpackhi_epi8(ol, oh);
+}
+static inline RtV lut_f16_run(const LutF16Runs *w, int r) {
+    return _mm256_cvtph_ps(_mm_load_si128((const __m128i *)w->h + r));
+}
+/* widened from memory: vcvtph2ps's register form costs a shuffle-port uop
+ * (the lookups' port), its memory form does not */
+#define LUT_F16_IN_MEMORY(a, b) __asm__("" : "+m"(a), "+m"(b))
+#else
+typedef struct {
+    uint8x16_t lo, hi;
+} LutF16;
+typedef struct {
+    float32x4_t w[8];
+} LutF16Runs;
+
+static inline bool lut_f16_tables(const float *pal, LutF16 *t) {
+    float16x4_t h[4];
+    uint32x4_t same = vdupq_n_u32(~0u);
+    for (int i = 0; i < 4; i++) {
+        float32x4_t v = vld1q_f32(pal + 4 * i);
+        h[i] = vcvt_f16_f32(v);
+        same = vandq_u32(same, vceqq_f32(vcvt_f32_f16(h[i]), v));
+    }
+    uint8x16_t b0 = vreinterpretq_u8_f16(vcombine_f16(h[0], h[1])), b1 = vreinterpretq_u8_f16(vcombine_f16(h[2], h[3]));
+    t->lo = vuzp1q_u8(b0, b1), t->hi = vuzp2q_u8(b0, b1);
+    return vminvq_u32(same) == ~0u;
+}
+
+/* The chunk offset of weight i of run r (run r: half r & 1 of the zip
+ * r >> 1, zip1 and zip2 of the even then of the odd indices). */
+static inline int lut_f16_at(int r, int i) { return 2 * (8 * ((r >> 1) & 1) + 4 * (r & 1) + i) + (r >> 2); }
+
+static inline __attribute__((always_inline)) void lut_f16_look(const uint8_t *p, const LutF16 *t, LutF16Runs *w) {
+    uint8x16_t v = vld1q_u8(p), e = vandq_u8(v, vdupq_n_u8(15)), o = vshrq_n_u8(v, 4);
+    uint8x16_t el = vqtbl1q_u8(t->lo, e), eh = vqtbl1q_u8(t->hi, e);
+    uint8x16_t ol = vqtbl1q_u8(t->lo, o), oh = vqtbl1q_u8(t->hi, o);
+    float16x8_t q[4] = {vreinterpretq_f16_u8(vzip1q_u8(el, eh)), vreinterpretq_f16_u8(vzip2q_u8(el, eh)),
+                        vreinterpretq_f16_u8(vzip1q_u8(ol, oh)), vreinterpretq_f16_u8(vzip2q_u8(ol, oh))};
+    for (int j = 0; j < 4; j++) w->w[2 * j] = vcvt_f32_f16(vget_low_f16(q[j])), w->w[2 * j + 1] = vcvt_high_f32_f16(q[j]);
+}
+static inline RtV lut_f16_run(const LutF16Runs *w, int r) { return w->w[r]; }
+#define LUT_F16_IN_MEMORY(a, b) ((void)0)
+#endif
+
 /* Whether every palette of rows [n0, n1) (rn rows each) is fp16. */
 static bool lut_f16_all(const float *lut, int64_t rn, int64_t n0, int64_t n1) {
     LutF16 t;
@@ -204,29 +269,14 @@ static bool lut_f16_all(const float *lut, int64_t rn, int64_t n0, int64_t n1) {
     return true;
 }
 
-/* Where lut_f16_look puts the weights of a chunk of 64 indices: its eight
- * runs of 8 fp16 values, run r holding k = 2 (LUT_F16_B[r & 3] + i) + (r >> 2),
- * i < 8 (vpunpck{l,h}bw interleave within 128-bit lanes). */
-static const int LUT_F16_B[4] = {0, 16, 8, 24};
-
+/* x in the runs' order: xp[c + RT_VL·r + i] = x[c + lut_f16_at(r, i)]. */
 static void lut_f16_permute_x(const float *x, float *xp, int64_t k) {
-    for (int64_t c = 0; c + 64 <= k; c += 64)
+    for (int64_t c = 0; c + 8 * RT_VL <= k; c += 8 * RT_VL)
         for (int r = 0; r < 8; r++)
-            for (int i = 0; i < 8; i++) xp[c + 8 * r + i] = x[c + 2 * (LUT_F16_B[r & 3] + i) + (r >> 2)];
+            for (int i = 0; i < RT_VL; i++) xp[c + RT_VL * r + i] = x[c + lut_f16_at(r, i)];
 }
 
-/* The 64 fp16 weights of a load v of 4-bit indices, into h (eight runs). */
-static inline __attribute__((always_inline)) void lut_f16_look(__m256i v, const LutF16 *t, __m256i h[4]) {
-    const __m256i m = _mm256_set1_epi8(15);
-    __m256i e = _mm256_and_si256(v, m), o = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
-    __m256i el = _mm256_shuffle_epi8(t->lo, e), eh = _mm256_shuffle_epi8(t->hi, e);
-    __m256i ol = _mm256_shuffle_epi8(t->lo, o), oh = _mm256_shuffle_epi8(t->hi, o);
-    _mm256_store_si256(h + 0, _mm256_unpacklo_epi8(el, eh));
-    _mm256_store_si256(h + 1, _mm256_unpackhi_epi8(el, eh));
-    _mm256_store_si256(h + 2, _mm256_unpacklo_epi8(ol, oh));
-    _mm256_store_si256(h + 3, _mm256_unpackhi_epi8(ol, oh));
-}
-
+/* lutn_decode's two rows at a time, by byte lookups (K a multiple of 8·RT_VL). */
 static void lut_f16_decode(const uint8_t *ix, const float *lut, int64_t rn, int64_t n0, int64_t n1, int64_t K,
                            const float *xp, const float *bias, float *y) {
     int64_t rowb = K / 2;
@@ -236,31 +286,25 @@ static void lut_f16_decode(const uint8_t *ix, const float *lut, int64_t rn, int6
         LutF16 t0, t1;
         lut_f16_tables(lut + (n / rn) * 16, &t0);
         lut_f16_tables(lut + ((two ? n + 1 : n) / rn) * 16, &t1);
-        __m256 s[4], u[4];
-        __m256i h0[4], h1[4];
-        for (int i = 0; i < 4; i++) s[i] = u[i] = _mm256_setzero_ps();
-        for (int64_t k = 0; k < K; k += 64) {
+        RtV s[4], u[4];
+        for (int i = 0; i < 4; i++) s[i] = u[i] = v_zero();
+        for (int64_t k = 0; k < K; k += 8 * RT_VL) {
             RT_PF_L2((const char *)r0 + k / 2 + LUT_AHEAD);
             RT_PF_L2((const char *)r1 + k / 2 + LUT_AHEAD);
-            lut_f16_look(_mm256_loadu_si256((const __m256i *)(r0 + k / 2)), &t0, h0);
-            lut_f16_look(_mm256_loadu_si256((const __m256i *)(r1 + k / 2)), &t1, h1);
-            /* widened from memory: vcvtph2ps's register form costs a
-             * shuffle-port uop (the lookups' port), its memory form does not */
-            __asm__("" : "+m"(h0), "+m"(h1));
-            const __m128i *a = (const __m128i *)h0, *b = (const __m128i *)h1;
+            LutF16Runs a, b;
+            lut_f16_look(r0 + k / 2, &t0, &a);
+            lut_f16_look(r1 + k / 2, &t1, &b);
+            LUT_F16_IN_MEMORY(a, b);
             for (int r = 0; r < 8; r++) {
-                __m256 xv = _mm256_loadu_ps(xp + k + 8 * r);
-                s[r & 3] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_load_si128(a + r)), xv, s[r & 3]);
-                u[r & 3] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_load_si128(b + r)), xv, u[r & 3]);
+                RtV xv = v_load(xp + k + RT_VL * r);
+                s[r & 3] = v_fma(lut_f16_run(&a, r), xv, s[r & 3]);
+                u[r & 3] = v_fma(lut_f16_run(&b, r), xv, u[r & 3]);
             }
         }
-        y[n] = v_sum(_mm256_add_ps(_mm256_add_ps(s[0], s[1]), _mm256_add_ps(s[2], s[3]))) + (bias ? bias[n] : 0.0f);
-        if (two)
-            y[n + 1] = v_sum(_mm256_add_ps(_mm256_add_ps(u[0], u[1]), _mm256_add_ps(u[2], u[3]))) +
-                       (bias ? bias[n + 1] : 0.0f);
+        y[n] = v_sum(v_add(v_add(s[0], s[1]), v_add(s[2], s[3]))) + (bias ? bias[n] : 0.0f);
+        if (two) y[n + 1] = v_sum(v_add(v_add(u[0], u[1]), v_add(u[2], u[3]))) + (bias ? bias[n + 1] : 0.0f);
     }
 }
-
 #endif
 
 static void rt_k_lut_gemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
@@ -274,17 +318,18 @@ static void rt_k_lut_gemm(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     split(N, ith, nth, &n0, &n1);
     if (n1 <= n0) return;
     bool vec = false;
+#if defined(RT_VARIANT_AVX2) || defined(RT_VARIANT_NEON)
+    if (M == 1 && p->bk == 1 && p->bits == 4 && K % (8 * RT_VL) == 0 && lut_f16_all(lut, rn, n0, n1)) {
+        float *xp = (float *)(ex->scratch + (size_t)ith * ex->scratch_per_thread);
+        lut_f16_permute_x(x, xp, K);
+        lut_f16_decode(ix, lut, rn, n0, n1, K, xp, bias, y);
+        return;
+    }
+#endif
 #if defined(RT_AVX512) || defined(RT_VARIANT_AVX2)
     vec = (p->bits == 1 || p->bits == 2 || p->bits == 4) && kb % (32 / p->bits * RT_VL) == 0;
     if (vec) {
         float *xp = (float *)(ex->scratch + (size_t)ith * ex->scratch_per_thread);
-#ifdef RT_VARIANT_AVX2
-        if (M == 1 && p->bk == 1 && p->bits == 4 && lut_f16_all(lut, rn, n0, n1)) {
-            lut_f16_permute_x(x, xp, K);
-            lut_f16_decode(ix, lut, rn, n0, n1, K, xp, bias, y);
-            return;
-        }
-#endif
         for (int64_t m = 0; m < M; m++) lut_permute_x(x + m * K, xp + m * K, K, p->bits);
         xs = xp;
         if (M == 1 && p->bk == 1) {
