@@ -232,6 +232,7 @@ static int write_outputs(RtModel *m, const RtTensor *out, const char *outdir, js
     for (int i = 0; i < nout + rt_model_nstates(m); i++) {
         RtIoInfo io;
         out_of(m, i, &io);
+        memcpy(io.dims, out[i].dims, sizeof io.dims); /* as the run wrote it (a counted output's rows) */
         char path[4096], err[512], shape[128];
         shape_str(io.dims, io.rank, shape, sizeof shape);
         if (!rt_name_ok(io.name)) { /* the loader refused it already: a file name must never leave outdir */

@@ -126,12 +126,8 @@ int backend_compile(IrProgram *p, const BackendOptions *o, RtArtifact **out, Bac
     /* Ops the backend does not run stop here, before any pass sees them. */
     bool lowerable = true;
     IR_FOR_EACH_OP(op, f)
-    if (!backend_lowers(op->kind) && !backend_folds_only(op)) {
-        const char *why = backend_refusal(op->kind);
-        if (why)
-            diag_error(d, op->loc, "op %s is not run by the cpu backend: %s", mil_op_name(op->kind), why);
-        else
-            diag_error(d, op->loc, "op %s is not supported by the cpu backend yet", mil_op_name(op->kind));
+    if (!backend_lowers(op->kind)) {
+        diag_error(d, op->loc, "op %s is not supported by the cpu backend yet", mil_op_name(op->kind));
         lowerable = false;
     }
     if (!lowerable) goto fail;

@@ -3830,20 +3830,30 @@ static int lower_data(LowerShared *s, IrOp *op) {
 }
 
 /* non_zero of a constant has a shape (the checker counted it) and folds to
- * a constant; only of run-time data is it refused. */
+ * a constant; of run-time data it is an output whose rows rt_run counts. */
 bool backend_folds_only(const IrOp *op) {
-    return backend_runs_folded(op->kind) && op->nresults == 1 && ir_value_numel(op->results[0]) >= 0;
+    return op->kind == OP_NON_ZERO && op->nresults == 1 && ir_value_numel(op->results[0]) >= 0;
 }
 
-bool backend_runs_folded(IrOpKind k) { return k == OP_NON_ZERO; }
+/* v's rows are known only at run time: non_zero of run-time data. */
+static bool counted_rows(const IrValue *v) {
+    return v->def && v->def->kind == OP_NON_ZERO && ir_value_numel(v) < 0;
+}
 
-const char *backend_refusal(IrOpKind k) {
-    switch (k) {
-    case OP_NON_ZERO:
-        return "its result's shape depends on the data, and the CPU backend plans every buffer and every later op's "
-               "shape at compile time";
-    default: return NULL;
-    }
+/* non_zero of run-time data: an RT_OP_NON_ZERO into its output's buffer of
+ * [numel(x), rank] rows at most, of which the run counts the ones written.
+ * No op may read it: every op's shapes are planned at compile time. */
+static int lower_non_zero(LowerShared *s, const IrOp *op) {
+    IrValue *x = arg_value(op, "x"), *y = op->results[0];
+    int slot = output_slot(s, y);
+    if (slot < 0 || y->uses != 1)
+        return FAIL("non_zero of run-time data: its rows are counted at run time, so the CPU backend can only return "
+                    "'%s' as it is; no op may read it (every op's shapes are planned at compile time)",
+                    y->name);
+    if (x->type.rank < 1) return FAIL("non_zero: x must have a rank of at least 1");
+    int in = materialize(s, x), out = s->out_buf[slot];
+    s->out_done[slot] = true;
+    return emit(s, RT_OP_NON_ZERO, &in, 1, out, NULL, 0) < 0 ? -1 : 0;
 }
 
 bool backend_lowers(IrOpKind k) {
@@ -3851,6 +3861,7 @@ bool backend_lowers(IrOpKind k) {
      * checked but not run yet. */
     static const IrOpKind lowered[] = {
         OP_CONST,
+        OP_NON_ZERO,
         OP_LINEAR,
         OP_CONV,
         OP_MATMUL,
@@ -3993,11 +4004,8 @@ static int lower_op(LowerShared *s, IrOp *op) {
         return FAIL("op %s of a constant of more than %d elements is not folded, and the cpu backend runs it only "
                     "folded",
                     mil_op_name(op->kind), BACKEND_FOLD_MAX_ELEMS);
-    if (!backend_lowers(op->kind)) {
-        const char *why = backend_refusal(op->kind);
-        return why ? FAIL("op %s is not run by the cpu backend: %s", mil_op_name(op->kind), why)
-                   : FAIL("op %s is not supported by the cpu backend yet", mil_op_name(op->kind));
-    }
+    if (!backend_lowers(op->kind)) return FAIL("op %s is not supported by the cpu backend yet", mil_op_name(op->kind));
+    if (op->kind == OP_NON_ZERO) return lower_non_zero(s, op);
     for (int r = 0; r < op->nresults; r++)
         if (ir_value_numel(op->results[r]) < 0)
             return FAIL("'%s' has a dynamic shape; the CPU backend needs static shapes", op->results[r]->name);
@@ -4311,6 +4319,19 @@ int lower_inputs_outputs(LowerShared *s, const FuseTable *fuse) {
                                v->name),
                        -1;
         if (ir_value_numel(v) == 0) return fail_at(s, at, "output '%s' %s", v->name, NO_ELEMENTS), -1;
+        if (counted_rows(v)) { /* rows up to x's elements: non_zero's kernel counts them */
+            const IrValue *x = arg_value(v->def, "x");
+            int64_t bound[2] = {ir_value_numel(x), x->type.rank};
+            if (bound[0] <= 0) return fail_at(s, at, "output '%s': non_zero of a dynamic shape", v->name), -1;
+            s->out_buf[i] = check_rc(s, rtb_temp_rows(s->b, 2, bound));
+            note_buf(s, s->out_buf[i], 2, bound);
+            if (s->out_buf[i] < 0) return -1;
+            continue;
+        }
+        if (ir_value_numel(v) < 0) { /* of a non_zero's rows: the op reading them says so when lowered */
+            s->out_buf[i] = -1;
+            continue;
+        }
         s->out_buf[i] = new_temp(s, rt_dt(v->type.dtype), v->type.rank, v->type.dims);
         if (s->out_buf[i] < 0) return -1;
     }
@@ -4347,6 +4368,7 @@ int lower_program(LowerShared *s, const FuseTable *fuse, bool views, int *nops, 
         if (s->out_done[i]) continue;
         IrValue *v = f->outputs[i];
         s->out_done[i] = true;
+        if (s->out_buf[i] < 0) return FAIL("output '%s' has a dynamic shape", v->name);
         if (buffer_as(s, v, v->type.rank, v->type.dims, s->out_buf[i]) < 0) return -1;
     }
     *nops = s->nops, *ncopies = s->ncopies;

@@ -245,6 +245,16 @@ int rtb_temp(RtPlanBuilder *b, RtDType dt, int rank, const int64_t *dims) {
     return add_buf(b, RT_BUF_TEMP, dt, rank, dims, NULL);
 }
 
+int rtb_temp_rows(RtPlanBuilder *b, int rank, const int64_t *dims) {
+    int id = add_buf(b, RT_BUF_TEMP, RT_I32, rank, dims, NULL);
+    if (id < 0) return id;
+    BBuf *bb = &b->bufs[id];
+    bb->rec.flags |= RT_BUFF_ROWS;
+    char msg[160];
+    if (rt_buf_init(&b->rb[id], &bb->rec, msg, sizeof msg)) return fail(b, RT_EINVAL, "%s", msg);
+    return id;
+}
+
 int rtb_program(RtPlanBuilder *b, RtProgram p) {
     if (b->rc) return b->rc;
     if (p != RT_PROG_BONDED && p != RT_PROG_NONBONDED) return fail(b, RT_EINVAL, "bad program %d", (int)p);

@@ -220,6 +220,7 @@ bool rt_op_serial(const RtBuf *bufs, const RtOpRec *op) {
         return 2 * n < SERIAL_WORK;
     }
     if (op->kind == RT_OP_UPDATE) return 2 * bufs[op->in[0]].numel < SERIAL_WORK; /* a box of a (big) state */
+    if (op->kind == RT_OP_NON_ZERO) return true; /* its rows follow from every element before them */
     for (uint32_t i = 0; i < op->nin; i++) work += bufs[op->in[i]].numel;
     for (uint32_t i = 0; i < op->nout; i++) work += bufs[op->out[i]].numel;
     return work < SERIAL_WORK;
@@ -397,6 +398,8 @@ static int run_loops(RtModel *m, int prog, uint64_t *dispatches) {
     return RT_OK;
 }
 
+/* An output with its rows counted at run time is bound at its bound (the
+ * dims rt_model_output gives); rt_run then sets dims[0] to the rows written. */
 static int bind_check(const RtModel *m, const RtIoRec *r, const RtTensor *t) {
     const RtBuf *b = &m->bufs[r->buf];
     if (!t->data || (uint32_t)t->dtype != r->io_dtype || t->rank != (int)b->rank) return RT_EBIND;
@@ -474,12 +477,17 @@ int rt_run(RtModel *m, const RtTensor *in, int nin, RtTensor *out, int nout, int
     for (int i = 0; i < nout; i++) {
         const RtBuf *b = &m->bufs[m->outputs[i].buf];
         const void *src = ptr[m->outputs[i].buf];
+        int64_t n = b->numel;
+        if (b->flags & RT_BUFF_ROWS) { /* its rows as the run counted them */
+            out[i].dims[0] = m->ex.rows[m->outputs[i].buf];
+            n = out[i].dims[0] * (b->numel / b->dims[0]);
+        }
         if (out[i].dtype == RT_F16)
-            m->kern->f2h(src, out[i].data, (size_t)b->numel);
+            m->kern->f2h(src, out[i].data, (size_t)n);
         else if (rt_dtype_narrow_int(out[i].dtype))
-            narrow_int(src, out[i].data, out[i].dtype, b->numel);
+            narrow_int(src, out[i].data, out[i].dtype, n);
         else
-            memcpy(out[i].data, src, (size_t)b->numel * rt_dtype_size((RtDType)b->dtype));
+            memcpy(out[i].data, src, (size_t)n * rt_dtype_size((RtDType)b->dtype));
     }
     if (stats) {
         stats->dispatches = dispatches;

@@ -322,6 +322,24 @@ static void rt_k_sort(RtExec *ex, const RtOpRec *op, int ith, int nth) {
     }
 }
 
+/* ---- non_zero: the coordinates of x's nonzero elements, row-major (serial) ---- */
+
+static void rt_k_non_zero(RtExec *ex, const RtOpRec *op, int ith, int nth) {
+    (void)ith, (void)nth;
+    const RtBuf *xb = BUF_IN(0);
+    int r = (int)xb->rank;
+    int32_t *y = OUT(0), c[RT_MAX_RANK] = {0};
+    int64_t rows = 0;
+    for (int64_t i = 0; i < xb->numel; i++) {
+        bool nz = xb->dtype == RT_F32   ? ((const float *)IN(0))[i] != 0.0f
+                  : xb->dtype == RT_I32 ? ((const int32_t *)IN(0))[i] != 0
+                                        : ((const uint8_t *)IN(0))[i] != 0;
+        if (nz) memcpy(y + rows++ * r, c, sizeof(int32_t) * (size_t)r);
+        for (int d = r - 1; d >= 0 && ++c[d] == xb->dims[d]; d--) c[d] = 0; /* the next coordinate */
+    }
+    ex->rows[op->out[0]] = rows;
+}
+
 /* ---- nms: greedy non-maximum suppression, one batch per thread's share ---- */
 
 static float nms_iou(const float *a, const float *b) { /* centre x, centre y, width, height */

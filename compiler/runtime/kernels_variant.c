@@ -81,6 +81,7 @@ const RtKernels RT_KERNELS = {
             [RT_OP_PACK_TILES] = rt_k_pack_tiles,
             [RT_OP_CROP_RESIZE] = rt_k_crop_resize,
             [RT_OP_NMS] = rt_k_nms,
+            [RT_OP_NON_ZERO] = rt_k_non_zero,
         },
     .prefetch = {[RT_OP_GEMM] = rt_p_gemm, [RT_OP_ATTENTION] = rt_p_attention},
     .h2f = rt_h2f,

@@ -45,7 +45,8 @@ static int parse_meta(RtModel *m, const RtSection *s, char *err, size_t errlen) 
     m->inputs = calloc(mh.ninputs ? mh.ninputs : 1, sizeof(RtIoRec));
     m->outputs = calloc(mh.noutputs, sizeof(RtIoRec));
     m->weight = calloc(mh.nbuf ? mh.nbuf : 1, sizeof(void *));
-    if (!m->bufs || !m->inputs || !m->outputs || !m->weight || !m->states || !m->state_off)
+    m->ex.rows = calloc(mh.nbuf ? mh.nbuf : 1, sizeof(int64_t));
+    if (!m->bufs || !m->inputs || !m->outputs || !m->weight || !m->states || !m->state_off || !m->ex.rows)
         return rt_errf(err, errlen, RT_ENOMEM, "out of memory");
     const unsigned char *p = (const unsigned char *)s->data + sizeof mh;
     for (uint32_t i = 0; i < mh.nbuf; i++, p += sizeof(RtBufRec)) {
@@ -91,7 +92,7 @@ static int parse_meta(RtModel *m, const RtSection *s, char *err, size_t errlen) 
         if (r->buf >= mh.nbuf) BAD("%s %s: buffer %u out of range", isin ? "input" : "output", r->name, r->buf);
         const RtBuf *b = &m->bufs[r->buf];
         if (isin && b->kind != RT_BUF_INPUT) BAD("input %s: buffer %u is not an input", r->name, r->buf);
-        if (!io_compatible(b->dtype, r->io_dtype) || b->flags)
+        if (!io_compatible(b->dtype, r->io_dtype) || (b->flags & ~(uint32_t)(isin ? 0 : RT_BUFF_ROWS)))
             BAD("%s %s: dtype %u incompatible", isin ? "input" : "output", r->name, r->io_dtype);
         /* fp16 is storage only: a weight, or an input the run binds in place
          * and lets go of before it copies outputs out. */
@@ -293,6 +294,7 @@ void rt_model_free(RtModel *m) {
     if (!m) return;
     if (m->own_pool) rt_pool_free(m->pool);
     free(m->bufs);
+    free(m->ex.rows);
     free(m->inputs);
     free(m->outputs);
     free(m->states);
@@ -530,6 +532,7 @@ static int io_info(const RtModel *m, const RtIoRec *r, RtIoInfo *info) {
     info->rank = (int)b->rank;
     memset(info->dims, 0, sizeof info->dims);
     for (uint32_t i = 0; i < b->rank; i++) info->dims[i] = b->dims[i];
+    info->bounded = (b->flags & RT_BUFF_ROWS) != 0;
     return RT_OK;
 }
 
@@ -553,5 +556,6 @@ int rt_model_buffer(const RtModel *m, int buf, const void **data, RtDType *dtype
     if (rank) *rank = (int)b->rank;
     if (dims)
         for (uint32_t i = 0; i < b->rank; i++) dims[i] = b->dims[i];
+    if (dims && (b->flags & RT_BUFF_ROWS)) dims[0] = m->ex.rows[buf];
     return RT_OK;
 }

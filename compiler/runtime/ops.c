@@ -53,10 +53,12 @@ int rt_buf_init(RtBuf *b, const RtBufRec *r, char *err, size_t errlen) {
     memset(b, 0, sizeof *b);
     if (r->kind < RT_BUF_INPUT || r->kind > RT_BUF_STATE)
         return rt_errf(err, errlen, RT_EFORMAT, "buffer kind %u invalid", r->kind);
-    if (r->flags & ~(uint32_t)RT_BUFF_PANELS)
+    if ((r->flags & ~(uint32_t)(RT_BUFF_PANELS | RT_BUFF_ROWS)) || r->flags == (RT_BUFF_PANELS | RT_BUFF_ROWS))
         return rt_errf(err, errlen, RT_EFORMAT, "buffer flags %#x invalid", r->flags);
     if ((r->flags & RT_BUFF_PANELS) && r->kind != RT_BUF_WEIGHT)
         return rt_errf(err, errlen, RT_EFORMAT, "only weights can be packed");
+    if ((r->flags & RT_BUFF_ROWS) && (r->kind != RT_BUF_TEMP || r->dtype != RT_I32 || r->rank < 1))
+        return rt_errf(err, errlen, RT_EFORMAT, "only an int32 temp has its rows counted at run time");
     if (r->kind == RT_BUF_TEMP && r->dtype == RT_F16)
         return rt_errf(err, errlen, RT_EFORMAT, "fp16 is a weight or input type only");
     if (r->kind != RT_BUF_WEIGHT && r->dtype == RT_U8)
@@ -521,6 +523,7 @@ static const RtOpInfo op_table[RT_OP_COUNT_] = {
     [RT_OP_PACK_TILES] = {"pack_tiles", 0, 1, 1, 1, 1, check_pack_tiles, NULL},
     [RT_OP_CROP_RESIZE] = {"crop_resize", sizeof(RtCropParams), 2, 3, 1, 1, rt_check_crop_resize, NULL},
     [RT_OP_NMS] = {"nms", sizeof(RtNmsParams), 2, 2, 3, 4, rt_check_nms, rt_s_nms},
+    [RT_OP_NON_ZERO] = {"non_zero", 0, 1, 1, 1, 1, rt_check_non_zero, NULL},
 };
 
 const RtOpInfo *rt_op_info(uint32_t kind) {
@@ -575,6 +578,7 @@ int rt_op_check(const RtBuf *bufs, uint32_t nbuf, const RtOpRec *op, bool loadin
                        i <= ((op->p.attn.flags & RT_ATTN_SPLIT) ? 4u : 2u));
         if (b->dtype == RT_F16 && !f16_ok) FAIL("%s: input %u is fp16 storage", oi->name, i);
         if ((b->flags & RT_BUFF_PANELS) && !is_w) FAIL("%s: input %u is a packed weight", oi->name, i);
+        if (b->flags & RT_BUFF_ROWS) FAIL("%s: input %u has its rows counted at run time (only an output reads it)", oi->name, i);
         if (loading && is_w && !(b->flags & RT_BUFF_PANELS)) FAIL("%s: W must be packed", oi->name);
     }
     for (uint32_t i = 0; i < op->nout; i++) {
@@ -584,6 +588,8 @@ int rt_op_check(const RtBuf *bufs, uint32_t nbuf, const RtOpRec *op, bool loadin
         uint32_t ok = bufs[op->out[i]].kind;
         if (ok != RT_BUF_TEMP && !(ok == RT_BUF_STATE && op->kind == RT_OP_UPDATE))
             FAIL("%s: output %u is not a temp", oi->name, i);
+        if ((bufs[op->out[i]].flags & RT_BUFF_ROWS) && op->kind != RT_OP_NON_ZERO)
+            FAIL("%s: output %u has its rows counted at run time (only non_zero writes one)", oi->name, i);
         for (uint32_t j = 0; j < op->nin; j++)
             if (op->in[j] == op->out[i]) FAIL("%s: buffer %d is both input and output", oi->name, op->out[i]);
     }

@@ -340,6 +340,14 @@ int rt_check_nms(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen)
     return RT_OK;
 }
 
+int rt_check_non_zero(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen) {
+    const RtBuf *x = B(0), *y = O(0);
+    if (x->dtype != RT_F32 && x->dtype != RT_I32 && x->dtype != RT_BOOL) FAIL("non_zero: x must be fp32, int32 or bool");
+    if (!(y->flags & RT_BUFF_ROWS) || y->rank != 2 || y->dims[0] != x->numel || y->dims[1] != (int64_t)x->rank)
+        FAIL("non_zero: y must be int32 [%lld, %u] with its rows counted at run time", (long long)x->numel, x->rank);
+    return RT_OK;
+}
+
 size_t rt_s_nms(const RtBuf *bufs, const RtOpRec *op) {
     int64_t n = bufs[op->in[0]].dims[op->p.nms.boxes_last ? 2 : 1];
     return (size_t)(n * 4 + op->p.nms.max_boxes) * sizeof(int32_t);

@@ -37,7 +37,12 @@ typedef struct {
 _Static_assert(sizeof(RtEntry) == RT_ENTRY_SIZE, "entry layout");
 
 enum { RT_BUF_INPUT = 1, RT_BUF_WEIGHT = 2, RT_BUF_TEMP = 3, RT_BUF_STATE = 4 };
-enum { RT_BUFF_PANELS = 1 }; /* GEMM weight [N, K] as 64-column panels [N/64][K][64] */
+enum {
+    RT_BUFF_PANELS = 1, /* GEMM weight [N, K] as 64-column panels [N/64][K][64] */
+    /* a temp whose dims[0] bounds its rows: the one op writing it
+     * (RT_OP_NON_ZERO) says how many it wrote; only an output reads it */
+    RT_BUFF_ROWS = 2,
+};
 /* A panel is one kernel tile wide, so the weight bytes a thread reads for its
  * columns lie in one run and a GEMV streams them as one sequence.  32-column
  * panels made two streams, 48 KB apart, restarting every tile: against them
@@ -245,6 +250,7 @@ int rt_check_gather_axis(const RtBuf *bufs, const RtOpRec *op, char *err, size_t
 int rt_check_sample(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 int rt_check_crop_resize(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 int rt_check_nms(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
+int rt_check_non_zero(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 size_t rt_s_nms(const RtBuf *bufs, const RtOpRec *op);
 int rt_check_gather_nd(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
 int rt_check_scatter(const RtBuf *bufs, const RtOpRec *op, char *err, size_t errlen);
@@ -285,6 +291,7 @@ struct RtExec {
     unsigned char *scratch; /* nth × scratch_per_thread */
     size_t scratch_per_thread;
     atomic_int index_error; /* a gather met an out-of-range index */
+    int64_t *rows;          /* per buffer: the rows an RT_BUFF_ROWS temp holds after its op */
 };
 
 /* Parts a parallel op is cut into per thread (threads claim parts, so a

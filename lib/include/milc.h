@@ -200,6 +200,10 @@ typedef struct MilcTensorInfo {
     int rank;
     int64_t dims[MILC_MAX_RANK];
     size_t bytes; /* the buffer's size: elements x element size */
+    /* an output whose rows are counted at run time (non_zero of run-time
+     * data): dims[0] and bytes are their upper bound, which the caller's
+     * buffer holds; milc_model_output_shape says how many a run wrote */
+    int bounded;
 } MilcTensorInfo;
 
 int milc_model_ninputs(const MilcModel *m);
@@ -223,6 +227,10 @@ typedef struct MilcRunStats {
  * nothing is allocated.  stats may be NULL.  MILC_E_USAGE: a NULL buffer;
  * MILC_E_INPUT: a gather index out of range (outputs still written). */
 MilcStatus milc_model_run(MilcModel *m, const void *const *inputs, void *const *outputs, MilcRunStats *stats);
+/* Output i as the last run wrote it: milc_model_output's, with a bounded
+ * output's dims[0] and bytes the rows that run wrote (before any run, the
+ * bound).  MILC_E_USAGE if i is out of range. */
+MilcStatus milc_model_output_shape(const MilcModel *m, int i, MilcTensorInfo *out);
 
 /* ---- states ------------------------------------------------------------------ */
 

@@ -11,6 +11,7 @@ struct MilcModel {
     LoadedModel lm;
     RtTensor *in, *out; /* bound afresh by each run: the caller's buffers */
     int nin, nout;
+    bool ran; /* out holds the dims of a run's outputs */
 };
 
 /* The entry of key, checked; never one another milc made (it is never
@@ -127,6 +128,7 @@ static void tensor_info(const RtIoInfo *io, MilcTensorInfo *out) {
     size_t n = rt_dtype_size(io->dtype);
     for (int d = 0; d < io->rank && d < MILC_MAX_RANK; d++) out->dims[d] = io->dims[d], n *= (size_t)io->dims[d];
     out->bytes = n;
+    out->bounded = io->bounded;
 }
 
 static int io_info(const MilcModel *m, int i, int output, MilcTensorInfo *out) {
@@ -181,10 +183,22 @@ MilcStatus milc_model_run(MilcModel *m, const void *const *inputs, void *const *
     }
     RtRunStats st = {0};
     int r = rt_run(m->lm.model, m->in, m->nin, m->out, m->nout, 0, &st);
+    m->ran = r == 0 || r == RT_EINDEX;
     if (stats) *stats = (MilcRunStats){st.dispatches, st.ops, st.seconds};
     if (r == 0) return api_end(&k, MILC_OK);
     lib_error("run failed: %s", rt_strerror(r));
     return api_end(&k, r == RT_EINDEX || r == RT_EBIND || r == RT_ELOOP ? MILC_E_INPUT : MILC_E_SYSTEM);
+}
+
+MilcStatus milc_model_output_shape(const MilcModel *m, int i, MilcTensorInfo *out) {
+    ApiCall k;
+    api_begin(&k);
+    RtIoInfo io;
+    if (!m || !out || i < 0 || i >= m->nout || rt_model_output(m->lm.model, i, &io) != 0)
+        return api_end(&k, MILC_E_USAGE);
+    if (io.bounded && m->ran) io.dims[0] = m->out[i].dims[0]; /* rt_run set it */
+    tensor_info(&io, out);
+    return api_end(&k, MILC_OK);
 }
 
 /* ---- states ---- */

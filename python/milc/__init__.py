@@ -65,7 +65,7 @@ class _ArtifactInfo(ctypes.Structure):
 
 class _TensorInfo(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int),
-                ("dims", ctypes.c_int64 * _MAX_RANK), ("bytes", ctypes.c_size_t)]
+                ("dims", ctypes.c_int64 * _MAX_RANK), ("bytes", ctypes.c_size_t), ("bounded", ctypes.c_int)]
 
 
 class _RunStats(ctypes.Structure):
@@ -103,6 +103,7 @@ def _declare(lib):
         "milc_model_noutputs": (ctypes.c_int, [_P]),
         "milc_model_input": (ctypes.c_int, [_P, ctypes.c_int, ctypes.POINTER(_TensorInfo)]),
         "milc_model_output": (ctypes.c_int, [_P, ctypes.c_int, ctypes.POINTER(_TensorInfo)]),
+        "milc_model_output_shape": (ctypes.c_int, [_P, ctypes.c_int, ctypes.POINTER(_TensorInfo)]),
         "milc_model_mode": (ctypes.c_int, [_P]),
         "milc_model_run": (ctypes.c_int, [_P, ctypes.POINTER(_P), ctypes.POINTER(_P), ctypes.POINTER(_RunStats)]),
         "milc_model_nstates": (ctypes.c_int, [_P]),
@@ -276,6 +277,8 @@ class TensorInfo:
         self.dtype = np.dtype(_DTYPES[t.dtype])
         self.shape = tuple(t.dims[i] for i in range(t.rank))
         self.nbytes = t.bytes
+        # an output whose rows are counted at run time: shape[0] is their bound
+        self.bounded = bool(t.bounded)
 
     def __repr__(self):
         return f"{self.name}: {self.dtype} {list(self.shape)}"
@@ -336,6 +339,9 @@ class Model:
         st = _RunStats()
         _check(_lib.milc_model_run(self._h, inp, outp, ctypes.byref(st)))
         self.last_stats = {"dispatches": st.dispatches, "ops": st.ops, "seconds": st.seconds}
+        for i, t in enumerate(self.outputs):  # a bounded output: the rows the run wrote
+            if t.bounded:
+                outs[i] = outs[i][:self._info(_lib.milc_model_output_shape, i).shape[0]].copy()
         return {t.name: a for t, a in zip(self.outputs, outs)}
 
     # ---- states: buffers the model keeps from run to run (run keeps them) ----

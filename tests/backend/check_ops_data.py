@@ -1135,3 +1135,15 @@ for dt in ("fp32", "fp16"):
                     % (ty(ys, dt), ty(h, dt), direction, ra, act, extra))
         case("gru_%s_%s_%s%s%s%s" % (direction, ra, act, "_seq" if seq else "", "_after" if after else "", "_ib_" + dt if has_ib else "_" + dt),
              {"x": (xv, dt), "h0": (hv, dt)}, body, {"ys": (ys, dt), "yh": (h, dt)}, tol=1e-4)
+
+
+# non_zero of run-time data: returned as it is, its rows counted at run time
+# (np.argwhere: the nonzero coordinates in row-major order), for every dtype
+# and rank 1-4, none and all of the elements nonzero among them.
+for label, shape, dt, frac in (("fp32_r2", (3, 5), "fp32", 0.5), ("fp16_r3", (2, 3, 4), "fp16", 0.3),
+                               ("int32_r1", (17,), "int32", 0.6), ("bool_r4", (2, 2, 3, 2), "bool", 0.5),
+                               ("none", (4, 4), "fp32", 0.0), ("all", (2, 3), "int32", 1.0)):
+    v = rng.uniform(1, 5, shape) * rng.choice([-1, 1], shape) * (rng.uniform(0, 1, shape) < frac)
+    v = v.astype(np.bool_) if dt == "bool" else np.round(v) if dt == "int32" else as_dt(v.astype(np.float32), dt)
+    case("non_zero_" + label, {"x": (v, dt)},
+         ["tensor<int32, [?, %d]> y = non_zero(x = x);" % len(shape)], {"y": (np.argwhere(v), "int32")})

@@ -724,14 +724,70 @@ static void check_refused(const char *src, const char *const *want, int nwant) {
     }
 }
 
-TEST(unsupported_op_is_diagnosed) {
-    /* non_zero's result has a dynamic shape: the CPU backend refuses it by design, saying why */
+TEST(non_zero_read_by_an_op_is_diagnosed) {
+    /* non_zero of run-time data is returned as it is, its rows counted at
+     * run time; an op reading it is refused, saying why */
+    const char *src = HDR "tensor<fp32, [2, 3]> x) {\n"
+                          "        tensor<int32, [?, 2]> r = non_zero(x = x);\n"
+                          "        tensor<int32, [?, 2]> y = add(x = r, y = int32(1));\n"
+                          "    } -> (y);\n}\n";
+    const char *want[] = {":4:35: error: non_zero of run-time data: its rows are counted at run time, so the CPU "
+                          "backend can only return 'r' as it is; no op may read it (every op's shapes are planned at "
+                          "compile time)\n"};
+    check_refused(src, want, 1);
+    /* returned and also read */
+    const char *both = HDR "tensor<fp32, [2, 3]> x) {\n"
+                           "        tensor<int32, [?, 2]> r = non_zero(x = x);\n"
+                           "        tensor<int32, [?, 2]> y = add(x = r, y = int32(1));\n"
+                           "    } -> (r, y);\n}\n";
+    check_refused(both, want, 1);
+}
+
+/* non_zero of run-time data runs as an output: its rows are the run's count
+ * (none, some, all), the coordinates row-major, in both modes. */
+TEST(non_zero_of_run_time_data_is_counted) {
     const char *src = HDR "tensor<fp32, [2, 3]> x) {\n"
                           "        tensor<int32, [?, 2]> r = non_zero(x = x);\n"
                           "    } -> (r);\n}\n";
-    const char *want[] = {"error: op non_zero is not run by the cpu backend: its result's shape depends on the data, "
-                          "and the CPU backend plans every buffer and every later op's shape at compile time\n"};
-    check_refused(src, want, 1);
+    static const struct {
+        float x[6];
+        int64_t rows;
+        int32_t want[12];
+    } cases[] = {{{0, 3, 0, 5, 0, -7}, 3, {0, 1, 1, 0, 1, 2}},
+                 {{0, 0, 0, 0, 0, 0}, 0, {0}},
+                 {{1, 2, 3, 4, 5, 6}, 6, {0, 0, 0, 1, 0, 2, 1, 0, 1, 1, 1, 2}}};
+    for (int mode = 0; mode <= 2; mode++) {
+        Compiled c;
+        compile(&c, src, mode);
+        CHECK_EQ_INT(c.rc, 0);
+        const RtSection *secs;
+        int n;
+        RtModel *m = NULL;
+        char err[256];
+        if (c.art) rt_artifact_sections(c.art, &secs, &n);
+        CHECK(c.art && rt_model_load(&m, secs, n, &(RtLoadOptions){.nthreads = 2, .flags = RT_LOAD_VERIFY}, err,
+                                     sizeof err) == RT_OK);
+        if (!m) {
+            release(&c);
+            continue;
+        }
+        RtIoInfo io;
+        CHECK_EQ_INT(rt_model_output(m, 0, &io), RT_OK);
+        CHECK(io.bounded && io.rank == 2 && io.dims[0] == 6 && io.dims[1] == 2);
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+            int32_t y[12];
+            memset(y, 0x55, sizeof y);
+            RtTensor in = {.dtype = RT_F32, .rank = 2, .dims = {2, 3}, .data = (void *)cases[k].x, .size = 24};
+            RtTensor out = {.dtype = RT_I32, .rank = 2, .dims = {6, 2}, .data = y, .size = sizeof y};
+            CHECK_EQ_INT(rt_run(m, &in, 1, &out, 1, 0, NULL), RT_OK);
+            CHECK_EQ_INT((int)out.dims[0], (int)cases[k].rows);
+            CHECK(out.dims[1] == 2 && !memcmp(y, cases[k].want, sizeof(int32_t) * 2 * (size_t)cases[k].rows));
+            /* the caller's rows past the count are untouched */
+            CHECK(cases[k].rows == 6 || y[2 * cases[k].rows] == 0x55555555);
+        }
+        rt_model_free(m);
+        release(&c);
+    }
 }
 
 /* non_zero of a constant has a shape and folds: it runs, exactly, in both
@@ -1047,7 +1103,8 @@ int main(void) {
     RUN(int8_weight_stays_int8);
     RUN(int4_weight_stays_int4);
     RUN(sparse_weight_stays_sparse);
-    RUN(unsupported_op_is_diagnosed);
+    RUN(non_zero_read_by_an_op_is_diagnosed);
+    RUN(non_zero_of_run_time_data_is_counted);
     RUN(non_zero_of_a_constant_folds);
     RUN(scatter_misuse_is_diagnosed);
     RUN(scatter_index_out_of_range_is_an_error);

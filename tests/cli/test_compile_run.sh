@@ -111,12 +111,12 @@ PYEOF
   if [ -z "$(find esc -type f)" ]; then ok; else fail "run of an artifact with output '$name' wrote $(find esc -type f)"; fi
 done
 
-# An op that checks but that the CPU backend does not lower: a clean refusal
-# naming the op (exit 1), in every mode.
+# A program that checks but that the CPU backend cannot plan (an op reading
+# a non_zero's run-time rows): a clean refusal saying why (exit 1), in every mode.
 for mode in 0 1 2; do
-  expect_rc 0 "$MILC" check "$SRC/tests/cli/data/unlowered_op.mil"
-  expect_rc 1 "$MILC" compile "$SRC/tests/cli/data/unlowered_op.mil" --mode $mode -o u$mode.milc
-  expect_in "$ERR" "op non_zero is not run by the cpu backend: its result's shape depends on the data"
+  expect_rc 0 "$MILC" check "$SRC/tests/cli/data/non_zero_read.mil"
+  expect_rc 1 "$MILC" compile "$SRC/tests/cli/data/non_zero_read.mil" --mode $mode -o u$mode.milc
+  expect_in "$ERR" "non_zero_read.mil:7:35: error: non_zero of run-time data: its rows are counted at run time, so the CPU backend can only return 'r' as it is"
 done
 # int8, uint8, int16 and uint16 inputs and outputs, through npy files of
 # those dtypes: int32 inside, the outputs in their own dtype (wrapping).
@@ -166,10 +166,29 @@ assert np.allclose(np.load('dec/y.npy'), 1 / (1 + np.exp([1.0, -2.0])), rtol=1e-
 assert np.array_equal(np.load('pre/y.npy'), np.array([0, 2], np.float32))" && ok || fail "--function ran the wrong function"
 # A program run from its file that the backend refuses: the message names the
 # file and shows the line (the program's locations outlived their sink once).
-printf 'program(1.3)\n{\n    func main<ios18>(tensor<fp32, [2]> x) {\n        tensor<int32, [?, 1]> y = non_zero(x = x);\n    } -> (y);\n}\n' > nz.mil
-expect_rc 1 "$MILC" run nz.mil --input x=x2.npy -o nzo
-expect_in "$ERR" "nz.mil:4:35: error: op non_zero is not run by the cpu backend"
+printf 'program(1.3)\n{\n    func main<ios18>(tensor<fp32, [2]> x) {\n        tensor<int32, [?, 1]> y = non_zero(x = x);\n        tensor<int32, [?, 1]> z = abs(x = y);\n    } -> (z);\n}\n' > nzr.mil
+expect_rc 1 "$MILC" run nzr.mil --input x=x2.npy -o nzo
+expect_in "$ERR" "nzr.mil:4:35: error: non_zero of run-time data"
 expect_in "$ERR" "        tensor<int32, [?, 1]> y = non_zero(x = x);"
+# non_zero of run-time data, returned: the .npy holds the rows the run
+# counted (--json says the same shape), none of them for zeros.
+printf 'program(1.3)\n{\n    func main<ios18>(tensor<fp32, [2, 3]> x) {\n        tensor<int32, [?, 2]> y = non_zero(x = x);\n    } -> (y);\n}\n' > nz.mil
+"$PY" -c "
+import numpy as np
+np.save('nzx.npy', np.array([[0, 2, 0], [-1, 0, 3]], np.float32))
+np.save('nz0.npy', np.zeros((2, 3), np.float32))"
+for mode in 0 1 2; do
+  expect_rc 0 "$MILC" run nz.mil --mode $mode --input x=nzx.npy -o nzo$mode --json
+  expect_in "$OUT" '"shape":[3,2]'
+  "$PY" -c "
+import numpy as np
+assert np.load('nzo$mode/y.npy').tolist() == [[0, 1], [1, 0], [1, 2]]" && ok || fail "non_zero mode $mode: wrong rows"
+done
+expect_rc 0 "$MILC" run nz.mil --input x=nz0.npy -o nzz
+expect_in "$ERR" "wrote nzz/y.npy (int32 [0, 2])"
+"$PY" -c "
+import numpy as np
+assert np.load('nzz/y.npy').shape == (0, 2)" && ok || fail "non_zero of zeros: not an empty [0, 2]"
 # --function and --model-path name parts of a program: with an artifact they
 # are a usage error, not silently ignored.
 expect_rc 2 "$MILC" run two.milc --function decode --input x=x2.npy -o dec2

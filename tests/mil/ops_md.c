@@ -21,10 +21,11 @@ static char *table(size_t *len) {
                "`build/tests/mil/ops_md docs/OPS.md --write`).  An opset column is marked when the op\n"
                "exists in that opset; *check* = `milc check` types it (arguments, dtypes per opset, shape\n"
                "rule; `tests/mil/oracle/agree.py` compares most of them with coremltools); *cpu* = the CPU\n"
-               "backend lowers it (other ops stop `milc compile` with \"op X is not run by the cpu backend\"\n"
-               "and the reason); *const* = it runs only of a constant input, folded into a constant when\n"
-               "the program is compiled.  The list ops run on a fixed-length list (`dynamic_length = false`,\n"
-               "a constant `init_length`); a list that grows at run time is refused when they are lowered.\n\n"
+               "backend lowers it (other ops stop `milc compile` with \"op X is not supported by the cpu\n"
+               "backend yet\").  `non_zero` of run-time data is returned as it is, its rows counted at run\n"
+               "time, and no op may read it; of a constant it folds and feeds any op.  The list ops run on a\n"
+               "fixed-length list (`dynamic_length = false`, a constant `init_length`); a list that grows at\n"
+               "run time is refused when they are lowered.\n\n"
                "| op | ios15 | ios16 | ios17 | ios18 | check | cpu |\n|---|---|---|---|---|---|---|\n");
     for (int k = 0; k < OP_COUNT; k++) {
         int since = mil_op_since((IrOpKind)k);
@@ -32,7 +33,7 @@ static char *table(size_t *len) {
         lowered += cpu;
         fprintf(f, "| `%s` |", mil_op_name((IrOpKind)k));
         for (int v = 15; v <= 18; v++) fprintf(f, " %s |", v >= since ? "x" : "");
-        fprintf(f, " x | %s |\n", cpu ? "x" : backend_runs_folded((IrOpKind)k) ? "const" : "");
+        fprintf(f, " x | %s |\n", cpu ? "x" : "");
     }
     fprintf(f, "\n%d ops: all %d checked, %d run by the CPU backend.\n", OP_COUNT, OP_COUNT, lowered);
     fclose(f);

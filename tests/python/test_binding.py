@@ -65,6 +65,18 @@ with tempfile.TemporaryDirectory() as work:
             o = m.run({"x": xi, "u": np.array([255, 3], np.uint8)})
             check(o["r"].dtype == np.int16 and np.array_equal(o["r"], xi[::-1]) and o["v"].dtype == np.uint8 and
                   np.array_equal(o["v"], [255, 3]), f"int16 and uint8 inputs and outputs: {o}")
+        # non_zero of run-time data: its output is bounded, and run returns the rows counted
+        nzp = os.path.join(work, "nz.mil")
+        with open(nzp, "w") as f:
+            f.write("program(1.3)\n{\n    func main<ios18>(tensor<fp32, [2, 3]> x) {\n"
+                    "        tensor<int32, [?, 2]> y = non_zero(x = x);\n    } -> (y);\n}\n")
+        milc.compile_file(nzp, os.path.join(work, "nz.milc"))
+        with milc.Model.load_file(os.path.join(work, "nz.milc")) as m:
+            check(m.outputs[0].bounded and m.outputs[0].shape == (6, 2), f"non_zero's output: {m.outputs}")
+            for xv in (np.array([[0, 2, 0], [-1, 0, 3]], np.float32), np.zeros((2, 3), np.float32)):
+                o = m.run({"x": xv})["y"]
+                check(o.dtype == np.int32 and np.array_equal(o, np.argwhere(xv)) and o.shape == np.argwhere(xv).shape,
+                      f"non_zero of {xv.tolist()}: {o.tolist()}")
         bad = os.path.join(work, "bad.mil")
         with open(bad, "w") as f:
             f.write("program(1.0)\n{\n  func main<ios16>(tensor<fp32, [2]> x) {\n    tensor<fp32, [3]> y = relu(x = x);\n  } -> (y);\n}\n")

@@ -185,6 +185,98 @@ TEST(lut_gemm) {
     lut_case(2, 32, 6);
 }
 
+/* RT_OP_NON_ZERO into a rows temp: the coordinates of x's nonzero elements
+ * in row-major order, their count the output's rows; x an input of each
+ * activation dtype or a weight, 1 and 2 threads. */
+static void non_zero_case(RtDType dt, int rank, const int64_t *dims, int weight) {
+    int64_t n = numel_of(rank, dims);
+    float *xf = rand_f32(n);
+    int32_t *xi = malloc(sizeof(int32_t) * (size_t)n), *y = malloc(sizeof(int32_t) * (size_t)(n * rank)),
+            *want = malloc(sizeof(int32_t) * (size_t)(n * rank));
+    uint8_t *xb = malloc((size_t)n);
+    int64_t rows = 0;
+    for (int64_t i = 0; i < n; i++) {
+        bool nz = xf[i] > 0.2f; /* about 40%: runs of both */
+        xf[i] = nz ? xf[i] : 0.0f, xi[i] = nz ? (int32_t)(xf[i] * 100) + 1 : 0, xb[i] = nz;
+        if (nz)
+            for (int d = rank - 1, r = (int)i; d >= 0; d--) want[rows * rank + d] = r % (int)dims[d], r /= (int)dims[d];
+        rows += nz;
+    }
+    const void *x = dt == RT_F32 ? (const void *)xf : dt == RT_I32 ? (const void *)xi : (const void *)xb;
+    for (int nth = 1; nth <= 2; nth++) {
+        RtPlanBuilder *b = rtb_new(RT_MODE_BOTH);
+        int xin = weight ? rtb_weight(b, "x", dt, rank, dims, x) : rtb_input(b, "x", dt, rank, dims);
+        int o = rtb_temp_rows(b, 2, (const int64_t[]){n, rank});
+        for (int prog = 0; prog < 2; prog++) {
+            rtb_program(b, (RtProgram)prog);
+            rtb_op(b, RT_OP_NON_ZERO, &xin, 1, &o, 1, NULL, 0);
+        }
+        rtb_output(b, "y", o, RT_I32);
+        RtArtifact *a = NULL;
+        char err[256];
+        CHECK_EQ_INT(rtb_finish(b, NULL, 0, &a, err, sizeof err), RT_OK);
+        rtb_free(b);
+        const RtSection *secs;
+        int ns;
+        rt_artifact_sections(a, &secs, &ns);
+        RtModel *m = NULL;
+        CHECK_EQ_INT(rt_model_load(&m, secs, ns, &(RtLoadOptions){.nthreads = nth}, err, sizeof err), RT_OK);
+        for (int flags = 0; m && flags <= RT_RUN_NONBONDED; flags += RT_RUN_NONBONDED) {
+            RtTensor in = {.dtype = dt, .rank = rank, .data = (void *)x, .size = (size_t)n * rt_dtype_size(dt)};
+            memcpy(in.dims, dims, sizeof(int64_t) * (size_t)rank);
+            RtTensor out = {.dtype = RT_I32, .rank = 2, .dims = {n, rank}, .data = y, .size = sizeof(int32_t) * (size_t)(n * rank)};
+            CHECK_EQ_INT(rt_run(m, &in, weight ? 0 : 1, &out, 1, flags, NULL), RT_OK);
+            CHECK(out.dims[0] == rows && out.dims[1] == rank);
+            CHECK(!memcmp(y, want, sizeof(int32_t) * (size_t)(rows * rank)));
+            int64_t bd[RT_MAX_RANK];
+            const void *data;
+            CHECK(rt_model_buffer(m, o, &data, NULL, NULL, bd) == RT_OK && bd[0] == rows);
+        }
+        rt_model_free(m);
+        rt_artifact_free(a);
+    }
+    free(xf), free(xi), free(xb), free(y), free(want);
+}
+
+TEST(non_zero) {
+    non_zero_case(RT_F32, 2, (const int64_t[]){7, 9}, 0);
+    non_zero_case(RT_I32, 1, (const int64_t[]){300}, 0);
+    non_zero_case(RT_BOOL, 4, (const int64_t[]){2, 3, 4, 5}, 0);
+    non_zero_case(RT_F32, 3, (const int64_t[]){4, 1, 6}, 1);
+}
+
+/* A rows temp is written only by NON_ZERO and read by no op; NON_ZERO writes
+ * only one, of x's shape. */
+TEST(non_zero_refuses_misuse) {
+    RtPlanBuilder *b = rtb_new(RT_MODE_BONDED);
+    int x = rtb_input(b, "x", RT_F32, 2, (const int64_t[]){2, 3});
+    int r = rtb_temp_rows(b, 2, (const int64_t[]){6, 2}), t = rtb_temp(b, RT_I32, 2, (const int64_t[]){6, 2});
+    CHECK(rtb_op(b, RT_OP_NON_ZERO, &x, 1, &t, 1, NULL, 0) < 0);
+    CHECK(strstr(rtb_error(b), "non_zero: y must be int32 [6, 2] with its rows counted at run time") != NULL);
+    rtb_free(b);
+    b = rtb_new(RT_MODE_BONDED);
+    x = rtb_input(b, "x", RT_F32, 2, (const int64_t[]){2, 3});
+    r = rtb_temp_rows(b, 2, (const int64_t[]){5, 2});
+    CHECK(rtb_op(b, RT_OP_NON_ZERO, &x, 1, &r, 1, NULL, 0) < 0); /* 5 rows bound 6 elements */
+    rtb_free(b);
+    b = rtb_new(RT_MODE_BONDED);
+    int xi = rtb_input(b, "x", RT_I32, 2, (const int64_t[]){6, 2});
+    r = rtb_temp_rows(b, 2, (const int64_t[]){6, 2});
+    RtUnaryParams up = {0};
+    CHECK(rtb_op(b, RT_OP_UNARY, &xi, 1, &r, 1, &up, sizeof up) < 0);
+    CHECK(strstr(rtb_error(b), "output 0 has its rows counted at run time (only non_zero writes one)") != NULL);
+    rtb_free(b);
+    b = rtb_new(RT_MODE_BONDED);
+    x = rtb_input(b, "x", RT_F32, 2, (const int64_t[]){3, 2});
+    r = rtb_temp_rows(b, 2, (const int64_t[]){6, 2});
+    rtb_op(b, RT_OP_NON_ZERO, &x, 1, &r, 1, NULL, 0);
+    t = rtb_temp(b, RT_I32, 2, (const int64_t[]){6, 2});
+    RtCastParams cp = {0};
+    CHECK(rtb_op(b, RT_OP_CAST, &r, 1, &t, 1, &cp, sizeof cp) < 0);
+    CHECK(strstr(rtb_error(b), "input 0 has its rows counted at run time (only an output reads it)") != NULL);
+    rtb_free(b);
+}
+
 TEST(lut_gemm_refuses_bad_shapes) {
     RtPlanBuilder *b = rtb_new(RT_MODE_BONDED);
     uint8_t ix[6 * 20] = {0};
@@ -441,6 +533,8 @@ int main(void) {
     RUN(conv_transpose_direct);
     RUN(lut_gemm);
     RUN(lut_gemm_refuses_bad_shapes);
+    RUN(non_zero);
+    RUN(non_zero_refuses_misuse);
     RUN(qgemm);
     RUN(qgemm_refuses_bad_shapes);
     RUN(qgemm_int4);

@@ -86,16 +86,10 @@ bool backend_verify(IrFunction *f, const char *stage, DiagSink *d);
 /* Whether the CPU backend lowers op kind k at all (it may still refuse some
  * of its dtypes or arguments); other ops compile to a clean error. */
 bool backend_lowers(IrOpKind k);
-/* Why the CPU backend does not run op kind k, when that is by design rather
- * than not yet (compiler/runtime/README.md, "Ops refused by design"); NULL
- * otherwise. */
-const char *backend_refusal(IrOpKind k);
 /* An op the backend runs only once backend_fold made it a constant (non_zero
- * of a constant, whose result has a shape); backend_fold folds constants of
- * up to BACKEND_FOLD_MAX_ELEMS elements. */
+ * of a constant, whose result has a shape and may feed any op); backend_fold
+ * folds constants of up to BACKEND_FOLD_MAX_ELEMS elements. */
 bool backend_folds_only(const IrOp *op);
-/* The op kinds the backend runs only folded, of a constant input. */
-bool backend_runs_folded(IrOpKind k);
 enum { BACKEND_FOLD_MAX_ELEMS = 1 << 16 };
 
 #endif

@@ -135,6 +135,7 @@ typedef enum {
     RT_OP_PACK_TILES, /* none: x -> y (a channels GEMM's x by tiles of positions; see RT_GEMM_PACKED) */
     RT_OP_CROP_RESIZE, /* RtCropParams: x, boxes[, box indices (I32)] -> y (boxes cut and resized) */
     RT_OP_NMS,         /* RtNmsParams: boxes, scores -> boxes, scores, indices(I32)[, counts(I32)] */
+    RT_OP_NON_ZERO,    /* none: x -> y (I32 [numel(x), rank(x)], rows: rtb_temp_rows) */
     RT_OP_COUNT_
 } RtOpKind;
 
@@ -614,6 +615,11 @@ void rtb_on_consumed(RtPlanBuilder *b, void (*fn)(void *ctx, const void *data, s
  * in the arena of each program that uses it (both programs of mode 0 may
  * write the same output buffer). */
 int rtb_temp(RtPlanBuilder *b, RtDType dtype, int rank, const int64_t *dims);
+/* An I32 temp whose dims[0] is an upper bound on its rows: the one op that
+ * writes it (RT_OP_NON_ZERO: the coordinates of x's nonzero elements, in
+ * row-major order) sets how many rows a run wrote.  No op reads it; it is
+ * returned as an output, whose rows rt_run reports (RtIoInfo.bounded). */
+int rtb_temp_rows(RtPlanBuilder *b, int rank, const int64_t *dims);
 /* Selects the program later rtb_op calls append to (mode 0 records both;
  * the default is the program of the builder's mode, bonded for mode 0). */
 int rtb_program(RtPlanBuilder *b, RtProgram p);

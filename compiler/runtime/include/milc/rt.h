@@ -152,6 +152,10 @@ typedef struct {
     RtDType dtype;
     int rank;
     int64_t dims[RT_MAX_RANK];
+    /* an output whose rows are known only at run time (non_zero of run-time
+     * data): dims[0] is their upper bound, the caller binds a tensor of
+     * these dims, and rt_run sets its dims[0] to the rows it wrote */
+    int bounded;
 } RtIoInfo;
 int rt_model_ninputs(const RtModel *m);
 int rt_model_noutputs(const RtModel *m);
@@ -198,7 +202,8 @@ enum {
 
 /* Runs the model: in[i] binds input i, out[i] receives output i (in the
  * order of rt_model_input/output; dtype, rank, dims must match and size must
- * suffice, else RT_EBIND).  An fp16 input the model reads in place
+ * suffice, else RT_EBIND; a bounded output's dims[0] is then set to the rows
+ * the run wrote).  An fp16 input the model reads in place
  * (rtb_input_f16) is not copied: its bytes must not change until rt_run
  * returns.  No allocation, no system calls but futex wakes.
  * One rt_run at a time per model (the model owns one arena and one thread
