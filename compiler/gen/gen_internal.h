@@ -180,9 +180,10 @@ int gen_weights_make(const GenProgram *p, const GenWeights *src, const GenOption
 /* Elements [first, first + n) of computed weight w (random, a table), n <=
  * 4096, as w's dtype into out: the generator's inner loop (bench_gen). */
 void gen_init_piece(const GenWeight *w, uint64_t seed, uint64_t first, size_t n, void *out);
-/* Use the portable fill loops (true) or the CPU's best (false, the
- * default): the bytes must be the same either way (tests). */
-void gen_fill_select(bool portable);
+/* Use the fill loops of level: 0 portable, 1 AVX2+F16C, 2 AVX-512 (the
+ * default), or the best below it this CPU runs: the bytes must be the same
+ * whichever (tests). */
+void gen_fill_select(int level);
 /* The bf16 -> fp16 loops this CPU can run (portable first, then its vector
  * twins), with their names: each must give the same bytes (tests, bench). */
 typedef void (*GenConvertFn)(const uint16_t *src, uint16_t *dst, size_t n);
