@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "json.h"
 #include "milc/pipeline.h"
+#include "program.h"
 
 static const OptSpec compile_opts[] = {
     {"mode", 0, OPT_VALUE, "N", RT_MODES_HELP},
@@ -13,18 +14,21 @@ static const OptSpec compile_opts[] = {
     {"dump", 0, OPT_VALUE, "STAGE", "print the IR after STAGE as MIL text (parse, check, dce, fold, fuse)"},
     {"no-fuse", 0, OPT_FLAG, NULL, "mode 2 without pattern fusion"},
     {"function", 0, OPT_VALUE, "NAME", "the function to compile (default: main, or the program's only function)"},
+    {"shape", 0, OPT_VALUE, "NAME=D0,D1,..", "the size of input NAME's flexible dimensions (each '?'; repeat per input)"},
     {0},
 };
 
 static void compile_help(FILE *f) {
     fputs("usage: milc compile (FILE.mil | PKG.mlpackage | DIR) [--function NAME] [--model-path DIR] [--mode N]\n"
-          "                    [-o FILE.milc] [--dump STAGE]\n"
+          "                    [--shape NAME=D0,D1,..] [-o FILE.milc] [--dump STAGE]\n"
           "\n"
           "Check and compile a MIL program (a model.mil file, a folder holding one, or\n"
           "a .mlpackage) for the CPU backend into an artifact file:\n"
           "passes (dead code, constant folding, fusion), lowering for the compile mode,\n"
           "weights packed for the kernels.  No cache is involved; 'milc run' executes\n"
-          "the result.  --dump prints the program after a stage as valid MIL text.\n\noptions:\n",
+          "the result.  --dump prints the program after a stage as valid MIL text.\n"
+          "An input of flexible shape (a package's range of sizes, '?' in the text)\n"
+          "is compiled for the size --shape gives it.\n\noptions:\n",
           f);
     print_options(f, compile_opts);
 }
@@ -54,6 +58,9 @@ static int compile_run(Cli *cli, int argc, char **argv) {
     long mode = RT_MODE_DEFAULT;
     char *outpath = NULL;
     const char *stage = args_get(&a, "dump");
+    MilInputShape *shapes = NULL;
+    int nshapes = 0;
+    if (!cli_shapes("compile", &a, &shapes, &nshapes)) goto out;
     if (a.npos != 1) {
         cli_usage_error("compile", "expected one FILE.mil, package or folder");
         goto out;
@@ -75,7 +82,9 @@ static int compile_run(Cli *cli, int argc, char **argv) {
                             .mode = (int)mode,
                             .no_fuse = args_flag(&a, "no-fuse"),
                             .dump_stage = stage,
-                            .function = args_get(&a, "function")};
+                            .function = args_get(&a, "function"),
+                            .shapes = shapes,
+                            .nshapes = nshapes};
     rc = pipeline_compile_file(a.pos[0], outpath, &o, &r, &d);
     if (r.dump) fputs(r.dump, stdout);
     int drc = cli_report(cli, &d);
@@ -84,6 +93,7 @@ static int compile_run(Cli *cli, int argc, char **argv) {
     free(r.dump);
     diag_free(&d);
 out:
+    cli_shapes_free(shapes, nshapes);
     free(outpath);
     args_free(&a);
     return rc;

@@ -9,6 +9,7 @@
 #include "genopts.h"
 #include "milc/jobs.h"
 #include "milc/model.h"
+#include "milc/npy.h"
 #include "run_npy.h"
 #include "milc/drift.h"
 #include "tier.h"
@@ -20,6 +21,8 @@ static const OptSpec run_opts[] = {
     {"mode", 0, OPT_VALUE, "N", "with build options: " RT_MODES_HELP},
     {"model-path", 0, OPT_VALUE, "DIR", "with a model.mil file: the directory @model_path stands for"},
     {"function", 0, OPT_VALUE, "NAME", "with a program: the function to run (default: main, or its only function)"},
+    {"shape", 0, OPT_VALUE, "NAME=D0,D1,..",
+     "with a program: the size of input NAME's flexible dimensions (default: its --input file's)"},
     {"input", 'i', OPT_VALUE, "NAME=FILE.npy", "bind an input (repeat for each)"},
     {"state", 0, OPT_VALUE, "NAME=FILE.npy", "seed a state (repeat for each; the others start at zero)"},
     {"output", 'o', OPT_VALUE, "DIR", "write each output as DIR/NAME.npy (default .)"},
@@ -119,18 +122,55 @@ static int run_build(Cli *cli, const Args *a, Store **c, LoadedModel *lm, int th
     return rc;
 }
 
+/* The shapes of the --input files, for the program's flexible inputs (a
+ * file that does not open is left to the binding to report). */
+static MilInputShape *input_shapes(const Args *a, int *n) {
+    MilInputShape *s = calloc((size_t)a->nhits + 1, sizeof *s);
+    *n = 0;
+    for (int i = 0; s && i < a->nhits; i++) {
+        const char *v = a->hits[i].value, *eq = strchr(v, '=');
+        if (strcmp(a->hits[i].spec->name, "input") != 0 || !eq || eq == v) continue;
+        NpyFile nf;
+        char err[256];
+        if (npy_open(&nf, eq + 1, err, sizeof err) != 0) continue;
+        MilInputShape *x = &s[*n];
+        x->rank = nf.arr.rank;
+        memcpy(x->dims, nf.arr.dims, sizeof(int64_t) * (size_t)nf.arr.rank);
+        npy_close(&nf);
+        if ((x->name = strndup(v, (size_t)(eq - v)))) (*n)++;
+    }
+    return s;
+}
+
 /* A program from a file: check it, then compile it through the cache (or
  * find it there) and load the entry. */
 static int run_program(Cli *cli, const Args *a, Store **c, LoadedModel *lm, int threads) {
     long mode = RT_MODE_DEFAULT;
     if (args_get(a, "mode") && !args_int("run", "mode", args_get(a, "mode"), 0, RT_NMODES - 1, &mode))
         return EXIT_USAGE;
+    MilInputShape *shapes, *from_data;
+    int nshapes, nfrom_data;
+    if (!cli_shapes("run", a, &shapes, &nshapes)) return EXIT_USAGE;
+    if (!(from_data = input_shapes(a, &nfrom_data))) {
+        cli_shapes_free(shapes, nshapes);
+        cli_error("out of memory");
+        return EXIT_SYSTEM;
+    }
     Arena arena;
     arena_init(&arena);
     DiagSink d; /* the program's locations point into it: it outlives the program */
     diag_init(&d);
     PkgProgram pp;
-    int rc = cli_load_program(cli, a->pos[0], args_get(a, "model-path"), MIL_TARGET_CPU, false, &arena, &pp, &d);
+    ProgramLoadOptions lo = {.model_path = args_get(a, "model-path"),
+                             .target = MIL_TARGET_CPU,
+                             .function = args_get(a, "function"),
+                             .shapes = shapes,
+                             .nshapes = nshapes,
+                             .from_data = from_data,
+                             .nfrom_data = nfrom_data};
+    int rc = cli_load_program_with(cli, a->pos[0], &lo, &arena, &pp, &d);
+    cli_shapes_free(shapes, nshapes);
+    cli_shapes_free(from_data, nfrom_data);
     char err[512] = "";
     int r;
     if (rc == EXIT_OK && (r = store_lmdb_open(c, cli->cache_dir, NULL, err, sizeof err)) != 0) {
@@ -194,9 +234,9 @@ static int run_run(Cli *cli, int argc, char **argv) {
         cli_usage_error("run", "build options go without an ARTIFACT or KEY");
         goto out;
     }
-    if (!program && (args_get(&a, "function") || args_get(&a, "model-path"))) {
+    if (!program && (args_get(&a, "function") || args_get(&a, "model-path") || args_get(&a, "shape"))) {
         cli_usage_error("run", "--%s goes with a program (FILE.mil, a package or a folder)",
-                        args_get(&a, "function") ? "function" : "model-path");
+                        args_get(&a, "function") ? "function" : args_get(&a, "shape") ? "shape" : "model-path");
         goto out;
     }
     if (args_get(&a, "threads") && !args_int("run", "threads", args_get(&a, "threads"), 1, 256, &threads)) goto out;

@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "milc/mil.h"
+#include "milc/pipeline.h"
 #include "milc/pkg.h"
 
 /* Read and check the program at path; its diagnostics printed, then
@@ -16,6 +17,14 @@
  * the program through it).  EXIT_OK with out filled, or EXIT_INPUT / EXIT_SYSTEM. */
 int cli_load_program(Cli *cli, const char *path, const char *model_path, MilTarget target, bool werror, Arena *arena,
                      PkgProgram *out, DiagSink *d);
+/* The same with input shapes given (ProgramLoadOptions). */
+int cli_load_program_with(Cli *cli, const char *path, const ProgramLoadOptions *o, Arena *arena, PkgProgram *out,
+                          DiagSink *d);
+
+/* Every --shape NAME=D0,D1,... of a (malloc'd into *out, *n of them; the
+ * caller frees *out).  False after a usage error naming the bad one. */
+bool cli_shapes(const char *cmd, const Args *a, MilInputShape **out, int *n);
+void cli_shapes_free(MilInputShape *s, int n);
 
 /* True when path names a program (a .mil file or a folder holding one or a
  * package) rather than an artifact or a key. */

@@ -4282,7 +4282,12 @@ int lower_inputs_outputs(LowerShared *s, const FuseTable *fuse) {
         IrValue *v = f->inputs[i];
         RtDType dt;
         if (io_dtype(s, v, v->loc, &dt) < 0) return -1;
-        if (ir_value_numel(v) < 0) return fail_at(s, v->loc, "input '%s' has a dynamic shape", v->name), -1;
+        if (ir_value_numel(v) < 0)
+            return fail_at(s, v->loc,
+                           "input '%s' has a flexible shape: the CPU backend compiles one size of it (milc compile "
+                           "and run: --shape %s=D0,D1,..; run takes it from the input's file)",
+                           v->name, v->name),
+                   -1;
         if (ir_value_numel(v) == 0) return fail_at(s, v->loc, "input '%s' %s", v->name, NO_ELEMENTS), -1;
         if (v->type.state && rt_dtype_narrow_int(dt))
             return fail_at(s, v->loc, "state '%s': %s states are not supported by the CPU backend (fp16, fp32, int32, bool)",

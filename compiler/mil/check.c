@@ -2960,11 +2960,21 @@ static void check_op(Checker *c, IrOp *op) {
         const IrType *want = &op->results[i]->type, *got = &x.out[i];
         bool ok = want->dtype == got->dtype && want->rank == got->rank && want->list == got->list &&
                   (!want->list || dims_match(want->list_len, got->list_len));
-        for (int k = 0; ok && k < want->rank; k++) ok = dims_match(want->dims[k], got->dims[k]);
+        bool refine = false;
+        for (int k = 0; ok && k < want->rank; k++) {
+            ok = dims_match(want->dims[k], got->dims[k]);
+            refine |= !dim_known(want->dims[k]) && dim_known(got->dims[k]);
+        }
         if (!ok) {
             char s1[512], s2[512];
             op_error(&x, op->results[i]->loc, "'%s' is declared %s but the op gives %s", op->results[i]->name,
                      fmt_type(want, s1, sizeof s1), fmt_type(got, s2, sizeof s2));
+        } else if (refine && !want->list) { /* a declared '?' the inference knows: the size, as coremltools infers it */
+            int64_t dims[16];
+            for (int k = 0; k < want->rank && k < 16; k++) dims[k] = dim_known(want->dims[k]) ? want->dims[k] : got->dims[k];
+            bool state = want->state;
+            op->results[i]->type = ir_type_make(c->p->arena, want->dtype, want->rank, dims);
+            op->results[i]->type.state = state;
         }
     }
 }

@@ -12,12 +12,21 @@
 
 static int failed_rc(const DiagSink *d) { return d->system_errors ? MILC_E_SYSTEM : MILC_E_INPUT; }
 
+int pipeline_load_program_with(Arena *arena, const char *path, const ProgramLoadOptions *o, PkgProgram *out,
+                               DiagSink *d) {
+    memset(out, 0, sizeof *out);
+    if (pkg_load(arena, d, path, o->model_path, out) != 0) return failed_rc(d);
+    if (!mil_specialize(out->prog, o->function, o->shapes, o->nshapes, false, d) ||
+        !mil_specialize(out->prog, o->function, o->from_data, o->nfrom_data, true, d))
+        return failed_rc(d);
+    MilCheckOptions co = {.target = o->target, .model_path = out->model_dir};
+    return mil_check(out->prog, &co, d) ? MILC_OK : failed_rc(d);
+}
+
 int pipeline_load_program(Arena *arena, const char *path, const char *model_path, MilTarget target, PkgProgram *out,
                           DiagSink *d) {
-    memset(out, 0, sizeof *out);
-    if (pkg_load(arena, d, path, model_path, out) != 0) return failed_rc(d);
-    MilCheckOptions o = {.target = target, .model_path = out->model_dir};
-    return mil_check(out->prog, &o, d) ? MILC_OK : failed_rc(d);
+    return pipeline_load_program_with(arena, path, &(ProgramLoadOptions){.model_path = model_path, .target = target},
+                                      out, d);
 }
 
 char *pipeline_artifact_path(const char *path) {
@@ -64,7 +73,12 @@ int pipeline_compile_file(const char *path, const char *out_path, const CompileF
     arena_init(&arena);
     PkgProgram pp;
     RtArtifact *art = NULL;
-    int rc = pipeline_load_program(&arena, path, o->model_path, MIL_TARGET_CPU, &pp, d);
+    ProgramLoadOptions lo = {.model_path = o->model_path,
+                             .target = MIL_TARGET_CPU,
+                             .function = o->function,
+                             .shapes = o->shapes,
+                             .nshapes = o->nshapes};
+    int rc = pipeline_load_program_with(&arena, path, &lo, &pp, d);
     res->ms_check = lib_ms_since(t0);
     if (rc == MILC_OK) {
         BackendOptions bo = {.mode = o->mode,

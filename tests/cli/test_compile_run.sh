@@ -189,6 +189,33 @@ expect_in "$ERR" "wrote nzz/y.npy (int32 [0, 2])"
 "$PY" -c "
 import numpy as np
 assert np.load('nzz/y.npy').shape == (0, 2)" && ok || fail "non_zero of zeros: not an empty [0, 2]"
+# An input of flexible shape ('?', a package's range of sizes): compiled for
+# the size --shape gives it; run takes it from the input's file; a size
+# that does not fit, or a bad --shape, is refused saying what.
+printf 'program(1.3)\n{\n    func main<ios18>(tensor<fp32, [1, ?, 4]> x) {\n        tensor<fp32, [1, ?, 4]> y = mul(x = x, y = tensor<fp32, [4]>([1, 2, 3, 4]));\n        tensor<fp32, [1]> s = reduce_sum(x = y, axes = tensor<int32, [2]>([1, 2]), keep_dims = bool(false));\n    } -> (y, s);\n}\n' > flex.mil
+"$PY" -c "
+import numpy as np
+np.save('flex3.npy', np.arange(12, dtype=np.float32).reshape(1, 3, 4))"
+expect_rc 1 "$MILC" compile flex.mil -o flex.milc
+expect_in "$ERR" "flex.mil:3:46: error: input 'x' has a flexible shape: the CPU backend compiles one size of it (milc compile and run: --shape x=D0,D1,..; run takes it from the input's file)"
+expect_rc 0 "$MILC" compile flex.mil --shape x=1,3,4 -o flex.milc
+expect_rc 0 "$MILC" run flex.milc --input x=flex3.npy -o flexo
+expect_rc 0 "$MILC" run flex.mil --input x=flex3.npy -o flexp
+"$PY" -c "
+import numpy as np
+x = np.arange(12, dtype=np.float32).reshape(1, 3, 4)
+for d in ('flexo', 'flexp'):
+    assert np.array_equal(np.load(d + '/y.npy'), x * [1, 2, 3, 4]) and np.load(d + '/s.npy').tolist() == [(x * [1, 2, 3, 4]).sum()]" \
+  && ok || fail "a flexible input compiled for its size ran wrong"
+expect_rc 1 "$MILC" compile flex.mil --shape x=2,3,4 -o flex2.milc
+expect_in "$ERR" "error: --shape x=[2, 3, 4] does not fit input 'x' of shape [1, ?, 4]"
+expect_rc 1 "$MILC" run flex.mil --shape x=1,5,4 --input x=flex3.npy -o flexq
+expect_in "$ERR" "input 'x' wants shape [1, 5, 4], the file has [1, 3, 4]"
+expect_rc 1 "$MILC" compile flex.mil --shape q=1,3,4 -o flex2.milc
+expect_in "$ERR" "error: --shape q: function 'main' has no input 'q' (its inputs: 'x')"
+expect_rc 2 "$MILC" compile flex.mil --shape x=1,0,4 -o flex2.milc
+expect_in "$ERR" "milc compile: --shape 'x=1,0,4': want NAME=D0,D1,... (each size from 1 to 2^31)"
+expect_rc 2 "$MILC" run flex3.milc --shape x=1,3,4 --input x=flex3.npy -o flexr
 # --function and --model-path name parts of a program: with an artifact they
 # are a usage error, not silently ignored.
 expect_rc 2 "$MILC" run two.milc --function decode --input x=x2.npy -o dec2

@@ -295,6 +295,50 @@ TEST(nested_list_types) {
     free(src);
 }
 
+/* mil_specialize: a flexible input takes the sizes given, and the checker
+ * infers the shapes after it static, a declared '?' taking the inferred
+ * size; a name that is no input, a wrong rank and a size that is not the
+ * declared one are refused, each saying so. */
+TEST(specialize_inputs) {
+    const char *src = "program(1.3)\n{\n    func main<ios18>(tensor<fp32, [1, ?, 4]> x, tensor<fp32, [4]> m) {\n"
+                      "        tensor<fp32, [1, ?, 4]> y = mul(x = x, y = m);\n"
+                      "        tensor<fp32, [?, 4]> z = reshape(x = y, shape = tensor<int32, [2]>([-1, 4]));\n"
+                      "    } -> (z);\n}\n";
+    Arena a;
+    arena_init(&a);
+    DiagSink d;
+    diag_init(&d);
+    IrProgram *p = mil_parse(&a, &d, "s.mil", src, strlen(src));
+    CHECK(p != NULL);
+    MilInputShape good[] = {{"x", 3, {1, 7, 4}}, {"m", 1, {4}}};
+    CHECK(p && mil_specialize(p, NULL, good, 2, false, &d) && mil_check(p, &(MilCheckOptions){0}, &d));
+    IrFunction *f = p ? ir_program_function(p, "main") : NULL;
+    CHECK(f && f->inputs[0]->type.dims[1] == 7 && ir_value_numel(f->outputs[0]) == 28 &&
+          f->outputs[0]->type.dims[0] == 7);
+    CHECK_EQ_INT(d.count, 0);
+    static const struct {
+        MilInputShape s;
+        bool only_flexible;
+        const char *msg;
+    } bad[] = {
+        {{"w", 1, {4}}, false, "--shape w: function 'main' has no input 'w' (its inputs: 'x', 'm')"},
+        {{"x", 2, {1, 7}}, false, "--shape x=[1, 7] does not fit input 'x' of shape [1, ?, 4]"},
+        {{"x", 3, {2, 7, 4}}, false, "--shape x=[2, 7, 4] does not fit input 'x' of shape [1, ?, 4]"},
+        {{"m", 1, {5}}, false, "--shape m=[5] does not fit input 'm' of shape [4]"},
+        {{"m", 1, {5}}, true, NULL}, /* a static input: left to the binding */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        diag_free(&d);
+        diag_init(&d);
+        IrProgram *q = mil_parse(&a, &d, "s.mil", src, strlen(src));
+        bool ok = q && mil_specialize(q, NULL, &bad[i].s, 1, bad[i].only_flexible, &d);
+        CHECK(ok == (bad[i].msg == NULL));
+        CHECK(!bad[i].msg || (d.count == 1 && strstr(d.items[0].msg, bad[i].msg) != NULL));
+    }
+    arena_free(&a);
+    diag_free(&d);
+}
+
 TEST(literal_accessors) {
     Arena a;
     arena_init(&a);
@@ -325,5 +369,6 @@ int main(void) {
     RUN(length_bounded_input);
     RUN(literal_accessors);
     RUN(nested_list_types);
+    RUN(specialize_inputs);
     TEST_MAIN_END();
 }

@@ -17,6 +17,8 @@ import zlib
 
 import numpy as np
 
+from oracle_gate import oracle_gate
+
 MILC, ORACLE, WORK = sys.argv[1:4]
 
 
@@ -288,13 +290,9 @@ def prog(x):
 
 
 def main():
-    if not os.path.exists(os.path.join(ORACLE, "oracle.py")) or subprocess.run(
-            ["/usr/bin/python3", os.path.join(ORACLE, "oracle.py"), "ops"], capture_output=True).returncode != 0:
-        if os.environ.get("CI") == "true":
-            print("FAIL: the coremltools oracle is required in CI (%s)" % ORACLE)
-            return 1
-        print("SKIP: no coremltools oracle in %s (run its setup.sh and export its PYTHONPATH)" % ORACLE)
-        return 77
+    gate = oracle_gate(ORACLE)
+    if gate is not None:
+        return gate
     os.makedirs(WORK, exist_ok=True)
     failures = []
     for name, c in CASES.items():

@@ -51,6 +51,24 @@ void mil_normalize_axes(IrProgram *p);
  * false if any error was added. */
 bool mil_check(IrProgram *p, const MilCheckOptions *o, DiagSink *d);
 
+/* An input's shape, given for a run (milc compile/run --shape x=1,128,4). */
+typedef struct MilInputShape {
+    const char *name;
+    int rank;
+    int64_t dims[16];
+} MilInputShape;
+
+/* Give the inputs of function fname (NULL: "main", else the program's only
+ * function) the shapes named, before mil_check: a flexible input (a Core ML
+ * package's RangeDim, `?` in the text) becomes static, so inference makes
+ * every shape after it static too (the checker takes an inferred size for a
+ * declared `?`).  A static dimension must be given as it is.  only_flexible:
+ * leave inputs without a dynamic dimension alone (milc run's shapes from its
+ * .npy files, which the binding checks itself).  False with diagnostics for a
+ * name that is no input, a wrong rank, a size that is not the declared one
+ * or not positive. */
+bool mil_specialize(IrProgram *p, const char *fname, const MilInputShape *s, int n, bool only_flexible, DiagSink *d);
+
 /* True when name is a MIL identifier ([A-Za-z_][A-Za-z0-9_]*), as the lexer
  * reads them.  A function's inputs and outputs must be: the runtime names
  * files after them. */

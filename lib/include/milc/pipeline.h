@@ -148,6 +148,20 @@ uint64_t pipeline_kept_bytes(const PipelineKept *k);
 int pipeline_load_program(Arena *arena, const char *path, const char *model_path, MilTarget target, PkgProgram *out,
                           DiagSink *d);
 
+/* What pipeline_load_program_with reads a program for. */
+typedef struct ProgramLoadOptions {
+    const char *model_path; /* as pipeline_load_program's */
+    MilTarget target;
+    const char *function; /* whose inputs the shapes name (NULL: main, or the only function) */
+    /* Input shapes (mil_specialize) before the checks: shapes as given
+     * (--shape), then from_data for inputs still flexible (milc run's .npy
+     * files). */
+    const MilInputShape *shapes, *from_data;
+    int nshapes, nfrom_data;
+} ProgramLoadOptions;
+int pipeline_load_program_with(Arena *arena, const char *path, const ProgramLoadOptions *o, PkgProgram *out,
+                               DiagSink *d);
+
 /* The artifact file beside a program: path without a trailing '/' and its
  * .mil, .mlpackage or .mlmodelc, plus ".milc".  malloc'd, NULL if out of memory. */
 char *pipeline_artifact_path(const char *path);
@@ -160,6 +174,8 @@ typedef struct CompileFileOptions {
     bool no_fuse;           /* BackendOptions.no_fuse */
     const char *dump_stage; /* a stage (pipeline_stage_known), or NULL */
     const char *function;   /* BackendOptions.function */
+    const MilInputShape *shapes; /* ProgramLoadOptions.shapes */
+    int nshapes;
 } CompileFileOptions;
 
 typedef struct CompileFileResult {
