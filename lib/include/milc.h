@@ -152,6 +152,25 @@ MilcStatus milc_prewarm(MilcCache *c, const char *manifest_path, MilcPrewarmResu
  * milc_last_error). */
 MilcStatus milc_compile_file(const char *path, const char *out_path, int mode);
 
+enum { MILC_MAX_RANK = 6 }; /* the most dimensions a tensor has */
+
+/* The size an input of flexible shape (a package's RangeDim, '?' in the
+ * text) is compiled for: every dimension, the static ones as declared. */
+typedef struct MilcShape {
+    const char *name;
+    int rank;
+    int64_t dims[MILC_MAX_RANK];
+} MilcShape;
+typedef struct MilcCompileOptions {
+    int mode;                /* MILC_MODE_* */
+    const char *function;    /* the function compiled; NULL: main, or the program's only one */
+    const MilcShape *shapes; /* `milc compile --shape`: nshapes of them, or NULL */
+    int nshapes;
+} MilcCompileOptions;
+/* milc_compile_file with options (o NULL: the defaults).  MILC_E_INPUT also
+ * for a shape that names no input or does not fit it. */
+MilcStatus milc_compile_file_with(const char *path, const char *out_path, const MilcCompileOptions *o);
+
 typedef struct MilcArtifactInfo {
     int mode;
     uint64_t bytes; /* its sections' total */
@@ -192,7 +211,6 @@ typedef enum MilcDType {
     MILC_I16 = 7,
     MILC_U16 = 8
 } MilcDType;
-enum { MILC_MAX_RANK = 6 };
 
 typedef struct MilcTensorInfo {
     const char *name; /* valid until milc_model_free */

@@ -182,21 +182,42 @@ static void collect(void *ctx, int idx, const char *label, const BuildResult *r)
     p->ms_compile = r->ms_generate + r->ms_check + r->ms_passes + r->ms_lower;
 }
 
-MilcStatus milc_compile_file(const char *path, const char *out_path, int mode) {
+MilcStatus milc_compile_file_with(const char *path, const char *out_path, const MilcCompileOptions *mo) {
     ApiCall k;
     api_begin(&k);
-    if (!path || !out_path) return api_end(&k, MILC_E_USAGE);
-    CompileFileOptions o = {.mode = mode == MILC_MODE_DEFAULT ? RT_MODE_DEFAULT : mode};
+    MilcCompileOptions def = {.mode = MILC_MODE_DEFAULT};
+    if (!mo) mo = &def;
+    if (!path || !out_path || mo->nshapes < 0 || (mo->nshapes && !mo->shapes)) return api_end(&k, MILC_E_USAGE);
+    CompileFileOptions o = {.mode = mo->mode == MILC_MODE_DEFAULT ? RT_MODE_DEFAULT : mo->mode,
+                            .function = mo->function};
     if (!milc_mode_name(o.mode)) {
-        lib_error("mode %d is not a compile mode", mode);
+        lib_error("mode %d is not a compile mode", mo->mode);
         return api_end(&k, MILC_E_USAGE);
     }
+    MilInputShape *shapes = calloc((size_t)mo->nshapes + 1, sizeof *shapes);
+    if (!shapes) return api_end(&k, MILC_E_SYSTEM);
+    for (int i = 0; i < mo->nshapes; i++) {
+        const MilcShape *s = &mo->shapes[i];
+        if (!s->name || s->rank < 0 || s->rank > MILC_MAX_RANK) {
+            lib_error("shape %d: a name and a rank from 0 to %d", i, MILC_MAX_RANK);
+            free(shapes);
+            return api_end(&k, MILC_E_USAGE);
+        }
+        shapes[i].name = s->name, shapes[i].rank = s->rank;
+        memcpy(shapes[i].dims, s->dims, sizeof(int64_t) * (size_t)s->rank);
+    }
+    o.shapes = shapes, o.nshapes = mo->nshapes;
     DiagSink d;
     diag_init(&d);
     CompileFileResult r;
     int rc = pipeline_compile_file(path, out_path, &o, &r, &d);
     free(r.dump);
+    free(shapes);
     return api_end(&k, api_diags(&d, rc));
+}
+
+MilcStatus milc_compile_file(const char *path, const char *out_path, int mode) {
+    return milc_compile_file_with(path, out_path, &(MilcCompileOptions){.mode = mode});
 }
 
 MilcStatus milc_build(MilcCache *c, const MilcRequest *req, MilcBuild **out) {

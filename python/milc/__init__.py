@@ -68,6 +68,15 @@ class _TensorInfo(ctypes.Structure):
                 ("dims", ctypes.c_int64 * _MAX_RANK), ("bytes", ctypes.c_size_t), ("bounded", ctypes.c_int)]
 
 
+class _Shape(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("rank", ctypes.c_int), ("dims", ctypes.c_int64 * _MAX_RANK)]
+
+
+class _CompileOptions(ctypes.Structure):
+    _fields_ = [("mode", ctypes.c_int), ("function", ctypes.c_char_p), ("shapes", ctypes.POINTER(_Shape)),
+                ("nshapes", ctypes.c_int)]
+
+
 class _RunStats(ctypes.Structure):
     _fields_ = [("dispatches", ctypes.c_uint64), ("ops", ctypes.c_uint64), ("seconds", ctypes.c_double)]
 
@@ -98,6 +107,7 @@ def _declare(lib):
         "milc_model_load": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.POINTER(_P)]),
         "milc_model_load_file": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(_P)]),
         "milc_compile_file": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int]),
+        "milc_compile_file_with": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(_CompileOptions)]),
         "milc_model_free": (None, [_P]),
         "milc_model_ninputs": (ctypes.c_int, [_P]),
         "milc_model_noutputs": (ctypes.c_int, [_P]),
@@ -262,13 +272,24 @@ def build(cache, model="gpt2", weights=None, mode=None, chunk=0, **params):
         return c.build(model, weights, mode, chunk, **params)
 
 
-def compile_file(path, out_path, mode=None):
+def compile_file(path, out_path, mode=None, function=None, shapes=None):
     """A MIL program (model.mil, a folder holding one, a .mlpackage) compiled
     into the artifact file out_path, no cache: `milc compile`.  Load it with
-    Model.load_file."""
+    Model.load_file.  function: the one compiled (default: main, or the only
+    one); shapes: {input: shape} for inputs of flexible shape (`--shape`)."""
     load_library()
-    _check(_lib.milc_compile_file(_b(os.fspath(path)), _b(os.fspath(out_path)),
-                                  MODE_DEFAULT if mode is None else int(mode)))
+    shapes = dict(shapes or {})
+    arr = (_Shape * max(len(shapes), 1))()
+    for i, (name, dims) in enumerate(shapes.items()):
+        dims = [int(d) for d in dims]
+        if len(dims) > _MAX_RANK:
+            raise MilcError(E_USAGE, f"shape of {name}: {len(dims)} dimensions, at most {_MAX_RANK}")
+        arr[i].name, arr[i].rank = _b(name), len(dims)
+        for j, d in enumerate(dims):
+            arr[i].dims[j] = d
+    o = _CompileOptions(MODE_DEFAULT if mode is None else int(mode), _b(function) if function else None, arr,
+                        len(shapes))
+    _check(_lib.milc_compile_file_with(_b(os.fspath(path)), _b(os.fspath(out_path)), ctypes.byref(o)))
 
 
 class TensorInfo:

@@ -77,6 +77,19 @@ with tempfile.TemporaryDirectory() as work:
                 o = m.run({"x": xv})["y"]
                 check(o.dtype == np.int32 and np.array_equal(o, np.argwhere(xv)) and o.shape == np.argwhere(xv).shape,
                       f"non_zero of {xv.tolist()}: {o.tolist()}")
+        # an input of flexible shape: compiled for the size shapes gives it; a size that does not fit is refused
+        flp = os.path.join(work, "flex.mil")
+        with open(flp, "w") as f:
+            f.write("program(1.3)\n{\n    func main<ios18>(tensor<fp32, [1, ?]> x) {\n"
+                    "        tensor<fp32, [1, ?]> y = mul(x = x, y = fp32(2));\n    } -> (y);\n}\n")
+        raises(milc.E_INPUT, lambda: milc.compile_file(flp, os.path.join(work, "flex.milc")), "a flexible input without a size")
+        e = raises(milc.E_INPUT, lambda: milc.compile_file(flp, os.path.join(work, "flex.milc"), shapes={"x": (2, 3)}),
+                   "a size that does not fit")
+        check("does not fit input 'x' of shape [1, ?]" in str(e), f"the message names the input and its shape: {e}")
+        milc.compile_file(flp, os.path.join(work, "flex.milc"), shapes={"x": (1, 3)})
+        with milc.Model.load_file(os.path.join(work, "flex.milc")) as m:
+            check(m.inputs[0].shape == (1, 3) and np.array_equal(m.run({"x": np.array([[1, 2, 3]], np.float32)})["y"],
+                                                                  [[2, 4, 6]]), "a flexible input compiled for [1, 3]")
         bad = os.path.join(work, "bad.mil")
         with open(bad, "w") as f:
             f.write("program(1.0)\n{\n  func main<ios16>(tensor<fp32, [2]> x) {\n    tensor<fp32, [3]> y = relu(x = x);\n  } -> (y);\n}\n")
