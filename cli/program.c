@@ -7,22 +7,21 @@
 #include "milc/pipeline.h"
 #include "program.h"
 
-int cli_load_program(Cli *cli, const char *path, const char *model_path, MilTarget target, bool werror, Arena *arena,
-                     PkgProgram *out, DiagSink *d) {
-    d->warn_as_error = werror;
-    int rc = pipeline_load_program(arena, path, model_path, target, out, d);
-    int drc = cli_report(cli, d);
-    diag_clear(d);
-    d->warn_as_error = false;
-    return rc != EXIT_OK ? rc : drc;
-}
-
 int cli_load_program_with(Cli *cli, const char *path, const ProgramLoadOptions *o, Arena *arena, PkgProgram *out,
                           DiagSink *d) {
     int rc = pipeline_load_program_with(arena, path, o, out, d);
     int drc = cli_report(cli, d);
     diag_clear(d);
     return rc != EXIT_OK ? rc : drc;
+}
+
+int cli_load_program(Cli *cli, const char *path, const char *model_path, MilTarget target, bool werror, Arena *arena,
+                     PkgProgram *out, DiagSink *d) {
+    d->warn_as_error = werror;
+    int rc = cli_load_program_with(cli, path, &(ProgramLoadOptions){.model_path = model_path, .target = target},
+                                   arena, out, d);
+    d->warn_as_error = false;
+    return rc;
 }
 
 bool cli_shapes(const char *cmd, const Args *a, MilInputShape **out, int *n) {

@@ -69,12 +69,10 @@ static char *model_dir_of(const IrProgram *p, const BackendOptions *o) {
 
 static void discard_weight(void *image, const void *data, size_t n) { milblob_image_discard(image, data, n); }
 
-/* The function to compile: the one named, else "main", else a program's only
- * function (a multifunction package names its own; a single function may be
- * called anything).  NULL after a diagnostic listing what there is. */
+/* The function to compile (ir_program_entry), or NULL after a diagnostic
+ * listing what there is. */
 static IrFunction *pick_function(const IrProgram *p, const char *name, SrcLoc at, DiagSink *d) {
-    IrFunction *f = ir_program_function(p, name ? name : "main");
-    if (!f && !name && p->nfuncs == 1) f = p->funcs[0];
+    IrFunction *f = ir_program_entry(p, name);
     if (f) return f;
     char list[512] = "";
     size_t n = 0;

@@ -314,6 +314,11 @@ IrFunction *ir_program_function(const IrProgram *p, const char *name) {
     return NULL;
 }
 
+IrFunction *ir_program_entry(const IrProgram *p, const char *name) {
+    IrFunction *f = ir_program_function(p, name ? name : "main");
+    return f || name || p->nfuncs != 1 ? f : p->funcs[0];
+}
+
 IrValue *ir_function_add_input(IrFunction *f, const char *name, IrType type) {
     Arena *a = f->prog->arena;
     IrValue *v = ARENA_NEW(a, IrValue);

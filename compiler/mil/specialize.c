@@ -4,21 +4,8 @@
 
 #include "milc/mil.h"
 
-static IrFunction *the_function(const IrProgram *p, const char *name) {
-    IrFunction *f = ir_program_function(p, name ? name : "main");
-    return f || name || p->nfuncs != 1 ? f : p->funcs[0];
-}
-
-static void show(const int64_t *dims, int rank, char *buf, size_t n) {
-    size_t at = (size_t)snprintf(buf, n, "[");
-    for (int i = 0; i < rank && at < n; i++)
-        at += (size_t)(dims[i] < 0 ? snprintf(buf + at, n - at, i ? ", ?" : "?")
-                                   : snprintf(buf + at, n - at, i ? ", %lld" : "%lld", (long long)dims[i]));
-    if (at < n) snprintf(buf + at, n - at, "]");
-}
-
 bool mil_specialize(IrProgram *p, const char *fname, const MilInputShape *s, int n, bool only_flexible, DiagSink *d) {
-    IrFunction *f = the_function(p, fname);
+    IrFunction *f = ir_program_entry(p, fname);
     if (!f) return true; /* the compile names the missing function */
     bool ok = true;
     for (int i = 0; i < n; i++) {
@@ -39,8 +26,8 @@ bool mil_specialize(IrProgram *p, const char *fname, const MilInputShape *s, int
         for (int k = 0; k < t->rank; k++) flexible |= t->dims[k] < 0;
         if (only_flexible && !flexible) continue;
         char want[256], got[256];
-        show(t->dims, t->rank, want, sizeof want);
-        show(s[i].dims, s[i].rank, got, sizeof got);
+        ir_dims_format(t->dims, t->rank, want, sizeof want);
+        ir_dims_format(s[i].dims, s[i].rank, got, sizeof got);
         bool fits = !t->list && s[i].rank == t->rank;
         for (int k = 0; fits && k < t->rank; k++)
             fits = s[i].dims[k] >= 1 && s[i].dims[k] <= (INT64_C(1) << 31) && (t->dims[k] < 0 || t->dims[k] == s[i].dims[k]);

@@ -262,6 +262,10 @@ IrProgram *ir_program_new(Arena *a, int major, int minor);
 void ir_program_set_attr(IrProgram *p, const char *name, IrLiteral *lit);
 IrFunction *ir_function_new(IrProgram *p, const char *name, const char *opset);
 IrFunction *ir_program_function(const IrProgram *p, const char *name); /* NULL if none */
+/* The function a compile or run means: the one named, else "main", else a
+ * program's only function (a multifunction package names its own; a single
+ * function may be called anything).  NULL if none. */
+IrFunction *ir_program_entry(const IrProgram *p, const char *name);
 IrValue *ir_function_add_input(IrFunction *f, const char *name, IrType type);
 void ir_function_add_output(IrFunction *f, IrValue *v);
 /* A detached op with nresults result values (names and types set by the
